@@ -1,0 +1,26 @@
+/* Error reporting. Recoverable problems (bad input files, bad flags) travel
+ * as an mt_error filled by the callee and returned as -1, so the caller (the
+ * CLI, on one rank) decides how to report them. Unrecoverable ones (allocation
+ * failure, internal invariants) go through mt_die. */
+#ifndef MT_CORE_ERROR_H
+#define MT_CORE_ERROR_H
+#include <stddef.h>
+
+#define MT_ERROR_LEN 512
+typedef struct {
+    char msg[MT_ERROR_LEN];
+} mt_error;
+
+/* Formats the message into e (if non-NULL) and returns -1, so callers can
+ * write `return mt_errorf(err, "...", ...);`. */
+int mt_errorf(mt_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints "meshtrain: fatal: <msg>" to stderr and exits the process with
+ * status 2. Under MPI the launcher then tears the job down. */
+_Noreturn void mt_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* malloc/calloc that die with the size and purpose on failure. */
+void *mt_xmalloc(size_t bytes, const char *what);
+void *mt_xcalloc(size_t n, size_t size, const char *what);
+
+#endif

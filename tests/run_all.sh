@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs every test: the C unit tests (build/tests/test_*) and the scripted
+# tests (tests/check_*.sh, which may call mpirun, PyTorch or node). Each is
+# one test; the last line is "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+mkdir -p build/test-logs
+pass=0; fail=0; failed=()
+filter=${1:-}
+run_one() {
+    local name=$1; shift
+    if [ -n "$filter" ] && [[ "$name" != *"$filter"* ]]; then return; fi
+    local log=build/test-logs/$name.log start=$SECONDS
+    if "$@" >"$log" 2>&1; then
+        pass=$((pass+1)); echo "PASS $name ($((SECONDS-start))s)"
+    else
+        fail=$((fail+1)); failed+=("$name"); echo "FAIL $name ($((SECONDS-start))s); last lines of $log:"
+        tail -n 25 "$log" | sed 's/^/    /'
+    fi
+}
+for t in build/tests/test_*; do
+    [ -x "$t" ] && run_one "$(basename "$t")" "$t"
+done
+for s in tests/check_*.sh; do
+    [ -f "$s" ] && run_one "$(basename "$s" .sh)" bash "$s"
+done
+echo
+[ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
