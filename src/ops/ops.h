@@ -1,0 +1,91 @@
+/* Numeric kernels, fp32, on raw pointers: forward and backward of every op
+ * of the GPT-2 model, and the optimizer updates on flat ranges. They never
+ * see MPI, units or the model: callers pass shapes and buffers. Rows are
+ * N = B*T tokens, row-major. Gradient outputs that can receive several
+ * contributions (weights, biases, residual streams) ACCUMULATE (+=) where
+ * stated; callers zero them when a new accumulation starts.
+ * All kernels are deterministic for a fixed thread count. */
+#ifndef MT_OPS_OPS_H
+#define MT_OPS_OPS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/philox.h"
+
+/* ---- linear layer: out[N,OC] = inp[N,C] . w[OC,C]^T + bias[OC] (bias may be NULL) */
+void op_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC);
+/* dinp[N,C] (+)= dout . w  (accumulates if accumulate_dinp, else overwrites; NULL skips)
+ * dw[OC,C] += dout^T . inp ;  dbias[OC] += column sums of dout (NULL skips) */
+void op_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                        const float *w, int N, int C, int OC, int accumulate_dinp);
+
+/* ---- LayerNorm over the last dim (eps 1e-5, biased variance as PyTorch)
+ * mean/rstd [N] are saved for backward. */
+void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int N, int C);
+/* dinp[N,C] += ..., dw[C] += ..., db[C] += ... */
+void op_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                           const float *w, const float *mean, const float *rstd, int N, int C);
+
+/* ---- GELU, tanh approximation (GPT-2's "gelu_new") */
+void op_gelu_forward(float *out, const float *inp, size_t n);
+/* dinp = gelu'(inp) * dout (overwrites; dinp may alias dout) */
+void op_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* ---- causal multi-head self-attention core
+ * qkv [B,T,3*NH*HS]: per row the Q block (NH heads of HS), then K, then V.
+ * out [B,T,NH*HS] head-major per row. lse [B,NH,T]: log-sum-exp of the
+ * scaled, masked scores, kept for backward (no T x T matrix is kept).
+ * Optional dropout on the attention probabilities with global coordinates:
+ * the mask of (sample, head, query i, key j) is drawn from the Philox
+ * stream so backward regenerates it instead of storing it. */
+typedef struct {
+    mt_dropout d;               /* d.p == 0 disables; d.site = MT_DROPOUT_ATTN_PROBS */
+    const uint64_t *sample_ids; /* [B] global sample index of each batch row */
+    int head0;                  /* global index of local head 0 (tensor parallelism) */
+} mt_attn_dropout;
+
+/* Workspace in floats that the caller allocates once and passes to both passes. */
+size_t op_attention_scratch_floats(int B, int T, int NH, int HS, int nthreads);
+void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
+                          const mt_attn_dropout *drop, float *scratch);
+/* dqkv [B,T,3*NH*HS] is overwritten. */
+void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                           const float *lse, int B, int T, int NH, int HS,
+                           const mt_attn_dropout *drop, float *scratch);
+
+/* ---- fused softmax + cross-entropy over the vocabulary
+ * logits [N, Vp]; only the first V columns take part. targets[i] == -1 is
+ * ignored (loss 0, gradient 0). losses[i] = logsumexp(logits[i,:V]) -
+ * logits[i,target]. If dlogits_scale != 0 the logits are overwritten in
+ * place with dL/dlogits = dlogits_scale * (softmax - onehot) (0 on padding
+ * columns and ignored rows), so the probabilities are written once. */
+void op_softmax_xent(float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
+                     float dlogits_scale);
+
+/* ---- embeddings: out[b,t,:] = wte[tok[b,t],:] + wpe[pos0 + t,:] */
+void op_embed_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
+                      int T, int C, int pos0);
+/* dwte[tok] += dout ; dwpe[pos0+t] += sum over b of dout  (deterministic) */
+void op_embed_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
+                       int T, int C, int pos0);
+
+/* ---- element-wise helpers */
+void op_add(float *out, const float *a, const float *b, size_t n);           /* out = a + b */
+void op_accumulate(float *acc, const float *x, size_t n);                    /* acc += x */
+void op_scale(float *x, float s, size_t n);                                  /* x *= s */
+double op_sumsq(const float *x, size_t n);                                   /* sum x^2 in double */
+
+/* ---- optimizer updates on a flat range (PyTorch semantics).
+ * grad_scale multiplies every gradient first (clipping coefficient).
+ * step is 1-based (bias corrections). */
+void op_adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                     float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
+/* Adam with L2 penalty: g' = g*grad_scale + weight_decay * p */
+void op_adam_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
+/* SGD with momentum (PyTorch: buf = momentum*buf + g', first step buf = g';
+ * p -= lr*buf), g' = g*grad_scale + weight_decay*p. */
+void op_sgd_update(float *p, const float *g, float *buf, size_t n, float lr, float momentum,
+                   float weight_decay, int64_t step, float grad_scale);
+
+#endif
