@@ -1,0 +1,201 @@
+/* Causal multi-head self-attention core, fp32, on BLAS.
+ *
+ * Memory choice: no T x T matrix is kept between forward and backward. The
+ * forward pass saves only lse[B,NH,T] (log-sum-exp of each query row's
+ * scaled, masked scores); backward recomputes the scores S = scale Q K^T
+ * and P = exp(S - lse), and regenerates the dropout mask from the Philox
+ * stream. Work is parallel over (batch, head) pairs; each thread uses its
+ * own slice of the caller's scratch:
+ *   Q, K, V, dO, dQ, dK, dV   7 * T * HS  (the head gathered contiguously)
+ *   S, dP                     2 * BQ * T  (one block of BQ query rows)
+ *   row scales                T
+ * so the workspace is O(threads * T * (HS + BQ)), not O(B * NH * T^2).
+ * Query rows are processed in blocks of BQ; block [i0, i1) only needs keys
+ * [0, i1), which halves the GEMM work of a full T x T product.
+ *
+ * forward per block: S = scale Q_b K^T; row softmax over keys j <= i (lse
+ *   of the undropped softmax is saved); Pd = P * dropout scale; O_b = Pd V.
+ * backward per block: S and P recomputed; dPd = dO_b V^T; dP = dPd * scale;
+ *   D_i = sum_j Pd_ij dPd_ij = dO_i . O_i (computed from the saved output);
+ *   dS = P (dP - D); dV += Pd^T dO_b; dQ_b = scale dS K; dK += scale dS^T Q_b.
+ * Each (b, head) task is computed independently by one thread, so results do
+ * not depend on the thread count. */
+#include "ops/ops.h"
+#include "core/error.h"
+#include "ops/vmath.h"
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#define BQ 64 /* query rows per block */
+
+static size_t per_thread_floats(int T, int HS) {
+    size_t n = 7 * (size_t)T * HS + 2 * (size_t)BQ * T + (size_t)T;
+    return (n + 15) & ~(size_t)15;
+}
+
+size_t op_attention_scratch_floats(int B, int T, int NH, int HS, int nthreads) {
+    (void)B;
+    (void)NH;
+    if (nthreads < 1) nthreads = 1;
+    return per_thread_floats(T, HS) * (size_t)nthreads;
+}
+
+/* OpenBLAS's own threads must not run inside our OpenMP region. */
+static int blas_threads_enter(void) {
+#ifdef OPENBLAS_VERSION
+    int n = openblas_get_num_threads();
+    if (n > 1) openblas_set_num_threads(1);
+    return n;
+#else
+    return 1;
+#endif
+}
+static void blas_threads_leave(int n) {
+#ifdef OPENBLAS_VERSION
+    if (n > 1) openblas_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+static int dropout_on(const mt_attn_dropout *drop) { return drop && drop->d.p > 0.0f; }
+
+/* Copies column block [off, off+HS) of T rows with stride ld into dst[T,HS]. */
+static void gather(float *dst, const float *src, int T, int HS, size_t ld) {
+    for (int t = 0; t < T; t++) memcpy(dst + (size_t)t * HS, src + (size_t)t * ld, (size_t)HS * sizeof(float));
+}
+static void scatter(float *dst, const float *src, int T, int HS, size_t ld) {
+    for (int t = 0; t < T; t++) memcpy(dst + (size_t)t * ld, src + (size_t)t * HS, (size_t)HS * sizeof(float));
+}
+
+void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
+                          const mt_attn_dropout *drop, float *scratch) {
+    const int C = NH * HS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const int use_drop = dropout_on(drop);
+    const int nt = omp_get_max_threads();
+    const size_t ptf = per_thread_floats(T, HS);
+    int saved = blas_threads_enter();
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int task = 0; task < B * NH; task++) {
+        const int b = task / NH, h = task % NH;
+        float *ws = scratch + ptf * (size_t)omp_get_thread_num();
+        float *Q = ws, *K = Q + (size_t)T * HS, *V = K + (size_t)T * HS, *O = V + (size_t)T * HS;
+        float *S = ws + 7 * (size_t)T * HS, *rs = S + 2 * (size_t)BQ * T;
+        const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+        gather(Q, base, T, HS, 3 * (size_t)C);
+        gather(K, base + C, T, HS, 3 * (size_t)C);
+        gather(V, base + 2 * C, T, HS, 3 * (size_t)C);
+        float *lrow = lse + ((size_t)b * NH + h) * T;
+        for (int i0 = 0; i0 < T; i0 += BQ) {
+            const int i1 = i0 + BQ < T ? i0 + BQ : T, nb = i1 - i0;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, i1, HS, scale, Q + (size_t)i0 * HS, HS, K,
+                        HS, 0.0f, S, T);
+            for (int i = i0; i < i1; i++) {
+                float *s = S + (size_t)(i - i0) * T;
+                const int n = i + 1;
+                float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+                for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+                float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+                for (int j = 0; j < n; j++) {
+                    float e = mt_vexpf(s[j] - mx);
+                    s[j] = e;
+                    sum += e;
+                }
+                lrow[i] = mx + logf(sum);
+                float inv = 1.0f / sum;
+                if (use_drop) {
+                    mt_dropout_row_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i,
+                                          (uint32_t)(drop->head0 + h), 0, n);
+#pragma omp simd
+                    for (int j = 0; j < n; j++) s[j] *= inv * rs[j];
+                } else {
+#pragma omp simd
+                    for (int j = 0; j < n; j++) s[j] *= inv;
+                }
+                for (int j = n; j < i1; j++) s[j] = 0.0f;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, HS, i1, 1.0f, S, T, V, HS, 0.0f,
+                        O + (size_t)i0 * HS, HS);
+        }
+        scatter(out + (size_t)b * T * C + (size_t)h * HS, O, T, HS, (size_t)C);
+    }
+    blas_threads_leave(saved);
+}
+
+void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                           const float *lse, int B, int T, int NH, int HS,
+                           const mt_attn_dropout *drop, float *scratch) {
+    const int C = NH * HS;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const int use_drop = dropout_on(drop);
+    const int nt = omp_get_max_threads();
+    const size_t ptf = per_thread_floats(T, HS);
+    int saved = blas_threads_enter();
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int task = 0; task < B * NH; task++) {
+        const int b = task / NH, h = task % NH;
+        float *ws = scratch + ptf * (size_t)omp_get_thread_num();
+        const size_t TH = (size_t)T * HS;
+        float *Q = ws, *K = Q + TH, *V = K + TH, *dO = V + TH, *dQ = dO + TH, *dK = dQ + TH, *dV = dK + TH;
+        float *S = ws + 7 * TH, *dP = S + (size_t)BQ * T, *rs = dP + (size_t)BQ * T;
+        const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+        const float *obase = out + (size_t)b * T * C + (size_t)h * HS;
+        gather(Q, base, T, HS, 3 * (size_t)C);
+        gather(K, base + C, T, HS, 3 * (size_t)C);
+        gather(V, base + 2 * C, T, HS, 3 * (size_t)C);
+        gather(dO, dout + (size_t)b * T * C + (size_t)h * HS, T, HS, (size_t)C);
+        memset(dK, 0, 2 * TH * sizeof(float));
+        const float *lrow = lse + ((size_t)b * NH + h) * T;
+        for (int i0 = 0; i0 < T; i0 += BQ) {
+            const int i1 = i0 + BQ < T ? i0 + BQ : T, nb = i1 - i0;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, i1, HS, scale, Q + (size_t)i0 * HS, HS, K,
+                        HS, 0.0f, S, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, i1, HS, 1.0f, dO + (size_t)i0 * HS, HS, V,
+                        HS, 0.0f, dP, T);
+            for (int i = i0; i < i1; i++) {
+                float *s = S + (size_t)(i - i0) * T, *dp = dP + (size_t)(i - i0) * T;
+                const int n = i + 1;
+                const float *o = obase + (size_t)i * C, *g = dO + (size_t)i * HS;
+                float D = 0.0f;
+                for (int k = 0; k < HS; k++) D += g[k] * o[k];
+                const float L = lrow[i];
+                if (use_drop) {
+                    mt_dropout_row_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i,
+                                          (uint32_t)(drop->head0 + h), 0, n);
+#pragma omp simd
+                    for (int j = 0; j < n; j++) {
+                        float p = mt_vexpf(s[j] - L);
+                        float pd = p * rs[j];
+                        dp[j] = p * (dp[j] * rs[j] - D);
+                        s[j] = pd;
+                    }
+                } else {
+#pragma omp simd
+                    for (int j = 0; j < n; j++) {
+                        float p = mt_vexpf(s[j] - L);
+                        dp[j] = p * (dp[j] - D);
+                        s[j] = p;
+                    }
+                }
+                for (int j = n; j < i1; j++) s[j] = dp[j] = 0.0f;
+            }
+            /* dV[0:i1] += Pd^T dO_b ; dQ_b = scale dS K ; dK[0:i1] += scale dS^T Q_b */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, HS, nb, 1.0f, S, T, dO + (size_t)i0 * HS, HS,
+                        1.0f, dV, HS);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, HS, i1, scale, dP, T, K, HS, 0.0f,
+                        dQ + (size_t)i0 * HS, HS);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, HS, nb, scale, dP, T, Q + (size_t)i0 * HS, HS,
+                        1.0f, dK, HS);
+        }
+        float *dbase = dqkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+        scatter(dbase, dQ, T, HS, 3 * (size_t)C);
+        scatter(dbase + C, dK, T, HS, 3 * (size_t)C);
+        scatter(dbase + 2 * C, dV, T, HS, 3 * (size_t)C);
+    }
+    blas_threads_leave(saved);
+}

@@ -1,0 +1,48 @@
+/* Element-wise helpers on flat fp32 arrays. One static-schedule parallel
+ * region per call; the inner loops vectorise. op_sumsq reduces per-thread
+ * double partials in thread order, so it is deterministic for a fixed
+ * thread count. */
+#include "ops/ops.h"
+#include <omp.h>
+
+#define PAR_MIN 32768 /* below this, threads cost more than they save */
+
+void op_add(float *out, const float *a, const float *b, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void op_accumulate(float *acc, const float *x, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) acc[i] += x[i];
+}
+
+void op_scale(float *x, float s, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+double op_sumsq(const float *x, size_t n) {
+    enum { MAXT = 256 };
+    double part[MAXT];
+    int nt = omp_get_max_threads();
+    if (nt > MAXT) nt = MAXT;
+    if (n < PAR_MIN) nt = 1;
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        size_t lo = n * (size_t)t / (size_t)T, hi = n * (size_t)(t + 1) / (size_t)T;
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (size_t i = lo; i < hi; i++) s += (double)x[i] * (double)x[i];
+        part[t] = s;
+#pragma omp barrier
+#pragma omp single
+        {
+            double tot = 0.0;
+            for (int i = 0; i < T; i++) tot += part[i];
+            part[0] = tot;
+        }
+    }
+    return part[0];
+}

@@ -1,0 +1,89 @@
+/* LayerNorm over the last dimension, eps 1e-5, biased variance (as
+ * torch.nn.LayerNorm).
+ * forward:  mean, rstd = 1/sqrt(var + eps); out = (x - mean) * rstd * w + b
+ * backward: xhat = (x - mean) rstd, g = dout * w,
+ *           dinp += rstd * (g - mean(g) - xhat * mean(g * xhat))
+ *           dw += sum_rows dout * xhat ; db += sum_rows dout
+ * The dw/db sums are accumulated per thread over a static row range into a
+ * private partial, then reduced over threads in thread order, column-parallel:
+ * deterministic for a fixed thread count. */
+#include "ops/ops.h"
+#include "core/error.h"
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#define LN_EPS 1e-5f
+
+void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *o = out + (size_t)n * C;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int c = 0; c < C; c++) s += x[c];
+        float m = s / (float)C;
+        float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; c++) {
+            float d = x[c] - m;
+            v += d * d;
+        }
+        float r = 1.0f / sqrtf(v / (float)C + LN_EPS);
+#pragma omp simd
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * w[c] + b[c];
+        if (mean) mean[n] = m;
+        if (rstd) rstd[n] = r;
+    }
+}
+
+void op_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                           const float *w, const float *mean, const float *rstd, int N, int C) {
+    int nt = omp_get_max_threads();
+    size_t ldp = ((size_t)C + 15) & ~(size_t)15; /* partial rows padded to a cache line */
+    float *part = mt_xcalloc((size_t)nt * 2 * ldp, sizeof(float), "layernorm backward partials");
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        float *pw = part + (size_t)t * 2 * ldp, *pb = pw + ldp;
+        int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+        for (int n = n0; n < n1; n++) {
+            const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
+            float *di = dinp + (size_t)n * C;
+            float m = mean[n], r = rstd[n];
+            float sg = 0.0f, sgx = 0.0f;
+#pragma omp simd reduction(+ : sg, sgx)
+            for (int c = 0; c < C; c++) {
+                float xh = (x[c] - m) * r;
+                float g = d[c] * w[c];
+                sg += g;
+                sgx += g * xh;
+                pw[c] += d[c] * xh;
+                pb[c] += d[c];
+            }
+            sg /= (float)C;
+            sgx /= (float)C;
+#pragma omp simd
+            for (int c = 0; c < C; c++) {
+                float xh = (x[c] - m) * r;
+                di[c] += r * (d[c] * w[c] - sg - xh * sgx);
+            }
+        }
+#pragma omp barrier
+        int nblk = (C + 15) / 16;
+        int c0 = (int)((long)nblk * t / T) * 16, c1 = (int)((long)nblk * (t + 1) / T) * 16;
+        if (c1 > C) c1 = C;
+        for (int c = c0; c < c1; c++) {
+            float sw = 0.0f, sb = 0.0f;
+            for (int q = 0; q < T; q++) {
+                sw += part[(size_t)q * 2 * ldp + c];
+                sb += part[(size_t)q * 2 * ldp + ldp + c];
+            }
+            if (dw) dw[c] += sw;
+            if (db) db[c] += sb;
+        }
+    }
+    free(part);
+}
