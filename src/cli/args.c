@@ -1,0 +1,79 @@
+#include "cli/args.h"
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int parse_i64(const char *name, const char *s, int64_t lo, int64_t hi, int64_t *out, mt_error *err) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end)
+        return mt_errorf(err, "--%s expects an integer, got '%s'", name, s);
+    if (v < lo || v > hi) return mt_errorf(err, "--%s must be in %lld..%lld, got %lld", name, (long long)lo, (long long)hi, v);
+    *out = v;
+    return 0;
+}
+
+int mt_args_parse(int argc, char **argv, mt_arg *spec, int nspec, char **positional, int max_pos, int *npos,
+                  mt_error *err) {
+    int np = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || a[2] == 0) {
+            if (np >= max_pos) return mt_errorf(err, "unexpected argument '%s' (flags start with --)", a);
+            positional[np++] = argv[i];
+            continue;
+        }
+        const char *name = a + 2;
+        mt_arg *s = NULL;
+        for (int k = 0; k < nspec; k++)
+            if (!strcmp(spec[k].name, name)) s = &spec[k];
+        if (!s) return mt_errorf(err, "unknown flag '%s' (see --help)", a);
+        s->seen = 1;
+        if (s->type == MT_ARG_FLAG) {
+            *(int *)s->dst = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return mt_errorf(err, "flag '%s' needs a value", a);
+        const char *v = argv[++i];
+        int64_t x;
+        switch (s->type) {
+        case MT_ARG_INT:
+            if (parse_i64(name, v, -2147483647LL, 2147483647LL, &x, err)) return -1;
+            *(int *)s->dst = (int)x;
+            break;
+        case MT_ARG_I64:
+            if (parse_i64(name, v, INT64_MIN, INT64_MAX, &x, err)) return -1;
+            *(int64_t *)s->dst = x;
+            break;
+        case MT_ARG_FLOAT: {
+            char *end;
+            errno = 0;
+            double d = strtod(v, &end);
+            if (errno || end == v || *end || !isfinite(d)) return mt_errorf(err, "--%s expects a number, got '%s'", name, v);
+            *(float *)s->dst = (float)d;
+            break;
+        }
+        case MT_ARG_STR:
+            *(const char **)s->dst = v;
+            break;
+        case MT_ARG_FLAG:
+            break;
+        }
+    }
+    if (npos) *npos = np;
+    return 0;
+}
+
+void mt_args_usage(const char *cmd, const char *synopsis, const mt_arg *spec, int nspec) {
+    printf("usage: meshtrain %s %s\n", cmd, synopsis);
+    for (int k = 0; k < nspec; k++) printf("  --%-20s %s\n", spec[k].name, spec[k].help ? spec[k].help : "");
+}
+
+int mt_arg_seen(const mt_arg *spec, int nspec, const char *name) {
+    for (int k = 0; k < nspec; k++)
+        if (!strcmp(spec[k].name, name)) return spec[k].seen;
+    return 0;
+}

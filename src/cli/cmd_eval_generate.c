@@ -1,0 +1,165 @@
+/* meshtrain eval / generate: run a checkpoint's model. */
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "data/loader.h"
+#include "data/tokenizer.h"
+#include "model/model.h"
+#include "train/generate.h"
+#include "train/train_io.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static int fail(const char *cmd, const mt_error *err) {
+    fprintf(stderr, "meshtrain %s: error: %s\n", cmd, err->msg);
+    return 1;
+}
+
+int mt_cli_eval(int argc, char **argv) {
+    const char *ckpt = NULL, *val = NULL;
+    int batch = 8, batches = 0, help = 0;
+    mt_arg spec[] = {
+        {"ckpt", MT_ARG_STR, &ckpt, "checkpoint directory", 0},
+        {"val", MT_ARG_STR, &val, "token shard to evaluate on", 0},
+        {"batch", MT_ARG_INT, &batch, "sequences per forward pass (default 8)", 0},
+        {"batches", MT_ARG_INT, &batches, "evaluate at most this many batches (default: the whole file)", 0},
+        {"help", MT_ARG_FLAG, &help, "show this help", 0},
+    };
+    mt_error err = {{0}};
+    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return fail("eval", &err);
+    if (help) {
+        mt_args_usage("eval", "--ckpt DIR --val FILE", spec, NARGS(spec));
+        return 0;
+    }
+    if (!ckpt || !val) {
+        mt_errorf(&err, "--ckpt DIR and --val FILE are required");
+        return fail("eval", &err);
+    }
+    if (batch < 1) {
+        mt_errorf(&err, "--batch must be >= 1, got %d", batch);
+        return fail("eval", &err);
+    }
+    mt_ckpt_info info;
+    if (mt_train_ckpt_peek(ckpt, &info, &err)) return fail("eval", &err);
+    info.cfg.dropout = 0.0f;
+    uint16_t *tok = NULL;
+    size_t n = 0;
+    mt_loader ld;
+    if (mt_train_read_tokens(val, &tok, &n, &err) ||
+        mt_loader_init(&ld, tok, n, info.cfg.seq_len, batch, MT_ORDER_SEQUENTIAL, 0, info.cfg.vocab_size, &err))
+        return fail("eval", &err);
+    mt_mem mem;
+    memset(&mem, 0, sizeof mem);
+    mt_model m;
+    mt_model_create(&m, &info.cfg, batch, info.cfg.seq_len, 0, &mem);
+    if (mt_model_load_checkpoint(&m, ckpt, &err)) return fail("eval", &err);
+    int nb = (int)ld.n_batches;
+    if (batches > 0 && batches < nb) nb = batches;
+    mt_fwd_ctx fc = {0, 0};
+    double sum = 0;
+    for (int k = 0; k < nb; k++) {
+        mt_loader_fill(&ld, (uint64_t)k * batch, batch, m.acts.tokens, m.acts.targets, m.acts.sample_ids);
+        sum += mt_model_forward(&m, &fc, 0.0f);
+    }
+    double tokens = (double)nb * batch * info.cfg.seq_len;
+    printf("val_loss %.6f over %d batches (%.0f tokens) of %s at step %lld\n", sum / tokens, nb, tokens, val,
+           (long long)info.step);
+    mt_model_free(&m);
+    mt_loader_free(&ld);
+    free(tok);
+    return 0;
+}
+
+int mt_cli_generate(int argc, char **argv) {
+    const char *ckpt = NULL, *prompt = "", *tokenizer = NULL, *vocab_dir = NULL;
+    int ntok = 64, top_k = 0, help = 0;
+    float temperature = 1.0f;
+    int64_t seed = 1337;
+    mt_arg spec[] = {
+        {"ckpt", MT_ARG_STR, &ckpt, "checkpoint directory", 0},
+        {"prompt", MT_ARG_STR, &prompt, "text to continue (default: empty; starts from <|endoftext|> for gpt2)", 0},
+        {"tokens", MT_ARG_INT, &ntok, "tokens to generate (default 64)", 0},
+        {"temperature", MT_ARG_FLOAT, &temperature, "sampling temperature; 0 = greedy (default 1)", 0},
+        {"top-k", MT_ARG_INT, &top_k, "sample among the k most likely tokens (0 = all)", 0},
+        {"seed", MT_ARG_I64, &seed, "sampling seed (default 1337)", 0},
+        {"tokenizer", MT_ARG_STR, &tokenizer, "byte | gpt2 (default: byte if the vocabulary is 256, else gpt2)", 0},
+        {"vocab-dir", MT_ARG_STR, &vocab_dir, "directory with encoder.json and vocab.bpe (gpt2)", 0},
+        {"help", MT_ARG_FLAG, &help, "show this help", 0},
+    };
+    mt_error err = {{0}};
+    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return fail("generate", &err);
+    if (help) {
+        mt_args_usage("generate", "--ckpt DIR [--prompt TEXT] [--tokens N]", spec, NARGS(spec));
+        return 0;
+    }
+    if (!ckpt) {
+        mt_errorf(&err, "--ckpt DIR is required");
+        return fail("generate", &err);
+    }
+    if (ntok < 0 || top_k < 0 || temperature < 0) {
+        mt_errorf(&err, "--tokens, --top-k and --temperature must be >= 0");
+        return fail("generate", &err);
+    }
+    mt_ckpt_info info;
+    if (mt_train_ckpt_peek(ckpt, &info, &err)) return fail("generate", &err);
+    info.cfg.dropout = 0.0f;
+    if (!tokenizer) tokenizer = info.cfg.vocab_size == 256 ? "byte" : "gpt2";
+    mt_tokenizer *tk = mt_tokenizer_open(tokenizer, vocab_dir, &err);
+    if (!tk) return fail("generate", &err);
+    if (mt_tokenizer_vocab_size(tk) > info.cfg.vocab_size) {
+        mt_errorf(&err, "tokenizer %s has %d tokens but the model's vocabulary is %d; pass --tokenizer", tokenizer,
+                  mt_tokenizer_vocab_size(tk), info.cfg.vocab_size);
+        return fail("generate", &err);
+    }
+    mt_gpt_layout layout;
+    mt_gpt_layout_build(&info.cfg, &layout);
+    mt_mem mem;
+    memset(&mem, 0, sizeof mem);
+    mt_model m;
+    mt_model_create(&m, &info.cfg, 1, 1, 0, &mem);
+    if (mt_model_load_checkpoint(&m, ckpt, &err)) return fail("generate", &err);
+    int32_t *ptok = NULL;
+    size_t np = 0;
+    if (mt_tokenizer_encode(tk, (const unsigned char *)prompt, strlen(prompt), &ptok, &np, &err))
+        return fail("generate", &err);
+    if (np == 0 && mt_tokenizer_eot(tk) >= 0) {
+        ptok = realloc(ptok, sizeof(int32_t));
+        if (!ptok) mt_die("out of memory");
+        ptok[0] = mt_tokenizer_eot(tk);
+        np = 1;
+    }
+    mt_generator g;
+    mt_generator_init(&g, &m.layout, m.params);
+    float *work = mt_xcalloc((size_t)info.cfg.padded_vocab, sizeof(float), "sampling work");
+    mt_bytes out = {0};
+    fputs(prompt, stdout);
+    const float *logits = NULL;
+    if (np == 0) { /* byte model, empty prompt: start from a newline */
+        ptok = realloc(ptok, sizeof(int32_t));
+        if (!ptok) mt_die("out of memory");
+        ptok[0] = '\n';
+        np = 1;
+    }
+    for (size_t i = 0; i < np; i++)
+        if (!(logits = mt_generator_step(&g, ptok[i]))) break;
+    for (int i = 0; i < ntok && logits; i++) {
+        int32_t next = mt_sample(logits, info.cfg.vocab_size, temperature, top_k, (uint64_t)seed, (uint64_t)i, work);
+        out.len = 0;
+        if (mt_tokenizer_decode(tk, &next, 1, &out, &err)) return fail("generate", &err);
+        fwrite(out.data, 1, out.len, stdout);
+        fflush(stdout);
+        logits = mt_generator_step(&g, next);
+    }
+    fputc('\n', stdout);
+    if (!logits) fprintf(stderr, "(stopped at the model's context length %d)\n", info.cfg.seq_len);
+    mt_bytes_free(&out);
+    free(work);
+    free(ptok);
+    mt_generator_free(&g);
+    mt_model_free(&m);
+    mt_gpt_layout_free(&layout);
+    mt_tokenizer_free(tk);
+    return 0;
+}

@@ -1,0 +1,122 @@
+/* meshtrain train: flags -> mt_train_opts -> trainer. */
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "train/trainer.h"
+#include "train/train_io.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static int fail(const char *cmd, const mt_error *err) {
+    fprintf(stderr, "meshtrain %s: error: %s\n", cmd, err->msg);
+    return 1;
+}
+
+/* Model shape flags shared by train (and the checks of eval/generate). */
+typedef struct {
+    const char *preset;
+    int layers, dim, heads, vocab, seq_len;
+    float dropout;
+} model_flags;
+
+static int resolve_model(const model_flags *mf, const mt_arg *spec, int nspec, const char *train_path,
+                         mt_gpt_config *cfg, mt_error *err) {
+    if (mf->preset) {
+        if (mt_gpt_config_preset(mf->preset, cfg, err)) return -1;
+    }
+    if (mt_arg_seen(spec, nspec, "layers")) cfg->n_layer = mf->layers;
+    if (mt_arg_seen(spec, nspec, "dim")) cfg->n_embd = mf->dim;
+    if (mt_arg_seen(spec, nspec, "heads")) cfg->n_head = mf->heads;
+    if (mt_arg_seen(spec, nspec, "seq-len")) cfg->seq_len = mf->seq_len;
+    if (mt_arg_seen(spec, nspec, "vocab")) {
+        cfg->vocab_size = mf->vocab;
+    } else if (!mf->preset && train_path) {
+        /* Infer from the data: byte-level shards hold ids < 256, else GPT-2. */
+        uint16_t *tok = NULL;
+        size_t n = 0;
+        if (mt_train_read_tokens(train_path, &tok, &n, err)) return -1;
+        int mx = 0;
+        for (size_t i = 0; i < n; i++) mx = tok[i] > mx ? tok[i] : mx;
+        free(tok);
+        cfg->vocab_size = mx < 256 ? 256 : 50257;
+    }
+    if (cfg->vocab_size > 0) cfg->padded_vocab = mt_gpt_pad_vocab(cfg->vocab_size);
+    cfg->dropout = mf->dropout;
+    return mt_gpt_config_validate(cfg, err);
+}
+
+int mt_cli_train(int argc, char **argv) {
+    mt_train_opts o;
+    mt_train_opts_defaults(&o);
+    model_flags mf = {NULL, 0, 0, 0, 0, 0, 0.0f};
+    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled";
+    int64_t seed = (int64_t)o.seed;
+    int help = 0;
+    mt_arg spec[] = {
+        {"train", MT_ARG_STR, &o.train_path, "training token shard (llm.c format, from `meshtrain tokenize`)", 0},
+        {"val", MT_ARG_STR, &o.val_path, "validation token shard", 0},
+        {"model", MT_ARG_STR, &mf.preset, "preset: gpt2 | gpt2-medium | gpt2-large | gpt2-xl", 0},
+        {"layers", MT_ARG_INT, &mf.layers, "transformer blocks L (default 4)", 0},
+        {"dim", MT_ARG_INT, &mf.dim, "model width C (default 128)", 0},
+        {"heads", MT_ARG_INT, &mf.heads, "attention heads (default 4)", 0},
+        {"vocab", MT_ARG_INT, &mf.vocab, "vocabulary size (default: 256 for byte data, 50257 otherwise)", 0},
+        {"seq-len", MT_ARG_INT, &mf.seq_len, "context length T (default 64)", 0},
+        {"dropout", MT_ARG_FLOAT, &mf.dropout, "dropout probability (default 0)", 0},
+        {"batch", MT_ARG_INT, &o.batch, "sequences per optimizer step B (default 8)", 0},
+        {"micro-batch", MT_ARG_INT, &o.micro_batch, "sequences per forward/backward b; B/b accumulation steps (default B)", 0},
+        {"steps", MT_ARG_I64, &o.steps, "optimizer steps (default 10)", 0},
+        {"seed", MT_ARG_I64, &seed, "seed of init, dropout and data order (default 1337)", 0},
+        {"optimizer", MT_ARG_STR, &optimizer, "adamw | adam | sgd (default adamw)", 0},
+        {"lr", MT_ARG_FLOAT, &o.opt.lr, "peak learning rate (default 3e-4)", 0},
+        {"warmup", MT_ARG_I64, &o.lr.warmup, "linear warmup steps (default 0)", 0},
+        {"lr-schedule", MT_ARG_STR, &schedule, "constant | cosine (default constant)", 0},
+        {"min-lr", MT_ARG_FLOAT, &o.lr.min_lr, "final learning rate of the cosine schedule (default 0)", 0},
+        {"weight-decay", MT_ARG_FLOAT, &o.opt.weight_decay, "weight decay on 2-D weights (default 0.1)", 0},
+        {"beta1", MT_ARG_FLOAT, &o.opt.beta1, "Adam beta1 (default 0.9)", 0},
+        {"beta2", MT_ARG_FLOAT, &o.opt.beta2, "Adam beta2 (default 0.95)", 0},
+        {"eps", MT_ARG_FLOAT, &o.opt.eps, "Adam epsilon (default 1e-8)", 0},
+        {"momentum", MT_ARG_FLOAT, &o.opt.momentum, "SGD momentum (default 0.9)", 0},
+        {"grad-clip", MT_ARG_FLOAT, &o.grad_clip, "clip the global gradient L2 norm to this (0 = off, default 1)", 0},
+        {"data-order", MT_ARG_STR, &order, "shuffled | sequential (default shuffled)", 0},
+        {"eval-every", MT_ARG_I64, &o.eval_every, "evaluate on --val every K steps (0 = only never)", 0},
+        {"eval-batches", MT_ARG_INT, &o.eval_batches, "validation batches of --micro-batch sequences (default 8)", 0},
+        {"metrics", MT_ARG_STR, &o.metrics_path, "append one JSON object per step/eval to this file", 0},
+        {"ckpt-dir", MT_ARG_STR, &o.ckpt_dir, "checkpoint directory", 0},
+        {"ckpt-every", MT_ARG_I64, &o.ckpt_every, "save a checkpoint every K steps (and at the end)", 0},
+        {"resume", MT_ARG_FLAG, &o.resume, "continue from the checkpoint in --ckpt-dir", 0},
+        {"init-from", MT_ARG_STR, &o.init_from, "start from the weights of this checkpoint (e.g. imported GPT-2)", 0},
+        {"log-every", MT_ARG_INT, &o.log_every, "print a line every K steps (default 1)", 0},
+        {"dump-grads", MT_ARG_STR, &o.dump_grads, "test aid: write step 1's gradients (raw fp32) to FILE", 0},
+        {"help", MT_ARG_FLAG, &help, "show this help", 0},
+    };
+    mt_error err = {{0}};
+    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return fail("train", &err);
+    if (help) {
+        mt_args_usage("train", "--train FILE [--val FILE] [flags]", spec, NARGS(spec));
+        return 0;
+    }
+    o.seed = (uint64_t)seed;
+    if (mt_opt_kind_parse(optimizer, &o.opt.kind, &err) || mt_lr_kind_parse(schedule, &o.lr.kind, &err) ||
+        mt_data_order_parse(order, &o.order, &err))
+        return fail("train", &err);
+    if (!o.train_path) {
+        mt_errorf(&err, "--train FILE is required (make one with `meshtrain tokenize`)");
+        return fail("train", &err);
+    }
+    if (resolve_model(&mf, spec, NARGS(spec), o.train_path, &o.cfg, &err)) return fail("train", &err);
+
+    mt_trainer tr;
+    if (mt_trainer_init(&tr, &o, &err)) return fail("train", &err);
+    const mt_gpt_config *c = &tr.o.cfg;
+    printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d | %s lr %.3g\n",
+           c->n_layer, c->n_embd, c->n_head, c->vocab_size, c->padded_vocab, c->seq_len,
+           tr.model.layout.total_params, tr.o.batch, tr.o.batch / tr.o.micro_batch, tr.o.micro_batch,
+           mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr);
+    if (tr.step > 0) printf("resumed from %s at step %lld\n", tr.o.ckpt_dir, (long long)tr.step);
+    int rc = mt_trainer_run(&tr, &err);
+    mt_trainer_free(&tr);
+    if (rc) return fail("train", &err);
+    return 0;
+}

@@ -1,0 +1,58 @@
+/* meshtrain: command-line entry point. Subcommands that run the model or
+ * talk to other ranks start MPI; file tools (tokenize, export, import) don't. */
+#include "cli/cli.h"
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+static void usage(void) {
+    puts("usage: meshtrain <command> [flags]   (meshtrain <command> --help for flags)\n"
+         "commands:\n"
+         "  train       train a GPT-2 model on token shards\n"
+         "  eval        validation loss of a checkpoint\n"
+         "  generate    sample text from a checkpoint\n"
+         "  tokenize    text files -> llm.c token shards (byte or GPT-2 BPE)\n"
+         "  export      checkpoint -> safetensors (Hugging Face GPT-2 names) or llm.c model file\n"
+         "  import      safetensors / llm.c model file -> checkpoint\n"
+         "  bench-comm  collective bandwidth (run under mpirun)");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage();
+        return argc < 2 ? 1 : 0;
+    }
+    const char *cmd = argv[1];
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+        int needs_mpi;
+    } cmds[] = {
+        {"train", mt_cli_train, 1},       {"eval", mt_cli_eval, 1},     {"generate", mt_cli_generate, 1},
+        {"tokenize", mt_cli_tokenize, 0}, {"export", mt_cli_export, 0}, {"import", mt_cli_import, 0},
+        {"bench-comm", mt_cli_bench_comm, 1},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        if (strcmp(cmd, cmds[i].name)) continue;
+        if (cmds[i].needs_mpi) {
+            int provided;
+            if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+                fprintf(stderr, "meshtrain: error: MPI_Init failed; is the MPI installation working?\n");
+                return 1;
+            }
+        }
+        int rc = cmds[i].fn(argc - 1, argv + 1);
+        if (cmds[i].needs_mpi) {
+            if (rc) {
+                fflush(stdout);
+                fflush(stderr);
+                MPI_Abort(MPI_COMM_WORLD, rc);
+            }
+            MPI_Finalize();
+        }
+        return rc;
+    }
+    fprintf(stderr, "meshtrain: error: unknown command '%s'\n", cmd);
+    usage();
+    return 1;
+}

@@ -1,0 +1,43 @@
+/* The distributed data loader. The data order is a pure function of (seed,
+ * global sample index): sample i of global batch k has global index
+ * g = k*B + i, and every rank (whatever its slice of the batch) reads the
+ * same tokens for the same g. Samples are windows of T+1 tokens (inputs
+ * and shifted targets).
+ *   sequential: llm.c's order: batch k starts at (k mod nb)*B*T where nb
+ *               is the number of batches before the next one would run past
+ *               the end (then it wraps to the start); sample i at +i*T.
+ *   shuffled:   the stream is cut into W = (n-1)/T windows (window w starts
+ *               at w*T); epoch e = g / W visits them in a permutation drawn
+ *               from (seed, e) (Fisher-Yates on Philox numbers). */
+#ifndef MT_DATA_LOADER_H
+#define MT_DATA_LOADER_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/error.h"
+
+typedef enum { MT_ORDER_SHUFFLED = 0, MT_ORDER_SEQUENTIAL } mt_data_order;
+
+typedef struct {
+    const uint16_t *tokens;
+    size_t n_tokens;
+    int T, B;            /* sequence length, global batch (sequences per step) */
+    mt_data_order order;
+    uint64_t seed;
+    size_t n_windows;    /* shuffled: W */
+    size_t n_batches;    /* sequential: nb */
+    uint32_t *perm;      /* shuffled: permutation of the current epoch */
+    int64_t perm_epoch;  /* epoch the permutation belongs to (-1: none) */
+} mt_loader;
+
+int mt_data_order_parse(const char *s, mt_data_order *out, mt_error *err);
+/* Fails (with a message naming the sizes) if the stream is too short for
+ * one batch, or if a token id is >= vocab_size. */
+int mt_loader_init(mt_loader *ld, const uint16_t *tokens, size_t n_tokens, int T, int B, mt_data_order order,
+                   uint64_t seed, int vocab_size, mt_error *err);
+void mt_loader_free(mt_loader *ld);
+/* Token offset of global sample g's window. */
+size_t mt_loader_sample_start(mt_loader *ld, uint64_t g);
+/* Fills inputs/targets [count, T] for global samples g0 .. g0+count-1. */
+void mt_loader_fill(mt_loader *ld, uint64_t g0, int count, int32_t *inputs, int32_t *targets, uint64_t *sample_ids);
+
+#endif

@@ -1,0 +1,190 @@
+/* Forward and backward of the GPT-2 units on one microbatch.
+ *   embed:  x0 = dropout(wte[tok] + wpe[pos])
+ *   block:  r2 = x + dropout(proj(attn(ln1(x))));  r3 = r2 + dropout(mlp(ln2(r2)))
+ *   head:   loss = xent(ln_f(x) . wte^T)   (output head tied to wte)
+ * Dropout masks are regenerated in backward from global coordinates
+ * (core/philox.h), so no mask is stored. */
+#include "model/model.h"
+#include "ops/ops.h"
+#include <string.h>
+
+#define EMBED_LAYER_ID 0xFFFu
+
+static int dropout_on(const mt_model *m, const mt_fwd_ctx *fc) {
+    return fc->training && m->layout.cfg.dropout > 0.0f;
+}
+
+static mt_dropout make_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site) {
+    mt_dropout d = {m->layout.cfg.dropout, m->seed, fc->step, layer, site};
+    return d;
+}
+
+/* x[b,t,:] *= keep/(1-p) for every row; rows are (sample_ids[b], position t). */
+static void dropout_rows(float *x, const mt_dropout *d, const uint64_t *sample_ids, int B, int T, int C) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < B * T; r++) {
+        float s[64];
+        int b = r / T, t = r % T;
+        float *row = x + (size_t)r * C;
+        for (int c0 = 0; c0 < C; c0 += 64) {
+            int n = C - c0 < 64 ? C - c0 : 64;
+            mt_dropout_row_scales(s, d, sample_ids[b], (uint32_t)t, 0, (uint32_t)c0, n);
+            for (int j = 0; j < n; j++) row[c0 + j] *= s[j];
+        }
+    }
+}
+
+void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc) {
+    mt_acts *a = &m->acts;
+    const mt_gpt_config *cfg = &m->layout.cfg;
+    const mt_unit_layout *u = &m->layout.units[0];
+    const float *p = m->params[0];
+    op_embed_forward(a->encoded, a->tokens, p + u->t[MT_T_WTE].offset, p + u->t[MT_T_WPE].offset, a->B,
+                     a->T, cfg->n_embd, 0);
+    if (dropout_on(m, fc)) {
+        mt_dropout d = make_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED);
+        dropout_rows(a->encoded, &d, a->sample_ids, a->B, a->T, cfg->n_embd);
+    }
+}
+
+static const float *block_input(const mt_model *m, int layer) {
+    return layer == 0 ? m->acts.encoded : m->acts.blocks[layer - 1].res3;
+}
+
+void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
+    mt_acts *a = &m->acts;
+    const mt_gpt_config *cfg = &m->layout.cfg;
+    const mt_unit_layout *u = &m->layout.units[1 + layer];
+    const float *p = m->params[1 + layer];
+    mt_block_acts *ba = &a->blocks[layer];
+    int B = a->B, T = a->T, N = B * T, C = cfg->n_embd, NH = cfg->n_head;
+    const float *x = block_input(m, layer);
+    float *tmp = m->gs.dtmp; /* branch output before dropout; scratch is free during forward */
+    int drop = dropout_on(m, fc);
+#define P(i) (p + u->t[i].offset)
+    op_layernorm_forward(ba->ln1, ba->ln1_mean, ba->ln1_rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), N, C);
+    op_matmul_forward(ba->qkv, ba->ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C);
+    mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids, 0};
+    if (!drop) ad.d.p = 0.0f;
+    op_attention_forward(ba->atty, ba->att_lse, ba->qkv, B, T, NH, C / NH, &ad, m->gs.attn_scratch);
+    op_matmul_forward(tmp, ba->atty, P(MT_T_ATTPROJ_W), P(MT_T_ATTPROJ_B), N, C, C);
+    if (drop) {
+        mt_dropout d = make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID);
+        dropout_rows(tmp, &d, a->sample_ids, B, T, C);
+    }
+    op_add(ba->res2, x, tmp, (size_t)N * C);
+    op_layernorm_forward(ba->ln2, ba->ln2_mean, ba->ln2_rstd, ba->res2, P(MT_T_LN2_W), P(MT_T_LN2_B), N, C);
+    op_matmul_forward(ba->fch, ba->ln2, P(MT_T_FC_W), P(MT_T_FC_B), N, C, 4 * C);
+    op_gelu_forward(ba->fch_gelu, ba->fch, (size_t)N * 4 * C);
+    op_matmul_forward(tmp, ba->fch_gelu, P(MT_T_FCPROJ_W), P(MT_T_FCPROJ_B), N, 4 * C, C);
+    if (drop) {
+        mt_dropout d = make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID);
+        dropout_rows(tmp, &d, a->sample_ids, B, T, C);
+    }
+    op_add(ba->res3, ba->res2, tmp, (size_t)N * C);
+#undef P
+}
+
+double mt_head_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
+    (void)fc;
+    mt_acts *a = &m->acts;
+    const mt_gpt_config *cfg = &m->layout.cfg;
+    int L = cfg->n_layer, N = a->B * a->T, C = cfg->n_embd;
+    const mt_unit_layout *hu = &m->layout.units[L + 1];
+    const float *hp = m->params[L + 1];
+    const float *wte = m->params[0] + m->layout.units[0].t[MT_T_WTE].offset;
+    op_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->blocks[L - 1].res3, hp + hu->t[MT_T_LNF_W].offset,
+                         hp + hu->t[MT_T_LNF_B].offset, N, C);
+    op_matmul_forward(a->logits, a->lnf, wte, NULL, N, C, cfg->padded_vocab);
+    op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size, cfg->padded_vocab, dlogits_scale);
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += a->losses[i];
+    return sum;
+}
+
+void mt_head_backward(mt_model *m, const mt_fwd_ctx *fc) {
+    (void)fc;
+    mt_acts *a = &m->acts;
+    const mt_gpt_config *cfg = &m->layout.cfg;
+    int L = cfg->n_layer, N = a->B * a->T, C = cfg->n_embd;
+    const mt_unit_layout *hu = &m->layout.units[L + 1];
+    const float *hp = m->params[L + 1];
+    float *hg = m->grads[L + 1];
+    const float *wte = m->params[0] + m->layout.units[0].t[MT_T_WTE].offset;
+    float *dwte = m->grads[0] + m->layout.units[0].t[MT_T_WTE].offset;
+    /* acts.logits holds dL/dlogits (written by the fused softmax + xent). */
+    op_matmul_backward(m->gs.dln, dwte, NULL, a->logits, a->lnf, wte, N, C, cfg->padded_vocab, 0);
+    memset(m->gs.dresid, 0, (size_t)N * C * sizeof(float));
+    op_layernorm_backward(m->gs.dresid, hg + hu->t[MT_T_LNF_W].offset, hg + hu->t[MT_T_LNF_B].offset, m->gs.dln,
+                          a->blocks[L - 1].res3, hp + hu->t[MT_T_LNF_W].offset, a->lnf_mean, a->lnf_rstd, N, C);
+}
+
+void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
+    mt_acts *a = &m->acts;
+    mt_grad_scratch *gs = &m->gs;
+    const mt_gpt_config *cfg = &m->layout.cfg;
+    const mt_unit_layout *u = &m->layout.units[1 + layer];
+    const float *p = m->params[1 + layer];
+    float *g = m->grads[1 + layer];
+    mt_block_acts *ba = &a->blocks[layer];
+    int B = a->B, T = a->T, N = B * T, C = cfg->n_embd, NH = cfg->n_head;
+    size_t NC = (size_t)N * C;
+    int drop = dropout_on(m, fc);
+    const float *x = block_input(m, layer);
+#define P(i) (p + u->t[i].offset)
+#define G(i) (g + u->t[i].offset)
+    /* MLP branch: dresid holds dL/dres3. */
+    memcpy(gs->dtmp, gs->dresid, NC * sizeof(float));
+    if (drop) {
+        mt_dropout d = make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID);
+        dropout_rows(gs->dtmp, &d, a->sample_ids, B, T, C);
+    }
+    op_matmul_backward(gs->dfch, G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), gs->dtmp, ba->fch_gelu, P(MT_T_FCPROJ_W), N,
+                       4 * C, C, 0);
+    op_gelu_backward(gs->dfch, ba->fch, gs->dfch, (size_t)N * 4 * C);
+    op_matmul_backward(gs->dln, G(MT_T_FC_W), G(MT_T_FC_B), gs->dfch, ba->ln2, P(MT_T_FC_W), N, C, 4 * C, 0);
+    op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->res2, P(MT_T_LN2_W), ba->ln2_mean,
+                          ba->ln2_rstd, N, C);
+    /* Attention branch: dresid now holds dL/dres2. */
+    memcpy(gs->dtmp, gs->dresid, NC * sizeof(float));
+    if (drop) {
+        mt_dropout d = make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID);
+        dropout_rows(gs->dtmp, &d, a->sample_ids, B, T, C);
+    }
+    op_matmul_backward(gs->datty, G(MT_T_ATTPROJ_W), G(MT_T_ATTPROJ_B), gs->dtmp, ba->atty, P(MT_T_ATTPROJ_W), N, C,
+                       C, 0);
+    mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids, 0};
+    if (!drop) ad.d.p = 0.0f;
+    op_attention_backward(gs->dqkv, gs->datty, ba->qkv, ba->atty, ba->att_lse, B, T, NH, C / NH, &ad,
+                          gs->attn_scratch);
+    op_matmul_backward(gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->dqkv, ba->ln1, P(MT_T_QKV_W), N, C, 3 * C, 0);
+    op_layernorm_backward(gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x, P(MT_T_LN1_W), ba->ln1_mean,
+                          ba->ln1_rstd, N, C);
+#undef P
+#undef G
+}
+
+void mt_embed_backward(mt_model *m, const mt_fwd_ctx *fc) {
+    mt_acts *a = &m->acts;
+    const mt_gpt_config *cfg = &m->layout.cfg;
+    const mt_unit_layout *u = &m->layout.units[0];
+    float *g = m->grads[0];
+    if (dropout_on(m, fc)) {
+        mt_dropout d = make_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED);
+        dropout_rows(m->gs.dresid, &d, a->sample_ids, a->B, a->T, cfg->n_embd);
+    }
+    op_embed_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset, m->gs.dresid, a->tokens, a->B, a->T,
+                      cfg->n_embd, 0);
+}
+
+double mt_model_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
+    mt_embed_forward(m, fc);
+    for (int l = 0; l < m->layout.cfg.n_layer; l++) mt_block_forward(m, l, fc);
+    return mt_head_forward(m, fc, dlogits_scale);
+}
+
+void mt_model_backward(mt_model *m, const mt_fwd_ctx *fc) {
+    mt_head_backward(m, fc);
+    for (int l = m->layout.cfg.n_layer - 1; l >= 0; l--) mt_block_backward(m, l, fc);
+    mt_embed_backward(m, fc);
+}

@@ -1,0 +1,108 @@
+#include "model/model.h"
+#include "ops/ops.h"
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float *acts_alloc(mt_model *m, size_t n, const char *what) {
+    m->acts.bytes += n * sizeof(float);
+    return mt_mem_alloc(m->mem, MT_MEM_ACTS, n * sizeof(float), what);
+}
+
+void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem) {
+    memset(m, 0, sizeof *m);
+    m->mem = mem;
+    m->seed = seed;
+    mt_gpt_layout_build(cfg, &m->layout);
+    const mt_gpt_layout *l = &m->layout;
+    m->params = mt_xcalloc((size_t)l->n_units, sizeof(float *), "unit parameter table");
+    m->grads = mt_xcalloc((size_t)l->n_units, sizeof(float *), "unit gradient table");
+    for (int u = 0; u < l->n_units; u++) {
+        m->params[u] = mt_mem_alloc(mem, MT_MEM_PARAMS, l->units[u].numel * sizeof(float), "parameters");
+        m->grads[u] = mt_mem_alloc(mem, MT_MEM_GRADS, l->units[u].numel * sizeof(float), "gradients");
+        mt_gpt_init_unit(l, u, m->params[u], seed);
+    }
+    size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T, L = (size_t)cfg->n_layer;
+    size_t NH = (size_t)cfg->n_head;
+    mt_acts *a = &m->acts;
+    a->B = B;
+    a->T = T;
+    a->tokens = mt_mem_alloc(mem, MT_MEM_ACTS, N * sizeof(int32_t), "tokens");
+    a->targets = mt_mem_alloc(mem, MT_MEM_ACTS, N * sizeof(int32_t), "targets");
+    a->sample_ids = mt_mem_alloc(mem, MT_MEM_ACTS, (size_t)B * sizeof(uint64_t), "sample ids");
+    a->bytes += N * 2 * sizeof(int32_t) + (size_t)B * sizeof(uint64_t);
+    a->encoded = acts_alloc(m, N * C, "embedding output");
+    a->blocks = mt_xcalloc(L, sizeof(mt_block_acts), "block activations");
+    for (size_t i = 0; i < L; i++) {
+        mt_block_acts *b = &a->blocks[i];
+        b->ln1 = acts_alloc(m, N * C, "ln1");
+        b->ln1_mean = acts_alloc(m, N, "ln1 mean");
+        b->ln1_rstd = acts_alloc(m, N, "ln1 rstd");
+        b->qkv = acts_alloc(m, N * 3 * C, "qkv");
+        b->atty = acts_alloc(m, N * C, "attention output");
+        b->att_lse = acts_alloc(m, N * NH, "attention lse");
+        b->res2 = acts_alloc(m, N * C, "residual 2");
+        b->ln2 = acts_alloc(m, N * C, "ln2");
+        b->ln2_mean = acts_alloc(m, N, "ln2 mean");
+        b->ln2_rstd = acts_alloc(m, N, "ln2 rstd");
+        b->fch = acts_alloc(m, N * 4 * C, "fc");
+        b->fch_gelu = acts_alloc(m, N * 4 * C, "gelu");
+        b->res3 = acts_alloc(m, N * C, "residual 3");
+    }
+    a->lnf = acts_alloc(m, N * C, "lnf");
+    a->lnf_mean = acts_alloc(m, N, "lnf mean");
+    a->lnf_rstd = acts_alloc(m, N, "lnf rstd");
+    a->logits = acts_alloc(m, N * (size_t)cfg->padded_vocab, "logits");
+    a->losses = acts_alloc(m, N, "losses");
+
+    mt_grad_scratch *g = &m->gs;
+    g->dresid = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "dresid");
+    g->dtmp = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "dtmp");
+    g->dln = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "dln");
+    g->datty = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "datty");
+    g->dqkv = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 3 * C * sizeof(float), "dqkv");
+    g->dfch = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 4 * C * sizeof(float), "dfch");
+    size_t row = C > (size_t)T ? C : (size_t)T;
+    g->drop_row = mt_mem_alloc(mem, MT_MEM_SCRATCH, row * sizeof(float), "dropout row");
+    g->attn_scratch_floats = op_attention_scratch_floats(B, T, (int)NH, (int)(C / NH), omp_get_max_threads());
+    g->attn_scratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, g->attn_scratch_floats * sizeof(float), "attention scratch");
+}
+
+void mt_model_free(mt_model *m) {
+    const mt_gpt_layout *l = &m->layout;
+    for (int u = 0; u < l->n_units; u++) {
+        mt_mem_free(m->mem, MT_MEM_PARAMS, m->params[u], l->units[u].numel * sizeof(float));
+        mt_mem_free(m->mem, MT_MEM_GRADS, m->grads[u], l->units[u].numel * sizeof(float));
+    }
+    free(m->params);
+    free(m->grads);
+    /* Activations and scratch: freed wholesale; accounting reset. */
+    mt_acts *a = &m->acts;
+    free(a->tokens); free(a->targets); free(a->sample_ids); free(a->encoded);
+    for (int i = 0; i < l->cfg.n_layer; i++) {
+        mt_block_acts *b = &a->blocks[i];
+        float *bufs[] = {b->ln1, b->ln1_mean, b->ln1_rstd, b->qkv, b->atty, b->att_lse, b->res2,
+                         b->ln2, b->ln2_mean, b->ln2_rstd, b->fch, b->fch_gelu, b->res3};
+        for (size_t j = 0; j < sizeof bufs / sizeof bufs[0]; j++) free(bufs[j]);
+    }
+    free(a->blocks);
+    free(a->lnf); free(a->lnf_mean); free(a->lnf_rstd); free(a->logits); free(a->losses);
+    mt_grad_scratch *g = &m->gs;
+    free(g->dresid); free(g->dtmp); free(g->dln); free(g->datty); free(g->dqkv); free(g->dfch);
+    free(g->drop_row); free(g->attn_scratch);
+    if (m->mem) {
+        m->mem->cur[MT_MEM_ACTS] = 0;
+        m->mem->cur[MT_MEM_SCRATCH] = 0;
+    }
+    mt_gpt_layout_free(&m->layout);
+}
+
+void mt_model_zero_grads(mt_model *m) {
+    for (int u = 0; u < m->layout.n_units; u++)
+        memset(m->grads[u], 0, m->layout.units[u].numel * sizeof(float));
+}
+
+double mt_model_flops_per_token(const mt_gpt_layout *l, int T) {
+    double n = (double)l->total_params - (double)l->units[0].t[MT_T_WPE].numel;
+    return 6.0 * n + 12.0 * l->cfg.n_layer * (double)l->cfg.n_embd * (double)T;
+}

@@ -1,0 +1,91 @@
+/* GPT-2 model runtime: per-unit parameter and gradient buffers, the
+ * activations of one microbatch, and forward/backward per unit. The model
+ * knows nothing of data parallelism or ZeRO: the trainer calls the unit
+ * functions in order and may run hooks between them (gather a unit's
+ * parameters before its forward, reduce its gradients after its backward). */
+#ifndef MT_MODEL_MODEL_H
+#define MT_MODEL_MODEL_H
+#include <stdint.h>
+#include "core/mem.h"
+#include "core/philox.h"
+#include "model/gpt.h"
+
+typedef struct {
+    float *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] */
+    float *qkv;                       /* [N,3C] */
+    float *atty, *att_lse;            /* [N,C], [B,NH,T] */
+    float *res2;                      /* x + attention branch [N,C] */
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *fch, *fch_gelu;            /* [N,4C] */
+    float *res3;                      /* block output [N,C] */
+} mt_block_acts;
+
+/* Activations of one microbatch of B sequences of T tokens (N = B*T rows). */
+typedef struct {
+    int B, T;
+    int32_t *tokens, *targets;  /* [N] */
+    uint64_t *sample_ids;       /* [B] global sample index of each row (dropout coordinates) */
+    float *encoded;             /* embedding output [N,C] */
+    mt_block_acts *blocks;      /* [L] */
+    float *lnf, *lnf_mean, *lnf_rstd;
+    float *logits;              /* [N,Vp]; overwritten by dlogits in backward */
+    float *losses;              /* [N] */
+    size_t bytes;               /* activation bytes held (accounted as MT_MEM_ACTS) */
+} mt_acts;
+
+/* Scratch for backward, shared across units (one microbatch in flight). */
+typedef struct {
+    float *dresid;            /* running gradient of the residual stream [N,C] */
+    float *dtmp;              /* [N,C] */
+    float *dln;               /* [N,C] */
+    float *datty;             /* [N,C] */
+    float *dqkv;              /* [N,3C] */
+    float *dfch;              /* [N,4C] */
+    float *drop_row;          /* [max(C, T)] dropout scales of one row */
+    float *attn_scratch;
+    size_t attn_scratch_floats;
+} mt_grad_scratch;
+
+typedef struct {
+    mt_gpt_layout layout;
+    float **params;   /* [n_units] flat parameter buffers */
+    float **grads;    /* [n_units] flat gradient buffers */
+    mt_acts acts;
+    mt_grad_scratch gs;
+    uint64_t seed;    /* init and dropout seed */
+    mt_mem *mem;
+} mt_model;
+
+/* Builds the layout and allocates params, grads, activations for
+ * microbatches of B x T and backward scratch. Parameters are initialised
+ * from seed (a function of seed, tensor name and element index). */
+void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem);
+void mt_model_free(mt_model *m);
+void mt_model_zero_grads(mt_model *m);
+
+/* Forward context of one microbatch. */
+typedef struct {
+    int training;   /* dropout active when training and cfg.dropout > 0 */
+    uint32_t step;  /* optimizer step (dropout key) */
+} mt_fwd_ctx;
+
+/* Unit forwards (on m->acts; tokens/targets/sample_ids filled by caller). */
+void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc);
+void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc);
+/* Head forward computes the per-row losses; when dlogits_scale != 0 it also
+ * leaves dL/dlogits in acts.logits (fused softmax + cross-entropy).
+ * Returns the sum of the row losses (double). */
+double mt_head_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale);
+/* Unit backwards, in reverse order; they accumulate into m->grads. */
+void mt_head_backward(mt_model *m, const mt_fwd_ctx *fc);
+void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc);
+void mt_embed_backward(mt_model *m, const mt_fwd_ctx *fc);
+
+/* Whole-model helpers (forward of every unit; forward+backward). */
+double mt_model_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale);
+void mt_model_backward(mt_model *m, const mt_fwd_ctx *fc);
+
+/* Model FLOPs per token for training (6N + 12 L C T; N without wpe). */
+double mt_model_flops_per_token(const mt_gpt_layout *l, int T);
+
+#endif

@@ -1,0 +1,47 @@
+/* Optimizers over flat fp32 ranges of units. An optimizer updates the
+ * elements [begin, end) of a unit's flat buffer (the whole unit without
+ * ZeRO; a rank's shard with it); weight decay follows the tensors that the
+ * range crosses (2-D weights decay, biases and LayerNorm parameters don't). */
+#ifndef MT_OPTIM_OPTIMIZER_H
+#define MT_OPTIM_OPTIMIZER_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/error.h"
+#include "model/gpt.h"
+
+typedef enum { MT_OPT_ADAMW = 0, MT_OPT_ADAM, MT_OPT_SGD } mt_opt_kind;
+
+typedef struct {
+    mt_opt_kind kind;
+    float lr, beta1, beta2, eps, weight_decay, momentum;
+} mt_opt_hparams;
+
+int mt_opt_kind_parse(const char *s, mt_opt_kind *out, mt_error *err);
+const char *mt_opt_kind_name(mt_opt_kind k);
+/* Number of fp32 state buffers per parameter: 2 (Adam m, v), 1 (momentum). */
+int mt_opt_state_count(mt_opt_kind k);
+const char *mt_opt_state_name(mt_opt_kind k, int i); /* "m", "v", "momentum" */
+
+/* Updates params[i] for i in [begin, end) of unit `unit` (indices into the
+ * unit's flat buffer); p, g, state[k] point at element `begin`. lr is this
+ * step's rate; step is 1-based; grad_scale multiplies gradients (clipping). */
+void mt_opt_update_range(const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end,
+                         float *p, const float *g, float *const *state, float lr, int64_t step,
+                         float grad_scale);
+
+typedef enum { MT_LR_CONSTANT = 0, MT_LR_COSINE } mt_lr_kind;
+typedef struct {
+    mt_lr_kind kind;
+    float lr, min_lr;
+    int64_t warmup, total_steps;
+} mt_lr_schedule;
+
+int mt_lr_kind_parse(const char *s, mt_lr_kind *out, mt_error *err);
+/* LR of (0-based) step: linear warmup lr*(step+1)/warmup over the first
+ * `warmup` steps, then constant, or cosine decay to min_lr at total_steps. */
+float mt_lr_at(const mt_lr_schedule *s, int64_t step);
+
+/* PyTorch clip_grad_norm_ coefficient: min(1, max_norm / (norm + 1e-6)); 1 if max_norm <= 0. */
+float mt_clip_coef(double norm, float max_norm);
+
+#endif

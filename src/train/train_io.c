@@ -1,0 +1,130 @@
+#include "train/train_io.h"
+#include "ckpt/checkpoint.h"
+#include "data/shard.h" /* mt_shard_* */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err) {
+    memset(info, 0, sizeof *info);
+    mt_ckpt *ck = mt_ckpt_open_ex(dir, MT_CKPT_NO_VERIFY, err);
+    if (!ck) return -1;
+    const mt_json *st = mt_ckpt_state(ck);
+    const mt_json *cfg = mt_json_get(st, "config");
+    if (!cfg) {
+        mt_ckpt_close(ck);
+        return mt_errorf(err, "checkpoint '%s' has no model config in its state", dir);
+    }
+    if (mt_gpt_config_read_json(cfg, &info->cfg, err)) {
+        char msg[MT_ERROR_LEN];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        mt_ckpt_close(ck);
+        return mt_errorf(err, "checkpoint '%s': %s", dir, msg);
+    }
+    info->has_config = 1;
+    info->step = mt_ckpt_step(ck);
+    mt_ckpt_close(ck);
+    return 0;
+}
+
+static int read_named(mt_ckpt *ck, const char *name, float *dst, size_t numel, mt_error *err) {
+    size_t have = 0;
+    if (!mt_ckpt_has(ck, name, &have)) return mt_errorf(err, "checkpoint has no tensor '%s'", name);
+    if (have != numel)
+        return mt_errorf(err, "checkpoint tensor '%s' has %zu elements, the model expects %zu", name, have, numel);
+    return mt_ckpt_read(ck, name, 0, numel, dst, err);
+}
+
+int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *err) {
+    mt_ckpt *ck = mt_ckpt_open(dir, err);
+    if (!ck) return -1;
+    const mt_gpt_layout *l = &tr->model.layout;
+    char name[128];
+    int rc = 0;
+    for (int u = 0; u < l->n_units && !rc; u++)
+        for (int i = 0; i < l->units[u].n_tensors && !rc; i++) {
+            const mt_tensor *t = &l->units[u].t[i];
+            snprintf(name, sizeof name, "model/%s", t->name);
+            rc = read_named(ck, name, tr->model.params[u] + t->offset, t->numel, err);
+            if (resume) {
+                int ns = mt_opt_state_count(tr->o.opt.kind);
+                for (int s = 0; s < ns && !rc; s++) {
+                    snprintf(name, sizeof name, "optim/%s/%s", mt_opt_state_name(tr->o.opt.kind, s), t->name);
+                    rc = read_named(ck, name, tr->opt_state[s][u] + t->offset, t->numel, err);
+                }
+            }
+        }
+    if (!rc && resume) {
+        const mt_json *st = mt_ckpt_state(ck);
+        const char *opt = NULL;
+        if (mt_json_get_string(st, "optimizer", &opt, err) == 0 && strcmp(opt, mt_opt_kind_name(tr->o.opt.kind)))
+            rc = mt_errorf(err, "checkpoint was trained with --optimizer %s, this run uses %s", opt,
+                           mt_opt_kind_name(tr->o.opt.kind));
+        tr->step = mt_ckpt_step(ck);
+    }
+    mt_ckpt_close(ck);
+    return rc;
+}
+
+int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err) {
+    mt_ckpt *ck = mt_ckpt_open(dir, err);
+    if (!ck) return -1;
+    const mt_gpt_layout *l = &m->layout;
+    char name[128];
+    int rc = 0;
+    for (int u = 0; u < l->n_units && !rc; u++)
+        for (int i = 0; i < l->units[u].n_tensors && !rc; i++) {
+            const mt_tensor *t = &l->units[u].t[i];
+            snprintf(name, sizeof name, "model/%s", t->name);
+            rc = read_named(ck, name, m->params[u] + t->offset, t->numel, err);
+        }
+    mt_ckpt_close(ck);
+    return rc;
+}
+
+int mt_trainer_save(mt_trainer *tr, mt_error *err) {
+    const mt_gpt_layout *l = &tr->model.layout;
+    int ns = mt_opt_state_count(tr->o.opt.kind);
+    int n = 0, cap = 0;
+    for (int u = 0; u < l->n_units; u++) cap += l->units[u].n_tensors * (1 + ns);
+    mt_ckpt_tensor *ts = mt_xcalloc((size_t)cap, sizeof *ts, "checkpoint tensor list");
+    char (*names)[128] = mt_xcalloc((size_t)cap, 128, "checkpoint tensor names");
+    for (int u = 0; u < l->n_units; u++)
+        for (int i = 0; i < l->units[u].n_tensors; i++) {
+            const mt_tensor *t = &l->units[u].t[i];
+            for (int s = -1; s < ns; s++) {
+                if (s < 0) snprintf(names[n], 128, "model/%s", t->name);
+                else snprintf(names[n], 128, "optim/%s/%s", mt_opt_state_name(tr->o.opt.kind, s), t->name);
+                const float *base = s < 0 ? tr->model.params[u] : tr->opt_state[s][u];
+                ts[n] = (mt_ckpt_tensor){names[n], base + t->offset, t->numel, t->ndim, {t->shape[0], t->shape[1], 1, 1}};
+                n++;
+            }
+        }
+    mt_json_writer w;
+    mt_jw_init(&w);
+    mt_jw_begin_object(&w);
+    mt_jw_key(&w, "config");
+    mt_gpt_config_write_json(&w, &tr->o.cfg);
+    mt_jw_key(&w, "step"); mt_jw_int(&w, tr->step);
+    mt_jw_key(&w, "seed"); mt_jw_int(&w, (int64_t)tr->o.seed);
+    mt_jw_key(&w, "optimizer"); mt_jw_string(&w, mt_opt_kind_name(tr->o.opt.kind));
+    mt_jw_key(&w, "batch"); mt_jw_int(&w, tr->o.batch);
+    mt_jw_key(&w, "data_order"); mt_jw_string(&w, tr->o.order == MT_ORDER_SEQUENTIAL ? "sequential" : "shuffled");
+    mt_jw_key(&w, "samples_consumed"); mt_jw_int(&w, tr->step * tr->o.batch);
+    mt_jw_end_object(&w);
+    int rc = mt_ckpt_save(tr->o.ckpt_dir, tr->step, w.buf, ts, n, err);
+    mt_jw_free(&w);
+    free(ts);
+    free(names);
+    return rc;
+}
+
+void mt_train_dump_grads(mt_trainer *tr, const char *path) {
+    FILE *f = fopen(path, "wb");
+    if (!f) mt_die("cannot open --dump-grads file '%s'", path);
+    for (int u = 0; u < tr->model.layout.n_units; u++)
+        if (fwrite(tr->model.grads[u], sizeof(float), tr->model.layout.units[u].numel, f) !=
+            tr->model.layout.units[u].numel)
+            mt_die("short write to --dump-grads file '%s'", path);
+    if (fclose(f)) mt_die("cannot close --dump-grads file '%s'", path);
+}

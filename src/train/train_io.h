@@ -1,0 +1,23 @@
+/* The trainer's files: token shards in, checkpoints in and out. */
+#ifndef MT_TRAIN_TRAIN_IO_H
+#define MT_TRAIN_TRAIN_IO_H
+#include "train/trainer.h"
+
+typedef struct {
+    int has_config;
+    mt_gpt_config cfg;
+    int64_t step;
+} mt_ckpt_info;
+
+/* Reads a whole llm.c token shard into a malloc'd uint16 array. */
+int mt_train_read_tokens(const char *path, uint16_t **tokens, size_t *n, mt_error *err);
+/* Reads the model config and step of a checkpoint directory. */
+int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err);
+/* Loads parameters (and, when resuming, optimizer state and step). */
+int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *err);
+/* Loads only the parameters of a checkpoint into a model of the same config. */
+int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err);
+/* Test aid: writes the current gradients as raw fp32 in layout order. */
+void mt_train_dump_grads(mt_trainer *tr, const char *path);
+
+#endif

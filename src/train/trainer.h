@@ -1,0 +1,60 @@
+/* The training loop: microbatches with gradient accumulation, global-norm
+ * clipping, the optimizer step, evaluation, metrics and checkpoints. */
+#ifndef MT_TRAIN_TRAINER_H
+#define MT_TRAIN_TRAINER_H
+#include <stdint.h>
+#include <stdio.h>
+#include "core/error.h"
+#include "core/mem.h"
+#include "data/loader.h"
+#include "model/model.h"
+#include "optim/optimizer.h"
+
+typedef struct {
+    mt_gpt_config cfg;
+    int batch;           /* B: sequences per optimizer step */
+    int micro_batch;     /* b: sequences per forward/backward */
+    int64_t steps;
+    uint64_t seed;
+    mt_opt_hparams opt;
+    mt_lr_schedule lr;   /* total_steps is filled from steps */
+    float grad_clip;     /* 0 = off */
+    mt_data_order order;
+    const char *train_path, *val_path;
+    const char *metrics_path;
+    const char *ckpt_dir;
+    int64_t ckpt_every;
+    int resume;
+    const char *init_from;
+    int64_t eval_every;
+    int eval_batches;
+    int log_every;       /* print a line every k steps (1 = every step) */
+    const char *dump_grads; /* test aid: write the first step's gradients (raw fp32, layout order) */
+} mt_train_opts;
+
+void mt_train_opts_defaults(mt_train_opts *o);
+
+typedef struct {
+    mt_train_opts o;
+    mt_mem mem;
+    mt_model model;
+    float **opt_state[2];   /* [state kind][unit] */
+    uint16_t *train_tokens, *val_tokens;
+    size_t n_train, n_val;
+    mt_loader train_ld, val_ld;
+    int has_val;
+    int64_t step;           /* steps completed */
+    FILE *metrics;
+    double last_loss, last_norm;
+} mt_trainer;
+
+int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_error *err);
+/* Runs one optimizer step; returns the mean loss over the global batch. */
+double mt_trainer_step(mt_trainer *tr);
+/* Mean validation loss over eval_batches sequential batches of the val set. */
+double mt_trainer_eval(mt_trainer *tr);
+int mt_trainer_run(mt_trainer *tr, mt_error *err);
+int mt_trainer_save(mt_trainer *tr, mt_error *err);
+void mt_trainer_free(mt_trainer *tr);
+
+#endif
