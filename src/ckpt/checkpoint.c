@@ -1,0 +1,842 @@
+/* Atomic, sharding-ready checkpoints: see checkpoint.h for the format and
+ * the crash-safety argument. */
+#include "ckpt/checkpoint.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "meshtrain checkpoints store little-endian data and assume a little-endian host"
+#endif
+
+int mt_ckpt_test_crash_after = 0;
+
+#define MANIFEST "manifest.json"
+#define MANIFEST_TMP "manifest.json.tmp"
+#define DATA_PREFIX "tensors-"
+#define ALIGN_BYTES 64
+#define MAX_MANIFEST_BYTES ((size_t)256 << 20)
+#define IO_CHUNK ((size_t)8 << 20)
+
+/* ---- checksum ---- */
+
+#define FNV_PRIME 0x100000001b3ULL
+#define FNV_BASIS 0xcbf29ce484222325ULL
+
+typedef struct {
+    uint64_t h[4];
+    unsigned char buf[32];
+    size_t nbuf;
+    uint64_t total;
+} ckpt_hash;
+
+static void hash_init(ckpt_hash *s) {
+    for (int i = 0; i < 4; i++) s->h[i] = FNV_BASIS ^ (uint64_t)i;
+    s->nbuf = 0;
+    s->total = 0;
+}
+
+static inline void hash_block(uint64_t h[4], const unsigned char *p) {
+    uint64_t w[4];
+    memcpy(w, p, 32); /* little-endian host */
+    for (int i = 0; i < 4; i++) h[i] = (h[i] ^ w[i]) * FNV_PRIME;
+}
+
+static void hash_update(ckpt_hash *s, const void *data, size_t n) {
+    const unsigned char *p = data;
+    s->total += n;
+    if (s->nbuf) {
+        size_t take = 32 - s->nbuf < n ? 32 - s->nbuf : n;
+        memcpy(s->buf + s->nbuf, p, take);
+        s->nbuf += take;
+        p += take;
+        n -= take;
+        if (s->nbuf < 32) return;
+        hash_block(s->h, s->buf);
+        s->nbuf = 0;
+    }
+    uint64_t h0 = s->h[0], h1 = s->h[1], h2 = s->h[2], h3 = s->h[3];
+    while (n >= 32) {
+        uint64_t w[4];
+        memcpy(w, p, 32);
+        h0 = (h0 ^ w[0]) * FNV_PRIME;
+        h1 = (h1 ^ w[1]) * FNV_PRIME;
+        h2 = (h2 ^ w[2]) * FNV_PRIME;
+        h3 = (h3 ^ w[3]) * FNV_PRIME;
+        p += 32;
+        n -= 32;
+    }
+    s->h[0] = h0; s->h[1] = h1; s->h[2] = h2; s->h[3] = h3;
+    memcpy(s->buf, p, n);
+    s->nbuf = n;
+}
+
+static uint64_t mix64(uint64_t x) { /* splitmix64 finalizer: a bijection */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+static uint64_t ckpt_hash_final(ckpt_hash *s) {
+    for (size_t j = 0; j < s->nbuf; j++) s->h[0] = (s->h[0] ^ s->buf[j]) * FNV_PRIME;
+    uint64_t r = mix64(s->total);
+    for (int i = 0; i < 4; i++) r = mix64(r ^ s->h[i]);
+    return r;
+}
+
+uint64_t mt_ckpt_checksum(const void *data, size_t bytes) {
+    ckpt_hash s;
+    hash_init(&s);
+    hash_update(&s, data, bytes);
+    return ckpt_hash_final(&s);
+}
+
+/* ---- file helpers ---- */
+
+static char *path_join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = mt_xmalloc(a + b + 2, "checkpoint path");
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+static int write_all(int fd, const void *buf, size_t n, const char *path, mt_error *err) {
+    const char *p = buf;
+    size_t done = 0;
+    while (done < n) {
+        size_t chunk = n - done < ((size_t)1 << 30) ? n - done : ((size_t)1 << 30);
+        ssize_t w = write(fd, p + done, chunk);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return mt_errorf(err, "writing %s failed after %zu of %zu bytes: %s (is the disk full or read-only?)", path,
+                             done, n, strerror(errno));
+        }
+        if (w == 0) return mt_errorf(err, "writing %s made no progress after %zu of %zu bytes", path, done, n);
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+static int pread_all(int fd, void *buf, size_t n, uint64_t off, const char *path, mt_error *err) {
+    char *p = buf;
+    size_t done = 0;
+    while (done < n) {
+        size_t chunk = n - done < ((size_t)1 << 30) ? n - done : ((size_t)1 << 30);
+        ssize_t r = pread(fd, p + done, chunk, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return mt_errorf(err, "reading %zu bytes at offset %" PRIu64 " of %s failed: %s", n, off, path, strerror(errno));
+        }
+        if (r == 0)
+            return mt_errorf(err, "reading %zu bytes at offset %" PRIu64 " of %s: file ends after %zu bytes (truncated?)", n,
+                             off, path, done);
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+static int fsync_dir(const char *dir, mt_error *err) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return mt_errorf(err, "cannot open directory %s to fsync it: %s", dir, strerror(errno));
+    if (fsync(fd) != 0 && errno != EINVAL) {
+        int e = errno;
+        close(fd);
+        return mt_errorf(err, "fsync of directory %s failed: %s", dir, strerror(e));
+    }
+    close(fd);
+    return 0;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir, mt_error *err) {
+    size_t n = strlen(dir);
+    char *p = mt_xmalloc(n + 1, "checkpoint directory path");
+    memcpy(p, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] == '/' || p[i] == '\0') {
+            char c = p[i];
+            p[i] = '\0';
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+                int e = errno;
+                mt_errorf(err, "cannot create checkpoint directory %s: %s", p, strerror(e));
+                free(p);
+                return -1;
+            }
+            p[i] = c;
+        }
+    }
+    free(p);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return mt_errorf(err, "checkpoint path %s exists but is not a directory", dir);
+    return 0;
+}
+
+static int file_exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* ---- JSON re-emission (state object) ---- */
+
+static void jw_raw_value(mt_json_writer *w, const char *s, size_t n) {
+    size_t need = w->len + n + 2;
+    if (need > w->cap) {
+        size_t cap = w->cap ? w->cap : 256;
+        while (cap < need) cap *= 2;
+        char *b = realloc(w->buf, cap);
+        if (!b) mt_die("out of memory growing a JSON buffer to %zu bytes", cap);
+        w->buf = b;
+        w->cap = cap;
+    }
+    if (w->need_comma[w->depth]) w->buf[w->len++] = ',';
+    w->need_comma[w->depth] = 1;
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+    w->buf[w->len] = '\0';
+}
+
+/* Writes a parsed value back as compact JSON. Fails on strings holding NUL
+ * (the writer takes C strings) and on nesting beyond the writer's depth. */
+static int emit_json(mt_json_writer *w, const mt_json *v, int depth, mt_error *err) {
+    if (depth > 48) return mt_errorf(err, "state JSON nests deeper than 48 levels");
+    switch (v->type) {
+    case MT_JSON_NULL: mt_jw_null(w); return 0;
+    case MT_JSON_BOOL: mt_jw_bool(w, v->boolean); return 0;
+    case MT_JSON_NUMBER: jw_raw_value(w, v->num_text, strlen(v->num_text)); return 0;
+    case MT_JSON_STRING:
+        if (strlen(v->str) != v->str_len) return mt_errorf(err, "state JSON string contains a NUL character (\\u0000)");
+        mt_jw_string(w, v->str);
+        return 0;
+    case MT_JSON_ARRAY:
+    case MT_JSON_OBJECT:
+        if (v->type == MT_JSON_ARRAY) mt_jw_begin_array(w);
+        else mt_jw_begin_object(w);
+        for (const mt_json *c = v->child; c; c = c->next) {
+            if (v->type == MT_JSON_OBJECT) {
+                if (strlen(c->key) != c->key_len) return mt_errorf(err, "state JSON key contains a NUL character");
+                mt_jw_key(w, c->key);
+            }
+            if (emit_json(w, c, depth + 1, err)) return -1;
+        }
+        if (v->type == MT_JSON_ARRAY) mt_jw_end_array(w);
+        else mt_jw_end_object(w);
+        return 0;
+    }
+    return mt_errorf(err, "state JSON: unknown node type");
+}
+
+/* ---- save ---- */
+
+static int cmp_str_ptr(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int validate_tensors(const mt_ckpt_tensor *t, int n, mt_error *err) {
+    if (n < 0) return mt_errorf(err, "checkpoint save: tensor count %d is negative", n);
+    if (n > 0 && !t) return mt_errorf(err, "checkpoint save: NULL tensor list with count %d", n);
+    for (int i = 0; i < n; i++) {
+        if (!t[i].name || !t[i].name[0]) return mt_errorf(err, "checkpoint save: tensor %d has an empty name", i);
+        if (t[i].numel > 0 && !t[i].data)
+            return mt_errorf(err, "checkpoint save: tensor '%s' has %zu elements but a NULL data pointer", t[i].name,
+                             t[i].numel);
+        if (t[i].ndim < 0 || t[i].ndim > MT_CKPT_MAX_DIM)
+            return mt_errorf(err, "checkpoint save: tensor '%s' has ndim %d (must be 0..%d)", t[i].name, t[i].ndim,
+                             MT_CKPT_MAX_DIM);
+        uint64_t prod = 1;
+        for (int d = 0; d < t[i].ndim; d++) {
+            if (t[i].shape[d] < 0 || (t[i].shape[d] > 0 && prod > UINT64_MAX / (uint64_t)t[i].shape[d]))
+                return mt_errorf(err, "checkpoint save: tensor '%s' has invalid shape[%d] = %" PRId64, t[i].name, d,
+                                 t[i].shape[d]);
+            prod *= (uint64_t)t[i].shape[d];
+        }
+        if (prod != (uint64_t)t[i].numel)
+            return mt_errorf(err, "checkpoint save: tensor '%s' has numel %zu but its shape holds %" PRIu64 " elements",
+                             t[i].name, t[i].numel, prod);
+    }
+    if (n > 1) {
+        const char **names = mt_xmalloc((size_t)n * sizeof *names, "checkpoint tensor names");
+        for (int i = 0; i < n; i++) names[i] = t[i].name;
+        qsort(names, (size_t)n, sizeof *names, cmp_str_ptr);
+        for (int i = 1; i < n; i++)
+            if (strcmp(names[i - 1], names[i]) == 0) {
+                mt_errorf(err, "checkpoint save: tensor name '%s' appears more than once", names[i]);
+                free(names);
+                return -1;
+            }
+        free(names);
+    }
+    return 0;
+}
+
+static int crash_here(int phase, mt_error *err) {
+    if (mt_ckpt_test_crash_after == phase)
+        return mt_errorf(err, "checkpoint save: simulated crash after phase %d (test hook)", phase);
+    return 0;
+}
+
+/* Deletes data files and temp files the new manifest does not reference. */
+static void cleanup_dir(const char *dir, const char *keep) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "meshtrain: warning: cannot list checkpoint directory %s to remove old files: %s\n", dir,
+                strerror(errno));
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *nm = e->d_name;
+        int ours = strncmp(nm, DATA_PREFIX, strlen(DATA_PREFIX)) == 0 || strncmp(nm, MANIFEST_TMP, strlen(MANIFEST_TMP)) == 0;
+        if (!ours || strcmp(nm, keep) == 0) continue;
+        char *p = path_join(dir, nm);
+        if (unlink(p) != 0)
+            fprintf(stderr, "meshtrain: warning: cannot remove old checkpoint file %s: %s\n", p, strerror(errno));
+        free(p);
+    }
+    closedir(d);
+}
+
+int mt_ckpt_save(const char *dir, int64_t step, const char *state_json, const mt_ckpt_tensor *tensors, int n,
+                 mt_error *err) {
+    if (!dir || !dir[0]) return mt_errorf(err, "checkpoint save: empty directory name");
+    if (step < 0) return mt_errorf(err, "checkpoint save: step %" PRId64 " is negative", step);
+    if (!state_json) state_json = "{}";
+    mt_error perr;
+    mt_json_doc *state = mt_json_parse(state_json, strlen(state_json), 48, &perr);
+    if (!state) return mt_errorf(err, "checkpoint save: state is not valid JSON: %s", perr.msg);
+    if (mt_json_root(state)->type != MT_JSON_OBJECT) {
+        mt_json_free(state);
+        return mt_errorf(err, "checkpoint save: state must be a JSON object");
+    }
+    if (validate_tensors(tensors, n, err) || make_dirs(dir, err)) {
+        mt_json_free(state);
+        return -1;
+    }
+
+    /* A step-specific data file name that nothing on disk uses yet (so a
+     * re-save of the current step never overwrites data the current manifest
+     * points to). */
+    char data_name[96], tmp_name[128];
+    char *data_path = NULL, *tmp_path = NULL, *man_path = NULL, *man_tmp = NULL;
+    mt_json_writer w;
+    mt_jw_init(&w);
+    uint64_t *offsets = mt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *offsets, "checkpoint offsets");
+    int fd = -1, rc = -1;
+    for (int k = 0;; k++) {
+        if (k == 0) snprintf(data_name, sizeof data_name, DATA_PREFIX "%06" PRId64 ".bin", step);
+        else snprintf(data_name, sizeof data_name, DATA_PREFIX "%06" PRId64 ".%d.bin", step, k);
+        free(data_path);
+        data_path = path_join(dir, data_name);
+        if (!file_exists(data_path)) break;
+        if (k > 1000) { mt_errorf(err, "checkpoint save: too many files named like %s in %s", data_name, dir); goto out; }
+    }
+    snprintf(tmp_name, sizeof tmp_name, "%s.tmp", data_name);
+    tmp_path = path_join(dir, tmp_name);
+
+    /* Phase 1: data file under a temporary name. */
+    fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) { mt_errorf(err, "cannot create checkpoint data file %s: %s", tmp_path, strerror(errno)); goto out; }
+    ckpt_hash hs;
+    hash_init(&hs);
+    uint64_t pos = 0;
+    static const char zeros[ALIGN_BYTES] = {0};
+    for (int i = 0; i < n; i++) {
+        size_t pad = (size_t)((ALIGN_BYTES - pos % ALIGN_BYTES) % ALIGN_BYTES);
+        if (pad) {
+            if (write_all(fd, zeros, pad, tmp_path, err)) goto out;
+            hash_update(&hs, zeros, pad);
+            pos += pad;
+        }
+        offsets[i] = pos;
+        size_t bytes = tensors[i].numel * sizeof(float);
+        const char *p = (const char *)tensors[i].data;
+        for (size_t done = 0; done < bytes;) {
+            size_t c = bytes - done < IO_CHUNK ? bytes - done : IO_CHUNK;
+            if (write_all(fd, p + done, c, tmp_path, err)) goto out;
+            hash_update(&hs, p + done, c);
+            done += c;
+        }
+        pos += bytes;
+    }
+    uint64_t checksum = ckpt_hash_final(&hs);
+    if (fsync(fd) != 0) { mt_errorf(err, "fsync of %s failed: %s", tmp_path, strerror(errno)); goto out; }
+    if (close(fd) != 0) { fd = -1; mt_errorf(err, "closing %s failed: %s", tmp_path, strerror(errno)); goto out; }
+    fd = -1;
+    if (crash_here(1, err)) { free(tmp_path); tmp_path = NULL; goto out; }
+
+    /* Phase 2: publish the data file under its final name. */
+    if (rename(tmp_path, data_path) != 0) {
+        mt_errorf(err, "renaming %s to %s failed: %s", tmp_path, data_path, strerror(errno));
+        goto out;
+    }
+    free(tmp_path);
+    tmp_path = NULL;
+    if (fsync_dir(dir, err)) goto out;
+    if (crash_here(2, err)) goto out;
+
+    /* Phase 3: manifest under a temporary name. */
+    mt_jw_begin_object(&w);
+    mt_jw_key(&w, "format"); mt_jw_string(&w, MT_CKPT_FORMAT);
+    mt_jw_key(&w, "version"); mt_jw_int(&w, MT_CKPT_VERSION);
+    mt_jw_key(&w, "step"); mt_jw_int(&w, step);
+    mt_jw_key(&w, "state");
+    if (emit_json(&w, mt_json_root(state), 0, err)) { unlink(data_path); goto out; }
+    mt_jw_key(&w, "files");
+    mt_jw_begin_array(&w);
+    mt_jw_begin_object(&w);
+    char sum[40];
+    snprintf(sum, sizeof sum, "fnv1a64x4:%016" PRIx64, checksum);
+    mt_jw_key(&w, "name"); mt_jw_string(&w, data_name);
+    mt_jw_key(&w, "bytes"); mt_jw_int(&w, (int64_t)pos);
+    mt_jw_key(&w, "checksum"); mt_jw_string(&w, sum);
+    mt_jw_end_object(&w);
+    mt_jw_end_array(&w);
+    mt_jw_key(&w, "tensors");
+    mt_jw_begin_array(&w);
+    for (int i = 0; i < n; i++) {
+        mt_jw_begin_object(&w);
+        mt_jw_key(&w, "name"); mt_jw_string(&w, tensors[i].name);
+        mt_jw_key(&w, "dtype"); mt_jw_string(&w, "f32");
+        mt_jw_key(&w, "shape");
+        mt_jw_begin_array(&w);
+        for (int d = 0; d < tensors[i].ndim; d++) mt_jw_int(&w, tensors[i].shape[d]);
+        mt_jw_end_array(&w);
+        mt_jw_key(&w, "numel"); mt_jw_int(&w, (int64_t)tensors[i].numel);
+        mt_jw_key(&w, "pieces");
+        mt_jw_begin_array(&w);
+        mt_jw_begin_object(&w);
+        mt_jw_key(&w, "file"); mt_jw_int(&w, 0);
+        mt_jw_key(&w, "offset"); mt_jw_int(&w, (int64_t)offsets[i]);
+        mt_jw_key(&w, "start"); mt_jw_int(&w, 0);
+        mt_jw_key(&w, "numel"); mt_jw_int(&w, (int64_t)tensors[i].numel);
+        mt_jw_end_object(&w);
+        mt_jw_end_array(&w);
+        mt_jw_end_object(&w);
+    }
+    mt_jw_end_array(&w);
+    mt_jw_end_object(&w);
+    man_path = path_join(dir, MANIFEST);
+    man_tmp = path_join(dir, MANIFEST_TMP);
+    fd = open(man_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) { mt_errorf(err, "cannot create %s: %s", man_tmp, strerror(errno)); unlink(data_path); goto out; }
+    if (write_all(fd, w.buf, w.len, man_tmp, err) || write_all(fd, "\n", 1, man_tmp, err)) {
+        unlink(man_tmp);
+        unlink(data_path);
+        goto out;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        fd = -1;
+        mt_errorf(err, "fsync/close of %s failed: %s", man_tmp, strerror(errno));
+        unlink(man_tmp);
+        unlink(data_path);
+        goto out;
+    }
+    fd = -1;
+    if (crash_here(3, err)) goto out;
+
+    /* Phase 4: the atomic switch. */
+    if (rename(man_tmp, man_path) != 0) {
+        mt_errorf(err, "renaming %s to %s failed: %s", man_tmp, man_path, strerror(errno));
+        unlink(man_tmp);
+        unlink(data_path);
+        goto out;
+    }
+    if (fsync_dir(dir, err)) goto out;
+    if (crash_here(4, err)) goto out;
+
+    /* Phase 5: the previous step's data and any crash leftovers go. */
+    cleanup_dir(dir, data_name);
+    rc = 0;
+out:
+    if (fd >= 0) close(fd);
+    if (tmp_path) { unlink(tmp_path); free(tmp_path); }
+    free(data_path);
+    free(man_path);
+    free(man_tmp);
+    free(offsets);
+    mt_jw_free(&w);
+    mt_json_free(state);
+    return rc;
+}
+
+/* ---- open / read ---- */
+
+typedef struct {
+    int file;
+    uint64_t offset;
+    uint64_t start, numel;
+} ck_piece;
+
+typedef struct {
+    const char *name;
+    int ndim;
+    int64_t shape[MT_CKPT_MAX_DIM];
+    uint64_t numel;
+    int npieces;
+    ck_piece *pieces;
+} ck_tensor;
+
+typedef struct {
+    const char *name;
+    char *path;
+    int fd;
+    uint64_t bytes;
+    uint64_t checksum;
+} ck_file;
+
+struct mt_ckpt {
+    char *dir;
+    mt_json_doc *doc;
+    int64_t step;
+    const mt_json *state;
+    char *state_text;
+    int nfiles;
+    ck_file *files;
+    int ntensors;
+    ck_tensor *tensors;
+    const ck_tensor **sorted; /* tensors sorted by name */
+};
+
+void mt_ckpt_close(mt_ckpt *ck) {
+    if (!ck) return;
+    for (int i = 0; i < ck->nfiles; i++) {
+        if (ck->files[i].fd >= 0) close(ck->files[i].fd);
+        free(ck->files[i].path);
+    }
+    free(ck->files);
+    for (int i = 0; i < ck->ntensors; i++) free(ck->tensors[i].pieces);
+    free(ck->tensors);
+    free((void *)ck->sorted);
+    free(ck->state_text);
+    mt_json_free(ck->doc);
+    free(ck->dir);
+    free(ck);
+}
+
+static int read_whole_file(const char *path, size_t limit, char **out, size_t *len, mt_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return mt_errorf(err, "%s does not exist (no checkpoint saved there yet?)", path);
+        return mt_errorf(err, "cannot open %s: %s", path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return mt_errorf(err, "cannot stat %s: %s", path, strerror(e));
+    }
+    if ((uint64_t)st.st_size > limit) {
+        close(fd);
+        return mt_errorf(err, "%s is %lld bytes, larger than the %zu-byte limit (not a manifest?)", path,
+                         (long long)st.st_size, limit);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = mt_xmalloc(n + 1, "checkpoint manifest");
+    if (pread_all(fd, buf, n, 0, path, err)) {
+        free(buf);
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+static int get_u64(const mt_json *obj, const char *key, uint64_t *out, const char *ctx, mt_error *err) {
+    int64_t v;
+    mt_error e;
+    if (mt_json_get_int64(obj, key, &v, &e)) return mt_errorf(err, "%s: %s", ctx, e.msg);
+    if (v < 0) return mt_errorf(err, "%s: '%s' = %" PRId64 " is negative", ctx, key, v);
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int valid_file_name(const char *s, size_t len) {
+    if (len == 0 || len > 200 || strlen(s) != len) return 0;
+    if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0) return 0;
+    return strchr(s, '/') == NULL && strchr(s, '\\') == NULL;
+}
+
+static const ck_tensor *find_tensor(const mt_ckpt *ck, const char *name) {
+    int lo = 0, hi = ck->ntensors - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        int c = strcmp(ck->sorted[mid]->name, name);
+        if (c == 0) return ck->sorted[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return NULL;
+}
+
+static int cmp_tensor_ptr(const void *a, const void *b) {
+    return strcmp((*(const ck_tensor *const *)a)->name, (*(const ck_tensor *const *)b)->name);
+}
+
+static int parse_manifest(mt_ckpt *ck, const char *mpath, mt_error *err) {
+    const mt_json *r = mt_json_root(ck->doc);
+    char ctx[64];
+    if (r->type != MT_JSON_OBJECT) return mt_errorf(err, "%s: the manifest is not a JSON object", mpath);
+    const char *fmt;
+    mt_error e;
+    if (mt_json_get_string(r, "format", &fmt, &e)) return mt_errorf(err, "%s: %s", mpath, e.msg);
+    if (strcmp(fmt, MT_CKPT_FORMAT) != 0)
+        return mt_errorf(err, "%s: format is '%.60s', expected '%s'", mpath, fmt, MT_CKPT_FORMAT);
+    int64_t ver;
+    if (mt_json_get_int64(r, "version", &ver, &e)) return mt_errorf(err, "%s: %s", mpath, e.msg);
+    if (ver != MT_CKPT_VERSION)
+        return mt_errorf(err, "%s: checkpoint format version %" PRId64 " is not supported (this build reads version %d%s)",
+                         mpath, ver, MT_CKPT_VERSION, ver > MT_CKPT_VERSION ? "; written by a newer meshtrain?" : "");
+    if (mt_json_get_int64(r, "step", &ck->step, &e)) return mt_errorf(err, "%s: %s", mpath, e.msg);
+    if (ck->step < 0) return mt_errorf(err, "%s: step %" PRId64 " is negative", mpath, ck->step);
+    ck->state = mt_json_get(r, "state");
+    if (!ck->state || ck->state->type != MT_JSON_OBJECT)
+        return mt_errorf(err, "%s: 'state' is missing or not an object", mpath);
+
+    const mt_json *files = mt_json_get(r, "files");
+    if (!files || files->type != MT_JSON_ARRAY) return mt_errorf(err, "%s: 'files' is missing or not an array", mpath);
+    if (files->count > 1000000) return mt_errorf(err, "%s: %zu files is implausible", mpath, files->count);
+    ck->files = mt_xcalloc(files->count ? files->count : 1, sizeof(ck_file), "checkpoint file table");
+    for (const mt_json *f = files->child; f; f = f->next) {
+        ck_file *cf = &ck->files[ck->nfiles];
+        cf->fd = -1;
+        ck->nfiles++;
+        int i = ck->nfiles - 1;
+        snprintf(ctx, sizeof ctx, "files[%d]", i);
+        if (f->type != MT_JSON_OBJECT) return mt_errorf(err, "%s: %s is not an object", mpath, ctx);
+        const mt_json *nm = mt_json_get(f, "name");
+        if (!nm || nm->type != MT_JSON_STRING || !valid_file_name(nm->str, nm->str_len))
+            return mt_errorf(err, "%s: %s.name is missing or not a plain file name", mpath, ctx);
+        cf->name = nm->str;
+        for (int j = 0; j < i; j++)
+            if (strcmp(ck->files[j].name, cf->name) == 0)
+                return mt_errorf(err, "%s: file '%s' is listed twice", mpath, cf->name);
+        if (get_u64(f, "bytes", &cf->bytes, ctx, &e)) return mt_errorf(err, "%s: %s", mpath, e.msg);
+        const char *sum;
+        if (mt_json_get_string(f, "checksum", &sum, &e)) return mt_errorf(err, "%s: %s: %s", mpath, ctx, e.msg);
+        const char *pfx = "fnv1a64x4:";
+        char *endp = NULL;
+        if (strncmp(sum, pfx, strlen(pfx)) != 0 || strlen(sum) != strlen(pfx) + 16)
+            return mt_errorf(err, "%s: %s.checksum '%.40s' is not of the form fnv1a64x4:<16 hex digits>", mpath, ctx, sum);
+        cf->checksum = strtoull(sum + strlen(pfx), &endp, 16);
+        if (!endp || *endp != '\0')
+            return mt_errorf(err, "%s: %s.checksum '%.40s' is not of the form fnv1a64x4:<16 hex digits>", mpath, ctx, sum);
+    }
+
+    const mt_json *ts = mt_json_get(r, "tensors");
+    if (!ts || ts->type != MT_JSON_ARRAY) return mt_errorf(err, "%s: 'tensors' is missing or not an array", mpath);
+    if (ts->count > 10000000) return mt_errorf(err, "%s: %zu tensors is implausible", mpath, ts->count);
+    ck->tensors = mt_xcalloc(ts->count ? ts->count : 1, sizeof(ck_tensor), "checkpoint tensor table");
+    for (const mt_json *t = ts->child; t; t = t->next) {
+        ck_tensor *ct = &ck->tensors[ck->ntensors++];
+        snprintf(ctx, sizeof ctx, "tensors[%d]", ck->ntensors - 1);
+        if (t->type != MT_JSON_OBJECT) return mt_errorf(err, "%s: %s is not an object", mpath, ctx);
+        const mt_json *nm = mt_json_get(t, "name");
+        if (!nm || nm->type != MT_JSON_STRING || nm->str_len == 0 || strlen(nm->str) != nm->str_len)
+            return mt_errorf(err, "%s: %s.name is missing, empty or not a string", mpath, ctx);
+        ct->name = nm->str;
+        snprintf(ctx, sizeof ctx, "tensor '%.40s'", ct->name);
+        const char *dt;
+        if (mt_json_get_string(t, "dtype", &dt, &e)) return mt_errorf(err, "%s: %s: %s", mpath, ctx, e.msg);
+        if (strcmp(dt, "f32") != 0) return mt_errorf(err, "%s: %s has dtype '%.20s'; only f32 is supported", mpath, ctx, dt);
+        const mt_json *sh = mt_json_get(t, "shape");
+        if (!sh || sh->type != MT_JSON_ARRAY || sh->count > MT_CKPT_MAX_DIM)
+            return mt_errorf(err, "%s: %s: shape is missing or not an array of at most %d integers", mpath, ctx,
+                             MT_CKPT_MAX_DIM);
+        ct->ndim = (int)sh->count;
+        uint64_t prod = 1;
+        int d = 0;
+        for (int k = 0; k < MT_CKPT_MAX_DIM; k++) ct->shape[k] = 1;
+        for (const mt_json *s = sh->child; s; s = s->next, d++) {
+            int64_t v;
+            if (mt_json_int64(s, &v) || v < 0 || (v > 0 && prod > (UINT64_MAX >> 3) / (uint64_t)v))
+                return mt_errorf(err, "%s: %s: shape[%d] is not a valid dimension", mpath, ctx, d);
+            ct->shape[d] = v;
+            prod *= (uint64_t)v;
+        }
+        if (get_u64(t, "numel", &ct->numel, ctx, &e)) return mt_errorf(err, "%s: %s", mpath, e.msg);
+        if (ct->numel != prod)
+            return mt_errorf(err, "%s: %s: numel %" PRIu64 " does not match its shape (%" PRIu64 " elements)", mpath, ctx,
+                             ct->numel, prod);
+        const mt_json *ps = mt_json_get(t, "pieces");
+        if (!ps || ps->type != MT_JSON_ARRAY) return mt_errorf(err, "%s: %s: 'pieces' is missing or not an array", mpath, ctx);
+        if (ps->count > 1000000) return mt_errorf(err, "%s: %s: %zu pieces is implausible", mpath, ctx, ps->count);
+        ct->pieces = mt_xcalloc(ps->count ? ps->count : 1, sizeof(ck_piece), "checkpoint pieces");
+        uint64_t next = 0;
+        for (const mt_json *p = ps->child; p; p = p->next) {
+            ck_piece *cp = &ct->pieces[ct->npieces++];
+            char pctx[96];
+            snprintf(pctx, sizeof pctx, "%s piece %d", ctx, ct->npieces - 1);
+            if (p->type != MT_JSON_OBJECT) return mt_errorf(err, "%s: %s is not an object", mpath, pctx);
+            uint64_t fi;
+            if (get_u64(p, "file", &fi, pctx, &e) || get_u64(p, "offset", &cp->offset, pctx, &e) ||
+                get_u64(p, "start", &cp->start, pctx, &e) || get_u64(p, "numel", &cp->numel, pctx, &e))
+                return mt_errorf(err, "%s: %s", mpath, e.msg);
+            if (fi >= (uint64_t)ck->nfiles)
+                return mt_errorf(err, "%s: %s refers to file %" PRIu64 " but only %d files are listed", mpath, pctx, fi,
+                                 ck->nfiles);
+            cp->file = (int)fi;
+            if (cp->start != next)
+                return mt_errorf(err, "%s: %s starts at element %" PRIu64 ", expected %" PRIu64
+                                 " (pieces must be sorted and contiguous)", mpath, pctx, cp->start, next);
+            if (cp->numel > ct->numel - next)
+                return mt_errorf(err, "%s: %s extends past the tensor's %" PRIu64 " elements", mpath, pctx, ct->numel);
+            next += cp->numel;
+            uint64_t fb = ck->files[cp->file].bytes;
+            if (cp->offset > fb || cp->numel * 4 > fb - cp->offset)
+                return mt_errorf(err, "%s: %s: bytes [%" PRIu64 ", %" PRIu64 ") lie outside %s (%" PRIu64 " bytes)", mpath,
+                                 pctx, cp->offset, cp->offset + cp->numel * 4, ck->files[cp->file].name, fb);
+        }
+        if (next != ct->numel)
+            return mt_errorf(err, "%s: %s: pieces cover %" PRIu64 " of %" PRIu64 " elements", mpath, ctx, next, ct->numel);
+    }
+    ck->sorted = mt_xmalloc((size_t)(ck->ntensors ? ck->ntensors : 1) * sizeof *ck->sorted, "checkpoint name index");
+    for (int i = 0; i < ck->ntensors; i++) ck->sorted[i] = &ck->tensors[i];
+    qsort(ck->sorted, (size_t)ck->ntensors, sizeof *ck->sorted, cmp_tensor_ptr);
+    for (int i = 1; i < ck->ntensors; i++)
+        if (strcmp(ck->sorted[i - 1]->name, ck->sorted[i]->name) == 0)
+            return mt_errorf(err, "%s: tensor '%.60s' is listed twice", mpath, ck->sorted[i]->name);
+    return 0;
+}
+
+static int open_and_verify_files(mt_ckpt *ck, int verify, mt_error *err) {
+    char *buf = NULL;
+    for (int i = 0; i < ck->nfiles; i++) {
+        ck_file *f = &ck->files[i];
+        f->path = path_join(ck->dir, f->name);
+        f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
+        if (f->fd < 0) {
+            int e = errno;
+            free(buf);
+            return mt_errorf(err, "checkpoint data file %s listed in the manifest cannot be opened: %s%s", f->path,
+                             strerror(e), e == ENOENT ? " (missing: the checkpoint is incomplete)" : "");
+        }
+        struct stat st;
+        if (fstat(f->fd, &st) != 0) {
+            free(buf);
+            return mt_errorf(err, "cannot stat %s: %s", f->path, strerror(errno));
+        }
+        if ((uint64_t)st.st_size != f->bytes) {
+            free(buf);
+            return mt_errorf(err, "checkpoint data file %s is %lld bytes but the manifest says %" PRIu64
+                             " (truncated or replaced)", f->path, (long long)st.st_size, f->bytes);
+        }
+        if (!verify) continue;
+        if (!buf) buf = mt_xmalloc(IO_CHUNK, "checkpoint verification buffer");
+        ckpt_hash hs;
+        hash_init(&hs);
+        for (uint64_t off = 0; off < f->bytes;) {
+            size_t c = f->bytes - off < IO_CHUNK ? (size_t)(f->bytes - off) : IO_CHUNK;
+            if (pread_all(f->fd, buf, c, off, f->path, err)) { free(buf); return -1; }
+            hash_update(&hs, buf, c);
+            off += c;
+        }
+        uint64_t got = ckpt_hash_final(&hs);
+        if (got != f->checksum) {
+            free(buf);
+            return mt_errorf(err, "checksum mismatch in checkpoint data file %s: computed fnv1a64x4:%016" PRIx64
+                             ", manifest says fnv1a64x4:%016" PRIx64 " (the file is corrupted)", f->path, got, f->checksum);
+        }
+    }
+    free(buf);
+    return 0;
+}
+
+mt_ckpt *mt_ckpt_open_ex(const char *dir, unsigned flags, mt_error *err) {
+    if (!dir || !dir[0]) { mt_errorf(err, "checkpoint open: empty directory name"); return NULL; }
+    mt_ckpt *ck = mt_xcalloc(1, sizeof *ck, "checkpoint");
+    size_t dl = strlen(dir);
+    ck->dir = mt_xmalloc(dl + 1, "checkpoint directory");
+    memcpy(ck->dir, dir, dl + 1);
+    char *mpath = path_join(dir, MANIFEST);
+    char *text = NULL;
+    size_t len = 0;
+    mt_error e;
+    if (read_whole_file(mpath, MAX_MANIFEST_BYTES, &text, &len, err)) goto fail;
+    ck->doc = mt_json_parse(text, len, 64, &e);
+    free(text);
+    if (!ck->doc) { mt_errorf(err, "%s is not valid JSON: %s", mpath, e.msg); goto fail; }
+    if (parse_manifest(ck, mpath, err)) goto fail;
+    if (open_and_verify_files(ck, !(flags & MT_CKPT_NO_VERIFY), err)) goto fail;
+    mt_json_writer w;
+    mt_jw_init(&w);
+    if (emit_json(&w, ck->state, 0, &e)) {
+        mt_jw_free(&w);
+        mt_errorf(err, "%s: %s", mpath, e.msg);
+        goto fail;
+    }
+    ck->state_text = w.buf; /* ownership moves to ck */
+    free(mpath);
+    return ck;
+fail:
+    free(mpath);
+    mt_ckpt_close(ck);
+    return NULL;
+}
+
+mt_ckpt *mt_ckpt_open(const char *dir, mt_error *err) { return mt_ckpt_open_ex(dir, 0, err); }
+
+int64_t mt_ckpt_step(const mt_ckpt *ck) { return ck->step; }
+const char *mt_ckpt_state_json(const mt_ckpt *ck) { return ck->state_text; }
+const mt_json *mt_ckpt_state(const mt_ckpt *ck) { return ck->state; }
+int mt_ckpt_n_tensors(const mt_ckpt *ck) { return ck->ntensors; }
+
+const char *mt_ckpt_tensor_name(const mt_ckpt *ck, int i) {
+    return i >= 0 && i < ck->ntensors ? ck->tensors[i].name : NULL;
+}
+
+int mt_ckpt_has(const mt_ckpt *ck, const char *name, size_t *numel) {
+    const ck_tensor *t = find_tensor(ck, name);
+    if (!t) return 0;
+    if (numel) *numel = (size_t)t->numel;
+    return 1;
+}
+
+int mt_ckpt_shape(const mt_ckpt *ck, const char *name, int64_t shape[MT_CKPT_MAX_DIM]) {
+    const ck_tensor *t = find_tensor(ck, name);
+    if (!t) return -1;
+    for (int k = 0; k < MT_CKPT_MAX_DIM; k++) shape[k] = t->shape[k];
+    return t->ndim;
+}
+
+int mt_ckpt_read(const mt_ckpt *ck, const char *name, size_t elem_offset, size_t n, float *dst, mt_error *err) {
+    const ck_tensor *t = find_tensor(ck, name);
+    if (!t) return mt_errorf(err, "checkpoint %s has no tensor '%s'", ck->dir, name);
+    if (elem_offset > t->numel || n > t->numel - elem_offset)
+        return mt_errorf(err, "checkpoint %s: reading elements [%zu, %zu) of tensor '%s' which has %" PRIu64 " elements",
+                         ck->dir, elem_offset, elem_offset + n, name, t->numel);
+    if (n == 0) return 0;
+    /* First piece whose range ends after elem_offset. */
+    int lo = 0, hi = t->npieces - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (t->pieces[mid].start + t->pieces[mid].numel <= elem_offset) lo = mid + 1;
+        else hi = mid;
+    }
+    uint64_t want = elem_offset, end = (uint64_t)elem_offset + n;
+    for (int k = lo; k < t->npieces && want < end; k++) {
+        const ck_piece *p = &t->pieces[k];
+        if (p->start + p->numel <= want) continue;
+        uint64_t stop = p->start + p->numel < end ? p->start + p->numel : end;
+        const ck_file *f = &ck->files[p->file];
+        if (pread_all(f->fd, dst + (want - elem_offset), (size_t)(stop - want) * sizeof(float),
+                      p->offset + (want - p->start) * sizeof(float), f->path, err))
+            return -1;
+        want = stop;
+    }
+    if (want != end) return mt_errorf(err, "checkpoint %s: tensor '%s' pieces do not cover the requested range", ck->dir, name);
+    return 0;
+}
