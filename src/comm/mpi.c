@@ -1,0 +1,720 @@
+/* MPI implementation of comm.h. See the header for the contract; the notes
+ * here are about how it is done.
+ *
+ * Every operation is started non-blocking and completed by wait_req(), a
+ * polling loop with a deadline. Status queries from ranks that timed out
+ * arrive on ctx->diag (a private duplicate of MPI_COMM_WORLD, so they never
+ * match user messages) through one pre-posted MPI_Irecv(ANY_SOURCE); every
+ * poll iteration tests it and answers from a small pool of reply buffers. */
+#include "comm/comm.h"
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TAG_QUERY = 101, TAG_REPLY = 102 };
+#define NREPLY 16
+#define SPINS_BEFORE_YIELD 64
+
+typedef struct {
+    int64_t qid;
+    int64_t comm_id;
+} query_msg;
+
+typedef struct {
+    int64_t qid;
+    int64_t comm_id;
+    int64_t entered;     /* collectives entered on comm_id; -1: not a member */
+    int64_t cur_kind;    /* what the replier waits in now; -1: nothing */
+    int64_t cur_seq;
+    int64_t cur_peer;    /* group rank of the peer for send/recv */
+    char cur_name[MT_COMM_NAME_LEN];
+} reply_msg;
+
+struct mt_comm {
+    mt_comm_ctx *ctx;
+    MPI_Comm comm;
+    int rank, size;
+    int64_t id; /* agreed by all members at creation; -1 while agreeing */
+    char name[MT_COMM_NAME_LEN];
+    int *world_ranks;
+    uint64_t entered; /* collectives started on this communicator */
+    mt_comm_stats stats;
+};
+
+struct mt_comm_ctx {
+    MPI_Comm diag;
+    MPI_Group world_group;
+    int world_rank, world_size;
+    double timeout_s;
+    int64_t next_id;
+    mt_comm *world;
+    mt_comm **comms;
+    int ncomms, capcomms;
+    MPI_Request q_req;
+    query_msg q_in;
+    MPI_Request rep_req[NREPLY];
+    reply_msg rep_out[NREPLY];
+    int64_t next_qid;
+    /* the operation this rank is waiting in (for replies) */
+    const mt_comm *cur_comm;
+    int cur_kind;
+    uint64_t cur_seq;
+    int cur_peer;
+};
+
+static const char *const kind_names[MT_COMM_NKIND] = {
+    "allreduce", "allreduce_ctl", "reduce_scatter", "allgather",
+    "broadcast", "send",          "recv",           "barrier"};
+
+const char *mt_comm_kind_name(mt_comm_kind k) {
+    return (unsigned)k < MT_COMM_NKIND ? kind_names[k] : "?";
+}
+
+/* ------------------------------------------------------------------ errors */
+
+static int my_world_rank(const mt_comm *c) {
+    if (c && c->ctx) return c->ctx->world_rank;
+    int r = -1;
+    if (MPI_Comm_rank(MPI_COMM_WORLD, &r) != MPI_SUCCESS) r = -1;
+    return r;
+}
+
+static _Noreturn void abort_job(int code) {
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    _Exit(code); /* MPI_Abort should not return */
+}
+
+__attribute__((format(printf, 4, 5))) static _Noreturn void mpi_fail(const mt_comm *c, int rc,
+                                                                     const char *fn,
+                                                                     const char *fmt, ...) {
+    char es[MPI_MAX_ERROR_STRING + 1] = "unknown error";
+    int len = 0;
+    if (MPI_Error_string(rc, es, &len) != MPI_SUCCESS) snprintf(es, sizeof es, "error code %d", rc);
+    char detail[256] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    fprintf(stderr,
+            "meshtrain: rank %d: %s failed on group '%s' (size %d, %s): %s; aborting the job "
+            "(check the other ranks' messages and the MPI installation)\n",
+            my_world_rank(c), fn, c ? c->name : "-", c ? c->size : 0, detail, es);
+    abort_job(MT_COMM_EXIT_MPI);
+}
+
+__attribute__((format(printf, 2, 3))) static _Noreturn void usage_fail(const mt_comm *c,
+                                                                       const char *fmt, ...) {
+    char detail[384] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "meshtrain: rank %d: bad communication call on group '%s': %s; aborting\n",
+            my_world_rank(c), c ? c->name : "-", detail);
+    abort_job(MT_COMM_EXIT_MPI);
+}
+
+#define CK(c, fn, call, ...)                                         \
+    do {                                                             \
+        int rc_ = (call);                                            \
+        if (rc_ != MPI_SUCCESS) mpi_fail((c), rc_, fn, __VA_ARGS__); \
+    } while (0)
+
+static int to_int(const mt_comm *c, size_t n, const char *what) {
+    if (n > (size_t)INT_MAX)
+        usage_fail(c, "%s = %zu exceeds the MPI limit of %d elements; split the buffer", what, n,
+                   INT_MAX);
+    return (int)n;
+}
+
+/* ------------------------------------------------------------------ counters */
+
+uint64_t mt_comm_bytes_sent(mt_comm_kind k, uint64_t payload, int n, int is_root) {
+    if (n <= 1) return 0;
+    uint64_t un = (uint64_t)n;
+    switch (k) {
+    case MT_COMM_ALLREDUCE:
+    case MT_COMM_ALLREDUCE_CTL: return 2 * (un - 1) * payload / un;
+    case MT_COMM_REDUCE_SCATTER:
+    case MT_COMM_ALLGATHER: return (un - 1) * (payload / un);
+    case MT_COMM_BROADCAST: return is_root ? payload : 0;
+    case MT_COMM_SEND: return payload;
+    default: return 0;
+    }
+}
+
+const mt_comm_stats *mt_comm_get_stats(const mt_comm *c) { return &c->stats; }
+void mt_comm_reset_stats(mt_comm *c) { memset(&c->stats, 0, sizeof c->stats); }
+int mt_comm_rank(const mt_comm *c) { return c->rank; }
+int mt_comm_size(const mt_comm *c) { return c->size; }
+const char *mt_comm_name(const mt_comm *c) { return c->name; }
+MPI_Comm mt_comm_mpi(const mt_comm *c) { return c->comm; }
+int mt_comm_world_rank_of(const mt_comm *c, int r) {
+    return (r >= 0 && r < c->size) ? c->world_ranks[r] : -1;
+}
+
+void mt_comm_print_stats(const mt_comm *c, FILE *f) {
+    for (int k = 0; k < MT_COMM_NKIND; k++) {
+        const mt_comm_counter *q = &c->stats.k[k];
+        if (!q->calls) continue;
+        fprintf(f, "  %-8s %-15s calls %8llu  payload %14llu B  sent %14llu B  wait %9.3f s\n",
+                c->name, kind_names[k], (unsigned long long)q->calls,
+                (unsigned long long)q->payload_bytes, (unsigned long long)q->bytes_sent,
+                q->wait_s);
+    }
+}
+
+/* ------------------------------------------------------------------ context */
+
+static void register_comm(mt_comm_ctx *x, mt_comm *c) {
+    if (x->ncomms == x->capcomms) {
+        int cap = x->capcomms ? 2 * x->capcomms : 16;
+        mt_comm **p = realloc(x->comms, (size_t)cap * sizeof *p);
+        if (!p) usage_fail(c, "out of memory growing the communicator list to %d entries", cap);
+        x->comms = p;
+        x->capcomms = cap;
+    }
+    x->comms[x->ncomms++] = c;
+}
+
+static void unregister_comm(mt_comm_ctx *x, mt_comm *c) {
+    for (int i = 0; i < x->ncomms; i++)
+        if (x->comms[i] == c) {
+            x->comms[i] = x->comms[--x->ncomms];
+            return;
+        }
+}
+
+/* Wraps an MPI communicator (takes ownership). */
+static mt_comm *make_comm(mt_comm_ctx *x, MPI_Comm mc, const char *name, int64_t id,
+                          mt_error *err) {
+    mt_comm *c = calloc(1, sizeof *c);
+    if (!c) {
+        mt_errorf(err, "out of memory allocating communicator '%s'", name);
+        return NULL;
+    }
+    c->ctx = x;
+    c->comm = mc;
+    c->id = id;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    CK(c, "MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN), "new group");
+    CK(c, "MPI_Comm_rank", MPI_Comm_rank(mc, &c->rank), "new group");
+    CK(c, "MPI_Comm_size", MPI_Comm_size(mc, &c->size), "new group");
+    c->world_ranks = malloc((size_t)c->size * sizeof(int));
+    int *idx = malloc((size_t)c->size * sizeof(int));
+    if (!c->world_ranks || !idx) {
+        mt_errorf(err, "out of memory allocating the rank table of communicator '%s' (%d ranks)",
+                  name, c->size);
+        free(idx);
+        free(c->world_ranks);
+        free(c);
+        return NULL;
+    }
+    for (int i = 0; i < c->size; i++) idx[i] = i;
+    MPI_Group g;
+    CK(c, "MPI_Comm_group", MPI_Comm_group(mc, &g), "new group");
+    CK(c, "MPI_Group_translate_ranks",
+       MPI_Group_translate_ranks(g, c->size, idx, x->world_group, c->world_ranks), "new group");
+    CK(c, "MPI_Group_free", MPI_Group_free(&g), "new group");
+    free(idx);
+    register_comm(x, c);
+    return c;
+}
+
+mt_comm_ctx *mt_comm_ctx_create(double timeout_s, mt_error *err) {
+    int inited = 0;
+    if (MPI_Initialized(&inited) != MPI_SUCCESS || !inited) {
+        mt_errorf(err, "mt_comm_ctx_create: MPI is not initialised; call MPI_Init first");
+        return NULL;
+    }
+    mt_comm_ctx *x = calloc(1, sizeof *x);
+    if (!x) {
+        mt_errorf(err, "out of memory allocating the communication context");
+        return NULL;
+    }
+    mt_comm_ctx_set_timeout(x, timeout_s);
+    x->q_req = MPI_REQUEST_NULL;
+    for (int i = 0; i < NREPLY; i++) x->rep_req[i] = MPI_REQUEST_NULL;
+    x->cur_kind = -1;
+    CK(NULL, "MPI_Comm_rank", MPI_Comm_rank(MPI_COMM_WORLD, &x->world_rank), "MPI_COMM_WORLD");
+    CK(NULL, "MPI_Comm_size", MPI_Comm_size(MPI_COMM_WORLD, &x->world_size), "MPI_COMM_WORLD");
+    CK(NULL, "MPI_Comm_group", MPI_Comm_group(MPI_COMM_WORLD, &x->world_group), "MPI_COMM_WORLD");
+    CK(NULL, "MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &x->diag), "diagnosis channel");
+    CK(NULL, "MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(x->diag, MPI_ERRORS_RETURN),
+       "diagnosis channel");
+    MPI_Comm w;
+    CK(NULL, "MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &w), "world group");
+    x->world = make_comm(x, w, "world", 0, err);
+    if (!x->world) {
+        MPI_Comm_free(&w);
+        MPI_Comm_free(&x->diag);
+        free(x);
+        return NULL;
+    }
+    x->next_id = 1;
+    CK(x->world, "MPI_Irecv", MPI_Irecv(&x->q_in, (int)sizeof x->q_in, MPI_BYTE, MPI_ANY_SOURCE,
+                                        TAG_QUERY, x->diag, &x->q_req),
+       "status-query receive");
+    return x;
+}
+
+void mt_comm_ctx_set_timeout(mt_comm_ctx *x, double t) {
+    x->timeout_s = (t > 0 && isfinite(t)) ? t : MT_COMM_DEFAULT_TIMEOUT_S;
+}
+double mt_comm_ctx_timeout(const mt_comm_ctx *x) { return x->timeout_s; }
+mt_comm *mt_comm_world(mt_comm_ctx *x) { return x->world; }
+
+void mt_comm_ctx_free(mt_comm_ctx *x) {
+    if (!x) return;
+    if (x->ncomms > 1)
+        fprintf(stderr, "meshtrain: rank %d: warning: %d communicators still alive when the "
+                        "communication context was freed (free them first)\n",
+                x->world_rank, x->ncomms - 1);
+    if (x->q_req != MPI_REQUEST_NULL) {
+        CK(x->world, "MPI_Cancel", MPI_Cancel(&x->q_req), "status-query receive");
+        CK(x->world, "MPI_Wait", MPI_Wait(&x->q_req, MPI_STATUS_IGNORE), "status-query receive");
+    }
+    for (int i = 0; i < NREPLY; i++)
+        if (x->rep_req[i] != MPI_REQUEST_NULL)
+            CK(x->world, "MPI_Wait", MPI_Wait(&x->rep_req[i], MPI_STATUS_IGNORE), "status reply");
+    mt_comm_free(x->world);
+    x->world = NULL;
+    CK(NULL, "MPI_Comm_free", MPI_Comm_free(&x->diag), "diagnosis channel");
+    CK(NULL, "MPI_Group_free", MPI_Group_free(&x->world_group), "world group");
+    free(x->comms);
+    free(x);
+}
+
+/* ------------------------------------------------------------------ queries */
+
+static mt_comm *find_comm(mt_comm_ctx *x, int64_t id) {
+    for (int i = 0; i < x->ncomms; i++)
+        if (x->comms[i]->id == id) return x->comms[i];
+    return NULL;
+}
+
+/* Answers one query from world rank src. */
+static void answer(mt_comm_ctx *x, int src) {
+    int slot = -1;
+    for (int i = 0; i < NREPLY && slot < 0; i++) {
+        int done = 1;
+        if (x->rep_req[i] != MPI_REQUEST_NULL &&
+            MPI_Test(&x->rep_req[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            done = 0;
+        if (done) slot = i;
+    }
+    if (slot < 0) return; /* all reply buffers in flight: the asker sees "no response" */
+    reply_msg *m = &x->rep_out[slot];
+    memset(m, 0, sizeof *m);
+    m->qid = x->q_in.qid;
+    m->comm_id = x->q_in.comm_id;
+    const mt_comm *c = find_comm(x, x->q_in.comm_id);
+    m->entered = c ? (int64_t)c->entered : -1;
+    m->cur_kind = x->cur_comm ? x->cur_kind : -1;
+    m->cur_seq = (int64_t)x->cur_seq;
+    m->cur_peer = x->cur_peer;
+    if (x->cur_comm) snprintf(m->cur_name, sizeof m->cur_name, "%s", x->cur_comm->name);
+    /* Errors here only lose a diagnosis; they must not abort a healthy rank. */
+    if (MPI_Isend(m, (int)sizeof *m, MPI_BYTE, src, TAG_REPLY, x->diag, &x->rep_req[slot]) !=
+        MPI_SUCCESS)
+        x->rep_req[slot] = MPI_REQUEST_NULL;
+}
+
+/* Answers every pending query; cheap (one MPI_Test) when there is none. */
+static void service(mt_comm_ctx *x) {
+    while (x->q_req != MPI_REQUEST_NULL) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Test(&x->q_req, &flag, &st) != MPI_SUCCESS || !flag) return;
+        answer(x, st.MPI_SOURCE);
+        CK(x->world, "MPI_Irecv",
+           MPI_Irecv(&x->q_in, (int)sizeof x->q_in, MPI_BYTE, MPI_ANY_SOURCE, TAG_QUERY, x->diag,
+                     &x->q_req),
+           "status-query receive");
+    }
+}
+
+typedef struct {
+    char *buf;
+    size_t cap, len;
+} linebuf;
+
+__attribute__((format(printf, 2, 3))) static void lb_add(linebuf *b, const char *fmt, ...) {
+    if (b->len + 1 >= b->cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->buf + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n > 0) b->len = (b->len + (size_t)n < b->cap) ? b->len + (size_t)n : b->cap - 1;
+}
+
+static void describe_op(linebuf *b, const mt_comm_req *r) {
+    const mt_comm *c = r->comm;
+    if (r->kind == MT_COMM_SEND || r->kind == MT_COMM_RECV)
+        lb_add(b, "%s %s rank %d (world rank %d) on group '%s' (size %d, %zu bytes)",
+               kind_names[r->kind], r->kind == MT_COMM_SEND ? "to" : "from", r->peer,
+               c->world_ranks[r->peer], c->name, c->size, r->bytes);
+    else
+        lb_add(b, "%s #%llu on group '%s' (size %d, %zu bytes)", kind_names[r->kind],
+               (unsigned long long)r->seq, c->name, c->size, r->bytes);
+}
+
+static _Noreturn void on_timeout(mt_comm_req *r, double waited) {
+    mt_comm *c = r->comm;
+    mt_comm_ctx *x = c->ctx;
+    int n = c->size, p2p = (r->kind == MT_COMM_SEND || r->kind == MT_COMM_RECV);
+    reply_msg *rep = calloc((size_t)n, sizeof *rep);
+    MPI_Request *rq = malloc((size_t)n * sizeof *rq);
+    MPI_Request *sq = malloc((size_t)n * sizeof *sq);
+    int *state = calloc((size_t)n, sizeof *state); /* 0 not asked, 1 asked, 2 answered */
+    query_msg q = {((int64_t)x->world_rank << 32) | ++x->next_qid, c->id};
+    if (rep && rq && sq && state) {
+        for (int t = 0; t < n; t++) {
+            rq[t] = sq[t] = MPI_REQUEST_NULL;
+            if (t == c->rank || (p2p && t != r->peer)) continue;
+            int w = c->world_ranks[t];
+            if (MPI_Irecv(&rep[t], (int)sizeof rep[t], MPI_BYTE, w, TAG_REPLY, x->diag, &rq[t]) !=
+                    MPI_SUCCESS ||
+                MPI_Isend(&q, (int)sizeof q, MPI_BYTE, w, TAG_QUERY, x->diag, &sq[t]) !=
+                    MPI_SUCCESS)
+                continue;
+            state[t] = 1;
+        }
+        double grace = fmin(2.0, fmax(0.2, 0.1 * x->timeout_s));
+        double end = MPI_Wtime() + grace;
+        for (;;) {
+            int pending = 0;
+            for (int t = 0; t < n; t++) {
+                if (state[t] != 1) continue;
+                int f = 0;
+                if (MPI_Test(&rq[t], &f, MPI_STATUS_IGNORE) == MPI_SUCCESS && f &&
+                    rep[t].qid == q.qid)
+                    state[t] = 2;
+                else
+                    pending++;
+            }
+            service(x);
+            if (!pending || MPI_Wtime() > end) break;
+            sched_yield();
+        }
+    }
+    char text[2048];
+    linebuf b = {text, sizeof text, 0};
+    text[0] = 0;
+    lb_add(&b, "meshtrain: rank %d: timeout: ", x->world_rank);
+    describe_op(&b, r);
+    lb_add(&b, " waited %.1f s (timeout %.0f s); did not arrive:", waited, x->timeout_s);
+    int nmiss = 0;
+    for (int t = 0; t < n; t++) {
+        if (t == c->rank || (p2p && t != r->peer)) continue;
+        if (!state) break;
+        int st = state[t];
+        if (st == 2 && !p2p && rep[t].entered >= (int64_t)r->seq) continue; /* arrived */
+        if (nmiss++ >= 16) continue;
+        lb_add(&b, "%s %d (world rank %d: ", nmiss > 1 ? ";" : "", t, c->world_ranks[t]);
+        if (st != 2) {
+            lb_add(&b, "no response -- stopped, dead or busy outside communication)");
+            continue;
+        }
+        if (!p2p) lb_add(&b, "entered %lld collectives here, ", (long long)rep[t].entered);
+        if (rep[t].cur_kind >= 0 && rep[t].cur_kind < MT_COMM_NKIND) {
+            lb_add(&b, "waiting in %s", kind_names[rep[t].cur_kind]);
+            if (rep[t].cur_kind == MT_COMM_SEND || rep[t].cur_kind == MT_COMM_RECV)
+                lb_add(&b, " with rank %lld", (long long)rep[t].cur_peer);
+            else
+                lb_add(&b, " #%lld", (long long)rep[t].cur_seq);
+            lb_add(&b, " on group '%s')", rep[t].cur_name);
+        } else {
+            lb_add(&b, "alive, not waiting)");
+        }
+    }
+    if (!state) lb_add(&b, " (unknown: out of memory for the diagnosis)");
+    else if (nmiss == 0) lb_add(&b, " none (all answered as arrived: the MPI library is stuck)");
+    else if (nmiss > 16) lb_add(&b, "; and %d more", nmiss - 16);
+    if (!p2p && state) {
+        lb_add(&b, "; arrived:");
+        for (int t = 0; t < n; t++)
+            if (t == c->rank || (state[t] == 2 && rep[t].entered >= (int64_t)r->seq))
+                lb_add(&b, " %d", t);
+    }
+    lb_add(&b, "; aborting");
+    fprintf(stderr, "%s\n", text);
+    abort_job(MT_COMM_EXIT_TIMEOUT);
+}
+
+/* ------------------------------------------------------------------ requests */
+
+static double now(void) { return MPI_Wtime(); }
+
+static void begin(mt_comm *c, mt_comm_req *r, int kind, int peer, size_t payload, uint64_t sent) {
+    if (r->active)
+        usage_fail(c, "%s started on a request that is still in flight (%s on '%s'); wait for it "
+                      "first, and zero-initialise new requests",
+                   kind_names[kind], kind_names[r->kind], r->comm ? r->comm->name : "?");
+    r->req = MPI_REQUEST_NULL;
+    r->comm = c;
+    r->kind = kind;
+    r->peer = peer;
+    r->active = 1;
+    r->bytes = payload;
+    r->seq = (kind == MT_COMM_SEND || kind == MT_COMM_RECV) ? 0 : ++c->entered;
+    mt_comm_counter *k = &c->stats.k[kind];
+    k->calls++;
+    k->payload_bytes += payload;
+    k->bytes_sent += sent;
+}
+
+static void finish(mt_comm_req *r, const MPI_Status *st) {
+    mt_comm *c = r->comm;
+    r->active = 0;
+    if (r->kind == MT_COMM_RECV && st) {
+        int got = 0;
+        CK(c, "MPI_Get_count", MPI_Get_count(st, MPI_BYTE, &got), "recv from rank %d", r->peer);
+        if ((size_t)got != r->bytes)
+            usage_fail(c, "recv from rank %d expected %zu bytes but the message had %d; the "
+                          "sender and receiver disagree on the message size",
+                       r->peer, r->bytes, got);
+    }
+}
+
+int mt_comm_test(mt_comm_req *r) {
+    if (!r->active) return 1;
+    mt_comm *c = r->comm;
+    double t0 = now();
+    int flag = 0;
+    MPI_Status st;
+    CK(c, "MPI_Test", MPI_Test(&r->req, &flag, &st), "%s", kind_names[r->kind]);
+    service(c->ctx);
+    if (flag) finish(r, &st);
+    c->stats.k[r->kind].wait_s += now() - t0;
+    return flag;
+}
+
+void mt_comm_wait(mt_comm_req *r) {
+    if (!r->active) return;
+    mt_comm *c = r->comm;
+    mt_comm_ctx *x = c->ctx;
+    double t0 = now(), deadline = t0 + x->timeout_s;
+    x->cur_comm = c;
+    x->cur_kind = r->kind;
+    x->cur_seq = r->seq;
+    x->cur_peer = r->peer;
+    MPI_Status st;
+    for (long spins = 0;; spins++) {
+        int flag = 0;
+        CK(c, "MPI_Test", MPI_Test(&r->req, &flag, &st), "waiting for %s", kind_names[r->kind]);
+        if (flag) break;
+        service(x);
+        double t = now();
+        if (t > deadline) on_timeout(r, t - t0);
+        if (spins >= SPINS_BEFORE_YIELD) sched_yield();
+    }
+    x->cur_comm = NULL;
+    x->cur_kind = -1;
+    finish(r, &st);
+    c->stats.k[r->kind].wait_s += now() - t0;
+}
+
+void mt_comm_waitall(mt_comm_req *r, int n) {
+    for (int i = 0; i < n; i++) mt_comm_wait(&r[i]);
+}
+
+/* ------------------------------------------------------------------ operations */
+
+static void check_root(const mt_comm *c, int root, const char *what) {
+    if (root < 0 || root >= c->size)
+        usage_fail(c, "%s rank %d out of range [0, %d)", what, root, c->size);
+}
+
+static void check_tag(const mt_comm *c, int tag) {
+    if (tag < 0 || tag > 32767)
+        usage_fail(c, "message tag %d out of range [0, 32767] (the MPI-guaranteed range)", tag);
+}
+
+void mt_comm_iallreduce(mt_comm *c, const float *send, float *recv, size_t count,
+                        mt_comm_req *r) {
+    size_t B = count * sizeof(float);
+    begin(c, r, MT_COMM_ALLREDUCE, -1, B, mt_comm_bytes_sent(MT_COMM_ALLREDUCE, B, c->size, 0));
+    if (c->size == 1) {
+        if (send != recv && count) memmove(recv, send, B);
+        return;
+    }
+    CK(c, "MPI_Iallreduce",
+       MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, to_int(c, count, "count"),
+                      MPI_FLOAT, MPI_SUM, c->comm, &r->req),
+       "%zu floats", count);
+}
+
+void mt_comm_ireduce_scatter(mt_comm *c, const float *send, float *recv, size_t count,
+                             mt_comm_req *r) {
+    size_t B = count * sizeof(float) * (size_t)c->size;
+    begin(c, r, MT_COMM_REDUCE_SCATTER, -1, B,
+          mt_comm_bytes_sent(MT_COMM_REDUCE_SCATTER, B, c->size, 0));
+    if (c->size == 1) {
+        if (send != recv && count) memmove(recv, send, count * sizeof(float));
+        return;
+    }
+    CK(c, "MPI_Ireduce_scatter_block",
+       MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv,
+                                 to_int(c, count, "block count"), MPI_FLOAT, MPI_SUM, c->comm,
+                                 &r->req),
+       "%zu floats per block", count);
+}
+
+void mt_comm_iallgather(mt_comm *c, const void *send, void *recv, size_t bytes,
+                        mt_comm_req *r) {
+    size_t B = bytes * (size_t)c->size;
+    begin(c, r, MT_COMM_ALLGATHER, -1, B, mt_comm_bytes_sent(MT_COMM_ALLGATHER, B, c->size, 0));
+    char *mine = (char *)recv + (size_t)c->rank * bytes;
+    if (c->size == 1) {
+        if (send != recv && bytes) memmove(recv, send, bytes);
+        return;
+    }
+    CK(c, "MPI_Iallgather",
+       MPI_Iallgather(send == mine ? MPI_IN_PLACE : send, to_int(c, bytes, "block bytes"),
+                      MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm, &r->req),
+       "%zu bytes per block", bytes);
+}
+
+void mt_comm_ibroadcast(mt_comm *c, void *buf, size_t bytes, int root, mt_comm_req *r) {
+    check_root(c, root, "broadcast root");
+    begin(c, r, MT_COMM_BROADCAST, -1, bytes,
+          mt_comm_bytes_sent(MT_COMM_BROADCAST, bytes, c->size, c->rank == root));
+    if (c->size == 1) return;
+    CK(c, "MPI_Ibcast",
+       MPI_Ibcast(buf, to_int(c, bytes, "bytes"), MPI_BYTE, root, c->comm, &r->req),
+       "%zu bytes from root %d", bytes, root);
+}
+
+void mt_comm_isend(mt_comm *c, const void *buf, size_t bytes, int peer, int tag,
+                   mt_comm_req *r) {
+    check_root(c, peer, "send destination");
+    check_tag(c, tag);
+    begin(c, r, MT_COMM_SEND, peer, bytes, mt_comm_bytes_sent(MT_COMM_SEND, bytes, c->size, 0));
+    CK(c, "MPI_Isend",
+       MPI_Isend(buf, to_int(c, bytes, "bytes"), MPI_BYTE, peer, tag, c->comm, &r->req),
+       "%zu bytes to rank %d, tag %d", bytes, peer, tag);
+}
+
+void mt_comm_irecv(mt_comm *c, void *buf, size_t bytes, int peer, int tag, mt_comm_req *r) {
+    check_root(c, peer, "recv source");
+    check_tag(c, tag);
+    begin(c, r, MT_COMM_RECV, peer, bytes, 0);
+    CK(c, "MPI_Irecv",
+       MPI_Irecv(buf, to_int(c, bytes, "bytes"), MPI_BYTE, peer, tag, c->comm, &r->req),
+       "%zu bytes from rank %d, tag %d", bytes, peer, tag);
+}
+
+/* Blocking forms: start + wait (so they time out like everything else). */
+void mt_comm_allreduce(mt_comm *c, const float *send, float *recv, size_t count) {
+    mt_comm_req r = {0};
+    mt_comm_iallreduce(c, send, recv, count, &r);
+    mt_comm_wait(&r);
+}
+void mt_comm_reduce_scatter(mt_comm *c, const float *send, float *recv, size_t count) {
+    mt_comm_req r = {0};
+    mt_comm_ireduce_scatter(c, send, recv, count, &r);
+    mt_comm_wait(&r);
+}
+void mt_comm_allgather(mt_comm *c, const void *send, void *recv, size_t bytes) {
+    mt_comm_req r = {0};
+    mt_comm_iallgather(c, send, recv, bytes, &r);
+    mt_comm_wait(&r);
+}
+void mt_comm_broadcast(mt_comm *c, void *buf, size_t bytes, int root) {
+    mt_comm_req r = {0};
+    mt_comm_ibroadcast(c, buf, bytes, root, &r);
+    mt_comm_wait(&r);
+}
+void mt_comm_send(mt_comm *c, const void *buf, size_t bytes, int peer, int tag) {
+    mt_comm_req r = {0};
+    mt_comm_isend(c, buf, bytes, peer, tag, &r);
+    mt_comm_wait(&r);
+}
+void mt_comm_recv(mt_comm *c, void *buf, size_t bytes, int peer, int tag) {
+    mt_comm_req r = {0};
+    mt_comm_irecv(c, buf, bytes, peer, tag, &r);
+    mt_comm_wait(&r);
+}
+void mt_comm_barrier(mt_comm *c) {
+    mt_comm_req r = {0};
+    begin(c, &r, MT_COMM_BARRIER, -1, 0, 0);
+    if (c->size > 1) CK(c, "MPI_Ibarrier", MPI_Ibarrier(c->comm, &r.req), "barrier");
+    mt_comm_wait(&r);
+}
+
+void mt_comm_allreduce_ctl(mt_comm *c, const void *send, void *recv, size_t count,
+                           mt_comm_dtype dt, mt_comm_op op) {
+    MPI_Datatype mdt;
+    size_t es;
+    switch (dt) {
+    case MT_COMM_F64: mdt = MPI_DOUBLE; es = 8; break;
+    case MT_COMM_I32: mdt = MPI_INT; es = 4; break;
+    case MT_COMM_I64: mdt = MPI_INT64_T; es = 8; break;
+    default: usage_fail(c, "allreduce_ctl: unknown dtype %d", (int)dt);
+    }
+    MPI_Op mop;
+    switch (op) {
+    case MT_COMM_SUM: mop = MPI_SUM; break;
+    case MT_COMM_MAX: mop = MPI_MAX; break;
+    case MT_COMM_MIN: mop = MPI_MIN; break;
+    default: usage_fail(c, "allreduce_ctl: unknown op %d", (int)op);
+    }
+    size_t B = count * es;
+    mt_comm_req r = {0};
+    begin(c, &r, MT_COMM_ALLREDUCE_CTL, -1, B,
+          mt_comm_bytes_sent(MT_COMM_ALLREDUCE_CTL, B, c->size, 0));
+    if (c->size == 1) {
+        if (send != recv && count) memmove(recv, send, B);
+    } else {
+        CK(c, "MPI_Iallreduce",
+           MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, to_int(c, count, "count"), mdt,
+                          mop, c->comm, &r.req),
+           "%zu control values", count);
+    }
+    mt_comm_wait(&r);
+}
+
+/* ------------------------------------------------------------------ split/free */
+
+int mt_comm_split(mt_comm *parent, int color, int key, const char *name, mt_comm **out,
+                  mt_error *err) {
+    *out = NULL;
+    mt_comm_ctx *x = parent->ctx;
+    /* MPI_Comm_split blocks inside MPI; a timed barrier first turns a missing
+     * rank into a timeout message instead of a hang. */
+    mt_comm_barrier(parent);
+    MPI_Comm mc = MPI_COMM_NULL;
+    CK(parent, "MPI_Comm_split",
+       MPI_Comm_split(parent->comm, color < 0 ? MPI_UNDEFINED : color, key, &mc),
+       "color %d key %d for group '%s'", color, key, name);
+    if (mc == MPI_COMM_NULL) return 0;
+    mt_comm *c = make_comm(x, mc, name, -1, err);
+    if (!c) {
+        MPI_Comm_free(&mc);
+        return -1;
+    }
+    /* Agree on an id that is unused in every member's context, so status
+     * queries can name this group. */
+    int64_t id = x->next_id;
+    mt_comm_allreduce_ctl(c, &id, &id, 1, MT_COMM_I64, MT_COMM_MAX);
+    c->id = id;
+    x->next_id = id + 1;
+    c->entered = 0;
+    mt_comm_reset_stats(c);
+    *out = c;
+    return 0;
+}
+
+void mt_comm_free(mt_comm *c) {
+    if (!c) return;
+    unregister_comm(c->ctx, c);
+    CK(c, "MPI_Comm_free", MPI_Comm_free(&c->comm), "group '%s'", c->name);
+    free(c->world_ranks);
+    free(c);
+}

@@ -1,0 +1,122 @@
+/* Mesh coordinate math (no MPI): rank <-> (dp, pp, tp), group membership
+ * for every axis over many shapes, and the errors for bad layouts. */
+#include <stdlib.h>
+#include "parallel/mesh.h"
+#include "testlib.h"
+
+static void check_shape(int dp, int pp, int tp, int g) {
+    mt_mesh_shape s = {dp, pp, tp, g};
+    int W = dp * pp * tp;
+    mt_error err = {{0}};
+    CHECK(mt_mesh_check(&s, W, &err) == 0, "dp%d pp%d tp%d G%d: %s", dp, pp, tp, g, err.msg);
+    int G = mt_mesh_shard_size(&s);
+    int *seen = calloc((size_t)W, sizeof *seen);
+    int *buf = malloc((size_t)W * sizeof *buf);
+    for (int r = 0; r < W; r++) {
+        mt_mesh_coord c = mt_mesh_coord_of(&s, r);
+        CHECK(c.tp >= 0 && c.tp < tp && c.pp >= 0 && c.pp < pp && c.dp >= 0 && c.dp < dp,
+              "rank %d coords out of range", r);
+        CHECK(r == (c.dp * pp + c.pp) * tp + c.tp, "rank %d formula", r);
+        CHECK(mt_mesh_rank_of(&s, c) == r, "rank %d round trip", r);
+        seen[r]++;
+        for (int a = 0; a < MT_AXIS_N; a++) {
+            int n = mt_mesh_group_ranks(&s, (mt_mesh_axis)a, r, buf);
+            CHECK(n == mt_mesh_group_size(&s, (mt_mesh_axis)a), "size");
+            int idx = mt_mesh_group_index(&s, (mt_mesh_axis)a, r);
+            CHECK(idx >= 0 && idx < n && buf[idx] == r, "rank %d axis %s: own index %d", r,
+                  mt_mesh_axis_name((mt_mesh_axis)a), idx);
+            int id = mt_mesh_group_id(&s, (mt_mesh_axis)a, r);
+            CHECK(id >= 0 && id < W / n, "group id %d of %d", id, W / n);
+            for (int i = 0; i < n; i++) {
+                int q = buf[i];
+                mt_mesh_coord d = mt_mesh_coord_of(&s, q);
+                /* same group <=> same id; index i <=> position in list */
+                CHECK(mt_mesh_group_id(&s, (mt_mesh_axis)a, q) == id, "member id");
+                CHECK(mt_mesh_group_index(&s, (mt_mesh_axis)a, q) == i, "member index");
+                switch (a) {
+                case MT_AXIS_TP: CHECK(d.dp == c.dp && d.pp == c.pp && d.tp == i, "tp"); break;
+                case MT_AXIS_PP: CHECK(d.dp == c.dp && d.tp == c.tp && d.pp == i, "pp"); break;
+                case MT_AXIS_DP: CHECK(d.pp == c.pp && d.tp == c.tp && d.dp == i, "dp"); break;
+                case MT_AXIS_SHARD:
+                    CHECK(d.pp == c.pp && d.tp == c.tp && d.dp / G == c.dp / G && d.dp % G == i,
+                          "shard");
+                    break;
+                default:
+                    CHECK(d.pp == c.pp && d.tp == c.tp && d.dp % G == c.dp % G && d.dp / G == i,
+                          "replica");
+                }
+            }
+        }
+    }
+    /* Every id partitions the world: count members per id. */
+    for (int a = 0; a < MT_AXIS_N; a++) {
+        int n = mt_mesh_group_size(&s, (mt_mesh_axis)a);
+        int *cnt = calloc((size_t)(W / n), sizeof *cnt);
+        for (int r = 0; r < W; r++) cnt[mt_mesh_group_id(&s, (mt_mesh_axis)a, r)]++;
+        for (int i = 0; i < W / n; i++) CHECK(cnt[i] == n, "axis %d group %d has %d", a, i, cnt[i]);
+        free(cnt);
+    }
+    for (int r = 0; r < W; r++) CHECK(seen[r] == 1, "rank %d", r);
+    free(seen);
+    free(buf);
+}
+
+int main(void) {
+    int sizes[] = {1, 2, 3, 4, 6};
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 5; j++)
+            for (int k = 0; k < 5; k++) {
+                int dp = sizes[i];
+                check_shape(dp, sizes[j], sizes[k], 0);
+                for (int g = 1; g <= dp; g++)
+                    if (dp % g == 0) check_shape(dp, sizes[j], sizes[k], g);
+            }
+
+    /* Spot values: dp2 x pp2 x tp2, rank 5 = (dp1, pp0, tp1). */
+    mt_mesh_shape s = {2, 2, 2, 0};
+    mt_mesh_coord c = mt_mesh_coord_of(&s, 5);
+    CHECK(c.dp == 1 && c.pp == 0 && c.tp == 1, "(%d,%d,%d)", c.dp, c.pp, c.tp);
+    int buf[8];
+    mt_mesh_group_ranks(&s, MT_AXIS_TP, 5, buf);
+    CHECK(buf[0] == 4 && buf[1] == 5, "tp group");
+    mt_mesh_group_ranks(&s, MT_AXIS_PP, 5, buf);
+    CHECK(buf[0] == 5 && buf[1] == 7, "pp group");
+    mt_mesh_group_ranks(&s, MT_AXIS_DP, 5, buf);
+    CHECK(buf[0] == 1 && buf[1] == 5, "dp group");
+    /* dp 4, G 2: shard groups {0,1},{2,3}; replica groups {0,2},{1,3} */
+    mt_mesh_shape h = {4, 1, 1, 2};
+    mt_mesh_group_ranks(&h, MT_AXIS_SHARD, 3, buf);
+    CHECK(buf[0] == 2 && buf[1] == 3, "shard group");
+    mt_mesh_group_ranks(&h, MT_AXIS_REPLICA, 3, buf);
+    CHECK(buf[0] == 1 && buf[1] == 3, "replica group");
+    CHECK(mt_mesh_group_size(&(mt_mesh_shape){4, 1, 1, 0}, MT_AXIS_REPLICA) == 1, "default G");
+
+    /* Errors. */
+    mt_error err = {{0}};
+    mt_mesh_shape bad = {2, 2, 2, 0};
+    CHECK(mt_mesh_check(&bad, 4, &err) == -1, "product");
+    CHECK(strstr(err.msg, "= 8 processes") && strstr(err.msg, "has 4"), "%s", err.msg);
+    bad = (mt_mesh_shape){0, 1, 1, 0};
+    CHECK(mt_mesh_check(&bad, 0, &err) == -1 && strstr(err.msg, ">= 1"), "%s", err.msg);
+    bad = (mt_mesh_shape){6, 1, 1, 4};
+    CHECK(mt_mesh_check(&bad, 6, &err) == -1, "G");
+    CHECK(strstr(err.msg, "--shard-group 4 does not divide") != NULL, "%s", err.msg);
+    bad = (mt_mesh_shape){4, 1, 1, -1};
+    CHECK(mt_mesh_check(&bad, 4, &err) == -1 && strstr(err.msg, "shard-group"), "%s", err.msg);
+    bad = (mt_mesh_shape){3, 1, 1, 6};
+    CHECK(mt_mesh_check(&bad, 3, &err) == -1, "G > dp");
+    bad = (mt_mesh_shape){1, 1, 1, 0};
+    CHECK(mt_mesh_check(&bad, 1, &err) == 0, "1x1x1");
+
+    /* Layout printing does not crash and names the sizes. */
+    FILE *f = tmpfile();
+    CHECK(f != NULL, "tmpfile");
+    if (f) {
+        mt_mesh_print_layout(&s, 8, f);
+        char line[256] = "";
+        rewind(f);
+        CHECK(fgets(line, sizeof line, f) && strstr(line, "dp 2 x pp 2 x tp 2 = 8"), "%s", line);
+        fclose(f);
+    }
+    TEST_MAIN_END("test_mesh");
+}
