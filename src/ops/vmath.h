@@ -10,11 +10,12 @@
 #include <stdint.h>
 #include <string.h>
 
-#pragma omp declare simd notinbranch
 static inline float mt_vexpf(float x) {
-    float xc = x > 88.0f ? 88.0f : x;
-    xc = xc < -87.0f ? -87.0f : xc;
-    float n = floorf(xc * 1.44269504088896341f + 0.5f);
+    /* written as x < hi ? x : hi (minps/maxps form) and rintf: the forms
+     * GCC 12 vectorises without -ffast-math */
+    float xc = x < 88.0f ? x : 88.0f;
+    xc = xc > -87.0f ? xc : -87.0f;
+    float n = rintf(xc * 1.44269504088896341f);
     float r = xc - n * 0.693145751953125f;
     r = r - n * 1.428606765330187045e-06f;
     float p = 1.98412698412698e-4f;
