@@ -1,0 +1,205 @@
+/* llm.c token shards: see shard.h. */
+#include "data/shard.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token shards are little-endian; add byte swapping");
+
+#define LLMC_MODEL_MAGIC 20240326 /* llm.c's model-weights file, a common mix-up */
+
+int mt_shard_open(mt_shard *s, const char *path, mt_error *err) {
+    memset(s, 0, sizeof *s);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return mt_errorf(err, "cannot open token shard %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st)) {
+        int e = errno;
+        close(fd);
+        return mt_errorf(err, "cannot stat token shard %s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return mt_errorf(err, "token shard %s is not a regular file", path);
+    }
+    long long size = (long long)st.st_size;
+    if (size < MT_SHARD_HEADER_BYTES) {
+        close(fd);
+        return mt_errorf(err,
+                         "token shard %s has %lld bytes, shorter than the %d-byte header; not an llm.c token shard, "
+                         "or truncated",
+                         path, size, MT_SHARD_HEADER_BYTES);
+    }
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (map == MAP_FAILED) return mt_errorf(err, "cannot map token shard %s (%lld bytes): %s", path, size, strerror(e));
+    const int32_t *h = map;
+    const char *bad = NULL;
+    char msg[MT_ERROR_LEN];
+    long long count = h[2], want = MT_SHARD_HEADER_BYTES + 2 * (long long)h[2];
+    if (h[0] != MT_SHARD_MAGIC) {
+        snprintf(msg, sizeof msg, "token shard %s has magic %d, expected %d; %s", path, (int)h[0], MT_SHARD_MAGIC,
+                 h[0] == LLMC_MODEL_MAGIC ? "this is an llm.c model file, not a token shard"
+                                          : "not an llm.c token shard");
+        bad = msg;
+    } else if (h[1] != MT_SHARD_VERSION) {
+        snprintf(msg, sizeof msg, "token shard %s has version %d; only version %d (uint16 tokens) is supported", path,
+                 (int)h[1], MT_SHARD_VERSION);
+        bad = msg;
+    } else if (count < 0) {
+        snprintf(msg, sizeof msg, "token shard %s has a negative token count %lld in its header", path, count);
+        bad = msg;
+    } else if (count == 0) {
+        snprintf(msg, sizeof msg, "token shard %s holds zero tokens", path);
+        bad = msg;
+    } else if (size < want) {
+        snprintf(msg, sizeof msg,
+                 "token shard %s is truncated: its header says %lld tokens (%lld bytes) but the file has %lld bytes",
+                 path, count, want, size);
+        bad = msg;
+    } else if (size > want) {
+        snprintf(msg, sizeof msg,
+                 "token shard %s has %lld bytes, more than the %lld its header's %lld tokens need (%lld extra)", path,
+                 size, want, count, size - want);
+        bad = msg;
+    }
+    if (bad) {
+        munmap(map, (size_t)size);
+        return mt_errorf(err, "%s", bad);
+    }
+    s->map = map;
+    s->map_len = (size_t)size;
+    s->n = (size_t)count;
+    s->tokens = (const uint16_t *)((const char *)map + MT_SHARD_HEADER_BYTES);
+    uint16_t mx = 0;
+    for (size_t i = 0; i < s->n; i++) mx = s->tokens[i] > mx ? s->tokens[i] : mx;
+    s->max_token = mx;
+    return 0;
+}
+
+void mt_shard_close(mt_shard *s) {
+    if (s->map) munmap(s->map, s->map_len);
+    memset(s, 0, sizeof *s);
+}
+
+int mt_shard_read(const char *path, uint16_t **tokens, size_t *n, uint16_t *max_token, mt_error *err) {
+    mt_shard s;
+    if (mt_shard_open(&s, path, err)) return -1;
+    uint16_t *t = mt_xmalloc(s.n * sizeof *t, "token shard contents");
+    memcpy(t, s.tokens, s.n * sizeof *t);
+    *tokens = t;
+    *n = s.n;
+    if (max_token) *max_token = s.max_token;
+    mt_shard_close(&s);
+    return 0;
+}
+
+/* ---- writing ---- */
+
+static int write_all(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* fsync the directory holding path, so the rename itself is durable. */
+static void sync_parent_dir(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash) strcpy(dir, ".");
+    else if (slash == path) strcpy(dir, "/");
+    else if ((size_t)(slash - path) < sizeof dir) {
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = 0;
+    } else
+        return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd); /* best effort: some filesystems refuse fsync on directories */
+        close(fd);
+    }
+}
+
+/* Writes the shard from either an int32 or a uint16 array. */
+static int write_shard(const char *path, const int32_t *t32, const uint16_t *t16, size_t n, mt_error *err) {
+    if (n == 0) return mt_errorf(err, "refusing to write token shard %s with zero tokens", path);
+    if ((long long)n > MT_SHARD_MAX_TOKENS || n > (SIZE_MAX - MT_SHARD_HEADER_BYTES) / 2)
+        return mt_errorf(err, "cannot write token shard %s: %zu tokens exceed the format's limit of %lld per file", path,
+                         n, MT_SHARD_MAX_TOKENS);
+    if (t32)
+        for (size_t i = 0; i < n; i++)
+            if (t32[i] < 0 || t32[i] > 65535)
+                return mt_errorf(err,
+                                 "cannot write token shard %s: token %zu has id %d, but a shard stores ids 0..65535 "
+                                 "(uint16)",
+                                 path, i, (int)t32[i]);
+    size_t plen = strlen(path);
+    char *tmp = mt_xmalloc(plen + 64, "temporary shard path");
+    snprintf(tmp, plen + 64, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        mt_errorf(err, "cannot create %s (to write token shard %s): %s", tmp, path, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    int32_t header[MT_SHARD_HEADER_INTS] = {MT_SHARD_MAGIC, MT_SHARD_VERSION, (int32_t)n};
+    int rc = write_all(fd, header, sizeof header);
+    if (t16) {
+        if (!rc) rc = write_all(fd, t16, n * sizeof *t16);
+    } else {
+        uint16_t buf[32768];
+        for (size_t i = 0; i < n && !rc;) {
+            size_t k = n - i < 32768 ? n - i : 32768;
+            for (size_t j = 0; j < k; j++) buf[j] = (uint16_t)t32[i + j];
+            rc = write_all(fd, buf, k * sizeof *buf);
+            i += k;
+        }
+    }
+    const char *what = "write";
+    if (!rc && fsync(fd)) {
+        rc = -1;
+        what = "fsync";
+    }
+    int e = errno;
+    if (close(fd) && !rc) {
+        rc = -1;
+        what = "close";
+        e = errno;
+    }
+    if (!rc && rename(tmp, path)) {
+        rc = -1;
+        what = "rename into place";
+        e = errno;
+    }
+    if (rc) {
+        unlink(tmp);
+        mt_errorf(err, "cannot write token shard %s (%s of %s failed: %s)", path, what, tmp, strerror(e));
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    sync_parent_dir(path);
+    return 0;
+}
+
+int mt_shard_write(const char *path, const int32_t *tokens, size_t n, mt_error *err) {
+    return write_shard(path, tokens, NULL, n, err);
+}
+
+int mt_shard_write_u16(const char *path, const uint16_t *tokens, size_t n, mt_error *err) {
+    return write_shard(path, NULL, tokens, n, err);
+}

@@ -1,0 +1,48 @@
+/* llm.c token-shard files.
+ *
+ * Layout (little-endian): a 1024-byte header of 256 int32 — [0] magic
+ * 20240520, [1] version 1, [2] token count N, the rest zero — followed by N
+ * uint16 tokens. The file size is exactly 1024 + 2N.
+ *
+ * Writing is atomic: the data goes to a temporary file in the same
+ * directory, is fsync'ed, and renamed over the destination, so a reader never
+ * sees a half-written shard. Opening validates the header against the file
+ * size and maps the tokens read-only. */
+#ifndef MT_DATA_SHARD_H
+#define MT_DATA_SHARD_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/error.h"
+
+#define MT_SHARD_MAGIC 20240520
+#define MT_SHARD_VERSION 1
+#define MT_SHARD_HEADER_INTS 256
+#define MT_SHARD_HEADER_BYTES (MT_SHARD_HEADER_INTS * 4)
+#define MT_SHARD_MAX_TOKENS 2147483647LL /* the count is an int32 */
+
+typedef struct {
+    const uint16_t *tokens; /* n tokens (read-only mapping of the file) */
+    size_t n;
+    uint16_t max_token;     /* largest id in the shard, to check against the model's vocabulary */
+    /* private */
+    void *map;
+    size_t map_len;
+} mt_shard;
+
+/* Opens and validates a shard. On failure returns -1 with a one-line err
+ * naming the file and the numbers (too short for the header, wrong magic,
+ * wrong version, count disagreeing with the file size, zero tokens). */
+int mt_shard_open(mt_shard *s, const char *path, mt_error *err);
+void mt_shard_close(mt_shard *s);
+
+/* Convenience: opens, validates and copies the tokens into a malloc'd
+ * array (*tokens, free with free()); *max_token may be NULL. */
+int mt_shard_read(const char *path, uint16_t **tokens, size_t *n, uint16_t *max_token, mt_error *err);
+
+/* Writes tokens[0..n) atomically. Refuses ids outside [0, 65535] (naming
+ * the first one and its position), n == 0 and n > MT_SHARD_MAX_TOKENS;
+ * nothing is written then. */
+int mt_shard_write(const char *path, const int32_t *tokens, size_t n, mt_error *err);
+int mt_shard_write_u16(const char *path, const uint16_t *tokens, size_t n, mt_error *err);
+
+#endif
