@@ -8,7 +8,7 @@
  * own slice of the caller's scratch:
  *   Q, K, V, dO, dQ, dK, dV   7 * T * HS  (the head gathered contiguously)
  *   S, dP                     2 * BQ * T  (one block of BQ query rows)
- *   row scales                T
+ *   row scales                T + 4
  * so the workspace is O(threads * T * (HS + BQ)), not O(B * NH * T^2).
  * Query rows are processed in blocks of BQ; block [i0, i1) only needs keys
  * [0, i1), which halves the GEMM work of a full T x T product.
@@ -28,10 +28,12 @@
 #include <omp.h>
 #include <string.h>
 
+#ifndef BQ
 #define BQ 64 /* query rows per block */
+#endif
 
 static size_t per_thread_floats(int T, int HS) {
-    size_t n = 7 * (size_t)T * HS + 2 * (size_t)BQ * T + (size_t)T;
+    size_t n = 7 * (size_t)T * HS + 2 * (size_t)BQ * T + (size_t)T + 4;
     return (n + 15) & ~(size_t)15;
 }
 
@@ -61,6 +63,46 @@ static void blas_threads_leave(int n) {
 }
 
 static int dropout_on(const mt_attn_dropout *drop) { return drop && drop->d.p > 0.0f; }
+
+/* Dropout scales of one attention row, keys [0, n): bit-identical to
+ * mt_dropout_row_scales(scale, d, sample, pos, group, 0, n) from
+ * core/philox.c (same key/counter layout and Philox4x32-10 rounds; the test
+ * compares the two), but written so that the compiler evaluates 16 Philox
+ * blocks per AVX-512 instruction instead of one at a time: the scalar
+ * version costs more than the attention GEMMs. Writes up to n+3 floats. */
+#define PH_ROUND(x0, x1, x2, x3, y0, y1)                                                      \
+    do {                                                                                      \
+        uint64_t p0_ = (uint64_t)0xD2511F53u * x0, p1_ = (uint64_t)0xCD9E8D57u * x2;          \
+        uint32_t n0_ = (uint32_t)(p1_ >> 32) ^ x1 ^ y0, n2_ = (uint32_t)(p0_ >> 32) ^ x3 ^ y1; \
+        x1 = (uint32_t)p1_;                                                                   \
+        x3 = (uint32_t)p0_;                                                                   \
+        x0 = n0_;                                                                             \
+        x2 = n2_;                                                                             \
+        y0 += 0x9E3779B9u;                                                                    \
+        y1 += 0xBB67AE85u;                                                                    \
+    } while (0)
+
+static void drop_row_scales(float *restrict scale, const mt_dropout *d, uint64_t sample, uint32_t pos,
+                            uint32_t group, int n) {
+    const uint32_t thr = mt_dropout_threshold(d->p);
+    const float ks = 1.0f / (1.0f - d->p);
+    const uint32_t k0 = (uint32_t)d->seed ^ (d->step * 0x9E3779B1u);
+    const uint32_t k1 = (uint32_t)(d->seed >> 32) + d->step;
+    const uint32_t c1 = pos | (group << 16);
+    const uint32_t c2 = (uint32_t)sample;
+    const uint32_t c3 = (d->layer << 8) | d->site | ((uint32_t)(sample >> 32) << 20);
+    const int nblk = (n + 3) / 4;
+#pragma omp simd
+    for (int k = 0; k < nblk; k++) {
+        uint32_t x0 = (uint32_t)k, x1 = c1, x2 = c2, x3 = c3, y0 = k0, y1 = k1;
+#pragma GCC unroll 10
+        for (int r = 0; r < 10; r++) PH_ROUND(x0, x1, x2, x3, y0, y1);
+        scale[4 * k + 0] = x0 >= thr ? ks : 0.0f;
+        scale[4 * k + 1] = x1 >= thr ? ks : 0.0f;
+        scale[4 * k + 2] = x2 >= thr ? ks : 0.0f;
+        scale[4 * k + 3] = x3 >= thr ? ks : 0.0f;
+    }
+}
 
 /* Copies column block [off, off+HS) of T rows with stride ld into dst[T,HS]. */
 static void gather(float *dst, const float *src, int T, int HS, size_t ld) {
@@ -109,8 +151,7 @@ void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T
                 lrow[i] = mx + logf(sum);
                 float inv = 1.0f / sum;
                 if (use_drop) {
-                    mt_dropout_row_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i,
-                                          (uint32_t)(drop->head0 + h), 0, n);
+                    drop_row_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i, (uint32_t)(drop->head0 + h), n);
 #pragma omp simd
                     for (int j = 0; j < n; j++) s[j] *= inv * rs[j];
                 } else {
@@ -165,8 +206,7 @@ void op_attention_backward(float *dqkv, const float *dout, const float *qkv, con
                 for (int k = 0; k < HS; k++) D += g[k] * o[k];
                 const float L = lrow[i];
                 if (use_drop) {
-                    mt_dropout_row_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i,
-                                          (uint32_t)(drop->head0 + h), 0, n);
+                    drop_row_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i, (uint32_t)(drop->head0 + h), n);
 #pragma omp simd
                     for (int j = 0; j < n; j++) {
                         float p = mt_vexpf(s[j] - L);
