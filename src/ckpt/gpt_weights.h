@@ -1,0 +1,29 @@
+/* A GPT-2 model's parameters outside the trainer: the layout of model/gpt.h
+ * and one flat fp32 buffer per unit (the same buffers mt_model holds), used
+ * by the safetensors and llm.c converters and the import/export commands. */
+#ifndef MT_CKPT_GPT_WEIGHTS_H
+#define MT_CKPT_GPT_WEIGHTS_H
+#include "ckpt/checkpoint.h"
+#include "model/gpt.h"
+
+typedef struct {
+    mt_gpt_config cfg;
+    mt_gpt_layout layout;
+    float **unit; /* [layout.n_units]: unit u holds layout.units[u].numel floats */
+} mt_gpt_weights;
+
+/* Builds the layout for cfg and allocates zeroed unit buffers. */
+void mt_gpt_weights_alloc(mt_gpt_weights *w, const mt_gpt_config *cfg);
+void mt_gpt_weights_free(mt_gpt_weights *w);
+/* Data of tensor `name` (our layout, e.g. "h.0.attn.c_attn.weight"), NULL if
+ * absent; *t (if non-NULL) receives its description. */
+float *mt_gpt_weights_tensor(const mt_gpt_weights *w, const char *name, const mt_tensor **t);
+
+/* Reads state.config and every "model/<name>" tensor from a checkpoint,
+ * checking each tensor's presence and shape. */
+int mt_gpt_weights_from_ckpt(const mt_ckpt *ck, mt_gpt_weights *w, mt_error *err);
+/* Saves the weights as a checkpoint holding only the model/<name> tensors and the
+ * state {"config": ..., "step": step}. */
+int mt_gpt_weights_to_ckpt(const char *dir, const mt_gpt_weights *w, int64_t step, mt_error *err);
+
+#endif

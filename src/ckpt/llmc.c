@@ -1,0 +1,187 @@
+/* llm.c model files: see llmc.h. */
+#include "ckpt/llmc.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the llm.c converter assumes a little-endian host"
+#endif
+
+#define HEADER_INTS 256
+#define HEADER_BYTES (HEADER_INTS * 4)
+
+/* llm.c's 16 parameter tensors in file order: which unit kind and which of
+ * our tensors (index within the unit) each one is. */
+static const struct { const char *name; mt_unit_kind kind; int idx; } KINDS[16] = {
+    {"wte", MT_UNIT_EMBED, MT_T_WTE},        {"wpe", MT_UNIT_EMBED, MT_T_WPE},
+    {"ln1w", MT_UNIT_BLOCK, MT_T_LN1_W},     {"ln1b", MT_UNIT_BLOCK, MT_T_LN1_B},
+    {"qkvw", MT_UNIT_BLOCK, MT_T_QKV_W},     {"qkvb", MT_UNIT_BLOCK, MT_T_QKV_B},
+    {"attprojw", MT_UNIT_BLOCK, MT_T_ATTPROJ_W}, {"attprojb", MT_UNIT_BLOCK, MT_T_ATTPROJ_B},
+    {"ln2w", MT_UNIT_BLOCK, MT_T_LN2_W},     {"ln2b", MT_UNIT_BLOCK, MT_T_LN2_B},
+    {"fcw", MT_UNIT_BLOCK, MT_T_FC_W},       {"fcb", MT_UNIT_BLOCK, MT_T_FC_B},
+    {"fcprojw", MT_UNIT_BLOCK, MT_T_FCPROJ_W}, {"fcprojb", MT_UNIT_BLOCK, MT_T_FCPROJ_B},
+    {"lnfw", MT_UNIT_HEAD, MT_T_LNF_W},      {"lnfb", MT_UNIT_HEAD, MT_T_LNF_B},
+};
+
+static int write_all(int fd, const void *buf, size_t n, const char *path, mt_error *err) {
+    size_t done = 0;
+    while (done < n) {
+        size_t c = n - done < ((size_t)1 << 30) ? n - done : ((size_t)1 << 30);
+        ssize_t w = write(fd, (const char *)buf + done, c);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return mt_errorf(err, "writing %s failed after %zu of %zu bytes: %s (is the disk full?)", path, done, n, strerror(errno));
+        }
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+static int pread_exact(int fd, void *buf, size_t n, uint64_t off, const char *path, mt_error *err) {
+    size_t done = 0;
+    while (done < n) {
+        size_t c = n - done < ((size_t)1 << 30) ? n - done : ((size_t)1 << 30);
+        ssize_t r = pread(fd, (char *)buf + done, c, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return mt_errorf(err, "%s: reading %zu bytes at offset %" PRIu64 " failed: %s", path, n, off, strerror(errno));
+        }
+        if (r == 0) return mt_errorf(err, "%s: file ends before byte %" PRIu64 " (truncated?)", path, off + n);
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+static const mt_unit_layout *unit_of(const mt_gpt_layout *L, mt_unit_kind kind, int layer, int *u) {
+    *u = kind == MT_UNIT_EMBED ? 0 : kind == MT_UNIT_HEAD ? L->n_units - 1 : 1 + layer;
+    return &L->units[*u];
+}
+
+int mt_llmc_export(const char *path, const mt_gpt_weights *w, mt_error *err) {
+    const mt_gpt_config *c = &w->cfg;
+    int32_t hdr[HEADER_INTS];
+    memset(hdr, 0, sizeof hdr);
+    hdr[0] = MT_LLMC_MAGIC;
+    hdr[1] = 3;
+    hdr[2] = c->seq_len;
+    hdr[3] = c->vocab_size;
+    hdr[4] = c->n_layer;
+    hdr[5] = c->n_head;
+    hdr[6] = c->n_embd;
+    hdr[7] = c->padded_vocab;
+    size_t pl = strlen(path);
+    char *tmp = mt_xmalloc(pl + 8, "path");
+    snprintf(tmp, pl + 8, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        mt_errorf(err, "cannot create %s: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    int rc = write_all(fd, hdr, sizeof hdr, tmp, err);
+    for (int k = 0; k < 16 && !rc; k++) {
+        int nl = KINDS[k].kind == MT_UNIT_BLOCK ? c->n_layer : 1;
+        for (int l = 0; l < nl && !rc; l++) {
+            int u;
+            const mt_unit_layout *ul = unit_of(&w->layout, KINDS[k].kind, l, &u);
+            const mt_tensor *t = &ul->t[KINDS[k].idx];
+            rc = write_all(fd, w->unit[u] + t->offset, t->numel * sizeof(float), tmp, err);
+        }
+    }
+    if (!rc && fsync(fd) != 0) rc = mt_errorf(err, "fsync of %s failed: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && !rc) rc = mt_errorf(err, "closing %s failed: %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, path) != 0) rc = mt_errorf(err, "renaming %s to %s failed: %s", tmp, path, strerror(errno));
+    if (rc) unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+/* Reads n elements (fp32 or bf16 per esz) at off into dst as fp32. */
+static int read_elems(int fd, float *dst, size_t n, uint64_t off, int esz, const char *path, mt_error *err) {
+    if (esz == 4) return pread_exact(fd, dst, n * 4, off, path, err);
+    uint16_t *h = (uint16_t *)(void *)((char *)dst + 2 * n); /* see mt_st_read_f32 */
+    if (pread_exact(fd, h, n * 2, off, path, err)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits = (uint32_t)h[i] << 16;
+        memcpy(&dst[i], &bits, 4);
+    }
+    return 0;
+}
+
+int mt_llmc_import(const char *path, int n_head, mt_gpt_weights *out, mt_error *err) {
+    memset(out, 0, sizeof *out);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return mt_errorf(err, "cannot open %s: %s", path, strerror(errno));
+    int rc = -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0) { mt_errorf(err, "cannot stat %s: %s", path, strerror(errno)); goto out; }
+    uint64_t size = (uint64_t)st.st_size;
+    if (size < HEADER_BYTES) {
+        mt_errorf(err, "%s: file is %" PRIu64 " bytes, shorter than the %d-byte llm.c header (truncated?)", path, size, HEADER_BYTES);
+        goto out;
+    }
+    int32_t h[HEADER_INTS];
+    if (pread_exact(fd, h, sizeof h, 0, path, err)) goto out;
+    if (h[0] != MT_LLMC_MAGIC) {
+        mt_errorf(err, "%s: bad magic %d (expected %d): not an llm.c model file", path, h[0], MT_LLMC_MAGIC);
+        goto out;
+    }
+    if (h[1] != 3 && h[1] != 5) {
+        mt_errorf(err, "%s: unsupported llm.c model version %d (expected 3 = fp32 or 5 = bf16)", path, h[1]);
+        goto out;
+    }
+    int esz = h[1] == 3 ? 4 : 2;
+    int T = h[2], V = h[3], L = h[4], NH = h[5], C = h[6], Vp = h[7];
+    if (T < 1 || T > 65535 || V < 2 || V > (1 << 24) || L < 1 || L > 4095 || NH < 1 || C < 1 || C > 65536 || Vp < V ||
+        Vp > (1 << 24)) {
+        mt_errorf(err, "%s: header values out of range: maxT=%d V=%d L=%d NH=%d C=%d Vp=%d", path, T, V, L, NH, C, Vp);
+        goto out;
+    }
+    if (C % NH != 0) { mt_errorf(err, "%s: n_head %d does not divide channels %d", path, NH, C); goto out; }
+    if (n_head > 0 && n_head != NH) {
+        mt_errorf(err, "%s: --heads %d disagrees with the file's header (n_head %d)", path, n_head, NH);
+        goto out;
+    }
+    uint64_t c = (uint64_t)C;
+    mt_gpt_config cfg = {.n_layer = L, .n_embd = C, .n_head = NH, .vocab_size = V, .padded_vocab = mt_gpt_pad_vocab(V),
+                         .seq_len = T, .dropout = 0.0f};
+    mt_error e2;
+    if (mt_gpt_config_validate(&cfg, &e2)) { mt_errorf(err, "%s: %s", path, e2.msg); goto out; }
+    mt_gpt_weights_alloc(out, &cfg);
+    /* Parameters in the file: ours, with wte at the file's Vp rows. */
+    uint64_t numel = (uint64_t)out->layout.total_params - (uint64_t)cfg.padded_vocab * c + (uint64_t)Vp * c;
+    uint64_t want = HEADER_BYTES + numel * (uint64_t)esz;
+    if (size != want) {
+        mt_errorf(err, "%s: file is %" PRIu64 " bytes but its header (V=%d Vp=%d maxT=%d L=%d C=%d, %s) implies %" PRIu64 "%s", path, size, V,
+                  Vp, T, L, C, esz == 4 ? "fp32" : "bf16", want, size < want ? " (truncated?)" : " (trailing bytes)");
+        goto out;
+    }
+    uint64_t off = HEADER_BYTES;
+    for (int k = 0; k < 16; k++) {
+        int nl = KINDS[k].kind == MT_UNIT_BLOCK ? L : 1;
+        for (int li = 0; li < nl; li++) {
+            int u;
+            const mt_unit_layout *ul = unit_of(&out->layout, KINDS[k].kind, li, &u);
+            const mt_tensor *t = &ul->t[KINDS[k].idx];
+            size_t n = t->numel;
+            uint64_t file_n = n;
+            if (k == 0) { /* wte: V real rows; the file has Vp rows, ours padded_vocab */
+                n = (size_t)V * (size_t)C;
+                file_n = (uint64_t)Vp * c;
+            }
+            if (read_elems(fd, out->unit[u] + t->offset, n, off, esz, path, err)) goto out;
+            off += file_n * (uint64_t)esz;
+        }
+    }
+    rc = 0;
+out:
+    close(fd);
+    if (rc) mt_gpt_weights_free(out);
+    return rc;
+}
