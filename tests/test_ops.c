@@ -33,8 +33,7 @@ static void check_arr(const char *what, const float *a, const double *ref, size_
           n ? (double)a[worst] : 0.0, n ? ref[worst] : 0.0);
 }
 /* ---------- matmul ---------- */
-static void test_matmul(void) {
-    const int N = 14, C = 15, OC = 9;
+static void test_matmul(int N, int C, int OC) {
     float *inp = falloc(N * C), *w = falloc(OC * C), *bias = falloc(OC), *out = falloc(N * OC), *dout = falloc(N * OC);
     fill(inp, N * C, 1); fill(w, OC * C, 1); fill(bias, OC, 1); fill(dout, N * OC, 1);
     double *ref = dalloc(N * OC);
@@ -506,7 +505,9 @@ static void test_attention_keep_fraction(void) {
 }
 
 int main(void) {
-    test_matmul();
+    test_matmul(14, 15, 9);
+    test_matmul(300, 33, 47);  /* rows split across threads */
+    test_matmul(150, 20, 200); /* dw rows split */
     test_layernorm();
     test_gelu();
     test_softmax_xent();

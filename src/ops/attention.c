@@ -23,6 +23,7 @@
 #include "ops/ops.h"
 #include "core/error.h"
 #include "ops/vmath.h"
+#include "ops/blas_threads.h"
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -42,24 +43,6 @@ size_t op_attention_scratch_floats(int B, int T, int NH, int HS, int nthreads) {
     (void)NH;
     if (nthreads < 1) nthreads = 1;
     return per_thread_floats(T, HS) * (size_t)nthreads;
-}
-
-/* OpenBLAS's own threads must not run inside our OpenMP region. */
-static int blas_threads_enter(void) {
-#ifdef OPENBLAS_VERSION
-    int n = openblas_get_num_threads();
-    if (n > 1) openblas_set_num_threads(1);
-    return n;
-#else
-    return 1;
-#endif
-}
-static void blas_threads_leave(int n) {
-#ifdef OPENBLAS_VERSION
-    if (n > 1) openblas_set_num_threads(n);
-#else
-    (void)n;
-#endif
 }
 
 static int dropout_on(const mt_attn_dropout *drop) { return drop && drop->d.p > 0.0f; }
@@ -119,7 +102,7 @@ void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T
     const int use_drop = dropout_on(drop);
     const int nt = omp_get_max_threads();
     const size_t ptf = per_thread_floats(T, HS);
-    int saved = blas_threads_enter();
+    int saved = mt_blas_threads_enter();
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int task = 0; task < B * NH; task++) {
         const int b = task / NH, h = task % NH;
@@ -165,7 +148,7 @@ void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T
         }
         scatter(out + (size_t)b * T * C + (size_t)h * HS, O, T, HS, (size_t)C);
     }
-    blas_threads_leave(saved);
+    mt_blas_threads_leave(saved);
 }
 
 void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
@@ -176,7 +159,7 @@ void op_attention_backward(float *dqkv, const float *dout, const float *qkv, con
     const int use_drop = dropout_on(drop);
     const int nt = omp_get_max_threads();
     const size_t ptf = per_thread_floats(T, HS);
-    int saved = blas_threads_enter();
+    int saved = mt_blas_threads_enter();
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int task = 0; task < B * NH; task++) {
         const int b = task / NH, h = task % NH;
@@ -237,5 +220,5 @@ void op_attention_backward(float *dqkv, const float *dout, const float *qkv, con
         scatter(dbase + C, dK, T, HS, 3 * (size_t)C);
         scatter(dbase + 2 * C, dV, T, HS, 3 * (size_t)C);
     }
-    blas_threads_leave(saved);
+    mt_blas_threads_leave(saved);
 }
