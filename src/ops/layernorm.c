@@ -75,14 +75,22 @@ void op_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
         int nblk = (C + 15) / 16;
         int c0 = (int)((long)nblk * t / T) * 16, c1 = (int)((long)nblk * (t + 1) / T) * 16;
         if (c1 > C) c1 = C;
-        for (int c = c0; c < c1; c++) {
-            float sw = 0.0f, sb = 0.0f;
-            for (int q = 0; q < T; q++) {
-                sw += part[(size_t)q * 2 * ldp + c];
-                sb += part[(size_t)q * 2 * ldp + ldp + c];
+        /* fixed order q = 0..T-1 for every column: deterministic */
+        for (int q = 1; q < T; q++) {
+            const float *qw = part + (size_t)q * 2 * ldp, *qb = qw + ldp;
+#pragma omp simd
+            for (int c = c0; c < c1; c++) {
+                part[c] += qw[c];
+                part[ldp + c] += qb[c];
             }
-            if (dw) dw[c] += sw;
-            if (db) db[c] += sb;
+        }
+        if (dw) {
+#pragma omp simd
+            for (int c = c0; c < c1; c++) dw[c] += part[c];
+        }
+        if (db) {
+#pragma omp simd
+            for (int c = c0; c < c1; c++) db[c] += part[ldp + c];
         }
     }
     free(part);
