@@ -43,7 +43,9 @@
 #include <pcre2.h>
 
 #define CACHE_WORD_MAX 255
+#ifndef CACHE_MAX_ENTRIES /* overridable to test the clearing path */
 #define CACHE_MAX_ENTRIES (1u << 20)
+#endif
 
 /* ---- growable buffers (tokenizer.h) ---- */
 
