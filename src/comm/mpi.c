@@ -16,7 +16,9 @@
 
 enum { TAG_QUERY = 101, TAG_REPLY = 102 };
 #define NREPLY 16
+#ifndef SPINS_BEFORE_YIELD
 #define SPINS_BEFORE_YIELD 64
+#endif
 
 typedef struct {
     int64_t qid;
@@ -385,8 +387,7 @@ static _Noreturn void on_timeout(mt_comm_req *r, double waited) {
                 continue;
             state[t] = 1;
         }
-        double grace = fmin(2.0, fmax(0.2, 0.1 * x->timeout_s));
-        double end = MPI_Wtime() + grace;
+        double end = MPI_Wtime() + fmin(2.0, fmax(0.2, 0.1 * x->timeout_s));
         for (;;) {
             int pending = 0;
             for (int t = 0; t < n; t++) {
@@ -444,6 +445,15 @@ static _Noreturn void on_timeout(mt_comm_req *r, double waited) {
     }
     lb_add(&b, "; aborting");
     fprintf(stderr, "%s\n", text);
+    fflush(stderr);
+    /* Linger for one grace period, still answering queries: the other
+     * survivors reach their deadlines at about the same time, and the first
+     * MPI_Abort kills them -- this lets each print its own line first. */
+    double end = MPI_Wtime() + fmin(2.0, fmax(0.2, 0.1 * x->timeout_s));
+    while (MPI_Wtime() < end) {
+        service(x);
+        sched_yield();
+    }
     abort_job(MT_COMM_EXIT_TIMEOUT);
 }
 
