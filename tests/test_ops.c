@@ -508,6 +508,7 @@ int main(void) {
     test_matmul(14, 15, 9);
     test_matmul(300, 33, 47);  /* rows split across threads */
     test_matmul(150, 20, 200); /* dw rows split */
+    test_matmul(1, 16, 300);   /* one row (generation) */
     test_layernorm();
     test_gelu();
     test_softmax_xent();
@@ -518,6 +519,8 @@ int main(void) {
     test_attention_case(2, 7, 3, 5, 0.3f, 1);
     test_attention_case(1, 131, 2, 8, 0.0f, 0); /* several query blocks */
     test_attention_case(2, 70, 3, 5, 0.2f, 0);
+    test_attention_case(3, 1, 1, 4, 0.5f, 1);   /* T = 1 */
+    test_attention_case(1, 9, 1, 1, 0.0f, 1);   /* HS = 1 */
     test_attention_keep_fraction();
     TEST_MAIN_END("test_ops");
 }
