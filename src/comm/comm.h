@@ -34,21 +34,36 @@
  *      that did not arrive -- peers that did not answer (stopped, dead, or
  *      computing outside any communication call) and peers that answered but
  *      had entered fewer collectives on this group (with what they are
- *      waiting in instead) -- then calls MPI_Abort (exit MT_COMM_EXIT_TIMEOUT).
- * Collectives on a group are entered in the same order on every member (MPI
- * requires it), so "entered >= my sequence number" is exactly "arrived".
- * Example:
+ *      waiting in instead, which points at the root cause when a stall
+ *      cascades across groups);
+ *   4. lingers one more grace period, still answering queries (the other
+ *      survivors reach their deadlines at about the same time and the first
+ *      MPI_Abort kills them: this lets each print its line), then calls
+ *      MPI_Abort (exit MT_COMM_EXIT_TIMEOUT).
+ * So a stalled job ends about timeout + 2 grace periods after the stall
+ * (6 s for a 5 s timeout). Collectives on a group are entered in the same
+ * order on every member (MPI requires it), so "entered >= my sequence
+ * number" is exactly "arrived". Example (one line):
  *   meshtrain: rank 1: timeout: allreduce #3 on group 'world' (size 4,
- *   4096 bytes) waited 5.0 s; did not arrive: 2 (world rank 2: no response
- *   -- stopped, dead or busy outside communication); arrived: 0 1 3; aborting
+ *   4096 bytes) waited 5.0 s (timeout 5 s); did not arrive: 2 (world rank 2:
+ *   no response -- stopped, dead or busy outside communication); arrived:
+ *   0 1 3; aborting
+ *
  * Normal-path cost: zero extra messages. Each poll iteration adds one
- * MPI_Test on a pre-posted receive for queries and one clock read; after 64
+ * MPI_Test on the pre-posted query receive and one clock read; after 64
  * unsuccessful polls the loop calls sched_yield() so oversubscribed ranks
- * leave the core to the peers they are waiting for. Measured on 4 ranks
- * oversubscribed on 2 cores (OpenMPI 4.1, shared memory), 8-byte all-reduce:
- * MPI_Allreduce ~= see tests/check_comm.sh "overhead" line and the note in
- * the session report; the bookkeeping itself (counters, clock reads) is
- * < 0.2 us per call.
+ * leave the core to the peers they wait for. Measured (tests/comm_driver
+ * overhead; OpenMPI 4.1, shared memory, a shared 2-core VM, so noisy): on 2
+ * ranks an 8-byte all-reduce costs ~0.6-1.1 us through mt_comm_allreduce vs
+ * ~0.5-1.0 us for MPI_Iallreduce+MPI_Wait, i.e. the loop adds ~0.1-0.2 us;
+ * a call on a size-1 group (no MPI) costs ~0.1-0.3 us. The larger gap is
+ * OpenMPI's non-blocking algorithms vs its tuned blocking ones (8 B: ~0.3 us
+ * blocking; 4 KB: ~1-12 us vs ~7-36 us) -- the price of never blocking
+ * inside MPI; at 256 KB they differ by up to ~2x either way between runs
+ * (bench-comm shows the bandwidth the trainer actually gets). Group creation
+ * (MPI_Comm_split, MPI_Comm_dup in mt_comm_ctx_create) blocks inside MPI;
+ * mt_comm_split is preceded by a timed barrier so a missing rank is still
+ * named.
  * A rank killed outright (SIGKILL) is normally noticed by the launcher,
  * which tears the job down itself; under `mpirun --enable-recovery` (OpenMPI)
  * or `mpiexec -disable-auto-cleanup` (MPICH) the survivors keep running and
