@@ -119,11 +119,14 @@ if [ "$n" -ge 1 ] && lt "$ELAPSED" 12 && ! grep -q UNEXPECTED "$TMP/killrec.out"
 else fail "SIGKILL with recovery ($n lines, ${ELAPSED}s)"; show killrec; fi
 
 # other collectives, timeout 2 s: some rank names rank 0 as missing
-for op in reduce_scatter allgather broadcast barrier; do
+# (recv: rank 1 waits for a message from rank 0; the others in a barrier)
+for op in reduce_scatter allgather broadcast barrier recv; do
     run stop_$op 4 stall stop 0 2 $op
+    what="$op #3 on group 'world'"
+    [ $op = recv ] && what="recv from rank 0 (world rank 0) on group 'world' (size 4, 16 bytes)"
     if [ $RC -ne 0 ] && lt "$ELAPSED" 9 &&
         grep -q "timeout: .*did not arrive: .*0 (world rank 0: no response" "$TMP/stop_$op.out" &&
-        grep -q "timeout: $op #3 on group 'world'" "$TMP/stop_$op.out"; then
+        grep -q "timeout: $what" "$TMP/stop_$op.out"; then
         ok "SIGSTOP before $op: named, ${ELAPSED}s"
     else fail "SIGSTOP before $op (rc $RC, ${ELAPSED}s)"; show stop_$op; fi
 done

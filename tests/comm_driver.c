@@ -8,7 +8,8 @@
  *                                        RANK stops/kills itself before
  *                                        collective #3 (OP: allreduce,
  *                                        reduce_scatter, allgather, broadcast,
- *                                        barrier); the others must time out
+ *                                        barrier; or recv: rank+1 receives
+ *                                        from it); the others must time out
  *   comm_driver overhead                 per-call cost vs plain MPI
  *   comm_driver bench [flags]            meshtrain bench-comm
  * Prints "comm_driver <mode>: rank R: N checks, M failed"; exit 1 on failure. */
@@ -286,6 +287,10 @@ static int mode_mesh(mt_comm_ctx *ctx, int argc, char **argv) {
     int r = m.rank, W = m.world_size;
     if (r == 0) mt_mesh_print_layout(&m.shape, W, stdout);
     int *want = malloc((size_t)W * sizeof(int)), *got = malloc((size_t)W * sizeof(int));
+    if (!want || !got) {
+        fprintf(stderr, "comm_driver: out of memory for %d ranks\n", W);
+        return 1;
+    }
     for (int a = 0; a < MT_AXIS_N; a++) {
         mt_comm *c = mt_mesh_comm(&m, (mt_mesh_axis)a);
         int n = mt_mesh_group_ranks(&m.shape, (mt_mesh_axis)a, r, want);
@@ -327,6 +332,9 @@ static int mode_stall(mt_comm_ctx *ctx, int argc, char **argv) {
     else if (!strcmp(op, "allgather")) mt_comm_allgather(w, buf + r * 256, buf, 1024);
     else if (!strcmp(op, "broadcast")) mt_comm_broadcast(w, buf, 4096, 0);
     else if (!strcmp(op, "barrier")) mt_comm_barrier(w);
+    else if (!strcmp(op, "recv")) {
+        if (r == (victim + 1) % n) mt_comm_recv(w, buf, 16, victim, 5);
+    }
     else mt_comm_allreduce(w, buf, buf, 1024);
     mt_comm_barrier(w); /* a broadcast may complete without the victim */
     printf("comm_driver stall: rank %d: UNEXPECTED: collective completed\n", r);
@@ -354,8 +362,8 @@ static double time_loop(int which, MPI_Comm raw, mt_comm *c, float *buf, int cnt
 
 static int mode_overhead(mt_comm_ctx *ctx) {
     mt_comm *w = mt_comm_world(ctx);
-    MPI_Comm raw;
-    MPI_Comm_dup(MPI_COMM_WORLD, &raw);
+    MPI_Comm raw; /* keeps MPI_ERRORS_ARE_FATAL: any failure aborts with MPI's message */
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &raw) != MPI_SUCCESS) return 1;
     static float buf[65536];
     int sizes[] = {2, 1024, 65536};
     if (mt_comm_rank(w) == 0)

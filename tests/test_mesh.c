@@ -12,6 +12,10 @@ static void check_shape(int dp, int pp, int tp, int g) {
     int G = mt_mesh_shard_size(&s);
     int *seen = calloc((size_t)W, sizeof *seen);
     int *buf = malloc((size_t)W * sizeof *buf);
+    if (!seen || !buf) {
+        fprintf(stderr, "test_mesh: out of memory\n");
+        exit(1);
+    }
     for (int r = 0; r < W; r++) {
         mt_mesh_coord c = mt_mesh_coord_of(&s, r);
         CHECK(c.tp >= 0 && c.tp < tp && c.pp >= 0 && c.pp < pp && c.dp >= 0 && c.dp < dp,
@@ -52,6 +56,10 @@ static void check_shape(int dp, int pp, int tp, int g) {
     for (int a = 0; a < MT_AXIS_N; a++) {
         int n = mt_mesh_group_size(&s, (mt_mesh_axis)a);
         int *cnt = calloc((size_t)(W / n), sizeof *cnt);
+        if (!cnt) {
+            fprintf(stderr, "test_mesh: out of memory\n");
+            exit(1);
+        }
         for (int r = 0; r < W; r++) cnt[mt_mesh_group_id(&s, (mt_mesh_axis)a, r)]++;
         for (int i = 0; i < W / n; i++) CHECK(cnt[i] == n, "axis %d group %d has %d", a, i, cnt[i]);
         free(cnt);
