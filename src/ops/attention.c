@@ -8,13 +8,14 @@
  * own slice of the caller's scratch:
  *   Q, K, V, dO, dQ, dK, dV   7 * T * HS  (the head gathered contiguously)
  *   S, dP                     2 * BQ * T  (one block of BQ query rows)
- *   row scales                T + 4
+ *   row scales, 1/rowsum      T + 4, BQ
  * so the workspace is O(threads * T * (HS + BQ)), not O(B * NH * T^2).
  * Query rows are processed in blocks of BQ; block [i0, i1) only needs keys
  * [0, i1), which halves the GEMM work of a full T x T product.
  *
  * forward per block: S = scale Q_b K^T; row softmax over keys j <= i (lse
- *   of the undropped softmax is saved); Pd = P * dropout scale; O_b = Pd V.
+ *   of the undropped softmax is saved); Pd = P * dropout scale; O_b = Pd V
+ *   (computed as diag(1/rowsum) (exp(S - max) * dropout scale) V).
  * backward per block: S and P recomputed; dPd = dO_b V^T; dP = dPd * scale;
  *   D_i = sum_j Pd_ij dPd_ij = dO_i . O_i (computed from the saved output);
  *   dS = P (dP - D); dV += Pd^T dO_b; dQ_b = scale dS K; dK += scale dS^T Q_b.
@@ -34,7 +35,7 @@
 #endif
 
 static size_t per_thread_floats(int T, int HS) {
-    size_t n = 7 * (size_t)T * HS + 2 * (size_t)BQ * T + (size_t)T + 4;
+    size_t n = 7 * (size_t)T * HS + 2 * (size_t)BQ * T + (size_t)T + 4 + BQ;
     return (n + 15) & ~(size_t)15;
 }
 
@@ -108,7 +109,7 @@ void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T
         const int b = task / NH, h = task % NH;
         float *ws = scratch + ptf * (size_t)omp_get_thread_num();
         float *Q = ws, *K = Q + (size_t)T * HS, *V = K + (size_t)T * HS, *O = V + (size_t)T * HS;
-        float *S = ws + 7 * (size_t)T * HS, *rs = S + 2 * (size_t)BQ * T;
+        float *S = ws + 7 * (size_t)T * HS, *rs = S + 2 * (size_t)BQ * T, *rinv = rs + T + 4;
         const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
         gather(Q, base, T, HS, 3 * (size_t)C);
         gather(K, base + C, T, HS, 3 * (size_t)C);
@@ -125,26 +126,34 @@ void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T
 #pragma omp simd reduction(max : mx)
                 for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
                 float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-                for (int j = 0; j < n; j++) {
-                    float e = mt_vexpf(s[j] - mx);
-                    s[j] = e;
-                    sum += e;
-                }
-                lrow[i] = mx + logf(sum);
-                float inv = 1.0f / sum;
                 if (use_drop) {
                     drop_row_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i, (uint32_t)(drop->head0 + h), n);
-#pragma omp simd
-                    for (int j = 0; j < n; j++) s[j] *= inv * rs[j];
+#pragma omp simd reduction(+ : sum)
+                    for (int j = 0; j < n; j++) {
+                        float e = mt_vexpf(s[j] - mx);
+                        s[j] = e * rs[j];
+                        sum += e;
+                    }
                 } else {
-#pragma omp simd
-                    for (int j = 0; j < n; j++) s[j] *= inv;
+#pragma omp simd reduction(+ : sum)
+                    for (int j = 0; j < n; j++) {
+                        float e = mt_vexpf(s[j] - mx);
+                        s[j] = e;
+                        sum += e;
+                    }
                 }
+                lrow[i] = mx + logf(sum);
+                rinv[i - i0] = 1.0f / sum;
                 for (int j = n; j < i1; j++) s[j] = 0.0f;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, HS, i1, 1.0f, S, T, V, HS, 0.0f,
-                        O + (size_t)i0 * HS, HS);
+            /* O_b = diag(1/sum) (E * mask) V: the softmax normalisation is
+             * applied to the HS outputs instead of the i+1 probabilities */
+            float *Ob = O + (size_t)i0 * HS;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, HS, i1, 1.0f, S, T, V, HS, 0.0f, Ob, HS);
+            for (int r = 0; r < nb; r++) {
+#pragma omp simd
+                for (int k = 0; k < HS; k++) Ob[(size_t)r * HS + k] *= rinv[r];
+            }
         }
         scatter(out + (size_t)b * T * C + (size_t)h * HS, O, T, HS, (size_t)C);
     }
