@@ -7,12 +7,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 mkdir -p runs/demo
-CORPUS=$(ls /usr/share/games/fortunes/* | grep -v -E '\.(dat|u8)$' | grep -v -E '/(off)$')
-build/meshtrain tokenize --tokenizer gpt2 --val-fraction 0.05 --out runs/demo/fortunes $CORPUS
-STEPS=${STEPS:-300}
+# Each fortune file is one document; the "%" lines that separate fortunes
+# become blank lines.
+mkdir -p runs/demo/corpus
+for f in $(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort); do
+    sed 's/^%$//' "$f" > "runs/demo/corpus/$(basename "$f").txt"
+done
+build/meshtrain tokenize --tokenizer gpt2 --val-fraction 0.05 --out runs/demo/fortunes runs/demo/corpus/*.txt
+STEPS=${STEPS:-250}
 export OMP_NUM_THREADS=${THREADS:-2} OPENBLAS_NUM_THREADS=${THREADS:-2}
 build/meshtrain train --train runs/demo/fortunes_train.bin --val runs/demo/fortunes_val.bin \
-    --layers 4 --dim 192 --heads 6 --seq-len 128 --batch 16 --steps "$STEPS" \
+    --layers 4 --dim 192 --heads 6 --seq-len 64 --batch 16 --steps "$STEPS" \
     --lr 2e-3 --warmup 30 --lr-schedule cosine --min-lr 2e-4 --weight-decay 0.1 --grad-clip 1.0 \
     --eval-every 50 --eval-batches 8 --log-every 10 \
     --metrics runs/demo/metrics.jsonl --ckpt-dir runs/demo/ckpt --ckpt-every 100

@@ -43,7 +43,10 @@ int main(int argc, char **argv) {
         }
         int rc = cmds[i].fn(argc - 1, argv + 1);
         if (cmds[i].needs_mpi) {
-            if (rc) {
+            int world = 1;
+            MPI_Comm_size(MPI_COMM_WORLD, &world);
+            if (rc && world > 1) {
+                /* The other ranks may be waiting for this one: end them all. */
                 fflush(stdout);
                 fflush(stderr);
                 MPI_Abort(MPI_COMM_WORLD, rc);
