@@ -21,18 +21,22 @@ all: build/libmeshtrain.a build/meshtrain $(TEST_BIN)
 
 build/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	@echo "CC $<"
+	@$(CC) $(CFLAGS) -c $< -o $@
 
 build/libmeshtrain.a: $(LIB_OBJ)
 	@mkdir -p build
-	rm -f $@ && ar rcs $@ $^
+	@echo "AR $@"
+	@rm -f $@ && ar rcs $@ $^
 
 build/meshtrain: $(CLI_OBJ) build/libmeshtrain.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) build/libmeshtrain.a $(LDLIBS)
+	@echo "LD $@"
+	@$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) build/libmeshtrain.a $(LDLIBS)
 
 build/tests/%: tests/%.c build/libmeshtrain.a $(HEADERS)
 	@mkdir -p build/tests
-	$(CC) $(CFLAGS) -Itests -o $@ $< build/libmeshtrain.a $(LDFLAGS) $(LDLIBS)
+	@echo "LD $@"
+	@$(CC) $(CFLAGS) -Itests -o $@ $< build/libmeshtrain.a $(LDFLAGS) $(LDLIBS)
 
 test: all
 	bash tests/run_all.sh

@@ -1,0 +1,26 @@
+/* meshtrain public API: the library (build/libmeshtrain.a) without the CLI,
+ * so a program can run its own loop. Compile with -Iinclude -Isrc and link
+ * build/libmeshtrain.a -lopenblas -lpcre2-8 -lm with mpicc -fopenmp.
+ * Layers, bottom to top (see docs/design.md): */
+#ifndef MESHTRAIN_H
+#define MESHTRAIN_H
+#include "core/error.h"      /* mt_error, mt_die */
+#include "core/mem.h"        /* accounted allocation by category */
+#include "core/philox.h"     /* counter-based RNG, init and dropout coordinates */
+#include "core/json.h"       /* JSON reader/writer */
+#include "ops/ops.h"         /* fp32 kernels, forward and backward */
+#include "comm/comm.h"       /* communicators over MPI with counters and timeouts */
+#include "parallel/mesh.h"   /* dp x pp x tp mesh and its groups */
+#include "model/gpt.h"       /* config, presets, unit layout */
+#include "model/model.h"     /* parameters, activations, per-unit forward/backward */
+#include "optim/optimizer.h" /* AdamW/Adam/SGD on flat ranges, LR schedules, clipping */
+#include "data/tokenizer.h"  /* byte and GPT-2 BPE */
+#include "data/shard.h"      /* llm.c token shards */
+#include "data/loader.h"     /* global-index data order */
+#include "ckpt/checkpoint.h" /* atomic, sharding-ready checkpoints */
+#include "ckpt/gpt_weights.h"
+#include "ckpt/safetensors.h"
+#include "ckpt/llmc.h"
+#include "train/trainer.h"   /* the training loop */
+#include "train/generate.h"  /* KV-cache sampling */
+#endif
