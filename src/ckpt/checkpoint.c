@@ -1,5 +1,6 @@
 /* Atomic, sharding-ready checkpoints: see checkpoint.h for the format and
  * the crash-safety argument. */
+#include "core/fileio.h"
 #include "ckpt/checkpoint.h"
 #include <dirent.h>
 #include <errno.h>
@@ -109,53 +110,6 @@ static char *path_join(const char *dir, const char *name) {
     p[a] = '/';
     memcpy(p + a + 1, name, b + 1);
     return p;
-}
-
-static int write_all(int fd, const void *buf, size_t n, const char *path, mt_error *err) {
-    const char *p = buf;
-    size_t done = 0;
-    while (done < n) {
-        size_t chunk = n - done < ((size_t)1 << 30) ? n - done : ((size_t)1 << 30);
-        ssize_t w = write(fd, p + done, chunk);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return mt_errorf(err, "writing %s failed after %zu of %zu bytes: %s (is the disk full or read-only?)", path,
-                             done, n, strerror(errno));
-        }
-        if (w == 0) return mt_errorf(err, "writing %s made no progress after %zu of %zu bytes", path, done, n);
-        done += (size_t)w;
-    }
-    return 0;
-}
-
-static int pread_all(int fd, void *buf, size_t n, uint64_t off, const char *path, mt_error *err) {
-    char *p = buf;
-    size_t done = 0;
-    while (done < n) {
-        size_t chunk = n - done < ((size_t)1 << 30) ? n - done : ((size_t)1 << 30);
-        ssize_t r = pread(fd, p + done, chunk, (off_t)(off + done));
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return mt_errorf(err, "reading %zu bytes at offset %" PRIu64 " of %s failed: %s", n, off, path, strerror(errno));
-        }
-        if (r == 0)
-            return mt_errorf(err, "reading %zu bytes at offset %" PRIu64 " of %s: file ends after %zu bytes (truncated?)", n,
-                             off, path, done);
-        done += (size_t)r;
-    }
-    return 0;
-}
-
-static int fsync_dir(const char *dir, mt_error *err) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return mt_errorf(err, "cannot open directory %s to fsync it: %s", dir, strerror(errno));
-    if (fsync(fd) != 0 && errno != EINVAL) {
-        int e = errno;
-        close(fd);
-        return mt_errorf(err, "fsync of directory %s failed: %s", dir, strerror(e));
-    }
-    close(fd);
-    return 0;
 }
 
 /* mkdir -p */
@@ -354,7 +308,7 @@ int mt_ckpt_save(const char *dir, int64_t step, const char *state_json, const mt
     for (int i = 0; i < n; i++) {
         size_t pad = (size_t)((ALIGN_BYTES - pos % ALIGN_BYTES) % ALIGN_BYTES);
         if (pad) {
-            if (write_all(fd, zeros, pad, tmp_path, err)) goto out;
+            if (mt_write_all(fd, zeros, pad, tmp_path, err)) goto out;
             hash_update(&hs, zeros, pad);
             pos += pad;
         }
@@ -363,7 +317,7 @@ int mt_ckpt_save(const char *dir, int64_t step, const char *state_json, const mt
         const char *p = (const char *)tensors[i].data;
         for (size_t done = 0; done < bytes;) {
             size_t c = bytes - done < IO_CHUNK ? bytes - done : IO_CHUNK;
-            if (write_all(fd, p + done, c, tmp_path, err)) goto out;
+            if (mt_write_all(fd, p + done, c, tmp_path, err)) goto out;
             hash_update(&hs, p + done, c);
             done += c;
         }
@@ -382,7 +336,7 @@ int mt_ckpt_save(const char *dir, int64_t step, const char *state_json, const mt
     }
     free(tmp_path);
     tmp_path = NULL;
-    if (fsync_dir(dir, err)) goto out;
+    if (mt_fsync_dir(dir, err)) goto out;
     if (crash_here(2, err)) goto out;
 
     /* Phase 3: manifest under a temporary name. */
@@ -430,7 +384,7 @@ int mt_ckpt_save(const char *dir, int64_t step, const char *state_json, const mt
     man_tmp = path_join(dir, MANIFEST_TMP);
     fd = open(man_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) { mt_errorf(err, "cannot create %s: %s", man_tmp, strerror(errno)); unlink(data_path); goto out; }
-    if (write_all(fd, w.buf, w.len, man_tmp, err) || write_all(fd, "\n", 1, man_tmp, err)) {
+    if (mt_write_all(fd, w.buf, w.len, man_tmp, err) || mt_write_all(fd, "\n", 1, man_tmp, err)) {
         unlink(man_tmp);
         unlink(data_path);
         goto out;
@@ -452,7 +406,7 @@ int mt_ckpt_save(const char *dir, int64_t step, const char *state_json, const mt
         unlink(data_path);
         goto out;
     }
-    if (fsync_dir(dir, err)) goto out;
+    if (mt_fsync_dir(dir, err)) goto out;
     if (crash_here(4, err)) goto out;
 
     /* Phase 5: the previous step's data and any crash leftovers go. */
@@ -543,7 +497,7 @@ static int read_whole_file(const char *path, size_t limit, char **out, size_t *l
     }
     size_t n = (size_t)st.st_size;
     char *buf = mt_xmalloc(n + 1, "checkpoint manifest");
-    if (pread_all(fd, buf, n, 0, path, err)) {
+    if (mt_pread_all(fd, buf, n, 0, path, err)) {
         free(buf);
         close(fd);
         return -1;
@@ -740,7 +694,7 @@ static int open_and_verify_files(mt_ckpt *ck, int verify, mt_error *err) {
         hash_init(&hs);
         for (uint64_t off = 0; off < f->bytes;) {
             size_t c = f->bytes - off < IO_CHUNK ? (size_t)(f->bytes - off) : IO_CHUNK;
-            if (pread_all(f->fd, buf, c, off, f->path, err)) { free(buf); return -1; }
+            if (mt_pread_all(f->fd, buf, c, off, f->path, err)) { free(buf); return -1; }
             hash_update(&hs, buf, c);
             off += c;
         }
@@ -832,7 +786,7 @@ int mt_ckpt_read(const mt_ckpt *ck, const char *name, size_t elem_offset, size_t
         if (p->start + p->numel <= want) continue;
         uint64_t stop = p->start + p->numel < end ? p->start + p->numel : end;
         const ck_file *f = &ck->files[p->file];
-        if (pread_all(f->fd, dst + (want - elem_offset), (size_t)(stop - want) * sizeof(float),
+        if (mt_pread_all(f->fd, dst + (want - elem_offset), (size_t)(stop - want) * sizeof(float),
                       p->offset + (want - p->start) * sizeof(float), f->path, err))
             return -1;
         want = stop;

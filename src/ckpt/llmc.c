@@ -1,4 +1,5 @@
 /* llm.c model files: see llmc.h. */
+#include "core/fileio.h"
 #include "ckpt/llmc.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -29,35 +30,6 @@ static const struct { const char *name; mt_unit_kind kind; int idx; } KINDS[16] 
     {"lnfw", MT_UNIT_HEAD, MT_T_LNF_W},      {"lnfb", MT_UNIT_HEAD, MT_T_LNF_B},
 };
 
-static int write_all(int fd, const void *buf, size_t n, const char *path, mt_error *err) {
-    size_t done = 0;
-    while (done < n) {
-        size_t c = n - done < ((size_t)1 << 30) ? n - done : ((size_t)1 << 30);
-        ssize_t w = write(fd, (const char *)buf + done, c);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return mt_errorf(err, "writing %s failed after %zu of %zu bytes: %s (is the disk full?)", path, done, n, strerror(errno));
-        }
-        done += (size_t)w;
-    }
-    return 0;
-}
-
-static int pread_exact(int fd, void *buf, size_t n, uint64_t off, const char *path, mt_error *err) {
-    size_t done = 0;
-    while (done < n) {
-        size_t c = n - done < ((size_t)1 << 30) ? n - done : ((size_t)1 << 30);
-        ssize_t r = pread(fd, (char *)buf + done, c, (off_t)(off + done));
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return mt_errorf(err, "%s: reading %zu bytes at offset %" PRIu64 " failed: %s", path, n, off, strerror(errno));
-        }
-        if (r == 0) return mt_errorf(err, "%s: file ends before byte %" PRIu64 " (truncated?)", path, off + n);
-        done += (size_t)r;
-    }
-    return 0;
-}
-
 static const mt_unit_layout *unit_of(const mt_gpt_layout *L, mt_unit_kind kind, int layer, int *u) {
     *u = kind == MT_UNIT_EMBED ? 0 : kind == MT_UNIT_HEAD ? L->n_units - 1 : 1 + layer;
     return &L->units[*u];
@@ -84,14 +56,14 @@ int mt_llmc_export(const char *path, const mt_gpt_weights *w, mt_error *err) {
         free(tmp);
         return -1;
     }
-    int rc = write_all(fd, hdr, sizeof hdr, tmp, err);
+    int rc = mt_write_all(fd, hdr, sizeof hdr, tmp, err);
     for (int k = 0; k < 16 && !rc; k++) {
         int nl = KINDS[k].kind == MT_UNIT_BLOCK ? c->n_layer : 1;
         for (int l = 0; l < nl && !rc; l++) {
             int u;
             const mt_unit_layout *ul = unit_of(&w->layout, KINDS[k].kind, l, &u);
             const mt_tensor *t = &ul->t[KINDS[k].idx];
-            rc = write_all(fd, w->unit[u] + t->offset, t->numel * sizeof(float), tmp, err);
+            rc = mt_write_all(fd, w->unit[u] + t->offset, t->numel * sizeof(float), tmp, err);
         }
     }
     if (!rc && fsync(fd) != 0) rc = mt_errorf(err, "fsync of %s failed: %s", tmp, strerror(errno));
@@ -104,9 +76,9 @@ int mt_llmc_export(const char *path, const mt_gpt_weights *w, mt_error *err) {
 
 /* Reads n elements (fp32 or bf16 per esz) at off into dst as fp32. */
 static int read_elems(int fd, float *dst, size_t n, uint64_t off, int esz, const char *path, mt_error *err) {
-    if (esz == 4) return pread_exact(fd, dst, n * 4, off, path, err);
+    if (esz == 4) return mt_pread_all(fd, dst, n * 4, off, path, err);
     uint16_t *h = (uint16_t *)(void *)((char *)dst + 2 * n); /* see mt_st_read_f32 */
-    if (pread_exact(fd, h, n * 2, off, path, err)) return -1;
+    if (mt_pread_all(fd, h, n * 2, off, path, err)) return -1;
     for (size_t i = 0; i < n; i++) {
         uint32_t bits = (uint32_t)h[i] << 16;
         memcpy(&dst[i], &bits, 4);
@@ -127,7 +99,7 @@ int mt_llmc_import(const char *path, int n_head, mt_gpt_weights *out, mt_error *
         goto out;
     }
     int32_t h[HEADER_INTS];
-    if (pread_exact(fd, h, sizeof h, 0, path, err)) goto out;
+    if (mt_pread_all(fd, h, sizeof h, 0, path, err)) goto out;
     if (h[0] != MT_LLMC_MAGIC) {
         mt_errorf(err, "%s: bad magic %d (expected %d): not an llm.c model file", path, h[0], MT_LLMC_MAGIC);
         goto out;

@@ -1,4 +1,5 @@
 /* safetensors reader/writer and GPT-2 conversion: see safetensors.h. */
+#include "core/fileio.h"
 #include "ckpt/safetensors.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -52,21 +53,6 @@ static int cmp_entry_begin(const void *a, const void *b) {
 
 static int cmp_entry_name(const void *a, const void *b) {
     return strcmp((*(const mt_st_entry *const *)a)->name, (*(const mt_st_entry *const *)b)->name);
-}
-
-static int pread_exact(int fd, void *buf, size_t n, uint64_t off, const char *path, mt_error *err) {
-    size_t done = 0;
-    while (done < n) {
-        size_t c = n - done < ((size_t)1 << 30) ? n - done : ((size_t)1 << 30);
-        ssize_t r = pread(fd, (char *)buf + done, c, (off_t)(off + done));
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return mt_errorf(err, "%s: reading %zu bytes at offset %" PRIu64 " failed: %s", path, n, off, strerror(errno));
-        }
-        if (r == 0) return mt_errorf(err, "%s: file ends before byte %" PRIu64 " (truncated?)", path, off + n);
-        done += (size_t)r;
-    }
-    return 0;
 }
 
 static int validate_entries(mt_st_file *f, mt_error *err) {
@@ -162,7 +148,7 @@ mt_st_file *mt_st_open(const char *path, mt_error *err) {
     uint64_t size = (uint64_t)st.st_size;
     if (size < 8) { mt_errorf(err, "%s: file is %" PRIu64 " bytes, too short for a safetensors header length (8 bytes)", path, size); goto fail; }
     unsigned char lenb[8];
-    if (pread_exact(f->fd, lenb, 8, 0, path, err)) goto fail;
+    if (mt_pread_all(f->fd, lenb, 8, 0, path, err)) goto fail;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
     if (hlen > size - 8) {
@@ -173,7 +159,7 @@ mt_st_file *mt_st_open(const char *path, mt_error *err) {
     if (hlen > MT_ST_MAX_HEADER) { mt_errorf(err, "%s: header length %" PRIu64 " exceeds the %" PRIu64 "-byte limit", path, hlen, MT_ST_MAX_HEADER); goto fail; }
     if (hlen < 2) { mt_errorf(err, "%s: header length %" PRIu64 " is too small for a JSON object", path, hlen); goto fail; }
     char *h = mt_xmalloc((size_t)hlen, "safetensors header");
-    if (pread_exact(f->fd, h, (size_t)hlen, 8, path, err)) { free(h); goto fail; }
+    if (mt_pread_all(f->fd, h, (size_t)hlen, 8, path, err)) { free(h); goto fail; }
     mt_error je;
     f->doc = mt_json_parse(h, (size_t)hlen, 16, &je);
     free(h);
@@ -215,7 +201,7 @@ static float half_to_float(uint16_t h) {
 
 int mt_st_read_f32(const mt_st_file *f, const mt_st_entry *e, float *dst, mt_error *err) {
     uint64_t off = f->data_start + e->begin;
-    if (strcmp(e->dtype, "F32") == 0) return pread_exact(f->fd, dst, (size_t)e->numel * 4, off, f->path, err);
+    if (strcmp(e->dtype, "F32") == 0) return mt_pread_all(f->fd, dst, (size_t)e->numel * 4, off, f->path, err);
     int bf = strcmp(e->dtype, "BF16") == 0;
     if (!bf && strcmp(e->dtype, "F16") != 0)
         return mt_errorf(err, "%s: tensor '%.80s' has dtype %s; expected F32, F16 or BF16", f->path, e->name, e->dtype);
@@ -224,7 +210,7 @@ int mt_st_read_f32(const mt_st_file *f, const mt_st_entry *e, float *dst, mt_err
      * bytes [4i, 4i+4), which only reach h[j] for j <= 2i+1-numel <= i,
      * values already consumed. */
     uint16_t *h = (uint16_t *)(void *)((char *)dst + 2 * e->numel);
-    if (pread_exact(f->fd, h, (size_t)e->numel * 2, off, f->path, err)) return -1;
+    if (mt_pread_all(f->fd, h, (size_t)e->numel * 2, off, f->path, err)) return -1;
     for (uint64_t i = 0; i < e->numel; i++) {
         uint16_t v = h[i];
         if (bf) {
@@ -242,20 +228,6 @@ struct mt_st_writer {
     int fd;
     uint64_t expect, written;
 };
-
-static int write_all(int fd, const void *buf, size_t n, const char *path, mt_error *err) {
-    size_t done = 0;
-    while (done < n) {
-        size_t c = n - done < ((size_t)1 << 30) ? n - done : ((size_t)1 << 30);
-        ssize_t w = write(fd, (const char *)buf + done, c);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return mt_errorf(err, "writing %s failed after %zu of %zu bytes: %s (is the disk full?)", path, done, n, strerror(errno));
-        }
-        done += (size_t)w;
-    }
-    return 0;
-}
 
 mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n, const char *const *meta, int n_meta,
                                 mt_error *err) {
@@ -315,8 +287,8 @@ mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n
     unsigned char lenb[8];
     uint64_t hl = jw.len + pad;
     for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)(hl >> (8 * i));
-    if (write_all(w->fd, lenb, 8, w->tmp, err) || write_all(w->fd, jw.buf, jw.len, w->tmp, err) ||
-        write_all(w->fd, "        ", pad, w->tmp, err)) {
+    if (mt_write_all(w->fd, lenb, 8, w->tmp, err) || mt_write_all(w->fd, jw.buf, jw.len, w->tmp, err) ||
+        mt_write_all(w->fd, "        ", pad, w->tmp, err)) {
         mt_jw_free(&jw);
         mt_st_writer_abort(w);
         return NULL;
@@ -328,7 +300,7 @@ mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n
 int mt_st_writer_put(mt_st_writer *w, const float *data, size_t n, mt_error *err) {
     if ((uint64_t)n * 4 > w->expect - w->written)
         return mt_errorf(err, "safetensors writer: %zu more floats than the declared tensors hold", n);
-    if (write_all(w->fd, data, n * 4, w->tmp, err)) return -1;
+    if (mt_write_all(w->fd, data, n * 4, w->tmp, err)) return -1;
     w->written += (uint64_t)n * 4;
     return 0;
 }
