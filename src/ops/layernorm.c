@@ -39,15 +39,15 @@ void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
     }
 }
 
+/* Two passes inside one parallel region, no workspace: rows split across
+ * threads for dinp, then columns split across threads for dw/db (each
+ * thread walks all rows for its columns in order: deterministic for any
+ * thread count, and no per-call allocation). */
 void op_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                            const float *w, const float *mean, const float *rstd, int N, int C) {
-    int nt = omp_get_max_threads();
-    size_t ldp = ((size_t)C + 15) & ~(size_t)15; /* partial rows padded to a cache line */
-    float *part = mt_xcalloc((size_t)nt * 2 * ldp, sizeof(float), "layernorm backward partials");
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
-        float *pw = part + (size_t)t * 2 * ldp, *pb = pw + ldp;
         int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
         for (int n = n0; n < n1; n++) {
             const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
@@ -60,8 +60,6 @@ void op_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                 float g = d[c] * w[c];
                 sg += g;
                 sgx += g * xh;
-                pw[c] += d[c] * xh;
-                pb[c] += d[c];
             }
             sg /= (float)C;
             sgx /= (float)C;
@@ -71,27 +69,22 @@ void op_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                 di[c] += r * (d[c] * w[c] - sg - xh * sgx);
             }
         }
-#pragma omp barrier
-        int nblk = (C + 15) / 16;
-        int c0 = (int)((long)nblk * t / T) * 16, c1 = (int)((long)nblk * (t + 1) / T) * 16;
-        if (c1 > C) c1 = C;
-        /* fixed order q = 0..T-1 for every column: deterministic */
-        for (int q = 1; q < T; q++) {
-            const float *qw = part + (size_t)q * 2 * ldp, *qb = qw + ldp;
+        if (dw || db) {
+            int nblk = (C + 15) / 16;
+            int c0 = (int)((long)nblk * t / T) * 16, c1 = (int)((long)nblk * (t + 1) / T) * 16;
+            if (c1 > C) c1 = C;
+            for (int n = 0; n < N; n++) {
+                const float *x = inp + (size_t)n * C, *d = dout + (size_t)n * C;
+                float m = mean[n], r = rstd[n];
+                if (dw) {
 #pragma omp simd
-            for (int c = c0; c < c1; c++) {
-                part[c] += qw[c];
-                part[ldp + c] += qb[c];
+                    for (int c = c0; c < c1; c++) dw[c] += d[c] * ((x[c] - m) * r);
+                }
+                if (db) {
+#pragma omp simd
+                    for (int c = c0; c < c1; c++) db[c] += d[c];
+                }
             }
         }
-        if (dw) {
-#pragma omp simd
-            for (int c = c0; c < c1; c++) dw[c] += part[c];
-        }
-        if (db) {
-#pragma omp simd
-            for (int c = c0; c < c1; c++) db[c] += part[ldp + c];
-        }
     }
-    free(part);
 }
