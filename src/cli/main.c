@@ -23,6 +23,7 @@ int main(int argc, char **argv) {
         return argc < 2 ? 1 : 0;
     }
     const char *cmd = argv[1];
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines show up at once, also through pipes */
     static const struct {
         const char *name;
         int (*fn)(int, char **);
