@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "train/trainer.h"
 #include "train/train_io.h"
+#include "comm/comm.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,8 @@ int mt_cli_train(int argc, char **argv) {
     const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled";
     int64_t seed = (int64_t)o.seed;
     int help = 0;
+    float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
+    o.mesh = (mt_mesh_shape){1, 1, 1, 0};
     mt_arg spec[] = {
         {"train", MT_ARG_STR, &o.train_path, "training token shard (llm.c format, from `meshtrain tokenize`)", 0},
         {"val", MT_ARG_STR, &o.val_path, "validation token shard", 0},
@@ -89,34 +92,64 @@ int mt_cli_train(int argc, char **argv) {
         {"init-from", MT_ARG_STR, &o.init_from, "start from the weights of this checkpoint (e.g. imported GPT-2)", 0},
         {"log-every", MT_ARG_INT, &o.log_every, "print a line every K steps (default 1)", 0},
         {"dump-grads", MT_ARG_STR, &o.dump_grads, "test aid: write step 1's gradients (raw fp32) to FILE", 0},
+        {"dp", MT_ARG_INT, &o.mesh.dp, "data-parallel size (default 1; dp x tp x pp = number of processes)", 0},
+        {"tp", MT_ARG_INT, &o.mesh.tp, "tensor-parallel size (must be 1 for now)", 0},
+        {"pp", MT_ARG_INT, &o.mesh.pp, "pipeline-parallel size (must be 1 for now)", 0},
+        {"zero", MT_ARG_INT, &o.zero, "ZeRO stage 0 | 1 | 2 | 3 (default 0)", 0},
+        {"shard-group", MT_ARG_INT, &o.mesh.shard, "hybrid sharding: shard over groups of G dp ranks, replicate across (default dp)", 0},
+        {"timeout", MT_ARG_FLOAT, &timeout, "communication timeout in seconds (default 60)", 0},
+        {"report-json", MT_ARG_STR, &o.report_json, "write bytes per memory category and bytes sent per collective per step", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
     mt_error err = {{0}};
-    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return fail("train", &err);
+    /* Flag errors are the same on every rank: rank 0 prints, all exit non-zero. */
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return rank ? 1 : fail("train", &err);
     if (help) {
-        mt_args_usage("train", "--train FILE [--val FILE] [flags]", spec, NARGS(spec));
+        if (rank == 0) mt_args_usage("train", "--train FILE [--val FILE] [flags]", spec, NARGS(spec));
         return 0;
     }
     o.seed = (uint64_t)seed;
     if (mt_opt_kind_parse(optimizer, &o.opt.kind, &err) || mt_lr_kind_parse(schedule, &o.lr.kind, &err) ||
         mt_data_order_parse(order, &o.order, &err))
-        return fail("train", &err);
+        return rank ? 1 : fail("train", &err);
     if (!o.train_path) {
         mt_errorf(&err, "--train FILE is required (make one with `meshtrain tokenize`)");
-        return fail("train", &err);
+        return rank ? 1 : fail("train", &err);
     }
-    if (resolve_model(&mf, spec, NARGS(spec), o.train_path, &o.cfg, &err)) return fail("train", &err);
-
+    if (!(timeout > 0)) {
+        mt_errorf(&err, "--timeout must be > 0 seconds, got %g", (double)timeout);
+        return rank ? 1 : fail("train", &err);
+    }
+    mt_comm_ctx *ctx = mt_comm_ctx_create(timeout, &err);
+    if (!ctx) return rank ? 1 : fail("train", &err);
+    mt_comm *world = mt_comm_world(ctx);
+    /* The model flags may read the data (vocab inference). */
+    int rc = resolve_model(&mf, spec, NARGS(spec), o.train_path, &o.cfg, &err);
     mt_trainer tr;
-    if (mt_trainer_init(&tr, &o, &err)) return fail("train", &err);
-    const mt_gpt_config *c = &tr.o.cfg;
-    printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d | %s lr %.3g\n",
-           c->n_layer, c->n_embd, c->n_head, c->vocab_size, c->padded_vocab, c->seq_len,
-           tr.model.layout.total_params, tr.o.batch, tr.o.batch / tr.o.micro_batch, tr.o.micro_batch,
-           mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr);
-    if (tr.step > 0) printf("resumed from %s at step %lld\n", tr.o.ckpt_dir, (long long)tr.step);
-    int rc = mt_trainer_run(&tr, &err);
+    memset(&tr, 0, sizeof tr);
+    if (rc) { /* the failing rank says so; main() aborts the job */
+        if (rank) fprintf(stderr, "meshtrain train: error: rank %d: %s\n", rank, err.msg);
+        else fail("train", &err);
+        return 1;
+    }
+    rc = mt_trainer_init(&tr, &o, world, &err);
+    if (!rc) {
+        const mt_gpt_config *c = &tr.o.cfg;
+        if (rank == 0) {
+            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | zero %d | %s lr %.3g\n",
+                   c->n_layer, c->n_embd, c->n_head, c->vocab_size, c->padded_vocab, c->seq_len,
+                   tr.model.layout.total_params, tr.o.batch, tr.o.batch / (tr.o.micro_batch * tr.dp), tr.o.micro_batch,
+                   tr.dp, tr.o.zero, mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr);
+            if (tr.step > 0) printf("resumed from %s at step %lld\n", tr.o.ckpt_dir, (long long)tr.step);
+        }
+        rc = mt_trainer_run(&tr, &err);
+        if (!rc) rc = mt_trainer_report(&tr, &err);
+    }
     mt_trainer_free(&tr);
-    if (rc) return fail("train", &err);
+    if (rc && rank == 0) fail("train", &err);
+    if (rc) return 1;
+    mt_comm_ctx_free(ctx);
     return 0;
 }

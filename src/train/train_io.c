@@ -40,25 +40,34 @@ static int read_named(mt_ckpt *ck, const char *name, float *dst, size_t numel, m
     return mt_ckpt_read(ck, name, 0, numel, dst, err);
 }
 
+/* Every rank reads the full tensors and keeps what it owns (its ZeRO shard). */
 int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *err) {
     mt_ckpt *ck = mt_ckpt_open(dir, err);
     if (!ck) return -1;
     const mt_gpt_layout *l = &tr->model.layout;
+    size_t mx = 0;
+    for (int u = 0; u < l->n_units; u++) mx = l->units[u].numel > mx ? l->units[u].numel : mx;
+    float *full = mt_xcalloc(mx, sizeof(float), "checkpoint load buffer");
     char name[128];
     int rc = 0;
-    for (int u = 0; u < l->n_units && !rc; u++)
+    int ns = mt_opt_state_count(tr->o.opt.kind);
+    for (int u = 0; u < l->n_units && !rc; u++) {
         for (int i = 0; i < l->units[u].n_tensors && !rc; i++) {
             const mt_tensor *t = &l->units[u].t[i];
             snprintf(name, sizeof name, "model/%s", t->name);
-            rc = read_named(ck, name, tr->model.params[u] + t->offset, t->numel, err);
-            if (resume) {
-                int ns = mt_opt_state_count(tr->o.opt.kind);
-                for (int s = 0; s < ns && !rc; s++) {
-                    snprintf(name, sizeof name, "optim/%s/%s", mt_opt_state_name(tr->o.opt.kind, s), t->name);
-                    rc = read_named(ck, name, tr->opt_state[s][u] + t->offset, t->numel, err);
-                }
-            }
+            rc = read_named(ck, name, full + t->offset, t->numel, err);
         }
+        if (!rc) mt_zero_set_full_params(&tr->zero, &tr->model, u, full);
+        for (int s = 0; s < ns && resume && !rc; s++) {
+            for (int i = 0; i < l->units[u].n_tensors && !rc; i++) {
+                const mt_tensor *t = &l->units[u].t[i];
+                snprintf(name, sizeof name, "optim/%s/%s", mt_opt_state_name(tr->o.opt.kind, s), t->name);
+                rc = read_named(ck, name, full + t->offset, t->numel, err);
+            }
+            if (!rc) mt_zero_set_full_state(&tr->zero, u, tr->opt_state[s][u], full);
+        }
+    }
+    free(full);
     if (!rc && resume) {
         const mt_json *st = mt_ckpt_state(ck);
         const char *opt = NULL;
@@ -98,41 +107,75 @@ int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err) {
     return rc;
 }
 
+/* Collective: the full tensors are gathered (ZeRO shards) to every rank's
+ * view and rank 0 writes the checkpoint; all ranks return its outcome. */
 int mt_trainer_save(mt_trainer *tr, mt_error *err) {
     const mt_gpt_layout *l = &tr->model.layout;
     int ns = mt_opt_state_count(tr->o.opt.kind);
+    int root = tr->rank == 0;
     int n = 0, cap = 0;
     for (int u = 0; u < l->n_units; u++) cap += l->units[u].n_tensors * (1 + ns);
+    size_t mx = mt_zero_max_padded(&tr->zero);
+    float *tmp = mt_xcalloc(mx, sizeof(float), "checkpoint gather buffer");
+    float *scratch = mt_xcalloc(mx, sizeof(float), "checkpoint gather buffer");
+    float *store = root ? mt_xcalloc(l->total_params * (size_t)(1 + ns) + (size_t)(1 + ns) * l->units[0].numel,
+                                     sizeof(float), "checkpoint tensors")
+                        : NULL;
     mt_ckpt_tensor *ts = mt_xcalloc((size_t)cap, sizeof *ts, "checkpoint tensor list");
     char (*names)[128] = mt_xcalloc((size_t)cap, 128, "checkpoint tensor names");
-    for (int u = 0; u < l->n_units; u++)
+    size_t used = 0;
+    for (int u = 0; u < l->n_units; u++) {
+        size_t ne = l->units[u].numel;
+        float *base[3];
+        for (int s = -1; s < ns; s++) {
+            float *dst = root ? store + used : scratch;
+            if (root) used += ne;
+            if (s < 0) mt_zero_get_full_params(&tr->zero, &tr->model, u, dst, tmp);
+            else mt_zero_get_full_state(&tr->zero, u, tr->opt_state[s][u], dst, tmp);
+            base[s + 1] = dst;
+        }
         for (int i = 0; i < l->units[u].n_tensors; i++) {
             const mt_tensor *t = &l->units[u].t[i];
             for (int s = -1; s < ns; s++) {
                 if (s < 0) snprintf(names[n], 128, "model/%s", t->name);
                 else snprintf(names[n], 128, "optim/%s/%s", mt_opt_state_name(tr->o.opt.kind, s), t->name);
-                const float *base = s < 0 ? tr->model.params[u] : tr->opt_state[s][u];
-                ts[n] = (mt_ckpt_tensor){names[n], base + t->offset, t->numel, t->ndim, {t->shape[0], t->shape[1], 1, 1}};
+                ts[n] = (mt_ckpt_tensor){names[n], base[s + 1] + t->offset, t->numel, t->ndim, {t->shape[0], t->shape[1], 1, 1}};
                 n++;
             }
         }
-    mt_json_writer w;
-    mt_jw_init(&w);
-    mt_jw_begin_object(&w);
-    mt_jw_key(&w, "config");
-    mt_gpt_config_write_json(&w, &tr->o.cfg);
-    mt_jw_key(&w, "step"); mt_jw_int(&w, tr->step);
-    mt_jw_key(&w, "seed"); mt_jw_int(&w, (int64_t)tr->o.seed);
-    mt_jw_key(&w, "optimizer"); mt_jw_string(&w, mt_opt_kind_name(tr->o.opt.kind));
-    mt_jw_key(&w, "batch"); mt_jw_int(&w, tr->o.batch);
-    mt_jw_key(&w, "data_order"); mt_jw_string(&w, tr->o.order == MT_ORDER_SEQUENTIAL ? "sequential" : "shuffled");
-    mt_jw_key(&w, "samples_consumed"); mt_jw_int(&w, tr->step * tr->o.batch);
-    mt_jw_end_object(&w);
-    int rc = mt_ckpt_save(tr->o.ckpt_dir, tr->step, w.buf, ts, n, err);
-    mt_jw_free(&w);
+    }
+    int rc = 0;
+    if (root) {
+        mt_json_writer w;
+        mt_jw_init(&w);
+        mt_jw_begin_object(&w);
+        mt_jw_key(&w, "config");
+        mt_gpt_config_write_json(&w, &tr->o.cfg);
+        mt_jw_key(&w, "step"); mt_jw_int(&w, tr->step);
+        mt_jw_key(&w, "seed"); mt_jw_int(&w, (int64_t)tr->o.seed);
+        mt_jw_key(&w, "optimizer"); mt_jw_string(&w, mt_opt_kind_name(tr->o.opt.kind));
+        mt_jw_key(&w, "batch"); mt_jw_int(&w, tr->o.batch);
+        mt_jw_key(&w, "data_order"); mt_jw_string(&w, tr->o.order == MT_ORDER_SEQUENTIAL ? "sequential" : "shuffled");
+        mt_jw_key(&w, "samples_consumed"); mt_jw_int(&w, tr->step * tr->o.batch);
+        mt_jw_end_object(&w);
+        rc = mt_ckpt_save(tr->o.ckpt_dir, tr->step, w.buf, ts, n, err);
+        mt_jw_free(&w);
+    }
     free(ts);
     free(names);
-    return rc;
+    free(store);
+    free(tmp);
+    free(scratch);
+    /* rank 0's outcome is everyone's */
+    int64_t v = rc;
+    char msg[MT_ERROR_LEN];
+    memset(msg, 0, sizeof msg);
+    mt_comm *w = tr->mesh.world;
+    mt_comm_allreduce_ctl(w, &v, &v, 1, MT_COMM_I64, MT_COMM_MIN);
+    if (!v) return 0;
+    if (root && err) snprintf(msg, sizeof msg, "%s", err->msg);
+    mt_comm_broadcast(w, msg, sizeof msg, 0);
+    return mt_errorf(err, "%s", msg);
 }
 
 void mt_train_dump_grads(mt_trainer *tr, const char *path) {

@@ -39,46 +39,42 @@ static void alloc_opt_state(mt_trainer *tr) {
     for (int s = 0; s < ns; s++) {
         tr->opt_state[s] = mt_xcalloc((size_t)l->n_units, sizeof(float *), "optimizer state table");
         for (int u = 0; u < l->n_units; u++)
-            tr->opt_state[s][u] = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, l->units[u].numel * sizeof(float),
+            tr->opt_state[s][u] = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, mt_zero_state_len(&tr->zero, u) * sizeof(float),
                                                "optimizer state");
     }
 }
 
-int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_error *err) {
-    memset(tr, 0, sizeof *tr);
-    tr->o = *o;
-    mt_train_opts *op = &tr->o;
-    if (op->micro_batch <= 0) op->micro_batch = op->batch;
-    if (op->batch < 1) return mt_errorf(err, "--batch must be >= 1, got %d", op->batch);
-    if (op->batch % op->micro_batch != 0)
-        return mt_errorf(err, "--batch %d is not a multiple of --micro-batch %d", op->batch, op->micro_batch);
-    if (op->steps < 0) return mt_errorf(err, "--steps must be >= 0, got %lld", (long long)op->steps);
-    op->lr.lr = op->opt.lr;
-    op->lr.total_steps = op->steps;
-    if (op->lr.warmup < 0) return mt_errorf(err, "--warmup must be >= 0");
-    if (!(op->opt.lr >= 0)) return mt_errorf(err, "--lr must be >= 0");
-    if (op->init_from && op->resume) return mt_errorf(err, "--init-from and --resume cannot be combined");
-    if (op->resume && !op->ckpt_dir) return mt_errorf(err, "--resume needs --ckpt-dir");
+/* Makes a rank-local outcome collective: if any rank failed, every rank
+ * returns -1 with the message of the lowest failing rank (prefixed with its
+ * rank when not every rank failed). */
+static int agree(mt_comm *world, int rc, mt_error *err) {
+    int64_t n = mt_comm_size(world), me = mt_comm_rank(world);
+    int64_t v[2] = {rc ? me : n, rc ? 1 : 0};
+    mt_comm_allreduce_ctl(world, &v[0], &v[0], 1, MT_COMM_I64, MT_COMM_MIN);
+    mt_comm_allreduce_ctl(world, &v[1], &v[1], 1, MT_COMM_I64, MT_COMM_SUM);
+    if (v[0] == n) return 0;
+    char msg[MT_ERROR_LEN];
+    memset(msg, 0, sizeof msg);
+    if (me == v[0] && err) snprintf(msg, sizeof msg, "%s", err->msg);
+    mt_comm_broadcast(world, msg, sizeof msg, (int)v[0]);
+    if (v[1] == n) return mt_errorf(err, "%s", msg);
+    return mt_errorf(err, "rank %lld: %s", (long long)v[0], msg);
+}
 
-    /* A checkpoint to start from decides the model shape. */
-    const char *from = op->init_from ? op->init_from : (op->resume ? op->ckpt_dir : NULL);
+/* The part of init that reads files (may fail on one rank only). */
+static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
+    mt_train_opts *op = &tr->o;
     mt_ckpt_info info;
     memset(&info, 0, sizeof info);
     if (from) {
         if (mt_train_ckpt_peek(from, &info, err)) return -1;
-        if (op->resume && info.has_config) {
-            op->cfg.dropout = op->cfg.dropout; /* dropout may differ only by flag; keep the run's */
-            float d = op->cfg.dropout;
-            op->cfg = info.cfg;
-            op->cfg.dropout = d;
-        } else if (op->init_from) {
-            float d = op->cfg.dropout;
+        if ((op->resume && info.has_config) || op->init_from) {
+            float d = op->cfg.dropout; /* dropout may differ only by flag; keep the run's */
             op->cfg = info.cfg;
             op->cfg.dropout = d;
         }
     }
     if (mt_gpt_config_validate(&op->cfg, err)) return -1;
-
     if (!op->train_path) return mt_errorf(err, "--train FILE is required");
     if (mt_train_read_tokens(op->train_path, &tr->train_tokens, &tr->n_train, err)) return -1;
     if (mt_loader_init(&tr->train_ld, tr->train_tokens, tr->n_train, op->cfg.seq_len, op->batch, op->order, op->seed,
@@ -91,59 +87,137 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_error *err) {
             return -1;
         tr->has_val = 1;
     }
-
-    mt_model_create(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem);
-    alloc_opt_state(tr);
-    if (from) {
-        if (mt_train_ckpt_load(tr, from, op->resume, err)) return -1;
-    }
-    if (op->metrics_path) {
-        tr->metrics = fopen(op->metrics_path, op->resume ? "a" : "w");
-        if (!tr->metrics) return mt_errorf(err, "cannot open --metrics file '%s' for writing", op->metrics_path);
-    }
     return 0;
 }
 
-static double grad_sumsq(mt_trainer *tr) {
-    double s = 0.0;
-    for (int u = 0; u < tr->model.layout.n_units; u++) s += op_sumsq(tr->model.grads[u], tr->model.layout.units[u].numel);
-    return s;
+int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_error *err) {
+    memset(tr, 0, sizeof *tr);
+    tr->o = *o;
+    mt_train_opts *op = &tr->o;
+    tr->rank = mt_comm_rank(world);
+    /* Checks of the flags alone: identical on every rank, so every rank
+     * returns the same error before any communication. */
+    if (op->mesh.tp != 1 || op->mesh.pp != 1)
+        return mt_errorf(err, "tensor/pipeline parallelism is not implemented yet (--tp %d --pp %d); use --tp 1 --pp 1",
+                         op->mesh.tp, op->mesh.pp);
+    if (mt_mesh_check(&op->mesh, mt_comm_size(world), err)) return -1;
+    if (op->zero < 0 || op->zero > 3) return mt_errorf(err, "--zero must be 0, 1, 2 or 3, got %d", op->zero);
+    tr->dp = op->mesh.dp;
+    if (op->batch < 1) return mt_errorf(err, "--batch must be >= 1, got %d", op->batch);
+    if (op->micro_batch <= 0) {
+        if (op->batch % tr->dp)
+            return mt_errorf(err, "--batch %d is not a multiple of --dp %d", op->batch, tr->dp);
+        op->micro_batch = op->batch / tr->dp;
+    }
+    if (op->batch % (op->micro_batch * tr->dp) != 0)
+        return mt_errorf(err, "--batch %d is not a multiple of --micro-batch %d x --dp %d (accumulation steps must be whole)",
+                         op->batch, op->micro_batch, tr->dp);
+    if (op->steps < 0) return mt_errorf(err, "--steps must be >= 0, got %lld", (long long)op->steps);
+    op->lr.lr = op->opt.lr;
+    op->lr.total_steps = op->steps;
+    if (op->lr.warmup < 0) return mt_errorf(err, "--warmup must be >= 0");
+    if (!(op->opt.lr >= 0)) return mt_errorf(err, "--lr must be >= 0");
+    if (op->init_from && op->resume) return mt_errorf(err, "--init-from and --resume cannot be combined");
+    if (op->resume && !op->ckpt_dir) return mt_errorf(err, "--resume needs --ckpt-dir");
+
+    /* A checkpoint to start from decides the model shape. */
+    const char *from = op->init_from ? op->init_from : (op->resume ? op->ckpt_dir : NULL);
+    if (agree(world, init_local(tr, from, err), err)) return -1;
+    if (mt_mesh_init(&tr->mesh, world, &op->mesh, err)) return -1;
+    tr->mesh_ok = 1;
+    tr->dp_rank = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
+
+    mt_model_create(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem);
+    if (mt_zero_init(&tr->zero, &tr->model, &tr->mesh, op->zero, &tr->mem, err)) return -1;
+    alloc_opt_state(tr);
+    if (from && agree(world, mt_train_ckpt_load(tr, from, op->resume, err), err)) return -1;
+    int rc = 0;
+    if (op->metrics_path && tr->rank == 0) {
+        tr->metrics = fopen(op->metrics_path, op->resume ? "a" : "w");
+        if (!tr->metrics) rc = mt_errorf(err, "cannot open --metrics file '%s' for writing", op->metrics_path);
+    }
+    return agree(world, rc, err);
+}
+
+/* Forward of one microbatch through the units, with the ZeRO hooks. */
+static double forward_units(mt_trainer *tr, const mt_fwd_ctx *fc, float dscale) {
+    mt_model *m = &tr->model;
+    mt_zero *z = &tr->zero;
+    int L = m->layout.cfg.n_layer;
+    mt_zero_pre_forward(z, m, 0);
+    mt_embed_forward(m, fc);
+    for (int l = 0; l < L; l++) {
+        mt_zero_pre_forward(z, m, 1 + l);
+        mt_block_forward(m, l, fc);
+    }
+    mt_zero_pre_forward(z, m, L + 1);
+    return mt_head_forward(m, fc, dscale);
+}
+
+static void backward_units(mt_trainer *tr, const mt_fwd_ctx *fc, int last) {
+    mt_model *m = &tr->model;
+    mt_zero *z = &tr->zero;
+    int L = m->layout.cfg.n_layer;
+    mt_zero_pre_backward(z, m, L + 1);
+    mt_head_backward(m, fc);
+    mt_zero_post_backward(z, m, L + 1, last);
+    for (int l = L - 1; l >= 0; l--) {
+        mt_zero_pre_backward(z, m, 1 + l);
+        mt_block_backward(m, l, fc);
+        mt_zero_post_backward(z, m, 1 + l, last);
+    }
+    mt_zero_pre_backward(z, m, 0);
+    mt_embed_backward(m, fc);
+    mt_zero_post_backward(z, m, 0, last);
+    mt_zero_end_microbatch(z, m);
 }
 
 double mt_trainer_step(mt_trainer *tr) {
     mt_model *m = &tr->model;
+    mt_zero *z = &tr->zero;
     mt_train_opts *o = &tr->o;
-    int b = o->micro_batch, T = o->cfg.seq_len, accum = o->batch / b;
+    int b = o->micro_batch, T = o->cfg.seq_len, dp = tr->dp, accum = o->batch / (b * dp);
     mt_fwd_ctx fc = {1, (uint32_t)tr->step};
     /* The loader never yields ignored (-1) targets, so the loss is the mean
-     * over all B*T targets of the global batch. */
+     * over all B*T targets of the global batch; gradients are scaled by the
+     * global count, so the data-parallel reduction is a sum. */
     double count = (double)o->batch * T;
     float dscale = (float)(1.0 / count);
-    mt_model_zero_grads(m);
+    mt_zero_begin_step(z, m);
     double loss_sum = 0.0;
     uint64_t g0 = (uint64_t)tr->step * (uint64_t)o->batch;
     for (int j = 0; j < accum; j++) {
-        mt_loader_fill(&tr->train_ld, g0 + (uint64_t)j * b, b, m->acts.tokens, m->acts.targets, m->acts.sample_ids);
-        loss_sum += mt_model_forward(m, &fc, dscale);
-        mt_model_backward(m, &fc);
+        /* rank r's samples of microbatch j: k*B + j*(b*dp) + r*b + i */
+        uint64_t first = g0 + (uint64_t)j * (uint64_t)(b * dp) + (uint64_t)tr->dp_rank * (uint64_t)b;
+        mt_loader_fill(&tr->train_ld, first, b, m->acts.tokens, m->acts.targets, m->acts.sample_ids);
+        mt_zero_begin_microbatch(z, m, 1);
+        loss_sum += forward_units(tr, &fc, dscale);
+        backward_units(tr, &fc, j == accum - 1);
     }
-    if (o->dump_grads && tr->step == 0) mt_train_dump_grads(tr, o->dump_grads);
-    double norm = sqrt(grad_sumsq(tr));
+    mt_zero_finish_grads(z, m);
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &loss_sum, &loss_sum, 1, MT_COMM_F64, MT_COMM_SUM);
+    if (o->dump_grads && tr->step == 0 && tr->rank == 0 && o->zero == 0) mt_train_dump_grads(tr, o->dump_grads);
+    double norm = sqrt(mt_zero_grad_sumsq(z, m));
     float coef = mt_clip_coef(norm, o->grad_clip);
     float lr = mt_lr_at(&o->lr, tr->step);
     int64_t t = tr->step + 1;
     int ns = mt_opt_state_count(o->opt.kind);
     for (int u = 0; u < m->layout.n_units; u++) {
         float *st[2] = {tr->opt_state[0][u], ns > 1 ? tr->opt_state[1][u] : NULL};
-        mt_opt_update_range(&o->opt, &m->layout.units[u], 0, m->layout.units[u].numel, m->params[u], m->grads[u], st,
-                            lr, t, coef);
+        size_t lo, hi;
+        float *p, *g;
+        mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
+        if (hi > lo) mt_opt_update_range(&o->opt, &m->layout.units[u], lo, hi, p, g, st, lr, t, coef);
     }
+    mt_zero_after_step(z, m);
     tr->step++;
     tr->last_norm = norm;
     tr->last_loss = loss_sum / count;
     return tr->last_loss;
 }
 
+/* Every rank evaluates the same batches (ZeRO-3 needs every rank in the
+ * gathers anyway); rank 0 reports. */
 double mt_trainer_eval(mt_trainer *tr) {
     mt_model *m = &tr->model;
     int b = tr->o.micro_batch, T = tr->o.cfg.seq_len;
@@ -152,7 +226,8 @@ double mt_trainer_eval(mt_trainer *tr) {
     int nb = tr->o.eval_batches > 0 ? tr->o.eval_batches : 1;
     for (int k = 0; k < nb; k++) {
         mt_loader_fill(&tr->val_ld, (uint64_t)k * b, b, m->acts.tokens, m->acts.targets, m->acts.sample_ids);
-        sum += mt_model_forward(m, &fc, 0.0f);
+        mt_zero_begin_microbatch(&tr->zero, m, 0);
+        sum += forward_units(tr, &fc, 0.0f);
     }
     return sum / ((double)nb * b * T);
 }
@@ -169,7 +244,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
         double ms = (now_s() - t0) * 1e3;
         double tps = tokens / (ms * 1e-3), gflops = flops_tok * tps * 1e-9;
         if (!isfinite(loss)) return mt_errorf(err, "loss became %g at step %lld; lower --lr or enable --grad-clip", loss, (long long)tr->step);
-        if (o->log_every > 0 && (tr->step % o->log_every == 0 || tr->step == o->steps))
+        if (tr->rank == 0 && o->log_every > 0 && (tr->step % o->log_every == 0 || tr->step == o->steps))
             printf("step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.1f GFLOP/s\n",
                    (long long)tr->step, (long long)o->steps, loss, (double)lr, tr->last_norm, ms, tps, gflops);
         if (tr->metrics) {
@@ -180,7 +255,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
         }
         if (tr->has_val && o->eval_every > 0 && (tr->step % o->eval_every == 0 || tr->step == o->steps)) {
             double vl = mt_trainer_eval(tr);
-            printf("step %5lld | val_loss %.6f\n", (long long)tr->step, vl);
+            if (tr->rank == 0) printf("step %5lld | val_loss %.6f\n", (long long)tr->step, vl);
             if (tr->metrics) {
                 fprintf(tr->metrics, "{\"step\":%lld,\"val_loss\":%.17g}\n", (long long)tr->step, vl);
                 fflush(tr->metrics);
@@ -204,12 +279,44 @@ void mt_trainer_free(mt_trainer *tr) {
     for (int s = 0; s < ns; s++) {
         if (!tr->opt_state[s]) continue;
         for (int u = 0; u < tr->model.layout.n_units; u++)
-            mt_mem_free(&tr->mem, MT_MEM_OPTIM, tr->opt_state[s][u], tr->model.layout.units[u].numel * sizeof(float));
+            mt_mem_free(&tr->mem, MT_MEM_OPTIM, tr->opt_state[s][u], mt_zero_state_len(&tr->zero, u) * sizeof(float));
         free(tr->opt_state[s]);
     }
-    mt_model_free(&tr->model);
+    if (tr->model.params) {
+        mt_zero_free(&tr->zero, &tr->model);
+        mt_model_free(&tr->model);
+    }
+    if (tr->mesh_ok) mt_mesh_free(&tr->mesh);
     mt_loader_free(&tr->train_ld);
     mt_loader_free(&tr->val_ld);
     free(tr->train_tokens);
     free(tr->val_tokens);
+}
+
+/* Rank 0 writes its own numbers (every rank of a ZeRO layout holds the same
+ * amounts up to the padding of the last shard). Comm bytes are totals over
+ * the run divided by the steps run in this process (eval adds its ZeRO-3
+ * gathers to them; tests run without eval). */
+int mt_trainer_report(mt_trainer *tr, mt_error *err) {
+    if (!tr->o.report_json || tr->rank != 0) return 0;
+    FILE *f = fopen(tr->o.report_json, "w");
+    if (!f) return mt_errorf(err, "cannot open --report-json file '%s' for writing", tr->o.report_json);
+    fprintf(f, "{\"dp\":%d,\"zero\":%d,\"shard_group\":%d,\"params\":%zu,\"steps\":%lld,\"memory\":{", tr->dp,
+            tr->o.zero, tr->mesh.shape.shard, tr->model.layout.total_params, (long long)tr->step);
+    for (int c = 0; c < MT_MEM_NCAT; c++)
+        fprintf(f, "%s\"%s\":%zu", c ? "," : "", mt_mem_cat_name((mt_mem_cat)c), tr->mem.cur[c]);
+    fprintf(f, "},\"comm_per_step\":{");
+    static const mt_mesh_axis axes[] = {MT_AXIS_DP, MT_AXIS_SHARD, MT_AXIS_REPLICA};
+    double steps = tr->step > 0 ? (double)tr->step : 1.0;
+    for (int a = 0; a < 3; a++) {
+        const mt_comm_stats *st = mt_comm_get_stats(mt_mesh_comm(&tr->mesh, axes[a]));
+        fprintf(f, "%s\"%s\":{", a ? "," : "", mt_mesh_axis_name(axes[a]));
+        for (int k = 0; k < MT_COMM_NKIND; k++)
+            fprintf(f, "%s\"%s\":{\"calls\":%.3f,\"bytes_sent\":%.1f}", k ? "," : "", mt_comm_kind_name((mt_comm_kind)k),
+                    (double)st->k[k].calls / steps, (double)st->k[k].bytes_sent / steps);
+        fprintf(f, "}");
+    }
+    fprintf(f, "}}\n");
+    if (fclose(f)) return mt_errorf(err, "cannot write --report-json file '%s'", tr->o.report_json);
+    return 0;
 }

@@ -9,6 +9,8 @@
 #include "data/loader.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
+#include "parallel/mesh.h"
+#include "parallel/zero.h"
 
 typedef struct {
     mt_gpt_config cfg;
@@ -30,6 +32,9 @@ typedef struct {
     int eval_batches;
     int log_every;       /* print a line every k steps (1 = every step) */
     const char *dump_grads; /* test aid: write the first step's gradients (raw fp32, layout order) */
+    mt_mesh_shape mesh;  /* dp x pp x tp (+ shard group); pp = tp = 1 for now */
+    int zero;            /* ZeRO stage 0..3 */
+    const char *report_json; /* memory per category and bytes sent per collective */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
@@ -46,15 +51,26 @@ typedef struct {
     int64_t step;           /* steps completed */
     FILE *metrics;
     double last_loss, last_norm;
+    mt_mesh mesh;
+    mt_zero zero;
+    int rank;               /* world rank; only rank 0 prints and writes files */
+    int dp, dp_rank;
+    int mesh_ok;
 } mt_trainer;
 
-int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_error *err);
+/* Collective over world (a process is the mesh 1x1x1: world of size 1).
+ * On failure every rank returns -1 with the same message (a rank-local
+ * failure is broadcast, prefixed with the rank). */
+int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_error *err);
 /* Runs one optimizer step; returns the mean loss over the global batch. */
 double mt_trainer_step(mt_trainer *tr);
 /* Mean validation loss over eval_batches sequential batches of the val set. */
 double mt_trainer_eval(mt_trainer *tr);
 int mt_trainer_run(mt_trainer *tr, mt_error *err);
 int mt_trainer_save(mt_trainer *tr, mt_error *err);
+/* Writes --report-json (rank 0): bytes per memory category, bytes sent per
+ * collective per step on the dp/shard/replica groups. */
+int mt_trainer_report(mt_trainer *tr, mt_error *err);
 void mt_trainer_free(mt_trainer *tr);
 
 #endif

@@ -1,0 +1,290 @@
+#include "parallel/zero.h"
+#include "ops/ops.h"
+#include <stdlib.h>
+#include <string.h>
+
+static size_t padded(const mt_zero *z, int u) { return (size_t)z->n * z->S[u]; }
+
+int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, mt_mem *mem, mt_error *err) {
+    memset(z, 0, sizeof *z);
+    if (stage < 0 || stage > 3) return mt_errorf(err, "--zero must be 0, 1, 2 or 3, got %d", stage);
+    const mt_gpt_layout *l = &m->layout;
+    z->stage = stage;
+    z->mem = mem;
+    z->dp = mt_mesh_comm(mesh, MT_AXIS_DP);
+    z->shard = mt_mesh_comm(mesh, MT_AXIS_SHARD);
+    z->replica = mt_mesh_comm(mesh, MT_AXIS_REPLICA);
+    z->n = stage == 0 ? 1 : mt_comm_size(z->shard);
+    z->r = stage == 0 ? 0 : mt_comm_rank(z->shard);
+    int U = z->n_units = l->n_units;
+    z->numel = mt_xcalloc((size_t)U, sizeof(size_t), "zero tables");
+    z->S = mt_xcalloc((size_t)U, sizeof(size_t), "zero tables");
+    z->full_p = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
+    z->full_g = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
+    z->pshard = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
+    z->gshard = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
+    z->gslot = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
+    z->greq = mt_xcalloc((size_t)U, sizeof(mt_comm_req), "zero tables");
+    for (int u = 0; u < U; u++) {
+        z->numel[u] = l->units[u].numel;
+        z->S[u] = (z->numel[u] + (size_t)z->n - 1) / (size_t)z->n;
+        if (u >= 1 && padded(z, u) > z->pool_len) z->pool_len = padded(z, u);
+    }
+    z->own_full_p = stage == 1 || stage == 2;
+    z->own_full_g = stage == 1;
+    for (int u = 0; u < U; u++) {
+        size_t P = padded(z, u), b = (size_t)z->r * z->S[u];
+        size_t e = b + z->S[u] < z->numel[u] ? b + z->S[u] : z->numel[u];
+        if (stage == 0) {
+            z->full_p[u] = m->params[u];
+            z->full_g[u] = m->grads[u];
+            continue;
+        }
+        if (z->own_full_p) {
+            z->full_p[u] = mt_mem_alloc(mem, MT_MEM_PARAMS, P * sizeof(float), "parameters (padded)");
+            memcpy(z->full_p[u], m->params[u], z->numel[u] * sizeof(float));
+        } else { /* stage 3 */
+            z->pshard[u] = mt_mem_alloc(mem, MT_MEM_PARAMS, z->S[u] * sizeof(float), "parameter shard");
+            if (e > b) memcpy(z->pshard[u], m->params[u] + b, (e - b) * sizeof(float));
+        }
+        mt_mem_free(mem, MT_MEM_PARAMS, m->params[u], z->numel[u] * sizeof(float));
+        m->params[u] = z->full_p[u];
+        mt_mem_free(mem, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
+        m->grads[u] = NULL;
+        if (z->own_full_g) {
+            z->full_g[u] = mt_mem_alloc(mem, MT_MEM_GRADS, P * sizeof(float), "gradients (padded)");
+            m->grads[u] = z->full_g[u];
+        } else {
+            z->gshard[u] = mt_mem_alloc(mem, MT_MEM_GRADS, z->S[u] * sizeof(float), "gradient shard");
+        }
+    }
+    if (stage >= 2) {
+        z->gunit0 = mt_mem_alloc(mem, MT_MEM_COMM, padded(z, 0) * sizeof(float), "unit-0 gradient buffer");
+        for (int k = 0; k < 2; k++)
+            z->gpool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(float), "gradient pool");
+    }
+    if (stage == 3) {
+        z->punit0 = mt_mem_alloc(mem, MT_MEM_COMM, padded(z, 0) * sizeof(float), "unit-0 gathered parameters");
+        for (int k = 0; k < 2; k++)
+            z->ppool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(float), "parameter gather pool");
+    }
+    return 0;
+}
+
+void mt_zero_free(mt_zero *z, mt_model *m) {
+    if (!z->numel) return;
+    mt_mem *mem = z->mem;
+    for (int u = 0; u < z->n_units; u++) {
+        size_t P = padded(z, u);
+        if (z->own_full_p) mt_mem_free(mem, MT_MEM_PARAMS, z->full_p[u], P * sizeof(float));
+        if (z->own_full_g) mt_mem_free(mem, MT_MEM_GRADS, z->full_g[u], P * sizeof(float));
+        mt_mem_free(mem, MT_MEM_PARAMS, z->pshard[u], z->S[u] * sizeof(float));
+        mt_mem_free(mem, MT_MEM_GRADS, z->gshard[u], z->S[u] * sizeof(float));
+        if (z->stage > 0) m->params[u] = m->grads[u] = NULL; /* not the model's to free any more */
+    }
+    mt_mem_free(mem, MT_MEM_COMM, z->gunit0, padded(z, 0) * sizeof(float));
+    mt_mem_free(mem, MT_MEM_COMM, z->punit0, padded(z, 0) * sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        mt_mem_free(mem, MT_MEM_COMM, z->gpool[k], z->pool_len * sizeof(float));
+        mt_mem_free(mem, MT_MEM_COMM, z->ppool[k], z->pool_len * sizeof(float));
+    }
+    free(z->numel); free(z->S); free(z->full_p); free(z->full_g); free(z->pshard); free(z->gshard);
+    free(z->gslot); free(z->greq);
+    memset(z, 0, sizeof *z);
+}
+
+void mt_zero_begin_step(mt_zero *z, mt_model *m) {
+    for (int u = 0; u < z->n_units; u++) {
+        if (z->full_g[u]) memset(z->full_g[u], 0, (z->stage == 0 ? z->numel[u] : padded(z, u)) * sizeof(float));
+        if (z->gshard[u]) memset(z->gshard[u], 0, z->S[u] * sizeof(float));
+    }
+}
+
+/* ---- stage 3: the gather sequence of a microbatch ----
+ * entries: forward of units 1..L+1, then (with backward) units L+1..1;
+ * entry i lives in ppool[i % 2]. Unit 0 is gathered at its forward. */
+static int seq_unit(const mt_zero *z, int i) {
+    int H = z->n_units - 1; /* head unit index = L + 1 */
+    return i < H ? 1 + i : H - (i - H);
+}
+
+static void start_gather(mt_zero *z, int i) {
+    int u = seq_unit(z, i);
+    mt_comm_iallgather(z->shard, z->pshard[u], z->ppool[i % 2], z->S[u] * sizeof(float), &z->preq[i % 2]);
+}
+
+void mt_zero_begin_microbatch(mt_zero *z, mt_model *m, int backward) {
+    if (z->stage != 3) return;
+    int H = z->n_units - 1;
+    z->seq_len = backward ? 2 * H : H;
+    z->seq_i = 0;
+}
+
+static void take_gathered(mt_zero *z, mt_model *m, int unit) {
+    int i = z->seq_i++;
+    if (i >= z->seq_len || seq_unit(z, i) != unit) mt_die("zero: unit %d out of the gather sequence", unit);
+    mt_comm_wait(&z->preq[i % 2]);
+    m->params[unit] = z->ppool[i % 2];
+    if (i + 1 < z->seq_len) start_gather(z, i + 1);
+}
+
+void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit) {
+    if (z->stage != 3) return;
+    if (unit == 0) {
+        mt_comm_iallgather(z->shard, z->pshard[0], z->punit0, z->S[0] * sizeof(float), &z->preq[1]);
+        if (z->seq_len > 0) {
+            mt_comm_wait(&z->preq[1]);
+            start_gather(z, 0); /* prefetch unit 1 while the embedding runs */
+        } else {
+            mt_comm_wait(&z->preq[1]);
+        }
+        m->params[0] = z->punit0;
+        return;
+    }
+    take_gathered(z, m, unit);
+}
+
+/* Stages 2-3: waits for the reduction of the gradient in unit v's slot and
+ * adds the reduced shard into the accumulating shard. */
+static void drain(mt_zero *z, int v) {
+    if (!z->gslot[v]) return;
+    mt_comm_wait(&z->greq[v]);
+    op_add(z->gshard[v], z->gshard[v], z->gslot[v], z->S[v]);
+    z->gslot[v] = NULL;
+}
+
+static float *grad_slot(mt_zero *z, int unit) {
+    if (unit == 0) return z->gunit0;
+    int k = (z->n_units - 1 - unit) % 2;
+    float *slot = z->gpool[k];
+    for (int v = 1; v < z->n_units; v++)
+        if (z->gslot[v] == slot) drain(z, v);
+    return slot;
+}
+
+void mt_zero_pre_backward(mt_zero *z, mt_model *m, int unit) {
+    if (z->stage == 3 && unit > 0) take_gathered(z, m, unit);
+    if (z->stage < 2) return;
+    int H = z->n_units - 1;
+    if (unit == H) { /* the head also writes unit 0's gradient (tied wte) */
+        drain(z, 0);
+        memset(z->gunit0, 0, padded(z, 0) * sizeof(float));
+        m->grads[0] = z->gunit0;
+    }
+    if (unit == 0) return;
+    float *slot = grad_slot(z, unit);
+    memset(slot, 0, padded(z, unit) * sizeof(float));
+    m->grads[unit] = slot;
+}
+
+void mt_zero_post_backward(mt_zero *z, mt_model *m, int unit, int last) {
+    if (z->stage == 0) {
+        if (last) mt_comm_iallreduce(z->dp, z->full_g[unit], z->full_g[unit], z->numel[unit], &z->greq[unit]);
+    } else if (z->stage == 1) {
+        if (last) mt_comm_ireduce_scatter(z->shard, z->full_g[unit], z->full_g[unit], z->S[unit], &z->greq[unit]);
+    } else {
+        float *slot = m->grads[unit];
+        mt_comm_ireduce_scatter(z->shard, slot, slot, z->S[unit], &z->greq[unit]);
+        z->gslot[unit] = slot;
+        m->grads[unit] = NULL;
+    }
+    mt_zero_progress(z);
+}
+
+void mt_zero_end_microbatch(mt_zero *z, mt_model *m) {
+    if (z->stage < 2) return;
+    for (int u = 0; u < z->n_units; u++) drain(z, u);
+}
+
+void mt_zero_progress(mt_zero *z) {
+    for (int u = 0; u < z->n_units; u++)
+        if (z->greq[u].active) mt_comm_test(&z->greq[u]);
+    for (int k = 0; k < 2; k++)
+        if (z->preq[k].active) mt_comm_test(&z->preq[k]);
+}
+
+static float *grad_shard(const mt_zero *z, int u) { return z->stage >= 2 ? z->gshard[u] : z->full_g[u]; }
+
+void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
+    mt_zero_end_microbatch(z, m);
+    mt_comm_waitall(z->greq, z->n_units);
+    if (z->stage >= 1 && mt_comm_size(z->replica) > 1) {
+        for (int u = 0; u < z->n_units; u++)
+            mt_comm_iallreduce(z->replica, grad_shard(z, u), grad_shard(z, u), z->S[u], &z->greq[u]);
+        mt_comm_waitall(z->greq, z->n_units);
+    }
+}
+
+double mt_zero_grad_sumsq(mt_zero *z, mt_model *m) {
+    double s = 0.0;
+    for (int u = 0; u < z->n_units; u++) s += op_sumsq(grad_shard(z, u), z->S[u]);
+    if (z->stage >= 1) mt_comm_allreduce_ctl(z->shard, &s, &s, 1, MT_COMM_F64, MT_COMM_SUM);
+    return s;
+}
+
+void mt_zero_owned(const mt_zero *z, mt_model *m, int u, size_t *b, size_t *e, float **p, float **g) {
+    size_t lo = (size_t)z->r * z->S[u];
+    size_t hi = lo + z->S[u] < z->numel[u] ? lo + z->S[u] : z->numel[u];
+    if (hi < lo) hi = lo;
+    *b = lo;
+    *e = hi;
+    *p = z->stage == 3 ? z->pshard[u] : z->full_p[u] + lo;
+    *g = grad_shard(z, u);
+}
+
+size_t mt_zero_state_len(const mt_zero *z, int u) { return z->S[u]; }
+
+void mt_zero_after_step(mt_zero *z, mt_model *m) {
+    if (z->stage != 1 && z->stage != 2) return;
+    for (int u = 0; u < z->n_units; u++)
+        mt_comm_iallgather(z->shard, z->full_p[u] + (size_t)z->r * z->S[u], z->full_p[u], z->S[u] * sizeof(float),
+                           &z->greq[u]);
+    mt_comm_waitall(z->greq, z->n_units);
+}
+
+size_t mt_zero_max_padded(const mt_zero *z) {
+    size_t mx = 0;
+    for (int u = 0; u < z->n_units; u++) mx = padded(z, u) > mx ? padded(z, u) : mx;
+    return mx;
+}
+
+void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *tmp) {
+    if (z->stage < 3) {
+        memcpy(dst, z->full_p[u], z->numel[u] * sizeof(float));
+        return;
+    }
+    mt_comm_allgather(z->shard, z->pshard[u], tmp, z->S[u] * sizeof(float));
+    memcpy(dst, tmp, z->numel[u] * sizeof(float));
+}
+
+void mt_zero_set_full_params(mt_zero *z, mt_model *m, int u, const float *src) {
+    if (z->stage < 3) {
+        memcpy(z->full_p[u], src, z->numel[u] * sizeof(float));
+        return;
+    }
+    size_t b, e;
+    float *p, *g;
+    mt_zero_owned(z, m, u, &b, &e, &p, &g);
+    memset(z->pshard[u], 0, z->S[u] * sizeof(float));
+    if (e > b) memcpy(z->pshard[u], src + b, (e - b) * sizeof(float));
+}
+
+void mt_zero_get_full_state(mt_zero *z, int u, const float *state, float *dst, float *tmp) {
+    if (z->stage == 0) {
+        memcpy(dst, state, z->numel[u] * sizeof(float));
+        return;
+    }
+    mt_comm_allgather(z->shard, state, tmp, z->S[u] * sizeof(float));
+    memcpy(dst, tmp, z->numel[u] * sizeof(float));
+}
+
+void mt_zero_set_full_state(mt_zero *z, int u, float *state, const float *src) {
+    if (z->stage == 0) {
+        memcpy(state, src, z->numel[u] * sizeof(float));
+        return;
+    }
+    size_t b = (size_t)z->r * z->S[u];
+    size_t e = b + z->S[u] < z->numel[u] ? b + z->S[u] : z->numel[u];
+    memset(state, 0, z->S[u] * sizeof(float));
+    if (e > b) memcpy(state, src + b, (e - b) * sizeof(float));
+}

@@ -1,0 +1,86 @@
+/* ZeRO stages 0-3 and hybrid sharding over flat units (FSDP-style).
+ *
+ * Every unit u of numel elements is split evenly over the n ranks of the
+ * shard group: S = ceil(numel / n), the buffer padded to n*S, rank r owns
+ * [r*S, (r+1)*S) (padding is zero and stays zero). Stage 0 does not shard
+ * (n = 1 in this sense, S = numel) and all-reduces gradients over dp.
+ *
+ *   stage 0: full params, full grads, full optimizer state; all-reduce of each
+ *            unit's gradient after its backward on the last microbatch.
+ *   stage 1: full params and grads, optimizer state for the owned shard;
+ *            reduce-scatter (in place) on the last microbatch, update the
+ *            owned range, all-gather the params after the step.
+ *   stage 2: full params, grads only as owned shards: every microbatch each
+ *            unit's gradient is computed into a transient pooled buffer and
+ *            reduce-scattered into the accumulating shard.
+ *   stage 3: params only as shards too: a unit's params are all-gathered into
+ *            a pooled buffer before its forward and again before its backward
+ *            (the next unit's gather is prefetched); unit 0 (wte, tied to the
+ *            head) is gathered once per microbatch and held until its backward.
+ * Hybrid (shard group G < dp): reduce-scatter inside the shard group, then
+ * all-reduce the shard across the replica group.
+ *
+ * Memory categories: params/grads/optimizer as above; pooled full-unit
+ * buffers (stages 2/3) count as MT_MEM_COMM. Nothing is allocated per step.
+ *
+ * The hooks are called by the trainer around the model's unit functions
+ * (train/trainer.c shows the order). */
+#ifndef MT_PARALLEL_ZERO_H
+#define MT_PARALLEL_ZERO_H
+#include "comm/comm.h"
+#include "core/mem.h"
+#include "model/model.h"
+#include "parallel/mesh.h"
+
+typedef struct {
+    int stage;
+    mt_comm *dp, *shard, *replica; /* borrowed from the mesh */
+    int n, r;                      /* shard group size and index (1, 0 for stage 0) */
+    int n_units;
+    size_t *numel, *S;             /* per unit */
+    float **full_p, **full_g;      /* stages 0-2 / 0-1: full (padded) buffers */
+    float **pshard, **gshard;      /* stage 3 / stages 2-3: owned shards */
+    int own_full_p, own_full_g;    /* whether full_p/full_g were allocated here */
+    size_t pool_len;               /* floats per pool slot (max padded unit >= 1) */
+    float *gunit0, *gpool[2];      /* stages 2-3: transient full-unit grad buffers */
+    mt_comm_req *greq;             /* per unit: gradient reduction in flight */
+    float **gslot;                 /* per unit: slot its gradient sits in (stages 2-3) */
+    float *punit0, *ppool[2];      /* stage 3: gathered params */
+    mt_comm_req preq[2];
+    int seq_len, seq_i;            /* stage 3: gather sequence of this microbatch */
+    mt_mem *mem;
+} mt_zero;
+
+int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, mt_mem *mem, mt_error *err);
+/* Frees what zero allocated; call before mt_model_free. */
+void mt_zero_free(mt_zero *z, mt_model *m);
+
+void mt_zero_begin_step(mt_zero *z, mt_model *m);
+/* backward: whether the microbatch will run backward (eval: 0). */
+void mt_zero_begin_microbatch(mt_zero *z, mt_model *m, int backward);
+void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit);
+void mt_zero_pre_backward(mt_zero *z, mt_model *m, int unit);
+void mt_zero_post_backward(mt_zero *z, mt_model *m, int unit, int last_microbatch);
+void mt_zero_end_microbatch(mt_zero *z, mt_model *m);
+void mt_zero_progress(mt_zero *z);
+/* Waits for every reduction; hybrid: all-reduce across replicas. */
+void mt_zero_finish_grads(mt_zero *z, mt_model *m);
+/* Sum of squares of the (reduced) gradient, each element counted once. */
+double mt_zero_grad_sumsq(mt_zero *z, mt_model *m);
+/* The owned range [*b, *e) of unit u, and the pointers to its first element. */
+void mt_zero_owned(const mt_zero *z, mt_model *m, int u, size_t *b, size_t *e, float **p, float **g);
+/* Floats of optimizer state per unit (owned shard length). */
+size_t mt_zero_state_len(const mt_zero *z, int u);
+/* After the optimizer: stages 1-2 all-gather the updated params. */
+void mt_zero_after_step(mt_zero *z, mt_model *m);
+
+/* Checkpoint helpers (collective over the shard group; not for the hot
+ * path). dst/src hold the unit's numel elements; tmp holds n*S floats. */
+void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *tmp);
+void mt_zero_set_full_params(mt_zero *z, mt_model *m, int u, const float *src);
+void mt_zero_get_full_state(mt_zero *z, int u, const float *state, float *dst, float *tmp);
+void mt_zero_set_full_state(mt_zero *z, int u, float *state, const float *src);
+/* Floats of the largest padded unit (size for tmp above). */
+size_t mt_zero_max_padded(const mt_zero *z);
+
+#endif
