@@ -142,18 +142,31 @@ int mt_cli_generate(int argc, char **argv) {
         ptok[0] = '\n';
         np = 1;
     }
-    for (size_t i = 0; i < np; i++)
-        if (!(logits = mt_generator_step(&g, ptok[i]))) break;
+    /* All tokens so far; when the context is full the cache is rebuilt from
+     * the last T/2 tokens (a sliding window), so any length can be sampled. */
+    int T = info.cfg.seq_len;
+    size_t cap = np + (size_t)ntok + 1, nh = 0;
+    int32_t *hist = mt_xcalloc(cap, sizeof(int32_t), "generation history");
+    for (size_t i = 0; i < np; i++) hist[nh++] = ptok[i];
+    size_t keep = (size_t)(T > 1 ? T / 2 : 1);
+    size_t first = nh > (size_t)T ? nh - keep : 0;
+    for (size_t i = first; i < nh; i++) logits = mt_generator_step(&g, hist[i]);
     for (int i = 0; i < ntok && logits; i++) {
         int32_t next = mt_sample(logits, info.cfg.vocab_size, temperature, top_k, (uint64_t)seed, (uint64_t)i, work);
         out.len = 0;
         if (mt_tokenizer_decode(tk, &next, 1, &out, &err)) return fail("generate", &err);
         fwrite(out.data, 1, out.len, stdout);
         fflush(stdout);
-        logits = mt_generator_step(&g, next);
+        hist[nh++] = next;
+        if (g.pos >= T) {
+            g.pos = 0;
+            for (size_t j = nh - keep; j < nh; j++) logits = mt_generator_step(&g, hist[j]);
+        } else {
+            logits = mt_generator_step(&g, next);
+        }
     }
     fputc('\n', stdout);
-    if (!logits) fprintf(stderr, "(stopped at the model's context length %d)\n", info.cfg.seq_len);
+    free(hist);
     mt_bytes_free(&out);
     free(work);
     free(ptok);
