@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A stalled or dead rank ends a data-parallel training run on every rank:
+#  - SIGSTOP one of 4 ranks (dp=4, ZeRO-3) mid-run: every rank exits
+#    non-zero within --timeout (5 s) + grace, and the messages name the
+#    stalled collective and world rank 2 as the one that did not arrive;
+#  - SIGKILL one rank: the job ends non-zero (the launcher notices).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+M=build/meshtrain
+W=$(mktemp -d); victim=
+trap '[ -n "$victim" ] && kill -CONT $victim 2>/dev/null; rm -rf "$W"' EXIT
+$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
+T="--train $W/shk_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 --steps 1000000 --log-every 0"
+for sig in STOP KILL; do
+    mpirun --oversubscribe -np 4 $M train $T --dp 4 --zero 3 --timeout 5 >$W/out 2>$W/err & mp=$!
+    # wait until training runs (all 4 ranks up), then signal world rank 2
+    for _ in $(seq 100); do [ "$(pgrep -P $mp | wc -l)" = 4 ] && break; sleep 0.1; done
+    sleep 2
+    victim=$(pgrep -P $mp | sort -n | sed -n 3p)
+    start=$SECONDS
+    kill -$sig $victim
+    rc=0; wait $mp || rc=$?
+    took=$((SECONDS - start))
+    [ $sig = STOP ] && kill -CONT $victim 2>/dev/null; victim=
+    [ $rc -ne 0 ] || { echo "SIG$sig: job exited 0"; exit 1; }
+    [ $took -le 20 ] || { echo "SIG$sig: job took ${took}s to end"; exit 1; }
+    if [ $sig = STOP ]; then
+        grep -q "timeout: .* on group .*did not arrive: 2 (world rank 2: no response" $W/err ||
+            { echo "no message naming rank 2:"; cat $W/err; exit 1; }
+    fi
+    echo "SIG$sig of rank 2: all ranks ended (rc $rc) after ${took}s"
+done
+echo OK
