@@ -2,6 +2,21 @@
 #include "ops/ops.h"
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Every wait for a gradient reduction is time the backward did not hide. */
+static void wait_grad(mt_zero *z, int u) {
+    if (!z->greq[u].active) return;
+    double t0 = now_s();
+    mt_comm_wait(&z->greq[u]);
+    z->exposed_s += now_s() - t0;
+}
 
 static size_t padded(const mt_zero *z, int u) { return (size_t)z->n * z->S[u]; }
 
@@ -148,7 +163,7 @@ void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit) {
  * adds the reduced shard into the accumulating shard. */
 static void drain(mt_zero *z, int v) {
     if (!z->gslot[v]) return;
-    mt_comm_wait(&z->greq[v]);
+    wait_grad(z, v);
     op_add(z->gshard[v], z->gshard[v], z->gslot[v], z->S[v]);
     z->gslot[v] = NULL;
 }
@@ -188,6 +203,7 @@ void mt_zero_post_backward(mt_zero *z, mt_model *m, int unit, int last) {
         z->gslot[unit] = slot;
         m->grads[unit] = NULL;
     }
+    if (z->no_overlap) wait_grad(z, unit);
     mt_zero_progress(z);
 }
 
@@ -207,11 +223,11 @@ static float *grad_shard(const mt_zero *z, int u) { return z->stage >= 2 ? z->gs
 
 void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
     mt_zero_end_microbatch(z, m);
-    mt_comm_waitall(z->greq, z->n_units);
+    for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
     if (z->stage >= 1 && mt_comm_size(z->replica) > 1) {
         for (int u = 0; u < z->n_units; u++)
             mt_comm_iallreduce(z->replica, grad_shard(z, u), grad_shard(z, u), z->S[u], &z->greq[u]);
-        mt_comm_waitall(z->greq, z->n_units);
+        for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
     }
 }
 

@@ -49,6 +49,8 @@ typedef struct {
     mt_comm_req preq[2];
     int seq_len, seq_i;            /* stage 3: gather sequence of this microbatch */
     mt_mem *mem;
+    int no_overlap;                /* measurement aid: wait for each reduction at once */
+    double exposed_s;              /* time spent waiting for gradient reductions */
 } mt_zero;
 
 int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, mt_mem *mem, mt_error *err);

@@ -129,6 +129,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
 
     mt_model_create(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem);
     if (mt_zero_init(&tr->zero, &tr->model, &tr->mesh, op->zero, &tr->mem, err)) return -1;
+    tr->zero.no_overlap = op->no_overlap;
     alloc_opt_state(tr);
     if (from && agree(world, mt_train_ckpt_load(tr, from, op->resume, err), err)) return -1;
     int rc = 0;
@@ -192,7 +193,9 @@ double mt_trainer_step(mt_trainer *tr) {
         mt_loader_fill(&tr->train_ld, first, b, m->acts.tokens, m->acts.targets, m->acts.sample_ids);
         mt_zero_begin_microbatch(z, m, 1);
         loss_sum += forward_units(tr, &fc, dscale);
+        double tb = now_s();
         backward_units(tr, &fc, j == accum - 1);
+        tr->backward_s += now_s() - tb;
     }
     mt_zero_finish_grads(z, m);
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &loss_sum, &loss_sum, 1, MT_COMM_F64, MT_COMM_SUM);
@@ -242,6 +245,8 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
         float lr = mt_lr_at(&o->lr, tr->step);
         double loss = mt_trainer_step(tr);
         double ms = (now_s() - t0) * 1e3;
+        tr->step_s += ms * 1e-3;
+        tr->steps_run++;
         double tps = tokens / (ms * 1e-3), gflops = flops_tok * tps * 1e-9;
         if (!isfinite(loss)) return mt_errorf(err, "loss became %g at step %lld; lower --lr or enable --grad-clip", loss, (long long)tr->step);
         if (tr->rank == 0 && o->log_every > 0 && (tr->step % o->log_every == 0 || tr->step == o->steps))
@@ -301,13 +306,15 @@ int mt_trainer_report(mt_trainer *tr, mt_error *err) {
     if (!tr->o.report_json || tr->rank != 0) return 0;
     FILE *f = fopen(tr->o.report_json, "w");
     if (!f) return mt_errorf(err, "cannot open --report-json file '%s' for writing", tr->o.report_json);
+    double steps = tr->steps_run > 0 ? (double)tr->steps_run : 1.0;
     fprintf(f, "{\"dp\":%d,\"zero\":%d,\"shard_group\":%d,\"params\":%zu,\"steps\":%lld,\"memory\":{", tr->dp,
-            tr->o.zero, tr->mesh.shape.shard, tr->model.layout.total_params, (long long)tr->step);
+            tr->o.zero, tr->mesh.shape.shard, tr->model.layout.total_params, (long long)tr->steps_run);
     for (int c = 0; c < MT_MEM_NCAT; c++)
         fprintf(f, "%s\"%s\":%zu", c ? "," : "", mt_mem_cat_name((mt_mem_cat)c), tr->mem.cur[c]);
-    fprintf(f, "},\"comm_per_step\":{");
+    fprintf(f, "},\"time_per_step_s\":{\"step\":%.6f,\"backward\":%.6f,\"grad_comm_exposed\":%.6f}", tr->step_s / steps,
+            tr->backward_s / steps, tr->zero.exposed_s / steps);
+    fprintf(f, ",\"comm_per_step\":{");
     static const mt_mesh_axis axes[] = {MT_AXIS_DP, MT_AXIS_SHARD, MT_AXIS_REPLICA};
-    double steps = tr->step > 0 ? (double)tr->step : 1.0;
     for (int a = 0; a < 3; a++) {
         const mt_comm_stats *st = mt_comm_get_stats(mt_mesh_comm(&tr->mesh, axes[a]));
         fprintf(f, "%s\"%s\":{", a ? "," : "", mt_mesh_axis_name(axes[a]));

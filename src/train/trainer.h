@@ -35,6 +35,7 @@ typedef struct {
     mt_mesh_shape mesh;  /* dp x pp x tp (+ shard group); pp = tp = 1 for now */
     int zero;            /* ZeRO stage 0..3 */
     const char *report_json; /* memory per category and bytes sent per collective */
+    int no_overlap;      /* measurement aid: wait for each unit's gradient reduction at once */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
@@ -51,6 +52,8 @@ typedef struct {
     int64_t step;           /* steps completed */
     FILE *metrics;
     double last_loss, last_norm;
+    double step_s, backward_s; /* summed over the steps run by this process */
+    int64_t steps_run;
     mt_mesh mesh;
     mt_zero zero;
     int rank;               /* world rank; only rank 0 prints and writes files */
