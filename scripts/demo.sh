@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: set up, tokenize the fortune-cookie corpus that Debian's
 # `fortunes` package ships with the GPT-2 tokenizer, train a small GPT-2 for a
-# few minutes on 2 cores, evaluate, and print a generated sample.
-# Override with environment variables: STEPS, THREADS.
+# few minutes on 2 cores as 2 data-parallel MPI processes (ZeRO-1: optimizer
+# state sharded), evaluate, and print a generated sample.
+# Override with environment variables: STEPS, RANKS, ZERO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -15,8 +16,11 @@ for f in $(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! 
 done
 build/meshtrain tokenize --tokenizer gpt2 --val-fraction 0.05 --out runs/demo/fortunes runs/demo/corpus/*.txt
 STEPS=${STEPS:-250}
-export OMP_NUM_THREADS=${THREADS:-2} OPENBLAS_NUM_THREADS=${THREADS:-2}
-build/meshtrain train --train runs/demo/fortunes_train.bin --val runs/demo/fortunes_val.bin \
+RANKS=${RANKS:-2}
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+MPIRUN="mpirun -np $RANKS"
+[ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
+$MPIRUN build/meshtrain train --dp "$RANKS" --zero "${ZERO:-1}" --train runs/demo/fortunes_train.bin --val runs/demo/fortunes_val.bin \
     --layers 4 --dim 192 --heads 6 --seq-len 64 --batch 16 --steps "$STEPS" \
     --lr 2e-3 --warmup 30 --lr-schedule cosine --min-lr 2e-4 --weight-decay 0.1 --grad-clip 1.0 \
     --eval-every 50 --eval-batches 8 --log-every 10 \
