@@ -77,3 +77,8 @@ int mt_arg_seen(const mt_arg *spec, int nspec, const char *name) {
         if (!strcmp(spec[k].name, name)) return spec[k].seen;
     return 0;
 }
+
+int mt_cli_fail(const char *cmd, const mt_error *err) {
+    fprintf(stderr, "meshtrain %s: error: %s\n", cmd, err->msg);
+    return 1;
+}

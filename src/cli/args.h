@@ -22,5 +22,7 @@ int mt_args_parse(int argc, char **argv, mt_arg *spec, int nspec, char **positio
 /* Prints "usage: meshtrain <cmd> ..." and each flag with its help to stdout. */
 void mt_args_usage(const char *cmd, const char *synopsis, const mt_arg *spec, int nspec);
 int mt_arg_seen(const mt_arg *spec, int nspec, const char *name);
+/* Prints "meshtrain <cmd>: error: <msg>" to stderr; returns 1 (the exit status). */
+int mt_cli_fail(const char *cmd, const mt_error *err);
 
 #endif

@@ -12,11 +12,6 @@
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static int fail(const char *cmd, const mt_error *err) {
-    fprintf(stderr, "meshtrain %s: error: %s\n", cmd, err->msg);
-    return 1;
-}
-
 int mt_cli_eval(int argc, char **argv) {
     const char *ckpt = NULL, *val = NULL;
     int batch = 8, batches = 0, help = 0;
@@ -28,33 +23,33 @@ int mt_cli_eval(int argc, char **argv) {
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
     mt_error err = {{0}};
-    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return fail("eval", &err);
+    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return mt_cli_fail("eval", &err);
     if (help) {
         mt_args_usage("eval", "--ckpt DIR --val FILE", spec, NARGS(spec));
         return 0;
     }
     if (!ckpt || !val) {
         mt_errorf(&err, "--ckpt DIR and --val FILE are required");
-        return fail("eval", &err);
+        return mt_cli_fail("eval", &err);
     }
     if (batch < 1) {
         mt_errorf(&err, "--batch must be >= 1, got %d", batch);
-        return fail("eval", &err);
+        return mt_cli_fail("eval", &err);
     }
     mt_ckpt_info info;
-    if (mt_train_ckpt_peek(ckpt, &info, &err)) return fail("eval", &err);
+    if (mt_train_ckpt_peek(ckpt, &info, &err)) return mt_cli_fail("eval", &err);
     info.cfg.dropout = 0.0f;
     uint16_t *tok = NULL;
     size_t n = 0;
     mt_loader ld;
     if (mt_train_read_tokens(val, &tok, &n, &err) ||
         mt_loader_init(&ld, tok, n, info.cfg.seq_len, batch, MT_ORDER_SEQUENTIAL, 0, info.cfg.vocab_size, &err))
-        return fail("eval", &err);
+        return mt_cli_fail("eval", &err);
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model m;
     mt_model_create(&m, &info.cfg, batch, info.cfg.seq_len, 0, &mem);
-    if (mt_model_load_checkpoint(&m, ckpt, &err)) return fail("eval", &err);
+    if (mt_model_load_checkpoint(&m, ckpt, &err)) return mt_cli_fail("eval", &err);
     int nb = (int)ld.n_batches;
     if (batches > 0 && batches < nb) nb = batches;
     mt_fwd_ctx fc = {0, 0};
@@ -89,29 +84,29 @@ int mt_cli_generate(int argc, char **argv) {
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
     mt_error err = {{0}};
-    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return fail("generate", &err);
+    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return mt_cli_fail("generate", &err);
     if (help) {
         mt_args_usage("generate", "--ckpt DIR [--prompt TEXT] [--tokens N]", spec, NARGS(spec));
         return 0;
     }
     if (!ckpt) {
         mt_errorf(&err, "--ckpt DIR is required");
-        return fail("generate", &err);
+        return mt_cli_fail("generate", &err);
     }
     if (ntok < 0 || top_k < 0 || temperature < 0) {
         mt_errorf(&err, "--tokens, --top-k and --temperature must be >= 0");
-        return fail("generate", &err);
+        return mt_cli_fail("generate", &err);
     }
     mt_ckpt_info info;
-    if (mt_train_ckpt_peek(ckpt, &info, &err)) return fail("generate", &err);
+    if (mt_train_ckpt_peek(ckpt, &info, &err)) return mt_cli_fail("generate", &err);
     info.cfg.dropout = 0.0f;
     if (!tokenizer) tokenizer = info.cfg.vocab_size == 256 ? "byte" : "gpt2";
     mt_tokenizer *tk = mt_tokenizer_open(tokenizer, vocab_dir, &err);
-    if (!tk) return fail("generate", &err);
+    if (!tk) return mt_cli_fail("generate", &err);
     if (mt_tokenizer_vocab_size(tk) > info.cfg.vocab_size) {
         mt_errorf(&err, "tokenizer %s has %d tokens but the model's vocabulary is %d; pass --tokenizer", tokenizer,
                   mt_tokenizer_vocab_size(tk), info.cfg.vocab_size);
-        return fail("generate", &err);
+        return mt_cli_fail("generate", &err);
     }
     mt_gpt_layout layout;
     mt_gpt_layout_build(&info.cfg, &layout);
@@ -119,11 +114,11 @@ int mt_cli_generate(int argc, char **argv) {
     memset(&mem, 0, sizeof mem);
     mt_model m;
     mt_model_create(&m, &info.cfg, 1, 1, 0, &mem);
-    if (mt_model_load_checkpoint(&m, ckpt, &err)) return fail("generate", &err);
+    if (mt_model_load_checkpoint(&m, ckpt, &err)) return mt_cli_fail("generate", &err);
     int32_t *ptok = NULL;
     size_t np = 0;
     if (mt_tokenizer_encode(tk, (const unsigned char *)prompt, strlen(prompt), &ptok, &np, &err))
-        return fail("generate", &err);
+        return mt_cli_fail("generate", &err);
     if (np == 0 && mt_tokenizer_eot(tk) >= 0) {
         ptok = realloc(ptok, sizeof(int32_t));
         if (!ptok) mt_die("out of memory");
@@ -154,7 +149,7 @@ int mt_cli_generate(int argc, char **argv) {
     for (int i = 0; i < ntok && logits; i++) {
         int32_t next = mt_sample(logits, info.cfg.vocab_size, temperature, top_k, (uint64_t)seed, (uint64_t)i, work);
         out.len = 0;
-        if (mt_tokenizer_decode(tk, &next, 1, &out, &err)) return fail("generate", &err);
+        if (mt_tokenizer_decode(tk, &next, 1, &out, &err)) return mt_cli_fail("generate", &err);
         fwrite(out.data, 1, out.len, stdout);
         fflush(stdout);
         hist[nh++] = next;

@@ -11,11 +11,6 @@
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static int fail(const char *cmd, const mt_error *err) {
-    fprintf(stderr, "meshtrain %s: error: %s\n", cmd, err->msg);
-    return 1;
-}
-
 static int check_format(const char *fmt, mt_error *err) {
     if (!fmt) return mt_errorf(err, "--format is required (safetensors or llmc)");
     if (strcmp(fmt, "safetensors") != 0 && strcmp(fmt, "llmc") != 0)
@@ -33,26 +28,26 @@ int mt_cli_export(int argc, char **argv) {
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
     mt_error err = {{0}};
-    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return fail("export", &err);
+    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return mt_cli_fail("export", &err);
     if (help) {
         mt_args_usage("export", "--ckpt DIR --format safetensors|llmc --out FILE", spec, NARGS(spec));
         return 0;
     }
-    if (!ckpt) { mt_errorf(&err, "--ckpt DIR is required"); return fail("export", &err); }
-    if (!out) { mt_errorf(&err, "--out FILE is required"); return fail("export", &err); }
-    if (check_format(format, &err)) return fail("export", &err);
+    if (!ckpt) { mt_errorf(&err, "--ckpt DIR is required"); return mt_cli_fail("export", &err); }
+    if (!out) { mt_errorf(&err, "--out FILE is required"); return mt_cli_fail("export", &err); }
+    if (check_format(format, &err)) return mt_cli_fail("export", &err);
     mt_ckpt *ck = mt_ckpt_open(ckpt, &err);
-    if (!ck) return fail("export", &err);
+    if (!ck) return mt_cli_fail("export", &err);
     mt_gpt_weights w;
     int rc = mt_gpt_weights_from_ckpt(ck, &w, &err);
     mt_ckpt_close(ck);
-    if (rc) return fail("export", &err);
+    if (rc) return mt_cli_fail("export", &err);
     rc = strcmp(format, "llmc") == 0 ? mt_llmc_export(out, &w, &err) : mt_safetensors_export_gpt2(out, &w, &err);
     if (!rc)
         printf("exported %s (%d layers, %d dim, %d heads, vocab %d, %zu parameters) to %s as %s\n", ckpt,
                w.cfg.n_layer, w.cfg.n_embd, w.cfg.n_head, w.cfg.vocab_size, w.layout.total_params, out, format);
     mt_gpt_weights_free(&w);
-    return rc ? fail("export", &err) : 0;
+    return rc ? mt_cli_fail("export", &err) : 0;
 }
 
 int mt_cli_import(int argc, char **argv) {
@@ -66,32 +61,32 @@ int mt_cli_import(int argc, char **argv) {
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
     mt_error err = {{0}};
-    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return fail("import", &err);
+    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return mt_cli_fail("import", &err);
     if (help) {
         mt_args_usage("import", "--format safetensors|llmc --in FILE [--heads H] --out DIR", spec, NARGS(spec));
         return 0;
     }
-    if (check_format(format, &err)) return fail("import", &err);
-    if (!in) { mt_errorf(&err, "--in FILE is required"); return fail("import", &err); }
-    if (!out) { mt_errorf(&err, "--out DIR is required"); return fail("import", &err); }
+    if (check_format(format, &err)) return mt_cli_fail("import", &err);
+    if (!in) { mt_errorf(&err, "--in FILE is required"); return mt_cli_fail("import", &err); }
+    if (!out) { mt_errorf(&err, "--out DIR is required"); return mt_cli_fail("import", &err); }
     if (mt_arg_seen(spec, NARGS(spec), "heads") && heads < 1) {
         mt_errorf(&err, "--heads must be at least 1, got %d", heads);
-        return fail("import", &err);
+        return mt_cli_fail("import", &err);
     }
     char man[4096];
     snprintf(man, sizeof man, "%s/manifest.json", out);
     if (access(man, F_OK) == 0) {
         mt_errorf(&err, "%s already holds a checkpoint (%s exists); choose a new --out directory", out, man);
-        return fail("import", &err);
+        return mt_cli_fail("import", &err);
     }
     mt_gpt_weights w;
     int rc = strcmp(format, "llmc") == 0 ? mt_llmc_import(in, heads, &w, &err) : mt_safetensors_import_gpt2(in, heads, &w, &err);
-    if (rc) return fail("import", &err);
+    if (rc) return mt_cli_fail("import", &err);
     rc = mt_gpt_weights_to_ckpt(out, &w, 0, &err);
     if (!rc)
         printf("imported %s (%d layers, %d dim, %d heads, vocab %d padded to %d, context %d, %zu parameters) into %s\n", in,
                w.cfg.n_layer, w.cfg.n_embd, w.cfg.n_head, w.cfg.vocab_size, w.cfg.padded_vocab, w.cfg.seq_len,
                w.layout.total_params, out);
     mt_gpt_weights_free(&w);
-    return rc ? fail("import", &err) : 0;
+    return rc ? mt_cli_fail("import", &err) : 0;
 }

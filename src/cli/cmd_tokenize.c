@@ -16,11 +16,6 @@
 
 #define MAX_FILES 65536
 
-static int fail(mt_error *err) {
-    fprintf(stderr, "meshtrain tokenize: error: %s\n", err->msg);
-    return 1;
-}
-
 static int read_all(const char *path, mt_bytes *out, mt_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return mt_errorf(err, "cannot open input %s: %s", path, strerror(errno));
@@ -58,38 +53,38 @@ int mt_cli_tokenize(int argc, char **argv) {
     static char *files[MAX_FILES];
     int nfiles = 0;
     mt_error err = {{0}};
-    if (mt_args_parse(argc, argv, spec, nspec, files, MAX_FILES, &nfiles, &err)) return fail(&err);
+    if (mt_args_parse(argc, argv, spec, nspec, files, MAX_FILES, &nfiles, &err)) return mt_cli_fail("tokenize", &err);
     if (help) {
         mt_args_usage("tokenize", "--tokenizer byte|gpt2 --out PREFIX [flags] FILES...", spec, nspec);
         return 0;
     }
     if (!tok_name) {
         mt_errorf(&err, "--tokenizer byte|gpt2 is required");
-        return fail(&err);
+        return mt_cli_fail("tokenize", &err);
     }
     if (strcmp(tok_name, "byte") && strcmp(tok_name, "gpt2")) {
         mt_errorf(&err, "--tokenizer must be byte or gpt2, got '%s'", tok_name);
-        return fail(&err);
+        return mt_cli_fail("tokenize", &err);
     }
     if (vocab_dir && !strcmp(tok_name, "byte")) {
         mt_errorf(&err, "--vocab-dir is only meaningful with --tokenizer gpt2");
-        return fail(&err);
+        return mt_cli_fail("tokenize", &err);
     }
     if (!prefix || !*prefix) {
         mt_errorf(&err, "--out PREFIX is required (writes PREFIX_train.bin and PREFIX_val.bin)");
-        return fail(&err);
+        return mt_cli_fail("tokenize", &err);
     }
     if (!(val_fraction > 0.0f && val_fraction < 1.0f)) {
         mt_errorf(&err, "--val-fraction must be strictly between 0 and 1, got %g", (double)val_fraction);
-        return fail(&err);
+        return mt_cli_fail("tokenize", &err);
     }
     if (nfiles == 0) {
         mt_errorf(&err, "no input files; usage: meshtrain tokenize --tokenizer byte|gpt2 --out PREFIX FILES...");
-        return fail(&err);
+        return mt_cli_fail("tokenize", &err);
     }
 
     mt_tokenizer *tk = mt_tokenizer_open(tok_name, vocab_dir, &err);
-    if (!tk) return fail(&err);
+    if (!tk) return mt_cli_fail("tokenize", &err);
     int eot = mt_tokenizer_eot(tk);
     mt_tokens toks = {0};
     mt_bytes text = {0};
@@ -140,7 +135,7 @@ int mt_cli_tokenize(int argc, char **argv) {
     printf("tokenize: wrote %s_train.bin (%zu tokens) and %s_val.bin (%zu tokens)\n", prefix, n_train, prefix, n_val);
     rc = 0;
 out:
-    if (rc) fail(&err);
+    if (rc) mt_cli_fail("tokenize", &err);
     mt_bytes_free(&text);
     mt_tokens_free(&toks);
     mt_tokenizer_free(tk);

@@ -10,11 +10,6 @@
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static int fail(const char *cmd, const mt_error *err) {
-    fprintf(stderr, "meshtrain %s: error: %s\n", cmd, err->msg);
-    return 1;
-}
-
 /* Model shape flags shared by train (and the checks of eval/generate). */
 typedef struct {
     const char *preset;
@@ -106,7 +101,7 @@ int mt_cli_train(int argc, char **argv) {
     /* Flag errors are the same on every rank: rank 0 prints, all exit non-zero. */
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return rank ? 1 : fail("train", &err);
+    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return rank ? 1 : mt_cli_fail("train", &err);
     if (help) {
         if (rank == 0) mt_args_usage("train", "--train FILE [--val FILE] [flags]", spec, NARGS(spec));
         return 0;
@@ -114,17 +109,17 @@ int mt_cli_train(int argc, char **argv) {
     o.seed = (uint64_t)seed;
     if (mt_opt_kind_parse(optimizer, &o.opt.kind, &err) || mt_lr_kind_parse(schedule, &o.lr.kind, &err) ||
         mt_data_order_parse(order, &o.order, &err))
-        return rank ? 1 : fail("train", &err);
+        return rank ? 1 : mt_cli_fail("train", &err);
     if (!o.train_path) {
         mt_errorf(&err, "--train FILE is required (make one with `meshtrain tokenize`)");
-        return rank ? 1 : fail("train", &err);
+        return rank ? 1 : mt_cli_fail("train", &err);
     }
     if (!(timeout > 0)) {
         mt_errorf(&err, "--timeout must be > 0 seconds, got %g", (double)timeout);
-        return rank ? 1 : fail("train", &err);
+        return rank ? 1 : mt_cli_fail("train", &err);
     }
     mt_comm_ctx *ctx = mt_comm_ctx_create(timeout, &err);
-    if (!ctx) return rank ? 1 : fail("train", &err);
+    if (!ctx) return rank ? 1 : mt_cli_fail("train", &err);
     mt_comm *world = mt_comm_world(ctx);
     /* The model flags may read the data (vocab inference). */
     int rc = resolve_model(&mf, spec, NARGS(spec), o.train_path, &o.cfg, &err);
@@ -132,7 +127,7 @@ int mt_cli_train(int argc, char **argv) {
     memset(&tr, 0, sizeof tr);
     if (rc) { /* the failing rank says so; main() aborts the job */
         if (rank) fprintf(stderr, "meshtrain train: error: rank %d: %s\n", rank, err.msg);
-        else fail("train", &err);
+        else mt_cli_fail("train", &err);
         return 1;
     }
     rc = mt_trainer_init(&tr, &o, world, &err);
@@ -152,7 +147,7 @@ int mt_cli_train(int argc, char **argv) {
         if (!rc) rc = mt_trainer_report(&tr, &err);
     }
     mt_trainer_free(&tr);
-    if (rc && rank == 0) fail("train", &err);
+    if (rc && rank == 0) mt_cli_fail("train", &err);
     if (rc) return 1;
     mt_comm_ctx_free(ctx);
     return 0;
