@@ -12,6 +12,8 @@ int mt_data_order_parse(const char *s, mt_data_order *out, mt_error *err) {
     return 0;
 }
 
+const char *mt_data_order_name(mt_data_order o) { return o == MT_ORDER_SEQUENTIAL ? "sequential" : "shuffled"; }
+
 int mt_loader_init(mt_loader *ld, const uint16_t *tokens, size_t n_tokens, int T, int B, mt_data_order order,
                    uint64_t seed, int vocab_size, mt_error *err) {
     memset(ld, 0, sizeof *ld);

@@ -30,6 +30,7 @@ typedef struct {
 } mt_loader;
 
 int mt_data_order_parse(const char *s, mt_data_order *out, mt_error *err);
+const char *mt_data_order_name(mt_data_order o); /* "shuffled" | "sequential" */
 /* Fails (with a message naming the sizes) if the stream is too short for
  * one batch, or if a token id is >= vocab_size. */
 int mt_loader_init(mt_loader *ld, const uint16_t *tokens, size_t n_tokens, int T, int B, mt_data_order order,

@@ -40,6 +40,17 @@ static int read_named(mt_ckpt *ck, const char *name, float *dst, size_t numel, m
     return mt_ckpt_read(ck, name, 0, numel, dst, err);
 }
 
+/* Reads every tensor "<prefix><name>" of a unit into dst at its offset. */
+static int read_unit(mt_ckpt *ck, const mt_unit_layout *u, const char *prefix, float *dst, mt_error *err) {
+    char name[128];
+    for (int i = 0; i < u->n_tensors; i++) {
+        const mt_tensor *t = &u->t[i];
+        snprintf(name, sizeof name, "%s%s", prefix, t->name);
+        if (read_named(ck, name, dst + t->offset, t->numel, err)) return -1;
+    }
+    return 0;
+}
+
 /* Every rank reads the full tensors and keeps what it owns (its ZeRO shard). */
 int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *err) {
     mt_ckpt *ck = mt_ckpt_open(dir, err);
@@ -48,22 +59,15 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
     size_t mx = 0;
     for (int u = 0; u < l->n_units; u++) mx = l->units[u].numel > mx ? l->units[u].numel : mx;
     float *full = mt_xcalloc(mx, sizeof(float), "checkpoint load buffer");
-    char name[128];
+    char prefix[64];
     int rc = 0;
     int ns = mt_opt_state_count(tr->o.opt.kind);
     for (int u = 0; u < l->n_units && !rc; u++) {
-        for (int i = 0; i < l->units[u].n_tensors && !rc; i++) {
-            const mt_tensor *t = &l->units[u].t[i];
-            snprintf(name, sizeof name, "model/%s", t->name);
-            rc = read_named(ck, name, full + t->offset, t->numel, err);
-        }
+        rc = read_unit(ck, &l->units[u], "model/", full, err);
         if (!rc) mt_zero_set_full_params(&tr->zero, &tr->model, u, full);
         for (int s = 0; s < ns && resume && !rc; s++) {
-            for (int i = 0; i < l->units[u].n_tensors && !rc; i++) {
-                const mt_tensor *t = &l->units[u].t[i];
-                snprintf(name, sizeof name, "optim/%s/%s", mt_opt_state_name(tr->o.opt.kind, s), t->name);
-                rc = read_named(ck, name, full + t->offset, t->numel, err);
-            }
+            snprintf(prefix, sizeof prefix, "optim/%s/", mt_opt_state_name(tr->o.opt.kind, s));
+            rc = read_unit(ck, &l->units[u], prefix, full, err);
             if (!rc) mt_zero_set_full_state(&tr->zero, u, tr->opt_state[s][u], full);
         }
     }
@@ -82,7 +86,7 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
             rc = mt_errorf(err, "checkpoint was trained with --seed %lld, this run uses %llu; resuming needs the same seed",
                            (long long)v, (unsigned long long)tr->o.seed);
         const char *ord = NULL;
-        const char *mine = tr->o.order == MT_ORDER_SEQUENTIAL ? "sequential" : "shuffled";
+        const char *mine = mt_data_order_name(tr->o.order);
         if (!rc && mt_json_get_string(st, "data_order", &ord, NULL) == 0 && strcmp(ord, mine))
             rc = mt_errorf(err, "checkpoint was trained with --data-order %s, this run uses %s", ord, mine);
         tr->step = mt_ckpt_step(ck);
@@ -95,14 +99,8 @@ int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err) {
     mt_ckpt *ck = mt_ckpt_open(dir, err);
     if (!ck) return -1;
     const mt_gpt_layout *l = &m->layout;
-    char name[128];
     int rc = 0;
-    for (int u = 0; u < l->n_units && !rc; u++)
-        for (int i = 0; i < l->units[u].n_tensors && !rc; i++) {
-            const mt_tensor *t = &l->units[u].t[i];
-            snprintf(name, sizeof name, "model/%s", t->name);
-            rc = read_named(ck, name, m->params[u] + t->offset, t->numel, err);
-        }
+    for (int u = 0; u < l->n_units && !rc; u++) rc = read_unit(ck, &l->units[u], "model/", m->params[u], err);
     mt_ckpt_close(ck);
     return rc;
 }
@@ -155,7 +153,7 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
         mt_jw_key(&w, "seed"); mt_jw_int(&w, (int64_t)tr->o.seed);
         mt_jw_key(&w, "optimizer"); mt_jw_string(&w, mt_opt_kind_name(tr->o.opt.kind));
         mt_jw_key(&w, "batch"); mt_jw_int(&w, tr->o.batch);
-        mt_jw_key(&w, "data_order"); mt_jw_string(&w, tr->o.order == MT_ORDER_SEQUENTIAL ? "sequential" : "shuffled");
+        mt_jw_key(&w, "data_order"); mt_jw_string(&w, mt_data_order_name(tr->o.order));
         mt_jw_key(&w, "samples_consumed"); mt_jw_int(&w, tr->step * tr->o.batch);
         mt_jw_end_object(&w);
         rc = mt_ckpt_save(tr->o.ckpt_dir, tr->step, w.buf, ts, n, err);
