@@ -105,7 +105,27 @@ static void accumulation(void) {
     mt_model_free(&small);
 }
 
+/* The vectorised block form of the dropout stream equals the scalar
+ * reference (mt_philox4x32) element for element. */
+static void dropout_forms_agree(void) {
+    mt_dropout d = {0.3f, 0x123456789ULL, 17, 5, MT_DROPOUT_ATTN_PROBS};
+    float a[260], b[260];
+    int mismatches = 0, kept = 0;
+    for (uint32_t pos = 0; pos < 40; pos += 3)
+        for (uint32_t block0 = 0; block0 < 9; block0 += 4) {
+            mt_dropout_block_scales(a, &d, (5ULL << 32) + pos, pos, 3, block0, 64);
+            mt_dropout_row_scales(b, &d, (5ULL << 32) + pos, pos, 3, block0 * 4, 256);
+            for (int j = 0; j < 256; j++) {
+                mismatches += a[j] != b[j];
+                kept += b[j] != 0.0f;
+            }
+        }
+    CHECK(mismatches == 0, "%d dropout scales differ between the block and row forms", mismatches);
+    CHECK(kept > 0 && kept < 14 * 3 * 256, "kept %d", kept);
+}
+
 int main(void) {
+    dropout_forms_agree();
     gradcheck(0.0f);
     gradcheck(0.3f);
     accumulation();

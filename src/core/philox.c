@@ -58,21 +58,62 @@ void mt_init_normal_2d(float *dst, int64_t rows, int64_t cols, int64_t row0, int
             dst[r * cols + c] = std * normal_of((uint64_t)(row0 + r) * (uint64_t)full_cols + (uint64_t)(col0 + c), h, seed);
 }
 
+/* Key and counter words of a dropout row: key = seed mixed with the step;
+ * counter = (element block, pos | group<<16, sample low 32 bits,
+ * layer<<8 | site | sample high bits<<20). Shared by both forms below. */
+typedef struct {
+    uint32_t k0, k1, c1, c2, c3, thr;
+    float keep_scale;
+} dropout_stream;
+
+static dropout_stream dropout_stream_of(const mt_dropout *d, uint64_t sample, uint32_t pos, uint32_t group) {
+    dropout_stream s;
+    s.k0 = (uint32_t)d->seed ^ (d->step * 0x9E3779B1u);
+    s.k1 = (uint32_t)(d->seed >> 32) + d->step;
+    s.c1 = pos | (group << 16);
+    s.c2 = (uint32_t)sample;
+    s.c3 = (d->layer << 8) | d->site | ((uint32_t)(sample >> 32) << 20);
+    s.thr = mt_dropout_threshold(d->p);
+    s.keep_scale = 1.0f / (1.0f - d->p);
+    return s;
+}
+
 void mt_dropout_row_scales(float *scale, const mt_dropout *d, uint64_t sample, uint32_t pos,
                            uint32_t group, uint32_t elem0, int n) {
-    uint32_t thr = mt_dropout_threshold(d->p);
-    float keep_scale = 1.0f / (1.0f - d->p);
-    /* key: seed mixed with the step; counter: (element block, pos | group<<16,
-     * sample (low 32), layer<<8 | site | sample high bits<<20). */
-    uint32_t k0 = (uint32_t)d->seed ^ (d->step * 0x9E3779B1u);
-    uint32_t k1 = (uint32_t)(d->seed >> 32) + d->step;
-    uint32_t c1 = pos | (group << 16);
-    uint32_t c2 = (uint32_t)sample;
-    uint32_t c3 = (d->layer << 8) | d->site | ((uint32_t)(sample >> 32) << 20);
+    dropout_stream st = dropout_stream_of(d, sample, pos, group);
     int j = 0;
     while (j < n) {
         uint32_t e = elem0 + (uint32_t)j;
-        mt_u32x4 r = mt_philox4x32(e >> 2, c1, c2, c3, k0, k1);
-        for (uint32_t q = e & 3; q < 4 && j < n; q++, j++) scale[j] = r.v[q] >= thr ? keep_scale : 0.0f;
+        mt_u32x4 r = mt_philox4x32(e >> 2, st.c1, st.c2, st.c3, st.k0, st.k1);
+        for (uint32_t q = e & 3; q < 4 && j < n; q++, j++) scale[j] = r.v[q] >= st.thr ? st.keep_scale : 0.0f;
+    }
+}
+
+/* One Philox4x32 round written on scalars so that `omp simd` vectorises a
+ * loop over blocks (mt_philox4x32 above is the reference form). */
+#define PH_ROUND(x0, x1, x2, x3, y0, y1)                                                      \
+    do {                                                                                      \
+        uint64_t p0_ = (uint64_t)PHILOX_M0 * x0, p1_ = (uint64_t)PHILOX_M1 * x2;              \
+        uint32_t n0_ = (uint32_t)(p1_ >> 32) ^ x1 ^ y0, n2_ = (uint32_t)(p0_ >> 32) ^ x3 ^ y1; \
+        x1 = (uint32_t)p1_;                                                                   \
+        x3 = (uint32_t)p0_;                                                                   \
+        x0 = n0_;                                                                             \
+        x2 = n2_;                                                                             \
+        y0 += PHILOX_W0;                                                                      \
+        y1 += PHILOX_W1;                                                                      \
+    } while (0)
+
+void mt_dropout_block_scales(float *restrict scale, const mt_dropout *d, uint64_t sample, uint32_t pos,
+                             uint32_t group, uint32_t block0, int nblk) {
+    const dropout_stream st = dropout_stream_of(d, sample, pos, group);
+#pragma omp simd
+    for (int k = 0; k < nblk; k++) {
+        uint32_t x0 = block0 + (uint32_t)k, x1 = st.c1, x2 = st.c2, x3 = st.c3, y0 = st.k0, y1 = st.k1;
+#pragma GCC unroll 10
+        for (int r = 0; r < 10; r++) PH_ROUND(x0, x1, x2, x3, y0, y1);
+        scale[4 * k + 0] = x0 >= st.thr ? st.keep_scale : 0.0f;
+        scale[4 * k + 1] = x1 >= st.thr ? st.keep_scale : 0.0f;
+        scale[4 * k + 2] = x2 >= st.thr ? st.keep_scale : 0.0f;
+        scale[4 * k + 3] = x3 >= st.thr ? st.keep_scale : 0.0f;
     }
 }

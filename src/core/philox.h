@@ -55,5 +55,10 @@ static inline uint32_t mt_dropout_threshold(float p) {
  * elements [elem0, elem0+n) of the (sample, pos, group) row. */
 void mt_dropout_row_scales(float *scale, const mt_dropout *d, uint64_t sample, uint32_t pos,
                            uint32_t group, uint32_t elem0, int n);
+/* The same scales for whole blocks of four: elements [4*block0,
+ * 4*(block0+nblk)), 4*nblk floats written. Evaluates many Philox blocks per
+ * vector instruction (the scalar form costs more than attention's GEMMs). */
+void mt_dropout_block_scales(float *scale, const mt_dropout *d, uint64_t sample, uint32_t pos,
+                             uint32_t group, uint32_t block0, int nblk);
 
 #endif

@@ -28,7 +28,7 @@ static void dropout_rows(float *x, const mt_dropout *d, const uint64_t *sample_i
         float *row = x + (size_t)r * C;
         for (int c0 = 0; c0 < C; c0 += 64) {
             int n = C - c0 < 64 ? C - c0 : 64;
-            mt_dropout_row_scales(s, d, sample_ids[b], (uint32_t)t, 0, (uint32_t)c0, n);
+            mt_dropout_block_scales(s, d, sample_ids[b], (uint32_t)t, 0, (uint32_t)c0 / 4, (n + 3) / 4);
             for (int j = 0; j < n; j++) row[c0 + j] *= s[j];
         }
     }

@@ -48,46 +48,6 @@ size_t op_attention_scratch_floats(int B, int T, int NH, int HS, int nthreads) {
 
 static int dropout_on(const mt_attn_dropout *drop) { return drop && drop->d.p > 0.0f; }
 
-/* Dropout scales of one attention row, keys [0, n): bit-identical to
- * mt_dropout_row_scales(scale, d, sample, pos, group, 0, n) from
- * core/philox.c (same key/counter layout and Philox4x32-10 rounds; the test
- * compares the two), but written so that the compiler evaluates 16 Philox
- * blocks per AVX-512 instruction instead of one at a time: the scalar
- * version costs more than the attention GEMMs. Writes up to n+3 floats. */
-#define PH_ROUND(x0, x1, x2, x3, y0, y1)                                                      \
-    do {                                                                                      \
-        uint64_t p0_ = (uint64_t)0xD2511F53u * x0, p1_ = (uint64_t)0xCD9E8D57u * x2;          \
-        uint32_t n0_ = (uint32_t)(p1_ >> 32) ^ x1 ^ y0, n2_ = (uint32_t)(p0_ >> 32) ^ x3 ^ y1; \
-        x1 = (uint32_t)p1_;                                                                   \
-        x3 = (uint32_t)p0_;                                                                   \
-        x0 = n0_;                                                                             \
-        x2 = n2_;                                                                             \
-        y0 += 0x9E3779B9u;                                                                    \
-        y1 += 0xBB67AE85u;                                                                    \
-    } while (0)
-
-static void drop_row_scales(float *restrict scale, const mt_dropout *d, uint64_t sample, uint32_t pos,
-                            uint32_t group, int n) {
-    const uint32_t thr = mt_dropout_threshold(d->p);
-    const float ks = 1.0f / (1.0f - d->p);
-    const uint32_t k0 = (uint32_t)d->seed ^ (d->step * 0x9E3779B1u);
-    const uint32_t k1 = (uint32_t)(d->seed >> 32) + d->step;
-    const uint32_t c1 = pos | (group << 16);
-    const uint32_t c2 = (uint32_t)sample;
-    const uint32_t c3 = (d->layer << 8) | d->site | ((uint32_t)(sample >> 32) << 20);
-    const int nblk = (n + 3) / 4;
-#pragma omp simd
-    for (int k = 0; k < nblk; k++) {
-        uint32_t x0 = (uint32_t)k, x1 = c1, x2 = c2, x3 = c3, y0 = k0, y1 = k1;
-#pragma GCC unroll 10
-        for (int r = 0; r < 10; r++) PH_ROUND(x0, x1, x2, x3, y0, y1);
-        scale[4 * k + 0] = x0 >= thr ? ks : 0.0f;
-        scale[4 * k + 1] = x1 >= thr ? ks : 0.0f;
-        scale[4 * k + 2] = x2 >= thr ? ks : 0.0f;
-        scale[4 * k + 3] = x3 >= thr ? ks : 0.0f;
-    }
-}
-
 /* Copies column block [off, off+HS) of T rows with stride ld into dst[T,HS]. */
 static void gather(float *dst, const float *src, int T, int HS, size_t ld) {
     for (int t = 0; t < T; t++) memcpy(dst + (size_t)t * HS, src + (size_t)t * ld, (size_t)HS * sizeof(float));
@@ -127,7 +87,8 @@ void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T
                 for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
                 float sum = 0.0f;
                 if (use_drop) {
-                    drop_row_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i, (uint32_t)(drop->head0 + h), n);
+                    mt_dropout_block_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i,
+                                            (uint32_t)(drop->head0 + h), 0, (n + 3) / 4);
 #pragma omp simd reduction(+ : sum)
                     for (int j = 0; j < n; j++) {
                         float e = mt_vexpf(s[j] - mx);
@@ -198,7 +159,8 @@ void op_attention_backward(float *dqkv, const float *dout, const float *qkv, con
                 for (int k = 0; k < HS; k++) D += g[k] * o[k];
                 const float L = lrow[i];
                 if (use_drop) {
-                    drop_row_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i, (uint32_t)(drop->head0 + h), n);
+                    mt_dropout_block_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i,
+                                            (uint32_t)(drop->head0 + h), 0, (n + 3) / 4);
 #pragma omp simd
                     for (int j = 0; j < n; j++) {
                         float p = mt_vexpf(s[j] - L);
