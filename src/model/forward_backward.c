@@ -14,8 +14,9 @@ static int dropout_on(const mt_model *m, const mt_fwd_ctx *fc) {
     return fc->training && m->layout.cfg.dropout > 0.0f;
 }
 
+/* The dropout of one site; p = 0 (off) outside training or without --dropout. */
 static mt_dropout make_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site) {
-    mt_dropout d = {m->layout.cfg.dropout, m->seed, fc->step, layer, site};
+    mt_dropout d = {dropout_on(m, fc) ? m->layout.cfg.dropout : 0.0f, m->seed, fc->step, layer, site};
     return d;
 }
 
@@ -34,6 +35,12 @@ static void dropout_rows(float *x, const mt_dropout *d, const uint64_t *sample_i
     }
 }
 
+/* Applies the (layer, site) dropout to the [B*T, C] rows of x, if it is on. */
+static void apply_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site, float *x, int C) {
+    mt_dropout d = make_dropout(m, fc, layer, site);
+    if (d.p > 0.0f) dropout_rows(x, &d, m->acts.sample_ids, m->acts.B, m->acts.T, C);
+}
+
 void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     const mt_gpt_config *cfg = &m->layout.cfg;
@@ -41,10 +48,7 @@ void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc) {
     const float *p = m->params[0];
     op_embed_forward(a->encoded, a->tokens, p + u->t[MT_T_WTE].offset, p + u->t[MT_T_WPE].offset, a->B,
                      a->T, cfg->n_embd, 0);
-    if (dropout_on(m, fc)) {
-        mt_dropout d = make_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED);
-        dropout_rows(a->encoded, &d, a->sample_ids, a->B, a->T, cfg->n_embd);
-    }
+    apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, a->encoded, cfg->n_embd);
 }
 
 static const float *block_input(const mt_model *m, int layer) {
@@ -60,27 +64,19 @@ void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     int B = a->B, T = a->T, N = B * T, C = cfg->n_embd, NH = cfg->n_head;
     const float *x = block_input(m, layer);
     float *tmp = m->gs.dtmp; /* branch output before dropout; scratch is free during forward */
-    int drop = dropout_on(m, fc);
 #define P(i) (p + u->t[i].offset)
     op_layernorm_forward(ba->ln1, ba->ln1_mean, ba->ln1_rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), N, C);
     op_matmul_forward(ba->qkv, ba->ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C);
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids, 0};
-    if (!drop) ad.d.p = 0.0f;
     op_attention_forward(ba->atty, ba->att_lse, ba->qkv, B, T, NH, C / NH, &ad, m->gs.attn_scratch);
     op_matmul_forward(tmp, ba->atty, P(MT_T_ATTPROJ_W), P(MT_T_ATTPROJ_B), N, C, C);
-    if (drop) {
-        mt_dropout d = make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID);
-        dropout_rows(tmp, &d, a->sample_ids, B, T, C);
-    }
+    apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, tmp, C);
     op_add(ba->res2, x, tmp, (size_t)N * C);
     op_layernorm_forward(ba->ln2, ba->ln2_mean, ba->ln2_rstd, ba->res2, P(MT_T_LN2_W), P(MT_T_LN2_B), N, C);
     op_matmul_forward(ba->fch, ba->ln2, P(MT_T_FC_W), P(MT_T_FC_B), N, C, 4 * C);
     op_gelu_forward(ba->fch_gelu, ba->fch, (size_t)N * 4 * C);
     op_matmul_forward(tmp, ba->fch_gelu, P(MT_T_FCPROJ_W), P(MT_T_FCPROJ_B), N, 4 * C, C);
-    if (drop) {
-        mt_dropout d = make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID);
-        dropout_rows(tmp, &d, a->sample_ids, B, T, C);
-    }
+    apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, tmp, C);
     op_add(ba->res3, ba->res2, tmp, (size_t)N * C);
 #undef P
 }
@@ -129,16 +125,12 @@ void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     mt_block_acts *ba = &a->blocks[layer];
     int B = a->B, T = a->T, N = B * T, C = cfg->n_embd, NH = cfg->n_head;
     size_t NC = (size_t)N * C;
-    int drop = dropout_on(m, fc);
     const float *x = block_input(m, layer);
 #define P(i) (p + u->t[i].offset)
 #define G(i) (g + u->t[i].offset)
     /* MLP branch: dresid holds dL/dres3. */
     memcpy(gs->dtmp, gs->dresid, NC * sizeof(float));
-    if (drop) {
-        mt_dropout d = make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID);
-        dropout_rows(gs->dtmp, &d, a->sample_ids, B, T, C);
-    }
+    apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, gs->dtmp, C);
     op_matmul_backward(gs->dfch, G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), gs->dtmp, ba->fch_gelu, P(MT_T_FCPROJ_W), N,
                        4 * C, C, 0);
     op_gelu_backward(gs->dfch, ba->fch, gs->dfch, (size_t)N * 4 * C);
@@ -147,14 +139,10 @@ void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
                           ba->ln2_rstd, N, C);
     /* Attention branch: dresid now holds dL/dres2. */
     memcpy(gs->dtmp, gs->dresid, NC * sizeof(float));
-    if (drop) {
-        mt_dropout d = make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID);
-        dropout_rows(gs->dtmp, &d, a->sample_ids, B, T, C);
-    }
+    apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, gs->dtmp, C);
     op_matmul_backward(gs->datty, G(MT_T_ATTPROJ_W), G(MT_T_ATTPROJ_B), gs->dtmp, ba->atty, P(MT_T_ATTPROJ_W), N, C,
                        C, 0);
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids, 0};
-    if (!drop) ad.d.p = 0.0f;
     op_attention_backward(gs->dqkv, gs->datty, ba->qkv, ba->atty, ba->att_lse, B, T, NH, C / NH, &ad,
                           gs->attn_scratch);
     op_matmul_backward(gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->dqkv, ba->ln1, P(MT_T_QKV_W), N, C, 3 * C, 0);
@@ -169,10 +157,7 @@ void mt_embed_backward(mt_model *m, const mt_fwd_ctx *fc) {
     const mt_gpt_config *cfg = &m->layout.cfg;
     const mt_unit_layout *u = &m->layout.units[0];
     float *g = m->grads[0];
-    if (dropout_on(m, fc)) {
-        mt_dropout d = make_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED);
-        dropout_rows(m->gs.dresid, &d, a->sample_ids, a->B, a->T, cfg->n_embd);
-    }
+    apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, m->gs.dresid, cfg->n_embd);
     op_embed_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset, m->gs.dresid, a->tokens, a->B, a->T,
                       cfg->n_embd, 0);
 }
