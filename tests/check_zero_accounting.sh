@@ -26,22 +26,26 @@ import json, sys
 w = sys.argv[1]
 N, L, units = 4, 13, 15
 for z in range(4):
-    r = json.load(open(f"{w}/z{z}.json"))
-    psi = r["params"]; assert psi >= 10_000_000, psi
+  top = json.load(open(f"{w}/z{z}.json"))
+  assert len(top["ranks"]) == N, f"zero {z}: {len(top['ranks'])} rank records, expected {N}"
+  for rank, r in enumerate(top["ranks"]):
+    psi = top["params"]; assert psi >= 10_000_000, psi
     mem = r["memory"]
+    assert r["memory_start"] == mem, f"zero {z} rank {rank}: bytes held changed during training"
+    assert r["memory_peak_total"] >= sum(mem.values())
     full, shard = 4 * psi, 4 * psi / N
     want = {0: (full, full, 2 * full), 1: (full, full, 2 * shard),
             2: (full, shard, 2 * shard), 3: (shard, shard, 2 * shard)}[z]
     pad = 4 * units * N  # at most N-1 padding elements per unit (x2 for m, v)
     for cat, exp in zip(("params", "grads", "optimizer"), want):
         got = mem[cat]
-        assert exp <= got <= exp + 2 * pad, f"zero {z} {cat}: {got} bytes, formula {exp:.0f}"
+        assert exp <= got <= exp + 2 * pad, f"zero {z} rank {rank} {cat}: {got} bytes, formula {exp:.0f}"
     comm = r["comm_per_step"]
     sent = sum(comm[g][k]["bytes_sent"] for g in ("dp", "shard", "replica")
                for k in ("allreduce", "reduce_scatter", "allgather"))
     theory = (3 if z == 3 else 2) * (N - 1) / N * 4 * psi
-    assert abs(sent - theory) <= 0.05 * theory, f"zero {z}: sent {sent:.0f} bytes/step, theory {theory:.0f}"
-    print(f"zero {z}: params {mem['params']} grads {mem['grads']} optimizer {mem['optimizer']} comm-buffers {mem['comm']} "
+    assert abs(sent - theory) <= 0.05 * theory, f"zero {z} rank {rank}: sent {sent:.0f} bytes/step, theory {theory:.0f}"
+    if rank == 0: print(f"zero {z} (rank 0 of {N}, every rank checked): params {mem['params']} grads {mem['grads']} optimizer {mem['optimizer']} comm-buffers {mem['comm']} "
           f"bytes | sent {sent/1e6:.2f} MB/step = {sent/theory:.4f} x theory")
 PY
 echo OK

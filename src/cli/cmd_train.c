@@ -94,6 +94,7 @@ int mt_cli_train(int argc, char **argv) {
         {"shard-group", MT_ARG_INT, &o.mesh.shard, "hybrid sharding: shard over groups of G dp ranks, replicate across (default dp)", 0},
         {"timeout", MT_ARG_FLOAT, &timeout, "communication timeout in seconds (default 60)", 0},
         {"report-json", MT_ARG_STR, &o.report_json, "write bytes per memory category and bytes sent per collective per step", 0},
+        {"bucket-mb", MT_ARG_FLOAT, &o.bucket_mb, "zero 0: all-reduce gradients in buckets of >= MB of whole units, in backward order (default 0 = one per unit)", 0},
         {"no-overlap", MT_ARG_FLAG, &o.no_overlap, "measurement aid: wait for each unit's gradient reduction at once (no overlap with backward)", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
@@ -140,11 +141,12 @@ int mt_cli_train(int argc, char **argv) {
                    tr.dp, tr.o.zero, mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr);
             if (tr.step > 0) printf("resumed from %s at step %lld\n", tr.o.ckpt_dir, (long long)tr.step);
         }
+        mt_trainer_report_start(&tr);
         rc = mt_trainer_run(&tr, &err);
         if (!rc && rank == 0 && tr.dp > 1 && tr.steps_run > 0)
             printf("gradient communication not hidden by backward: %.2f ms/step (backward %.2f ms/step)\n",
                    1e3 * tr.zero.exposed_s / (double)tr.steps_run, 1e3 * tr.backward_s / (double)tr.steps_run);
-        if (!rc) rc = mt_trainer_report(&tr, &err);
+        if (!rc) rc = mt_trainer_report_end(&tr, &err);
     }
     mt_trainer_free(&tr);
     if (rc && rank == 0) mt_cli_fail("train", &err);

@@ -20,9 +20,45 @@ static void wait_grad(mt_zero *z, int u) {
 
 static size_t padded(const mt_zero *z, int u) { return (size_t)z->n * z->S[u]; }
 
-int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, mt_mem *mem, mt_error *err) {
+/* Stage 0 buckets: moves every unit's gradient into one flat buffer (unit
+ * order) and groups units in backward order into buckets of >= bytes. */
+static void build_buckets(mt_zero *z, mt_model *m, size_t bytes) {
+    int U = z->n_units;
+    z->bucket_lo = mt_xcalloc((size_t)U, sizeof(int), "bucket tables");
+    z->bucket_off = mt_xcalloc((size_t)U, sizeof(size_t), "bucket tables");
+    z->bucket_len = mt_xcalloc((size_t)U, sizeof(size_t), "bucket tables");
+    size_t *off = mt_xcalloc((size_t)U, sizeof(size_t), "bucket tables");
+    for (int u = 0; u < U; u++) {
+        off[u] = z->gflat_len;
+        z->gflat_len += z->numel[u];
+    }
+    z->gflat = mt_mem_alloc(z->mem, MT_MEM_GRADS, z->gflat_len * sizeof(float), "gradients (bucketed)");
+    for (int u = 0; u < U; u++) {
+        mt_mem_free(z->mem, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
+        m->grads[u] = z->full_g[u] = z->gflat + off[u];
+    }
+    int hi = U - 1;
+    size_t acc = 0;
+    for (int u = U - 1; u >= 0; u--) {
+        acc += z->numel[u] * sizeof(float);
+        if (acc < bytes && u > 0) continue;
+        for (int v = u; v <= hi; v++) z->bucket_lo[v] = u;
+        z->bucket_off[u] = off[u];
+        z->bucket_len[u] = off[hi] + z->numel[hi] - off[u];
+        z->n_buckets++;
+        hi = u - 1;
+        acc = 0;
+    }
+    free(off);
+}
+
+int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t bucket_bytes, mt_mem *mem,
+                 mt_error *err) {
     memset(z, 0, sizeof *z);
     if (stage < 0 || stage > 3) return mt_errorf(err, "--zero must be 0, 1, 2 or 3, got %d", stage);
+    if (bucket_bytes > 0 && stage != 0)
+        return mt_errorf(err, "--bucket-mb applies to --zero 0 only: ZeRO stages 1-3 reduce each unit's "
+                              "shard-aligned gradient on its own (the unit is the bucket); drop --bucket-mb");
     const mt_gpt_layout *l = &m->layout;
     z->stage = stage;
     z->mem = mem;
@@ -73,6 +109,7 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, mt_mem
             z->gshard[u] = mt_mem_alloc(mem, MT_MEM_GRADS, z->S[u] * sizeof(float), "gradient shard");
         }
     }
+    if (stage == 0 && bucket_bytes > 0) build_buckets(z, m, bucket_bytes);
     if (stage >= 2) {
         z->gunit0 = mt_mem_alloc(mem, MT_MEM_COMM, padded(z, 0) * sizeof(float), "unit-0 gradient buffer");
         for (int k = 0; k < 2; k++)
@@ -96,7 +133,10 @@ void mt_zero_free(mt_zero *z, mt_model *m) {
         mt_mem_free(mem, MT_MEM_PARAMS, z->pshard[u], z->S[u] * sizeof(float));
         mt_mem_free(mem, MT_MEM_GRADS, z->gshard[u], z->S[u] * sizeof(float));
         if (z->stage > 0) m->params[u] = m->grads[u] = NULL; /* not the model's to free any more */
+        if (z->gflat) m->grads[u] = NULL;
     }
+    mt_mem_free(mem, MT_MEM_GRADS, z->gflat, z->gflat_len * sizeof(float));
+    free(z->bucket_lo); free(z->bucket_off); free(z->bucket_len);
     mt_mem_free(mem, MT_MEM_COMM, z->gunit0, padded(z, 0) * sizeof(float));
     mt_mem_free(mem, MT_MEM_COMM, z->punit0, padded(z, 0) * sizeof(float));
     for (int k = 0; k < 2; k++) {
@@ -193,7 +233,12 @@ void mt_zero_pre_backward(mt_zero *z, mt_model *m, int unit) {
 }
 
 void mt_zero_post_backward(mt_zero *z, mt_model *m, int unit, int last) {
-    if (z->stage == 0) {
+    if (z->stage == 0 && z->gflat) {
+        if (last && z->bucket_lo[unit] == unit) {
+            float *b = z->gflat + z->bucket_off[unit];
+            mt_comm_iallreduce(z->dp, b, b, z->bucket_len[unit], &z->greq[unit]);
+        }
+    } else if (z->stage == 0) {
         if (last) mt_comm_iallreduce(z->dp, z->full_g[unit], z->full_g[unit], z->numel[unit], &z->greq[unit]);
     } else if (z->stage == 1) {
         if (last) mt_comm_ireduce_scatter(z->shard, z->full_g[unit], z->full_g[unit], z->S[unit], &z->greq[unit]);

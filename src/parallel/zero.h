@@ -20,6 +20,15 @@
  * Hybrid (shard group G < dp): reduce-scatter inside the shard group, then
  * all-reduce the shard across the replica group.
  *
+ * Buckets (stage 0, DDP-style): by default each unit's gradient is all-reduced
+ * on its own as soon as its backward ends. With bucket_bytes > 0 the
+ * gradients of all units live in one flat buffer in unit order, and
+ * consecutive units in backward order (head, last block, ..., embedding) are
+ * grouped until a bucket holds >= bucket_bytes; a bucket's single all-reduce
+ * starts when its last unit's backward ends. Bigger buckets mean fewer, larger
+ * messages and less overlap. Stages 1-3 reduce per unit: their shards are
+ * laid out per unit, so the unit is the bucket (as in FSDP).
+ *
  * Memory categories: params/grads/optimizer as above; pooled full-unit
  * buffers (stages 2/3) count as MT_MEM_COMM. Nothing is allocated per step.
  *
@@ -51,9 +60,17 @@ typedef struct {
     mt_mem *mem;
     int no_overlap;                /* measurement aid: wait for each reduction at once */
     double exposed_s;              /* time spent waiting for gradient reductions */
+    float *gflat;                  /* stage 0 with buckets: all units' gradients, unit order */
+    size_t gflat_len;
+    int *bucket_lo;                /* per unit: lowest unit of its bucket (launches the all-reduce) */
+    size_t *bucket_off, *bucket_len; /* per launching unit: its bucket's range in gflat */
+    int n_buckets;
 } mt_zero;
 
-int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, mt_mem *mem, mt_error *err);
+/* bucket_bytes: stage 0 all-reduce bucket size (0 = one bucket per unit);
+ * must be 0 for stages 1-3. */
+int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t bucket_bytes, mt_mem *mem,
+                 mt_error *err);
 /* Frees what zero allocated; call before mt_model_free. */
 void mt_zero_free(mt_zero *z, mt_model *m);
 

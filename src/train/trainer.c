@@ -95,6 +95,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     tr->o = *o;
     mt_train_opts *op = &tr->o;
     tr->rank = mt_comm_rank(world);
+    mt_trainer_accounting_alloc(tr, world);
     /* Checks of the flags alone: identical on every rank, so every rank
      * returns the same error before any communication. */
     if (op->mesh.tp != 1 || op->mesh.pp != 1)
@@ -102,6 +103,12 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
                          op->mesh.tp, op->mesh.pp);
     if (mt_mesh_check(&op->mesh, mt_comm_size(world), err)) return -1;
     if (op->zero < 0 || op->zero > 3) return mt_errorf(err, "--zero must be 0, 1, 2 or 3, got %d", op->zero);
+    if (!(op->bucket_mb >= 0)) return mt_errorf(err, "--bucket-mb must be >= 0 MB, got %g", (double)op->bucket_mb);
+    if (op->bucket_mb > 0 && op->zero != 0)
+        return mt_errorf(err, "--bucket-mb applies to --zero 0 only: ZeRO stages 1-3 reduce each unit's "
+                              "shard-aligned gradient on its own (the unit is the bucket); drop --bucket-mb");
+    if (op->dump_grads && op->zero != 0)
+        return mt_errorf(err, "--dump-grads needs --zero 0 (it writes the full gradient of rank 0)");
     tr->dp = op->mesh.dp;
     if (op->batch < 1) return mt_errorf(err, "--batch must be >= 1, got %d", op->batch);
     if (op->micro_batch <= 0) {
@@ -128,7 +135,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     tr->dp_rank = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
 
     mt_model_create(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem);
-    if (mt_zero_init(&tr->zero, &tr->model, &tr->mesh, op->zero, &tr->mem, err)) return -1;
+    if (mt_zero_init(&tr->zero, &tr->model, &tr->mesh, op->zero, (size_t)((double)op->bucket_mb * 1048576.0), &tr->mem, err)) return -1;
     tr->zero.no_overlap = op->no_overlap;
     alloc_opt_state(tr);
     if (from && agree(world, mt_train_ckpt_load(tr, from, op->resume, err), err)) return -1;
@@ -199,7 +206,7 @@ double mt_trainer_step(mt_trainer *tr) {
     }
     mt_zero_finish_grads(z, m);
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &loss_sum, &loss_sum, 1, MT_COMM_F64, MT_COMM_SUM);
-    if (o->dump_grads && tr->step == 0 && tr->rank == 0 && o->zero == 0) mt_train_dump_grads(tr, o->dump_grads);
+    if (o->dump_grads && tr->step == 0 && tr->rank == 0) mt_train_dump_grads(tr, o->dump_grads);
     double norm = sqrt(mt_zero_grad_sumsq(z, m));
     float coef = mt_clip_coef(norm, o->grad_clip);
     float lr = mt_lr_at(&o->lr, tr->step);
@@ -219,19 +226,27 @@ double mt_trainer_step(mt_trainer *tr) {
     return tr->last_loss;
 }
 
-/* Every rank evaluates the same batches (ZeRO-3 needs every rank in the
- * gathers anyway); rank 0 reports. */
+/* The eval batches are dealt round-robin over the dp ranks and the loss sums
+ * all-reduced. Under ZeRO-3 every rank of the shard group takes part in each
+ * forward's gathers, so a rank without a batch in the last round runs a
+ * forward whose loss it discards. */
 double mt_trainer_eval(mt_trainer *tr) {
     mt_model *m = &tr->model;
-    int b = tr->o.micro_batch, T = tr->o.cfg.seq_len;
+    int b = tr->o.micro_batch, T = tr->o.cfg.seq_len, dp = tr->dp;
     mt_fwd_ctx fc = {0, (uint32_t)tr->step};
     double sum = 0.0;
     int nb = tr->o.eval_batches > 0 ? tr->o.eval_batches : 1;
-    for (int k = 0; k < nb; k++) {
-        mt_loader_fill(&tr->val_ld, (uint64_t)k * b, b, m->acts.tokens, m->acts.targets, m->acts.sample_ids);
+    int rounds = (nb + dp - 1) / dp;
+    for (int i = 0; i < rounds; i++) {
+        int k = i * dp + tr->dp_rank;
+        if (k >= nb && tr->o.zero != 3) break;
+        int kk = k < nb ? k : 0;
+        mt_loader_fill(&tr->val_ld, (uint64_t)kk * b, b, m->acts.tokens, m->acts.targets, m->acts.sample_ids);
         mt_zero_begin_microbatch(&tr->zero, m, 0);
-        sum += forward_units(tr, &fc, 0.0f);
+        double s = forward_units(tr, &fc, 0.0f);
+        if (k < nb) sum += s;
     }
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &sum, &sum, 1, MT_COMM_F64, MT_COMM_SUM);
     return sum / ((double)nb * b * T);
 }
 
@@ -292,38 +307,9 @@ void mt_trainer_free(mt_trainer *tr) {
         mt_model_free(&tr->model);
     }
     if (tr->mesh_ok) mt_mesh_free(&tr->mesh);
+    mt_trainer_accounting_free(tr);
     mt_loader_free(&tr->train_ld);
     mt_loader_free(&tr->val_ld);
     free(tr->train_tokens);
     free(tr->val_tokens);
-}
-
-/* Rank 0 writes its own numbers (every rank of a ZeRO layout holds the same
- * amounts up to the padding of the last shard). Comm bytes are totals over
- * the run divided by the steps run in this process (eval adds its ZeRO-3
- * gathers to them; tests run without eval). */
-int mt_trainer_report(mt_trainer *tr, mt_error *err) {
-    if (!tr->o.report_json || tr->rank != 0) return 0;
-    FILE *f = fopen(tr->o.report_json, "w");
-    if (!f) return mt_errorf(err, "cannot open --report-json file '%s' for writing", tr->o.report_json);
-    double steps = tr->steps_run > 0 ? (double)tr->steps_run : 1.0;
-    fprintf(f, "{\"dp\":%d,\"zero\":%d,\"shard_group\":%d,\"params\":%zu,\"steps\":%lld,\"memory\":{", tr->dp,
-            tr->o.zero, tr->mesh.shape.shard, tr->model.layout.total_params, (long long)tr->steps_run);
-    for (int c = 0; c < MT_MEM_NCAT; c++)
-        fprintf(f, "%s\"%s\":%zu", c ? "," : "", mt_mem_cat_name((mt_mem_cat)c), tr->mem.cur[c]);
-    fprintf(f, "},\"time_per_step_s\":{\"step\":%.6f,\"backward\":%.6f,\"grad_comm_exposed\":%.6f}", tr->step_s / steps,
-            tr->backward_s / steps, tr->zero.exposed_s / steps);
-    fprintf(f, ",\"comm_per_step\":{");
-    static const mt_mesh_axis axes[] = {MT_AXIS_DP, MT_AXIS_SHARD, MT_AXIS_REPLICA};
-    for (int a = 0; a < 3; a++) {
-        const mt_comm_stats *st = mt_comm_get_stats(mt_mesh_comm(&tr->mesh, axes[a]));
-        fprintf(f, "%s\"%s\":{", a ? "," : "", mt_mesh_axis_name(axes[a]));
-        for (int k = 0; k < MT_COMM_NKIND; k++)
-            fprintf(f, "%s\"%s\":{\"calls\":%.3f,\"bytes_sent\":%.1f}", k ? "," : "", mt_comm_kind_name((mt_comm_kind)k),
-                    (double)st->k[k].calls / steps, (double)st->k[k].bytes_sent / steps);
-        fprintf(f, "}");
-    }
-    fprintf(f, "}}\n");
-    if (fclose(f)) return mt_errorf(err, "cannot write --report-json file '%s'", tr->o.report_json);
-    return 0;
 }

@@ -36,6 +36,7 @@ typedef struct {
     int zero;            /* ZeRO stage 0..3 */
     const char *report_json; /* memory per category and bytes sent per collective */
     int no_overlap;      /* measurement aid: wait for each unit's gradient reduction at once */
+    float bucket_mb;     /* ZeRO-0: gradient all-reduce buckets of >= this many MB of units (0 = one per unit) */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
@@ -59,6 +60,8 @@ typedef struct {
     int rank;               /* world rank; only rank 0 prints and writes files */
     int dp, dp_rank;
     int mesh_ok;
+    mt_comm *world;         /* borrowed */
+    double *acct_start, *acct_end; /* [world size][record] accounting records (accounting.c) */
 } mt_trainer;
 
 /* Collective over world (a process is the mesh 1x1x1: world of size 1).
@@ -71,9 +74,15 @@ double mt_trainer_step(mt_trainer *tr);
 double mt_trainer_eval(mt_trainer *tr);
 int mt_trainer_run(mt_trainer *tr, mt_error *err);
 int mt_trainer_save(mt_trainer *tr, mt_error *err);
-/* Writes --report-json (rank 0): bytes per memory category, bytes sent per
- * collective per step on the dp/shard/replica groups. */
-int mt_trainer_report(mt_trainer *tr, mt_error *err);
+/* Accounting (accounting.c), collective over world: at start (after init)
+ * and at the end every rank's bytes per memory category and bytes sent per
+ * step per collective are gathered; rank 0 prints them (unless --log-every
+ * 0) and writes --report-json with rank 0's numbers at top level and every
+ * rank's under "ranks". */
+void mt_trainer_accounting_alloc(mt_trainer *tr, mt_comm *world);
+void mt_trainer_accounting_free(mt_trainer *tr);
+void mt_trainer_report_start(mt_trainer *tr);
+int mt_trainer_report_end(mt_trainer *tr, mt_error *err);
 void mt_trainer_free(mt_trainer *tr);
 
 #endif

@@ -1,0 +1,175 @@
+/* Per-rank accounting: bytes held per memory category (at start, at end and
+ * peak) and bytes sent per step per collective on each mesh group. Every
+ * rank packs its numbers into a fixed record of doubles; one all-gather over
+ * the world brings all records to every rank; rank 0 prints a table and
+ * writes --report-json. Not on the per-step path. */
+#include "train/trainer.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* The mesh groups the trainer's collectives run on. */
+static const mt_mesh_axis acct_axes[] = {MT_AXIS_DP, MT_AXIS_SHARD, MT_AXIS_REPLICA};
+#define ACCT_NAXES 3
+
+/* Record layout (doubles). */
+enum {
+    R_CUR = 0,                               /* MT_MEM_NCAT bytes held now */
+    R_PEAK = R_CUR + MT_MEM_NCAT,            /* MT_MEM_NCAT peak bytes per category */
+    R_PEAK_TOTAL = R_PEAK + MT_MEM_NCAT,     /* peak of the sum */
+    R_STEPS = R_PEAK_TOTAL + 1,              /* optimizer steps run by this process */
+    R_STEP_S, R_BACKWARD_S, R_EXPOSED_S,     /* summed seconds */
+    R_COMM,                                  /* [axis][kind][calls, bytes_sent] totals */
+    R_LEN = R_COMM + ACCT_NAXES * MT_COMM_NKIND * 2
+};
+
+static size_t comm_index(int axis, int kind, int field) {
+    return (size_t)R_COMM + ((size_t)axis * MT_COMM_NKIND + (size_t)kind) * 2 + (size_t)field;
+}
+
+static void pack_record(const mt_trainer *tr, double *rec) {
+    memset(rec, 0, R_LEN * sizeof(double));
+    for (int c = 0; c < MT_MEM_NCAT; c++) {
+        rec[R_CUR + c] = (double)tr->mem.cur[c];
+        rec[R_PEAK + c] = (double)tr->mem.peak[c];
+    }
+    rec[R_PEAK_TOTAL] = (double)tr->mem.peak_total;
+    rec[R_STEPS] = (double)tr->steps_run;
+    rec[R_STEP_S] = tr->step_s;
+    rec[R_BACKWARD_S] = tr->backward_s;
+    rec[R_EXPOSED_S] = tr->zero.exposed_s;
+    for (int a = 0; a < ACCT_NAXES; a++) {
+        const mt_comm_stats *st = mt_comm_get_stats(mt_mesh_comm(&tr->mesh, acct_axes[a]));
+        for (int k = 0; k < MT_COMM_NKIND; k++) {
+            rec[comm_index(a, k, 0)] = (double)st->k[k].calls;
+            rec[comm_index(a, k, 1)] = (double)st->k[k].bytes_sent;
+        }
+    }
+}
+
+void mt_trainer_accounting_alloc(mt_trainer *tr, mt_comm *world) {
+    tr->world = world;
+    size_t n = (size_t)mt_comm_size(world) * R_LEN;
+    tr->acct_start = mt_xcalloc(n, sizeof(double), "accounting records");
+    tr->acct_end = mt_xcalloc(n, sizeof(double), "accounting records");
+}
+
+void mt_trainer_accounting_free(mt_trainer *tr) {
+    free(tr->acct_start);
+    free(tr->acct_end);
+    tr->acct_start = tr->acct_end = NULL;
+}
+
+static void gather_records(mt_trainer *tr, double *all) {
+    double rec[R_LEN];
+    pack_record(tr, rec);
+    mt_comm_allgather(tr->world, rec, all, sizeof rec);
+}
+
+static double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+
+static void print_memory_table(const double *all, int n, const char *when, int with_peak) {
+    printf("memory per rank %s (MiB):\n  rank %9s %9s %9s %11s %9s %9s %9s%s\n", when, "params", "grads",
+           "optimizer", "activations", "comm", "scratch", "total", with_peak ? "      peak" : "");
+    for (int r = 0; r < n; r++) {
+        const double *rec = all + (size_t)r * R_LEN;
+        double tot = 0;
+        printf("  %4d", r);
+        for (int c = 0; c < MT_MEM_NCAT; c++) {
+            printf(c == MT_MEM_ACTS ? " %11.2f" : " %9.2f", mib(rec[R_CUR + c]));
+            tot += rec[R_CUR + c];
+        }
+        printf(" %9.2f", mib(tot));
+        if (with_peak) printf(" %9.2f", mib(rec[R_PEAK_TOTAL]));
+        printf("\n");
+    }
+}
+
+/* Bytes sent per step by each rank, per collective kind summed over groups. */
+static void print_comm_table(const double *all, int n) {
+    static const mt_comm_kind kinds[] = {MT_COMM_ALLREDUCE, MT_COMM_REDUCE_SCATTER, MT_COMM_ALLGATHER,
+                                         MT_COMM_ALLREDUCE_CTL, MT_COMM_BROADCAST, MT_COMM_SEND};
+    printf("bytes sent per step per rank (MB; dp, shard and replica groups):\n  rank");
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) printf(" %14s", mt_comm_kind_name(kinds[k]));
+    printf("\n");
+    for (int r = 0; r < n; r++) {
+        const double *rec = all + (size_t)r * R_LEN;
+        double steps = rec[R_STEPS] > 0 ? rec[R_STEPS] : 1.0;
+        printf("  %4d", r);
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            double s = 0;
+            for (int a = 0; a < ACCT_NAXES; a++) s += rec[comm_index(a, (int)kinds[k], 1)];
+            printf(" %14.4f", s / steps * 1e-6);
+        }
+        printf("\n");
+    }
+}
+
+void mt_trainer_report_start(mt_trainer *tr) {
+    gather_records(tr, tr->acct_start);
+    if (tr->rank == 0 && tr->o.log_every > 0)
+        print_memory_table(tr->acct_start, mt_comm_size(tr->world), "at start", 0);
+}
+
+static void json_memory(FILE *f, const char *key, const double *v) {
+    fprintf(f, "\"%s\":{", key);
+    for (int c = 0; c < MT_MEM_NCAT; c++) fprintf(f, "%s\"%s\":%.0f", c ? "," : "", mt_mem_cat_name((mt_mem_cat)c), v[c]);
+    fprintf(f, "}");
+}
+
+static void json_comm(FILE *f, const double *rec) {
+    double steps = rec[R_STEPS] > 0 ? rec[R_STEPS] : 1.0;
+    fprintf(f, "\"comm_per_step\":{");
+    for (int a = 0; a < ACCT_NAXES; a++) {
+        fprintf(f, "%s\"%s\":{", a ? "," : "", mt_mesh_axis_name(acct_axes[a]));
+        for (int k = 0; k < MT_COMM_NKIND; k++)
+            fprintf(f, "%s\"%s\":{\"calls\":%.3f,\"bytes_sent\":%.1f}", k ? "," : "", mt_comm_kind_name((mt_comm_kind)k),
+                    rec[comm_index(a, k, 0)] / steps, rec[comm_index(a, k, 1)] / steps);
+        fprintf(f, "}");
+    }
+    fprintf(f, "}");
+}
+
+static void json_rank(FILE *f, const double *start, const double *end) {
+    double steps = end[R_STEPS] > 0 ? end[R_STEPS] : 1.0;
+    json_memory(f, "memory", end + R_CUR);
+    fprintf(f, ",");
+    json_memory(f, "memory_start", start + R_CUR);
+    fprintf(f, ",");
+    json_memory(f, "memory_peak", end + R_PEAK);
+    fprintf(f, ",\"memory_peak_total\":%.0f", end[R_PEAK_TOTAL]);
+    fprintf(f, ",\"time_per_step_s\":{\"step\":%.6f,\"backward\":%.6f,\"grad_comm_exposed\":%.6f},", end[R_STEP_S] / steps,
+            end[R_BACKWARD_S] / steps, end[R_EXPOSED_S] / steps);
+    json_comm(f, end);
+}
+
+/* Top level: rank 0's numbers (every rank of a layout holds the same amounts
+ * up to the padding of the last shard), then "ranks": every rank's. */
+static int write_json(const mt_trainer *tr, const char *path, mt_error *err) {
+    FILE *f = fopen(path, "w");
+    if (!f) return mt_errorf(err, "cannot open --report-json file '%s' for writing", path);
+    int n = mt_comm_size(tr->world);
+    fprintf(f, "{\"world\":%d,\"dp\":%d,\"zero\":%d,\"shard_group\":%d,\"bucket_mb\":%g,\"params\":%zu,\"steps\":%lld,", n,
+            tr->dp, tr->o.zero, tr->mesh.shape.shard, (double)tr->o.bucket_mb, tr->model.layout.total_params,
+            (long long)tr->steps_run);
+    json_rank(f, tr->acct_start, tr->acct_end);
+    fprintf(f, ",\"ranks\":[");
+    for (int r = 0; r < n; r++) {
+        fprintf(f, "%s{\"rank\":%d,", r ? "," : "", r);
+        json_rank(f, tr->acct_start + (size_t)r * R_LEN, tr->acct_end + (size_t)r * R_LEN);
+        fprintf(f, "}");
+    }
+    fprintf(f, "]}\n");
+    if (ferror(f) | fclose(f)) return mt_errorf(err, "cannot write --report-json file '%s' (disk full?)", path);
+    return 0;
+}
+
+int mt_trainer_report_end(mt_trainer *tr, mt_error *err) {
+    gather_records(tr, tr->acct_end);
+    if (tr->rank != 0) return 0;
+    int n = mt_comm_size(tr->world);
+    if (tr->o.log_every > 0) {
+        print_memory_table(tr->acct_end, n, "at end", 1);
+        if (tr->steps_run > 0) print_comm_table(tr->acct_end, n);
+    }
+    return tr->o.report_json ? write_json(tr, tr->o.report_json, err) : 0;
+}
