@@ -48,18 +48,41 @@ typedef struct {
 
 typedef struct {
     mt_gpt_layout layout;
-    float **params;   /* [n_units] flat parameter buffers */
+    float **params;   /* [n_units] flat parameter buffers (NULL: unit not held here) */
     float **grads;    /* [n_units] flat gradient buffers */
-    mt_acts acts;
+    mt_acts acts;     /* the activation slot in use (a copy of slots[k]) */
+    mt_acts *slots;   /* [n_slots] activations of microbatches in flight (pipeline) */
+    int n_slots;
     mt_grad_scratch gs;
     uint64_t seed;    /* init and dropout seed */
     mt_mem *mem;
 } mt_model;
 
+/* The part of the model one process holds (a pipeline stage, or several
+ * chunks of the interleaved schedule). */
+typedef struct {
+    const unsigned char *own_layer; /* [n_layer]: 1 = block held here; NULL = every block */
+    int own_embed;                  /* the embedding (wte, wpe; unit 0) */
+    int own_head;                   /* final LayerNorm and the loss; the head is tied to wte, so
+                                       unit 0's parameters are held as well */
+    int act_slots;                  /* microbatches whose activations are held at once (>= 1) */
+} mt_model_part;
+
 /* Builds the layout and allocates params, grads, activations for
  * microbatches of B x T and backward scratch. Parameters are initialised
  * from seed (a function of seed, tensor name and element index). */
 void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem);
+/* The same for part of the model: only the units of the part are allocated
+ * (params[u] == NULL otherwise), and part->act_slots activation slots, each
+ * with the activations of the held blocks, the input buffer of each held
+ * block whose predecessor is not held (blocks[l-1].res3: the activation
+ * received from the previous stage) and, with the head, the final LayerNorm
+ * and losses (the logits buffer is shared by all slots: the head's forward
+ * and backward run back to back). */
+void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem,
+                          const mt_model_part *part);
+/* Makes activation slot k the one the unit functions use. */
+void mt_model_use_slot(mt_model *m, int k);
 void mt_model_free(mt_model *m);
 void mt_model_zero_grads(mt_model *m);
 
