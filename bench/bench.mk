@@ -1,0 +1,6 @@
+# Benchmark helpers, built with the project's compiler, flags and BLAS:
+#   make -f Makefile -f bench/bench.mk build/bench/gemm_rate
+build/bench/gemm_rate: bench/gemm_rate.c
+	@mkdir -p build/bench
+	@echo "CC $<"
+	@$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(LDLIBS)

@@ -1,0 +1,206 @@
+"""`make bench`: meshtrain against a PyTorch reference of the same model.
+
+For each config it runs meshtrain (`meshtrain train` on a random-token shard,
+step times from its --metrics lines) and bench/torch_gpt.py ALTERNATELY for
+several rounds, drops each run's warm-up steps, and prints the median
+tokens/s of each, their ratio and the MFU of each: model FLOP/s over the
+sgemm rate that build/bench/gemm_rate measures on the spot on the model's
+own GEMM shapes, with the same library and thread count. Also the peak
+resident memory of both on config A, and the data-parallel efficiency on
+config B (`mpirun -np 2 meshtrain train --dp 2`, 1 thread each, against two
+independent single-process runs started at the same moment).
+
+Environment: BENCH_QUICK=1 (a smoke test: fewer steps and rounds),
+BENCH_ROUNDS, BENCH_CONFIGS (e.g. "A,C"), BENCH_THREADS2 ("A" by default:
+configs also measured with 2 threads; "" for none), BENCH_DP (0 skips the
+data-parallel measurement), BENCH_JSON (also write every figure there)."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MESHTRAIN = os.path.join(ROOT, "build", "meshtrain")
+GEMM_RATE = os.path.join(ROOT, "build", "bench", "gemm_rate")
+TORCH_GPT = os.path.join(ROOT, "bench", "torch_gpt.py")
+PYTHON = "/usr/bin/python3"
+
+# name: layers, dim, heads, vocab (real), batch, seq_len
+CONFIGS = {
+    "A": dict(L=12, C=768, H=12, V=50257, B=4, T=64),
+    "B": dict(L=6, C=384, H=6, V=50304, B=8, T=256),
+    "C": dict(L=4, C=128, H=4, V=256, B=32, T=128),
+}
+QUICK = os.environ.get("BENCH_QUICK", "0") not in ("", "0")
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "1" if QUICK else "3"))
+# (warm-up steps dropped, measured steps) per run
+STEPS = {"A": (2, 3), "B": (2, 3), "C": (3, 8)} if not QUICK else {"A": (1, 2), "B": (1, 2), "C": (2, 3)}
+
+
+def padded_vocab(v):
+    return (v + 127) // 128 * 128
+
+
+def flops_per_token(cfg):
+    """6 N + 12 L C T, N without wpe, the tied embedding once (its Vp rows),
+    as mt_model_flops_per_token."""
+    L, C, Vp, T = cfg["L"], cfg["C"], padded_vocab(cfg["V"]), cfg["T"]
+    n = Vp * C + L * (12 * C * C + 13 * C) + 2 * C
+    return 6.0 * n + 12.0 * L * C * T
+
+
+def thread_env(threads, passive):
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    if passive:
+        env["OMP_WAIT_POLICY"] = "passive"
+    return env
+
+
+def run(cmd, env, what):
+    """Runs cmd under /usr/bin/time; returns (stdout, peak RSS in KB)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name] + cmd, env=env, cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            sys.exit(f"bench: {what} failed (exit {p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+        lines = rss.read().strip().splitlines()
+        return p.stdout, int(lines[-1]) if lines and lines[-1].isdigit() else 0
+
+
+def meshtrain_cmd(cfg, shard, steps, metrics, extra=()):
+    return [MESHTRAIN, "train", "--train", shard, "--layers", str(cfg["L"]), "--dim", str(cfg["C"]),
+            "--heads", str(cfg["H"]), "--vocab", str(cfg["V"]), "--seq-len", str(cfg["T"]),
+            "--batch", str(cfg["B"]), "--steps", str(steps), "--lr", "3e-4", "--weight-decay", "0.1",
+            "--grad-clip", "1", "--log-every", "1000000", "--metrics", metrics] + list(extra)
+
+
+def metrics_ms(path, warm):
+    with open(path) as f:
+        rows = [json.loads(l) for l in f if l.strip()]
+    ms = [r["ms"] for r in rows if "ms" in r]
+    return ms[warm:]
+
+
+def run_meshtrain(cfg, shard, warm, steps, threads, passive):
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as m:
+        _, rss = run(meshtrain_cmd(cfg, shard, warm + steps, m.name), thread_env(threads, passive), "meshtrain train")
+        return metrics_ms(m.name, warm), rss
+
+
+def run_torch(cfg, warm, steps, threads, passive):
+    cmd = [PYTHON, TORCH_GPT, "--layers", str(cfg["L"]), "--dim", str(cfg["C"]), "--heads", str(cfg["H"]),
+           "--vocab", str(padded_vocab(cfg["V"])), "--seq-len", str(cfg["T"]), "--batch", str(cfg["B"]),
+           "--steps", str(warm + steps), "--threads", str(threads)]
+    out, rss = run(cmd, thread_env(threads, passive), "torch_gpt.py")
+    rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    return [r["ms"] for r in rows if "ms" in r][warm:], rss
+
+
+def gemm_rate(cfg, threads):
+    out, _ = run([GEMM_RATE, str(cfg["L"]), str(cfg["C"]), str(padded_vocab(cfg["V"])), str(cfg["B"] * cfg["T"]),
+                  "2" if QUICK else "3"], thread_env(threads, False), "gemm_rate")
+    vals = dict(l.split() for l in out.splitlines() if l.strip())
+    return float(vals["gemm_gflops"])
+
+
+def load():
+    return os.getloadavg()[0]
+
+
+def bench_config(name, cfg, shard, threads, results):
+    warm, steps = STEPS[name]
+    tokens = cfg["B"] * cfg["T"]
+    fpt = flops_per_token(cfg)
+    rate = gemm_rate(cfg, threads)
+    mt_ms, pt_ms, mt_rss, pt_rss = [], [], 0, 0
+    for r in range(ROUNDS):
+        ms, rss = run_meshtrain(cfg, shard, warm, steps, threads, passive=False)
+        mt_ms.append(statistics.median(ms))
+        mt_rss = max(mt_rss, rss)
+        ms, rss = run_torch(cfg, warm, steps, threads, passive=threads > 1)
+        pt_ms.append(statistics.median(ms))
+        pt_rss = max(pt_rss, rss)
+    mt_tps = tokens / (statistics.median(mt_ms) * 1e-3)
+    pt_tps = tokens / (statistics.median(pt_ms) * 1e-3)
+    row = dict(config=name, threads=threads, meshtrain_tok_s=mt_tps, torch_tok_s=pt_tps, ratio=mt_tps / pt_tps,
+               gemm_gflops=rate, mfu_meshtrain=fpt * mt_tps * 1e-9 / rate, mfu_torch=fpt * pt_tps * 1e-9 / rate,
+               meshtrain_rss_mb=mt_rss / 1024, torch_rss_mb=pt_rss / 1024,
+               meshtrain_ms=mt_ms, torch_ms=pt_ms, load=load())
+    results.append(row)
+    print(f"{name:>3} {threads:>2}t {mt_tps:>10.0f} {pt_tps:>10.0f} {row['ratio']:>6.2f}x {rate:>8.1f} "
+          f"{row['mfu_meshtrain']:>6.2f} {row['mfu_torch']:>6.2f} {row['meshtrain_rss_mb']:>7.0f} "
+          f"{row['torch_rss_mb']:>7.0f}   (load {row['load']:.1f})", flush=True)
+
+
+def bench_dp(cfg, shard, results):
+    """--dp 2 with 1 thread per rank (each rank the config's batch) against two
+    independent single-process runs of the config started together."""
+    warm, steps = STEPS["B"]
+    env = thread_env(1, False)
+    dp_tps, solo_tps = [], []
+    for r in range(ROUNDS):
+        with tempfile.NamedTemporaryFile(suffix=".jsonl") as m:
+            cmd = ["mpirun", "-np", "2", "--bind-to", "core"] + meshtrain_cmd(
+                dict(cfg, B=2 * cfg["B"]), shard, warm + steps, m.name, ["--dp", "2"])
+            run(cmd, env, "mpirun meshtrain --dp 2")
+            dp_tps.append(2 * cfg["B"] * cfg["T"] / (statistics.median(metrics_ms(m.name, warm)) * 1e-3))
+        files = [tempfile.NamedTemporaryFile(suffix=".jsonl") for _ in range(2)]
+        procs = [subprocess.Popen(["taskset", "-c", str(i)] + meshtrain_cmd(cfg, shard, warm + steps, f.name),
+                                  env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for i, f in enumerate(files)]
+        for p in procs:
+            _, err = p.communicate()
+            if p.returncode != 0:
+                sys.exit(f"bench: independent meshtrain run failed (exit {p.returncode})\n{err[-2000:]}")
+        solo_tps.append(sum(cfg["B"] * cfg["T"] / (statistics.median(metrics_ms(f.name, warm)) * 1e-3)
+                            for f in files))
+        for f in files:
+            f.close()
+    d, s = statistics.median(dp_tps), statistics.median(solo_tps)
+    results.append(dict(config="B", dp_tok_s=d, independent_tok_s=s, dp_efficiency=d / s, dp_runs=dp_tps,
+                        independent_runs=solo_tps, load=load()))
+    print(f"\ndata parallel, config B, 1 thread per process: --dp 2 {d:.0f} tok/s, two independent runs "
+          f"{s:.0f} tok/s, efficiency {d / s:.3f}", flush=True)
+
+
+def main():
+    for path in (MESHTRAIN, GEMM_RATE):
+        if not os.access(path, os.X_OK):
+            sys.exit(f"bench: {path} is missing; run `make bench` (it builds it)")
+    names = [n.strip() for n in os.environ.get("BENCH_CONFIGS", "A,B,C").split(",") if n.strip()]
+    two = [n.strip() for n in os.environ.get("BENCH_THREADS2", "A").split(",") if n.strip()]
+    for n in names + two:
+        if n not in CONFIGS:
+            sys.exit(f"bench: unknown config '{n}' (expected A, B or C)")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        shards = {}
+        for v in sorted({c["V"] for c in CONFIGS.values()}):
+            shards[v] = os.path.join(tmp, f"random_v{v}.bin")
+            subprocess.run([PYTHON, os.path.join(ROOT, "bench", "make_shard.py"), shards[v], str(v), "300000"],
+                           check=True)
+        print(f"meshtrain vs PyTorch {__import__('torch').__version__} (fp32, AdamW, clip 1), {ROUNDS} rounds "
+              f"alternating, medians; load {load():.1f}; {'QUICK mode' if QUICK else ''}")
+        print("cfg thr  mesh tok/s torch tok/s  ratio  gemm GF/s  MFU-m  MFU-t  RSS-m MB RSS-t MB")
+        t0 = time.time()
+        for n in names:
+            bench_config(n, CONFIGS[n], shards[CONFIGS[n]["V"]], 1, results)
+        for n in two:
+            bench_config(n, CONFIGS[n], shards[CONFIGS[n]["V"]], 2, results)
+        if os.environ.get("BENCH_DP", "1") != "0":
+            bench_dp(CONFIGS["B"], shards[CONFIGS["B"]["V"]], results)
+        print(f"\n({time.time() - t0:.0f} s; MFU = model FLOP/s (6N + 12LCT per token) / measured sgemm rate; "
+              f"RSS = peak resident set of the process)")
+    if os.environ.get("BENCH_JSON"):
+        with open(os.environ["BENCH_JSON"], "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
