@@ -7,13 +7,24 @@ int mt_opt_kind_parse(const char *s, mt_opt_kind *out, mt_error *err) {
     if (!strcmp(s, "adamw")) *out = MT_OPT_ADAMW;
     else if (!strcmp(s, "adam")) *out = MT_OPT_ADAM;
     else if (!strcmp(s, "sgd")) *out = MT_OPT_SGD;
-    else return mt_errorf(err, "unknown --optimizer '%s' (expected adamw, adam or sgd)", s);
+    else if (!strcmp(s, "adafactor")) *out = MT_OPT_ADAFACTOR;
+    else if (!strcmp(s, "adamw8bit")) *out = MT_OPT_ADAMW8BIT;
+    else return mt_errorf(err, "unknown --optimizer '%s' (expected adamw, adam, sgd, adafactor or adamw8bit)", s);
     return 0;
 }
 
 const char *mt_opt_kind_name(mt_opt_kind k) {
-    return k == MT_OPT_ADAMW ? "adamw" : k == MT_OPT_ADAM ? "adam" : "sgd";
+    switch (k) {
+    case MT_OPT_ADAMW: return "adamw";
+    case MT_OPT_ADAM: return "adam";
+    case MT_OPT_SGD: return "sgd";
+    case MT_OPT_ADAFACTOR: return "adafactor";
+    case MT_OPT_ADAMW8BIT: return "adamw8bit";
+    }
+    return "?";
 }
+
+int mt_opt_is_lean(mt_opt_kind k) { return k == MT_OPT_ADAFACTOR || k == MT_OPT_ADAMW8BIT; }
 
 int mt_opt_state_count(mt_opt_kind k) { return k == MT_OPT_SGD ? 1 : 2; }
 
@@ -44,6 +55,11 @@ void mt_opt_update_range(const mt_opt_hparams *h, const mt_unit_layout *unit, si
         case MT_OPT_SGD:
             op_sgd_update(p + o, g + o, state[0] + o, n, lr, h->momentum, wd, step, grad_scale);
             break;
+        case MT_OPT_ADAFACTOR:
+        case MT_OPT_ADAMW8BIT:
+            mt_die("mt_opt_update_range cannot update optimizer %s: its state lives in optim/%s.h; call "
+                   "its own update function", mt_opt_kind_name(h->kind),
+                   h->kind == MT_OPT_ADAFACTOR ? "adafactor" : "adam8bit");
         }
     }
 }

@@ -9,7 +9,10 @@
 #include "core/error.h"
 #include "model/gpt.h"
 
-typedef enum { MT_OPT_ADAMW = 0, MT_OPT_ADAM, MT_OPT_SGD } mt_opt_kind;
+/* ADAFACTOR and ADAMW8BIT keep their state in their own structures and are
+ * updated by mt_adafactor_update (optim/adafactor.h) and mt_adam8bit_update
+ * (optim/adam8bit.h); mt_opt_update_range refuses them. */
+typedef enum { MT_OPT_ADAMW = 0, MT_OPT_ADAM, MT_OPT_SGD, MT_OPT_ADAFACTOR, MT_OPT_ADAMW8BIT } mt_opt_kind;
 
 typedef struct {
     mt_opt_kind kind;
@@ -18,9 +21,17 @@ typedef struct {
 
 int mt_opt_kind_parse(const char *s, mt_opt_kind *out, mt_error *err);
 const char *mt_opt_kind_name(mt_opt_kind k);
-/* Number of fp32 state buffers per parameter: 2 (Adam m, v), 1 (momentum). */
+/* Number of fp32 state buffers per parameter: 2 (Adam m, v), 1 (momentum).
+ * For the lean optimizers this is the number of fp32 checkpoint streams
+ * (their get_state/set_state functions): 2, "m" and "v" (8-bit AdamW: the
+ * dequantised moments; Adafactor: the momentum, zero without beta1, and the
+ * second moment with each factored matrix's row and column vectors packed at
+ * the start of its slot, see optim/adafactor.h). */
 int mt_opt_state_count(mt_opt_kind k);
 const char *mt_opt_state_name(mt_opt_kind k, int i); /* "m", "v", "momentum" */
+/* 1 for the kinds whose state is not plain fp32 per parameter (Adafactor,
+ * 8-bit AdamW): the caller uses their own modules instead of opt_state. */
+int mt_opt_is_lean(mt_opt_kind k);
 
 /* Updates params[i] for i in [begin, end) of unit `unit` (indices into the
  * unit's flat buffer); p, g, state[k] point at element `begin`. lr is this

@@ -1,0 +1,264 @@
+#include "optim/adafactor.h"
+#include <math.h>
+#include <string.h>
+
+void mt_adafactor_hparams_default(mt_adafactor_hparams *h) {
+    *h = (mt_adafactor_hparams){.beta1 = 0.0f, .decay_rate = -0.8f, .eps1 = 1e-30f, .clip_threshold = 1.0f,
+                                .weight_decay = 0.0f};
+}
+
+static size_t tensor_rows(const mt_tensor *t) { return (size_t)t->shape[0]; }
+static size_t tensor_cols(const mt_tensor *t) { return t->ndim == 2 ? (size_t)t->shape[1] : 1; }
+
+/* The part [*a, *b) of tensor t inside [begin, end); 0 if empty. */
+static int overlap(const mt_tensor *t, size_t begin, size_t end, size_t *a, size_t *b) {
+    *a = t->offset > begin ? t->offset : begin;
+    *b = t->offset + t->numel < end ? t->offset + t->numel : end;
+    return *a < *b;
+}
+
+void mt_adafactor_init(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, size_t begin,
+                       size_t end, mt_mem *mem) {
+    memset(s, 0, sizeof *s);
+    s->begin = begin;
+    s->end = end > begin ? end : begin;
+    s->numel = unit->numel;
+    s->n_tensors = unit->n_tensors;
+    for (int i = 0; i < unit->n_tensors; i++) {
+        const mt_tensor *t = &unit->t[i];
+        size_t rows = tensor_rows(t), cols = tensor_cols(t), a, b;
+        s->factored[i] = t->ndim == 2 && rows >= 2 && cols >= 2;
+        if (s->factored[i]) {
+            s->rc_off[i] = s->n_rc;
+            s->n_rc += rows + cols;
+            if (cols > s->cf_len) s->cf_len = cols;
+        } else {
+            s->v_off[i] = s->n_v;
+            if (overlap(t, s->begin, s->end, &a, &b)) s->n_v += b - a;
+        }
+    }
+    size_t n = s->end - s->begin, nm = h->beta1 > 0.0f ? n : 0;
+    s->state_bytes = (s->n_rc + s->n_v + nm) * sizeof(float);
+    s->rc = mt_mem_alloc(mem, MT_MEM_OPTIM, s->n_rc * sizeof(float), "Adafactor row/column moments");
+    s->v = mt_mem_alloc(mem, MT_MEM_OPTIM, s->n_v * sizeof(float), "Adafactor second moment");
+    s->m = nm ? mt_mem_alloc(mem, MT_MEM_OPTIM, nm * sizeof(float), "Adafactor momentum") : NULL;
+    s->col_factor = mt_mem_alloc(mem, MT_MEM_SCRATCH, s->cf_len * sizeof(float), "Adafactor column factors");
+    s->red_len = s->n_rc + (size_t)s->n_tensors;
+    s->red = mt_mem_alloc(mem, MT_MEM_SCRATCH, s->red_len * sizeof(double), "Adafactor reduction buffer");
+}
+
+void mt_adafactor_free(mt_adafactor *s, mt_mem *mem) {
+    size_t n = s->end - s->begin;
+    mt_mem_free(mem, MT_MEM_OPTIM, s->rc, s->n_rc * sizeof(float));
+    mt_mem_free(mem, MT_MEM_OPTIM, s->v, s->n_v * sizeof(float));
+    mt_mem_free(mem, MT_MEM_OPTIM, s->m, n * sizeof(float));
+    mt_mem_free(mem, MT_MEM_SCRATCH, s->col_factor, s->cf_len * sizeof(float));
+    mt_mem_free(mem, MT_MEM_SCRATCH, s->red, s->red_len * sizeof(double));
+    memset(s, 0, sizeof *s);
+}
+
+size_t mt_adafactor_state_bytes(const mt_adafactor *s) { return s->state_bytes; }
+size_t mt_adafactor_sums_len(const mt_adafactor *s) { return s->n_rc; }
+size_t mt_adafactor_sq_len(const mt_adafactor *s) { return (size_t)s->n_tensors; }
+
+static void check_unit(const mt_adafactor *s, const mt_unit_layout *unit) {
+    if (unit->numel != s->numel || unit->n_tensors != s->n_tensors)
+        mt_die("Adafactor state was built for a unit of %zu elements in %d tensors, called with %zu in %d",
+               s->numel, s->n_tensors, unit->numel, unit->n_tensors);
+}
+
+/* Row segments of the owned elements [a, b) of a [rows, cols] tensor: each
+ * call gives the next row, its first column, the column count and the
+ * offset of the segment's first element from the range's begin. */
+typedef struct {
+    size_t e, last, cols, base;
+} row_segments;
+
+static row_segments segments_of(const mt_tensor *t, size_t cols, size_t a, size_t b, size_t begin) {
+    return (row_segments){a - t->offset, b - t->offset, cols, t->offset - begin};
+}
+
+static int next_segment(row_segments *it, size_t *row, size_t *c0, size_t *nc, size_t *off) {
+    if (it->e >= it->last) return 0;
+    *row = it->e / it->cols;
+    *c0 = it->e % it->cols;
+    *nc = it->cols - *c0 < it->last - it->e ? it->cols - *c0 : it->last - it->e;
+    *off = it->base + it->e;
+    it->e += *nc;
+    return 1;
+}
+
+void mt_adafactor_row_col_sums(const mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
+                               const float *g, float grad_scale, double *sums) {
+    check_unit(s, unit);
+    memset(sums, 0, s->n_rc * sizeof(double));
+    double eps1 = h->eps1;
+    for (int i = 0; i < unit->n_tensors; i++) {
+        const mt_tensor *t = &unit->t[i];
+        size_t a, b, cols = tensor_cols(t);
+        if (!s->factored[i] || !overlap(t, s->begin, s->end, &a, &b)) continue;
+        double *rs = sums + s->rc_off[i], *cs = rs + tensor_rows(t);
+        row_segments it = segments_of(t, cols, a, b, s->begin);
+        size_t row, c0, nc, off;
+        while (next_segment(&it, &row, &c0, &nc, &off)) {
+            const float *gr = g + off;
+            double acc = 0.0;
+            for (size_t c = 0; c < nc; c++) {
+                float gi = gr[c] * grad_scale;
+                double x = (double)gi * gi + eps1;
+                acc += x;
+                cs[c0 + c] += x;
+            }
+            rs[row] += acc;
+        }
+    }
+}
+
+/* 1/sqrt(C) for every column of a matrix, and the row factor
+ * sqrt(mean(R) / R[row]): phases 2 and 3 form U with these same expressions,
+ * so they see bitwise the same U. */
+static void column_factors(const float *C, size_t cols, float *cf) {
+    for (size_t c = 0; c < cols; c++) cf[c] = (float)(1.0 / sqrt((double)C[c]));
+}
+static float row_factor(const float *R, double r_mean, size_t row) { return (float)sqrt(r_mean / (double)R[row]); }
+
+void mt_adafactor_second_moment(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
+                                const float *g, float grad_scale, int64_t step, const double *sums, double *sq) {
+    check_unit(s, unit);
+    double beta2 = 1.0 - pow((double)step, (double)h->decay_rate), omb2 = 1.0 - beta2, eps1 = h->eps1;
+    memset(sq, 0, (size_t)s->n_tensors * sizeof(double));
+    for (int i = 0; i < unit->n_tensors; i++) {
+        const mt_tensor *t = &unit->t[i];
+        size_t a, b, rows = tensor_rows(t), cols = tensor_cols(t);
+        int mine = overlap(t, s->begin, s->end, &a, &b);
+        double acc = 0.0;
+        if (s->factored[i]) {
+            /* every rank updates its replica of R and C from the summed sums */
+            float *R = s->rc + s->rc_off[i], *C = R + rows;
+            const double *rs = sums + s->rc_off[i], *cs = rs + rows;
+            double r_sum = 0.0;
+            for (size_t r = 0; r < rows; r++) {
+                R[r] = (float)(beta2 * R[r] + omb2 * (rs[r] / (double)cols));
+                r_sum += R[r];
+            }
+            for (size_t c = 0; c < cols; c++) C[c] = (float)(beta2 * C[c] + omb2 * (cs[c] / (double)rows));
+            s->r_mean[i] = r_sum / (double)rows;
+            if (!mine) continue;
+            column_factors(C, cols, s->col_factor);
+            row_segments it = segments_of(t, cols, a, b, s->begin);
+            size_t row, c0, nc, off;
+            while (next_segment(&it, &row, &c0, &nc, &off)) {
+                float rf = row_factor(R, s->r_mean[i], row);
+                const float *gr = g + off, *cf = s->col_factor + c0;
+                for (size_t c = 0; c < nc; c++) {
+                    float u = gr[c] * grad_scale * rf * cf[c];
+                    acc += (double)u * u;
+                }
+            }
+        } else {
+            if (!mine) continue;
+            float *V = s->v + s->v_off[i];
+            const float *gt = g + (a - s->begin);
+            for (size_t j = 0; j < b - a; j++) {
+                float gi = gt[j] * grad_scale;
+                V[j] = (float)(beta2 * V[j] + omb2 * ((double)gi * gi + eps1));
+                float u = gi / sqrtf(V[j]);
+                acc += (double)u * u;
+            }
+        }
+        sq[i] = acc;
+    }
+}
+
+void mt_adafactor_apply(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, float *p,
+                        const float *g, float grad_scale, float lr, const double *sq) {
+    check_unit(s, unit);
+    float beta1 = h->beta1, omb1 = (float)(1.0 - (double)h->beta1);
+    for (int i = 0; i < unit->n_tensors; i++) {
+        const mt_tensor *t = &unit->t[i];
+        size_t a, b, rows = tensor_rows(t), cols = tensor_cols(t);
+        if (!overlap(t, s->begin, s->end, &a, &b)) continue;
+        double rms = sqrt(sq[i] / (double)t->numel);
+        double den = rms / (double)h->clip_threshold;
+        float clip = (float)(1.0 / (den > 1.0 ? den : 1.0));
+        float pdecay = t->weight_decay ? (float)(1.0 - (double)lr * (double)h->weight_decay) : 1.0f;
+        float *m = s->m;
+        if (s->factored[i]) {
+            const float *R = s->rc + s->rc_off[i], *C = R + rows;
+            column_factors(C, cols, s->col_factor);
+            row_segments it = segments_of(t, cols, a, b, s->begin);
+            size_t row, c0, nc, off;
+            while (next_segment(&it, &row, &c0, &nc, &off)) {
+                float rf = row_factor(R, s->r_mean[i], row);
+                const float *gr = g + off, *cf = s->col_factor + c0;
+                float *pr = p + off, *mr = m ? m + off : NULL;
+                for (size_t c = 0; c < nc; c++) {
+                    float upd = gr[c] * grad_scale * rf * cf[c] * clip;
+                    if (mr) upd = mr[c] = beta1 * mr[c] + omb1 * upd;
+                    pr[c] = pr[c] * pdecay - lr * upd;
+                }
+            }
+        } else {
+            const float *V = s->v + s->v_off[i];
+            size_t o = a - s->begin;
+            for (size_t j = 0; j < b - a; j++) {
+                float gi = g[o + j] * grad_scale;
+                float upd = gi / sqrtf(V[j]) * clip;
+                if (m) upd = m[o + j] = beta1 * m[o + j] + omb1 * upd;
+                p[o + j] = p[o + j] * pdecay - lr * upd;
+            }
+        }
+    }
+}
+
+void mt_adafactor_update(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, float *p,
+                         const float *g, float lr, int64_t step, float grad_scale, mt_allreduce_sum_fn allreduce_sum,
+                         void *ctx) {
+    double *sums = s->red, *sq = s->red + s->n_rc;
+    mt_adafactor_row_col_sums(s, h, unit, g, grad_scale, sums);
+    if (allreduce_sum) allreduce_sum(ctx, sums, s->n_rc);
+    mt_adafactor_second_moment(s, h, unit, g, grad_scale, step, sums, sq);
+    if (allreduce_sum) allreduce_sum(ctx, sq, (size_t)s->n_tensors);
+    mt_adafactor_apply(s, h, unit, p, g, grad_scale, lr, sq);
+}
+
+void mt_adafactor_get_state(const mt_adafactor *s, const mt_unit_layout *unit, int k, float *dst) {
+    check_unit(s, unit);
+    size_t n = s->end - s->begin;
+    if (k == 0) {
+        if (s->m) memcpy(dst, s->m, n * sizeof(float));
+        else memset(dst, 0, n * sizeof(float));
+        return;
+    }
+    memset(dst, 0, n * sizeof(float));
+    for (int i = 0; i < unit->n_tensors; i++) {
+        const mt_tensor *t = &unit->t[i];
+        size_t a, b;
+        if (!overlap(t, s->begin, s->end, &a, &b)) continue;
+        if (!s->factored[i]) {
+            memcpy(dst + (a - s->begin), s->v + s->v_off[i], (b - a) * sizeof(float));
+            continue;
+        }
+        /* R then C packed at the start of the tensor's slot */
+        const float *rc = s->rc + s->rc_off[i];
+        size_t packed = tensor_rows(t) + tensor_cols(t);
+        for (size_t j = a; j < b && j - t->offset < packed; j++) dst[j - s->begin] = rc[j - t->offset];
+    }
+}
+
+void mt_adafactor_set_state(mt_adafactor *s, const mt_unit_layout *unit, int k, const float *full) {
+    check_unit(s, unit);
+    if (k == 0) {
+        if (s->m) memcpy(s->m, full + s->begin, (s->end - s->begin) * sizeof(float));
+        return;
+    }
+    for (int i = 0; i < unit->n_tensors; i++) {
+        const mt_tensor *t = &unit->t[i];
+        size_t a, b;
+        if (s->factored[i]) {
+            memcpy(s->rc + s->rc_off[i], full + t->offset, (tensor_rows(t) + tensor_cols(t)) * sizeof(float));
+        } else if (overlap(t, s->begin, s->end, &a, &b)) {
+            memcpy(s->v + s->v_off[i], full + a, (b - a) * sizeof(float));
+        }
+    }
+}
