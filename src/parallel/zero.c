@@ -76,14 +76,18 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     z->gshard = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
     z->gslot = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
     z->greq = mt_xcalloc((size_t)U, sizeof(mt_comm_req), "zero tables");
+    z->in_norm = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
     for (int u = 0; u < U; u++) {
-        z->numel[u] = l->units[u].numel;
+        /* Units this process does not hold (pipeline stages) have no buffers. */
+        z->numel[u] = m->params[u] ? l->units[u].numel : 0;
+        z->in_norm[u] = 1;
         z->S[u] = (z->numel[u] + (size_t)z->n - 1) / (size_t)z->n;
         if (u >= 1 && padded(z, u) > z->pool_len) z->pool_len = padded(z, u);
     }
     z->own_full_p = stage == 1 || stage == 2;
     z->own_full_g = stage == 1;
     for (int u = 0; u < U; u++) {
+        if (!z->numel[u]) continue;
         size_t P = padded(z, u), b = (size_t)z->r * z->S[u];
         size_t e = b + z->S[u] < z->numel[u] ? b + z->S[u] : z->numel[u];
         if (stage == 0) {
@@ -144,12 +148,13 @@ void mt_zero_free(mt_zero *z, mt_model *m) {
         mt_mem_free(mem, MT_MEM_COMM, z->ppool[k], z->pool_len * sizeof(float));
     }
     free(z->numel); free(z->S); free(z->full_p); free(z->full_g); free(z->pshard); free(z->gshard);
-    free(z->gslot); free(z->greq);
+    free(z->gslot); free(z->greq); free(z->in_norm);
     memset(z, 0, sizeof *z);
 }
 
 void mt_zero_begin_step(mt_zero *z, mt_model *m) {
     for (int u = 0; u < z->n_units; u++) {
+        if (!z->numel[u]) continue;
         if (z->full_g[u]) memset(z->full_g[u], 0, (z->stage == 0 ? z->numel[u] : padded(z, u)) * sizeof(float));
         if (z->gshard[u]) memset(z->gshard[u], 0, z->S[u] * sizeof(float));
     }
@@ -271,14 +276,15 @@ void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
     for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
     if (z->stage >= 1 && mt_comm_size(z->replica) > 1) {
         for (int u = 0; u < z->n_units; u++)
-            mt_comm_iallreduce(z->replica, grad_shard(z, u), grad_shard(z, u), z->S[u], &z->greq[u]);
+            if (z->numel[u]) mt_comm_iallreduce(z->replica, grad_shard(z, u), grad_shard(z, u), z->S[u], &z->greq[u]);
         for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
     }
 }
 
 double mt_zero_grad_sumsq(mt_zero *z, mt_model *m) {
     double s = 0.0;
-    for (int u = 0; u < z->n_units; u++) s += op_sumsq(grad_shard(z, u), z->S[u]);
+    for (int u = 0; u < z->n_units; u++)
+        if (z->numel[u] && z->in_norm[u]) s += op_sumsq(grad_shard(z, u), z->S[u]);
     if (z->stage >= 1) mt_comm_allreduce_ctl(z->shard, &s, &s, 1, MT_COMM_F64, MT_COMM_SUM);
     return s;
 }
@@ -298,8 +304,9 @@ size_t mt_zero_state_len(const mt_zero *z, int u) { return z->S[u]; }
 void mt_zero_after_step(mt_zero *z, mt_model *m) {
     if (z->stage != 1 && z->stage != 2) return;
     for (int u = 0; u < z->n_units; u++)
-        mt_comm_iallgather(z->shard, z->full_p[u] + (size_t)z->r * z->S[u], z->full_p[u], z->S[u] * sizeof(float),
-                           &z->greq[u]);
+        if (z->numel[u])
+            mt_comm_iallgather(z->shard, z->full_p[u] + (size_t)z->r * z->S[u], z->full_p[u],
+                               z->S[u] * sizeof(float), &z->greq[u]);
     mt_comm_waitall(z->greq, z->n_units);
 }
 

@@ -65,12 +65,17 @@ typedef struct {
     int *bucket_lo;                /* per unit: lowest unit of its bucket (launches the all-reduce) */
     size_t *bucket_off, *bucket_len; /* per launching unit: its bucket's range in gflat */
     int n_buckets;
+    unsigned char *in_norm;        /* per unit: counted in mt_zero_grad_sumsq (a replica of a unit held
+                                      by another stage too -- the tied embedding -- is not) */
 } mt_zero;
 
 /* bucket_bytes: stage 0 all-reduce bucket size (0 = one bucket per unit);
  * must be 0 for stages 1-3. */
 int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t bucket_bytes, mt_mem *mem,
                  mt_error *err);
+/* Units the model does not hold (m->params[u] == NULL at init: another
+ * pipeline stage's) get no buffers and no communication; the hooks must not
+ * be called for them. */
 /* Frees what zero allocated; call before mt_model_free. */
 void mt_zero_free(mt_zero *z, mt_model *m);
 

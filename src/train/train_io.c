@@ -63,6 +63,7 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
     int rc = 0;
     int ns = mt_opt_state_count(tr->o.opt.kind);
     for (int u = 0; u < l->n_units && !rc; u++) {
+        if (!mt_zero_state_len(&tr->zero, u)) continue; /* another pipeline stage's unit */
         rc = read_unit(ck, &l->units[u], "model/", full, err);
         if (!rc) mt_zero_set_full_params(&tr->zero, &tr->model, u, full);
         for (int s = 0; s < ns && resume && !rc; s++) {
@@ -105,8 +106,10 @@ int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err) {
     return rc;
 }
 
-/* Collective: the full tensors are gathered (ZeRO shards) to every rank's
- * view and rank 0 writes the checkpoint; all ranks return its outcome. */
+/* Collective: each unit's full tensors are gathered (ZeRO shards) on the
+ * pipeline stage that holds it, sent to rank 0 by that stage's first
+ * data-parallel rank, and rank 0 writes the checkpoint; all ranks return its
+ * outcome. */
 int mt_trainer_save(mt_trainer *tr, mt_error *err) {
     const mt_gpt_layout *l = &tr->model.layout;
     int ns = mt_opt_state_count(tr->o.opt.kind);
@@ -125,11 +128,19 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
     for (int u = 0; u < l->n_units; u++) {
         size_t ne = l->units[u].numel;
         float *base[3];
+        int holder = mt_pipeline_unit_rank(tr, u);
+        mt_comm *pc = mt_mesh_comm(&tr->mesh, MT_AXIS_PP);
         for (int s = -1; s < ns; s++) {
             float *dst = root ? store + used : scratch;
             if (root) used += ne;
-            if (s < 0) mt_zero_get_full_params(&tr->zero, &tr->model, u, dst, tmp);
-            else mt_zero_get_full_state(&tr->zero, u, tr->opt_state[s][u], dst, tmp);
+            if (tr->pp_rank == holder) {
+                if (s < 0) mt_zero_get_full_params(&tr->zero, &tr->model, u, dst, tmp);
+                else mt_zero_get_full_state(&tr->zero, u, tr->opt_state[s][u], dst, tmp);
+            }
+            if (holder != 0 && tr->dp_rank == 0) { /* world rank 0 is (dp 0, pp 0) */
+                if (tr->pp_rank == holder) mt_comm_send(pc, dst, ne * sizeof(float), 0, 0);
+                else if (root) mt_comm_recv(pc, dst, ne * sizeof(float), holder, 0);
+            }
             base[s + 1] = dst;
         }
         for (int i = 0; i < l->units[u].n_tensors; i++) {

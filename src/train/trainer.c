@@ -31,6 +31,8 @@ void mt_train_opts_defaults(mt_train_opts *o) {
     o->order = MT_ORDER_SHUFFLED;
     o->eval_batches = 8;
     o->log_every = 1;
+    o->pp_schedule = MT_PP_1F1B;
+    o->pp_chunks = 1;
 }
 
 static void alloc_opt_state(mt_trainer *tr) {
@@ -39,8 +41,9 @@ static void alloc_opt_state(mt_trainer *tr) {
     for (int s = 0; s < ns; s++) {
         tr->opt_state[s] = mt_xcalloc((size_t)l->n_units, sizeof(float *), "optimizer state table");
         for (int u = 0; u < l->n_units; u++)
-            tr->opt_state[s][u] = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM, mt_zero_state_len(&tr->zero, u) * sizeof(float),
-                                               "optimizer state");
+            if (mt_zero_state_len(&tr->zero, u))
+                tr->opt_state[s][u] = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM,
+                                                   mt_zero_state_len(&tr->zero, u) * sizeof(float), "optimizer state");
     }
 }
 
@@ -98,17 +101,22 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     mt_trainer_accounting_alloc(tr, world);
     /* Checks of the flags alone: identical on every rank, so every rank
      * returns the same error before any communication. */
-    if (op->mesh.tp != 1 || op->mesh.pp != 1)
-        return mt_errorf(err, "tensor/pipeline parallelism is not implemented yet (--tp %d --pp %d); use --tp 1 --pp 1",
-                         op->mesh.tp, op->mesh.pp);
+    if (op->mesh.tp != 1)
+        return mt_errorf(err, "tensor parallelism is not implemented yet (--tp %d); use --tp 1", op->mesh.tp);
     if (mt_mesh_check(&op->mesh, mt_comm_size(world), err)) return -1;
     if (op->zero < 0 || op->zero > 3) return mt_errorf(err, "--zero must be 0, 1, 2 or 3, got %d", op->zero);
     if (!(op->bucket_mb >= 0)) return mt_errorf(err, "--bucket-mb must be >= 0 MB, got %g", (double)op->bucket_mb);
     if (op->bucket_mb > 0 && op->zero != 0)
         return mt_errorf(err, "--bucket-mb applies to --zero 0 only: ZeRO stages 1-3 reduce each unit's "
                               "shard-aligned gradient on its own (the unit is the bucket); drop --bucket-mb");
-    if (op->dump_grads && op->zero != 0)
-        return mt_errorf(err, "--dump-grads needs --zero 0 (it writes the full gradient of rank 0)");
+    if (op->dump_grads && (op->zero != 0 || op->mesh.pp != 1))
+        return mt_errorf(err, "--dump-grads needs --zero 0 and --pp 1 (it writes the full gradient of rank 0)");
+    if (op->mesh.pp > 1 && op->zero >= 2)
+        return mt_errorf(err, "--zero %d with --pp %d is not supported: ZeRO-2/3 reduce or gather every unit per "
+                              "microbatch, which pipelining interleaves; use --zero 0 or 1 with pipelines",
+                         op->zero, op->mesh.pp);
+    if (op->mesh.pp > 1 && op->bucket_mb > 0)
+        return mt_errorf(err, "--bucket-mb needs --pp 1 (a stage reduces the units it holds one by one)");
     tr->dp = op->mesh.dp;
     if (op->batch < 1) return mt_errorf(err, "--batch must be >= 1, got %d", op->batch);
     if (op->micro_batch <= 0) {
@@ -134,12 +142,21 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     tr->mesh_ok = 1;
     tr->dp_rank = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
 
-    mt_model_create(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem);
+    tr->pp = op->mesh.pp;
+    tr->pp_rank = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_PP));
+    tr->micro_steps = op->batch / (op->micro_batch * tr->dp);
+    mt_model_part part;
+    unsigned char *own_layer = mt_xcalloc((size_t)op->cfg.n_layer, 1, "layer ownership");
+    int rc = mt_pipeline_plan(tr, &part, own_layer, err);
+    if (!rc) mt_model_create_part(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem, &part);
+    free(own_layer);
+    if (rc) return -1;
     if (mt_zero_init(&tr->zero, &tr->model, &tr->mesh, op->zero, (size_t)((double)op->bucket_mb * 1048576.0), &tr->mem, err)) return -1;
     tr->zero.no_overlap = op->no_overlap;
+    if (mt_pipeline_init(tr, err)) return -1;
     alloc_opt_state(tr);
     if (from && agree(world, mt_train_ckpt_load(tr, from, op->resume, err), err)) return -1;
-    int rc = 0;
+    rc = 0;
     if (op->metrics_path && tr->rank == 0) {
         tr->metrics = fopen(op->metrics_path, op->resume ? "a" : "w");
         if (!tr->metrics) rc = mt_errorf(err, "cannot open --metrics file '%s' for writing", op->metrics_path);
@@ -147,72 +164,43 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     return agree(world, rc, err);
 }
 
-/* Forward of one microbatch through the units, with the ZeRO hooks. */
-static double forward_units(mt_trainer *tr, const mt_fwd_ctx *fc, float dscale) {
-    mt_model *m = &tr->model;
-    mt_zero *z = &tr->zero;
-    int L = m->layout.cfg.n_layer;
-    mt_zero_pre_forward(z, m, 0);
-    mt_embed_forward(m, fc);
-    for (int l = 0; l < L; l++) {
-        mt_zero_pre_forward(z, m, 1 + l);
-        mt_block_forward(m, l, fc);
-    }
-    mt_zero_pre_forward(z, m, L + 1);
-    return mt_head_forward(m, fc, dscale);
-}
-
-static void backward_units(mt_trainer *tr, const mt_fwd_ctx *fc, int last) {
-    mt_model *m = &tr->model;
-    mt_zero *z = &tr->zero;
-    int L = m->layout.cfg.n_layer;
-    mt_zero_pre_backward(z, m, L + 1);
-    mt_head_backward(m, fc);
-    mt_zero_post_backward(z, m, L + 1, last);
-    for (int l = L - 1; l >= 0; l--) {
-        mt_zero_pre_backward(z, m, 1 + l);
-        mt_block_backward(m, l, fc);
-        mt_zero_post_backward(z, m, 1 + l, last);
-    }
-    mt_zero_pre_backward(z, m, 0);
-    mt_embed_backward(m, fc);
-    mt_zero_post_backward(z, m, 0, last);
-    mt_zero_end_microbatch(z, m);
+/* The unit-0 (wte) replicas of the first and last pipeline stage hold
+ * partial gradients: summed over the embedding group, both take the same step. */
+static void reduce_tied_embedding(mt_trainer *tr) {
+    if (!tr->embed_group) return;
+    size_t lo, hi;
+    float *p, *g;
+    mt_zero_owned(&tr->zero, &tr->model, 0, &lo, &hi, &p, &g);
+    mt_comm_allreduce(tr->embed_group, g, g, mt_zero_state_len(&tr->zero, 0));
 }
 
 double mt_trainer_step(mt_trainer *tr) {
     mt_model *m = &tr->model;
     mt_zero *z = &tr->zero;
     mt_train_opts *o = &tr->o;
-    int b = o->micro_batch, T = o->cfg.seq_len, dp = tr->dp, accum = o->batch / (b * dp);
-    mt_fwd_ctx fc = {1, (uint32_t)tr->step};
+    int T = o->cfg.seq_len;
     /* The loader never yields ignored (-1) targets, so the loss is the mean
      * over all B*T targets of the global batch; gradients are scaled by the
      * global count, so the data-parallel reduction is a sum. */
     double count = (double)o->batch * T;
     float dscale = (float)(1.0 / count);
     mt_zero_begin_step(z, m);
-    double loss_sum = 0.0;
     uint64_t g0 = (uint64_t)tr->step * (uint64_t)o->batch;
-    for (int j = 0; j < accum; j++) {
-        /* rank r's samples of microbatch j: k*B + j*(b*dp) + r*b + i */
-        uint64_t first = g0 + (uint64_t)j * (uint64_t)(b * dp) + (uint64_t)tr->dp_rank * (uint64_t)b;
-        mt_loader_fill(&tr->train_ld, first, b, m->acts.tokens, m->acts.targets, m->acts.sample_ids);
-        mt_zero_begin_microbatch(z, m, 1);
-        loss_sum += forward_units(tr, &fc, dscale);
-        double tb = now_s();
-        backward_units(tr, &fc, j == accum - 1);
-        tr->backward_s += now_s() - tb;
-    }
+    double loss_sum = mt_pipeline_step(tr, g0, dscale);
     mt_zero_finish_grads(z, m);
-    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &loss_sum, &loss_sum, 1, MT_COMM_F64, MT_COMM_SUM);
+    reduce_tied_embedding(tr);
+    double sums[2] = {loss_sum, mt_zero_grad_sumsq(z, m)};
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &sums[0], &sums[0], 1, MT_COMM_F64, MT_COMM_SUM);
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_PP), sums, sums, 2, MT_COMM_F64, MT_COMM_SUM);
+    loss_sum = sums[0];
     if (o->dump_grads && tr->step == 0 && tr->rank == 0) mt_train_dump_grads(tr, o->dump_grads);
-    double norm = sqrt(mt_zero_grad_sumsq(z, m));
+    double norm = sqrt(sums[1]);
     float coef = mt_clip_coef(norm, o->grad_clip);
     float lr = mt_lr_at(&o->lr, tr->step);
     int64_t t = tr->step + 1;
     int ns = mt_opt_state_count(o->opt.kind);
     for (int u = 0; u < m->layout.n_units; u++) {
+        if (!mt_zero_state_len(z, u)) continue; /* another stage's unit */
         float *st[2] = {tr->opt_state[0][u], ns > 1 ? tr->opt_state[1][u] : NULL};
         size_t lo, hi;
         float *p, *g;
@@ -231,9 +219,7 @@ double mt_trainer_step(mt_trainer *tr) {
  * forward's gathers, so a rank without a batch in the last round runs a
  * forward whose loss it discards. */
 double mt_trainer_eval(mt_trainer *tr) {
-    mt_model *m = &tr->model;
     int b = tr->o.micro_batch, T = tr->o.cfg.seq_len, dp = tr->dp;
-    mt_fwd_ctx fc = {0, (uint32_t)tr->step};
     double sum = 0.0;
     int nb = tr->o.eval_batches > 0 ? tr->o.eval_batches : 1;
     int rounds = (nb + dp - 1) / dp;
@@ -241,12 +227,11 @@ double mt_trainer_eval(mt_trainer *tr) {
         int k = i * dp + tr->dp_rank;
         if (k >= nb && tr->o.zero != 3) break;
         int kk = k < nb ? k : 0;
-        mt_loader_fill(&tr->val_ld, (uint64_t)kk * b, b, m->acts.tokens, m->acts.targets, m->acts.sample_ids);
-        mt_zero_begin_microbatch(&tr->zero, m, 0);
-        double s = forward_units(tr, &fc, 0.0f);
+        double s = mt_pipeline_eval_batch(tr, (uint64_t)kk * b);
         if (k < nb) sum += s;
     }
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &sum, &sum, 1, MT_COMM_F64, MT_COMM_SUM);
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_PP), &sum, &sum, 1, MT_COMM_F64, MT_COMM_SUM);
     return sum / ((double)nb * b * T);
 }
 
@@ -302,6 +287,7 @@ void mt_trainer_free(mt_trainer *tr) {
             mt_mem_free(&tr->mem, MT_MEM_OPTIM, tr->opt_state[s][u], mt_zero_state_len(&tr->zero, u) * sizeof(float));
         free(tr->opt_state[s]);
     }
+    mt_pipeline_free(tr);
     if (tr->model.params) {
         mt_zero_free(&tr->zero, &tr->model);
         mt_model_free(&tr->model);

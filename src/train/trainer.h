@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "parallel/mesh.h"
+#include "parallel/pipeline_schedule.h"
 #include "parallel/zero.h"
 
 typedef struct {
@@ -37,6 +38,9 @@ typedef struct {
     const char *report_json; /* memory per category and bytes sent per collective */
     int no_overlap;      /* measurement aid: wait for each unit's gradient reduction at once */
     float bucket_mb;     /* ZeRO-0: gradient all-reduce buckets of >= this many MB of units (0 = one per unit) */
+    mt_pp_kind pp_schedule; /* pipeline schedule (default 1f1b) */
+    int pp_chunks;       /* model chunks per pipeline rank (interleaved; default 1) */
+    const char *pp_layers; /* "a,b,..." blocks per virtual stage (default: even split) */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
@@ -61,6 +65,14 @@ typedef struct {
     int dp, dp_rank;
     int mesh_ok;
     mt_comm *world;         /* borrowed */
+    /* pipeline (pipeline_step.c); a single process runs the 1-stage schedule */
+    int pp, pp_rank, micro_steps;
+    mt_pp_schedule sched;
+    int *chunk_lo, *chunk_hi;   /* [chunks] blocks [lo, hi) of each local chunk */
+    int *layer_rank;            /* [n_layer] pipeline rank holding each block */
+    unsigned char *unit_held;   /* [n_units] */
+    mt_comm *embed_group;       /* first and last stage (the tied wte); NULL if pp == 1 */
+    mt_comm_req *act_req, *grad_req; /* [slots * chunks] sends in flight */
     double *acct_start, *acct_end; /* [world size][record] accounting records (accounting.c) */
 } mt_trainer;
 
@@ -82,6 +94,17 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err);
 void mt_trainer_accounting_alloc(mt_trainer *tr, mt_comm *world);
 void mt_trainer_accounting_free(mt_trainer *tr);
 void mt_trainer_report_start(mt_trainer *tr);
+/* Pipeline (pipeline_step.c): builds the schedule and the layer split and
+ * fills the model part this rank holds; then runs one step's microbatches
+ * (forward, backward, messages, the ZeRO hooks) and returns this rank's
+ * loss sum; the forward-only pass of evaluation. */
+int mt_pipeline_plan(mt_trainer *tr, mt_model_part *part, unsigned char *own_layer, mt_error *err);
+int mt_pipeline_init(mt_trainer *tr, mt_error *err);
+void mt_pipeline_free(mt_trainer *tr);
+double mt_pipeline_step(mt_trainer *tr, uint64_t first_sample, float dlogits_scale);
+double mt_pipeline_eval_batch(mt_trainer *tr, uint64_t first_sample);
+/* Pipeline rank whose copy of unit u is authoritative (unit 0: the first). */
+int mt_pipeline_unit_rank(const mt_trainer *tr, int u);
 int mt_trainer_report_end(mt_trainer *tr, mt_error *err);
 void mt_trainer_free(mt_trainer *tr);
 
