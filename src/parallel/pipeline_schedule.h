@@ -33,8 +33,8 @@
  * chunk), so it names the executor's buffer directly. `tag` is the MPI tag:
  * equal on both sides of a message and unique among the messages of a step
  * (tag = 2*(mb*(S-1) + e) + dir for the boundary between stages e and e+1,
- * dir 0 = activation, 1 = gradient; all tags are <= max_tag, which the
- * executor must check against MPI_TAG_UB).
+ * dir 0 = activation, 1 = gradient; max_tag <= MT_PP_MAX_TAG = 32767, the
+ * range MPI guarantees and mt_comm accepts).
  *
  * Ordering rules (what makes the interpreter deadlock-free and simple):
  *   1. Every RECV stands immediately before the compute action that consumes
@@ -60,7 +60,10 @@
  *      schedule, so gradients accumulate in the single-process order.
  *   4. Buffers: the tensor of a SEND must stay untouched until its request
  *      completes; the activation memory a rank needs is peak_inflight
- *      chunk-microbatches (below).
+ *      chunk-microbatches (below). Large isends move only while the sender
+ *      is inside MPI (rendezvous), so test outstanding sends between
+ *      actions (mt_comm_test) or the receiver waits for the sender's next
+ *      RECV; this delays, it never deadlocks.
  * mt_pp_check proves deadlock freedom and matching for a given (p, m, v) by
  * simulating exactly these semantics.
  *
@@ -138,6 +141,7 @@ typedef struct {
 #define MT_PP_MAX_STAGES 4096
 #define MT_PP_MAX_CHUNKS 64
 #define MT_PP_MAX_MICROBATCHES (1 << 20)
+#define MT_PP_MAX_TAG 32767
 
 typedef struct {
     mt_pp_kind kind;
@@ -154,8 +158,9 @@ const char *mt_pp_kind_name(mt_pp_kind k); /* "gpipe", "1f1b", "interleaved" */
 int mt_pp_kind_parse(const char *name, mt_pp_kind *out, mt_error *err);
 const char *mt_pp_op_name(mt_pp_op op); /* "FORWARD", ..., "RECV_GRAD" */
 
-/* Builds the schedule (one allocation for all ranks). chunks must be 1 for
- * gpipe and 1f1b; interleaved needs microbatches % stages == 0. Returns -1
+/* Builds the schedule (allocated here, nothing later). chunks must be 1 for
+ * gpipe and 1f1b; interleaved needs microbatches % stages == 0; the tags must
+ * fit MT_PP_MAX_TAG (2*m*(p*v-1) <= 32768). Returns -1
  * with err on bad arguments (saying what to change). */
 int mt_pp_schedule_build(mt_pp_kind kind, int stages, int microbatches, int chunks,
                          mt_pp_schedule *out, mt_error *err);
