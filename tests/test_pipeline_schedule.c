@@ -169,7 +169,15 @@ static void test_bad_arguments(void) {
           "%s", err.msg);
     CHECK(mt_pp_schedule_build(MT_PP_GPIPE, 2, 0, 1, &s, &err) == -1 && strstr(err.msg, "microbatches must be"),
           "%s", err.msg);
-    CHECK(mt_pp_schedule_build(MT_PP_INTERLEAVED, 64, 65536, 64, &s, &err) == -1 && strstr(err.msg, "exceeds"),
+    CHECK(mt_pp_schedule_build(MT_PP_1F1B, 1, 1 << 20, 1, &s, &err) == 0, "%s", err.msg);
+    mt_pp_schedule_free(&s);
+    CHECK(mt_pp_schedule_build(MT_PP_INTERLEAVED, 1, 1 << 20, 8, &s, &err) == -1 && strstr(err.msg, "exceeds"),
+          "%s", err.msg);
+    /* Tags: 2*m*(S-1) <= 32768. p=8, v=4: S-1 = 31, so m <= 528. */
+    CHECK(mt_pp_schedule_build(MT_PP_INTERLEAVED, 8, 528, 4, &s, &err) == 0 && s.max_tag <= 32767, "%s", err.msg);
+    mt_pp_schedule_free(&s);
+    CHECK(mt_pp_schedule_build(MT_PP_INTERLEAVED, 8, 536, 4, &s, &err) == -1 &&
+              strstr(err.msg, "use at most 528 microbatches"),
           "%s", err.msg);
 }
 

@@ -135,6 +135,13 @@ int mt_pp_schedule_build(mt_pp_kind kind, int stages, int microbatches, int chun
     if (work > (1 << 22))
         return mt_errorf(err, "stages x chunks x microbatches = %lld exceeds %d; use fewer microbatches",
                          (long long)work, 1 << 22);
+    int64_t tags = stages > 1 ? 2 * (int64_t)microbatches * (stages * chunks - 1) : 0;
+    if (tags > MT_PP_MAX_TAG + 1)
+        return mt_errorf(err,
+                         "%d microbatches over %d virtual stages need %lld message tags, more than the %d MPI "
+                         "guarantees: use at most %lld microbatches",
+                         microbatches, stages * chunks, (long long)tags, MT_PP_MAX_TAG + 1,
+                         (long long)((MT_PP_MAX_TAG + 1) / (2 * (stages * chunks - 1))));
     out->kind = kind;
     out->stages = stages;
     out->microbatches = microbatches;
