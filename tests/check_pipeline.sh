@@ -104,6 +104,33 @@ for rank, rec in enumerate(r["ranks"]):
 print()
 PY
 
+echo "== trace of a dp1 x pp4 run =="
+# --trace writes one Chrome trace-event JSON for all ranks: it must parse,
+# hold each rank's forward/backward of every microbatch (2 steps x 8
+# microbatches) plus send/recv spans, and the idle fraction of every rank is
+# printed.
+$MPI -np 4 $M train $BASE --batch 16 --pp 4 --steps 2 --trace $W/trace.json >$W/trace.out
+grep -q "idle fraction per rank .*0:0\.[0-9]* 1:0\.[0-9]* 2:0\.[0-9]* 3:0\.[0-9]*" $W/trace.out || { cat $W/trace.out; exit 1; }
+$PY - $W/trace.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = [e for e in d["traceEvents"] if e["ph"] == "X"]
+for pid in range(4):
+    mine = [e for e in ev if e["pid"] == pid]
+    for name in ("forward", "backward"):
+        n = sum(1 for e in mine if e["name"] == name)
+        assert n == 16, f"rank {pid}: {n} {name} spans, expected 16"
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in mine)
+    kinds = {e["name"] for e in mine}
+    want = {"send_act", "recv_grad"} if pid == 0 else {"recv_act", "send_grad"}
+    assert want <= kinds, f"rank {pid}: spans {kinds}"
+    assert "optimizer" in kinds and "step" in kinds
+meta = {e["pid"]: e["args"]["name"] for e in d["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+assert meta == {r: f"rank {r}" for r in range(4)}, meta
+print(f"trace: {len(ev)} spans from 4 ranks, valid Chrome trace JSON")
+PY
+grep "idle fraction" $W/trace.out
+
 echo "== bad pipeline flags =="
 T="$BASE --batch 6"
 bad() { # expected message, then the mpirun arguments

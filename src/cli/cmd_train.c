@@ -96,6 +96,7 @@ int mt_cli_train(int argc, char **argv) {
         {"zero", MT_ARG_INT, &o.zero, "ZeRO stage 0 | 1 | 2 | 3 (default 0)", 0},
         {"shard-group", MT_ARG_INT, &o.mesh.shard, "hybrid sharding: shard over groups of G dp ranks, replicate across (default dp)", 0},
         {"timeout", MT_ARG_FLOAT, &timeout, "communication timeout in seconds (default 60)", 0},
+        {"trace", MT_ARG_STR, &o.trace_path, "write every rank's forward/backward/send/recv/collective/optimizer spans as Chrome trace JSON (Perfetto)", 0},
         {"report-json", MT_ARG_STR, &o.report_json, "write bytes per memory category and bytes sent per collective per step", 0},
         {"bucket-mb", MT_ARG_FLOAT, &o.bucket_mb, "zero 0: all-reduce gradients in buckets of >= MB of whole units, in backward order (default 0 = one per unit)", 0},
         {"no-overlap", MT_ARG_FLAG, &o.no_overlap, "measurement aid: wait for each unit's gradient reduction at once (no overlap with backward)", 0},
@@ -149,6 +150,7 @@ int mt_cli_train(int argc, char **argv) {
         if (!rc && rank == 0 && tr.dp > 1 && tr.steps_run > 0)
             printf("gradient communication not hidden by backward: %.2f ms/step (backward %.2f ms/step)\n",
                    1e3 * tr.zero.exposed_s / (double)tr.steps_run, 1e3 * tr.backward_s / (double)tr.steps_run);
+        if (!rc) rc = mt_trainer_write_trace(&tr, &err);
         if (!rc) rc = mt_trainer_report_end(&tr, &err);
     }
     mt_trainer_free(&tr);

@@ -223,6 +223,7 @@ double mt_pipeline_step(mt_trainer *tr, uint64_t g0, float dscale) {
         /* rank r's samples of microbatch j: k*B + j*(b*dp) + r*b + i */
         uint64_t first = g0 + (uint64_t)a->microbatch * (uint64_t)(b * dp) + (uint64_t)tr->dp_rank * (uint64_t)b;
         mt_model_use_slot(m, slot);
+        int64_t t0 = mt_trace_now_ns();
         switch (a->op) {
         case MT_PP_RECV_ACT:
             mt_comm_wait(&tr->grad_req[k]); /* the buffer's last gradient send */
@@ -253,6 +254,10 @@ double mt_pipeline_step(mt_trainer *tr, uint64_t g0, float dscale) {
         default:
             mt_die("pipeline: unknown action %d", (int)a->op);
         }
+        static const char *const names[MT_PP_NOPS] = {"forward", "backward", "send_act", "recv_act", "send_grad", "recv_grad"};
+        int compute = a->op == MT_PP_FORWARD || a->op == MT_PP_BACKWARD;
+        mt_trace_span_args(tr->trace, names[a->op], compute ? "compute" : "p2p", 0, t0, mt_trace_now_ns(), "mb",
+                           a->microbatch, "chunk", c);
     }
     int n = m->n_slots * v;
     mt_comm_waitall(tr->act_req, n);

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 #include "ops/ops.h"
 #include "train/train_io.h"
+#include "comm/trace_merge.h"
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -155,6 +156,16 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     tr->zero.no_overlap = op->no_overlap;
     if (mt_pipeline_init(tr, err)) return -1;
     alloc_opt_state(tr);
+    if (op->trace_path) {
+        /* every action of every step, the optimizer and the step itself */
+        size_t per_step = (size_t)tr->sched.count[tr->pp_rank] + 8;
+        size_t cap = per_step * (size_t)(op->steps > 0 ? op->steps : 1) + 64;
+        if (cap > ((size_t)1 << 22)) cap = (size_t)1 << 22;
+        if (mt_trace_init(&tr->trace_buf, tr->rank, cap, err)) return -1;
+        tr->trace = &tr->trace_buf;
+        mt_trace_name_thread(tr->trace, 0, "main");
+        mt_trace_sync_origin(tr->trace, world);
+    }
     if (from && agree(world, mt_train_ckpt_load(tr, from, op->resume, err), err)) return -1;
     rc = 0;
     if (op->metrics_path && tr->rank == 0) {
@@ -184,11 +195,14 @@ double mt_trainer_step(mt_trainer *tr) {
      * global count, so the data-parallel reduction is a sum. */
     double count = (double)o->batch * T;
     float dscale = (float)(1.0 / count);
+    int64_t t_step = mt_trace_now_ns();
     mt_zero_begin_step(z, m);
     uint64_t g0 = (uint64_t)tr->step * (uint64_t)o->batch;
     double loss_sum = mt_pipeline_step(tr, g0, dscale);
+    int64_t t_sync = mt_trace_now_ns();
     mt_zero_finish_grads(z, m);
     reduce_tied_embedding(tr);
+    mt_trace_span(tr->trace, "grad_sync", "collective", 0, t_sync, mt_trace_now_ns());
     double sums[2] = {loss_sum, mt_zero_grad_sumsq(z, m)};
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &sums[0], &sums[0], 1, MT_COMM_F64, MT_COMM_SUM);
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_PP), sums, sums, 2, MT_COMM_F64, MT_COMM_SUM);
@@ -199,6 +213,7 @@ double mt_trainer_step(mt_trainer *tr) {
     float lr = mt_lr_at(&o->lr, tr->step);
     int64_t t = tr->step + 1;
     int ns = mt_opt_state_count(o->opt.kind);
+    int64_t t_opt = mt_trace_now_ns();
     for (int u = 0; u < m->layout.n_units; u++) {
         if (!mt_zero_state_len(z, u)) continue; /* another stage's unit */
         float *st[2] = {tr->opt_state[0][u], ns > 1 ? tr->opt_state[1][u] : NULL};
@@ -207,7 +222,11 @@ double mt_trainer_step(mt_trainer *tr) {
         mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
         if (hi > lo) mt_opt_update_range(&o->opt, &m->layout.units[u], lo, hi, p, g, st, lr, t, coef);
     }
+    int64_t t_gather = mt_trace_now_ns();
+    mt_trace_span(tr->trace, "optimizer", "compute", 0, t_opt, t_gather);
     mt_zero_after_step(z, m);
+    mt_trace_span(tr->trace, "param_gather", "collective", 0, t_gather, mt_trace_now_ns());
+    mt_trace_span_args(tr->trace, "step", "step", 1, t_step, mt_trace_now_ns(), "step", tr->step + 1, NULL, 0);
     tr->step++;
     tr->last_norm = norm;
     tr->last_loss = loss_sum / count;
@@ -278,7 +297,29 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     return 0;
 }
 
+int mt_trainer_write_trace(mt_trainer *tr, mt_error *err) {
+    if (!tr->trace) return 0;
+    static const char *const compute[] = {"compute"};
+    mt_trace_usage use;
+    memset(&use, 0, sizeof use);
+    int rc = mt_trace_usage_of(tr->trace, compute, 1, &use, err);
+    int n = mt_comm_size(tr->world);
+    double mine[2] = {use.idle_fraction, use.window_s};
+    double *all = mt_xcalloc((size_t)n * 2, sizeof(double), "trace usage");
+    mt_comm_allgather(tr->world, mine, all, sizeof mine);
+    if (tr->rank == 0 && !rc) {
+        printf("idle fraction per rank (time in no forward/backward/optimizer span over the traced %.3f s):", all[1]);
+        for (int r = 0; r < n; r++) printf(" %d:%.3f", r, all[2 * r]);
+        printf("\n");
+    }
+    free(all);
+    if (mt_trace_merge_write(tr->trace, tr->world, tr->o.trace_path, err)) return -1;
+    if (tr->rank == 0) printf("wrote trace %s (open in https://ui.perfetto.dev)\n", tr->o.trace_path);
+    return rc;
+}
+
 void mt_trainer_free(mt_trainer *tr) {
+    if (tr->trace) mt_trace_free(tr->trace);
     if (tr->metrics) fclose(tr->metrics);
     int ns = mt_opt_state_count(tr->o.opt.kind);
     for (int s = 0; s < ns; s++) {

@@ -11,6 +11,7 @@
 #include "optim/optimizer.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline_schedule.h"
+#include "core/trace.h"
 #include "parallel/zero.h"
 
 typedef struct {
@@ -41,6 +42,7 @@ typedef struct {
     mt_pp_kind pp_schedule; /* pipeline schedule (default 1f1b) */
     int pp_chunks;       /* model chunks per pipeline rank (interleaved; default 1) */
     const char *pp_layers; /* "a,b,..." blocks per virtual stage (default: even split) */
+    const char *trace_path; /* Chrome trace-event JSON of every rank's spans */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
@@ -73,6 +75,8 @@ typedef struct {
     unsigned char *unit_held;   /* [n_units] */
     mt_comm *embed_group;       /* first and last stage (the tied wte); NULL if pp == 1 */
     mt_comm_req *act_req, *grad_req; /* [slots * chunks] sends in flight */
+    mt_trace trace_buf;
+    mt_trace *trace;            /* &trace_buf with --trace, else NULL (recording is then a no-op) */
     double *acct_start, *acct_end; /* [world size][record] accounting records (accounting.c) */
 } mt_trainer;
 
@@ -106,6 +110,10 @@ double mt_pipeline_eval_batch(mt_trainer *tr, uint64_t first_sample);
 /* Pipeline rank whose copy of unit u is authoritative (unit 0: the first). */
 int mt_pipeline_unit_rank(const mt_trainer *tr, int u);
 int mt_trainer_report_end(mt_trainer *tr, mt_error *err);
+/* Collective: with --trace, writes every rank's spans into one file (rank 0)
+ * and prints each rank's idle fraction (time in no compute span over the
+ * traced window). */
+int mt_trainer_write_trace(mt_trainer *tr, mt_error *err);
 void mt_trainer_free(mt_trainer *tr);
 
 #endif
