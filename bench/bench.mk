@@ -4,3 +4,8 @@ build/bench/gemm_rate: bench/gemm_rate.c
 	@mkdir -p build/bench
 	@echo "CC $<"
 	@$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS) $(LDLIBS)
+
+build/bench/model_profile: bench/model_profile.c build/libmeshtrain.a
+	@mkdir -p build/bench
+	@echo "CC $<"
+	@$(CC) $(CFLAGS) -o $@ $< build/libmeshtrain.a $(LDFLAGS) $(LDLIBS)

@@ -10,6 +10,28 @@
 
 #define EMBED_LAYER_ID 0xFFFu
 
+/* Times one kernel call into the model's profile category (no-op when
+ * m->prof is NULL). */
+#define TIMED(cat, call)                                  \
+    do {                                                  \
+        double t0_ = mt_prof_begin(m->prof);              \
+        call;                                             \
+        mt_prof_end(m->prof, cat, t0_);                   \
+    } while (0)
+
+/* Linear layers through the profile: GEMM time and FLOPs (2 per multiply-add). */
+static void linear_forward(mt_model *m, float *out, const float *inp, const float *w, const float *bias, int N,
+                           int C, int OC) {
+    TIMED(MT_PROF_GEMM, op_matmul_forward(out, inp, w, bias, N, C, OC));
+    mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC);
+}
+
+static void linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                            const float *w, int N, int C, int OC, int accumulate_dinp) {
+    TIMED(MT_PROF_GEMM, op_matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp));
+    mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
+}
+
 static int dropout_on(const mt_model *m, const mt_fwd_ctx *fc) {
     return fc->training && m->layout.cfg.dropout > 0.0f;
 }
@@ -38,7 +60,7 @@ static void dropout_rows(float *x, const mt_dropout *d, const uint64_t *sample_i
 /* Applies the (layer, site) dropout to the [B*T, C] rows of x, if it is on. */
 static void apply_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site, float *x, int C) {
     mt_dropout d = make_dropout(m, fc, layer, site);
-    if (d.p > 0.0f) dropout_rows(x, &d, m->acts.sample_ids, m->acts.B, m->acts.T, C);
+    if (d.p > 0.0f) TIMED(MT_PROF_ELEMENTWISE, dropout_rows(x, &d, m->acts.sample_ids, m->acts.B, m->acts.T, C));
 }
 
 void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc) {
@@ -46,8 +68,8 @@ void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc) {
     const mt_gpt_config *cfg = &m->layout.cfg;
     const mt_unit_layout *u = &m->layout.units[0];
     const float *p = m->params[0];
-    op_embed_forward(a->encoded, a->tokens, p + u->t[MT_T_WTE].offset, p + u->t[MT_T_WPE].offset, a->B,
-                     a->T, cfg->n_embd, 0);
+    TIMED(MT_PROF_ELEMENTWISE, op_embed_forward(a->encoded, a->tokens, p + u->t[MT_T_WTE].offset,
+                                                p + u->t[MT_T_WPE].offset, a->B, a->T, cfg->n_embd, 0));
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, a->encoded, cfg->n_embd);
 }
 
@@ -65,19 +87,19 @@ void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     const float *x = block_input(m, layer);
     float *tmp = m->gs.dtmp; /* branch output before dropout; scratch is free during forward */
 #define P(i) (p + u->t[i].offset)
-    op_layernorm_forward(ba->ln1, ba->ln1_mean, ba->ln1_rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), N, C);
-    op_matmul_forward(ba->qkv, ba->ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C);
+    TIMED(MT_PROF_LAYERNORM, op_layernorm_forward(ba->ln1, ba->ln1_mean, ba->ln1_rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), N, C));
+    linear_forward(m, ba->qkv, ba->ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C);
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids, 0};
-    op_attention_forward(ba->atty, ba->att_lse, ba->qkv, B, T, NH, C / NH, &ad, m->gs.attn_scratch);
-    op_matmul_forward(tmp, ba->atty, P(MT_T_ATTPROJ_W), P(MT_T_ATTPROJ_B), N, C, C);
+    TIMED(MT_PROF_ATTENTION, op_attention_forward(ba->atty, ba->att_lse, ba->qkv, B, T, NH, C / NH, &ad, m->gs.attn_scratch));
+    linear_forward(m, tmp, ba->atty, P(MT_T_ATTPROJ_W), P(MT_T_ATTPROJ_B), N, C, C);
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, tmp, C);
-    op_add(ba->res2, x, tmp, (size_t)N * C);
-    op_layernorm_forward(ba->ln2, ba->ln2_mean, ba->ln2_rstd, ba->res2, P(MT_T_LN2_W), P(MT_T_LN2_B), N, C);
-    op_matmul_forward(ba->fch, ba->ln2, P(MT_T_FC_W), P(MT_T_FC_B), N, C, 4 * C);
-    op_gelu_forward(ba->fch_gelu, ba->fch, (size_t)N * 4 * C);
-    op_matmul_forward(tmp, ba->fch_gelu, P(MT_T_FCPROJ_W), P(MT_T_FCPROJ_B), N, 4 * C, C);
+    TIMED(MT_PROF_ELEMENTWISE, op_add(ba->res2, x, tmp, (size_t)N * C));
+    TIMED(MT_PROF_LAYERNORM, op_layernorm_forward(ba->ln2, ba->ln2_mean, ba->ln2_rstd, ba->res2, P(MT_T_LN2_W), P(MT_T_LN2_B), N, C));
+    linear_forward(m, ba->fch, ba->ln2, P(MT_T_FC_W), P(MT_T_FC_B), N, C, 4 * C);
+    TIMED(MT_PROF_GELU, op_gelu_forward(ba->fch_gelu, ba->fch, (size_t)N * 4 * C));
+    linear_forward(m, tmp, ba->fch_gelu, P(MT_T_FCPROJ_W), P(MT_T_FCPROJ_B), N, 4 * C, C);
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, tmp, C);
-    op_add(ba->res3, ba->res2, tmp, (size_t)N * C);
+    TIMED(MT_PROF_ELEMENTWISE, op_add(ba->res3, ba->res2, tmp, (size_t)N * C));
 #undef P
 }
 
@@ -89,10 +111,10 @@ double mt_head_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
     const mt_unit_layout *hu = &m->layout.units[L + 1];
     const float *hp = m->params[L + 1];
     const float *wte = m->params[0] + m->layout.units[0].t[MT_T_WTE].offset;
-    op_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->blocks[L - 1].res3, hp + hu->t[MT_T_LNF_W].offset,
-                         hp + hu->t[MT_T_LNF_B].offset, N, C);
-    op_matmul_forward(a->logits, a->lnf, wte, NULL, N, C, cfg->padded_vocab);
-    op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size, cfg->padded_vocab, dlogits_scale);
+    TIMED(MT_PROF_LAYERNORM, op_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->blocks[L - 1].res3, hp + hu->t[MT_T_LNF_W].offset,
+                         hp + hu->t[MT_T_LNF_B].offset, N, C));
+    linear_forward(m, a->logits, a->lnf, wte, NULL, N, C, cfg->padded_vocab);
+    TIMED(MT_PROF_SOFTMAX_XENT, op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size, cfg->padded_vocab, dlogits_scale));
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += a->losses[i];
     return sum;
@@ -109,10 +131,12 @@ void mt_head_backward(mt_model *m, const mt_fwd_ctx *fc) {
     const float *wte = m->params[0] + m->layout.units[0].t[MT_T_WTE].offset;
     float *dwte = m->grads[0] + m->layout.units[0].t[MT_T_WTE].offset;
     /* acts.logits holds dL/dlogits (written by the fused softmax + xent). */
-    op_matmul_backward(m->gs.dln, dwte, NULL, a->logits, a->lnf, wte, N, C, cfg->padded_vocab, 0);
+    linear_backward(m, m->gs.dln, dwte, NULL, a->logits, a->lnf, wte, N, C, cfg->padded_vocab, 0);
+    double t0 = mt_prof_begin(m->prof);
     memset(m->gs.dresid, 0, (size_t)N * C * sizeof(float));
     op_layernorm_backward(m->gs.dresid, hg + hu->t[MT_T_LNF_W].offset, hg + hu->t[MT_T_LNF_B].offset, m->gs.dln,
                           a->blocks[L - 1].res3, hp + hu->t[MT_T_LNF_W].offset, a->lnf_mean, a->lnf_rstd, N, C);
+    mt_prof_end(m->prof, MT_PROF_LAYERNORM, t0);
 }
 
 void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
@@ -129,25 +153,25 @@ void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
 #define P(i) (p + u->t[i].offset)
 #define G(i) (g + u->t[i].offset)
     /* MLP branch: dresid holds dL/dres3. */
-    memcpy(gs->dtmp, gs->dresid, NC * sizeof(float));
+    TIMED(MT_PROF_ELEMENTWISE, memcpy(gs->dtmp, gs->dresid, NC * sizeof(float)));
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, gs->dtmp, C);
-    op_matmul_backward(gs->dfch, G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), gs->dtmp, ba->fch_gelu, P(MT_T_FCPROJ_W), N,
+    linear_backward(m, gs->dfch, G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), gs->dtmp, ba->fch_gelu, P(MT_T_FCPROJ_W), N,
                        4 * C, C, 0);
-    op_gelu_backward(gs->dfch, ba->fch, gs->dfch, (size_t)N * 4 * C);
-    op_matmul_backward(gs->dln, G(MT_T_FC_W), G(MT_T_FC_B), gs->dfch, ba->ln2, P(MT_T_FC_W), N, C, 4 * C, 0);
-    op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->res2, P(MT_T_LN2_W), ba->ln2_mean,
-                          ba->ln2_rstd, N, C);
+    TIMED(MT_PROF_GELU, op_gelu_backward(gs->dfch, ba->fch, gs->dfch, (size_t)N * 4 * C));
+    linear_backward(m, gs->dln, G(MT_T_FC_W), G(MT_T_FC_B), gs->dfch, ba->ln2, P(MT_T_FC_W), N, C, 4 * C, 0);
+    TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->res2, P(MT_T_LN2_W), ba->ln2_mean,
+                          ba->ln2_rstd, N, C));
     /* Attention branch: dresid now holds dL/dres2. */
-    memcpy(gs->dtmp, gs->dresid, NC * sizeof(float));
+    TIMED(MT_PROF_ELEMENTWISE, memcpy(gs->dtmp, gs->dresid, NC * sizeof(float)));
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, gs->dtmp, C);
-    op_matmul_backward(gs->datty, G(MT_T_ATTPROJ_W), G(MT_T_ATTPROJ_B), gs->dtmp, ba->atty, P(MT_T_ATTPROJ_W), N, C,
+    linear_backward(m, gs->datty, G(MT_T_ATTPROJ_W), G(MT_T_ATTPROJ_B), gs->dtmp, ba->atty, P(MT_T_ATTPROJ_W), N, C,
                        C, 0);
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids, 0};
-    op_attention_backward(gs->dqkv, gs->datty, ba->qkv, ba->atty, ba->att_lse, B, T, NH, C / NH, &ad,
-                          gs->attn_scratch);
-    op_matmul_backward(gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->dqkv, ba->ln1, P(MT_T_QKV_W), N, C, 3 * C, 0);
-    op_layernorm_backward(gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x, P(MT_T_LN1_W), ba->ln1_mean,
-                          ba->ln1_rstd, N, C);
+    TIMED(MT_PROF_ATTENTION, op_attention_backward(gs->dqkv, gs->datty, ba->qkv, ba->atty, ba->att_lse, B, T, NH, C / NH, &ad,
+                          gs->attn_scratch));
+    linear_backward(m, gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->dqkv, ba->ln1, P(MT_T_QKV_W), N, C, 3 * C, 0);
+    TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x, P(MT_T_LN1_W), ba->ln1_mean,
+                          ba->ln1_rstd, N, C));
 #undef P
 #undef G
 }
@@ -158,8 +182,8 @@ void mt_embed_backward(mt_model *m, const mt_fwd_ctx *fc) {
     const mt_unit_layout *u = &m->layout.units[0];
     float *g = m->grads[0];
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, m->gs.dresid, cfg->n_embd);
-    op_embed_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset, m->gs.dresid, a->tokens, a->B, a->T,
-                      cfg->n_embd, 0);
+    TIMED(MT_PROF_ELEMENTWISE, op_embed_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset, m->gs.dresid,
+                                                 a->tokens, a->B, a->T, cfg->n_embd, 0));
 }
 
 double mt_model_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {

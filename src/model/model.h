@@ -6,8 +6,10 @@
 #ifndef MT_MODEL_MODEL_H
 #define MT_MODEL_MODEL_H
 #include <stdint.h>
+#include "core/error.h"
 #include "core/mem.h"
 #include "core/philox.h"
+#include "core/profile.h"
 #include "model/gpt.h"
 
 typedef struct {
@@ -46,6 +48,18 @@ typedef struct {
     size_t attn_scratch_floats;
 } mt_grad_scratch;
 
+/* Activation recomputation (--recompute):
+ *   none       every block keeps its activations for backward;
+ *   selective  the attention core (output and log-sum-exp) is not kept per
+ *              block: one buffer serves every block, and backward recomputes
+ *              it from the kept q, k, v (mt_block_recompute);
+ *   full       a block keeps only its output (the next block's input): its
+ *              other activations live in one buffer set shared by every
+ *              block and slot, and backward reruns the block's forward first.
+ * Dropout masks come from global coordinates, so the recomputed values -- and
+ * the gradients -- are bitwise those of `none`. */
+typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL } mt_recompute;
+
 typedef struct {
     mt_gpt_layout layout;
     float **params;   /* [n_units] flat parameter buffers (NULL: unit not held here) */
@@ -54,8 +68,11 @@ typedef struct {
     mt_acts *slots;   /* [n_slots] activations of microbatches in flight (pipeline) */
     int n_slots;
     mt_grad_scratch gs;
+    mt_recompute recompute;
+    mt_block_acts shared; /* the buffers every block shares under recomputation (NULL fields otherwise) */
     uint64_t seed;    /* init and dropout seed */
     mt_mem *mem;
+    mt_profile *prof; /* kernel time by category (--profile); NULL = off; not owned */
 } mt_model;
 
 /* The part of the model one process holds (a pipeline stage, or several
@@ -66,6 +83,7 @@ typedef struct {
     int own_head;                   /* final LayerNorm and the loss; the head is tied to wte, so
                                        unit 0's parameters are held as well */
     int act_slots;                  /* microbatches whose activations are held at once (>= 1) */
+    mt_recompute recompute;
 } mt_model_part;
 
 /* Builds the layout and allocates params, grads, activations for
@@ -83,6 +101,8 @@ void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, u
                           const mt_model_part *part);
 /* Makes activation slot k the one the unit functions use. */
 void mt_model_use_slot(mt_model *m, int k);
+int mt_recompute_parse(const char *s, mt_recompute *out, mt_error *err);
+const char *mt_recompute_name(mt_recompute r);
 void mt_model_free(mt_model *m);
 void mt_model_zero_grads(mt_model *m);
 
@@ -103,6 +123,9 @@ double mt_head_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale);
 void mt_head_backward(mt_model *m, const mt_fwd_ctx *fc);
 void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc);
 void mt_embed_backward(mt_model *m, const mt_fwd_ctx *fc);
+/* Before mt_block_backward(layer) under recomputation: recomputes what the
+ * block's forward did not keep (see mt_recompute); a no-op for none. */
+void mt_block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc);
 
 /* Whole-model helpers (forward of every unit; forward+backward). */
 double mt_model_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale);
