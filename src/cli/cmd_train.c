@@ -47,7 +47,7 @@ int mt_cli_train(int argc, char **argv) {
     mt_train_opts o;
     mt_train_opts_defaults(&o);
     model_flags mf = {NULL, 0, 0, 0, 0, 0, 0.0f};
-    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b";
+    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none";
     int64_t seed = (int64_t)o.seed;
     int help = 0;
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
@@ -96,6 +96,7 @@ int mt_cli_train(int argc, char **argv) {
         {"zero", MT_ARG_INT, &o.zero, "ZeRO stage 0 | 1 | 2 | 3 (default 0)", 0},
         {"shard-group", MT_ARG_INT, &o.mesh.shard, "hybrid sharding: shard over groups of G dp ranks, replicate across (default dp)", 0},
         {"timeout", MT_ARG_FLOAT, &timeout, "communication timeout in seconds (default 60)", 0},
+        {"recompute", MT_ARG_STR, &recompute, "activation recomputation: none | selective (attention core) | full (whole blocks) (default none)", 0},
         {"trace", MT_ARG_STR, &o.trace_path, "write every rank's forward/backward/send/recv/collective/optimizer spans as Chrome trace JSON (Perfetto)", 0},
         {"report-json", MT_ARG_STR, &o.report_json, "write bytes per memory category and bytes sent per collective per step", 0},
         {"bucket-mb", MT_ARG_FLOAT, &o.bucket_mb, "zero 0: all-reduce gradients in buckets of >= MB of whole units, in backward order (default 0 = one per unit)", 0},
@@ -113,7 +114,8 @@ int mt_cli_train(int argc, char **argv) {
     }
     o.seed = (uint64_t)seed;
     if (mt_opt_kind_parse(optimizer, &o.opt.kind, &err) || mt_lr_kind_parse(schedule, &o.lr.kind, &err) ||
-        mt_data_order_parse(order, &o.order, &err) || mt_pp_kind_parse(pp_schedule, &o.pp_schedule, &err))
+        mt_data_order_parse(order, &o.order, &err) || mt_pp_kind_parse(pp_schedule, &o.pp_schedule, &err) ||
+        mt_recompute_parse(recompute, &o.recompute, &err))
         return rank ? 1 : mt_cli_fail("train", &err);
     if (!o.train_path) {
         mt_errorf(&err, "--train FILE is required (make one with `meshtrain tokenize`)");
@@ -139,10 +141,10 @@ int mt_cli_train(int argc, char **argv) {
     if (!rc) {
         const mt_gpt_config *c = &tr.o.cfg;
         if (rank == 0) {
-            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | pp %d (%s) | zero %d | %s lr %.3g\n",
+            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | pp %d (%s) | zero %d | recompute %s | %s lr %.3g\n",
                    c->n_layer, c->n_embd, c->n_head, c->vocab_size, c->padded_vocab, c->seq_len,
                    tr.model.layout.total_params, tr.o.batch, tr.o.batch / (tr.o.micro_batch * tr.dp), tr.o.micro_batch,
-                   tr.dp, tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr);
+                   tr.dp, tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute), mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr);
             if (tr.step > 0) printf("resumed from %s at step %lld\n", tr.o.ckpt_dir, (long long)tr.step);
         }
         mt_trainer_report_start(&tr);

@@ -27,12 +27,22 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
     for (size_t i = 0; i < L; i++) {
         if (!holds_layer(part, (int)i)) continue;
         mt_block_acts *b = &a->blocks[i];
+        if (m->recompute == MT_RECOMPUTE_FULL) { /* only the output is the block's own */
+            *b = m->shared;
+            b->res3 = acts_alloc(m, a, N * C, "residual 3");
+            continue;
+        }
         b->ln1 = acts_alloc(m, a, N * C, "ln1");
         b->ln1_mean = acts_alloc(m, a, N, "ln1 mean");
         b->ln1_rstd = acts_alloc(m, a, N, "ln1 rstd");
         b->qkv = acts_alloc(m, a, N * 3 * C, "qkv");
-        b->atty = acts_alloc(m, a, N * C, "attention output");
-        b->att_lse = acts_alloc(m, a, N * NH, "attention lse");
+        if (m->recompute == MT_RECOMPUTE_SELECTIVE) {
+            b->atty = m->shared.atty;
+            b->att_lse = m->shared.att_lse;
+        } else {
+            b->atty = acts_alloc(m, a, N * C, "attention output");
+            b->att_lse = acts_alloc(m, a, N * NH, "attention lse");
+        }
         b->res2 = acts_alloc(m, a, N * C, "residual 2");
         b->ln2 = acts_alloc(m, a, N * C, "ln2");
         b->ln2_mean = acts_alloc(m, a, N, "ln2 mean");
@@ -53,8 +63,34 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
     }
 }
 
+/* The buffer set shared by all blocks and slots under recomputation. It is
+ * the working set of the one block being computed, not activations kept for
+ * backward, so it is accounted as scratch (the total still shows it). */
+static void alloc_shared(mt_model *m, size_t N, size_t C, size_t NH) {
+    mt_block_acts *b = &m->shared;
+    mt_mem *mem = m->mem;
+    if (m->recompute == MT_RECOMPUTE_NONE) return;
+    b->atty = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "attention output (shared)");
+    b->att_lse = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * NH * sizeof(float), "attention lse (shared)");
+    if (m->recompute != MT_RECOMPUTE_FULL) return;
+    b->ln1 = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "ln1 (shared)");
+    b->ln1_mean = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * sizeof(float), "ln1 mean (shared)");
+    b->ln1_rstd = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * sizeof(float), "ln1 rstd (shared)");
+    b->qkv = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 3 * C * sizeof(float), "qkv (shared)");
+    b->res2 = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "residual 2 (shared)");
+    b->ln2 = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "ln2 (shared)");
+    b->ln2_mean = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * sizeof(float), "ln2 mean (shared)");
+    b->ln2_rstd = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * sizeof(float), "ln2 rstd (shared)");
+    b->fch = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 4 * C * sizeof(float), "fc (shared)");
+    b->fch_gelu = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 4 * C * sizeof(float), "gelu (shared)");
+}
+
+/* The block buffers of an activation set, as a list. */
+#define BLOCK_BUFS(b) {(b)->ln1, (b)->ln1_mean, (b)->ln1_rstd, (b)->qkv, (b)->atty, (b)->att_lse, (b)->res2, \
+                       (b)->ln2, (b)->ln2_mean, (b)->ln2_rstd, (b)->fch, (b)->fch_gelu, (b)->res3}
+
 void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem) {
-    mt_model_part whole = {NULL, 1, 1, 1};
+    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE};
     mt_model_create_part(m, cfg, B, T, seed, mem, &whole);
 }
 
@@ -76,6 +112,8 @@ void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, u
         mt_gpt_init_unit(l, u, m->params[u], seed);
     }
     size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T, NH = (size_t)cfg->n_head;
+    m->recompute = part->recompute;
+    alloc_shared(m, N, C, NH);
     m->n_slots = part->act_slots > 0 ? part->act_slots : 1;
     m->slots = mt_xcalloc((size_t)m->n_slots, sizeof(mt_acts), "activation slots");
     float *logits = NULL;
@@ -104,13 +142,13 @@ void mt_model_use_slot(mt_model *m, int k) {
     m->acts = m->slots[k];
 }
 
-static void free_slot(mt_acts *a, int L) {
+static void free_slot(mt_acts *a, int L, const mt_block_acts *shared) {
     free(a->tokens); free(a->targets); free(a->sample_ids); free(a->encoded);
+    float *common[] = BLOCK_BUFS(shared);
     for (int i = 0; i < L; i++) {
-        mt_block_acts *b = &a->blocks[i];
-        float *bufs[] = {b->ln1, b->ln1_mean, b->ln1_rstd, b->qkv, b->atty, b->att_lse, b->res2,
-                         b->ln2, b->ln2_mean, b->ln2_rstd, b->fch, b->fch_gelu, b->res3};
-        for (size_t j = 0; j < sizeof bufs / sizeof bufs[0]; j++) free(bufs[j]);
+        float *bufs[] = BLOCK_BUFS(&a->blocks[i]);
+        for (size_t j = 0; j < sizeof bufs / sizeof bufs[0]; j++)
+            if (bufs[j] != common[j]) free(bufs[j]);
     }
     free(a->blocks);
     free(a->lnf); free(a->lnf_mean); free(a->lnf_rstd); free(a->losses);
@@ -126,7 +164,9 @@ void mt_model_free(mt_model *m) {
     free(m->grads);
     /* Activations and scratch: freed wholesale; accounting reset. */
     if (m->slots) free(m->slots[0].logits); /* shared by the slots */
-    for (int k = 0; k < m->n_slots; k++) free_slot(&m->slots[k], l->cfg.n_layer);
+    for (int k = 0; k < m->n_slots; k++) free_slot(&m->slots[k], l->cfg.n_layer, &m->shared);
+    float *common[] = BLOCK_BUFS(&m->shared);
+    for (size_t j = 0; j < sizeof common / sizeof common[0]; j++) free(common[j]);
     free(m->slots);
     mt_grad_scratch *g = &m->gs;
     free(g->dresid); free(g->dtmp); free(g->dln); free(g->datty); free(g->dqkv); free(g->dfch);

@@ -114,6 +114,7 @@ int mt_pipeline_plan(mt_trainer *tr, mt_model_part *part, unsigned char *own_lay
     part->own_head = tr->pp_rank == p - 1;
     int w = mt_pp_warmup_forwards(&tr->sched, tr->pp_rank);
     part->act_slots = w + 1 < m * v ? w + 1 : m * v;
+    part->recompute = o->recompute;
     return 0;
 }
 
@@ -197,7 +198,8 @@ static void backward_chunk(mt_trainer *tr, int c, const mt_fwd_ctx *fc, int last
     double t0 = now_s();
     if (is_last_stage(tr, c)) memcpy(m->gs.dresid, m->acts.lnf, act_bytes(tr));
     for (int l = tr->chunk_hi[c] - 1; l >= tr->chunk_lo[c]; l--) {
-        mt_zero_pre_backward(z, m, 1 + l);
+        mt_zero_pre_backward(z, m, 1 + l); /* ZeRO-3: the params the recompute needs too */
+        mt_block_recompute(m, l, fc);
         mt_block_backward(m, l, fc);
         mt_zero_post_backward(z, m, 1 + l, last_mb);
     }
@@ -241,6 +243,8 @@ double mt_pipeline_step(mt_trainer *tr, uint64_t g0, float dscale) {
             mt_comm_recv(pc, m->gs.dresid, act_bytes(tr), a->peer, a->tag);
             break;
         case MT_PP_BACKWARD:
+            /* full recompute rewrites the chunk's output: its send must be done */
+            if (m->recompute == MT_RECOMPUTE_FULL) mt_comm_wait(&tr->act_req[k]);
             fill(tr, &tr->train_ld, first);
             backward_chunk(tr, c, &fc, last);
             break;

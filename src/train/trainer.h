@@ -43,6 +43,7 @@ typedef struct {
     int pp_chunks;       /* model chunks per pipeline rank (interleaved; default 1) */
     const char *pp_layers; /* "a,b,..." blocks per virtual stage (default: even split) */
     const char *trace_path; /* Chrome trace-event JSON of every rank's spans */
+    mt_recompute recompute; /* activation recomputation */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
