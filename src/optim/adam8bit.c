@@ -2,8 +2,7 @@
 #include <math.h>
 #include <string.h>
 
-/* 10^z and 10^-z for the decades of the code maps (exact in float up to 1e10). */
-static const float pow10_pos[9] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f};
+/* 10^-z for the decades of the code maps. */
 static const double pow10_neg[9] = {1e0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8};
 
 static int mag_bits(int is_signed) { return is_signed ? 7 : 8; }
@@ -18,8 +17,22 @@ float mt_q8_decode(int is_signed, uint8_t code) {
     return (float)(is_signed && (code & 0x80u) ? -v : v);
 }
 
-uint8_t mt_q8_encode(int is_signed, float x) {
-    int bits = mag_bits(is_signed), zmax = bits - 1;
+/* Nearest-code search: mid[c] (c >= 1) is the midpoint between magnitude
+ * codes c-1 and c, so the nearest magnitude code of a is the number of
+ * midpoints <= a, found by a branch-free binary search (7 or 8 steps). */
+typedef struct {
+    float mid[256];
+    int bits;
+} q8_search;
+
+static void build_search(int is_signed, q8_search *q) {
+    q->bits = mag_bits(is_signed);
+    q->mid[0] = 0.0f;
+    for (int c = 1; c < (1 << q->bits); c++)
+        q->mid[c] = 0.5f * (mt_q8_decode(is_signed, (uint8_t)(c - 1)) + mt_q8_decode(is_signed, (uint8_t)c));
+}
+
+static inline uint8_t encode_with(const q8_search *q, int is_signed, float x) {
     unsigned sign = 0;
     float a = x;
     if (a < 0.0f) {
@@ -27,40 +40,45 @@ uint8_t mt_q8_encode(int is_signed, float x) {
         sign = 0x80u;
         a = -a;
     }
-    if (!(a > 0.0f)) return 0; /* zero (and NaN) */
-    if (a >= 1.0f) return (uint8_t)(sign | ((1u << bits) - 1));
-    int z = 0;
-    while (z < zmax && a * pow10_pos[z + 1] < 1.0f) z++; /* a < 10^-(z+1): a lower decade */
-    if (z == zmax) {
-        /* The last decade has one level, 10^-zmax; below it only 0. v keeps
-         * its smallest code rather than 0 (m / sqrt(0) would explode). */
-        int up = a * pow10_pos[zmax] >= 0.5f || !is_signed;
-        return (uint8_t)(up ? sign | 1u : 0u);
-    }
-    /* Codes of decade z, with the top of decade z+1 (10^-(z+1), code j = 0)
-     * below them, form a uniform ladder 10^-z * (0.1 + 0.9 j / 2^f). */
-    int f = zmax - z;
-    float n = (float)(1u << f);
-    float t = (a * pow10_pos[z] - 0.1f) * (n / 0.9f);
-    long j = lrintf(t);
-    if (j < 0) j = 0;
-    if (j > (long)n) j = (long)n;
-    return (uint8_t)(sign | (unsigned)((1L << f) + j - 1));
+    unsigned pos = 0;
+    for (unsigned step = 1u << (q->bits - 1); step; step >>= 1) pos += a >= q->mid[pos + step] ? step : 0;
+    /* v: a positive value keeps the smallest code rather than 0 (m / sqrt(0)
+     * would explode) */
+    if (!is_signed && pos == 0 && a > 0.0f) pos = 1;
+    return (uint8_t)(pos ? sign | pos : 0);
+}
+
+uint8_t mt_q8_encode(int is_signed, float x) {
+    q8_search q;
+    build_search(is_signed, &q);
+    return encode_with(&q, is_signed, x);
 }
 
 static void fill_table(int is_signed, float tab[256]) {
     for (int c = 0; c < 256; c++) tab[c] = mt_q8_decode(is_signed, (uint8_t)c);
 }
 
-float mt_q8_quantize(int is_signed, const float *x, size_t n, uint8_t *codes) {
+static float quantize_with(const q8_search *q, int is_signed, const float *x, size_t n, uint8_t *codes) {
     float absmax = 0.0f;
-    for (size_t i = 0; i < n; i++) absmax = fmaxf(absmax, fabsf(x[i]));
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        absmax = a > absmax ? a : absmax;
+    }
     if (!(absmax > 0.0f)) {
         memset(codes, 0, n);
         return 0.0f;
     }
-    for (size_t i = 0; i < n; i++) codes[i] = mt_q8_encode(is_signed, x[i] / absmax);
+    /* x * (1/absmax) may put the absmax element a rounding below 1; it still
+     * takes the top code, which decodes to exactly absmax */
+    float inv = 1.0f / absmax;
+    for (size_t i = 0; i < n; i++) codes[i] = encode_with(q, is_signed, x[i] * inv);
     return absmax;
+}
+
+float mt_q8_quantize(int is_signed, const float *x, size_t n, uint8_t *codes) {
+    q8_search q;
+    build_search(is_signed, &q);
+    return quantize_with(&q, is_signed, x, n, codes);
 }
 
 static void dequantize_with(const float tab[256], const uint8_t *codes, float absmax, size_t n, float *x) {
@@ -97,8 +115,11 @@ void mt_adam8bit_free(mt_adam8bit *s, mt_mem *mem) {
 void mt_adam8bit_update(mt_adam8bit *s, const mt_opt_hparams *h, const mt_unit_layout *unit, float *p,
                         const float *g, float lr, int64_t step, float grad_scale) {
     float tm[256], tv[256];
+    q8_search qm, qv;
     fill_table(1, tm);
     fill_table(0, tv);
+    build_search(1, &qm);
+    build_search(0, &qv);
     mt_opt_hparams a = *h;
     a.kind = MT_OPT_ADAMW;
     size_t n = s->end - s->begin;
@@ -111,8 +132,8 @@ void mt_adam8bit_update(mt_adam8bit *s, const mt_opt_hparams *h, const mt_unit_l
         dequantize_with(tv, s->v + o, s->v_absmax[b], len, vb);
         float *st[2] = {mb, vb};
         mt_opt_update_range(&a, unit, s->begin + o, s->begin + o + len, p + o, g + o, st, lr, step, grad_scale);
-        s->m_absmax[b] = mt_q8_quantize(1, mb, len, s->m + o);
-        s->v_absmax[b] = mt_q8_quantize(0, vb, len, s->v + o);
+        s->m_absmax[b] = quantize_with(&qm, 1, mb, len, s->m + o);
+        s->v_absmax[b] = quantize_with(&qv, 0, vb, len, s->v + o);
     }
 }
 
@@ -127,10 +148,12 @@ void mt_adam8bit_get_state(const mt_adam8bit *s, int k, float *dst) {
 }
 
 void mt_adam8bit_set_state(mt_adam8bit *s, int k, const float *full) {
+    q8_search q;
+    build_search(k == 0, &q);
     size_t n = s->end - s->begin;
     for (size_t b = 0; b < s->n_blocks; b++) {
         size_t o = b * MT_Q8_BLOCK, len = n - o < MT_Q8_BLOCK ? n - o : MT_Q8_BLOCK;
-        float am = mt_q8_quantize(k == 0, full + s->begin + o, len, (k == 0 ? s->m : s->v) + o);
+        float am = quantize_with(&q, k == 0, full + s->begin + o, len, (k == 0 ? s->m : s->v) + o);
         (k == 0 ? s->m_absmax : s->v_absmax)[b] = am;
     }
 }
