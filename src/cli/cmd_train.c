@@ -47,7 +47,7 @@ int mt_cli_train(int argc, char **argv) {
     mt_train_opts o;
     mt_train_opts_defaults(&o);
     model_flags mf = {NULL, 0, 0, 0, 0, 0, 0.0f};
-    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none";
+    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *offload = NULL;
     int64_t seed = (int64_t)o.seed;
     int help = 0;
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
@@ -97,6 +97,8 @@ int mt_cli_train(int argc, char **argv) {
         {"shard-group", MT_ARG_INT, &o.mesh.shard, "hybrid sharding: shard over groups of G dp ranks, replicate across (default dp)", 0},
         {"timeout", MT_ARG_FLOAT, &timeout, "communication timeout in seconds (default 60)", 0},
         {"recompute", MT_ARG_STR, &recompute, "activation recomputation: none | selective (attention core) | full (whole blocks) (default none)", 0},
+        {"offload-optimizer", MT_ARG_STR, &offload, "disk:DIR: keep the optimizer state in a file in DIR, streamed through the update", 0},
+        {"offload-buffer-mb", MT_ARG_FLOAT, &o.offload_buffer_mb, "resident memory for the streamed optimizer state (default 64)", 0},
         {"trace", MT_ARG_STR, &o.trace_path, "write every rank's forward/backward/send/recv/collective/optimizer spans as Chrome trace JSON (Perfetto)", 0},
         {"report-json", MT_ARG_STR, &o.report_json, "write bytes per memory category and bytes sent per collective per step", 0},
         {"bucket-mb", MT_ARG_FLOAT, &o.bucket_mb, "zero 0: all-reduce gradients in buckets of >= MB of whole units, in backward order (default 0 = one per unit)", 0},
@@ -117,6 +119,13 @@ int mt_cli_train(int argc, char **argv) {
         mt_data_order_parse(order, &o.order, &err) || mt_pp_kind_parse(pp_schedule, &o.pp_schedule, &err) ||
         mt_recompute_parse(recompute, &o.recompute, &err))
         return rank ? 1 : mt_cli_fail("train", &err);
+    if (offload) {
+        if (strncmp(offload, "disk:", 5) || !offload[5]) {
+            mt_errorf(&err, "--offload-optimizer must be disk:DIR (a directory for the state file), got '%s'", offload);
+            return rank ? 1 : mt_cli_fail("train", &err);
+        }
+        o.offload_dir = offload + 5;
+    }
     if (!o.train_path) {
         mt_errorf(&err, "--train FILE is required (make one with `meshtrain tokenize`)");
         return rank ? 1 : mt_cli_fail("train", &err);

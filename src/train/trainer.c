@@ -34,11 +34,32 @@ void mt_train_opts_defaults(mt_train_opts *o) {
     o->log_every = 1;
     o->pp_schedule = MT_PP_1F1B;
     o->pp_chunks = 1;
+    o->offload_buffer_mb = 64.0f;
+}
+
+/* Disk offload: one region per unit with the optimizer's state streams for
+ * the owned range [lo, hi) (the file reads as zeros: fresh state). */
+static int open_offload(mt_trainer *tr, mt_error *err) {
+    const mt_train_opts *o = &tr->o;
+    size_t budget = (size_t)((double)o->offload_buffer_mb * 1048576.0);
+    if (mt_offload_open(&tr->offload, o->offload_dir, tr->rank, budget, &tr->mem, err)) return -1;
+    int ns = mt_opt_state_count(o->opt.kind);
+    for (int u = 0; u < tr->model.layout.n_units; u++) {
+        size_t lo, hi;
+        float *p, *g;
+        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+        if (mt_offload_add_region(tr->offload, mt_zero_state_len(&tr->zero, u) ? hi - lo : 0, ns, err) < 0) return -1;
+    }
+    return mt_offload_start(tr->offload, err);
 }
 
 static void alloc_opt_state(mt_trainer *tr) {
     const mt_gpt_layout *l = &tr->model.layout;
     int ns = mt_opt_state_count(tr->o.opt.kind);
+    if (tr->o.offload_dir) { /* the tables stay, the buffers live on disk */
+        for (int s = 0; s < ns; s++) tr->opt_state[s] = mt_xcalloc((size_t)l->n_units, sizeof(float *), "optimizer state table");
+        return;
+    }
     for (int s = 0; s < ns; s++) {
         tr->opt_state[s] = mt_xcalloc((size_t)l->n_units, sizeof(float *), "optimizer state table");
         for (int u = 0; u < l->n_units; u++)
@@ -116,6 +137,11 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return mt_errorf(err, "--zero %d with --pp %d is not supported: ZeRO-2/3 reduce or gather every unit per "
                               "microbatch, which pipelining interleaves; use --zero 0 or 1 with pipelines",
                          op->zero, op->mesh.pp);
+    if (mt_opt_is_lean(op->opt.kind))
+        return mt_errorf(err, "--optimizer %s is in the library (src/optim) but the trainer does not run it yet; "
+                              "use adamw, adam or sgd", mt_opt_kind_name(op->opt.kind));
+    if (op->offload_dir && !(op->offload_buffer_mb > 0))
+        return mt_errorf(err, "--offload-buffer-mb must be > 0, got %g", (double)op->offload_buffer_mb);
     if (op->mesh.pp > 1 && op->bucket_mb > 0)
         return mt_errorf(err, "--bucket-mb needs --pp 1 (a stage reduces the units it holds one by one)");
     tr->dp = op->mesh.dp;
@@ -156,6 +182,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     tr->zero.no_overlap = op->no_overlap;
     if (mt_pipeline_init(tr, err)) return -1;
     alloc_opt_state(tr);
+    if (op->offload_dir && agree(world, open_offload(tr, err), err)) return -1;
     if (op->trace_path) {
         /* every action of every step, the optimizer and the step itself */
         size_t per_step = (size_t)tr->sched.count[tr->pp_rank] + 8;
@@ -183,6 +210,25 @@ static void reduce_tied_embedding(mt_trainer *tr) {
     float *p, *g;
     mt_zero_owned(&tr->zero, &tr->model, 0, &lo, &hi, &p, &g);
     mt_comm_allreduce(tr->embed_group, g, g, mt_zero_state_len(&tr->zero, 0));
+}
+
+/* One chunk [off, off + n) of unit u's owned range, streamed from disk: the
+ * same per-element arithmetic as the in-memory update. */
+typedef struct {
+    mt_trainer *tr;
+    float lr;
+    int64_t t;
+    float coef;
+} offload_update;
+
+static void offload_update_chunk(void *ctx, int u, float *const *st, size_t off, size_t n) {
+    offload_update *a = ctx;
+    mt_trainer *tr = a->tr;
+    size_t lo, hi;
+    float *p, *g;
+    mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+    mt_opt_update_range(&tr->o.opt, &tr->model.layout.units[u], lo + off, lo + off + n, p + off, g + off, st, a->lr,
+                        a->t, a->coef);
 }
 
 double mt_trainer_step(mt_trainer *tr) {
@@ -214,13 +260,20 @@ double mt_trainer_step(mt_trainer *tr) {
     int64_t t = tr->step + 1;
     int ns = mt_opt_state_count(o->opt.kind);
     int64_t t_opt = mt_trace_now_ns();
-    for (int u = 0; u < m->layout.n_units; u++) {
-        if (!mt_zero_state_len(z, u)) continue; /* another stage's unit */
-        float *st[2] = {tr->opt_state[0][u], ns > 1 ? tr->opt_state[1][u] : NULL};
-        size_t lo, hi;
-        float *p, *g;
-        mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
-        if (hi > lo) mt_opt_update_range(&o->opt, &m->layout.units[u], lo, hi, p, g, st, lr, t, coef);
+    if (tr->offload) {
+        offload_update u = {tr, lr, t, coef};
+        mt_error e = {{0}};
+        if (mt_offload_stream_all(tr->offload, offload_update_chunk, &u, &e))
+            mt_die("disk offload of the optimizer state failed: %s", e.msg);
+    } else {
+        for (int u = 0; u < m->layout.n_units; u++) {
+            if (!mt_zero_state_len(z, u)) continue; /* another stage's unit */
+            float *st[2] = {tr->opt_state[0][u], ns > 1 ? tr->opt_state[1][u] : NULL};
+            size_t lo, hi;
+            float *p, *g;
+            mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
+            if (hi > lo) mt_opt_update_range(&o->opt, &m->layout.units[u], lo, hi, p, g, st, lr, t, coef);
+        }
     }
     int64_t t_gather = mt_trace_now_ns();
     mt_trace_span(tr->trace, "optimizer", "compute", 0, t_opt, t_gather);
@@ -322,6 +375,7 @@ void mt_trainer_free(mt_trainer *tr) {
     if (tr->trace) mt_trace_free(tr->trace);
     if (tr->metrics) fclose(tr->metrics);
     int ns = mt_opt_state_count(tr->o.opt.kind);
+    if (tr->offload) mt_offload_close(tr->offload);
     for (int s = 0; s < ns; s++) {
         if (!tr->opt_state[s]) continue;
         for (int u = 0; u < tr->model.layout.n_units; u++)

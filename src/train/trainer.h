@@ -12,6 +12,7 @@
 #include "parallel/mesh.h"
 #include "parallel/pipeline_schedule.h"
 #include "core/trace.h"
+#include "optim/offload.h"
 #include "parallel/zero.h"
 
 typedef struct {
@@ -44,6 +45,8 @@ typedef struct {
     const char *pp_layers; /* "a,b,..." blocks per virtual stage (default: even split) */
     const char *trace_path; /* Chrome trace-event JSON of every rank's spans */
     mt_recompute recompute; /* activation recomputation */
+    const char *offload_dir; /* optimizer state in a file in this directory (disk offload) */
+    float offload_buffer_mb; /* resident budget for the streamed state (default 64) */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
@@ -76,6 +79,7 @@ typedef struct {
     unsigned char *unit_held;   /* [n_units] */
     mt_comm *embed_group;       /* first and last stage (the tied wte); NULL if pp == 1 */
     mt_comm_req *act_req, *grad_req; /* [slots * chunks] sends in flight */
+    mt_offload *offload;        /* disk-offloaded optimizer state (NULL: in memory) */
     mt_trace trace_buf;
     mt_trace *trace;            /* &trace_buf with --trace, else NULL (recording is then a no-op) */
     double *acct_start, *acct_end; /* [world size][record] accounting records (accounting.c) */
