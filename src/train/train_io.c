@@ -88,7 +88,8 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
         for (int s = 0; s < ns && resume && !rc; s++) {
             snprintf(prefix, sizeof prefix, "optim/%s/", mt_opt_state_name(tr->o.opt.kind, s));
             rc = read_unit(ck, &l->units[u], prefix, full, err);
-            if (!rc && tr->offload) rc = offload_set_state(tr, u, s, full, err);
+            if (!rc && (tr->adafactor || tr->adam8bit)) mt_trainer_lean_set_state(tr, u, s, full);
+            else if (!rc && tr->offload) rc = offload_set_state(tr, u, s, full, err);
             else if (!rc) mt_zero_set_full_state(&tr->zero, u, tr->opt_state[s][u], full);
         }
     }
@@ -157,6 +158,10 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
             if (tr->pp_rank == holder) {
                 if (s < 0) {
                     mt_zero_get_full_params(&tr->zero, &tr->model, u, dst, tmp);
+                } else if (tr->adafactor || tr->adam8bit) {
+                    memset(shard, 0, mt_zero_state_len(&tr->zero, u) * sizeof(float));
+                    mt_trainer_lean_get_state(tr, u, s, shard);
+                    mt_zero_get_full_state(&tr->zero, u, shard, dst, tmp);
                 } else if (tr->offload) {
                     offload_get_shard(tr, u, s, shard);
                     mt_zero_get_full_state(&tr->zero, u, shard, dst, tmp);

@@ -56,7 +56,25 @@ static int open_offload(mt_trainer *tr, mt_error *err) {
 static void alloc_opt_state(mt_trainer *tr) {
     const mt_gpt_layout *l = &tr->model.layout;
     int ns = mt_opt_state_count(tr->o.opt.kind);
-    if (tr->o.offload_dir) { /* the tables stay, the buffers live on disk */
+    if (mt_opt_is_lean(tr->o.opt.kind)) { /* per-unit state structs over the owned ranges */
+        int af = tr->o.opt.kind == MT_OPT_ADAFACTOR;
+        if (af) {
+            mt_adafactor_hparams_default(&tr->adafactor_h);
+            tr->adafactor_h.weight_decay = tr->o.opt.weight_decay;
+            tr->adafactor = mt_xcalloc((size_t)l->n_units, sizeof(mt_adafactor), "adafactor state table");
+        } else {
+            tr->adam8bit = mt_xcalloc((size_t)l->n_units, sizeof(mt_adam8bit), "8-bit adam state table");
+        }
+        for (int u = 0; u < l->n_units; u++) {
+            if (!mt_zero_state_len(&tr->zero, u)) continue;
+            size_t lo, hi;
+            float *p, *g;
+            mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+            if (af) mt_adafactor_init(&tr->adafactor[u], &tr->adafactor_h, &l->units[u], lo, hi, &tr->mem);
+            else mt_adam8bit_init(&tr->adam8bit[u], lo, hi, &tr->mem);
+        }
+    }
+    if (tr->o.offload_dir || mt_opt_is_lean(tr->o.opt.kind)) { /* the tables stay, the buffers live elsewhere */
         for (int s = 0; s < ns; s++) tr->opt_state[s] = mt_xcalloc((size_t)l->n_units, sizeof(float *), "optimizer state table");
         return;
     }
@@ -137,9 +155,9 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return mt_errorf(err, "--zero %d with --pp %d is not supported: ZeRO-2/3 reduce or gather every unit per "
                               "microbatch, which pipelining interleaves; use --zero 0 or 1 with pipelines",
                          op->zero, op->mesh.pp);
-    if (mt_opt_is_lean(op->opt.kind))
-        return mt_errorf(err, "--optimizer %s is in the library (src/optim) but the trainer does not run it yet; "
-                              "use adamw, adam or sgd", mt_opt_kind_name(op->opt.kind));
+    if (mt_opt_is_lean(op->opt.kind) && op->offload_dir)
+        return mt_errorf(err, "--offload-optimizer streams fp32 state: use it with adamw, adam or sgd, not %s",
+                         mt_opt_kind_name(op->opt.kind));
     if (op->offload_dir && !(op->offload_buffer_mb > 0))
         return mt_errorf(err, "--offload-buffer-mb must be > 0, got %g", (double)op->offload_buffer_mb);
     if (op->mesh.pp > 1 && op->bucket_mb > 0)
@@ -212,6 +230,20 @@ static void reduce_tied_embedding(mt_trainer *tr) {
     mt_comm_allreduce(tr->embed_group, g, g, mt_zero_state_len(&tr->zero, 0));
 }
 
+static void shard_sum(void *ctx, double *buf, size_t n) {
+    mt_comm_allreduce_ctl((mt_comm *)ctx, buf, buf, n, MT_COMM_F64, MT_COMM_SUM);
+}
+
+void mt_trainer_lean_get_state(mt_trainer *tr, int u, int k, float *dst) {
+    if (tr->adafactor) mt_adafactor_get_state(&tr->adafactor[u], &tr->model.layout.units[u], k, dst);
+    else mt_adam8bit_get_state(&tr->adam8bit[u], k, dst);
+}
+
+void mt_trainer_lean_set_state(mt_trainer *tr, int u, int k, const float *full) {
+    if (tr->adafactor) mt_adafactor_set_state(&tr->adafactor[u], &tr->model.layout.units[u], k, full);
+    else mt_adam8bit_set_state(&tr->adam8bit[u], k, full);
+}
+
 /* One chunk [off, off + n) of unit u's owned range, streamed from disk: the
  * same per-element arithmetic as the in-memory update. */
 typedef struct {
@@ -260,7 +292,22 @@ double mt_trainer_step(mt_trainer *tr) {
     int64_t t = tr->step + 1;
     int ns = mt_opt_state_count(o->opt.kind);
     int64_t t_opt = mt_trace_now_ns();
-    if (tr->offload) {
+    if (mt_opt_is_lean(o->opt.kind)) {
+        /* Adafactor sums row/column statistics over the ranks sharing a unit
+         * (ZeRO >= 1 shards it; the replicas of hybrid sharding hold equal shards). */
+        mt_allreduce_sum_fn sum = o->zero >= 1 && mt_comm_size(z->shard) > 1 ? shard_sum : NULL;
+        for (int u = 0; u < m->layout.n_units; u++) {
+            if (!mt_zero_state_len(z, u)) continue;
+            size_t lo, hi;
+            float *p, *g;
+            mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
+            if (tr->adafactor)
+                mt_adafactor_update(&tr->adafactor[u], &tr->adafactor_h, &m->layout.units[u], p, g, lr, t, coef, sum,
+                                    z->shard);
+            else if (hi > lo)
+                mt_adam8bit_update(&tr->adam8bit[u], &o->opt, &m->layout.units[u], p, g, lr, t, coef);
+        }
+    } else if (tr->offload) {
         offload_update u = {tr, lr, t, coef};
         mt_error e = {{0}};
         if (mt_offload_stream_all(tr->offload, offload_update_chunk, &u, &e))
@@ -376,6 +423,12 @@ void mt_trainer_free(mt_trainer *tr) {
     if (tr->metrics) fclose(tr->metrics);
     int ns = mt_opt_state_count(tr->o.opt.kind);
     if (tr->offload) mt_offload_close(tr->offload);
+    for (int u = 0; u < tr->model.layout.n_units; u++) {
+        if (tr->adafactor) mt_adafactor_free(&tr->adafactor[u], &tr->mem);
+        if (tr->adam8bit) mt_adam8bit_free(&tr->adam8bit[u], &tr->mem);
+    }
+    free(tr->adafactor);
+    free(tr->adam8bit);
     for (int s = 0; s < ns; s++) {
         if (!tr->opt_state[s]) continue;
         for (int u = 0; u < tr->model.layout.n_units; u++)

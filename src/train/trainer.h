@@ -13,6 +13,8 @@
 #include "parallel/pipeline_schedule.h"
 #include "core/trace.h"
 #include "optim/offload.h"
+#include "optim/adafactor.h"
+#include "optim/adam8bit.h"
 #include "parallel/zero.h"
 
 typedef struct {
@@ -80,6 +82,9 @@ typedef struct {
     mt_comm *embed_group;       /* first and last stage (the tied wte); NULL if pp == 1 */
     mt_comm_req *act_req, *grad_req; /* [slots * chunks] sends in flight */
     mt_offload *offload;        /* disk-offloaded optimizer state (NULL: in memory) */
+    mt_adafactor *adafactor;    /* [n_units] with --optimizer adafactor */
+    mt_adafactor_hparams adafactor_h;
+    mt_adam8bit *adam8bit;      /* [n_units] with --optimizer adamw8bit */
     mt_trace trace_buf;
     mt_trace *trace;            /* &trace_buf with --trace, else NULL (recording is then a no-op) */
     double *acct_start, *acct_end; /* [world size][record] accounting records (accounting.c) */
@@ -115,6 +120,12 @@ double mt_pipeline_eval_batch(mt_trainer *tr, uint64_t first_sample);
 /* Pipeline rank whose copy of unit u is authoritative (unit 0: the first). */
 int mt_pipeline_unit_rank(const mt_trainer *tr, int u);
 int mt_trainer_report_end(mt_trainer *tr, mt_error *err);
+/* Lean optimizers (Adafactor, 8-bit AdamW): their per-unit state as the
+ * fp32 stream k of the owned range [lo, hi) (checkpoints), and back from a
+ * unit's full fp32 stream. */
+void mt_trainer_lean_get_state(mt_trainer *tr, int u, int k, float *dst);
+void mt_trainer_lean_set_state(mt_trainer *tr, int u, int k, const float *full);
+
 /* Collective: with --trace, writes every rank's spans into one file (rank 0)
  * and prints each rank's idle fraction (time in no compute span over the
  * traced window). */
