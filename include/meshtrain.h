@@ -8,12 +8,19 @@
 #include "core/mem.h"        /* accounted allocation by category */
 #include "core/philox.h"     /* counter-based RNG, init and dropout coordinates */
 #include "core/json.h"       /* JSON reader/writer */
+#include "core/trace.h"      /* Chrome trace-event timelines */
 #include "ops/ops.h"         /* fp32 kernels, forward and backward */
 #include "comm/comm.h"       /* communicators over MPI with counters and timeouts */
+#include "comm/trace_merge.h" /* one timeline file for all ranks */
 #include "parallel/mesh.h"   /* dp x pp x tp mesh and its groups */
+#include "parallel/zero.h"   /* ZeRO 0-3 and hybrid sharding over units */
+#include "parallel/pipeline_schedule.h" /* gpipe / 1f1b / interleaved schedules and their checker */
 #include "model/gpt.h"       /* config, presets, unit layout */
 #include "model/model.h"     /* parameters, activations, per-unit forward/backward */
 #include "optim/optimizer.h" /* AdamW/Adam/SGD on flat ranges, LR schedules, clipping */
+#include "optim/adafactor.h" /* factored second moments, shard-aware */
+#include "optim/adam8bit.h"  /* block-wise 8-bit AdamW */
+#include "optim/offload.h"   /* optimizer state streamed from disk */
 #include "data/tokenizer.h"  /* byte and GPT-2 BPE */
 #include "data/shard.h"      /* llm.c token shards */
 #include "data/loader.h"     /* global-index data order */
