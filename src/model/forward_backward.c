@@ -63,6 +63,16 @@ static void apply_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t laye
     if (d.p > 0.0f) TIMED(MT_PROF_ELEMENTWISE, dropout_rows(x, &d, m->acts.sample_ids, m->acts.B, m->acts.T, C));
 }
 
+/* The gradient of a residual branch's output given dL/d(residual) in
+ * gs.dresid: dresid itself without dropout, else a dropout-scaled copy. */
+static const float *branch_grad(mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site) {
+    if (!dropout_on(m, fc)) return m->gs.dresid;
+    size_t n = (size_t)m->acts.B * m->acts.T * m->layout.cfg.n_embd;
+    TIMED(MT_PROF_ELEMENTWISE, memcpy(m->gs.dtmp, m->gs.dresid, n * sizeof(float)));
+    apply_dropout(m, fc, layer, site, m->gs.dtmp, m->layout.cfg.n_embd);
+    return m->gs.dtmp;
+}
+
 void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     const mt_gpt_config *cfg = &m->layout.cfg;
@@ -86,20 +96,27 @@ void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     int B = a->B, T = a->T, N = B * T, C = cfg->n_embd, NH = cfg->n_head;
     const float *x = block_input(m, layer);
     float *tmp = m->gs.dtmp; /* branch output before dropout; scratch is free during forward */
+    /* Without dropout the projections' biases join the fused residual kernels
+     * (res = x + (branch + bias)); with it they stay in the GEMM, since
+     * dropout applies to branch + bias. The fc bias always joins the GELU. */
+    const int drop = dropout_on(m, fc);
 #define P(i) (p + u->t[i].offset)
-    TIMED(MT_PROF_LAYERNORM, op_layernorm_forward(ba->ln1, ba->ln1_mean, ba->ln1_rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), N, C));
+    TIMED(MT_PROF_LAYERNORM,
+          op_layernorm_forward(ba->ln1, ba->ln1_mean, ba->ln1_rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), N, C));
     linear_forward(m, ba->qkv, ba->ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C);
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids, 0};
-    TIMED(MT_PROF_ATTENTION, op_attention_forward(ba->atty, ba->att_lse, ba->qkv, B, T, NH, C / NH, &ad, m->gs.attn_scratch));
-    linear_forward(m, tmp, ba->atty, P(MT_T_ATTPROJ_W), P(MT_T_ATTPROJ_B), N, C, C);
+    TIMED(MT_PROF_ATTENTION,
+          op_attention_forward(ba->atty, ba->att_lse, ba->qkv, B, T, NH, C / NH, &ad, m->gs.attn_scratch));
+    linear_forward(m, tmp, ba->atty, P(MT_T_ATTPROJ_W), drop ? P(MT_T_ATTPROJ_B) : NULL, N, C, C);
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, tmp, C);
-    TIMED(MT_PROF_ELEMENTWISE, op_add(ba->res2, x, tmp, (size_t)N * C));
-    TIMED(MT_PROF_LAYERNORM, op_layernorm_forward(ba->ln2, ba->ln2_mean, ba->ln2_rstd, ba->res2, P(MT_T_LN2_W), P(MT_T_LN2_B), N, C));
-    linear_forward(m, ba->fch, ba->ln2, P(MT_T_FC_W), P(MT_T_FC_B), N, C, 4 * C);
-    TIMED(MT_PROF_GELU, op_gelu_forward(ba->fch_gelu, ba->fch, (size_t)N * 4 * C));
-    linear_forward(m, tmp, ba->fch_gelu, P(MT_T_FCPROJ_W), P(MT_T_FCPROJ_B), N, 4 * C, C);
+    TIMED(MT_PROF_LAYERNORM,
+          op_residual_layernorm_forward(ba->res2, ba->ln2, ba->ln2_mean, ba->ln2_rstd, x, tmp,
+                                        drop ? NULL : P(MT_T_ATTPROJ_B), P(MT_T_LN2_W), P(MT_T_LN2_B), N, C));
+    linear_forward(m, ba->fch, ba->ln2, P(MT_T_FC_W), NULL, N, C, 4 * C);
+    TIMED(MT_PROF_GELU, op_bias_gelu_forward(ba->fch, ba->fch_gelu, P(MT_T_FC_B), N, 4 * C));
+    linear_forward(m, tmp, ba->fch_gelu, P(MT_T_FCPROJ_W), drop ? P(MT_T_FCPROJ_B) : NULL, N, 4 * C, C);
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, tmp, C);
-    TIMED(MT_PROF_ELEMENTWISE, op_add(ba->res3, ba->res2, tmp, (size_t)N * C));
+    TIMED(MT_PROF_ELEMENTWISE, op_residual_add(ba->res3, ba->res2, tmp, drop ? NULL : P(MT_T_FCPROJ_B), N, C));
 #undef P
 }
 
@@ -111,10 +128,11 @@ double mt_head_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
     const mt_unit_layout *hu = &m->layout.units[L + 1];
     const float *hp = m->params[L + 1];
     const float *wte = m->params[0] + m->layout.units[0].t[MT_T_WTE].offset;
-    TIMED(MT_PROF_LAYERNORM, op_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->blocks[L - 1].res3, hp + hu->t[MT_T_LNF_W].offset,
-                         hp + hu->t[MT_T_LNF_B].offset, N, C));
+    TIMED(MT_PROF_LAYERNORM, op_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->blocks[L - 1].res3,
+                                                  hp + hu->t[MT_T_LNF_W].offset, hp + hu->t[MT_T_LNF_B].offset, N, C));
     linear_forward(m, a->logits, a->lnf, wte, NULL, N, C, cfg->padded_vocab);
-    TIMED(MT_PROF_SOFTMAX_XENT, op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size, cfg->padded_vocab, dlogits_scale));
+    TIMED(MT_PROF_SOFTMAX_XENT, op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size,
+                                                cfg->padded_vocab, dlogits_scale));
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += a->losses[i];
     return sum;
@@ -148,30 +166,28 @@ void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     float *g = m->grads[1 + layer];
     mt_block_acts *ba = &a->blocks[layer];
     int B = a->B, T = a->T, N = B * T, C = cfg->n_embd, NH = cfg->n_head;
-    size_t NC = (size_t)N * C;
     const float *x = block_input(m, layer);
 #define P(i) (p + u->t[i].offset)
 #define G(i) (g + u->t[i].offset)
-    /* MLP branch: dresid holds dL/dres3. */
-    TIMED(MT_PROF_ELEMENTWISE, memcpy(gs->dtmp, gs->dresid, NC * sizeof(float)));
-    apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, gs->dtmp, C);
-    linear_backward(m, gs->dfch, G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), gs->dtmp, ba->fch_gelu, P(MT_T_FCPROJ_W), N,
-                       4 * C, C, 0);
-    TIMED(MT_PROF_GELU, op_gelu_backward(gs->dfch, ba->fch, gs->dfch, (size_t)N * 4 * C));
-    linear_backward(m, gs->dln, G(MT_T_FC_W), G(MT_T_FC_B), gs->dfch, ba->ln2, P(MT_T_FC_W), N, C, 4 * C, 0);
-    TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->res2, P(MT_T_LN2_W), ba->ln2_mean,
-                          ba->ln2_rstd, N, C));
+    /* MLP branch: dresid holds dL/dres3; it is the branch's gradient itself
+     * unless dropout scales a copy. */
+    const float *dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID);
+    linear_backward(m, gs->dfch, G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), dbranch, ba->fch_gelu, P(MT_T_FCPROJ_W), N,
+                    4 * C, C, 0);
+    TIMED(MT_PROF_GELU, op_gelu_bias_backward(gs->dfch, G(MT_T_FC_B), ba->fch, gs->dfch, N, 4 * C));
+    linear_backward(m, gs->dln, G(MT_T_FC_W), NULL, gs->dfch, ba->ln2, P(MT_T_FC_W), N, C, 4 * C, 0);
+    TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->res2,
+                                                   P(MT_T_LN2_W), ba->ln2_mean, ba->ln2_rstd, N, C));
     /* Attention branch: dresid now holds dL/dres2. */
-    TIMED(MT_PROF_ELEMENTWISE, memcpy(gs->dtmp, gs->dresid, NC * sizeof(float)));
-    apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, gs->dtmp, C);
-    linear_backward(m, gs->datty, G(MT_T_ATTPROJ_W), G(MT_T_ATTPROJ_B), gs->dtmp, ba->atty, P(MT_T_ATTPROJ_W), N, C,
-                       C, 0);
+    dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID);
+    linear_backward(m, gs->datty, G(MT_T_ATTPROJ_W), G(MT_T_ATTPROJ_B), dbranch, ba->atty, P(MT_T_ATTPROJ_W), N, C,
+                    C, 0);
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids, 0};
-    TIMED(MT_PROF_ATTENTION, op_attention_backward(gs->dqkv, gs->datty, ba->qkv, ba->atty, ba->att_lse, B, T, NH, C / NH, &ad,
-                          gs->attn_scratch));
+    TIMED(MT_PROF_ATTENTION, op_attention_backward(gs->dqkv, gs->datty, ba->qkv, ba->atty, ba->att_lse, B, T, NH,
+                                                   C / NH, &ad, gs->attn_scratch));
     linear_backward(m, gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->dqkv, ba->ln1, P(MT_T_QKV_W), N, C, 3 * C, 0);
-    TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x, P(MT_T_LN1_W), ba->ln1_mean,
-                          ba->ln1_rstd, N, C));
+    TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x,
+                                                   P(MT_T_LN1_W), ba->ln1_mean, ba->ln1_rstd, N, C));
 #undef P
 #undef G
 }

@@ -12,6 +12,20 @@ void op_add(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+void op_residual_add(float *res, const float *x, const float *branch, const float *bias, int N, int C) {
+    if (!bias) {
+        op_add(res, x, branch, (size_t)N * C);
+        return;
+    }
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *xi = x + (size_t)n * C, *br = branch + (size_t)n * C;
+        float *r = res + (size_t)n * C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) r[c] = xi[c] + (br[c] + bias[c]);
+    }
+}
+
 void op_accumulate(float *acc, const float *x, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) acc[i] += x[i];

@@ -26,10 +26,25 @@ void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 void op_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                            const float *w, const float *mean, const float *rstd, int N, int C);
 
+/* ---- fused residual add + LayerNorm (one pass over the rows):
+ * res = x + (branch + branch_bias)   (branch_bias [C] may be NULL)
+ * out = layernorm(res) as op_layernorm_forward, mean/rstd saved.
+ * Equals op_add followed by op_layernorm_forward (with the bias in the GEMM). */
+void op_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x,
+                                   const float *branch, const float *branch_bias, const float *w,
+                                   const float *b, int N, int C);
+
 /* ---- GELU, tanh approximation (GPT-2's "gelu_new") */
 void op_gelu_forward(float *out, const float *inp, size_t n);
 /* dinp = gelu'(inp) * dout (overwrites; dinp may alias dout) */
 void op_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+/* Fused bias + GELU on [N, OC] rows: pre += bias (the linear layer's bias,
+ * so the GEMM runs without it; NULL skips), out = gelu(pre). */
+void op_bias_gelu_forward(float *pre, float *out, const float *bias, int N, int OC);
+/* Its backward: dpre = gelu'(pre) * dout (dpre may alias dout) and
+ * dbias[OC] += column sums of dpre (NULL skips), in one pass; the sums are
+ * taken row by row in order, as op_matmul_backward's dbias. */
+void op_gelu_bias_backward(float *dpre, float *dbias, const float *pre, const float *dout, int N, int OC);
 
 /* ---- causal multi-head self-attention core
  * qkv [B,T,3*NH*HS]: per row the Q block (NH heads of HS), then K, then V.
@@ -61,6 +76,21 @@ void op_attention_backward(float *dqkv, const float *dout, const float *qkv, con
  * columns and ignored rows), so the probabilities are written once. */
 void op_softmax_xent(float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
                      float dlogits_scale);
+/* Vocab-parallel form (a process holds logit columns [v0, v0 + Vl) of every
+ * row, row stride ld; targets are global ids):
+ * 1. op_xent_shard_stats: per row the shard's max mx[i], sum of exp(x - mx)
+ *    se[i] and the target's logit xt[i] (0 when the target is elsewhere or
+ *    ignored), in one read of the shard.
+ * 2. the caller gathers the (mx, se) pairs of the S shards ([S][N] each,
+ *    shard-major) and sums xt; op_xent_combine_lse gives lse[i] =
+ *    log sum_s se_s exp(mx_s); loss = lse - xt.
+ * 3. op_xent_shard_grad overwrites the shard with scale * (softmax - onehot)
+ *    (0 on rows whose target is -1), writing each element once. */
+void op_xent_shard_stats(const float *logits, float *mx, float *se, float *xt, const int32_t *targets, int N,
+                         int Vl, int ld, int v0);
+void op_xent_combine_lse(float *lse, const float *mx, const float *se, int S, int N);
+void op_xent_shard_grad(float *logits, const float *lse, const int32_t *targets, int N, int Vl, int ld, int v0,
+                        float scale);
 
 /* ---- embeddings: out[b,t,:] = wte[tok[b,t],:] + wpe[pos0 + t,:] */
 void op_embed_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
@@ -71,6 +101,8 @@ void op_embed_backward(float *dwte, float *dwpe, const float *dout, const int32_
 
 /* ---- element-wise helpers */
 void op_add(float *out, const float *a, const float *b, size_t n);           /* out = a + b */
+/* res[N,C] = x + (branch + bias)  (bias [C] may be NULL: op_add) */
+void op_residual_add(float *res, const float *x, const float *branch, const float *bias, int N, int C);
 void op_accumulate(float *acc, const float *x, size_t n);                    /* acc += x */
 void op_scale(float *x, float s, size_t n);                                  /* x *= s */
 double op_sumsq(const float *x, size_t n);                                   /* sum x^2 in double */

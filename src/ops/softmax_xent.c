@@ -1,55 +1,147 @@
-/* Fused softmax + cross-entropy over the first V of Vp logit columns.
- * Per row (parallel over rows, static schedule):
- *   mx = max_j x_j
- *   S  = sum_j exp(x_j - mx)   (fp32, 16 lanes; every term <= 1 and S >= 1)
- *   lse = mx + log S ; loss = lse - x_target
- * With dlogits_scale != 0 the exponentials are stored into the row during
- * the sum pass, then scaled by dlogits_scale / S and the target column gets
- * -dlogits_scale: dlogits = scale * (softmax - onehot), with one exp per
- * element (a row of 50k logits is 200 KB, so the passes run from L2).
- * Padding columns [V, Vp) and rows with target -1 become 0 (loss 0). */
+/* Fused softmax + cross-entropy over the vocabulary, and its vocab-parallel
+ * pieces. Per row of logits x (parallel over rows, static schedule):
+ *
+ * stats, one read of the row: the row is taken in chunks of CHUNK columns
+ *   (L1-resident). Per vector lane l a running max m_l and sum s_l of
+ *   exp(x - m_l): a chunk's lane max c_l first, then s_l = s_l exp(m_l - m')
+ *   + sum over the chunk of exp(x - m'), m' = max(m_l, c_l) (online softmax:
+ *   about one exp per element). Lanes combine at the end: M = max m_l,
+ *   S = sum s_l exp(m_l - M); lse = M + log S; loss = lse - x_target.
+ * gradient, one write of the row: x <- scale * exp(x - lse), the target
+ *   column gets -scale, padding columns [V, Vp) 0.
+ * So the probabilities are written once (the unfused form writes the
+ * exponentials, then scales them in a second pass), at the price of a
+ * second exp per element, which is cheaper than a pass over a 200 KB row.
+ * Rows with target -1 are ignored (loss 0, gradient 0). */
 #include "ops/ops.h"
 #include "core/error.h"
 #include "ops/vmath.h"
+#include <float.h>
 #include <math.h>
+
+#define CHUNK 256 /* columns whose lane maxima are taken before their exponentials */
+
+#ifdef __AVX512F__
+/* Lane-wise max and rescaled sum of x[0, n); lanes past n take no part
+ * (their max stays -FLT_MAX and their sum 0). */
+static void row_stats(const float *x, int n, float *mx_out, float *se_out) {
+    __m512 m = _mm512_set1_ps(-FLT_MAX), s = _mm512_setzero_ps();
+    for (int c0 = 0; c0 < n; c0 += CHUNK) {
+        int c1 = c0 + CHUNK < n ? c0 + CHUNK : n;
+        __m512 cm = m;
+        for (int j = c0; j < c1; j += 16) {
+            __mmask16 k = j + 16 <= c1 ? 0xFFFF : (__mmask16)((1u << (c1 - j)) - 1);
+            cm = _mm512_max_ps(cm, _mm512_mask_loadu_ps(_mm512_set1_ps(-FLT_MAX), k, x + j));
+        }
+        s = _mm512_mul_ps(s, mt_vexp16(_mm512_sub_ps(m, cm)));
+        m = cm;
+        for (int j = c0; j < c1; j += 16) {
+            __mmask16 k = j + 16 <= c1 ? 0xFFFF : (__mmask16)((1u << (c1 - j)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(k, x + j);
+            s = _mm512_mask_add_ps(s, k, s, mt_vexp16(_mm512_sub_ps(v, m)));
+        }
+    }
+    float M = _mm512_reduce_max_ps(m);
+    *mx_out = M;
+    *se_out = _mm512_reduce_add_ps(_mm512_mul_ps(s, mt_vexp16(_mm512_sub_ps(m, _mm512_set1_ps(M)))));
+}
+
+/* x[0, n) <- scale * exp(x - lse); x[n, n_zero) <- 0 */
+static void row_grad(float *x, int n, int n_zero, float lse, float scale) {
+    const __m512 l = _mm512_set1_ps(lse), k = _mm512_set1_ps(scale);
+    int j = 0;
+    for (; j + 16 <= n; j += 16)
+        _mm512_storeu_ps(x + j, _mm512_mul_ps(k, mt_vexp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), l))));
+    if (j < n) {
+        __mmask16 m = (__mmask16)((1u << (n - j)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + j);
+        _mm512_mask_storeu_ps(x + j, m, _mm512_mul_ps(k, mt_vexp16(_mm512_sub_ps(v, l))));
+    }
+    for (j = n; j < n_zero; j++) x[j] = 0.0f;
+}
+#else
+static void row_stats(const float *x, int n, float *mx_out, float *se_out) {
+    float mx = -FLT_MAX, s = 0.0f;
+    for (int c0 = 0; c0 < n; c0 += CHUNK) {
+        int c1 = c0 + CHUNK < n ? c0 + CHUNK : n;
+        float cm = mx;
+        for (int j = c0; j < c1; j++) cm = x[j] > cm ? x[j] : cm;
+        s *= mt_vexpf(mx - cm);
+        mx = cm;
+        float cs = 0.0f;
+#pragma omp simd reduction(+ : cs)
+        for (int j = c0; j < c1; j++) cs += mt_vexpf(x[j] - mx);
+        s += cs;
+    }
+    *mx_out = mx;
+    *se_out = s;
+}
+
+static void row_grad(float *x, int n, int n_zero, float lse, float scale) {
+#pragma omp simd
+    for (int j = 0; j < n; j++) x[j] = scale * mt_vexpf(x[j] - lse);
+    for (int j = n; j < n_zero; j++) x[j] = 0.0f;
+}
+#endif
 
 void op_softmax_xent(float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
                      float dlogits_scale) {
     const int write_grad = dlogits_scale != 0.0f;
+    for (int n = 0; n < N; n++) /* checked before the parallel region: mt_die must not run inside it */
+        if (targets[n] >= V) mt_die("op_softmax_xent: target %d of row %d out of range [0,%d)", targets[n], n, V);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *x = logits + (size_t)n * Vp;
         const int tgt = targets[n];
         if (tgt < 0) {
             if (losses) losses[n] = 0.0f;
-            if (write_grad) {
-#pragma omp simd
-                for (int j = 0; j < Vp; j++) x[j] = 0.0f;
-            }
+            if (write_grad) row_grad(x, 0, Vp, 0.0f, 0.0f);
             continue;
         }
-        if (tgt >= V) mt_die("op_softmax_xent: target %d out of range [0,%d)", tgt, V);
         const float xt = x[tgt];
-        float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-        for (int j = 0; j < V; j++) mx = x[j] > mx ? x[j] : mx;
-        float s = 0.0f;
+        float mx, se;
+        row_stats(x, V, &mx, &se);
+        const float lse = mx + logf(se);
+        if (losses) losses[n] = lse - xt;
         if (write_grad) {
-#pragma omp simd reduction(+ : s)
-            for (int j = 0; j < V; j++) {
-                float e = mt_vexpf(x[j] - mx);
-                x[j] = e;
-                s += e;
-            }
-            const float k = dlogits_scale / s;
-#pragma omp simd
-            for (int j = 0; j < V; j++) x[j] *= k;
-            for (int j = V; j < Vp; j++) x[j] = 0.0f;
+            row_grad(x, V, Vp, lse, dlogits_scale);
             x[tgt] -= dlogits_scale;
-        } else {
-#pragma omp simd reduction(+ : s)
-            for (int j = 0; j < V; j++) s += mt_vexpf(x[j] - mx);
         }
-        if (losses) losses[n] = mx + logf(s) - xt;
+    }
+}
+
+void op_xent_shard_stats(const float *logits, float *mx, float *se, float *xt, const int32_t *targets, int N,
+                         int Vl, int ld, int v0) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * ld;
+        row_stats(x, Vl, &mx[n], &se[n]);
+        const int t = targets[n] - v0;
+        xt[n] = targets[n] >= 0 && t >= 0 && t < Vl ? x[t] : 0.0f;
+    }
+}
+
+void op_xent_combine_lse(float *lse, const float *mx, const float *se, int S, int N) {
+    for (int n = 0; n < N; n++) {
+        float M = -FLT_MAX;
+        for (int s = 0; s < S; s++) M = mx[(size_t)s * N + n] > M ? mx[(size_t)s * N + n] : M;
+        float sum = 0.0f;
+        for (int s = 0; s < S; s++) sum += se[(size_t)s * N + n] * mt_vexpf(mx[(size_t)s * N + n] - M);
+        lse[n] = M + logf(sum);
+    }
+}
+
+void op_xent_shard_grad(float *logits, const float *lse, const int32_t *targets, int N, int Vl, int ld, int v0,
+                        float scale) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *x = logits + (size_t)n * ld;
+        if (targets[n] < 0) {
+            row_grad(x, 0, Vl, 0.0f, 0.0f);
+            continue;
+        }
+        row_grad(x, Vl, Vl, lse[n], scale);
+        const int t = targets[n] - v0;
+        if (t >= 0 && t < Vl) x[t] -= scale;
     }
 }

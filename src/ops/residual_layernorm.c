@@ -1,0 +1,44 @@
+/* Fused residual add + LayerNorm forward (the block's "x + branch" followed
+ * by the next LayerNorm):
+ *   res = x + (branch + branch_bias);  out = (res - mean) rstd w + b
+ * Each row of res is formed and normalised while it is in L1, instead of
+ * a write pass for res and a second read pass for the LayerNorm. The
+ * reductions are the same loops as op_layernorm_forward (mean, then the
+ * centred sum of squares), so the result equals the unfused pair. Rows are
+ * split over threads (one parallel region). */
+#include "ops/ops.h"
+#include <math.h>
+
+#define LN_EPS 1e-5f
+
+void op_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x,
+                                   const float *branch, const float *branch_bias, const float *w,
+                                   const float *b, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *xi = x + (size_t)n * C, *br = branch + (size_t)n * C;
+        float *r = res + (size_t)n * C, *o = out + (size_t)n * C;
+        if (branch_bias) {
+#pragma omp simd
+            for (int c = 0; c < C; c++) r[c] = xi[c] + (br[c] + branch_bias[c]);
+        } else {
+#pragma omp simd
+            for (int c = 0; c < C; c++) r[c] = xi[c] + br[c];
+        }
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int c = 0; c < C; c++) s += r[c];
+        float m = s / (float)C;
+        float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; c++) {
+            float d = r[c] - m;
+            v += d * d;
+        }
+        float rs = 1.0f / sqrtf(v / (float)C + LN_EPS);
+#pragma omp simd
+        for (int c = 0; c < C; c++) o[c] = (r[c] - m) * rs * w[c] + b[c];
+        if (mean) mean[n] = m;
+        if (rstd) rstd[n] = rs;
+    }
+}
