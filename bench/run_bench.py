@@ -117,21 +117,22 @@ def bench_config(name, cfg, shard, threads, results):
     warm, steps = STEPS[name]
     tokens = cfg["B"] * cfg["T"]
     fpt = flops_per_token(cfg)
-    rate = gemm_rate(cfg, threads)
-    mt_ms, pt_ms, mt_rss, pt_rss = [], [], 0, 0
+    rates, mt_ms, pt_ms, mt_rss, pt_rss = [], [], [], 0, 0
     for r in range(ROUNDS):
+        rates.append(gemm_rate(cfg, threads))  # each round: the ceiling under the same load as the runs
         ms, rss = run_meshtrain(cfg, shard, warm, steps, threads, passive=False)
         mt_ms.append(statistics.median(ms))
         mt_rss = max(mt_rss, rss)
         ms, rss = run_torch(cfg, warm, steps, threads, passive=threads > 1)
         pt_ms.append(statistics.median(ms))
         pt_rss = max(pt_rss, rss)
+    rate = statistics.median(rates)
     mt_tps = tokens / (statistics.median(mt_ms) * 1e-3)
     pt_tps = tokens / (statistics.median(pt_ms) * 1e-3)
     row = dict(config=name, threads=threads, meshtrain_tok_s=mt_tps, torch_tok_s=pt_tps, ratio=mt_tps / pt_tps,
                gemm_gflops=rate, mfu_meshtrain=fpt * mt_tps * 1e-9 / rate, mfu_torch=fpt * pt_tps * 1e-9 / rate,
                meshtrain_rss_mb=mt_rss / 1024, torch_rss_mb=pt_rss / 1024,
-               meshtrain_ms=mt_ms, torch_ms=pt_ms, load=load())
+               meshtrain_ms=mt_ms, torch_ms=pt_ms, gemm_rates=rates, load=load())
     results.append(row)
     print(f"{name:>3} {threads:>2}t {mt_tps:>10.0f} {pt_tps:>10.0f} {row['ratio']:>6.2f}x {rate:>8.1f} "
           f"{row['mfu_meshtrain']:>6.2f} {row['mfu_torch']:>6.2f} {row['meshtrain_rss_mb']:>7.0f} "

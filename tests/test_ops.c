@@ -521,6 +521,13 @@ int main(void) {
     test_attention_case(2, 70, 3, 5, 0.2f, 0);
     test_attention_case(3, 1, 1, 4, 0.5f, 1);   /* T = 1 */
     test_attention_case(1, 9, 1, 1, 0.0f, 1);   /* HS = 1 */
+    /* head sizes that are multiples of 16 take the flash kernels */
+    test_attention_case(1, 21, 2, 16, 0.3f, 1);
+    test_attention_case(2, 67, 2, 32, 0.0f, 0);
+    test_attention_case(2, 67, 2, 32, 0.2f, 0);
+    test_attention_case(1, 130, 1, 64, 0.1f, 0);
+    test_attention_case(1, 50, 2, 48, 0.2f, 0);
+    test_attention_case(1, 40, 1, 128, 0.0f, 0); /* past the flash kernels' sizes: BLAS path */
     test_attention_keep_fraction();
     TEST_MAIN_END("test_ops");
 }

@@ -1,4 +1,6 @@
-/* Causal multi-head self-attention core, fp32, on BLAS.
+/* Causal multi-head self-attention core, fp32, on BLAS: the path for head
+ * sizes the flash kernels (attention_flash.c) do not take, and the
+ * reference they are tested against. op_attention_forward/backward pick. 
  *
  * Memory choice: no T x T matrix is kept between forward and backward. The
  * forward pass saves only lse[B,NH,T] (log-sum-exp of each query row's
@@ -22,6 +24,7 @@
  * Each (b, head) task is computed independently by one thread, so results do
  * not depend on the thread count. */
 #include "ops/ops.h"
+#include "ops/attention_impl.h"
 #include "core/error.h"
 #include "ops/vmath.h"
 #include "ops/blas_threads.h"
@@ -39,11 +42,33 @@ static size_t per_thread_floats(int T, int HS) {
     return (n + 15) & ~(size_t)15;
 }
 
+size_t op_attention_blas_scratch_floats(int T, int HS, int nthreads) {
+    if (nthreads < 1) nthreads = 1;
+    return per_thread_floats(T, HS) * (size_t)nthreads;
+}
+
 size_t op_attention_scratch_floats(int B, int T, int NH, int HS, int nthreads) {
     (void)B;
     (void)NH;
-    if (nthreads < 1) nthreads = 1;
-    return per_thread_floats(T, HS) * (size_t)nthreads;
+    if (op_attention_flash_supported(T, HS)) return op_attention_flash_scratch_floats(T, HS, nthreads);
+    return op_attention_blas_scratch_floats(T, HS, nthreads);
+}
+
+void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
+                          const mt_attn_dropout *drop, float *scratch) {
+    if (op_attention_flash_supported(T, HS))
+        op_attention_flash_forward(out, lse, qkv, B, T, NH, HS, drop, scratch);
+    else
+        op_attention_blas_forward(out, lse, qkv, B, T, NH, HS, drop, scratch);
+}
+
+void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                           const float *lse, int B, int T, int NH, int HS,
+                           const mt_attn_dropout *drop, float *scratch) {
+    if (op_attention_flash_supported(T, HS))
+        op_attention_flash_backward(dqkv, dout, qkv, out, lse, B, T, NH, HS, drop, scratch);
+    else
+        op_attention_blas_backward(dqkv, dout, qkv, out, lse, B, T, NH, HS, drop, scratch);
 }
 
 static int dropout_on(const mt_attn_dropout *drop) { return drop && drop->d.p > 0.0f; }
@@ -56,8 +81,8 @@ static void scatter(float *dst, const float *src, int T, int HS, size_t ld) {
     for (int t = 0; t < T; t++) memcpy(dst + (size_t)t * ld, src + (size_t)t * HS, (size_t)HS * sizeof(float));
 }
 
-void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
-                          const mt_attn_dropout *drop, float *scratch) {
+void op_attention_blas_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
+                               const mt_attn_dropout *drop, float *scratch) {
     const int C = NH * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const int use_drop = dropout_on(drop);
@@ -121,9 +146,9 @@ void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T
     mt_blas_threads_leave(saved);
 }
 
-void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                           const float *lse, int B, int T, int NH, int HS,
-                           const mt_attn_dropout *drop, float *scratch) {
+void op_attention_blas_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                const float *lse, int B, int T, int NH, int HS,
+                                const mt_attn_dropout *drop, float *scratch) {
     const int C = NH * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const int use_drop = dropout_on(drop);
