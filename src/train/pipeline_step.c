@@ -260,6 +260,7 @@ double mt_pipeline_step(mt_trainer *tr, uint64_t g0, float dscale) {
         }
         static const char *const names[MT_PP_NOPS] = {"forward", "backward", "send_act", "recv_act", "send_grad", "recv_grad"};
         int compute = a->op == MT_PP_FORWARD || a->op == MT_PP_BACKWARD;
+        if (!compute) mt_prof_add(m->prof, MT_PROF_SENDRECV, 1e-9 * (double)(mt_trace_now_ns() - t0));
         mt_trace_span_args(tr->trace, names[a->op], compute ? "compute" : "p2p", 0, t0, mt_trace_now_ns(), "mb",
                            a->microbatch, "chunk", c);
     }

@@ -201,6 +201,10 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (mt_pipeline_init(tr, err)) return -1;
     alloc_opt_state(tr);
     if (op->offload_dir && agree(world, open_offload(tr, err), err)) return -1;
+    if (op->profile) {
+        mt_profile_init(&tr->prof);
+        tr->model.prof = &tr->prof;
+    }
     if (op->trace_path) {
         /* every action of every step, the optimizer and the step itself */
         size_t per_step = (size_t)tr->sched.count[tr->pp_rank] + 8;
@@ -276,15 +280,26 @@ double mt_trainer_step(mt_trainer *tr) {
     int64_t t_step = mt_trace_now_ns();
     mt_zero_begin_step(z, m);
     uint64_t g0 = (uint64_t)tr->step * (uint64_t)o->batch;
+    mt_profile *pf = m->prof;
+    double exposed0 = z->exposed_s;
     double loss_sum = mt_pipeline_step(tr, g0, dscale);
     int64_t t_sync = mt_trace_now_ns();
+    double pt = mt_prof_begin(pf);
     mt_zero_finish_grads(z, m);
     reduce_tied_embedding(tr);
+    /* every wait for a gradient reduction, inside backward and after it */
+    mt_prof_add(pf, MT_PROF_WAIT, z->exposed_s - exposed0);
+    mt_prof_add(pf, MT_PROF_ALLREDUCE, mt_profile_now() - pt - (z->exposed_s - exposed0));
+    pt = mt_prof_begin(pf);
     mt_trace_span(tr->trace, "grad_sync", "collective", 0, t_sync, mt_trace_now_ns());
-    double sums[2] = {loss_sum, mt_zero_grad_sumsq(z, m)};
+    double sumsq = mt_zero_grad_sumsq(z, m);
+    mt_prof_end(pf, MT_PROF_OPTIMIZER, pt);
+    pt = mt_prof_begin(pf);
+    double sums[2] = {loss_sum, sumsq};
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &sums[0], &sums[0], 1, MT_COMM_F64, MT_COMM_SUM);
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_PP), sums, sums, 2, MT_COMM_F64, MT_COMM_SUM);
     loss_sum = sums[0];
+    mt_prof_end(pf, MT_PROF_ALLREDUCE, pt);
     if (o->dump_grads && tr->step == 0 && tr->rank == 0) mt_train_dump_grads(tr, o->dump_grads);
     double norm = sqrt(sums[1]);
     float coef = mt_clip_coef(norm, o->grad_clip);
@@ -292,6 +307,7 @@ double mt_trainer_step(mt_trainer *tr) {
     int64_t t = tr->step + 1;
     int ns = mt_opt_state_count(o->opt.kind);
     int64_t t_opt = mt_trace_now_ns();
+    pt = mt_prof_begin(pf);
     if (mt_opt_is_lean(o->opt.kind)) {
         /* Adafactor sums row/column statistics over the ranks sharing a unit
          * (ZeRO >= 1 shards it; the replicas of hybrid sharding hold equal shards). */
@@ -324,7 +340,10 @@ double mt_trainer_step(mt_trainer *tr) {
     }
     int64_t t_gather = mt_trace_now_ns();
     mt_trace_span(tr->trace, "optimizer", "compute", 0, t_opt, t_gather);
+    mt_prof_end(pf, MT_PROF_OPTIMIZER, pt);
+    pt = mt_prof_begin(pf);
     mt_zero_after_step(z, m);
+    mt_prof_end(pf, MT_PROF_ALLGATHER, pt);
     mt_trace_span(tr->trace, "param_gather", "collective", 0, t_gather, mt_trace_now_ns());
     mt_trace_span_args(tr->trace, "step", "step", 1, t_step, mt_trace_now_ns(), "step", tr->step + 1, NULL, 0);
     tr->step++;
@@ -365,6 +384,10 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
         double loss = mt_trainer_step(tr);
         double ms = (now_s() - t0) * 1e3;
         tr->step_s += ms * 1e-3;
+        if (tr->model.prof) {
+            mt_profile_end_step(&tr->prof, (long)tr->step, ms * 1e-3);
+            if (tr->metrics && mt_profile_write_json(&tr->prof, tr->metrics, 0, err)) return -1;
+        }
         tr->steps_run++;
         double tps = tokens / (ms * 1e-3), gflops = flops_tok * tps * 1e-9;
         if (!isfinite(loss)) return mt_errorf(err, "loss became %g at step %lld; lower --lr or enable --grad-clip", loss, (long long)tr->step);
@@ -389,6 +412,10 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
             if (mt_trainer_save(tr, err)) return -1;
             saved = tr->step;
         }
+    }
+    if (tr->model.prof && tr->rank == 0 && tr->prof.steps > 0) {
+        printf("profile of rank 0, mean per step (%s):\n", tr->prof.steps > 1 ? "all steps" : "one step");
+        mt_profile_print_summary(&tr->prof, stdout);
     }
     /* Always leave a checkpoint of the final state (also of step 0, which
      * is how an initial model is written for export). */

@@ -12,6 +12,7 @@
 #include "parallel/mesh.h"
 #include "parallel/pipeline_schedule.h"
 #include "core/trace.h"
+#include "core/profile.h"
 #include "optim/offload.h"
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
@@ -49,6 +50,7 @@ typedef struct {
     mt_recompute recompute; /* activation recomputation */
     const char *offload_dir; /* optimizer state in a file in this directory (disk offload) */
     float offload_buffer_mb; /* resident budget for the streamed state (default 64) */
+    int profile;         /* --profile: time per category per step */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
@@ -85,6 +87,7 @@ typedef struct {
     mt_adafactor *adafactor;    /* [n_units] with --optimizer adafactor */
     mt_adafactor_hparams adafactor_h;
     mt_adam8bit *adam8bit;      /* [n_units] with --optimizer adamw8bit */
+    mt_profile prof;            /* with --profile (model.prof points here) */
     mt_trace trace_buf;
     mt_trace *trace;            /* &trace_buf with --trace, else NULL (recording is then a no-op) */
     double *acct_start, *acct_end; /* [world size][record] accounting records (accounting.c) */
