@@ -138,7 +138,6 @@ void mt_pipeline_free(mt_trainer *tr) {
     free(tr->chunk_hi);
     free(tr->act_req);
     free(tr->grad_req);
-    free(tr->unit_held);
     free(tr->layer_rank);
 }
 

@@ -51,25 +51,6 @@ static int read_unit(mt_ckpt *ck, const mt_unit_layout *u, const char *prefix, f
     return 0;
 }
 
-/* Disk-offloaded state: the owned range [lo, hi) of a unit's full stream. */
-static int offload_set_state(mt_trainer *tr, int u, int s, const float *full, mt_error *err) {
-    size_t lo, hi;
-    float *p, *g;
-    mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-    return mt_offload_write(tr->offload, u, s, 0, hi - lo, full + lo, err);
-}
-
-/* ... and the shard (S floats, zero padding) as the in-memory state holds it. */
-static void offload_get_shard(mt_trainer *tr, int u, int s, float *shard) {
-    size_t lo, hi;
-    float *p, *g;
-    mt_error e = {{0}};
-    mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-    memset(shard, 0, mt_zero_state_len(&tr->zero, u) * sizeof(float));
-    if (mt_offload_read(tr->offload, u, s, 0, hi - lo, shard, &e))
-        mt_die("reading the disk-offloaded optimizer state for a checkpoint failed: %s", e.msg);
-}
-
 /* Every rank reads the full tensors and keeps what it owns (its ZeRO shard). */
 int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *err) {
     mt_ckpt *ck = mt_ckpt_open(dir, err);
@@ -88,9 +69,7 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
         for (int s = 0; s < ns && resume && !rc; s++) {
             snprintf(prefix, sizeof prefix, "optim/%s/", mt_opt_state_name(tr->o.opt.kind, s));
             rc = read_unit(ck, &l->units[u], prefix, full, err);
-            if (!rc && (tr->adafactor || tr->adam8bit)) mt_trainer_lean_set_state(tr, u, s, full);
-            else if (!rc && tr->offload) rc = offload_set_state(tr, u, s, full, err);
-            else if (!rc) mt_zero_set_full_state(&tr->zero, u, tr->opt_state[s][u], full);
+            if (!rc) rc = mt_trainer_set_opt_state(tr, u, s, full, err);
         }
     }
     free(full);
@@ -156,18 +135,8 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
             float *dst = root ? store + used : scratch;
             if (root) used += ne;
             if (tr->pp_rank == holder) {
-                if (s < 0) {
-                    mt_zero_get_full_params(&tr->zero, &tr->model, u, dst, tmp);
-                } else if (tr->adafactor || tr->adam8bit) {
-                    memset(shard, 0, mt_zero_state_len(&tr->zero, u) * sizeof(float));
-                    mt_trainer_lean_get_state(tr, u, s, shard);
-                    mt_zero_get_full_state(&tr->zero, u, shard, dst, tmp);
-                } else if (tr->offload) {
-                    offload_get_shard(tr, u, s, shard);
-                    mt_zero_get_full_state(&tr->zero, u, shard, dst, tmp);
-                } else {
-                    mt_zero_get_full_state(&tr->zero, u, tr->opt_state[s][u], dst, tmp);
-                }
+                if (s < 0) mt_zero_get_full_params(&tr->zero, &tr->model, u, dst, tmp);
+                else mt_zero_get_full_state(&tr->zero, u, mt_trainer_opt_shard(tr, u, s, shard), dst, tmp);
             }
             if (holder != 0 && tr->dp_rank == 0) { /* world rank 0 is (dp 0, pp 0) */
                 if (tr->pp_rank == holder) mt_comm_send(pc, dst, ne * sizeof(float), 0, 0);

@@ -238,14 +238,38 @@ static void shard_sum(void *ctx, double *buf, size_t n) {
     mt_comm_allreduce_ctl((mt_comm *)ctx, buf, buf, n, MT_COMM_F64, MT_COMM_SUM);
 }
 
-void mt_trainer_lean_get_state(mt_trainer *tr, int u, int k, float *dst) {
-    if (tr->adafactor) mt_adafactor_get_state(&tr->adafactor[u], &tr->model.layout.units[u], k, dst);
-    else mt_adam8bit_get_state(&tr->adam8bit[u], k, dst);
+const float *mt_trainer_opt_shard(mt_trainer *tr, int u, int k, float *buf) {
+    if (!tr->offload && !tr->adafactor && !tr->adam8bit) return tr->opt_state[k][u];
+    size_t lo, hi;
+    float *p, *g;
+    mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+    memset(buf, 0, mt_zero_state_len(&tr->zero, u) * sizeof(float));
+    if (tr->adafactor) {
+        mt_adafactor_get_state(&tr->adafactor[u], &tr->model.layout.units[u], k, buf);
+    } else if (tr->adam8bit) {
+        mt_adam8bit_get_state(&tr->adam8bit[u], k, buf);
+    } else {
+        mt_error e = {{0}};
+        if (mt_offload_read(tr->offload, u, k, 0, hi - lo, buf, &e))
+            mt_die("reading the disk-offloaded optimizer state failed: %s", e.msg);
+    }
+    return buf;
 }
 
-void mt_trainer_lean_set_state(mt_trainer *tr, int u, int k, const float *full) {
-    if (tr->adafactor) mt_adafactor_set_state(&tr->adafactor[u], &tr->model.layout.units[u], k, full);
-    else mt_adam8bit_set_state(&tr->adam8bit[u], k, full);
+int mt_trainer_set_opt_state(mt_trainer *tr, int u, int k, const float *full, mt_error *err) {
+    if (tr->adafactor) {
+        mt_adafactor_set_state(&tr->adafactor[u], &tr->model.layout.units[u], k, full);
+    } else if (tr->adam8bit) {
+        mt_adam8bit_set_state(&tr->adam8bit[u], k, full);
+    } else if (tr->offload) {
+        size_t lo, hi;
+        float *p, *g;
+        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+        return mt_offload_write(tr->offload, u, k, 0, hi - lo, full + lo, err);
+    } else {
+        mt_zero_set_full_state(&tr->zero, u, tr->opt_state[k][u], full);
+    }
+    return 0;
 }
 
 /* One chunk [off, off + n) of unit u's owned range, streamed from disk: the

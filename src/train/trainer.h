@@ -80,7 +80,6 @@ typedef struct {
     mt_pp_schedule sched;
     int *chunk_lo, *chunk_hi;   /* [chunks] blocks [lo, hi) of each local chunk */
     int *layer_rank;            /* [n_layer] pipeline rank holding each block */
-    unsigned char *unit_held;   /* [n_units] */
     mt_comm *embed_group;       /* first and last stage (the tied wte); NULL if pp == 1 */
     mt_comm_req *act_req, *grad_req; /* [slots * chunks] sends in flight */
     mt_offload *offload;        /* disk-offloaded optimizer state (NULL: in memory) */
@@ -123,11 +122,13 @@ double mt_pipeline_eval_batch(mt_trainer *tr, uint64_t first_sample);
 /* Pipeline rank whose copy of unit u is authoritative (unit 0: the first). */
 int mt_pipeline_unit_rank(const mt_trainer *tr, int u);
 int mt_trainer_report_end(mt_trainer *tr, mt_error *err);
-/* Lean optimizers (Adafactor, 8-bit AdamW): their per-unit state as the
- * fp32 stream k of the owned range [lo, hi) (checkpoints), and back from a
- * unit's full fp32 stream. */
-void mt_trainer_lean_get_state(mt_trainer *tr, int u, int k, float *dst);
-void mt_trainer_lean_set_state(mt_trainer *tr, int u, int k, const float *full);
+/* Optimizer state stream k of unit u as fp32, wherever it lives (memory,
+ * disk offload, or the lean optimizers' own encodings), for checkpoints:
+ * the rank's shard (mt_zero_state_len floats, zero padding; `buf` holds it
+ * unless the state is in memory already), and setting the rank's part from
+ * the unit's full stream. */
+const float *mt_trainer_opt_shard(mt_trainer *tr, int u, int k, float *buf);
+int mt_trainer_set_opt_state(mt_trainer *tr, int u, int k, const float *full, mt_error *err);
 
 /* Collective: with --trace, writes every rank's spans into one file (rank 0)
  * and prints each rank's idle fraction (time in no compute span over the
