@@ -87,13 +87,24 @@ static const float *block_input(const mt_model *m, int layer) {
     return layer == 0 ? m->acts.encoded : m->acts.blocks[layer - 1].res3;
 }
 
+/* The attention core of a block: forward, and again before backward under
+ * selective recomputation. */
+static void attention_core_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
+    mt_acts *a = &m->acts;
+    mt_block_acts *ba = &a->blocks[layer];
+    int C = m->layout.cfg.n_embd, NH = m->layout.cfg.n_head;
+    mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids, 0};
+    TIMED(MT_PROF_ATTENTION,
+          op_attention_forward(ba->atty, ba->att_lse, ba->qkv, a->B, a->T, NH, C / NH, &ad, m->gs.attn_scratch));
+}
+
 void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     const mt_gpt_config *cfg = &m->layout.cfg;
     const mt_unit_layout *u = &m->layout.units[1 + layer];
     const float *p = m->params[1 + layer];
     mt_block_acts *ba = &a->blocks[layer];
-    int B = a->B, T = a->T, N = B * T, C = cfg->n_embd, NH = cfg->n_head;
+    int B = a->B, T = a->T, N = B * T, C = cfg->n_embd;
     const float *x = block_input(m, layer);
     float *tmp = m->gs.dtmp; /* branch output before dropout; scratch is free during forward */
     /* Without dropout the projections' biases join the fused residual kernels
@@ -104,9 +115,7 @@ void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     TIMED(MT_PROF_LAYERNORM,
           op_layernorm_forward(ba->ln1, ba->ln1_mean, ba->ln1_rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), N, C));
     linear_forward(m, ba->qkv, ba->ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C);
-    mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids, 0};
-    TIMED(MT_PROF_ATTENTION,
-          op_attention_forward(ba->atty, ba->att_lse, ba->qkv, B, T, NH, C / NH, &ad, m->gs.attn_scratch));
+    attention_core_forward(m, layer, fc);
     linear_forward(m, tmp, ba->atty, P(MT_T_ATTPROJ_W), drop ? P(MT_T_ATTPROJ_B) : NULL, N, C, C);
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, tmp, C);
     TIMED(MT_PROF_LAYERNORM,
@@ -155,6 +164,13 @@ void mt_head_backward(mt_model *m, const mt_fwd_ctx *fc) {
     op_layernorm_backward(m->gs.dresid, hg + hu->t[MT_T_LNF_W].offset, hg + hu->t[MT_T_LNF_B].offset, m->gs.dln,
                           a->blocks[L - 1].res3, hp + hu->t[MT_T_LNF_W].offset, a->lnf_mean, a->lnf_rstd, N, C);
     mt_prof_end(m->prof, MT_PROF_LAYERNORM, t0);
+}
+
+void mt_block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc) {
+    /* full: rerun the block into the shared buffers (its kept output, res3,
+     * is rewritten with the same values); selective: the attention core. */
+    if (m->recompute == MT_RECOMPUTE_FULL) mt_block_forward(m, layer, fc);
+    else if (m->recompute == MT_RECOMPUTE_SELECTIVE) attention_core_forward(m, layer, fc);
 }
 
 void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
