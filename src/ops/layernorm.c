@@ -8,35 +8,18 @@
  * private partial, then reduced over threads in thread order, column-parallel:
  * deterministic for a fixed thread count. */
 #include "ops/ops.h"
+#include "ops/layernorm_row.h"
 #include "core/error.h"
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 
-#define LN_EPS 1e-5f
-
 void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                           const float *b, int N, int C) {
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        float *o = out + (size_t)n * C;
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int c = 0; c < C; c++) s += x[c];
-        float m = s / (float)C;
-        float v = 0.0f;
-#pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++) {
-            float d = x[c] - m;
-            v += d * d;
-        }
-        float r = 1.0f / sqrtf(v / (float)C + LN_EPS);
-#pragma omp simd
-        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * r * w[c] + b[c];
-        if (mean) mean[n] = m;
-        if (rstd) rstd[n] = r;
-    }
+    for (int n = 0; n < N; n++)
+        layernorm_row(out + (size_t)n * C, mean ? mean + n : NULL, rstd ? rstd + n : NULL, inp + (size_t)n * C, w, b,
+                      C);
 }
 
 /* Two passes inside one parallel region, no workspace: rows split across

@@ -3,13 +3,11 @@
  *   res = x + (branch + branch_bias);  out = (res - mean) rstd w + b
  * Each row of res is formed and normalised while it is in L1, instead of
  * a write pass for res and a second read pass for the LayerNorm. The
- * reductions are the same loops as op_layernorm_forward (mean, then the
- * centred sum of squares), so the result equals the unfused pair. Rows are
+ * row normalisation is op_layernorm_forward's own (layernorm_row.h), so the
+ * result equals the unfused pair. Rows are
  * split over threads (one parallel region). */
 #include "ops/ops.h"
-#include <math.h>
-
-#define LN_EPS 1e-5f
+#include "ops/layernorm_row.h"
 
 void op_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x,
                                    const float *branch, const float *branch_bias, const float *w,
@@ -25,20 +23,6 @@ void op_residual_layernorm_forward(float *res, float *out, float *mean, float *r
 #pragma omp simd
             for (int c = 0; c < C; c++) r[c] = xi[c] + br[c];
         }
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int c = 0; c < C; c++) s += r[c];
-        float m = s / (float)C;
-        float v = 0.0f;
-#pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++) {
-            float d = r[c] - m;
-            v += d * d;
-        }
-        float rs = 1.0f / sqrtf(v / (float)C + LN_EPS);
-#pragma omp simd
-        for (int c = 0; c < C; c++) o[c] = (r[c] - m) * rs * w[c] + b[c];
-        if (mean) mean[n] = m;
-        if (rstd) rstd[n] = rs;
+        layernorm_row(o, mean ? mean + n : NULL, rstd ? rstd + n : NULL, r, w, b, C);
     }
 }
