@@ -1,6 +1,7 @@
 #include "model/model.h"
 #include "ops/ops.h"
 #include <omp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,10 +12,48 @@ static float *acts_alloc(mt_model *m, mt_acts *a, size_t n, const char *what) {
 
 static int holds_layer(const mt_model_part *p, int l) { return !p->own_layer || p->own_layer[l]; }
 
+/* The buffers of a block's activations: where in mt_block_acts, floats per
+ * row (in units of C, 3C, 4C, heads or 1), and the recomputation modes under
+ * which every block keeps its own (bit 1 << mt_recompute); under the others
+ * all blocks and slots use one shared copy (m->shared). */
+enum { W_C, W_3C, W_4C, W_NH, W_1 };
+#define OWN(none, selective, full) ((none) | (selective) << 1 | (full) << 2)
+static const struct {
+    size_t offset;
+    int width;
+    const char *name;
+    int own;
+} block_bufs[] = {
+    {offsetof(mt_block_acts, ln1), W_C, "ln1", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, ln1_mean), W_1, "ln1 mean", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, ln1_rstd), W_1, "ln1 rstd", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, qkv), W_3C, "qkv", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, atty), W_C, "attention output", OWN(1, 0, 0)},
+    {offsetof(mt_block_acts, att_lse), W_NH, "attention lse", OWN(1, 0, 0)},
+    {offsetof(mt_block_acts, res2), W_C, "residual 2", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, ln2), W_C, "ln2", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, ln2_mean), W_1, "ln2 mean", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, ln2_rstd), W_1, "ln2 rstd", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, fch), W_4C, "fc", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, fch_gelu), W_4C, "gelu", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, res3), W_C, "residual 3", OWN(1, 1, 1)},
+};
+#define N_BLOCK_BUFS (sizeof block_bufs / sizeof block_bufs[0])
+
+static float **block_buf(mt_block_acts *b, size_t i) { return (float **)((char *)b + block_bufs[i].offset); }
+
+static int block_owns(const mt_model *m, size_t i) { return block_bufs[i].own >> m->recompute & 1; }
+
+static size_t block_buf_floats(const mt_model *m, size_t i, size_t N) {
+    size_t C = (size_t)m->layout.cfg.n_embd, NH = (size_t)m->layout.cfg.n_head;
+    static const int mult[] = {1, 3, 4};
+    int w = block_bufs[i].width;
+    return N * (w <= W_4C ? (size_t)mult[w] * C : w == W_NH ? NH : 1);
+}
+
 static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B, int T, float *logits) {
     const mt_gpt_config *cfg = &m->layout.cfg;
     size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T, L = (size_t)cfg->n_layer;
-    size_t NH = (size_t)cfg->n_head;
     mt_mem *mem = m->mem;
     a->B = B;
     a->T = T;
@@ -26,30 +65,10 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
     a->blocks = mt_xcalloc(L, sizeof(mt_block_acts), "block activations");
     for (size_t i = 0; i < L; i++) {
         if (!holds_layer(part, (int)i)) continue;
-        mt_block_acts *b = &a->blocks[i];
-        if (m->recompute == MT_RECOMPUTE_FULL) { /* only the output is the block's own */
-            *b = m->shared;
-            b->res3 = acts_alloc(m, a, N * C, "residual 3");
-            continue;
-        }
-        b->ln1 = acts_alloc(m, a, N * C, "ln1");
-        b->ln1_mean = acts_alloc(m, a, N, "ln1 mean");
-        b->ln1_rstd = acts_alloc(m, a, N, "ln1 rstd");
-        b->qkv = acts_alloc(m, a, N * 3 * C, "qkv");
-        if (m->recompute == MT_RECOMPUTE_SELECTIVE) {
-            b->atty = m->shared.atty;
-            b->att_lse = m->shared.att_lse;
-        } else {
-            b->atty = acts_alloc(m, a, N * C, "attention output");
-            b->att_lse = acts_alloc(m, a, N * NH, "attention lse");
-        }
-        b->res2 = acts_alloc(m, a, N * C, "residual 2");
-        b->ln2 = acts_alloc(m, a, N * C, "ln2");
-        b->ln2_mean = acts_alloc(m, a, N, "ln2 mean");
-        b->ln2_rstd = acts_alloc(m, a, N, "ln2 rstd");
-        b->fch = acts_alloc(m, a, N * 4 * C, "fc");
-        b->fch_gelu = acts_alloc(m, a, N * 4 * C, "gelu");
-        b->res3 = acts_alloc(m, a, N * C, "residual 3");
+        for (size_t k = 0; k < N_BLOCK_BUFS; k++)
+            *block_buf(&a->blocks[i], k) = block_owns(m, k)
+                                               ? acts_alloc(m, a, block_buf_floats(m, k, N), block_bufs[k].name)
+                                               : *block_buf(&m->shared, k);
     }
     for (size_t i = 1; i < L; i++) /* inputs received from the previous stage */
         if (holds_layer(part, (int)i) && !holds_layer(part, (int)i - 1))
@@ -66,28 +85,12 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
 /* The buffer set shared by all blocks and slots under recomputation. It is
  * the working set of the one block being computed, not activations kept for
  * backward, so it is accounted as scratch (the total still shows it). */
-static void alloc_shared(mt_model *m, size_t N, size_t C, size_t NH) {
-    mt_block_acts *b = &m->shared;
-    mt_mem *mem = m->mem;
-    if (m->recompute == MT_RECOMPUTE_NONE) return;
-    b->atty = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "attention output (shared)");
-    b->att_lse = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * NH * sizeof(float), "attention lse (shared)");
-    if (m->recompute != MT_RECOMPUTE_FULL) return;
-    b->ln1 = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "ln1 (shared)");
-    b->ln1_mean = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * sizeof(float), "ln1 mean (shared)");
-    b->ln1_rstd = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * sizeof(float), "ln1 rstd (shared)");
-    b->qkv = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 3 * C * sizeof(float), "qkv (shared)");
-    b->res2 = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "residual 2 (shared)");
-    b->ln2 = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "ln2 (shared)");
-    b->ln2_mean = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * sizeof(float), "ln2 mean (shared)");
-    b->ln2_rstd = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * sizeof(float), "ln2 rstd (shared)");
-    b->fch = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 4 * C * sizeof(float), "fc (shared)");
-    b->fch_gelu = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 4 * C * sizeof(float), "gelu (shared)");
+static void alloc_shared(mt_model *m, size_t N) {
+    for (size_t k = 0; k < N_BLOCK_BUFS; k++)
+        if (!block_owns(m, k))
+            *block_buf(&m->shared, k) =
+                mt_mem_alloc(m->mem, MT_MEM_SCRATCH, block_buf_floats(m, k, N) * sizeof(float), block_bufs[k].name);
 }
-
-/* The block buffers of an activation set, as a list. */
-#define BLOCK_BUFS(b) {(b)->ln1, (b)->ln1_mean, (b)->ln1_rstd, (b)->qkv, (b)->atty, (b)->att_lse, (b)->res2, \
-                       (b)->ln2, (b)->ln2_mean, (b)->ln2_rstd, (b)->fch, (b)->fch_gelu, (b)->res3}
 
 void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem) {
     mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE};
@@ -113,7 +116,7 @@ void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, u
     }
     size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T, NH = (size_t)cfg->n_head;
     m->recompute = part->recompute;
-    alloc_shared(m, N, C, NH);
+    alloc_shared(m, N);
     m->n_slots = part->act_slots > 0 ? part->act_slots : 1;
     m->slots = mt_xcalloc((size_t)m->n_slots, sizeof(mt_acts), "activation slots");
     float *logits = NULL;
@@ -142,14 +145,11 @@ void mt_model_use_slot(mt_model *m, int k) {
     m->acts = m->slots[k];
 }
 
-static void free_slot(mt_acts *a, int L, const mt_block_acts *shared) {
+static void free_slot(mt_acts *a, int L, mt_block_acts *shared) {
     free(a->tokens); free(a->targets); free(a->sample_ids); free(a->encoded);
-    float *common[] = BLOCK_BUFS(shared);
-    for (int i = 0; i < L; i++) {
-        float *bufs[] = BLOCK_BUFS(&a->blocks[i]);
-        for (size_t j = 0; j < sizeof bufs / sizeof bufs[0]; j++)
-            if (bufs[j] != common[j]) free(bufs[j]);
-    }
+    for (int i = 0; i < L; i++)
+        for (size_t k = 0; k < N_BLOCK_BUFS; k++)
+            if (*block_buf(&a->blocks[i], k) != *block_buf(shared, k)) free(*block_buf(&a->blocks[i], k));
     free(a->blocks);
     free(a->lnf); free(a->lnf_mean); free(a->lnf_rstd); free(a->losses);
 }
@@ -165,8 +165,7 @@ void mt_model_free(mt_model *m) {
     /* Activations and scratch: freed wholesale; accounting reset. */
     if (m->slots) free(m->slots[0].logits); /* shared by the slots */
     for (int k = 0; k < m->n_slots; k++) free_slot(&m->slots[k], l->cfg.n_layer, &m->shared);
-    float *common[] = BLOCK_BUFS(&m->shared);
-    for (size_t j = 0; j < sizeof common / sizeof common[0]; j++) free(common[j]);
+    for (size_t k = 0; k < N_BLOCK_BUFS; k++) free(*block_buf(&m->shared, k));
     free(m->slots);
     mt_grad_scratch *g = &m->gs;
     free(g->dresid); free(g->dtmp); free(g->dln); free(g->datty); free(g->dqkv); free(g->dfch);
