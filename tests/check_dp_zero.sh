@@ -23,6 +23,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 M=build/meshtrain; PY=/usr/bin/python3
 STEPS=${DPZ_STEPS:-20}
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. tests/train_compare.sh
 $M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
 BASE="--train $W/shk_train.bin --layers 2 --dim 65 --heads 5 --seq-len 33 --lr 1e-3 --dropout 0.1 --grad-clip 1.0 --log-every 0 --batch 48 --steps $STEPS --timeout 30"
 T="$BASE --optimizer sgd --lr 0.05 --momentum 0.9"
@@ -34,19 +35,7 @@ $M train $BASE --ckpt-dir $W/aref --metrics $W/aref.jsonl >/dev/null
 $M export --ckpt $W/aref --format safetensors --out $W/aref.safetensors >/dev/null
 
 check() { # name [ref [param tol]]: compares $W/name.jsonl and $W/name's final checkpoint with the reference
-    local name=$1 ref=${2:-ref} tol=${3:-1e-5}
-    $PY - "$W/$ref.jsonl" "$W/$name.jsonl" "$name" <<'PY'
-import json, sys
-ref = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-got = [json.loads(l)["loss"] for l in open(sys.argv[2])]
-assert len(got) == len(ref), f"{sys.argv[3]}: {len(got)} steps, expected {len(ref)}"
-worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
-assert worst <= 1e-5, f"{sys.argv[3]}: loss differs by {worst:.3g} relative"
-print(f"{sys.argv[3]}: {len(got)} losses within {worst:.2g} relative", end="; ")
-PY
-    $M export --ckpt $W/$name --format safetensors --out $W/$name.safetensors >/dev/null
-    $PY tests/compare_tensors.py $W/$name.safetensors $W/$ref.safetensors --tol $tol
-    rm -rf $W/$name $W/$name.safetensors
+    check_run "$1" "${2:-ref}" "${3:-1e-5}"
 }
 
 for dp in 1 2 3 4; do
@@ -118,11 +107,7 @@ check res4
 
 echo "== bad layouts =="
 bad() { # expected message, then the mpirun arguments
-    local want=$1; shift
-    if $MPI "$@" >$W/out.txt 2>$W/err.txt; then echo "accepted: $*"; exit 1; fi
-    grep -q "$want" $W/err.txt || { echo "expected '$want' for: $*"; cat $W/err.txt; exit 1; }
-    [ "$(grep -c 'error:' $W/err.txt)" = 1 ] || { echo "expected one error line: $*"; cat $W/err.txt; exit 1; }
-    echo "ok: $want"
+    expect_failure "$1" $MPI "${@:2}"
 }
 bad "but the job has 2" -np 2 $M train $T --dp 3
 bad "not implemented yet" -np 2 $M train $T --dp 1 --tp 2

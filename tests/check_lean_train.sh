@@ -15,23 +15,13 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 M=build/meshtrain; PY=/usr/bin/python3; MPI="mpirun --oversubscribe"
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. tests/train_compare.sh
 $M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
 T="--train $W/shk_train.bin --layers 2 --dim 65 --heads 5 --seq-len 32 --batch 12 --micro-batch 4 --steps 20 --log-every 0 --lr 1e-3 --dropout 0.1"
-close() { # ref got name
-    $PY - "$1" "$2" "$3" <<'PY'
-import json, sys
-a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
-assert len(a) == len(b), (len(a), len(b))
-worst = max(abs(x - y) / y for x, y in zip(a, b))
-assert worst <= 1e-5, f"{sys.argv[3]}: losses differ by {worst:.3g} relative"
-print(f"{sys.argv[3]}: {len(b)} losses within {worst:.2g} relative")
-PY
-}
 $M train $T --optimizer adafactor --metrics $W/af.jsonl --report-json $W/af.json >/dev/null
 for z in 1 3; do
     $MPI -np 3 $M train $T --optimizer adafactor --dp 3 --zero $z --metrics $W/af$z.jsonl >/dev/null
-    close $W/af.jsonl $W/af$z.jsonl "adafactor dp=3 zero $z"
+    losses_within $W/af.jsonl $W/af$z.jsonl "adafactor dp=3 zero $z"; echo
 done
 S="${T/--steps 20/--steps 5}"
 for opt in adafactor adamw8bit; do

@@ -24,6 +24,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 M=build/meshtrain; PY=/usr/bin/python3
 STEPS=${PP_STEPS:-20}
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. tests/train_compare.sh
 MPI="mpirun --oversubscribe"
 $M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
 BASE="--train $W/shk_train.bin --layers 8 --dim 32 --heads 4 --seq-len 32 --optimizer sgd --lr 0.05 --momentum 0.9 --dropout 0.1 --grad-clip 1.0 --log-every 0 --micro-batch 2 --steps $STEPS --timeout 30"
@@ -38,19 +39,7 @@ ref() { # single-process reference for m microbatches
 }
 
 check() { # name m [param tol]: compares $W/name.jsonl and $W/name's checkpoint with reference m
-    local name=$1 m=$2 tol=${3:-1e-5}
-    $PY - "$W/ref$m.jsonl" "$W/$name.jsonl" "$name" <<'PY'
-import json, sys
-ref = [json.loads(l)["loss"] for l in open(sys.argv[1])]
-got = [json.loads(l)["loss"] for l in open(sys.argv[2])]
-assert len(got) == len(ref), f"{sys.argv[3]}: {len(got)} steps, expected {len(ref)}"
-worst = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
-assert worst <= 1e-5, f"{sys.argv[3]}: loss differs by {worst:.3g} relative"
-print(f"{sys.argv[3]}: {len(got)} losses within {worst:.2g} relative", end="; ")
-PY
-    $M export --ckpt $W/$name --format safetensors --out $W/$name.safetensors >/dev/null
-    $PY tests/compare_tensors.py $W/$name.safetensors $W/ref$m.safetensors --tol $tol
-    rm -rf $W/$name $W/$name.safetensors
+    check_run "$1" "ref$2" "${3:-1e-5}"
 }
 
 run() { # name m np flags...
@@ -134,11 +123,7 @@ grep "idle fraction" $W/trace.out
 echo "== bad pipeline flags =="
 T="$BASE --batch 6"
 bad() { # expected message, then the mpirun arguments
-    local want=$1; shift
-    if $MPI "$@" >$W/out.txt 2>$W/err.txt; then echo "accepted: $*"; exit 1; fi
-    grep -q "$want" $W/err.txt || { echo "expected '$want' for: $*"; cat $W/err.txt; exit 1; }
-    [ "$(grep -c 'error:' $W/err.txt)" = 1 ] || { echo "expected one error line: $*"; cat $W/err.txt; exit 1; }
-    echo "ok: $want"
+    expect_failure "$1" $MPI "${@:2}"
 }
 bad "3 microbatches of --micro-batch 2 x --dp 1 per step: the interleaved schedule needs" -np 2 $M train $T --pp 2 --pp-schedule interleaved --pp-chunks 2
 bad "needs --pp-schedule interleaved" -np 2 $M train $T --pp 2 --pp-chunks 2
