@@ -291,6 +291,50 @@ static void offload_update_chunk(void *ctx, int u, float *const *st, size_t off,
                         a->t, a->coef);
 }
 
+/* The optimizer step on the owned range of every unit this rank holds,
+ * wherever the state lives. */
+static void optimizer_update(mt_trainer *tr, float lr, int64_t t, float coef) {
+    mt_model *m = &tr->model;
+    mt_zero *z = &tr->zero;
+    const mt_train_opts *o = &tr->o;
+    if (tr->offload) {
+        offload_update u = {tr, lr, t, coef};
+        mt_error e = {{0}};
+        if (mt_offload_stream_all(tr->offload, offload_update_chunk, &u, &e))
+            mt_die("disk offload of the optimizer state failed: %s", e.msg);
+        return;
+    }
+    /* Adafactor sums row/column statistics over the ranks sharing a unit
+     * (ZeRO >= 1 shards it; the replicas of hybrid sharding hold equal shards). */
+    mt_allreduce_sum_fn sum = o->zero >= 1 && mt_comm_size(z->shard) > 1 ? shard_sum : NULL;
+    int ns = mt_opt_state_count(o->opt.kind);
+    for (int u = 0; u < m->layout.n_units; u++) {
+        if (!mt_zero_state_len(z, u)) continue; /* another stage's unit */
+        size_t lo, hi;
+        float *p, *g;
+        mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
+        const mt_unit_layout *ul = &m->layout.units[u];
+        if (tr->adafactor) { /* every rank of the shard group joins the sums, even with nothing owned */
+            mt_adafactor_update(&tr->adafactor[u], &tr->adafactor_h, ul, p, g, lr, t, coef, sum, z->shard);
+        } else if (hi > lo && tr->adam8bit) {
+            mt_adam8bit_update(&tr->adam8bit[u], &o->opt, ul, p, g, lr, t, coef);
+        } else if (hi > lo) {
+            float *st[2] = {tr->opt_state[0][u], ns > 1 ? tr->opt_state[1][u] : NULL};
+            mt_opt_update_range(&o->opt, ul, lo, hi, p, g, st, lr, t, coef);
+        }
+    }
+}
+
+/* Ends a phase of the step that began at *t0 (ns): its time goes to the
+ * --profile category and, when name is given, to a --trace span; the next
+ * phase begins now. Both are no-ops when off. */
+static void phase_done(mt_trainer *tr, int64_t *t0, mt_prof_cat cat, const char *name, const char *trace_cat) {
+    int64_t t1 = mt_trace_now_ns();
+    mt_prof_add(tr->model.prof, cat, 1e-9 * (double)(t1 - *t0));
+    if (name) mt_trace_span(tr->trace, name, trace_cat, 0, *t0, t1);
+    *t0 = t1;
+}
+
 double mt_trainer_step(mt_trainer *tr) {
     mt_model *m = &tr->model;
     mt_zero *z = &tr->zero;
@@ -304,72 +348,32 @@ double mt_trainer_step(mt_trainer *tr) {
     int64_t t_step = mt_trace_now_ns();
     mt_zero_begin_step(z, m);
     uint64_t g0 = (uint64_t)tr->step * (uint64_t)o->batch;
-    mt_profile *pf = m->prof;
     double exposed0 = z->exposed_s;
     double loss_sum = mt_pipeline_step(tr, g0, dscale);
-    int64_t t_sync = mt_trace_now_ns();
-    double pt = mt_prof_begin(pf);
+    double exposed1 = z->exposed_s;
+    int64_t t = mt_trace_now_ns();
     mt_zero_finish_grads(z, m);
     reduce_tied_embedding(tr);
-    /* every wait for a gradient reduction, inside backward and after it */
-    mt_prof_add(pf, MT_PROF_WAIT, z->exposed_s - exposed0);
-    mt_prof_add(pf, MT_PROF_ALLREDUCE, mt_profile_now() - pt - (z->exposed_s - exposed0));
-    pt = mt_prof_begin(pf);
-    mt_trace_span(tr->trace, "grad_sync", "collective", 0, t_sync, mt_trace_now_ns());
+    /* Waits for gradient reductions (inside backward and here) are "wait";
+     * the rest of finishing them is "allreduce". */
+    mt_prof_add(m->prof, MT_PROF_WAIT, z->exposed_s - exposed0);
+    mt_prof_add(m->prof, MT_PROF_ALLREDUCE, -(z->exposed_s - exposed1));
+    phase_done(tr, &t, MT_PROF_ALLREDUCE, "grad_sync", "collective");
     double sumsq = mt_zero_grad_sumsq(z, m);
-    mt_prof_end(pf, MT_PROF_OPTIMIZER, pt);
-    pt = mt_prof_begin(pf);
+    phase_done(tr, &t, MT_PROF_OPTIMIZER, NULL, NULL);
     double sums[2] = {loss_sum, sumsq};
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &sums[0], &sums[0], 1, MT_COMM_F64, MT_COMM_SUM);
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_PP), sums, sums, 2, MT_COMM_F64, MT_COMM_SUM);
     loss_sum = sums[0];
-    mt_prof_end(pf, MT_PROF_ALLREDUCE, pt);
+    phase_done(tr, &t, MT_PROF_ALLREDUCE, NULL, NULL);
     if (o->dump_grads && tr->step == 0 && tr->rank == 0) mt_train_dump_grads(tr, o->dump_grads);
     double norm = sqrt(sums[1]);
-    float coef = mt_clip_coef(norm, o->grad_clip);
-    float lr = mt_lr_at(&o->lr, tr->step);
-    int64_t t = tr->step + 1;
-    int ns = mt_opt_state_count(o->opt.kind);
-    int64_t t_opt = mt_trace_now_ns();
-    pt = mt_prof_begin(pf);
-    if (mt_opt_is_lean(o->opt.kind)) {
-        /* Adafactor sums row/column statistics over the ranks sharing a unit
-         * (ZeRO >= 1 shards it; the replicas of hybrid sharding hold equal shards). */
-        mt_allreduce_sum_fn sum = o->zero >= 1 && mt_comm_size(z->shard) > 1 ? shard_sum : NULL;
-        for (int u = 0; u < m->layout.n_units; u++) {
-            if (!mt_zero_state_len(z, u)) continue;
-            size_t lo, hi;
-            float *p, *g;
-            mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
-            if (tr->adafactor)
-                mt_adafactor_update(&tr->adafactor[u], &tr->adafactor_h, &m->layout.units[u], p, g, lr, t, coef, sum,
-                                    z->shard);
-            else if (hi > lo)
-                mt_adam8bit_update(&tr->adam8bit[u], &o->opt, &m->layout.units[u], p, g, lr, t, coef);
-        }
-    } else if (tr->offload) {
-        offload_update u = {tr, lr, t, coef};
-        mt_error e = {{0}};
-        if (mt_offload_stream_all(tr->offload, offload_update_chunk, &u, &e))
-            mt_die("disk offload of the optimizer state failed: %s", e.msg);
-    } else {
-        for (int u = 0; u < m->layout.n_units; u++) {
-            if (!mt_zero_state_len(z, u)) continue; /* another stage's unit */
-            float *st[2] = {tr->opt_state[0][u], ns > 1 ? tr->opt_state[1][u] : NULL};
-            size_t lo, hi;
-            float *p, *g;
-            mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
-            if (hi > lo) mt_opt_update_range(&o->opt, &m->layout.units[u], lo, hi, p, g, st, lr, t, coef);
-        }
-    }
-    int64_t t_gather = mt_trace_now_ns();
-    mt_trace_span(tr->trace, "optimizer", "compute", 0, t_opt, t_gather);
-    mt_prof_end(pf, MT_PROF_OPTIMIZER, pt);
-    pt = mt_prof_begin(pf);
+    t = mt_trace_now_ns();
+    optimizer_update(tr, mt_lr_at(&o->lr, tr->step), tr->step + 1, mt_clip_coef(norm, o->grad_clip));
+    phase_done(tr, &t, MT_PROF_OPTIMIZER, "optimizer", "compute");
     mt_zero_after_step(z, m);
-    mt_prof_end(pf, MT_PROF_ALLGATHER, pt);
-    mt_trace_span(tr->trace, "param_gather", "collective", 0, t_gather, mt_trace_now_ns());
-    mt_trace_span_args(tr->trace, "step", "step", 1, t_step, mt_trace_now_ns(), "step", tr->step + 1, NULL, 0);
+    phase_done(tr, &t, MT_PROF_ALLGATHER, "param_gather", "collective");
+    mt_trace_span_args(tr->trace, "step", "step", 1, t_step, t, "step", tr->step + 1, NULL, 0);
     tr->step++;
     tr->last_norm = norm;
     tr->last_loss = loss_sum / count;
