@@ -5,6 +5,7 @@
 #include "core/philox.h"
 #include "testlib.h"
 #include <stdlib.h>
+#include <string.h>
 
 static void fill_batch(mt_model *m, int V, uint64_t seed) {
     int N = m->acts.B * m->acts.T;
@@ -124,7 +125,62 @@ static void dropout_forms_agree(void) {
     CHECK(kept > 0 && kept < 14 * 3 * 256, "kept %d", kept);
 }
 
+/* Tensor-parallel slices: every tp rank's initial slices, put together,
+ * are the tp = 1 model bitwise; to_full/from_full are inverse; the split
+ * kinds cut where Megatron cuts (checked on c_attn: a rank holds whole heads
+ * of q, k and v). */
+static void tp_slices(void) {
+    mt_gpt_config cfg = {2, 32, 4, 250, 256, 8, 0.0f};
+    mt_error err;
+    CHECK(mt_gpt_tp_check(&cfg, 3, &err) != 0 && strstr(err.msg, "attention heads"), "tp 3: %s", err.msg);
+    mt_gpt_config odd = cfg;
+    odd.padded_vocab = 250;
+    CHECK(mt_gpt_tp_check(&odd, 4, &err) != 0 && strstr(err.msg, "vocabulary"), "vocab: %s", err.msg);
+    mt_gpt_layout whole;
+    mt_gpt_layout_build(&cfg, &whole);
+    for (int tp = 2; tp <= 4; tp *= 2) {
+        CHECK(mt_gpt_tp_check(&cfg, tp, &err) == 0, "tp %d", tp);
+        for (int u = 0; u < whole.n_units; u++) {
+            size_t gn = whole.units[u].numel;
+            float *ref = calloc(gn, 4), *full = calloc(gn, 4);
+            mt_gpt_init_unit(&whole, u, ref, 7);
+            for (size_t i = 0; i < gn; i++) full[i] = NAN;
+            size_t sum = 0;
+            for (int r = 0; r < tp; r++) {
+                mt_gpt_layout l;
+                mt_gpt_layout_build_tp(&cfg, tp, r, &l);
+                CHECK(l.units[u].gnumel == gn, "unit %d gnumel", u);
+                float *loc = calloc(l.units[u].numel, 4), *back = calloc(l.units[u].numel, 4);
+                mt_gpt_init_unit(&l, u, loc, 7);
+                mt_gpt_unit_to_full(&l, u, loc, full);
+                mt_gpt_unit_from_full(&l, u, full, back);
+                CHECK(memcmp(loc, back, l.units[u].numel * 4) == 0, "tp %d rank %d unit %d round trip", tp, r, u);
+                for (int i = 0; i < l.units[u].n_tensors; i++)
+                    sum += l.units[u].t[i].split == MT_TP_REPLICATED ? (r == 0 ? l.units[u].t[i].numel : 0)
+                                                                   : l.units[u].t[i].numel;
+                if (u == 1) { /* c_attn row 0 of rank r is q of head r*NH/tp; row C/tp is k of that head */
+                    const mt_tensor *t = &l.units[1].t[MT_T_QKV_W];
+                    CHECK(t->shape[0] == 3 * 32 / tp && t->shape[1] == 32, "c_attn local shape");
+                    CHECK(mt_gpt_tensor_row_origin(&l, t, 0) == (size_t)(r * 32 / tp) * 32, "q origin");
+                    CHECK(mt_gpt_tensor_row_origin(&l, t, 32 / tp) == (size_t)(32 + r * 32 / tp) * 32, "k origin");
+                    const mt_tensor *pr = &l.units[1].t[MT_T_ATTPROJ_W];
+                    CHECK(pr->shape[0] == 32 && pr->shape[1] == 32 / tp, "c_proj local shape");
+                }
+                free(loc);
+                free(back);
+                mt_gpt_layout_free(&l);
+            }
+            CHECK(sum == gn, "tp %d unit %d: slices cover %zu of %zu", tp, u, sum, gn);
+            CHECK(memcmp(ref, full, gn * 4) == 0, "tp %d unit %d: slices differ from the tp=1 init", tp, u);
+            free(ref);
+            free(full);
+        }
+    }
+    mt_gpt_layout_free(&whole);
+}
+
 int main(void) {
+    tp_slices();
     dropout_forms_agree();
     gradcheck(0.0f);
     gradcheck(0.3f);

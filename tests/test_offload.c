@@ -245,7 +245,8 @@ static void report_real_overlap(const char *dir) {
     for (size_t i = 0; i < n; i++) c.g[i] = rng_sym(&s);
     c.unit.n_tensors = 1;
     c.unit.numel = n;
-    c.unit.t[0] = (mt_tensor){"w", 2, {2048, 2048}, 0, n, 1, 0.02f, 2048};
+    c.unit.t[0] = (mt_tensor){.name = "w", .ndim = 2, .shape = {2048, 2048}, .offset = 0, .numel = n, .weight_decay = 1,
+                              .init_std = 0.02f, .init_rows = 2048};
     c.h = (mt_opt_hparams){MT_OPT_ADAMW, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.0f};
     for (int sync = 1; sync >= 0; sync--) {
         mt_error err;

@@ -32,6 +32,16 @@ void mt_gpt_config_write_json(mt_json_writer *w, const mt_gpt_config *cfg); /* w
 int mt_gpt_config_read_json(const mt_json *obj, mt_gpt_config *cfg, mt_error *err);
 
 #define MT_MAX_UNIT_TENSORS 12
+
+/* Megatron tensor parallelism cuts a tensor one of three ways:
+ *   REPLICATED  every tp rank holds all of it (LayerNorms, wpe, the biases of
+ *               row-parallel layers);
+ *   ROWS        output rows split (column-parallel linears: c_attn with its
+ *               q, k and v blocks cut separately, so a rank holds whole heads;
+ *               c_fc; their biases; the vocabulary rows of wte);
+ *   COLS        input columns split (row-parallel linears: attn.c_proj,
+ *               mlp.c_proj), matching the ROWS cut of the layer before. */
+typedef enum { MT_TP_REPLICATED = 0, MT_TP_ROWS, MT_TP_COLS } mt_tp_split;
 #define MT_TENSOR_NAME_LEN 48
 
 typedef struct {
@@ -43,6 +53,13 @@ typedef struct {
     int weight_decay;              /* 1 for 2-D weights (embeddings included) */
     float init_std;                /* > 0: N(0, std); 0: zeros; -1: ones */
     int64_t init_rows;             /* rows drawn from the RNG (wte: V; padding rows stay 0) */
+    /* Tensor parallelism: how this tensor is cut over the tp ranks, and
+     * where the local slice sits in the full tensor. A local row is always
+     * one contiguous run of the full tensor (mt_gpt_tensor_row_origin). */
+    mt_tp_split split;
+    int split_parts;               /* MT_TP_ROWS: blocks of rows cut separately (q, k, v: 3) */
+    int64_t gshape[2];             /* full shape */
+    size_t goffset, gnumel;        /* in the full (tp = 1) unit buffer */
 } mt_tensor;
 
 typedef enum { MT_UNIT_EMBED = 0, MT_UNIT_BLOCK = 1, MT_UNIT_HEAD = 2 } mt_unit_kind;
@@ -52,7 +69,8 @@ typedef struct {
     int layer;      /* block index for MT_UNIT_BLOCK, -1 otherwise */
     int n_tensors;
     mt_tensor t[MT_MAX_UNIT_TENSORS];
-    size_t numel;   /* elements in the flat buffer */
+    size_t numel;   /* elements in the flat buffer (this tp rank's slices) */
+    size_t gnumel;  /* elements of the full unit (tp = 1) */
 } mt_unit_layout;
 
 /* Tensor order inside units (indices into mt_unit_layout.t). */
@@ -68,14 +86,32 @@ typedef struct {
     int n_units;            /* n_layer + 2: [embed, block 0..L-1, head] */
     mt_unit_layout *units;
     size_t total_params;    /* sum of unit numel (the tied head counted once) */
+    size_t gtotal_params;   /* the same for the full model */
+    int tp, tp_rank;        /* tensor-parallel degree and this rank's index (1, 0: whole model) */
 } mt_gpt_layout;
 
+/* The whole model (tp = 1). */
 void mt_gpt_layout_build(const mt_gpt_config *cfg, mt_gpt_layout *out);
+/* Checks that heads, 4C and the padded vocabulary divide by tp; the message
+ * says which does not and what to change. */
+int mt_gpt_tp_check(const mt_gpt_config *cfg, int tp, mt_error *err);
+/* Tensor-parallel rank tp_rank's slice of the model (mt_gpt_tp_check must
+ * pass): the same units and tensors with local shapes and offsets. */
+void mt_gpt_layout_build_tp(const mt_gpt_config *cfg, int tp, int tp_rank, mt_gpt_layout *out);
+/* Element index, in the full tensor, of the first element of local row r
+ * (the row's shape[1] elements are contiguous there too). */
+size_t mt_gpt_tensor_row_origin(const mt_gpt_layout *l, const mt_tensor *t, int64_t r);
+/* Copies unit u between this rank's local buffer (numel) and the full
+ * unit buffer (gnumel, full offsets): to_full writes only this rank's
+ * slices (replicated tensors included); from_full reads them. */
+void mt_gpt_unit_to_full(const mt_gpt_layout *l, int u, const float *local, float *full);
+void mt_gpt_unit_from_full(const mt_gpt_layout *l, int u, const float *full, float *local);
 void mt_gpt_layout_free(mt_gpt_layout *l);
 /* Finds a tensor by name; returns NULL if absent, else sets *unit. */
 const mt_tensor *mt_gpt_find_tensor(const mt_gpt_layout *l, const char *name, int *unit);
 /* Fills a unit's flat parameter buffer with its initial values (a function
- * of seed, tensor name and element index only). */
+ * of seed, tensor name and full-tensor element index only, so every tp
+ * slicing initialises the same model). */
 void mt_gpt_init_unit(const mt_gpt_layout *l, int unit, float *params, uint64_t seed);
 
 #endif
