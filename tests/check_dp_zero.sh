@@ -110,7 +110,7 @@ bad() { # expected message, then the mpirun arguments
     expect_failure "$1" $MPI "${@:2}"
 }
 bad "but the job has 2" -np 2 $M train $T --dp 3
-bad "not implemented yet" -np 2 $M train $T --dp 1 --tp 2
+bad "does not divide the 5 attention heads" -np 2 $M train $T --dp 1 --tp 2
 bad "does not divide" -np 4 $M train $T --dp 4 --shard-group 3
 bad "not a multiple of --micro-batch 5 x --dp 2" -np 2 $M train $T --dp 2 --micro-batch 5
 bad "zero must be" -np 2 $M train $T --dp 2 --zero 4

@@ -169,7 +169,7 @@ static void test_softmax_xent(int N, int V, int Vp, float spread, float shift, i
     for (int s = 0; s < 3; s++)
         op_xent_shard_stats(x + cut[s], mx + (size_t)s * N, se + (size_t)s * N, xt + (size_t)s * N, tg, N,
                             cut[s + 1] - cut[s], Vp, cut[s]);
-    op_xent_combine_lse(lse, mx, se, 3, N);
+    op_xent_combine_lse(lse, mx, se, 3, N, N);
     double lw = 0.0;
     for (int i = 0; i < N; i++) {
         double l = tg[i] < 0 ? 0.0 : (double)lse[i] - (xt[i] + xt[N + i] + xt[2 * N + i]);

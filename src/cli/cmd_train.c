@@ -88,7 +88,8 @@ int mt_cli_train(int argc, char **argv) {
         {"log-every", MT_ARG_INT, &o.log_every, "print a line every K steps (default 1)", 0},
         {"dump-grads", MT_ARG_STR, &o.dump_grads, "test aid: write step 1's gradients (raw fp32) to FILE", 0},
         {"dp", MT_ARG_INT, &o.mesh.dp, "data-parallel size (default 1; dp x tp x pp = number of processes)", 0},
-        {"tp", MT_ARG_INT, &o.mesh.tp, "tensor-parallel size (must be 1 for now)", 0},
+        {"tp", MT_ARG_INT, &o.mesh.tp, "tensor-parallel size (default 1): heads, MLP columns and vocabulary split over tp ranks (Megatron-LM)", 0},
+        {"sequence-parallel", MT_ARG_FLAG, &o.sequence_parallel, "with --tp > 1: split LayerNorm/dropout regions along the tokens (all-gather / reduce-scatter instead of all-reduce)", 0},
         {"pp", MT_ARG_INT, &o.mesh.pp, "pipeline-parallel stages (default 1)", 0},
         {"pp-schedule", MT_ARG_STR, &pp_schedule, "pipeline schedule: gpipe | 1f1b | interleaved (default 1f1b)", 0},
         {"pp-chunks", MT_ARG_INT, &o.pp_chunks, "model chunks per pipeline rank for --pp-schedule interleaved (default 1)", 0},
@@ -151,10 +152,10 @@ int mt_cli_train(int argc, char **argv) {
     if (!rc) {
         const mt_gpt_config *c = &tr.o.cfg;
         if (rank == 0) {
-            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | pp %d (%s) | zero %d | recompute %s | %s lr %.3g\n",
+            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | tp %d%s | pp %d (%s) | zero %d | recompute %s | %s lr %.3g\n",
                    c->n_layer, c->n_embd, c->n_head, c->vocab_size, c->padded_vocab, c->seq_len,
-                   tr.model.layout.total_params, tr.o.batch, tr.o.batch / (tr.o.micro_batch * tr.dp), tr.o.micro_batch,
-                   tr.dp, tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute), mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr);
+                   tr.model.layout.gtotal_params, tr.o.batch, tr.o.batch / (tr.o.micro_batch * tr.dp), tr.o.micro_batch,
+                   tr.dp, tr.tp.size, tr.o.sequence_parallel ? " + sp" : "", tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute), mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr);
             if (tr.step > 0) printf("resumed from %s at step %lld\n", tr.o.ckpt_dir, (long long)tr.step);
         }
         mt_trainer_report_start(&tr);

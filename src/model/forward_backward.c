@@ -3,7 +3,17 @@
  *   block:  r2 = x + dropout(proj(attn(ln1(x))));  r3 = r2 + dropout(mlp(ln2(r2)))
  *   head:   loss = xent(ln_f(x) . wte^T)   (output head tied to wte)
  * Dropout masks are regenerated in backward from global coordinates
- * (core/philox.h), so no mask is stored. */
+ * (core/philox.h), so no mask is stored.
+ *
+ * Tensor parallelism (Megatron-LM) changes only what the linears see: c_attn
+ * and c_fc are column-parallel (this rank's heads / MLP columns), the two
+ * c_proj are row-parallel and produce partial sums that mt_tp_scatter adds
+ * up (their biases join afterwards); wte is split by vocabulary rows, so the
+ * embedding is a masked lookup summed over tp and the loss a
+ * vocabulary-parallel cross-entropy that exchanges three numbers per row
+ * instead of the logits. mt_tp_gather/mt_tp_scatter are the f/g operators of
+ * parallel/tp.h; with sequence parallelism the residual stream between them
+ * holds this rank's rows only (rows [row0, row0 + n) of the N = B*T). */
 #include "model/model.h"
 #include "ops/ops.h"
 #include <string.h>
@@ -42,35 +52,70 @@ static mt_dropout make_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t
     return d;
 }
 
-/* x[b,t,:] *= keep/(1-p) for every row; rows are (sample_ids[b], position t). */
-static void dropout_rows(float *x, const mt_dropout *d, const uint64_t *sample_ids, int B, int T, int C) {
+/* Residual-stream rows held here: n, and the first one's index in the microbatch. */
+static int resid_n(const mt_model *m) { return (int)(mt_model_resid_floats(m) / (size_t)m->layout.cfg.n_embd); }
+static size_t resid_row0(const mt_model *m) { return mt_tp_sp(m->tp) ? (size_t)m->tp->rank * (size_t)resid_n(m) : 0; }
+
+/* x[i,:] *= keep/(1-p) for the n rows i starting at microbatch row row0;
+ * a row is (sample_ids[row / T], position row % T). */
+static void dropout_rows(float *x, const mt_dropout *d, const uint64_t *sample_ids, size_t row0, int n, int T, int C) {
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < B * T; r++) {
+    for (int i = 0; i < n; i++) {
         float s[64];
-        int b = r / T, t = r % T;
-        float *row = x + (size_t)r * C;
+        size_t r = row0 + (size_t)i;
+        size_t b = r / (size_t)T, t = r % (size_t)T;
+        float *row = x + (size_t)i * C;
         for (int c0 = 0; c0 < C; c0 += 64) {
-            int n = C - c0 < 64 ? C - c0 : 64;
-            mt_dropout_block_scales(s, d, sample_ids[b], (uint32_t)t, 0, (uint32_t)c0 / 4, (n + 3) / 4);
-            for (int j = 0; j < n; j++) row[c0 + j] *= s[j];
+            int k = C - c0 < 64 ? C - c0 : 64;
+            mt_dropout_block_scales(s, d, sample_ids[b], (uint32_t)t, 0, (uint32_t)c0 / 4, (k + 3) / 4);
+            for (int j = 0; j < k; j++) row[c0 + j] *= s[j];
         }
     }
 }
 
-/* Applies the (layer, site) dropout to the [B*T, C] rows of x, if it is on. */
-static void apply_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site, float *x, int C) {
+/* Applies the (layer, site) dropout to the residual-stream rows of x held
+ * here, if it is on. */
+static void apply_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site, float *x) {
     mt_dropout d = make_dropout(m, fc, layer, site);
-    if (d.p > 0.0f) TIMED(MT_PROF_ELEMENTWISE, dropout_rows(x, &d, m->acts.sample_ids, m->acts.B, m->acts.T, C));
+    if (d.p > 0.0f)
+        TIMED(MT_PROF_ELEMENTWISE, dropout_rows(x, &d, m->acts.sample_ids, resid_row0(m), resid_n(m), m->acts.T,
+                                                m->layout.cfg.n_embd));
 }
 
 /* The gradient of a residual branch's output given dL/d(residual) in
  * gs.dresid: dresid itself without dropout, else a dropout-scaled copy. */
 static const float *branch_grad(mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site) {
     if (!dropout_on(m, fc)) return m->gs.dresid;
-    size_t n = (size_t)m->acts.B * m->acts.T * m->layout.cfg.n_embd;
-    TIMED(MT_PROF_ELEMENTWISE, memcpy(m->gs.dtmp, m->gs.dresid, n * sizeof(float)));
-    apply_dropout(m, fc, layer, site, m->gs.dtmp, m->layout.cfg.n_embd);
+    TIMED(MT_PROF_ELEMENTWISE, memcpy(m->gs.dtmp, m->gs.dresid, mt_model_resid_floats(m) * sizeof(float)));
+    apply_dropout(m, fc, layer, site, m->gs.dtmp);
     return m->gs.dtmp;
+}
+
+/* The f/g operators through the profile. */
+static const float *tp_gather(mt_model *m, const float *local, float *buf) {
+    if (!mt_tp_sp(m->tp)) return local;
+    double t0 = mt_prof_begin(m->prof);
+    const float *r = mt_tp_gather(m->tp, local, buf, mt_model_resid_floats(m));
+    mt_prof_end(m->prof, MT_PROF_ALLGATHER, t0);
+    return r;
+}
+
+static void tp_scatter(mt_model *m, float *full) {
+    if (mt_tp_size(m->tp) == 1) return;
+    double t0 = mt_prof_begin(m->prof);
+    mt_tp_scatter(m->tp, full, (size_t)m->acts.B * m->acts.T * m->layout.cfg.n_embd);
+    mt_prof_end(m->prof, mt_tp_sp(m->tp) ? MT_PROF_REDUCE_SCATTER : MT_PROF_ALLREDUCE, t0);
+}
+
+/* x[i,:] += bias for n rows (a row-parallel layer's bias, added once after
+ * the partial sums are reduced). */
+static void add_bias_rows(float *x, const float *bias, int n, int C) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        float *r = x + (size_t)i * C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) r[c] += bias[c];
+    }
 }
 
 void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc) {
@@ -78,24 +123,36 @@ void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc) {
     const mt_gpt_config *cfg = &m->layout.cfg;
     const mt_unit_layout *u = &m->layout.units[0];
     const float *p = m->params[0];
-    TIMED(MT_PROF_ELEMENTWISE, op_embed_forward(a->encoded, a->tokens, p + u->t[MT_T_WTE].offset,
-                                                p + u->t[MT_T_WPE].offset, a->B, a->T, cfg->n_embd, 0));
-    apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, a->encoded, cfg->n_embd);
+    int C = cfg->n_embd, N = a->B * a->T;
+    if (m->layout.tp == 1) {
+        TIMED(MT_PROF_ELEMENTWISE, op_embed_forward(a->encoded, a->tokens, p + u->t[MT_T_WTE].offset,
+                                                    p + u->t[MT_T_WPE].offset, a->B, a->T, C, 0));
+    } else { /* vocabulary-parallel: masked lookup of all N rows, summed over tp */
+        const mt_tensor *wte = &u->t[MT_T_WTE];
+        int Vl = (int)wte->shape[0];
+        float *part = m->gs.dtmp;
+        TIMED(MT_PROF_ELEMENTWISE, op_embed_shard_forward(part, a->tokens, p + wte->offset, m->layout.tp_rank * Vl, Vl, N, C));
+        tp_scatter(m, part);
+        TIMED(MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
+        TIMED(MT_PROF_ELEMENTWISE, op_add_positions(a->encoded, p + u->t[MT_T_WPE].offset, resid_row0(m), resid_n(m), a->T, C));
+    }
+    apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, a->encoded);
 }
 
 static const float *block_input(const mt_model *m, int layer) {
     return layer == 0 ? m->acts.encoded : m->acts.blocks[layer - 1].res3;
 }
 
-/* The attention core of a block: forward, and again before backward under
- * selective recomputation. */
+/* The attention core of a block (this rank's heads): forward, and again
+ * before backward under selective recomputation. */
 static void attention_core_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     mt_block_acts *ba = &a->blocks[layer];
-    int C = m->layout.cfg.n_embd, NH = m->layout.cfg.n_head;
-    mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids, 0};
+    int C = m->layout.cfg.n_embd, NH = m->layout.cfg.n_head, NHl = NH / m->layout.tp;
+    mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
+                          m->layout.tp_rank * NHl};
     TIMED(MT_PROF_ATTENTION,
-          op_attention_forward(ba->atty, ba->att_lse, ba->qkv, a->B, a->T, NH, C / NH, &ad, m->gs.attn_scratch));
+          op_attention_forward(ba->atty, ba->att_lse, ba->qkv, a->B, a->T, NHl, C / NH, &ad, m->gs.attn_scratch));
 }
 
 void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
@@ -104,44 +161,93 @@ void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     const mt_unit_layout *u = &m->layout.units[1 + layer];
     const float *p = m->params[1 + layer];
     mt_block_acts *ba = &a->blocks[layer];
-    int B = a->B, T = a->T, N = B * T, C = cfg->n_embd;
+    int N = a->B * a->T, n = resid_n(m), C = cfg->n_embd, tp = m->layout.tp;
     const float *x = block_input(m, layer);
     float *tmp = m->gs.dtmp; /* branch output before dropout; scratch is free during forward */
     /* Without dropout the projections' biases join the fused residual kernels
-     * (res = x + (branch + bias)); with it they stay in the GEMM, since
-     * dropout applies to branch + bias. The fc bias always joins the GELU. */
-    const int drop = dropout_on(m, fc);
+     * (res = x + (branch + bias)); with it they are added before the dropout:
+     * in the GEMM, or under tensor parallelism after the partial sums are
+     * reduced. The fc bias always joins the GELU. */
+    const int drop = dropout_on(m, fc), bias_in_gemm = drop && tp == 1, bias_after = drop && tp > 1;
 #define P(i) (p + u->t[i].offset)
     TIMED(MT_PROF_LAYERNORM,
-          op_layernorm_forward(ba->ln1, ba->ln1_mean, ba->ln1_rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), N, C));
-    linear_forward(m, ba->qkv, ba->ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C);
+          op_layernorm_forward(ba->ln1, ba->ln1_mean, ba->ln1_rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), n, C));
+    const float *ln1 = tp_gather(m, ba->ln1, m->gs.gathered);
+    linear_forward(m, ba->qkv, ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C / tp);
     attention_core_forward(m, layer, fc);
-    linear_forward(m, tmp, ba->atty, P(MT_T_ATTPROJ_W), drop ? P(MT_T_ATTPROJ_B) : NULL, N, C, C);
-    apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, tmp, C);
+    linear_forward(m, tmp, ba->atty, P(MT_T_ATTPROJ_W), bias_in_gemm ? P(MT_T_ATTPROJ_B) : NULL, N, C / tp, C);
+    tp_scatter(m, tmp);
+    if (bias_after) TIMED(MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_ATTPROJ_B), n, C));
+    apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, tmp);
     TIMED(MT_PROF_LAYERNORM,
           op_residual_layernorm_forward(ba->res2, ba->ln2, ba->ln2_mean, ba->ln2_rstd, x, tmp,
-                                        drop ? NULL : P(MT_T_ATTPROJ_B), P(MT_T_LN2_W), P(MT_T_LN2_B), N, C));
-    linear_forward(m, ba->fch, ba->ln2, P(MT_T_FC_W), NULL, N, C, 4 * C);
-    TIMED(MT_PROF_GELU, op_bias_gelu_forward(ba->fch, ba->fch_gelu, P(MT_T_FC_B), N, 4 * C));
-    linear_forward(m, tmp, ba->fch_gelu, P(MT_T_FCPROJ_W), drop ? P(MT_T_FCPROJ_B) : NULL, N, 4 * C, C);
-    apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, tmp, C);
-    TIMED(MT_PROF_ELEMENTWISE, op_residual_add(ba->res3, ba->res2, tmp, drop ? NULL : P(MT_T_FCPROJ_B), N, C));
+                                        drop ? NULL : P(MT_T_ATTPROJ_B), P(MT_T_LN2_W), P(MT_T_LN2_B), n, C));
+    const float *ln2 = tp_gather(m, ba->ln2, m->gs.gathered);
+    linear_forward(m, ba->fch, ln2, P(MT_T_FC_W), NULL, N, C, 4 * C / tp);
+    TIMED(MT_PROF_GELU, op_bias_gelu_forward(ba->fch, ba->fch_gelu, P(MT_T_FC_B), N, 4 * C / tp));
+    linear_forward(m, tmp, ba->fch_gelu, P(MT_T_FCPROJ_W), bias_in_gemm ? P(MT_T_FCPROJ_B) : NULL, N, 4 * C / tp, C);
+    tp_scatter(m, tmp);
+    if (bias_after) TIMED(MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_FCPROJ_B), n, C));
+    apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, tmp);
+    TIMED(MT_PROF_ELEMENTWISE, op_residual_add(ba->res3, ba->res2, tmp, drop ? NULL : P(MT_T_FCPROJ_B), n, C));
 #undef P
 }
+
+/* Vocabulary-parallel cross-entropy over this rank's logit columns
+ * [v0, v0 + Vl) of all N rows: each rank's per-row max, sum of exponentials
+ * and target logit are all-gathered (3 floats per row and rank), every rank
+ * combines them in the same order into the same losses, and writes the
+ * gradient of its columns. The full logits never leave the rank. */
+static void vocab_parallel_xent(mt_model *m, float dlogits_scale) {
+    mt_acts *a = &m->acts;
+    const mt_gpt_config *cfg = &m->layout.cfg;
+    int N = a->B * a->T, S = m->layout.tp, Vl = cfg->padded_vocab / S, v0 = m->layout.tp_rank * Vl;
+    int Vr = cfg->vocab_size - v0 < Vl ? cfg->vocab_size - v0 : Vl; /* real (non-padding) columns here */
+    if (Vr < 0) Vr = 0;
+    float *st = m->gs.xent_stats, *mine = st + (size_t)m->layout.tp_rank * 3 * N, *lse = m->gs.xent_lse;
+    double t0 = mt_prof_begin(m->prof);
+    op_xent_shard_stats(a->logits, mine, mine + N, mine + 2 * N, a->targets, N, Vr, Vl, v0);
+    mt_prof_end(m->prof, MT_PROF_SOFTMAX_XENT, t0);
+    t0 = mt_prof_begin(m->prof);
+    mt_tp_allgather(m->tp, mine, st, (size_t)3 * N);
+    mt_prof_end(m->prof, MT_PROF_ALLGATHER, t0);
+    t0 = mt_prof_begin(m->prof);
+    op_xent_combine_lse(lse, st, st + N, S, N, 3 * N);
+    for (int i = 0; i < N; i++) {
+        float xt = 0.0f;
+        for (int s = 0; s < S; s++) xt += st[(size_t)s * 3 * N + 2 * (size_t)N + i];
+        if (a->targets[i] >= cfg->vocab_size) mt_die("cross-entropy: target %d of row %d out of range [0,%d)", a->targets[i], i, cfg->vocab_size);
+        a->losses[i] = a->targets[i] < 0 ? 0.0f : lse[i] - xt;
+    }
+    if (dlogits_scale != 0.0f) {
+        op_xent_shard_grad(a->logits, lse, a->targets, N, Vr, Vl, v0, dlogits_scale);
+        if (Vr < Vl)
+            for (int i = 0; i < N; i++) memset(a->logits + (size_t)i * Vl + Vr, 0, (size_t)(Vl - Vr) * sizeof(float));
+    }
+    mt_prof_end(m->prof, MT_PROF_SOFTMAX_XENT, t0);
+}
+
+/* The rows the head's GEMMs see: lnf of all N rows. */
+static const float *head_input(mt_model *m) { return mt_tp_sp(m->tp) ? m->gs.gathered : m->acts.lnf; }
 
 double mt_head_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
     (void)fc;
     mt_acts *a = &m->acts;
     const mt_gpt_config *cfg = &m->layout.cfg;
-    int L = cfg->n_layer, N = a->B * a->T, C = cfg->n_embd;
+    int L = cfg->n_layer, N = a->B * a->T, n = resid_n(m), C = cfg->n_embd;
     const mt_unit_layout *hu = &m->layout.units[L + 1];
     const float *hp = m->params[L + 1];
-    const float *wte = m->params[0] + m->layout.units[0].t[MT_T_WTE].offset;
+    const mt_tensor *wt = &m->layout.units[0].t[MT_T_WTE];
+    const float *wte = m->params[0] + wt->offset;
     TIMED(MT_PROF_LAYERNORM, op_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->blocks[L - 1].res3,
-                                                  hp + hu->t[MT_T_LNF_W].offset, hp + hu->t[MT_T_LNF_B].offset, N, C));
-    linear_forward(m, a->logits, a->lnf, wte, NULL, N, C, cfg->padded_vocab);
-    TIMED(MT_PROF_SOFTMAX_XENT, op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size,
-                                                cfg->padded_vocab, dlogits_scale));
+                                                  hp + hu->t[MT_T_LNF_W].offset, hp + hu->t[MT_T_LNF_B].offset, n, C));
+    const float *lnf = tp_gather(m, a->lnf, m->gs.gathered);
+    linear_forward(m, a->logits, lnf, wte, NULL, N, C, (int)wt->shape[0]);
+    if (m->layout.tp == 1)
+        TIMED(MT_PROF_SOFTMAX_XENT, op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size,
+                                                    cfg->padded_vocab, dlogits_scale));
+    else
+        vocab_parallel_xent(m, dlogits_scale);
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += a->losses[i];
     return sum;
@@ -151,18 +257,21 @@ void mt_head_backward(mt_model *m, const mt_fwd_ctx *fc) {
     (void)fc;
     mt_acts *a = &m->acts;
     const mt_gpt_config *cfg = &m->layout.cfg;
-    int L = cfg->n_layer, N = a->B * a->T, C = cfg->n_embd;
+    int L = cfg->n_layer, N = a->B * a->T, n = resid_n(m), C = cfg->n_embd;
     const mt_unit_layout *hu = &m->layout.units[L + 1];
     const float *hp = m->params[L + 1];
     float *hg = m->grads[L + 1];
-    const float *wte = m->params[0] + m->layout.units[0].t[MT_T_WTE].offset;
-    float *dwte = m->grads[0] + m->layout.units[0].t[MT_T_WTE].offset;
-    /* acts.logits holds dL/dlogits (written by the fused softmax + xent). */
-    linear_backward(m, m->gs.dln, dwte, NULL, a->logits, a->lnf, wte, N, C, cfg->padded_vocab, 0);
+    const mt_tensor *wt = &m->layout.units[0].t[MT_T_WTE];
+    const float *wte = m->params[0] + wt->offset;
+    float *dwte = m->grads[0] + wt->offset;
+    /* acts.logits holds dL/dlogits (written by the fused softmax + xent);
+     * under sequence parallelism gs.gathered still holds lnf's rows. */
+    linear_backward(m, m->gs.dln, dwte, NULL, a->logits, head_input(m), wte, N, C, (int)wt->shape[0], 0);
+    tp_scatter(m, m->gs.dln);
     double t0 = mt_prof_begin(m->prof);
-    memset(m->gs.dresid, 0, (size_t)N * C * sizeof(float));
+    memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));
     op_layernorm_backward(m->gs.dresid, hg + hu->t[MT_T_LNF_W].offset, hg + hu->t[MT_T_LNF_B].offset, m->gs.dln,
-                          a->blocks[L - 1].res3, hp + hu->t[MT_T_LNF_W].offset, a->lnf_mean, a->lnf_rstd, N, C);
+                          a->blocks[L - 1].res3, hp + hu->t[MT_T_LNF_W].offset, a->lnf_mean, a->lnf_rstd, n, C);
     mt_prof_end(m->prof, MT_PROF_LAYERNORM, t0);
 }
 
@@ -173,6 +282,22 @@ void mt_block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     else if (m->recompute == MT_RECOMPUTE_SELECTIVE) attention_core_forward(m, layer, fc);
 }
 
+/* A row-parallel layer's backward: its input gradient and weight gradient
+ * need the output gradient of all N rows (gathered under sequence
+ * parallelism); its replicated bias takes the rows held here (under
+ * sequence parallelism a partial sum, completed by mt_model_tp_reduce_grads). */
+static void row_parallel_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dbranch,
+                                  const float *inp, const float *w, int IC, int C) {
+    int N = m->acts.B * m->acts.T;
+    if (!mt_tp_sp(m->tp)) {
+        linear_backward(m, dinp, dw, dbias, dbranch, inp, w, N, IC, C, 0);
+        return;
+    }
+    const float *dfull = tp_gather(m, dbranch, m->gs.gathered);
+    linear_backward(m, dinp, dw, NULL, dfull, inp, w, N, IC, C, 0);
+    linear_backward(m, NULL, NULL, dbias, dbranch, NULL, NULL, resid_n(m), IC, C, 0);
+}
+
 void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     mt_grad_scratch *gs = &m->gs;
@@ -181,29 +306,35 @@ void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     const float *p = m->params[1 + layer];
     float *g = m->grads[1 + layer];
     mt_block_acts *ba = &a->blocks[layer];
-    int B = a->B, T = a->T, N = B * T, C = cfg->n_embd, NH = cfg->n_head;
+    int B = a->B, T = a->T, N = B * T, n = resid_n(m), C = cfg->n_embd, NH = cfg->n_head, tp = m->layout.tp;
     const float *x = block_input(m, layer);
 #define P(i) (p + u->t[i].offset)
 #define G(i) (g + u->t[i].offset)
     /* MLP branch: dresid holds dL/dres3; it is the branch's gradient itself
      * unless dropout scales a copy. */
     const float *dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID);
-    linear_backward(m, gs->dfch, G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), dbranch, ba->fch_gelu, P(MT_T_FCPROJ_W), N,
-                    4 * C, C, 0);
-    TIMED(MT_PROF_GELU, op_gelu_bias_backward(gs->dfch, G(MT_T_FC_B), ba->fch, gs->dfch, N, 4 * C));
-    linear_backward(m, gs->dln, G(MT_T_FC_W), NULL, gs->dfch, ba->ln2, P(MT_T_FC_W), N, C, 4 * C, 0);
+    row_parallel_backward(m, gs->dfch, G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), dbranch, ba->fch_gelu, P(MT_T_FCPROJ_W),
+                          4 * C / tp, C);
+    TIMED(MT_PROF_GELU, op_gelu_bias_backward(gs->dfch, G(MT_T_FC_B), ba->fch, gs->dfch, N, 4 * C / tp));
+    const float *ln2 = tp_gather(m, ba->ln2, gs->gathered); /* sequence parallelism: gathered again */
+    linear_backward(m, gs->dln, G(MT_T_FC_W), NULL, gs->dfch, ln2, P(MT_T_FC_W), N, C, 4 * C / tp, 0);
+    tp_scatter(m, gs->dln);
     TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->res2,
-                                                   P(MT_T_LN2_W), ba->ln2_mean, ba->ln2_rstd, N, C));
+                                                   P(MT_T_LN2_W), ba->ln2_mean, ba->ln2_rstd, n, C));
     /* Attention branch: dresid now holds dL/dres2. */
     dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID);
-    linear_backward(m, gs->datty, G(MT_T_ATTPROJ_W), G(MT_T_ATTPROJ_B), dbranch, ba->atty, P(MT_T_ATTPROJ_W), N, C,
-                    C, 0);
-    mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids, 0};
-    TIMED(MT_PROF_ATTENTION, op_attention_backward(gs->dqkv, gs->datty, ba->qkv, ba->atty, ba->att_lse, B, T, NH,
+    row_parallel_backward(m, gs->datty, G(MT_T_ATTPROJ_W), G(MT_T_ATTPROJ_B), dbranch, ba->atty, P(MT_T_ATTPROJ_W),
+                          C / tp, C);
+    int NHl = NH / tp;
+    mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
+                          m->layout.tp_rank * NHl};
+    TIMED(MT_PROF_ATTENTION, op_attention_backward(gs->dqkv, gs->datty, ba->qkv, ba->atty, ba->att_lse, B, T, NHl,
                                                    C / NH, &ad, gs->attn_scratch));
-    linear_backward(m, gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->dqkv, ba->ln1, P(MT_T_QKV_W), N, C, 3 * C, 0);
+    const float *ln1 = tp_gather(m, ba->ln1, gs->gathered);
+    linear_backward(m, gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->dqkv, ln1, P(MT_T_QKV_W), N, C, 3 * C / tp, 0);
+    tp_scatter(m, gs->dln);
     TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x,
-                                                   P(MT_T_LN1_W), ba->ln1_mean, ba->ln1_rstd, N, C));
+                                                   P(MT_T_LN1_W), ba->ln1_mean, ba->ln1_rstd, n, C));
 #undef P
 #undef G
 }
@@ -213,9 +344,18 @@ void mt_embed_backward(mt_model *m, const mt_fwd_ctx *fc) {
     const mt_gpt_config *cfg = &m->layout.cfg;
     const mt_unit_layout *u = &m->layout.units[0];
     float *g = m->grads[0];
-    apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, m->gs.dresid, cfg->n_embd);
-    TIMED(MT_PROF_ELEMENTWISE, op_embed_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset, m->gs.dresid,
-                                                 a->tokens, a->B, a->T, cfg->n_embd, 0));
+    apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, m->gs.dresid);
+    if (m->layout.tp == 1) {
+        TIMED(MT_PROF_ELEMENTWISE, op_embed_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset,
+                                                     m->gs.dresid, a->tokens, a->B, a->T, cfg->n_embd, 0));
+        return;
+    }
+    /* Every rank's vocabulary rows take the gradient of all N rows; wpe's
+     * gradient from all rows is then complete on every rank. */
+    const float *dfull = tp_gather(m, m->gs.dresid, m->gs.gathered);
+    int Vl = (int)u->t[MT_T_WTE].shape[0];
+    TIMED(MT_PROF_ELEMENTWISE, op_embed_shard_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset, dfull,
+                                                       a->tokens, m->layout.tp_rank * Vl, Vl, a->B, a->T, cfg->n_embd));
 }
 
 double mt_model_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {

@@ -12,11 +12,12 @@ static float *acts_alloc(mt_model *m, mt_acts *a, size_t n, const char *what) {
 
 static int holds_layer(const mt_model_part *p, int l) { return !p->own_layer || p->own_layer[l]; }
 
-/* The buffers of a block's activations: where in mt_block_acts, floats per
- * row (in units of C, 3C, 4C, heads or 1), and the recomputation modes under
- * which every block keeps its own (bit 1 << mt_recompute); under the others
- * all blocks and slots use one shared copy (m->shared). */
-enum { W_C, W_3C, W_4C, W_NH, W_1 };
+/* The buffers of a block's activations: where in mt_block_acts, their row
+ * width (the residual stream's C or 1 on its rows; the tensor-parallel
+ * slice C/tp, 3C/tp, 4C/tp or heads/tp on all N rows), and the recomputation
+ * modes under which every block keeps its own (bit 1 << mt_recompute);
+ * under the others all blocks and slots use one shared copy (m->shared). */
+enum { W_C, W_1, W_CL, W_3CL, W_4CL, W_NHL };
 #define OWN(none, selective, full) ((none) | (selective) << 1 | (full) << 2)
 static const struct {
     size_t offset;
@@ -27,15 +28,15 @@ static const struct {
     {offsetof(mt_block_acts, ln1), W_C, "ln1", OWN(1, 1, 0)},
     {offsetof(mt_block_acts, ln1_mean), W_1, "ln1 mean", OWN(1, 1, 0)},
     {offsetof(mt_block_acts, ln1_rstd), W_1, "ln1 rstd", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, qkv), W_3C, "qkv", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, atty), W_C, "attention output", OWN(1, 0, 0)},
-    {offsetof(mt_block_acts, att_lse), W_NH, "attention lse", OWN(1, 0, 0)},
+    {offsetof(mt_block_acts, qkv), W_3CL, "qkv", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, atty), W_CL, "attention output", OWN(1, 0, 0)},
+    {offsetof(mt_block_acts, att_lse), W_NHL, "attention lse", OWN(1, 0, 0)},
     {offsetof(mt_block_acts, res2), W_C, "residual 2", OWN(1, 1, 0)},
     {offsetof(mt_block_acts, ln2), W_C, "ln2", OWN(1, 1, 0)},
     {offsetof(mt_block_acts, ln2_mean), W_1, "ln2 mean", OWN(1, 1, 0)},
     {offsetof(mt_block_acts, ln2_rstd), W_1, "ln2 rstd", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, fch), W_4C, "fc", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, fch_gelu), W_4C, "gelu", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, fch), W_4CL, "fc", OWN(1, 1, 0)},
+    {offsetof(mt_block_acts, fch_gelu), W_4CL, "gelu", OWN(1, 1, 0)},
     {offsetof(mt_block_acts, res3), W_C, "residual 3", OWN(1, 1, 1)},
 };
 #define N_BLOCK_BUFS (sizeof block_bufs / sizeof block_bufs[0])
@@ -44,11 +45,23 @@ static float **block_buf(mt_block_acts *b, size_t i) { return (float **)((char *
 
 static int block_owns(const mt_model *m, size_t i) { return block_bufs[i].own >> m->recompute & 1; }
 
+/* Rows of the residual stream held here (sequence parallelism splits them). */
+static size_t resid_rows(const mt_model *m, size_t N) { return mt_tp_sp(m->tp) ? N / (size_t)m->tp->size : N; }
+
 static size_t block_buf_floats(const mt_model *m, size_t i, size_t N) {
-    size_t C = (size_t)m->layout.cfg.n_embd, NH = (size_t)m->layout.cfg.n_head;
-    static const int mult[] = {1, 3, 4};
-    int w = block_bufs[i].width;
-    return N * (w <= W_4C ? (size_t)mult[w] * C : w == W_NH ? NH : 1);
+    size_t C = (size_t)m->layout.cfg.n_embd, NH = (size_t)m->layout.cfg.n_head, tp = (size_t)m->layout.tp;
+    switch (block_bufs[i].width) {
+    case W_C: return resid_rows(m, N) * C;
+    case W_1: return resid_rows(m, N);
+    case W_CL: return N * C / tp;
+    case W_3CL: return N * 3 * C / tp;
+    case W_4CL: return N * 4 * C / tp;
+    default: return N * NH / tp;
+    }
+}
+
+size_t mt_model_resid_floats(const mt_model *m) {
+    return resid_rows(m, (size_t)m->acts.B * (size_t)m->acts.T) * (size_t)m->layout.cfg.n_embd;
 }
 
 static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B, int T, float *logits) {
@@ -61,7 +74,8 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
     a->targets = mt_mem_alloc(mem, MT_MEM_ACTS, N * sizeof(int32_t), "targets");
     a->sample_ids = mt_mem_alloc(mem, MT_MEM_ACTS, (size_t)B * sizeof(uint64_t), "sample ids");
     a->bytes += N * 2 * sizeof(int32_t) + (size_t)B * sizeof(uint64_t);
-    if (part->own_embed) a->encoded = acts_alloc(m, a, N * C, "embedding output");
+    size_t n = resid_rows(m, N);
+    if (part->own_embed) a->encoded = acts_alloc(m, a, n * C, "embedding output");
     a->blocks = mt_xcalloc(L, sizeof(mt_block_acts), "block activations");
     for (size_t i = 0; i < L; i++) {
         if (!holds_layer(part, (int)i)) continue;
@@ -72,11 +86,11 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
     }
     for (size_t i = 1; i < L; i++) /* inputs received from the previous stage */
         if (holds_layer(part, (int)i) && !holds_layer(part, (int)i - 1))
-            a->blocks[i - 1].res3 = acts_alloc(m, a, N * C, "stage input");
+            a->blocks[i - 1].res3 = acts_alloc(m, a, n * C, "stage input");
     if (part->own_head) {
-        a->lnf = acts_alloc(m, a, N * C, "lnf");
-        a->lnf_mean = acts_alloc(m, a, N, "lnf mean");
-        a->lnf_rstd = acts_alloc(m, a, N, "lnf rstd");
+        a->lnf = acts_alloc(m, a, n * C, "lnf");
+        a->lnf_mean = acts_alloc(m, a, n, "lnf mean");
+        a->lnf_rstd = acts_alloc(m, a, n, "lnf rstd");
         a->losses = acts_alloc(m, a, N, "losses");
         a->logits = logits;
     }
@@ -93,7 +107,7 @@ static void alloc_shared(mt_model *m, size_t N) {
 }
 
 void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem) {
-    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE};
+    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL};
     mt_model_create_part(m, cfg, B, T, seed, mem, &whole);
 }
 
@@ -102,7 +116,9 @@ void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, u
     memset(m, 0, sizeof *m);
     m->mem = mem;
     m->seed = seed;
-    mt_gpt_layout_build(cfg, &m->layout);
+    m->tp = part->tp;
+    int tp = mt_tp_size(part->tp);
+    mt_gpt_layout_build_tp(cfg, tp, tp > 1 ? part->tp->rank : 0, &m->layout);
     const mt_gpt_layout *l = &m->layout;
     int L = cfg->n_layer;
     m->params = mt_xcalloc((size_t)l->n_units, sizeof(float *), "unit parameter table");
@@ -121,8 +137,9 @@ void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, u
     m->slots = mt_xcalloc((size_t)m->n_slots, sizeof(mt_acts), "activation slots");
     float *logits = NULL;
     if (part->own_head) {
-        logits = mt_mem_alloc(mem, MT_MEM_ACTS, N * (size_t)cfg->padded_vocab * sizeof(float), "logits");
-        m->slots[0].bytes += N * (size_t)cfg->padded_vocab * sizeof(float);
+        size_t vl = (size_t)(cfg->padded_vocab / tp); /* this rank's vocabulary columns */
+        logits = mt_mem_alloc(mem, MT_MEM_ACTS, N * vl * sizeof(float), "logits");
+        m->slots[0].bytes += N * vl * sizeof(float);
     }
     for (int k = 0; k < m->n_slots; k++) alloc_slot(m, &m->slots[k], part, B, T, logits);
     m->acts = m->slots[0];
@@ -131,12 +148,18 @@ void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, u
     g->dresid = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "dresid");
     g->dtmp = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "dtmp");
     g->dln = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "dln");
-    g->datty = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "datty");
-    g->dqkv = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 3 * C * sizeof(float), "dqkv");
-    g->dfch = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 4 * C * sizeof(float), "dfch");
+    g->datty = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C / (size_t)tp * sizeof(float), "datty");
+    g->dqkv = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 3 * C / (size_t)tp * sizeof(float), "dqkv");
+    g->dfch = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 4 * C / (size_t)tp * sizeof(float), "dfch");
     size_t row = C > (size_t)T ? C : (size_t)T;
     g->drop_row = mt_mem_alloc(mem, MT_MEM_SCRATCH, row * sizeof(float), "dropout row");
-    g->attn_scratch_floats = op_attention_scratch_floats(B, T, (int)NH, (int)(C / NH), omp_get_max_threads());
+    if (mt_tp_sp(part->tp)) g->gathered = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "gathered rows");
+    if (tp > 1 && part->own_head) {
+        g->xent_stats = mt_mem_alloc(mem, MT_MEM_SCRATCH, (size_t)tp * 3 * N * sizeof(float), "cross-entropy stats");
+        g->xent_lse = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * sizeof(float), "cross-entropy lse");
+    }
+    g->attn_scratch_floats =
+        op_attention_scratch_floats(B, T, (int)NH / tp, (int)(C / NH), omp_get_max_threads());
     g->attn_scratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, g->attn_scratch_floats * sizeof(float), "attention scratch");
 }
 
@@ -169,12 +192,30 @@ void mt_model_free(mt_model *m) {
     free(m->slots);
     mt_grad_scratch *g = &m->gs;
     free(g->dresid); free(g->dtmp); free(g->dln); free(g->datty); free(g->dqkv); free(g->dfch);
-    free(g->drop_row); free(g->attn_scratch);
+    free(g->drop_row); free(g->attn_scratch); free(g->gathered); free(g->xent_stats); free(g->xent_lse);
     if (m->mem) {
         m->mem->cur[MT_MEM_ACTS] = 0;
         m->mem->cur[MT_MEM_SCRATCH] = 0;
     }
     mt_gpt_layout_free(&m->layout);
+}
+
+void mt_model_tp_reduce_grads(mt_model *m, int u) {
+    if (!mt_tp_sp(m->tp) || !m->grads[u]) return;
+    const mt_unit_layout *ul = &m->layout.units[u];
+    if (ul->kind == MT_UNIT_EMBED) return; /* wpe's gradient comes from the gathered rows: complete */
+    /* One all-reduce per run of adjacent replicated tensors (a block has three). */
+    for (int i = 0; i < ul->n_tensors;) {
+        if (ul->t[i].split != MT_TP_REPLICATED) {
+            i++;
+            continue;
+        }
+        int j = i;
+        size_t n = 0;
+        while (j < ul->n_tensors && ul->t[j].split == MT_TP_REPLICATED) n += ul->t[j++].numel;
+        mt_tp_allreduce(m->tp, m->grads[u] + ul->t[i].offset, n);
+        i = j;
+    }
 }
 
 void mt_model_zero_grads(mt_model *m) {
@@ -183,6 +224,6 @@ void mt_model_zero_grads(mt_model *m) {
 }
 
 double mt_model_flops_per_token(const mt_gpt_layout *l, int T) {
-    double n = (double)l->total_params - (double)l->units[0].t[MT_T_WPE].numel;
+    double n = (double)l->gtotal_params - (double)l->units[0].t[MT_T_WPE].gnumel; /* the whole model under tp */
     return 6.0 * n + 12.0 * l->cfg.n_layer * (double)l->cfg.n_embd * (double)T;
 }

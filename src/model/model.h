@@ -11,6 +11,7 @@
 #include "core/philox.h"
 #include "core/profile.h"
 #include "model/gpt.h"
+#include "parallel/tp.h"
 
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] */
@@ -22,7 +23,11 @@ typedef struct {
     float *res3;                      /* block output [N,C] */
 } mt_block_acts;
 
-/* Activations of one microbatch of B sequences of T tokens (N = B*T rows). */
+/* Activations of one microbatch of B sequences of T tokens (N = B*T rows).
+ * Under tensor parallelism the sliced tensors (qkv, attention output and
+ * lse, fc, gelu, logits) hold this rank's heads / MLP columns / vocabulary
+ * columns; with sequence parallelism the residual-stream tensors (encoded,
+ * ln*, res*, lnf and their statistics) hold only this rank's n = N/tp rows. */
 typedef struct {
     int B, T;
     int32_t *tokens, *targets;  /* [N] */
@@ -44,6 +49,9 @@ typedef struct {
     float *dqkv;              /* [N,3C] */
     float *dfch;              /* [N,4C] */
     float *drop_row;          /* [max(C, T)] dropout scales of one row */
+    float *gathered;          /* [N,C] sequence parallelism: all-gathered rows (LayerNorm outputs, gradients) */
+    float *xent_stats;        /* [tp][3][N] vocabulary-parallel cross-entropy: max, sum-exp, target logit */
+    float *xent_lse;          /* [N] */
     float *attn_scratch;
     size_t attn_scratch_floats;
 } mt_grad_scratch;
@@ -73,6 +81,7 @@ typedef struct {
     uint64_t seed;    /* init and dropout seed */
     mt_mem *mem;
     mt_profile *prof; /* kernel time by category (--profile); NULL = off; not owned */
+    const mt_tp *tp;  /* tensor parallelism (NULL: none); not owned */
 } mt_model;
 
 /* The part of the model one process holds (a pipeline stage, or several
@@ -84,6 +93,7 @@ typedef struct {
                                        unit 0's parameters are held as well */
     int act_slots;                  /* microbatches whose activations are held at once (>= 1) */
     mt_recompute recompute;
+    const mt_tp *tp;                /* tensor parallelism (NULL: none): the layout is this tp rank's slice */
 } mt_model_part;
 
 /* Builds the layout and allocates params, grads, activations for
@@ -99,6 +109,14 @@ void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64
  * and backward run back to back). */
 void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem,
                           const mt_model_part *part);
+/* Rows of the residual stream this rank holds (N, or N/tp with sequence
+ * parallelism) times C: the floats of a block's input or output, which is
+ * what pipeline stages send each other. */
+size_t mt_model_resid_floats(const mt_model *m);
+/* Sequence parallelism: the LayerNorm and row-parallel bias gradients of
+ * unit u come from this rank's rows only; sums them over tp (a no-op
+ * otherwise). Call before the unit's gradient is reduced over dp. */
+void mt_model_tp_reduce_grads(mt_model *m, int u);
 /* Makes activation slot k the one the unit functions use. */
 void mt_model_use_slot(mt_model *m, int k);
 int mt_recompute_parse(const char *s, mt_recompute *out, mt_error *err);

@@ -81,14 +81,15 @@ void op_softmax_xent(float *logits, float *losses, const int32_t *targets, int N
  * 1. op_xent_shard_stats: per row the shard's max mx[i], sum of exp(x - mx)
  *    se[i] and the target's logit xt[i] (0 when the target is elsewhere or
  *    ignored), in one read of the shard.
- * 2. the caller gathers the (mx, se) pairs of the S shards ([S][N] each,
- *    shard-major) and sums xt; op_xent_combine_lse gives lse[i] =
- *    log sum_s se_s exp(mx_s); loss = lse - xt.
+ * 2. the caller gathers the (mx, se) pairs of the S shards (shard s's
+ *    values of row i at [s*ld + i], ld >= N) and sums xt;
+ *    op_xent_combine_lse gives lse[i] = log sum_s se_s exp(mx_s);
+ *    loss = lse - xt. A shard with no real column has se = 0.
  * 3. op_xent_shard_grad overwrites the shard with scale * (softmax - onehot)
  *    (0 on rows whose target is -1), writing each element once. */
 void op_xent_shard_stats(const float *logits, float *mx, float *se, float *xt, const int32_t *targets, int N,
                          int Vl, int ld, int v0);
-void op_xent_combine_lse(float *lse, const float *mx, const float *se, int S, int N);
+void op_xent_combine_lse(float *lse, const float *mx, const float *se, int S, int N, int ld);
 void op_xent_shard_grad(float *logits, const float *lse, const int32_t *targets, int N, int Vl, int ld, int v0,
                         float scale);
 
@@ -98,6 +99,16 @@ void op_embed_forward(float *out, const int32_t *tokens, const float *wte, const
 /* dwte[tok] += dout ; dwpe[pos0+t] += sum over b of dout  (deterministic) */
 void op_embed_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
                        int T, int C, int pos0);
+/* Vocabulary-parallel forms: this process holds wte rows [v0, v0 + Vl).
+ * out[n,:] = wte[tok[n] - v0,:] for tokens it holds, 0 for the others (the
+ * tp ranks' outputs sum to the full lookup); the backward adds only to the
+ * rows held (dwpe as op_embed_backward; NULL skips). */
+void op_embed_shard_forward(float *out, const int32_t *tokens, const float *wte, int v0, int Vl, int N, int C);
+void op_embed_shard_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int v0, int Vl,
+                             int B, int T, int C);
+/* out[i,:] += wpe[(row0 + i) % T,:] for the n rows i of a row range starting
+ * at microbatch row row0 (rows are (sample, position) with T positions). */
+void op_add_positions(float *out, const float *wpe, size_t row0, int n, int T, int C);
 
 /* ---- element-wise helpers */
 void op_add(float *out, const float *a, const float *b, size_t n);           /* out = a + b */

@@ -121,12 +121,13 @@ void op_xent_shard_stats(const float *logits, float *mx, float *se, float *xt, c
     }
 }
 
-void op_xent_combine_lse(float *lse, const float *mx, const float *se, int S, int N) {
+void op_xent_combine_lse(float *lse, const float *mx, const float *se, int S, int N, int ld) {
     for (int n = 0; n < N; n++) {
         float M = -FLT_MAX;
-        for (int s = 0; s < S; s++) M = mx[(size_t)s * N + n] > M ? mx[(size_t)s * N + n] : M;
+        for (int s = 0; s < S; s++) M = mx[(size_t)s * ld + n] > M ? mx[(size_t)s * ld + n] : M;
         float sum = 0.0f;
-        for (int s = 0; s < S; s++) sum += se[(size_t)s * N + n] * mt_vexpf(mx[(size_t)s * N + n] - M);
+        for (int s = 0; s < S; s++)
+            if (se[(size_t)s * ld + n] > 0.0f) sum += se[(size_t)s * ld + n] * mt_vexpf(mx[(size_t)s * ld + n] - M);
         lse[n] = M + logf(sum);
     }
 }

@@ -281,10 +281,28 @@ void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
     }
 }
 
+/* Sum of squares of the owned shard of unit u over the tensors this rank
+ * counts: on tensor-parallel ranks other than 0 the replicated tensors
+ * (LayerNorms, wpe, row-parallel biases) are left to rank 0. */
+static double unit_sumsq(const mt_zero *z, const mt_model *m, int u) {
+    const float *g = grad_shard(z, u);
+    if (m->layout.tp_rank == 0) return op_sumsq(g, z->S[u]);
+    size_t lo = z->stage >= 1 ? (size_t)z->r * z->S[u] : 0, hi = lo + z->S[u];
+    const mt_unit_layout *ul = &m->layout.units[u];
+    double s = 0.0;
+    for (int i = 0; i < ul->n_tensors; i++) {
+        const mt_tensor *t = &ul->t[i];
+        if (t->split == MT_TP_REPLICATED) continue;
+        size_t b = t->offset > lo ? t->offset : lo, e = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+        if (e > b) s += op_sumsq(g + (b - lo), e - b);
+    }
+    return s;
+}
+
 double mt_zero_grad_sumsq(mt_zero *z, mt_model *m) {
     double s = 0.0;
     for (int u = 0; u < z->n_units; u++)
-        if (z->numel[u] && z->in_norm[u]) s += op_sumsq(grad_shard(z, u), z->S[u]);
+        if (z->numel[u] && z->in_norm[u]) s += unit_sumsq(z, m, u);
     if (z->stage >= 1) mt_comm_allreduce_ctl(z->shard, &s, &s, 1, MT_COMM_F64, MT_COMM_SUM);
     return s;
 }

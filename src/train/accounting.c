@@ -8,8 +8,8 @@
 #include <string.h>
 
 /* The mesh groups the trainer's collectives run on. */
-static const mt_mesh_axis acct_axes[] = {MT_AXIS_DP, MT_AXIS_SHARD, MT_AXIS_REPLICA};
-#define ACCT_NAXES 3
+static const mt_mesh_axis acct_axes[] = {MT_AXIS_DP, MT_AXIS_SHARD, MT_AXIS_REPLICA, MT_AXIS_TP, MT_AXIS_PP};
+#define ACCT_NAXES 5
 
 /* Record layout (doubles). */
 enum {
@@ -18,12 +18,12 @@ enum {
     R_PEAK_TOTAL = R_PEAK + MT_MEM_NCAT,     /* peak of the sum */
     R_STEPS = R_PEAK_TOTAL + 1,              /* optimizer steps run by this process */
     R_STEP_S, R_BACKWARD_S, R_EXPOSED_S,     /* summed seconds */
-    R_COMM,                                  /* [axis][kind][calls, bytes_sent] totals */
-    R_LEN = R_COMM + ACCT_NAXES * MT_COMM_NKIND * 2
+    R_COMM,                                  /* [axis][kind][calls, bytes_sent, payload] totals */
+    R_LEN = R_COMM + ACCT_NAXES * MT_COMM_NKIND * 3
 };
 
 static size_t comm_index(int axis, int kind, int field) {
-    return (size_t)R_COMM + ((size_t)axis * MT_COMM_NKIND + (size_t)kind) * 2 + (size_t)field;
+    return (size_t)R_COMM + ((size_t)axis * MT_COMM_NKIND + (size_t)kind) * 3 + (size_t)field;
 }
 
 static void pack_record(const mt_trainer *tr, double *rec) {
@@ -42,6 +42,7 @@ static void pack_record(const mt_trainer *tr, double *rec) {
         for (int k = 0; k < MT_COMM_NKIND; k++) {
             rec[comm_index(a, k, 0)] = (double)st->k[k].calls;
             rec[comm_index(a, k, 1)] = (double)st->k[k].bytes_sent;
+            rec[comm_index(a, k, 2)] = (double)st->k[k].payload_bytes;
         }
     }
 }
@@ -88,7 +89,7 @@ static void print_memory_table(const double *all, int n, const char *when, int w
 static void print_comm_table(const double *all, int n) {
     static const mt_comm_kind kinds[] = {MT_COMM_ALLREDUCE, MT_COMM_REDUCE_SCATTER, MT_COMM_ALLGATHER,
                                          MT_COMM_ALLREDUCE_CTL, MT_COMM_BROADCAST, MT_COMM_SEND};
-    printf("bytes sent per step per rank (MB; dp, shard and replica groups):\n  rank");
+    printf("bytes sent per step per rank (MB; dp, shard, replica, tp and pp groups):\n  rank");
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) printf(" %14s", mt_comm_kind_name(kinds[k]));
     printf("\n");
     for (int r = 0; r < n; r++) {
@@ -122,8 +123,9 @@ static void json_comm(FILE *f, const double *rec) {
     for (int a = 0; a < ACCT_NAXES; a++) {
         fprintf(f, "%s\"%s\":{", a ? "," : "", mt_mesh_axis_name(acct_axes[a]));
         for (int k = 0; k < MT_COMM_NKIND; k++)
-            fprintf(f, "%s\"%s\":{\"calls\":%.3f,\"bytes_sent\":%.1f}", k ? "," : "", mt_comm_kind_name((mt_comm_kind)k),
-                    rec[comm_index(a, k, 0)] / steps, rec[comm_index(a, k, 1)] / steps);
+            fprintf(f, "%s\"%s\":{\"calls\":%.3f,\"bytes_sent\":%.1f,\"payload\":%.1f}", k ? "," : "",
+                    mt_comm_kind_name((mt_comm_kind)k), rec[comm_index(a, k, 0)] / steps, rec[comm_index(a, k, 1)] / steps,
+                    rec[comm_index(a, k, 2)] / steps);
         fprintf(f, "}");
     }
     fprintf(f, "}");
@@ -149,7 +151,7 @@ static int write_json(const mt_trainer *tr, const char *path, mt_error *err) {
     if (!f) return mt_errorf(err, "cannot open --report-json file '%s' for writing", path);
     int n = mt_comm_size(tr->world);
     fprintf(f, "{\"world\":%d,\"dp\":%d,\"zero\":%d,\"shard_group\":%d,\"bucket_mb\":%g,\"params\":%zu,\"steps\":%lld,", n,
-            tr->dp, tr->o.zero, tr->mesh.shape.shard, (double)tr->o.bucket_mb, tr->model.layout.total_params,
+            tr->dp, tr->o.zero, tr->mesh.shape.shard, (double)tr->o.bucket_mb, tr->model.layout.gtotal_params,
             (long long)tr->steps_run);
     json_rank(f, tr->acct_start, tr->acct_end);
     fprintf(f, ",\"ranks\":[");

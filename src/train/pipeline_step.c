@@ -158,8 +158,16 @@ static void fill(mt_trainer *tr, mt_loader *ld, uint64_t first) {
     mt_loader_fill(ld, first, a->B, a->tokens, a->targets, a->sample_ids);
 }
 
-static size_t act_bytes(const mt_trainer *tr) {
-    return (size_t)tr->model.acts.B * (size_t)tr->model.acts.T * (size_t)tr->o.cfg.n_embd * sizeof(float);
+/* A stage boundary's message: the residual-stream rows this rank holds. */
+static size_t act_bytes(const mt_trainer *tr) { return mt_model_resid_floats(&tr->model) * sizeof(float); }
+
+/* A unit's gradient is complete here and goes to the data-parallel
+ * reduction: with sequence parallelism its LayerNorm and bias gradients are
+ * first summed over tp (once per step where the gradient accumulates in
+ * place, every microbatch under ZeRO-2/3, whose buffers are per microbatch). */
+static void grads_done(mt_trainer *tr, int u, int last_mb) {
+    if (last_mb || tr->o.zero >= 2) mt_model_tp_reduce_grads(&tr->model, u);
+    mt_zero_post_backward(&tr->zero, &tr->model, u, last_mb);
 }
 
 /* Forward of local chunk c on the current slot; on the last virtual stage
@@ -184,8 +192,8 @@ static double forward_chunk(mt_trainer *tr, int c, const mt_fwd_ctx *fc, float d
     double t0 = now_s();
     mt_zero_pre_backward(z, m, H);
     mt_head_backward(m, fc);
-    mt_zero_post_backward(z, m, H, last_mb);
-    if (tr->pp > 1) mt_zero_post_backward(z, m, 0, last_mb); /* the wte replica is complete too */
+    grads_done(tr, H, last_mb);
+    if (tr->pp > 1) grads_done(tr, 0, last_mb); /* the wte replica is complete too */
     memcpy(m->acts.lnf, m->gs.dresid, act_bytes(tr));
     tr->backward_s += now_s() - t0;
     return loss;
@@ -200,12 +208,12 @@ static void backward_chunk(mt_trainer *tr, int c, const mt_fwd_ctx *fc, int last
         mt_zero_pre_backward(z, m, 1 + l); /* ZeRO-3: the params the recompute needs too */
         mt_block_recompute(m, l, fc);
         mt_block_backward(m, l, fc);
-        mt_zero_post_backward(z, m, 1 + l, last_mb);
+        grads_done(tr, 1 + l, last_mb);
     }
     if (is_first_stage(tr, c)) {
         mt_zero_pre_backward(z, m, 0);
         mt_embed_backward(m, fc);
-        mt_zero_post_backward(z, m, 0, last_mb);
+        grads_done(tr, 0, last_mb);
         mt_zero_end_microbatch(z, m);
     }
     tr->backward_s += now_s() - t0;

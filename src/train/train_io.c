@@ -40,14 +40,29 @@ static int read_named(mt_ckpt *ck, const char *name, float *dst, size_t numel, m
     return mt_ckpt_read(ck, name, 0, numel, dst, err);
 }
 
-/* Reads every tensor "<prefix><name>" of a unit into dst at its offset. */
+/* Reads every full tensor "<prefix><name>" of a unit into dst (the full
+ * unit: gnumel floats at the tensors' full offsets). */
 static int read_unit(mt_ckpt *ck, const mt_unit_layout *u, const char *prefix, float *dst, mt_error *err) {
     char name[128];
     for (int i = 0; i < u->n_tensors; i++) {
         const mt_tensor *t = &u->t[i];
         snprintf(name, sizeof name, "%s%s", prefix, t->name);
-        if (read_named(ck, name, dst + t->offset, t->numel, err)) return -1;
+        if (read_named(ck, name, dst + t->goffset, t->gnumel, err)) return -1;
     }
+    return 0;
+}
+
+/* The full unit read from the checkpoint, as this tp rank's slices (the
+ * buffer itself without tensor parallelism). */
+static int read_unit_local(mt_ckpt *ck, const mt_gpt_layout *l, int u, const char *prefix, float *full, float *local,
+                           float **out, mt_error *err) {
+    if (read_unit(ck, &l->units[u], prefix, full, err)) return -1;
+    if (l->tp == 1) {
+        *out = full;
+        return 0;
+    }
+    mt_gpt_unit_from_full(l, u, full, local);
+    *out = local;
     return 0;
 }
 
@@ -57,22 +72,25 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
     if (!ck) return -1;
     const mt_gpt_layout *l = &tr->model.layout;
     size_t mx = 0;
-    for (int u = 0; u < l->n_units; u++) mx = l->units[u].numel > mx ? l->units[u].numel : mx;
+    for (int u = 0; u < l->n_units; u++) mx = l->units[u].gnumel > mx ? l->units[u].gnumel : mx;
     float *full = mt_xcalloc(mx, sizeof(float), "checkpoint load buffer");
+    float *local = l->tp > 1 ? mt_xcalloc(mx, sizeof(float), "checkpoint load buffer") : NULL;
     char prefix[64];
     int rc = 0;
     int ns = mt_opt_state_count(tr->o.opt.kind);
     for (int u = 0; u < l->n_units && !rc; u++) {
         if (!mt_zero_state_len(&tr->zero, u)) continue; /* another pipeline stage's unit */
-        rc = read_unit(ck, &l->units[u], "model/", full, err);
-        if (!rc) mt_zero_set_full_params(&tr->zero, &tr->model, u, full);
+        float *mine;
+        rc = read_unit_local(ck, l, u, "model/", full, local, &mine, err);
+        if (!rc) mt_zero_set_full_params(&tr->zero, &tr->model, u, mine);
         for (int s = 0; s < ns && resume && !rc; s++) {
             snprintf(prefix, sizeof prefix, "optim/%s/", mt_opt_state_name(tr->o.opt.kind, s));
-            rc = read_unit(ck, &l->units[u], prefix, full, err);
-            if (!rc) rc = mt_trainer_set_opt_state(tr, u, s, full, err);
+            rc = read_unit_local(ck, l, u, prefix, full, local, &mine, err);
+            if (!rc) rc = mt_trainer_set_opt_state(tr, u, s, mine, err);
         }
     }
     free(full);
+    free(local);
     if (!rc && resume) {
         const mt_json *st = mt_ckpt_state(ck);
         const char *opt = NULL;
@@ -106,41 +124,71 @@ int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err) {
     return rc;
 }
 
+/* Tensor parallelism: tp rank 0 (of the first data-parallel replica)
+ * assembles the full unit from every tp rank's slices (`loc`: this rank's,
+ * ne floats); `full` receives it there, `tmp` holds a received slice. */
+static void tp_assemble(mt_trainer *tr, const mt_gpt_layout *tpl, int u, const float *loc, float *full, float *tmp) {
+    const mt_gpt_layout *l = &tr->model.layout;
+    size_t ne = l->units[u].numel;
+    if (tr->tp.rank != 0) {
+        mt_comm_send(tr->tp.comm, loc, ne * sizeof(float), 0, 0);
+        return;
+    }
+    mt_gpt_unit_to_full(l, u, loc, full);
+    for (int r = 1; r < tr->tp.size; r++) {
+        mt_comm_recv(tr->tp.comm, tmp, ne * sizeof(float), r, 0);
+        mt_gpt_unit_to_full(&tpl[r], u, tmp, full);
+    }
+}
+
 /* Collective: each unit's full tensors are gathered (ZeRO shards) on the
- * pipeline stage that holds it, sent to rank 0 by that stage's first
+ * pipeline stage that holds it, put together from the tensor-parallel
+ * slices on its tp rank 0, sent to rank 0 by that stage's first
  * data-parallel rank, and rank 0 writes the checkpoint; all ranks return its
  * outcome. */
 int mt_trainer_save(mt_trainer *tr, mt_error *err) {
     const mt_gpt_layout *l = &tr->model.layout;
     int ns = mt_opt_state_count(tr->o.opt.kind);
-    int root = tr->rank == 0;
+    int root = tr->rank == 0, tp = tr->tp.size;
     int n = 0, cap = 0;
-    for (int u = 0; u < l->n_units; u++) cap += l->units[u].n_tensors * (1 + ns);
+    size_t gmx = 0;
+    for (int u = 0; u < l->n_units; u++) {
+        cap += l->units[u].n_tensors * (1 + ns);
+        gmx = l->units[u].gnumel > gmx ? l->units[u].gnumel : gmx;
+    }
+    mt_gpt_layout *tpl = NULL; /* every tp rank's layout, to place its slices */
+    if (tp > 1 && tr->tp.rank == 0) {
+        tpl = mt_xcalloc((size_t)tp, sizeof *tpl, "tensor-parallel layouts");
+        for (int r = 0; r < tp; r++) mt_gpt_layout_build_tp(&tr->o.cfg, tp, r, &tpl[r]);
+    }
     size_t mx = mt_zero_max_padded(&tr->zero);
     float *tmp = mt_xcalloc(mx, sizeof(float), "checkpoint gather buffer");
-    float *scratch = mt_xcalloc(mx, sizeof(float), "checkpoint gather buffer");
+    float *scratch = mt_xcalloc(gmx > mx ? gmx : mx, sizeof(float), "checkpoint gather buffer");
     float *shard = mt_xcalloc(mx, sizeof(float), "checkpoint state shard");
-    float *store = root ? mt_xcalloc(l->total_params * (size_t)(1 + ns) + (size_t)(1 + ns) * l->units[0].numel,
+    float *loc = tp > 1 ? mt_xcalloc(mx, sizeof(float), "checkpoint slice buffer") : NULL;
+    float *store = root ? mt_xcalloc(l->gtotal_params * (size_t)(1 + ns) + (size_t)(1 + ns) * l->units[0].gnumel,
                                      sizeof(float), "checkpoint tensors")
                         : NULL;
     mt_ckpt_tensor *ts = mt_xcalloc((size_t)cap, sizeof *ts, "checkpoint tensor list");
     char (*names)[128] = mt_xcalloc((size_t)cap, 128, "checkpoint tensor names");
     size_t used = 0;
     for (int u = 0; u < l->n_units; u++) {
-        size_t ne = l->units[u].numel;
+        size_t gne = l->units[u].gnumel;
         float *base[3];
         int holder = mt_pipeline_unit_rank(tr, u);
         mt_comm *pc = mt_mesh_comm(&tr->mesh, MT_AXIS_PP);
         for (int s = -1; s < ns; s++) {
             float *dst = root ? store + used : scratch;
-            if (root) used += ne;
+            if (root) used += gne;
             if (tr->pp_rank == holder) {
-                if (s < 0) mt_zero_get_full_params(&tr->zero, &tr->model, u, dst, tmp);
-                else mt_zero_get_full_state(&tr->zero, u, mt_trainer_opt_shard(tr, u, s, shard), dst, tmp);
+                float *mine = tp > 1 ? loc : dst;
+                if (s < 0) mt_zero_get_full_params(&tr->zero, &tr->model, u, mine, tmp);
+                else mt_zero_get_full_state(&tr->zero, u, mt_trainer_opt_shard(tr, u, s, shard), mine, tmp);
+                if (tp > 1 && tr->dp_rank == 0) tp_assemble(tr, tpl, u, loc, dst, tmp);
             }
-            if (holder != 0 && tr->dp_rank == 0) { /* world rank 0 is (dp 0, pp 0) */
-                if (tr->pp_rank == holder) mt_comm_send(pc, dst, ne * sizeof(float), 0, 0);
-                else if (root) mt_comm_recv(pc, dst, ne * sizeof(float), holder, 0);
+            if (holder != 0 && tr->dp_rank == 0 && tr->tp.rank == 0) { /* world rank 0 is (dp 0, pp 0, tp 0) */
+                if (tr->pp_rank == holder) mt_comm_send(pc, dst, gne * sizeof(float), 0, 0);
+                else if (root) mt_comm_recv(pc, dst, gne * sizeof(float), holder, 0);
             }
             base[s + 1] = dst;
         }
@@ -149,7 +197,8 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
             for (int s = -1; s < ns; s++) {
                 if (s < 0) snprintf(names[n], 128, "model/%s", t->name);
                 else snprintf(names[n], 128, "optim/%s/%s", mt_opt_state_name(tr->o.opt.kind, s), t->name);
-                ts[n] = (mt_ckpt_tensor){names[n], base[s + 1] + t->offset, t->numel, t->ndim, {t->shape[0], t->shape[1], 1, 1}};
+                ts[n] = (mt_ckpt_tensor){names[n], base[s + 1] + t->goffset, t->gnumel, t->ndim,
+                                         {t->gshape[0], t->gshape[1], 1, 1}};
                 n++;
             }
         }
@@ -177,6 +226,11 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
     free(tmp);
     free(scratch);
     free(shard);
+    free(loc);
+    if (tpl) {
+        for (int r = 0; r < tp; r++) mt_gpt_layout_free(&tpl[r]);
+        free(tpl);
+    }
     /* rank 0's outcome is everyone's */
     int64_t v = rc;
     char msg[MT_ERROR_LEN];

@@ -141,16 +141,21 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     mt_trainer_accounting_alloc(tr, world);
     /* Checks of the flags alone: identical on every rank, so every rank
      * returns the same error before any communication. */
-    if (op->mesh.tp != 1)
-        return mt_errorf(err, "tensor parallelism is not implemented yet (--tp %d); use --tp 1", op->mesh.tp);
+    if (op->sequence_parallel && op->mesh.tp < 2)
+        return mt_errorf(err, "--sequence-parallel splits the tensor-parallel group's rows: it needs --tp > 1, got --tp %d",
+                         op->mesh.tp);
+    if (op->mesh.tp > 1 && op->opt.kind == MT_OPT_ADAFACTOR)
+        return mt_errorf(err, "--optimizer adafactor with --tp %d is not supported: its factored row/column "
+                              "statistics of a tensor-parallel slice would need a sum over tp; use adamw or adamw8bit",
+                         op->mesh.tp);
     if (mt_mesh_check(&op->mesh, mt_comm_size(world), err)) return -1;
     if (op->zero < 0 || op->zero > 3) return mt_errorf(err, "--zero must be 0, 1, 2 or 3, got %d", op->zero);
     if (!(op->bucket_mb >= 0)) return mt_errorf(err, "--bucket-mb must be >= 0 MB, got %g", (double)op->bucket_mb);
     if (op->bucket_mb > 0 && op->zero != 0)
         return mt_errorf(err, "--bucket-mb applies to --zero 0 only: ZeRO stages 1-3 reduce each unit's "
                               "shard-aligned gradient on its own (the unit is the bucket); drop --bucket-mb");
-    if (op->dump_grads && (op->zero != 0 || op->mesh.pp != 1))
-        return mt_errorf(err, "--dump-grads needs --zero 0 and --pp 1 (it writes the full gradient of rank 0)");
+    if (op->dump_grads && (op->zero != 0 || op->mesh.pp != 1 || op->mesh.tp != 1))
+        return mt_errorf(err, "--dump-grads needs --zero 0, --pp 1 and --tp 1 (it writes the full gradient of rank 0)");
     if (op->mesh.pp > 1 && op->zero >= 2)
         return mt_errorf(err, "--zero %d with --pp %d is not supported: ZeRO-2/3 reduce or gather every unit per "
                               "microbatch, which pipelining interleaves; use --zero 0 or 1 with pipelines",
@@ -183,9 +188,19 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     /* A checkpoint to start from decides the model shape. */
     const char *from = op->init_from ? op->init_from : (op->resume ? op->ckpt_dir : NULL);
     if (agree(world, init_local(tr, from, err), err)) return -1;
+    /* the model shape is known (and the same everywhere) from here on */
+    if (mt_gpt_tp_check(&op->cfg, op->mesh.tp, err)) return -1;
+    if (op->sequence_parallel && ((size_t)op->micro_batch * (size_t)op->cfg.seq_len) % (size_t)op->mesh.tp)
+        return mt_errorf(err, "--sequence-parallel splits the %d x %d token rows of a microbatch over --tp %d: "
+                              "choose a --micro-batch or --seq-len whose product tp divides",
+                         op->micro_batch, op->cfg.seq_len, op->mesh.tp);
     if (mt_mesh_init(&tr->mesh, world, &op->mesh, err)) return -1;
     tr->mesh_ok = 1;
     tr->dp_rank = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
+    tr->tp.comm = mt_mesh_comm(&tr->mesh, MT_AXIS_TP);
+    tr->tp.size = op->mesh.tp;
+    tr->tp.rank = mt_comm_rank(tr->tp.comm);
+    tr->tp.sequence_parallel = op->sequence_parallel;
 
     tr->pp = op->mesh.pp;
     tr->pp_rank = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_PP));
@@ -193,6 +208,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     mt_model_part part;
     unsigned char *own_layer = mt_xcalloc((size_t)op->cfg.n_layer, 1, "layer ownership");
     int rc = mt_pipeline_plan(tr, &part, own_layer, err);
+    part.tp = &tr->tp;
     if (!rc) mt_model_create_part(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem, &part);
     free(own_layer);
     if (rc) return -1;
@@ -364,6 +380,9 @@ double mt_trainer_step(mt_trainer *tr) {
     double sums[2] = {loss_sum, sumsq};
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &sums[0], &sums[0], 1, MT_COMM_F64, MT_COMM_SUM);
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_PP), sums, sums, 2, MT_COMM_F64, MT_COMM_SUM);
+    /* every tp rank computed the whole loss; the norm's slices add up
+     * (replicated tensors are counted on tp rank 0 only) */
+    if (tr->tp.size > 1) mt_comm_allreduce_ctl(tr->tp.comm, &sums[1], &sums[1], 1, MT_COMM_F64, MT_COMM_SUM);
     loss_sum = sums[0];
     phase_done(tr, &t, MT_PROF_ALLREDUCE, NULL, NULL);
     if (o->dump_grads && tr->step == 0 && tr->rank == 0) mt_train_dump_grads(tr, o->dump_grads);

@@ -38,7 +38,7 @@ typedef struct {
     int eval_batches;
     int log_every;       /* print a line every k steps (1 = every step) */
     const char *dump_grads; /* test aid: write the first step's gradients (raw fp32, layout order) */
-    mt_mesh_shape mesh;  /* dp x pp x tp (+ shard group); pp = tp = 1 for now */
+    mt_mesh_shape mesh;  /* dp x pp x tp (+ shard group) */
     int zero;            /* ZeRO stage 0..3 */
     const char *report_json; /* memory per category and bytes sent per collective */
     int no_overlap;      /* measurement aid: wait for each unit's gradient reduction at once */
@@ -51,6 +51,7 @@ typedef struct {
     const char *offload_dir; /* optimizer state in a file in this directory (disk offload) */
     float offload_buffer_mb; /* resident budget for the streamed state (default 64) */
     int profile;         /* --profile: time per category per step */
+    int sequence_parallel; /* --sequence-parallel (needs tp > 1) */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
@@ -70,6 +71,7 @@ typedef struct {
     double step_s, backward_s; /* summed over the steps run by this process */
     int64_t steps_run;
     mt_mesh mesh;
+    mt_tp tp;               /* tensor parallelism over the mesh's tp group (model.tp points here) */
     mt_zero zero;
     int rank;               /* world rank; only rank 0 prints and writes files */
     int dp, dp_rank;
