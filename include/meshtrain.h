@@ -21,6 +21,7 @@
 #include "optim/adafactor.h" /* factored second moments, shard-aware */
 #include "optim/adam8bit.h"  /* block-wise 8-bit AdamW */
 #include "optim/offload.h"   /* optimizer state streamed from disk */
+#include "optim/loss_scaler.h" /* fp16 dynamic loss scaling, non-finite gradient scan */
 #include "data/tokenizer.h"  /* byte and GPT-2 BPE */
 #include "data/shard.h"      /* llm.c token shards */
 #include "data/loader.h"     /* global-index data order */
