@@ -5,7 +5,9 @@ step times from its --metrics lines) and bench/torch_gpt.py ALTERNATELY for
 several rounds, drops each run's warm-up steps, and prints the median
 tokens/s of each, their ratio and the MFU of each: model FLOP/s over the
 sgemm rate that build/bench/gemm_rate measures on the spot on the model's
-own GEMM shapes, with the same library and thread count. Also the peak
+own GEMM shapes, with the same library and thread count; beside it, the
+bf16 GEMM rate on the same shapes (oneDNN, fp32 accumulation) and the ratio
+of the two (docs/precision.md). Also the peak
 resident memory of both on config A, and the data-parallel efficiency on
 config B (`mpirun -np 2 meshtrain train --dp 2`, 1 thread each, against two
 independent single-process runs started at the same moment).
@@ -103,10 +105,12 @@ def run_torch(cfg, warm, steps, threads, passive):
 
 
 def gemm_rate(cfg, threads):
+    """The step's GEMM rates: gemm_gflops (fp32 sgemm), gemm_bf16_gflops,
+    gemm_bf16_conv_gflops (with the fp32 -> bf16 activation conversions) and
+    their ratios over fp32, measured in one run (see bench/gemm_rate.c)."""
     out, _ = run([GEMM_RATE, str(cfg["L"]), str(cfg["C"]), str(padded_vocab(cfg["V"])), str(cfg["B"] * cfg["T"]),
                   "2" if QUICK else "3"], thread_env(threads, False), "gemm_rate")
-    vals = dict(l.split() for l in out.splitlines() if l.strip())
-    return float(vals["gemm_gflops"])
+    return {k: float(v) for k, v in (l.split() for l in out.splitlines() if l.strip())}
 
 
 def load():
@@ -117,9 +121,11 @@ def bench_config(name, cfg, shard, threads, results):
     warm, steps = STEPS[name]
     tokens = cfg["B"] * cfg["T"]
     fpt = flops_per_token(cfg)
-    rates, mt_ms, pt_ms, mt_rss, pt_rss = [], [], [], 0, 0
+    rates, gemms, mt_ms, pt_ms, mt_rss, pt_rss = [], [], [], [], 0, 0
     for r in range(ROUNDS):
-        rates.append(gemm_rate(cfg, threads))  # each round: the ceiling under the same load as the runs
+        g = gemm_rate(cfg, threads)  # each round: the ceiling under the same load as the runs
+        rates.append(g["gemm_gflops"])
+        gemms.append(g)
         ms, rss = run_meshtrain(cfg, shard, warm, steps, threads, passive=False)
         mt_ms.append(statistics.median(ms))
         mt_rss = max(mt_rss, rss)
@@ -133,10 +139,29 @@ def bench_config(name, cfg, shard, threads, results):
                gemm_gflops=rate, mfu_meshtrain=fpt * mt_tps * 1e-9 / rate, mfu_torch=fpt * pt_tps * 1e-9 / rate,
                meshtrain_rss_mb=mt_rss / 1024, torch_rss_mb=pt_rss / 1024,
                meshtrain_ms=mt_ms, torch_ms=pt_ms, gemm_rates=rates, load=load())
+    # bf16 GEMMs: rates are medians of the rounds; the ratios medians of each
+    # round's ratio (both rates of a round come from one gemm_rate run)
+    for k in ("gemm_bf16_gflops", "gemm_bf16_conv_gflops", "gemm_bf16_ratio", "gemm_bf16_conv_ratio"):
+        row[k] = statistics.median(g[k] for g in gemms)
+    row["gemm_bf16_rounds"] = gemms
     results.append(row)
     print(f"{name:>3} {threads:>2}t {mt_tps:>10.0f} {pt_tps:>10.0f} {row['ratio']:>6.2f}x {rate:>8.1f} "
           f"{row['mfu_meshtrain']:>6.2f} {row['mfu_torch']:>6.2f} {row['meshtrain_rss_mb']:>7.0f} "
           f"{row['torch_rss_mb']:>7.0f}   (load {row['load']:.1f})", flush=True)
+
+
+def print_bf16_gemms(results):
+    """The bf16 GEMM rate beside the fp32 sgemm rate on each config's shapes
+    (the gemm_rate runs of bench_config)."""
+    print("\nGEMMs of one step on the config's shapes (build/bench/gemm_rate): fp32 = OpenBLAS sgemm, bf16 = oneDNN "
+          "bf16 inputs with fp32 accumulation; +cvt adds converting the fp32 activations to bf16; medians of the "
+          "rounds")
+    print("cfg thr  fp32 GF/s  bf16 GF/s  bf16/fp32  bf16+cvt GF/s  (bf16+cvt)/fp32")
+    for r in results:
+        if "gemm_bf16_gflops" in r:
+            print(f"{r['config']:>3} {r['threads']:>2}t {r['gemm_gflops']:>10.1f} {r['gemm_bf16_gflops']:>10.1f} "
+                  f"{r['gemm_bf16_ratio']:>9.2f}x {r['gemm_bf16_conv_gflops']:>14.1f} "
+                  f"{r['gemm_bf16_conv_ratio']:>15.2f}x", flush=True)
 
 
 def bench_dp(cfg, shard, results):
@@ -198,6 +223,7 @@ def main():
             bench_config(n, CONFIGS[n], shards[CONFIGS[n]["V"]], 1, results)
         for n in two:
             bench_config(n, CONFIGS[n], shards[CONFIGS[n]["V"]], 2, results)
+        print_bf16_gemms(results)
         if os.environ.get("BENCH_DP", "1") != "0":
             bench_dp(CONFIGS["B"], shards[CONFIGS["B"]["V"]], results)
         print(f"\n({time.time() - t0:.0f} s; MFU = model FLOP/s (6N + 12LCT per token) / measured sgemm rate; "

@@ -1,0 +1,142 @@
+/* Array conversions between fp32 and bf16 / fp16 (semantics in dtype.h).
+ *
+ * Each kernel converts 16 elements per step with AVX-512, the last partial
+ * step through masked loads and stores, so there is no scalar tail. Without
+ * the instructions (another -march) the scalar reference functions run.
+ * Large arrays are split over the threads in one parallel region: the
+ * conversion is memory-bound, and one core does not saturate the memory
+ * bandwidth. */
+#include "core/dtype.h"
+#include <omp.h>
+#include <string.h>
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#define MT_DTYPE_AVX512 1
+#endif
+
+const char *mt_dtype_name(mt_dtype t) {
+    switch (t) {
+    case MT_FP32: return "fp32";
+    case MT_BF16: return "bf16";
+    case MT_FP16: return "fp16";
+    }
+    return "?";
+}
+
+int mt_dtype_parse(const char *s, mt_dtype *t) {
+    static const mt_dtype all[] = {MT_FP32, MT_BF16, MT_FP16};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (s && strcmp(s, mt_dtype_name(all[i])) == 0) {
+            *t = all[i];
+            return 0;
+        }
+    return -1;
+}
+
+size_t mt_dtype_size(mt_dtype t) {
+    switch (t) {
+    case MT_FP32: return 4;
+    case MT_BF16: return 2;
+    case MT_FP16: return 2;
+    }
+    return 0;
+}
+
+#ifdef MT_DTYPE_AVX512
+/* lanes [0, left) of a 16-lane step */
+static inline __mmask16 tail_mask(size_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u); }
+#endif
+
+static void fp32_to_bf16(void *dstv, const void *srcv, size_t n) {
+    mt_bf16 *dst = dstv;
+    const float *src = srcv;
+#if defined(MT_DTYPE_AVX512) && defined(__AVX512BF16__)
+    const __m512i expo = _mm512_set1_epi32(0x7f800000), mant = _mm512_set1_epi32(0x007fffff);
+    const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 v = _mm512_maskz_loadu_ps(k, src + i);
+        __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+        /* vcvtneps2bf16 flushes subnormal inputs to signed zero; those
+         * (rare) lanes get the scalar form's integer rounding instead */
+        __m512i b = _mm512_castps_si512(v);
+        __mmask16 sub = _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(b, expo), b, mant);
+        if (sub) {
+            __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), one);
+            __m512i r = _mm512_srli_epi32(_mm512_add_epi32(b, _mm512_add_epi32(bias, lsb)), 16);
+            h = _mm256_mask_blend_epi16(sub, h, _mm512_cvtepi32_epi16(r));
+        }
+        _mm256_mask_storeu_epi16(dst + i, k, h);
+    }
+#else
+    for (size_t i = 0; i < n; i++) dst[i] = mt_fp32_to_bf16(src[i]);
+#endif
+}
+
+static void bf16_to_fp32(void *dstv, const void *srcv, size_t n) {
+    float *dst = dstv;
+    const mt_bf16 *src = srcv;
+#ifdef MT_DTYPE_AVX512
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, src + i));
+        _mm512_mask_storeu_ps(dst + i, k, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+    }
+#else
+    for (size_t i = 0; i < n; i++) dst[i] = mt_bf16_to_fp32(src[i]);
+#endif
+}
+
+static void fp32_to_fp16(void *dstv, const void *srcv, size_t n) {
+    mt_fp16 *dst = dstv;
+    const float *src = srcv;
+#ifdef MT_DTYPE_AVX512
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(k, src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_mask_storeu_epi16(dst + i, k, h);
+    }
+#else
+    for (size_t i = 0; i < n; i++) dst[i] = mt_fp32_to_fp16(src[i]);
+#endif
+}
+
+static void fp16_to_fp32(void *dstv, const void *srcv, size_t n) {
+    float *dst = dstv;
+    const mt_fp16 *src = srcv;
+#ifdef MT_DTYPE_AVX512
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        _mm512_mask_storeu_ps(dst + i, k, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, src + i)));
+    }
+#else
+    for (size_t i = 0; i < n; i++) dst[i] = mt_fp16_to_fp32(src[i]);
+#endif
+}
+
+/* Below this many elements one thread converts (the parallel region's
+ * start costs about as much as converting a few thousand elements). */
+#define PAR_MIN ((size_t)1 << 16)
+/* Thread ranges start at multiples of this many elements (a 64-byte line
+ * of the 32-bit side), so no two threads write one cache line. */
+#define PAR_GRAIN ((size_t)64)
+
+/* dst[i] = convert(src[i]) for i < n; dsz and ssz are the element sizes
+ * in bytes. The kernels take untyped pointers so one splitter serves all. */
+typedef void (*convert_fn)(void *dst, const void *src, size_t n);
+
+static void convert_parallel(convert_fn f, void *dst, size_t dsz, const void *src, size_t ssz, size_t n) {
+    size_t nb = (n + PAR_GRAIN - 1) / PAR_GRAIN;
+#pragma omp parallel if (n >= PAR_MIN)
+    {
+        size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+        size_t lo = nb * t / nt * PAR_GRAIN, hi = nb * (t + 1) / nt * PAR_GRAIN;
+        if (hi > n) hi = n;
+        if (hi > lo) f((char *)dst + lo * dsz, (const char *)src + lo * ssz, hi - lo);
+    }
+}
+
+void mt_convert_fp32_to_bf16(mt_bf16 *dst, const float *src, size_t n) { convert_parallel(fp32_to_bf16, dst, 2, src, 4, n); }
+void mt_convert_bf16_to_fp32(float *dst, const mt_bf16 *src, size_t n) { convert_parallel(bf16_to_fp32, dst, 4, src, 2, n); }
+void mt_convert_fp32_to_fp16(mt_fp16 *dst, const float *src, size_t n) { convert_parallel(fp32_to_fp16, dst, 2, src, 4, n); }
+void mt_convert_fp16_to_fp32(float *dst, const mt_fp16 *src, size_t n) { convert_parallel(fp16_to_fp32, dst, 4, src, 2, n); }
