@@ -29,16 +29,17 @@
         mt_prof_end(m->prof, cat, t0_);                   \
     } while (0)
 
-/* Linear layers through the profile: GEMM time and FLOPs (2 per multiply-add). */
+/* Linear layers (at the run's precision, model/linear.c) through the
+ * profile: GEMM time and FLOPs (2 per multiply-add). */
 static void linear_forward(mt_model *m, float *out, const float *inp, const float *w, const float *bias, int N,
                            int C, int OC) {
-    TIMED(MT_PROF_GEMM, op_matmul_forward(out, inp, w, bias, N, C, OC));
+    TIMED(MT_PROF_GEMM, mt_linear_forward(m, out, inp, w, bias, N, C, OC));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC);
 }
 
 static void linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                             const float *w, int N, int C, int OC, int accumulate_dinp) {
-    TIMED(MT_PROF_GEMM, op_matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp));
+    TIMED(MT_PROF_GEMM, mt_linear_backward(m, dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
 }
 

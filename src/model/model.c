@@ -106,8 +106,34 @@ static void alloc_shared(mt_model *m, size_t N) {
                 mt_mem_alloc(m->mem, MT_MEM_SCRATCH, block_buf_floats(m, k, N) * sizeof(float), block_bufs[k].name);
 }
 
+/* --precision bf16/fp16: the 16-bit parameter copies (accounted as
+ * parameters) and the operand scratch, sized for the widest GEMM operand
+ * (the head's vocabulary columns when this rank holds the head). */
+static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
+    m->precision = part->precision;
+    m->param_version = 1;
+    const mt_gpt_layout *l = &m->layout;
+    m->w16 = mt_xcalloc((size_t)l->n_units, sizeof(uint16_t *), "16-bit parameter table");
+    m->w16_version = mt_xcalloc((size_t)l->n_units, sizeof(uint64_t), "16-bit parameter table");
+    if (m->precision == MT_FP32) return;
+    size_t C = (size_t)l->cfg.n_embd, tp = (size_t)l->tp, wmax = 4 * C / tp > C ? 4 * C / tp : C, wnum = 4 * C * C / tp;
+    if (part->own_head) {
+        size_t vl = (size_t)l->cfg.padded_vocab / tp;
+        wmax = vl > wmax ? vl : wmax;
+        wnum = vl * C > wnum ? vl * C : wnum;
+    }
+    for (int u = 0; u < l->n_units; u++)
+        if (m->params[u])
+            m->w16[u] = mt_mem_alloc(m->mem, MT_MEM_PARAMS, l->units[u].numel * sizeof(uint16_t), "16-bit parameters");
+    for (int k = 0; k < 2; k++) m->op16[k] = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, N * wmax * sizeof(uint16_t), "16-bit operands");
+    if (m->precision == MT_FP16) {
+        for (int k = 0; k < 2; k++) m->opf[k] = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, N * wmax * sizeof(float), "fp16-rounded operands");
+        m->wbuf = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, wnum * sizeof(float), "fp16-rounded weight");
+    }
+}
+
 void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem) {
-    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL};
+    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32};
     mt_model_create_part(m, cfg, B, T, seed, mem, &whole);
 }
 
@@ -160,6 +186,7 @@ void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, u
     }
     g->attn_scratch_floats =
         op_attention_scratch_floats(B, T, (int)NH / tp, (int)(C / NH), omp_get_max_threads());
+    alloc_lowp(m, part, N);
     g->attn_scratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, g->attn_scratch_floats * sizeof(float), "attention scratch");
 }
 
@@ -183,6 +210,13 @@ void mt_model_free(mt_model *m) {
         mt_mem_free(m->mem, MT_MEM_PARAMS, m->params[u], l->units[u].numel * sizeof(float));
         mt_mem_free(m->mem, MT_MEM_GRADS, m->grads[u], l->units[u].numel * sizeof(float));
     }
+    if (m->w16) {
+        for (int u = 0; u < l->n_units; u++)
+            if (m->w16[u]) mt_mem_free(m->mem, MT_MEM_PARAMS, m->w16[u], l->units[u].numel * sizeof(uint16_t));
+        free(m->w16);
+    }
+    free(m->w16_version);
+    free(m->op16[0]); free(m->op16[1]); free(m->opf[0]); free(m->opf[1]); free(m->wbuf);
     free(m->params);
     free(m->grads);
     /* Activations and scratch: freed wholesale; accounting reset. */

@@ -7,6 +7,7 @@
 #define MT_MODEL_MODEL_H
 #include <stdint.h>
 #include "core/error.h"
+#include "core/dtype.h"
 #include "core/mem.h"
 #include "core/philox.h"
 #include "core/profile.h"
@@ -82,6 +83,13 @@ typedef struct {
     mt_mem *mem;
     mt_profile *prof; /* kernel time by category (--profile); NULL = off; not owned */
     const mt_tp *tp;  /* tensor parallelism (NULL: none); not owned */
+    /* --precision (model/linear.c): GEMM operands in 16 bits */
+    mt_dtype precision;
+    uint16_t **w16;         /* [n_units] bf16/fp16 copies of the parameters (NULL fields under fp32) */
+    uint64_t *w16_version;  /* [n_units] param_version each copy was made at */
+    uint64_t param_version; /* bumped by mt_model_params_changed */
+    uint16_t *op16[2];      /* 16-bit operand scratch: [0] layer input, [1] output gradient */
+    float *opf[2], *wbuf;   /* fp16: the rounded operands and weight in fp32 */
 } mt_model;
 
 /* The part of the model one process holds (a pipeline stage, or several
@@ -94,6 +102,7 @@ typedef struct {
     int act_slots;                  /* microbatches whose activations are held at once (>= 1) */
     mt_recompute recompute;
     const mt_tp *tp;                /* tensor parallelism (NULL: none): the layout is this tp rank's slice */
+    mt_dtype precision;             /* GEMM operand type (MT_FP32: plain fp32) */
 } mt_model_part;
 
 /* Builds the layout and allocates params, grads, activations for
@@ -117,6 +126,15 @@ size_t mt_model_resid_floats(const mt_model *m);
  * unit u come from this rank's rows only; sums them over tp (a no-op
  * otherwise). Call before the unit's gradient is reduced over dp. */
 void mt_model_tp_reduce_grads(mt_model *m, int u);
+/* Tells the model its parameters changed (an optimizer step, a load): the
+ * 16-bit copies of --precision bf16/fp16 are remade on their next use. */
+void mt_model_params_changed(mt_model *m);
+/* The linear layers at m->precision (model/linear.c), with the semantics of
+ * op_matmul_forward / op_matmul_backward; w must lie in a unit's parameters. */
+void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w, const float *bias, int N, int C,
+                       int OC);
+void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                        const float *w, int N, int C, int OC, int accumulate_dinp);
 /* Makes activation slot k the one the unit functions use. */
 void mt_model_use_slot(mt_model *m, int k);
 int mt_recompute_parse(const char *s, mt_recompute *out, mt_error *err);

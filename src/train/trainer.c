@@ -35,6 +35,9 @@ void mt_train_opts_defaults(mt_train_opts *o) {
     o->pp_schedule = MT_PP_1F1B;
     o->pp_chunks = 1;
     o->offload_buffer_mb = 64.0f;
+    o->precision = MT_FP32;
+    o->loss_scale = 65536.0f;
+    o->loss_scale_window = 1000;
 }
 
 /* Disk offload: one region per unit with the optimizer's state streams for
@@ -144,6 +147,11 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (op->sequence_parallel && op->mesh.tp < 2)
         return mt_errorf(err, "--sequence-parallel splits the tensor-parallel group's rows: it needs --tp > 1, got --tp %d",
                          op->mesh.tp);
+    if (op->precision == MT_FP16 &&
+        mt_loss_scaler_init(&tr->scaler, op->loss_scale, op->loss_scale_window, 1.0f, 16777216.0f, err))
+        return -1;
+    if (op->test_overflow_step && op->precision != MT_FP16)
+        return mt_errorf(err, "--test-overflow-step exercises the fp16 loss scaler: it needs --precision fp16");
     if (op->mesh.tp > 1 && op->opt.kind == MT_OPT_ADAFACTOR)
         return mt_errorf(err, "--optimizer adafactor with --tp %d is not supported: its factored row/column "
                               "statistics of a tensor-parallel slice would need a sum over tp; use adamw or adamw8bit",
@@ -209,6 +217,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     unsigned char *own_layer = mt_xcalloc((size_t)op->cfg.n_layer, 1, "layer ownership");
     int rc = mt_pipeline_plan(tr, &part, own_layer, err);
     part.tp = &tr->tp;
+    part.precision = op->precision;
     if (!rc) mt_model_create_part(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem, &part);
     free(own_layer);
     if (rc) return -1;
@@ -360,7 +369,10 @@ double mt_trainer_step(mt_trainer *tr) {
      * over all B*T targets of the global batch; gradients are scaled by the
      * global count, so the data-parallel reduction is a sum. */
     double count = (double)o->batch * T;
-    float dscale = (float)(1.0 / count);
+    /* fp16: the loss (so every gradient) is multiplied by the loss scale */
+    const int fp16 = o->precision == MT_FP16;
+    const float scale = fp16 ? tr->scaler.st.scale : 1.0f;
+    float dscale = (float)(1.0 / count) * scale;
     int64_t t_step = mt_trace_now_ns();
     mt_zero_begin_step(z, m);
     uint64_t g0 = (uint64_t)tr->step * (uint64_t)o->batch;
@@ -375,6 +387,16 @@ double mt_trainer_step(mt_trainer *tr) {
     mt_prof_add(m->prof, MT_PROF_WAIT, z->exposed_s - exposed0);
     mt_prof_add(m->prof, MT_PROF_ALLREDUCE, -(z->exposed_s - exposed1));
     phase_done(tr, &t, MT_PROF_ALLREDUCE, "grad_sync", "collective");
+    if (o->test_overflow_step == tr->step + 1 && tr->rank == mt_comm_size(tr->world) - 1) {
+        size_t lo, hi;
+        float *p, *g;
+        for (int u = 0; u < m->layout.n_units; u++) /* this rank's first gradient element becomes inf */
+            if (mt_zero_state_len(z, u)) {
+                mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
+                g[0] = INFINITY;
+                break;
+            }
+    }
     double sumsq = mt_zero_grad_sumsq(z, m);
     phase_done(tr, &t, MT_PROF_OPTIMIZER, NULL, NULL);
     double sums[2] = {loss_sum, sumsq};
@@ -386,9 +408,18 @@ double mt_trainer_step(mt_trainer *tr) {
     loss_sum = sums[0];
     phase_done(tr, &t, MT_PROF_ALLREDUCE, NULL, NULL);
     if (o->dump_grads && tr->step == 0 && tr->rank == 0) mt_train_dump_grads(tr, o->dump_grads);
-    double norm = sqrt(sums[1]);
+    double norm = sqrt(sums[1]) / scale;
     t = mt_trace_now_ns();
-    optimizer_update(tr, mt_lr_at(&o->lr, tr->step), tr->step + 1, mt_clip_coef(norm, o->grad_clip));
+    /* fp16: an inf/NaN gradient anywhere (the norm shows it) skips the
+     * update on every rank and halves the scale; Adam's step count t counts
+     * applied updates only. */
+    int skip = fp16 && mt_loss_scaler_decide(&tr->scaler, tr->world, !isfinite(sums[1]), tr->step + 1,
+                                             tr->rank == 0 && o->log_every > 0 ? stdout : NULL) == MT_LOSS_SCALE_SKIP;
+    if (!skip) {
+        int64_t applied = tr->step + 1 - (fp16 ? tr->scaler.st.skipped : 0);
+        optimizer_update(tr, mt_lr_at(&o->lr, tr->step), applied, mt_clip_coef(norm, o->grad_clip) / scale);
+        mt_model_params_changed(m);
+    }
     phase_done(tr, &t, MT_PROF_OPTIMIZER, "optimizer", "compute");
     mt_zero_after_step(z, m);
     phase_done(tr, &t, MT_PROF_ALLGATHER, "param_gather", "collective");
@@ -443,8 +474,12 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
                    (long long)tr->step, (long long)o->steps, loss, (double)lr, tr->last_norm, ms, tps, gflops);
         if (tr->metrics) {
             fprintf(tr->metrics,
-                    "{\"step\":%lld,\"loss\":%.17g,\"lr\":%.9g,\"grad_norm\":%.17g,\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f}\n",
-                    (long long)tr->step, loss, (double)lr, tr->last_norm, ms, tps, gflops);
+                    "{\"step\":%lld,\"loss\":%.17g,\"lr\":%.9g,\"grad_norm\":%.17g,\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f",
+                    (long long)tr->step, loss, (double)lr, isfinite(tr->last_norm) ? tr->last_norm : -1.0, ms, tps, gflops);
+            if (o->precision == MT_FP16) /* the scale after this step's decision, and the skips so far */
+                fprintf(tr->metrics, ",\"loss_scale\":%.9g,\"skipped_steps\":%lld", (double)tr->scaler.st.scale,
+                        (long long)tr->scaler.st.skipped);
+            fprintf(tr->metrics, "}\n");
             fflush(tr->metrics);
         }
         if (tr->has_val && o->eval_every > 0 && (tr->step % o->eval_every == 0 || tr->step == o->steps)) {

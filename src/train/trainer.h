@@ -17,6 +17,7 @@
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
 #include "parallel/zero.h"
+#include "optim/loss_scaler.h"
 
 typedef struct {
     mt_gpt_config cfg;
@@ -52,6 +53,10 @@ typedef struct {
     float offload_buffer_mb; /* resident budget for the streamed state (default 64) */
     int profile;         /* --profile: time per category per step */
     int sequence_parallel; /* --sequence-parallel (needs tp > 1) */
+    mt_dtype precision;  /* --precision: GEMM operands in fp32, bf16 or fp16 (fp32 master weights) */
+    float loss_scale;    /* fp16: initial dynamic loss scale */
+    int64_t loss_scale_window; /* fp16: clean steps per doubling of the scale */
+    int64_t test_overflow_step; /* test aid: the last rank finds an inf gradient at this step (1-based; 0 = never) */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
@@ -72,6 +77,7 @@ typedef struct {
     int64_t steps_run;
     mt_mesh mesh;
     mt_tp tp;               /* tensor parallelism over the mesh's tp group (model.tp points here) */
+    mt_loss_scaler scaler;  /* --precision fp16 */
     mt_zero zero;
     int rank;               /* world rank; only rank 0 prints and writes files */
     int dp, dp_rank;

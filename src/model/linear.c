@@ -1,0 +1,89 @@
+/* The model's linear layers at the run's precision (--precision):
+ *   fp32  OpenBLAS sgemm on the fp32 parameters and activations;
+ *   bf16  the GEMM operands -- weights, the activations entering a layer and
+ *         the gradients entering its backward -- are bf16 and the GEMMs run
+ *         on the AVX512_BF16 units (ops/matmul_lowp.h), accumulating and
+ *         returning fp32;
+ *   fp16  the same operands rounded to fp16; this CPU has no fp16 dot
+ *         product, so the GEMM runs in fp32 on the rounded values (products
+ *         of two fp16 values are exact in fp32: the result is what an
+ *         fp16-input, fp32-accumulate GEMM gives). Gradients scaled by the
+ *         loss scale overflow fp16 exactly where they would on a GPU.
+ * The parameters themselves stay fp32 (the optimizer's master copy); each
+ * unit keeps a 16-bit copy, made on first use after the parameters change
+ * (mt_model_params_changed). Bias gradients are summed from the fp32
+ * output gradient. */
+#include "model/model.h"
+#include "ops/matmul_lowp.h"
+#include "ops/ops.h"
+
+void mt_model_params_changed(mt_model *m) { m->param_version++; }
+
+/* The unit whose parameter buffer holds w. */
+static int unit_of(const mt_model *m, const float *w) {
+    for (int u = 0; u < m->layout.n_units; u++)
+        if (m->params[u] && w >= m->params[u] && w < m->params[u] + m->layout.units[u].numel) return u;
+    mt_die("linear layer: weight pointer %p is in no unit's parameters", (const void *)w);
+    return -1;
+}
+
+/* The 16-bit copy of w (bf16 or fp16 by the precision), refreshed if the
+ * parameters changed since it was made. */
+static const uint16_t *weight16(mt_model *m, const float *w) {
+    int u = unit_of(m, w);
+    size_t n = m->layout.units[u].numel;
+    if (m->w16_version[u] != m->param_version) {
+        if (m->precision == MT_BF16) mt_convert_fp32_to_bf16(m->w16[u], m->params[u], n);
+        else mt_convert_fp32_to_fp16(m->w16[u], m->params[u], n);
+        m->w16_version[u] = m->param_version;
+    }
+    return m->w16[u] + (w - m->params[u]);
+}
+
+/* fp16: x rounded to fp16 and back, into dst (fp32). */
+static const float *fp16_rounded(mt_model *m, float *dst, const float *x, size_t n) {
+    mt_convert_fp32_to_fp16(m->op16[0], x, n);
+    mt_convert_fp16_to_fp32(dst, m->op16[0], n);
+    return dst;
+}
+
+static const float *fp16_weight(mt_model *m, const float *w, size_t n) {
+    mt_convert_fp16_to_fp32(m->wbuf, weight16(m, w), n);
+    return m->wbuf;
+}
+
+void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w, const float *bias, int N, int C,
+                       int OC) {
+    size_t ni = (size_t)N * C, nw = (size_t)OC * C;
+    switch (m->precision) {
+    case MT_BF16:
+        mt_convert_fp32_to_bf16(m->op16[0], inp, ni);
+        op_matmul_forward_bf16(out, m->op16[0], weight16(m, w), bias, N, C, OC);
+        break;
+    case MT_FP16:
+        op_matmul_forward(out, fp16_rounded(m, m->opf[0], inp, ni), fp16_weight(m, w, nw), bias, N, C, OC);
+        break;
+    default:
+        op_matmul_forward(out, inp, w, bias, N, C, OC);
+    }
+}
+
+void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                        const float *w, int N, int C, int OC, int accumulate_dinp) {
+    if (m->precision == MT_FP32 || (!dinp && !dw)) {
+        op_matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp);
+        return;
+    }
+    size_t ni = (size_t)N * C, no = (size_t)N * OC, nw = (size_t)OC * C;
+    if (m->precision == MT_BF16) {
+        mt_convert_fp32_to_bf16(m->op16[1], dout, no);
+        if (dw) mt_convert_fp32_to_bf16(m->op16[0], inp, ni);
+        op_matmul_backward_bf16(dinp, dw, NULL, m->op16[1], m->op16[0], dinp ? weight16(m, w) : NULL, N, C, OC,
+                                accumulate_dinp);
+    } else {
+        const float *d = fp16_rounded(m, m->opf[1], dout, no);
+        const float *x = dw ? fp16_rounded(m, m->opf[0], inp, ni) : NULL;
+        op_matmul_backward(dinp, dw, NULL, d, x, dinp ? fp16_weight(m, w, nw) : NULL, N, C, OC, accumulate_dinp);
+    }
+    if (dbias) op_matmul_backward(NULL, NULL, dbias, dout, NULL, NULL, N, C, OC, 0);
+}
