@@ -113,42 +113,25 @@ size_t mt_gpt_tensor_row_origin(const mt_gpt_layout *l, const mt_tensor *t, int6
     return (size_t)(r * gcols);
 }
 
-void mt_gpt_unit_to_full(const mt_gpt_layout *l, int u, const float *local, float *full) {
+/* Copies every local row of unit u to (to_full) or from its run in the full unit. */
+static void copy_unit(const mt_gpt_layout *l, int u, float *local, float *full, int to_full) {
     const mt_unit_layout *ul = &l->units[u];
     for (int i = 0; i < ul->n_tensors; i++) {
         const mt_tensor *t = &ul->t[i];
         size_t w = (size_t)t->shape[1];
-        for (int64_t r = 0; r < t->shape[0]; r++)
-            memcpy(full + t->goffset + mt_gpt_tensor_row_origin(l, t, r), local + t->offset + (size_t)r * w,
-                   w * sizeof(float));
+        for (int64_t r = 0; r < t->shape[0]; r++) {
+            float *lo = local + t->offset + (size_t)r * w, *fu = full + t->goffset + mt_gpt_tensor_row_origin(l, t, r);
+            memcpy(to_full ? fu : lo, to_full ? lo : fu, w * sizeof(float));
+        }
     }
+}
+
+void mt_gpt_unit_to_full(const mt_gpt_layout *l, int u, const float *local, float *full) {
+    copy_unit(l, u, (float *)local, full, 1); /* only read */
 }
 
 void mt_gpt_unit_from_full(const mt_gpt_layout *l, int u, const float *full, float *local) {
-    const mt_unit_layout *ul = &l->units[u];
-    for (int i = 0; i < ul->n_tensors; i++) {
-        const mt_tensor *t = &ul->t[i];
-        size_t w = (size_t)t->shape[1];
-        for (int64_t r = 0; r < t->shape[0]; r++)
-            memcpy(local + t->offset + (size_t)r * w, full + t->goffset + mt_gpt_tensor_row_origin(l, t, r),
-                   w * sizeof(float));
-    }
-}
-
-void mt_gpt_layout_free(mt_gpt_layout *l) {
-    free(l->units);
-    l->units = NULL;
-    l->n_units = 0;
-}
-
-const mt_tensor *mt_gpt_find_tensor(const mt_gpt_layout *l, const char *name, int *unit) {
-    for (int u = 0; u < l->n_units; u++)
-        for (int i = 0; i < l->units[u].n_tensors; i++)
-            if (strcmp(l->units[u].t[i].name, name) == 0) {
-                if (unit) *unit = u;
-                return &l->units[u].t[i];
-            }
-    return NULL;
+    copy_unit(l, u, local, (float *)full, 0); /* only read */
 }
 
 void mt_gpt_init_unit(const mt_gpt_layout *l, int unit, float *params, uint64_t seed) {
