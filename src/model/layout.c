@@ -134,6 +134,22 @@ void mt_gpt_unit_from_full(const mt_gpt_layout *l, int u, const float *full, flo
     copy_unit(l, u, local, (float *)full, 0); /* only read */
 }
 
+void mt_gpt_layout_free(mt_gpt_layout *l) {
+    free(l->units);
+    l->units = NULL;
+    l->n_units = 0;
+}
+
+const mt_tensor *mt_gpt_find_tensor(const mt_gpt_layout *l, const char *name, int *unit) {
+    for (int u = 0; u < l->n_units; u++)
+        for (int i = 0; i < l->units[u].n_tensors; i++)
+            if (strcmp(l->units[u].t[i].name, name) == 0) {
+                if (unit) *unit = u;
+                return &l->units[u].t[i];
+            }
+    return NULL;
+}
+
 void mt_gpt_init_unit(const mt_gpt_layout *l, int unit, float *params, uint64_t seed) {
     const mt_unit_layout *u = &l->units[unit];
     for (int i = 0; i < u->n_tensors; i++) {
