@@ -172,6 +172,66 @@ static void test_block_round_trip(void) {
     }
 }
 
+/* Block quantisation (vectorised where the CPU allows) gives, element for
+ * element, the code of the scalar nearest-code search mt_q8_encode(x *
+ * (1/absmax)): on every code's value and midpoint and their float
+ * neighbours, log-uniform values of both signs, zeros, denormals, +-inf and
+ * NaN, in blocks of lengths that leave vector tails. */
+static void test_block_codes_equal_scalar(void) {
+    enum { N = 4 * MT_Q8_BLOCK };
+    float *x = malloc(N * sizeof(float));
+    uint8_t *q = malloc(N);
+    CHECK(x && q, "allocation");
+    if (!x || !q) return;
+    for (int sg = 0; sg <= 1; sg++) {
+        size_t n = 0;
+        for (int c = 0; c < 256 && n + 16 < N; c++) {
+            float d = mt_q8_decode(sg, (uint8_t)c), mid = c ? 0.5f * (mt_q8_decode(sg, (uint8_t)(c - 1)) + d) : d;
+            float pts[2] = {d, mid};
+            for (int k = 0; k < 2; k++) {
+                float lo = pts[k], hi = pts[k];
+                x[n++] = pts[k];
+                for (int j = 0; j < 3; j++) {
+                    lo = nextafterf(lo, -INFINITY);
+                    hi = nextafterf(hi, INFINITY);
+                    x[n++] = lo;
+                    x[n++] = hi;
+                }
+            }
+        }
+        uint64_t r = 77 + (uint64_t)sg;
+        while (n < N - 16) {
+            double a = pow(10.0, -9.0 * rng_uniform(&r));
+            x[n] = (float)(rng_next(&r) & 1 ? -a : a);
+            n++;
+        }
+        const float special[] = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-39f, INFINITY, -INFINITY, NAN, 1.0f, -1.0f,
+                                 1.0000001f, 3.0f, -2.5f, 1e-30f, 0.5f};
+        for (size_t j = 0; j < sizeof special / sizeof *special; j++) x[n++] = special[j];
+        /* the +-inf in block 3 makes its absmax inf; the others are
+         * quantised with absmax 1 and whatever their own largest element is */
+        int same = 1;
+        const size_t lens[] = {MT_Q8_BLOCK, MT_Q8_BLOCK - 5, 37, 1, MT_Q8_BLOCK};
+        size_t o = 0;
+        for (size_t b = 0; b < sizeof lens / sizeof *lens && o < n; b++) {
+            size_t len = lens[b] < n - o ? lens[b] : n - o;
+            float am = mt_q8_quantize(sg, x + o, len, q + o);
+            float inv = am > 0.0f ? 1.0f / am : 0.0f;
+            for (size_t i = 0; i < len; i++) {
+                uint8_t want = am > 0.0f ? mt_q8_encode(sg, x[o + i] * inv) : 0;
+                if (q[o + i] != want) {
+                    if (same) fprintf(stderr, "x=%a absmax=%a: code %u, scalar %u\n", x[o + i], am, q[o + i], want);
+                    same = 0;
+                }
+            }
+            o += len;
+        }
+        CHECK(same, "block codes equal the scalar search's (signed %d, %zu values)", sg, o);
+    }
+    free(x);
+    free(q);
+}
+
 /* ---- 8-bit AdamW */
 static mt_opt_hparams adamw_h(void) { return (mt_opt_hparams){MT_OPT_ADAMW, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.01f, 0.0f}; }
 
@@ -236,6 +296,57 @@ static void test_adam8bit_state_and_first_step(void) {
     mt_adam8bit_free(&s3, &mem);
     CHECK(mem.cur[MT_MEM_OPTIM] == 0, "freed: %zu", mem.cur[MT_MEM_OPTIM]);
     free(p); free(p32); free(g); free(m32); free(v32); free(st); free(full); free(p2);
+}
+
+/* From a nonzero 8-bit state, one step equals: dequantise (get_state), fp32
+ * AdamW (mt_opt_update_range), quantise per block: parameters bitwise, codes
+ * and absmax identical. Tensors (decaying and not) cross block boundaries,
+ * the owned range starts mid-tensor, and the unit ends in padding that no
+ * tensor covers (left untouched). */
+static void test_adam8bit_step_equals_fp32_then_quantise(void) {
+    mt_unit_layout u;
+    memset(&u, 0, sizeof u);
+    add_tensor(&u, "w1", 2, 70, 45, 1);
+    add_tensor(&u, "b1", 1, 3000, 1, 0);
+    add_tensor(&u, "w2", 2, 33, 101, 1);
+    size_t pad = 77, n = u.numel + pad, b0 = 333, len = n - b0;
+    u.numel = n;
+    mt_adam8bit s;
+    mt_adam8bit_init(&s, b0, n, NULL);
+    float *full = calloc(n, 4), *p = malloc(len * 4), *p32 = malloc(len * 4), *g = malloc(len * 4);
+    float *m32 = malloc(len * 4), *v32 = malloc(len * 4);
+    uint8_t *mq = malloc(len), *vq = malloc(len);
+    CHECK(full && p && p32 && g && m32 && v32 && mq && vq, "allocation");
+    if (!full || !p || !p32 || !g || !m32 || !v32 || !mq || !vq) return;
+    uint64_t r = 4242;
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < n; i++) {
+            float x = rng_normal(&r) * powf(10.0f, -3.0f * (float)rng_uniform(&r));
+            full[i] = k == 0 ? 1e-3f * x : 1e-6f * x * x;
+        }
+        mt_adam8bit_set_state(&s, k, full);
+    }
+    for (size_t i = 0; i < len; i++) {
+        p[i] = p32[i] = 0.02f * rng_normal(&r);
+        g[i] = i % 101 == 0 ? 0.0f : 1e-3f * rng_normal(&r);
+    }
+    mt_adam8bit_get_state(&s, 0, m32);
+    mt_adam8bit_get_state(&s, 1, v32);
+    mt_opt_hparams h = adamw_h();
+    float *st[2] = {m32, v32};
+    mt_opt_update_range(&h, &u, b0, n, p32, g, st, 3e-3f, 7, 0.8f);
+    mt_adam8bit_update(&s, &h, &u, p, g, 3e-3f, 7, 0.8f);
+    int codes_ok = 1;
+    for (size_t b = 0; b < s.n_blocks; b++) {
+        size_t o = b * MT_Q8_BLOCK, bl = len - o < MT_Q8_BLOCK ? len - o : MT_Q8_BLOCK;
+        float am = mt_q8_quantize(1, m32 + o, bl, mq + o), av = mt_q8_quantize(0, v32 + o, bl, vq + o);
+        codes_ok &= am == s.m_absmax[b] && av == s.v_absmax[b];
+    }
+    codes_ok &= !memcmp(mq, s.m, len) && !memcmp(vq, s.v, len);
+    CHECK(!memcmp(p, p32, len * 4), "parameters equal fp32 AdamW's on the dequantised state, bitwise");
+    CHECK(codes_ok, "codes and absmax equal the quantised fp32 moments");
+    mt_adam8bit_free(&s, NULL);
+    free(full); free(p); free(p32); free(g); free(m32); free(v32); free(mq); free(vq);
 }
 
 /* Zero gradients (a never-used embedding row): m, v stay exactly zero, so
@@ -624,7 +735,9 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--dump")) return dump(argv[2]);
     test_code_maps();
     test_block_round_trip();
+    test_block_codes_equal_scalar();
     test_adam8bit_state_and_first_step();
+    test_adam8bit_step_equals_fp32_then_quantise();
     test_adam8bit_zero_blocks();
     test_adam8bit_tracks_fp32();
     test_adafactor_bytes();

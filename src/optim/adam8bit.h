@@ -2,10 +2,14 @@
  * quantization"). The moments m and v of a unit's owned range [begin, end)
  * are stored as one byte per element in blocks of MT_Q8_BLOCK elements laid
  * from `begin`, each block with an fp32 absmax. A step dequantises a block
- * (code value x absmax), runs the ordinary fp32 AdamW update on it
- * (mt_opt_update_range, so weight decay follows the tensors), and
- * re-quantises it to the nearest code with the block's new absmax.
- * State: 2 bytes per parameter + 8 bytes per block.
+ * (code value x absmax), runs the ordinary fp32 AdamW update on it (weight
+ * decay following the tensors), and re-quantises it to the nearest code with
+ * the block's new absmax. State: 2 bytes per parameter + 8 bytes per block.
+ * With AVX-512 (F, BW, DQ, VL, VBMI) the blocks go through vector kernels
+ * whose results equal the portable path's bitwise (dequantise,
+ * mt_opt_update_range, scalar nearest-code search): about 2x the time of
+ * fp32 AdamW per parameter on Zen 4 (10M parameters, 1 thread), against 30x
+ * for the portable path.
  *
  * Code maps (dynamic tree quantization, derived from the paper's
  * description). A code's magnitude bits read, from the top: z zero bits (the
