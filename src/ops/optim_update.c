@@ -19,7 +19,7 @@ static void adam_core(float *p, const float *g, float *m, float *v, size_t n, fl
     float bc2_sqrt = (float)sqrt(bc2);
     float pdecay = (float)(1.0 - (double)lr * (double)decoupled_wd);
     float omb1 = (float)(1.0 - (double)beta1), omb2 = (float)(1.0 - (double)beta2);
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float pi = p[i];
         float gi = g[i] * grad_scale + l2_wd * pi;
@@ -46,12 +46,12 @@ void op_adam_update(float *p, const float *g, float *m, float *v, size_t n, floa
 void op_sgd_update(float *p, const float *g, float *buf, size_t n, float lr, float momentum,
                    float weight_decay, int64_t step, float grad_scale) {
     if (momentum == 0.0f || buf == NULL) {
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
         for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] * grad_scale + weight_decay * p[i]);
         return;
     }
     int first = step <= 1;
-#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * grad_scale + weight_decay * p[i];
         float b = first ? gi : momentum * buf[i] + gi;
