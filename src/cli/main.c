@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static void usage(void) {
     puts("usage: meshtrain <command> [flags]   (meshtrain <command> --help for flags)\n"
@@ -48,9 +49,19 @@ int main(int argc, char **argv) {
             int world = 1;
             MPI_Comm_size(MPI_COMM_WORLD, &world);
             if (rc && world > 1) {
-                /* The other ranks may be waiting for this one: end them all. */
+                /* The other ranks may be waiting for this one: end them all.
+                 * Most failures are collective (every rank returns the same
+                 * error and rank 0 prints it), so a rank other than 0 first
+                 * gives rank 0 two seconds to print and abort everyone;
+                 * aborting at once could kill rank 0 before its message. */
                 fflush(stdout);
                 fflush(stderr);
+                int me = 0;
+                MPI_Comm_rank(MPI_COMM_WORLD, &me);
+                if (me != 0) {
+                    struct timespec pause = {2, 0};
+                    nanosleep(&pause, NULL);
+                }
                 MPI_Abort(MPI_COMM_WORLD, rc);
             }
             MPI_Finalize();
