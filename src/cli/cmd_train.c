@@ -47,7 +47,7 @@ int mt_cli_train(int argc, char **argv) {
     mt_train_opts o;
     mt_train_opts_defaults(&o);
     model_flags mf = {NULL, 0, 0, 0, 0, 0, 0.0f};
-    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *offload = NULL, *precision = "fp32";
+    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *offload = NULL, *precision = "fp32", *grad_reduce = "fp32";
     int64_t seed = (int64_t)o.seed;
     int help = 0;
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
@@ -105,7 +105,8 @@ int mt_cli_train(int argc, char **argv) {
         {"report-json", MT_ARG_STR, &o.report_json, "write bytes per memory category and bytes sent per collective per step", 0},
         {"bucket-mb", MT_ARG_FLOAT, &o.bucket_mb, "zero 0: all-reduce gradients in buckets of >= MB of whole units, in backward order (default 0 = one per unit)", 0},
         {"no-overlap", MT_ARG_FLAG, &o.no_overlap, "measurement aid: wait for each unit's gradient reduction at once (no overlap with backward)", 0},
-        {"precision", MT_ARG_STR, &precision, "fp32 | bf16 | fp16: GEMM operands (weights, layer inputs, output gradients) in 16 bits, fp32 master weights and accumulation (default fp32)", 0},
+        {"precision", MT_ARG_STR, &precision, "fp32 | bf16 | fp16: parameters, gradients and GEMM operands in 16 bits; fp32 master weights (owned ZeRO shard), optimizer state and accumulation (default fp32)", 0},
+        {"grad-reduce-dtype", MT_ARG_STR, &grad_reduce, "fp32 | bf16 (with --precision bf16): dtype of the gradient collectives (default fp32)", 0},
         {"loss-scale", MT_ARG_FLOAT, &o.loss_scale, "fp16: initial dynamic loss scale (default 65536)", 0},
         {"loss-scale-window", MT_ARG_I64, &o.loss_scale_window, "fp16: double the loss scale after this many steps without overflow (default 1000)", 0},
         {"test-overflow-step", MT_ARG_I64, &o.test_overflow_step, "test aid (fp16): the last rank finds an inf gradient at step K", 0},
@@ -127,6 +128,10 @@ int mt_cli_train(int argc, char **argv) {
         return rank ? 1 : mt_cli_fail("train", &err);
     if (mt_dtype_parse(precision, &o.precision)) {
         mt_errorf(&err, "--precision must be fp32, bf16 or fp16, got '%s'", precision);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
+    if (mt_dtype_parse(grad_reduce, &o.grad_reduce) || o.grad_reduce == MT_FP16) {
+        mt_errorf(&err, "--grad-reduce-dtype must be fp32 or bf16, got '%s'", grad_reduce);
         return rank ? 1 : mt_cli_fail("train", &err);
     }
     if (offload) {

@@ -89,6 +89,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "core/dtype.h"
 #include "core/error.h"
 
 #define MT_COMM_EXIT_TIMEOUT 3 /* MPI_Abort code after a timeout */
@@ -195,6 +196,12 @@ void mt_comm_iallreduce(mt_comm *c, const float *send, float *recv, size_t count
                         mt_comm_req *r);
 void mt_comm_ireduce_scatter(mt_comm *c, const float *send, float *recv, size_t count,
                              mt_comm_req *r);
+/* The same two reductions on bf16 vectors (gradients held in bf16): every
+ * pairwise sum is done in fp32 and rounded to bf16 (round to nearest even);
+ * the order of the additions is the MPI library's. Counted as
+ * allreduce / reduce_scatter with 2-byte elements. */
+void mt_comm_iallreduce_bf16(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count, mt_comm_req *r);
+void mt_comm_ireduce_scatter_bf16(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count, mt_comm_req *r);
 void mt_comm_iallgather(mt_comm *c, const void *send, void *recv, size_t bytes,
                         mt_comm_req *r);
 void mt_comm_ibroadcast(mt_comm *c, void *buf, size_t bytes, int root, mt_comm_req *r);

@@ -65,6 +65,7 @@ struct mt_comm_ctx {
     int cur_kind;
     uint64_t cur_seq;
     int cur_peer;
+    MPI_Op bf16_sum; /* the sum of two bf16 vectors (gradients reduced in bf16) */
 };
 
 static const char *const kind_names[MT_COMM_NKIND] = {
@@ -228,6 +229,22 @@ static mt_comm *make_comm(mt_comm_ctx *x, MPI_Comm mc, const char *name, int64_t
     return c;
 }
 
+/* MPI has no bf16 type: a bf16 sum is a user operation on 16-bit words,
+ * each pairwise addition done in fp32 and rounded back (what a bf16
+ * all-reduce on a GPU does). Chunks keep the fp32 buffers on the stack. */
+static void bf16_sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    enum { CH = 1024 };
+    const mt_bf16 *a = in;
+    mt_bf16 *b = inout;
+    float fa[CH];
+    for (int i = 0; i < *len; i += CH) {
+        size_t k = (size_t)(*len - i < CH ? *len - i : CH);
+        mt_convert_bf16_to_fp32(fa, a + i, k);
+        mt_accumulate_16(MT_BF16, b + i, fa, k);
+    }
+}
+
 mt_comm_ctx *mt_comm_ctx_create(double timeout_s, mt_error *err) {
     int inited = 0;
     if (MPI_Initialized(&inited) != MPI_SUCCESS || !inited) {
@@ -259,6 +276,7 @@ mt_comm_ctx *mt_comm_ctx_create(double timeout_s, mt_error *err) {
         return NULL;
     }
     x->next_id = 1;
+    CK(x->world, "MPI_Op_create", MPI_Op_create(bf16_sum_fn, 1, &x->bf16_sum), "bf16 sum");
     CK(x->world, "MPI_Irecv", MPI_Irecv(&x->q_in, (int)sizeof x->q_in, MPI_BYTE, MPI_ANY_SOURCE,
                                         TAG_QUERY, x->diag, &x->q_req),
        "status-query receive");
@@ -284,6 +302,7 @@ void mt_comm_ctx_free(mt_comm_ctx *x) {
     for (int i = 0; i < NREPLY; i++)
         if (x->rep_req[i] != MPI_REQUEST_NULL)
             CK(x->world, "MPI_Wait", MPI_Wait(&x->rep_req[i], MPI_STATUS_IGNORE), "status reply");
+    CK(x->world, "MPI_Op_free", MPI_Op_free(&x->bf16_sum), "bf16 sum");
     mt_comm_free(x->world);
     x->world = NULL;
     CK(NULL, "MPI_Comm_free", MPI_Comm_free(&x->diag), "diagnosis channel");
@@ -574,6 +593,32 @@ void mt_comm_ireduce_scatter(mt_comm *c, const float *send, float *recv, size_t 
                                  to_int(c, count, "block count"), MPI_FLOAT, MPI_SUM, c->comm,
                                  &r->req),
        "%zu floats per block", count);
+}
+
+void mt_comm_iallreduce_bf16(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count, mt_comm_req *r) {
+    size_t B = count * sizeof(mt_bf16);
+    begin(c, r, MT_COMM_ALLREDUCE, -1, B, mt_comm_bytes_sent(MT_COMM_ALLREDUCE, B, c->size, 0));
+    if (c->size == 1) {
+        if (send != recv && count) memmove(recv, send, B);
+        return;
+    }
+    CK(c, "MPI_Iallreduce",
+       MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, to_int(c, count, "count"), MPI_UINT16_T,
+                      c->ctx->bf16_sum, c->comm, &r->req),
+       "%zu bf16 values", count);
+}
+
+void mt_comm_ireduce_scatter_bf16(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count, mt_comm_req *r) {
+    size_t B = count * sizeof(mt_bf16) * (size_t)c->size;
+    begin(c, r, MT_COMM_REDUCE_SCATTER, -1, B, mt_comm_bytes_sent(MT_COMM_REDUCE_SCATTER, B, c->size, 0));
+    if (c->size == 1) {
+        if (send != recv && count) memmove(recv, send, count * sizeof(mt_bf16));
+        return;
+    }
+    CK(c, "MPI_Ireduce_scatter_block",
+       MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, to_int(c, count, "block count"),
+                                 MPI_UINT16_T, c->ctx->bf16_sum, c->comm, &r->req),
+       "%zu bf16 values per block", count);
 }
 
 void mt_comm_iallgather(mt_comm *c, const void *send, void *recv, size_t bytes,

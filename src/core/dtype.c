@@ -7,6 +7,7 @@
  * conversion is memory-bound, and one core does not saturate the memory
  * bandwidth. */
 #include "core/dtype.h"
+#include "core/error.h"
 #include <omp.h>
 #include <string.h>
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -160,3 +161,58 @@ void mt_convert_fp32_to_bf16(mt_bf16 *dst, const float *src, size_t n) { convert
 void mt_convert_bf16_to_fp32(float *dst, const mt_bf16 *src, size_t n) { convert_parallel(bf16_to_fp32, dst, 4, src, 2, n); }
 void mt_convert_fp32_to_fp16(mt_fp16 *dst, const float *src, size_t n) { convert_parallel(fp32_to_fp16, dst, 2, src, 4, n); }
 void mt_convert_fp16_to_fp32(float *dst, const mt_fp16 *src, size_t n) { convert_parallel(fp16_to_fp32, dst, 4, src, 2, n); }
+
+/* ---- mixed-precision storage: 16-bit arrays that accumulate fp32 values ----
+ * Chunks of ACC_CHUNK go through an fp32 buffer on the stack, so the same
+ * vectorised conversions serve (the add itself vectorises). */
+#define ACC_CHUNK ((size_t)512)
+
+#define MT_DEFINE_ACC(name, widen, narrow)                                           \
+    static void name(void *accv, const void *xv, size_t n) {                        \
+        uint16_t *acc = accv;                                                        \
+        const float *x = xv;                                                         \
+        float buf[ACC_CHUNK];                                                        \
+        for (size_t b = 0; b < n; b += ACC_CHUNK) {                                  \
+            size_t k = n - b < ACC_CHUNK ? n - b : ACC_CHUNK;                        \
+            widen(buf, acc + b, k);                                                  \
+            for (size_t i = 0; i < k; i++) buf[i] += x[b + i];                       \
+            narrow(acc + b, buf, k);                                                 \
+        }                                                                            \
+    }
+#define MT_DEFINE_WIDEN_ADD(name, widen)                                             \
+    static void name(void *dstv, const void *srcv, size_t n) {                      \
+        float *dst = dstv;                                                           \
+        const uint16_t *src = srcv;                                                  \
+        float buf[ACC_CHUNK];                                                        \
+        for (size_t b = 0; b < n; b += ACC_CHUNK) {                                  \
+            size_t k = n - b < ACC_CHUNK ? n - b : ACC_CHUNK;                        \
+            widen(buf, src + b, k);                                                  \
+            for (size_t i = 0; i < k; i++) dst[b + i] += buf[i];                     \
+        }                                                                            \
+    }
+MT_DEFINE_ACC(acc_bf16, bf16_to_fp32, fp32_to_bf16)
+MT_DEFINE_ACC(acc_fp16, fp16_to_fp32, fp32_to_fp16)
+MT_DEFINE_WIDEN_ADD(add_bf16, bf16_to_fp32)
+MT_DEFINE_WIDEN_ADD(add_fp16, fp16_to_fp32)
+
+static int is16(mt_dtype t) { return t == MT_BF16 || t == MT_FP16; }
+
+void mt_convert_to_16(mt_dtype t, uint16_t *dst, const float *src, size_t n) {
+    if (!is16(t)) mt_die("mt_convert_to_16: %s is not a 16-bit type", mt_dtype_name(t));
+    convert_parallel(t == MT_BF16 ? fp32_to_bf16 : fp32_to_fp16, dst, 2, src, 4, n);
+}
+
+void mt_convert_from_16(mt_dtype t, float *dst, const uint16_t *src, size_t n) {
+    if (!is16(t)) mt_die("mt_convert_from_16: %s is not a 16-bit type", mt_dtype_name(t));
+    convert_parallel(t == MT_BF16 ? bf16_to_fp32 : fp16_to_fp32, dst, 4, src, 2, n);
+}
+
+void mt_accumulate_16(mt_dtype t, uint16_t *acc, const float *x, size_t n) {
+    if (!is16(t)) mt_die("mt_accumulate_16: %s is not a 16-bit type", mt_dtype_name(t));
+    convert_parallel(t == MT_BF16 ? acc_bf16 : acc_fp16, acc, 2, x, 4, n);
+}
+
+void mt_add_from_16(mt_dtype t, float *dst, const uint16_t *src, size_t n) {
+    if (!is16(t)) mt_die("mt_add_from_16: %s is not a 16-bit type", mt_dtype_name(t));
+    convert_parallel(t == MT_BF16 ? add_bf16 : add_fp16, dst, 4, src, 2, n);
+}

@@ -95,4 +95,14 @@ void mt_convert_bf16_to_fp32(float *dst, const mt_bf16 *src, size_t n);
 void mt_convert_fp32_to_fp16(mt_fp16 *dst, const float *src, size_t n);
 void mt_convert_fp16_to_fp32(float *dst, const mt_fp16 *src, size_t n);
 
+/* The same for t = MT_BF16 or MT_FP16 (anything else is a programming
+ * error and dies). */
+void mt_convert_to_16(mt_dtype t, uint16_t *dst, const float *src, size_t n);
+void mt_convert_from_16(mt_dtype t, float *dst, const uint16_t *src, size_t n);
+/* Mixed-precision storage (parallel/zero.c holds gradients in 16 bits):
+ *   mt_accumulate_16: acc[i] = narrow(widen(acc[i]) + x[i])  (one rounding per call);
+ *   mt_add_from_16:   dst[i] += widen(src[i]). */
+void mt_accumulate_16(mt_dtype t, uint16_t *acc, const float *x, size_t n);
+void mt_add_from_16(mt_dtype t, float *dst, const uint16_t *src, size_t n);
+
 #endif

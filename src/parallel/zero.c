@@ -1,5 +1,6 @@
 #include "parallel/zero.h"
 #include "ops/ops.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -52,13 +53,83 @@ static void build_buckets(mt_zero *z, mt_model *m, size_t bytes) {
     free(off);
 }
 
-int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t bucket_bytes, mt_mem *mem,
-                 mt_error *err) {
+static int mixed(const mt_zero *z) { return z->dt16 != MT_FP32; }
+
+/* The owned range [b, e) of unit u (empty on ranks past a short unit's end). */
+static void owned_range(const mt_zero *z, int u, size_t *b, size_t *e) {
+    size_t lo = (size_t)z->r * z->S[u];
+    size_t hi = lo + z->S[u] < z->numel[u] ? lo + z->S[u] : z->numel[u];
+    *b = lo;
+    *e = hi > lo ? hi : lo;
+}
+
+/* Mixed precision: takes the model's fp32 initial values into the 16-bit
+ * parameters and the fp32 master of the owned range, and frees the model's
+ * fp32 parameters, gradients and 16-bit weight copies (the unit hooks point
+ * the model at pooled buffers instead). */
+static void init_mixed(mt_zero *z, mt_model *m) {
+    mt_mem *mem = z->mem;
+    int U = z->n_units;
+    z->p16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
+    z->g16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
+    z->master = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
+    size_t maxS = 1;
+    for (int u = 0; u < U; u++) {
+        if (!z->numel[u]) continue;
+        size_t P = padded(z, u), S = z->S[u], b, e;
+        owned_range(z, u, &b, &e);
+        maxS = S > maxS ? S : maxS;
+        z->master[u] = mt_mem_alloc(mem, MT_MEM_OPTIM, S * sizeof(float), "fp32 master parameters");
+        memset(z->master[u], 0, S * sizeof(float));
+        if (e > b) memcpy(z->master[u], m->params[u] + b, (e - b) * sizeof(float));
+        size_t np = z->stage == 3 ? S : P, ng = z->stage >= 2 ? S : P;
+        z->p16[u] = mt_mem_alloc(mem, MT_MEM_PARAMS, np * sizeof(uint16_t), "16-bit parameters");
+        memset(z->p16[u], 0, np * sizeof(uint16_t));
+        if (z->stage == 3) mt_convert_to_16(z->dt16, z->p16[u], z->master[u], S);
+        else mt_convert_to_16(z->dt16, z->p16[u], m->params[u], z->numel[u]);
+        z->g16[u] = mt_mem_alloc(mem, MT_MEM_GRADS, ng * sizeof(uint16_t), "16-bit gradients");
+        memset(z->g16[u], 0, ng * sizeof(uint16_t));
+        mt_mem_free(mem, MT_MEM_PARAMS, m->params[u], z->numel[u] * sizeof(float));
+        mt_mem_free(mem, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
+        if (m->w16[u]) mt_mem_free(mem, MT_MEM_PARAMS, m->w16[u], z->numel[u] * sizeof(uint16_t));
+        m->params[u] = m->grads[u] = NULL;
+        m->w16[u] = NULL;
+    }
+    size_t P0 = padded(z, 0);
+    z->punit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(float), "unit-0 fp32 parameters");
+    z->gunit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(float), "unit-0 gradient buffer");
+    for (int k = 0; k < 2; k++) {
+        z->ppool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(float), "fp32 parameter pool");
+        z->gpool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(float), "gradient pool");
+    }
+    if (z->stage == 3) {
+        z->p16unit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(uint16_t), "unit-0 gathered 16-bit parameters");
+        for (int k = 0; k < 2; k++)
+            z->p16pool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(uint16_t), "16-bit parameter gather pool");
+    }
+    if (z->stage >= 2 && z->reduce16) {
+        z->g16unit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(uint16_t), "unit-0 bf16 gradient buffer");
+        for (int k = 0; k < 2; k++)
+            z->g16pool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(uint16_t), "bf16 gradient pool");
+    }
+    z->gscratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, maxS * sizeof(float), "owned gradient in fp32");
+}
+
+int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t bucket_bytes,
+                 mt_dtype grad_reduce, mt_mem *mem, mt_error *err) {
     memset(z, 0, sizeof *z);
     if (stage < 0 || stage > 3) return mt_errorf(err, "--zero must be 0, 1, 2 or 3, got %d", stage);
     if (bucket_bytes > 0 && stage != 0)
         return mt_errorf(err, "--bucket-mb applies to --zero 0 only: ZeRO stages 1-3 reduce each unit's "
                               "shard-aligned gradient on its own (the unit is the bucket); drop --bucket-mb");
+    if (bucket_bytes > 0 && m->precision != MT_FP32)
+        return mt_errorf(err, "--bucket-mb needs --precision fp32: under mixed precision each unit's gradient is "
+                              "reduced from its own fp32 buffer as its backward ends; drop --bucket-mb");
+    if (grad_reduce != MT_FP32 && !(grad_reduce == MT_BF16 && m->precision == MT_BF16))
+        return mt_errorf(err, "--grad-reduce-dtype %s needs --precision bf16 (the gradients are held in bf16 "
+                              "there); got --precision %s", mt_dtype_name(grad_reduce), mt_dtype_name(m->precision));
+    z->dt16 = m->precision;
+    z->reduce16 = grad_reduce == MT_BF16;
     const mt_gpt_layout *l = &m->layout;
     z->stage = stage;
     z->mem = mem;
@@ -75,6 +146,7 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     z->pshard = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
     z->gshard = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
     z->gslot = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
+    z->gslot16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
     z->greq = mt_xcalloc((size_t)U, sizeof(mt_comm_req), "zero tables");
     z->in_norm = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
     for (int u = 0; u < U; u++) {
@@ -83,6 +155,10 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
         z->in_norm[u] = 1;
         z->S[u] = (z->numel[u] + (size_t)z->n - 1) / (size_t)z->n;
         if (u >= 1 && padded(z, u) > z->pool_len) z->pool_len = padded(z, u);
+    }
+    if (z->dt16 != MT_FP32) {
+        init_mixed(z, m);
+        return 0;
     }
     z->own_full_p = stage == 1 || stage == 2;
     z->own_full_g = stage == 1;
@@ -127,10 +203,33 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     return 0;
 }
 
+static void free_mixed(mt_zero *z, mt_model *m) {
+    mt_mem *mem = z->mem;
+    size_t maxS = 1, P0 = padded(z, 0);
+    for (int u = 0; u < z->n_units; u++) {
+        maxS = z->S[u] > maxS ? z->S[u] : maxS;
+        size_t P = padded(z, u), S = z->S[u];
+        mt_mem_free(mem, MT_MEM_OPTIM, z->master[u], S * sizeof(float));
+        mt_mem_free(mem, MT_MEM_PARAMS, z->p16[u], (z->stage == 3 ? S : P) * sizeof(uint16_t));
+        mt_mem_free(mem, MT_MEM_GRADS, z->g16[u], (z->stage >= 2 ? S : P) * sizeof(uint16_t));
+        m->params[u] = m->grads[u] = NULL; /* pooled buffers: not the model's to free */
+        m->w16[u] = NULL;
+    }
+    mt_mem_free(mem, MT_MEM_COMM, z->p16unit0, P0 * sizeof(uint16_t));
+    mt_mem_free(mem, MT_MEM_COMM, z->g16unit0, P0 * sizeof(uint16_t));
+    for (int k = 0; k < 2; k++) {
+        mt_mem_free(mem, MT_MEM_COMM, z->p16pool[k], z->pool_len * sizeof(uint16_t));
+        mt_mem_free(mem, MT_MEM_COMM, z->g16pool[k], z->pool_len * sizeof(uint16_t));
+    }
+    mt_mem_free(mem, MT_MEM_SCRATCH, z->gscratch, maxS * sizeof(float));
+    free(z->p16); free(z->g16); free(z->master);
+}
+
 void mt_zero_free(mt_zero *z, mt_model *m) {
     if (!z->numel) return;
     mt_mem *mem = z->mem;
-    for (int u = 0; u < z->n_units; u++) {
+    if (mixed(z)) free_mixed(z, m);
+    for (int u = 0; u < z->n_units && !mixed(z); u++) {
         size_t P = padded(z, u);
         if (z->own_full_p) mt_mem_free(mem, MT_MEM_PARAMS, z->full_p[u], P * sizeof(float));
         if (z->own_full_g) mt_mem_free(mem, MT_MEM_GRADS, z->full_g[u], P * sizeof(float));
@@ -148,12 +247,14 @@ void mt_zero_free(mt_zero *z, mt_model *m) {
         mt_mem_free(mem, MT_MEM_COMM, z->ppool[k], z->pool_len * sizeof(float));
     }
     free(z->numel); free(z->S); free(z->full_p); free(z->full_g); free(z->pshard); free(z->gshard);
-    free(z->gslot); free(z->greq); free(z->in_norm);
+    free(z->gslot); free(z->gslot16); free(z->greq); free(z->in_norm);
     memset(z, 0, sizeof *z);
 }
 
 void mt_zero_begin_step(mt_zero *z, mt_model *m) {
-    for (int u = 0; u < z->n_units; u++) {
+    for (int u = 0; u < z->n_units && mixed(z); u++)
+        if (z->numel[u]) memset(z->g16[u], 0, (z->stage >= 2 ? z->S[u] : padded(z, u)) * sizeof(uint16_t));
+    for (int u = 0; u < z->n_units && !mixed(z); u++) {
         if (!z->numel[u]) continue;
         if (z->full_g[u]) memset(z->full_g[u], 0, (z->stage == 0 ? z->numel[u] : padded(z, u)) * sizeof(float));
         if (z->gshard[u]) memset(z->gshard[u], 0, z->S[u] * sizeof(float));
@@ -170,7 +271,42 @@ static int seq_unit(const mt_zero *z, int i) {
 
 static void start_gather(mt_zero *z, int i) {
     int u = seq_unit(z, i);
-    mt_comm_iallgather(z->shard, z->pshard[u], z->ppool[i % 2], z->S[u] * sizeof(float), &z->preq[i % 2]);
+    if (mixed(z))
+        mt_comm_iallgather(z->shard, z->p16[u], z->p16pool[i % 2], z->S[u] * sizeof(uint16_t), &z->preq[i % 2]);
+    else
+        mt_comm_iallgather(z->shard, z->pshard[u], z->ppool[i % 2], z->S[u] * sizeof(float), &z->preq[i % 2]);
+}
+
+/* Points the model at unit u's fp32 parameters in buf (and, under mixed
+ * precision, its 16-bit weights in w16, current: no reconversion). A pool
+ * buffer serves one unit at a time: whichever unit held it before loses its
+ * pointer, so no stale pointer can alias it (the linear layers find a
+ * weight's unit by address). */
+static void bind_params(mt_zero *z, mt_model *m, int u, float *buf, uint16_t *w16) {
+    for (int v = 0; v < z->n_units; v++)
+        if (v != u && m->params[v] == buf) m->params[v] = NULL;
+    m->params[u] = buf;
+    if (mixed(z)) {
+        m->w16[u] = w16;
+        m->w16_version[u] = m->param_version;
+    }
+}
+
+/* Mixed precision, stages 0-2: widens unit u's 16-bit parameters for its
+ * forward or backward (unit 0, tied to the head, once per parameter change). */
+static void widen_params(mt_zero *z, mt_model *m, int u) {
+    if (u == 0) {
+        if (z->punit0_version != m->param_version) {
+            mt_convert_from_16(z->dt16, z->punit0, z->p16[0], z->numel[0]);
+            z->punit0_version = m->param_version;
+        }
+        bind_params(z, m, 0, z->punit0, z->p16[0]);
+        return;
+    }
+    float *buf = z->ppool[z->conv_k];
+    z->conv_k ^= 1;
+    mt_convert_from_16(z->dt16, buf, z->p16[u], z->numel[u]);
+    bind_params(z, m, u, buf, z->p16[u]);
 }
 
 void mt_zero_begin_microbatch(mt_zero *z, mt_model *m, int backward) {
@@ -184,21 +320,27 @@ static void take_gathered(mt_zero *z, mt_model *m, int unit) {
     int i = z->seq_i++;
     if (i >= z->seq_len || seq_unit(z, i) != unit) mt_die("zero: unit %d out of the gather sequence", unit);
     mt_comm_wait(&z->preq[i % 2]);
-    m->params[unit] = z->ppool[i % 2];
+    if (mixed(z)) mt_convert_from_16(z->dt16, z->ppool[i % 2], z->p16pool[i % 2], z->numel[unit]);
+    bind_params(z, m, unit, z->ppool[i % 2], z->p16pool[i % 2]);
     if (i + 1 < z->seq_len) start_gather(z, i + 1);
 }
 
 void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit) {
-    if (z->stage != 3) return;
+    if (z->stage != 3) {
+        if (!mixed(z)) return;
+        widen_params(z, m, unit);
+        if (unit == z->n_units - 1 && z->numel[0]) widen_params(z, m, 0); /* the head's tied wte */
+        return;
+    }
     if (unit == 0) {
-        mt_comm_iallgather(z->shard, z->pshard[0], z->punit0, z->S[0] * sizeof(float), &z->preq[1]);
-        if (z->seq_len > 0) {
-            mt_comm_wait(&z->preq[1]);
-            start_gather(z, 0); /* prefetch unit 1 while the embedding runs */
-        } else {
-            mt_comm_wait(&z->preq[1]);
-        }
-        m->params[0] = z->punit0;
+        if (mixed(z))
+            mt_comm_iallgather(z->shard, z->p16[0], z->p16unit0, z->S[0] * sizeof(uint16_t), &z->preq[1]);
+        else
+            mt_comm_iallgather(z->shard, z->pshard[0], z->punit0, z->S[0] * sizeof(float), &z->preq[1]);
+        mt_comm_wait(&z->preq[1]);
+        if (z->seq_len > 0) start_gather(z, 0); /* prefetch unit 1 while the embedding runs */
+        if (mixed(z)) mt_convert_from_16(z->dt16, z->punit0, z->p16unit0, z->numel[0]);
+        bind_params(z, m, 0, z->punit0, z->p16unit0);
         return;
     }
     take_gathered(z, m, unit);
@@ -209,8 +351,17 @@ void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit) {
 static void drain(mt_zero *z, int v) {
     if (!z->gslot[v]) return;
     wait_grad(z, v);
-    op_add(z->gshard[v], z->gshard[v], z->gslot[v], z->S[v]);
+    float *slot = z->gslot[v];
+    if (!mixed(z)) {
+        op_add(z->gshard[v], z->gshard[v], slot, z->S[v]);
+    } else if (z->stage <= 1) { /* the reduced sum of every microbatch: rounded once */
+        mt_convert_to_16(z->dt16, z->g16[v], slot, z->stage == 0 ? z->numel[v] : z->S[v]);
+    } else {
+        if (z->gslot16[v]) mt_convert_from_16(z->dt16, slot, z->gslot16[v], z->S[v]);
+        mt_accumulate_16(z->dt16, z->g16[v], slot, z->S[v]);
+    }
     z->gslot[v] = NULL;
+    z->gslot16[v] = NULL;
 }
 
 static float *grad_slot(mt_zero *z, int unit) {
@@ -222,23 +373,74 @@ static float *grad_slot(mt_zero *z, int unit) {
     return slot;
 }
 
+/* Unit 0's gradient buffer for this microbatch: opened by the head's
+ * backward (tied wte) or, on a pipeline stage without the head, the
+ * embedding's. */
+static void open_grad0(mt_zero *z, mt_model *m) {
+    if (z->g0_open) return;
+    drain(z, 0);
+    memset(z->gunit0, 0, padded(z, 0) * sizeof(float));
+    m->grads[0] = z->gunit0;
+    z->g0_open = 1;
+}
+
 void mt_zero_pre_backward(mt_zero *z, mt_model *m, int unit) {
-    if (z->stage == 3 && unit > 0) take_gathered(z, m, unit);
-    if (z->stage < 2) return;
     int H = z->n_units - 1;
-    if (unit == H) { /* the head also writes unit 0's gradient (tied wte) */
-        drain(z, 0);
-        memset(z->gunit0, 0, padded(z, 0) * sizeof(float));
-        m->grads[0] = z->gunit0;
+    if (z->stage == 3 && unit > 0) take_gathered(z, m, unit);
+    if (z->stage < 3 && mixed(z)) {
+        widen_params(z, m, unit);
+        if (unit == H && z->numel[0]) widen_params(z, m, 0);
     }
-    if (unit == 0) return;
+    if (z->stage < 2 && !mixed(z)) return;
+    if (unit == H) open_grad0(z, m); /* the head also writes unit 0's gradient (tied wte) */
+    if (unit == 0) {
+        open_grad0(z, m);
+        return;
+    }
     float *slot = grad_slot(z, unit);
     memset(slot, 0, padded(z, unit) * sizeof(float));
     m->grads[unit] = slot;
 }
 
+/* The 16-bit buffer paired with fp32 gradient buffer slot (bf16 reduction). */
+static uint16_t *slot16(const mt_zero *z, const float *slot) {
+    return slot == z->gunit0 ? z->g16unit0 : slot == z->gpool[0] ? z->g16pool[0] : z->g16pool[1];
+}
+
+static void post_backward_mixed(mt_zero *z, mt_model *m, int unit, int last) {
+    float *slot = m->grads[unit];
+    m->grads[unit] = NULL;
+    if (unit == 0) z->g0_open = 0;
+    size_t n = z->numel[unit], S = z->S[unit];
+    uint16_t *g = z->g16[unit];
+    if (z->stage >= 2) {
+        if (z->reduce16) {
+            uint16_t *s16 = slot16(z, slot);
+            mt_convert_to_16(z->dt16, s16, slot, padded(z, unit));
+            mt_comm_ireduce_scatter_bf16(z->shard, s16, s16, S, &z->greq[unit]);
+            z->gslot16[unit] = s16;
+        } else {
+            mt_comm_ireduce_scatter(z->shard, slot, slot, S, &z->greq[unit]);
+        }
+        z->gslot[unit] = slot;
+    } else if (!last) {
+        mt_accumulate_16(z->dt16, g, slot, n);
+    } else if (z->reduce16) {
+        mt_accumulate_16(z->dt16, g, slot, n);
+        if (z->stage == 0) mt_comm_iallreduce_bf16(z->dp, g, g, n, &z->greq[unit]);
+        else mt_comm_ireduce_scatter_bf16(z->shard, g, g, S, &z->greq[unit]);
+    } else {
+        mt_add_from_16(z->dt16, slot, g, n); /* the earlier microbatches */
+        if (z->stage == 0) mt_comm_iallreduce(z->dp, slot, slot, n, &z->greq[unit]);
+        else mt_comm_ireduce_scatter(z->shard, slot, slot, S, &z->greq[unit]);
+        z->gslot[unit] = slot;
+    }
+}
+
 void mt_zero_post_backward(mt_zero *z, mt_model *m, int unit, int last) {
-    if (z->stage == 0 && z->gflat) {
+    if (mixed(z)) {
+        post_backward_mixed(z, m, unit, last);
+    } else if (z->stage == 0 && z->gflat) {
         if (last && z->bucket_lo[unit] == unit) {
             float *b = z->gflat + z->bucket_off[unit];
             mt_comm_iallreduce(z->dp, b, b, z->bucket_len[unit], &z->greq[unit]);
@@ -253,12 +455,13 @@ void mt_zero_post_backward(mt_zero *z, mt_model *m, int unit, int last) {
         z->gslot[unit] = slot;
         m->grads[unit] = NULL;
     }
+    if (unit == 0) z->g0_open = 0;
     if (z->no_overlap) wait_grad(z, unit);
     mt_zero_progress(z);
 }
 
 void mt_zero_end_microbatch(mt_zero *z, mt_model *m) {
-    if (z->stage < 2) return;
+    if (z->stage < 2 && !mixed(z)) return;
     for (int u = 0; u < z->n_units; u++) drain(z, u);
 }
 
@@ -274,7 +477,17 @@ static float *grad_shard(const mt_zero *z, int u) { return z->stage >= 2 ? z->gs
 void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
     mt_zero_end_microbatch(z, m);
     for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
-    if (z->stage >= 1 && mt_comm_size(z->replica) > 1) {
+    if (mixed(z) && z->stage >= 1 && mt_comm_size(z->replica) > 1) {
+        for (int u = 0; u < z->n_units; u++) {
+            if (!z->numel[u]) continue;
+            if (z->reduce16) {
+                mt_comm_iallreduce_bf16(z->replica, z->g16[u], z->g16[u], z->S[u], &z->greq[u]);
+                wait_grad(z, u);
+            } else {
+                mt_zero_allreduce_owned_grad(z, u, z->replica);
+            }
+        }
+    } else if (z->stage >= 1 && mt_comm_size(z->replica) > 1) {
         for (int u = 0; u < z->n_units; u++)
             if (z->numel[u]) mt_comm_iallreduce(z->replica, grad_shard(z, u), grad_shard(z, u), z->S[u], &z->greq[u]);
         for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
@@ -284,8 +497,8 @@ void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
 /* Sum of squares of the owned shard of unit u over the tensors this rank
  * counts: on tensor-parallel ranks other than 0 the replicated tensors
  * (LayerNorms, wpe, row-parallel biases) are left to rank 0. */
-static double unit_sumsq(const mt_zero *z, const mt_model *m, int u) {
-    const float *g = grad_shard(z, u);
+static double unit_sumsq(mt_zero *z, const mt_model *m, int u) {
+    const float *g = mixed(z) ? mt_zero_owned_grad(z, u, 0, z->S[u]) : grad_shard(z, u);
     if (m->layout.tp_rank == 0) return op_sumsq(g, z->S[u]);
     size_t lo = z->stage >= 1 ? (size_t)z->r * z->S[u] : 0, hi = lo + z->S[u];
     const mt_unit_layout *ul = &m->layout.units[u];
@@ -308,18 +521,58 @@ double mt_zero_grad_sumsq(mt_zero *z, mt_model *m) {
 }
 
 void mt_zero_owned(const mt_zero *z, mt_model *m, int u, size_t *b, size_t *e, float **p, float **g) {
-    size_t lo = (size_t)z->r * z->S[u];
-    size_t hi = lo + z->S[u] < z->numel[u] ? lo + z->S[u] : z->numel[u];
-    if (hi < lo) hi = lo;
-    *b = lo;
-    *e = hi;
-    *p = z->stage == 3 ? z->pshard[u] : z->full_p[u] + lo;
+    (void)m;
+    owned_range(z, u, b, e);
+    if (mixed(z)) {
+        *p = z->master[u];
+        *g = NULL;
+        return;
+    }
+    *p = z->stage == 3 ? z->pshard[u] : z->full_p[u] + *b;
     *g = grad_shard(z, u);
+}
+
+float *mt_zero_owned_grad(mt_zero *z, int u, size_t off, size_t n) {
+    if (!mixed(z)) return grad_shard(z, u) + off;
+    mt_convert_from_16(z->dt16, z->gscratch + off, z->g16[u] + off, n);
+    return z->gscratch + off;
+}
+
+void mt_zero_poison_grad(mt_zero *z, int u) {
+    if (!mixed(z)) grad_shard(z, u)[0] = INFINITY;
+    else z->g16[u][0] = z->dt16 == MT_BF16 ? mt_fp32_to_bf16(INFINITY) : mt_fp32_to_fp16(INFINITY);
+}
+
+void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm) {
+    if (!mixed(z)) {
+        mt_comm_allreduce(comm, grad_shard(z, u), grad_shard(z, u), z->S[u]);
+        return;
+    }
+    float *g = mt_zero_owned_grad(z, u, 0, z->S[u]);
+    mt_comm_allreduce(comm, g, g, z->S[u]);
+    mt_convert_to_16(z->dt16, z->g16[u], g, z->S[u]);
 }
 
 size_t mt_zero_state_len(const mt_zero *z, int u) { return z->S[u]; }
 
+/* Mixed precision: the updated master, rounded into the 16-bit parameters
+ * (stages 1-2: then all-gathered in 16 bits, half the bytes of fp32). */
+static void after_step_mixed(mt_zero *z) {
+    for (int u = 0; u < z->n_units; u++) {
+        if (!z->numel[u]) continue;
+        size_t own = z->stage == 3 ? 0 : (size_t)z->r * z->S[u];
+        mt_convert_to_16(z->dt16, z->p16[u] + own, z->master[u], z->S[u]);
+        if (z->stage == 1 || z->stage == 2)
+            mt_comm_iallgather(z->shard, z->p16[u] + own, z->p16[u], z->S[u] * sizeof(uint16_t), &z->greq[u]);
+    }
+    mt_comm_waitall(z->greq, z->n_units);
+}
+
 void mt_zero_after_step(mt_zero *z, mt_model *m) {
+    if (mixed(z)) {
+        after_step_mixed(z);
+        return;
+    }
     if (z->stage != 1 && z->stage != 2) return;
     for (int u = 0; u < z->n_units; u++)
         if (z->numel[u])
@@ -335,6 +588,10 @@ size_t mt_zero_max_padded(const mt_zero *z) {
 }
 
 void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *tmp) {
+    if (mixed(z)) { /* the fp32 master, sharded like optimizer state */
+        mt_zero_get_full_state(z, u, z->master[u], dst, tmp);
+        return;
+    }
     if (z->stage < 3) {
         memcpy(dst, z->full_p[u], z->numel[u] * sizeof(float));
         return;
@@ -344,6 +601,13 @@ void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *
 }
 
 void mt_zero_set_full_params(mt_zero *z, mt_model *m, int u, const float *src) {
+    if (mixed(z)) {
+        mt_zero_set_full_state(z, u, z->master[u], src);
+        if (z->stage == 3) mt_convert_to_16(z->dt16, z->p16[u], z->master[u], z->S[u]);
+        else mt_convert_to_16(z->dt16, z->p16[u], src, z->numel[u]);
+        z->punit0_version = 0;
+        return;
+    }
     if (z->stage < 3) {
         memcpy(z->full_p[u], src, z->numel[u] * sizeof(float));
         return;

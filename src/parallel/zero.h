@@ -32,6 +32,32 @@
  * Memory categories: params/grads/optimizer as above; pooled full-unit
  * buffers (stages 2/3) count as MT_MEM_COMM. Nothing is allocated per step.
  *
+ * Mixed precision (the model's precision is bf16 or fp16). Parameters and
+ * gradients are HELD in 16 bits and the fp32 master copy only for the owned
+ * range, so with AdamW (K = 12: master, m, v) a rank holds
+ *   stage 0: (2 + 2 + K) Psi    stage 1: 2 Psi + 2 Psi + K Psi / N
+ *   stage 2: 2 Psi + (2 + K) Psi / N    stage 3: (2 + 2 + K) Psi / N
+ * (ZeRO paper, section 5). Before a unit's forward or backward its 16-bit
+ * parameters are widened into an fp32 buffer for the non-GEMM ops, and the
+ * model's 16-bit weight copy (m->w16) points at the 16-bit storage itself;
+ * only unit 0 (wte, tied to the head) keeps its fp32 copy across units (made
+ * once per step; stage 3: once per microbatch). Every stage computes a
+ * unit's gradient into a transient fp32 buffer (as stage 2 does) and then:
+ *   stages 0-1, microbatches before the last: adds it into the 16-bit
+ *     gradient (one rounding per microbatch);
+ *   stages 0-1, the last microbatch: fp32 reduction -- the earlier
+ *     microbatches are added into the fp32 buffer, which is all-reduced /
+ *     reduce-scattered and rounded into the 16-bit gradient once; bf16
+ *     reduction (--grad-reduce-dtype bf16) -- the buffer is added into the
+ *     bf16 gradient, which is reduced in place in bf16;
+ *   stages 2-3: the buffer is reduce-scattered in fp32 (or rounded to bf16
+ *     and reduce-scattered in bf16) and the shard added into the 16-bit
+ *     gradient shard.
+ * The optimizer updates the fp32 master with the owned gradient widened one
+ * unit at a time (mt_zero_owned_grad); mt_zero_after_step rounds the master
+ * into the 16-bit parameters (stages 1-2: then all-gathers them in 16 bits).
+ * Checkpoints read and write the fp32 master.
+ *
  * The hooks are called by the trainer around the model's unit functions
  * (train/trainer.c shows the order). */
 #ifndef MT_PARALLEL_ZERO_H
@@ -65,14 +91,30 @@ typedef struct {
     int *bucket_lo;                /* per unit: lowest unit of its bucket (launches the all-reduce) */
     size_t *bucket_off, *bucket_len; /* per launching unit: its bucket's range in gflat */
     int n_buckets;
+    /* mixed precision (see above); dt16 == MT_FP32: off */
+    mt_dtype dt16;
+    int reduce16;                  /* gradient collectives in bf16 */
+    uint16_t **p16;                /* per unit: stages 0-2 the full (padded) parameters, stage 3 the shard */
+    uint16_t **g16;                /* per unit: stages 0-1 the full (padded) gradient, 2-3 the shard;
+                                      the owned part starts at element 0 once reduced */
+    float **master;                /* per unit: fp32 master of the owned range (S floats) */
+    uint16_t *p16unit0, *p16pool[2]; /* stage 3: gathered 16-bit parameters */
+    uint16_t *g16unit0, *g16pool[2]; /* stages 2-3 with bf16 reduction: a gradient buffer rounded to bf16 */
+    uint16_t **gslot16;            /* per unit: the bf16 buffer its reduction is in flight in */
+    float *gscratch;               /* one unit's owned gradient widened to fp32 */
+    uint64_t punit0_version;       /* stages 0-2: m->param_version unit 0's fp32 copy was made at (0: none) */
+    int conv_k;                    /* stages 0-2: the pool buffer the next unit is widened into */
+    int g0_open;                   /* unit 0's gradient buffer is set up for this microbatch */
     unsigned char *in_norm;        /* per unit: counted in mt_zero_grad_sumsq (a replica of a unit held
                                       by another stage too -- the tied embedding -- is not) */
 } mt_zero;
 
 /* bucket_bytes: stage 0 all-reduce bucket size (0 = one bucket per unit);
- * must be 0 for stages 1-3. */
-int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t bucket_bytes, mt_mem *mem,
-                 mt_error *err);
+ * must be 0 for stages 1-3 and under mixed precision. grad_reduce: the
+ * dtype of the gradient collectives, MT_FP32, or MT_BF16 when the model's
+ * precision is bf16. Mixed precision follows m->precision. */
+int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t bucket_bytes,
+                 mt_dtype grad_reduce, mt_mem *mem, mt_error *err);
 /* Units the model does not hold (m->params[u] == NULL at init: another
  * pipeline stage's) get no buffers and no communication; the hooks must not
  * be called for them. */
@@ -91,8 +133,20 @@ void mt_zero_progress(mt_zero *z);
 void mt_zero_finish_grads(mt_zero *z, mt_model *m);
 /* Sum of squares of the (reduced) gradient, each element counted once. */
 double mt_zero_grad_sumsq(mt_zero *z, mt_model *m);
-/* The owned range [*b, *e) of unit u, and the pointers to its first element. */
+/* The owned range [*b, *e) of unit u, and the pointers to its first
+ * element: *p the fp32 parameters the optimizer updates (mixed precision:
+ * the master), *g the fp32 gradient (mixed precision: NULL -- use
+ * mt_zero_owned_grad). */
 void mt_zero_owned(const mt_zero *z, mt_model *m, int u, size_t *b, size_t *e, float **p, float **g);
+/* The owned gradient elements [b + off, b + off + n) of unit u in fp32 (a
+ * pointer into the gradient, or under mixed precision into a scratch buffer
+ * widened now and valid until the next call for another unit). */
+float *mt_zero_owned_grad(mt_zero *z, int u, size_t off, size_t n);
+/* Test aid: the first owned gradient element of unit u becomes +inf. */
+void mt_zero_poison_grad(mt_zero *z, int u);
+/* Sums the owned gradient of unit u over comm (the tied-embedding replicas
+ * of the first and last pipeline stage); blocking. */
+void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm);
 /* Floats of optimizer state per unit (owned shard length). */
 size_t mt_zero_state_len(const mt_zero *z, int u);
 /* After the optimizer: stages 1-2 all-gather the updated params. */

@@ -164,9 +164,10 @@ static size_t act_bytes(const mt_trainer *tr) { return mt_model_resid_floats(&tr
 /* A unit's gradient is complete here and goes to the data-parallel
  * reduction: with sequence parallelism its LayerNorm and bias gradients are
  * first summed over tp (once per step where the gradient accumulates in
- * place, every microbatch under ZeRO-2/3, whose buffers are per microbatch). */
+ * place, every microbatch under ZeRO-2/3 and mixed precision, whose buffers
+ * are per microbatch). */
 static void grads_done(mt_trainer *tr, int u, int last_mb) {
-    if (last_mb || tr->o.zero >= 2) mt_model_tp_reduce_grads(&tr->model, u);
+    if (last_mb || tr->o.zero >= 2 || tr->o.precision != MT_FP32) mt_model_tp_reduce_grads(&tr->model, u);
     mt_zero_post_backward(&tr->zero, &tr->model, u, last_mb);
 }
 

@@ -36,6 +36,7 @@ void mt_train_opts_defaults(mt_train_opts *o) {
     o->pp_chunks = 1;
     o->offload_buffer_mb = 64.0f;
     o->precision = MT_FP32;
+    o->grad_reduce = MT_FP32;
     o->loss_scale = 65536.0f;
     o->loss_scale_window = 1000;
 }
@@ -162,8 +163,16 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (op->bucket_mb > 0 && op->zero != 0)
         return mt_errorf(err, "--bucket-mb applies to --zero 0 only: ZeRO stages 1-3 reduce each unit's "
                               "shard-aligned gradient on its own (the unit is the bucket); drop --bucket-mb");
-    if (op->dump_grads && (op->zero != 0 || op->mesh.pp != 1 || op->mesh.tp != 1))
-        return mt_errorf(err, "--dump-grads needs --zero 0, --pp 1 and --tp 1 (it writes the full gradient of rank 0)");
+    if (op->dump_grads && (op->zero != 0 || op->mesh.pp != 1 || op->mesh.tp != 1 || op->precision != MT_FP32))
+        return mt_errorf(err, "--dump-grads needs --zero 0, --pp 1 and --tp 1, and --precision fp32 (it writes the "
+                              "full fp32 gradient of rank 0)");
+    if (op->grad_reduce != MT_FP32 && !(op->grad_reduce == MT_BF16 && op->precision == MT_BF16))
+        return mt_errorf(err, "--grad-reduce-dtype %s needs --precision bf16 (the gradients are held in bf16 "
+                              "there); this run uses --precision %s",
+                         mt_dtype_name(op->grad_reduce), mt_dtype_name(op->precision));
+    if (op->bucket_mb > 0 && op->precision != MT_FP32)
+        return mt_errorf(err, "--bucket-mb needs --precision fp32: under mixed precision each unit's gradient is "
+                              "reduced from its own fp32 buffer as its backward ends; drop --bucket-mb");
     if (op->mesh.pp > 1 && op->zero >= 2)
         return mt_errorf(err, "--zero %d with --pp %d is not supported: ZeRO-2/3 reduce or gather every unit per "
                               "microbatch, which pipelining interleaves; use --zero 0 or 1 with pipelines",
@@ -221,7 +230,8 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (!rc) mt_model_create_part(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem, &part);
     free(own_layer);
     if (rc) return -1;
-    if (mt_zero_init(&tr->zero, &tr->model, &tr->mesh, op->zero, (size_t)((double)op->bucket_mb * 1048576.0), &tr->mem, err)) return -1;
+    if (mt_zero_init(&tr->zero, &tr->model, &tr->mesh, op->zero, (size_t)((double)op->bucket_mb * 1048576.0),
+                     op->grad_reduce, &tr->mem, err)) return -1;
     tr->zero.no_overlap = op->no_overlap;
     if (mt_pipeline_init(tr, err)) return -1;
     alloc_opt_state(tr);
@@ -253,10 +263,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
  * partial gradients: summed over the embedding group, both take the same step. */
 static void reduce_tied_embedding(mt_trainer *tr) {
     if (!tr->embed_group) return;
-    size_t lo, hi;
-    float *p, *g;
-    mt_zero_owned(&tr->zero, &tr->model, 0, &lo, &hi, &p, &g);
-    mt_comm_allreduce(tr->embed_group, g, g, mt_zero_state_len(&tr->zero, 0));
+    mt_zero_allreduce_owned_grad(&tr->zero, 0, tr->embed_group);
 }
 
 static void shard_sum(void *ctx, double *buf, size_t n) {
@@ -312,8 +319,8 @@ static void offload_update_chunk(void *ctx, int u, float *const *st, size_t off,
     size_t lo, hi;
     float *p, *g;
     mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-    mt_opt_update_range(&tr->o.opt, &tr->model.layout.units[u], lo + off, lo + off + n, p + off, g + off, st, a->lr,
-                        a->t, a->coef);
+    mt_opt_update_range(&tr->o.opt, &tr->model.layout.units[u], lo + off, lo + off + n, p + off,
+                        mt_zero_owned_grad(&tr->zero, u, off, n), st, a->lr, a->t, a->coef);
 }
 
 /* The optimizer step on the owned range of every unit this rank holds,
@@ -338,6 +345,7 @@ static void optimizer_update(mt_trainer *tr, float lr, int64_t t, float coef) {
         size_t lo, hi;
         float *p, *g;
         mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
+        g = mt_zero_owned_grad(z, u, 0, hi - lo); /* fp32 (mixed precision: widened now) */
         const mt_unit_layout *ul = &m->layout.units[u];
         if (tr->adafactor) { /* every rank of the shard group joins the sums, even with nothing owned */
             mt_adafactor_update(&tr->adafactor[u], &tr->adafactor_h, ul, p, g, lr, t, coef, sum, z->shard);
@@ -388,12 +396,9 @@ double mt_trainer_step(mt_trainer *tr) {
     mt_prof_add(m->prof, MT_PROF_ALLREDUCE, -(z->exposed_s - exposed1));
     phase_done(tr, &t, MT_PROF_ALLREDUCE, "grad_sync", "collective");
     if (o->test_overflow_step == tr->step + 1 && tr->rank == mt_comm_size(tr->world) - 1) {
-        size_t lo, hi;
-        float *p, *g;
         for (int u = 0; u < m->layout.n_units; u++) /* this rank's first gradient element becomes inf */
             if (mt_zero_state_len(z, u)) {
-                mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
-                g[0] = INFINITY;
+                mt_zero_poison_grad(z, u);
                 break;
             }
     }

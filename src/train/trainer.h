@@ -53,7 +53,9 @@ typedef struct {
     float offload_buffer_mb; /* resident budget for the streamed state (default 64) */
     int profile;         /* --profile: time per category per step */
     int sequence_parallel; /* --sequence-parallel (needs tp > 1) */
-    mt_dtype precision;  /* --precision: GEMM operands in fp32, bf16 or fp16 (fp32 master weights) */
+    mt_dtype precision;  /* --precision: bf16/fp16 hold params and grads in 16 bits (parallel/zero.h),
+                            GEMM operands in 16 bits, fp32 master weights */
+    mt_dtype grad_reduce; /* --grad-reduce-dtype: fp32, or bf16 (with --precision bf16) */
     float loss_scale;    /* fp16: initial dynamic loss scale */
     int64_t loss_scale_window; /* fp16: clean steps per doubling of the scale */
     int64_t test_overflow_step; /* test aid: the last rank finds an inf gradient at this step (1-based; 0 = never) */
