@@ -95,7 +95,8 @@ a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
 b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
 worst = max(abs(x - y) / y for x, y in zip(a, b))
 assert len(a) == len(b) == 10 and worst <= 1e-3, f"{sys.argv[3]}: losses {worst:.3g} relative apart"
-print(f"{sys.argv[3]}: 10 losses within {worst:.2g} relative", end="; ")
+assert b[-1] < 0.9 * b[0], f"{sys.argv[3]}: loss {b[0]:.4f} -> {b[-1]:.4f}: not training"
+print(f"{sys.argv[3]}: loss {b[0]:.3f} -> {b[-1]:.3f}, 10 losses within {worst:.2g} relative", end="; ")
 PY
     $M export --ckpt $W/$name --format safetensors --out $W/$name.safetensors >/dev/null
     $PY tests/compare_tensors.py $W/$name.safetensors $W/${p}_ref.safetensors --tol 1e-2

@@ -51,6 +51,9 @@ typedef struct {
     size_t offset;                 /* element offset in the unit's flat buffer */
     size_t numel;
     int weight_decay;              /* 1 for 2-D weights (embeddings included) */
+    int read_16bit_only;           /* under --precision bf16/fp16 the model reads only the tensor's
+                                      16-bit form (the block matrices: GEMM operands; wte: also the
+                                      embedding lookup widens just the rows it needs) */
     float init_std;                /* > 0: N(0, std); 0: zeros; -1: ones */
     int64_t init_rows;             /* rows drawn from the RNG (wte: V; padding rows stay 0) */
     /* Tensor parallelism: how this tensor is cut over the tp ranks, and

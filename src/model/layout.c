@@ -69,6 +69,7 @@ void mt_gpt_layout_build_tp(const mt_gpt_config *cfg, int tp, int tp_rank, mt_gp
     e->layer = -1;
     add_tensor_split(e, tp, "wte.weight", cfg->padded_vocab, C, 2, 1, std, MT_TP_ROWS, 1);
     e->t[MT_T_WTE].init_rows = cfg->vocab_size;
+    e->t[MT_T_WTE].read_16bit_only = 1;
     add_tensor(e, "wpe.weight", cfg->seq_len, C, 2, 1, std);
 
     for (int l = 0; l < L; l++) {
@@ -90,6 +91,8 @@ void mt_gpt_layout_build_tp(const mt_gpt_config *cfg, int tp, int tp_rank, mt_gp
         T("mlp.c_proj.weight", C, 4 * C, 2, 1, proj_std, MT_TP_COLS, 1);
         T("mlp.c_proj.bias", C, 1, 1, 0, 0.0f, MT_TP_REPLICATED, 1);
 #undef T
+        u->t[MT_T_QKV_W].read_16bit_only = u->t[MT_T_ATTPROJ_W].read_16bit_only = 1;
+        u->t[MT_T_FC_W].read_16bit_only = u->t[MT_T_FCPROJ_W].read_16bit_only = 1;
     }
     mt_unit_layout *h = &out->units[L + 1];
     h->kind = MT_UNIT_HEAD;

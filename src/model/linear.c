@@ -27,9 +27,9 @@ static int unit_of(const mt_model *m, const float *w) {
     return -1;
 }
 
-/* The 16-bit copy of w (bf16 or fp16 by the precision), refreshed if the
- * parameters changed since it was made. */
-static const uint16_t *weight16(mt_model *m, const float *w) {
+/* The 16-bit copy is refreshed if the parameters changed since it was made
+ * (under ZeRO's mixed precision it is the 16-bit storage itself, current). */
+const uint16_t *mt_model_weight16(mt_model *m, const float *w) {
     int u = unit_of(m, w);
     size_t n = m->layout.units[u].numel;
     if (m->w16_version[u] != m->param_version) {
@@ -48,7 +48,7 @@ static const float *fp16_rounded(mt_model *m, float *dst, const float *x, size_t
 }
 
 static const float *fp16_weight(mt_model *m, const float *w, size_t n) {
-    mt_convert_fp16_to_fp32(m->wbuf, weight16(m, w), n);
+    mt_convert_fp16_to_fp32(m->wbuf, mt_model_weight16(m, w), n);
     return m->wbuf;
 }
 
@@ -58,7 +58,7 @@ void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w
     switch (m->precision) {
     case MT_BF16:
         mt_convert_fp32_to_bf16(m->op16[0], inp, ni);
-        op_matmul_forward_bf16(out, m->op16[0], weight16(m, w), bias, N, C, OC);
+        op_matmul_forward_bf16(out, m->op16[0], mt_model_weight16(m, w), bias, N, C, OC);
         break;
     case MT_FP16:
         op_matmul_forward(out, fp16_rounded(m, m->opf[0], inp, ni), fp16_weight(m, w, nw), bias, N, C, OC);
@@ -78,7 +78,7 @@ void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const
     if (m->precision == MT_BF16) {
         mt_convert_fp32_to_bf16(m->op16[1], dout, no);
         if (dw) mt_convert_fp32_to_bf16(m->op16[0], inp, ni);
-        op_matmul_backward_bf16(dinp, dw, NULL, m->op16[1], m->op16[0], dinp ? weight16(m, w) : NULL, N, C, OC,
+        op_matmul_backward_bf16(dinp, dw, NULL, m->op16[1], m->op16[0], dinp ? mt_model_weight16(m, w) : NULL, N, C, OC,
                                 accumulate_dinp);
     } else {
         const float *d = fp16_rounded(m, m->opf[1], dout, no);

@@ -135,6 +135,9 @@ void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w
                        int OC);
 void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int accumulate_dinp);
+/* The 16-bit form (bf16 or fp16 by m->precision) of parameter element *w,
+ * which must lie in a unit's parameters. */
+const uint16_t *mt_model_weight16(mt_model *m, const float *w);
 /* Makes activation slot k the one the unit functions use. */
 void mt_model_use_slot(mt_model *m, int k);
 int mt_recompute_parse(const char *s, mt_recompute *out, mt_error *err);

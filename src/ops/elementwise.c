@@ -36,7 +36,30 @@ void op_scale(float *x, float s, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
-double op_sumsq(const float *x, size_t n) {
+/* Sum of squares of x[lo, hi) in double; dt says what x holds (fp32, or
+ * 16-bit values widened through a stack buffer). */
+static double sumsq_range(const void *x, mt_dtype dt, size_t lo, size_t hi) {
+    double s = 0.0;
+    if (dt == MT_FP32) {
+        const float *f = x;
+#pragma omp simd reduction(+ : s)
+        for (size_t i = lo; i < hi; i++) s += (double)f[i] * (double)f[i];
+        return s;
+    }
+    enum { CH = 1024 };
+    float buf[CH];
+    for (size_t b = lo; b < hi; b += CH) {
+        size_t k = hi - b < CH ? hi - b : CH;
+        mt_convert_from_16(dt, buf, (const uint16_t *)x + b, k);
+        double c = 0.0;
+#pragma omp simd reduction(+ : c)
+        for (size_t i = 0; i < k; i++) c += (double)buf[i] * (double)buf[i];
+        s += c;
+    }
+    return s;
+}
+
+static double sumsq(const void *x, mt_dtype dt, size_t n) {
     enum { MAXT = 256 };
     double part[MAXT];
     int nt = omp_get_max_threads();
@@ -46,10 +69,7 @@ double op_sumsq(const float *x, size_t n) {
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         size_t lo = n * (size_t)t / (size_t)T, hi = n * (size_t)(t + 1) / (size_t)T;
-        double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (size_t i = lo; i < hi; i++) s += (double)x[i] * (double)x[i];
-        part[t] = s;
+        part[t] = sumsq_range(x, dt, lo, hi);
 #pragma omp barrier
 #pragma omp single
         {
@@ -60,3 +80,7 @@ double op_sumsq(const float *x, size_t n) {
     }
     return part[0];
 }
+
+double op_sumsq(const float *x, size_t n) { return sumsq(x, MT_FP32, n); }
+
+double op_sumsq_16(mt_dtype dt, const uint16_t *x, size_t n) { return sumsq(x, dt, n); }

@@ -32,6 +32,17 @@ void op_embed_shard_forward(float *out, const int32_t *tokens, const float *wte,
     }
 }
 
+void op_embed_shard_forward_16(float *out, const int32_t *tokens, mt_dtype dt, const uint16_t *wte, int v0, int Vl,
+                               int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        int r = tokens[n] - v0;
+        float *o = out + (size_t)n * C;
+        if (r < 0 || r >= Vl) memset(o, 0, (size_t)C * sizeof(float));
+        else mt_convert_from_16(dt, o, wte + (size_t)r * C, (size_t)C);
+    }
+}
+
 void op_add_positions(float *out, const float *wpe, size_t row0, int n, int T, int C) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {

@@ -9,6 +9,7 @@
 #define MT_OPS_OPS_H
 #include <stddef.h>
 #include <stdint.h>
+#include "core/dtype.h"
 #include "core/philox.h"
 
 /* ---- linear layer: out[N,OC] = inp[N,C] . w[OC,C]^T + bias[OC] (bias may be NULL) */
@@ -104,6 +105,9 @@ void op_embed_backward(float *dwte, float *dwpe, const float *dout, const int32_
  * tp ranks' outputs sum to the full lookup); the backward adds only to the
  * rows held (dwpe as op_embed_backward; NULL skips). */
 void op_embed_shard_forward(float *out, const int32_t *tokens, const float *wte, int v0, int Vl, int N, int C);
+/* The same lookup from a 16-bit wte (dt bf16 or fp16), each row widened. */
+void op_embed_shard_forward_16(float *out, const int32_t *tokens, mt_dtype dt, const uint16_t *wte, int v0, int Vl,
+                               int N, int C);
 void op_embed_shard_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int v0, int Vl,
                              int B, int T, int C);
 /* out[i,:] += wpe[(row0 + i) % T,:] for the n rows i of a row range starting
@@ -117,6 +121,7 @@ void op_residual_add(float *res, const float *x, const float *branch, const floa
 void op_accumulate(float *acc, const float *x, size_t n);                    /* acc += x */
 void op_scale(float *x, float s, size_t n);                                  /* x *= s */
 double op_sumsq(const float *x, size_t n);                                   /* sum x^2 in double */
+double op_sumsq_16(mt_dtype dt, const uint16_t *x, size_t n);              /* the same for bf16/fp16 values */
 
 /* ---- optimizer updates on a flat range (PyTorch semantics).
  * grad_scale multiplies every gradient first (clipping coefficient).

@@ -147,6 +147,7 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     z->gshard = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
     z->gslot = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
     z->gslot16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
+    z->g16_used = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
     z->greq = mt_xcalloc((size_t)U, sizeof(mt_comm_req), "zero tables");
     z->in_norm = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
     for (int u = 0; u < U; u++) {
@@ -247,13 +248,15 @@ void mt_zero_free(mt_zero *z, mt_model *m) {
         mt_mem_free(mem, MT_MEM_COMM, z->ppool[k], z->pool_len * sizeof(float));
     }
     free(z->numel); free(z->S); free(z->full_p); free(z->full_g); free(z->pshard); free(z->gshard);
-    free(z->gslot); free(z->gslot16); free(z->greq); free(z->in_norm);
+    free(z->gslot); free(z->gslot16); free(z->g16_used); free(z->greq); free(z->in_norm);
     memset(z, 0, sizeof *z);
 }
 
 void mt_zero_begin_step(mt_zero *z, mt_model *m) {
-    for (int u = 0; u < z->n_units && mixed(z); u++)
-        if (z->numel[u]) memset(z->g16[u], 0, (z->stage >= 2 ? z->S[u] : padded(z, u)) * sizeof(uint16_t));
+    /* mixed precision: a step's first contribution is rounded straight into
+     * the 16-bit gradient (add_into_16), so it needs no clearing; its padding
+     * is never written and stays zero */
+    for (int u = 0; u < z->n_units && mixed(z); u++) z->g16_used[u] = 0;
     for (int u = 0; u < z->n_units && !mixed(z); u++) {
         if (!z->numel[u]) continue;
         if (z->full_g[u]) memset(z->full_g[u], 0, (z->stage == 0 ? z->numel[u] : padded(z, u)) * sizeof(float));
@@ -292,12 +295,28 @@ static void bind_params(mt_zero *z, mt_model *m, int u, float *buf, uint16_t *w1
     }
 }
 
+/* Widens unit u's 16-bit parameters src into buf, except the tensors the
+ * model reads only in 16 bits (the linear layers' weights and wte, from
+ * m->w16): their part of buf is never read and keeps whatever the pool
+ * buffer held (or was never touched) -- 99% of a block's elements. */
+static void widen_unit(const mt_zero *z, const mt_model *m, int u, float *buf, const uint16_t *src) {
+    const mt_unit_layout *ul = &m->layout.units[u];
+    size_t b = 0; /* start of the current run of tensors to widen */
+    for (int i = 0; i <= ul->n_tensors; i++) {
+        const mt_tensor *t = i < ul->n_tensors ? &ul->t[i] : NULL;
+        if (t && !t->read_16bit_only) continue;
+        size_t e = t ? t->offset : z->numel[u];
+        if (e > b) mt_convert_from_16(z->dt16, buf + b, src + b, e - b);
+        if (t) b = t->offset + t->numel;
+    }
+}
+
 /* Mixed precision, stages 0-2: widens unit u's 16-bit parameters for its
  * forward or backward (unit 0, tied to the head, once per parameter change). */
 static void widen_params(mt_zero *z, mt_model *m, int u) {
     if (u == 0) {
         if (z->punit0_version != m->param_version) {
-            mt_convert_from_16(z->dt16, z->punit0, z->p16[0], z->numel[0]);
+            widen_unit(z, m, 0, z->punit0, z->p16[0]);
             z->punit0_version = m->param_version;
         }
         bind_params(z, m, 0, z->punit0, z->p16[0]);
@@ -305,7 +324,7 @@ static void widen_params(mt_zero *z, mt_model *m, int u) {
     }
     float *buf = z->ppool[z->conv_k];
     z->conv_k ^= 1;
-    mt_convert_from_16(z->dt16, buf, z->p16[u], z->numel[u]);
+    widen_unit(z, m, u, buf, z->p16[u]);
     bind_params(z, m, u, buf, z->p16[u]);
 }
 
@@ -320,7 +339,7 @@ static void take_gathered(mt_zero *z, mt_model *m, int unit) {
     int i = z->seq_i++;
     if (i >= z->seq_len || seq_unit(z, i) != unit) mt_die("zero: unit %d out of the gather sequence", unit);
     mt_comm_wait(&z->preq[i % 2]);
-    if (mixed(z)) mt_convert_from_16(z->dt16, z->ppool[i % 2], z->p16pool[i % 2], z->numel[unit]);
+    if (mixed(z)) widen_unit(z, m, unit, z->ppool[i % 2], z->p16pool[i % 2]);
     bind_params(z, m, unit, z->ppool[i % 2], z->p16pool[i % 2]);
     if (i + 1 < z->seq_len) start_gather(z, i + 1);
 }
@@ -339,11 +358,19 @@ void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit) {
             mt_comm_iallgather(z->shard, z->pshard[0], z->punit0, z->S[0] * sizeof(float), &z->preq[1]);
         mt_comm_wait(&z->preq[1]);
         if (z->seq_len > 0) start_gather(z, 0); /* prefetch unit 1 while the embedding runs */
-        if (mixed(z)) mt_convert_from_16(z->dt16, z->punit0, z->p16unit0, z->numel[0]);
+        if (mixed(z)) widen_unit(z, m, 0, z->punit0, z->p16unit0);
         bind_params(z, m, 0, z->punit0, z->p16unit0);
         return;
     }
     take_gathered(z, m, unit);
+}
+
+/* The 16-bit gradient of unit u += x (n elements): the first contribution
+ * of a step is rounded straight in (the gradient is zero then). */
+static void add_into_16(mt_zero *z, int u, const float *x, size_t n) {
+    if (z->g16_used[u]) mt_accumulate_16(z->dt16, z->g16[u], x, n);
+    else mt_convert_to_16(z->dt16, z->g16[u], x, n);
+    z->g16_used[u] = 1;
 }
 
 /* Stages 2-3: waits for the reduction of the gradient in unit v's slot and
@@ -356,9 +383,10 @@ static void drain(mt_zero *z, int v) {
         op_add(z->gshard[v], z->gshard[v], slot, z->S[v]);
     } else if (z->stage <= 1) { /* the reduced sum of every microbatch: rounded once */
         mt_convert_to_16(z->dt16, z->g16[v], slot, z->stage == 0 ? z->numel[v] : z->S[v]);
+        z->g16_used[v] = 1;
     } else {
         if (z->gslot16[v]) mt_convert_from_16(z->dt16, slot, z->gslot16[v], z->S[v]);
-        mt_accumulate_16(z->dt16, z->g16[v], slot, z->S[v]);
+        add_into_16(z, v, slot, z->S[v]);
     }
     z->gslot[v] = NULL;
     z->gslot16[v] = NULL;
@@ -424,13 +452,13 @@ static void post_backward_mixed(mt_zero *z, mt_model *m, int unit, int last) {
         }
         z->gslot[unit] = slot;
     } else if (!last) {
-        mt_accumulate_16(z->dt16, g, slot, n);
+        add_into_16(z, unit, slot, n);
     } else if (z->reduce16) {
-        mt_accumulate_16(z->dt16, g, slot, n);
+        add_into_16(z, unit, slot, n);
         if (z->stage == 0) mt_comm_iallreduce_bf16(z->dp, g, g, n, &z->greq[unit]);
         else mt_comm_ireduce_scatter_bf16(z->shard, g, g, S, &z->greq[unit]);
     } else {
-        mt_add_from_16(z->dt16, slot, g, n); /* the earlier microbatches */
+        if (z->g16_used[unit]) mt_add_from_16(z->dt16, slot, g, n); /* the earlier microbatches */
         if (z->stage == 0) mt_comm_iallreduce(z->dp, slot, slot, n, &z->greq[unit]);
         else mt_comm_ireduce_scatter(z->shard, slot, slot, S, &z->greq[unit]);
         z->gslot[unit] = slot;
@@ -477,6 +505,8 @@ static float *grad_shard(const mt_zero *z, int u) { return z->stage >= 2 ? z->gs
 void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
     mt_zero_end_microbatch(z, m);
     for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
+    for (int u = 0; u < z->n_units && mixed(z); u++) /* a unit without a backward this step */
+        if (z->numel[u] && !z->g16_used[u]) memset(z->g16[u], 0, (z->stage >= 2 ? z->S[u] : padded(z, u)) * sizeof(uint16_t));
     if (mixed(z) && z->stage >= 1 && mt_comm_size(z->replica) > 1) {
         for (int u = 0; u < z->n_units; u++) {
             if (!z->numel[u]) continue;
@@ -497,9 +527,13 @@ void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
 /* Sum of squares of the owned shard of unit u over the tensors this rank
  * counts: on tensor-parallel ranks other than 0 the replicated tensors
  * (LayerNorms, wpe, row-parallel biases) are left to rank 0. */
+/* Sum of squares of the owned gradient elements [off, off + n) of unit u. */
+static double owned_sumsq(const mt_zero *z, int u, size_t off, size_t n) {
+    return mixed(z) ? op_sumsq_16(z->dt16, z->g16[u] + off, n) : op_sumsq(grad_shard(z, u) + off, n);
+}
+
 static double unit_sumsq(mt_zero *z, const mt_model *m, int u) {
-    const float *g = mixed(z) ? mt_zero_owned_grad(z, u, 0, z->S[u]) : grad_shard(z, u);
-    if (m->layout.tp_rank == 0) return op_sumsq(g, z->S[u]);
+    if (m->layout.tp_rank == 0) return owned_sumsq(z, u, 0, z->S[u]);
     size_t lo = z->stage >= 1 ? (size_t)z->r * z->S[u] : 0, hi = lo + z->S[u];
     const mt_unit_layout *ul = &m->layout.units[u];
     double s = 0.0;
@@ -507,7 +541,7 @@ static double unit_sumsq(mt_zero *z, const mt_model *m, int u) {
         const mt_tensor *t = &ul->t[i];
         if (t->split == MT_TP_REPLICATED) continue;
         size_t b = t->offset > lo ? t->offset : lo, e = t->offset + t->numel < hi ? t->offset + t->numel : hi;
-        if (e > b) s += op_sumsq(g + (b - lo), e - b);
+        if (e > b) s += owned_sumsq(z, u, b - lo, e - b);
     }
     return s;
 }
@@ -534,8 +568,9 @@ void mt_zero_owned(const mt_zero *z, mt_model *m, int u, size_t *b, size_t *e, f
 
 float *mt_zero_owned_grad(mt_zero *z, int u, size_t off, size_t n) {
     if (!mixed(z)) return grad_shard(z, u) + off;
-    mt_convert_from_16(z->dt16, z->gscratch + off, z->g16[u] + off, n);
-    return z->gscratch + off;
+    /* at the scratch's start: a chunked caller reuses the same cache lines */
+    mt_convert_from_16(z->dt16, z->gscratch, z->g16[u] + off, n);
+    return z->gscratch;
 }
 
 void mt_zero_poison_grad(mt_zero *z, int u) {

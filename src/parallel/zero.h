@@ -101,6 +101,7 @@ typedef struct {
     uint16_t *p16unit0, *p16pool[2]; /* stage 3: gathered 16-bit parameters */
     uint16_t *g16unit0, *g16pool[2]; /* stages 2-3 with bf16 reduction: a gradient buffer rounded to bf16 */
     uint16_t **gslot16;            /* per unit: the bf16 buffer its reduction is in flight in */
+    unsigned char *g16_used;       /* per unit: the 16-bit gradient holds a contribution this step */
     float *gscratch;               /* one unit's owned gradient widened to fp32 */
     uint64_t punit0_version;       /* stages 0-2: m->param_version unit 0's fp32 copy was made at (0: none) */
     int conv_k;                    /* stages 0-2: the pool buffer the next unit is widened into */
@@ -139,8 +140,8 @@ double mt_zero_grad_sumsq(mt_zero *z, mt_model *m);
  * mt_zero_owned_grad). */
 void mt_zero_owned(const mt_zero *z, mt_model *m, int u, size_t *b, size_t *e, float **p, float **g);
 /* The owned gradient elements [b + off, b + off + n) of unit u in fp32 (a
- * pointer into the gradient, or under mixed precision into a scratch buffer
- * widened now and valid until the next call for another unit). */
+ * pointer into the gradient, or under mixed precision to a scratch buffer
+ * widened now, valid until the next call). */
 float *mt_zero_owned_grad(mt_zero *z, int u, size_t off, size_t n);
 /* Test aid: the first owned gradient element of unit u becomes +inf. */
 void mt_zero_poison_grad(mt_zero *z, int u);

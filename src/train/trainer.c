@@ -323,6 +323,10 @@ static void offload_update_chunk(void *ctx, int u, float *const *st, size_t off,
                         mt_zero_owned_grad(&tr->zero, u, off, n), st, a->lr, a->t, a->coef);
 }
 
+/* Elements per chunk of the mixed-precision update (with m, v, master and
+ * the gradient, 1 MiB: the chunk stays in L2). */
+#define OPT_CHUNK ((size_t)1 << 16)
+
 /* The optimizer step on the owned range of every unit this rank holds,
  * wherever the state lives. */
 static void optimizer_update(mt_trainer *tr, float lr, int64_t t, float coef) {
@@ -345,12 +349,21 @@ static void optimizer_update(mt_trainer *tr, float lr, int64_t t, float coef) {
         size_t lo, hi;
         float *p, *g;
         mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
-        g = mt_zero_owned_grad(z, u, 0, hi - lo); /* fp32 (mixed precision: widened now) */
         const mt_unit_layout *ul = &m->layout.units[u];
+        if (tr->adafactor || tr->adam8bit) g = mt_zero_owned_grad(z, u, 0, hi - lo); /* whole range, fp32 */
         if (tr->adafactor) { /* every rank of the shard group joins the sums, even with nothing owned */
             mt_adafactor_update(&tr->adafactor[u], &tr->adafactor_h, ul, p, g, lr, t, coef, sum, z->shard);
         } else if (hi > lo && tr->adam8bit) {
             mt_adam8bit_update(&tr->adam8bit[u], &o->opt, ul, p, g, lr, t, coef);
+        } else if (hi > lo && !g) {
+            /* mixed precision: the gradient is widened a chunk at a time, so
+             * the update reads it from cache rather than through a buffer */
+            for (size_t off = 0; off < hi - lo; off += OPT_CHUNK) {
+                size_t n = hi - lo - off < OPT_CHUNK ? hi - lo - off : OPT_CHUNK;
+                float *st[2] = {tr->opt_state[0][u] + off, ns > 1 ? tr->opt_state[1][u] + off : NULL};
+                mt_opt_update_range(&o->opt, ul, lo + off, lo + off + n, p + off, mt_zero_owned_grad(z, u, off, n),
+                                    st, lr, t, coef);
+            }
         } else if (hi > lo) {
             float *st[2] = {tr->opt_state[0][u], ns > 1 ? tr->opt_state[1][u] : NULL};
             mt_opt_update_range(&o->opt, ul, lo, hi, p, g, st, lr, t, coef);
