@@ -73,6 +73,7 @@ int mt_cli_train(int argc, char **argv) {
         {"min-lr", MT_ARG_FLOAT, &o.lr.min_lr, "final learning rate of the cosine schedule (default 0)", 0},
         {"weight-decay", MT_ARG_FLOAT, &o.opt.weight_decay, "weight decay on 2-D weights (default 0.1)", 0},
         {"beta1", MT_ARG_FLOAT, &o.opt.beta1, "Adam beta1 (default 0.9)", 0},
+        {"adafactor-beta1", MT_ARG_FLOAT, &o.adafactor_beta1, "Adafactor momentum on the clipped update (default 0: none, the memory saving; > 0 adds 4 bytes per parameter)", 0},
         {"beta2", MT_ARG_FLOAT, &o.opt.beta2, "Adam beta2 (default 0.95)", 0},
         {"eps", MT_ARG_FLOAT, &o.opt.eps, "Adam epsilon (default 1e-8)", 0},
         {"momentum", MT_ARG_FLOAT, &o.opt.momentum, "SGD momentum (default 0.9)", 0},

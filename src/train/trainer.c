@@ -65,6 +65,7 @@ static void alloc_opt_state(mt_trainer *tr) {
         if (af) {
             mt_adafactor_hparams_default(&tr->adafactor_h);
             tr->adafactor_h.weight_decay = tr->o.opt.weight_decay;
+            tr->adafactor_h.beta1 = tr->o.adafactor_beta1;
             tr->adafactor = mt_xcalloc((size_t)l->n_units, sizeof(mt_adafactor), "adafactor state table");
         } else {
             tr->adam8bit = mt_xcalloc((size_t)l->n_units, sizeof(mt_adam8bit), "8-bit adam state table");
@@ -166,6 +167,10 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (op->dump_grads && (op->zero != 0 || op->mesh.pp != 1 || op->mesh.tp != 1 || op->precision != MT_FP32))
         return mt_errorf(err, "--dump-grads needs --zero 0, --pp 1 and --tp 1, and --precision fp32 (it writes the "
                               "full fp32 gradient of rank 0)");
+    if (!(op->adafactor_beta1 >= 0.0f && op->adafactor_beta1 < 1.0f))
+        return mt_errorf(err, "--adafactor-beta1 must be in [0, 1), got %g", (double)op->adafactor_beta1);
+    if (op->adafactor_beta1 > 0.0f && op->opt.kind != MT_OPT_ADAFACTOR)
+        return mt_errorf(err, "--adafactor-beta1 applies to --optimizer adafactor (use --beta1 for Adam)");
     if (op->grad_reduce != MT_FP32 && !(op->grad_reduce == MT_BF16 && op->precision == MT_BF16))
         return mt_errorf(err, "--grad-reduce-dtype %s needs --precision bf16 (the gradients are held in bf16 "
                               "there); this run uses --precision %s",

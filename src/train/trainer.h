@@ -55,6 +55,7 @@ typedef struct {
     int sequence_parallel; /* --sequence-parallel (needs tp > 1) */
     mt_dtype precision;  /* --precision: bf16/fp16 hold params and grads in 16 bits (parallel/zero.h),
                             GEMM operands in 16 bits, fp32 master weights */
+    float adafactor_beta1; /* --adafactor-beta1: 0 = no momentum (the factored state only) */
     mt_dtype grad_reduce; /* --grad-reduce-dtype: fp32, or bf16 (with --precision bf16) */
     float loss_scale;    /* fp16: initial dynamic loss scale */
     int64_t loss_scale_window; /* fp16: clean steps per doubling of the scale */
