@@ -31,6 +31,8 @@ expect_error "--train FILE is required" $M train --steps 1
 expect_error "not divisible by --heads" $M train $D --dim 18 --heads 4
 expect_error "not a multiple of --micro-batch" $M train $D --batch 6 --micro-batch 4
 expect_error "unknown --optimizer 'lion'" $M train $D --optimizer lion
+expect_error "--adafactor-beta1 applies to --optimizer adafactor" $M train $D --adafactor-beta1 0.9
+expect_error "--adafactor-beta1 must be in \[0, 1)" $M train $D --optimizer adafactor --adafactor-beta1 1
 expect_error "unknown --lr-schedule" $M train $D --lr-schedule step
 expect_error "unknown --data-order" $M train $D --data-order random
 expect_error "--dropout must be in" $M train $D --dropout 1.5
