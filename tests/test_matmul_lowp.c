@@ -343,8 +343,39 @@ static void test_empty_k(void) {
     CHECK(dw[0] == 7 && dw[2] == 9, "N = 0: dw unchanged");
 }
 
+/* Mixed-precision storage helpers against the scalar conversions: acc =
+ * narrow(widen(acc) + x) and dst += widen(src), over a length that spans
+ * the thread split, the 512-element chunks and a vector tail. */
+static void test_accumulate_16(int threads) {
+    omp_set_num_threads(threads);
+    const size_t n = 100003;
+    uint16_t *acc = malloc(n * sizeof *acc), *ref = malloc(n * sizeof *ref);
+    float *x = malloc(n * sizeof *x), *dst = malloc(n * sizeof *dst), *want = malloc(n * sizeof *want);
+    for (int k = 0; k < 2; k++) {
+        mt_dtype t = k ? MT_FP16 : MT_BF16;
+        for (size_t i = 0; i < n; i++) {
+            float a = frand(4.0f), b = frand(4.0f);
+            acc[i] = ref[i] = t == MT_BF16 ? mt_fp32_to_bf16(a) : mt_fp32_to_fp16(a);
+            x[i] = b;
+            dst[i] = want[i] = frand(1.0f);
+        }
+        mt_accumulate_16(t, acc, x, n);
+        mt_add_from_16(t, dst, ref, n);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            float w = t == MT_BF16 ? mt_bf16_to_fp32(ref[i]) : mt_fp16_to_fp32(ref[i]);
+            uint16_t r = t == MT_BF16 ? mt_fp32_to_bf16(w + x[i]) : mt_fp32_to_fp16(w + x[i]);
+            bad += acc[i] != r || dst[i] != want[i] + w;
+        }
+        CHECK(bad == 0, "%s accumulate / add, %d threads: %zu of %zu elements differ", mt_dtype_name(t), threads, bad, n);
+    }
+    free(acc); free(ref); free(x); free(dst); free(want);
+}
+
 int main(void) {
     fp16_table_init();
+    test_accumulate_16(1);
+    test_accumulate_16(2);
     test_dtype_names();
     test_named_cases();
     test_exhaustive_16bit();

@@ -195,24 +195,25 @@ MT_DEFINE_ACC(acc_fp16, fp16_to_fp32, fp32_to_fp16)
 MT_DEFINE_WIDEN_ADD(add_bf16, bf16_to_fp32)
 MT_DEFINE_WIDEN_ADD(add_fp16, fp16_to_fp32)
 
-static int is16(mt_dtype t) { return t == MT_BF16 || t == MT_FP16; }
+/* One of the bf16 / fp16 kernels by t, split over the threads. */
+static void run16(const char *fn, mt_dtype t, convert_fn bf16, convert_fn fp16, void *dst, size_t dsz,
+                  const void *src, size_t ssz, size_t n) {
+    if (t != MT_BF16 && t != MT_FP16) mt_die("%s: %s is not a 16-bit type", fn, mt_dtype_name(t));
+    convert_parallel(t == MT_BF16 ? bf16 : fp16, dst, dsz, src, ssz, n);
+}
 
 void mt_convert_to_16(mt_dtype t, uint16_t *dst, const float *src, size_t n) {
-    if (!is16(t)) mt_die("mt_convert_to_16: %s is not a 16-bit type", mt_dtype_name(t));
-    convert_parallel(t == MT_BF16 ? fp32_to_bf16 : fp32_to_fp16, dst, 2, src, 4, n);
+    run16(__func__, t, fp32_to_bf16, fp32_to_fp16, dst, 2, src, 4, n);
 }
 
 void mt_convert_from_16(mt_dtype t, float *dst, const uint16_t *src, size_t n) {
-    if (!is16(t)) mt_die("mt_convert_from_16: %s is not a 16-bit type", mt_dtype_name(t));
-    convert_parallel(t == MT_BF16 ? bf16_to_fp32 : fp16_to_fp32, dst, 4, src, 2, n);
+    run16(__func__, t, bf16_to_fp32, fp16_to_fp32, dst, 4, src, 2, n);
 }
 
 void mt_accumulate_16(mt_dtype t, uint16_t *acc, const float *x, size_t n) {
-    if (!is16(t)) mt_die("mt_accumulate_16: %s is not a 16-bit type", mt_dtype_name(t));
-    convert_parallel(t == MT_BF16 ? acc_bf16 : acc_fp16, acc, 2, x, 4, n);
+    run16(__func__, t, acc_bf16, acc_fp16, acc, 2, x, 4, n);
 }
 
 void mt_add_from_16(mt_dtype t, float *dst, const uint16_t *src, size_t n) {
-    if (!is16(t)) mt_die("mt_add_from_16: %s is not a 16-bit type", mt_dtype_name(t));
-    convert_parallel(t == MT_BF16 ? add_bf16 : add_fp16, dst, 4, src, 2, n);
+    run16(__func__, t, add_bf16, add_fp16, dst, 4, src, 2, n);
 }
