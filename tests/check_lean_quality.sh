@@ -35,6 +35,10 @@
 #    Against AdamW with its default beta1 0.9 Adafactor misses 3% on this
 #    task (one process: 2.397 vs 2.292, +4.6% at B=8; +8.5% at B=16),
 #    because of the missing momentum: AdamW with beta1 0 reaches 2.417.
+#    Tried and not adopted: the paper's relative step size (update scaled by
+#    max(1e-3, RMS(param)) per tensor) reaches 2.371 on one process at lr
+#    3.5e-2 (2e-2: 2.391, 5e-2: 2.376, 7e-2: 2.401) but 2.399 (+3.2%) here
+#    at dp=2; a slower beta2 decay (-0.9) 2.389 on one process.
 #    The test prints that gap; LEAN_QUALITY_STRICT=1 makes it fail above 3%;
 #  - Adafactor with --adafactor-beta1 0.9 (lr 2e-3; one process 2.266) is
 #    within 3% of AdamW, and its state is exactly the factored state plus 4
