@@ -3,19 +3,39 @@
 For each config it runs meshtrain (`meshtrain train` on a random-token shard,
 step times from its --metrics lines) and bench/torch_gpt.py ALTERNATELY for
 several rounds, drops each run's warm-up steps, and prints the median
-tokens/s of each, their ratio and the MFU of each: model FLOP/s over the
-sgemm rate that build/bench/gemm_rate measures on the spot on the model's
-own GEMM shapes, with the same library and thread count; beside it, the
-bf16 GEMM rate on the same shapes (oneDNN, fp32 accumulation) and the ratio
-of the two (docs/precision.md). Also the peak
-resident memory of both on config A, and the data-parallel efficiency on
-config B (`mpirun -np 2 meshtrain train --dp 2`, 1 thread each, against two
-independent single-process runs started at the same moment).
+tokens/s of each, their ratio, the MFU of each (model FLOP/s over the sgemm
+rate that build/bench/gemm_rate measures in the same round on the model's
+own GEMM shapes, with the same library and thread count) and the peak
+resident memory of each process; beside it, the bf16 GEMM rate on the same
+shapes (oneDNN, fp32 accumulation) and its ratio to sgemm
+(docs/precision.md).
 
-Environment: BENCH_QUICK=1 (a smoke test: fewer steps and rounds),
-BENCH_ROUNDS, BENCH_CONFIGS (e.g. "A,C"), BENCH_THREADS2 ("A" by default:
-configs also measured with 2 threads; "" for none), BENCH_DP (0 skips the
-data-parallel measurement), BENCH_JSON (also write every figure there)."""
+bf16 (configs BENCH_BF16, 1 thread): each round also runs `meshtrain train
+--precision bf16` and bench/torch_gpt.py --dtype bf16 (torch.autocast("cpu",
+bfloat16), fp32 parameters and AdamW) right after the fp32 pair; printed:
+their tokens/s, meshtrain bf16 over meshtrain fp32, meshtrain bf16 over
+PyTorch bf16, and MFU over the bf16 GEMM rate of the same rounds.
+
+With 2 threads (BENCH_THREADS2) PyTorch runs with OMP_WAIT_POLICY=passive
+and meshtrain with BENCH_MT_OMP (libgomp's defaults unless set); OpenMP
+wait/binding variables of the calling shell are not passed on.
+
+Then the data-parallel efficiency on config B (`mpirun -np 2 meshtrain train
+--dp 2`, 1 thread each, against two independent single-process runs started
+at the same moment), and a table of issue 6's acceptance figures as
+measured in this run, each beside its threshold (fp32 ratios on A, B, C and
+MFU on A; bf16 over fp32 on A and over PyTorch bf16 on B; the 2-thread
+ratio on A; dp efficiency on B; peak RSS on A against PyTorch's).
+
+Environment: BENCH_QUICK=1 (a smoke test: fewer steps and rounds, one GEMM
+repetition; its figures are not measurements), BENCH_ROUNDS, BENCH_CONFIGS
+(e.g. "A,C"), BENCH_THREADS2 ("A" by default: configs also measured with 2
+threads; "" for none), BENCH_BF16 ("A,B" by default: configs of
+BENCH_CONFIGS that also get the bf16 runs; "" for none), BENCH_MT_OMP (e.g.
+"OMP_WAIT_POLICY=passive": meshtrain's OpenMP settings with 2 threads),
+BENCH_DP (0 skips the data-parallel measurement), BENCH_JSON (also write
+every figure there: one object per config and thread count with every
+round's median step time, the dp object, and last the acceptance table)."""
 import json
 import os
 import statistics
