@@ -3,19 +3,39 @@
 For each config it runs meshtrain (`meshtrain train` on a random-token shard,
 step times from its --metrics lines) and bench/torch_gpt.py ALTERNATELY for
 several rounds, drops each run's warm-up steps, and prints the median
-tokens/s of each, their ratio and the MFU of each: model FLOP/s over the
-sgemm rate that build/bench/gemm_rate measures on the spot on the model's
-own GEMM shapes, with the same library and thread count; beside it, the
-bf16 GEMM rate on the same shapes (oneDNN, fp32 accumulation) and the ratio
-of the two (docs/precision.md). Also the peak
-resident memory of both on config A, and the data-parallel efficiency on
-config B (`mpirun -np 2 meshtrain train --dp 2`, 1 thread each, against two
-independent single-process runs started at the same moment).
+tokens/s of each, their ratio, the MFU of each (model FLOP/s over the sgemm
+rate that build/bench/gemm_rate measures in the same round on the model's
+own GEMM shapes, with the same library and thread count) and the peak
+resident memory of each process; beside it, the bf16 GEMM rate on the same
+shapes (oneDNN, fp32 accumulation) and its ratio to sgemm
+(docs/precision.md).
 
-Environment: BENCH_QUICK=1 (a smoke test: fewer steps and rounds),
-BENCH_ROUNDS, BENCH_CONFIGS (e.g. "A,C"), BENCH_THREADS2 ("A" by default:
-configs also measured with 2 threads; "" for none), BENCH_DP (0 skips the
-data-parallel measurement), BENCH_JSON (also write every figure there)."""
+bf16 (configs BENCH_BF16, 1 thread): each round also runs `meshtrain train
+--precision bf16` and bench/torch_gpt.py --dtype bf16 (torch.autocast("cpu",
+bfloat16), fp32 parameters and AdamW) right after the fp32 pair; printed:
+their tokens/s, meshtrain bf16 over meshtrain fp32, meshtrain bf16 over
+PyTorch bf16, and MFU over the bf16 GEMM rate of the same rounds.
+
+With 2 threads (BENCH_THREADS2) PyTorch runs with OMP_WAIT_POLICY=passive
+and meshtrain with BENCH_MT_OMP (libgomp's defaults unless set); OpenMP
+wait/binding variables of the calling shell are not passed on.
+
+Then the data-parallel efficiency on config B (`mpirun -np 2 meshtrain train
+--dp 2`, 1 thread each, against two independent single-process runs started
+at the same moment), and a table of issue 6's acceptance figures as
+measured in this run, each beside its threshold (fp32 ratios on A, B, C and
+MFU on A; bf16 over fp32 on A and over PyTorch bf16 on B; the 2-thread
+ratio on A; dp efficiency on B; peak RSS on A against PyTorch's).
+
+Environment: BENCH_QUICK=1 (a smoke test: fewer steps and rounds, one GEMM
+repetition; its figures are not measurements), BENCH_ROUNDS, BENCH_CONFIGS
+(e.g. "A,C"), BENCH_THREADS2 ("A" by default: configs also measured with 2
+threads; "" for none), BENCH_BF16 ("A,B" by default: configs of
+BENCH_CONFIGS that also get the bf16 runs; "" for none), BENCH_MT_OMP (e.g.
+"OMP_WAIT_POLICY=passive": meshtrain's OpenMP settings with 2 threads),
+BENCH_DP (0 skips the data-parallel measurement), BENCH_JSON (also write
+every figure there: one object per config and thread count with every
+round's median step time, the dp object, and last the acceptance table)."""
 import json
 import os
 import statistics
@@ -36,6 +56,7 @@ CONFIGS = {
     "B": dict(L=6, C=384, H=6, V=50304, B=8, T=256),
     "C": dict(L=4, C=128, H=4, V=256, B=32, T=128),
 }
+MT_OMP_DEFAULT = ""
 QUICK = os.environ.get("BENCH_QUICK", "0") not in ("", "0")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "1" if QUICK else "3"))
 # (warm-up steps dropped, measured steps) per run
@@ -54,14 +75,30 @@ def flops_per_token(cfg):
     return 6.0 * n + 12.0 * L * C * T
 
 
-def thread_env(threads, passive):
-    env = dict(os.environ)
+# OpenMP settings of meshtrain's runs with more than one thread: BENCH_MT_OMP,
+# e.g. "OMP_WAIT_POLICY=active OMP_PROC_BIND=close"; "" = libgomp's defaults
+MT_OMP = dict(kv.split("=", 1) for kv in os.environ.get("BENCH_MT_OMP", MT_OMP_DEFAULT).split() if "=" in kv)
+OMP_KNOBS = ("OMP_WAIT_POLICY", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_SPINCOUNT")
+
+
+def thread_env(threads, passive, meshtrain=False):
+    """The environment of a run: the thread count, PyTorch's runs with more
+    than one thread OMP_WAIT_POLICY=passive (passive), meshtrain's MT_OMP;
+    OpenMP wait/binding settings of the calling shell are not inherited."""
+    env = {k: v for k, v in os.environ.items() if k not in OMP_KNOBS}
     env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     if passive:
         env["OMP_WAIT_POLICY"] = "passive"
+    if meshtrain and threads > 1:
+        env.update(MT_OMP)
     return env
+
+
+def omp_desc(threads, passive, meshtrain=False):
+    env = thread_env(threads, passive, meshtrain)
+    return " ".join(f"{k}={env[k]}" for k in OMP_KNOBS if k in env) or "libgomp's defaults"
 
 
 def run(cmd, env, what):
@@ -89,17 +126,18 @@ def metrics_ms(path, warm):
     return ms[warm:]
 
 
-def run_meshtrain(cfg, shard, warm, steps, threads, passive):
+def run_meshtrain(cfg, shard, warm, steps, threads, passive, precision="fp32"):
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as m:
-        _, rss = run(meshtrain_cmd(cfg, shard, warm + steps, m.name), thread_env(threads, passive), "meshtrain train")
+        _, rss = run(meshtrain_cmd(cfg, shard, warm + steps, m.name, ["--precision", precision]),
+                     thread_env(threads, passive, meshtrain=True), f"meshtrain train --precision {precision}")
         return metrics_ms(m.name, warm), rss
 
 
-def run_torch(cfg, warm, steps, threads, passive):
+def run_torch(cfg, warm, steps, threads, passive, dtype="fp32"):
     cmd = [PYTHON, TORCH_GPT, "--layers", str(cfg["L"]), "--dim", str(cfg["C"]), "--heads", str(cfg["H"]),
            "--vocab", str(padded_vocab(cfg["V"])), "--seq-len", str(cfg["T"]), "--batch", str(cfg["B"]),
-           "--steps", str(warm + steps), "--threads", str(threads)]
-    out, rss = run(cmd, thread_env(threads, passive), "torch_gpt.py")
+           "--steps", str(warm + steps), "--threads", str(threads), "--dtype", dtype]
+    out, rss = run(cmd, thread_env(threads, passive), f"torch_gpt.py --dtype {dtype}")
     rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
     return [r["ms"] for r in rows if "ms" in r][warm:], rss
 
@@ -109,7 +147,7 @@ def gemm_rate(cfg, threads):
     gemm_bf16_conv_gflops (with the fp32 -> bf16 activation conversions) and
     their ratios over fp32, measured in one run (see bench/gemm_rate.c)."""
     out, _ = run([GEMM_RATE, str(cfg["L"]), str(cfg["C"]), str(padded_vocab(cfg["V"])), str(cfg["B"] * cfg["T"]),
-                  "2" if QUICK else "3"], thread_env(threads, False), "gemm_rate")
+                  "1" if QUICK else "3"], thread_env(threads, False), "gemm_rate")
     return {k: float(v) for k, v in (l.split() for l in out.splitlines() if l.strip())}
 
 
@@ -117,37 +155,82 @@ def load():
     return os.getloadavg()[0]
 
 
-def bench_config(name, cfg, shard, threads, results):
+def bench_config(name, cfg, shard, threads, results, bf16=False):
+    """ROUNDS rounds, each: gemm_rate, meshtrain fp32, PyTorch fp32 and, with
+    bf16, meshtrain --precision bf16 and PyTorch under bf16 autocast, one
+    after the other, so every program sees the same load over the run."""
     warm, steps = STEPS[name]
     tokens = cfg["B"] * cfg["T"]
     fpt = flops_per_token(cfg)
-    rates, gemms, mt_ms, pt_ms, mt_rss, pt_rss = [], [], [], [], 0, 0
+    rates, gemms = [], []
+    ms = {k: [] for k in ("mt", "pt", "mt16", "pt16")}
+    rss = {k: 0 for k in ms}
+    runs = [("mt", lambda: run_meshtrain(cfg, shard, warm, steps, threads, passive=False)),
+            ("pt", lambda: run_torch(cfg, warm, steps, threads, passive=threads > 1))]
+    if bf16:
+        runs += [("mt16", lambda: run_meshtrain(cfg, shard, warm, steps, threads, passive=False, precision="bf16")),
+                 ("pt16", lambda: run_torch(cfg, warm, steps, threads, passive=threads > 1, dtype="bf16"))]
     for r in range(ROUNDS):
         g = gemm_rate(cfg, threads)  # each round: the ceiling under the same load as the runs
         rates.append(g["gemm_gflops"])
         gemms.append(g)
-        ms, rss = run_meshtrain(cfg, shard, warm, steps, threads, passive=False)
-        mt_ms.append(statistics.median(ms))
-        mt_rss = max(mt_rss, rss)
-        ms, rss = run_torch(cfg, warm, steps, threads, passive=threads > 1)
-        pt_ms.append(statistics.median(ms))
-        pt_rss = max(pt_rss, rss)
+        for key, fn in runs:
+            step_ms, peak = fn()
+            ms[key].append(statistics.median(step_ms))
+            rss[key] = max(rss[key], peak)
     rate = statistics.median(rates)
-    mt_tps = tokens / (statistics.median(mt_ms) * 1e-3)
-    pt_tps = tokens / (statistics.median(pt_ms) * 1e-3)
+    tps = {k: tokens / (statistics.median(v) * 1e-3) for k, v in ms.items() if v}
+    mt_tps, pt_tps = tps["mt"], tps["pt"]
     row = dict(config=name, threads=threads, meshtrain_tok_s=mt_tps, torch_tok_s=pt_tps, ratio=mt_tps / pt_tps,
                gemm_gflops=rate, mfu_meshtrain=fpt * mt_tps * 1e-9 / rate, mfu_torch=fpt * pt_tps * 1e-9 / rate,
-               meshtrain_rss_mb=mt_rss / 1024, torch_rss_mb=pt_rss / 1024,
-               meshtrain_ms=mt_ms, torch_ms=pt_ms, gemm_rates=rates, load=load())
+               meshtrain_rss_mb=rss["mt"] / 1024, torch_rss_mb=rss["pt"] / 1024,
+               meshtrain_ms=ms["mt"], torch_ms=ms["pt"], gemm_rates=rates,
+               meshtrain_env=omp_desc(threads, False, meshtrain=True), torch_env=omp_desc(threads, threads > 1),
+               load=load())
     # bf16 GEMMs: rates are medians of the rounds; the ratios medians of each
     # round's ratio (both rates of a round come from one gemm_rate run)
     for k in ("gemm_bf16_gflops", "gemm_bf16_conv_gflops", "gemm_bf16_ratio", "gemm_bf16_conv_ratio"):
         row[k] = statistics.median(g[k] for g in gemms)
     row["gemm_bf16_rounds"] = gemms
+    if bf16:
+        # MFU of the bf16 runs: over the bf16 GEMM rate (operands already bf16)
+        # of the same rounds
+        rate16 = row["gemm_bf16_gflops"]
+        row.update(meshtrain_bf16_tok_s=tps["mt16"], torch_bf16_tok_s=tps["pt16"],
+                   bf16_over_fp32=tps["mt16"] / mt_tps, ratio_bf16=tps["mt16"] / tps["pt16"],
+                   torch_bf16_over_fp32=tps["pt16"] / pt_tps,
+                   mfu_meshtrain_bf16=fpt * tps["mt16"] * 1e-9 / rate16,
+                   mfu_torch_bf16=fpt * tps["pt16"] * 1e-9 / rate16,
+                   meshtrain_bf16_rss_mb=rss["mt16"] / 1024, torch_bf16_rss_mb=rss["pt16"] / 1024,
+                   meshtrain_bf16_ms=ms["mt16"], torch_bf16_ms=ms["pt16"],
+                   # back-to-back pairs of one round, for a look at the spread
+                   round_bf16_over_fp32=[a / b for a, b in zip(ms["mt"], ms["mt16"])],
+                   round_ratio_bf16=[a / b for a, b in zip(ms["pt16"], ms["mt16"])])
     results.append(row)
     print(f"{name:>3} {threads:>2}t {mt_tps:>10.0f} {pt_tps:>10.0f} {row['ratio']:>6.2f}x {rate:>8.1f} "
           f"{row['mfu_meshtrain']:>6.2f} {row['mfu_torch']:>6.2f} {row['meshtrain_rss_mb']:>7.0f} "
           f"{row['torch_rss_mb']:>7.0f}   (load {row['load']:.1f})", flush=True)
+
+
+def print_bf16_runs(results):
+    """The bf16 training rows (bench_config with bf16)."""
+    rows = [r for r in results if "meshtrain_bf16_tok_s" in r]
+    if not rows:
+        return
+    print("\nbf16: meshtrain --precision bf16 (bf16 GEMM operands, fp32 master weights and AdamW) and PyTorch under "
+          "torch.autocast('cpu', bfloat16) (fp32 parameters and AdamW), in the same rounds as the fp32 rows; "
+          "MFU over the bf16 GEMM rate")
+    print("cfg thr  mesh-bf16 tok/s  mesh-fp32 tok/s  bf16/fp32  torch-bf16 tok/s  mesh/torch(bf16)  bf16 GF/s  "
+          "MFU-m  MFU-t  RSS-m MB RSS-t MB")
+    for r in rows:
+        print(f"{r['config']:>3} {r['threads']:>2}t {r['meshtrain_bf16_tok_s']:>16.0f} {r['meshtrain_tok_s']:>16.0f} "
+              f"{r['bf16_over_fp32']:>9.2f}x {r['torch_bf16_tok_s']:>17.0f} {r['ratio_bf16']:>16.2f}x "
+              f"{r['gemm_bf16_gflops']:>10.1f} {r['mfu_meshtrain_bf16']:>6.2f} {r['mfu_torch_bf16']:>6.2f} "
+              f"{r['meshtrain_bf16_rss_mb']:>8.0f} {r['torch_bf16_rss_mb']:>8.0f}", flush=True)
+    for r in rows:
+        print(f"    {r['config']}: PyTorch autocast bf16 / PyTorch fp32 {r['torch_bf16_over_fp32']:.2f}x; per-round "
+              f"bf16/fp32 {', '.join(f'{x:.2f}' for x in r['round_bf16_over_fp32'])}; per-round mesh/torch(bf16) "
+              f"{', '.join(f'{x:.2f}' for x in r['round_ratio_bf16'])}")
 
 
 def print_bf16_gemms(results):
@@ -199,13 +282,55 @@ def bench_dp(cfg, shard, results):
           f"{', '.join(f'{r:.3f}' for r in ratios)})", flush=True)
 
 
+# Issue 6's acceptance figures: (number, what, how to find the value, op, threshold)
+ACCEPTANCE = [
+    (1, "fp32 1t A: meshtrain/PyTorch tok/s", lambda r: r.get(("A", 1), {}).get("ratio"), ">=", 1.5),
+    (1, "fp32 1t B: meshtrain/PyTorch tok/s", lambda r: r.get(("B", 1), {}).get("ratio"), ">=", 1.5),
+    (1, "fp32 1t C: meshtrain/PyTorch tok/s", lambda r: r.get(("C", 1), {}).get("ratio"), ">=", 1.3),
+    (1, "fp32 1t A: meshtrain MFU (over sgemm rate)", lambda r: r.get(("A", 1), {}).get("mfu_meshtrain"), ">=", 0.80),
+    (2, "bf16 1t A: meshtrain bf16/meshtrain fp32 tok/s", lambda r: r.get(("A", 1), {}).get("bf16_over_fp32"),
+     ">=", 1.7),
+    (2, "bf16 1t B: meshtrain bf16/PyTorch autocast bf16", lambda r: r.get(("B", 1), {}).get("ratio_bf16"),
+     ">=", 1.5),
+    (3, "fp32 2t A: meshtrain/PyTorch (passive) tok/s", lambda r: r.get(("A", 2), {}).get("ratio"), ">=", 1.5),
+    (4, "dp 2 B: efficiency vs 2 independent runs", lambda r: r.get("dp", {}).get("dp_efficiency"), ">=", 0.90),
+    (5, "peak RSS A 1t: meshtrain/PyTorch", lambda r: (r[("A", 1)]["meshtrain_rss_mb"] / r[("A", 1)]["torch_rss_mb"]
+                                                       if ("A", 1) in r else None), "<=", 1.0),
+]
+
+
+def acceptance(results):
+    """Prints each acceptance figure that this run measured beside its
+    threshold; returns them as dicts."""
+    by = {}
+    for r in results:
+        if "threads" in r:
+            by[(r["config"], r["threads"])] = r
+        elif "dp_efficiency" in r:
+            by["dp"] = r
+    checks = []
+    for num, what, get, op, thr in ACCEPTANCE:
+        v = get(by)
+        if v is None:
+            continue
+        ok = v >= thr if op == ">=" else v <= thr
+        checks.append(dict(acceptance=num, what=what, value=v, op=op, threshold=thr, ok=ok))
+    if checks:
+        print(f"\nissue 6 acceptance, as measured in this run{' (QUICK mode: a smoke test, not a measurement)' if QUICK else ''}:")
+        for c in checks:
+            print(f"  {c['acceptance']}. {c['what']:<48} {c['value']:>6.2f}  (need {c['op']} {c['threshold']:.2f})  "
+                  f"{'ok' if c['ok'] else 'FAILS'}")
+    return checks
+
+
 def main():
     for path in (MESHTRAIN, GEMM_RATE):
         if not os.access(path, os.X_OK):
             sys.exit(f"bench: {path} is missing; run `make bench` (it builds it)")
     names = [n.strip() for n in os.environ.get("BENCH_CONFIGS", "A,B,C").split(",") if n.strip()]
     two = [n.strip() for n in os.environ.get("BENCH_THREADS2", "A").split(",") if n.strip()]
-    for n in names + two:
+    bf16 = [n.strip() for n in os.environ.get("BENCH_BF16", "A,B").split(",") if n.strip()]
+    for n in names + two + bf16:
         if n not in CONFIGS:
             sys.exit(f"bench: unknown config '{n}' (expected A, B or C)")
     results = []
@@ -216,21 +341,24 @@ def main():
             subprocess.run([PYTHON, os.path.join(ROOT, "bench", "make_shard.py"), shards[v], str(v), "300000"],
                            check=True)
         print(f"meshtrain vs PyTorch {__import__('torch').__version__} (fp32, AdamW, clip 1), {ROUNDS} rounds "
-              f"alternating, medians; load {load():.1f}; {'QUICK mode' if QUICK else ''}")
+              f"alternating, medians; load {load():.1f}; {'QUICK mode' if QUICK else ''}\n"
+              f"2 threads: meshtrain with {omp_desc(2, False, meshtrain=True)}, PyTorch with {omp_desc(2, True)}")
         print("cfg thr  mesh tok/s torch tok/s  ratio  gemm GF/s  MFU-m  MFU-t  RSS-m MB RSS-t MB")
         t0 = time.time()
         for n in names:
-            bench_config(n, CONFIGS[n], shards[CONFIGS[n]["V"]], 1, results)
+            bench_config(n, CONFIGS[n], shards[CONFIGS[n]["V"]], 1, results, bf16=n in bf16)
         for n in two:
             bench_config(n, CONFIGS[n], shards[CONFIGS[n]["V"]], 2, results)
         print_bf16_gemms(results)
+        print_bf16_runs(results)
         if os.environ.get("BENCH_DP", "1") != "0":
             bench_dp(CONFIGS["B"], shards[CONFIGS["B"]["V"]], results)
-        print(f"\n({time.time() - t0:.0f} s; MFU = model FLOP/s (6N + 12LCT per token) / measured sgemm rate; "
-              f"RSS = peak resident set of the process)")
+        checks = acceptance(results)
+        print(f"\n({time.time() - t0:.0f} s; MFU = model FLOP/s (6N + 12LCT per token) / measured sgemm rate "
+              f"(bf16 rows: / bf16 GEMM rate); RSS = peak resident set of the process)")
     if os.environ.get("BENCH_JSON"):
         with open(os.environ["BENCH_JSON"], "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump(results + [dict(acceptance=checks, quick=QUICK, rounds=ROUNDS)], f, indent=1)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,11 @@ decoupled weight decay on the 2-D weights, gradient clipping at norm 1.
 It trains on random tokens and prints one JSON line per step:
 {"step": k, "ms": step milliseconds}, then {"peak_rss_kb": ...}.
 
+--dtype bf16 runs the forward under torch.autocast("cpu", dtype=torch.bfloat16):
+the linear layers and attention matmuls take bf16 operands (oneDNN), the
+parameters, their gradients and AdamW stay fp32 (autocast's master weights),
+LayerNorm, softmax and the loss stay fp32 as autocast's CPU op lists say.
+
 The loss is taken over all Vp logit columns (nanoGPT's way with a padded
 vocabulary: the padding rows are never targets); slicing the first V
 columns would only add a copy to PyTorch's step.
