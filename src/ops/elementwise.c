@@ -31,6 +31,11 @@ void op_accumulate(float *acc, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) acc[i] += x[i];
 }
 
+void op_zero(float *x, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] = 0.0f;
+}
+
 void op_scale(float *x, float s, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) x[i] *= s;

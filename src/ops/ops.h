@@ -119,6 +119,7 @@ void op_add(float *out, const float *a, const float *b, size_t n);           /* 
 /* res[N,C] = x + (branch + bias)  (bias [C] may be NULL: op_add) */
 void op_residual_add(float *res, const float *x, const float *branch, const float *bias, int N, int C);
 void op_accumulate(float *acc, const float *x, size_t n);                    /* acc += x */
+void op_zero(float *x, size_t n); /* x = 0 (threaded: a gradient buffer is hundreds of MB) */
 void op_scale(float *x, float s, size_t n);                                  /* x *= s */
 double op_sumsq(const float *x, size_t n);                                   /* sum x^2 in double */
 double op_sumsq_16(mt_dtype dt, const uint16_t *x, size_t n);              /* the same for bf16/fp16 values */

@@ -259,8 +259,8 @@ void mt_zero_begin_step(mt_zero *z, mt_model *m) {
     for (int u = 0; u < z->n_units && mixed(z); u++) z->g16_used[u] = 0;
     for (int u = 0; u < z->n_units && !mixed(z); u++) {
         if (!z->numel[u]) continue;
-        if (z->full_g[u]) memset(z->full_g[u], 0, (z->stage == 0 ? z->numel[u] : padded(z, u)) * sizeof(float));
-        if (z->gshard[u]) memset(z->gshard[u], 0, z->S[u] * sizeof(float));
+        if (z->full_g[u]) op_zero(z->full_g[u], z->stage == 0 ? z->numel[u] : padded(z, u));
+        if (z->gshard[u]) op_zero(z->gshard[u], z->S[u]);
     }
 }
 
@@ -407,7 +407,7 @@ static float *grad_slot(mt_zero *z, int unit) {
 static void open_grad0(mt_zero *z, mt_model *m) {
     if (z->g0_open) return;
     drain(z, 0);
-    memset(z->gunit0, 0, padded(z, 0) * sizeof(float));
+    op_zero(z->gunit0, padded(z, 0));
     m->grads[0] = z->gunit0;
     z->g0_open = 1;
 }
@@ -426,7 +426,7 @@ void mt_zero_pre_backward(mt_zero *z, mt_model *m, int unit) {
         return;
     }
     float *slot = grad_slot(z, unit);
-    memset(slot, 0, padded(z, unit) * sizeof(float));
+    op_zero(slot, padded(z, unit));
     m->grads[unit] = slot;
 }
 
