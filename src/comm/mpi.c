@@ -565,60 +565,59 @@ static void check_tag(const mt_comm *c, int tag) {
         usage_fail(c, "message tag %d out of range [0, 32767] (the MPI-guaranteed range)", tag);
 }
 
-void mt_comm_iallreduce(mt_comm *c, const float *send, float *recv, size_t count,
-                        mt_comm_req *r) {
-    size_t B = count * sizeof(float);
+/* A summing reduction of `count` elements of esize bytes (type/op: MPI's
+ * element type and sum; what: how to name the elements in an error). */
+typedef struct {
+    size_t esize;
+    MPI_Datatype type;
+    MPI_Op op;
+    const char *what;
+} sum_kind;
+
+static sum_kind fp32_sum(void) { return (sum_kind){sizeof(float), MPI_FLOAT, MPI_SUM, "floats"}; }
+static sum_kind bf16_sum(const mt_comm *c) { return (sum_kind){sizeof(mt_bf16), MPI_UINT16_T, c->ctx->bf16_sum, "bf16 values"}; }
+
+static void start_allreduce(mt_comm *c, const void *send, void *recv, size_t count, sum_kind k, mt_comm_req *r) {
+    size_t B = count * k.esize;
     begin(c, r, MT_COMM_ALLREDUCE, -1, B, mt_comm_bytes_sent(MT_COMM_ALLREDUCE, B, c->size, 0));
     if (c->size == 1) {
         if (send != recv && count) memmove(recv, send, B);
         return;
     }
     CK(c, "MPI_Iallreduce",
-       MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, to_int(c, count, "count"),
-                      MPI_FLOAT, MPI_SUM, c->comm, &r->req),
-       "%zu floats", count);
+       MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, to_int(c, count, "count"), k.type, k.op, c->comm,
+                      &r->req),
+       "%zu %s", count, k.what);
 }
 
-void mt_comm_ireduce_scatter(mt_comm *c, const float *send, float *recv, size_t count,
-                             mt_comm_req *r) {
-    size_t B = count * sizeof(float) * (size_t)c->size;
-    begin(c, r, MT_COMM_REDUCE_SCATTER, -1, B,
-          mt_comm_bytes_sent(MT_COMM_REDUCE_SCATTER, B, c->size, 0));
+static void start_reduce_scatter(mt_comm *c, const void *send, void *recv, size_t count, sum_kind k,
+                                 mt_comm_req *r) {
+    size_t B = count * k.esize * (size_t)c->size;
+    begin(c, r, MT_COMM_REDUCE_SCATTER, -1, B, mt_comm_bytes_sent(MT_COMM_REDUCE_SCATTER, B, c->size, 0));
     if (c->size == 1) {
-        if (send != recv && count) memmove(recv, send, count * sizeof(float));
+        if (send != recv && count) memmove(recv, send, count * k.esize);
         return;
     }
     CK(c, "MPI_Ireduce_scatter_block",
-       MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv,
-                                 to_int(c, count, "block count"), MPI_FLOAT, MPI_SUM, c->comm,
-                                 &r->req),
-       "%zu floats per block", count);
+       MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, to_int(c, count, "block count"), k.type,
+                                 k.op, c->comm, &r->req),
+       "%zu %s per block", count, k.what);
+}
+
+void mt_comm_iallreduce(mt_comm *c, const float *send, float *recv, size_t count, mt_comm_req *r) {
+    start_allreduce(c, send, recv, count, fp32_sum(), r);
+}
+
+void mt_comm_ireduce_scatter(mt_comm *c, const float *send, float *recv, size_t count, mt_comm_req *r) {
+    start_reduce_scatter(c, send, recv, count, fp32_sum(), r);
 }
 
 void mt_comm_iallreduce_bf16(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count, mt_comm_req *r) {
-    size_t B = count * sizeof(mt_bf16);
-    begin(c, r, MT_COMM_ALLREDUCE, -1, B, mt_comm_bytes_sent(MT_COMM_ALLREDUCE, B, c->size, 0));
-    if (c->size == 1) {
-        if (send != recv && count) memmove(recv, send, B);
-        return;
-    }
-    CK(c, "MPI_Iallreduce",
-       MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, to_int(c, count, "count"), MPI_UINT16_T,
-                      c->ctx->bf16_sum, c->comm, &r->req),
-       "%zu bf16 values", count);
+    start_allreduce(c, send, recv, count, bf16_sum(c), r);
 }
 
 void mt_comm_ireduce_scatter_bf16(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count, mt_comm_req *r) {
-    size_t B = count * sizeof(mt_bf16) * (size_t)c->size;
-    begin(c, r, MT_COMM_REDUCE_SCATTER, -1, B, mt_comm_bytes_sent(MT_COMM_REDUCE_SCATTER, B, c->size, 0));
-    if (c->size == 1) {
-        if (send != recv && count) memmove(recv, send, count * sizeof(mt_bf16));
-        return;
-    }
-    CK(c, "MPI_Ireduce_scatter_block",
-       MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, to_int(c, count, "block count"),
-                                 MPI_UINT16_T, c->ctx->bf16_sum, c->comm, &r->req),
-       "%zu bf16 values per block", count);
+    start_reduce_scatter(c, send, recv, count, bf16_sum(c), r);
 }
 
 void mt_comm_iallgather(mt_comm *c, const void *send, void *recv, size_t bytes,

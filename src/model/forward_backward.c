@@ -125,28 +125,23 @@ void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc) {
     const mt_unit_layout *u = &m->layout.units[0];
     const float *p = m->params[0];
     int C = cfg->n_embd, N = a->B * a->T;
-    if (m->precision != MT_FP32) { /* wte in 16 bits: widen just the rows looked up */
-        const mt_tensor *wte = &u->t[MT_T_WTE];
-        int Vl = (int)wte->shape[0];
+    const mt_tensor *wte = &u->t[MT_T_WTE];
+    if (m->precision == MT_FP32 && m->layout.tp == 1) {
+        TIMED(MT_PROF_ELEMENTWISE, op_embed_forward(a->encoded, a->tokens, p + wte->offset,
+                                                    p + u->t[MT_T_WPE].offset, a->B, a->T, C, 0));
+    } else { /* a lookup of this rank's vocabulary rows (vocabulary-parallel: masked, summed over tp),
+                then the positions */
+        int Vl = (int)wte->shape[0], v0 = m->layout.tp_rank * Vl;
         float *part = m->layout.tp == 1 ? a->encoded : m->gs.dtmp;
-        TIMED(MT_PROF_ELEMENTWISE, op_embed_shard_forward_16(part, a->tokens, m->precision,
-                                                             mt_model_weight16(m, p + wte->offset),
-                                                             m->layout.tp_rank * Vl, Vl, N, C));
+        if (m->precision == MT_FP32)
+            TIMED(MT_PROF_ELEMENTWISE, op_embed_shard_forward(part, a->tokens, p + wte->offset, v0, Vl, N, C));
+        else /* wte is read in 16 bits: just the rows looked up are widened */
+            TIMED(MT_PROF_ELEMENTWISE, op_embed_shard_forward_16(part, a->tokens, m->precision,
+                                                                 mt_model_weight16(m, p + wte->offset), v0, Vl, N, C));
         if (m->layout.tp > 1) {
             tp_scatter(m, part);
             TIMED(MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
         }
-        TIMED(MT_PROF_ELEMENTWISE, op_add_positions(a->encoded, p + u->t[MT_T_WPE].offset, resid_row0(m), resid_n(m), a->T, C));
-    } else if (m->layout.tp == 1) {
-        TIMED(MT_PROF_ELEMENTWISE, op_embed_forward(a->encoded, a->tokens, p + u->t[MT_T_WTE].offset,
-                                                    p + u->t[MT_T_WPE].offset, a->B, a->T, C, 0));
-    } else { /* vocabulary-parallel: masked lookup of all N rows, summed over tp */
-        const mt_tensor *wte = &u->t[MT_T_WTE];
-        int Vl = (int)wte->shape[0];
-        float *part = m->gs.dtmp;
-        TIMED(MT_PROF_ELEMENTWISE, op_embed_shard_forward(part, a->tokens, p + wte->offset, m->layout.tp_rank * Vl, Vl, N, C));
-        tp_scatter(m, part);
-        TIMED(MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
         TIMED(MT_PROF_ELEMENTWISE, op_add_positions(a->encoded, p + u->t[MT_T_WPE].offset, resid_row0(m), resid_n(m), a->T, C));
     }
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, a->encoded);

@@ -63,6 +63,12 @@ static void owned_range(const mt_zero *z, int u, size_t *b, size_t *e) {
     *e = hi > lo ? hi : lo;
 }
 
+/* Mixed precision: elements of unit u's 16-bit parameters (stages 0-2 the
+ * full padded unit, stage 3 the shard) and gradient (stages 0-1 full, 2-3
+ * the shard). */
+static size_t p16_len(const mt_zero *z, int u) { return z->stage == 3 ? z->S[u] : padded(z, u); }
+static size_t g16_len(const mt_zero *z, int u) { return z->stage >= 2 ? z->S[u] : padded(z, u); }
+
 /* Mixed precision: takes the model's fp32 initial values into the 16-bit
  * parameters and the fp32 master of the owned range, and frees the model's
  * fp32 parameters, gradients and 16-bit weight copies (the unit hooks point
@@ -73,16 +79,16 @@ static void init_mixed(mt_zero *z, mt_model *m) {
     z->p16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
     z->g16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
     z->master = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
-    size_t maxS = 1;
+    z->gscratch_len = 1;
     for (int u = 0; u < U; u++) {
         if (!z->numel[u]) continue;
-        size_t P = padded(z, u), S = z->S[u], b, e;
+        size_t S = z->S[u], b, e;
         owned_range(z, u, &b, &e);
-        maxS = S > maxS ? S : maxS;
+        z->gscratch_len = S > z->gscratch_len ? S : z->gscratch_len;
         z->master[u] = mt_mem_alloc(mem, MT_MEM_OPTIM, S * sizeof(float), "fp32 master parameters");
         memset(z->master[u], 0, S * sizeof(float));
         if (e > b) memcpy(z->master[u], m->params[u] + b, (e - b) * sizeof(float));
-        size_t np = z->stage == 3 ? S : P, ng = z->stage >= 2 ? S : P;
+        size_t np = p16_len(z, u), ng = g16_len(z, u);
         z->p16[u] = mt_mem_alloc(mem, MT_MEM_PARAMS, np * sizeof(uint16_t), "16-bit parameters");
         memset(z->p16[u], 0, np * sizeof(uint16_t));
         if (z->stage == 3) mt_convert_to_16(z->dt16, z->p16[u], z->master[u], S);
@@ -112,7 +118,7 @@ static void init_mixed(mt_zero *z, mt_model *m) {
         for (int k = 0; k < 2; k++)
             z->g16pool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(uint16_t), "bf16 gradient pool");
     }
-    z->gscratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, maxS * sizeof(float), "owned gradient in fp32");
+    z->gscratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, z->gscratch_len * sizeof(float), "owned gradient in fp32");
 }
 
 int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t bucket_bytes,
@@ -157,7 +163,7 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
         z->S[u] = (z->numel[u] + (size_t)z->n - 1) / (size_t)z->n;
         if (u >= 1 && padded(z, u) > z->pool_len) z->pool_len = padded(z, u);
     }
-    if (z->dt16 != MT_FP32) {
+    if (mixed(z)) {
         init_mixed(z, m);
         return 0;
     }
@@ -206,13 +212,11 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
 
 static void free_mixed(mt_zero *z, mt_model *m) {
     mt_mem *mem = z->mem;
-    size_t maxS = 1, P0 = padded(z, 0);
+    size_t P0 = padded(z, 0);
     for (int u = 0; u < z->n_units; u++) {
-        maxS = z->S[u] > maxS ? z->S[u] : maxS;
-        size_t P = padded(z, u), S = z->S[u];
-        mt_mem_free(mem, MT_MEM_OPTIM, z->master[u], S * sizeof(float));
-        mt_mem_free(mem, MT_MEM_PARAMS, z->p16[u], (z->stage == 3 ? S : P) * sizeof(uint16_t));
-        mt_mem_free(mem, MT_MEM_GRADS, z->g16[u], (z->stage >= 2 ? S : P) * sizeof(uint16_t));
+        mt_mem_free(mem, MT_MEM_OPTIM, z->master[u], z->S[u] * sizeof(float));
+        mt_mem_free(mem, MT_MEM_PARAMS, z->p16[u], p16_len(z, u) * sizeof(uint16_t));
+        mt_mem_free(mem, MT_MEM_GRADS, z->g16[u], g16_len(z, u) * sizeof(uint16_t));
         m->params[u] = m->grads[u] = NULL; /* pooled buffers: not the model's to free */
         m->w16[u] = NULL;
     }
@@ -222,7 +226,7 @@ static void free_mixed(mt_zero *z, mt_model *m) {
         mt_mem_free(mem, MT_MEM_COMM, z->p16pool[k], z->pool_len * sizeof(uint16_t));
         mt_mem_free(mem, MT_MEM_COMM, z->g16pool[k], z->pool_len * sizeof(uint16_t));
     }
-    mt_mem_free(mem, MT_MEM_SCRATCH, z->gscratch, maxS * sizeof(float));
+    mt_mem_free(mem, MT_MEM_SCRATCH, z->gscratch, z->gscratch_len * sizeof(float));
     free(z->p16); free(z->g16); free(z->master);
 }
 
@@ -328,6 +332,13 @@ static void widen_params(mt_zero *z, mt_model *m, int u) {
     bind_params(z, m, u, buf, z->p16[u]);
 }
 
+/* Mixed precision, stages 0-2: the fp32 parameters unit u's forward or
+ * backward reads; the head's also reads unit 0 (the tied wte). */
+static void widen_for_unit(mt_zero *z, mt_model *m, int u) {
+    widen_params(z, m, u);
+    if (u == z->n_units - 1 && z->numel[0]) widen_params(z, m, 0);
+}
+
 void mt_zero_begin_microbatch(mt_zero *z, mt_model *m, int backward) {
     if (z->stage != 3) return;
     int H = z->n_units - 1;
@@ -346,9 +357,7 @@ static void take_gathered(mt_zero *z, mt_model *m, int unit) {
 
 void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit) {
     if (z->stage != 3) {
-        if (!mixed(z)) return;
-        widen_params(z, m, unit);
-        if (unit == z->n_units - 1 && z->numel[0]) widen_params(z, m, 0); /* the head's tied wte */
+        if (mixed(z)) widen_for_unit(z, m, unit);
         return;
     }
     if (unit == 0) {
@@ -415,10 +424,7 @@ static void open_grad0(mt_zero *z, mt_model *m) {
 void mt_zero_pre_backward(mt_zero *z, mt_model *m, int unit) {
     int H = z->n_units - 1;
     if (z->stage == 3 && unit > 0) take_gathered(z, m, unit);
-    if (z->stage < 3 && mixed(z)) {
-        widen_params(z, m, unit);
-        if (unit == H && z->numel[0]) widen_params(z, m, 0);
-    }
+    if (z->stage < 3 && mixed(z)) widen_for_unit(z, m, unit);
     if (z->stage < 2 && !mixed(z)) return;
     if (unit == H) open_grad0(z, m); /* the head also writes unit 0's gradient (tied wte) */
     if (unit == 0) {
@@ -438,7 +444,6 @@ static uint16_t *slot16(const mt_zero *z, const float *slot) {
 static void post_backward_mixed(mt_zero *z, mt_model *m, int unit, int last) {
     float *slot = m->grads[unit];
     m->grads[unit] = NULL;
-    if (unit == 0) z->g0_open = 0;
     size_t n = z->numel[unit], S = z->S[unit];
     uint16_t *g = z->g16[unit];
     if (z->stage >= 2) {
@@ -506,7 +511,7 @@ void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
     mt_zero_end_microbatch(z, m);
     for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
     for (int u = 0; u < z->n_units && mixed(z); u++) /* a unit without a backward this step */
-        if (z->numel[u] && !z->g16_used[u]) memset(z->g16[u], 0, (z->stage >= 2 ? z->S[u] : padded(z, u)) * sizeof(uint16_t));
+        if (z->numel[u] && !z->g16_used[u]) memset(z->g16[u], 0, g16_len(z, u) * sizeof(uint16_t));
     if (mixed(z) && z->stage >= 1 && mt_comm_size(z->replica) > 1) {
         for (int u = 0; u < z->n_units; u++) {
             if (!z->numel[u]) continue;
@@ -524,13 +529,14 @@ void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
     }
 }
 
-/* Sum of squares of the owned shard of unit u over the tensors this rank
- * counts: on tensor-parallel ranks other than 0 the replicated tensors
- * (LayerNorms, wpe, row-parallel biases) are left to rank 0. */
 /* Sum of squares of the owned gradient elements [off, off + n) of unit u. */
 static double owned_sumsq(const mt_zero *z, int u, size_t off, size_t n) {
     return mixed(z) ? op_sumsq_16(z->dt16, z->g16[u] + off, n) : op_sumsq(grad_shard(z, u) + off, n);
 }
+
+/* Sum of squares of the owned shard of unit u over the tensors this rank
+ * counts: on tensor-parallel ranks other than 0 the replicated tensors
+ * (LayerNorms, wpe, row-parallel biases) are left to rank 0. */
 
 static double unit_sumsq(mt_zero *z, const mt_model *m, int u) {
     if (m->layout.tp_rank == 0) return owned_sumsq(z, u, 0, z->S[u]);

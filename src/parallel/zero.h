@@ -103,6 +103,7 @@ typedef struct {
     uint16_t **gslot16;            /* per unit: the bf16 buffer its reduction is in flight in */
     unsigned char *g16_used;       /* per unit: the 16-bit gradient holds a contribution this step */
     float *gscratch;               /* one unit's owned gradient widened to fp32 */
+    size_t gscratch_len;           /* its floats: the largest owned range */
     uint64_t punit0_version;       /* stages 0-2: m->param_version unit 0's fp32 copy was made at (0: none) */
     int conv_k;                    /* stages 0-2: the pool buffer the next unit is widened into */
     int g0_open;                   /* unit 0's gradient buffer is set up for this microbatch */
