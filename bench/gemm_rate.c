@@ -3,14 +3,15 @@
  * forward out = in . W^T, dinp = dout . W, dW += dout^T . in; the tied
  * head included), with the same libraries and thread count as the trainer,
  * and prints the achieved rates. The benchmark's MFU is model FLOP/s over
- * the fp32 rate.
+ * the fp32 rate of the trainer's default fp32 GEMM (oneDNN's sgemm).
  *
  * usage: gemm_rate L C Vp N [reps]          (N = B*T rows)
  *        gemm_rate --shapes C Vp N [reps]   (one table row per GEMM)
  * OMP_NUM_THREADS sets the threads. reps (default 5) timed repetitions
  * after one warm-up; each figure is the median.
  *
- * fp32 is OpenBLAS's sgemm. bf16 is op_gemm_bf16 (oneDNN's bf16 GEMM, fp32
+ * fp32 is oneDNN's sgemm (the trainer's default, --gemm onednn), with
+ * OpenBLAS's (--gemm openblas) timed beside it. bf16 is op_gemm_bf16 (oneDNN's bf16 GEMM, fp32
  * accumulation) on bf16 copies of the inputs. With several threads two ways
  * are timed and the faster one is the ceiling: each call threaded by the
  * library itself, and one slab per thread with the library serial inside
@@ -18,7 +19,8 @@
  * the ops of src/ops/matmul_lowp.c, the trainer's path).
  *
  * The step mode prints "key value" lines: gemm_gflops and gemm_ms_per_step
- * (fp32); gemm_bf16_gflops (inputs already bf16), gemm_bf16_conv_gflops
+ * (fp32, oneDNN sgemm); gemm_openblas_gflops and gemm_onednn_over_openblas
+ * (OpenBLAS's sgemm rate, and oneDNN's speed-up over it); gemm_bf16_gflops (inputs already bf16), gemm_bf16_conv_gflops
  * (plus converting each layer's fp32 input before its forward and its fp32
  * output gradient before its backward: what a step pays when activations
  * stay fp32), gemm_bf16_ms_per_step, gemm_bf16_ratio and
@@ -33,7 +35,7 @@
  * the loaded libopenblas has it; Debian's 0.3.21 does not), oneDNN bf16
  * without and with the conversion of that GEMM's fp32 input (forward: the
  * layer input; dinp: the output gradient; dW: none, it reuses both), and
- * bf16 over sgemm. */
+ * bf16 over OpenBLAS's sgemm. */
 #include "core/dtype.h"
 #include "ops/matmul_lowp.h"
 #include <cblas.h>
@@ -190,41 +192,47 @@ static int step_mode(long L, long C, long Vp, long N, long reps, bufs *b, size_t
         flops += 3.0 * 2.0 * (double)N * shapes[s][0] * shapes[s][1] * shapes[s][2];
         welems += (double)shapes[s][0] * shapes[s][1] * shapes[s][2];
     }
-    double *t32 = xmalloc((size_t)(reps + 1) * 4 * sizeof(double), "timings");
-    double *tbf = t32 + reps + 1, *tconv = tbf + reps + 1, *tcast = tconv + reps + 1;
+    /* seconds per step of each series: oneDNN sgemm (the trainer's fp32
+     * default), OpenBLAS sgemm, oneDNN bf16, bf16 plus its conversions */
+    enum { S_DNNL, S_OPENBLAS, S_BF16, S_CONV, NSERIES };
+    double *t = xmalloc((size_t)(reps + 1) * (NSERIES + 1) * sizeof(double), "timings");
+    double *tcast = t + (size_t)NSERIES * (reps + 1);
     int nt = omp_get_max_threads();
-    double best32 = 0.0, bestbf = 0.0, bestconv = 0.0;
+    double best[NSERIES] = {0};
     for (int split = 0; split < (nt > 1 ? 2 : 1); split++) {
         for (long r = 0; r <= reps; r++) { /* rep 0 warms caches and thread pools */
-            double s32 = 0.0, sbf = 0.0, sconv = 0.0;
+            double sum[NSERIES] = {0}, sconv = 0.0;
             for (int s = 0; s < 5; s++) {
                 int OC = (int)shapes[s][0], IC = (int)shapes[s][1];
                 for (long k = 0; k < shapes[s][2]; k++) /* the libraries alternate layer by layer */
                     for (int g = 0; g < NGEMM; g++) {
-                        s32 += time_gemm(LIB_SGEMM, g, split, b, (int)N, IC, OC);
+                        sum[S_DNNL] += time_gemm(LIB_DNNL_SGEMM, g, split, b, (int)N, IC, OC);
+                        sum[S_OPENBLAS] += time_gemm(LIB_SGEMM, g, split, b, (int)N, IC, OC);
                         sconv += convert_for(g, b, (int)N, IC, OC);
-                        sbf += time_gemm(LIB_BF16, g, split, b, (int)N, IC, OC);
+                        sum[S_BF16] += time_gemm(LIB_BF16, g, split, b, (int)N, IC, OC);
                     }
             }
-            t32[r] = s32;
-            tbf[r] = sbf;
-            tconv[r] = sbf + sconv;
+            sum[S_CONV] = sum[S_BF16] + sconv;
+            for (int k = 0; k < NSERIES; k++) t[(size_t)k * (reps + 1) + r] = sum[k];
             double c0 = now_s();
             mt_convert_fp32_to_bf16(b->wb, b->w, wmax);
             tcast[r] = now_s() - c0;
         }
-        double m32 = median(t32 + 1, reps), mbf = median(tbf + 1, reps), mconv = median(tconv + 1, reps);
-        if (best32 == 0.0 || m32 < best32) best32 = m32;
-        if (bestbf == 0.0 || mbf < bestbf) bestbf = mbf;
-        if (bestconv == 0.0 || mconv < bestconv) bestconv = mconv;
+        for (int k = 0; k < NSERIES; k++) {
+            double m = median(t + (size_t)k * (reps + 1) + 1, reps);
+            if (best[k] == 0.0 || m < best[k]) best[k] = m;
+        }
     }
+    double best32 = best[S_DNNL], bestbf = best[S_BF16], bestconv = best[S_CONV];
     double cast_rate = (double)wmax / median(tcast + 1, reps);
     printf("gemm_gflops %.2f\ngemm_ms_per_step %.2f\n", flops / best32 * 1e-9, best32 * 1e3);
+    printf("gemm_openblas_gflops %.2f\ngemm_onednn_over_openblas %.3f\n", flops / best[S_OPENBLAS] * 1e-9,
+           best[S_OPENBLAS] / best32);
     printf("gemm_bf16_gflops %.2f\ngemm_bf16_conv_gflops %.2f\ngemm_bf16_ms_per_step %.2f\n", flops / bestbf * 1e-9,
            flops / bestconv * 1e-9, bestbf * 1e3);
     printf("gemm_bf16_ratio %.3f\ngemm_bf16_conv_ratio %.3f\n", best32 / bestbf, best32 / bestconv);
     printf("bf16_cast_gelem_s %.3f\ngemm_bf16_wcast_ms_per_step %.2f\n", cast_rate * 1e-9, welems / cast_rate * 1e3);
-    free(t32);
+    free(t);
     return 0;
 }
 

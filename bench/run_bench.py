@@ -5,10 +5,11 @@ step times from its --metrics lines) and bench/torch_gpt.py ALTERNATELY for
 several rounds, drops each run's warm-up steps, and prints the median
 tokens/s of each, their ratio, the MFU of each (model FLOP/s over the sgemm
 rate that build/bench/gemm_rate measures in the same round on the model's
-own GEMM shapes, with the same library and thread count) and the peak
-resident memory of each process; beside it, the bf16 GEMM rate on the same
-shapes (oneDNN, fp32 accumulation) and its ratio to sgemm
-(docs/precision.md).
+own GEMM shapes, with meshtrain's default fp32 GEMM library -- oneDNN's
+sgemm -- and the same thread count; OpenBLAS's sgemm rate is printed beside
+it) and the peak resident memory of each process; beside it, the bf16 GEMM
+rate on the same shapes (oneDNN, fp32 accumulation) and its ratio to the
+fp32 rate (docs/precision.md).
 
 bf16 (configs BENCH_BF16, 1 thread): each round also runs `meshtrain train
 --precision bf16` and bench/torch_gpt.py --dtype bf16 (torch.autocast("cpu",
@@ -162,7 +163,7 @@ def bench_config(name, cfg, shard, threads, results, bf16=False):
     warm, steps = STEPS[name]
     tokens = cfg["B"] * cfg["T"]
     fpt = flops_per_token(cfg)
-    rates, gemms = [], []
+    rates, rates_ob, gemms = [], [], []
     ms = {k: [] for k in ("mt", "pt", "mt16", "pt16")}
     rss = {k: 0 for k in ms}
     runs = [("mt", lambda: run_meshtrain(cfg, shard, warm, steps, threads, passive=False)),
@@ -173,6 +174,7 @@ def bench_config(name, cfg, shard, threads, results, bf16=False):
     for r in range(ROUNDS):
         g = gemm_rate(cfg, threads)  # each round: the ceiling under the same load as the runs
         rates.append(g["gemm_gflops"])
+        rates_ob.append(g["gemm_openblas_gflops"])
         gemms.append(g)
         for key, fn in runs:
             step_ms, peak = fn()
@@ -182,7 +184,7 @@ def bench_config(name, cfg, shard, threads, results, bf16=False):
     tps = {k: tokens / (statistics.median(v) * 1e-3) for k, v in ms.items() if v}
     mt_tps, pt_tps = tps["mt"], tps["pt"]
     row = dict(config=name, threads=threads, meshtrain_tok_s=mt_tps, torch_tok_s=pt_tps, ratio=mt_tps / pt_tps,
-               gemm_gflops=rate, mfu_meshtrain=fpt * mt_tps * 1e-9 / rate, mfu_torch=fpt * pt_tps * 1e-9 / rate,
+               gemm_gflops=rate, gemm_openblas_gflops=statistics.median(rates_ob), mfu_meshtrain=fpt * mt_tps * 1e-9 / rate, mfu_torch=fpt * pt_tps * 1e-9 / rate,
                meshtrain_rss_mb=rss["mt"] / 1024, torch_rss_mb=rss["pt"] / 1024,
                meshtrain_ms=ms["mt"], torch_ms=ms["pt"], gemm_rates=rates,
                meshtrain_env=omp_desc(threads, False, meshtrain=True), torch_env=omp_desc(threads, threads > 1),
@@ -236,13 +238,14 @@ def print_bf16_runs(results):
 def print_bf16_gemms(results):
     """The bf16 GEMM rate beside the fp32 sgemm rate on each config's shapes
     (the gemm_rate runs of bench_config)."""
-    print("\nGEMMs of one step on the config's shapes (build/bench/gemm_rate): fp32 = OpenBLAS sgemm, bf16 = oneDNN "
-          "bf16 inputs with fp32 accumulation; +cvt adds converting the fp32 activations to bf16; medians of the "
-          "rounds")
-    print("cfg thr  fp32 GF/s  bf16 GF/s  bf16/fp32  bf16+cvt GF/s  (bf16+cvt)/fp32")
+    print("\nGEMMs of one step on the config's shapes (build/bench/gemm_rate): fp32 = oneDNN sgemm (meshtrain's "
+          "default; OpenBLAS sgemm beside it), bf16 = oneDNN bf16 inputs with fp32 accumulation; +cvt adds converting "
+          "the fp32 activations to bf16; medians of the rounds")
+    print("cfg thr  fp32 GF/s  OpenBLAS GF/s  bf16 GF/s  bf16/fp32  bf16+cvt GF/s  (bf16+cvt)/fp32")
     for r in results:
         if "gemm_bf16_gflops" in r:
-            print(f"{r['config']:>3} {r['threads']:>2}t {r['gemm_gflops']:>10.1f} {r['gemm_bf16_gflops']:>10.1f} "
+            print(f"{r['config']:>3} {r['threads']:>2}t {r['gemm_gflops']:>10.1f} {r['gemm_openblas_gflops']:>14.1f} "
+                  f"{r['gemm_bf16_gflops']:>10.1f} "
                   f"{r['gemm_bf16_ratio']:>9.2f}x {r['gemm_bf16_conv_gflops']:>14.1f} "
                   f"{r['gemm_bf16_conv_ratio']:>15.2f}x", flush=True)
 
@@ -355,6 +358,7 @@ def main():
             bench_dp(CONFIGS["B"], shards[CONFIGS["B"]["V"]], results)
         checks = acceptance(results)
         print(f"\n({time.time() - t0:.0f} s; MFU = model FLOP/s (6N + 12LCT per token) / measured sgemm rate "
+              f"(oneDNN, meshtrain's fp32 GEMM) "
               f"(bf16 rows: / bf16 GEMM rate); RSS = peak resident set of the process)")
     if os.environ.get("BENCH_JSON"):
         with open(os.environ["BENCH_JSON"], "w") as f:

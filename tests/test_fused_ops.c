@@ -101,7 +101,7 @@ static void test_bias_gelu(int N, int OC, int threads) {
     op_gelu_bias_backward(g, db, pre, g, N, OC);
     float *rg = falloc(n), *rdb = fcopy(db0, OC);
     op_gelu_backward(rg, rpre, dout, n);
-    op_matmul_backward(NULL, NULL, rdb, rg, NULL, NULL, N, 1, OC, 0); /* the unfused bias sum */
+    op_matmul_backward(MT_GEMM_DEFAULT, NULL, NULL, rdb, rg, NULL, NULL, N, 1, OC, 0); /* the unfused bias sum */
     snprintf(what, sizeof what, "gelu+bias bwd N=%d OC=%d threads=%d", N, OC, threads);
     CHECK_ARR(what, g, rg, n);
     CHECK_ARR(what, db, rdb, OC);

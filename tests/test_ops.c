@@ -33,12 +33,12 @@ static void check_arr(const char *what, const float *a, const double *ref, size_
           n ? (double)a[worst] : 0.0, n ? ref[worst] : 0.0);
 }
 /* ---------- matmul ---------- */
-static void test_matmul(int N, int C, int OC) {
+static void test_matmul(mt_gemm_lib lib, int N, int C, int OC) {
     float *inp = falloc(N * C), *w = falloc(OC * C), *bias = falloc(OC), *out = falloc(N * OC), *dout = falloc(N * OC);
     fill(inp, N * C, 1); fill(w, OC * C, 1); fill(bias, OC, 1); fill(dout, N * OC, 1);
     double *ref = dalloc(N * OC);
     for (int withb = 0; withb < 2; withb++) {
-        op_matmul_forward(out, inp, w, withb ? bias : NULL, N, C, OC);
+        op_matmul_forward(lib, out, inp, w, withb ? bias : NULL, N, C, OC);
         for (int n = 0; n < N; n++)
             for (int o = 0; o < OC; o++) {
                 double s = withb ? bias[o] : 0;
@@ -52,7 +52,7 @@ static void test_matmul(int N, int C, int OC) {
     fill(dinp0, N * C, 1); fill(dw0, OC * C, 1); fill(db0, OC, 1);
     for (int acc = 0; acc < 2; acc++) {
         memcpy(dinp, dinp0, N * C * 4); memcpy(dw, dw0, OC * C * 4); memcpy(db, db0, OC * 4);
-        op_matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC, acc);
+        op_matmul_backward(lib, dinp, dw, db, dout, inp, w, N, C, OC, acc);
         double *rdi = dalloc(N * C), *rdw = dalloc(OC * C), *rdb = dalloc(OC);
         for (int n = 0; n < N; n++)
             for (int c = 0; c < C; c++) {
@@ -75,11 +75,25 @@ static void test_matmul(int N, int C, int OC) {
         check_arr("matmul dbias", db, rdb, OC, 1e-5);
         free(rdi); free(rdw); free(rdb);
     }
-    /* NULL outputs are skipped */
+    /* NULL outputs are skipped: dw alone gives the same dw */
+    float *dw1 = fdup(dw0, OC * C);
     memcpy(dw, dw0, OC * C * 4);
-    op_matmul_backward(NULL, dw, NULL, dout, inp, w, N, C, OC, 0);
+    op_matmul_backward(lib, dinp, dw, NULL, dout, inp, w, N, C, OC, 0);
+    op_matmul_backward(lib, NULL, dw1, NULL, dout, inp, w, N, C, OC, 0);
+    CHECK(!memcmp(dw, dw1, (size_t)OC * C * 4), "%s: dw with dinp skipped differs", mt_gemm_lib_name(lib));
+    free(dw1);
     free(inp); free(w); free(bias); free(out); free(dout); free(ref);
     free(dinp); free(dw); free(db); free(dinp0); free(dw0); free(db0);
+}
+
+/* No products: with C = 0 out is the bias; with N = 0 dw gets nothing added. */
+static void test_matmul_empty(mt_gemm_lib lib) {
+    float bias[3] = {1, 2, 3}, out[6] = {9, 9, 9, 9, 9, 9}, dw[1] = {5}, dout[2] = {1, 1}, in[1] = {0};
+    op_matmul_forward(lib, out, in, in, bias, 2, 0, 3);
+    CHECK(out[0] == 1 && out[2] == 3 && out[3] == 1 && out[5] == 3, "%s: C=0 forward is not the bias",
+          mt_gemm_lib_name(lib));
+    op_matmul_backward(lib, NULL, dw, NULL, dout, in, in, 0, 1, 1, 0);
+    CHECK(dw[0] == 5, "%s: no rows changed dw to %g", mt_gemm_lib_name(lib), (double)dw[0]);
 }
 
 /* ---------- layernorm ---------- */
@@ -361,6 +375,43 @@ static void test_optim(void) {
     free(p); free(m); free(v); free(g); free(rp); free(rm); free(rv);
 }
 
+/* The one-pass mixed-precision Adam(W) is bitwise the three passes it
+ * replaces: widen the 16-bit gradient, update, round the master. The
+ * gradients include subnormals (bf16 keeps fp32's range), values that round
+ * to fp16 subnormals and zeros; several steps, Adam and AdamW. */
+static void test_optim_16(void) {
+    const size_t n = 4099; /* not a multiple of the vector width */
+    float *p = falloc(n), *m = falloc(n), *v = falloc(n), *g = falloc(n);
+    float *p2 = falloc(n), *m2 = falloc(n), *v2 = falloc(n), *gw = falloc(n);
+    uint16_t *g16 = malloc(n * 2), *p16 = malloc(n * 2), *r16 = malloc(n * 2);
+    const mt_dtype dts[2] = {MT_BF16, MT_FP16};
+    for (int d = 0; d < 2; d++)
+        for (int kind = 0; kind < 2; kind++) {
+            mt_dtype dt = dts[d];
+            fill(p, n, 1); memset(m, 0, n * 4); memset(v, 0, n * 4);
+            memcpy(p2, p, n * 4); memcpy(m2, m, n * 4); memcpy(v2, v, n * 4);
+            for (int step = 1; step <= 3; step++) {
+                fill(g, n, 1);
+                for (size_t i = 0; i < n; i += 7) g[i] *= 1e-40f; /* fp32 subnormals */
+                for (size_t i = 3; i < n; i += 11) g[i] *= 1e-6f;  /* fp16 subnormals */
+                g[5] = 0.0f;
+                mt_convert_to_16(dt, g16, g, n);
+                if (kind == 0) op_adamw_update_16(p, g16, p16, dt, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+                else op_adam_update_16(p, g16, p16, dt, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+                mt_convert_from_16(dt, gw, g16, n);
+                if (kind == 0) op_adamw_update(p2, gw, m2, v2, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+                else op_adam_update(p2, gw, m2, v2, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+                mt_convert_to_16(dt, r16, p2, n);
+                CHECK(!memcmp(p, p2, n * 4) && !memcmp(m, m2, n * 4) && !memcmp(v, v2, n * 4),
+                      "%s %s step %d: one-pass master or moments differ from the three passes", mt_dtype_name(dt),
+                      kind ? "adam" : "adamw", step);
+                CHECK(!memcmp(p16, r16, n * 2), "%s %s step %d: one-pass 16-bit parameters differ from the rounding",
+                      mt_dtype_name(dt), kind ? "adam" : "adamw", step);
+            }
+        }
+    free(p); free(m); free(v); free(g); free(p2); free(m2); free(v2); free(gw); free(g16); free(p16); free(r16);
+}
+
 /* ---------- attention ---------- */
 /* Double reference forward + backward for all (b,h); mask from the same
  * Philox rows as the kernel. dqkv may be NULL (forward only). */
@@ -505,16 +556,20 @@ static void test_attention_keep_fraction(void) {
 }
 
 int main(void) {
-    test_matmul(14, 15, 9);
-    test_matmul(300, 33, 47);  /* rows split across threads */
-    test_matmul(150, 20, 200); /* dw rows split */
-    test_matmul(1, 16, 300);   /* one row (generation) */
+    for (mt_gemm_lib lib = MT_GEMM_ONEDNN; lib <= MT_GEMM_OPENBLAS; lib++) {
+        test_matmul(lib, 14, 15, 9);
+        test_matmul(lib, 300, 33, 47);  /* rows split across threads */
+        test_matmul(lib, 150, 20, 200); /* dw rows split */
+        test_matmul(lib, 1, 16, 300);   /* one row (generation) */
+        test_matmul_empty(lib);
+    }
     test_layernorm();
     test_gelu();
     test_softmax_xent();
     test_embed();
     test_elementwise();
     test_optim();
+    test_optim_16();
     test_attention_case(2, 7, 3, 5, 0.0f, 1);
     test_attention_case(2, 7, 3, 5, 0.3f, 1);
     test_attention_case(1, 131, 2, 8, 0.0f, 0); /* several query blocks */

@@ -47,7 +47,7 @@ int mt_cli_train(int argc, char **argv) {
     mt_train_opts o;
     mt_train_opts_defaults(&o);
     model_flags mf = {NULL, 0, 0, 0, 0, 0, 0.0f};
-    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *offload = NULL, *precision = "fp32", *grad_reduce = "fp32";
+    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *offload = NULL, *precision = "fp32", *grad_reduce = "fp32", *gemm = "onednn";
     int64_t seed = (int64_t)o.seed;
     int help = 0;
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
@@ -107,6 +107,7 @@ int mt_cli_train(int argc, char **argv) {
         {"bucket-mb", MT_ARG_FLOAT, &o.bucket_mb, "zero 0: all-reduce gradients in buckets of >= MB of whole units, in backward order (default 0 = one per unit)", 0},
         {"no-overlap", MT_ARG_FLAG, &o.no_overlap, "measurement aid: wait for each unit's gradient reduction at once (no overlap with backward)", 0},
         {"precision", MT_ARG_STR, &precision, "fp32 | bf16 | fp16: parameters, gradients and GEMM operands in 16 bits; fp32 master weights (owned ZeRO shard), optimizer state and accumulation (default fp32)", 0},
+        {"gemm", MT_ARG_STR, &gemm, "onednn | openblas: the library of the fp32 GEMMs in the linear layers (default onednn, the faster here; docs/usage.md)", 0},
         {"grad-reduce-dtype", MT_ARG_STR, &grad_reduce, "fp32 | bf16 (with --precision bf16): dtype of the gradient collectives (default fp32)", 0},
         {"loss-scale", MT_ARG_FLOAT, &o.loss_scale, "fp16: initial dynamic loss scale (default 65536)", 0},
         {"loss-scale-window", MT_ARG_I64, &o.loss_scale_window, "fp16: double the loss scale after this many steps without overflow (default 1000)", 0},
@@ -129,6 +130,10 @@ int mt_cli_train(int argc, char **argv) {
         return rank ? 1 : mt_cli_fail("train", &err);
     if (mt_dtype_parse(precision, &o.precision)) {
         mt_errorf(&err, "--precision must be fp32, bf16 or fp16, got '%s'", precision);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
+    if (mt_gemm_lib_parse(gemm, &o.gemm)) {
+        mt_errorf(&err, "--gemm must be onednn or openblas, got '%s'", gemm);
         return rank ? 1 : mt_cli_fail("train", &err);
     }
     if (mt_dtype_parse(grad_reduce, &o.grad_reduce) || o.grad_reduce == MT_FP16) {
@@ -166,10 +171,11 @@ int mt_cli_train(int argc, char **argv) {
     if (!rc) {
         const mt_gpt_config *c = &tr.o.cfg;
         if (rank == 0) {
-            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | tp %d%s | pp %d (%s) | zero %d | recompute %s | %s lr %.3g\n",
+            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | tp %d%s | pp %d (%s) | zero %d | recompute %s | %s lr %.3g | precision %s | fp32 gemm %s\n",
                    c->n_layer, c->n_embd, c->n_head, c->vocab_size, c->padded_vocab, c->seq_len,
                    tr.model.layout.gtotal_params, tr.o.batch, tr.o.batch / (tr.o.micro_batch * tr.dp), tr.o.micro_batch,
-                   tr.dp, tr.tp.size, tr.o.sequence_parallel ? " + sp" : "", tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute), mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr);
+                   tr.dp, tr.tp.size, tr.o.sequence_parallel ? " + sp" : "", tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute), mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr,
+                   mt_dtype_name(tr.o.precision), mt_gemm_lib_name(tr.o.gemm));
             if (tr.step > 0) printf("resumed from %s at step %lld\n", tr.o.ckpt_dir, (long long)tr.step);
         }
         mt_trainer_report_start(&tr);

@@ -1,5 +1,5 @@
 /* The model's linear layers at the run's precision (--precision):
- *   fp32  OpenBLAS sgemm on the fp32 parameters and activations;
+ *   fp32  sgemm (oneDNN or OpenBLAS, --gemm) on the fp32 parameters and activations;
  *   bf16  the GEMM operands -- weights, the activations entering a layer and
  *         the gradients entering its backward -- are bf16 and the GEMMs run
  *         on the AVX512_BF16 units (ops/matmul_lowp.h), accumulating and
@@ -61,17 +61,17 @@ void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w
         op_matmul_forward_bf16(out, m->op16[0], mt_model_weight16(m, w), bias, N, C, OC);
         break;
     case MT_FP16:
-        op_matmul_forward(out, fp16_rounded(m, m->opf[0], inp, ni), fp16_weight(m, w, nw), bias, N, C, OC);
+        op_matmul_forward(m->gemm, out, fp16_rounded(m, m->opf[0], inp, ni), fp16_weight(m, w, nw), bias, N, C, OC);
         break;
     default:
-        op_matmul_forward(out, inp, w, bias, N, C, OC);
+        op_matmul_forward(m->gemm, out, inp, w, bias, N, C, OC);
     }
 }
 
 void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int accumulate_dinp) {
     if (m->precision == MT_FP32 || (!dinp && !dw)) {
-        op_matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp);
+        op_matmul_backward(m->gemm, dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp);
         return;
     }
     size_t ni = (size_t)N * C, no = (size_t)N * OC, nw = (size_t)OC * C;
@@ -83,7 +83,7 @@ void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const
     } else {
         const float *d = fp16_rounded(m, m->opf[1], dout, no);
         const float *x = dw ? fp16_rounded(m, m->opf[0], inp, ni) : NULL;
-        op_matmul_backward(dinp, dw, NULL, d, x, dinp ? fp16_weight(m, w, nw) : NULL, N, C, OC, accumulate_dinp);
+        op_matmul_backward(m->gemm, dinp, dw, NULL, d, x, dinp ? fp16_weight(m, w, nw) : NULL, N, C, OC, accumulate_dinp);
     }
-    if (dbias) op_matmul_backward(NULL, NULL, dbias, dout, NULL, NULL, N, C, OC, 0);
+    if (dbias) op_matmul_backward(m->gemm, NULL, NULL, dbias, dout, NULL, NULL, N, C, OC, 0);
 }

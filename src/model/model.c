@@ -111,6 +111,7 @@ static void alloc_shared(mt_model *m, size_t N) {
  * (the head's vocabulary columns when this rank holds the head). */
 static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
     m->precision = part->precision;
+    m->gemm = part->gemm;
     m->param_version = 1;
     const mt_gpt_layout *l = &m->layout;
     m->w16 = mt_xcalloc((size_t)l->n_units, sizeof(uint16_t *), "16-bit parameter table");
@@ -133,7 +134,7 @@ static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
 }
 
 void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem) {
-    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32};
+    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, MT_GEMM_DEFAULT};
     mt_model_create_part(m, cfg, B, T, seed, mem, &whole);
 }
 

@@ -12,6 +12,7 @@
 #include "core/philox.h"
 #include "core/profile.h"
 #include "model/gpt.h"
+#include "ops/ops.h"
 #include "parallel/tp.h"
 
 typedef struct {
@@ -85,6 +86,7 @@ typedef struct {
     const mt_tp *tp;  /* tensor parallelism (NULL: none); not owned */
     /* --precision (model/linear.c): GEMM operands in 16 bits */
     mt_dtype precision;
+    mt_gemm_lib gemm;       /* --gemm: the fp32 GEMM library (ops.h) */
     uint16_t **w16;         /* [n_units] bf16/fp16 copies of the parameters (NULL fields under fp32) */
     uint64_t *w16_version;  /* [n_units] param_version each copy was made at */
     uint64_t param_version; /* bumped by mt_model_params_changed */
@@ -103,6 +105,7 @@ typedef struct {
     mt_recompute recompute;
     const mt_tp *tp;                /* tensor parallelism (NULL: none): the layout is this tp rank's slice */
     mt_dtype precision;             /* GEMM operand type (MT_FP32: plain fp32) */
+    mt_gemm_lib gemm;               /* the fp32 GEMM library (MT_GEMM_DEFAULT) */
 } mt_model_part;
 
 /* Builds the layout and allocates params, grads, activations for

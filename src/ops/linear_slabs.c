@@ -22,6 +22,19 @@ static void slab(int R, int Cc, int t, int nt, int *r0, int *r1, int *c0, int *c
     else split(Cc, 16, t, nt, c0, c1);
 }
 
+void mt_gemm_scale_only(int M, int N, float beta, float *C, int ldc) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+}
+
+/* One slab's GEMM through the kind's library, or the scaling alone when
+ * there are no products. */
+static void slab_gemm(const mt_slab_kind *k, char transa, char transb, int M, int N, int K, const void *A, int lda,
+                      const void *B, int ldb, float beta, float *C, int ldc) {
+    if (K <= 0) mt_gemm_scale_only(M, N, beta, C, ldc);
+    else k->gemm(transa, transb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* Element i of an operand array. */
 static const void *at(const mt_slab_kind *k, const void *p, size_t i) { return (const char *)p + i * k->esize; }
 
@@ -41,7 +54,7 @@ void mt_slabs_forward(const mt_slab_kind *k, float *out, const void *inp, const 
                 }
                 beta = 1.0f;
             }
-            k->gemm('N', 'T', n1 - n0, o1 - o0, C, at(k, inp, (size_t)n0 * C), C, at(k, w, (size_t)o0 * C), C, beta,
+            slab_gemm(k, 'N', 'T', n1 - n0, o1 - o0, C, at(k, inp, (size_t)n0 * C), C, at(k, w, (size_t)o0 * C), C, beta,
                     out + (size_t)n0 * OC + o0, OC);
         }
     }
@@ -56,14 +69,14 @@ void mt_slabs_backward(const mt_slab_kind *k, float *dinp, float *dw, float *dbi
             int n0, n1, c0, c1;
             slab(N, C, t, nt, &n0, &n1, &c0, &c1);
             if (n1 > n0 && c1 > c0)
-                k->gemm('N', 'N', n1 - n0, c1 - c0, OC, at(k, dout, (size_t)n0 * OC), OC, at(k, w, (size_t)c0), C,
+                slab_gemm(k, 'N', 'N', n1 - n0, c1 - c0, OC, at(k, dout, (size_t)n0 * OC), OC, at(k, w, (size_t)c0), C,
                         accumulate_dinp ? 1.0f : 0.0f, dinp + (size_t)n0 * C + c0, C);
         }
         if (dw) { /* dw[OC,C] += dout^T . inp */
             int o0, o1, c0, c1;
             slab(OC, C, t, nt, &o0, &o1, &c0, &c1);
             if (o1 > o0 && c1 > c0)
-                k->gemm('T', 'N', o1 - o0, c1 - c0, N, at(k, dout, (size_t)o0), OC, at(k, inp, (size_t)c0), C, 1.0f,
+                slab_gemm(k, 'T', 'N', o1 - o0, c1 - c0, N, at(k, dout, (size_t)o0), OC, at(k, inp, (size_t)c0), C, 1.0f,
                         dw + (size_t)o0 * C + c0, C);
         }
         if (dbias) { /* column sums, row by row in order */

@@ -23,6 +23,10 @@ typedef struct {
     size_t esize; /* bytes per operand element: 4 (fp32) or 2 (bf16) */
 } mt_slab_kind;
 
+/* C[M,N] = beta C: a GEMM with no products (K == 0), which the libraries
+ * refuse (their leading dimensions must be >= 1). */
+void mt_gemm_scale_only(int M, int N, float beta, float *C, int ldc);
+
 /* out[N,OC] = inp[N,C] . w[OC,C]^T + bias (bias fp32, may be NULL). */
 void mt_slabs_forward(const mt_slab_kind *k, float *out, const void *inp, const void *w, const float *bias, int N,
                       int C, int OC);

@@ -24,8 +24,7 @@ void op_gemm_bf16(char transa, char transb, int M, int N, int K, const mt_bf16 *
                   int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { /* no products: C = beta C (beta 0 clears, whatever C held) */
-        for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        mt_gemm_scale_only(M, N, beta, C, ldc);
         return;
     }
     dnnl_status_t st = dnnl_gemm_bf16bf16f32(transa, transb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);

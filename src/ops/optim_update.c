@@ -11,36 +11,82 @@
 
 #define PAR_MIN 16384
 
-static void adam_core(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
-                      float beta2, float eps, float decoupled_wd, float l2_wd, int64_t step, float grad_scale) {
+/* The step's constants of Adam / AdamW. */
+typedef struct {
+    float beta1, beta2, omb1, omb2, eps, step_size, bc2_sqrt, pdecay, l2_wd, grad_scale;
+} adam_consts;
+
+static adam_consts adam_setup(float lr, float beta1, float beta2, float eps, float decoupled_wd, float l2_wd,
+                              int64_t step, float grad_scale) {
     double bc1 = 1.0 - pow((double)beta1, (double)step);
     double bc2 = 1.0 - pow((double)beta2, (double)step);
-    float step_size = (float)((double)lr / bc1);
-    float bc2_sqrt = (float)sqrt(bc2);
-    float pdecay = (float)(1.0 - (double)lr * (double)decoupled_wd);
-    float omb1 = (float)(1.0 - (double)beta1), omb2 = (float)(1.0 - (double)beta2);
+    return (adam_consts){beta1, beta2, (float)(1.0 - (double)beta1), (float)(1.0 - (double)beta2), eps,
+                         (float)((double)lr / bc1), (float)sqrt(bc2), (float)(1.0 - (double)lr * (double)decoupled_wd),
+                         l2_wd, grad_scale};
+}
+
+/* One element's update: returns the new parameter, updates *m and *v. */
+static inline float adam_element(const adam_consts *c, float pi, float gi, float *m, float *v) {
+    gi = gi * c->grad_scale + c->l2_wd * pi;
+    pi *= c->pdecay;
+    float mi = *m * c->beta1 + c->omb1 * gi;
+    float vi = *v * c->beta2 + c->omb2 * gi * gi;
+    *m = mi;
+    *v = vi;
+    float denom = sqrtf(vi) / c->bc2_sqrt + c->eps;
+    return pi - c->step_size * (mi / denom);
+}
+
+static void adam_core(float *p, const float *g, float *m, float *v, size_t n, adam_consts c) {
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float pi = p[i];
-        float gi = g[i] * grad_scale + l2_wd * pi;
-        pi *= pdecay;
-        float mi = m[i] * beta1 + omb1 * gi;
-        float vi = v[i] * beta2 + omb2 * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        p[i] = pi - step_size * (mi / denom);
-    }
+    for (size_t i = 0; i < n; i++) p[i] = adam_element(&c, p[i], g[i], &m[i], &v[i]);
 }
 
 void op_adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                      float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
-    adam_core(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, 0.0f, step, grad_scale);
+    adam_core(p, g, m, v, n, adam_setup(lr, beta1, beta2, eps, weight_decay, 0.0f, step, grad_scale));
 }
 
 void op_adam_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
-    adam_core(p, g, m, v, n, lr, beta1, beta2, eps, 0.0f, weight_decay, step, grad_scale);
+    adam_core(p, g, m, v, n, adam_setup(lr, beta1, beta2, eps, 0.0f, weight_decay, step, grad_scale));
+}
+
+/* Mixed precision in one pass: the gradient read in 16 bits, the updated
+ * fp32 master also rounded into the 16-bit parameters. The conversions are
+ * the scalar forms of core/dtype.h, which round exactly as the vector
+ * conversions do, so the result is bitwise that of widening, updating and
+ * rounding in separate passes -- without the passes (~30% of a bf16 update
+ * measured on GPT-2 124M). */
+static void adam_core_16(float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v, size_t n,
+                         adam_consts c) {
+    if (dt == MT_BF16) {
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+        for (size_t i = 0; i < n; i++) {
+            float pi = adam_element(&c, p[i], mt_bf16_to_fp32(g16[i]), &m[i], &v[i]);
+            p[i] = pi;
+            p16[i] = mt_fp32_to_bf16(pi);
+        }
+    } else {
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+        for (size_t i = 0; i < n; i++) {
+            float pi = adam_element(&c, p[i], mt_fp16_to_fp32(g16[i]), &m[i], &v[i]);
+            p[i] = pi;
+            p16[i] = mt_fp32_to_fp16(pi);
+        }
+    }
+}
+
+void op_adamw_update_16(float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v, size_t n,
+                        float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                        float grad_scale) {
+    adam_core_16(p, g16, p16, dt, m, v, n, adam_setup(lr, beta1, beta2, eps, weight_decay, 0.0f, step, grad_scale));
+}
+
+void op_adam_update_16(float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v, size_t n,
+                       float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                       float grad_scale) {
+    adam_core_16(p, g16, p16, dt, m, v, n, adam_setup(lr, beta1, beta2, eps, 0.0f, weight_decay, step, grad_scale));
 }
 
 void op_sgd_update(float *p, const float *g, float *buf, size_t n, float lr, float momentum,

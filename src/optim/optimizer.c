@@ -26,6 +26,8 @@ const char *mt_opt_kind_name(mt_opt_kind k) {
 
 int mt_opt_is_lean(mt_opt_kind k) { return k == MT_OPT_ADAFACTOR || k == MT_OPT_ADAMW8BIT; }
 
+int mt_opt_has_update_16(mt_opt_kind k) { return k == MT_OPT_ADAMW || k == MT_OPT_ADAM; }
+
 int mt_opt_state_count(mt_opt_kind k) { return k == MT_OPT_SGD ? 1 : 2; }
 
 const char *mt_opt_state_name(mt_opt_kind k, int i) {
@@ -33,9 +35,11 @@ const char *mt_opt_state_name(mt_opt_kind k, int i) {
     return i == 0 ? "m" : "v";
 }
 
-void mt_opt_update_range(const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end,
-                         float *p, const float *g, float *const *state, float lr, int64_t step,
-                         float grad_scale) {
+/* The per-tensor ranges of [begin, end) with their weight decay: the update
+ * of mt_opt_update_range (g16 NULL) or mt_opt_update_range_16. */
+static void update_tensors(const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end, float *p,
+                           const float *g, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *const *state,
+                           float lr, int64_t step, float grad_scale) {
     for (int i = 0; i < unit->n_tensors; i++) {
         const mt_tensor *t = &unit->t[i];
         size_t a = t->offset > begin ? t->offset : begin;
@@ -45,14 +49,23 @@ void mt_opt_update_range(const mt_opt_hparams *h, const mt_unit_layout *unit, si
         float wd = t->weight_decay ? h->weight_decay : 0.0f;
         switch (h->kind) {
         case MT_OPT_ADAMW:
-            op_adamw_update(p + o, g + o, state[0] + o, state[1] + o, n, lr, h->beta1, h->beta2, h->eps, wd, step,
-                            grad_scale);
+            if (g16)
+                op_adamw_update_16(p + o, g16 + o, p16 + o, dt, state[0] + o, state[1] + o, n, lr, h->beta1, h->beta2,
+                                   h->eps, wd, step, grad_scale);
+            else
+                op_adamw_update(p + o, g + o, state[0] + o, state[1] + o, n, lr, h->beta1, h->beta2, h->eps, wd, step,
+                                grad_scale);
             break;
         case MT_OPT_ADAM:
-            op_adam_update(p + o, g + o, state[0] + o, state[1] + o, n, lr, h->beta1, h->beta2, h->eps, wd, step,
-                           grad_scale);
+            if (g16)
+                op_adam_update_16(p + o, g16 + o, p16 + o, dt, state[0] + o, state[1] + o, n, lr, h->beta1, h->beta2,
+                                  h->eps, wd, step, grad_scale);
+            else
+                op_adam_update(p + o, g + o, state[0] + o, state[1] + o, n, lr, h->beta1, h->beta2, h->eps, wd, step,
+                               grad_scale);
             break;
         case MT_OPT_SGD:
+            if (g16) mt_die("mt_opt_update_range_16: SGD has no 16-bit update (mt_opt_has_update_16)");
             op_sgd_update(p + o, g + o, state[0] + o, n, lr, h->momentum, wd, step, grad_scale);
             break;
         case MT_OPT_ADAFACTOR:
@@ -62,6 +75,18 @@ void mt_opt_update_range(const mt_opt_hparams *h, const mt_unit_layout *unit, si
                    h->kind == MT_OPT_ADAFACTOR ? "adafactor" : "adam8bit");
         }
     }
+}
+
+void mt_opt_update_range(const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end,
+                         float *p, const float *g, float *const *state, float lr, int64_t step,
+                         float grad_scale) {
+    update_tensors(h, unit, begin, end, p, g, NULL, NULL, MT_FP32, state, lr, step, grad_scale);
+}
+
+void mt_opt_update_range_16(const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end, float *p,
+                            const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *const *state, float lr,
+                            int64_t step, float grad_scale) {
+    update_tensors(h, unit, begin, end, p, NULL, g16, p16, dt, state, lr, step, grad_scale);
 }
 
 int mt_lr_kind_parse(const char *s, mt_lr_kind *out, mt_error *err) {

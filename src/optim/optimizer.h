@@ -6,6 +6,7 @@
 #define MT_OPTIM_OPTIMIZER_H
 #include <stddef.h>
 #include <stdint.h>
+#include "core/dtype.h"
 #include "core/error.h"
 #include "model/gpt.h"
 
@@ -39,6 +40,15 @@ int mt_opt_is_lean(mt_opt_kind k);
 void mt_opt_update_range(const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end,
                          float *p, const float *g, float *const *state, float lr, int64_t step,
                          float grad_scale);
+/* Mixed precision (Adam and AdamW: mt_opt_has_update_16): the same update
+ * with the gradient read from g16 and the updated fp32 master p rounded
+ * into p16 in the same pass (16-bit type dt; g16 and p16 point at element
+ * `begin` like p). Bitwise equal to widening, mt_opt_update_range and
+ * rounding. */
+int mt_opt_has_update_16(mt_opt_kind k);
+void mt_opt_update_range_16(const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end, float *p,
+                            const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *const *state, float lr,
+                            int64_t step, float grad_scale);
 
 typedef enum { MT_LR_CONSTANT = 0, MT_LR_COSINE } mt_lr_kind;
 typedef struct {

@@ -596,29 +596,32 @@ void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm) {
 
 size_t mt_zero_state_len(const mt_zero *z, int u) { return z->S[u]; }
 
-/* Mixed precision: the updated master, rounded into the 16-bit parameters
- * (stages 1-2: then all-gathered in 16 bits, half the bytes of fp32). */
-static void after_step_mixed(mt_zero *z) {
-    for (int u = 0; u < z->n_units; u++) {
-        if (!z->numel[u]) continue;
-        size_t own = z->stage == 3 ? 0 : (size_t)z->r * z->S[u];
-        mt_convert_to_16(z->dt16, z->p16[u] + own, z->master[u], z->S[u]);
-        if (z->stage == 1 || z->stage == 2)
-            mt_comm_iallgather(z->shard, z->p16[u] + own, z->p16[u], z->S[u] * sizeof(uint16_t), &z->greq[u]);
-    }
-    mt_comm_waitall(z->greq, z->n_units);
+/* Where unit u's owned master elements start in its 16-bit parameters. */
+static size_t own16(const mt_zero *z, int u) { return z->stage == 3 ? 0 : (size_t)z->r * z->S[u]; }
+
+void mt_zero_round_owned_params(mt_zero *z, int u, size_t off, size_t n) {
+    if (mixed(z) && n) mt_convert_to_16(z->dt16, z->p16[u] + own16(z, u) + off, z->master[u] + off, n);
 }
 
+mt_dtype mt_zero_owned_16(mt_zero *z, int u, const uint16_t **g16, uint16_t **p16) {
+    *g16 = mixed(z) ? z->g16[u] : NULL; /* the owned gradient starts the 16-bit gradient (mt_zero_owned_grad) */
+    *p16 = mixed(z) ? z->p16[u] + own16(z, u) : NULL;
+    return z->dt16;
+}
+
+/* Stages 1-2: every rank's updated shard to every rank (mixed precision:
+ * the 16-bit parameters, half the bytes of fp32). */
 void mt_zero_after_step(mt_zero *z, mt_model *m) {
-    if (mixed(z)) {
-        after_step_mixed(z);
-        return;
-    }
     if (z->stage != 1 && z->stage != 2) return;
-    for (int u = 0; u < z->n_units; u++)
-        if (z->numel[u])
+    for (int u = 0; u < z->n_units; u++) {
+        if (!z->numel[u]) continue;
+        if (mixed(z))
+            mt_comm_iallgather(z->shard, z->p16[u] + own16(z, u), z->p16[u], z->S[u] * sizeof(uint16_t),
+                               &z->greq[u]);
+        else
             mt_comm_iallgather(z->shard, z->full_p[u] + (size_t)z->r * z->S[u], z->full_p[u],
                                z->S[u] * sizeof(float), &z->greq[u]);
+    }
     mt_comm_waitall(z->greq, z->n_units);
 }
 

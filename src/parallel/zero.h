@@ -53,9 +53,10 @@
  *   stages 2-3: the buffer is reduce-scattered in fp32 (or rounded to bf16
  *     and reduce-scattered in bf16) and the shard added into the 16-bit
  *     gradient shard.
- * The optimizer updates the fp32 master with the owned gradient widened one
- * unit at a time (mt_zero_owned_grad); mt_zero_after_step rounds the master
- * into the 16-bit parameters (stages 1-2: then all-gathers them in 16 bits).
+ * The optimizer updates the fp32 master with the owned gradient widened a
+ * chunk at a time (mt_zero_owned_grad) and rounds each updated chunk into
+ * the 16-bit parameters while it is in cache (mt_zero_round_owned_params);
+ * mt_zero_after_step then all-gathers them in 16 bits (stages 1-2).
  * Checkpoints read and write the fp32 master.
  *
  * The hooks are called by the trainer around the model's unit functions
@@ -149,6 +150,15 @@ void mt_zero_poison_grad(mt_zero *z, int u);
 /* Sums the owned gradient of unit u over comm (the tied-embedding replicas
  * of the first and last pipeline stage); blocking. */
 void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm);
+/* Mixed precision: rounds the updated master elements [b + off, b + off + n)
+ * of unit u into its 16-bit parameters; every optimizer update calls it for
+ * what it changed (a no-op under fp32). */
+void mt_zero_round_owned_params(mt_zero *z, int u, size_t off, size_t n);
+/* Mixed precision: the owned 16-bit gradient and parameters of unit u (at
+ * the owned range's first element) and their type, for an update that reads
+ * and rounds in one pass instead of mt_zero_owned_grad and
+ * mt_zero_round_owned_params. Returns MT_FP32 (pointers NULL) otherwise. */
+mt_dtype mt_zero_owned_16(mt_zero *z, int u, const uint16_t **g16, uint16_t **p16);
 /* Floats of optimizer state per unit (owned shard length). */
 size_t mt_zero_state_len(const mt_zero *z, int u);
 /* After the optimizer: stages 1-2 all-gather the updated params. */

@@ -46,7 +46,7 @@ const float *mt_generator_step(mt_generator *g, int32_t token) {
 #define P(i) (p + u->t[i].offset)
         float *kc = g->kcache + (size_t)l * T * C, *vc = g->vcache + (size_t)l * T * C;
         op_layernorm_forward(g->ln, g->mean, g->rstd, g->x, P(MT_T_LN1_W), P(MT_T_LN1_B), 1, C);
-        op_matmul_forward(g->qkv, g->ln, P(MT_T_QKV_W), P(MT_T_QKV_B), 1, C, 3 * C);
+        op_matmul_forward(MT_GEMM_DEFAULT, g->qkv, g->ln, P(MT_T_QKV_W), P(MT_T_QKV_B), 1, C, 3 * C);
         memcpy(kc + (size_t)t * C, g->qkv + C, (size_t)C * sizeof(float));
         memcpy(vc + (size_t)t * C, g->qkv + 2 * C, (size_t)C * sizeof(float));
         float scale = 1.0f / sqrtf((float)HS);
@@ -68,12 +68,12 @@ const float *mt_generator_step(mt_generator *g, int32_t token) {
                 for (int d = 0; d < HS; d++) o[d] += w * vc[(size_t)j * C + h * HS + d];
             }
         }
-        op_matmul_forward(g->tmp, g->att, P(MT_T_ATTPROJ_W), P(MT_T_ATTPROJ_B), 1, C, C);
+        op_matmul_forward(MT_GEMM_DEFAULT, g->tmp, g->att, P(MT_T_ATTPROJ_W), P(MT_T_ATTPROJ_B), 1, C, C);
         for (int c = 0; c < C; c++) g->x[c] += g->tmp[c];
         op_layernorm_forward(g->ln, g->mean, g->rstd, g->x, P(MT_T_LN2_W), P(MT_T_LN2_B), 1, C);
-        op_matmul_forward(g->fc, g->ln, P(MT_T_FC_W), P(MT_T_FC_B), 1, C, 4 * C);
+        op_matmul_forward(MT_GEMM_DEFAULT, g->fc, g->ln, P(MT_T_FC_W), P(MT_T_FC_B), 1, C, 4 * C);
         op_gelu_forward(g->fcg, g->fc, (size_t)4 * C);
-        op_matmul_forward(g->tmp, g->fcg, P(MT_T_FCPROJ_W), P(MT_T_FCPROJ_B), 1, 4 * C, C);
+        op_matmul_forward(MT_GEMM_DEFAULT, g->tmp, g->fcg, P(MT_T_FCPROJ_W), P(MT_T_FCPROJ_B), 1, 4 * C, C);
         for (int c = 0; c < C; c++) g->x[c] += g->tmp[c];
 #undef P
     }
@@ -81,7 +81,7 @@ const float *mt_generator_step(mt_generator *g, int32_t token) {
     const float *hp = g->params[cfg->n_layer + 1];
     op_layernorm_forward(g->ln, g->mean, g->rstd, g->x, hp + hu->t[MT_T_LNF_W].offset, hp + hu->t[MT_T_LNF_B].offset,
                          1, C);
-    op_matmul_forward(g->logits, g->ln, wte, NULL, 1, C, cfg->padded_vocab);
+    op_matmul_forward(MT_GEMM_DEFAULT, g->logits, g->ln, wte, NULL, 1, C, cfg->padded_vocab);
     g->pos++;
     return g->logits;
 }

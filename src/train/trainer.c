@@ -37,6 +37,7 @@ void mt_train_opts_defaults(mt_train_opts *o) {
     o->offload_buffer_mb = 64.0f;
     o->precision = MT_FP32;
     o->grad_reduce = MT_FP32;
+    o->gemm = MT_GEMM_DEFAULT;
     o->loss_scale = 65536.0f;
     o->loss_scale_window = 1000;
 }
@@ -232,6 +233,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     int rc = mt_pipeline_plan(tr, &part, own_layer, err);
     part.tp = &tr->tp;
     part.precision = op->precision;
+    part.gemm = op->gemm;
     if (!rc) mt_model_create_part(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem, &part);
     free(own_layer);
     if (rc) return -1;
@@ -324,8 +326,18 @@ static void offload_update_chunk(void *ctx, int u, float *const *st, size_t off,
     size_t lo, hi;
     float *p, *g;
     mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-    mt_opt_update_range(&tr->o.opt, &tr->model.layout.units[u], lo + off, lo + off + n, p + off,
-                        mt_zero_owned_grad(&tr->zero, u, off, n), st, a->lr, a->t, a->coef);
+    const mt_unit_layout *ul = &tr->model.layout.units[u];
+    const uint16_t *g16;
+    uint16_t *p16;
+    mt_dtype dt = mt_zero_owned_16(&tr->zero, u, &g16, &p16);
+    if (dt != MT_FP32 && mt_opt_has_update_16(tr->o.opt.kind)) {
+        mt_opt_update_range_16(&tr->o.opt, ul, lo + off, lo + off + n, p + off, g16 + off, p16 + off, dt, st, a->lr,
+                               a->t, a->coef);
+        return;
+    }
+    mt_opt_update_range(&tr->o.opt, ul, lo + off, lo + off + n, p + off, mt_zero_owned_grad(&tr->zero, u, off, n), st,
+                        a->lr, a->t, a->coef);
+    mt_zero_round_owned_params(&tr->zero, u, off, n);
 }
 
 /* Elements per chunk of the mixed-precision update (with m, v, master and
@@ -358,16 +370,28 @@ static void optimizer_update(mt_trainer *tr, float lr, int64_t t, float coef) {
         if (tr->adafactor || tr->adam8bit) g = mt_zero_owned_grad(z, u, 0, hi - lo); /* whole range, fp32 */
         if (tr->adafactor) { /* every rank of the shard group joins the sums, even with nothing owned */
             mt_adafactor_update(&tr->adafactor[u], &tr->adafactor_h, ul, p, g, lr, t, coef, sum, z->shard);
+            mt_zero_round_owned_params(z, u, 0, hi - lo);
         } else if (hi > lo && tr->adam8bit) {
             mt_adam8bit_update(&tr->adam8bit[u], &o->opt, ul, p, g, lr, t, coef);
+            mt_zero_round_owned_params(z, u, 0, hi - lo);
+        } else if (hi > lo && !g && mt_opt_has_update_16(o->opt.kind)) {
+            /* mixed precision, Adam(W): one pass reads the 16-bit gradient and
+             * writes the master and its 16-bit rounding */
+            const uint16_t *g16;
+            uint16_t *p16;
+            mt_dtype dt = mt_zero_owned_16(z, u, &g16, &p16);
+            float *st[2] = {tr->opt_state[0][u], tr->opt_state[1][u]};
+            mt_opt_update_range_16(&o->opt, ul, lo, hi, p, g16, p16, dt, st, lr, t, coef);
         } else if (hi > lo && !g) {
-            /* mixed precision: the gradient is widened a chunk at a time, so
-             * the update reads it from cache rather than through a buffer */
+            /* mixed precision, other updates: the gradient is widened, and the
+             * updated master rounded into the 16-bit parameters, a chunk at a
+             * time, so both happen in cache rather than in passes over memory */
             for (size_t off = 0; off < hi - lo; off += OPT_CHUNK) {
                 size_t n = hi - lo - off < OPT_CHUNK ? hi - lo - off : OPT_CHUNK;
                 float *st[2] = {tr->opt_state[0][u] + off, ns > 1 ? tr->opt_state[1][u] + off : NULL};
                 mt_opt_update_range(&o->opt, ul, lo + off, lo + off + n, p + off, mt_zero_owned_grad(z, u, off, n),
                                     st, lr, t, coef);
+                mt_zero_round_owned_params(z, u, off, n);
             }
         } else if (hi > lo) {
             float *st[2] = {tr->opt_state[0][u], ns > 1 ? tr->opt_state[1][u] : NULL};

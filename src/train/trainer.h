@@ -57,6 +57,7 @@ typedef struct {
                             GEMM operands in 16 bits, fp32 master weights */
     float adafactor_beta1; /* --adafactor-beta1: 0 = no momentum (the factored state only) */
     mt_dtype grad_reduce; /* --grad-reduce-dtype: fp32, or bf16 (with --precision bf16) */
+    mt_gemm_lib gemm;    /* --gemm: the fp32 GEMM library of the linear layers */
     float loss_scale;    /* fp16: initial dynamic loss scale */
     int64_t loss_scale_window; /* fp16: clean steps per doubling of the scale */
     int64_t test_overflow_step; /* test aid: the last rank finds an inf gradient at this step (1-based; 0 = never) */
