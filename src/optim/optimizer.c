@@ -49,21 +49,17 @@ static void update_tensors(const mt_opt_hparams *h, const mt_unit_layout *unit, 
         float wd = t->weight_decay ? h->weight_decay : 0.0f;
         switch (h->kind) {
         case MT_OPT_ADAMW:
+        case MT_OPT_ADAM: { /* decoupled weight decay, or L2 */
+            int decoupled = h->kind == MT_OPT_ADAMW;
             if (g16)
-                op_adamw_update_16(p + o, g16 + o, p16 + o, dt, state[0] + o, state[1] + o, n, lr, h->beta1, h->beta2,
-                                   h->eps, wd, step, grad_scale);
+                (decoupled ? op_adamw_update_16 : op_adam_update_16)(p + o, g16 + o, p16 + o, dt, state[0] + o,
+                                                                     state[1] + o, n, lr, h->beta1, h->beta2, h->eps,
+                                                                     wd, step, grad_scale);
             else
-                op_adamw_update(p + o, g + o, state[0] + o, state[1] + o, n, lr, h->beta1, h->beta2, h->eps, wd, step,
-                                grad_scale);
+                (decoupled ? op_adamw_update : op_adam_update)(p + o, g + o, state[0] + o, state[1] + o, n, lr,
+                                                               h->beta1, h->beta2, h->eps, wd, step, grad_scale);
             break;
-        case MT_OPT_ADAM:
-            if (g16)
-                op_adam_update_16(p + o, g16 + o, p16 + o, dt, state[0] + o, state[1] + o, n, lr, h->beta1, h->beta2,
-                                  h->eps, wd, step, grad_scale);
-            else
-                op_adam_update(p + o, g + o, state[0] + o, state[1] + o, n, lr, h->beta1, h->beta2, h->eps, wd, step,
-                               grad_scale);
-            break;
+        }
         case MT_OPT_SGD:
             if (g16) mt_die("mt_opt_update_range_16: SGD has no 16-bit update (mt_opt_has_update_16)");
             op_sgd_update(p + o, g + o, state[0] + o, n, lr, h->momentum, wd, step, grad_scale);
