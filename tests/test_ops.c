@@ -412,6 +412,27 @@ static void test_optim_16(void) {
     free(p); free(m); free(v); free(g); free(p2); free(m2); free(v2); free(gw); free(g16); free(p16); free(r16);
 }
 
+/* Rounding a gradient and taking its sum of squares in one pass gives the
+ * rounding of mt_convert_to_16 and the double of op_sumsq_16 on the result,
+ * bit for bit (sizes below and above the threaded size, odd tails). */
+static void test_round_sumsq(void) {
+    const size_t sizes[3] = {1, 5000, 70001};
+    const mt_dtype dts[2] = {MT_BF16, MT_FP16};
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 3; k++) {
+            size_t n = sizes[k];
+            float *x = falloc(n);
+            uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
+            fill(x, n, 3);
+            double s = op_round_to_16_sumsq(dts[d], a, x, n);
+            mt_convert_to_16(dts[d], b, x, n);
+            double r = op_sumsq_16(dts[d], b, n);
+            CHECK(!memcmp(a, b, n * 2), "%s n=%zu: one-pass rounding differs", mt_dtype_name(dts[d]), n);
+            CHECK(s == r, "%s n=%zu: one-pass sum of squares %.17g, op_sumsq_16 %.17g", mt_dtype_name(dts[d]), n, s, r);
+            free(x); free(a); free(b);
+        }
+}
+
 /* ---------- attention ---------- */
 /* Double reference forward + backward for all (b,h); mask from the same
  * Philox rows as the kernel. dqkv may be NULL (forward only). */
@@ -570,6 +591,7 @@ int main(void) {
     test_elementwise();
     test_optim();
     test_optim_16();
+    test_round_sumsq();
     test_attention_case(2, 7, 3, 5, 0.0f, 1);
     test_attention_case(2, 7, 3, 5, 0.3f, 1);
     test_attention_case(1, 131, 2, 8, 0.0f, 0); /* several query blocks */

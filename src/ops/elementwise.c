@@ -43,7 +43,10 @@ void op_scale(float *x, float s, size_t n) {
 
 /* Sum of squares of x[lo, hi) in double; dt says what x holds (fp32, or
  * 16-bit values widened through a stack buffer). */
-static double sumsq_range(const void *x, mt_dtype dt, size_t lo, size_t hi) {
+/* Sum of squares of x[lo, hi). 16-bit x is widened 1024 elements at a time;
+ * with round_from, x[lo, hi) is first set to round_from's values rounded to
+ * dt, chunk by chunk, so the sum reads the rounded chunk from L1. */
+static double sumsq_range(const void *x, mt_dtype dt, const float *round_from, size_t lo, size_t hi) {
     double s = 0.0;
     if (dt == MT_FP32) {
         const float *f = x;
@@ -55,6 +58,7 @@ static double sumsq_range(const void *x, mt_dtype dt, size_t lo, size_t hi) {
     float buf[CH];
     for (size_t b = lo; b < hi; b += CH) {
         size_t k = hi - b < CH ? hi - b : CH;
+        if (round_from) mt_convert_to_16(dt, (uint16_t *)x + b, round_from + b, k);
         mt_convert_from_16(dt, buf, (const uint16_t *)x + b, k);
         double c = 0.0;
 #pragma omp simd reduction(+ : c)
@@ -64,7 +68,7 @@ static double sumsq_range(const void *x, mt_dtype dt, size_t lo, size_t hi) {
     return s;
 }
 
-static double sumsq(const void *x, mt_dtype dt, size_t n) {
+static double sumsq(const void *x, mt_dtype dt, const float *round_from, size_t n) {
     enum { MAXT = 256 };
     double part[MAXT];
     int nt = omp_get_max_threads();
@@ -74,7 +78,7 @@ static double sumsq(const void *x, mt_dtype dt, size_t n) {
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         size_t lo = n * (size_t)t / (size_t)T, hi = n * (size_t)(t + 1) / (size_t)T;
-        part[t] = sumsq_range(x, dt, lo, hi);
+        part[t] = sumsq_range(x, dt, round_from, lo, hi);
 #pragma omp barrier
 #pragma omp single
         {
@@ -86,6 +90,11 @@ static double sumsq(const void *x, mt_dtype dt, size_t n) {
     return part[0];
 }
 
-double op_sumsq(const float *x, size_t n) { return sumsq(x, MT_FP32, n); }
+double op_sumsq(const float *x, size_t n) { return sumsq(x, MT_FP32, NULL, n); }
 
-double op_sumsq_16(mt_dtype dt, const uint16_t *x, size_t n) { return sumsq(x, dt, n); }
+double op_sumsq_16(mt_dtype dt, const uint16_t *x, size_t n) { return sumsq(x, dt, NULL, n); }
+
+/* The same split and order as op_sumsq_16, so the same double. */
+double op_round_to_16_sumsq(mt_dtype dt, uint16_t *dst, const float *src, size_t n) {
+    return sumsq(dst, dt, src, n);
+}

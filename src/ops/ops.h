@@ -133,6 +133,9 @@ void op_zero(float *x, size_t n); /* x = 0 (threaded: a gradient buffer is hundr
 void op_scale(float *x, float s, size_t n);                                  /* x *= s */
 double op_sumsq(const float *x, size_t n);                                   /* sum x^2 in double */
 double op_sumsq_16(mt_dtype dt, const uint16_t *x, size_t n);              /* the same for bf16/fp16 values */
+/* dst = src rounded to dt (bf16/fp16), returning op_sumsq_16(dt, dst, n)
+ * bit for bit, in one pass (the rounding of a gradient and its norm). */
+double op_round_to_16_sumsq(mt_dtype dt, uint16_t *dst, const float *src, size_t n);
 
 /* ---- optimizer updates on a flat range (PyTorch semantics).
  * grad_scale multiplies every gradient first (clipping coefficient).

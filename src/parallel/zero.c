@@ -154,6 +154,8 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     z->gslot = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
     z->gslot16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
     z->g16_used = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
+    z->g16_sumsq = mt_xcalloc((size_t)U, sizeof(double), "zero tables");
+    z->g16_sumsq_ok = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
     z->greq = mt_xcalloc((size_t)U, sizeof(mt_comm_req), "zero tables");
     z->in_norm = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
     for (int u = 0; u < U; u++) {
@@ -252,7 +254,7 @@ void mt_zero_free(mt_zero *z, mt_model *m) {
         mt_mem_free(mem, MT_MEM_COMM, z->ppool[k], z->pool_len * sizeof(float));
     }
     free(z->numel); free(z->S); free(z->full_p); free(z->full_g); free(z->pshard); free(z->gshard);
-    free(z->gslot); free(z->gslot16); free(z->g16_used); free(z->greq); free(z->in_norm);
+    free(z->gslot); free(z->gslot16); free(z->g16_used); free(z->g16_sumsq); free(z->g16_sumsq_ok); free(z->greq); free(z->in_norm);
     memset(z, 0, sizeof *z);
 }
 
@@ -260,7 +262,7 @@ void mt_zero_begin_step(mt_zero *z, mt_model *m) {
     /* mixed precision: a step's first contribution is rounded straight into
      * the 16-bit gradient (add_into_16), so it needs no clearing; its padding
      * is never written and stays zero */
-    for (int u = 0; u < z->n_units && mixed(z); u++) z->g16_used[u] = 0;
+    for (int u = 0; u < z->n_units && mixed(z); u++) z->g16_used[u] = z->g16_sumsq_ok[u] = 0;
     for (int u = 0; u < z->n_units && !mixed(z); u++) {
         if (!z->numel[u]) continue;
         if (z->full_g[u]) op_zero(z->full_g[u], z->stage == 0 ? z->numel[u] : padded(z, u));
@@ -390,8 +392,10 @@ static void drain(mt_zero *z, int v) {
     float *slot = z->gslot[v];
     if (!mixed(z)) {
         op_add(z->gshard[v], z->gshard[v], slot, z->S[v]);
-    } else if (z->stage <= 1) { /* the reduced sum of every microbatch: rounded once */
-        mt_convert_to_16(z->dt16, z->g16[v], slot, z->stage == 0 ? z->numel[v] : z->S[v]);
+    } else if (z->stage <= 1) { /* the reduced sum of every microbatch, i.e. the owned gradient (S
+                                   elements): rounded once, its norm taken in the same pass */
+        z->g16_sumsq[v] = op_round_to_16_sumsq(z->dt16, z->g16[v], slot, z->S[v]);
+        z->g16_sumsq_ok[v] = 1;
         z->g16_used[v] = 1;
     } else {
         if (z->gslot16[v]) mt_convert_from_16(z->dt16, slot, z->gslot16[v], z->S[v]);
@@ -516,6 +520,7 @@ void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
         for (int u = 0; u < z->n_units; u++) {
             if (!z->numel[u]) continue;
             if (z->reduce16) {
+                z->g16_sumsq_ok[u] = 0;
                 mt_comm_iallreduce_bf16(z->replica, z->g16[u], z->g16[u], z->S[u], &z->greq[u]);
                 wait_grad(z, u);
             } else {
@@ -539,7 +544,7 @@ static double owned_sumsq(const mt_zero *z, int u, size_t off, size_t n) {
  * (LayerNorms, wpe, row-parallel biases) are left to rank 0. */
 
 static double unit_sumsq(mt_zero *z, const mt_model *m, int u) {
-    if (m->layout.tp_rank == 0) return owned_sumsq(z, u, 0, z->S[u]);
+    if (m->layout.tp_rank == 0) return z->g16_sumsq_ok[u] ? z->g16_sumsq[u] : owned_sumsq(z, u, 0, z->S[u]);
     size_t lo = z->stage >= 1 ? (size_t)z->r * z->S[u] : 0, hi = lo + z->S[u];
     const mt_unit_layout *ul = &m->layout.units[u];
     double s = 0.0;
@@ -580,6 +585,7 @@ float *mt_zero_owned_grad(mt_zero *z, int u, size_t off, size_t n) {
 }
 
 void mt_zero_poison_grad(mt_zero *z, int u) {
+    z->g16_sumsq_ok[u] = 0;
     if (!mixed(z)) grad_shard(z, u)[0] = INFINITY;
     else z->g16[u][0] = z->dt16 == MT_BF16 ? mt_fp32_to_bf16(INFINITY) : mt_fp32_to_fp16(INFINITY);
 }
@@ -589,6 +595,7 @@ void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm) {
         mt_comm_allreduce(comm, grad_shard(z, u), grad_shard(z, u), z->S[u]);
         return;
     }
+    z->g16_sumsq_ok[u] = 0;
     float *g = mt_zero_owned_grad(z, u, 0, z->S[u]);
     mt_comm_allreduce(comm, g, g, z->S[u]);
     mt_convert_to_16(z->dt16, z->g16[u], g, z->S[u]);

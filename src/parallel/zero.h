@@ -103,6 +103,9 @@ typedef struct {
     uint16_t *g16unit0, *g16pool[2]; /* stages 2-3 with bf16 reduction: a gradient buffer rounded to bf16 */
     uint16_t **gslot16;            /* per unit: the bf16 buffer its reduction is in flight in */
     unsigned char *g16_used;       /* per unit: the 16-bit gradient holds a contribution this step */
+    double *g16_sumsq;             /* per unit: sum of squares of the owned 16-bit gradient, taken while
+                                      rounding it (stages 0-1, fp32 reduction) ... */
+    unsigned char *g16_sumsq_ok;   /* ... and whether it is this step's (else mt_zero_grad_sumsq reads it) */
     float *gscratch;               /* one unit's owned gradient widened to fp32 */
     size_t gscratch_len;           /* its floats: the largest owned range */
     uint64_t punit0_version;       /* stages 0-2: m->param_version unit 0's fp32 copy was made at (0: none) */
