@@ -42,8 +42,7 @@ void op_scale(float *x, float s, size_t n) {
 }
 
 /* Sum of squares of x[lo, hi) in double; dt says what x holds (fp32, or
- * 16-bit values widened through a stack buffer). */
-/* Sum of squares of x[lo, hi). 16-bit x is widened 1024 elements at a time;
+ * 16-bit values, widened 1024 elements at a time through a stack buffer);
  * with round_from, x[lo, hi) is first set to round_from's values rounded to
  * dt, chunk by chunk, so the sum reads the rounded chunk from L1. */
 static double sumsq_range(const void *x, mt_dtype dt, const float *round_from, size_t lo, size_t hi) {

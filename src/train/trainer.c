@@ -320,24 +320,34 @@ typedef struct {
     float coef;
 } offload_update;
 
-static void offload_update_chunk(void *ctx, int u, float *const *st, size_t off, size_t n) {
-    offload_update *a = ctx;
-    mt_trainer *tr = a->tr;
+/* The update of the owned elements [off, off + n) of unit u with the state
+ * st (at element off), for the per-element optimizers (mt_opt_update_range).
+ * Under mixed precision Adam(W) reads the 16-bit gradient and writes the
+ * master and its 16-bit rounding in one pass; the others widen the gradient
+ * and round the master around the update (a no-op under fp32). */
+static void update_owned(mt_trainer *tr, int u, size_t off, size_t n, float *const *st, float lr, int64_t t,
+                         float coef) {
+    mt_zero *z = &tr->zero;
     size_t lo, hi;
     float *p, *g;
-    mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+    mt_zero_owned(z, &tr->model, u, &lo, &hi, &p, &g);
     const mt_unit_layout *ul = &tr->model.layout.units[u];
     const uint16_t *g16;
     uint16_t *p16;
-    mt_dtype dt = mt_zero_owned_16(&tr->zero, u, &g16, &p16);
+    mt_dtype dt = mt_zero_owned_16(z, u, &g16, &p16);
     if (dt != MT_FP32 && mt_opt_has_update_16(tr->o.opt.kind)) {
-        mt_opt_update_range_16(&tr->o.opt, ul, lo + off, lo + off + n, p + off, g16 + off, p16 + off, dt, st, a->lr,
-                               a->t, a->coef);
+        mt_opt_update_range_16(&tr->o.opt, ul, lo + off, lo + off + n, p + off, g16 + off, p16 + off, dt, st, lr, t,
+                               coef);
         return;
     }
-    mt_opt_update_range(&tr->o.opt, ul, lo + off, lo + off + n, p + off, mt_zero_owned_grad(&tr->zero, u, off, n), st,
-                        a->lr, a->t, a->coef);
-    mt_zero_round_owned_params(&tr->zero, u, off, n);
+    mt_opt_update_range(&tr->o.opt, ul, lo + off, lo + off + n, p + off, mt_zero_owned_grad(z, u, off, n), st, lr, t,
+                        coef);
+    mt_zero_round_owned_params(z, u, off, n);
+}
+
+static void offload_update_chunk(void *ctx, int u, float *const *st, size_t off, size_t n) {
+    offload_update *a = ctx;
+    update_owned(a->tr, u, off, n, st, a->lr, a->t, a->coef);
 }
 
 /* Elements per chunk of the mixed-precision update (with m, v, master and
@@ -374,28 +384,16 @@ static void optimizer_update(mt_trainer *tr, float lr, int64_t t, float coef) {
         } else if (hi > lo && tr->adam8bit) {
             mt_adam8bit_update(&tr->adam8bit[u], &o->opt, ul, p, g, lr, t, coef);
             mt_zero_round_owned_params(z, u, 0, hi - lo);
-        } else if (hi > lo && !g && mt_opt_has_update_16(o->opt.kind)) {
-            /* mixed precision, Adam(W): one pass reads the 16-bit gradient and
-             * writes the master and its 16-bit rounding */
-            const uint16_t *g16;
-            uint16_t *p16;
-            mt_dtype dt = mt_zero_owned_16(z, u, &g16, &p16);
-            float *st[2] = {tr->opt_state[0][u], tr->opt_state[1][u]};
-            mt_opt_update_range_16(&o->opt, ul, lo, hi, p, g16, p16, dt, st, lr, t, coef);
-        } else if (hi > lo && !g) {
-            /* mixed precision, other updates: the gradient is widened, and the
-             * updated master rounded into the 16-bit parameters, a chunk at a
-             * time, so both happen in cache rather than in passes over memory */
-            for (size_t off = 0; off < hi - lo; off += OPT_CHUNK) {
-                size_t n = hi - lo - off < OPT_CHUNK ? hi - lo - off : OPT_CHUNK;
-                float *st[2] = {tr->opt_state[0][u] + off, ns > 1 ? tr->opt_state[1][u] + off : NULL};
-                mt_opt_update_range(&o->opt, ul, lo + off, lo + off + n, p + off, mt_zero_owned_grad(z, u, off, n),
-                                    st, lr, t, coef);
-                mt_zero_round_owned_params(z, u, off, n);
-            }
         } else if (hi > lo) {
-            float *st[2] = {tr->opt_state[0][u], ns > 1 ? tr->opt_state[1][u] : NULL};
-            mt_opt_update_range(&o->opt, ul, lo, hi, p, g, st, lr, t, coef);
+            /* a gradient that must be widened (mixed precision, other than
+             * Adam(W)'s one pass): a cache-sized chunk at a time, so the
+             * widening and rounding around the update stay in cache */
+            size_t chunk = !g && !mt_opt_has_update_16(o->opt.kind) ? OPT_CHUNK : hi - lo;
+            for (size_t off = 0; off < hi - lo; off += chunk) {
+                size_t n = hi - lo - off < chunk ? hi - lo - off : chunk;
+                float *st[2] = {tr->opt_state[0][u] + off, ns > 1 ? tr->opt_state[1][u] + off : NULL};
+                update_owned(tr, u, off, n, st, lr, t, coef);
+            }
         }
     }
 }
