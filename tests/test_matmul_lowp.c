@@ -326,6 +326,14 @@ static void test_matmul_bf16(int N, int C, int OC, int threads) {
     memcpy(dinp2, dinp0, nc * 4); memcpy(db2, db0, OC * 4);
     op_matmul_backward_bf16(dinp2, NULL, db2, dout, inp, w, N, C, OC, 1);
     CHECK(memcmp(dinp2, dinp, nc * 4) == 0 && memcmp(db2, db, OC * 4) == 0, "dinp, dbias without dw");
+    /* MT_SET_DW: dw written over whatever the buffer held (NaN), equal to
+     * adding into zeros */
+    for (size_t i = 0; i < oc; i++) dw[i] = 0.0f, dw2[i] = NAN;
+    op_matmul_backward_bf16(NULL, dw, NULL, dout, inp, w, N, C, OC, 0);
+    op_matmul_backward_bf16(NULL, dw2, NULL, dout, inp, w, N, C, OC, MT_SET_DW);
+    int same = 1;
+    for (size_t i = 0; i < oc; i++) same &= dw2[i] == dw[i];
+    CHECK(same, "dw with MT_SET_DW equals dw added into zeros (%d threads)", threads);
     free(dw2); free(dinp2); free(db2);
     free(inp); free(w); free(dout); free(finp); free(fw); free(fdout); free(bias); free(r.val); free(r.mag);
     free(out); free(out2); free(dinp); free(dw); free(db); free(dinp0); free(dw0); free(db0);

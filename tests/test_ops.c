@@ -81,7 +81,16 @@ static void test_matmul(mt_gemm_lib lib, int N, int C, int OC) {
     op_matmul_backward(lib, dinp, dw, NULL, dout, inp, w, N, C, OC, 0);
     op_matmul_backward(lib, NULL, dw1, NULL, dout, inp, w, N, C, OC, 0);
     CHECK(!memcmp(dw, dw1, (size_t)OC * C * 4), "%s: dw with dinp skipped differs", mt_gemm_lib_name(lib));
-    free(dw1);
+    /* MT_SET_DW writes dw whatever its buffer held (NaN here): the same
+     * values as adding into zeros */
+    float *dwz = falloc(OC * C);
+    for (int i = 0; i < OC * C; i++) dw1[i] = NAN;
+    op_matmul_backward(lib, NULL, dwz, NULL, dout, inp, w, N, C, OC, 0);
+    op_matmul_backward(lib, NULL, dw1, NULL, dout, inp, w, N, C, OC, MT_SET_DW);
+    int same = 1;
+    for (int i = 0; i < OC * C; i++) same &= dw1[i] == dwz[i];
+    CHECK(same, "%s: dw written with MT_SET_DW differs from dw added into zeros", mt_gemm_lib_name(lib));
+    free(dw1); free(dwz);
     free(inp); free(w); free(bias); free(out); free(dout); free(ref);
     free(dinp); free(dw); free(db); free(dinp0); free(dw0); free(db0);
 }
@@ -94,6 +103,8 @@ static void test_matmul_empty(mt_gemm_lib lib) {
           mt_gemm_lib_name(lib));
     op_matmul_backward(lib, NULL, dw, NULL, dout, in, in, 0, 1, 1, 0);
     CHECK(dw[0] == 5, "%s: no rows changed dw to %g", mt_gemm_lib_name(lib), (double)dw[0]);
+    op_matmul_backward(lib, NULL, dw, NULL, dout, in, in, 0, 1, 1, MT_SET_DW);
+    CHECK(dw[0] == 0, "%s: no rows with MT_SET_DW left dw at %g, not 0", mt_gemm_lib_name(lib), (double)dw[0]);
 }
 
 /* ---------- layernorm ---------- */

@@ -38,8 +38,8 @@ static void linear_forward(mt_model *m, float *out, const float *inp, const floa
 }
 
 static void linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                            const float *w, int N, int C, int OC, int accumulate_dinp) {
-    TIMED(MT_PROF_GEMM, mt_linear_backward(m, dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp));
+                            const float *w, int N, int C, int OC, int flags) {
+    TIMED(MT_PROF_GEMM, mt_linear_backward(m, dinp, dw, dbias, dout, inp, w, N, C, OC, flags));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
 }
 
@@ -274,7 +274,8 @@ void mt_head_backward(mt_model *m, const mt_fwd_ctx *fc) {
     float *dwte = m->grads[0] + wt->offset;
     /* acts.logits holds dL/dlogits (written by the fused softmax + xent);
      * under sequence parallelism gs.gathered still holds lnf's rows. */
-    linear_backward(m, m->gs.dln, dwte, NULL, a->logits, head_input(m), wte, N, C, (int)wt->shape[0], 0);
+    linear_backward(m, m->gs.dln, dwte, NULL, a->logits, head_input(m), wte, N, C, (int)wt->shape[0],
+                    m->grad_fresh[0] ? MT_SET_DW : 0);
     tp_scatter(m, m->gs.dln);
     double t0 = mt_prof_begin(m->prof);
     memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));
@@ -295,14 +296,14 @@ void mt_block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc) {
  * parallelism); its replicated bias takes the rows held here (under
  * sequence parallelism a partial sum, completed by mt_model_tp_reduce_grads). */
 static void row_parallel_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dbranch,
-                                  const float *inp, const float *w, int IC, int C) {
+                                  const float *inp, const float *w, int IC, int C, int flags) {
     int N = m->acts.B * m->acts.T;
     if (!mt_tp_sp(m->tp)) {
-        linear_backward(m, dinp, dw, dbias, dbranch, inp, w, N, IC, C, 0);
+        linear_backward(m, dinp, dw, dbias, dbranch, inp, w, N, IC, C, flags);
         return;
     }
     const float *dfull = tp_gather(m, dbranch, m->gs.gathered);
-    linear_backward(m, dinp, dw, NULL, dfull, inp, w, N, IC, C, 0);
+    linear_backward(m, dinp, dw, NULL, dfull, inp, w, N, IC, C, flags);
     linear_backward(m, NULL, NULL, dbias, dbranch, NULL, NULL, resid_n(m), IC, C, 0);
 }
 
@@ -316,30 +317,31 @@ void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     mt_block_acts *ba = &a->blocks[layer];
     int B = a->B, T = a->T, N = B * T, n = resid_n(m), C = cfg->n_embd, NH = cfg->n_head, tp = m->layout.tp;
     const float *x = block_input(m, layer);
+    int dwf = m->grad_fresh[1 + layer] ? MT_SET_DW : 0; /* the four matrices' gradients (grad_by_one_gemm) */
 #define P(i) (p + u->t[i].offset)
 #define G(i) (g + u->t[i].offset)
     /* MLP branch: dresid holds dL/dres3; it is the branch's gradient itself
      * unless dropout scales a copy. */
     const float *dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID);
     row_parallel_backward(m, gs->dfch, G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), dbranch, ba->fch_gelu, P(MT_T_FCPROJ_W),
-                          4 * C / tp, C);
+                          4 * C / tp, C, dwf);
     TIMED(MT_PROF_GELU, op_gelu_bias_backward(gs->dfch, G(MT_T_FC_B), ba->fch, gs->dfch, N, 4 * C / tp));
     const float *ln2 = tp_gather(m, ba->ln2, gs->gathered); /* sequence parallelism: gathered again */
-    linear_backward(m, gs->dln, G(MT_T_FC_W), NULL, gs->dfch, ln2, P(MT_T_FC_W), N, C, 4 * C / tp, 0);
+    linear_backward(m, gs->dln, G(MT_T_FC_W), NULL, gs->dfch, ln2, P(MT_T_FC_W), N, C, 4 * C / tp, dwf);
     tp_scatter(m, gs->dln);
     TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->res2,
                                                    P(MT_T_LN2_W), ba->ln2_mean, ba->ln2_rstd, n, C));
     /* Attention branch: dresid now holds dL/dres2. */
     dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID);
     row_parallel_backward(m, gs->datty, G(MT_T_ATTPROJ_W), G(MT_T_ATTPROJ_B), dbranch, ba->atty, P(MT_T_ATTPROJ_W),
-                          C / tp, C);
+                          C / tp, C, dwf);
     int NHl = NH / tp;
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
                           m->layout.tp_rank * NHl};
     TIMED(MT_PROF_ATTENTION, op_attention_backward(gs->dqkv, gs->datty, ba->qkv, ba->atty, ba->att_lse, B, T, NHl,
                                                    C / NH, &ad, gs->attn_scratch));
     const float *ln1 = tp_gather(m, ba->ln1, gs->gathered);
-    linear_backward(m, gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->dqkv, ln1, P(MT_T_QKV_W), N, C, 3 * C / tp, 0);
+    linear_backward(m, gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->dqkv, ln1, P(MT_T_QKV_W), N, C, 3 * C / tp, dwf);
     tp_scatter(m, gs->dln);
     TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x,
                                                    P(MT_T_LN1_W), ba->ln1_mean, ba->ln1_rstd, n, C));

@@ -54,6 +54,10 @@ typedef struct {
     int read_16bit_only;           /* under --precision bf16/fp16 the model reads only the tensor's
                                       16-bit form (the block matrices: GEMM operands; wte: also the
                                       embedding lookup widens just the rows it needs) */
+    int grad_by_one_gemm;          /* its gradient is written whole by one weight-gradient GEMM per
+                                      backward (the block matrices; wte, by the tied head's, before the
+                                      embedding's backward adds its rows): with a fresh gradient buffer
+                                      (mt_model.grad_fresh) it needs no clearing */
     float init_std;                /* > 0: N(0, std); 0: zeros; -1: ones */
     int64_t init_rows;             /* rows drawn from the RNG (wte: V; padding rows stay 0) */
     /* Tensor parallelism: how this tensor is cut over the tp ranks, and

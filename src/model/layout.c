@@ -70,6 +70,7 @@ void mt_gpt_layout_build_tp(const mt_gpt_config *cfg, int tp, int tp_rank, mt_gp
     add_tensor_split(e, tp, "wte.weight", cfg->padded_vocab, C, 2, 1, std, MT_TP_ROWS, 1);
     e->t[MT_T_WTE].init_rows = cfg->vocab_size;
     e->t[MT_T_WTE].read_16bit_only = 1;
+    e->t[MT_T_WTE].grad_by_one_gemm = 1;
     add_tensor(e, "wpe.weight", cfg->seq_len, C, 2, 1, std);
 
     for (int l = 0; l < L; l++) {
@@ -93,6 +94,8 @@ void mt_gpt_layout_build_tp(const mt_gpt_config *cfg, int tp, int tp_rank, mt_gp
 #undef T
         u->t[MT_T_QKV_W].read_16bit_only = u->t[MT_T_ATTPROJ_W].read_16bit_only = 1;
         u->t[MT_T_FC_W].read_16bit_only = u->t[MT_T_FCPROJ_W].read_16bit_only = 1;
+        u->t[MT_T_QKV_W].grad_by_one_gemm = u->t[MT_T_ATTPROJ_W].grad_by_one_gemm = 1;
+        u->t[MT_T_FC_W].grad_by_one_gemm = u->t[MT_T_FCPROJ_W].grad_by_one_gemm = 1;
     }
     mt_unit_layout *h = &out->units[L + 1];
     h->kind = MT_UNIT_HEAD;

@@ -69,9 +69,9 @@ void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w
 }
 
 void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                        const float *w, int N, int C, int OC, int accumulate_dinp) {
+                        const float *w, int N, int C, int OC, int flags) {
     if (m->precision == MT_FP32 || (!dinp && !dw)) {
-        op_matmul_backward(m->gemm, dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp);
+        op_matmul_backward(m->gemm, dinp, dw, dbias, dout, inp, w, N, C, OC, flags);
         return;
     }
     size_t ni = (size_t)N * C, no = (size_t)N * OC, nw = (size_t)OC * C;
@@ -79,11 +79,11 @@ void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const
         mt_convert_fp32_to_bf16(m->op16[1], dout, no);
         if (dw) mt_convert_fp32_to_bf16(m->op16[0], inp, ni);
         op_matmul_backward_bf16(dinp, dw, NULL, m->op16[1], m->op16[0], dinp ? mt_model_weight16(m, w) : NULL, N, C, OC,
-                                accumulate_dinp);
+                                flags);
     } else {
         const float *d = fp16_rounded(m, m->opf[1], dout, no);
         const float *x = dw ? fp16_rounded(m, m->opf[0], inp, ni) : NULL;
-        op_matmul_backward(m->gemm, dinp, dw, NULL, d, x, dinp ? fp16_weight(m, w, nw) : NULL, N, C, OC, accumulate_dinp);
+        op_matmul_backward(m->gemm, dinp, dw, NULL, d, x, dinp ? fp16_weight(m, w, nw) : NULL, N, C, OC, flags);
     }
     if (dbias) op_matmul_backward(m->gemm, NULL, NULL, dbias, dout, NULL, NULL, N, C, OC, 0);
 }

@@ -150,6 +150,7 @@ void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, u
     int L = cfg->n_layer;
     m->params = mt_xcalloc((size_t)l->n_units, sizeof(float *), "unit parameter table");
     m->grads = mt_xcalloc((size_t)l->n_units, sizeof(float *), "unit gradient table");
+    m->grad_fresh = mt_xcalloc((size_t)l->n_units, 1, "unit gradient table");
     for (int u = 0; u < l->n_units; u++) {
         int held = u == 0 ? (part->own_embed || part->own_head) : u == L + 1 ? part->own_head : holds_layer(part, u - 1);
         if (!held) continue;
@@ -220,6 +221,7 @@ void mt_model_free(mt_model *m) {
     free(m->op16[0]); free(m->op16[1]); free(m->opf[0]); free(m->opf[1]); free(m->wbuf);
     free(m->params);
     free(m->grads);
+    free(m->grad_fresh);
     /* Activations and scratch: freed wholesale; accounting reset. */
     if (m->slots) free(m->slots[0].logits); /* shared by the slots */
     for (int k = 0; k < m->n_slots; k++) free_slot(&m->slots[k], l->cfg.n_layer, &m->shared);

@@ -74,6 +74,11 @@ typedef struct {
     mt_gpt_layout layout;
     float **params;   /* [n_units] flat parameter buffers (NULL: unit not held here) */
     float **grads;    /* [n_units] flat gradient buffers */
+    /* [n_units] 1: grads[u] is fresh for this backward -- cleared except
+     * where its grad_by_one_gemm tensors lie, which the unit's backward
+     * writes with MT_SET_DW instead of adding into; 0 (the default): the
+     * backward adds into every element. Set by the ZeRO layer. */
+    unsigned char *grad_fresh;
     mt_acts acts;     /* the activation slot in use (a copy of slots[k]) */
     mt_acts *slots;   /* [n_slots] activations of microbatches in flight (pipeline) */
     int n_slots;
@@ -132,12 +137,13 @@ void mt_model_tp_reduce_grads(mt_model *m, int u);
 /* Tells the model its parameters changed (an optimizer step, a load): the
  * 16-bit copies of --precision bf16/fp16 are remade on their next use. */
 void mt_model_params_changed(mt_model *m);
-/* The linear layers at m->precision (model/linear.c), with the semantics of
- * op_matmul_forward / op_matmul_backward; w must lie in a unit's parameters. */
+/* The linear layers at m->precision (model/linear.c), with the semantics
+ * (and backward flags: MT_ACC_DINP, MT_SET_DW) of op_matmul_forward /
+ * op_matmul_backward; w must lie in a unit's parameters. */
 void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w, const float *bias, int N, int C,
                        int OC);
 void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                        const float *w, int N, int C, int OC, int accumulate_dinp);
+                        const float *w, int N, int C, int OC, int flags);
 /* The 16-bit form (bf16 or fp16 by m->precision) of parameter element *w,
  * which must lie in a unit's parameters. */
 const uint16_t *mt_model_weight16(mt_model *m, const float *w);
@@ -161,7 +167,8 @@ void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc);
  * leaves dL/dlogits in acts.logits (fused softmax + cross-entropy).
  * Returns the sum of the row losses (double). */
 double mt_head_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale);
-/* Unit backwards, in reverse order; they accumulate into m->grads. */
+/* Unit backwards, in reverse order; they accumulate into m->grads (a block
+ * whose grad_fresh is set writes its four matrices' gradients instead). */
 void mt_head_backward(mt_model *m, const mt_fwd_ctx *fc);
 void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc);
 void mt_embed_backward(mt_model *m, const mt_fwd_ctx *fc);

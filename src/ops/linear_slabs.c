@@ -1,5 +1,6 @@
 #include "ops/linear_slabs.h"
 #include "core/dtype.h"
+#include "ops/ops.h"
 #include <omp.h>
 
 /* Rows are split when there are enough of them for every thread to get a
@@ -61,7 +62,7 @@ void mt_slabs_forward(const mt_slab_kind *k, float *out, const void *inp, const 
 }
 
 void mt_slabs_backward(const mt_slab_kind *k, float *dinp, float *dw, float *dbias, const void *dout, const void *inp,
-                       const void *w, int N, int C, int OC, int accumulate_dinp) {
+                       const void *w, int N, int C, int OC, int flags) {
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -70,14 +71,14 @@ void mt_slabs_backward(const mt_slab_kind *k, float *dinp, float *dw, float *dbi
             slab(N, C, t, nt, &n0, &n1, &c0, &c1);
             if (n1 > n0 && c1 > c0)
                 slab_gemm(k, 'N', 'N', n1 - n0, c1 - c0, OC, at(k, dout, (size_t)n0 * OC), OC, at(k, w, (size_t)c0), C,
-                        accumulate_dinp ? 1.0f : 0.0f, dinp + (size_t)n0 * C + c0, C);
+                        (flags & MT_ACC_DINP) ? 1.0f : 0.0f, dinp + (size_t)n0 * C + c0, C);
         }
-        if (dw) { /* dw[OC,C] += dout^T . inp */
+        if (dw) { /* dw[OC,C] (+)= dout^T . inp */
             int o0, o1, c0, c1;
             slab(OC, C, t, nt, &o0, &o1, &c0, &c1);
             if (o1 > o0 && c1 > c0)
-                slab_gemm(k, 'T', 'N', o1 - o0, c1 - c0, N, at(k, dout, (size_t)o0), OC, at(k, inp, (size_t)c0), C, 1.0f,
-                        dw + (size_t)o0 * C + c0, C);
+                slab_gemm(k, 'T', 'N', o1 - o0, c1 - c0, N, at(k, dout, (size_t)o0), OC, at(k, inp, (size_t)c0), C,
+                          (flags & MT_SET_DW) ? 0.0f : 1.0f, dw + (size_t)o0 * C + c0, C);
         }
         if (dbias) { /* column sums, row by row in order */
             int j0, j1;

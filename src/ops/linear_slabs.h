@@ -30,9 +30,10 @@ void mt_gemm_scale_only(int M, int N, float beta, float *C, int ldc);
 /* out[N,OC] = inp[N,C] . w[OC,C]^T + bias (bias fp32, may be NULL). */
 void mt_slabs_forward(const mt_slab_kind *k, float *out, const void *inp, const void *w, const float *bias, int N,
                       int C, int OC);
-/* dinp (+)= dout . w ; dw += dout^T . inp ; dbias += column sums of dout
- * (NULL outputs are skipped), with the semantics of op_matmul_backward. */
+/* dinp (+)= dout . w ; dw (+)= dout^T . inp ; dbias += column sums of dout
+ * (NULL outputs are skipped), with the semantics and flags of
+ * op_matmul_backward. */
 void mt_slabs_backward(const mt_slab_kind *k, float *dinp, float *dw, float *dbias, const void *dout, const void *inp,
-                       const void *w, int N, int C, int OC, int accumulate_dinp);
+                       const void *w, int N, int C, int OC, int flags);
 
 #endif

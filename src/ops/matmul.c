@@ -56,8 +56,8 @@ void op_matmul_forward(mt_gemm_lib lib, float *out, const float *inp, const floa
 }
 
 void op_matmul_backward(mt_gemm_lib lib, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                        const float *w, int N, int C, int OC, int accumulate_dinp) {
+                        const float *w, int N, int C, int OC, int flags) {
     int saved = mt_blas_threads_enter();
-    mt_slabs_backward(slabs_of(lib), dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp);
+    mt_slabs_backward(slabs_of(lib), dinp, dw, dbias, dout, inp, w, N, C, OC, flags);
     mt_blas_threads_leave(saved);
 }

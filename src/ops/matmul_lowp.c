@@ -47,6 +47,6 @@ void op_matmul_forward_bf16(float *out, const mt_bf16 *inp, const mt_bf16 *w, co
 }
 
 void op_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const mt_bf16 *dout, const mt_bf16 *inp,
-                             const mt_bf16 *w, int N, int C, int OC, int accumulate_dinp) {
-    mt_slabs_backward(&bf16_slabs, dinp, dw, dbias, dout, inp, w, N, C, OC, accumulate_dinp);
+                             const mt_bf16 *w, int N, int C, int OC, int flags) {
+    mt_slabs_backward(&bf16_slabs, dinp, dw, dbias, dout, inp, w, N, C, OC, flags);
 }

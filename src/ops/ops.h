@@ -24,10 +24,14 @@ int mt_gemm_lib_parse(const char *name, mt_gemm_lib *out);
 const char *mt_gemm_lib_name(mt_gemm_lib lib);
 void op_matmul_forward(mt_gemm_lib lib, float *out, const float *inp, const float *w, const float *bias, int N, int C,
                        int OC);
-/* dinp[N,C] (+)= dout . w  (accumulates if accumulate_dinp, else overwrites; NULL skips)
- * dw[OC,C] += dout^T . inp ;  dbias[OC] += column sums of dout (NULL skips) */
+/* dinp[N,C] (+)= dout . w  (accumulates with MT_ACC_DINP in flags, else overwrites; NULL skips)
+ * dw[OC,C] (+)= dout^T . inp  (accumulates unless MT_SET_DW);  dbias[OC] += column sums of dout (NULL skips) */
+enum {
+    MT_ACC_DINP = 1, /* dinp += instead of = */
+    MT_SET_DW = 2    /* dw = instead of +=: its buffer need not be cleared first */
+};
 void op_matmul_backward(mt_gemm_lib lib, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                        const float *w, int N, int C, int OC, int accumulate_dinp);
+                        const float *w, int N, int C, int OC, int flags);
 
 /* ---- LayerNorm over the last dim (eps 1e-5, biased variance as PyTorch)
  * mean/rstd [N] are saved for backward. */
