@@ -389,9 +389,10 @@ static void test_optim(void) {
 /* The one-pass mixed-precision Adam(W) is bitwise the three passes it
  * replaces: widen the 16-bit gradient, update, round the master. The
  * gradients include subnormals (bf16 keeps fp32's range), values that round
- * to fp16 subnormals and zeros; several steps, Adam and AdamW. */
-static void test_optim_16(void) {
-    const size_t n = 4099; /* not a multiple of the vector width */
+ * to fp16 subnormals and zeros; several steps, Adam and AdamW; a size not
+ * a multiple of the vector width, one threaded and one not (the threads'
+ * ranges start off the 32-byte alignment of the streaming stores). */
+static void test_optim_16_n(size_t n) {
     float *p = falloc(n), *m = falloc(n), *v = falloc(n), *g = falloc(n);
     float *p2 = falloc(n), *m2 = falloc(n), *v2 = falloc(n), *gw = falloc(n);
     uint16_t *g16 = malloc(n * 2), *p16 = malloc(n * 2), *r16 = malloc(n * 2);
@@ -423,9 +424,15 @@ static void test_optim_16(void) {
     free(p); free(m); free(v); free(g); free(p2); free(m2); free(v2); free(gw); free(g16); free(p16); free(r16);
 }
 
+static void test_optim_16(void) {
+    test_optim_16_n(4099);
+    test_optim_16_n(40009);
+}
+
 /* Rounding a gradient and taking its sum of squares in one pass gives the
  * rounding of mt_convert_to_16 and the double of op_sumsq_16 on the result,
- * bit for bit (sizes below and above the threaded size, odd tails). */
+ * bit for bit (sizes below and above the threaded size, odd tails; in the
+ * vector part and the tail: subnormals, ties, values that round to inf). */
 static void test_round_sumsq(void) {
     const size_t sizes[3] = {1, 5000, 70001};
     const mt_dtype dts[2] = {MT_BF16, MT_FP16};
@@ -435,6 +442,8 @@ static void test_round_sumsq(void) {
             float *x = falloc(n);
             uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
             fill(x, n, 3);
+            const float special[6] = {1e-40f, -3e-39f, 3.3895e38f, 1.00390625f, -1.01171875f, 65519.0f};
+            for (int i = 0; i < 6 && n >= 64; i++) x[7 * i] = x[n - 1 - i] = special[i];
             double s = op_round_to_16_sumsq(dts[d], a, x, n);
             mt_convert_to_16(dts[d], b, x, n);
             double r = op_sumsq_16(dts[d], b, n);

@@ -56,29 +56,16 @@ static inline __mmask16 tail_mask(size_t left) { return (__mmask16)((1u << left)
     } while (0)
 #endif
 
-#if defined(MT_DTYPE_AVX512) && defined(__AVX512BF16__) && defined(__AVX512DQ__)
+#if defined(MT_DTYPE_AVX512) && defined(MT_BF16_X16)
 static inline void fp32_to_bf16_step(mt_bf16 *dst, const float *src, __mmask16 k) {
-    __m512 v = _mm512_maskz_loadu_ps(k, src);
-    __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
-    /* vcvtneps2bf16 flushes subnormal inputs to signed zero; those (rare)
-     * lanes get the scalar form's integer rounding instead. One vfpclassps
-     * (class 0x20: denormal) finds them; two mask tests cost more than the
-     * conversion itself in L1 (measured) */
-    __mmask16 sub = _mm512_fpclass_ps_mask(v, 0x20);
-    if (sub) {
-        __m512i b = _mm512_castps_si512(v);
-        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
-        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(b, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-        h = _mm256_mask_blend_epi16(sub, h, _mm512_cvtepi32_epi16(r));
-    }
-    _mm256_mask_storeu_epi16(dst, k, h);
+    _mm256_mask_storeu_epi16(dst, k, mt_fp32_to_bf16_x16(_mm512_maskz_loadu_ps(k, src)));
 }
 #endif
 
 static void fp32_to_bf16(void *dstv, const void *srcv, size_t n) {
     mt_bf16 *dst = dstv;
     const float *src = srcv;
-#if defined(MT_DTYPE_AVX512) && defined(__AVX512BF16__) && defined(__AVX512DQ__)
+#if defined(MT_DTYPE_AVX512) && defined(MT_BF16_X16)
     MT_DTYPE_LOOP(fp32_to_bf16_step, dst, src, n);
 #else
     for (size_t i = 0; i < n; i++) dst[i] = mt_fp32_to_bf16(src[i]);

@@ -105,4 +105,31 @@ void mt_convert_from_16(mt_dtype t, float *dst, const uint16_t *src, size_t n);
 void mt_accumulate_16(mt_dtype t, uint16_t *acc, const float *x, size_t n);
 void mt_add_from_16(mt_dtype t, float *dst, const uint16_t *src, size_t n);
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512BF16__) && \
+    defined(__AVX512DQ__)
+#include <immintrin.h>
+#define MT_BF16_X16 1
+/* 16 lanes rounded to bf16 bit for bit as mt_fp32_to_bf16. vcvtneps2bf16
+ * flushes subnormal inputs to signed zero; those (rare) lanes get the scalar
+ * form's integer rounding instead. One vfpclassps (class 0x20: denormal)
+ * finds them; two mask tests cost more than the conversion itself in L1
+ * (measured). */
+static inline __m256i mt_fp32_to_bf16_x16(__m512 v) {
+    __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+    __mmask16 sub = _mm512_fpclass_ps_mask(v, 0x20);
+    if (sub) {
+        __m512i b = _mm512_castps_si512(v);
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(b, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+        h = _mm256_mask_blend_epi16(sub, h, _mm512_cvtepi32_epi16(r));
+    }
+    return h;
+}
+
+/* 16 bf16 lanes widened to fp32 (exact). */
+static inline __m512 mt_bf16_to_fp32_x16(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+#endif
+
 #endif
