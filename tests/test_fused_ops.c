@@ -161,6 +161,17 @@ static void test_softmax_xent(int N, int V, int Vp, float spread, float shift, i
     CHECK(gw <= TOL, "%s: gradient error %.3g (in units of the scale)", what, gw);
     CHECK(memcmp(loss, lossonly, (size_t)N * sizeof(float)) == 0, "%s: loss differs without the gradient", what);
     CHECK(memcmp(xo, x, n * sizeof(float)) == 0, "%s: logits changed although no gradient was asked for", what);
+    /* the bf16 form: op_softmax_xent's gradient rounded, bit for bit, the
+     * same losses, the logits untouched */
+    uint16_t *g16 = malloc(n * sizeof(uint16_t)), *r16 = malloc(n * sizeof(uint16_t));
+    float *loss16 = falloc(N);
+    if (!g16 || !r16) exit(2);
+    op_softmax_xent_bf16(xo, g16, loss16, tg, N, V, Vp, scale);
+    mt_convert_fp32_to_bf16(r16, g, n);
+    CHECK(memcmp(g16, r16, n * sizeof(uint16_t)) == 0, "%s: bf16 gradient is not the fp32 one rounded", what);
+    CHECK(memcmp(loss16, loss, (size_t)N * sizeof(float)) == 0, "%s: bf16 form's losses differ", what);
+    CHECK(memcmp(xo, x, n * sizeof(float)) == 0, "%s: the bf16 form changed the logits", what);
+    free(g16); free(r16); free(loss16);
 
     /* vocab-parallel: 3 uneven shards of the V columns give the same losses and gradient */
     int cut[4] = {0, V / 5, V / 5 + V / 2, V};

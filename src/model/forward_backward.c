@@ -43,6 +43,12 @@ static void linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, c
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
 }
 
+static void linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
+                                      const float *w, int N, int C, int OC, int flags) {
+    TIMED(MT_PROF_GEMM, mt_linear_backward_dout_bf16(m, dinp, dw, dout, inp, w, N, C, OC, flags));
+    mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
+}
+
 static int dropout_on(const mt_model *m, const mt_fwd_ctx *fc) {
     return fc->training && m->layout.cfg.dropout > 0.0f;
 }
@@ -251,7 +257,12 @@ double mt_head_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
                                                   hp + hu->t[MT_T_LNF_W].offset, hp + hu->t[MT_T_LNF_B].offset, n, C));
     const float *lnf = tp_gather(m, a->lnf, m->gs.gathered);
     linear_forward(m, a->logits, lnf, wte, NULL, N, C, (int)wt->shape[0]);
-    if (m->layout.tp == 1)
+    /* bf16: the gradient goes straight into the head's bf16 GEMM operand */
+    m->dlogits16 = m->layout.tp == 1 && m->precision == MT_BF16 && dlogits_scale != 0.0f;
+    if (m->dlogits16)
+        TIMED(MT_PROF_SOFTMAX_XENT, op_softmax_xent_bf16(a->logits, m->op16[1], a->losses, a->targets, N,
+                                                         cfg->vocab_size, cfg->padded_vocab, dlogits_scale));
+    else if (m->layout.tp == 1)
         TIMED(MT_PROF_SOFTMAX_XENT, op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size,
                                                     cfg->padded_vocab, dlogits_scale));
     else
@@ -272,10 +283,14 @@ void mt_head_backward(mt_model *m, const mt_fwd_ctx *fc) {
     const mt_tensor *wt = &m->layout.units[0].t[MT_T_WTE];
     const float *wte = m->params[0] + wt->offset;
     float *dwte = m->grads[0] + wt->offset;
-    /* acts.logits holds dL/dlogits (written by the fused softmax + xent);
-     * under sequence parallelism gs.gathered still holds lnf's rows. */
-    linear_backward(m, m->gs.dln, dwte, NULL, a->logits, head_input(m), wte, N, C, (int)wt->shape[0],
-                    m->grad_fresh[0] ? MT_SET_DW : 0);
+    /* acts.logits (op16[1] in bf16) holds dL/dlogits (written by the fused
+     * softmax + xent); under sequence parallelism gs.gathered still holds
+     * lnf's rows. */
+    int flags = m->grad_fresh[0] ? MT_SET_DW : 0;
+    if (m->dlogits16)
+        linear_backward_dout_bf16(m, m->gs.dln, dwte, m->op16[1], head_input(m), wte, N, C, (int)wt->shape[0], flags);
+    else
+        linear_backward(m, m->gs.dln, dwte, NULL, a->logits, head_input(m), wte, N, C, (int)wt->shape[0], flags);
     tp_scatter(m, m->gs.dln);
     double t0 = mt_prof_begin(m->prof);
     memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));

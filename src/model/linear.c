@@ -68,6 +68,13 @@ void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w
     }
 }
 
+void mt_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
+                                  const float *w, int N, int C, int OC, int flags) {
+    if (m->precision != MT_BF16) mt_die("mt_linear_backward_dout_bf16: the model's precision is not bf16");
+    if (dw) mt_convert_fp32_to_bf16(m->op16[0], inp, (size_t)N * C);
+    op_matmul_backward_bf16(dinp, dw, NULL, dout, m->op16[0], dinp ? mt_model_weight16(m, w) : NULL, N, C, OC, flags);
+}
+
 void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int flags) {
     if (m->precision == MT_FP32 || (!dinp && !dw)) {

@@ -96,6 +96,8 @@ typedef struct {
     uint64_t *w16_version;  /* [n_units] param_version each copy was made at */
     uint64_t param_version; /* bumped by mt_model_params_changed */
     uint16_t *op16[2];      /* 16-bit operand scratch: [0] layer input, [1] output gradient */
+    int dlogits16;          /* 1: the last head forward (bf16, tp 1) wrote dL/dlogits into op16[1]
+                               in bf16 and left acts.logits as logits */
     float *opf[2], *wbuf;   /* fp16: the rounded operands and weight in fp32 */
 } mt_model;
 
@@ -144,6 +146,10 @@ void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w
                        int OC);
 void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int flags);
+/* mt_linear_backward at bf16 precision with the output gradient already in
+ * bf16 (dout, N x OC; no bias). */
+void mt_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
+                                  const float *w, int N, int C, int OC, int flags);
 /* The 16-bit form (bf16 or fp16 by m->precision) of parameter element *w,
  * which must lie in a unit's parameters. */
 const uint16_t *mt_model_weight16(mt_model *m, const float *w);

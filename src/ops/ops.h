@@ -91,6 +91,12 @@ void op_attention_backward(float *dqkv, const float *dout, const float *qkv, con
  * columns and ignored rows), so the probabilities are written once. */
 void op_softmax_xent(float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
                      float dlogits_scale);
+/* The same, the gradient written rounded to bf16 into dlogits [N, Vp] (bit
+ * for bit op_softmax_xent's values, rounded) and the logits left as they
+ * are: the bf16 head's GEMMs read it without a conversion pass over the
+ * N x Vp floats. */
+void op_softmax_xent_bf16(const float *logits, mt_bf16 *dlogits, float *losses, const int32_t *targets, int N, int V,
+                          int Vp, float dlogits_scale);
 /* Vocab-parallel form (a process holds logit columns [v0, v0 + Vl) of every
  * row, row stride ld; targets are global ids):
  * 1. op_xent_shard_stats: per row the shard's max mx[i], sum of exp(x - mx)

@@ -59,6 +59,30 @@ static void row_grad(float *x, int n, int n_zero, float lse, float scale) {
     }
     for (j = n; j < n_zero; j++) x[j] = 0.0f;
 }
+
+/* d[0, n) <- bf16(scale * exp(x - lse)), the values row_grad writes,
+ * rounded; d[n, n_zero) <- 0 */
+static void row_grad_bf16(const float *x, mt_bf16 *d, int n, int n_zero, float lse, float scale) {
+    const __m512 l = _mm512_set1_ps(lse), k = _mm512_set1_ps(scale);
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 m = j + 16 <= n ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        __m512 y = _mm512_mul_ps(k, mt_vexp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), l)));
+#ifdef MT_BF16_X16
+        _mm256_mask_storeu_epi16(d + j, m, mt_fp32_to_bf16_x16(y));
+#else
+        float t[16];
+        _mm512_storeu_ps(t, y);
+        for (int i = 0; i < 16 && j + i < n; i++) d[j + i] = mt_fp32_to_bf16(t[i]);
+#endif
+    }
+    for (int j = n; j < n_zero; j++) d[j] = 0;
+}
+
+/* The gradient row_grad gives the target column x_t, before the -scale. */
+static float target_grad(float xt, float lse, float scale) {
+    __m512 y = _mm512_mul_ps(_mm512_set1_ps(scale), mt_vexp16(_mm512_set1_ps(xt - lse)));
+    return _mm512_cvtss_f32(y);
+}
 #else
 static void row_stats(const float *x, int n, float *mx_out, float *se_out) {
     float mx = -FLT_MAX, s = 0.0f;
@@ -82,20 +106,31 @@ static void row_grad(float *x, int n, int n_zero, float lse, float scale) {
     for (int j = 0; j < n; j++) x[j] = scale * mt_vexpf(x[j] - lse);
     for (int j = n; j < n_zero; j++) x[j] = 0.0f;
 }
+
+static void row_grad_bf16(const float *x, mt_bf16 *d, int n, int n_zero, float lse, float scale) {
+    for (int j = 0; j < n; j++) d[j] = mt_fp32_to_bf16(scale * mt_vexpf(x[j] - lse));
+    for (int j = n; j < n_zero; j++) d[j] = 0;
+}
+
+static float target_grad(float xt, float lse, float scale) { return scale * mt_vexpf(xt - lse); }
 #endif
 
-void op_softmax_xent(float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
-                     float dlogits_scale) {
+/* op_softmax_xent and op_softmax_xent_bf16: the gradient in place (d16
+ * NULL) or rounded into d16. */
+static void softmax_xent(float *logits, mt_bf16 *d16, float *losses, const int32_t *targets, int N, int V, int Vp,
+                         float dlogits_scale) {
     const int write_grad = dlogits_scale != 0.0f;
     for (int n = 0; n < N; n++) /* checked before the parallel region: mt_die must not run inside it */
         if (targets[n] >= V) mt_die("op_softmax_xent: target %d of row %d out of range [0,%d)", targets[n], n, V);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *x = logits + (size_t)n * Vp;
+        mt_bf16 *d = d16 ? d16 + (size_t)n * Vp : NULL;
         const int tgt = targets[n];
         if (tgt < 0) {
             if (losses) losses[n] = 0.0f;
-            if (write_grad) row_grad(x, 0, Vp, 0.0f, 0.0f);
+            if (write_grad && d) row_grad_bf16(x, d, 0, Vp, 0.0f, 0.0f);
+            else if (write_grad) row_grad(x, 0, Vp, 0.0f, 0.0f);
             continue;
         }
         const float xt = x[tgt];
@@ -103,11 +138,24 @@ void op_softmax_xent(float *logits, float *losses, const int32_t *targets, int N
         row_stats(x, V, &mx, &se);
         const float lse = mx + logf(se);
         if (losses) losses[n] = lse - xt;
-        if (write_grad) {
+        if (write_grad && d) {
+            row_grad_bf16(x, d, V, Vp, lse, dlogits_scale);
+            d[tgt] = mt_fp32_to_bf16(target_grad(xt, lse, dlogits_scale) - dlogits_scale);
+        } else if (write_grad) {
             row_grad(x, V, Vp, lse, dlogits_scale);
             x[tgt] -= dlogits_scale;
         }
     }
+}
+
+void op_softmax_xent(float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
+                     float dlogits_scale) {
+    softmax_xent(logits, NULL, losses, targets, N, V, Vp, dlogits_scale);
+}
+
+void op_softmax_xent_bf16(const float *logits, mt_bf16 *dlogits, float *losses, const int32_t *targets, int N, int V,
+                          int Vp, float dlogits_scale) {
+    softmax_xent((float *)logits, dlogits, losses, targets, N, V, Vp, dlogits_scale);
 }
 
 void op_xent_shard_stats(const float *logits, float *mx, float *se, float *xt, const int32_t *targets, int N,
