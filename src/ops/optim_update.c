@@ -72,7 +72,8 @@ static inline __m512 adam_x16(const adam_consts *c, __m512 p, __m512 g, float *m
                               _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(c->omb2), g), g));
     _mm512_storeu_ps(m, mi);
     _mm512_storeu_ps(v, vi);
-    __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), _mm512_set1_ps(c->bc2_sqrt)), _mm512_set1_ps(c->eps));
+    __m512 denom =
+        _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), _mm512_set1_ps(c->bc2_sqrt)), _mm512_set1_ps(c->eps));
     return _mm512_sub_ps(p, _mm512_mul_ps(_mm512_set1_ps(c->step_size), _mm512_div_ps(mi, denom)));
 }
 
