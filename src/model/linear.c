@@ -84,9 +84,7 @@ void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const
     size_t ni = (size_t)N * C, no = (size_t)N * OC, nw = (size_t)OC * C;
     if (m->precision == MT_BF16) {
         mt_convert_fp32_to_bf16(m->op16[1], dout, no);
-        if (dw) mt_convert_fp32_to_bf16(m->op16[0], inp, ni);
-        op_matmul_backward_bf16(dinp, dw, NULL, m->op16[1], m->op16[0], dinp ? mt_model_weight16(m, w) : NULL, N, C, OC,
-                                flags);
+        mt_linear_backward_dout_bf16(m, dinp, dw, m->op16[1], inp, w, N, C, OC, flags);
     } else {
         const float *d = fp16_rounded(m, m->opf[1], dout, no);
         const float *x = dw ? fp16_rounded(m, m->opf[0], inp, ni) : NULL;
