@@ -44,26 +44,36 @@ void op_scale(float *x, float s, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
-/* Sum of squares of f[0, k) in double, in a fixed order: four vector
- * accumulators (elements i mod 64 in 16-lane groups) so the additions
- * pipeline -- one accumulator chain ran at the add latency, about half the
- * rate the memory delivers (measured on the mixed-precision drain) -- then
- * the accumulators in order and the tail. */
+#ifdef __AVX512F__
+/* Squares of 32 floats (w0 = elements 0-15, w1 = 16-31) added in double into
+ * four accumulators, one per 8 elements: independent chains, so the
+ * additions pipeline (one chain ran at the add latency, about half the rate
+ * the memory delivers, measured on the mixed-precision drain). Both sums
+ * below go through this and sq_total, so they add in the same order. */
+static inline void sq_add32(__m512d a[4], __m512 w0, __m512 w1) {
+    const __m512 w[2] = {w0, w1};
+    for (int h = 0; h < 2; h++) {
+        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(w[h]));
+        __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(w[h]), 1)));
+        a[2 * h] = _mm512_fmadd_pd(lo, lo, a[2 * h]);
+        a[2 * h + 1] = _mm512_fmadd_pd(hi, hi, a[2 * h + 1]);
+    }
+}
+
+static inline double sq_total(const __m512d a[4]) {
+    return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a[0], a[1]), _mm512_add_pd(a[2], a[3])));
+}
+#endif
+
+/* Sum of squares of f[0, k) in double, in a fixed order: 32 elements at a
+ * time into sq_add32's accumulators, then their total and the tail. */
 static double sumsq_f32(const float *f, size_t k) {
     size_t i = 0;
     double s = 0.0;
 #ifdef __AVX512F__
-    __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-    for (; i + 32 <= k; i += 32) {
-        __m256 x0 = _mm256_loadu_ps(f + i), x1 = _mm256_loadu_ps(f + i + 8);
-        __m256 x2 = _mm256_loadu_ps(f + i + 16), x3 = _mm256_loadu_ps(f + i + 24);
-        __m512d d0 = _mm512_cvtps_pd(x0), d1 = _mm512_cvtps_pd(x1), d2 = _mm512_cvtps_pd(x2), d3 = _mm512_cvtps_pd(x3);
-        a0 = _mm512_fmadd_pd(d0, d0, a0);
-        a1 = _mm512_fmadd_pd(d1, d1, a1);
-        a2 = _mm512_fmadd_pd(d2, d2, a2);
-        a3 = _mm512_fmadd_pd(d3, d3, a3);
-    }
-    s = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+    __m512d a[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+    for (; i + 32 <= k; i += 32) sq_add32(a, _mm512_loadu_ps(f + i), _mm512_loadu_ps(f + i + 16));
+    s = sq_total(a);
 #endif
     for (; i < k; i++) s += (double)f[i] * (double)f[i];
     return s;
@@ -71,16 +81,16 @@ static double sumsq_f32(const float *f, size_t k) {
 
 #ifdef MT_BF16_X16
 /* dst[0, k) = src[0, k) rounded to bf16; returns the sum of squares of the
- * rounded values with sumsq_f32's lanes, accumulators and order -- the
- * same double as rounding, widening and summing in passes -- taken from
- * registers. dst is written with streaming stores where it is 32-byte
- * aligned: the drain's 16-bit gradient is next read by the optimizer, long
- * after, and skipping the read-for-ownership of its lines made the
- * memory-bound pass about 20% faster (measured, 124M elements). */
+ * rounded values in sumsq_f32's order -- the same double as rounding,
+ * widening and summing in passes -- taken from registers. dst is written
+ * with streaming stores where it is 32-byte aligned: the drain's 16-bit
+ * gradient is next read by the optimizer, long after, and skipping the
+ * read-for-ownership of its lines made the memory-bound pass about 20%
+ * faster (measured, 124M elements). */
 static double round_bf16_sumsq(uint16_t *dst, const float *src, size_t k) {
     size_t i = 0;
     int stream = ((uintptr_t)dst & 31) == 0; /* dst + i keeps the alignment: i steps by 32 elements */
-    __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    __m512d a[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
     for (; i + 32 <= k; i += 32) {
         __m256i h0 = mt_fp32_to_bf16_x16(_mm512_loadu_ps(src + i));
         __m256i h1 = mt_fp32_to_bf16_x16(_mm512_loadu_ps(src + i + 16));
@@ -91,16 +101,10 @@ static double round_bf16_sumsq(uint16_t *dst, const float *src, size_t k) {
             _mm256_storeu_si256((__m256i *)(dst + i), h0);
             _mm256_storeu_si256((__m256i *)(dst + i + 16), h1);
         }
-        __m512 w0 = mt_bf16_to_fp32_x16(h0), w1 = mt_bf16_to_fp32_x16(h1);
-        __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(w0)), d1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(w0, 1));
-        __m512d d2 = _mm512_cvtps_pd(_mm512_castps512_ps256(w1)), d3 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(w1, 1));
-        a0 = _mm512_fmadd_pd(d0, d0, a0);
-        a1 = _mm512_fmadd_pd(d1, d1, a1);
-        a2 = _mm512_fmadd_pd(d2, d2, a2);
-        a3 = _mm512_fmadd_pd(d3, d3, a3);
+        sq_add32(a, mt_bf16_to_fp32_x16(h0), mt_bf16_to_fp32_x16(h1));
     }
     if (stream) _mm_sfence(); /* streaming stores are weakly ordered: visible before anyone reads dst */
-    double s = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+    double s = sq_total(a);
     for (; i < k; i++) {
         dst[i] = mt_fp32_to_bf16(src[i]);
         double w = (double)mt_bf16_to_fp32(dst[i]);
