@@ -33,6 +33,9 @@ expect_error "not a multiple of --micro-batch" $M train $D --batch 6 --micro-bat
 expect_error "unknown --optimizer 'lion'" $M train $D --optimizer lion
 expect_error "--adafactor-beta1 applies to --optimizer adafactor" $M train $D --adafactor-beta1 0.9
 expect_error "--adafactor-beta1 must be in \[0, 1)" $M train $D --optimizer adafactor --adafactor-beta1 1
+expect_error "--adafactor-clip must be a positive number, got -1" $M train $D --optimizer adafactor --adafactor-clip -1
+expect_error "--adafactor-scale-parameter and --adafactor-clip apply to --optimizer adafactor" $M train $D --adafactor-scale-parameter
+expect_error "--adafactor-scale-parameter and --adafactor-clip apply to --optimizer adafactor" $M train $D --adafactor-clip 2
 expect_error "unknown --lr-schedule" $M train $D --lr-schedule step
 expect_error "unknown --data-order" $M train $D --data-order random
 expect_error "--dropout must be in" $M train $D --dropout 1.5

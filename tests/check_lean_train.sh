@@ -2,7 +2,8 @@
 # The memory-lean optimizers in training (--optimizer adafactor | adamw8bit):
 #  - Adafactor's factored statistics are summed over the ranks sharing a
 #    unit, so dp=3 with ZeRO-1 and ZeRO-3 (shards cut through matrix rows)
-#    gives the single-process losses within 1e-5 over 20 steps;
+#    gives the single-process losses within 1e-5 over 20 steps, also with
+#    the relative step (its per-tensor RMS(W) is summed over the shards);
 #  - a checkpoint (3 steps) resumed to 5 gives the straight run's losses
 #    bitwise, for both optimizers (8-bit moments are saved dequantised and
 #    re-quantised to the same codes);
@@ -23,6 +24,10 @@ for z in 1 3; do
     $MPI -np 3 $M train $T --optimizer adafactor --dp 3 --zero $z --metrics $W/af$z.jsonl >/dev/null
     losses_within $W/af.jsonl $W/af$z.jsonl "adafactor dp=3 zero $z"; echo
 done
+R="--optimizer adafactor --adafactor-scale-parameter --adafactor-clip 1.5 --lr 3e-2"
+$M train $T $R --metrics $W/afr.jsonl >/dev/null
+$MPI -np 3 $M train $T $R --dp 3 --zero 3 --metrics $W/afr3.jsonl >/dev/null
+losses_within $W/afr.jsonl $W/afr3.jsonl "adafactor relative step dp=3 zero 3"; echo
 S="${T/--steps 20/--steps 5}"
 for opt in adafactor adamw8bit; do
     $M train $S --optimizer $opt --metrics $W/s_$opt.jsonl --report-json $W/$opt.json >/dev/null

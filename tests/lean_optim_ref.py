@@ -2,9 +2,10 @@
 """Independent numpy (float64) references for the lean optimizers.
 
 Reads the file written by `build/tests/test_lean_optim --dump FILE`:
-  twice (beta1 = 0, then 0.9): an Adafactor run over a hand-made unit
+  three times (beta1 = 0; beta1 = 0.9; beta1 = 0 with the relative step and
+  d = 1.5): an Adafactor run over a hand-made unit
     int64 n_tensors, numel, steps; per tensor int64 offset, rows, cols, ndim, decay
-    float64 beta1, decay_rate, eps1, clip_threshold, weight_decay
+    float64 beta1, decay_rate, eps1, clip_threshold, weight_decay, scale_parameter, eps2
     float32 p0[numel]; per step float64 lr, grad_scale + float32 grad[numel]
     float32 p_final[numel] (the C result)
   float32 signed map[256], unsigned map[256] (mt_q8_decode of every code)
@@ -29,7 +30,7 @@ class Reader:
 def adafactor_reference(rd):
     nt, numel, steps = rd.take(np.int64, 3)
     tensors = [rd.take(np.int64, 5) for _ in range(nt)]
-    beta1, decay_rate, eps1, d, wd = rd.take(np.float64, 5)
+    beta1, decay_rate, eps1, d, wd, scale_parameter, eps2 = rd.take(np.float64, 7)
     p = rd.take(np.float32, numel).astype(np.float64)
     p0 = p.copy()
     state = {}
@@ -58,15 +59,17 @@ def adafactor_reference(rd):
                 state[(i, "m")] = M
                 U = M
             W = p[off:off + n].reshape(rows, cols)
+            # relative step: alpha_t = max(eps2, RMS(X_{t-1})) rho_t (Algorithm 4)
+            alpha = lr * max(eps2, np.sqrt(np.mean(W * W))) if scale_parameter else lr
             if decay:
-                W = W * (1 - lr * wd)
-            p[off:off + n] = (W - lr * U).ravel()
+                W = W * (1 - alpha * wd)
+            p[off:off + n] = (W - alpha * U).ravel()
     got = rd.take(np.float32, numel).astype(np.float64)
     # C keeps the parameters in fp32 (a rounding of ~6e-8 relative each
     # step); the reference in float64
     err = np.max(np.abs(got - p)) / np.max(np.abs(p))
     err_disp = np.max(np.abs(got - p)) / np.max(np.abs(p - p0))
-    print(f"adafactor beta1={beta1:.1f}: {steps} steps, max |C - numpy| = {err:.3g} of max |p|, "
+    print(f"adafactor beta1={beta1:.1f}{' relative step d=%g' % d if scale_parameter else ''}: {steps} steps, max |C - numpy| = {err:.3g} of max |p|, "
           f"{err_disp:.3g} of the largest displacement")
     return err <= 1e-6 and err_disp <= 1e-5
 
@@ -91,7 +94,7 @@ def code_map(signed):
 
 def main():
     rd = Reader(sys.argv[1])
-    ok = adafactor_reference(rd) and adafactor_reference(rd)
+    ok = all([adafactor_reference(rd) for _ in range(3)])
     for signed in (1, 0):
         got = rd.take(np.float32, 256).astype(np.float64)
         want = code_map(signed)

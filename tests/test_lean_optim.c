@@ -538,7 +538,7 @@ static double rel_displacement_err(const float *a, const float *ref, const float
     return den > 0 ? num / den : num;
 }
 
-static void test_adafactor_sharded(int use_gpt, float beta1) {
+static void test_adafactor_sharded(int use_gpt, float beta1, int scale_parameter) {
     mt_gpt_layout gl;
     mt_unit_layout one = test_unit();
     const mt_unit_layout *units = &one;
@@ -554,6 +554,7 @@ static void test_adafactor_sharded(int use_gpt, float beta1) {
     mt_adafactor_hparams_default(&h);
     h.weight_decay = 0.1f;
     h.beta1 = beta1;
+    h.scale_parameter = scale_parameter;
     float ***g = malloc((size_t)steps * sizeof *g);
     for (int t = 0; t < steps; t++) {
         g[t] = malloc((size_t)n_units * sizeof **g);
@@ -585,8 +586,8 @@ static void test_adafactor_sharded(int use_gpt, float beta1) {
         run_adafactor(units, n_units, steps, g, psh, n, &h, sh_st, fr);
         double worst = 0.0;
         for (int u = 0; u < n_units; u++) worst = fmax(worst, rel_displacement_err(psh[u], pref[u], p0[u], units[u].numel));
-        printf("adafactor %s beta1=%.1f, %2d shards: max |p - p_unsharded| / max displacement = %.3g\n",
-               use_gpt ? "gpt layout" : "test unit", (double)beta1, n, worst);
+        printf("adafactor %s beta1=%.1f%s, %2d shards: max |p - p_unsharded| / max displacement = %.3g\n",
+               use_gpt ? "gpt layout" : "test unit", (double)beta1, scale_parameter ? " scaled" : "", n, worst);
         CHECK(worst <= 1e-6, "%d shards agree with unsharded: %.3g", n, worst);
         int calls_ok = 1, replicas_ok = 1;
         for (int r = 0; r < n; r++) {
@@ -688,28 +689,33 @@ static int dump(const char *path) {
         fprintf(stderr, "cannot write %s\n", path);
         return 1;
     }
-    for (int beta_case = 0; beta_case < 2; beta_case++) {
+    /* cases: no momentum; momentum; no momentum with the relative step and d = 1.5 */
+    for (int c = 0; c < 3; c++) {
         mt_adafactor_hparams h;
         mt_adafactor_hparams_default(&h);
         h.weight_decay = 0.1f;
-        h.beta1 = beta_case ? 0.9f : 0.0f;
+        h.beta1 = c == 1 ? 0.9f : 0.0f;
+        h.scale_parameter = c == 2;
+        if (c == 2) h.clip_threshold = 1.5f;
         int64_t hdr[3] = {u.n_tensors, (int64_t)n, steps};
         fwrite(hdr, sizeof hdr, 1, f);
         for (int i = 0; i < u.n_tensors; i++) {
             int64_t d[5] = {(int64_t)u.t[i].offset, u.t[i].shape[0], u.t[i].shape[1], u.t[i].ndim, u.t[i].weight_decay};
             fwrite(d, sizeof d, 1, f);
         }
-        double hp[5] = {h.beta1, h.decay_rate, h.eps1, h.clip_threshold, h.weight_decay};
+        double hp[7] = {h.beta1, h.decay_rate, h.eps1, h.clip_threshold, h.weight_decay, h.scale_parameter, h.eps2};
         fwrite(hp, sizeof hp, 1, f);
         float *p = malloc(n * 4), *g = malloc(n * 4);
         uint64_t s = 5;
         for (size_t i = 0; i < n; i++) p[i] = 0.05f * rng_normal(&s);
+        if (c == 2) /* a zero-initialised bias: its RMS stays under eps2 for a few steps */
+            memset(p + u.t[1].offset, 0, u.t[1].numel * sizeof(float));
         fwrite(p, 4, n, f);
         mt_adafactor st;
         mt_adafactor_init(&st, &h, &u, 0, n, NULL);
         for (int t = 1; t <= steps; t++) {
             make_grads(&u, 500 + (uint64_t)t, g);
-            float lr = 1e-2f * (float)(11 - t) / 10.0f, coef = t == 3 ? 0.25f : 1.0f;
+            float lr = (c == 2 ? 2e-1f : 1e-2f) * (float)(11 - t) / 10.0f, coef = t == 3 ? 0.25f : 1.0f;
             double lc[2] = {lr, coef};
             fwrite(lc, sizeof lc, 1, f);
             fwrite(g, 4, n, f);
@@ -741,9 +747,11 @@ int main(int argc, char **argv) {
     test_adam8bit_zero_blocks();
     test_adam8bit_tracks_fp32();
     test_adafactor_bytes();
-    test_adafactor_sharded(0, 0.0f);
-    test_adafactor_sharded(1, 0.0f);
-    test_adafactor_sharded(1, 0.9f);
+    test_adafactor_sharded(0, 0.0f, 0);
+    test_adafactor_sharded(1, 0.0f, 0);
+    test_adafactor_sharded(1, 0.9f, 0);
+    test_adafactor_sharded(0, 0.0f, 1);
+    test_adafactor_sharded(1, 0.0f, 1);
     mt_error err;
     mt_opt_kind k;
     CHECK(mt_opt_kind_parse("adafactor", &k, &err) == 0 && k == MT_OPT_ADAFACTOR && mt_opt_is_lean(k), "adafactor kind");

@@ -74,6 +74,8 @@ int mt_cli_train(int argc, char **argv) {
         {"weight-decay", MT_ARG_FLOAT, &o.opt.weight_decay, "weight decay on 2-D weights (default 0.1)", 0},
         {"beta1", MT_ARG_FLOAT, &o.opt.beta1, "Adam beta1 (default 0.9)", 0},
         {"adafactor-beta1", MT_ARG_FLOAT, &o.adafactor_beta1, "Adafactor momentum on the clipped update (default 0: none, the memory saving; > 0 adds 4 bytes per parameter)", 0},
+        {"adafactor-scale-parameter", MT_ARG_FLAG, &o.adafactor_scale_parameter, "Adafactor: --lr is a step relative to each tensor's RMS, max(1e-3, RMS(W)) (the paper's relative step; try --lr 3e-2)", 0},
+        {"adafactor-clip", MT_ARG_FLOAT, &o.adafactor_clip, "Adafactor update clipping threshold d: RMS(update) <= d per tensor (default 1)", 0},
         {"beta2", MT_ARG_FLOAT, &o.opt.beta2, "Adam beta2 (default 0.95)", 0},
         {"eps", MT_ARG_FLOAT, &o.opt.eps, "Adam epsilon (default 1e-8)", 0},
         {"momentum", MT_ARG_FLOAT, &o.opt.momentum, "SGD momentum (default 0.9)", 0},

@@ -4,7 +4,7 @@
 
 void mt_adafactor_hparams_default(mt_adafactor_hparams *h) {
     *h = (mt_adafactor_hparams){.beta1 = 0.0f, .decay_rate = -0.8f, .eps1 = 1e-30f, .clip_threshold = 1.0f,
-                                .weight_decay = 0.0f};
+                                .weight_decay = 0.0f, .scale_parameter = 0, .eps2 = 1e-3f};
 }
 
 static size_t tensor_rows(const mt_tensor *t) { return (size_t)t->shape[0]; }
@@ -43,7 +43,7 @@ void mt_adafactor_init(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_
     s->v = mt_mem_alloc(mem, MT_MEM_OPTIM, s->n_v * sizeof(float), "Adafactor second moment");
     s->m = nm ? mt_mem_alloc(mem, MT_MEM_OPTIM, nm * sizeof(float), "Adafactor momentum") : NULL;
     s->col_factor = mt_mem_alloc(mem, MT_MEM_SCRATCH, s->cf_len * sizeof(float), "Adafactor column factors");
-    s->red_len = s->n_rc + (size_t)s->n_tensors;
+    s->red_len = s->n_rc + 2 * (size_t)s->n_tensors;
     s->red = mt_mem_alloc(mem, MT_MEM_SCRATCH, s->red_len * sizeof(double), "Adafactor reduction buffer");
 }
 
@@ -59,7 +59,7 @@ void mt_adafactor_free(mt_adafactor *s, mt_mem *mem) {
 
 size_t mt_adafactor_state_bytes(const mt_adafactor *s) { return s->state_bytes; }
 size_t mt_adafactor_sums_len(const mt_adafactor *s) { return s->n_rc; }
-size_t mt_adafactor_sq_len(const mt_adafactor *s) { return (size_t)s->n_tensors; }
+size_t mt_adafactor_sq_len(const mt_adafactor *s) { return 2 * (size_t)s->n_tensors; }
 
 static void check_unit(const mt_adafactor *s, const mt_unit_layout *unit) {
     if (unit->numel != s->numel || unit->n_tensors != s->n_tensors)
@@ -123,15 +123,22 @@ static void column_factors(const float *C, size_t cols, float *cf) {
 static float row_factor(const float *R, double r_mean, size_t row) { return (float)sqrt(r_mean / (double)R[row]); }
 
 void mt_adafactor_second_moment(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
-                                const float *g, float grad_scale, int64_t step, const double *sums, double *sq) {
+                                const float *p, const float *g, float grad_scale, int64_t step, const double *sums,
+                                double *sq) {
     check_unit(s, unit);
     double beta2 = 1.0 - pow((double)step, (double)h->decay_rate), omb2 = 1.0 - beta2, eps1 = h->eps1;
-    memset(sq, 0, (size_t)s->n_tensors * sizeof(double));
+    memset(sq, 0, mt_adafactor_sq_len(s) * sizeof(double));
     for (int i = 0; i < unit->n_tensors; i++) {
         const mt_tensor *t = &unit->t[i];
         size_t a, b, rows = tensor_rows(t), cols = tensor_cols(t);
         int mine = overlap(t, s->begin, s->end, &a, &b);
         double acc = 0.0;
+        if (mine && h->scale_parameter) { /* the owned part of the tensor's sum of squares, for RMS(X) */
+            const float *pt = p + (a - s->begin);
+            double pp = 0.0;
+            for (size_t j = 0; j < b - a; j++) pp += (double)pt[j] * pt[j];
+            sq[s->n_tensors + i] = pp;
+        }
         if (s->factored[i]) {
             /* every rank updates its replica of R and C from the summed sums */
             float *R = s->rc + s->rc_off[i], *C = R + rows;
@@ -181,7 +188,12 @@ void mt_adafactor_apply(mt_adafactor *s, const mt_adafactor_hparams *h, const mt
         double rms = sqrt(sq[i] / (double)t->numel);
         double den = rms / (double)h->clip_threshold;
         float clip = (float)(1.0 / (den > 1.0 ? den : 1.0));
-        float pdecay = t->weight_decay ? (float)(1.0 - (double)lr * (double)h->weight_decay) : 1.0f;
+        float lr_t = lr;
+        if (h->scale_parameter) { /* a step relative to the tensor's scale, RMS(X) floored at eps2 */
+            double prms = sqrt(sq[s->n_tensors + i] / (double)t->numel);
+            lr_t = (float)((double)lr * (prms > (double)h->eps2 ? prms : (double)h->eps2));
+        }
+        float pdecay = t->weight_decay ? (float)(1.0 - (double)lr_t * (double)h->weight_decay) : 1.0f;
         float *m = s->m;
         if (s->factored[i]) {
             const float *R = s->rc + s->rc_off[i], *C = R + rows;
@@ -195,7 +207,7 @@ void mt_adafactor_apply(mt_adafactor *s, const mt_adafactor_hparams *h, const mt
                 for (size_t c = 0; c < nc; c++) {
                     float upd = gr[c] * grad_scale * rf * cf[c] * clip;
                     if (mr) upd = mr[c] = beta1 * mr[c] + omb1 * upd;
-                    pr[c] = pr[c] * pdecay - lr * upd;
+                    pr[c] = pr[c] * pdecay - lr_t * upd;
                 }
             }
         } else {
@@ -205,7 +217,7 @@ void mt_adafactor_apply(mt_adafactor *s, const mt_adafactor_hparams *h, const mt
                 float gi = g[o + j] * grad_scale;
                 float upd = gi / sqrtf(V[j]) * clip;
                 if (m) upd = m[o + j] = beta1 * m[o + j] + omb1 * upd;
-                p[o + j] = p[o + j] * pdecay - lr * upd;
+                p[o + j] = p[o + j] * pdecay - lr_t * upd;
             }
         }
     }
@@ -217,8 +229,8 @@ void mt_adafactor_update(mt_adafactor *s, const mt_adafactor_hparams *h, const m
     double *sums = s->red, *sq = s->red + s->n_rc;
     mt_adafactor_row_col_sums(s, h, unit, g, grad_scale, sums);
     if (allreduce_sum) allreduce_sum(ctx, sums, s->n_rc);
-    mt_adafactor_second_moment(s, h, unit, g, grad_scale, step, sums, sq);
-    if (allreduce_sum) allreduce_sum(ctx, sq, (size_t)s->n_tensors);
+    mt_adafactor_second_moment(s, h, unit, p, g, grad_scale, step, sums, sq);
+    if (allreduce_sum) allreduce_sum(ctx, sq, mt_adafactor_sq_len(s));
     mt_adafactor_apply(s, h, unit, p, g, grad_scale, lr, sq);
 }
 

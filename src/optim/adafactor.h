@@ -9,8 +9,11 @@
  *     U = G / sqrt(V)
  *   update clipping per tensor: U /= max(1, RMS(U) / clip_threshold)
  *   optional momentum (beta1 > 0): M = beta1 M + (1 - beta1) U, U = M
- *   W = W * (1 - lr * weight_decay) - lr * U   (decay only on decaying tensors)
- * The learning rate is the caller's schedule (no relative step size). State:
+ *   lr_t = lr, or with scale_parameter lr * max(eps2, RMS(W)) (W before this step)
+ *   W = W * (1 - lr_t * weight_decay) - lr_t * U   (decay only on decaying tensors)
+ * The learning rate is the caller's schedule: with scale_parameter it is the
+ * paper's relative step size rho_t (a fraction of each tensor's RMS), without
+ * it an absolute step as in Adam. State:
  * (rows + cols) floats per matrix, replicated on every rank sharing the unit;
  * one float per owned element of the other tensors; plus one per owned
  * element with momentum.
@@ -22,7 +25,8 @@
  *      the owned elements -> sums[mt_adafactor_sums_len] (doubles)
  *      ... sums summed over the shard group ...
  *   2. mt_adafactor_second_moment: updates R, C (identically on every rank)
- *      and the owned V; partial sums of U^2 per tensor -> sq[mt_adafactor_sq_len]
+ *      and the owned V; partial sums of U^2 per tensor, then of W^2 per tensor
+ *      (zeros without scale_parameter) -> sq[mt_adafactor_sq_len]
  *      ... sq summed over the shard group ...
  *   3. mt_adafactor_apply: the clipped (momentum) update of the owned params.
  * The lengths depend only on the unit's layout, so every rank makes the same
@@ -33,7 +37,7 @@
  *
  * How the trainer calls it:
  *   init:  mt_adafactor_hparams_default(&h), then set weight_decay (and beta1
- *          if momentum is wanted); per unit u, mt_adafactor_init(&s[u], &h,
+ *          if momentum is wanted, scale_parameter, clip_threshold); per unit u, mt_adafactor_init(&s[u], &h,
  *          &layout.units[u], lo, hi, &mem) with [lo, hi) from mt_zero_owned.
  *   step:  mt_adafactor_update(&s[u], &h, &layout.units[u], p, g, lr, t, coef,
  *          allreduce_sum, ctx) with p, g from mt_zero_owned; allreduce_sum sums
@@ -66,6 +70,8 @@ typedef struct {
     float eps1;           /* 1e-30, added to G^2 */
     float clip_threshold; /* d = 1: update clipping by RMS */
     float weight_decay;   /* decoupled (AdamW-style) on tensors with weight_decay set */
+    int scale_parameter;  /* 1: the paper's relative step, lr_t = lr * max(eps2, RMS(X)) per tensor */
+    float eps2;           /* 1e-3: floor of RMS(X) under scale_parameter (zero-initialised biases) */
 } mt_adafactor_hparams;
 
 void mt_adafactor_hparams_default(mt_adafactor_hparams *h);
@@ -101,7 +107,8 @@ size_t mt_adafactor_sq_len(const mt_adafactor *s);   /* doubles in phase 2's buf
 void mt_adafactor_row_col_sums(const mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
                                const float *g, float grad_scale, double *sums);
 void mt_adafactor_second_moment(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
-                                const float *g, float grad_scale, int64_t step, const double *sums, double *sq);
+                                const float *p, const float *g, float grad_scale, int64_t step, const double *sums,
+                                double *sq);
 void mt_adafactor_apply(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, float *p,
                         const float *g, float grad_scale, float lr, const double *sq);
 

@@ -29,6 +29,7 @@ void mt_train_opts_defaults(mt_train_opts *o) {
     o->opt = (mt_opt_hparams){MT_OPT_ADAMW, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.9f};
     o->lr = (mt_lr_schedule){MT_LR_CONSTANT, 3e-4f, 0.0f, 0, 0};
     o->grad_clip = 1.0f;
+    o->adafactor_clip = 1.0f;
     o->order = MT_ORDER_SHUFFLED;
     o->eval_batches = 8;
     o->log_every = 1;
@@ -67,6 +68,8 @@ static void alloc_opt_state(mt_trainer *tr) {
             mt_adafactor_hparams_default(&tr->adafactor_h);
             tr->adafactor_h.weight_decay = tr->o.opt.weight_decay;
             tr->adafactor_h.beta1 = tr->o.adafactor_beta1;
+            tr->adafactor_h.scale_parameter = tr->o.adafactor_scale_parameter;
+            tr->adafactor_h.clip_threshold = tr->o.adafactor_clip;
             tr->adafactor = mt_xcalloc((size_t)l->n_units, sizeof(mt_adafactor), "adafactor state table");
         } else {
             tr->adam8bit = mt_xcalloc((size_t)l->n_units, sizeof(mt_adam8bit), "8-bit adam state table");
@@ -172,6 +175,10 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return mt_errorf(err, "--adafactor-beta1 must be in [0, 1), got %g", (double)op->adafactor_beta1);
     if (op->adafactor_beta1 > 0.0f && op->opt.kind != MT_OPT_ADAFACTOR)
         return mt_errorf(err, "--adafactor-beta1 applies to --optimizer adafactor (use --beta1 for Adam)");
+    if (!(op->adafactor_clip > 0.0f && isfinite(op->adafactor_clip)))
+        return mt_errorf(err, "--adafactor-clip must be a positive number, got %g", (double)op->adafactor_clip);
+    if ((op->adafactor_scale_parameter || op->adafactor_clip != 1.0f) && op->opt.kind != MT_OPT_ADAFACTOR)
+        return mt_errorf(err, "--adafactor-scale-parameter and --adafactor-clip apply to --optimizer adafactor");
     if (op->grad_reduce != MT_FP32 && !(op->grad_reduce == MT_BF16 && op->precision == MT_BF16))
         return mt_errorf(err, "--grad-reduce-dtype %s needs --precision bf16 (the gradients are held in bf16 "
                               "there); this run uses --precision %s",

@@ -56,6 +56,8 @@ typedef struct {
     mt_dtype precision;  /* --precision: bf16/fp16 hold params and grads in 16 bits (parallel/zero.h),
                             GEMM operands in 16 bits, fp32 master weights */
     float adafactor_beta1; /* --adafactor-beta1: 0 = no momentum (the factored state only) */
+    int adafactor_scale_parameter; /* --adafactor-scale-parameter: --lr is relative to each tensor's RMS */
+    float adafactor_clip;  /* --adafactor-clip: update clipping threshold d (default 1) */
     mt_dtype grad_reduce; /* --grad-reduce-dtype: fp32, or bf16 (with --precision bf16) */
     mt_gemm_lib gemm;    /* --gemm: the fp32 GEMM library of the linear layers */
     float loss_scale;    /* fp16: initial dynamic loss scale */
