@@ -2,11 +2,15 @@
 # Disk offload of the optimizer state in training (--offload-optimizer disk:DIR):
 #  - 5 AdamW steps give losses bitwise equal to the in-memory optimizer, on
 #    1 process and on dp=2 with ZeRO-1 and ZeRO-3 (each rank streams its own
-#    shard), with a 16 KiB buffer that forces many chunks per unit;
-#  - every rank's optimizer-state bytes (--report-json) stay within the
-#    buffer bound;
+#    shard), with a 16 KiB buffer that forces many chunks per unit; the same
+#    under --precision bf16 (ZeRO 0, 1, 3) and fp16 (ZeRO 2), where the fp32
+#    master weights are streamed from the file with m and v;
+#  - every rank's optimizer-state bytes (--report-json: the fp32 master
+#    included under mixed precision) stay within the buffer bound;
 #  - a checkpoint saved from the offloaded state (3 steps) resumes, offloaded
-#    again, to the same losses as 5 straight in-memory steps;
+#    again, to the same losses as 5 straight in-memory steps (fp32, and bf16
+#    on dp=2 ZeRO-3); a bf16 checkpoint written from the offloaded master is
+#    byte for byte the in-memory run's;
 #  - a malformed flag or a missing directory fails with one error line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +24,8 @@ $M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/d
 T="--train $W/shk_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 --steps 5 --dropout 0.1 --log-every 0"
 OFF="--offload-optimizer disk:$W/off --offload-buffer-mb 0.015625"
 losses() { cut -d, -f1-2 "$1"; }
-for layout in "1" "2 --dp 2 --zero 1" "2 --dp 2 --zero 3"; do
+for layout in "1" "2 --dp 2 --zero 1" "2 --dp 2 --zero 3" "1 --precision bf16" "2 --dp 2 --zero 1 --precision bf16" \
+              "2 --dp 2 --zero 3 --precision bf16" "2 --dp 2 --zero 2 --precision fp16"; do
     set -- $layout; np=$1; shift
     $MPI -np $np $M train $T "$@" --metrics $W/mem.jsonl >/dev/null
     $MPI -np $np $M train $T "$@" $OFF --metrics $W/off.jsonl --report-json $W/off.json >/dev/null
@@ -41,6 +46,16 @@ $M train ${T/--steps 5/--steps 3} $OFF --ckpt-dir $W/ck --metrics $W/res.jsonl >
 $M train $T $OFF --ckpt-dir $W/ck --resume --metrics $W/res.jsonl >/dev/null
 cmp <(losses $W/straight.jsonl) <(losses $W/res.jsonl) || { echo "offloaded checkpoint resume differs"; exit 1; }
 echo "offloaded 3 steps + resume 2: losses bitwise equal to 5 in-memory steps"
+B="--precision bf16 --dp 2 --zero 3"
+$MPI -np 2 $M train $T $B --metrics $W/straight16.jsonl >/dev/null
+$MPI -np 2 $M train ${T/--steps 5/--steps 3} $B $OFF --ckpt-dir $W/ck16 --metrics $W/res16.jsonl >/dev/null
+$MPI -np 2 $M train $T $B $OFF --ckpt-dir $W/ck16 --resume --metrics $W/res16.jsonl >/dev/null
+cmp <(losses $W/straight16.jsonl) <(losses $W/res16.jsonl) || { echo "bf16 offloaded checkpoint resume differs"; exit 1; }
+echo "bf16 dp=2 ZeRO-3, offloaded 3 steps + resume 2: losses bitwise equal to 5 in-memory steps"
+$M train ${T/--steps 5/--steps 3} --precision bf16 --ckpt-dir $W/ckm >/dev/null
+$M train ${T/--steps 5/--steps 3} --precision bf16 $OFF --ckpt-dir $W/cko >/dev/null
+cmp $W/ckm/tensors-000003.bin $W/cko/tensors-000003.bin || { echo "bf16 checkpoint from the offloaded master differs"; exit 1; }
+echo "bf16 checkpoint after 3 steps: the offloaded run's tensors are byte for byte the in-memory run's"
 bad() { # expected message, then the train flags
     expect_failure "$1" $M train $T "${@:2}"
 }

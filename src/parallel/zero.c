@@ -648,9 +648,18 @@ size_t mt_zero_state_len(const mt_zero *z, int u) { return z->S[u]; }
 /* Where unit u's owned master elements start in its 16-bit parameters. */
 static size_t own16(const mt_zero *z, int u) { return z->stage == 3 ? 0 : (size_t)z->r * z->S[u]; }
 
-void mt_zero_round_owned_params(mt_zero *z, int u, size_t off, size_t n) {
-    if (mixed(z) && n) mt_convert_to_16(z->dt16, z->p16[u] + own16(z, u) + off, z->master[u] + off, n);
+void mt_zero_round_owned_params(mt_zero *z, int u, size_t off, size_t n, const float *master) {
+    if (mixed(z) && n) mt_convert_to_16(z->dt16, z->p16[u] + own16(z, u) + off, master, n);
 }
+
+size_t mt_zero_release_master(mt_zero *z, int u) {
+    if (!mixed(z) || !z->master[u]) return 0;
+    mt_mem_free(z->mem, MT_MEM_OPTIM, z->master[u], z->S[u] * sizeof(float));
+    z->master[u] = NULL;
+    return z->S[u] * sizeof(float);
+}
+
+int mt_zero_master_released(const mt_zero *z, int u) { return mixed(z) && z->numel[u] && !z->master[u]; }
 
 mt_dtype mt_zero_owned_16(mt_zero *z, int u, const uint16_t **g16, uint16_t **p16) {
     *g16 = mixed(z) ? z->g16[u] : NULL; /* the owned gradient starts the 16-bit gradient (mt_zero_owned_grad) */
@@ -681,6 +690,9 @@ size_t mt_zero_max_padded(const mt_zero *z) {
 }
 
 void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *tmp) {
+    if (mt_zero_master_released(z, u))
+        mt_die("mt_zero_get_full_params: unit %d's fp32 master was released; gather the caller's copy with "
+               "mt_zero_get_full_state", u);
     if (mixed(z)) { /* the fp32 master, sharded like optimizer state */
         mt_zero_get_full_state(z, u, z->master[u], dst, tmp);
         return;
@@ -695,9 +707,15 @@ void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *
 
 void mt_zero_set_full_params(mt_zero *z, mt_model *m, int u, const float *src) {
     if (mixed(z)) {
-        mt_zero_set_full_state(z, u, z->master[u], src);
-        if (z->stage == 3) mt_convert_to_16(z->dt16, z->p16[u], z->master[u], z->S[u]);
-        else mt_convert_to_16(z->dt16, z->p16[u], src, z->numel[u]);
+        if (z->master[u]) mt_zero_set_full_state(z, u, z->master[u], src);
+        if (z->stage < 3) {
+            mt_convert_to_16(z->dt16, z->p16[u], src, z->numel[u]);
+        } else { /* the shard; zeros past the unit's end, as at init */
+            size_t b, e;
+            owned_range(z, u, &b, &e);
+            memset(z->p16[u], 0, z->S[u] * sizeof(uint16_t));
+            mt_convert_to_16(z->dt16, z->p16[u], src + b, e - b);
+        }
         z->punit0_version = 0;
         return;
     }

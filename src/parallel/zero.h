@@ -141,8 +141,8 @@ void mt_zero_finish_grads(mt_zero *z, mt_model *m);
 double mt_zero_grad_sumsq(mt_zero *z, mt_model *m);
 /* The owned range [*b, *e) of unit u, and the pointers to its first
  * element: *p the fp32 parameters the optimizer updates (mixed precision:
- * the master), *g the fp32 gradient (mixed precision: NULL -- use
- * mt_zero_owned_grad). */
+ * the master; NULL once mt_zero_release_master handed it elsewhere), *g the
+ * fp32 gradient (mixed precision: NULL -- use mt_zero_owned_grad). */
 void mt_zero_owned(const mt_zero *z, mt_model *m, int u, size_t *b, size_t *e, float **p, float **g);
 /* The owned gradient elements [b + off, b + off + n) of unit u in fp32 (a
  * pointer into the gradient, or under mixed precision to a scratch buffer
@@ -154,9 +154,16 @@ void mt_zero_poison_grad(mt_zero *z, int u);
  * of the first and last pipeline stage); blocking. */
 void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm);
 /* Mixed precision: rounds the updated master elements [b + off, b + off + n)
- * of unit u into its 16-bit parameters; every optimizer update calls it for
- * what it changed (a no-op under fp32). */
-void mt_zero_round_owned_params(mt_zero *z, int u, size_t off, size_t n);
+ * of unit u, which master points at (element off; the held master, or a
+ * chunk streamed from disk), into its 16-bit parameters; every optimizer
+ * update calls it for what it changed (a no-op under fp32). */
+void mt_zero_round_owned_params(mt_zero *z, int u, size_t off, size_t n, const float *master);
+/* Mixed precision, disk offload: frees unit u's fp32 master after the caller
+ * copied it (mt_zero_owned's *p) to where it will live from now on; the
+ * optimizer then passes the master chunks it streams, checkpoints go through
+ * mt_zero_get_full_state / mt_zero_set_full_params (which then sets only the
+ * 16-bit parameters). Returns the bytes freed (0 under fp32). */
+size_t mt_zero_release_master(mt_zero *z, int u);
 /* Mixed precision: the owned 16-bit gradient and parameters of unit u (at
  * the owned range's first element) and their type, for an update that reads
  * and rounds in one pass instead of mt_zero_owned_grad and
@@ -171,6 +178,8 @@ void mt_zero_after_step(mt_zero *z, mt_model *m);
  * path). dst/src hold the unit's numel elements; tmp holds n*S floats. */
 void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *tmp);
 void mt_zero_set_full_params(mt_zero *z, mt_model *m, int u, const float *src);
+/* 1 if unit u's fp32 master was released (it lives with the caller). */
+int mt_zero_master_released(const mt_zero *z, int u);
 void mt_zero_get_full_state(mt_zero *z, int u, const float *state, float *dst, float *tmp);
 void mt_zero_set_full_state(mt_zero *z, int u, float *state, const float *src);
 /* Floats of the largest padded unit (size for tmp above). */

@@ -83,6 +83,8 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
         float *mine;
         rc = read_unit_local(ck, l, u, "model/", full, local, &mine, err);
         if (!rc) mt_zero_set_full_params(&tr->zero, &tr->model, u, mine);
+        if (!rc && mt_zero_master_released(&tr->zero, u)) /* the fp32 master lives in the offload file */
+            rc = mt_trainer_set_opt_state(tr, u, tr->offload_master, mine, err);
         for (int s = 0; s < ns && resume && !rc; s++) {
             snprintf(prefix, sizeof prefix, "optim/%s/", mt_opt_state_name(tr->o.opt.kind, s));
             rc = read_unit_local(ck, l, u, prefix, full, local, &mine, err);
@@ -185,7 +187,10 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
             if (root) used += gne;
             if (tr->pp_rank == holder) {
                 float *mine = tp > 1 ? loc : dst;
-                if (s < 0) mt_zero_get_full_params(&tr->zero, &tr->model, u, mine, tmp);
+                if (s < 0 && mt_zero_master_released(&tr->zero, u)) /* the fp32 master from the offload file */
+                    mt_zero_get_full_state(&tr->zero, u, mt_trainer_opt_shard(tr, u, tr->offload_master, shard), mine,
+                                           tmp);
+                else if (s < 0) mt_zero_get_full_params(&tr->zero, &tr->model, u, mine, tmp);
                 else mt_zero_get_full_state(&tr->zero, u, mt_trainer_opt_shard(tr, u, s, shard), mine, tmp);
                 if (tp > 1 && tr->dp_rank == 0) tp_assemble(tr, tpl, u, loc, dst, tmp);
             }

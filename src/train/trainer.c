@@ -44,19 +44,33 @@ void mt_train_opts_defaults(mt_train_opts *o) {
 }
 
 /* Disk offload: one region per unit with the optimizer's state streams for
- * the owned range [lo, hi) (the file reads as zeros: fresh state). */
+ * the owned range [lo, hi) (the file reads as zeros: fresh state). Under
+ * mixed precision the fp32 master is one more stream (ZeRO-Infinity keeps it
+ * with the moments): written once here, then freed from memory. */
 static int open_offload(mt_trainer *tr, mt_error *err) {
     const mt_train_opts *o = &tr->o;
     size_t budget = (size_t)((double)o->offload_buffer_mb * 1048576.0);
     if (mt_offload_open(&tr->offload, o->offload_dir, tr->rank, budget, &tr->mem, err)) return -1;
-    int ns = mt_opt_state_count(o->opt.kind);
+    int ns = mt_opt_state_count(o->opt.kind), with_master = o->precision != MT_FP32;
+    tr->offload_master = with_master ? ns : -1;
     for (int u = 0; u < tr->model.layout.n_units; u++) {
         size_t lo, hi;
         float *p, *g;
         mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-        if (mt_offload_add_region(tr->offload, mt_zero_state_len(&tr->zero, u) ? hi - lo : 0, ns, err) < 0) return -1;
+        if (mt_offload_add_region(tr->offload, mt_zero_state_len(&tr->zero, u) ? hi - lo : 0, ns + with_master,
+                                  err) < 0)
+            return -1;
     }
-    return mt_offload_start(tr->offload, err);
+    if (mt_offload_start(tr->offload, err)) return -1;
+    for (int u = 0; u < tr->model.layout.n_units && with_master; u++) {
+        size_t lo, hi;
+        float *p, *g;
+        if (!mt_zero_state_len(&tr->zero, u)) continue;
+        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+        if (mt_offload_write(tr->offload, u, ns, 0, hi - lo, p, err)) return -1;
+        mt_zero_release_master(&tr->zero, u);
+    }
+    return 0;
 }
 
 static void alloc_opt_state(mt_trainer *tr) {
@@ -342,14 +356,15 @@ static void update_owned(mt_trainer *tr, int u, size_t off, size_t n, float *con
     const uint16_t *g16;
     uint16_t *p16;
     mt_dtype dt = mt_zero_owned_16(z, u, &g16, &p16);
+    float *master = mt_zero_master_released(z, u) ? st[tr->offload_master] : p + off; /* streamed, or held */
     if (dt != MT_FP32 && mt_opt_has_update_16(tr->o.opt.kind)) {
-        mt_opt_update_range_16(&tr->o.opt, ul, lo + off, lo + off + n, p + off, g16 + off, p16 + off, dt, st, lr, t,
+        mt_opt_update_range_16(&tr->o.opt, ul, lo + off, lo + off + n, master, g16 + off, p16 + off, dt, st, lr, t,
                                coef);
         return;
     }
-    mt_opt_update_range(&tr->o.opt, ul, lo + off, lo + off + n, p + off, mt_zero_owned_grad(z, u, off, n), st, lr, t,
+    mt_opt_update_range(&tr->o.opt, ul, lo + off, lo + off + n, master, mt_zero_owned_grad(z, u, off, n), st, lr, t,
                         coef);
-    mt_zero_round_owned_params(z, u, off, n);
+    mt_zero_round_owned_params(z, u, off, n, master);
 }
 
 static void offload_update_chunk(void *ctx, int u, float *const *st, size_t off, size_t n) {
@@ -387,10 +402,10 @@ static void optimizer_update(mt_trainer *tr, float lr, int64_t t, float coef) {
         if (tr->adafactor || tr->adam8bit) g = mt_zero_owned_grad(z, u, 0, hi - lo); /* whole range, fp32 */
         if (tr->adafactor) { /* every rank of the shard group joins the sums, even with nothing owned */
             mt_adafactor_update(&tr->adafactor[u], &tr->adafactor_h, ul, p, g, lr, t, coef, sum, z->shard);
-            mt_zero_round_owned_params(z, u, 0, hi - lo);
+            mt_zero_round_owned_params(z, u, 0, hi - lo, p);
         } else if (hi > lo && tr->adam8bit) {
             mt_adam8bit_update(&tr->adam8bit[u], &o->opt, ul, p, g, lr, t, coef);
-            mt_zero_round_owned_params(z, u, 0, hi - lo);
+            mt_zero_round_owned_params(z, u, 0, hi - lo, p);
         } else if (hi > lo) {
             /* a gradient that must be widened (mixed precision, other than
              * Adam(W)'s one pass): a cache-sized chunk at a time, so the

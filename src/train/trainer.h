@@ -97,6 +97,7 @@ typedef struct {
     mt_comm *embed_group;       /* first and last stage (the tied wte); NULL if pp == 1 */
     mt_comm_req *act_req, *grad_req; /* [slots * chunks] sends in flight */
     mt_offload *offload;        /* disk-offloaded optimizer state (NULL: in memory) */
+    int offload_master;         /* mixed precision: the offload stream of the fp32 master (-1: held by zero) */
     mt_adafactor *adafactor;    /* [n_units] with --optimizer adafactor */
     mt_adafactor_hparams adafactor_h;
     mt_adam8bit *adam8bit;      /* [n_units] with --optimizer adamw8bit */
@@ -137,7 +138,8 @@ double mt_pipeline_eval_batch(mt_trainer *tr, uint64_t first_sample);
 int mt_pipeline_unit_rank(const mt_trainer *tr, int u);
 int mt_trainer_report_end(mt_trainer *tr, mt_error *err);
 /* Optimizer state stream k of unit u as fp32, wherever it lives (memory,
- * disk offload, or the lean optimizers' own encodings), for checkpoints:
+ * disk offload, or the lean optimizers' own encodings; k = offload_master:
+ * the offloaded fp32 master), for checkpoints:
  * the rank's shard (mt_zero_state_len floats, zero padding; `buf` holds it
  * unless the state is in memory already), and setting the rank's part from
  * the unit's full stream. */
