@@ -17,7 +17,12 @@
 #                                     stage 3: 4Psi + 2 x 2Psi
 #      bf16, --grad-reduce-dtype bf16: stages 0-2: 2 x 2Psi  stage 3: 3 x 2Psi
 #    (stage 3 gathers unit 0 -- wte, tied to the head -- once per
-#    microbatch, so it sends a little less than the formula here).
+#    microbatch, so it sends a little less than the formula here);
+#  - start-up: the full fp32 model never exists at once (ZeRO's init draws
+#    one unit at a time and keeps its storage): the peak of params bytes is at
+#    most the held bytes plus one block's fp32 parameters, the peak of grads
+#    bytes is the held bytes, and the peak total at most the held total plus
+#    one block.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -57,6 +62,12 @@ for mode in ("fp32", "bf16", "bf16r"):
       mem = r["memory"]
       assert r["memory_start"] == mem, f"{mode} zero {z} rank {rank}: bytes held changed during training"
       assert r["memory_peak_total"] >= sum(mem.values())
+      blk = 4 * (12 * 256 * 256 + 13 * 256)  # one block's fp32 parameters (the largest unit)
+      pk = r["memory_peak"]
+      assert pk["params"] <= mem["params"] + blk, f"{mode} zero {z} rank {rank}: params peak {pk['params']} > {mem['params']} + {blk}"
+      assert pk["grads"] <= mem["grads"], f"{mode} zero {z} rank {rank}: grads peak {pk['grads']} > held {mem['grads']}"
+      assert r["memory_peak_total"] <= sum(mem.values()) + blk, \
+          f"{mode} zero {z} rank {rank}: peak total {r['memory_peak_total']} > held {sum(mem.values())} + {blk}"
       pad = 4 * units * N  # at most N-1 padding elements per unit, 4 bytes (x3 for master, m, v)
       for cat, per in zip(("params", "grads", "optimizer"), want):
         got, exp = mem[cat], per * psi
@@ -69,6 +80,7 @@ for mode in ("fp32", "bf16", "bf16r"):
         print(f"{mode:5s} zero {z} (rank 0 of {N}, every rank checked): params {mem['params']/psi:.4f} "
               f"grads {mem['grads']/psi:.4f} optimizer {mem['optimizer']/psi:.4f} bytes/param "
               f"(formula {want[0]:g}, {want[1]:g}, {want[2]:g}) | comm buffers {mem['comm']} B | "
-              f"sent {sent/1e6:.2f} MB/step = {sent/theory:.4f} x theory")
+              f"sent {sent/1e6:.2f} MB/step = {sent/theory:.4f} x theory | start-up peak params "
+              f"{(pk['params'] - mem['params']) / blk:.2f} blocks over held")
 PY
 echo OK

@@ -134,7 +134,7 @@ static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
 }
 
 void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem) {
-    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, MT_GEMM_DEFAULT};
+    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, MT_GEMM_DEFAULT, 0};
     mt_model_create_part(m, cfg, B, T, seed, mem, &whole);
 }
 
@@ -151,12 +151,10 @@ void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, u
     m->params = mt_xcalloc((size_t)l->n_units, sizeof(float *), "unit parameter table");
     m->grads = mt_xcalloc((size_t)l->n_units, sizeof(float *), "unit gradient table");
     m->grad_fresh = mt_xcalloc((size_t)l->n_units, 1, "unit gradient table");
+    m->held = mt_xcalloc((size_t)l->n_units, 1, "unit table");
     for (int u = 0; u < l->n_units; u++) {
-        int held = u == 0 ? (part->own_embed || part->own_head) : u == L + 1 ? part->own_head : holds_layer(part, u - 1);
-        if (!held) continue;
-        m->params[u] = mt_mem_alloc(mem, MT_MEM_PARAMS, l->units[u].numel * sizeof(float), "parameters");
-        m->grads[u] = mt_mem_alloc(mem, MT_MEM_GRADS, l->units[u].numel * sizeof(float), "gradients");
-        mt_gpt_init_unit(l, u, m->params[u], seed);
+        m->held[u] = u == 0 ? (part->own_embed || part->own_head) : u == L + 1 ? part->own_head : holds_layer(part, u - 1);
+        if (m->held[u] && !part->defer_params) mt_model_materialize_unit(m, u, 1);
     }
     size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T, NH = (size_t)cfg->n_head;
     m->recompute = part->recompute;
@@ -206,6 +204,17 @@ static void free_slot(mt_acts *a, int L, mt_block_acts *shared) {
     free(a->lnf); free(a->lnf_mean); free(a->lnf_rstd); free(a->losses);
 }
 
+float *mt_model_materialize_unit(mt_model *m, int u, int with_grads) {
+    if (!m->held[u]) return NULL;
+    size_t n = m->layout.units[u].numel;
+    if (!m->params[u]) {
+        m->params[u] = mt_mem_alloc(m->mem, MT_MEM_PARAMS, n * sizeof(float), "parameters");
+        mt_gpt_init_unit(&m->layout, u, m->params[u], m->seed);
+    }
+    if (with_grads && !m->grads[u]) m->grads[u] = mt_mem_alloc(m->mem, MT_MEM_GRADS, n * sizeof(float), "gradients");
+    return m->params[u];
+}
+
 void mt_model_free(mt_model *m) {
     const mt_gpt_layout *l = &m->layout;
     for (int u = 0; u < l->n_units; u++) {
@@ -222,6 +231,7 @@ void mt_model_free(mt_model *m) {
     free(m->params);
     free(m->grads);
     free(m->grad_fresh);
+    free(m->held);
     /* Activations and scratch: freed wholesale; accounting reset. */
     if (m->slots) free(m->slots[0].logits); /* shared by the slots */
     for (int k = 0; k < m->n_slots; k++) free_slot(&m->slots[k], l->cfg.n_layer, &m->shared);

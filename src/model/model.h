@@ -72,8 +72,10 @@ typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL 
 
 typedef struct {
     mt_gpt_layout layout;
-    float **params;   /* [n_units] flat parameter buffers (NULL: unit not held here) */
+    float **params;   /* [n_units] flat parameter buffers (NULL: unit not held here, or not yet
+                         materialised -- see mt_model_part.defer_params) */
     float **grads;    /* [n_units] flat gradient buffers */
+    unsigned char *held; /* [n_units] 1: the unit is part of this process's model */
     /* [n_units] 1: grads[u] is fresh for this backward -- cleared except
      * where its grad_by_one_gemm tensors lie, which the unit's backward
      * writes with MT_SET_DW instead of adding into; 0 (the default): the
@@ -113,6 +115,10 @@ typedef struct {
     const mt_tp *tp;                /* tensor parallelism (NULL: none): the layout is this tp rank's slice */
     mt_dtype precision;             /* GEMM operand type (MT_FP32: plain fp32) */
     mt_gemm_lib gemm;               /* the fp32 GEMM library (MT_GEMM_DEFAULT) */
+    int defer_params;               /* 1: held units get no parameter or gradient buffers at creation;
+                                       the ZeRO layer materialises one unit at a time
+                                       (mt_model_materialize_unit) and keeps only its storage, so the
+                                       full fp32 model never exists at once */
 } mt_model_part;
 
 /* Builds the layout and allocates params, grads, activations for
@@ -128,6 +134,10 @@ void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64
  * and backward run back to back). */
 void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem,
                           const mt_model_part *part);
+/* A held unit's initial fp32 parameters (allocated and drawn from the seed
+ * now if the model was created with defer_params) and, with with_grads, a
+ * zeroed gradient buffer; returns params[u] (NULL for a unit not held). */
+float *mt_model_materialize_unit(mt_model *m, int u, int with_grads);
 /* Rows of the residual stream this rank holds (N, or N/tp with sequence
  * parallelism) times C: the floats of a block's input or output, which is
  * what pipeline stages send each other. */

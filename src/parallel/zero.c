@@ -82,6 +82,7 @@ static void init_mixed(mt_zero *z, mt_model *m) {
     z->gscratch_len = 1;
     for (int u = 0; u < U; u++) {
         if (!z->numel[u]) continue;
+        mt_model_materialize_unit(m, u, 0); /* this unit's initial values, freed below */
         size_t S = z->S[u], b, e;
         owned_range(z, u, &b, &e);
         z->gscratch_len = S > z->gscratch_len ? S : z->gscratch_len;
@@ -160,7 +161,7 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     z->in_norm = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
     for (int u = 0; u < U; u++) {
         /* Units this process does not hold (pipeline stages) have no buffers. */
-        z->numel[u] = m->params[u] ? l->units[u].numel : 0;
+        z->numel[u] = m->held[u] ? l->units[u].numel : 0;
         z->in_norm[u] = 1;
         z->S[u] = (z->numel[u] + (size_t)z->n - 1) / (size_t)z->n;
         if (u >= 1 && padded(z, u) > z->pool_len) z->pool_len = padded(z, u);
@@ -173,6 +174,7 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     z->own_full_g = stage == 1;
     for (int u = 0; u < U; u++) {
         if (!z->numel[u]) continue;
+        mt_model_materialize_unit(m, u, stage == 0); /* stages 1-3: only while its storage is made */
         size_t P = padded(z, u), b = (size_t)z->r * z->S[u];
         size_t e = b + z->S[u] < z->numel[u] ? b + z->S[u] : z->numel[u];
         if (stage == 0) {

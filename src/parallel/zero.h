@@ -121,7 +121,7 @@ typedef struct {
  * precision is bf16. Mixed precision follows m->precision. */
 int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t bucket_bytes,
                  mt_dtype grad_reduce, mt_mem *mem, mt_error *err);
-/* Units the model does not hold (m->params[u] == NULL at init: another
+/* Units the model does not hold (m->held[u] == 0: another
  * pipeline stage's) get no buffers and no communication; the hooks must not
  * be called for them. */
 /* Frees what zero allocated; call before mt_model_free. */
