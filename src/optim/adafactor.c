@@ -1,4 +1,5 @@
 #include "optim/adafactor.h"
+#include "ops/ops.h"
 #include <math.h>
 #include <string.h>
 
@@ -133,12 +134,8 @@ void mt_adafactor_second_moment(mt_adafactor *s, const mt_adafactor_hparams *h, 
         size_t a, b, rows = tensor_rows(t), cols = tensor_cols(t);
         int mine = overlap(t, s->begin, s->end, &a, &b);
         double acc = 0.0;
-        if (mine && h->scale_parameter) { /* the owned part of the tensor's sum of squares, for RMS(X) */
-            const float *pt = p + (a - s->begin);
-            double pp = 0.0;
-            for (size_t j = 0; j < b - a; j++) pp += (double)pt[j] * pt[j];
-            sq[s->n_tensors + i] = pp;
-        }
+        if (mine && h->scale_parameter) /* the owned part of the tensor's sum of squares, for RMS(X) */
+            sq[s->n_tensors + i] = op_sumsq(p + (a - s->begin), b - a);
         if (s->factored[i]) {
             /* every rank updates its replica of R and C from the summed sums */
             float *R = s->rc + s->rc_off[i], *C = R + rows;

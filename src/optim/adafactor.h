@@ -37,8 +37,9 @@
  *
  * How the trainer calls it:
  *   init:  mt_adafactor_hparams_default(&h), then set weight_decay (and beta1
- *          if momentum is wanted, scale_parameter, clip_threshold); per unit u, mt_adafactor_init(&s[u], &h,
- *          &layout.units[u], lo, hi, &mem) with [lo, hi) from mt_zero_owned.
+ *          if momentum is wanted, scale_parameter, clip_threshold); per unit
+ *          u, mt_adafactor_init(&s[u], &h, &layout.units[u], lo, hi, &mem)
+ *          with [lo, hi) from mt_zero_owned.
  *   step:  mt_adafactor_update(&s[u], &h, &layout.units[u], p, g, lr, t, coef,
  *          allreduce_sum, ctx) with p, g from mt_zero_owned; allreduce_sum sums
  *          doubles in place over the shard group (MPI_SUM; a no-op for stage 0
