@@ -654,11 +654,10 @@ void mt_zero_round_owned_params(mt_zero *z, int u, size_t off, size_t n, const f
     if (mixed(z) && n) mt_convert_to_16(z->dt16, z->p16[u] + own16(z, u) + off, master, n);
 }
 
-size_t mt_zero_release_master(mt_zero *z, int u) {
-    if (!mixed(z) || !z->master[u]) return 0;
+void mt_zero_release_master(mt_zero *z, int u) {
+    if (!mixed(z) || !z->master[u]) return;
     mt_mem_free(z->mem, MT_MEM_OPTIM, z->master[u], z->S[u] * sizeof(float));
     z->master[u] = NULL;
-    return z->S[u] * sizeof(float);
 }
 
 int mt_zero_master_released(const mt_zero *z, int u) { return mixed(z) && z->numel[u] && !z->master[u]; }

@@ -162,8 +162,8 @@ void mt_zero_round_owned_params(mt_zero *z, int u, size_t off, size_t n, const f
  * copied it (mt_zero_owned's *p) to where it will live from now on; the
  * optimizer then passes the master chunks it streams, checkpoints go through
  * mt_zero_get_full_state / mt_zero_set_full_params (which then sets only the
- * 16-bit parameters). Returns the bytes freed (0 under fp32). */
-size_t mt_zero_release_master(mt_zero *z, int u);
+ * 16-bit parameters). A no-op under fp32. */
+void mt_zero_release_master(mt_zero *z, int u);
 /* Mixed precision: the owned 16-bit gradient and parameters of unit u (at
  * the owned range's first element) and their type, for an update that reads
  * and rounds in one pass instead of mt_zero_owned_grad and

@@ -52,7 +52,7 @@ static int open_offload(mt_trainer *tr, mt_error *err) {
     size_t budget = (size_t)((double)o->offload_buffer_mb * 1048576.0);
     if (mt_offload_open(&tr->offload, o->offload_dir, tr->rank, budget, &tr->mem, err)) return -1;
     int ns = mt_opt_state_count(o->opt.kind), with_master = o->precision != MT_FP32;
-    tr->offload_master = with_master ? ns : -1;
+    tr->offload_master = ns;
     for (int u = 0; u < tr->model.layout.n_units; u++) {
         size_t lo, hi;
         float *p, *g;

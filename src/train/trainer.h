@@ -97,7 +97,8 @@ typedef struct {
     mt_comm *embed_group;       /* first and last stage (the tied wte); NULL if pp == 1 */
     mt_comm_req *act_req, *grad_req; /* [slots * chunks] sends in flight */
     mt_offload *offload;        /* disk-offloaded optimizer state (NULL: in memory) */
-    int offload_master;         /* mixed precision: the offload stream of the fp32 master (-1: held by zero) */
+    int offload_master;         /* the offload stream of the fp32 master; read only where
+                                   mt_zero_master_released (mixed precision with disk offload) */
     mt_adafactor *adafactor;    /* [n_units] with --optimizer adafactor */
     mt_adafactor_hparams adafactor_h;
     mt_adam8bit *adam8bit;      /* [n_units] with --optimizer adamw8bit */
