@@ -5,7 +5,7 @@
  * steps are dropped).
  *
  * usage: model_profile L C H V B T [steps] [warm]    (OMP_NUM_THREADS threads) */
-#include "model/model.h"
+#include "models/model.h"
 #include "ops/ops.h"
 #include <errno.h>
 #include <math.h>
@@ -28,17 +28,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: model_profile L C H V B T [steps] [warm]\n");
         return 2;
     }
-    mt_gpt_config cfg = {0};
+    mt_model_config cfg = {0};
     cfg.n_layer = parse_pos(argv[1], "L");
     cfg.n_embd = parse_pos(argv[2], "C");
     cfg.n_head = parse_pos(argv[3], "H");
     cfg.vocab_size = parse_pos(argv[4], "V");
-    cfg.padded_vocab = mt_gpt_pad_vocab(cfg.vocab_size);
+    cfg.padded_vocab = mt_pad_vocab(cfg.vocab_size);
     int B = parse_pos(argv[5], "B"), T = parse_pos(argv[6], "T");
     cfg.seq_len = T;
     int steps = argc > 7 ? parse_pos(argv[7], "steps") : 5, warm = argc > 8 ? atoi(argv[8]) : 1;
     mt_error err;
-    if (mt_gpt_config_validate(&cfg, &err)) {
+    if (mt_model_config_validate(&cfg, &err)) {
         fprintf(stderr, "model_profile: %s\n", err.msg);
         return 2;
     }

@@ -15,8 +15,8 @@
 #include "parallel/mesh.h"   /* dp x pp x tp mesh and its groups */
 #include "parallel/zero.h"   /* ZeRO 0-3 and hybrid sharding over units */
 #include "parallel/pipeline_schedule.h" /* gpipe / 1f1b / interleaved schedules and their checker */
-#include "model/gpt.h"       /* config, presets, unit layout */
-#include "model/model.h"     /* parameters, activations, per-unit forward/backward */
+#include "models/family.h"    /* config, presets, families, unit layout */
+#include "models/model.h"     /* parameters, activations, per-unit forward/backward */
 #include "optim/optimizer.h" /* AdamW/Adam/SGD on flat ranges, LR schedules, clipping */
 #include "optim/adafactor.h" /* factored second moments, shard-aware */
 #include "optim/adam8bit.h"  /* block-wise 8-bit AdamW */
@@ -26,7 +26,7 @@
 #include "data/shard.h"      /* llm.c token shards */
 #include "data/loader.h"     /* global-index data order */
 #include "ckpt/checkpoint.h" /* atomic, sharding-ready checkpoints */
-#include "ckpt/gpt_weights.h"
+#include "ckpt/weights.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/llmc.h"
 #include "train/trainer.h"   /* the training loop */

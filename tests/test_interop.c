@@ -2,7 +2,7 @@
  * (F32, and BF16/F16/llm.c-bf16 on import), HF Conv1D transposition checked
  * element-wise, vocabulary padding, head-count sources, malformed files, and
  * the export/import subcommands end to end. */
-#include "ckpt/gpt_weights.h"
+#include "ckpt/weights.h"
 #include "ckpt/llmc.h"
 #include "ckpt/safetensors.h"
 #include "testlib.h"
@@ -23,14 +23,14 @@ static const char *P(const char *name) {
     return g_path;
 }
 
-static mt_gpt_config tiny(void) {
-    mt_gpt_config c = {.n_layer = 2, .n_embd = 8, .n_head = 2, .vocab_size = 50, .padded_vocab = 128, .seq_len = 16, .dropout = 0};
+static mt_model_config tiny(void) {
+    mt_model_config c = {.n_layer = 2, .n_embd = 8, .n_head = 2, .vocab_size = 50, .padded_vocab = 128, .seq_len = 16, .dropout = 0};
     return c;
 }
 
 /* Values that are exact in bf16 and f16 (k/16 for small k), distinct per
  * (unit, element) pattern; wte padding rows stay zero. */
-static void fill(mt_gpt_weights *w) {
+static void fill(mt_weights *w) {
     uint32_t s = 1;
     for (int u = 0; u < w->layout.n_units; u++)
         for (size_t i = 0; i < w->layout.units[u].numel; i++) {
@@ -38,11 +38,11 @@ static void fill(mt_gpt_weights *w) {
             w->unit[u][i] = (float)((int)(s >> 24) - 128) / 16.0f;
         }
     const mt_tensor *t;
-    float *wte = mt_gpt_weights_tensor(w, "wte.weight", &t);
+    float *wte = mt_weights_tensor(w, "wte.weight", &t);
     for (size_t i = (size_t)w->cfg.vocab_size * 8; i < t->numel; i++) wte[i] = 0.0f;
 }
 
-static int same_weights(const mt_gpt_weights *a, const mt_gpt_weights *b) {
+static int same_weights(const mt_weights *a, const mt_weights *b) {
     if (memcmp(&a->cfg, &b->cfg, sizeof a->cfg) != 0) return 0;
     for (int u = 0; u < a->layout.n_units; u++)
         if (memcmp(a->unit[u], b->unit[u], a->layout.units[u].numel * sizeof(float)) != 0) return 0;
@@ -173,16 +173,16 @@ static void raw_write(const raw_set *rs, const char *path, const char *extra_hea
 
 static void expect_st_import_error(const char *path, int heads, const char *want, int line) {
     mt_error e = {{0}};
-    mt_gpt_weights w;
+    mt_weights w;
     int rc = mt_safetensors_import_gpt2(path, heads, &w, &e);
     CHECK(rc == -1, "line %d: accepted a bad file", line);
-    if (rc == 0) mt_gpt_weights_free(&w);
+    if (rc == 0) mt_weights_free(&w);
     CHECK(strstr(e.msg, want) != NULL, "line %d: message '%s' lacks '%s'", line, e.msg, want);
     CHECK(strchr(e.msg, '\n') == NULL, "line %d: multi-line message", line);
 }
 #define ST_BAD(path, heads, want) expect_st_import_error(path, heads, want, __LINE__)
 
-static void test_safetensors(const mt_gpt_weights *src) {
+static void test_safetensors(const mt_weights *src) {
     mt_error e = {{0}};
     const char *f = strdup(P("model.safetensors"));
     CHECK(mt_safetensors_export_gpt2(f, src, &e) == 0, "%s", e.msg);
@@ -213,7 +213,7 @@ static void test_safetensors(const mt_gpt_weights *src) {
             char name[64];
             snprintf(name, sizeof name, "h.%d.%s", l, conv[k]);
             const mt_tensor *t;
-            const float *ours = mt_gpt_weights_tensor(src, name, &t);
+            const float *ours = mt_weights_tensor(src, name, &t);
             x = mt_st_find(sf, name);
             float *hf = malloc(x->numel * 4);
             mt_st_read_f32(sf, x, hf, &e);
@@ -227,14 +227,14 @@ static void test_safetensors(const mt_gpt_weights *src) {
     CHECK(ok, "HF Conv1D weights are the transpose of ours");
     float ln[8];
     x = mt_st_find(sf, "h.0.ln_1.bias");
-    CHECK(mt_st_read_f32(sf, x, ln, &e) == 0 && !memcmp(ln, mt_gpt_weights_tensor(src, "h.0.ln_1.bias", NULL), 32), "1-D copy");
+    CHECK(mt_st_read_f32(sf, x, ln, &e) == 0 && !memcmp(ln, mt_weights_tensor(src, "h.0.ln_1.bias", NULL), 32), "1-D copy");
     mt_st_close(sf);
 
     /* Round trip (heads from the file's metadata, or given). */
-    mt_gpt_weights w;
+    mt_weights w;
     CHECK(mt_safetensors_import_gpt2(f, 0, &w, &e) == 0, "%s", e.msg);
     CHECK(same_weights(src, &w), "safetensors round trip is exact (wte re-padded with zeros)");
-    mt_gpt_weights_free(&w);
+    mt_weights_free(&w);
 
     /* An HF-style file: transformer. prefix, tied lm_head, mask buffers, no
      * metadata; heads come from --heads or config.json only. */
@@ -258,10 +258,10 @@ static void test_safetensors(const mt_gpt_weights *src) {
     raw_write(&rs, hf, NULL, 0, NULL);
     ST_BAD(hf, 0, "number of attention heads is unknown");
     CHECK(mt_safetensors_import_gpt2(hf, 2, &w, &e) == 0 && same_weights(src, &w), "HF layout with --heads: %s", e.msg);
-    mt_gpt_weights_free(&w);
+    mt_weights_free(&w);
     spit(P("hf/config.json"), "{\"n_head\": 2, \"n_embd\": 8, \"n_layer\": 2, \"vocab_size\": 50}", 58);
     CHECK(mt_safetensors_import_gpt2(hf, 0, &w, &e) == 0 && same_weights(src, &w), "heads from config.json: %s", e.msg);
-    mt_gpt_weights_free(&w);
+    mt_weights_free(&w);
     spit(P("hf/config.json"), "{\"n_head\": 2, \"n_embd\": 16}", 27);
     ST_BAD(hf, 0, "n_embd = 16 but the tensors imply 8");
     spit(P("hf/config.json"), "{\"n_head\": 2,", 13);
@@ -276,13 +276,13 @@ static void test_safetensors(const mt_gpt_weights *src) {
     raw_find(&rs, "transformer.h.0.attn.bias")->data = calloc(1, 512);
     raw_write(&rs, hf, NULL, 0, NULL);
     CHECK(mt_safetensors_import_gpt2(hf, 2, &w, &e) == 0 && same_weights(src, &w), "BF16 import: %s", e.msg);
-    mt_gpt_weights_free(&w);
+    mt_weights_free(&w);
     raw_free(&rs);
     raw_from_file(&rs, f);
     raw_to_half(&rs, 0);
     raw_write(&rs, hf, NULL, 0, NULL);
     CHECK(mt_safetensors_import_gpt2(hf, 2, &w, &e) == 0 && same_weights(src, &w), "F16 import: %s", e.msg);
-    mt_gpt_weights_free(&w);
+    mt_weights_free(&w);
     raw_free(&rs);
 
     /* Malformed files. */
@@ -386,15 +386,15 @@ static void test_safetensors(const mt_gpt_weights *src) {
 
 static void expect_llmc_error(const char *path, int heads, const char *want, int line) {
     mt_error e = {{0}};
-    mt_gpt_weights w;
+    mt_weights w;
     int rc = mt_llmc_import(path, heads, &w, &e);
     CHECK(rc == -1, "line %d: accepted a bad file", line);
-    if (rc == 0) mt_gpt_weights_free(&w);
+    if (rc == 0) mt_weights_free(&w);
     CHECK(strstr(e.msg, want) != NULL, "line %d: message '%s' lacks '%s'", line, e.msg, want);
 }
 #define LL_BAD(path, heads, want) expect_llmc_error(path, heads, want, __LINE__)
 
-static void test_llmc(const mt_gpt_weights *src) {
+static void test_llmc(const mt_weights *src) {
     mt_error e = {{0}};
     const char *f = strdup(P("model.bin"));
     CHECK(mt_llmc_export(f, src, &e) == 0, "%s", e.msg);
@@ -408,14 +408,14 @@ static void test_llmc(const mt_gpt_weights *src) {
     /* llm.c order: layer 1's qkvw sits after wte, wpe, ln1w[L], ln1b[L], qkvw[layer 0]. */
     size_t C = 8, Vp = 128, T = 16, L = 2;
     size_t off = 1024 + 4 * (Vp * C + T * C + 2 * L * C + 3 * C * C);
-    CHECK(!memcmp(b + off, mt_gpt_weights_tensor(src, "h.1.attn.c_attn.weight", NULL), 3 * C * C * 4), "qkvw[1] placement");
+    CHECK(!memcmp(b + off, mt_weights_tensor(src, "h.1.attn.c_attn.weight", NULL), 3 * C * C * 4), "qkvw[1] placement");
     off = n - 4 * C;
-    CHECK(!memcmp(b + off, mt_gpt_weights_tensor(src, "ln_f.bias", NULL), C * 4), "lnfb last");
-    mt_gpt_weights w;
+    CHECK(!memcmp(b + off, mt_weights_tensor(src, "ln_f.bias", NULL), C * 4), "lnfb last");
+    mt_weights w;
     CHECK(mt_llmc_import(f, 0, &w, &e) == 0 && same_weights(src, &w), "llm.c round trip: %s", e.msg);
-    mt_gpt_weights_free(&w);
+    mt_weights_free(&w);
     CHECK(mt_llmc_import(f, 2, &w, &e) == 0, "matching --heads: %s", e.msg);
-    mt_gpt_weights_free(&w);
+    mt_weights_free(&w);
     LL_BAD(f, 4, "--heads 4 disagrees with the file's header (n_head 2)");
 
     /* A file with Vp = V (unpadded, as older exports): re-padded with zeros. */
@@ -430,7 +430,7 @@ static void test_llmc(const mt_gpt_weights *src) {
         memcpy(o + 1024 + wte_real, b + 1024 + wte_file, n - 1024 - wte_file);
         spit(g, o, n - (wte_file - wte_real));
         CHECK(mt_llmc_import(g, 0, &w, &e) == 0 && same_weights(src, &w), "Vp = V file: %s", e.msg);
-        mt_gpt_weights_free(&w);
+        mt_weights_free(&w);
         /* bf16 (version 5) */
         size_t np = (n - 1024) / 4;
         memcpy(o, b, 1024);
@@ -444,7 +444,7 @@ static void test_llmc(const mt_gpt_weights *src) {
         }
         spit(g, o, 1024 + 2 * np);
         CHECK(mt_llmc_import(g, 0, &w, &e) == 0 && same_weights(src, &w), "bf16 llm.c file: %s", e.msg);
-        mt_gpt_weights_free(&w);
+        mt_weights_free(&w);
         free(o);
     }
     /* Malformed. */
@@ -480,7 +480,7 @@ static int run_cli(int (*fn)(int, char **), const char *const *args, int n) {
     return fn(n, argv);
 }
 
-static void test_cli(const mt_gpt_weights *src) {
+static void test_cli(const mt_weights *src) {
     mt_error e = {{0}};
     char ck[300], st[300], bin[300], ck2[300], ck3[300];
     snprintf(ck, sizeof ck, "%s/ck", g_root);
@@ -488,7 +488,7 @@ static void test_cli(const mt_gpt_weights *src) {
     snprintf(bin, sizeof bin, "%s/cli.bin", g_root);
     snprintf(ck2, sizeof ck2, "%s/ck2", g_root);
     snprintf(ck3, sizeof ck3, "%s/ck3", g_root);
-    CHECK(mt_gpt_weights_to_ckpt(ck, src, 7, &e) == 0, "%s", e.msg);
+    CHECK(mt_weights_to_ckpt(ck, src, 7, &e) == 0, "%s", e.msg);
     const char *a1[] = {"export", "--ckpt", ck, "--format", "safetensors", "--out", st};
     CHECK(run_cli(mt_cli_export, a1, 7) == 0, "export safetensors");
     const char *a2[] = {"export", "--ckpt", ck, "--format", "llmc", "--out", bin};
@@ -502,13 +502,13 @@ static void test_cli(const mt_gpt_weights *src) {
         mt_ckpt *c = mt_ckpt_open(dirs[i], &e);
         CHECK(c != NULL, "%s", e.msg);
         if (!c) continue;
-        mt_gpt_weights w;
+        mt_weights w;
         CHECK(mt_ckpt_step(c) == 0, "imported step is 0");
         int64_t s = -1;
         CHECK(mt_json_get_int64(mt_ckpt_state(c), "step", &s, &e) == 0 && s == 0, "state.step");
-        CHECK(mt_gpt_weights_from_ckpt(c, &w, &e) == 0 && same_weights(src, &w), "CLI round trip %d: %s", i, e.msg);
+        CHECK(mt_weights_from_ckpt(c, &w, &e) == 0 && same_weights(src, &w), "CLI round trip %d: %s", i, e.msg);
         if (mt_ckpt_n_tensors(c) != 4 + 12 * 2) CHECK(0, "only model/* tensors");
-        mt_gpt_weights_free(&w);
+        mt_weights_free(&w);
         mt_ckpt_close(c);
     }
     fprintf(stderr, "(the following 'error:' lines are expected)\n");
@@ -528,8 +528,8 @@ static void test_cli(const mt_gpt_weights *src) {
     mt_ckpt_tensor t = {"model/x", &x, 1, 1, {1}};
     CHECK(mt_ckpt_save(P("noconf"), 1, "{}", &t, 1, &e) == 0, "%s", e.msg);
     mt_ckpt *c = mt_ckpt_open(P("noconf"), &e);
-    mt_gpt_weights w;
-    CHECK(c && mt_gpt_weights_from_ckpt(c, &w, &e) == -1 && strstr(e.msg, "no \"config\""), "%s", e.msg);
+    mt_weights w;
+    CHECK(c && mt_weights_from_ckpt(c, &w, &e) == -1 && strstr(e.msg, "no \"config\""), "%s", e.msg);
     mt_ckpt_close(c);
 }
 
@@ -550,14 +550,14 @@ static void rm_tree(const char *dir) {
 int main(void) {
     snprintf(g_root, sizeof g_root, "/tmp/mt_test_interop_XXXXXX");
     if (!mkdtemp(g_root)) { perror("mkdtemp"); return 1; }
-    mt_gpt_config cfg = tiny();
-    mt_gpt_weights src;
-    mt_gpt_weights_alloc(&src, &cfg);
+    mt_model_config cfg = tiny();
+    mt_weights src;
+    mt_weights_alloc(&src, &cfg);
     fill(&src);
     test_safetensors(&src);
     test_llmc(&src);
     test_cli(&src);
-    mt_gpt_weights_free(&src);
+    mt_weights_free(&src);
     rm_tree(g_root);
     TEST_MAIN_END("test_interop");
 }

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include "models/family.h"
 #include "optim/adafactor.h"
 #include "optim/adam8bit.h"
 #include "optim/optimizer.h"
@@ -27,6 +28,11 @@ static float rng_normal(uint64_t *s) {
 /* ---- a hand-made unit with matrices whose rows are not multiples of any
  * shard size, a vector, a [1, n] matrix (unfactored) and a tiny matrix */
 static void add_tensor(mt_unit_layout *u, const char *name, int ndim, int64_t r, int64_t c, int decay) {
+    if (u->n_tensors == u->cap) { /* the test's units are small and live to the end */
+        u->cap = u->cap ? 2 * u->cap : 8;
+        u->t = realloc(u->t, (size_t)u->cap * sizeof *u->t);
+        if (!u->t) abort();
+    }
     mt_tensor *t = &u->t[u->n_tensors++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -41,7 +47,7 @@ static void add_tensor(mt_unit_layout *u, const char *name, int ndim, int64_t r,
 static mt_unit_layout test_unit(void) {
     mt_unit_layout u;
     memset(&u, 0, sizeof u);
-    u.kind = MT_UNIT_BLOCK;
+    u.role = MT_UNIT_BLOCK;
     add_tensor(&u, "w1", 2, 37, 23, 1);
     add_tensor(&u, "b1", 1, 37, 1, 0);
     add_tensor(&u, "w2", 2, 5, 41, 1);
@@ -539,13 +545,13 @@ static double rel_displacement_err(const float *a, const float *ref, const float
 }
 
 static void test_adafactor_sharded(int use_gpt, float beta1, int scale_parameter) {
-    mt_gpt_layout gl;
+    mt_layout gl;
     mt_unit_layout one = test_unit();
     const mt_unit_layout *units = &one;
     int n_units = 1;
     if (use_gpt) {
-        mt_gpt_config cfg = {1, 12, 2, 50, mt_gpt_pad_vocab(50), 16, 0.0f};
-        mt_gpt_layout_build(&cfg, &gl);
+        mt_model_config cfg = {.n_layer = 1, .n_embd = 12, .n_head = 2, .vocab_size = 50, .padded_vocab = mt_pad_vocab(50), .seq_len = 16, .dropout = 0.0f};
+        mt_model_layout_build(&cfg, 1, 0, &gl);
         units = gl.units;
         n_units = gl.n_units;
     }
@@ -643,14 +649,14 @@ static void test_adafactor_sharded(int use_gpt, float beta1, int scale_parameter
         free(g[t]);
     }
     free(g);
-    if (use_gpt) mt_gpt_layout_free(&gl);
+    if (use_gpt) mt_layout_free(&gl);
 }
 
 /* State bytes: (rows + cols) * 4 per factored matrix, 4 per other element. */
 static void test_adafactor_bytes(void) {
-    mt_gpt_config cfg = {2, 64, 4, 256, 256, 64, 0.0f};
-    mt_gpt_layout gl;
-    mt_gpt_layout_build(&cfg, &gl);
+    mt_model_config cfg = {.n_layer = 2, .n_embd = 64, .n_head = 4, .vocab_size = 256, .padded_vocab = 256, .seq_len = 64, .dropout = 0.0f};
+    mt_layout gl;
+    mt_model_layout_build(&cfg, 1, 0, &gl);
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_adafactor_hparams h;
@@ -675,7 +681,7 @@ static void test_adafactor_bytes(void) {
     CHECK(mem.peak[MT_MEM_OPTIM] <= want, "accounted optimizer bytes %zu", mem.peak[MT_MEM_OPTIM]);
     printf("adafactor state: %zu bytes for %zu params (%zu in matrices): %.4f bytes/param (AdamW: 8)\n", total,
            gl.total_params, matrix_params, (double)total / (double)gl.total_params);
-    mt_gpt_layout_free(&gl);
+    mt_layout_free(&gl);
 }
 
 /* Writes the test unit, 10 steps of gradients, the C result and the code

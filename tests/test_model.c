@@ -1,7 +1,8 @@
 /* Model-level checks: backward of the whole GPT-2 (with and without
  * dropout) against central finite differences of the loss, gradient
  * accumulation over microbatches, and determinism of init. */
-#include "model/model.h"
+#include "models/model.h"
+#include "models/gpt2/gpt2.h"
 #include "core/philox.h"
 #include "testlib.h"
 #include <stdlib.h>
@@ -23,7 +24,7 @@ static double loss_of(mt_model *m, const mt_fwd_ctx *fc, double count) {
 }
 
 static void gradcheck(float dropout) {
-    mt_gpt_config cfg = {2, 16, 2, 37, 40, 8, dropout};
+    mt_model_config cfg = {.n_layer = 2, .n_embd = 16, .n_head = 2, .vocab_size = 37, .padded_vocab = 40, .seq_len = 8, .dropout = dropout};
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model m;
@@ -73,7 +74,7 @@ static void gradcheck(float dropout) {
 
 /* One batch of 4 vs two microbatches of 2 with the same global samples. */
 static void accumulation(void) {
-    mt_gpt_config cfg = {2, 16, 2, 37, 40, 8, 0.1f};
+    mt_model_config cfg = {.n_layer = 2, .n_embd = 16, .n_head = 2, .vocab_size = 37, .padded_vocab = 40, .seq_len = 8, .dropout = 0.1f};
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model big, small;
@@ -130,30 +131,30 @@ static void dropout_forms_agree(void) {
  * kinds cut where Megatron cuts (checked on c_attn: a rank holds whole heads
  * of q, k and v). */
 static void tp_slices(void) {
-    mt_gpt_config cfg = {2, 32, 4, 250, 256, 8, 0.0f};
+    mt_model_config cfg = {.n_layer = 2, .n_embd = 32, .n_head = 4, .vocab_size = 250, .padded_vocab = 256, .seq_len = 8, .dropout = 0.0f};
     mt_error err;
-    CHECK(mt_gpt_tp_check(&cfg, 3, &err) != 0 && strstr(err.msg, "attention heads"), "tp 3: %s", err.msg);
-    mt_gpt_config odd = cfg;
+    CHECK(mt_model_tp_check(&cfg, 3, &err) != 0 && strstr(err.msg, "attention heads"), "tp 3: %s", err.msg);
+    mt_model_config odd = cfg;
     odd.padded_vocab = 250;
-    CHECK(mt_gpt_tp_check(&odd, 4, &err) != 0 && strstr(err.msg, "vocabulary"), "vocab: %s", err.msg);
-    mt_gpt_layout whole;
-    mt_gpt_layout_build(&cfg, &whole);
+    CHECK(mt_model_tp_check(&odd, 4, &err) != 0 && strstr(err.msg, "vocabulary"), "vocab: %s", err.msg);
+    mt_layout whole;
+    mt_model_layout_build(&cfg, 1, 0, &whole);
     for (int tp = 2; tp <= 4; tp *= 2) {
-        CHECK(mt_gpt_tp_check(&cfg, tp, &err) == 0, "tp %d", tp);
+        CHECK(mt_model_tp_check(&cfg, tp, &err) == 0, "tp %d", tp);
         for (int u = 0; u < whole.n_units; u++) {
             size_t gn = whole.units[u].numel;
             float *ref = calloc(gn, 4), *full = calloc(gn, 4);
-            mt_gpt_init_unit(&whole, u, ref, 7);
+            mt_unit_init_params(&whole, u, ref, 7);
             for (size_t i = 0; i < gn; i++) full[i] = NAN;
             size_t sum = 0;
             for (int r = 0; r < tp; r++) {
-                mt_gpt_layout l;
-                mt_gpt_layout_build_tp(&cfg, tp, r, &l);
+                mt_layout l;
+                mt_model_layout_build(&cfg, tp, r, &l);
                 CHECK(l.units[u].gnumel == gn, "unit %d gnumel", u);
                 float *loc = calloc(l.units[u].numel, 4), *back = calloc(l.units[u].numel, 4);
-                mt_gpt_init_unit(&l, u, loc, 7);
-                mt_gpt_unit_to_full(&l, u, loc, full);
-                mt_gpt_unit_from_full(&l, u, full, back);
+                mt_unit_init_params(&l, u, loc, 7);
+                mt_unit_to_full(&l, u, loc, full);
+                mt_unit_from_full(&l, u, full, back);
                 CHECK(memcmp(loc, back, l.units[u].numel * 4) == 0, "tp %d rank %d unit %d round trip", tp, r, u);
                 for (int i = 0; i < l.units[u].n_tensors; i++)
                     sum += l.units[u].t[i].split == MT_TP_REPLICATED ? (r == 0 ? l.units[u].t[i].numel : 0)
@@ -161,14 +162,14 @@ static void tp_slices(void) {
                 if (u == 1) { /* c_attn row 0 of rank r is q of head r*NH/tp; row C/tp is k of that head */
                     const mt_tensor *t = &l.units[1].t[MT_T_QKV_W];
                     CHECK(t->shape[0] == 3 * 32 / tp && t->shape[1] == 32, "c_attn local shape");
-                    CHECK(mt_gpt_tensor_row_origin(&l, t, 0) == (size_t)(r * 32 / tp) * 32, "q origin");
-                    CHECK(mt_gpt_tensor_row_origin(&l, t, 32 / tp) == (size_t)(32 + r * 32 / tp) * 32, "k origin");
+                    CHECK(mt_tensor_row_origin(&l, t, 0) == (size_t)(r * 32 / tp) * 32, "q origin");
+                    CHECK(mt_tensor_row_origin(&l, t, 32 / tp) == (size_t)(32 + r * 32 / tp) * 32, "k origin");
                     const mt_tensor *pr = &l.units[1].t[MT_T_ATTPROJ_W];
                     CHECK(pr->shape[0] == 32 && pr->shape[1] == 32 / tp, "c_proj local shape");
                 }
                 free(loc);
                 free(back);
-                mt_gpt_layout_free(&l);
+                mt_layout_free(&l);
             }
             CHECK(sum == gn, "tp %d unit %d: slices cover %zu of %zu", tp, u, sum, gn);
             CHECK(memcmp(ref, full, gn * 4) == 0, "tp %d unit %d: slices differ from the tp=1 init", tp, u);
@@ -176,7 +177,7 @@ static void tp_slices(void) {
             free(full);
         }
     }
-    mt_gpt_layout_free(&whole);
+    mt_layout_free(&whole);
 }
 
 int main(void) {

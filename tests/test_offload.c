@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <time.h>
 #include <unistd.h>
+#include "models/family.h"
 #include "optim/offload.h"
 #include "optim/optimizer.h"
 #include "testlib.h"
@@ -41,15 +42,15 @@ static int dir_entries(const char *dir) {
  * of unit u */
 #define RANKS 3
 typedef struct {
-    mt_gpt_layout gl;
+    mt_layout gl;
     float **p, **g, **m, **v; /* per unit: params, grads, in-memory m, v */
     float **master;           /* per unit: fp32 master copy (k = 3 case) */
     size_t lo[RANKS][8], hi[RANKS][8];
 } problem;
 
 static void problem_init(problem *pr) {
-    mt_gpt_config cfg = {2, 24, 2, 100, mt_gpt_pad_vocab(100), 16, 0.0f};
-    mt_gpt_layout_build(&cfg, &pr->gl);
+    mt_model_config cfg = {.n_layer = 2, .n_embd = 24, .n_head = 2, .vocab_size = 100, .padded_vocab = mt_pad_vocab(100), .seq_len = 16, .dropout = 0.0f};
+    mt_model_layout_build(&cfg, 1, 0, &pr->gl);
     int nu = pr->gl.n_units;
     pr->p = calloc((size_t)nu, sizeof(float *));
     pr->g = calloc((size_t)nu, sizeof(float *));
@@ -63,7 +64,7 @@ static void problem_init(problem *pr) {
         pr->m[u] = calloc(n, 4);
         pr->v[u] = calloc(n, 4);
         pr->master[u] = calloc(n, 4);
-        mt_gpt_init_unit(&pr->gl, u, pr->p[u], 42);
+        mt_unit_init_params(&pr->gl, u, pr->p[u], 42);
         for (int r = 0; r < RANKS; r++) {
             pr->lo[r][u] = (size_t)r * S < n ? (size_t)r * S : n;
             pr->hi[r][u] = (size_t)(r + 1) * S < n ? (size_t)(r + 1) * S : n;
@@ -76,7 +77,7 @@ static void problem_free(problem *pr) {
         free(pr->p[u]); free(pr->g[u]); free(pr->m[u]); free(pr->v[u]); free(pr->master[u]);
     }
     free(pr->p); free(pr->g); free(pr->m); free(pr->v); free(pr->master);
-    mt_gpt_layout_free(&pr->gl);
+    mt_layout_free(&pr->gl);
 }
 
 static void fill_grads(problem *pr, int step) {
@@ -243,7 +244,9 @@ static void report_real_overlap(const char *dir) {
     c.g = calloc(n, 4);
     uint64_t s = 5;
     for (size_t i = 0; i < n; i++) c.g[i] = rng_sym(&s);
-    c.unit.n_tensors = 1;
+    static mt_tensor one[1];
+    c.unit.t = one;
+    c.unit.n_tensors = c.unit.cap = 1;
     c.unit.numel = n;
     c.unit.t[0] = (mt_tensor){.name = "w", .ndim = 2, .shape = {2048, 2048}, .offset = 0, .numel = n, .weight_decay = 1,
                               .init_std = 0.02f, .init_rows = 2048};

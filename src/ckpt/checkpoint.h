@@ -43,7 +43,7 @@
  * Naming used by the trainer: "model/<tensor name>" for parameters (names and
  * shapes of model/gpt.h), "optim/m/<name>", "optim/v/<name>",
  * "optim/momentum/<name>" for optimizer state. The state JSON contains
- * "config" (mt_gpt_config_write_json) and "step". */
+ * "config" (mt_model_config_write_json) and "step". */
 #ifndef MT_CKPT_CHECKPOINT_H
 #define MT_CKPT_CHECKPOINT_H
 #include <stddef.h>

@@ -19,24 +19,24 @@
 
 /* llm.c's 16 parameter tensors in file order: which unit kind and which of
  * our tensors (index within the unit) each one is. */
-static const struct { const char *name; mt_unit_kind kind; int idx; } KINDS[16] = {
-    {"wte", MT_UNIT_EMBED, MT_T_WTE},        {"wpe", MT_UNIT_EMBED, MT_T_WPE},
+static const struct { const char *name; mt_unit_role kind; int idx; } KINDS[16] = {
+    {"wte", MT_UNIT_INPUT, MT_T_WTE},        {"wpe", MT_UNIT_INPUT, MT_T_WPE},
     {"ln1w", MT_UNIT_BLOCK, MT_T_LN1_W},     {"ln1b", MT_UNIT_BLOCK, MT_T_LN1_B},
     {"qkvw", MT_UNIT_BLOCK, MT_T_QKV_W},     {"qkvb", MT_UNIT_BLOCK, MT_T_QKV_B},
     {"attprojw", MT_UNIT_BLOCK, MT_T_ATTPROJ_W}, {"attprojb", MT_UNIT_BLOCK, MT_T_ATTPROJ_B},
     {"ln2w", MT_UNIT_BLOCK, MT_T_LN2_W},     {"ln2b", MT_UNIT_BLOCK, MT_T_LN2_B},
     {"fcw", MT_UNIT_BLOCK, MT_T_FC_W},       {"fcb", MT_UNIT_BLOCK, MT_T_FC_B},
     {"fcprojw", MT_UNIT_BLOCK, MT_T_FCPROJ_W}, {"fcprojb", MT_UNIT_BLOCK, MT_T_FCPROJ_B},
-    {"lnfw", MT_UNIT_HEAD, MT_T_LNF_W},      {"lnfb", MT_UNIT_HEAD, MT_T_LNF_B},
+    {"lnfw", MT_UNIT_OUTPUT, MT_T_LNF_W},      {"lnfb", MT_UNIT_OUTPUT, MT_T_LNF_B},
 };
 
-static const mt_unit_layout *unit_of(const mt_gpt_layout *L, mt_unit_kind kind, int layer, int *u) {
-    *u = kind == MT_UNIT_EMBED ? 0 : kind == MT_UNIT_HEAD ? L->n_units - 1 : 1 + layer;
+static const mt_unit_layout *unit_of(const mt_layout *L, mt_unit_role kind, int layer, int *u) {
+    *u = kind == MT_UNIT_INPUT ? 0 : kind == MT_UNIT_OUTPUT ? L->n_units - 1 : 1 + layer;
     return &L->units[*u];
 }
 
-int mt_llmc_export(const char *path, const mt_gpt_weights *w, mt_error *err) {
-    const mt_gpt_config *c = &w->cfg;
+int mt_llmc_export(const char *path, const mt_weights *w, mt_error *err) {
+    const mt_model_config *c = &w->cfg;
     int32_t hdr[HEADER_INTS];
     memset(hdr, 0, sizeof hdr);
     hdr[0] = MT_LLMC_MAGIC;
@@ -86,7 +86,7 @@ static int read_elems(int fd, float *dst, size_t n, uint64_t off, int esz, const
     return 0;
 }
 
-int mt_llmc_import(const char *path, int n_head, mt_gpt_weights *out, mt_error *err) {
+int mt_llmc_import(const char *path, int n_head, mt_weights *out, mt_error *err) {
     memset(out, 0, sizeof *out);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return mt_errorf(err, "cannot open %s: %s", path, strerror(errno));
@@ -121,11 +121,11 @@ int mt_llmc_import(const char *path, int n_head, mt_gpt_weights *out, mt_error *
         goto out;
     }
     uint64_t c = (uint64_t)C;
-    mt_gpt_config cfg = {.n_layer = L, .n_embd = C, .n_head = NH, .vocab_size = V, .padded_vocab = mt_gpt_pad_vocab(V),
+    mt_model_config cfg = {.n_layer = L, .n_embd = C, .n_head = NH, .vocab_size = V, .padded_vocab = mt_pad_vocab(V),
                          .seq_len = T, .dropout = 0.0f};
     mt_error e2;
-    if (mt_gpt_config_validate(&cfg, &e2)) { mt_errorf(err, "%s: %s", path, e2.msg); goto out; }
-    mt_gpt_weights_alloc(out, &cfg);
+    if (mt_model_config_validate(&cfg, &e2)) { mt_errorf(err, "%s: %s", path, e2.msg); goto out; }
+    mt_weights_alloc(out, &cfg);
     /* Parameters in the file: ours, with wte at the file's Vp rows. */
     uint64_t numel = (uint64_t)out->layout.total_params - (uint64_t)cfg.padded_vocab * c + (uint64_t)Vp * c;
     uint64_t want = HEADER_BYTES + numel * (uint64_t)esz;
@@ -154,6 +154,6 @@ int mt_llmc_import(const char *path, int n_head, mt_gpt_weights *out, mt_error *
     rc = 0;
 out:
     close(fd);
-    if (rc) mt_gpt_weights_free(out);
+    if (rc) mt_weights_free(out);
     return rc;
 }

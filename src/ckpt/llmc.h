@@ -10,14 +10,15 @@
  * Export writes version 3 (fp32) with our padded vocabulary. Import accepts
  * version 3 and 5, checks the header ranges, C % NH, Vp >= V and that the
  * file size is exactly the header plus the parameters, and re-pads wte to
- * mt_gpt_pad_vocab(V) rows (extra rows zero). n_head > 0 must agree with the
+ * mt_pad_vocab(V) rows (extra rows zero). n_head > 0 must agree with the
  * header's NH (the header always carries it). */
 #ifndef MT_CKPT_LLMC_H
 #define MT_CKPT_LLMC_H
-#include "ckpt/gpt_weights.h"
+#include "ckpt/weights.h"
+#include "models/gpt2/gpt2.h"
 
 #define MT_LLMC_MAGIC 20240326
-int mt_llmc_export(const char *path, const mt_gpt_weights *w, mt_error *err);
-int mt_llmc_import(const char *path, int n_head, mt_gpt_weights *out, mt_error *err);
+int mt_llmc_export(const char *path, const mt_weights *w, mt_error *err);
+int mt_llmc_import(const char *path, int n_head, mt_weights *out, mt_error *err);
 
 #endif

@@ -374,8 +374,8 @@ static void hf_shape(const mt_tensor *t, int vocab, int *ndim, int64_t shape[2])
     }
 }
 
-int mt_safetensors_export_gpt2(const char *path, const mt_gpt_weights *w, mt_error *err) {
-    const mt_gpt_layout *L = &w->layout;
+int mt_safetensors_export_gpt2(const char *path, const mt_weights *w, mt_error *err) {
+    const mt_layout *L = &w->layout;
     int n = 0;
     for (int u = 0; u < L->n_units; u++) n += L->units[u].n_tensors;
     mt_st_spec *specs = mt_xcalloc((size_t)n, sizeof *specs, "safetensors specs");
@@ -502,7 +502,7 @@ static int heads_from_config_json(const char *path, int C, int L, int V, int *he
     return rc;
 }
 
-int mt_safetensors_import_gpt2(const char *path, int n_head, mt_gpt_weights *out, mt_error *err) {
+int mt_safetensors_import_gpt2(const char *path, int n_head, mt_weights *out, mt_error *err) {
     memset(out, 0, sizeof *out);
     mt_st_file *f = mt_st_open(path, err);
     if (!f) return -1;
@@ -557,10 +557,10 @@ int mt_safetensors_import_gpt2(const char *path, int n_head, mt_gpt_weights *out
         mt_errorf(err, "%s: n_head %d does not divide n_embd %" PRId64, path, H, C);
         goto out;
     }
-    mt_gpt_config cfg = {.n_layer = L, .n_embd = (int)C, .n_head = H, .vocab_size = (int)V,
-                         .padded_vocab = mt_gpt_pad_vocab((int)V), .seq_len = (int)T, .dropout = 0.0f};
-    if (mt_gpt_config_validate(&cfg, &e2)) { mt_errorf(err, "%s: %s", path, e2.msg); goto out; }
-    mt_gpt_weights_alloc(out, &cfg);
+    mt_model_config cfg = {.n_layer = L, .n_embd = (int)C, .n_head = H, .vocab_size = (int)V,
+                         .padded_vocab = mt_pad_vocab((int)V), .seq_len = (int)T, .dropout = 0.0f};
+    if (mt_model_config_validate(&cfg, &e2)) { mt_errorf(err, "%s: %s", path, e2.msg); goto out; }
+    mt_weights_alloc(out, &cfg);
     int used = 0;
     size_t maxn = 0;
     for (int u = 0; u < out->layout.n_units; u++)
@@ -601,7 +601,7 @@ int mt_safetensors_import_gpt2(const char *path, int n_head, mt_gpt_weights *out
     /* Anything left over that is neither used nor ignorable is unexpected. */
     for (int i = 0; i < mt_st_count(f); i++) {
         const char *c = canon(mt_st_entry_at(f, i)->name);
-        if (!ignorable(c) && !mt_gpt_find_tensor(&out->layout, c, NULL)) {
+        if (!ignorable(c) && !mt_layout_find_tensor(&out->layout, c, NULL)) {
             mt_errorf(err, "%s: unexpected tensor '%s' (not a GPT-2 parameter)", path, mt_st_entry_at(f, i)->name);
             goto out;
         }
@@ -611,6 +611,6 @@ int mt_safetensors_import_gpt2(const char *path, int n_head, mt_gpt_weights *out
 out:
     free(tmp);
     mt_st_close(f);
-    if (rc) mt_gpt_weights_free(out);
+    if (rc) mt_weights_free(out);
     return rc;
 }

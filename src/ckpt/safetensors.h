@@ -14,12 +14,12 @@
  * Conv1D: the transpose of our [out, in]), ..., ln_f.bias). Import accepts a
  * "transformer." prefix, ignores lm_head.weight (tied to wte) and the
  * attn.bias / attn.masked_bias buffers, converts F32/F16/BF16 to fp32 and
- * zero-pads wte to mt_gpt_pad_vocab(V) rows. */
+ * zero-pads wte to mt_pad_vocab(V) rows. */
 #ifndef MT_CKPT_SAFETENSORS_H
 #define MT_CKPT_SAFETENSORS_H
 #include <stddef.h>
 #include <stdint.h>
-#include "ckpt/gpt_weights.h"
+#include "ckpt/weights.h"
 #include "core/error.h"
 #include "core/json.h"
 
@@ -73,9 +73,9 @@ void mt_st_writer_abort(mt_st_writer *w);
  * comes from config.json in the file's directory (n_head or
  * num_attention_heads; its n_embd/n_layer/vocab_size, when present, must
  * match the tensors), else from the file's "__metadata__" n_head; else an
- * error. `out` is allocated by the import (free with mt_gpt_weights_free). */
-int mt_safetensors_export_gpt2(const char *path, const mt_gpt_weights *w, mt_error *err);
-int mt_safetensors_import_gpt2(const char *path, int n_head, mt_gpt_weights *out, mt_error *err);
+ * error. `out` is allocated by the import (free with mt_weights_free). */
+int mt_safetensors_export_gpt2(const char *path, const mt_weights *w, mt_error *err);
+int mt_safetensors_import_gpt2(const char *path, int n_head, mt_weights *out, mt_error *err);
 
 /* 1 if a layout tensor name is an HF Conv1D weight (stored transposed). */
 int mt_hf_is_conv1d(const char *name);

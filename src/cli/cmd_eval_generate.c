@@ -3,7 +3,7 @@
 #include "cli/cli.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
-#include "model/model.h"
+#include "models/model.h"
 #include "train/generate.h"
 #include "train/train_io.h"
 #include <stdio.h>
@@ -108,8 +108,8 @@ int mt_cli_generate(int argc, char **argv) {
                   mt_tokenizer_vocab_size(tk), info.cfg.vocab_size);
         return mt_cli_fail("generate", &err);
     }
-    mt_gpt_layout layout;
-    mt_gpt_layout_build(&info.cfg, &layout);
+    mt_layout layout;
+    mt_model_layout_build(&info.cfg, 1, 0, &layout);
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model m;
@@ -125,8 +125,8 @@ int mt_cli_generate(int argc, char **argv) {
         ptok[0] = mt_tokenizer_eot(tk);
         np = 1;
     }
-    mt_generator g;
-    mt_generator_init(&g, &m.layout, m.params);
+    mt_decoder g;
+    mt_decoder_init(&g, &info.cfg, &m.layout, m.params);
     float *work = mt_xcalloc((size_t)info.cfg.padded_vocab, sizeof(float), "sampling work");
     mt_bytes out = {0};
     fputs(prompt, stdout);
@@ -145,7 +145,7 @@ int mt_cli_generate(int argc, char **argv) {
     for (size_t i = 0; i < np; i++) hist[nh++] = ptok[i];
     size_t keep = (size_t)(T > 1 ? T / 2 : 1);
     size_t first = nh > (size_t)T ? nh - keep : 0;
-    for (size_t i = first; i < nh; i++) logits = mt_generator_step(&g, hist[i]);
+    for (size_t i = first; i < nh; i++) logits = mt_decoder_step(&g, hist[i]);
     for (int i = 0; i < ntok && logits; i++) {
         int32_t next = mt_sample(logits, info.cfg.vocab_size, temperature, top_k, (uint64_t)seed, (uint64_t)i, work);
         out.len = 0;
@@ -155,9 +155,9 @@ int mt_cli_generate(int argc, char **argv) {
         hist[nh++] = next;
         if (g.pos >= T) {
             g.pos = 0;
-            for (size_t j = nh - keep; j < nh; j++) logits = mt_generator_step(&g, hist[j]);
+            for (size_t j = nh - keep; j < nh; j++) logits = mt_decoder_step(&g, hist[j]);
         } else {
-            logits = mt_generator_step(&g, next);
+            logits = mt_decoder_step(&g, next);
         }
     }
     fputc('\n', stdout);
@@ -165,9 +165,9 @@ int mt_cli_generate(int argc, char **argv) {
     mt_bytes_free(&out);
     free(work);
     free(ptok);
-    mt_generator_free(&g);
+    mt_decoder_free(&g);
     mt_model_free(&m);
-    mt_gpt_layout_free(&layout);
+    mt_layout_free(&layout);
     mt_tokenizer_free(tk);
     return 0;
 }

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include "ckpt/gpt_weights.h"
+#include "ckpt/weights.h"
 #include "ckpt/llmc.h"
 #include "ckpt/safetensors.h"
 #include "cli/args.h"
@@ -38,15 +38,15 @@ int mt_cli_export(int argc, char **argv) {
     if (check_format(format, &err)) return mt_cli_fail("export", &err);
     mt_ckpt *ck = mt_ckpt_open(ckpt, &err);
     if (!ck) return mt_cli_fail("export", &err);
-    mt_gpt_weights w;
-    int rc = mt_gpt_weights_from_ckpt(ck, &w, &err);
+    mt_weights w;
+    int rc = mt_weights_from_ckpt(ck, &w, &err);
     mt_ckpt_close(ck);
     if (rc) return mt_cli_fail("export", &err);
     rc = strcmp(format, "llmc") == 0 ? mt_llmc_export(out, &w, &err) : mt_safetensors_export_gpt2(out, &w, &err);
     if (!rc)
         printf("exported %s (%d layers, %d dim, %d heads, vocab %d, %zu parameters) to %s as %s\n", ckpt,
                w.cfg.n_layer, w.cfg.n_embd, w.cfg.n_head, w.cfg.vocab_size, w.layout.total_params, out, format);
-    mt_gpt_weights_free(&w);
+    mt_weights_free(&w);
     return rc ? mt_cli_fail("export", &err) : 0;
 }
 
@@ -79,14 +79,14 @@ int mt_cli_import(int argc, char **argv) {
         mt_errorf(&err, "%s already holds a checkpoint (%s exists); choose a new --out directory", out, man);
         return mt_cli_fail("import", &err);
     }
-    mt_gpt_weights w;
+    mt_weights w;
     int rc = strcmp(format, "llmc") == 0 ? mt_llmc_import(in, heads, &w, &err) : mt_safetensors_import_gpt2(in, heads, &w, &err);
     if (rc) return mt_cli_fail("import", &err);
-    rc = mt_gpt_weights_to_ckpt(out, &w, 0, &err);
+    rc = mt_weights_to_ckpt(out, &w, 0, &err);
     if (!rc)
         printf("imported %s (%d layers, %d dim, %d heads, vocab %d padded to %d, context %d, %zu parameters) into %s\n", in,
                w.cfg.n_layer, w.cfg.n_embd, w.cfg.n_head, w.cfg.vocab_size, w.cfg.padded_vocab, w.cfg.seq_len,
                w.layout.total_params, out);
-    mt_gpt_weights_free(&w);
+    mt_weights_free(&w);
     return rc ? mt_cli_fail("import", &err) : 0;
 }

@@ -18,9 +18,9 @@ typedef struct {
 } model_flags;
 
 static int resolve_model(const model_flags *mf, const mt_arg *spec, int nspec, const char *train_path,
-                         mt_gpt_config *cfg, mt_error *err) {
+                         mt_model_config *cfg, mt_error *err) {
     if (mf->preset) {
-        if (mt_gpt_config_preset(mf->preset, cfg, err)) return -1;
+        if (mt_model_config_preset(mf->preset, cfg, err)) return -1;
     }
     if (mt_arg_seen(spec, nspec, "layers")) cfg->n_layer = mf->layers;
     if (mt_arg_seen(spec, nspec, "dim")) cfg->n_embd = mf->dim;
@@ -38,9 +38,9 @@ static int resolve_model(const model_flags *mf, const mt_arg *spec, int nspec, c
         free(tok);
         cfg->vocab_size = mx < 256 ? 256 : 50257;
     }
-    if (cfg->vocab_size > 0) cfg->padded_vocab = mt_gpt_pad_vocab(cfg->vocab_size);
+    if (cfg->vocab_size > 0) cfg->padded_vocab = mt_pad_vocab(cfg->vocab_size);
     cfg->dropout = mf->dropout;
-    return mt_gpt_config_validate(cfg, err);
+    return mt_model_config_validate(cfg, err);
 }
 
 int mt_cli_train(int argc, char **argv) {
@@ -171,7 +171,7 @@ int mt_cli_train(int argc, char **argv) {
     }
     rc = mt_trainer_init(&tr, &o, world, &err);
     if (!rc) {
-        const mt_gpt_config *c = &tr.o.cfg;
+        const mt_model_config *c = &tr.o.cfg;
         if (rank == 0) {
             printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | tp %d%s | pp %d (%s) | zero %d | recompute %s | %s lr %.3g | precision %s | fp32 gemm %s\n",
                    c->n_layer, c->n_embd, c->n_head, c->vocab_size, c->padded_vocab, c->seq_len,

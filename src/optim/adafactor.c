@@ -1,4 +1,6 @@
 #include "optim/adafactor.h"
+#include "core/error.h"
+#include <stdlib.h>
 #include "ops/ops.h"
 #include <math.h>
 #include <string.h>
@@ -25,6 +27,11 @@ void mt_adafactor_init(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_
     s->end = end > begin ? end : begin;
     s->numel = unit->numel;
     s->n_tensors = unit->n_tensors;
+    size_t nt = (size_t)(unit->n_tensors > 0 ? unit->n_tensors : 1);
+    s->factored = mt_xcalloc(nt, sizeof *s->factored, "Adafactor tensor table");
+    s->rc_off = mt_xcalloc(nt, sizeof *s->rc_off, "Adafactor tensor table");
+    s->v_off = mt_xcalloc(nt, sizeof *s->v_off, "Adafactor tensor table");
+    s->r_mean = mt_xcalloc(nt, sizeof *s->r_mean, "Adafactor tensor table");
     for (int i = 0; i < unit->n_tensors; i++) {
         const mt_tensor *t = &unit->t[i];
         size_t rows = tensor_rows(t), cols = tensor_cols(t), a, b;
@@ -55,6 +62,10 @@ void mt_adafactor_free(mt_adafactor *s, mt_mem *mem) {
     mt_mem_free(mem, MT_MEM_OPTIM, s->m, n * sizeof(float));
     mt_mem_free(mem, MT_MEM_SCRATCH, s->col_factor, s->cf_len * sizeof(float));
     mt_mem_free(mem, MT_MEM_SCRATCH, s->red, s->red_len * sizeof(double));
+    free(s->factored);
+    free(s->rc_off);
+    free(s->v_off);
+    free(s->r_mean);
     memset(s, 0, sizeof *s);
 }
 

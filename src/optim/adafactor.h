@@ -63,7 +63,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "core/mem.h"
-#include "model/gpt.h"
+#include "nn/unit.h"
 
 typedef struct {
     float beta1;          /* momentum on the clipped update; 0 = none (the default: the memory saving) */
@@ -84,10 +84,11 @@ typedef struct {
     size_t begin, end;                     /* owned range of the unit */
     size_t numel;                          /* the unit's numel (layout check) */
     int n_tensors;
-    int factored[MT_MAX_UNIT_TENSORS];
-    size_t rc_off[MT_MAX_UNIT_TENSORS];    /* factored: R at rc + rc_off, C after it; the same offsets in sums */
-    size_t v_off[MT_MAX_UNIT_TENSORS];     /* unfactored: the owned part of the tensor at v + v_off */
-    double r_mean[MT_MAX_UNIT_TENSORS];    /* factored: mean(R) of this step (phase 2 -> 3) */
+    /* per tensor of the unit ([n_tensors] each): */
+    int *factored;
+    size_t *rc_off;                        /* factored: R at rc + rc_off, C after it; the same offsets in sums */
+    size_t *v_off;                         /* unfactored: the owned part of the tensor at v + v_off */
+    double *r_mean;                        /* factored: mean(R) of this step (phase 2 -> 3) */
     size_t n_rc, n_v;
     float *rc, *v, *m;                     /* state (MT_MEM_OPTIM); m NULL without momentum */
     float *col_factor;                     /* scratch: 1/sqrt(C) of one matrix (MT_MEM_SCRATCH) */

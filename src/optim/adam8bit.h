@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "core/mem.h"
-#include "model/gpt.h"
+#include "nn/unit.h"
 #include "optim/optimizer.h"
 
 #define MT_Q8_BLOCK 2048

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include "core/dtype.h"
 #include "core/error.h"
-#include "model/gpt.h"
+#include "nn/unit.h"
 
 /* ADAFACTOR and ADAMW8BIT keep their state in their own structures and are
  * updated by mt_adafactor_update (optim/adafactor.h) and mt_adam8bit_update

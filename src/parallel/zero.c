@@ -137,7 +137,7 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
                               "there); got --precision %s", mt_dtype_name(grad_reduce), mt_dtype_name(m->precision));
     z->dt16 = m->precision;
     z->reduce16 = grad_reduce == MT_BF16;
-    const mt_gpt_layout *l = &m->layout;
+    const mt_layout *l = &m->layout;
     z->stage = stage;
     z->mem = mem;
     z->dp = mt_mesh_comm(mesh, MT_AXIS_DP);
@@ -146,6 +146,13 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     z->n = stage == 0 ? 1 : mt_comm_size(z->shard);
     z->r = stage == 0 ? 0 : mt_comm_rank(z->shard);
     int U = z->n_units = l->n_units;
+    /* Unit 0 stays gathered (stage 3) and its gradient open for a whole
+     * microbatch, from its forward to its backward: the one unit other units
+     * may share tensors with (a tied head), wherever in the sequence they run. */
+    for (int u = 1; u < U; u++)
+        if (l->units[u].shared_unit > 0)
+            return mt_errorf(err, "ZeRO: unit %d shares tensors with unit %d; only sharing with unit 0 (the input "
+                                  "unit) is supported", u, l->units[u].shared_unit);
     z->numel = mt_xcalloc((size_t)U, sizeof(size_t), "zero tables");
     z->S = mt_xcalloc((size_t)U, sizeof(size_t), "zero tables");
     z->full_p = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
@@ -369,10 +376,12 @@ static void widen_params(mt_zero *z, mt_model *m, int u) {
 }
 
 /* Mixed precision, stages 0-2: the fp32 parameters unit u's forward or
- * backward reads; the head's also reads unit 0 (the tied wte). */
+ * backward reads, with those of the unit it shares tensors with (a tied
+ * head: unit 0). */
 static void widen_for_unit(mt_zero *z, mt_model *m, int u) {
     widen_params(z, m, u);
-    if (u == z->n_units - 1 && z->numel[0]) widen_params(z, m, 0);
+    int s = m->layout.units[u].shared_unit;
+    if (s >= 0 && z->numel[s]) widen_params(z, m, s);
 }
 
 void mt_zero_begin_microbatch(mt_zero *z, mt_model *m, int backward) {
@@ -470,13 +479,13 @@ static void open_grad0(mt_zero *z, mt_model *m, int from_head) {
 }
 
 void mt_zero_pre_backward(mt_zero *z, mt_model *m, int unit) {
-    int H = z->n_units - 1;
+    int shares = m->layout.units[unit].shared_unit >= 0; /* unit 0's tensors (mt_zero_init checks) */
     m->grad_fresh[unit] = 0;
-    if (unit == H) m->grad_fresh[0] = 0;
+    if (shares) m->grad_fresh[0] = 0;
     if (z->stage == 3 && unit > 0) take_gathered(z, m, unit);
     if (z->stage < 3 && mixed(z)) widen_for_unit(z, m, unit);
     if (z->stage < 2 && !mixed(z)) return;
-    if (unit == H) open_grad0(z, m, 1); /* the head also writes unit 0's gradient (tied wte) */
+    if (shares) open_grad0(z, m, 1); /* the unit also writes unit 0's gradient (a tied head) */
     if (unit == 0) {
         open_grad0(z, m, 0);
         return;

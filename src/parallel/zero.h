@@ -65,7 +65,7 @@
 #define MT_PARALLEL_ZERO_H
 #include "comm/comm.h"
 #include "core/mem.h"
-#include "model/model.h"
+#include "models/model.h"
 #include "parallel/mesh.h"
 
 typedef struct {

@@ -7,22 +7,24 @@
  * activation slot mb % slots: the schedule keeps at most `slots` chunk-
  * microbatches in flight and runs each chunk's microbatches in order, so the
  * in-flight ones of a chunk never share a slot.
- *   - activation received for chunk c: blocks[lo-1].res3 of the slot (the
+ *   - activation received for chunk c: the output buffer of block blocks[lo-1] of the slot (the
  *     model allocates it as the stage input); after BACKWARD it is dead, so
  *     the input gradient is sent from the same buffer;
- *   - activation sent by chunk c: blocks[hi-1].res3 of the slot;
- *   - the last virtual stage runs the head's forward and backward back to
- *     back inside FORWARD (the loss ends the graph; the logits buffer is then
- *     shared by all slots) and parks dL/d(final block output) in the slot's
- *     lnf buffer, dead after the head backward, until BACKWARD.
+ *   - activation sent by chunk c: the output buffer of block blocks[hi-1] of the slot;
+ *   - the last virtual stage runs the output unit's forward and backward back
+ *     to back inside FORWARD (the loss ends the graph; the logits buffer is
+ *     then shared by all slots) and parks dL/d(final block output) in the
+ *     slot's parking buffer (mt_model_park), dead after the output unit's
+ *     backward, until BACKWARD.
  * A send's buffer is reused only after its request completed (waited for
  * just before the reuse, and at the end of the step).
  *
- * The tied embedding: with pp > 1 the last stage holds a replica of unit 0
- * for the head. Its gradient (wte only) is all-reduced with the first
- * stage's over the embedding group after the data-parallel reduction, both
- * replicas take the same optimizer step, and only the first stage counts it
- * in the gradient norm. */
+ * Shared tensors (a head tied to the embedding): with pp > 1 the last stage
+ * holds a replica of the unit the output unit shares tensors with (the
+ * model marks it held). Its gradient is all-reduced with the first stage's
+ * over the "shared" group (first and last stage) after the data-parallel
+ * reduction, both replicas take the same optimizer step, and only the first
+ * stage counts it in the gradient norm. */
 #include "train/trainer.h"
 #include "ops/ops.h"
 #include <stdio.h>
@@ -110,8 +112,8 @@ int mt_pipeline_plan(mt_trainer *tr, mt_model_part *part, unsigned char *own_lay
     }
     free(count);
     part->own_layer = own_layer;
-    part->own_embed = tr->pp_rank == 0;
-    part->own_head = tr->pp_rank == p - 1;
+    part->own_input = tr->pp_rank == 0;
+    part->own_output = tr->pp_rank == p - 1;
     int w = mt_pp_warmup_forwards(&tr->sched, tr->pp_rank);
     part->act_slots = w + 1 < m * v ? w + 1 : m * v;
     part->recompute = o->recompute;
@@ -122,11 +124,12 @@ int mt_pipeline_init(mt_trainer *tr, mt_error *err) {
     int v = tr->sched.chunks, slots = tr->model.n_slots;
     tr->act_req = mt_xcalloc((size_t)slots * (size_t)v, sizeof(mt_comm_req), "pipeline requests");
     tr->grad_req = mt_xcalloc((size_t)slots * (size_t)v, sizeof(mt_comm_req), "pipeline requests");
-    if (tr->pp == 1) return 0;
+    int shared = mt_pipeline_shared_unit(tr);
+    if (tr->pp == 1 || shared < 0) return 0;
     int ends = tr->pp_rank == 0 || tr->pp_rank == tr->pp - 1;
     int color = ends ? mt_mesh_group_id(&tr->mesh.shape, MT_AXIS_PP, tr->mesh.rank) : -1;
-    if (mt_comm_split(tr->world, color, tr->pp_rank, "embedding(first,last stage)", &tr->embed_group, err)) return -1;
-    if (tr->pp_rank == tr->pp - 1) tr->zero.in_norm[0] = 0; /* the first stage counts wte */
+    if (mt_comm_split(tr->world, color, tr->pp_rank, "shared tensors(first,last stage)", &tr->embed_group, err)) return -1;
+    if (tr->pp_rank == tr->pp - 1) tr->zero.in_norm[shared] = 0; /* the first stage counts it */
     return 0;
 }
 
@@ -139,6 +142,11 @@ void mt_pipeline_free(mt_trainer *tr) {
     free(tr->act_req);
     free(tr->grad_req);
     free(tr->layer_rank);
+}
+
+int mt_pipeline_shared_unit(const mt_trainer *tr) {
+    const mt_layout *l = &tr->model.layout;
+    return l->units[l->n_units - 1].shared_unit;
 }
 
 int mt_pipeline_unit_rank(const mt_trainer *tr, int u) {
@@ -180,22 +188,23 @@ static double forward_chunk(mt_trainer *tr, int c, const mt_fwd_ctx *fc, float d
     if (is_first_stage(tr, c)) {
         mt_zero_begin_microbatch(z, m, backward);
         mt_zero_pre_forward(z, m, 0);
-        mt_embed_forward(m, fc);
+        mt_unit_forward(m, 0, fc);
     }
     for (int l = tr->chunk_lo[c]; l < tr->chunk_hi[c]; l++) {
         mt_zero_pre_forward(z, m, 1 + l);
-        mt_block_forward(m, l, fc);
+        mt_unit_forward(m, 1 + l, fc);
     }
     if (!is_last_stage(tr, c)) return 0.0;
     mt_zero_pre_forward(z, m, H);
-    double loss = mt_head_forward(m, fc, dscale);
+    double loss = mt_model_loss_forward(m, fc, dscale);
     if (!backward) return loss;
     double t0 = now_s();
     mt_zero_pre_backward(z, m, H);
-    mt_head_backward(m, fc);
+    mt_unit_backward(m, H, fc);
     grads_done(tr, H, last_mb);
-    if (tr->pp > 1) grads_done(tr, 0, last_mb); /* the wte replica is complete too */
-    memcpy(m->acts.lnf, m->gs.dresid, act_bytes(tr));
+    int shared = mt_pipeline_shared_unit(tr);
+    if (tr->pp > 1 && shared >= 0) grads_done(tr, shared, last_mb); /* the shared replica is complete too */
+    memcpy(mt_model_park(m), m->gs.dresid, act_bytes(tr));
     tr->backward_s += now_s() - t0;
     return loss;
 }
@@ -204,16 +213,16 @@ static void backward_chunk(mt_trainer *tr, int c, const mt_fwd_ctx *fc, int last
     mt_model *m = &tr->model;
     mt_zero *z = &tr->zero;
     double t0 = now_s();
-    if (is_last_stage(tr, c)) memcpy(m->gs.dresid, m->acts.lnf, act_bytes(tr));
+    if (is_last_stage(tr, c)) memcpy(m->gs.dresid, mt_model_park(m), act_bytes(tr));
     for (int l = tr->chunk_hi[c] - 1; l >= tr->chunk_lo[c]; l--) {
         mt_zero_pre_backward(z, m, 1 + l); /* ZeRO-3: the params the recompute needs too */
-        mt_block_recompute(m, l, fc);
-        mt_block_backward(m, l, fc);
+        mt_unit_recompute(m, 1 + l, fc);
+        mt_unit_backward(m, 1 + l, fc);
         grads_done(tr, 1 + l, last_mb);
     }
     if (is_first_stage(tr, c)) {
         mt_zero_pre_backward(z, m, 0);
-        mt_embed_backward(m, fc);
+        mt_unit_backward(m, 0, fc);
         grads_done(tr, 0, last_mb);
         mt_zero_end_microbatch(z, m);
     }
@@ -237,7 +246,7 @@ double mt_pipeline_step(mt_trainer *tr, uint64_t g0, float dscale) {
         switch (a->op) {
         case MT_PP_RECV_ACT:
             mt_comm_wait(&tr->grad_req[k]); /* the buffer's last gradient send */
-            mt_comm_recv(pc, m->acts.blocks[tr->chunk_lo[c] - 1].res3, act_bytes(tr), a->peer, a->tag);
+            mt_comm_recv(pc, mt_model_block_out(m, tr->chunk_lo[c] - 1), act_bytes(tr), a->peer, a->tag);
             break;
         case MT_PP_FORWARD:
             mt_comm_wait(&tr->act_req[k]); /* the output buffer's last send */
@@ -245,7 +254,7 @@ double mt_pipeline_step(mt_trainer *tr, uint64_t g0, float dscale) {
             loss += forward_chunk(tr, c, &fc, dscale, 1, last);
             break;
         case MT_PP_SEND_ACT:
-            mt_comm_isend(pc, m->acts.blocks[tr->chunk_hi[c] - 1].res3, act_bytes(tr), a->peer, a->tag, &tr->act_req[k]);
+            mt_comm_isend(pc, mt_model_block_out(m, tr->chunk_hi[c] - 1), act_bytes(tr), a->peer, a->tag, &tr->act_req[k]);
             break;
         case MT_PP_RECV_GRAD:
             mt_comm_recv(pc, m->gs.dresid, act_bytes(tr), a->peer, a->tag);
@@ -257,7 +266,7 @@ double mt_pipeline_step(mt_trainer *tr, uint64_t g0, float dscale) {
             backward_chunk(tr, c, &fc, last);
             break;
         case MT_PP_SEND_GRAD: {
-            float *buf = m->acts.blocks[tr->chunk_lo[c] - 1].res3; /* the received input: dead now */
+            float *buf = mt_model_block_out(m, tr->chunk_lo[c] - 1); /* the received input: dead now */
             mt_comm_wait(&tr->grad_req[k]);
             memcpy(buf, m->gs.dresid, act_bytes(tr));
             mt_comm_isend(pc, buf, act_bytes(tr), a->peer, a->tag, &tr->grad_req[k]);
@@ -292,9 +301,9 @@ double mt_pipeline_eval_batch(mt_trainer *tr, uint64_t first) {
     for (int s = 0; s < S; s++) {
         if (s % p != tr->pp_rank) continue;
         int c = s / p;
-        if (s > 0) mt_comm_recv(pc, m->acts.blocks[tr->chunk_lo[c] - 1].res3, act_bytes(tr), (s - 1) % p, s - 1);
+        if (s > 0) mt_comm_recv(pc, mt_model_block_out(m, tr->chunk_lo[c] - 1), act_bytes(tr), (s - 1) % p, s - 1);
         loss += forward_chunk(tr, c, &fc, 0.0f, 0, 0);
-        if (s < S - 1) mt_comm_send(pc, m->acts.blocks[tr->chunk_hi[c] - 1].res3, act_bytes(tr), (s + 1) % p, s);
+        if (s < S - 1) mt_comm_send(pc, mt_model_block_out(m, tr->chunk_hi[c] - 1), act_bytes(tr), (s + 1) % p, s);
     }
     return loss;
 }

@@ -20,7 +20,7 @@ int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err) {
         mt_ckpt_close(ck);
         return mt_errorf(err, "checkpoint '%s' has no model config in its state", dir);
     }
-    if (mt_gpt_config_read_json(cfg, &info->cfg, err)) {
+    if (mt_model_config_read_json(cfg, &info->cfg, err)) {
         char msg[MT_ERROR_LEN];
         snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
         mt_ckpt_close(ck);
@@ -54,14 +54,14 @@ static int read_unit(mt_ckpt *ck, const mt_unit_layout *u, const char *prefix, f
 
 /* The full unit read from the checkpoint, as this tp rank's slices (the
  * buffer itself without tensor parallelism). */
-static int read_unit_local(mt_ckpt *ck, const mt_gpt_layout *l, int u, const char *prefix, float *full, float *local,
+static int read_unit_local(mt_ckpt *ck, const mt_layout *l, int u, const char *prefix, float *full, float *local,
                            float **out, mt_error *err) {
     if (read_unit(ck, &l->units[u], prefix, full, err)) return -1;
     if (l->tp == 1) {
         *out = full;
         return 0;
     }
-    mt_gpt_unit_from_full(l, u, full, local);
+    mt_unit_from_full(l, u, full, local);
     *out = local;
     return 0;
 }
@@ -70,7 +70,7 @@ static int read_unit_local(mt_ckpt *ck, const mt_gpt_layout *l, int u, const cha
 int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *err) {
     mt_ckpt *ck = mt_ckpt_open(dir, err);
     if (!ck) return -1;
-    const mt_gpt_layout *l = &tr->model.layout;
+    const mt_layout *l = &tr->model.layout;
     size_t mx = 0;
     for (int u = 0; u < l->n_units; u++) mx = l->units[u].gnumel > mx ? l->units[u].gnumel : mx;
     float *full = mt_xcalloc(mx, sizeof(float), "checkpoint load buffer");
@@ -122,7 +122,7 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
 int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err) {
     mt_ckpt *ck = mt_ckpt_open(dir, err);
     if (!ck) return -1;
-    const mt_gpt_layout *l = &m->layout;
+    const mt_layout *l = &m->layout;
     int rc = 0;
     for (int u = 0; u < l->n_units && !rc; u++) rc = read_unit(ck, &l->units[u], "model/", m->params[u], err);
     mt_ckpt_close(ck);
@@ -132,17 +132,17 @@ int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err) {
 /* Tensor parallelism: tp rank 0 (of the first data-parallel replica)
  * assembles the full unit from every tp rank's slices (`loc`: this rank's,
  * ne floats); `full` receives it there, `tmp` holds a received slice. */
-static void tp_assemble(mt_trainer *tr, const mt_gpt_layout *tpl, int u, const float *loc, float *full, float *tmp) {
-    const mt_gpt_layout *l = &tr->model.layout;
+static void tp_assemble(mt_trainer *tr, const mt_layout *tpl, int u, const float *loc, float *full, float *tmp) {
+    const mt_layout *l = &tr->model.layout;
     size_t ne = l->units[u].numel;
     if (tr->tp.rank != 0) {
         mt_comm_send(tr->tp.comm, loc, ne * sizeof(float), 0, 0);
         return;
     }
-    mt_gpt_unit_to_full(l, u, loc, full);
+    mt_unit_to_full(l, u, loc, full);
     for (int r = 1; r < tr->tp.size; r++) {
         mt_comm_recv(tr->tp.comm, tmp, ne * sizeof(float), r, 0);
-        mt_gpt_unit_to_full(&tpl[r], u, tmp, full);
+        mt_unit_to_full(&tpl[r], u, tmp, full);
     }
 }
 
@@ -152,7 +152,7 @@ static void tp_assemble(mt_trainer *tr, const mt_gpt_layout *tpl, int u, const f
  * data-parallel rank, and rank 0 writes the checkpoint; all ranks return its
  * outcome. */
 int mt_trainer_save(mt_trainer *tr, mt_error *err) {
-    const mt_gpt_layout *l = &tr->model.layout;
+    const mt_layout *l = &tr->model.layout;
     int ns = mt_opt_state_count(tr->o.opt.kind);
     int root = tr->rank == 0, tp = tr->tp.size;
     int n = 0, cap = 0;
@@ -161,10 +161,10 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
         cap += l->units[u].n_tensors * (1 + ns);
         gmx = l->units[u].gnumel > gmx ? l->units[u].gnumel : gmx;
     }
-    mt_gpt_layout *tpl = NULL; /* every tp rank's layout, to place its slices */
+    mt_layout *tpl = NULL; /* every tp rank's layout, to place its slices */
     if (tp > 1 && tr->tp.rank == 0) {
         tpl = mt_xcalloc((size_t)tp, sizeof *tpl, "tensor-parallel layouts");
-        for (int r = 0; r < tp; r++) mt_gpt_layout_build_tp(&tr->o.cfg, tp, r, &tpl[r]);
+        for (int r = 0; r < tp; r++) mt_model_layout_build(&tr->o.cfg, tp, r, &tpl[r]);
     }
     size_t mx = mt_zero_max_padded(&tr->zero);
     float *tmp = mt_xcalloc(mx, sizeof(float), "checkpoint gather buffer");
@@ -217,7 +217,7 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
         mt_jw_init(&w);
         mt_jw_begin_object(&w);
         mt_jw_key(&w, "config");
-        mt_gpt_config_write_json(&w, &tr->o.cfg);
+        mt_model_config_write_json(&w, &tr->o.cfg);
         mt_jw_key(&w, "step"); mt_jw_int(&w, tr->step);
         mt_jw_key(&w, "seed"); mt_jw_int(&w, (int64_t)tr->o.seed);
         mt_jw_key(&w, "optimizer"); mt_jw_string(&w, mt_opt_kind_name(tr->o.opt.kind));
@@ -240,7 +240,7 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
     free(shard);
     free(loc);
     if (tpl) {
-        for (int r = 0; r < tp; r++) mt_gpt_layout_free(&tpl[r]);
+        for (int r = 0; r < tp; r++) mt_layout_free(&tpl[r]);
         free(tpl);
     }
     /* rank 0's outcome is everyone's */

@@ -5,7 +5,7 @@
 
 typedef struct {
     int has_config;
-    mt_gpt_config cfg;
+    mt_model_config cfg;
     int64_t step;
 } mt_ckpt_info;
 

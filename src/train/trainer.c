@@ -74,7 +74,7 @@ static int open_offload(mt_trainer *tr, mt_error *err) {
 }
 
 static void alloc_opt_state(mt_trainer *tr) {
-    const mt_gpt_layout *l = &tr->model.layout;
+    const mt_layout *l = &tr->model.layout;
     int ns = mt_opt_state_count(tr->o.opt.kind);
     if (mt_opt_is_lean(tr->o.opt.kind)) { /* per-unit state structs over the owned ranges */
         int af = tr->o.opt.kind == MT_OPT_ADAFACTOR;
@@ -140,7 +140,7 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
             op->cfg.dropout = d;
         }
     }
-    if (mt_gpt_config_validate(&op->cfg, err)) return -1;
+    if (mt_model_config_validate(&op->cfg, err)) return -1;
     if (!op->train_path) return mt_errorf(err, "--train FILE is required");
     if (mt_train_read_tokens(op->train_path, &tr->train_tokens, &tr->n_train, err)) return -1;
     if (mt_loader_init(&tr->train_ld, tr->train_tokens, tr->n_train, op->cfg.seq_len, op->batch, op->order, op->seed,
@@ -233,7 +233,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     const char *from = op->init_from ? op->init_from : (op->resume ? op->ckpt_dir : NULL);
     if (agree(world, init_local(tr, from, err), err)) return -1;
     /* the model shape is known (and the same everywhere) from here on */
-    if (mt_gpt_tp_check(&op->cfg, op->mesh.tp, err)) return -1;
+    if (mt_model_tp_check(&op->cfg, op->mesh.tp, err)) return -1;
     if (op->sequence_parallel && ((size_t)op->micro_batch * (size_t)op->cfg.seq_len) % (size_t)op->mesh.tp)
         return mt_errorf(err, "--sequence-parallel splits the %d x %d token rows of a microbatch over --tp %d: "
                               "choose a --micro-batch or --seq-len whose product tp divides",
@@ -521,7 +521,7 @@ double mt_trainer_eval(mt_trainer *tr) {
 
 int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     mt_train_opts *o = &tr->o;
-    double flops_tok = mt_model_flops_per_token(&tr->model.layout, o->cfg.seq_len);
+    double flops_tok = mt_model_flops_per_token(&tr->model, o->cfg.seq_len);
     double tokens = (double)o->batch * o->cfg.seq_len;
     int64_t saved = o->resume ? tr->step : -1;
     while (tr->step < o->steps) {

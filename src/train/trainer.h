@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/mem.h"
 #include "data/loader.h"
-#include "model/model.h"
+#include "models/model.h"
 #include "optim/optimizer.h"
 #include "parallel/mesh.h"
 #include "parallel/pipeline_schedule.h"
@@ -20,7 +20,7 @@
 #include "optim/loss_scaler.h"
 
 typedef struct {
-    mt_gpt_config cfg;
+    mt_model_config cfg;
     int batch;           /* B: sequences per optimizer step */
     int micro_batch;     /* b: sequences per forward/backward */
     int64_t steps;
@@ -94,7 +94,8 @@ typedef struct {
     mt_pp_schedule sched;
     int *chunk_lo, *chunk_hi;   /* [chunks] blocks [lo, hi) of each local chunk */
     int *layer_rank;            /* [n_layer] pipeline rank holding each block */
-    mt_comm *embed_group;       /* first and last stage (the tied wte); NULL if pp == 1 */
+    mt_comm *embed_group;       /* first and last stage (a replicated shared unit: the tied embedding);
+                                   NULL if pp == 1 or nothing is shared */
     mt_comm_req *act_req, *grad_req; /* [slots * chunks] sends in flight */
     mt_offload *offload;        /* disk-offloaded optimizer state (NULL: in memory) */
     int offload_master;         /* the offload stream of the fp32 master; read only where
@@ -137,6 +138,8 @@ double mt_pipeline_step(mt_trainer *tr, uint64_t first_sample, float dlogits_sca
 double mt_pipeline_eval_batch(mt_trainer *tr, uint64_t first_sample);
 /* Pipeline rank whose copy of unit u is authoritative (unit 0: the first). */
 int mt_pipeline_unit_rank(const mt_trainer *tr, int u);
+/* The unit whose tensors the output unit shares (a tied embedding), or -1. */
+int mt_pipeline_shared_unit(const mt_trainer *tr);
 int mt_trainer_report_end(mt_trainer *tr, mt_error *err);
 /* Optimizer state stream k of unit u as fp32, wherever it lives (memory,
  * disk offload, or the lean optimizers' own encodings; k = offload_master:

@@ -13,7 +13,7 @@
  * unit keeps a 16-bit copy, made on first use after the parameters change
  * (mt_model_params_changed). Bias gradients are summed from the fp32
  * output gradient. */
-#include "model/model.h"
+#include "models/model.h"
 #include "ops/matmul_lowp.h"
 #include "ops/ops.h"
 

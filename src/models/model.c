@@ -1,4 +1,4 @@
-#include "model/model.h"
+#include "models/model.h"
 #include "ops/ops.h"
 #include <omp.h>
 #include <stddef.h>
@@ -12,60 +12,22 @@ static float *acts_alloc(mt_model *m, mt_acts *a, size_t n, const char *what) {
 
 static int holds_layer(const mt_model_part *p, int l) { return !p->own_layer || p->own_layer[l]; }
 
-/* The buffers of a block's activations: where in mt_block_acts, their row
- * width (the residual stream's C or 1 on its rows; the tensor-parallel
- * slice C/tp, 3C/tp, 4C/tp or heads/tp on all N rows), and the recomputation
- * modes under which every block keeps its own (bit 1 << mt_recompute);
- * under the others all blocks and slots use one shared copy (m->shared). */
-enum { W_C, W_1, W_CL, W_3CL, W_4CL, W_NHL };
-#define OWN(none, selective, full) ((none) | (selective) << 1 | (full) << 2)
-static const struct {
-    size_t offset;
-    int width;
-    const char *name;
-    int own;
-} block_bufs[] = {
-    {offsetof(mt_block_acts, ln1), W_C, "ln1", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, ln1_mean), W_1, "ln1 mean", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, ln1_rstd), W_1, "ln1 rstd", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, qkv), W_3CL, "qkv", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, atty), W_CL, "attention output", OWN(1, 0, 0)},
-    {offsetof(mt_block_acts, att_lse), W_NHL, "attention lse", OWN(1, 0, 0)},
-    {offsetof(mt_block_acts, res2), W_C, "residual 2", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, ln2), W_C, "ln2", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, ln2_mean), W_1, "ln2 mean", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, ln2_rstd), W_1, "ln2 rstd", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, fch), W_4CL, "fc", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, fch_gelu), W_4CL, "gelu", OWN(1, 1, 0)},
-    {offsetof(mt_block_acts, res3), W_C, "residual 3", OWN(1, 1, 1)},
-};
-#define N_BLOCK_BUFS (sizeof block_bufs / sizeof block_bufs[0])
-
-static float **block_buf(mt_block_acts *b, size_t i) { return (float **)((char *)b + block_bufs[i].offset); }
-
-static int block_owns(const mt_model *m, size_t i) { return block_bufs[i].own >> m->recompute & 1; }
+/* The buffers of a block's activations are the family's table
+ * (mt_family.block_bufs): each kept per block under the recomputation modes
+ * its `own` mask names, else one copy shared by every block and slot
+ * (m->shared). */
+static int block_owns(const mt_model *m, int i) { return m->fam->block_bufs[i].own >> m->recompute & 1; }
 
 /* Rows of the residual stream held here (sequence parallelism splits them). */
 static size_t resid_rows(const mt_model *m, size_t N) { return mt_tp_sp(m->tp) ? N / (size_t)m->tp->size : N; }
 
-static size_t block_buf_floats(const mt_model *m, size_t i, size_t N) {
-    size_t C = (size_t)m->layout.cfg.n_embd, NH = (size_t)m->layout.cfg.n_head, tp = (size_t)m->layout.tp;
-    switch (block_bufs[i].width) {
-    case W_C: return resid_rows(m, N) * C;
-    case W_1: return resid_rows(m, N);
-    case W_CL: return N * C / tp;
-    case W_3CL: return N * 3 * C / tp;
-    case W_4CL: return N * 4 * C / tp;
-    default: return N * NH / tp;
-    }
-}
-
 size_t mt_model_resid_floats(const mt_model *m) {
-    return resid_rows(m, (size_t)m->acts.B * (size_t)m->acts.T) * (size_t)m->layout.cfg.n_embd;
+    return resid_rows(m, (size_t)m->acts.B * (size_t)m->acts.T) * (size_t)m->cfg.n_embd;
 }
 
 static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B, int T, float *logits) {
-    const mt_gpt_config *cfg = &m->layout.cfg;
+    const mt_model_config *cfg = &m->cfg;
+    const mt_family *f = m->fam;
     size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T, L = (size_t)cfg->n_layer;
     mt_mem *mem = m->mem;
     a->B = B;
@@ -75,22 +37,20 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
     a->sample_ids = mt_mem_alloc(mem, MT_MEM_ACTS, (size_t)B * sizeof(uint64_t), "sample ids");
     a->bytes += N * 2 * sizeof(int32_t) + (size_t)B * sizeof(uint64_t);
     size_t n = resid_rows(m, N);
-    if (part->own_embed) a->encoded = acts_alloc(m, a, n * C, "embedding output");
+    if (part->own_input) a->encoded = acts_alloc(m, a, n * C, "embedding output");
     a->blocks = mt_xcalloc(L, sizeof(mt_block_acts), "block activations");
     for (size_t i = 0; i < L; i++) {
         if (!holds_layer(part, (int)i)) continue;
-        for (size_t k = 0; k < N_BLOCK_BUFS; k++)
-            *block_buf(&a->blocks[i], k) = block_owns(m, k)
-                                               ? acts_alloc(m, a, block_buf_floats(m, k, N), block_bufs[k].name)
-                                               : *block_buf(&m->shared, k);
+        for (int k = 0; k < f->n_block_bufs; k++)
+            a->blocks[i].b[k] = block_owns(m, k) ? acts_alloc(m, a, f->block_buf_floats(m, k, N), f->block_bufs[k].name)
+                                                 : m->shared.b[k];
     }
     for (size_t i = 1; i < L; i++) /* inputs received from the previous stage */
         if (holds_layer(part, (int)i) && !holds_layer(part, (int)i - 1))
-            a->blocks[i - 1].res3 = acts_alloc(m, a, n * C, "stage input");
-    if (part->own_head) {
-        a->lnf = acts_alloc(m, a, n * C, "lnf");
-        a->lnf_mean = acts_alloc(m, a, n, "lnf mean");
-        a->lnf_rstd = acts_alloc(m, a, n, "lnf rstd");
+            a->blocks[i - 1].b[f->block_out] = acts_alloc(m, a, n * C, "stage input");
+    if (part->own_output) {
+        for (int k = 0; k < f->n_head_bufs; k++)
+            a->head[k] = acts_alloc(m, a, f->head_buf_floats(m, k, N), f->head_bufs[k].name);
         a->losses = acts_alloc(m, a, N, "losses");
         a->logits = logits;
     }
@@ -100,29 +60,26 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
  * the working set of the one block being computed, not activations kept for
  * backward, so it is accounted as scratch (the total still shows it). */
 static void alloc_shared(mt_model *m, size_t N) {
-    for (size_t k = 0; k < N_BLOCK_BUFS; k++)
+    for (int k = 0; k < m->fam->n_block_bufs; k++)
         if (!block_owns(m, k))
-            *block_buf(&m->shared, k) =
-                mt_mem_alloc(m->mem, MT_MEM_SCRATCH, block_buf_floats(m, k, N) * sizeof(float), block_bufs[k].name);
+            m->shared.b[k] = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, m->fam->block_buf_floats(m, k, N) * sizeof(float),
+                                          m->fam->block_bufs[k].name);
 }
 
 /* --precision bf16/fp16: the 16-bit parameter copies (accounted as
  * parameters) and the operand scratch, sized for the widest GEMM operand
- * (the head's vocabulary columns when this rank holds the head). */
+ * (the family's count: the head's vocabulary columns when this rank holds
+ * the head). */
 static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
     m->precision = part->precision;
     m->gemm = part->gemm;
     m->param_version = 1;
-    const mt_gpt_layout *l = &m->layout;
+    const mt_layout *l = &m->layout;
     m->w16 = mt_xcalloc((size_t)l->n_units, sizeof(uint16_t *), "16-bit parameter table");
     m->w16_version = mt_xcalloc((size_t)l->n_units, sizeof(uint64_t), "16-bit parameter table");
     if (m->precision == MT_FP32) return;
-    size_t C = (size_t)l->cfg.n_embd, tp = (size_t)l->tp, wmax = 4 * C / tp > C ? 4 * C / tp : C, wnum = 4 * C * C / tp;
-    if (part->own_head) {
-        size_t vl = (size_t)l->cfg.padded_vocab / tp;
-        wmax = vl > wmax ? vl : wmax;
-        wnum = vl * C > wnum ? vl * C : wnum;
-    }
+    size_t wmax, wnum;
+    m->fam->gemm_extents(m, part->own_output, &wmax, &wnum);
     for (int u = 0; u < l->n_units; u++)
         if (m->params[u])
             m->w16[u] = mt_mem_alloc(m->mem, MT_MEM_PARAMS, l->units[u].numel * sizeof(uint16_t), "16-bit parameters");
@@ -133,36 +90,40 @@ static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
     }
 }
 
-void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem) {
+void mt_model_create(mt_model *m, const mt_model_config *cfg, int B, int T, uint64_t seed, mt_mem *mem) {
     mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, MT_GEMM_DEFAULT, 0};
     mt_model_create_part(m, cfg, B, T, seed, mem, &whole);
 }
 
-void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem,
+void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T, uint64_t seed, mt_mem *mem,
                           const mt_model_part *part) {
     memset(m, 0, sizeof *m);
     m->mem = mem;
     m->seed = seed;
     m->tp = part->tp;
+    m->cfg = *cfg;
+    m->fam = mt_family_get(cfg->family);
     int tp = mt_tp_size(part->tp);
-    mt_gpt_layout_build_tp(cfg, tp, tp > 1 ? part->tp->rank : 0, &m->layout);
-    const mt_gpt_layout *l = &m->layout;
+    m->fam->build_layout(cfg, tp, tp > 1 ? part->tp->rank : 0, &m->layout);
+    const mt_layout *l = &m->layout;
     int L = cfg->n_layer;
     m->params = mt_xcalloc((size_t)l->n_units, sizeof(float *), "unit parameter table");
     m->grads = mt_xcalloc((size_t)l->n_units, sizeof(float *), "unit gradient table");
     m->grad_fresh = mt_xcalloc((size_t)l->n_units, 1, "unit gradient table");
     m->held = mt_xcalloc((size_t)l->n_units, 1, "unit table");
-    for (int u = 0; u < l->n_units; u++) {
-        m->held[u] = u == 0 ? (part->own_embed || part->own_head) : u == L + 1 ? part->own_head : holds_layer(part, u - 1);
+    for (int u = 0; u < l->n_units; u++)
+        m->held[u] = u == 0 ? part->own_input : u == L + 1 ? part->own_output : holds_layer(part, u - 1);
+    for (int u = 0; u < l->n_units; u++) /* what a held unit's shared tensors live in */
+        if (m->held[u] && l->units[u].shared_unit >= 0) m->held[l->units[u].shared_unit] = 1;
+    for (int u = 0; u < l->n_units; u++)
         if (m->held[u] && !part->defer_params) mt_model_materialize_unit(m, u, 1);
-    }
-    size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T, NH = (size_t)cfg->n_head;
+    size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T;
     m->recompute = part->recompute;
     alloc_shared(m, N);
     m->n_slots = part->act_slots > 0 ? part->act_slots : 1;
     m->slots = mt_xcalloc((size_t)m->n_slots, sizeof(mt_acts), "activation slots");
     float *logits = NULL;
-    if (part->own_head) {
+    if (part->own_output) {
         size_t vl = (size_t)(cfg->padded_vocab / tp); /* this rank's vocabulary columns */
         logits = mt_mem_alloc(mem, MT_MEM_ACTS, N * vl * sizeof(float), "logits");
         m->slots[0].bytes += N * vl * sizeof(float);
@@ -174,18 +135,19 @@ void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, u
     g->dresid = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "dresid");
     g->dtmp = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "dtmp");
     g->dln = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "dln");
-    g->datty = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C / (size_t)tp * sizeof(float), "datty");
-    g->dqkv = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 3 * C / (size_t)tp * sizeof(float), "dqkv");
-    g->dfch = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * 4 * C / (size_t)tp * sizeof(float), "dfch");
+    size_t fs[MT_FAMILY_SCRATCH] = {0};
+    m->fam->scratch_floats(m, N, fs);
+    for (int k = 0; k < MT_FAMILY_SCRATCH; k++)
+        if (fs[k]) g->f[k] = mt_mem_alloc(mem, MT_MEM_SCRATCH, fs[k] * sizeof(float), "backward scratch");
     size_t row = C > (size_t)T ? C : (size_t)T;
     g->drop_row = mt_mem_alloc(mem, MT_MEM_SCRATCH, row * sizeof(float), "dropout row");
     if (mt_tp_sp(part->tp)) g->gathered = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "gathered rows");
-    if (tp > 1 && part->own_head) {
+    if (tp > 1 && part->own_output) {
         g->xent_stats = mt_mem_alloc(mem, MT_MEM_SCRATCH, (size_t)tp * 3 * N * sizeof(float), "cross-entropy stats");
         g->xent_lse = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * sizeof(float), "cross-entropy lse");
     }
-    g->attn_scratch_floats =
-        op_attention_scratch_floats(B, T, (int)NH / tp, (int)(C / NH), omp_get_max_threads());
+    g->attn_scratch_floats = op_attention_scratch_floats(B, T, cfg->n_head / tp, mt_model_head_dim(cfg),
+                                                         omp_get_max_threads());
     alloc_lowp(m, part, N);
     g->attn_scratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, g->attn_scratch_floats * sizeof(float), "attention scratch");
 }
@@ -198,10 +160,11 @@ void mt_model_use_slot(mt_model *m, int k) {
 static void free_slot(mt_acts *a, int L, mt_block_acts *shared) {
     free(a->tokens); free(a->targets); free(a->sample_ids); free(a->encoded);
     for (int i = 0; i < L; i++)
-        for (size_t k = 0; k < N_BLOCK_BUFS; k++)
-            if (*block_buf(&a->blocks[i], k) != *block_buf(shared, k)) free(*block_buf(&a->blocks[i], k));
+        for (int k = 0; k < MT_MAX_BLOCK_BUFS; k++)
+            if (a->blocks[i].b[k] != shared->b[k]) free(a->blocks[i].b[k]);
     free(a->blocks);
-    free(a->lnf); free(a->lnf_mean); free(a->lnf_rstd); free(a->losses);
+    for (int k = 0; k < MT_MAX_HEAD_BUFS; k++) free(a->head[k]);
+    free(a->losses);
 }
 
 float *mt_model_materialize_unit(mt_model *m, int u, int with_grads) {
@@ -209,14 +172,14 @@ float *mt_model_materialize_unit(mt_model *m, int u, int with_grads) {
     size_t n = m->layout.units[u].numel;
     if (!m->params[u]) {
         m->params[u] = mt_mem_alloc(m->mem, MT_MEM_PARAMS, n * sizeof(float), "parameters");
-        mt_gpt_init_unit(&m->layout, u, m->params[u], m->seed);
+        mt_unit_init_params(&m->layout, u, m->params[u], m->seed);
     }
     if (with_grads && !m->grads[u]) m->grads[u] = mt_mem_alloc(m->mem, MT_MEM_GRADS, n * sizeof(float), "gradients");
     return m->params[u];
 }
 
 void mt_model_free(mt_model *m) {
-    const mt_gpt_layout *l = &m->layout;
+    const mt_layout *l = &m->layout;
     for (int u = 0; u < l->n_units; u++) {
         mt_mem_free(m->mem, MT_MEM_PARAMS, m->params[u], l->units[u].numel * sizeof(float));
         mt_mem_free(m->mem, MT_MEM_GRADS, m->grads[u], l->units[u].numel * sizeof(float));
@@ -234,23 +197,24 @@ void mt_model_free(mt_model *m) {
     free(m->held);
     /* Activations and scratch: freed wholesale; accounting reset. */
     if (m->slots) free(m->slots[0].logits); /* shared by the slots */
-    for (int k = 0; k < m->n_slots; k++) free_slot(&m->slots[k], l->cfg.n_layer, &m->shared);
-    for (size_t k = 0; k < N_BLOCK_BUFS; k++) free(*block_buf(&m->shared, k));
+    for (int k = 0; k < m->n_slots; k++) free_slot(&m->slots[k], m->cfg.n_layer, &m->shared);
+    for (int k = 0; k < MT_MAX_BLOCK_BUFS; k++) free(m->shared.b[k]);
     free(m->slots);
     mt_grad_scratch *g = &m->gs;
-    free(g->dresid); free(g->dtmp); free(g->dln); free(g->datty); free(g->dqkv); free(g->dfch);
+    free(g->dresid); free(g->dtmp); free(g->dln);
+    for (int k = 0; k < MT_FAMILY_SCRATCH; k++) free(g->f[k]);
     free(g->drop_row); free(g->attn_scratch); free(g->gathered); free(g->xent_stats); free(g->xent_lse);
     if (m->mem) {
         m->mem->cur[MT_MEM_ACTS] = 0;
         m->mem->cur[MT_MEM_SCRATCH] = 0;
     }
-    mt_gpt_layout_free(&m->layout);
+    mt_layout_free(&m->layout);
 }
 
 void mt_model_tp_reduce_grads(mt_model *m, int u) {
     if (!mt_tp_sp(m->tp) || !m->grads[u]) return;
     const mt_unit_layout *ul = &m->layout.units[u];
-    if (ul->kind == MT_UNIT_EMBED) return; /* wpe's gradient comes from the gathered rows: complete */
+    if (!ul->sp_partial) return; /* e.g. a position table's gradient comes from the gathered rows: complete */
     /* One all-reduce per run of adjacent replicated tensors (a block has three). */
     for (int i = 0; i < ul->n_tensors;) {
         if (ul->t[i].split != MT_TP_REPLICATED) {
@@ -270,7 +234,33 @@ void mt_model_zero_grads(mt_model *m) {
         if (m->grads[u]) memset(m->grads[u], 0, m->layout.units[u].numel * sizeof(float));
 }
 
-double mt_model_flops_per_token(const mt_gpt_layout *l, int T) {
-    double n = (double)l->gtotal_params - (double)l->units[0].t[MT_T_WPE].gnumel; /* the whole model under tp */
-    return 6.0 * n + 12.0 * l->cfg.n_layer * (double)l->cfg.n_embd * (double)T;
+double mt_model_flops_per_token(const mt_model *m, int T) { return m->fam->flops_per_token(&m->cfg, &m->layout, T); }
+
+void mt_unit_forward(mt_model *m, int u, const mt_fwd_ctx *fc) {
+    if (u == 0) m->fam->input_forward(m, fc);
+    else if (u <= m->cfg.n_layer) m->fam->block_forward(m, u - 1, fc);
+    else mt_die("mt_unit_forward: the output unit's forward is mt_model_loss_forward");
+}
+
+double mt_model_loss_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
+    return m->fam->output_forward(m, fc, dlogits_scale);
+}
+
+void mt_unit_recompute(mt_model *m, int u, const mt_fwd_ctx *fc) {
+    if (u >= 1 && u <= m->cfg.n_layer) m->fam->block_recompute(m, u - 1, fc);
+}
+
+void mt_unit_backward(mt_model *m, int u, const mt_fwd_ctx *fc) {
+    if (u == 0) m->fam->input_backward(m, fc);
+    else if (u <= m->cfg.n_layer) m->fam->block_backward(m, u - 1, fc);
+    else m->fam->output_backward(m, fc);
+}
+
+double mt_model_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
+    for (int u = 0; u <= m->cfg.n_layer; u++) mt_unit_forward(m, u, fc);
+    return mt_model_loss_forward(m, fc, dlogits_scale);
+}
+
+void mt_model_backward(mt_model *m, const mt_fwd_ctx *fc) {
+    for (int u = m->layout.n_units - 1; u >= 0; u--) mt_unit_backward(m, u, fc);
 }

@@ -1,4 +1,5 @@
-/* Forward and backward of the GPT-2 units on one microbatch.
+/* Forward and backward of the GPT-2 units on one microbatch (the family
+ * table is at the end).
  *   embed:  x0 = dropout(wte[tok] + wpe[pos])
  *   block:  r2 = x + dropout(proj(attn(ln1(x))));  r3 = r2 + dropout(mlp(ln2(r2)))
  *   head:   loss = xent(ln_f(x) . wte^T)   (output head tied to wte)
@@ -14,11 +15,19 @@
  * instead of the logits. mt_tp_gather/mt_tp_scatter are the f/g operators of
  * parallel/tp.h; with sequence parallelism the residual stream between them
  * holds this rank's rows only (rows [row0, row0 + n) of the N = B*T). */
-#include "model/model.h"
+#include "models/model.h"
+#include "models/gpt2/gpt2.h"
 #include "ops/ops.h"
 #include <string.h>
 
 #define EMBED_LAYER_ID 0xFFFu
+
+/* The family's activation buffers (mt_family.block_bufs / head_bufs) and
+ * backward scratch (mt_grad_scratch.f). */
+enum { GB_LN1, GB_LN1_MEAN, GB_LN1_RSTD, GB_QKV, GB_ATTY, GB_ATT_LSE, GB_RES2, GB_LN2, GB_LN2_MEAN, GB_LN2_RSTD,
+       GB_FCH, GB_FCH_GELU, GB_RES3, GB_COUNT };
+enum { GH_LNF, GH_LNF_MEAN, GH_LNF_RSTD, GH_COUNT };
+enum { GS_DATTY, GS_DQKV, GS_DFCH };
 
 /* Times one kernel call into the model's profile category (no-op when
  * m->prof is NULL). */
@@ -50,17 +59,17 @@ static void linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const
 }
 
 static int dropout_on(const mt_model *m, const mt_fwd_ctx *fc) {
-    return fc->training && m->layout.cfg.dropout > 0.0f;
+    return fc->training && m->cfg.dropout > 0.0f;
 }
 
 /* The dropout of one site; p = 0 (off) outside training or without --dropout. */
 static mt_dropout make_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site) {
-    mt_dropout d = {dropout_on(m, fc) ? m->layout.cfg.dropout : 0.0f, m->seed, fc->step, layer, site};
+    mt_dropout d = {dropout_on(m, fc) ? m->cfg.dropout : 0.0f, m->seed, fc->step, layer, site};
     return d;
 }
 
 /* Residual-stream rows held here: n, and the first one's index in the microbatch. */
-static int resid_n(const mt_model *m) { return (int)(mt_model_resid_floats(m) / (size_t)m->layout.cfg.n_embd); }
+static int resid_n(const mt_model *m) { return (int)(mt_model_resid_floats(m) / (size_t)m->cfg.n_embd); }
 static size_t resid_row0(const mt_model *m) { return mt_tp_sp(m->tp) ? (size_t)m->tp->rank * (size_t)resid_n(m) : 0; }
 
 /* x[i,:] *= keep/(1-p) for the n rows i starting at microbatch row row0;
@@ -86,7 +95,7 @@ static void apply_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t laye
     mt_dropout d = make_dropout(m, fc, layer, site);
     if (d.p > 0.0f)
         TIMED(MT_PROF_ELEMENTWISE, dropout_rows(x, &d, m->acts.sample_ids, resid_row0(m), resid_n(m), m->acts.T,
-                                                m->layout.cfg.n_embd));
+                                                m->cfg.n_embd));
 }
 
 /* The gradient of a residual branch's output given dL/d(residual) in
@@ -110,7 +119,7 @@ static const float *tp_gather(mt_model *m, const float *local, float *buf) {
 static void tp_scatter(mt_model *m, float *full) {
     if (mt_tp_size(m->tp) == 1) return;
     double t0 = mt_prof_begin(m->prof);
-    mt_tp_scatter(m->tp, full, (size_t)m->acts.B * m->acts.T * m->layout.cfg.n_embd);
+    mt_tp_scatter(m->tp, full, (size_t)m->acts.B * m->acts.T * m->cfg.n_embd);
     mt_prof_end(m->prof, mt_tp_sp(m->tp) ? MT_PROF_REDUCE_SCATTER : MT_PROF_ALLREDUCE, t0);
 }
 
@@ -125,9 +134,9 @@ static void add_bias_rows(float *x, const float *bias, int n, int C) {
     }
 }
 
-void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc) {
+static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
-    const mt_gpt_config *cfg = &m->layout.cfg;
+    const mt_model_config *cfg = &m->cfg;
     const mt_unit_layout *u = &m->layout.units[0];
     const float *p = m->params[0];
     int C = cfg->n_embd, N = a->B * a->T;
@@ -154,7 +163,7 @@ void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc) {
 }
 
 static const float *block_input(const mt_model *m, int layer) {
-    return layer == 0 ? m->acts.encoded : m->acts.blocks[layer - 1].res3;
+    return layer == 0 ? m->acts.encoded : m->acts.blocks[layer - 1].b[GB_RES3];
 }
 
 /* The attention core of a block (this rank's heads): forward, and again
@@ -162,16 +171,16 @@ static const float *block_input(const mt_model *m, int layer) {
 static void attention_core_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     mt_block_acts *ba = &a->blocks[layer];
-    int C = m->layout.cfg.n_embd, NH = m->layout.cfg.n_head, NHl = NH / m->layout.tp;
+    int C = m->cfg.n_embd, NH = m->cfg.n_head, NHl = NH / m->layout.tp;
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
                           m->layout.tp_rank * NHl};
     TIMED(MT_PROF_ATTENTION,
-          op_attention_forward(ba->atty, ba->att_lse, ba->qkv, a->B, a->T, NHl, C / NH, &ad, m->gs.attn_scratch));
+          op_attention_forward(ba->b[GB_ATTY], ba->b[GB_ATT_LSE], ba->b[GB_QKV], a->B, a->T, NHl, C / NH, &ad, m->gs.attn_scratch));
 }
 
-void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
+static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
-    const mt_gpt_config *cfg = &m->layout.cfg;
+    const mt_model_config *cfg = &m->cfg;
     const mt_unit_layout *u = &m->layout.units[1 + layer];
     const float *p = m->params[1 + layer];
     mt_block_acts *ba = &a->blocks[layer];
@@ -185,25 +194,25 @@ void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     const int drop = dropout_on(m, fc), bias_in_gemm = drop && tp == 1, bias_after = drop && tp > 1;
 #define P(i) (p + u->t[i].offset)
     TIMED(MT_PROF_LAYERNORM,
-          op_layernorm_forward(ba->ln1, ba->ln1_mean, ba->ln1_rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), n, C));
-    const float *ln1 = tp_gather(m, ba->ln1, m->gs.gathered);
-    linear_forward(m, ba->qkv, ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C / tp);
+          op_layernorm_forward(ba->b[GB_LN1], ba->b[GB_LN1_MEAN], ba->b[GB_LN1_RSTD], x, P(MT_T_LN1_W), P(MT_T_LN1_B), n, C));
+    const float *ln1 = tp_gather(m, ba->b[GB_LN1], m->gs.gathered);
+    linear_forward(m, ba->b[GB_QKV], ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C / tp);
     attention_core_forward(m, layer, fc);
-    linear_forward(m, tmp, ba->atty, P(MT_T_ATTPROJ_W), bias_in_gemm ? P(MT_T_ATTPROJ_B) : NULL, N, C / tp, C);
+    linear_forward(m, tmp, ba->b[GB_ATTY], P(MT_T_ATTPROJ_W), bias_in_gemm ? P(MT_T_ATTPROJ_B) : NULL, N, C / tp, C);
     tp_scatter(m, tmp);
     if (bias_after) TIMED(MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_ATTPROJ_B), n, C));
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, tmp);
     TIMED(MT_PROF_LAYERNORM,
-          op_residual_layernorm_forward(ba->res2, ba->ln2, ba->ln2_mean, ba->ln2_rstd, x, tmp,
+          op_residual_layernorm_forward(ba->b[GB_RES2], ba->b[GB_LN2], ba->b[GB_LN2_MEAN], ba->b[GB_LN2_RSTD], x, tmp,
                                         drop ? NULL : P(MT_T_ATTPROJ_B), P(MT_T_LN2_W), P(MT_T_LN2_B), n, C));
-    const float *ln2 = tp_gather(m, ba->ln2, m->gs.gathered);
-    linear_forward(m, ba->fch, ln2, P(MT_T_FC_W), NULL, N, C, 4 * C / tp);
-    TIMED(MT_PROF_GELU, op_bias_gelu_forward(ba->fch, ba->fch_gelu, P(MT_T_FC_B), N, 4 * C / tp));
-    linear_forward(m, tmp, ba->fch_gelu, P(MT_T_FCPROJ_W), bias_in_gemm ? P(MT_T_FCPROJ_B) : NULL, N, 4 * C / tp, C);
+    const float *ln2 = tp_gather(m, ba->b[GB_LN2], m->gs.gathered);
+    linear_forward(m, ba->b[GB_FCH], ln2, P(MT_T_FC_W), NULL, N, C, 4 * C / tp);
+    TIMED(MT_PROF_GELU, op_bias_gelu_forward(ba->b[GB_FCH], ba->b[GB_FCH_GELU], P(MT_T_FC_B), N, 4 * C / tp));
+    linear_forward(m, tmp, ba->b[GB_FCH_GELU], P(MT_T_FCPROJ_W), bias_in_gemm ? P(MT_T_FCPROJ_B) : NULL, N, 4 * C / tp, C);
     tp_scatter(m, tmp);
     if (bias_after) TIMED(MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_FCPROJ_B), n, C));
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, tmp);
-    TIMED(MT_PROF_ELEMENTWISE, op_residual_add(ba->res3, ba->res2, tmp, drop ? NULL : P(MT_T_FCPROJ_B), n, C));
+    TIMED(MT_PROF_ELEMENTWISE, op_residual_add(ba->b[GB_RES3], ba->b[GB_RES2], tmp, drop ? NULL : P(MT_T_FCPROJ_B), n, C));
 #undef P
 }
 
@@ -214,7 +223,7 @@ void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
  * gradient of its columns. The full logits never leave the rank. */
 static void vocab_parallel_xent(mt_model *m, float dlogits_scale) {
     mt_acts *a = &m->acts;
-    const mt_gpt_config *cfg = &m->layout.cfg;
+    const mt_model_config *cfg = &m->cfg;
     int N = a->B * a->T, S = m->layout.tp, Vl = cfg->padded_vocab / S, v0 = m->layout.tp_rank * Vl;
     int Vr = cfg->vocab_size - v0 < Vl ? cfg->vocab_size - v0 : Vl; /* real (non-padding) columns here */
     if (Vr < 0) Vr = 0;
@@ -242,20 +251,21 @@ static void vocab_parallel_xent(mt_model *m, float dlogits_scale) {
 }
 
 /* The rows the head's GEMMs see: lnf of all N rows. */
-static const float *head_input(mt_model *m) { return mt_tp_sp(m->tp) ? m->gs.gathered : m->acts.lnf; }
+static const float *head_input(mt_model *m) { return mt_tp_sp(m->tp) ? m->gs.gathered : m->acts.head[GH_LNF]; }
 
-double mt_head_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
+static double output_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
     (void)fc;
     mt_acts *a = &m->acts;
-    const mt_gpt_config *cfg = &m->layout.cfg;
+    const mt_model_config *cfg = &m->cfg;
     int L = cfg->n_layer, N = a->B * a->T, n = resid_n(m), C = cfg->n_embd;
     const mt_unit_layout *hu = &m->layout.units[L + 1];
     const float *hp = m->params[L + 1];
-    const mt_tensor *wt = &m->layout.units[0].t[MT_T_WTE];
-    const float *wte = m->params[0] + wt->offset;
-    TIMED(MT_PROF_LAYERNORM, op_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->blocks[L - 1].res3,
+    const mt_shared_tensor *sh = &hu->shared[0]; /* lm_head.weight: wte */
+    const mt_tensor *wt = &m->layout.units[sh->unit].t[sh->tensor];
+    const float *wte = m->params[sh->unit] + wt->offset;
+    TIMED(MT_PROF_LAYERNORM, op_layernorm_forward(a->head[GH_LNF], a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD], a->blocks[L - 1].b[GB_RES3],
                                                   hp + hu->t[MT_T_LNF_W].offset, hp + hu->t[MT_T_LNF_B].offset, n, C));
-    const float *lnf = tp_gather(m, a->lnf, m->gs.gathered);
+    const float *lnf = tp_gather(m, a->head[GH_LNF], m->gs.gathered);
     linear_forward(m, a->logits, lnf, wte, NULL, N, C, (int)wt->shape[0]);
     /* bf16: the gradient goes straight into the head's bf16 GEMM operand */
     m->dlogits16 = m->layout.tp == 1 && m->precision == MT_BF16 && dlogits_scale != 0.0f;
@@ -272,21 +282,22 @@ double mt_head_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
     return sum;
 }
 
-void mt_head_backward(mt_model *m, const mt_fwd_ctx *fc) {
+static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
     (void)fc;
     mt_acts *a = &m->acts;
-    const mt_gpt_config *cfg = &m->layout.cfg;
+    const mt_model_config *cfg = &m->cfg;
     int L = cfg->n_layer, N = a->B * a->T, n = resid_n(m), C = cfg->n_embd;
     const mt_unit_layout *hu = &m->layout.units[L + 1];
     const float *hp = m->params[L + 1];
     float *hg = m->grads[L + 1];
-    const mt_tensor *wt = &m->layout.units[0].t[MT_T_WTE];
-    const float *wte = m->params[0] + wt->offset;
-    float *dwte = m->grads[0] + wt->offset;
+    const mt_shared_tensor *sh = &hu->shared[0]; /* lm_head.weight: wte */
+    const mt_tensor *wt = &m->layout.units[sh->unit].t[sh->tensor];
+    const float *wte = m->params[sh->unit] + wt->offset;
+    float *dwte = m->grads[sh->unit] + wt->offset;
     /* acts.logits (op16[1] in bf16) holds dL/dlogits (written by the fused
      * softmax + xent); under sequence parallelism gs.gathered still holds
      * lnf's rows. */
-    int flags = m->grad_fresh[0] ? MT_SET_DW : 0;
+    int flags = m->grad_fresh[sh->unit] ? MT_SET_DW : 0;
     if (m->dlogits16)
         linear_backward_dout_bf16(m, m->gs.dln, dwte, m->op16[1], head_input(m), wte, N, C, (int)wt->shape[0], flags);
     else
@@ -295,14 +306,14 @@ void mt_head_backward(mt_model *m, const mt_fwd_ctx *fc) {
     double t0 = mt_prof_begin(m->prof);
     memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));
     op_layernorm_backward(m->gs.dresid, hg + hu->t[MT_T_LNF_W].offset, hg + hu->t[MT_T_LNF_B].offset, m->gs.dln,
-                          a->blocks[L - 1].res3, hp + hu->t[MT_T_LNF_W].offset, a->lnf_mean, a->lnf_rstd, n, C);
+                          a->blocks[L - 1].b[GB_RES3], hp + hu->t[MT_T_LNF_W].offset, a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD], n, C);
     mt_prof_end(m->prof, MT_PROF_LAYERNORM, t0);
 }
 
-void mt_block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc) {
+static void block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     /* full: rerun the block into the shared buffers (its kept output, res3,
      * is rewritten with the same values); selective: the attention core. */
-    if (m->recompute == MT_RECOMPUTE_FULL) mt_block_forward(m, layer, fc);
+    if (m->recompute == MT_RECOMPUTE_FULL) block_forward(m, layer, fc);
     else if (m->recompute == MT_RECOMPUTE_SELECTIVE) attention_core_forward(m, layer, fc);
 }
 
@@ -322,10 +333,10 @@ static void row_parallel_backward(mt_model *m, float *dinp, float *dw, float *db
     linear_backward(m, NULL, NULL, dbias, dbranch, NULL, NULL, resid_n(m), IC, C, 0);
 }
 
-void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
+static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     mt_grad_scratch *gs = &m->gs;
-    const mt_gpt_config *cfg = &m->layout.cfg;
+    const mt_model_config *cfg = &m->cfg;
     const mt_unit_layout *u = &m->layout.units[1 + layer];
     const float *p = m->params[1 + layer];
     float *g = m->grads[1 + layer];
@@ -338,35 +349,35 @@ void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     /* MLP branch: dresid holds dL/dres3; it is the branch's gradient itself
      * unless dropout scales a copy. */
     const float *dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID);
-    row_parallel_backward(m, gs->dfch, G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), dbranch, ba->fch_gelu, P(MT_T_FCPROJ_W),
+    row_parallel_backward(m, gs->f[GS_DFCH], G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), dbranch, ba->b[GB_FCH_GELU], P(MT_T_FCPROJ_W),
                           4 * C / tp, C, dwf);
-    TIMED(MT_PROF_GELU, op_gelu_bias_backward(gs->dfch, G(MT_T_FC_B), ba->fch, gs->dfch, N, 4 * C / tp));
-    const float *ln2 = tp_gather(m, ba->ln2, gs->gathered); /* sequence parallelism: gathered again */
-    linear_backward(m, gs->dln, G(MT_T_FC_W), NULL, gs->dfch, ln2, P(MT_T_FC_W), N, C, 4 * C / tp, dwf);
+    TIMED(MT_PROF_GELU, op_gelu_bias_backward(gs->f[GS_DFCH], G(MT_T_FC_B), ba->b[GB_FCH], gs->f[GS_DFCH], N, 4 * C / tp));
+    const float *ln2 = tp_gather(m, ba->b[GB_LN2], gs->gathered); /* sequence parallelism: gathered again */
+    linear_backward(m, gs->dln, G(MT_T_FC_W), NULL, gs->f[GS_DFCH], ln2, P(MT_T_FC_W), N, C, 4 * C / tp, dwf);
     tp_scatter(m, gs->dln);
-    TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->res2,
-                                                   P(MT_T_LN2_W), ba->ln2_mean, ba->ln2_rstd, n, C));
+    TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->b[GB_RES2],
+                                                   P(MT_T_LN2_W), ba->b[GB_LN2_MEAN], ba->b[GB_LN2_RSTD], n, C));
     /* Attention branch: dresid now holds dL/dres2. */
     dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID);
-    row_parallel_backward(m, gs->datty, G(MT_T_ATTPROJ_W), G(MT_T_ATTPROJ_B), dbranch, ba->atty, P(MT_T_ATTPROJ_W),
+    row_parallel_backward(m, gs->f[GS_DATTY], G(MT_T_ATTPROJ_W), G(MT_T_ATTPROJ_B), dbranch, ba->b[GB_ATTY], P(MT_T_ATTPROJ_W),
                           C / tp, C, dwf);
     int NHl = NH / tp;
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
                           m->layout.tp_rank * NHl};
-    TIMED(MT_PROF_ATTENTION, op_attention_backward(gs->dqkv, gs->datty, ba->qkv, ba->atty, ba->att_lse, B, T, NHl,
+    TIMED(MT_PROF_ATTENTION, op_attention_backward(gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY], ba->b[GB_ATT_LSE], B, T, NHl,
                                                    C / NH, &ad, gs->attn_scratch));
-    const float *ln1 = tp_gather(m, ba->ln1, gs->gathered);
-    linear_backward(m, gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->dqkv, ln1, P(MT_T_QKV_W), N, C, 3 * C / tp, dwf);
+    const float *ln1 = tp_gather(m, ba->b[GB_LN1], gs->gathered);
+    linear_backward(m, gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->f[GS_DQKV], ln1, P(MT_T_QKV_W), N, C, 3 * C / tp, dwf);
     tp_scatter(m, gs->dln);
     TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x,
-                                                   P(MT_T_LN1_W), ba->ln1_mean, ba->ln1_rstd, n, C));
+                                                   P(MT_T_LN1_W), ba->b[GB_LN1_MEAN], ba->b[GB_LN1_RSTD], n, C));
 #undef P
 #undef G
 }
 
-void mt_embed_backward(mt_model *m, const mt_fwd_ctx *fc) {
+static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
-    const mt_gpt_config *cfg = &m->layout.cfg;
+    const mt_model_config *cfg = &m->cfg;
     const mt_unit_layout *u = &m->layout.units[0];
     float *g = m->grads[0];
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, m->gs.dresid);
@@ -383,14 +394,92 @@ void mt_embed_backward(mt_model *m, const mt_fwd_ctx *fc) {
                                                        a->tokens, m->layout.tp_rank * Vl, Vl, a->B, a->T, cfg->n_embd));
 }
 
-double mt_model_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
-    mt_embed_forward(m, fc);
-    for (int l = 0; l < m->layout.cfg.n_layer; l++) mt_block_forward(m, l, fc);
-    return mt_head_forward(m, fc, dlogits_scale);
+
+/* ---- the family table ---- */
+
+/* Each block buffer's row width: the residual stream's C (or 1: a
+ * statistic) on its rows, or this rank's heads / MLP columns on all N rows;
+ * and the recompute modes under which every block keeps its own. */
+static const mt_act_buf block_bufs[GB_COUNT] = {
+    [GB_LN1] = {"ln1", MT_OWN(1, 1, 0)},           [GB_LN1_MEAN] = {"ln1 mean", MT_OWN(1, 1, 0)},
+    [GB_LN1_RSTD] = {"ln1 rstd", MT_OWN(1, 1, 0)}, [GB_QKV] = {"qkv", MT_OWN(1, 1, 0)},
+    [GB_ATTY] = {"attention output", MT_OWN(1, 0, 0)}, [GB_ATT_LSE] = {"attention lse", MT_OWN(1, 0, 0)},
+    [GB_RES2] = {"residual 2", MT_OWN(1, 1, 0)},   [GB_LN2] = {"ln2", MT_OWN(1, 1, 0)},
+    [GB_LN2_MEAN] = {"ln2 mean", MT_OWN(1, 1, 0)}, [GB_LN2_RSTD] = {"ln2 rstd", MT_OWN(1, 1, 0)},
+    [GB_FCH] = {"fc", MT_OWN(1, 1, 0)},            [GB_FCH_GELU] = {"gelu", MT_OWN(1, 1, 0)},
+    [GB_RES3] = {"residual 3", MT_OWN(1, 1, 1)},
+};
+
+static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
+    size_t C = (size_t)m->cfg.n_embd, NH = (size_t)m->cfg.n_head, tp = (size_t)m->layout.tp;
+    size_t n = mt_tp_sp(m->tp) ? N / tp : N; /* residual-stream rows held here */
+    switch (i) {
+    case GB_LN1_MEAN: case GB_LN1_RSTD: case GB_LN2_MEAN: case GB_LN2_RSTD: return n;
+    case GB_QKV: return N * 3 * C / tp;
+    case GB_ATTY: return N * C / tp;
+    case GB_ATT_LSE: return N * NH / tp;
+    case GB_FCH: case GB_FCH_GELU: return N * 4 * C / tp;
+    default: return n * C;
+    }
 }
 
-void mt_model_backward(mt_model *m, const mt_fwd_ctx *fc) {
-    mt_head_backward(m, fc);
-    for (int l = m->layout.cfg.n_layer - 1; l >= 0; l--) mt_block_backward(m, l, fc);
-    mt_embed_backward(m, fc);
+static const mt_act_buf head_bufs[GH_COUNT] = {
+    [GH_LNF] = {"lnf", 0}, [GH_LNF_MEAN] = {"lnf mean", 0}, [GH_LNF_RSTD] = {"lnf rstd", 0}};
+
+static size_t head_buf_floats(const mt_model *m, int i, size_t N) {
+    size_t n = mt_tp_sp(m->tp) ? N / (size_t)m->layout.tp : N;
+    return i == GH_LNF ? n * (size_t)m->cfg.n_embd : n;
 }
+
+static void scratch_floats(const mt_model *m, size_t N, size_t out[MT_FAMILY_SCRATCH]) {
+    size_t C = (size_t)m->cfg.n_embd, tp = (size_t)m->layout.tp;
+    out[GS_DATTY] = N * C / tp;
+    out[GS_DQKV] = N * 3 * C / tp;
+    out[GS_DFCH] = N * 4 * C / tp;
+}
+
+static void gemm_extents(const mt_model *m, int own_output, size_t *wmax, size_t *wnum) {
+    size_t C = (size_t)m->cfg.n_embd, tp = (size_t)m->layout.tp;
+    *wmax = 4 * C / tp > C ? 4 * C / tp : C;
+    *wnum = 4 * C * C / tp;
+    if (own_output) {
+        size_t vl = (size_t)m->cfg.padded_vocab / tp;
+        *wmax = vl > *wmax ? vl : *wmax;
+        *wnum = vl * C > *wnum ? vl * C : *wnum;
+    }
+}
+
+/* 6N + 12 L C T, N without the position table (the whole model under tp). */
+static double flops_per_token(const mt_model_config *cfg, const mt_layout *l, int T) {
+    double n = (double)l->gtotal_params - (double)l->units[0].t[MT_T_WPE].gnumel;
+    return 6.0 * n + 12.0 * cfg->n_layer * (double)cfg->n_embd * (double)T;
+}
+
+size_t mt_gpt2_decode_cache_floats(const mt_model_config *cfg);
+void mt_gpt2_decode_step(struct mt_decoder *d, int32_t token);
+
+const mt_family mt_family_gpt2 = {
+    .name = "gpt2",
+    .tp_check = mt_gpt2_tp_check,
+    .build_layout = mt_gpt2_build_layout,
+    .n_block_bufs = GB_COUNT,
+    .block_bufs = block_bufs,
+    .block_out = GB_RES3,
+    .block_buf_floats = block_buf_floats,
+    .n_head_bufs = GH_COUNT,
+    .head_bufs = head_bufs,
+    .head_park = GH_LNF,
+    .head_buf_floats = head_buf_floats,
+    .scratch_floats = scratch_floats,
+    .gemm_extents = gemm_extents,
+    .input_forward = input_forward,
+    .block_forward = block_forward,
+    .output_forward = output_forward,
+    .output_backward = output_backward,
+    .block_recompute = block_recompute,
+    .block_backward = block_backward,
+    .input_backward = input_backward,
+    .flops_per_token = flops_per_token,
+    .decode_cache_floats = mt_gpt2_decode_cache_floats,
+    .decode_step = mt_gpt2_decode_step,
+};

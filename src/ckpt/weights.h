@@ -4,26 +4,26 @@
 #ifndef MT_CKPT_GPT_WEIGHTS_H
 #define MT_CKPT_GPT_WEIGHTS_H
 #include "ckpt/checkpoint.h"
-#include "model/gpt.h"
+#include "models/family.h"
 
 typedef struct {
-    mt_gpt_config cfg;
-    mt_gpt_layout layout;
+    mt_model_config cfg;
+    mt_layout layout;
     float **unit; /* [layout.n_units]: unit u holds layout.units[u].numel floats */
-} mt_gpt_weights;
+} mt_weights;
 
 /* Builds the layout for cfg and allocates zeroed unit buffers. */
-void mt_gpt_weights_alloc(mt_gpt_weights *w, const mt_gpt_config *cfg);
-void mt_gpt_weights_free(mt_gpt_weights *w);
+void mt_weights_alloc(mt_weights *w, const mt_model_config *cfg);
+void mt_weights_free(mt_weights *w);
 /* Data of tensor `name` (our layout, e.g. "h.0.attn.c_attn.weight"), NULL if
  * absent; *t (if non-NULL) receives its description. */
-float *mt_gpt_weights_tensor(const mt_gpt_weights *w, const char *name, const mt_tensor **t);
+float *mt_weights_tensor(const mt_weights *w, const char *name, const mt_tensor **t);
 
 /* Reads state.config and every "model/<name>" tensor from a checkpoint,
  * checking each tensor's presence and shape. */
-int mt_gpt_weights_from_ckpt(const mt_ckpt *ck, mt_gpt_weights *w, mt_error *err);
+int mt_weights_from_ckpt(const mt_ckpt *ck, mt_weights *w, mt_error *err);
 /* Saves the weights as a checkpoint holding only the model/<name> tensors and the
  * state {"config": ..., "step": step}. */
-int mt_gpt_weights_to_ckpt(const char *dir, const mt_gpt_weights *w, int64_t step, mt_error *err);
+int mt_weights_to_ckpt(const char *dir, const mt_weights *w, int64_t step, mt_error *err);
 
 #endif

@@ -1,6 +1,7 @@
-/* GPT-2 model runtime: per-unit parameter and gradient buffers, the
- * activations of one microbatch, and forward/backward per unit. The model
- * knows nothing of data parallelism or ZeRO: the trainer calls the unit
+/* The model runtime, shared by every family: per-unit parameter and
+ * gradient buffers, the activations of one microbatch, and forward/backward
+ * per unit through the family's table (models/family.h). The model knows
+ * nothing of data parallelism or ZeRO: the pipeline executor calls the unit
  * functions in order and may run hooks between them (gather a unit's
  * parameters before its forward, reduce its gradients after its backward). */
 #ifndef MT_MODEL_MODEL_H
@@ -11,32 +12,29 @@
 #include "core/mem.h"
 #include "core/philox.h"
 #include "core/profile.h"
-#include "model/gpt.h"
+#include "models/config.h"
+#include "models/family.h"
+#include "nn/unit.h"
 #include "ops/ops.h"
 #include "parallel/tp.h"
 
+/* A block's activations: the family's buffers (mt_family.block_bufs), by index. */
 typedef struct {
-    float *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] */
-    float *qkv;                       /* [N,3C] */
-    float *atty, *att_lse;            /* [N,C], [B,NH,T] */
-    float *res2;                      /* x + attention branch [N,C] */
-    float *ln2, *ln2_mean, *ln2_rstd;
-    float *fch, *fch_gelu;            /* [N,4C] */
-    float *res3;                      /* block output [N,C] */
+    float *b[MT_MAX_BLOCK_BUFS];
 } mt_block_acts;
 
 /* Activations of one microbatch of B sequences of T tokens (N = B*T rows).
- * Under tensor parallelism the sliced tensors (qkv, attention output and
- * lse, fc, gelu, logits) hold this rank's heads / MLP columns / vocabulary
- * columns; with sequence parallelism the residual-stream tensors (encoded,
- * ln*, res*, lnf and their statistics) hold only this rank's n = N/tp rows. */
+ * Under tensor parallelism the sliced tensors (attention, MLP, logits) hold
+ * this rank's heads / MLP columns / vocabulary columns; with sequence
+ * parallelism the residual-stream tensors (the input unit's output, norms,
+ * residuals and their statistics) hold only this rank's n = N/tp rows. */
 typedef struct {
     int B, T;
     int32_t *tokens, *targets;  /* [N] */
     uint64_t *sample_ids;       /* [B] global sample index of each row (dropout coordinates) */
-    float *encoded;             /* embedding output [N,C] */
+    float *encoded;             /* the input unit's output [N,C] */
     mt_block_acts *blocks;      /* [L] */
-    float *lnf, *lnf_mean, *lnf_rstd;
+    float *head[MT_MAX_HEAD_BUFS]; /* the output unit's buffers (mt_family.head_bufs) */
     float *logits;              /* [N,Vp]; overwritten by dlogits in backward */
     float *losses;              /* [N] */
     size_t bytes;               /* activation bytes held (accounted as MT_MEM_ACTS) */
@@ -47,9 +45,7 @@ typedef struct {
     float *dresid;            /* running gradient of the residual stream [N,C] */
     float *dtmp;              /* [N,C] */
     float *dln;               /* [N,C] */
-    float *datty;             /* [N,C] */
-    float *dqkv;              /* [N,3C] */
-    float *dfch;              /* [N,4C] */
+    float *f[MT_FAMILY_SCRATCH]; /* the family's (mt_family.scratch_floats) */
     float *drop_row;          /* [max(C, T)] dropout scales of one row */
     float *gathered;          /* [N,C] sequence parallelism: all-gathered rows (LayerNorm outputs, gradients) */
     float *xent_stats;        /* [tp][3][N] vocabulary-parallel cross-entropy: max, sum-exp, target logit */
@@ -70,8 +66,10 @@ typedef struct {
  * the gradients -- are bitwise those of `none`. */
 typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL } mt_recompute;
 
-typedef struct {
-    mt_gpt_layout layout;
+typedef struct mt_model {
+    mt_model_config cfg;
+    const mt_family *fam;
+    mt_layout layout;
     float **params;   /* [n_units] flat parameter buffers (NULL: unit not held here, or not yet
                          materialised -- see mt_model_part.defer_params) */
     float **grads;    /* [n_units] flat gradient buffers */
@@ -107,9 +105,9 @@ typedef struct {
  * chunks of the interleaved schedule). */
 typedef struct {
     const unsigned char *own_layer; /* [n_layer]: 1 = block held here; NULL = every block */
-    int own_embed;                  /* the embedding (wte, wpe; unit 0) */
-    int own_head;                   /* final LayerNorm and the loss; the head is tied to wte, so
-                                       unit 0's parameters are held as well */
+    int own_input;                  /* the input unit (0) */
+    int own_output;                 /* the output unit (L+1) and the loss; with it the units whose
+                                       tensors it shares (a tied head: unit 0) are held as well */
     int act_slots;                  /* microbatches whose activations are held at once (>= 1) */
     mt_recompute recompute;
     const mt_tp *tp;                /* tensor parallelism (NULL: none): the layout is this tp rank's slice */
@@ -124,7 +122,7 @@ typedef struct {
 /* Builds the layout and allocates params, grads, activations for
  * microbatches of B x T and backward scratch. Parameters are initialised
  * from seed (a function of seed, tensor name and element index). */
-void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem);
+void mt_model_create(mt_model *m, const mt_model_config *cfg, int B, int T, uint64_t seed, mt_mem *mem);
 /* The same for part of the model: only the units of the part are allocated
  * (params[u] == NULL otherwise), and part->act_slots activation slots, each
  * with the activations of the held blocks, the input buffer of each held
@@ -132,7 +130,7 @@ void mt_model_create(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64
  * received from the previous stage) and, with the head, the final LayerNorm
  * and losses (the logits buffer is shared by all slots: the head's forward
  * and backward run back to back). */
-void mt_model_create_part(mt_model *m, const mt_gpt_config *cfg, int B, int T, uint64_t seed, mt_mem *mem,
+void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T, uint64_t seed, mt_mem *mem,
                           const mt_model_part *part);
 /* A held unit's initial fp32 parameters (allocated and drawn from the seed
  * now if the model was created with defer_params) and, with with_grads, a
@@ -171,32 +169,34 @@ void mt_model_free(mt_model *m);
 void mt_model_zero_grads(mt_model *m);
 
 /* Forward context of one microbatch. */
-typedef struct {
+typedef struct mt_fwd_ctx {
     int training;   /* dropout active when training and cfg.dropout > 0 */
     uint32_t step;  /* optimizer step (dropout key) */
 } mt_fwd_ctx;
 
-/* Unit forwards (on m->acts; tokens/targets/sample_ids filled by caller). */
-void mt_embed_forward(mt_model *m, const mt_fwd_ctx *fc);
-void mt_block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc);
-/* Head forward computes the per-row losses; when dlogits_scale != 0 it also
- * leaves dL/dlogits in acts.logits (fused softmax + cross-entropy).
+/* Unit u's forward, recomputation (before its backward; see mt_recompute)
+ * and backward on m->acts (tokens/targets/sample_ids filled by the caller),
+ * through the family. The output unit's forward is mt_model_loss_forward.
+ * Backwards run in reverse unit order and accumulate into m->grads (a unit
+ * whose grad_fresh is set writes its grad_by_one_gemm tensors instead). */
+void mt_unit_forward(mt_model *m, int u, const mt_fwd_ctx *fc);
+void mt_unit_recompute(mt_model *m, int u, const mt_fwd_ctx *fc);
+void mt_unit_backward(mt_model *m, int u, const mt_fwd_ctx *fc);
+/* The output unit's forward: the per-row losses; when dlogits_scale != 0 it
+ * also leaves dL/dlogits for its backward (fused softmax + cross-entropy).
  * Returns the sum of the row losses (double). */
-double mt_head_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale);
-/* Unit backwards, in reverse order; they accumulate into m->grads (a block
- * whose grad_fresh is set writes its four matrices' gradients instead). */
-void mt_head_backward(mt_model *m, const mt_fwd_ctx *fc);
-void mt_block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc);
-void mt_embed_backward(mt_model *m, const mt_fwd_ctx *fc);
-/* Before mt_block_backward(layer) under recomputation: recomputes what the
- * block's forward did not keep (see mt_recompute); a no-op for none. */
-void mt_block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc);
+double mt_model_loss_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale);
+/* The residual stream after block `layer` (the next block's input; what a
+ * pipeline stage sends), and the output unit's parking buffer for
+ * dL/d(last block output) (see mt_family.head_park). */
+static inline float *mt_model_block_out(const mt_model *m, int layer) { return m->acts.blocks[layer].b[m->fam->block_out]; }
+static inline float *mt_model_park(const mt_model *m) { return m->acts.head[m->fam->head_park]; }
 
 /* Whole-model helpers (forward of every unit; forward+backward). */
 double mt_model_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale);
 void mt_model_backward(mt_model *m, const mt_fwd_ctx *fc);
 
-/* Model FLOPs per token for training (6N + 12 L C T; N without wpe). */
-double mt_model_flops_per_token(const mt_gpt_layout *l, int T);
+/* Model FLOPs per token for training (the family's count). */
+double mt_model_flops_per_token(const mt_model *m, int T);
 
 #endif

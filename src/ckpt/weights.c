@@ -1,29 +1,29 @@
-#include "ckpt/gpt_weights.h"
+#include "ckpt/weights.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void mt_gpt_weights_alloc(mt_gpt_weights *w, const mt_gpt_config *cfg) {
+void mt_weights_alloc(mt_weights *w, const mt_model_config *cfg) {
     memset(w, 0, sizeof *w);
     w->cfg = *cfg;
-    mt_gpt_layout_build(cfg, &w->layout);
+    mt_model_layout_build(cfg, 1, 0, &w->layout);
     w->unit = mt_xcalloc((size_t)w->layout.n_units, sizeof(float *), "model unit table");
     for (int u = 0; u < w->layout.n_units; u++)
         w->unit[u] = mt_xcalloc(w->layout.units[u].numel, sizeof(float), "model unit parameters");
 }
 
-void mt_gpt_weights_free(mt_gpt_weights *w) {
+void mt_weights_free(mt_weights *w) {
     if (w->unit)
         for (int u = 0; u < w->layout.n_units; u++) free(w->unit[u]);
     free(w->unit);
-    mt_gpt_layout_free(&w->layout);
+    mt_layout_free(&w->layout);
     memset(w, 0, sizeof *w);
 }
 
-float *mt_gpt_weights_tensor(const mt_gpt_weights *w, const char *name, const mt_tensor **t) {
+float *mt_weights_tensor(const mt_weights *w, const char *name, const mt_tensor **t) {
     int u;
-    const mt_tensor *x = mt_gpt_find_tensor(&w->layout, name, &u);
+    const mt_tensor *x = mt_layout_find_tensor(&w->layout, name, &u);
     if (!x) return NULL;
     if (t) *t = x;
     return w->unit[u] + x->offset;
@@ -35,14 +35,14 @@ static void shape_str(char *buf, size_t n, int nd, const int64_t *sh) {
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
-int mt_gpt_weights_from_ckpt(const mt_ckpt *ck, mt_gpt_weights *w, mt_error *err) {
-    mt_gpt_config cfg;
+int mt_weights_from_ckpt(const mt_ckpt *ck, mt_weights *w, mt_error *err) {
+    mt_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
     mt_error e;
     const mt_json *c = mt_json_get(mt_ckpt_state(ck), "config");
     if (!c) return mt_errorf(err, "checkpoint state has no \"config\" (not a meshtrain model checkpoint?)");
-    if (mt_gpt_config_read_json(c, &cfg, &e)) return mt_errorf(err, "checkpoint config: %s", e.msg);
-    mt_gpt_weights_alloc(w, &cfg);
+    if (mt_model_config_read_json(c, &cfg, &e)) return mt_errorf(err, "checkpoint config: %s", e.msg);
+    mt_weights_alloc(w, &cfg);
     char key[MT_TENSOR_NAME_LEN + 16];
     for (int u = 0; u < w->layout.n_units; u++)
         for (int i = 0; i < w->layout.units[u].n_tensors; i++) {
@@ -51,26 +51,26 @@ int mt_gpt_weights_from_ckpt(const mt_ckpt *ck, mt_gpt_weights *w, mt_error *err
             int64_t sh[MT_CKPT_MAX_DIM];
             int nd = mt_ckpt_shape(ck, key, sh);
             if (nd < 0) {
-                mt_gpt_weights_free(w);
+                mt_weights_free(w);
                 return mt_errorf(err, "checkpoint has no tensor '%s'", key);
             }
             int64_t want1 = t->ndim == 2 ? t->shape[1] : 1;
             if (nd != t->ndim || sh[0] != t->shape[0] || (nd == 2 && sh[1] != want1)) {
-                mt_gpt_weights_free(w);
+                mt_weights_free(w);
                 char a[64], b[64];
                 shape_str(a, sizeof a, nd, sh);
                 shape_str(b, sizeof b, t->ndim, t->shape);
                 return mt_errorf(err, "checkpoint tensor '%s' has shape %s but the checkpoint's config implies %s", key, a, b);
             }
             if (mt_ckpt_read(ck, key, 0, t->numel, w->unit[u] + t->offset, err)) {
-                mt_gpt_weights_free(w);
+                mt_weights_free(w);
                 return -1;
             }
         }
     return 0;
 }
 
-int mt_gpt_weights_to_ckpt(const char *dir, const mt_gpt_weights *w, int64_t step, mt_error *err) {
+int mt_weights_to_ckpt(const char *dir, const mt_weights *w, int64_t step, mt_error *err) {
     int n = 0;
     for (int u = 0; u < w->layout.n_units; u++) n += w->layout.units[u].n_tensors;
     mt_ckpt_tensor *ts = mt_xcalloc((size_t)n, sizeof *ts, "checkpoint tensor list");
@@ -91,7 +91,7 @@ int mt_gpt_weights_to_ckpt(const char *dir, const mt_gpt_weights *w, int64_t ste
     mt_jw_init(&jw);
     mt_jw_begin_object(&jw);
     mt_jw_key(&jw, "config");
-    mt_gpt_config_write_json(&jw, &w->cfg);
+    mt_model_config_write_json(&jw, &w->cfg);
     mt_jw_key(&jw, "step");
     mt_jw_int(&jw, step);
     mt_jw_end_object(&jw);

@@ -1,7 +1,7 @@
 /* Names of the recomputation modes (see mt_recompute in model.h; the
  * recompute itself, mt_block_recompute, lives beside the block forward in
  * forward_backward.c). */
-#include "model/model.h"
+#include "models/model.h"
 #include <string.h>
 
 static const char *const recompute_names[] = {"none", "selective", "full"};

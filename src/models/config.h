@@ -1,0 +1,62 @@
+/* Model configuration shared by every family: the shape fields all
+ * transformer LMs have, plus the ones a family reads (Llama: grouped-query
+ * attention, SwiGLU width, RoPE, RMSNorm). Presets and the JSON form stored
+ * in checkpoints live here; what a field means for the computation is the
+ * family's (models/family.h). */
+#ifndef MT_MODELS_CONFIG_H
+#define MT_MODELS_CONFIG_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/error.h"
+#include "core/json.h"
+
+typedef enum { MT_FAMILY_GPT2 = 0, MT_FAMILY_LLAMA = 1, MT_N_FAMILIES } mt_family_id;
+
+typedef struct {
+    int n_layer;
+    int n_embd;       /* C: the residual stream's width */
+    int n_head;
+    int vocab_size;   /* V: real vocabulary; softmax runs over these */
+    int padded_vocab; /* Vp >= V: rows of the embedding (extra rows are zero and unused) */
+    int seq_len;      /* T: context length (GPT-2: rows of the position table) */
+    float dropout;    /* GPT-2: embedding, attention-probability and residual dropout */
+    mt_family_id family; /* after the GPT-2 fields: a positional GPT-2 initialiser stays one */
+    /* Llama family */
+    int n_kv_head;    /* grouped-query attention: key/value heads (n_head % n_kv_head == 0) */
+    int head_dim;     /* per head (default n_embd / n_head) */
+    int ffn_dim;      /* SwiGLU intermediate size */
+    float norm_eps;   /* RMSNorm epsilon */
+    float rope_theta;
+    int rope_scaling; /* 0 none, 1 Llama 3.1 ("llama3") */
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max_pos;
+    int max_pos;      /* max_position_embeddings (exported; >= seq_len) */
+    int tie_embeddings; /* 1: the output head is the token embedding */
+    int qkv_bias;     /* 1: q, k and v projections have biases (Qwen2) */
+} mt_model_config;
+
+/* Dimension of one attention head (head_dim, or n_embd / n_head when unset). */
+static inline int mt_model_head_dim(const mt_model_config *c) { return c->head_dim > 0 ? c->head_dim : c->n_embd / c->n_head; }
+/* Key/value heads (n_kv_head, or n_head when unset: plain multi-head attention). */
+static inline int mt_model_kv_heads(const mt_model_config *c) { return c->n_kv_head > 0 ? c->n_kv_head : c->n_head; }
+
+/* Rounds V up to a multiple of 128 (as llm.c does) for GEMM alignment and
+ * tensor-parallel divisibility. */
+int mt_pad_vocab(int vocab_size);
+/* Family by name ("gpt2", "llama"); -1 with err listing the names. */
+int mt_family_parse(const char *name, mt_family_id *out, mt_error *err);
+const char *mt_family_name(mt_family_id f);
+/* Family defaults for the fields a caller did not set (a config of that
+ * family with zeros where nothing was given). */
+void mt_model_config_defaults(mt_model_config *cfg, mt_family_id family);
+/* Fills a preset: GPT-2 "gpt2" (124M), "gpt2-medium", "gpt2-large",
+ * "gpt2-xl"; Llama "llama-tiny", "llama3.2-1b", "qwen2.5-0.5b". */
+int mt_model_config_preset(const char *name, mt_model_config *cfg, mt_error *err);
+/* Checks ranges and divisibility (C % heads, heads % kv heads, positive
+ * sizes, Vp >= V); messages speak the flag names. */
+int mt_model_config_validate(const mt_model_config *cfg, mt_error *err);
+/* One JSON object; a GPT-2 config writes exactly its historical keys. */
+void mt_model_config_write_json(mt_json_writer *w, const mt_model_config *cfg);
+int mt_model_config_read_json(const mt_json *obj, mt_model_config *cfg, mt_error *err);
+
+#endif

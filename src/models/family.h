@@ -1,0 +1,81 @@
+/* The model-family seam. A family (GPT-2, Llama) is a table of functions:
+ * the unit layout from a config (tensors, tensor-parallel cuts, shared
+ * tensors), the activation buffers of a block and of the output unit with
+ * their sizes, forward / backward / recompute of each unit kind, FLOPs per
+ * token, and one decode step with a KV cache for generation. The model
+ * runtime (models/model.c), the pipeline executor, ZeRO, the trainer,
+ * checkpoints and generation reach a model only through this table and the
+ * unit description of nn/unit.h; adding a family is one new folder here.
+ *
+ * Every family's model has the same shape: an input unit (0), n_layer block
+ * units (1..L) whose output is the residual stream the next block reads
+ * (what pipeline stages send each other), and an output unit (L+1) ending in
+ * the loss. */
+#ifndef MT_MODELS_FAMILY_H
+#define MT_MODELS_FAMILY_H
+#include <stddef.h>
+#include "core/error.h"
+#include "models/config.h"
+#include "nn/unit.h"
+
+struct mt_model;
+struct mt_fwd_ctx;
+struct mt_decoder;
+
+/* One activation buffer of a block (or of the output unit): its name (for
+ * the memory accounting) and the recomputation modes under which every
+ * block keeps its own copy, bit 1 << mt_recompute (none, selective, full);
+ * under the others one copy is shared by all blocks and slots. */
+typedef struct {
+    const char *name;
+    int own;
+} mt_act_buf;
+#define MT_OWN(none, selective, full) ((none) | (selective) << 1 | (full) << 2)
+#define MT_MAX_BLOCK_BUFS 16
+#define MT_MAX_HEAD_BUFS 4
+#define MT_FAMILY_SCRATCH 4
+
+typedef struct mt_family {
+    const char *name;
+    /* --- layout --- */
+    /* Whether tp can cut this config; the message names the constraint. */
+    int (*tp_check)(const mt_model_config *cfg, int tp, mt_error *err);
+    void (*build_layout)(const mt_model_config *cfg, int tp, int tp_rank, mt_layout *out);
+    /* --- activations of one microbatch of N rows --- */
+    int n_block_bufs;
+    const mt_act_buf *block_bufs;
+    int block_out;  /* the block buffer holding its output (kept under every recompute mode) */
+    size_t (*block_buf_floats)(const struct mt_model *m, int buf, size_t N);
+    int n_head_bufs; /* the output unit's (before the logits) */
+    const mt_act_buf *head_bufs;
+    int head_park;  /* a head buffer of residual-stream size, dead after the head's backward: the pipeline
+                       parks dL/d(last block output) there until the blocks' backward */
+    size_t (*head_buf_floats)(const struct mt_model *m, int buf, size_t N);
+    /* backward scratch beyond the residual-stream buffers, in floats */
+    void (*scratch_floats)(const struct mt_model *m, size_t N, size_t out[MT_FAMILY_SCRATCH]);
+    /* widest GEMM operand row (input or output gradient) and largest weight
+     * matrix of this rank, for the 16-bit operand scratch */
+    void (*gemm_extents)(const struct mt_model *m, int own_output, size_t *max_width, size_t *max_weight);
+    /* --- compute, on m->acts --- */
+    void (*input_forward)(struct mt_model *m, const struct mt_fwd_ctx *fc);
+    void (*block_forward)(struct mt_model *m, int layer, const struct mt_fwd_ctx *fc);
+    /* the loss sum; with dlogits_scale != 0 also dL/dlogits for the backward */
+    double (*output_forward)(struct mt_model *m, const struct mt_fwd_ctx *fc, float dlogits_scale);
+    void (*output_backward)(struct mt_model *m, const struct mt_fwd_ctx *fc);
+    void (*block_recompute)(struct mt_model *m, int layer, const struct mt_fwd_ctx *fc);
+    void (*block_backward)(struct mt_model *m, int layer, const struct mt_fwd_ctx *fc);
+    void (*input_backward)(struct mt_model *m, const struct mt_fwd_ctx *fc);
+    /* training FLOPs per token (6 x matrix parameters + attention) */
+    double (*flops_per_token)(const mt_model_config *cfg, const mt_layout *l, int T);
+    /* --- generation: one token through the model with a KV cache --- */
+    size_t (*decode_cache_floats)(const mt_model_config *cfg);
+    void (*decode_step)(struct mt_decoder *d, int32_t token);
+} mt_family;
+
+const mt_family *mt_family_get(mt_family_id id);
+/* The config's family's layout of tp rank tp_rank's slice (tp 1: the whole
+ * model), and its tensor-parallel check. */
+void mt_model_layout_build(const mt_model_config *cfg, int tp, int tp_rank, mt_layout *out);
+int mt_model_tp_check(const mt_model_config *cfg, int tp, mt_error *err);
+
+#endif

@@ -1,0 +1,164 @@
+#include "nn/unit.h"
+#include "core/error.h"
+#include "core/philox.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void mt_layout_init(mt_layout *l, int n_units, int tp, int tp_rank) {
+    memset(l, 0, sizeof *l);
+    l->tp = tp;
+    l->tp_rank = tp_rank;
+    l->n_units = n_units;
+    l->units = mt_xcalloc((size_t)n_units, sizeof(mt_unit_layout), "model layout");
+    for (int u = 0; u < n_units; u++) {
+        l->units[u].layer = -1;
+        l->units[u].shared_unit = -1;
+    }
+}
+
+mt_tensor *mt_unit_add_tensor(mt_layout *l, int uidx, const char *name, int64_t rows, int64_t cols, int ndim, int decay,
+                              float std, mt_tp_split split) {
+    mt_unit_layout *u = &l->units[uidx];
+    if (u->n_tensors == u->cap) {
+        u->cap = u->cap ? 2 * u->cap : 16;
+        u->t = realloc(u->t, (size_t)u->cap * sizeof(mt_tensor));
+        if (!u->t) mt_die("out of memory growing the tensor list of unit %d", uidx);
+    }
+    int tp = l->tp;
+    mt_tensor *t = &u->t[u->n_tensors++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->gshape[0] = rows;
+    t->gshape[1] = ndim == 2 ? cols : 1;
+    t->gnumel = (size_t)rows * (size_t)t->gshape[1];
+    t->goffset = u->gnumel;
+    u->gnumel += t->gnumel;
+    t->split = tp > 1 ? split : MT_TP_REPLICATED;
+    t->split_parts = 1;
+    t->part_rows[0] = rows;
+    t->shape[0] = t->split == MT_TP_ROWS ? rows / tp : rows;
+    t->shape[1] = t->split == MT_TP_COLS ? t->gshape[1] / tp : t->gshape[1];
+    t->numel = (size_t)t->shape[0] * (size_t)t->shape[1];
+    t->offset = u->numel;
+    t->weight_decay = decay;
+    t->trainable = 1;
+    t->init_std = std;
+    t->init_rows = rows;
+    u->numel += t->numel;
+    return t;
+}
+
+void mt_tensor_set_parts(mt_tensor *t, int n, const int64_t *rows) {
+    if (n < 1 || n > MT_TP_MAX_PARTS) mt_die("tensor %s: %d row blocks (1..%d supported)", t->name, n, MT_TP_MAX_PARTS);
+    int64_t sum = 0;
+    for (int i = 0; i < n; i++) sum += t->part_rows[i] = rows[i];
+    if (sum != t->gshape[0]) mt_die("tensor %s: row blocks sum to %lld, not %lld", t->name, (long long)sum, (long long)t->gshape[0]);
+    t->split_parts = n;
+}
+
+void mt_unit_add_shared(mt_layout *l, int u, const char *name, const char *owner_name) {
+    mt_unit_layout *ul = &l->units[u];
+    int owner = -1;
+    const mt_tensor *t = mt_layout_find_tensor(l, owner_name, &owner);
+    if (!t || owner == u) mt_die("unit %d: shared tensor '%s' names no tensor of another unit", u, owner_name);
+    if (ul->n_shared == MT_MAX_SHARED || (ul->shared_unit >= 0 && ul->shared_unit != owner))
+        mt_die("unit %d: shares tensors with more than one unit, or more than %d", u, MT_MAX_SHARED);
+    mt_shared_tensor *s = &ul->shared[ul->n_shared++];
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->unit = owner;
+    s->tensor = (int)(t - l->units[owner].t);
+    ul->shared_unit = owner;
+}
+
+void mt_layout_finish(mt_layout *l) {
+    l->total_params = l->gtotal_params = 0;
+    for (int i = 0; i < l->n_units; i++) {
+        l->total_params += l->units[i].numel;
+        l->gtotal_params += l->units[i].gnumel;
+    }
+}
+
+size_t mt_tensor_row_origin(const mt_layout *l, const mt_tensor *t, int64_t r) {
+    int64_t gcols = t->gshape[1];
+    if (t->split == MT_TP_ROWS) { /* blocks of part_rows[p] rows, each cut into tp pieces */
+        int64_t first = 0;
+        for (int p = 0; p < t->split_parts; p++) {
+            int64_t piece = t->part_rows[p] / l->tp;
+            if (r < piece) return (size_t)((first + (int64_t)l->tp_rank * piece + r) * gcols);
+            r -= piece;
+            first += t->part_rows[p];
+        }
+        mt_die("tensor %s: local row out of range", t->name);
+    }
+    if (t->split == MT_TP_COLS) return (size_t)(r * gcols + (int64_t)l->tp_rank * t->shape[1]);
+    return (size_t)(r * gcols);
+}
+
+/* Copies every local row of unit u to (to_full) or from its run in the full unit. */
+static void copy_unit(const mt_layout *l, int u, float *local, float *full, int to_full) {
+    const mt_unit_layout *ul = &l->units[u];
+    for (int i = 0; i < ul->n_tensors; i++) {
+        const mt_tensor *t = &ul->t[i];
+        size_t w = (size_t)t->shape[1];
+        for (int64_t r = 0; r < t->shape[0]; r++) {
+            float *lo = local + t->offset + (size_t)r * w, *fu = full + t->goffset + mt_tensor_row_origin(l, t, r);
+            memcpy(to_full ? fu : lo, to_full ? lo : fu, w * sizeof(float));
+        }
+    }
+}
+
+void mt_unit_to_full(const mt_layout *l, int u, const float *local, float *full) {
+    copy_unit(l, u, (float *)local, full, 1); /* only read */
+}
+
+void mt_unit_from_full(const mt_layout *l, int u, const float *full, float *local) {
+    copy_unit(l, u, local, (float *)full, 0); /* only read */
+}
+
+void mt_layout_free(mt_layout *l) {
+    for (int u = 0; u < l->n_units; u++) free(l->units[u].t);
+    free(l->units);
+    l->units = NULL;
+    l->n_units = 0;
+}
+
+const mt_tensor *mt_layout_find_tensor(const mt_layout *l, const char *name, int *unit) {
+    for (int u = 0; u < l->n_units; u++)
+        for (int i = 0; i < l->units[u].n_tensors; i++)
+            if (strcmp(l->units[u].t[i].name, name) == 0) {
+                if (unit) *unit = u;
+                return &l->units[u].t[i];
+            }
+    return NULL;
+}
+
+void mt_unit_init_params(const mt_layout *l, int unit, float *params, uint64_t seed) {
+    const mt_unit_layout *u = &l->units[unit];
+    for (int i = 0; i < u->n_tensors; i++) {
+        const mt_tensor *t = &u->t[i];
+        float *dst = params + t->offset;
+        if (t->init_std > 0) {
+            /* Row by row from the full tensor's element indices; rows at or
+             * past init_rows (an embedding's vocabulary padding) stay zero. */
+            size_t w = (size_t)t->shape[1], gw = (size_t)t->gshape[1];
+            for (int64_t r = 0; r < t->shape[0];) {
+                /* rows whose full-tensor runs follow each other go in one call */
+                size_t origin = mt_tensor_row_origin(l, t, r);
+                int drawn = (int64_t)(origin / gw) < t->init_rows;
+                int64_t e = r + 1;
+                while (e < t->shape[0] && mt_tensor_row_origin(l, t, e) == origin + (size_t)(e - r) * w &&
+                       ((int64_t)((origin + (size_t)(e - r) * w) / gw) < t->init_rows) == drawn)
+                    e++;
+                size_t n = (size_t)(e - r) * w;
+                if (drawn) mt_init_normal(dst + (size_t)r * w, n, origin, seed, t->name, t->init_std);
+                else memset(dst + (size_t)r * w, 0, n * sizeof(float));
+                r = e;
+            }
+        } else {
+            float v = t->init_std < 0 ? 1.0f : 0.0f;
+            for (size_t j = 0; j < t->numel; j++) dst[j] = v;
+        }
+    }
+}

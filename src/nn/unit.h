@@ -1,0 +1,119 @@
+/* Tensors and units: what the layers above the model see of it.
+ *
+ * A model is an ordered list of units (FSDP's flat parameters): an input
+ * unit, n_layer block units, an output unit that ends in the loss. Each unit
+ * owns one flat fp32 parameter buffer (and a gradient buffer of the same
+ * shape) holding its tensors at fixed offsets. A tensor declares everything
+ * ZeRO, the pipeline, the optimizers and the checkpoints need to know: its
+ * name (the family's Hugging Face name), shape, how tensor parallelism cuts
+ * it, weight decay, whether it is trained, and how it is initialised. A
+ * tensor that another unit's tensor stands for (a head tied to the
+ * embedding) is declared on the reading unit as a shared tensor, so nothing
+ * above the model special-cases "the tied head". */
+#ifndef MT_NN_UNIT_H
+#define MT_NN_UNIT_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Megatron tensor parallelism cuts a tensor one of three ways:
+ *   REPLICATED  every tp rank holds all of it (norms, position tables, the
+ *               biases of row-parallel layers);
+ *   ROWS        output rows split (column-parallel linears, their biases, the
+ *               vocabulary rows of an embedding). A tensor may stack blocks of
+ *               rows that are cut separately -- GPT-2's c_attn holds q, k and
+ *               v -- so a rank holds whole heads of each; the blocks may have
+ *               unequal sizes (grouped-query attention);
+ *   COLS        input columns split (row-parallel linears), matching the ROWS
+ *               cut of the layer before. */
+typedef enum { MT_TP_REPLICATED = 0, MT_TP_ROWS, MT_TP_COLS } mt_tp_split;
+#define MT_TENSOR_NAME_LEN 64
+#define MT_TP_MAX_PARTS 4
+
+typedef struct {
+    char name[MT_TENSOR_NAME_LEN]; /* e.g. "h.3.attn.c_attn.weight" */
+    int ndim;                      /* 1 or 2 */
+    int64_t shape[2];              /* our layout ([out, in] for linears); shape[1] = 1 for 1-D */
+    size_t offset;                 /* element offset in the unit's flat buffer */
+    size_t numel;
+    int weight_decay;              /* 1 for 2-D weights (embeddings included) */
+    int trainable;                 /* 1: gets a gradient and optimizer state (all tensors today) */
+    int read_16bit_only;           /* under --precision bf16/fp16 the model reads only the tensor's
+                                      16-bit form (GEMM weights; an embedding whose lookup widens just
+                                      the rows it needs) */
+    int grad_by_one_gemm;          /* its gradient is written whole by one weight-gradient GEMM per
+                                      backward (before any other contribution is added): with a fresh
+                                      gradient buffer (mt_model.grad_fresh) it needs no clearing */
+    float init_std;                /* > 0: N(0, std); 0: zeros; -1: ones */
+    int64_t init_rows;             /* rows drawn from the RNG (an embedding's padding rows stay 0) */
+    /* Tensor parallelism: how this tensor is cut over the tp ranks, and
+     * where the local slice sits in the full tensor. A local row is always
+     * one contiguous run of the full tensor (mt_tensor_row_origin). */
+    mt_tp_split split;
+    int split_parts;                       /* MT_TP_ROWS: blocks of rows cut separately */
+    int64_t part_rows[MT_TP_MAX_PARTS];    /* full rows of each block (they sum to gshape[0]) */
+    int64_t gshape[2];             /* full shape */
+    size_t goffset, gnumel;        /* in the full (tp = 1) unit buffer */
+} mt_tensor;
+
+typedef enum { MT_UNIT_INPUT = 0, MT_UNIT_BLOCK = 1, MT_UNIT_OUTPUT = 2 } mt_unit_role;
+
+/* A tensor of another unit that this unit's forward and backward also use:
+ * they read its parameters and add into its gradient. */
+typedef struct {
+    char name[MT_TENSOR_NAME_LEN]; /* the name it has here (e.g. "lm_head.weight") */
+    int unit, tensor;              /* where it lives */
+} mt_shared_tensor;
+#define MT_MAX_SHARED 2
+
+typedef struct {
+    mt_unit_role role;
+    int layer;      /* block index for MT_UNIT_BLOCK, -1 otherwise */
+    int n_tensors, cap;
+    mt_tensor *t;   /* [n_tensors] */
+    int n_shared;
+    mt_shared_tensor shared[MT_MAX_SHARED];
+    int shared_unit; /* the unit whose tensors shared[] names (-1: none) */
+    int sp_partial; /* 1: under sequence parallelism the replicated tensors' gradients are this tp
+                       rank's rows only (summed over tp by mt_model_tp_reduce_grads) */
+    size_t numel;   /* elements in the flat buffer (this tp rank's slices) */
+    size_t gnumel;  /* elements of the full unit (tp = 1) */
+} mt_unit_layout;
+
+typedef struct {
+    int n_units;
+    mt_unit_layout *units;
+    size_t total_params;    /* sum of unit numel (shared tensors counted once) */
+    size_t gtotal_params;   /* the same for the full model */
+    int tp, tp_rank;        /* tensor-parallel degree and this rank's index (1, 0: whole model) */
+} mt_layout;
+
+/* Builder: a layout of n units (roles and layers set by the caller), and a
+ * tensor of full shape rows x cols appended to unit u, cut over tp as
+ * `split` says (one block of rows); returns it for further settings. */
+void mt_layout_init(mt_layout *l, int n_units, int tp, int tp_rank);
+mt_tensor *mt_unit_add_tensor(mt_layout *l, int u, const char *name, int64_t rows, int64_t cols, int ndim, int decay,
+                              float init_std, mt_tp_split split);
+/* A ROWS tensor made of n blocks of rows[i] full rows, each cut over tp. */
+void mt_tensor_set_parts(mt_tensor *t, int n, const int64_t *rows);
+/* Declares that unit u also uses tensor `owner_name` (of another unit) as `name`. */
+void mt_unit_add_shared(mt_layout *l, int u, const char *name, const char *owner_name);
+/* Sums the totals once every unit is built. */
+void mt_layout_finish(mt_layout *l);
+void mt_layout_free(mt_layout *l);
+
+/* Element index, in the full tensor, of the first element of local row r
+ * (the row's shape[1] elements are contiguous there too). */
+size_t mt_tensor_row_origin(const mt_layout *l, const mt_tensor *t, int64_t r);
+/* Copies unit u between this rank's local buffer (numel) and the full
+ * unit buffer (gnumel, full offsets): to_full writes only this rank's
+ * slices (replicated tensors included); from_full reads them. */
+void mt_unit_to_full(const mt_layout *l, int u, const float *local, float *full);
+void mt_unit_from_full(const mt_layout *l, int u, const float *full, float *local);
+/* Finds a tensor by name; returns NULL if absent, else sets *unit. */
+const mt_tensor *mt_layout_find_tensor(const mt_layout *l, const char *name, int *unit);
+/* Fills a unit's flat parameter buffer with its initial values (a function
+ * of seed, tensor name and full-tensor element index only, so every tp
+ * slicing initialises the same model). */
+void mt_unit_init_params(const mt_layout *l, int unit, float *params, uint64_t seed);
+
+#endif
