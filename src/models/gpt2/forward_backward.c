@@ -17,6 +17,7 @@
  * holds this rank's rows only (rows [row0, row0 + n) of the N = B*T). */
 #include "models/model.h"
 #include "models/gpt2/gpt2.h"
+#include "models/unit_ops.h"
 #include "ops/ops.h"
 #include <string.h>
 
@@ -29,35 +30,6 @@ enum { GB_LN1, GB_LN1_MEAN, GB_LN1_RSTD, GB_QKV, GB_ATTY, GB_ATT_LSE, GB_RES2, G
 enum { GH_LNF, GH_LNF_MEAN, GH_LNF_RSTD, GH_COUNT };
 enum { GS_DATTY, GS_DQKV, GS_DFCH };
 
-/* Times one kernel call into the model's profile category (no-op when
- * m->prof is NULL). */
-#define TIMED(cat, call)                                  \
-    do {                                                  \
-        double t0_ = mt_prof_begin(m->prof);              \
-        call;                                             \
-        mt_prof_end(m->prof, cat, t0_);                   \
-    } while (0)
-
-/* Linear layers (at the run's precision, model/linear.c) through the
- * profile: GEMM time and FLOPs (2 per multiply-add). */
-static void linear_forward(mt_model *m, float *out, const float *inp, const float *w, const float *bias, int N,
-                           int C, int OC) {
-    TIMED(MT_PROF_GEMM, mt_linear_forward(m, out, inp, w, bias, N, C, OC));
-    mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC);
-}
-
-static void linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                            const float *w, int N, int C, int OC, int flags) {
-    TIMED(MT_PROF_GEMM, mt_linear_backward(m, dinp, dw, dbias, dout, inp, w, N, C, OC, flags));
-    mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
-}
-
-static void linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
-                                      const float *w, int N, int C, int OC, int flags) {
-    TIMED(MT_PROF_GEMM, mt_linear_backward_dout_bf16(m, dinp, dw, dout, inp, w, N, C, OC, flags));
-    mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
-}
-
 static int dropout_on(const mt_model *m, const mt_fwd_ctx *fc) {
     return fc->training && m->cfg.dropout > 0.0f;
 }
@@ -67,10 +39,6 @@ static mt_dropout make_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t
     mt_dropout d = {dropout_on(m, fc) ? m->cfg.dropout : 0.0f, m->seed, fc->step, layer, site};
     return d;
 }
-
-/* Residual-stream rows held here: n, and the first one's index in the microbatch. */
-static int resid_n(const mt_model *m) { return (int)(mt_model_resid_floats(m) / (size_t)m->cfg.n_embd); }
-static size_t resid_row0(const mt_model *m) { return mt_tp_sp(m->tp) ? (size_t)m->tp->rank * (size_t)resid_n(m) : 0; }
 
 /* x[i,:] *= keep/(1-p) for the n rows i starting at microbatch row row0;
  * a row is (sample_ids[row / T], position row % T). */
@@ -94,7 +62,7 @@ static void dropout_rows(float *x, const mt_dropout *d, const uint64_t *sample_i
 static void apply_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site, float *x) {
     mt_dropout d = make_dropout(m, fc, layer, site);
     if (d.p > 0.0f)
-        TIMED(MT_PROF_ELEMENTWISE, dropout_rows(x, &d, m->acts.sample_ids, resid_row0(m), resid_n(m), m->acts.T,
+        MT_TIMED(m, MT_PROF_ELEMENTWISE, dropout_rows(x, &d, m->acts.sample_ids, mt_unit_resid_row0(m), mt_unit_resid_n(m), m->acts.T,
                                                 m->cfg.n_embd));
 }
 
@@ -102,25 +70,9 @@ static void apply_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t laye
  * gs.dresid: dresid itself without dropout, else a dropout-scaled copy. */
 static const float *branch_grad(mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site) {
     if (!dropout_on(m, fc)) return m->gs.dresid;
-    TIMED(MT_PROF_ELEMENTWISE, memcpy(m->gs.dtmp, m->gs.dresid, mt_model_resid_floats(m) * sizeof(float)));
+    MT_TIMED(m, MT_PROF_ELEMENTWISE, memcpy(m->gs.dtmp, m->gs.dresid, mt_model_resid_floats(m) * sizeof(float)));
     apply_dropout(m, fc, layer, site, m->gs.dtmp);
     return m->gs.dtmp;
-}
-
-/* The f/g operators through the profile. */
-static const float *tp_gather(mt_model *m, const float *local, float *buf) {
-    if (!mt_tp_sp(m->tp)) return local;
-    double t0 = mt_prof_begin(m->prof);
-    const float *r = mt_tp_gather(m->tp, local, buf, mt_model_resid_floats(m));
-    mt_prof_end(m->prof, MT_PROF_ALLGATHER, t0);
-    return r;
-}
-
-static void tp_scatter(mt_model *m, float *full) {
-    if (mt_tp_size(m->tp) == 1) return;
-    double t0 = mt_prof_begin(m->prof);
-    mt_tp_scatter(m->tp, full, (size_t)m->acts.B * m->acts.T * m->cfg.n_embd);
-    mt_prof_end(m->prof, mt_tp_sp(m->tp) ? MT_PROF_REDUCE_SCATTER : MT_PROF_ALLREDUCE, t0);
 }
 
 /* x[i,:] += bias for n rows (a row-parallel layer's bias, added once after
@@ -142,22 +94,22 @@ static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
     int C = cfg->n_embd, N = a->B * a->T;
     const mt_tensor *wte = &u->t[MT_T_WTE];
     if (m->precision == MT_FP32 && m->layout.tp == 1) {
-        TIMED(MT_PROF_ELEMENTWISE, op_embed_forward(a->encoded, a->tokens, p + wte->offset,
+        MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_forward(a->encoded, a->tokens, p + wte->offset,
                                                     p + u->t[MT_T_WPE].offset, a->B, a->T, C, 0));
     } else { /* a lookup of this rank's vocabulary rows (vocabulary-parallel: masked, summed over tp),
                 then the positions */
         int Vl = (int)wte->shape[0], v0 = m->layout.tp_rank * Vl;
         float *part = m->layout.tp == 1 ? a->encoded : m->gs.dtmp;
         if (m->precision == MT_FP32)
-            TIMED(MT_PROF_ELEMENTWISE, op_embed_shard_forward(part, a->tokens, p + wte->offset, v0, Vl, N, C));
+            MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_shard_forward(part, a->tokens, p + wte->offset, v0, Vl, N, C));
         else /* wte is read in 16 bits: just the rows looked up are widened */
-            TIMED(MT_PROF_ELEMENTWISE, op_embed_shard_forward_16(part, a->tokens, m->precision,
+            MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_shard_forward_16(part, a->tokens, m->precision,
                                                                  mt_model_weight16(m, p + wte->offset), v0, Vl, N, C));
         if (m->layout.tp > 1) {
-            tp_scatter(m, part);
-            TIMED(MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
+            mt_unit_tp_scatter(m, part);
+            MT_TIMED(m, MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
         }
-        TIMED(MT_PROF_ELEMENTWISE, op_add_positions(a->encoded, p + u->t[MT_T_WPE].offset, resid_row0(m), resid_n(m), a->T, C));
+        MT_TIMED(m, MT_PROF_ELEMENTWISE, op_add_positions(a->encoded, p + u->t[MT_T_WPE].offset, mt_unit_resid_row0(m), mt_unit_resid_n(m), a->T, C));
     }
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, a->encoded);
 }
@@ -174,7 +126,7 @@ static void attention_core_forward(mt_model *m, int layer, const mt_fwd_ctx *fc)
     int C = m->cfg.n_embd, NH = m->cfg.n_head, NHl = NH / m->layout.tp;
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
                           m->layout.tp_rank * NHl};
-    TIMED(MT_PROF_ATTENTION,
+    MT_TIMED(m, MT_PROF_ATTENTION,
           op_attention_forward(ba->b[GB_ATTY], ba->b[GB_ATT_LSE], ba->b[GB_QKV], a->B, a->T, NHl, C / NH, &ad, m->gs.attn_scratch));
 }
 
@@ -184,7 +136,7 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     const mt_unit_layout *u = &m->layout.units[1 + layer];
     const float *p = m->params[1 + layer];
     mt_block_acts *ba = &a->blocks[layer];
-    int N = a->B * a->T, n = resid_n(m), C = cfg->n_embd, tp = m->layout.tp;
+    int N = a->B * a->T, n = mt_unit_resid_n(m), C = cfg->n_embd, tp = m->layout.tp;
     const float *x = block_input(m, layer);
     float *tmp = m->gs.dtmp; /* branch output before dropout; scratch is free during forward */
     /* Without dropout the projections' biases join the fused residual kernels
@@ -193,100 +145,49 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
      * reduced. The fc bias always joins the GELU. */
     const int drop = dropout_on(m, fc), bias_in_gemm = drop && tp == 1, bias_after = drop && tp > 1;
 #define P(i) (p + u->t[i].offset)
-    TIMED(MT_PROF_LAYERNORM,
+    MT_TIMED(m, MT_PROF_LAYERNORM,
           op_layernorm_forward(ba->b[GB_LN1], ba->b[GB_LN1_MEAN], ba->b[GB_LN1_RSTD], x, P(MT_T_LN1_W), P(MT_T_LN1_B), n, C));
-    const float *ln1 = tp_gather(m, ba->b[GB_LN1], m->gs.gathered);
-    linear_forward(m, ba->b[GB_QKV], ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C / tp);
+    const float *ln1 = mt_unit_tp_gather(m, ba->b[GB_LN1], m->gs.gathered);
+    mt_unit_linear_forward(m, ba->b[GB_QKV], ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C / tp);
     attention_core_forward(m, layer, fc);
-    linear_forward(m, tmp, ba->b[GB_ATTY], P(MT_T_ATTPROJ_W), bias_in_gemm ? P(MT_T_ATTPROJ_B) : NULL, N, C / tp, C);
-    tp_scatter(m, tmp);
-    if (bias_after) TIMED(MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_ATTPROJ_B), n, C));
+    mt_unit_linear_forward(m, tmp, ba->b[GB_ATTY], P(MT_T_ATTPROJ_W), bias_in_gemm ? P(MT_T_ATTPROJ_B) : NULL, N, C / tp, C);
+    mt_unit_tp_scatter(m, tmp);
+    if (bias_after) MT_TIMED(m, MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_ATTPROJ_B), n, C));
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, tmp);
-    TIMED(MT_PROF_LAYERNORM,
+    MT_TIMED(m, MT_PROF_LAYERNORM,
           op_residual_layernorm_forward(ba->b[GB_RES2], ba->b[GB_LN2], ba->b[GB_LN2_MEAN], ba->b[GB_LN2_RSTD], x, tmp,
                                         drop ? NULL : P(MT_T_ATTPROJ_B), P(MT_T_LN2_W), P(MT_T_LN2_B), n, C));
-    const float *ln2 = tp_gather(m, ba->b[GB_LN2], m->gs.gathered);
-    linear_forward(m, ba->b[GB_FCH], ln2, P(MT_T_FC_W), NULL, N, C, 4 * C / tp);
-    TIMED(MT_PROF_GELU, op_bias_gelu_forward(ba->b[GB_FCH], ba->b[GB_FCH_GELU], P(MT_T_FC_B), N, 4 * C / tp));
-    linear_forward(m, tmp, ba->b[GB_FCH_GELU], P(MT_T_FCPROJ_W), bias_in_gemm ? P(MT_T_FCPROJ_B) : NULL, N, 4 * C / tp, C);
-    tp_scatter(m, tmp);
-    if (bias_after) TIMED(MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_FCPROJ_B), n, C));
+    const float *ln2 = mt_unit_tp_gather(m, ba->b[GB_LN2], m->gs.gathered);
+    mt_unit_linear_forward(m, ba->b[GB_FCH], ln2, P(MT_T_FC_W), NULL, N, C, 4 * C / tp);
+    MT_TIMED(m, MT_PROF_GELU, op_bias_gelu_forward(ba->b[GB_FCH], ba->b[GB_FCH_GELU], P(MT_T_FC_B), N, 4 * C / tp));
+    mt_unit_linear_forward(m, tmp, ba->b[GB_FCH_GELU], P(MT_T_FCPROJ_W), bias_in_gemm ? P(MT_T_FCPROJ_B) : NULL, N, 4 * C / tp, C);
+    mt_unit_tp_scatter(m, tmp);
+    if (bias_after) MT_TIMED(m, MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_FCPROJ_B), n, C));
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, tmp);
-    TIMED(MT_PROF_ELEMENTWISE, op_residual_add(ba->b[GB_RES3], ba->b[GB_RES2], tmp, drop ? NULL : P(MT_T_FCPROJ_B), n, C));
+    MT_TIMED(m, MT_PROF_ELEMENTWISE, op_residual_add(ba->b[GB_RES3], ba->b[GB_RES2], tmp, drop ? NULL : P(MT_T_FCPROJ_B), n, C));
 #undef P
 }
-
-/* Vocabulary-parallel cross-entropy over this rank's logit columns
- * [v0, v0 + Vl) of all N rows: each rank's per-row max, sum of exponentials
- * and target logit are all-gathered (3 floats per row and rank), every rank
- * combines them in the same order into the same losses, and writes the
- * gradient of its columns. The full logits never leave the rank. */
-static void vocab_parallel_xent(mt_model *m, float dlogits_scale) {
-    mt_acts *a = &m->acts;
-    const mt_model_config *cfg = &m->cfg;
-    int N = a->B * a->T, S = m->layout.tp, Vl = cfg->padded_vocab / S, v0 = m->layout.tp_rank * Vl;
-    int Vr = cfg->vocab_size - v0 < Vl ? cfg->vocab_size - v0 : Vl; /* real (non-padding) columns here */
-    if (Vr < 0) Vr = 0;
-    float *st = m->gs.xent_stats, *mine = st + (size_t)m->layout.tp_rank * 3 * N, *lse = m->gs.xent_lse;
-    double t0 = mt_prof_begin(m->prof);
-    op_xent_shard_stats(a->logits, mine, mine + N, mine + 2 * N, a->targets, N, Vr, Vl, v0);
-    mt_prof_end(m->prof, MT_PROF_SOFTMAX_XENT, t0);
-    t0 = mt_prof_begin(m->prof);
-    mt_tp_allgather(m->tp, mine, st, (size_t)3 * N);
-    mt_prof_end(m->prof, MT_PROF_ALLGATHER, t0);
-    t0 = mt_prof_begin(m->prof);
-    op_xent_combine_lse(lse, st, st + N, S, N, 3 * N);
-    for (int i = 0; i < N; i++) {
-        float xt = 0.0f;
-        for (int s = 0; s < S; s++) xt += st[(size_t)s * 3 * N + 2 * (size_t)N + i];
-        if (a->targets[i] >= cfg->vocab_size) mt_die("cross-entropy: target %d of row %d out of range [0,%d)", a->targets[i], i, cfg->vocab_size);
-        a->losses[i] = a->targets[i] < 0 ? 0.0f : lse[i] - xt;
-    }
-    if (dlogits_scale != 0.0f) {
-        op_xent_shard_grad(a->logits, lse, a->targets, N, Vr, Vl, v0, dlogits_scale);
-        if (Vr < Vl)
-            for (int i = 0; i < N; i++) memset(a->logits + (size_t)i * Vl + Vr, 0, (size_t)(Vl - Vr) * sizeof(float));
-    }
-    mt_prof_end(m->prof, MT_PROF_SOFTMAX_XENT, t0);
-}
-
-/* The rows the head's GEMMs see: lnf of all N rows. */
-static const float *head_input(mt_model *m) { return mt_tp_sp(m->tp) ? m->gs.gathered : m->acts.head[GH_LNF]; }
 
 static double output_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
     (void)fc;
     mt_acts *a = &m->acts;
     const mt_model_config *cfg = &m->cfg;
-    int L = cfg->n_layer, N = a->B * a->T, n = resid_n(m), C = cfg->n_embd;
+    int L = cfg->n_layer, n = mt_unit_resid_n(m), C = cfg->n_embd;
     const mt_unit_layout *hu = &m->layout.units[L + 1];
     const float *hp = m->params[L + 1];
     const mt_shared_tensor *sh = &hu->shared[0]; /* lm_head.weight: wte */
     const mt_tensor *wt = &m->layout.units[sh->unit].t[sh->tensor];
     const float *wte = m->params[sh->unit] + wt->offset;
-    TIMED(MT_PROF_LAYERNORM, op_layernorm_forward(a->head[GH_LNF], a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD], a->blocks[L - 1].b[GB_RES3],
+    MT_TIMED(m, MT_PROF_LAYERNORM, op_layernorm_forward(a->head[GH_LNF], a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD], a->blocks[L - 1].b[GB_RES3],
                                                   hp + hu->t[MT_T_LNF_W].offset, hp + hu->t[MT_T_LNF_B].offset, n, C));
-    const float *lnf = tp_gather(m, a->head[GH_LNF], m->gs.gathered);
-    linear_forward(m, a->logits, lnf, wte, NULL, N, C, (int)wt->shape[0]);
-    /* bf16: the gradient goes straight into the head's bf16 GEMM operand */
-    m->dlogits16 = m->layout.tp == 1 && m->precision == MT_BF16 && dlogits_scale != 0.0f;
-    if (m->dlogits16)
-        TIMED(MT_PROF_SOFTMAX_XENT, op_softmax_xent_bf16(a->logits, m->op16[1], a->losses, a->targets, N,
-                                                         cfg->vocab_size, cfg->padded_vocab, dlogits_scale));
-    else if (m->layout.tp == 1)
-        TIMED(MT_PROF_SOFTMAX_XENT, op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size,
-                                                    cfg->padded_vocab, dlogits_scale));
-    else
-        vocab_parallel_xent(m, dlogits_scale);
-    double sum = 0.0;
-    for (int i = 0; i < N; i++) sum += a->losses[i];
-    return sum;
+    return mt_unit_logits_loss(m, a->head[GH_LNF], wte, (int)wt->shape[0], dlogits_scale);
 }
 
 static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
     (void)fc;
     mt_acts *a = &m->acts;
     const mt_model_config *cfg = &m->cfg;
-    int L = cfg->n_layer, N = a->B * a->T, n = resid_n(m), C = cfg->n_embd;
+    int L = cfg->n_layer, n = mt_unit_resid_n(m), C = cfg->n_embd;
     const mt_unit_layout *hu = &m->layout.units[L + 1];
     const float *hp = m->params[L + 1];
     float *hg = m->grads[L + 1];
@@ -294,15 +195,7 @@ static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
     const mt_tensor *wt = &m->layout.units[sh->unit].t[sh->tensor];
     const float *wte = m->params[sh->unit] + wt->offset;
     float *dwte = m->grads[sh->unit] + wt->offset;
-    /* acts.logits (op16[1] in bf16) holds dL/dlogits (written by the fused
-     * softmax + xent); under sequence parallelism gs.gathered still holds
-     * lnf's rows. */
-    int flags = m->grad_fresh[sh->unit] ? MT_SET_DW : 0;
-    if (m->dlogits16)
-        linear_backward_dout_bf16(m, m->gs.dln, dwte, m->op16[1], head_input(m), wte, N, C, (int)wt->shape[0], flags);
-    else
-        linear_backward(m, m->gs.dln, dwte, NULL, a->logits, head_input(m), wte, N, C, (int)wt->shape[0], flags);
-    tp_scatter(m, m->gs.dln);
+    mt_unit_logits_backward(m, a->head[GH_LNF], wte, dwte, (int)wt->shape[0], m->grad_fresh[sh->unit] ? MT_SET_DW : 0);
     double t0 = mt_prof_begin(m->prof);
     memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));
     op_layernorm_backward(m->gs.dresid, hg + hu->t[MT_T_LNF_W].offset, hg + hu->t[MT_T_LNF_B].offset, m->gs.dln,
@@ -325,12 +218,12 @@ static void row_parallel_backward(mt_model *m, float *dinp, float *dw, float *db
                                   const float *inp, const float *w, int IC, int C, int flags) {
     int N = m->acts.B * m->acts.T;
     if (!mt_tp_sp(m->tp)) {
-        linear_backward(m, dinp, dw, dbias, dbranch, inp, w, N, IC, C, flags);
+        mt_unit_linear_backward(m, dinp, dw, dbias, dbranch, inp, w, N, IC, C, flags);
         return;
     }
-    const float *dfull = tp_gather(m, dbranch, m->gs.gathered);
-    linear_backward(m, dinp, dw, NULL, dfull, inp, w, N, IC, C, flags);
-    linear_backward(m, NULL, NULL, dbias, dbranch, NULL, NULL, resid_n(m), IC, C, 0);
+    const float *dfull = mt_unit_tp_gather(m, dbranch, m->gs.gathered);
+    mt_unit_linear_backward(m, dinp, dw, NULL, dfull, inp, w, N, IC, C, flags);
+    mt_unit_linear_backward(m, NULL, NULL, dbias, dbranch, NULL, NULL, mt_unit_resid_n(m), IC, C, 0);
 }
 
 static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
@@ -341,7 +234,7 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     const float *p = m->params[1 + layer];
     float *g = m->grads[1 + layer];
     mt_block_acts *ba = &a->blocks[layer];
-    int B = a->B, T = a->T, N = B * T, n = resid_n(m), C = cfg->n_embd, NH = cfg->n_head, tp = m->layout.tp;
+    int B = a->B, T = a->T, N = B * T, n = mt_unit_resid_n(m), C = cfg->n_embd, NH = cfg->n_head, tp = m->layout.tp;
     const float *x = block_input(m, layer);
     int dwf = m->grad_fresh[1 + layer] ? MT_SET_DW : 0; /* the four matrices' gradients (grad_by_one_gemm) */
 #define P(i) (p + u->t[i].offset)
@@ -351,11 +244,11 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     const float *dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID);
     row_parallel_backward(m, gs->f[GS_DFCH], G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), dbranch, ba->b[GB_FCH_GELU], P(MT_T_FCPROJ_W),
                           4 * C / tp, C, dwf);
-    TIMED(MT_PROF_GELU, op_gelu_bias_backward(gs->f[GS_DFCH], G(MT_T_FC_B), ba->b[GB_FCH], gs->f[GS_DFCH], N, 4 * C / tp));
-    const float *ln2 = tp_gather(m, ba->b[GB_LN2], gs->gathered); /* sequence parallelism: gathered again */
-    linear_backward(m, gs->dln, G(MT_T_FC_W), NULL, gs->f[GS_DFCH], ln2, P(MT_T_FC_W), N, C, 4 * C / tp, dwf);
-    tp_scatter(m, gs->dln);
-    TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->b[GB_RES2],
+    MT_TIMED(m, MT_PROF_GELU, op_gelu_bias_backward(gs->f[GS_DFCH], G(MT_T_FC_B), ba->b[GB_FCH], gs->f[GS_DFCH], N, 4 * C / tp));
+    const float *ln2 = mt_unit_tp_gather(m, ba->b[GB_LN2], gs->gathered); /* sequence parallelism: gathered again */
+    mt_unit_linear_backward(m, gs->dln, G(MT_T_FC_W), NULL, gs->f[GS_DFCH], ln2, P(MT_T_FC_W), N, C, 4 * C / tp, dwf);
+    mt_unit_tp_scatter(m, gs->dln);
+    MT_TIMED(m, MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->b[GB_RES2],
                                                    P(MT_T_LN2_W), ba->b[GB_LN2_MEAN], ba->b[GB_LN2_RSTD], n, C));
     /* Attention branch: dresid now holds dL/dres2. */
     dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID);
@@ -364,12 +257,12 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     int NHl = NH / tp;
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
                           m->layout.tp_rank * NHl};
-    TIMED(MT_PROF_ATTENTION, op_attention_backward(gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY], ba->b[GB_ATT_LSE], B, T, NHl,
+    MT_TIMED(m, MT_PROF_ATTENTION, op_attention_backward(gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY], ba->b[GB_ATT_LSE], B, T, NHl,
                                                    C / NH, &ad, gs->attn_scratch));
-    const float *ln1 = tp_gather(m, ba->b[GB_LN1], gs->gathered);
-    linear_backward(m, gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->f[GS_DQKV], ln1, P(MT_T_QKV_W), N, C, 3 * C / tp, dwf);
-    tp_scatter(m, gs->dln);
-    TIMED(MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x,
+    const float *ln1 = mt_unit_tp_gather(m, ba->b[GB_LN1], gs->gathered);
+    mt_unit_linear_backward(m, gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->f[GS_DQKV], ln1, P(MT_T_QKV_W), N, C, 3 * C / tp, dwf);
+    mt_unit_tp_scatter(m, gs->dln);
+    MT_TIMED(m, MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x,
                                                    P(MT_T_LN1_W), ba->b[GB_LN1_MEAN], ba->b[GB_LN1_RSTD], n, C));
 #undef P
 #undef G
@@ -382,15 +275,15 @@ static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
     float *g = m->grads[0];
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, m->gs.dresid);
     if (m->layout.tp == 1) {
-        TIMED(MT_PROF_ELEMENTWISE, op_embed_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset,
+        MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset,
                                                      m->gs.dresid, a->tokens, a->B, a->T, cfg->n_embd, 0));
         return;
     }
     /* Every rank's vocabulary rows take the gradient of all N rows; wpe's
      * gradient from all rows is then complete on every rank. */
-    const float *dfull = tp_gather(m, m->gs.dresid, m->gs.gathered);
+    const float *dfull = mt_unit_tp_gather(m, m->gs.dresid, m->gs.gathered);
     int Vl = (int)u->t[MT_T_WTE].shape[0];
-    TIMED(MT_PROF_ELEMENTWISE, op_embed_shard_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset, dfull,
+    MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_shard_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset, dfull,
                                                        a->tokens, m->layout.tp_rank * Vl, Vl, a->B, a->T, cfg->n_embd));
 }
 

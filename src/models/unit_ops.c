@@ -1,0 +1,117 @@
+/* Family-neutral pieces of a unit's forward and backward: the linear
+ * layers through the profile, the tensor-parallel f/g operators, and the
+ * output layer's logits with the fused softmax + cross-entropy (also
+ * vocabulary-parallel). See models/unit_ops.h. */
+#include "models/unit_ops.h"
+#include "ops/ops.h"
+#include <string.h>
+
+/* Linear layers (at the run's precision, model/linear.c) through the
+ * profile: GEMM time and FLOPs (2 per multiply-add). */
+void mt_unit_linear_forward(mt_model *m, float *out, const float *inp, const float *w, const float *bias, int N,
+                           int C, int OC) {
+    MT_TIMED(m, MT_PROF_GEMM, mt_linear_forward(m, out, inp, w, bias, N, C, OC));
+    mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC);
+}
+
+void mt_unit_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                            const float *w, int N, int C, int OC, int flags) {
+    MT_TIMED(m, MT_PROF_GEMM, mt_linear_backward(m, dinp, dw, dbias, dout, inp, w, N, C, OC, flags));
+    mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
+}
+
+void mt_unit_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
+                                      const float *w, int N, int C, int OC, int flags) {
+    MT_TIMED(m, MT_PROF_GEMM, mt_linear_backward_dout_bf16(m, dinp, dw, dout, inp, w, N, C, OC, flags));
+    mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
+}
+
+/* Residual-stream rows held here: n, and the first one's index in the microbatch. */
+int mt_unit_resid_n(const mt_model *m) { return (int)(mt_model_resid_floats(m) / (size_t)m->cfg.n_embd); }
+size_t mt_unit_resid_row0(const mt_model *m) { return mt_tp_sp(m->tp) ? (size_t)m->tp->rank * (size_t)mt_unit_resid_n(m) : 0; }
+
+/* The f/g operators through the profile. */
+const float *mt_unit_tp_gather(mt_model *m, const float *local, float *buf) {
+    if (!mt_tp_sp(m->tp)) return local;
+    double t0 = mt_prof_begin(m->prof);
+    const float *r = mt_tp_gather(m->tp, local, buf, mt_model_resid_floats(m));
+    mt_prof_end(m->prof, MT_PROF_ALLGATHER, t0);
+    return r;
+}
+
+void mt_unit_tp_scatter(mt_model *m, float *full) {
+    if (mt_tp_size(m->tp) == 1) return;
+    double t0 = mt_prof_begin(m->prof);
+    mt_tp_scatter(m->tp, full, (size_t)m->acts.B * m->acts.T * m->cfg.n_embd);
+    mt_prof_end(m->prof, mt_tp_sp(m->tp) ? MT_PROF_REDUCE_SCATTER : MT_PROF_ALLREDUCE, t0);
+}
+
+/* Vocabulary-parallel cross-entropy over this rank's logit columns
+ * [v0, v0 + Vl) of all N rows: each rank's per-row max, sum of exponentials
+ * and target logit are all-gathered (3 floats per row and rank), every rank
+ * combines them in the same order into the same losses, and writes the
+ * gradient of its columns. The full logits never leave the rank. */
+static void vocab_parallel_xent(mt_model *m, float dlogits_scale) {
+    mt_acts *a = &m->acts;
+    const mt_model_config *cfg = &m->cfg;
+    int N = a->B * a->T, S = m->layout.tp, Vl = cfg->padded_vocab / S, v0 = m->layout.tp_rank * Vl;
+    int Vr = cfg->vocab_size - v0 < Vl ? cfg->vocab_size - v0 : Vl; /* real (non-padding) columns here */
+    if (Vr < 0) Vr = 0;
+    float *st = m->gs.xent_stats, *mine = st + (size_t)m->layout.tp_rank * 3 * N, *lse = m->gs.xent_lse;
+    double t0 = mt_prof_begin(m->prof);
+    op_xent_shard_stats(a->logits, mine, mine + N, mine + 2 * N, a->targets, N, Vr, Vl, v0);
+    mt_prof_end(m->prof, MT_PROF_SOFTMAX_XENT, t0);
+    t0 = mt_prof_begin(m->prof);
+    mt_tp_allgather(m->tp, mine, st, (size_t)3 * N);
+    mt_prof_end(m->prof, MT_PROF_ALLGATHER, t0);
+    t0 = mt_prof_begin(m->prof);
+    op_xent_combine_lse(lse, st, st + N, S, N, 3 * N);
+    for (int i = 0; i < N; i++) {
+        float xt = 0.0f;
+        for (int s = 0; s < S; s++) xt += st[(size_t)s * 3 * N + 2 * (size_t)N + i];
+        if (a->targets[i] >= cfg->vocab_size) mt_die("cross-entropy: target %d of row %d out of range [0,%d)", a->targets[i], i, cfg->vocab_size);
+        a->losses[i] = a->targets[i] < 0 ? 0.0f : lse[i] - xt;
+    }
+    if (dlogits_scale != 0.0f) {
+        op_xent_shard_grad(a->logits, lse, a->targets, N, Vr, Vl, v0, dlogits_scale);
+        if (Vr < Vl)
+            for (int i = 0; i < N; i++) memset(a->logits + (size_t)i * Vl + Vr, 0, (size_t)(Vl - Vr) * sizeof(float));
+    }
+    mt_prof_end(m->prof, MT_PROF_SOFTMAX_XENT, t0);
+}
+
+/* The rows the output layer's GEMMs see: its input of all N rows (gathered
+ * under sequence parallelism; gs.gathered still holds them in backward). */
+static const float *logits_input(mt_model *m, const float *x) { return mt_tp_sp(m->tp) ? m->gs.gathered : x; }
+
+double mt_unit_logits_loss(mt_model *m, const float *x, const float *w, int Vl, float dlogits_scale) {
+    mt_acts *a = &m->acts;
+    const mt_model_config *cfg = &m->cfg;
+    int N = a->B * a->T, C = cfg->n_embd;
+    const float *xg = mt_unit_tp_gather(m, x, m->gs.gathered);
+    mt_unit_linear_forward(m, a->logits, xg, w, NULL, N, C, Vl);
+    /* bf16: the gradient goes straight into the head's bf16 GEMM operand */
+    m->dlogits16 = m->layout.tp == 1 && m->precision == MT_BF16 && dlogits_scale != 0.0f;
+    if (m->dlogits16)
+        MT_TIMED(m, MT_PROF_SOFTMAX_XENT, op_softmax_xent_bf16(a->logits, m->op16[1], a->losses, a->targets, N,
+                                                              cfg->vocab_size, cfg->padded_vocab, dlogits_scale));
+    else if (m->layout.tp == 1)
+        MT_TIMED(m, MT_PROF_SOFTMAX_XENT, op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size,
+                                                         cfg->padded_vocab, dlogits_scale));
+    else
+        vocab_parallel_xent(m, dlogits_scale);
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += a->losses[i];
+    return sum;
+}
+
+void mt_unit_logits_backward(mt_model *m, const float *x, const float *w, float *dw, int Vl, int flags) {
+    mt_acts *a = &m->acts;
+    int N = a->B * a->T, C = m->cfg.n_embd;
+    /* acts.logits (op16[1] in bf16) holds dL/dlogits (written by the fused
+     * softmax + xent) */
+    const float *xg = logits_input(m, x);
+    if (m->dlogits16) mt_unit_linear_backward_dout_bf16(m, m->gs.dln, dw, m->op16[1], xg, w, N, C, Vl, flags);
+    else mt_unit_linear_backward(m, m->gs.dln, dw, NULL, a->logits, xg, w, N, C, Vl, flags);
+    mt_unit_tp_scatter(m, m->gs.dln);
+}

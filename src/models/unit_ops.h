@@ -1,0 +1,45 @@
+/* Family-neutral pieces the families' unit forwards and backwards share
+ * (models/unit_ops.c): GEMMs at the run's precision through the profile,
+ * the tensor-parallel f/g operators on the residual stream, and the output
+ * layer (logits, fused softmax + cross-entropy, vocabulary-parallel under
+ * tp). */
+#ifndef MT_MODELS_UNIT_OPS_H
+#define MT_MODELS_UNIT_OPS_H
+#include "models/model.h"
+
+/* Times one kernel call into the model's profile category (no-op when
+ * m->prof is NULL). */
+#define MT_TIMED(m, cat, call)                            \
+    do {                                                  \
+        double t0_ = mt_prof_begin((m)->prof);            \
+        call;                                             \
+        mt_prof_end((m)->prof, cat, t0_);                 \
+    } while (0)
+
+/* mt_linear_forward / _backward (models/linear.c) with GEMM time and FLOPs. */
+void mt_unit_linear_forward(mt_model *m, float *out, const float *inp, const float *w, const float *bias, int N, int C,
+                            int OC);
+void mt_unit_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                             const float *w, int N, int C, int OC, int flags);
+void mt_unit_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
+                                       const float *w, int N, int C, int OC, int flags);
+/* Residual-stream rows held here (N, or N/tp under sequence parallelism),
+ * and the first one's row index in the microbatch. */
+int mt_unit_resid_n(const mt_model *m);
+size_t mt_unit_resid_row0(const mt_model *m);
+/* f/g (parallel/tp.h) through the profile: the rows of all tp ranks
+ * (sequence parallelism; else `local` itself), and the sum of the ranks'
+ * partial outputs (reduce-scattered to this rank's rows under sequence
+ * parallelism). */
+const float *mt_unit_tp_gather(mt_model *m, const float *local, float *buf);
+void mt_unit_tp_scatter(mt_model *m, float *full);
+/* The output layer on x (the final norm's output, this rank's rows): logits
+ * over this rank's Vl vocabulary rows of w, the per-row losses, and with
+ * dlogits_scale != 0 dL/dlogits for mt_unit_logits_backward. Returns the
+ * loss sum. */
+double mt_unit_logits_loss(mt_model *m, const float *x, const float *w, int Vl, float dlogits_scale);
+/* Its backward: dw (+)= (flags as mt_linear_backward) and gs.dln = dL/dx of
+ * this rank's rows (summed over tp). */
+void mt_unit_logits_backward(mt_model *m, const float *x, const float *w, float *dw, int Vl, int flags);
+
+#endif
