@@ -33,7 +33,7 @@ typedef struct {
 #define MT_OWN(none, selective, full) ((none) | (selective) << 1 | (full) << 2)
 #define MT_MAX_BLOCK_BUFS 16
 #define MT_MAX_HEAD_BUFS 4
-#define MT_FAMILY_SCRATCH 4
+#define MT_FAMILY_SCRATCH 6
 
 typedef struct mt_family {
     const char *name;
@@ -56,6 +56,10 @@ typedef struct mt_family {
     /* widest GEMM operand row (input or output gradient) and largest weight
      * matrix of this rank, for the 16-bit operand scratch */
     void (*gemm_extents)(const struct mt_model *m, int own_output, size_t *max_width, size_t *max_weight);
+    /* attention workspace in floats (NULL: op_attention_scratch_floats of the local heads) */
+    size_t (*attention_scratch_floats)(const struct mt_model *m, int B, int T);
+    /* after the buffers exist: fills what the family precomputes (NULL: nothing) */
+    void (*init_model)(struct mt_model *m);
     /* --- compute, on m->acts --- */
     void (*input_forward)(struct mt_model *m, const struct mt_fwd_ctx *fc);
     void (*block_forward)(struct mt_model *m, int layer, const struct mt_fwd_ctx *fc);

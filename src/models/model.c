@@ -146,10 +146,13 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
         g->xent_stats = mt_mem_alloc(mem, MT_MEM_SCRATCH, (size_t)tp * 3 * N * sizeof(float), "cross-entropy stats");
         g->xent_lse = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * sizeof(float), "cross-entropy lse");
     }
-    g->attn_scratch_floats = op_attention_scratch_floats(B, T, cfg->n_head / tp, mt_model_head_dim(cfg),
-                                                         omp_get_max_threads());
+    g->attn_scratch_floats = m->fam->attention_scratch_floats
+                                 ? m->fam->attention_scratch_floats(m, B, T)
+                                 : op_attention_scratch_floats(B, T, cfg->n_head / tp, mt_model_head_dim(cfg),
+                                                               omp_get_max_threads());
     alloc_lowp(m, part, N);
     g->attn_scratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, g->attn_scratch_floats * sizeof(float), "attention scratch");
+    if (m->fam->init_model) m->fam->init_model(m);
 }
 
 void mt_model_use_slot(mt_model *m, int k) {

@@ -1,10 +1,12 @@
 /* The registry of model families (--family NAME, the config's family). */
 #include "models/family.h"
 #include "models/gpt2/gpt2.h"
+#include "models/llama/llama.h"
 
 const mt_family *mt_family_get(mt_family_id id) {
     switch (id) {
     case MT_FAMILY_GPT2: return &mt_family_gpt2;
+    case MT_FAMILY_LLAMA: return &mt_family_llama;
     default: mt_die("model family %s is not built into this meshtrain", mt_family_name(id));
     }
 }

@@ -83,6 +83,42 @@ void op_attention_backward(float *dqkv, const float *dout, const float *qkv, con
                            const float *lse, int B, int T, int NH, int HS,
                            const mt_attn_dropout *drop, float *scratch);
 
+/* Grouped-query attention (Llama): qkv rows [Q: NH*HS | K: NKV*HS | V: NKV*HS],
+ * NH % NKV == 0, query head h reads kv head h / (NH/NKV); out and lse as
+ * above; dqkv (same layout as qkv) is overwritten. NKV == NH is
+ * op_attention_forward/backward. Scratch: op_attention_scratch_floats_gqa. */
+size_t op_attention_scratch_floats_gqa(int B, int T, int NH, int NKV, int HS, int nthreads);
+void op_attention_forward_gqa(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
+                              const mt_attn_dropout *drop, float *scratch);
+void op_attention_backward_gqa(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                               int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop, float *scratch);
+
+/* ---- RMSNorm (Llama; statistics in fp32): rstd[n] = 1/sqrt(mean(x^2) + eps),
+ * out = w * (x * rstd). Backward accumulates: dinp += ..., dw += ... (NULL skips). */
+void op_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
+void op_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                         const float *rstd, int N, int C);
+
+/* ---- rotary position embeddings, half-split pairs (j, j + HS/2) */
+typedef struct {
+    int type;                 /* 0 none, 1 Llama 3.1 ("llama3") */
+    float factor, low_freq_factor, high_freq_factor;
+    int original_max_position;
+} mt_rope_scaling;
+/* inv_freq[HS/2] = 1/theta^(2j/HS) (fp32), then the scaling when s->type == 1. */
+void op_rope_inv_freq(float *inv_freq, int HS, float theta, const mt_rope_scaling *s);
+/* cos/sin tables [T][HS/2] of the angles (float)t * inv_freq[j]. */
+void op_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int T, int HS);
+/* Rotates in place heads [0, nh) of HS dims at x + i*ld of each of N rows,
+ * row i at position i % T; inverse rotates back (the backward). */
+void op_rope_apply(float *x, int N, int T, int nh, int HS, size_t ld, const float *cos_t, const float *sin_t,
+                   int inverse);
+
+/* ---- SwiGLU: gate_up rows [gate F | up F]; out[N,F] = silu(gate) * up;
+ * the backward overwrites dgate_up [N,2F]. */
+void op_swiglu_forward(float *out, const float *gate_up, int N, int F);
+void op_swiglu_backward(float *dgate_up, const float *dout, const float *gate_up, int N, int F);
+
 /* ---- fused softmax + cross-entropy over the vocabulary
  * logits [N, Vp]; only the first V columns take part. targets[i] == -1 is
  * ignored (loss 0, gradient 0). losses[i] = logsumexp(logits[i,:V]) -

@@ -1,0 +1,95 @@
+/* Llama's decode step (models/decode.h): one row through every layer; the
+ * cache holds the rotated keys and the values of the n_kv_head kv heads
+ * only, and query head h attends with kv head h * n_kv / n_head. */
+#include "models/decode.h"
+#include "models/llama/llama.h"
+#include "ops/ops.h"
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+    float *k, *v, *x, *xn, *qkv, *att, *tmp, *gu, *h, *scores, *rstd, *inv, *cos, *sin;
+} bufs;
+
+/* Cache and row scratch, carved from mt_decoder.cache in this order. */
+static size_t carve(const mt_model_config *c, float *base, bufs *b) {
+    size_t C = (size_t)c->n_embd, T = (size_t)c->seq_len, L = (size_t)c->n_layer, hd = (size_t)mt_model_head_dim(c);
+    size_t KW = (size_t)mt_model_kv_heads(c) * hd, QW = (size_t)c->n_head * hd, F = (size_t)c->ffn_dim;
+    size_t sizes[14] = {L * T * KW, L * T * KW, C, C, QW + 2 * KW, QW, C, 2 * F, F, T, 1, hd / 2, T * hd / 2, T * hd / 2};
+    float **slots[14] = {&b->k, &b->v, &b->x, &b->xn, &b->qkv, &b->att, &b->tmp, &b->gu, &b->h, &b->scores, &b->rstd,
+                         &b->inv, &b->cos, &b->sin};
+    size_t off = 0;
+    for (int i = 0; i < 14; i++) {
+        if (base) *slots[i] = base + off;
+        off += sizes[i];
+    }
+    return off;
+}
+
+size_t mt_llama_decode_cache_floats(const mt_model_config *cfg) {
+    bufs b;
+    return carve(cfg, NULL, &b);
+}
+
+void mt_llama_decode_step(mt_decoder *d, int32_t token) {
+    const mt_model_config *c = &d->cfg;
+    bufs b;
+    carve(c, d->cache, &b);
+    int C = c->n_embd, T = c->seq_len, t = d->pos, hd = mt_model_head_dim(c), NH = c->n_head, KV = mt_model_kv_heads(c);
+    int QW = NH * hd, KW = KV * hd, F = c->ffn_dim, qkvw = QW + 2 * KW;
+    if (t == 0) { /* the rotation tables of every position, once */
+        mt_rope_scaling s = {c->rope_scaling, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
+                             c->rope_original_max_pos};
+        op_rope_inv_freq(b.inv, hd, c->rope_theta, &s);
+        op_rope_table(b.cos, b.sin, b.inv, T, hd);
+    }
+    const float *cs = b.cos + (size_t)t * (hd / 2), *sn = b.sin + (size_t)t * (hd / 2); /* this position's row */
+    mt_llama_block_index ix = mt_llama_block_tensors(c);
+    const float *emb = d->params[0] + d->l->units[0].t[MT_L_EMBED].offset;
+    memcpy(b.x, emb + (size_t)token * C, (size_t)C * sizeof(float));
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int l = 0; l < c->n_layer; l++) {
+        const mt_unit_layout *u = &d->l->units[1 + l];
+        const float *p = d->params[1 + l];
+#define P(i) (p + u->t[i].offset)
+        float *kc = b.k + (size_t)l * T * KW, *vc = b.v + (size_t)l * T * KW;
+        op_rmsnorm_forward(b.xn, b.rstd, b.x, P(ix.in_norm), 1, C, c->norm_eps);
+        op_matmul_forward(MT_GEMM_DEFAULT, b.qkv, b.xn, P(ix.q), ix.qb >= 0 ? P(ix.qb) : NULL, 1, C, qkvw);
+        op_rope_apply(b.qkv, 1, 1, NH, hd, (size_t)qkvw, cs, sn, 0);
+        op_rope_apply(b.qkv + QW, 1, 1, KV, hd, (size_t)qkvw, cs, sn, 0);
+        memcpy(kc + (size_t)t * KW, b.qkv + QW, (size_t)KW * sizeof(float));
+        memcpy(vc + (size_t)t * KW, b.qkv + QW + KW, (size_t)KW * sizeof(float));
+        for (int h = 0; h < NH; h++) {
+            const float *q = b.qkv + (size_t)h * hd;
+            size_t kh = (size_t)(h / (NH / KV)) * hd;
+            float mx = -INFINITY;
+            for (int j = 0; j <= t; j++) {
+                float s = 0;
+                for (int e = 0; e < hd; e++) s += q[e] * kc[(size_t)j * KW + kh + e];
+                b.scores[j] = s * scale;
+                mx = fmaxf(mx, b.scores[j]);
+            }
+            float sum = 0;
+            for (int j = 0; j <= t; j++) sum += (b.scores[j] = expf(b.scores[j] - mx));
+            float *o = b.att + (size_t)h * hd;
+            for (int e = 0; e < hd; e++) o[e] = 0;
+            for (int j = 0; j <= t; j++) {
+                float w = b.scores[j] / sum;
+                for (int e = 0; e < hd; e++) o[e] += w * vc[(size_t)j * KW + kh + e];
+            }
+        }
+        op_matmul_forward(MT_GEMM_DEFAULT, b.tmp, b.att, P(ix.o), NULL, 1, QW, C);
+        for (int i = 0; i < C; i++) b.x[i] += b.tmp[i];
+        op_rmsnorm_forward(b.xn, b.rstd, b.x, P(ix.post_norm), 1, C, c->norm_eps);
+        op_matmul_forward(MT_GEMM_DEFAULT, b.gu, b.xn, P(ix.gate), NULL, 1, C, 2 * F);
+        op_swiglu_forward(b.h, b.gu, 1, F);
+        op_matmul_forward(MT_GEMM_DEFAULT, b.tmp, b.h, P(ix.down), NULL, 1, F, C);
+        for (int i = 0; i < C; i++) b.x[i] += b.tmp[i];
+#undef P
+    }
+    int H = c->n_layer + 1;
+    const mt_unit_layout *hu = &d->l->units[H];
+    op_rmsnorm_forward(b.xn, b.rstd, b.x, d->params[H] + hu->t[0].offset, 1, C, c->norm_eps);
+    const float *w = hu->n_shared ? emb : d->params[H] + hu->t[1].offset;
+    op_matmul_forward(MT_GEMM_DEFAULT, d->logits, b.xn, w, NULL, 1, C, c->padded_vocab);
+}

@@ -1,0 +1,323 @@
+/* Forward and backward of the Llama units on one microbatch (the family
+ * table is at the end).
+ *   input:  x0 = embed_tokens[tok]
+ *   block:  h  = x + o_proj(attn(rope(q), rope(k), v))    q|k|v = qkv_proj(rmsnorm1(x))
+ *           r3 = h + down(silu(gate(rmsnorm2(h))) * up(rmsnorm2(h)))
+ *   output: loss = xent(rmsnorm(x) . lm_head^T)   (lm_head may be embed_tokens)
+ * RoPE rotates q and k in place after the projection, so the kept qkv is
+ * the rotated one (what attention's backward needs); backward rotates the
+ * q and k gradients back (the rotation is orthogonal: its inverse is its
+ * transpose). Tensor parallelism is GPT-2's (models/unit_ops.h): q|k|v and
+ * gate|up column-parallel by heads / columns, o_proj and down_proj
+ * row-parallel, the embedding and head vocabulary-parallel. */
+#include "models/llama/llama.h"
+#include "models/model.h"
+#include "models/unit_ops.h"
+#include "ops/ops.h"
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Activation buffers, head buffers and backward scratch (with the RoPE tables). */
+enum { LB_X1, LB_RSTD1, LB_QKV, LB_ATTY, LB_LSE, LB_RES2, LB_X2, LB_RSTD2, LB_GU, LB_H, LB_RES3, LB_COUNT };
+enum { LH_XF, LH_RSTDF, LH_COUNT };
+enum { LS_DATTY, LS_DQKV, LS_DGU, LS_DH, LS_COS, LS_SIN };
+
+/* Local (this tp rank's) widths. */
+typedef struct {
+    int C, hd, nh, nkv, qkv, F;
+} dims;
+
+static dims local_dims(const mt_model *m) {
+    const mt_model_config *c = &m->cfg;
+    int tp = m->layout.tp;
+    dims d = {c->n_embd, mt_model_head_dim(c), c->n_head / tp, mt_model_kv_heads(c) / tp, 0, c->ffn_dim / tp};
+    d.qkv = (d.nh + 2 * d.nkv) * d.hd;
+    return d;
+}
+
+static const float *block_input(const mt_model *m, int layer) {
+    return layer == 0 ? m->acts.encoded : m->acts.blocks[layer - 1].b[LB_RES3];
+}
+
+static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
+    (void)fc;
+    mt_acts *a = &m->acts;
+    const mt_tensor *t = &m->layout.units[0].t[MT_L_EMBED];
+    const float *w = m->params[0] + t->offset;
+    int C = m->cfg.n_embd, N = a->B * a->T, Vl = (int)t->shape[0], v0 = m->layout.tp_rank * Vl;
+    float *part = m->layout.tp == 1 ? a->encoded : m->gs.dtmp; /* a masked lookup, summed over tp */
+    if (m->precision == MT_FP32)
+        MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_shard_forward(part, a->tokens, w, v0, Vl, N, C));
+    else /* read in 16 bits: just the rows looked up are widened */
+        MT_TIMED(m, MT_PROF_ELEMENTWISE,
+                 op_embed_shard_forward_16(part, a->tokens, m->precision, mt_model_weight16(m, w), v0, Vl, N, C));
+    if (m->layout.tp > 1) {
+        mt_unit_tp_scatter(m, part);
+        MT_TIMED(m, MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
+    }
+}
+
+static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
+    (void)fc;
+    mt_acts *a = &m->acts;
+    const mt_tensor *t = &m->layout.units[0].t[MT_L_EMBED];
+    int Vl = (int)t->shape[0];
+    const float *dfull = mt_unit_tp_gather(m, m->gs.dresid, m->gs.gathered); /* every rank's rows take all N */
+    MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_shard_backward(m->grads[0] + t->offset, NULL, dfull, a->tokens,
+                                                             m->layout.tp_rank * Vl, Vl, a->B, a->T, m->cfg.n_embd));
+}
+
+/* q and k of every row rotated by their positions (inverse: the backward). */
+static void rope(mt_model *m, float *qkv, const dims *d, int inverse) {
+    int N = m->acts.B * m->acts.T;
+    const float *cs = m->gs.f[LS_COS], *sn = m->gs.f[LS_SIN];
+    MT_TIMED(m, MT_PROF_ELEMENTWISE, {
+        op_rope_apply(qkv, N, m->acts.T, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse);
+        op_rope_apply(qkv + (size_t)d->nh * d->hd, N, m->acts.T, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse);
+    });
+}
+
+static void attention_core_forward(mt_model *m, int layer) {
+    mt_acts *a = &m->acts;
+    mt_block_acts *ba = &a->blocks[layer];
+    dims d = local_dims(m);
+    mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0};
+    MT_TIMED(m, MT_PROF_ATTENTION, op_attention_forward_gqa(ba->b[LB_ATTY], ba->b[LB_LSE], ba->b[LB_QKV], a->B, a->T,
+                                                            d.nh, d.nkv, d.hd, &none, m->gs.attn_scratch));
+}
+
+static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
+    (void)fc;
+    mt_acts *a = &m->acts;
+    const mt_unit_layout *u = &m->layout.units[1 + layer];
+    const float *p = m->params[1 + layer];
+    mt_block_acts *ba = &a->blocks[layer];
+    mt_llama_block_index ix = mt_llama_block_tensors(&m->cfg);
+    dims d = local_dims(m);
+    int N = a->B * a->T, n = mt_unit_resid_n(m), C = d.C;
+    float eps = m->cfg.norm_eps;
+    const float *x = block_input(m, layer);
+    float *tmp = m->gs.dtmp; /* a branch's output; scratch is free during forward */
+#define P(i) (p + u->t[i].offset)
+    MT_TIMED(m, MT_PROF_LAYERNORM, op_rmsnorm_forward(ba->b[LB_X1], ba->b[LB_RSTD1], x, P(ix.in_norm), n, C, eps));
+    const float *x1 = mt_unit_tp_gather(m, ba->b[LB_X1], m->gs.gathered);
+    mt_unit_linear_forward(m, ba->b[LB_QKV], x1, P(ix.q), ix.qb >= 0 ? P(ix.qb) : NULL, N, C, d.qkv);
+    rope(m, ba->b[LB_QKV], &d, 0);
+    attention_core_forward(m, layer);
+    mt_unit_linear_forward(m, tmp, ba->b[LB_ATTY], P(ix.o), NULL, N, d.nh * d.hd, C);
+    mt_unit_tp_scatter(m, tmp);
+    MT_TIMED(m, MT_PROF_ELEMENTWISE, op_residual_add(ba->b[LB_RES2], x, tmp, NULL, n, C));
+    MT_TIMED(m, MT_PROF_LAYERNORM, op_rmsnorm_forward(ba->b[LB_X2], ba->b[LB_RSTD2], ba->b[LB_RES2], P(ix.post_norm), n, C, eps));
+    const float *x2 = mt_unit_tp_gather(m, ba->b[LB_X2], m->gs.gathered);
+    mt_unit_linear_forward(m, ba->b[LB_GU], x2, P(ix.gate), NULL, N, C, 2 * d.F);
+    MT_TIMED(m, MT_PROF_GELU, op_swiglu_forward(ba->b[LB_H], ba->b[LB_GU], N, d.F));
+    mt_unit_linear_forward(m, tmp, ba->b[LB_H], P(ix.down), NULL, N, d.F, C);
+    mt_unit_tp_scatter(m, tmp);
+    MT_TIMED(m, MT_PROF_ELEMENTWISE, op_residual_add(ba->b[LB_RES3], ba->b[LB_RES2], tmp, NULL, n, C));
+#undef P
+}
+
+static void block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc) {
+    /* full: rerun the block into the shared buffers; selective: the attention core */
+    if (m->recompute == MT_RECOMPUTE_FULL) block_forward(m, layer, fc);
+    else if (m->recompute == MT_RECOMPUTE_SELECTIVE) attention_core_forward(m, layer);
+}
+
+/* A row-parallel layer's backward (no bias): its input and weight
+ * gradients need the output gradient of all N rows. */
+static void row_parallel_backward(mt_model *m, float *dinp, float *dw, const float *dbranch, const float *inp,
+                                  const float *w, int IC, int C, int flags) {
+    int N = m->acts.B * m->acts.T;
+    const float *dfull = mt_unit_tp_gather(m, dbranch, m->gs.gathered);
+    mt_unit_linear_backward(m, dinp, dw, NULL, dfull, inp, w, N, IC, C, flags);
+}
+
+static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
+    (void)fc;
+    mt_acts *a = &m->acts;
+    mt_grad_scratch *gs = &m->gs;
+    const mt_unit_layout *u = &m->layout.units[1 + layer];
+    const float *p = m->params[1 + layer];
+    float *g = m->grads[1 + layer];
+    mt_block_acts *ba = &a->blocks[layer];
+    mt_llama_block_index ix = mt_llama_block_tensors(&m->cfg);
+    dims d = local_dims(m);
+    int N = a->B * a->T, n = mt_unit_resid_n(m), C = d.C;
+    const float *x = block_input(m, layer);
+    int dwf = m->grad_fresh[1 + layer] ? MT_SET_DW : 0; /* the matrices' gradients (grad_by_one_gemm) */
+#define P(i) (p + u->t[i].offset)
+#define G(i) (g + u->t[i].offset)
+    /* MLP branch: dresid holds dL/dres3, the branch output's gradient too */
+    row_parallel_backward(m, gs->f[LS_DH], G(ix.down), gs->dresid, ba->b[LB_H], P(ix.down), d.F, C, dwf);
+    MT_TIMED(m, MT_PROF_GELU, op_swiglu_backward(gs->f[LS_DGU], gs->f[LS_DH], ba->b[LB_GU], N, d.F));
+    const float *x2 = mt_unit_tp_gather(m, ba->b[LB_X2], gs->gathered); /* sequence parallelism: gathered again */
+    mt_unit_linear_backward(m, gs->dln, G(ix.gate), NULL, gs->f[LS_DGU], x2, P(ix.gate), N, C, 2 * d.F, dwf);
+    mt_unit_tp_scatter(m, gs->dln);
+    MT_TIMED(m, MT_PROF_LAYERNORM, op_rmsnorm_backward(gs->dresid, G(ix.post_norm), gs->dln, ba->b[LB_RES2],
+                                                       P(ix.post_norm), ba->b[LB_RSTD2], n, C));
+    /* attention branch: dresid now holds dL/dres2 */
+    row_parallel_backward(m, gs->f[LS_DATTY], G(ix.o), gs->dresid, ba->b[LB_ATTY], P(ix.o), d.nh * d.hd, C, dwf);
+    mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0};
+    MT_TIMED(m, MT_PROF_ATTENTION,
+             op_attention_backward_gqa(gs->f[LS_DQKV], gs->f[LS_DATTY], ba->b[LB_QKV], ba->b[LB_ATTY], ba->b[LB_LSE],
+                                       a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
+    rope(m, gs->f[LS_DQKV], &d, 1);
+    const float *x1 = mt_unit_tp_gather(m, ba->b[LB_X1], gs->gathered);
+    mt_unit_linear_backward(m, gs->dln, G(ix.q), ix.qb >= 0 ? G(ix.qb) : NULL, gs->f[LS_DQKV], x1, P(ix.q), N, C,
+                            d.qkv, dwf);
+    mt_unit_tp_scatter(m, gs->dln);
+    MT_TIMED(m, MT_PROF_LAYERNORM, op_rmsnorm_backward(gs->dresid, G(ix.in_norm), gs->dln, x, P(ix.in_norm),
+                                                       ba->b[LB_RSTD1], n, C));
+#undef P
+#undef G
+}
+
+/* The head's weight: its own lm_head, or the embedding it is tied to. */
+static const mt_tensor *head_weight(const mt_model *m, int *unit) {
+    const mt_unit_layout *hu = &m->layout.units[m->layout.n_units - 1];
+    if (hu->n_shared) {
+        *unit = hu->shared[0].unit;
+        return &m->layout.units[*unit].t[hu->shared[0].tensor];
+    }
+    *unit = m->layout.n_units - 1;
+    return &hu->t[1];
+}
+
+static double output_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
+    (void)fc;
+    mt_acts *a = &m->acts;
+    int H = m->layout.n_units - 1, L = m->cfg.n_layer, wu;
+    const mt_tensor *wt = head_weight(m, &wu);
+    MT_TIMED(m, MT_PROF_LAYERNORM, op_rmsnorm_forward(a->head[LH_XF], a->head[LH_RSTDF], a->blocks[L - 1].b[LB_RES3],
+                                                      m->params[H] + m->layout.units[H].t[0].offset,
+                                                      mt_unit_resid_n(m), m->cfg.n_embd, m->cfg.norm_eps));
+    return mt_unit_logits_loss(m, a->head[LH_XF], m->params[wu] + wt->offset, (int)wt->shape[0], dlogits_scale);
+}
+
+static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
+    (void)fc;
+    mt_acts *a = &m->acts;
+    int H = m->layout.n_units - 1, L = m->cfg.n_layer, n = mt_unit_resid_n(m), C = m->cfg.n_embd, wu;
+    const mt_tensor *wt = head_weight(m, &wu), *nt = &m->layout.units[H].t[0];
+    mt_unit_logits_backward(m, a->head[LH_XF], m->params[wu] + wt->offset, m->grads[wu] + wt->offset,
+                            (int)wt->shape[0], m->grad_fresh[wu] ? MT_SET_DW : 0);
+    double t0 = mt_prof_begin(m->prof);
+    memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));
+    op_rmsnorm_backward(m->gs.dresid, m->grads[H] + nt->offset, m->gs.dln, a->blocks[L - 1].b[LB_RES3],
+                        m->params[H] + nt->offset, a->head[LH_RSTDF], n, C);
+    mt_prof_end(m->prof, MT_PROF_LAYERNORM, t0);
+}
+
+/* ---- the family table ---- */
+
+static const mt_act_buf block_bufs[LB_COUNT] = {
+    [LB_X1] = {"rmsnorm 1", MT_OWN(1, 1, 0)},       [LB_RSTD1] = {"rmsnorm 1 rstd", MT_OWN(1, 1, 0)},
+    [LB_QKV] = {"qkv (rotated)", MT_OWN(1, 1, 0)},  [LB_ATTY] = {"attention output", MT_OWN(1, 0, 0)},
+    [LB_LSE] = {"attention lse", MT_OWN(1, 0, 0)},  [LB_RES2] = {"residual 2", MT_OWN(1, 1, 0)},
+    [LB_X2] = {"rmsnorm 2", MT_OWN(1, 1, 0)},       [LB_RSTD2] = {"rmsnorm 2 rstd", MT_OWN(1, 1, 0)},
+    [LB_GU] = {"gate|up", MT_OWN(1, 1, 0)},         [LB_H] = {"swiglu", MT_OWN(1, 1, 0)},
+    [LB_RES3] = {"residual 3", MT_OWN(1, 1, 1)},
+};
+
+static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
+    dims d = local_dims(m);
+    size_t n = mt_tp_sp(m->tp) ? N / (size_t)m->layout.tp : N;
+    switch (i) {
+    case LB_RSTD1: case LB_RSTD2: return n;
+    case LB_QKV: return N * (size_t)d.qkv;
+    case LB_ATTY: return N * (size_t)(d.nh * d.hd);
+    case LB_LSE: return N * (size_t)d.nh;
+    case LB_GU: return N * 2 * (size_t)d.F;
+    case LB_H: return N * (size_t)d.F;
+    default: return n * (size_t)d.C;
+    }
+}
+
+static const mt_act_buf head_bufs[LH_COUNT] = {[LH_XF] = {"final rmsnorm", 0}, [LH_RSTDF] = {"final rmsnorm rstd", 0}};
+
+static size_t head_buf_floats(const mt_model *m, int i, size_t N) {
+    size_t n = mt_tp_sp(m->tp) ? N / (size_t)m->layout.tp : N;
+    return i == LH_XF ? n * (size_t)m->cfg.n_embd : n;
+}
+
+static void scratch_floats(const mt_model *m, size_t N, size_t out[MT_FAMILY_SCRATCH]) {
+    dims d = local_dims(m);
+    out[LS_DATTY] = N * (size_t)(d.nh * d.hd);
+    out[LS_DQKV] = N * (size_t)d.qkv;
+    out[LS_DGU] = N * 2 * (size_t)d.F;
+    out[LS_DH] = N * (size_t)d.F;
+    out[LS_COS] = out[LS_SIN] = (size_t)m->acts.T * (size_t)(d.hd / 2);
+}
+
+/* The RoPE tables of the context's positions (Llama 3.1 frequency scaling included). */
+static void init_model(mt_model *m) {
+    const mt_model_config *c = &m->cfg;
+    int hd = mt_model_head_dim(c);
+    mt_rope_scaling s = {c->rope_scaling, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
+                         c->rope_original_max_pos};
+    float *inv = mt_xcalloc((size_t)hd / 2, sizeof(float), "rope frequencies");
+    op_rope_inv_freq(inv, hd, c->rope_theta, &s);
+    op_rope_table(m->gs.f[LS_COS], m->gs.f[LS_SIN], inv, m->acts.T, hd);
+    free(inv);
+}
+
+static size_t attention_scratch_floats(const mt_model *m, int B, int T) {
+    dims d = local_dims(m);
+    return op_attention_scratch_floats_gqa(B, T, d.nh, d.nkv, d.hd, omp_get_max_threads());
+}
+
+static void gemm_extents(const mt_model *m, int own_output, size_t *wmax, size_t *wnum) {
+    dims d = local_dims(m);
+    size_t C = (size_t)d.C, qkv = (size_t)d.qkv, gu = 2 * (size_t)d.F, o = (size_t)(d.nh * d.hd);
+    *wmax = C;
+    size_t widths[4] = {qkv, gu, o, (size_t)d.F};
+    for (int i = 0; i < 4; i++) *wmax = widths[i] > *wmax ? widths[i] : *wmax;
+    *wnum = qkv * C > gu * C ? qkv * C : gu * C;
+    if (o * C > *wnum) *wnum = o * C;
+    if (own_output) {
+        size_t vl = (size_t)m->cfg.padded_vocab / (size_t)m->layout.tp;
+        *wmax = vl > *wmax ? vl : *wmax;
+        *wnum = vl * C > *wnum ? vl * C : *wnum;
+    }
+}
+
+/* 6 x (matrix parameters without the embedding lookup, with the head) +
+ * attention's 6 L T (n_head hd) (QK^T and PV, forward and backward,
+ * causal-unmasked count as in GPT-2's 12 L C T). */
+static double flops_per_token(const mt_model_config *cfg, const mt_layout *l, int T) {
+    double n = (double)l->gtotal_params - (double)l->units[0].t[MT_L_EMBED].gnumel;
+    if (cfg->tie_embeddings) n += (double)l->units[0].t[MT_L_EMBED].gnumel; /* the head's GEMM */
+    return 6.0 * n + 12.0 * cfg->n_layer * (double)cfg->n_head * mt_model_head_dim(cfg) * (double)T;
+}
+
+size_t mt_llama_decode_cache_floats(const mt_model_config *cfg);
+void mt_llama_decode_step(struct mt_decoder *d, int32_t token);
+
+const mt_family mt_family_llama = {
+    .name = "llama",
+    .tp_check = mt_llama_tp_check,
+    .build_layout = mt_llama_build_layout,
+    .n_block_bufs = LB_COUNT,
+    .block_bufs = block_bufs,
+    .block_out = LB_RES3,
+    .block_buf_floats = block_buf_floats,
+    .n_head_bufs = LH_COUNT,
+    .head_bufs = head_bufs,
+    .head_park = LH_XF,
+    .head_buf_floats = head_buf_floats,
+    .scratch_floats = scratch_floats,
+    .gemm_extents = gemm_extents,
+    .attention_scratch_floats = attention_scratch_floats,
+    .init_model = init_model,
+    .input_forward = input_forward,
+    .block_forward = block_forward,
+    .output_forward = output_forward,
+    .output_backward = output_backward,
+    .block_recompute = block_recompute,
+    .block_backward = block_backward,
+    .input_backward = input_backward,
+    .flops_per_token = flops_per_token,
+    .decode_cache_floats = mt_llama_decode_cache_floats,
+    .decode_step = mt_llama_decode_step,
+};

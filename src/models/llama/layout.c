@@ -1,0 +1,88 @@
+/* Llama's unit layout and tensor-parallel constraints. */
+#include "models/llama/llama.h"
+#include <stdio.h>
+
+int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
+    if (tp < 1) return mt_errorf(err, "--tp must be >= 1, got %d", tp);
+    if (cfg->n_head % tp)
+        return mt_errorf(err, "--tp %d does not divide the %d attention heads (each tp rank holds whole heads); "
+                              "choose a tp that divides --heads", tp, cfg->n_head);
+    if (mt_model_kv_heads(cfg) % tp)
+        return mt_errorf(err, "--tp %d does not divide the %d key/value heads: each tp rank holds whole kv heads "
+                              "(replicating kv heads when tp > kv heads is not supported yet); choose a tp that "
+                              "divides --kv-heads", tp, mt_model_kv_heads(cfg));
+    if (cfg->ffn_dim % tp)
+        return mt_errorf(err, "--tp %d does not divide the MLP width --ffn-dim %d; choose a tp that divides it", tp,
+                         cfg->ffn_dim);
+    if (cfg->padded_vocab % tp)
+        return mt_errorf(err, "--tp %d does not divide the padded vocabulary %d (the embedding is split by rows); "
+                              "choose a tp that divides it", tp, cfg->padded_vocab);
+    return 0;
+}
+
+mt_llama_block_index mt_llama_block_tensors(const mt_model_config *cfg) {
+    int b = cfg->qkv_bias ? 3 : 0;
+    mt_llama_block_index x = {MT_L_IN_NORM, MT_L_Q_W, MT_L_K_W, MT_L_V_W, -1, -1, -1, 4 + b, 5 + b, 6 + b, 7 + b, 8 + b};
+    if (cfg->qkv_bias) {
+        x.qb = MT_L_Q_B;
+        x.kb = MT_L_K_B;
+        x.vb = MT_L_V_B;
+    }
+    return x;
+}
+
+void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_layout *out) {
+    int L = cfg->n_layer;
+    int64_t C = cfg->n_embd, hd = mt_model_head_dim(cfg), QW = (int64_t)cfg->n_head * hd,
+            KW = (int64_t)mt_model_kv_heads(cfg) * hd, F = cfg->ffn_dim;
+    const float std = 0.02f;
+    mt_layout_init(out, L + 2, tp, tp_rank);
+    char name[MT_TENSOR_NAME_LEN];
+
+    out->units[0].role = MT_UNIT_INPUT;
+    mt_tensor *emb = mt_unit_add_tensor(out, 0, "model.embed_tokens.weight", cfg->padded_vocab, C, 2, 1, std, MT_TP_ROWS);
+    emb->init_rows = cfg->vocab_size;
+    emb->read_16bit_only = 1;
+    emb->grad_by_one_gemm = cfg->tie_embeddings; /* tied: the head's GEMM writes it before the lookup adds rows */
+
+    for (int l = 0; l < L; l++) {
+        int u = 1 + l;
+        out->units[u].role = MT_UNIT_BLOCK;
+        out->units[u].layer = l;
+        out->units[u].sp_partial = 1;
+#define T(suffix, rows, cols, nd, decay, sd, split) \
+    (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), mt_unit_add_tensor(out, u, name, rows, cols, nd, decay, sd, split))
+        T("input_layernorm.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
+        mt_tensor *mats[6];
+        mats[0] = T("self_attn.q_proj.weight", QW, C, 2, 1, std, MT_TP_ROWS);
+        mats[1] = T("self_attn.k_proj.weight", KW, C, 2, 1, std, MT_TP_ROWS);
+        mats[2] = T("self_attn.v_proj.weight", KW, C, 2, 1, std, MT_TP_ROWS);
+        if (cfg->qkv_bias) {
+            T("self_attn.q_proj.bias", QW, 1, 1, 0, 0.0f, MT_TP_ROWS);
+            T("self_attn.k_proj.bias", KW, 1, 1, 0, 0.0f, MT_TP_ROWS);
+            T("self_attn.v_proj.bias", KW, 1, 1, 0, 0.0f, MT_TP_ROWS);
+        }
+        mats[3] = T("self_attn.o_proj.weight", C, QW, 2, 1, std, MT_TP_COLS);
+        T("post_attention_layernorm.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
+        mats[4] = T("mlp.gate_proj.weight", F, C, 2, 1, std, MT_TP_ROWS);
+        T("mlp.up_proj.weight", F, C, 2, 1, std, MT_TP_ROWS)->read_16bit_only = 1;
+        mats[5] = T("mlp.down_proj.weight", C, F, 2, 1, std, MT_TP_COLS);
+#undef T
+        for (int i = 0; i < 6; i++) mats[i]->read_16bit_only = 1;
+        /* each is written whole by its layer's one weight-gradient GEMM (q|k|v and gate|up share one) */
+        for (int i = 0; i < out->units[u].n_tensors; i++)
+            out->units[u].t[i].grad_by_one_gemm = out->units[u].t[i].read_16bit_only;
+    }
+    int h = L + 1;
+    out->units[h].role = MT_UNIT_OUTPUT;
+    out->units[h].sp_partial = 1;
+    mt_unit_add_tensor(out, h, "model.norm.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
+    if (cfg->tie_embeddings) {
+        mt_unit_add_shared(out, h, "lm_head.weight", "model.embed_tokens.weight");
+    } else {
+        mt_tensor *head = mt_unit_add_tensor(out, h, "lm_head.weight", cfg->padded_vocab, C, 2, 1, std, MT_TP_ROWS);
+        head->init_rows = cfg->vocab_size;
+        head->read_16bit_only = head->grad_by_one_gemm = 1;
+    }
+    mt_layout_finish(out);
+}

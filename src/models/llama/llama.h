@@ -1,0 +1,28 @@
+/* The Llama family (Llama 2/3, Mistral, Qwen2): units [embed_tokens,
+ * decoder layer 0..L-1, (model.norm, lm_head)]. RMSNorm (fp32 statistics),
+ * rotary position embeddings in the half-split convention with rope_theta
+ * and Llama 3.1 frequency scaling, grouped-query attention (query head h
+ * reads kv head h * n_kv / n_head), SwiGLU MLP, optional q/k/v biases
+ * (Qwen2), a tied or untied head, no position table, no dropout. Tensor
+ * names are Hugging Face's; linear weights are [out, in] as there.
+ *
+ * In a unit's flat buffer q, k and v (and gate and up) lie next to each
+ * other, each cut over tp by rows, so a rank's slice of them is one
+ * contiguous matrix: one GEMM computes a row's q|k|v (gate|up). */
+#ifndef MT_MODELS_LLAMA_H
+#define MT_MODELS_LLAMA_H
+#include "models/family.h"
+
+enum { MT_L_EMBED = 0 };
+enum { MT_L_IN_NORM = 0, MT_L_Q_W, MT_L_K_W, MT_L_V_W, MT_L_Q_B, MT_L_K_B, MT_L_V_B }; /* biases: with qkv_bias */
+extern const mt_family mt_family_llama;
+
+int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err);
+void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_layout *out);
+/* Index of a block tensor by role (the bias entries exist only with qkv_bias). */
+typedef struct {
+    int in_norm, q, k, v, qb, kb, vb, o, post_norm, gate, up, down;
+} mt_llama_block_index;
+mt_llama_block_index mt_llama_block_tensors(const mt_model_config *cfg);
+
+#endif

@@ -1,0 +1,58 @@
+/* Rotary position embeddings, Hugging Face's half-split ("rotate_half")
+ * convention: within a head of HS dims, dims j and j + HS/2 (j < HS/2) form
+ * a pair rotated by the angle pos * inv_freq[j]:
+ *   x'[j] = x[j] cos - x[j+h] sin,   x'[j+h] = x[j+h] cos + x[j] sin.
+ * The frequencies and angles are computed in fp32 the way transformers does
+ * (1 / theta^(2j/HS); angle = (float)pos * inv_freq), so the tables match
+ * its to the last bit or two; cos/sin of the fp32 angle come from double. */
+#include "ops/ops.h"
+#include <math.h>
+
+void op_rope_inv_freq(float *inv_freq, int HS, float theta, const mt_rope_scaling *s) {
+    int h = HS / 2;
+    for (int j = 0; j < h; j++) inv_freq[j] = 1.0f / powf(theta, (float)(2 * j) / (float)HS);
+    if (!s || s->type != 1) return;
+    /* Llama 3.1 (transformers' llama3 rope type): long wavelengths are
+     * slowed by `factor`, short ones kept, those between interpolated. */
+    float old = (float)s->original_max_position;
+    float low_wavelen = old / s->low_freq_factor, high_wavelen = old / s->high_freq_factor;
+    for (int j = 0; j < h; j++) {
+        float f = inv_freq[j], wavelen = 2.0f * (float)M_PI / f;
+        if (wavelen < high_wavelen) continue;
+        if (wavelen > low_wavelen) {
+            inv_freq[j] = f / s->factor;
+            continue;
+        }
+        float smooth = (old / wavelen - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
+        inv_freq[j] = (1.0f - smooth) * f / s->factor + smooth * f;
+    }
+}
+
+void op_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int T, int HS) {
+    int h = HS / 2;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < h; j++) {
+            float a = (float)t * inv_freq[j];
+            cos_t[(size_t)t * h + j] = (float)cos((double)a);
+            sin_t[(size_t)t * h + j] = (float)sin((double)a);
+        }
+}
+
+void op_rope_apply(float *x, int N, int T, int nh, int HS, size_t ld, const float *cos_t, const float *sin_t,
+                   int inverse) {
+    int h = HS / 2;
+    float sgn = inverse ? -1.0f : 1.0f;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *c = cos_t + (size_t)(i % T) * h, *s = sin_t + (size_t)(i % T) * h;
+        for (int k = 0; k < nh; k++) {
+            float *a = x + (size_t)i * ld + (size_t)k * HS, *b = a + h;
+#pragma omp simd
+            for (int j = 0; j < h; j++) {
+                float sj = sgn * s[j], aj = a[j], bj = b[j];
+                a[j] = aj * c[j] - bj * sj;
+                b[j] = bj * c[j] + aj * sj;
+            }
+        }
+    }
+}
