@@ -504,6 +504,20 @@ void mt_jw_int(mt_json_writer *w, int64_t v) {
     jw_put(w, b, (size_t)n);
 }
 
+void mt_jw_float(mt_json_writer *w, float v) {
+    if (!isfinite(v)) { mt_jw_null(w); return; }
+    char b[40];
+    int n = 0;
+    /* Shortest of 1..9 significant digits that reads back as the same float
+     * (1e-05, not the double 9.9999997473787516e-06). */
+    for (int prec = 1; prec <= 9; prec++) {
+        n = snprintf(b, sizeof b, "%.*g", prec, (double)v);
+        if ((float)strtod(b, NULL) == v) break;
+    }
+    jw_pre_value(w);
+    jw_put(w, b, (size_t)n);
+}
+
 void mt_jw_double(mt_json_writer *w, double v) {
     if (!isfinite(v)) { mt_jw_null(w); return; }
     char b[40];

@@ -64,6 +64,7 @@ void mt_jw_key(mt_json_writer *w, const char *key);      /* inside an object, be
 void mt_jw_string(mt_json_writer *w, const char *s);     /* escapes as needed */
 void mt_jw_int(mt_json_writer *w, int64_t v);
 void mt_jw_double(mt_json_writer *w, double v);          /* %.17g, round-trips exactly; NaN/inf as null */
+void mt_jw_float(mt_json_writer *w, float v);           /* shortest text reading back as the same float */
 void mt_jw_bool(mt_json_writer *w, int v);
 void mt_jw_null(mt_json_writer *w);
 

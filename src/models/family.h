@@ -15,6 +15,7 @@
 #define MT_MODELS_FAMILY_H
 #include <stddef.h>
 #include "core/error.h"
+#include "core/json.h"
 #include "models/config.h"
 #include "nn/unit.h"
 
@@ -71,6 +72,14 @@ typedef struct mt_family {
     void (*input_backward)(struct mt_model *m, const struct mt_fwd_ctx *fc);
     /* training FLOPs per token (6 x matrix parameters + attention) */
     double (*flops_per_token)(const mt_model_config *cfg, const mt_layout *l, int T);
+    /* --- Hugging Face interop (ckpt/hf_model.c) --- */
+    /* The HF name of tensor t (or of shared tensor name) into buf; *transpose
+     * set when HF stores it as [in, out] (GPT-2's Conv1D). */
+    void (*hf_name)(const mt_model_config *cfg, const char *name, char *buf, size_t cap, int *transpose);
+    /* config.json: written whole (one object); read into cfg (padded_vocab
+     * and seq_len left to the caller when absent). */
+    void (*hf_config_write)(const mt_model_config *cfg, const char *torch_dtype, mt_json_writer *w);
+    int (*hf_config_read)(const mt_json *obj, mt_model_config *cfg, mt_error *err);
     /* --- generation: one token through the model with a KV cache --- */
     size_t (*decode_cache_floats)(const mt_model_config *cfg);
     void (*decode_step)(struct mt_decoder *d, int32_t token);

@@ -374,5 +374,8 @@ const mt_family mt_family_gpt2 = {
     .input_backward = input_backward,
     .flops_per_token = flops_per_token,
     .decode_cache_floats = mt_gpt2_decode_cache_floats,
+    .hf_name = mt_gpt2_hf_name,
+    .hf_config_write = mt_gpt2_hf_config_write,
+    .hf_config_read = mt_gpt2_hf_config_read,
     .decode_step = mt_gpt2_decode_step,
 };

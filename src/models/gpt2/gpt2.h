@@ -21,4 +21,9 @@ extern const mt_family mt_family_gpt2;
 int mt_gpt2_tp_check(const mt_model_config *cfg, int tp, mt_error *err);
 void mt_gpt2_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_layout *out);
 
+/* Hugging Face names and config.json (gpt2/hf.c). */
+void mt_gpt2_hf_name(const mt_model_config *cfg, const char *name, char *buf, size_t cap, int *transpose);
+void mt_gpt2_hf_config_write(const mt_model_config *c, const char *torch_dtype, mt_json_writer *w);
+int mt_gpt2_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err);
+
 #endif

@@ -319,5 +319,8 @@ const mt_family mt_family_llama = {
     .input_backward = input_backward,
     .flops_per_token = flops_per_token,
     .decode_cache_floats = mt_llama_decode_cache_floats,
+    .hf_name = mt_llama_hf_name,
+    .hf_config_write = mt_llama_hf_config_write,
+    .hf_config_read = mt_llama_hf_config_read,
     .decode_step = mt_llama_decode_step,
 };

@@ -25,4 +25,9 @@ typedef struct {
 } mt_llama_block_index;
 mt_llama_block_index mt_llama_block_tensors(const mt_model_config *cfg);
 
+/* Hugging Face names and config.json (llama/hf.c). */
+void mt_llama_hf_name(const mt_model_config *cfg, const char *name, char *buf, size_t cap, int *transpose);
+void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype, mt_json_writer *w);
+int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err);
+
 #endif

@@ -1,0 +1,116 @@
+/* Llama's Hugging Face names (ours are HF's) and config.json
+ * (LlamaForCausalLM; Qwen2ForCausalLM for the q/k/v-bias variant). */
+#include "models/llama/llama.h"
+#include <stdio.h>
+#include <string.h>
+
+void mt_llama_hf_name(const mt_model_config *cfg, const char *name, char *buf, size_t cap, int *transpose) {
+    (void)cfg;
+    snprintf(buf, cap, "%s", name);
+    *transpose = 0;
+}
+
+void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype, mt_json_writer *w) {
+    int qwen = c->qkv_bias;
+    mt_jw_begin_object(w);
+    mt_jw_key(w, "architectures");
+    mt_jw_begin_array(w);
+    mt_jw_string(w, qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+    mt_jw_end_array(w);
+    mt_jw_key(w, "model_type"); mt_jw_string(w, qwen ? "qwen2" : "llama");
+    mt_jw_key(w, "hidden_act"); mt_jw_string(w, "silu");
+    mt_jw_key(w, "hidden_size"); mt_jw_int(w, c->n_embd);
+    mt_jw_key(w, "intermediate_size"); mt_jw_int(w, c->ffn_dim);
+    mt_jw_key(w, "num_attention_heads"); mt_jw_int(w, c->n_head);
+    mt_jw_key(w, "num_key_value_heads"); mt_jw_int(w, mt_model_kv_heads(c));
+    mt_jw_key(w, "head_dim"); mt_jw_int(w, mt_model_head_dim(c));
+    mt_jw_key(w, "num_hidden_layers"); mt_jw_int(w, c->n_layer);
+    mt_jw_key(w, "rms_norm_eps"); mt_jw_float(w, c->norm_eps);
+    mt_jw_key(w, "rope_theta"); mt_jw_float(w, c->rope_theta);
+    mt_jw_key(w, "rope_scaling");
+    if (c->rope_scaling) {
+        mt_jw_begin_object(w);
+        mt_jw_key(w, "rope_type"); mt_jw_string(w, "llama3");
+        mt_jw_key(w, "factor"); mt_jw_float(w, c->rope_factor);
+        mt_jw_key(w, "low_freq_factor"); mt_jw_float(w, c->rope_low_freq_factor);
+        mt_jw_key(w, "high_freq_factor"); mt_jw_float(w, c->rope_high_freq_factor);
+        mt_jw_key(w, "original_max_position_embeddings"); mt_jw_int(w, c->rope_original_max_pos);
+        mt_jw_end_object(w);
+    } else {
+        mt_jw_null(w);
+    }
+    if (!qwen) {
+        mt_jw_key(w, "attention_bias"); mt_jw_bool(w, 0);
+        mt_jw_key(w, "mlp_bias"); mt_jw_bool(w, 0);
+    }
+    mt_jw_key(w, "attention_dropout"); mt_jw_float(w, 0.0f);
+    mt_jw_key(w, "tie_word_embeddings"); mt_jw_bool(w, c->tie_embeddings);
+    mt_jw_key(w, "vocab_size"); mt_jw_int(w, c->vocab_size);
+    mt_jw_key(w, "max_position_embeddings"); mt_jw_int(w, c->max_pos > c->seq_len ? c->max_pos : c->seq_len);
+    mt_jw_key(w, "torch_dtype"); mt_jw_string(w, torch_dtype);
+    mt_jw_end_object(w);
+}
+
+static int need_int(const mt_json *o, const char *key, int *out, mt_error *err) {
+    int64_t v;
+    if (mt_json_get_int64(o, key, &v, err)) return mt_errorf(err, "config.json: %s", err->msg);
+    if (v < 1 || v > (1 << 24)) return mt_errorf(err, "config.json: %s = %lld is out of range", key, (long long)v);
+    *out = (int)v;
+    return 0;
+}
+
+static int flag_of(const mt_json *o, const char *key, int *out, mt_error *err) {
+    const mt_json *j = mt_json_get(o, key);
+    if (!j || j->type == MT_JSON_NULL) return 0;
+    if (j->type != MT_JSON_BOOL) return mt_errorf(err, "config.json: %s must be true or false", key);
+    *out = j->boolean;
+    return 0;
+}
+
+static int float_of(const mt_json *o, const char *key, float *out, mt_error *err) {
+    double d;
+    if (!mt_json_get(o, key)) return 0;
+    if (mt_json_get_double(o, key, &d, err)) return mt_errorf(err, "config.json: %s", err->msg);
+    *out = (float)d;
+    return 0;
+}
+
+int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err) {
+    const char *type = NULL;
+    mt_model_config_defaults(c, MT_FAMILY_LLAMA);
+    if (mt_json_get_string(o, "model_type", &type, err)) return mt_errorf(err, "config.json: %s", err->msg);
+    c->qkv_bias = !strcmp(type, "qwen2");
+    if (need_int(o, "hidden_size", &c->n_embd, err) || need_int(o, "intermediate_size", &c->ffn_dim, err) ||
+        need_int(o, "num_attention_heads", &c->n_head, err) || need_int(o, "num_hidden_layers", &c->n_layer, err) ||
+        need_int(o, "vocab_size", &c->vocab_size, err))
+        return -1;
+    c->n_kv_head = c->n_head;
+    if (mt_json_get(o, "num_key_value_heads") && need_int(o, "num_key_value_heads", &c->n_kv_head, err)) return -1;
+    c->head_dim = c->n_embd / c->n_head;
+    const mt_json *hd = mt_json_get(o, "head_dim");
+    if (hd && hd->type != MT_JSON_NULL && need_int(o, "head_dim", &c->head_dim, err)) return -1;
+    if (mt_json_get(o, "max_position_embeddings") && need_int(o, "max_position_embeddings", &c->max_pos, err)) return -1;
+    if (float_of(o, "rms_norm_eps", &c->norm_eps, err) || float_of(o, "rope_theta", &c->rope_theta, err)) return -1;
+    if (flag_of(o, "tie_word_embeddings", &c->tie_embeddings, err) || flag_of(o, "attention_bias", &c->qkv_bias, err))
+        return -1;
+    int mlp_bias = 0;
+    if (flag_of(o, "mlp_bias", &mlp_bias, err)) return -1;
+    if (mlp_bias) return mt_errorf(err, "config.json: mlp_bias true is not supported (the llama family's MLP has no biases)");
+    const char *act = NULL;
+    if (mt_json_get(o, "hidden_act") && !mt_json_get_string(o, "hidden_act", &act, NULL) && strcmp(act, "silu"))
+        return mt_errorf(err, "config.json: hidden_act '%s' is not supported (SwiGLU with silu only)", act);
+    const mt_json *rs = mt_json_get(o, "rope_scaling");
+    if (rs && rs->type == MT_JSON_OBJECT) {
+        const char *rt = NULL;
+        if (mt_json_get_string(rs, "rope_type", &rt, NULL) && mt_json_get_string(rs, "type", &rt, NULL))
+            return mt_errorf(err, "config.json: rope_scaling has no rope_type");
+        if (strcmp(rt, "llama3"))
+            return mt_errorf(err, "config.json: rope_scaling type '%s' is not supported (only llama3)", rt);
+        c->rope_scaling = 1;
+        if (float_of(rs, "factor", &c->rope_factor, err) || float_of(rs, "low_freq_factor", &c->rope_low_freq_factor, err) ||
+            float_of(rs, "high_freq_factor", &c->rope_high_freq_factor, err) ||
+            need_int(rs, "original_max_position_embeddings", &c->rope_original_max_pos, err))
+            return -1;
+    }
+    return 0;
+}
