@@ -40,6 +40,18 @@ static inline int mt_model_head_dim(const mt_model_config *c) { return c->head_d
 /* Key/value heads (n_kv_head, or n_head when unset: plain multi-head attention). */
 static inline int mt_model_kv_heads(const mt_model_config *c) { return c->n_kv_head > 0 ? c->n_kv_head : c->n_head; }
 
+/* Rows of the embedding (and an untied head) under tensor parallelism tp:
+ * padded_vocab when tp divides it (every layout that existed before keeps
+ * its numbers bit for bit), else padded further to a multiple of 128 tp as
+ * Megatron pads per layout, so any tp that divides the heads can cut it.
+ * The extra rows are zero and never scored, and checkpoints keep
+ * padded_vocab rows (mt_tensor.ckpt_rows): a checkpoint moves between tp
+ * sizes and the loss never depends on the padding. */
+static inline int mt_model_vocab_rows(const mt_model_config *c, int tp) {
+    int m = 128 * (tp > 0 ? tp : 1);
+    return tp <= 1 || c->padded_vocab % tp == 0 ? c->padded_vocab : (c->padded_vocab + m - 1) / m * m;
+}
+
 /* Rounds V up to a multiple of 128 (as llm.c does) for GEMM alignment and
  * tensor-parallel divisibility. */
 int mt_pad_vocab(int vocab_size);

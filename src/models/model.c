@@ -124,7 +124,7 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     m->slots = mt_xcalloc((size_t)m->n_slots, sizeof(mt_acts), "activation slots");
     float *logits = NULL;
     if (part->own_output) {
-        size_t vl = (size_t)(cfg->padded_vocab / tp); /* this rank's vocabulary columns */
+        size_t vl = (size_t)(mt_model_vocab_rows(cfg, tp) / tp); /* this rank's vocabulary columns */
         logits = mt_mem_alloc(mem, MT_MEM_ACTS, N * vl * sizeof(float), "logits");
         m->slots[0].bytes += N * vl * sizeof(float);
     }

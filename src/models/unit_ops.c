@@ -51,10 +51,10 @@ void mt_unit_tp_scatter(mt_model *m, float *full) {
  * and target logit are all-gathered (3 floats per row and rank), every rank
  * combines them in the same order into the same losses, and writes the
  * gradient of its columns. The full logits never leave the rank. */
-static void vocab_parallel_xent(mt_model *m, float dlogits_scale) {
+static void vocab_parallel_xent(mt_model *m, int Vl, float dlogits_scale) {
     mt_acts *a = &m->acts;
     const mt_model_config *cfg = &m->cfg;
-    int N = a->B * a->T, S = m->layout.tp, Vl = cfg->padded_vocab / S, v0 = m->layout.tp_rank * Vl;
+    int N = a->B * a->T, S = m->layout.tp, v0 = m->layout.tp_rank * Vl;
     int Vr = cfg->vocab_size - v0 < Vl ? cfg->vocab_size - v0 : Vl; /* real (non-padding) columns here */
     if (Vr < 0) Vr = 0;
     float *st = m->gs.xent_stats, *mine = st + (size_t)m->layout.tp_rank * 3 * N, *lse = m->gs.xent_lse;
@@ -99,7 +99,7 @@ double mt_unit_logits_loss(mt_model *m, const float *x, const float *w, int Vl, 
         MT_TIMED(m, MT_PROF_SOFTMAX_XENT, op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size,
                                                          cfg->padded_vocab, dlogits_scale));
     else
-        vocab_parallel_xent(m, dlogits_scale);
+        vocab_parallel_xent(m, Vl, dlogits_scale);
     double sum = 0.0;
     for (int i = 0; i < N; i++) sum += a->losses[i];
     return sum;

@@ -46,6 +46,7 @@ mt_tensor *mt_unit_add_tensor(mt_layout *l, int uidx, const char *name, int64_t 
     t->trainable = 1;
     t->init_std = std;
     t->init_rows = rows;
+    t->ckpt_rows = rows;
     u->numel += t->numel;
     return t;
 }

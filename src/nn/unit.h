@@ -45,6 +45,8 @@ typedef struct {
                                       gradient buffer (mt_model.grad_fresh) it needs no clearing */
     float init_std;                /* > 0: N(0, std); 0: zeros; -1: ones */
     int64_t init_rows;             /* rows drawn from the RNG (an embedding's padding rows stay 0) */
+    int64_t ckpt_rows;             /* full rows a checkpoint holds (<= gshape[0]: a vocabulary padded
+                                      further for this layout's tp keeps the tp-1 rows there) */
     /* Tensor parallelism: how this tensor is cut over the tp ranks, and
      * where the local slice sits in the full tensor. A local row is always
      * one contiguous run of the full tensor (mt_tensor_row_origin). */

@@ -41,13 +41,16 @@ static int read_named(mt_ckpt *ck, const char *name, float *dst, size_t numel, m
 }
 
 /* Reads every full tensor "<prefix><name>" of a unit into dst (the full
- * unit: gnumel floats at the tensors' full offsets). */
+ * unit: gnumel floats at the tensors' full offsets); rows past what a
+ * checkpoint holds (vocabulary padding of this layout's tp) are zero. */
 static int read_unit(mt_ckpt *ck, const mt_unit_layout *u, const char *prefix, float *dst, mt_error *err) {
     char name[128];
     for (int i = 0; i < u->n_tensors; i++) {
         const mt_tensor *t = &u->t[i];
+        size_t held = (size_t)t->ckpt_rows * (size_t)t->gshape[1];
         snprintf(name, sizeof name, "%s%s", prefix, t->name);
-        if (read_named(ck, name, dst + t->goffset, t->gnumel, err)) return -1;
+        if (read_named(ck, name, dst + t->goffset, held, err)) return -1;
+        memset(dst + t->goffset + held, 0, (t->gnumel - held) * sizeof(float));
     }
     return 0;
 }
@@ -205,8 +208,9 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
             for (int s = -1; s < ns; s++) {
                 if (s < 0) snprintf(names[n], 128, "model/%s", t->name);
                 else snprintf(names[n], 128, "optim/%s/%s", mt_opt_state_name(tr->o.opt.kind, s), t->name);
-                ts[n] = (mt_ckpt_tensor){names[n], base[s + 1] + t->goffset, t->gnumel, t->ndim,
-                                         {t->gshape[0], t->gshape[1], 1, 1}};
+                ts[n] = (mt_ckpt_tensor){names[n], base[s + 1] + t->goffset,
+                                         (size_t)t->ckpt_rows * (size_t)t->gshape[1], t->ndim,
+                                         {t->ckpt_rows, t->gshape[1], 1, 1}};
                 n++;
             }
         }

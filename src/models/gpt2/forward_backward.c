@@ -336,7 +336,7 @@ static void gemm_extents(const mt_model *m, int own_output, size_t *wmax, size_t
     *wmax = 4 * C / tp > C ? 4 * C / tp : C;
     *wnum = 4 * C * C / tp;
     if (own_output) {
-        size_t vl = (size_t)m->cfg.padded_vocab / tp;
+        size_t vl = (size_t)mt_model_vocab_rows(&m->cfg, (int)tp) / tp;
         *wmax = vl > *wmax ? vl : *wmax;
         *wnum = vl * C > *wnum ? vl * C : *wnum;
     }

@@ -12,10 +12,6 @@ int mt_gpt2_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
     if ((4 * cfg->n_embd) % tp)
         return mt_errorf(err, "--tp %d does not divide the MLP width 4C = %d; choose a tp that divides it", tp,
                          4 * cfg->n_embd);
-    if (cfg->padded_vocab % tp)
-        return mt_errorf(err, "--tp %d does not divide the padded vocabulary %d (the embedding is split by rows); "
-                              "choose a tp that divides it",
-                         tp, cfg->padded_vocab);
     return 0;
 }
 
@@ -27,8 +23,9 @@ void mt_gpt2_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_la
     char name[MT_TENSOR_NAME_LEN];
 
     out->units[0].role = MT_UNIT_INPUT;
-    mt_tensor *wte = mt_unit_add_tensor(out, 0, "wte.weight", cfg->padded_vocab, C, 2, 1, std, MT_TP_ROWS);
+    mt_tensor *wte = mt_unit_add_tensor(out, 0, "wte.weight", mt_model_vocab_rows(cfg, tp), C, 2, 1, std, MT_TP_ROWS);
     wte->init_rows = cfg->vocab_size;
+    wte->ckpt_rows = cfg->padded_vocab;
     wte->read_16bit_only = 1;
     wte->grad_by_one_gemm = 1; /* by the tied head's GEMM, before the embedding's backward adds its rows */
     mt_unit_add_tensor(out, 0, "wpe.weight", cfg->seq_len, C, 2, 1, std, MT_TP_REPLICATED);

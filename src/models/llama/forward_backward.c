@@ -276,7 +276,7 @@ static void gemm_extents(const mt_model *m, int own_output, size_t *wmax, size_t
     *wnum = qkv * C > gu * C ? qkv * C : gu * C;
     if (o * C > *wnum) *wnum = o * C;
     if (own_output) {
-        size_t vl = (size_t)m->cfg.padded_vocab / (size_t)m->layout.tp;
+        size_t vl = (size_t)mt_model_vocab_rows(&m->cfg, m->layout.tp) / (size_t)m->layout.tp;
         *wmax = vl > *wmax ? vl : *wmax;
         *wnum = vl * C > *wnum ? vl * C : *wnum;
     }

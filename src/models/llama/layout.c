@@ -14,9 +14,6 @@ int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
     if (cfg->ffn_dim % tp)
         return mt_errorf(err, "--tp %d does not divide the MLP width --ffn-dim %d; choose a tp that divides it", tp,
                          cfg->ffn_dim);
-    if (cfg->padded_vocab % tp)
-        return mt_errorf(err, "--tp %d does not divide the padded vocabulary %d (the embedding is split by rows); "
-                              "choose a tp that divides it", tp, cfg->padded_vocab);
     return 0;
 }
 
@@ -40,8 +37,9 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
     char name[MT_TENSOR_NAME_LEN];
 
     out->units[0].role = MT_UNIT_INPUT;
-    mt_tensor *emb = mt_unit_add_tensor(out, 0, "model.embed_tokens.weight", cfg->padded_vocab, C, 2, 1, std, MT_TP_ROWS);
+    mt_tensor *emb = mt_unit_add_tensor(out, 0, "model.embed_tokens.weight", mt_model_vocab_rows(cfg, tp), C, 2, 1, std, MT_TP_ROWS);
     emb->init_rows = cfg->vocab_size;
+    emb->ckpt_rows = cfg->padded_vocab;
     emb->read_16bit_only = 1;
     emb->grad_by_one_gemm = cfg->tie_embeddings; /* tied: the head's GEMM writes it before the lookup adds rows */
 
@@ -80,8 +78,9 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
     if (cfg->tie_embeddings) {
         mt_unit_add_shared(out, h, "lm_head.weight", "model.embed_tokens.weight");
     } else {
-        mt_tensor *head = mt_unit_add_tensor(out, h, "lm_head.weight", cfg->padded_vocab, C, 2, 1, std, MT_TP_ROWS);
+        mt_tensor *head = mt_unit_add_tensor(out, h, "lm_head.weight", mt_model_vocab_rows(cfg, tp), C, 2, 1, std, MT_TP_ROWS);
         head->init_rows = cfg->vocab_size;
+        head->ckpt_rows = cfg->padded_vocab;
         head->read_16bit_only = head->grad_by_one_gemm = 1;
     }
     mt_layout_finish(out);
