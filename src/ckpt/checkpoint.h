@@ -41,7 +41,7 @@
  * the manifest does not reference are removed by the next save.
  *
  * Naming used by the trainer: "model/<tensor name>" for parameters (names and
- * shapes of model/gpt.h), "optim/m/<name>", "optim/v/<name>",
+ * shapes of the family's layout, models/family.h), "optim/m/<name>", "optim/v/<name>",
  * "optim/momentum/<name>" for optimizer state. The state JSON contains
  * "config" (mt_model_config_write_json) and "step". */
 #ifndef MT_CKPT_CHECKPOINT_H

@@ -1,8 +1,9 @@
-/* A GPT-2 model's parameters outside the trainer: the layout of model/gpt.h
- * and one flat fp32 buffer per unit (the same buffers mt_model holds), used
- * by the safetensors and llm.c converters and the import/export commands. */
-#ifndef MT_CKPT_GPT_WEIGHTS_H
-#define MT_CKPT_GPT_WEIGHTS_H
+/* A model's parameters outside the trainer, for any family: its layout
+ * (nn/unit.h, tp = 1) and one flat fp32 buffer per unit (the same buffers
+ * mt_model holds), used by the interop converters (Hugging Face, llm.c)
+ * and the import/export commands. */
+#ifndef MT_CKPT_WEIGHTS_H
+#define MT_CKPT_WEIGHTS_H
 #include "ckpt/checkpoint.h"
 #include "models/family.h"
 

@@ -336,7 +336,7 @@ static int read_16bit_only(const mt_tensor *t) { return t->read_16bit_only; }
 static int grad_by_one_gemm(const mt_tensor *t) { return t->grad_by_one_gemm; }
 
 /* Widens unit u's 16-bit parameters src into buf, except the tensors the
- * model reads only in 16 bits (the linear layers' weights and wte, from
+ * model reads only in 16 bits (the linear layers' weights, an embedding; from
  * m->w16): their part of buf is never read and keeps whatever the pool
  * buffer held (or was never touched) -- 99% of a block's elements. */
 static void widen_unit(const mt_zero *z, const mt_model *m, int u, float *buf, const uint16_t *src) {
@@ -359,7 +359,7 @@ static void open_fresh_slot(mt_zero *z, mt_model *m, int u, float *slot) {
 }
 
 /* Mixed precision, stages 0-2: widens unit u's 16-bit parameters for its
- * forward or backward (unit 0, tied to the head, once per parameter change). */
+ * forward or backward (unit 0, which a tied head shares, once per parameter change). */
 static void widen_params(mt_zero *z, mt_model *m, int u) {
     if (u == 0) {
         if (z->punit0_version != m->param_version) {
@@ -411,7 +411,7 @@ void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit) {
         else
             mt_comm_iallgather(z->shard, z->pshard[0], z->punit0, z->S[0] * sizeof(float), &z->preq[1]);
         mt_comm_wait(&z->preq[1]);
-        if (z->seq_len > 0) start_gather(z, 0); /* prefetch unit 1 while the embedding runs */
+        if (z->seq_len > 0) start_gather(z, 0); /* prefetch unit 1 while unit 0 runs */
         if (mixed(z)) widen_unit(z, m, 0, z->punit0, z->p16unit0);
         bind_params(z, m, 0, z->punit0, z->p16unit0);
         return;
@@ -457,10 +457,10 @@ static float *grad_slot(mt_zero *z, int unit) {
     return slot;
 }
 
-/* Unit 0's gradient buffer for this microbatch: opened by the head's
- * backward (tied wte, whose gradient the head's GEMM then writes whole:
- * fresh) or, on a pipeline stage without the head, the embedding's (which
- * adds rows into wte's gradient: cleared whole). Already open, it holds
+/* Unit 0's gradient buffer for this microbatch: opened by the backward of
+ * the unit sharing its tensors (a tied head, whose GEMM then writes the
+ * shared tensor's gradient whole: fresh) or by unit 0's own backward (an
+ * embedding adds rows into it: cleared whole). Already open, it holds
  * gradient and is added into. */
 static void open_grad0(mt_zero *z, mt_model *m, int from_head) {
     if (z->g0_open) {

@@ -15,15 +15,16 @@
  *            reduce-scattered into the accumulating shard.
  *   stage 3: params only as shards too: a unit's params are all-gathered into
  *            a pooled buffer before its forward and again before its backward
- *            (the next unit's gather is prefetched); unit 0 (wte, tied to the
- *            head) is gathered once per microbatch and held until its backward.
+ *            (the next unit's gather is prefetched); unit 0 (the input unit,
+ *            which a tied output layer shares) is gathered once per microbatch
+ *            and held until its backward.
  * Hybrid (shard group G < dp): reduce-scatter inside the shard group, then
  * all-reduce the shard across the replica group.
  *
  * Buckets (stage 0, DDP-style): by default each unit's gradient is all-reduced
  * on its own as soon as its backward ends. With bucket_bytes > 0 the
  * gradients of all units live in one flat buffer in unit order, and
- * consecutive units in backward order (head, last block, ..., embedding) are
+ * consecutive units in backward order (output, last block, ..., input) are
  * grouped until a bucket holds >= bucket_bytes; a bucket's single all-reduce
  * starts when its last unit's backward ends. Bigger buckets mean fewer, larger
  * messages and less overlap. Stages 1-3 reduce per unit: their shards are
@@ -40,7 +41,7 @@
  * (ZeRO paper, section 5). Before a unit's forward or backward its 16-bit
  * parameters are widened into an fp32 buffer for the non-GEMM ops, and the
  * model's 16-bit weight copy (m->w16) points at the 16-bit storage itself;
- * only unit 0 (wte, tied to the head) keeps its fp32 copy across units (made
+ * only unit 0 (which a tied output layer shares) keeps its fp32 copy across units (made
  * once per step; stage 3: once per microbatch). Every stage computes a
  * unit's gradient into a transient fp32 buffer (as stage 2 does) and then:
  *   stages 0-1, microbatches before the last: adds it into the 16-bit
@@ -112,7 +113,7 @@ typedef struct {
     int conv_k;                    /* stages 0-2: the pool buffer the next unit is widened into */
     int g0_open;                   /* unit 0's gradient buffer is set up for this microbatch */
     unsigned char *in_norm;        /* per unit: counted in mt_zero_grad_sumsq (a replica of a unit held
-                                      by another stage too -- the tied embedding -- is not) */
+                                      by another stage too -- a shared unit -- is not) */
 } mt_zero;
 
 /* bucket_bytes: stage 0 all-reduce bucket size (0 = one bucket per unit);
@@ -150,7 +151,7 @@ void mt_zero_owned(const mt_zero *z, mt_model *m, int u, size_t *b, size_t *e, f
 float *mt_zero_owned_grad(mt_zero *z, int u, size_t off, size_t n);
 /* Test aid: the first owned gradient element of unit u becomes +inf. */
 void mt_zero_poison_grad(mt_zero *z, int u);
-/* Sums the owned gradient of unit u over comm (the tied-embedding replicas
+/* Sums the owned gradient of unit u over comm (the shared unit's replicas
  * of the first and last pipeline stage); blocking. */
 void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm);
 /* Mixed precision: rounds the updated master elements [b + off, b + off + n)

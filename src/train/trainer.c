@@ -288,11 +288,12 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     return agree(world, rc, err);
 }
 
-/* The unit-0 (wte) replicas of the first and last pipeline stage hold
- * partial gradients: summed over the embedding group, both take the same step. */
-static void reduce_tied_embedding(mt_trainer *tr) {
+/* The replicas of a shared unit (a tied embedding) on the first and last
+ * pipeline stage hold partial gradients: summed over that group, both take
+ * the same step. */
+static void reduce_shared_replicas(mt_trainer *tr) {
     if (!tr->embed_group) return;
-    mt_zero_allreduce_owned_grad(&tr->zero, 0, tr->embed_group);
+    mt_zero_allreduce_owned_grad(&tr->zero, mt_pipeline_shared_unit(tr), tr->embed_group);
 }
 
 static void shard_sum(void *ctx, double *buf, size_t n) {
@@ -452,7 +453,7 @@ double mt_trainer_step(mt_trainer *tr) {
     double exposed1 = z->exposed_s;
     int64_t t = mt_trace_now_ns();
     mt_zero_finish_grads(z, m);
-    reduce_tied_embedding(tr);
+    reduce_shared_replicas(tr);
     /* Waits for gradient reductions (inside backward and here) are "wait";
      * the rest of finishing them is "allreduce". */
     mt_prof_add(m->prof, MT_PROF_WAIT, z->exposed_s - exposed0);
