@@ -6,6 +6,8 @@
  * the fp32 rate of the trainer's default fp32 GEMM (oneDNN's sgemm).
  *
  * usage: gemm_rate L C Vp N [reps]          (N = B*T rows)
+ *        gemm_rate --llama KW F L C Vp N [reps]  (a Llama step: q|k|v of C + 2 KW
+ *                                         rows, o, gate|up of 2F, down; untied head)
  *        gemm_rate --shapes C Vp N [reps]   (one table row per GEMM)
  * OMP_NUM_THREADS sets the threads. reps (default 5) timed repetitions
  * after one warm-up; each figure is the median.
@@ -184,9 +186,12 @@ static double time_gemm(lib_t lib, gemm_t g, int split, const bufs *b, int N, in
 }
 
 /* ---- step mode: every GEMM of a step, fp32 and bf16 ---- */
-static int step_mode(long L, long C, long Vp, long N, long reps, bufs *b, size_t wmax) {
-    /* (out, in) of each linear of a block, and how often it occurs per step */
-    const long shapes[5][3] = {{3 * C, C, L}, {C, C, L}, {4 * C, C, L}, {C, 4 * C, L}, {Vp, C, 1}};
+static int step_mode(long L, long C, long Vp, long N, long reps, bufs *b, size_t wmax, long KW, long F) {
+    /* (out, in) of each linear of a block, and how often it occurs per step
+     * (GPT-2; Llama when KW > 0: q|k|v, o, gate|up, down) */
+    const long gpt2[5][3] = {{3 * C, C, L}, {C, C, L}, {4 * C, C, L}, {C, 4 * C, L}, {Vp, C, 1}};
+    const long llama[5][3] = {{C + 2 * KW, C, L}, {C, C, L}, {2 * F, C, L}, {C, F, L}, {Vp, C, 1}};
+    const long(*shapes)[3] = KW > 0 ? llama : gpt2;
     double flops = 0.0, welems = 0.0;
     for (int s = 0; s < 5; s++) {
         flops += 3.0 * 2.0 * (double)N * shapes[s][0] * shapes[s][1] * shapes[s][2];
@@ -285,10 +290,18 @@ static int shapes_mode(long C, long Vp, long N, long reps, bufs *b) {
 }
 
 int main(int argc, char **argv) {
+    long KW = 0, F = 0;
+    if (argc > 3 && strcmp(argv[1], "--llama") == 0) {
+        KW = parse_pos(argv[2], "KW");
+        F = parse_pos(argv[3], "F");
+        argv += 3;
+        argc -= 3;
+    }
     int shapes = argc > 1 && strcmp(argv[1], "--shapes") == 0;
     int nargs = argc - 1 - shapes, need = shapes ? 3 : 4;
     if (nargs != need && nargs != need + 1) {
-        fprintf(stderr, "usage: gemm_rate L C Vp N [reps]\n       gemm_rate --shapes C Vp N [reps]\n");
+        fprintf(stderr, "usage: gemm_rate L C Vp N [reps]\n       gemm_rate --llama KW F L C Vp N [reps]\n"
+                        "       gemm_rate --shapes C Vp N [reps]\n");
         return 2;
     }
     char **a = argv + 1 + shapes;
@@ -296,19 +309,21 @@ int main(int argc, char **argv) {
     long C = parse_pos(a[0], "C"), Vp = parse_pos(a[1], "Vp"), N = parse_pos(a[2], "N");
     long reps = nargs == need + 1 ? parse_pos(a[3], "reps") : 5;
     /* the largest of each buffer over the shapes (out, in): (Vp or 4C, C), (C, 4C) */
-    long maxo = Vp > 4 * C ? Vp : 4 * C;
-    size_t wmax = (size_t)maxo * C; /* >= 4C * C */
+    long maxo = Vp > 4 * C ? Vp : 4 * C, maxi = 4 * C;
+    if (2 * F > maxo) maxo = 2 * F;
+    if (F > maxi) maxi = F;
+    size_t wmax = (size_t)maxo * C; /* >= every (out, in) product: 4C x C, 2F x C >= C x F */
     bufs b;
-    b.in = alloc_filled((size_t)N * 4 * C, "input");
+    b.in = alloc_filled((size_t)N * maxi, "input");
     b.w = alloc_filled(wmax, "weight");
     b.out = alloc_filled((size_t)N * maxo, "output");
     b.dw = alloc_filled(wmax, "weight grad");
-    b.dinp = alloc_filled((size_t)N * 4 * C, "input grad");
-    b.inb = alloc_bf16(b.in, (size_t)N * 4 * C, "bf16 input");
+    b.dinp = alloc_filled((size_t)N * maxi, "input grad");
+    b.inb = alloc_bf16(b.in, (size_t)N * maxi, "bf16 input");
     b.wb = alloc_bf16(b.w, wmax, "bf16 weight");
     b.doutb = alloc_bf16(b.out, (size_t)N * maxo, "bf16 output grad");
     b.sbgemm = (sbgemm_fn)(void (*)(void))dlsym(RTLD_DEFAULT, "cblas_sbgemm");
-    int rc = shapes ? shapes_mode(C, Vp, N, reps, &b) : step_mode(L, C, Vp, N, reps, &b, wmax);
+    int rc = shapes ? shapes_mode(C, Vp, N, reps, &b) : step_mode(L, C, Vp, N, reps, &b, wmax, KW, F);
     free(b.in); free(b.w); free(b.out); free(b.dw); free(b.dinp); free(b.inb); free(b.wb); free(b.doutb);
     return rc;
 }

@@ -49,19 +49,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MESHTRAIN = os.path.join(ROOT, "build", "meshtrain")
 GEMM_RATE = os.path.join(ROOT, "build", "bench", "gemm_rate")
 TORCH_GPT = os.path.join(ROOT, "bench", "torch_gpt.py")
+TORCH_LLAMA = os.path.join(ROOT, "bench", "torch_llama.py")
 PYTHON = "/usr/bin/python3"
 
-# name: layers, dim, heads, vocab (real), batch, seq_len
+# name: layers, dim, heads, vocab (real), batch, seq_len; Llama configs also
+# kv heads KV and SwiGLU width F (untied head)
 CONFIGS = {
     "A": dict(L=12, C=768, H=12, V=50257, B=4, T=64),
     "B": dict(L=6, C=384, H=6, V=50304, B=8, T=256),
     "C": dict(L=4, C=128, H=4, V=256, B=32, T=128),
+    "L": dict(L=8, C=768, H=12, KV=4, F=2048, V=32000, B=4, T=64),  # a ~100M Llama
 }
 MT_OMP_DEFAULT = ""
 QUICK = os.environ.get("BENCH_QUICK", "0") not in ("", "0")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "1" if QUICK else "3"))
 # (warm-up steps dropped, measured steps) per run
-STEPS = {"A": (2, 3), "B": (2, 3), "C": (3, 8)} if not QUICK else {"A": (1, 2), "B": (1, 2), "C": (2, 3)}
+STEPS = {"A": (2, 3), "B": (2, 3), "C": (3, 8), "L": (2, 3)} if not QUICK else {"A": (1, 2), "B": (1, 2), "C": (2, 3), "L": (1, 2)}
 
 
 def padded_vocab(v):
@@ -70,8 +73,13 @@ def padded_vocab(v):
 
 def flops_per_token(cfg):
     """6 N + 12 L C T, N without wpe, the tied embedding once (its Vp rows),
-    as mt_model_flops_per_token."""
+    as mt_model_flops_per_token; Llama: N the matrices and norms without the
+    embedding lookup, with the untied head."""
     L, C, Vp, T = cfg["L"], cfg["C"], padded_vocab(cfg["V"]), cfg["T"]
+    if "KV" in cfg:
+        kw = cfg["KV"] * (C // cfg["H"])
+        n = Vp * C + L * (C * (C + 2 * kw) + C * C + 3 * C * cfg["F"] + 2 * C) + C
+        return 6.0 * n + 12.0 * L * C * T
     n = Vp * C + L * (12 * C * C + 13 * C) + 2 * C
     return 6.0 * n + 12.0 * L * C * T
 
@@ -114,6 +122,8 @@ def run(cmd, env, what):
 
 
 def meshtrain_cmd(cfg, shard, steps, metrics, extra=()):
+    if "KV" in cfg:
+        extra = ["--family", "llama", "--kv-heads", str(cfg["KV"]), "--ffn-dim", str(cfg["F"])] + list(extra)
     return [MESHTRAIN, "train", "--train", shard, "--layers", str(cfg["L"]), "--dim", str(cfg["C"]),
             "--heads", str(cfg["H"]), "--vocab", str(cfg["V"]), "--seq-len", str(cfg["T"]),
             "--batch", str(cfg["B"]), "--steps", str(steps), "--lr", "3e-4", "--weight-decay", "0.1",
@@ -135,9 +145,11 @@ def run_meshtrain(cfg, shard, warm, steps, threads, passive, precision="fp32"):
 
 
 def run_torch(cfg, warm, steps, threads, passive, dtype="fp32"):
-    cmd = [PYTHON, TORCH_GPT, "--layers", str(cfg["L"]), "--dim", str(cfg["C"]), "--heads", str(cfg["H"]),
-           "--vocab", str(padded_vocab(cfg["V"])), "--seq-len", str(cfg["T"]), "--batch", str(cfg["B"]),
-           "--steps", str(warm + steps), "--threads", str(threads), "--dtype", dtype]
+    cmd = [PYTHON, TORCH_LLAMA if "KV" in cfg else TORCH_GPT, "--layers", str(cfg["L"]), "--dim", str(cfg["C"]),
+           "--heads", str(cfg["H"]), "--vocab", str(padded_vocab(cfg["V"])), "--seq-len", str(cfg["T"]),
+           "--batch", str(cfg["B"]), "--steps", str(warm + steps), "--threads", str(threads), "--dtype", dtype]
+    if "KV" in cfg:
+        cmd += ["--kv-heads", str(cfg["KV"]), "--ffn", str(cfg["F"])]
     out, rss = run(cmd, thread_env(threads, passive), f"torch_gpt.py --dtype {dtype}")
     rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
     return [r["ms"] for r in rows if "ms" in r][warm:], rss
@@ -147,8 +159,10 @@ def gemm_rate(cfg, threads):
     """The step's GEMM rates: gemm_gflops (fp32 sgemm), gemm_bf16_gflops,
     gemm_bf16_conv_gflops (with the fp32 -> bf16 activation conversions) and
     their ratios over fp32, measured in one run (see bench/gemm_rate.c)."""
-    out, _ = run([GEMM_RATE, str(cfg["L"]), str(cfg["C"]), str(padded_vocab(cfg["V"])), str(cfg["B"] * cfg["T"]),
-                  "1" if QUICK else "3"], thread_env(threads, False), "gemm_rate")
+    llama = ["--llama", str(cfg["KV"] * (cfg["C"] // cfg["H"])), str(cfg["F"])] if "KV" in cfg else []
+    out, _ = run([GEMM_RATE] + llama + [str(cfg["L"]), str(cfg["C"]), str(padded_vocab(cfg["V"])),
+                                        str(cfg["B"] * cfg["T"]), "1" if QUICK else "3"],
+                 thread_env(threads, False), "gemm_rate")
     return {k: float(v) for k, v in (l.split() for l in out.splitlines() if l.strip())}
 
 
@@ -330,12 +344,12 @@ def main():
     for path in (MESHTRAIN, GEMM_RATE):
         if not os.access(path, os.X_OK):
             sys.exit(f"bench: {path} is missing; run `make bench` (it builds it)")
-    names = [n.strip() for n in os.environ.get("BENCH_CONFIGS", "A,B,C").split(",") if n.strip()]
+    names = [n.strip() for n in os.environ.get("BENCH_CONFIGS", "A,B,C,L").split(",") if n.strip()]
     two = [n.strip() for n in os.environ.get("BENCH_THREADS2", "A").split(",") if n.strip()]
-    bf16 = [n.strip() for n in os.environ.get("BENCH_BF16", "A,B").split(",") if n.strip()]
+    bf16 = [n.strip() for n in os.environ.get("BENCH_BF16", "A,B,L").split(",") if n.strip()]
     for n in names + two + bf16:
         if n not in CONFIGS:
-            sys.exit(f"bench: unknown config '{n}' (expected A, B or C)")
+            sys.exit(f"bench: unknown config '{n}' (expected A, B, C or L)")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         shards = {}
