@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Llama family on every layout (dropout off, 20 steps, GQA 4 heads / 2
-# kv heads): dp2 ZeRO-3, dp2 x tp2 with sequence parallelism, pp2
-# interleaved, dp2 x tp2 x pp2 on 8 ranks, hybrid sharding, recomputation,
-# disk offload give one process's losses to 1e-5 relative; bf16 dp2 ZeRO-2
+# kv heads): dp2 ZeRO-3, dp2 x tp2 with sequence parallelism, tp4 (each kv
+# head replicated on 2 ranks, with q/k/v biases and sequence parallelism),
+# pp2 interleaved, dp2 x tp2 x pp2 on 8 ranks, hybrid sharding,
+# recomputation, disk offload give one process's losses to 1e-5 relative; bf16 dp2 ZeRO-2
 # tracks bf16 in one process to 1e-3 (the 16-bit gradient is rounded at
 # different accumulation points, as in check_precision's GPT-2 layouts).
 # Then a checkpoint written under dp2 ZeRO-3 resumes under tp2 x pp2 to the
@@ -31,15 +32,18 @@ print(f"{sys.argv[3]}: {b[0]:.4f} -> {b[-1]:.4f}, within {worst:.2g} of one proc
 PY
 }
 run() { local name=$1 n=$2; shift 2; $MPI -np $n $M train $B "$@" --metrics $W/$name.jsonl >/dev/null; }
-for tie in 0 1; do
-    run one_$tie 1 --tie-embeddings $tie
-    run dp2_zero3_$tie 2 --tie-embeddings $tie --dp 2 --zero 3;                         compare one_$tie dp2_zero3_$tie 1e-5
-    run dp2_tp2_sp_$tie 4 --tie-embeddings $tie --dp 2 --tp 2 --sequence-parallel;      compare one_$tie dp2_tp2_sp_$tie 1e-5
-    run pp2_interleaved_$tie 2 --tie-embeddings $tie --pp 2 --pp-schedule interleaved --pp-chunks 2 --micro-batch 2
-    compare one_$tie pp2_interleaved_$tie 1e-5
-    run dp2_tp2_pp2_$tie 8 --tie-embeddings $tie --dp 2 --tp 2 --pp 2 --zero 1 --micro-batch 2
-    compare one_$tie dp2_tp2_pp2_$tie 1e-5
-done
+run one_0 1 --tie-embeddings 0
+run dp2_zero3_0 2 --dp 2 --zero 3;                           compare one_0 dp2_zero3_0 1e-5
+run dp2_tp2_sp_0 4 --dp 2 --tp 2 --sequence-parallel;        compare one_0 dp2_tp2_sp_0 1e-5
+run pp2_interleaved_0 2 --pp 2 --pp-schedule interleaved --pp-chunks 2 --micro-batch 2
+compare one_0 pp2_interleaved_0 1e-5
+# tied: the shared embedding on the first and last stage, sharded by ZeRO
+run one_1 1 --tie-embeddings 1
+run dp2_tp2_pp2_1 8 --tie-embeddings 1 --dp 2 --tp 2 --pp 2 --zero 1 --micro-batch 2
+compare one_1 dp2_tp2_pp2_1 1e-5
+run dp2_zero3_1 2 --tie-embeddings 1 --dp 2 --zero 3;        compare one_1 dp2_zero3_1 1e-5
+run bias 1 --qkv-bias 1
+run tp4_kv2 4 --qkv-bias 1 --tp 4 --sequence-parallel --zero 1;  compare bias tp4_kv2 1e-5
 run hsdp_recompute 4 --dp 4 --zero 3 --shard-group 2 --recompute full;  compare one_0 hsdp_recompute 1e-5
 run offload 1 --offload-optimizer disk:$W --recompute selective;      compare one_0 offload 1e-5
 run bf16_one 1 --precision bf16
@@ -50,6 +54,10 @@ echo "== resume across layouts =="
 $MPI -np 2 $M train $B --steps 10 --dp 2 --zero 3 --ckpt-dir $W/ck --metrics $W/resumed.jsonl >/dev/null
 $MPI -np 4 $M train $B --tp 2 --pp 2 --micro-batch 2 --ckpt-dir $W/ck --resume --metrics $W/resumed.jsonl >/dev/null
 compare one_0 resumed 1e-5
+# a tp-4 checkpoint (replicated kv heads) resumes in one process
+$MPI -np 4 $M train $B --qkv-bias 1 --steps 10 --tp 4 --ckpt-dir $W/ck4 --metrics $W/resumed4.jsonl >/dev/null
+$M train $B --qkv-bias 1 --ckpt-dir $W/ck4 --resume --metrics $W/resumed4.jsonl >/dev/null
+compare bias resumed4 1e-5
 echo "== generate =="
 $M generate --ckpt $W/ck --prompt "The " --tokens 16 --temperature 0 | tee $W/gen.txt
 [ "$(wc -c < $W/gen.txt)" -gt 10 ] || { echo "generate printed too little"; exit 1; }
@@ -61,7 +69,7 @@ expect_failure() { # PATTERN CMD...
     grep -q -- "$pat" $W/err.txt || { echo "expected '$pat' in:"; cat $W/err.txt; exit 1; }
     echo "refused: $(grep -m1 -- "$pat" $W/err.txt)"
 }
-expect_failure "key/value heads" $MPI -np 4 $M train $B --tp 4 --steps 1
+expect_failure "key/value heads: tp must divide" $MPI -np 3 $M train $B --heads 6 --dim 96 --tp 3 --steps 1
 expect_failure "kv-heads 3 must be" $M train $B --kv-heads 3 --steps 1
 expect_failure "applies to --family llama" $M train --train $W/d_train.bin --kv-heads 2 --steps 1
 expect_failure "not supported by the llama family" $M train $B --dropout 0.1 --steps 1

@@ -215,8 +215,14 @@ void mt_model_free(mt_model *m) {
 }
 
 void mt_model_tp_reduce_grads(mt_model *m, int u) {
-    if (!mt_tp_sp(m->tp) || !m->grads[u]) return;
+    if (mt_tp_size(m->tp) == 1 || !m->grads[u]) return;
     const mt_unit_layout *ul = &m->layout.units[u];
+    /* pieces held by a group of tp ranks (kv heads when tp > kv heads):
+     * each rank computed its query heads' part of their gradient */
+    for (int i = 0; i < ul->n_tensors; i++)
+        if (ul->t[i].tp_replicas > 1 && ul->t[i].split != MT_TP_REPLICATED)
+            mt_tp_pieces_allreduce(m->tp, m->grads[u] + ul->t[i].offset, ul->t[i].numel);
+    if (!mt_tp_sp(m->tp)) return;
     if (!ul->sp_partial) return; /* e.g. a position table's gradient comes from the gathered rows: complete */
     /* One all-reduce per run of adjacent replicated tensors (a block has three). */
     for (int i = 0; i < ul->n_tensors;) {

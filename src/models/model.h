@@ -140,9 +140,11 @@ float *mt_model_materialize_unit(mt_model *m, int u, int with_grads);
  * parallelism) times C: the floats of a block's input or output, which is
  * what pipeline stages send each other. */
 size_t mt_model_resid_floats(const mt_model *m);
-/* Sequence parallelism: the LayerNorm and row-parallel bias gradients of
- * unit u come from this rank's rows only; sums them over tp (a no-op
- * otherwise). Call before the unit's gradient is reduced over dp. */
+/* Tensor parallelism: sums the gradients of unit u that tp ranks hold in
+ * part -- under sequence parallelism the norm and row-parallel bias
+ * gradients (this rank's rows), and the pieces several ranks hold
+ * (tp_replicas; over the piece group) -- a no-op otherwise. Call before
+ * the unit's gradient is reduced over dp. */
 void mt_model_tp_reduce_grads(mt_model *m, int u);
 /* Tells the model its parameters changed (an optimizer step, a load): the
  * 16-bit copies of --precision bf16/fp16 are remade on their next use. */

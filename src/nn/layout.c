@@ -36,6 +36,7 @@ mt_tensor *mt_unit_add_tensor(mt_layout *l, int uidx, const char *name, int64_t 
     t->goffset = u->gnumel;
     u->gnumel += t->gnumel;
     t->split = tp > 1 ? split : MT_TP_REPLICATED;
+    t->tp_replicas = t->split == MT_TP_REPLICATED ? tp : 1;
     t->split_parts = 1;
     t->part_rows[0] = rows;
     t->shape[0] = t->split == MT_TP_ROWS ? rows / tp : rows;
@@ -57,6 +58,19 @@ void mt_tensor_set_parts(mt_tensor *t, int n, const int64_t *rows) {
     for (int i = 0; i < n; i++) sum += t->part_rows[i] = rows[i];
     if (sum != t->gshape[0]) mt_die("tensor %s: row blocks sum to %lld, not %lld", t->name, (long long)sum, (long long)t->gshape[0]);
     t->split_parts = n;
+}
+
+void mt_unit_set_tp_replicas(mt_layout *l, int uidx, int replicas) {
+    mt_unit_layout *u = &l->units[uidx];
+    mt_tensor *t = &u->t[u->n_tensors - 1];
+    if (l->tp == 1 || replicas == 1) return;
+    if (t->split != MT_TP_ROWS || replicas < 1 || l->tp % replicas || t->split_parts != 1)
+        mt_die("tensor %s: %d replicas of a tp %d cut", t->name, replicas, l->tp);
+    u->numel -= t->numel;
+    t->tp_replicas = replicas;
+    t->shape[0] = t->gshape[0] * replicas / l->tp;
+    t->numel = (size_t)t->shape[0] * (size_t)t->shape[1];
+    u->numel += t->numel;
 }
 
 void mt_unit_add_shared(mt_layout *l, int u, const char *name, const char *owner_name) {
@@ -83,11 +97,11 @@ void mt_layout_finish(mt_layout *l) {
 
 size_t mt_tensor_row_origin(const mt_layout *l, const mt_tensor *t, int64_t r) {
     int64_t gcols = t->gshape[1];
-    if (t->split == MT_TP_ROWS) { /* blocks of part_rows[p] rows, each cut into tp pieces */
-        int64_t first = 0;
+    if (t->split == MT_TP_ROWS) { /* blocks of part_rows[p] rows, each cut into tp / tp_replicas pieces */
+        int64_t first = 0, slot = l->tp_rank / t->tp_replicas;
         for (int p = 0; p < t->split_parts; p++) {
-            int64_t piece = t->part_rows[p] / l->tp;
-            if (r < piece) return (size_t)((first + (int64_t)l->tp_rank * piece + r) * gcols);
+            int64_t piece = t->part_rows[p] * t->tp_replicas / l->tp;
+            if (r < piece) return (size_t)((first + slot * piece + r) * gcols);
             r -= piece;
             first += t->part_rows[p];
         }

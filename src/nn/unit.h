@@ -51,6 +51,10 @@ typedef struct {
      * where the local slice sits in the full tensor. A local row is always
      * one contiguous run of the full tensor (mt_tensor_row_origin). */
     mt_tp_split split;
+    int tp_replicas;                       /* tp ranks holding each slice: tp (REPLICATED), 1 (a plain cut),
+                                              or between: a ROWS tensor with fewer row pieces than tp ranks
+                                              (kv heads when tp > kv heads), each piece on tp_replicas
+                                              consecutive ranks, whose gradient they sum */
     int split_parts;                       /* MT_TP_ROWS: blocks of rows cut separately */
     int64_t part_rows[MT_TP_MAX_PARTS];    /* full rows of each block (they sum to gshape[0]) */
     int64_t gshape[2];             /* full shape */
@@ -97,6 +101,9 @@ mt_tensor *mt_unit_add_tensor(mt_layout *l, int u, const char *name, int64_t row
                               float init_std, mt_tp_split split);
 /* A ROWS tensor made of n blocks of rows[i] full rows, each cut over tp. */
 void mt_tensor_set_parts(mt_tensor *t, int n, const int64_t *rows);
+/* The last tensor added to unit u (ROWS) cut into tp / replicas pieces
+ * instead of tp, each held by `replicas` consecutive tp ranks. */
+void mt_unit_set_tp_replicas(mt_layout *l, int u, int replicas);
 /* Declares that unit u also uses tensor `owner_name` (of another unit) as `name`. */
 void mt_unit_add_shared(mt_layout *l, int u, const char *name, const char *owner_name);
 /* Sums the totals once every unit is built. */

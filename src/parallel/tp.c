@@ -24,3 +24,22 @@ void mt_tp_allgather(const mt_tp *tp, const float *send, float *recv, size_t cou
 void mt_tp_allreduce(const mt_tp *tp, float *x, size_t count) {
     if (mt_tp_size(tp) > 1) mt_comm_allreduce(tp->comm, x, x, count);
 }
+
+int mt_tp_init_pieces(mt_tp *tp, int replicas, mt_error *err) {
+    tp->piece_replicas = 1;
+    if (mt_tp_size(tp) == 1 || replicas <= 1) return 0;
+    if (tp->size % replicas) return mt_errorf(err, "tp %d cannot hold pieces on groups of %d ranks", tp->size, replicas);
+    if (mt_comm_split(tp->comm, tp->rank / replicas, tp->rank, "tp pieces", &tp->pieces, err)) return -1;
+    tp->piece_replicas = replicas;
+    return 0;
+}
+
+void mt_tp_pieces_allreduce(const mt_tp *tp, float *x, size_t count) {
+    if (tp && tp->pieces) mt_comm_allreduce(tp->pieces, x, x, count);
+}
+
+void mt_tp_free_pieces(mt_tp *tp) {
+    mt_comm_free(tp->pieces);
+    tp->pieces = NULL;
+    tp->piece_replicas = 1;
+}

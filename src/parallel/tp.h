@@ -28,6 +28,9 @@ typedef struct {
     mt_comm *comm;          /* the tp group (borrowed from the mesh) */
     int size, rank;
     int sequence_parallel;  /* --sequence-parallel */
+    mt_comm *pieces;        /* the ranks holding the same piece of a tensor cut into fewer pieces than
+                               tp ranks (nn/unit.h tp_replicas; kv heads when tp > kv heads): owned, or NULL */
+    int piece_replicas;     /* ranks per piece group (1: none) */
 } mt_tp;
 
 static inline int mt_tp_size(const mt_tp *tp) { return tp ? tp->size : 1; }
@@ -49,5 +52,11 @@ void mt_tp_allgather(const mt_tp *tp, const float *send, float *recv, size_t cou
 /* Sum over tp of a gradient the ranks hold partially (sequence parallelism:
  * LayerNorm and row-parallel bias gradients from each rank's rows). */
 void mt_tp_allreduce(const mt_tp *tp, float *x, size_t count);
+/* The piece groups of `replicas` consecutive tp ranks (collective over
+ * tp), and the sum of a gradient over this rank's group: each rank of a
+ * group computed part of its shared piece's gradient. */
+int mt_tp_init_pieces(mt_tp *tp, int replicas, mt_error *err);
+void mt_tp_pieces_allreduce(const mt_tp *tp, float *x, size_t count);
+void mt_tp_free_pieces(mt_tp *tp);
 
 #endif

@@ -593,8 +593,9 @@ static double owned_sumsq(const mt_zero *z, int u, size_t off, size_t n) {
 }
 
 /* Sum of squares of the owned shard of unit u over the tensors this rank
- * counts: on tensor-parallel ranks other than 0 the replicated tensors
- * (LayerNorms, wpe, row-parallel biases) are left to rank 0. */
+ * counts: a tensor held by several tp ranks (replicated: norms, position
+ * tables, row-parallel biases; or a piece on tp_replicas ranks) is counted
+ * by the first rank holding it. */
 
 static double unit_sumsq(mt_zero *z, const mt_model *m, int u) {
     if (m->layout.tp_rank == 0) return z->g16_sumsq_ok[u] ? z->g16_sumsq[u] : owned_sumsq(z, u, 0, z->S[u]);
@@ -603,7 +604,7 @@ static double unit_sumsq(mt_zero *z, const mt_model *m, int u) {
     double s = 0.0;
     for (int i = 0; i < ul->n_tensors; i++) {
         const mt_tensor *t = &ul->t[i];
-        if (t->split == MT_TP_REPLICATED) continue;
+        if (m->layout.tp_rank % t->tp_replicas) continue; /* a copy the group's first rank counts */
         size_t b = t->offset > lo ? t->offset : lo, e = t->offset + t->numel < hi ? t->offset + t->numel : hi;
         if (e > b) s += owned_sumsq(z, u, b - lo, e - b);
     }

@@ -127,6 +127,24 @@ static int agree(mt_comm *world, int rc, mt_error *err) {
     return mt_errorf(err, "rank %lld: %s", (long long)v[0], msg);
 }
 
+/* The piece groups of tensor parallelism: ranks that hold the same piece of
+ * a tensor cut into fewer pieces than tp ranks (the layout's tp_replicas;
+ * one group size per model). Collective over the tp group. */
+static int init_tp_pieces(mt_trainer *tr, mt_error *err) {
+    const mt_layout *l = &tr->model.layout;
+    int rep = 1;
+    for (int u = 0; u < l->n_units; u++)
+        for (int i = 0; i < l->units[u].n_tensors; i++) {
+            const mt_tensor *t = &l->units[u].t[i];
+            if (t->split == MT_TP_REPLICATED || t->tp_replicas == 1) continue;
+            if (rep > 1 && t->tp_replicas != rep)
+                return mt_errorf(err, "tensor %s: %d tp replicas, another tensor has %d (one group size per model)",
+                                 t->name, t->tp_replicas, rep);
+            rep = t->tp_replicas;
+        }
+    return mt_tp_init_pieces(&tr->tp, rep, err);
+}
+
 /* The part of init that reads files (may fail on one rank only). */
 static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
     mt_train_opts *op = &tr->o;
@@ -259,6 +277,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (!rc) mt_model_create_part(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem, &part);
     free(own_layer);
     if (rc) return -1;
+    if (init_tp_pieces(tr, err)) return -1;
     if (mt_zero_init(&tr->zero, &tr->model, &tr->mesh, op->zero, (size_t)((double)op->bucket_mb * 1048576.0),
                      op->grad_reduce, &tr->mem, err)) return -1;
     tr->zero.no_overlap = op->no_overlap;
@@ -618,6 +637,7 @@ void mt_trainer_free(mt_trainer *tr) {
         mt_zero_free(&tr->zero, &tr->model);
         mt_model_free(&tr->model);
     }
+    mt_tp_free_pieces(&tr->tp);
     if (tr->mesh_ok) mt_mesh_free(&tr->mesh);
     mt_trainer_accounting_free(tr);
     mt_loader_free(&tr->train_ld);

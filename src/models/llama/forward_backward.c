@@ -31,7 +31,8 @@ typedef struct {
 static dims local_dims(const mt_model *m) {
     const mt_model_config *c = &m->cfg;
     int tp = m->layout.tp;
-    dims d = {c->n_embd, mt_model_head_dim(c), c->n_head / tp, mt_model_kv_heads(c) / tp, 0, c->ffn_dim / tp};
+    int kv = mt_model_kv_heads(c);
+    dims d = {c->n_embd, mt_model_head_dim(c), c->n_head / tp, tp > kv ? 1 : kv / tp, 0, c->ffn_dim / tp};
     d.qkv = (d.nh + 2 * d.nkv) * d.hd;
     return d;
 }

@@ -7,10 +7,11 @@ int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
     if (cfg->n_head % tp)
         return mt_errorf(err, "--tp %d does not divide the %d attention heads (each tp rank holds whole heads); "
                               "choose a tp that divides --heads", tp, cfg->n_head);
-    if (mt_model_kv_heads(cfg) % tp)
-        return mt_errorf(err, "--tp %d does not divide the %d key/value heads: each tp rank holds whole kv heads "
-                              "(replicating kv heads when tp > kv heads is not supported yet); choose a tp that "
-                              "divides --kv-heads", tp, mt_model_kv_heads(cfg));
+    int kv = mt_model_kv_heads(cfg);
+    if (tp <= kv ? kv % tp : tp % kv)
+        return mt_errorf(err, "--tp %d and the %d key/value heads: tp must divide the kv heads (each rank holds whole "
+                              "kv heads) or be a multiple of them (each kv head is replicated on tp / kv ranks, as "
+                              "Megatron does); choose such a tp", tp, kv);
     if (cfg->ffn_dim % tp)
         return mt_errorf(err, "--tp %d does not divide the MLP width --ffn-dim %d; choose a tp that divides it", tp,
                          cfg->ffn_dim);
@@ -33,6 +34,7 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
     int64_t C = cfg->n_embd, hd = mt_model_head_dim(cfg), QW = (int64_t)cfg->n_head * hd,
             KW = (int64_t)mt_model_kv_heads(cfg) * hd, F = cfg->ffn_dim;
     const float std = 0.02f;
+    int kv_rep = tp > mt_model_kv_heads(cfg) ? tp / mt_model_kv_heads(cfg) : 1;
     mt_layout_init(out, L + 2, tp, tp_rank);
     char name[MT_TENSOR_NAME_LEN];
 
@@ -53,12 +55,17 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
         T("input_layernorm.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
         mt_tensor *mats[6];
         mats[0] = T("self_attn.q_proj.weight", QW, C, 2, 1, std, MT_TP_ROWS);
+        /* tp > kv heads: each kv head's rows on tp / kv consecutive ranks */
         mats[1] = T("self_attn.k_proj.weight", KW, C, 2, 1, std, MT_TP_ROWS);
+        mt_unit_set_tp_replicas(out, u, kv_rep);
         mats[2] = T("self_attn.v_proj.weight", KW, C, 2, 1, std, MT_TP_ROWS);
+        mt_unit_set_tp_replicas(out, u, kv_rep);
         if (cfg->qkv_bias) {
             T("self_attn.q_proj.bias", QW, 1, 1, 0, 0.0f, MT_TP_ROWS);
             T("self_attn.k_proj.bias", KW, 1, 1, 0, 0.0f, MT_TP_ROWS);
+            mt_unit_set_tp_replicas(out, u, kv_rep);
             T("self_attn.v_proj.bias", KW, 1, 1, 0, 0.0f, MT_TP_ROWS);
+            mt_unit_set_tp_replicas(out, u, kv_rep);
         }
         mats[3] = T("self_attn.o_proj.weight", C, QW, 2, 1, std, MT_TP_COLS);
         T("post_attention_layernorm.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
