@@ -226,8 +226,19 @@ int mt_st_read_f32(const mt_st_file *f, const mt_st_entry *e, float *dst, mt_err
 struct mt_st_writer {
     char *path, *tmp;
     int fd;
+    int all_f32; /* mt_st_writer_put (fp32 input) is only meaningful then */
     uint64_t expect, written;
 };
+
+/* Header dtype string of a writer spec; NULL for a value outside the enum. */
+static const char *st_dtype_name(mt_dtype t) {
+    switch (t) {
+    case MT_FP32: return "F32";
+    case MT_BF16: return "BF16";
+    case MT_FP16: return "F16";
+    }
+    return NULL;
+}
 
 mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n, const char *const *meta, int n_meta,
                                 mt_error *err) {
@@ -244,17 +255,26 @@ mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n
         mt_jw_end_object(&jw);
     }
     uint64_t pos = 0;
+    int all_f32 = 1;
     for (int i = 0; i < n; i++) {
         if (specs[i].ndim < 0 || specs[i].ndim > MT_ST_MAX_DIM) {
             mt_jw_free(&jw);
             mt_errorf(err, "safetensors writer: tensor '%s' has ndim %d", specs[i].name, specs[i].ndim);
             return NULL;
         }
-        uint64_t numel = 1;
+        const char *dt = st_dtype_name(specs[i].dtype);
+        if (!dt) {
+            mt_jw_free(&jw);
+            mt_errorf(err, "safetensors writer: tensor '%s' has dtype value %d; expected MT_FP32, MT_BF16 or MT_FP16", specs[i].name,
+                      (int)specs[i].dtype);
+            return NULL;
+        }
+        all_f32 &= specs[i].dtype == MT_FP32;
+        uint64_t numel = 1, esz = mt_dtype_size(specs[i].dtype);
         for (int d = 0; d < specs[i].ndim; d++) numel *= (uint64_t)specs[i].shape[d];
         mt_jw_key(&jw, specs[i].name);
         mt_jw_begin_object(&jw);
-        mt_jw_key(&jw, "dtype"); mt_jw_string(&jw, "F32");
+        mt_jw_key(&jw, "dtype"); mt_jw_string(&jw, dt);
         mt_jw_key(&jw, "shape");
         mt_jw_begin_array(&jw);
         for (int d = 0; d < specs[i].ndim; d++) mt_jw_int(&jw, specs[i].shape[d]);
@@ -262,10 +282,10 @@ mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n
         mt_jw_key(&jw, "data_offsets");
         mt_jw_begin_array(&jw);
         mt_jw_int(&jw, (int64_t)pos);
-        mt_jw_int(&jw, (int64_t)(pos + numel * 4));
+        mt_jw_int(&jw, (int64_t)(pos + numel * esz));
         mt_jw_end_array(&jw);
         mt_jw_end_object(&jw);
-        pos += numel * 4;
+        pos += numel * esz;
     }
     mt_jw_end_object(&jw);
     /* Pad the header with trailing spaces so the data section starts 8-byte aligned. */
@@ -277,6 +297,7 @@ mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n
     w->tmp = mt_xmalloc(pl + 8, "path");
     snprintf(w->tmp, pl + 8, "%s.tmp", path);
     w->expect = pos;
+    w->all_f32 = all_f32;
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {
         mt_errorf(err, "cannot create %s: %s", w->tmp, strerror(errno));
@@ -298,10 +319,22 @@ mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n
 }
 
 int mt_st_writer_put(mt_st_writer *w, const float *data, size_t n, mt_error *err) {
+    if (!w->all_f32)
+        return mt_errorf(err, "safetensors writer %s: fp32 put into a file with BF16/F16 tensors; encode them and use mt_st_writer_put_bytes",
+                         w->path);
     if ((uint64_t)n * 4 > w->expect - w->written)
         return mt_errorf(err, "safetensors writer: %zu more floats than the declared tensors hold", n);
     if (mt_write_all(w->fd, data, n * 4, w->tmp, err)) return -1;
     w->written += (uint64_t)n * 4;
+    return 0;
+}
+
+int mt_st_writer_put_bytes(mt_st_writer *w, const void *bytes, size_t n, mt_error *err) {
+    if ((uint64_t)n > w->expect - w->written)
+        return mt_errorf(err, "safetensors writer %s: %zu more bytes than the declared tensors hold (%" PRIu64 " left)", w->path, n,
+                         w->expect - w->written);
+    if (mt_write_all(w->fd, bytes, n, w->tmp, err)) return -1;
+    w->written += (uint64_t)n;
     return 0;
 }
 

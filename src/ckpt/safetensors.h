@@ -6,8 +6,9 @@
  * The reader validates everything before any data is used: header length vs
  * file size, JSON, dtypes, shapes, byte ranges matching numel x element size,
  * ranges tiling the data section exactly (no overlap, no gap, nothing past
- * the end), unique names. The writer writes F32 tensors atomically (temp file,
- * fsync, rename) with the header padded by spaces to 8-byte alignment.
+ * the end), unique names. The writer writes F32, BF16 or F16 tensors
+ * atomically (temp file, fsync, rename) with the header padded by spaces to
+ * 8-byte alignment, as the reference serializer does.
  *
  * GPT-2 conversion uses Hugging Face names without prefix (wte.weight [V, C]
  * unpadded, wpe.weight, h.N.ln_1.weight, h.N.attn.c_attn.weight [C, 3C] (HF
@@ -20,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ckpt/weights.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/json.h"
 
@@ -49,19 +51,25 @@ const mt_json *mt_st_metadata(const mt_st_file *f);
 /* Reads a whole F32, F16 or BF16 tensor as fp32 into dst (numel floats). */
 int mt_st_read_f32(const mt_st_file *f, const mt_st_entry *e, float *dst, mt_error *err);
 
-/* Writer: declares all tensors (F32) up front, then receives their data in
- * declaration order through any number of put calls. */
+/* Writer: declares all tensors up front, then receives their data in
+ * declaration order through any number of put calls. Header entries and
+ * data follow the declaration order (data_offsets ascending and contiguous,
+ * which is what readers require). */
 typedef struct {
     const char *name;
     int ndim;
     int64_t shape[MT_ST_MAX_DIM];
+    mt_dtype dtype; /* MT_FP32 (0, so zero-initialised specs stay F32), MT_BF16 or MT_FP16 */
 } mt_st_spec;
 
 typedef struct mt_st_writer mt_st_writer;
 /* meta: n_meta key/value string pairs for "__metadata__" (meta[2i] = key). */
 mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n, const char *const *meta, int n_meta,
                                 mt_error *err);
+/* fp32 values; only when every declared tensor is F32. */
 int mt_st_writer_put(mt_st_writer *w, const float *data, size_t n, mt_error *err);
+/* Data already encoded in the declared dtypes (little-endian), any dtype. */
+int mt_st_writer_put_bytes(mt_st_writer *w, const void *bytes, size_t n, mt_error *err);
 /* Checks that every declared byte was written, fsyncs and renames the temp
  * file into place. Frees w in all cases; on error nothing is left at path. */
 int mt_st_writer_close(mt_st_writer *w, mt_error *err);

@@ -1,9 +1,11 @@
-/* meshtrain export / import: checkpoint <-> Hugging Face safetensors or
- * llm.c model file. See ckpt/safetensors.h and ckpt/llmc.h for the formats. */
+/* meshtrain export / import: checkpoint <-> a Hugging Face model directory
+ * (any family), a GPT-2 safetensors file, or an llm.c model file. See
+ * ckpt/hf_model.h, ckpt/safetensors.h and ckpt/llmc.h for the formats. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include "ckpt/weights.h"
+#include "ckpt/hf_model.h"
 #include "ckpt/llmc.h"
 #include "ckpt/safetensors.h"
 #include "cli/args.h"
@@ -12,37 +14,62 @@
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static int check_format(const char *fmt, mt_error *err) {
-    if (!fmt) return mt_errorf(err, "--format is required (safetensors or llmc)");
-    if (strcmp(fmt, "safetensors") != 0 && strcmp(fmt, "llmc") != 0)
-        return mt_errorf(err, "--format must be safetensors or llmc, got '%s'", fmt);
+    if (!fmt) return mt_errorf(err, "--format is required (hf, safetensors or llmc)");
+    if (strcmp(fmt, "hf") != 0 && strcmp(fmt, "safetensors") != 0 && strcmp(fmt, "llmc") != 0)
+        return mt_errorf(err, "--format must be hf, safetensors or llmc, got '%s'", fmt);
     return 0;
 }
 
+/* The GPT-2-only formats refuse another family's checkpoint by name. */
+static int check_family(const char *fmt, const mt_model_config *cfg, mt_error *err) {
+    if (strcmp(fmt, "hf") == 0 || cfg->family == MT_FAMILY_GPT2) return 0;
+    return mt_errorf(err, "--format %s holds GPT-2 models; this checkpoint is a %s model: use --format hf", fmt,
+                     mt_family_name(cfg->family));
+}
+
 int mt_cli_export(int argc, char **argv) {
-    const char *ckpt = NULL, *format = NULL, *out = NULL;
+    const char *ckpt = NULL, *format = NULL, *out = NULL, *dtype = "fp32";
     int help = 0;
+    float shard_mb = 0.0f;
     mt_arg spec[] = {
         {"ckpt", MT_ARG_STR, &ckpt, "checkpoint directory to read", 0},
-        {"format", MT_ARG_STR, &format, "safetensors (Hugging Face GPT-2 names) or llmc (llm.c fp32 model file)", 0},
-        {"out", MT_ARG_STR, &out, "output file", 0},
+        {"format", MT_ARG_STR, &format, "hf (a Hugging Face model directory, any family), safetensors (one GPT-2 "
+                                        "file, Hugging Face names) or llmc (llm.c fp32 model file)", 0},
+        {"out", MT_ARG_STR, &out, "output file (hf: directory)", 0},
+        {"dtype", MT_ARG_STR, &dtype, "hf: tensor type fp32 | bf16 | fp16 (default fp32)", 0},
+        {"shard-mb", MT_ARG_FLOAT, &shard_mb, "hf: split the weights into files of at most this many MB with "
+                                              "model.safetensors.index.json (default: one file)", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
     mt_error err = {{0}};
     if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return mt_cli_fail("export", &err);
     if (help) {
-        mt_args_usage("export", "--ckpt DIR --format safetensors|llmc --out FILE", spec, NARGS(spec));
+        mt_args_usage("export", "--ckpt DIR --format hf|safetensors|llmc --out FILE|DIR", spec, NARGS(spec));
         return 0;
     }
     if (!ckpt) { mt_errorf(&err, "--ckpt DIR is required"); return mt_cli_fail("export", &err); }
     if (!out) { mt_errorf(&err, "--out FILE is required"); return mt_cli_fail("export", &err); }
     if (check_format(format, &err)) return mt_cli_fail("export", &err);
+    mt_dtype dt = MT_FP32;
+    if (mt_dtype_parse(dtype, &dt)) {
+        mt_errorf(&err, "--dtype must be fp32, bf16 or fp16, got '%s'", dtype);
+        return mt_cli_fail("export", &err);
+    }
+    if (!(shard_mb >= 0.0f)) {
+        mt_errorf(&err, "--shard-mb must be >= 0, got %g", (double)shard_mb);
+        return mt_cli_fail("export", &err);
+    }
     mt_ckpt *ck = mt_ckpt_open(ckpt, &err);
     if (!ck) return mt_cli_fail("export", &err);
     mt_weights w;
     int rc = mt_weights_from_ckpt(ck, &w, &err);
     mt_ckpt_close(ck);
     if (rc) return mt_cli_fail("export", &err);
-    rc = strcmp(format, "llmc") == 0 ? mt_llmc_export(out, &w, &err) : mt_safetensors_export_gpt2(out, &w, &err);
+    rc = check_family(format, &w.cfg, &err);
+    if (!rc)
+        rc = strcmp(format, "hf") == 0     ? mt_hf_export(out, &w, dt, (size_t)((double)shard_mb * 1048576.0), &err)
+             : strcmp(format, "llmc") == 0 ? mt_llmc_export(out, &w, &err)
+                                           : mt_safetensors_export_gpt2(out, &w, &err);
     if (!rc)
         printf("exported %s (%d layers, %d dim, %d heads, vocab %d, %zu parameters) to %s as %s\n", ckpt,
                w.cfg.n_layer, w.cfg.n_embd, w.cfg.n_head, w.cfg.vocab_size, w.layout.total_params, out, format);
@@ -54,8 +81,8 @@ int mt_cli_import(int argc, char **argv) {
     const char *in = NULL, *format = NULL, *out = NULL;
     int heads = 0, help = 0;
     mt_arg spec[] = {
-        {"format", MT_ARG_STR, &format, "safetensors or llmc", 0},
-        {"in", MT_ARG_STR, &in, "input file", 0},
+        {"format", MT_ARG_STR, &format, "hf (a Hugging Face model directory), safetensors or llmc", 0},
+        {"in", MT_ARG_STR, &in, "input file (hf: directory with config.json)", 0},
         {"heads", MT_ARG_INT, &heads, "attention heads (safetensors: else from config.json beside the file)", 0},
         {"out", MT_ARG_STR, &out, "checkpoint directory to create", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
@@ -63,7 +90,7 @@ int mt_cli_import(int argc, char **argv) {
     mt_error err = {{0}};
     if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return mt_cli_fail("import", &err);
     if (help) {
-        mt_args_usage("import", "--format safetensors|llmc --in FILE [--heads H] --out DIR", spec, NARGS(spec));
+        mt_args_usage("import", "--format hf|safetensors|llmc --in FILE|DIR [--heads H] --out DIR", spec, NARGS(spec));
         return 0;
     }
     if (check_format(format, &err)) return mt_cli_fail("import", &err);
@@ -80,7 +107,9 @@ int mt_cli_import(int argc, char **argv) {
         return mt_cli_fail("import", &err);
     }
     mt_weights w;
-    int rc = strcmp(format, "llmc") == 0 ? mt_llmc_import(in, heads, &w, &err) : mt_safetensors_import_gpt2(in, heads, &w, &err);
+    int rc = strcmp(format, "hf") == 0     ? mt_hf_import(in, &w, &err)
+             : strcmp(format, "llmc") == 0 ? mt_llmc_import(in, heads, &w, &err)
+                                           : mt_safetensors_import_gpt2(in, heads, &w, &err);
     if (rc) return mt_cli_fail("import", &err);
     rc = mt_weights_to_ckpt(out, &w, 0, &err);
     if (!rc)

@@ -1,0 +1,166 @@
+#include "ckpt/hf_model.h"
+#include "ckpt/hf_dir.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* dst[c*rows + r] = src[r*cols + c]: src is rows x cols. */
+static void transpose(float *dst, const float *src, int64_t rows, int64_t cols) {
+    const int64_t B = 32;
+    for (int64_t r0 = 0; r0 < rows; r0 += B)
+        for (int64_t c0 = 0; c0 < cols; c0 += B) {
+            int64_t r1 = r0 + B < rows ? r0 + B : rows, c1 = c0 + B < cols ? c0 + B : cols;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = c0; c < c1; c++) dst[c * rows + r] = src[r * cols + c];
+        }
+}
+
+/* The HF form of tensor t: name, shape (padding rows stripped: the rows
+ * drawn at init are the real ones), and whether it is transposed. */
+static void hf_form(const mt_family *f, const mt_model_config *cfg, const mt_tensor *t, char *name, size_t cap,
+                    int *ndim, int64_t shape[2], int *tr) {
+    f->hf_name(cfg, t->name, name, cap, tr);
+    *ndim = t->ndim;
+    int64_t rows = t->init_rows < t->gshape[0] && t->init_std > 0 ? t->init_rows : t->gshape[0];
+    shape[0] = *tr ? t->gshape[1] : rows;
+    shape[1] = *tr ? rows : t->gshape[1];
+}
+
+static void shape_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    if (ndim == 1) snprintf(buf, cap, "[%lld]", (long long)shape[0]);
+    else if (ndim == 2) snprintf(buf, cap, "[%lld, %lld]", (long long)shape[0], (long long)shape[1]);
+    else snprintf(buf, cap, "of %d dimensions", ndim);
+}
+
+static const char *dtype_torch_name(mt_dtype d) {
+    return d == MT_BF16 ? "bfloat16" : d == MT_FP16 ? "float16" : "float32";
+}
+
+int mt_hf_export(const char *dir, const mt_weights *w, mt_dtype dtype, size_t shard_bytes, mt_error *err) {
+    const mt_family *f = mt_family_get(w->cfg.family);
+    const mt_layout *L = &w->layout;
+    size_t maxn = 1;
+    for (int u = 0; u < L->n_units; u++)
+        for (int i = 0; i < L->units[u].n_tensors; i++) maxn = L->units[u].t[i].gnumel > maxn ? L->units[u].t[i].gnumel : maxn;
+    mt_hf_writer *hw = NULL;
+    if (mt_hf_writer_open(dir, dtype, shard_bytes, &hw, err)) return -1;
+    float *tmp = mt_xmalloc(maxn * sizeof(float), "transpose buffer");
+    int rc = 0;
+    for (int u = 0; u < L->n_units && !rc; u++)
+        for (int i = 0; i < L->units[u].n_tensors && !rc; i++) {
+            const mt_tensor *t = &L->units[u].t[i];
+            char name[128];
+            int ndim, tr;
+            int64_t shape[2];
+            hf_form(f, &w->cfg, t, name, sizeof name, &ndim, shape, &tr);
+            const float *src = w->unit[u] + t->offset;
+            if (tr) {
+                transpose(tmp, src, t->gshape[0], t->gshape[1]);
+                src = tmp;
+            }
+            rc = mt_hf_writer_add(hw, name, ndim, shape, src, err);
+        }
+    free(tmp);
+    mt_json_writer jw;
+    mt_jw_init(&jw);
+    f->hf_config_write(&w->cfg, dtype_torch_name(dtype), &jw);
+    if (!rc) rc = mt_hf_writer_finish(hw, jw.buf, err);
+    else mt_hf_writer_abort(hw);
+    mt_jw_free(&jw);
+    return rc;
+}
+
+/* Known non-parameter entries of HF files (GPT-2's attention mask buffers;
+ * a tied head written out anyway). */
+static int ignorable(const mt_model_config *cfg, const char *name) {
+    size_t n = strlen(name);
+    if (cfg->family == MT_FAMILY_GPT2)
+        return (n > 10 && !strcmp(name + n - 10, ".attn.bias")) || (n > 17 && !strcmp(name + n - 17, ".attn.masked_bias")) ||
+               !strcmp(name, "lm_head.weight");
+    return !strcmp(name, "lm_head.weight") && cfg->tie_embeddings;
+}
+
+/* The family of a config.json by its model_type. */
+static int family_of(const mt_json *o, mt_family_id *f, mt_error *err) {
+    const char *type = NULL;
+    if (mt_json_get_string(o, "model_type", &type, err)) return mt_errorf(err, "config.json: %s", err->msg);
+    if (!strcmp(type, "gpt2")) *f = MT_FAMILY_GPT2;
+    else if (!strcmp(type, "llama") || !strcmp(type, "qwen2")) *f = MT_FAMILY_LLAMA;
+    else return mt_errorf(err, "config.json: model_type '%s' is not supported (gpt2, llama or qwen2)", type);
+    return 0;
+}
+
+int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
+    memset(out, 0, sizeof *out);
+    mt_hf_dir *hd = NULL;
+    if (mt_hf_dir_open(dir, &hd, err)) return -1;
+    const mt_json *cj = mt_hf_dir_config(hd);
+    mt_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    mt_error e2 = {{0}};
+    int rc = family_of(cj, &cfg.family, err);
+    const mt_family *f = rc ? NULL : mt_family_get(cfg.family);
+    if (!rc) rc = f->hf_config_read(cj, &cfg, err);
+    if (!rc) {
+        if (cfg.seq_len <= 0) cfg.seq_len = cfg.max_pos > 0 && cfg.max_pos < 4096 ? cfg.max_pos : 4096;
+        if (cfg.max_pos < cfg.seq_len) cfg.max_pos = cfg.seq_len;
+        cfg.padded_vocab = mt_pad_vocab(cfg.vocab_size);
+        if (mt_model_config_validate(&cfg, &e2)) rc = mt_errorf(err, "%s/config.json: %s", dir, e2.msg);
+    }
+    if (rc) {
+        mt_hf_dir_close(hd);
+        return -1;
+    }
+    mt_weights_alloc(out, &cfg);
+    const mt_layout *L = &out->layout;
+    size_t maxn = 1;
+    for (int u = 0; u < L->n_units; u++)
+        for (int i = 0; i < L->units[u].n_tensors; i++) maxn = L->units[u].t[i].gnumel > maxn ? L->units[u].t[i].gnumel : maxn;
+    float *tmp = mt_xmalloc(maxn * sizeof(float), "transpose buffer");
+    for (int u = 0; u < L->n_units && !rc; u++)
+        for (int i = 0; i < L->units[u].n_tensors && !rc; i++) {
+            const mt_tensor *t = &L->units[u].t[i];
+            char name[128];
+            int ndim, tr, fnd = 0;
+            int64_t shape[2], fshape[8] = {0};
+            hf_form(f, &cfg, t, name, sizeof name, &ndim, shape, &tr);
+            if (mt_hf_dir_find(hd, name, &fnd, fshape, err) < 0) {
+                rc = mt_errorf(err, "%s: tensor '%s' is missing (a %s model of this config.json needs it)", dir, name,
+                               f->name);
+                break;
+            }
+            int64_t want1 = ndim == 2 ? shape[1] : 1, got1 = fnd == 2 ? fshape[1] : 1;
+            if (fnd != ndim || fshape[0] != shape[0] || got1 != want1) {
+                char got[64], want[64];
+                shape_text(got, sizeof got, fnd, fshape);
+                shape_text(want, sizeof want, ndim, shape);
+                rc = mt_errorf(err, "%s: tensor '%s' has shape %s, config.json implies %s", dir, name, got, want);
+                break;
+            }
+            size_t n = (size_t)shape[0] * (size_t)want1;
+            float *dst = out->unit[u] + t->offset; /* padding rows stay zero */
+            rc = mt_hf_dir_read_f32(hd, name, tr ? tmp : dst, n, err);
+            if (!rc && tr) transpose(dst, tmp, shape[0], shape[1]);
+            for (size_t k = 0; k < n && !rc; k++)
+                if (!isfinite(dst[k]))
+                    rc = mt_errorf(err, "%s: tensor '%s' holds a non-finite value (%g at element %zu); refusing to "
+                                        "import it", dir, name, (double)dst[k], k);
+        }
+    for (size_t k = 0; k < mt_hf_dir_count(hd) && !rc; k++) { /* nothing unexpected */
+        const char *nm = mt_hf_dir_name(hd, k);
+        int known = ignorable(&cfg, nm);
+        for (int u = 0; u < L->n_units && !known; u++)
+            for (int i = 0; i < L->units[u].n_tensors && !known; i++) {
+                char name[128];
+                int tr;
+                f->hf_name(&cfg, L->units[u].t[i].name, name, sizeof name, &tr);
+                known = !strcmp(name, nm);
+            }
+        if (!known) rc = mt_errorf(err, "%s: unexpected tensor '%s' (not a parameter of this %s config)", dir, nm, f->name);
+    }
+    free(tmp);
+    mt_hf_dir_close(hd);
+    if (rc) mt_weights_free(out);
+    return rc;
+}

@@ -1,0 +1,22 @@
+/* A model as a Hugging Face directory (config.json + model.safetensors, or
+ * shards + model.safetensors.index.json), for any family: the family
+ * gives the tensor names, transposes and config.json keys
+ * (models/family.h); ckpt/hf_dir.h reads and writes the files. The
+ * embedding's (and an untied head's) padding rows are not exported;
+ * import pads them with zeros. */
+#ifndef MT_CKPT_HF_MODEL_H
+#define MT_CKPT_HF_MODEL_H
+#include "ckpt/weights.h"
+#include "core/dtype.h"
+
+/* Writes dir (created if absent) with tensors in dtype (fp32, bf16 or
+ * fp16); shard_bytes > 0 splits model.safetensors into shards of at most
+ * that size with the index file. */
+int mt_hf_export(const char *dir, const mt_weights *w, mt_dtype dtype, size_t shard_bytes, mt_error *err);
+/* Reads dir into freshly allocated weights (free with mt_weights_free):
+ * model_type picks the family; every tensor of the family's layout must be
+ * present with its shape, no other (but known buffers) may be, and every
+ * value must be finite. */
+int mt_hf_import(const char *dir, mt_weights *out, mt_error *err);
+
+#endif
