@@ -84,10 +84,10 @@ static int ignorable(const mt_model_config *cfg, const char *name) {
 /* The family of a config.json by its model_type. */
 static int family_of(const mt_json *o, mt_family_id *f, mt_error *err) {
     const char *type = NULL;
-    if (mt_json_get_string(o, "model_type", &type, err)) return mt_errorf(err, "config.json: %s", err->msg);
+    if (mt_json_get_string(o, "model_type", &type, err)) return -1;
     if (!strcmp(type, "gpt2")) *f = MT_FAMILY_GPT2;
     else if (!strcmp(type, "llama") || !strcmp(type, "qwen2")) *f = MT_FAMILY_LLAMA;
-    else return mt_errorf(err, "config.json: model_type '%s' is not supported (gpt2, llama or qwen2)", type);
+    else return mt_errorf(err, "model_type '%s' is not supported (gpt2, llama or qwen2)", type);
     return 0;
 }
 
@@ -99,9 +99,10 @@ int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
     mt_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
     mt_error e2 = {{0}};
-    int rc = family_of(cj, &cfg.family, err);
+    int rc = family_of(cj, &cfg.family, &e2);
     const mt_family *f = rc ? NULL : mt_family_get(cfg.family);
-    if (!rc) rc = f->hf_config_read(cj, &cfg, err);
+    if (!rc) rc = f->hf_config_read(cj, &cfg, &e2);
+    if (rc) mt_errorf(err, "%s/config.json: %s", dir, e2.msg);
     if (!rc) {
         if (cfg.seq_len <= 0) cfg.seq_len = cfg.max_pos > 0 && cfg.max_pos < 4096 ? cfg.max_pos : 4096;
         if (cfg.max_pos < cfg.seq_len) cfg.max_pos = cfg.seq_len;

@@ -43,13 +43,13 @@ int mt_gpt2_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err) 
     int64_t v[4];
     const char *keys[4] = {"n_embd", "n_head", "n_layer", "vocab_size"};
     for (int i = 0; i < 4; i++)
-        if (mt_json_get_int64(o, keys[i], &v[i], err)) return mt_errorf(err, "config.json: %s", err->msg);
+        if (mt_json_get_int64(o, keys[i], &v[i], err)) return -1;
     int64_t T = 0;
     if (mt_json_get(o, "n_positions") && mt_json_get_int64(o, "n_positions", &T, err))
-        return mt_errorf(err, "config.json: %s", err->msg);
+        return -1;
     const mt_json *tie = mt_json_get(o, "tie_word_embeddings");
     if (tie && tie->type == MT_JSON_BOOL && !tie->boolean)
-        return mt_errorf(err, "config.json: tie_word_embeddings false: meshtrain's GPT-2 ties the head to wte");
+        return mt_errorf(err, "tie_word_embeddings false: meshtrain's GPT-2 ties the head to wte");
     c->family = MT_FAMILY_GPT2;
     c->n_embd = (int)v[0];
     c->n_head = (int)v[1];

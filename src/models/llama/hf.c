@@ -53,8 +53,8 @@ void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype,
 
 static int need_int(const mt_json *o, const char *key, int *out, mt_error *err) {
     int64_t v;
-    if (mt_json_get_int64(o, key, &v, err)) return mt_errorf(err, "config.json: %s", err->msg);
-    if (v < 1 || v > (1 << 24)) return mt_errorf(err, "config.json: %s = %lld is out of range", key, (long long)v);
+    if (mt_json_get_int64(o, key, &v, err)) return -1;
+    if (v < 1 || v > (1 << 24)) return mt_errorf(err, "%s = %lld is out of range", key, (long long)v);
     *out = (int)v;
     return 0;
 }
@@ -62,7 +62,7 @@ static int need_int(const mt_json *o, const char *key, int *out, mt_error *err) 
 static int flag_of(const mt_json *o, const char *key, int *out, mt_error *err) {
     const mt_json *j = mt_json_get(o, key);
     if (!j || j->type == MT_JSON_NULL) return 0;
-    if (j->type != MT_JSON_BOOL) return mt_errorf(err, "config.json: %s must be true or false", key);
+    if (j->type != MT_JSON_BOOL) return mt_errorf(err, "%s must be true or false", key);
     *out = j->boolean;
     return 0;
 }
@@ -70,7 +70,7 @@ static int flag_of(const mt_json *o, const char *key, int *out, mt_error *err) {
 static int float_of(const mt_json *o, const char *key, float *out, mt_error *err) {
     double d;
     if (!mt_json_get(o, key)) return 0;
-    if (mt_json_get_double(o, key, &d, err)) return mt_errorf(err, "config.json: %s", err->msg);
+    if (mt_json_get_double(o, key, &d, err)) return -1;
     *out = (float)d;
     return 0;
 }
@@ -78,7 +78,7 @@ static int float_of(const mt_json *o, const char *key, float *out, mt_error *err
 int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err) {
     const char *type = NULL;
     mt_model_config_defaults(c, MT_FAMILY_LLAMA);
-    if (mt_json_get_string(o, "model_type", &type, err)) return mt_errorf(err, "config.json: %s", err->msg);
+    if (mt_json_get_string(o, "model_type", &type, err)) return -1;
     c->qkv_bias = !strcmp(type, "qwen2");
     if (need_int(o, "hidden_size", &c->n_embd, err) || need_int(o, "intermediate_size", &c->ffn_dim, err) ||
         need_int(o, "num_attention_heads", &c->n_head, err) || need_int(o, "num_hidden_layers", &c->n_layer, err) ||
@@ -95,17 +95,17 @@ int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err)
         return -1;
     int mlp_bias = 0;
     if (flag_of(o, "mlp_bias", &mlp_bias, err)) return -1;
-    if (mlp_bias) return mt_errorf(err, "config.json: mlp_bias true is not supported (the llama family's MLP has no biases)");
+    if (mlp_bias) return mt_errorf(err, "mlp_bias true is not supported (the llama family's MLP has no biases)");
     const char *act = NULL;
     if (mt_json_get(o, "hidden_act") && !mt_json_get_string(o, "hidden_act", &act, NULL) && strcmp(act, "silu"))
-        return mt_errorf(err, "config.json: hidden_act '%s' is not supported (SwiGLU with silu only)", act);
+        return mt_errorf(err, "hidden_act '%s' is not supported (SwiGLU with silu only)", act);
     const mt_json *rs = mt_json_get(o, "rope_scaling");
     if (rs && rs->type == MT_JSON_OBJECT) {
         const char *rt = NULL;
         if (mt_json_get_string(rs, "rope_type", &rt, NULL) && mt_json_get_string(rs, "type", &rt, NULL))
-            return mt_errorf(err, "config.json: rope_scaling has no rope_type");
+            return mt_errorf(err, "rope_scaling has no rope_type");
         if (strcmp(rt, "llama3"))
-            return mt_errorf(err, "config.json: rope_scaling type '%s' is not supported (only llama3)", rt);
+            return mt_errorf(err, "rope_scaling type '%s' is not supported (only llama3)", rt);
         c->rope_scaling = 1;
         if (float_of(rs, "factor", &c->rope_factor, err) || float_of(rs, "low_freq_factor", &c->rope_low_freq_factor, err) ||
             float_of(rs, "high_freq_factor", &c->rope_high_freq_factor, err) ||
