@@ -30,8 +30,9 @@ ratio on A; dp efficiency on B; peak RSS on A against PyTorch's).
 
 Environment: BENCH_QUICK=1 (a smoke test: fewer steps and rounds, one GEMM
 repetition; its figures are not measurements), BENCH_ROUNDS, BENCH_CONFIGS
-(e.g. "A,C"), BENCH_THREADS2 ("A" by default: configs also measured with 2
-threads; "" for none), BENCH_BF16 ("A,B" by default: configs of
+(default "A,B,C,L"; L is a ~100M Llama against bench/torch_llama.py),
+BENCH_THREADS2 ("A" by default: configs also measured with 2
+threads; "" for none), BENCH_BF16 ("A,B,L" by default: configs of
 BENCH_CONFIGS that also get the bf16 runs; "" for none), BENCH_MT_OMP (e.g.
 "OMP_WAIT_POLICY=passive": meshtrain's OpenMP settings with 2 threads),
 BENCH_DP (0 skips the data-parallel measurement), BENCH_JSON (also write
