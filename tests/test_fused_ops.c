@@ -209,14 +209,14 @@ static void test_flash_attention(int B, int T, int NH, int HS, float p, int thre
     mt_attn_dropout dr = {{p, 1234, 5, 2, MT_DROPOUT_ATTN_PROBS}, sids, 1};
     const mt_attn_dropout *drp = p > 0 ? &dr : NULL;
     float *qkv = frandn(nq, 2), *dout = frandn(no, 1);
-    float *fs = falloc(op_attention_flash_scratch_floats(T, HS, threads));
-    float *bs = falloc(op_attention_blas_scratch_floats(T, HS, threads));
+    float *fs = falloc(op_attention_flash_scratch_floats(B, T, NH, NH, HS, threads));
+    float *bs = falloc(op_attention_blas_scratch_floats(B, T, NH, NH, HS, threads));
     float *fo = falloc(no), *fl = falloc(nl), *fd = frandn(nq, 1), *bo = falloc(no), *bl = falloc(nl), *bd = falloc(nq);
     CHECK(op_attention_flash_supported(T, HS), "flash kernels should take T=%d HS=%d", T, HS);
-    op_attention_flash_forward(fo, fl, qkv, B, T, NH, HS, drp, fs);
-    op_attention_blas_forward(bo, bl, qkv, B, T, NH, HS, drp, bs);
-    op_attention_flash_backward(fd, dout, qkv, fo, fl, B, T, NH, HS, drp, fs); /* fd pre-filled: overwritten */
-    op_attention_blas_backward(bd, dout, qkv, bo, bl, B, T, NH, HS, drp, bs);
+    op_attention_flash_forward(fo, fl, qkv, B, T, NH, NH, HS, drp, fs);
+    op_attention_blas_forward(bo, bl, qkv, B, T, NH, NH, HS, drp, bs);
+    op_attention_flash_backward(fd, dout, qkv, fo, fl, B, T, NH, NH, HS, drp, fs); /* fd pre-filled: overwritten */
+    op_attention_blas_backward(bd, dout, qkv, bo, bl, B, T, NH, NH, HS, drp, bs);
     char what[96];
     snprintf(what, sizeof what, "flash attention B%d T%d NH%d HS%d p%g threads=%d", B, T, NH, HS, p, threads);
     CHECK_ARR(what, fo, bo, no);
