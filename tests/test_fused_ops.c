@@ -3,7 +3,8 @@
  * fused (softmax + cross-entropy): residual add + LayerNorm, bias + GELU
  * forward and backward (with the bias gradient), residual add with bias,
  * softmax + cross-entropy and its vocab-parallel pieces, and the flash
- * attention kernels against the BLAS attention (with and without dropout);
+ * attention kernels against the BLAS attention (multi-head and grouped-query,
+ * with and without dropout);
  * each also at 1 and 2 threads, which must agree bit for bit. */
 #include "ops/ops.h"
 #include "ops/attention_impl.h"
@@ -200,25 +201,27 @@ static void test_softmax_xent(int N, int V, int Vp, float spread, float shift, i
     free(mx); free(se); free(xt); free(lse); free(gs);
 }
 
-/* ---- flash attention (online softmax) against the BLAS path ---- */
-static void test_flash_attention(int B, int T, int NH, int HS, float p, int threads) {
+/* ---- flash attention (online softmax) against the BLAS path, multi-head
+ * and grouped-query (NKV kv heads) ---- */
+static void test_flash_attention(int B, int T, int NH, int NKV, int HS, float p, int threads) {
     omp_set_num_threads(threads);
     const int C = NH * HS;
-    const size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    const size_t nq = (size_t)B * T * (NH + 2 * NKV) * HS, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     uint64_t sids[3] = {7, 1000003, 99};
     mt_attn_dropout dr = {{p, 1234, 5, 2, MT_DROPOUT_ATTN_PROBS}, sids, 1};
     const mt_attn_dropout *drp = p > 0 ? &dr : NULL;
     float *qkv = frandn(nq, 2), *dout = frandn(no, 1);
-    float *fs = falloc(op_attention_flash_scratch_floats(T, HS, threads));
-    float *bs = falloc(op_attention_blas_scratch_floats(T, HS, threads));
+    float *fs = falloc(op_attention_flash_scratch_floats(B, T, NH, NKV, HS, threads));
+    float *bs = falloc(op_attention_blas_scratch_floats(B, T, NH, NKV, HS, threads));
     float *fo = falloc(no), *fl = falloc(nl), *fd = frandn(nq, 1), *bo = falloc(no), *bl = falloc(nl), *bd = falloc(nq);
     CHECK(op_attention_flash_supported(T, HS), "flash kernels should take T=%d HS=%d", T, HS);
-    op_attention_flash_forward(fo, fl, qkv, B, T, NH, HS, drp, fs);
-    op_attention_blas_forward(bo, bl, qkv, B, T, NH, HS, drp, bs);
-    op_attention_flash_backward(fd, dout, qkv, fo, fl, B, T, NH, HS, drp, fs); /* fd pre-filled: overwritten */
-    op_attention_blas_backward(bd, dout, qkv, bo, bl, B, T, NH, HS, drp, bs);
+    op_attention_flash_forward(fo, fl, qkv, B, T, NH, NKV, HS, drp, fs);
+    op_attention_blas_forward(bo, bl, qkv, B, T, NH, NKV, HS, drp, bs);
+    op_attention_flash_backward(fd, dout, qkv, fo, fl, B, T, NH, NKV, HS, drp, fs); /* fd pre-filled: overwritten */
+    op_attention_blas_backward(bd, dout, qkv, bo, bl, B, T, NH, NKV, HS, drp, bs);
     char what[96];
-    snprintf(what, sizeof what, "flash attention B%d T%d NH%d HS%d p%g threads=%d", B, T, NH, HS, p, threads);
+    snprintf(what, sizeof what, "flash attention B%d T%d NH%d NKV%d HS%d p%g threads=%d", B, T, NH, NKV, HS, p,
+             threads);
     CHECK_ARR(what, fo, bo, no);
     CHECK_ARR(what, fl, bl, nl);
     CHECK_ARR(what, fd, bd, nq);
@@ -271,11 +274,13 @@ int main(void) {
         test_softmax_xent(9, 257, 384, 4, 0, t);     /* ragged tail, padding columns */
         test_softmax_xent(16, 50257, 50304, 3, 0, t); /* GPT-2 vocabulary */
         test_softmax_xent(8, 1000, 1000, 30, 70, t); /* large, shifted logits: stability */
-        test_flash_attention(2, 64, 2, 64, 0.0f, t);
-        test_flash_attention(3, 100, 3, 32, 0.0f, t);  /* T not a multiple of the blocks */
-        test_flash_attention(3, 100, 3, 32, 0.25f, t); /* the same dropout mask */
-        test_flash_attention(1, 130, 2, 16, 0.1f, t);
-        test_flash_attention(1, 17, 1, 48, 0.0f, t);
+        test_flash_attention(2, 64, 2, 2, 64, 0.0f, t);
+        test_flash_attention(3, 100, 3, 3, 32, 0.0f, t);  /* T not a multiple of the blocks */
+        test_flash_attention(3, 100, 3, 3, 32, 0.25f, t); /* the same dropout mask */
+        test_flash_attention(1, 130, 2, 2, 16, 0.1f, t);
+        test_flash_attention(1, 17, 1, 1, 48, 0.0f, t);
+        test_flash_attention(2, 100, 4, 2, 32, 0.25f, t); /* grouped-query */
+        test_flash_attention(1, 130, 6, 1, 64, 0.1f, t);
     }
     test_thread_invariance();
     TEST_MAIN_END("test_fused_ops");

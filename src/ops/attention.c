@@ -1,17 +1,25 @@
-/* Causal multi-head self-attention core, fp32, on BLAS: the path for head
- * sizes the flash kernels (attention_flash.c) do not take, and the
- * reference they are tested against. op_attention_forward/backward pick. 
+/* Causal self-attention core, multi-head and grouped-query, fp32, on BLAS:
+ * the path for head sizes the flash kernels (attention_flash.c) do not
+ * take, and the reference they are tested against. op_attention_forward_gqa
+ * / backward_gqa pick; op_attention_forward/backward are their NKV == NH
+ * case.
+ *
+ * Layout: a qkv row is [Q: NH*HS | K: NKV*HS | V: NKV*HS] (W = (NH + 2 NKV)
+ * HS floats); query head h reads kv head h / g, g = NH/NKV (Hugging Face's
+ * repeat_kv, without the copy: the shared head is read in place).
  *
  * Memory choice: no T x T matrix is kept between forward and backward. The
  * forward pass saves only lse[B,NH,T] (log-sum-exp of each query row's
  * scaled, masked scores); backward recomputes the scores S = scale Q K^T
  * and P = exp(S - lse), and regenerates the dropout mask from the Philox
- * stream. Work is parallel over (batch, head) pairs; each thread uses its
- * own slice of the caller's scratch:
+ * stream. Work is parallel over (batch, query head) pairs; each thread uses
+ * its own slice of the caller's scratch:
  *   Q, K, V, dO, dQ, dK, dV   7 * T * HS  (the head gathered contiguously)
  *   S, dP                     2 * BQ * T  (one block of BQ query rows)
  *   row scales, 1/rowsum      T + 4, BQ
- * so the workspace is O(threads * T * (HS + BQ)), not O(B * NH * T^2).
+ * so the workspace is O(threads * T * (HS + BQ)), not O(B * NH * T^2); the
+ * grouped-query backward adds the partial dK/dV slots of attention_impl.h
+ * in front of it.
  * Query rows are processed in blocks of BQ; block [i0, i1) only needs keys
  * [0, i1), which halves the GEMM work of a full T x T product.
  *
@@ -21,8 +29,8 @@
  * backward per block: S and P recomputed; dPd = dO_b V^T; dP = dPd * scale;
  *   D_i = sum_j Pd_ij dPd_ij = dO_i . O_i (computed from the saved output);
  *   dS = P (dP - D); dV += Pd^T dO_b; dQ_b = scale dS K; dK += scale dS^T Q_b.
- * Each (b, head) task is computed independently by one thread, so results do
- * not depend on the thread count. */
+ * Each (b, head) task is computed independently by one thread and writes
+ * its own outputs, so results do not depend on the thread count. */
 #include "ops/ops.h"
 #include "ops/attention_impl.h"
 #include "core/error.h"
@@ -42,33 +50,88 @@ static size_t per_thread_floats(int T, int HS) {
     return (n + 15) & ~(size_t)15;
 }
 
-size_t op_attention_blas_scratch_floats(int T, int HS, int nthreads) {
+size_t op_attention_blas_scratch_floats(int B, int T, int NH, int NKV, int HS, int nthreads) {
     if (nthreads < 1) nthreads = 1;
-    return per_thread_floats(T, HS) * (size_t)nthreads;
+    return op_attention_gqa_partial_floats(B, T, NH, NKV, HS) + per_thread_floats(T, HS) * (size_t)nthreads;
+}
+
+size_t op_attention_scratch_floats_gqa(int B, int T, int NH, int NKV, int HS, int nthreads) {
+    if (op_attention_flash_supported(T, HS)) return op_attention_flash_scratch_floats(B, T, NH, NKV, HS, nthreads);
+    return op_attention_blas_scratch_floats(B, T, NH, NKV, HS, nthreads);
+}
+
+void op_attention_forward_gqa(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
+                              const mt_attn_dropout *drop, float *scratch) {
+    if (NKV < 1 || NH % NKV) mt_die("attention: %d query heads do not split into %d kv groups", NH, NKV);
+    if (op_attention_flash_supported(T, HS))
+        op_attention_flash_forward(out, lse, qkv, B, T, NH, NKV, HS, drop, scratch);
+    else
+        op_attention_blas_forward(out, lse, qkv, B, T, NH, NKV, HS, drop, scratch);
+}
+
+void op_attention_backward_gqa(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                               int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop, float *scratch) {
+    if (NKV < 1 || NH % NKV) mt_die("attention: %d query heads do not split into %d kv groups", NH, NKV);
+    if (op_attention_flash_supported(T, HS))
+        op_attention_flash_backward(dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drop, scratch);
+    else
+        op_attention_blas_backward(dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drop, scratch);
 }
 
 size_t op_attention_scratch_floats(int B, int T, int NH, int HS, int nthreads) {
-    (void)B;
-    (void)NH;
-    if (op_attention_flash_supported(T, HS)) return op_attention_flash_scratch_floats(T, HS, nthreads);
-    return op_attention_blas_scratch_floats(T, HS, nthreads);
+    return op_attention_scratch_floats_gqa(B, T, NH, NH, HS, nthreads);
 }
 
 void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
                           const mt_attn_dropout *drop, float *scratch) {
-    if (op_attention_flash_supported(T, HS))
-        op_attention_flash_forward(out, lse, qkv, B, T, NH, HS, drop, scratch);
-    else
-        op_attention_blas_forward(out, lse, qkv, B, T, NH, HS, drop, scratch);
+    op_attention_forward_gqa(out, lse, qkv, B, T, NH, NH, HS, drop, scratch);
 }
 
 void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
                            const float *lse, int B, int T, int NH, int HS,
                            const mt_attn_dropout *drop, float *scratch) {
-    if (op_attention_flash_supported(T, HS))
-        op_attention_flash_backward(dqkv, dout, qkv, out, lse, B, T, NH, HS, drop, scratch);
-    else
-        op_attention_blas_backward(dqkv, dout, qkv, out, lse, B, T, NH, HS, drop, scratch);
+    op_attention_backward_gqa(dqkv, dout, qkv, out, lse, B, T, NH, NH, HS, drop, scratch);
+}
+
+/* ---- grouped-query dK/dV: slots and their reduction (attention_impl.h) */
+
+/* Slot layout: [kind: dK, dV][b][kv][j - 1][T][HS], j = 1..g-1. */
+size_t op_attention_gqa_partial_floats(int B, int T, int NH, int NKV, int HS) {
+    if (NKV >= NH) return 0;
+    size_t n = 2 * (size_t)B * (size_t)(NH - NKV) * (size_t)T * (size_t)HS;
+    return (n + 15) & ~(size_t)15;
+}
+
+float *op_attention_gqa_dkv_dst(float *dqkv, float *part, int b, int h, int kind, int B, int T, int NH, int NKV,
+                                int HS, size_t *ld) {
+    const int g = NH / NKV, kv = h / g, j = h % g;
+    const size_t W = (size_t)(NH + 2 * NKV) * HS;
+    if (j == 0) {
+        *ld = W;
+        return dqkv + (size_t)b * T * W + (size_t)(NH + kind * NKV + kv) * HS;
+    }
+    const size_t TH = (size_t)T * HS, nslot = (size_t)B * NKV * (g - 1);
+    *ld = (size_t)HS;
+    return part + (kind * nslot + ((size_t)b * NKV + kv) * (g - 1) + (j - 1)) * TH;
+}
+
+void op_attention_gqa_reduce(float *dqkv, const float *part, int B, int T, int NH, int NKV, int HS) {
+    const int g = NH / NKV;
+    if (g == 1) return;
+    const size_t W = (size_t)(NH + 2 * NKV) * HS, TH = (size_t)T * HS, nslot = (size_t)B * NKV * (g - 1);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < B * T; n++) {
+        const int b = n / T, t = n % T;
+        for (int kind = 0; kind < 2; kind++)
+            for (int kv = 0; kv < NKV; kv++) {
+                float *dst = dqkv + (size_t)n * W + (size_t)(NH + kind * NKV + kv) * HS;
+                const float *src = part + (kind * nslot + ((size_t)b * NKV + kv) * (g - 1)) * TH + (size_t)t * HS;
+                for (int j = 0; j < g - 1; j++) {
+#pragma omp simd
+                    for (int d = 0; d < HS; d++) dst[d] += src[(size_t)j * TH + d];
+                }
+            }
+    }
 }
 
 static int dropout_on(const mt_attn_dropout *drop) { return drop && drop->d.p > 0.0f; }
@@ -81,24 +144,26 @@ static void scatter(float *dst, const float *src, int T, int HS, size_t ld) {
     for (int t = 0; t < T; t++) memcpy(dst + (size_t)t * ld, src + (size_t)t * HS, (size_t)HS * sizeof(float));
 }
 
-void op_attention_blas_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
+void op_attention_blas_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
                                const mt_attn_dropout *drop, float *scratch) {
-    const int C = NH * HS;
+    const int C = NH * HS, grp = NH / NKV;
+    const size_t W = (size_t)(NH + 2 * NKV) * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const int use_drop = dropout_on(drop);
     const int nt = omp_get_max_threads();
     const size_t ptf = per_thread_floats(T, HS);
+    float *wsbase = scratch + op_attention_gqa_partial_floats(B, T, NH, NKV, HS);
     int saved = mt_blas_threads_enter();
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int task = 0; task < B * NH; task++) {
-        const int b = task / NH, h = task % NH;
-        float *ws = scratch + ptf * (size_t)omp_get_thread_num();
+        const int b = task / NH, h = task % NH, kv = h / grp;
+        float *ws = wsbase + ptf * (size_t)omp_get_thread_num();
         float *Q = ws, *K = Q + (size_t)T * HS, *V = K + (size_t)T * HS, *O = V + (size_t)T * HS;
         float *S = ws + 7 * (size_t)T * HS, *rs = S + 2 * (size_t)BQ * T, *rinv = rs + T + 4;
-        const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
-        gather(Q, base, T, HS, 3 * (size_t)C);
-        gather(K, base + C, T, HS, 3 * (size_t)C);
-        gather(V, base + 2 * C, T, HS, 3 * (size_t)C);
+        const float *row0 = qkv + (size_t)b * T * W;
+        gather(Q, row0 + (size_t)h * HS, T, HS, W);
+        gather(K, row0 + (size_t)(NH + kv) * HS, T, HS, W);
+        gather(V, row0 + (size_t)(NH + NKV + kv) * HS, T, HS, W);
         float *lrow = lse + ((size_t)b * NH + h) * T;
         for (int i0 = 0; i0 < T; i0 += BQ) {
             const int i1 = i0 + BQ < T ? i0 + BQ : T, nb = i1 - i0;
@@ -147,26 +212,28 @@ void op_attention_blas_forward(float *out, float *lse, const float *qkv, int B, 
 }
 
 void op_attention_blas_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                const float *lse, int B, int T, int NH, int HS,
+                                const float *lse, int B, int T, int NH, int NKV, int HS,
                                 const mt_attn_dropout *drop, float *scratch) {
-    const int C = NH * HS;
+    const int C = NH * HS, grp = NH / NKV;
+    const size_t W = (size_t)(NH + 2 * NKV) * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const int use_drop = dropout_on(drop);
     const int nt = omp_get_max_threads();
     const size_t ptf = per_thread_floats(T, HS);
+    float *part = scratch, *wsbase = scratch + op_attention_gqa_partial_floats(B, T, NH, NKV, HS);
     int saved = mt_blas_threads_enter();
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int task = 0; task < B * NH; task++) {
-        const int b = task / NH, h = task % NH;
-        float *ws = scratch + ptf * (size_t)omp_get_thread_num();
+        const int b = task / NH, h = task % NH, kv = h / grp;
+        float *ws = wsbase + ptf * (size_t)omp_get_thread_num();
         const size_t TH = (size_t)T * HS;
         float *Q = ws, *K = Q + TH, *V = K + TH, *dO = V + TH, *dQ = dO + TH, *dK = dQ + TH, *dV = dK + TH;
         float *S = ws + 7 * TH, *dP = S + (size_t)BQ * T, *rs = dP + (size_t)BQ * T;
-        const float *base = qkv + (size_t)b * T * 3 * C + (size_t)h * HS;
+        const float *row0 = qkv + (size_t)b * T * W;
         const float *obase = out + (size_t)b * T * C + (size_t)h * HS;
-        gather(Q, base, T, HS, 3 * (size_t)C);
-        gather(K, base + C, T, HS, 3 * (size_t)C);
-        gather(V, base + 2 * C, T, HS, 3 * (size_t)C);
+        gather(Q, row0 + (size_t)h * HS, T, HS, W);
+        gather(K, row0 + (size_t)(NH + kv) * HS, T, HS, W);
+        gather(V, row0 + (size_t)(NH + NKV + kv) * HS, T, HS, W);
         gather(dO, dout + (size_t)b * T * C + (size_t)h * HS, T, HS, (size_t)C);
         memset(dK, 0, 2 * TH * sizeof(float));
         const float *lrow = lse + ((size_t)b * NH + h) * T;
@@ -211,10 +278,13 @@ void op_attention_blas_backward(float *dqkv, const float *dout, const float *qkv
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, HS, nb, scale, dP, T, Q + (size_t)i0 * HS, HS,
                         1.0f, dK, HS);
         }
-        float *dbase = dqkv + (size_t)b * T * 3 * C + (size_t)h * HS;
-        scatter(dbase, dQ, T, HS, 3 * (size_t)C);
-        scatter(dbase + C, dK, T, HS, 3 * (size_t)C);
-        scatter(dbase + 2 * C, dV, T, HS, 3 * (size_t)C);
+        scatter(dqkv + (size_t)b * T * W + (size_t)h * HS, dQ, T, HS, W);
+        size_t ldk, ldv;
+        float *kdst = op_attention_gqa_dkv_dst(dqkv, part, b, h, 0, B, T, NH, NKV, HS, &ldk);
+        float *vdst = op_attention_gqa_dkv_dst(dqkv, part, b, h, 1, B, T, NH, NKV, HS, &ldv);
+        scatter(kdst, dK, T, HS, ldk);
+        scatter(vdst, dV, T, HS, ldv);
     }
     mt_blas_threads_leave(saved);
+    op_attention_gqa_reduce(dqkv, part, B, T, NH, NKV, HS);
 }

@@ -2,9 +2,13 @@
  * 16, 32, 48, 64 (the accumulators of a block of rows stay in registers;
  * other sizes take the BLAS path in attention.c). No score matrix reaches
  * memory: scores live in registers, probabilities in a 4 x 64 buffer.
+ * Multi-head or grouped-query: qkv rows [Q: NH*HS | K: NKV*HS | V: NKV*HS],
+ * query head h reads kv head h / (NH/NKV) in place (attention.c).
  *
- * Work is parallel over (batch, head) pairs (one task per pair, any thread
- * count gives the same bits). Q, V, dO are read in place; each task gathers
+ * Work is parallel over (batch, query head) pairs (one task per pair, each
+ * writing its own outputs; the grouped-query dK/dV go through the slots of
+ * attention_impl.h, so any thread count gives the same bits). Q, V, dO are
+ * read in place; each task gathers
  * K (and in backward V) transposed into the thread's scratch, KT [HS,Tp]
  * (Tp = T rounded up to 64, zero padded), so 16 keys' scores are one
  * vector: s[j..j+16) = sum_d q[d] KT[d][j..j+16). Queries go in blocks of
@@ -43,8 +47,9 @@ static size_t per_thread(int T, int HS) {
     return 4 * th + (size_t)2 * R * KB + KB + 64;
 }
 
-size_t op_attention_flash_scratch_floats(int T, int HS, int nthreads) {
-    return per_thread(T, HS) * (size_t)(nthreads < 1 ? 1 : nthreads);
+size_t op_attention_flash_scratch_floats(int B, int T, int NH, int NKV, int HS, int nthreads) {
+    if (nthreads < 1) nthreads = 1;
+    return op_attention_gqa_partial_floats(B, T, NH, NKV, HS) + per_thread(T, HS) * (size_t)nthreads;
 }
 
 /* Row copies of HS (a multiple of 16) floats: vector moves, no memcpy call
@@ -169,16 +174,17 @@ INL void fwd_block(const float *Q, const float *KT, const float *V, size_t ld, i
     }
 }
 
-INL void fwd_head(float *out, float *lse, const float *qkv, int b, int h, int T, int NH, int HS,
+INL void fwd_head(float *out, float *lse, const float *qkv, int b, int h, int T, int NH, int NKV, int HS,
                   const mt_attn_dropout *drop, float *ws, const int NV) {
-    const int C = NH * HS, Tp = round_up(T, KB);
+    const int C = NH * HS, Tp = round_up(T, KB), kv = h / (NH / NKV);
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t th = (size_t)Tp * HS;
     float *KT = ws, *pbuf = KT + th, *rs = pbuf + (size_t)R * KB;
-    /* Q and V are read in place (rows 3C apart); only K is gathered, transposed */
-    const size_t ld = 3 * (size_t)C;
-    const float *Q = qkv + (size_t)b * T * ld + (size_t)h * HS, *V = Q + 2 * C;
-    gather_transposed(KT, Q + C, T, Tp, HS, ld);
+    /* Q and V are read in place (rows ld apart); only K is gathered, transposed */
+    const size_t ld = (size_t)(NH + 2 * NKV) * HS;
+    const float *row0 = qkv + (size_t)b * T * ld;
+    const float *Q = row0 + (size_t)h * HS, *K = row0 + (size_t)(NH + kv) * HS, *V = K + (size_t)NKV * HS;
+    gather_transposed(KT, K, T, Tp, HS, ld);
     float *lrow = lse + ((size_t)b * NH + h) * T;
     for (int i0 = 0; i0 < T; i0 += R) {
         const int nr = T - i0 < R ? T - i0 : R;
@@ -211,13 +217,13 @@ INL void fwd_head(float *out, float *lse, const float *qkv, int b, int h, int T,
     }
 }
 
-static void flash_forward_head(float *out, float *lse, const float *qkv, int b, int h, int T, int NH, int HS,
-                               const mt_attn_dropout *drop, float *ws) {
+static void flash_forward_head(float *out, float *lse, const float *qkv, int b, int h, int T, int NH, int NKV,
+                               int HS, const mt_attn_dropout *drop, float *ws) {
     switch (HS / 16) {
-    case 1: fwd_head(out, lse, qkv, b, h, T, NH, HS, drop, ws, 1); break;
-    case 2: fwd_head(out, lse, qkv, b, h, T, NH, HS, drop, ws, 2); break;
-    case 3: fwd_head(out, lse, qkv, b, h, T, NH, HS, drop, ws, 3); break;
-    default: fwd_head(out, lse, qkv, b, h, T, NH, HS, drop, ws, 4); break;
+    case 1: fwd_head(out, lse, qkv, b, h, T, NH, NKV, HS, drop, ws, 1); break;
+    case 2: fwd_head(out, lse, qkv, b, h, T, NH, NKV, HS, drop, ws, 2); break;
+    case 3: fwd_head(out, lse, qkv, b, h, T, NH, NKV, HS, drop, ws, 3); break;
+    default: fwd_head(out, lse, qkv, b, h, T, NH, NKV, HS, drop, ws, 4); break;
     }
 }
 
@@ -347,21 +353,23 @@ INL void bwd_strip(const float *Q, const float *K, size_t ld, const float *KT, c
     }
 }
 
-INL void bwd_head(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse, int b, int h,
-                  int T, int NH, int HS, const mt_attn_dropout *drop, float *ws, const int NV) {
-    const int C = NH * HS, Tp = round_up(T, KB);
+INL void bwd_head(float *dqkv, float *part, const float *dout, const float *qkv, const float *out, const float *lse,
+                  int B, int b, int h, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop, float *ws,
+                  const int NV) {
+    const int C = NH * HS, Tp = round_up(T, KB), kv = h / (NH / NKV);
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t th = (size_t)Tp * HS;
     float *KT = ws, *VT = KT + th, *dK = VT + th, *dV = dK + th;
     float *pbuf = dV + th, *dsbuf = pbuf + (size_t)R * KS, *rs = dsbuf + (size_t)R * KS;
     /* Q, K and dO are read in place and dQ accumulates in place (in dqkv);
      * K and V are gathered transposed, dK and dV accumulate in scratch. */
-    const size_t ld = 3 * (size_t)C, ldo = (size_t)C;
-    const float *Q = qkv + (size_t)b * T * ld + (size_t)h * HS, *K = Q + C;
+    const size_t ld = (size_t)(NH + 2 * NKV) * HS, ldo = (size_t)C;
+    const float *row0 = qkv + (size_t)b * T * ld;
+    const float *Q = row0 + (size_t)h * HS, *K = row0 + (size_t)(NH + kv) * HS;
     const float *dO = dout + (size_t)b * T * C + (size_t)h * HS;
     float *dQ = dqkv + (size_t)b * T * ld + (size_t)h * HS;
     gather_transposed(KT, K, T, Tp, HS, ld);
-    gather_transposed(VT, Q + 2 * C, T, Tp, HS, ld);
+    gather_transposed(VT, K + (size_t)NKV * HS, T, Tp, HS, ld);
     memset(dK, 0, 2 * th * sizeof(float)); /* dK, dV */
     for (int t = 0; t < T; t++) memset(dQ + (size_t)t * ld, 0, (size_t)HS * sizeof(float));
     const float *lrow = lse + ((size_t)b * NH + h) * T;
@@ -379,39 +387,46 @@ INL void bwd_head(float *dqkv, const float *dout, const float *qkv, const float 
             bwd_strip(Q, K, ld, KT, VT, dO, ldo, dQ, dK, dV, lrow, D, Tp, HS, i0, nr, j0, scale, pbuf, dsbuf, rs,
                       drop, b, h, NV);
     }
-    copy_rows(dQ + C, ld, dK, (size_t)HS, T, HS);
-    copy_rows(dQ + 2 * C, ld, dV, (size_t)HS, T, HS);
+    size_t ldk, ldv;
+    float *kdst = op_attention_gqa_dkv_dst(dqkv, part, b, h, 0, B, T, NH, NKV, HS, &ldk);
+    float *vdst = op_attention_gqa_dkv_dst(dqkv, part, b, h, 1, B, T, NH, NKV, HS, &ldv);
+    copy_rows(kdst, ldk, dK, (size_t)HS, T, HS);
+    copy_rows(vdst, ldv, dV, (size_t)HS, T, HS);
 }
 
-static void flash_backward_head(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                                int b, int h, int T, int NH, int HS, const mt_attn_dropout *drop, float *ws) {
+static void flash_backward_head(float *dqkv, float *part, const float *dout, const float *qkv, const float *out,
+                                const float *lse, int B, int b, int h, int T, int NH, int NKV, int HS,
+                                const mt_attn_dropout *drop, float *ws) {
     switch (HS / 16) {
-    case 1: bwd_head(dqkv, dout, qkv, out, lse, b, h, T, NH, HS, drop, ws, 1); break;
-    case 2: bwd_head(dqkv, dout, qkv, out, lse, b, h, T, NH, HS, drop, ws, 2); break;
-    case 3: bwd_head(dqkv, dout, qkv, out, lse, b, h, T, NH, HS, drop, ws, 3); break;
-    default: bwd_head(dqkv, dout, qkv, out, lse, b, h, T, NH, HS, drop, ws, 4); break;
+    case 1: bwd_head(dqkv, part, dout, qkv, out, lse, B, b, h, T, NH, NKV, HS, drop, ws, 1); break;
+    case 2: bwd_head(dqkv, part, dout, qkv, out, lse, B, b, h, T, NH, NKV, HS, drop, ws, 2); break;
+    case 3: bwd_head(dqkv, part, dout, qkv, out, lse, B, b, h, T, NH, NKV, HS, drop, ws, 3); break;
+    default: bwd_head(dqkv, part, dout, qkv, out, lse, B, b, h, T, NH, NKV, HS, drop, ws, 4); break;
     }
 }
 
-void op_attention_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
+void op_attention_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
                                 const mt_attn_dropout *drop, float *scratch) {
     const mt_attn_dropout *d = drop && drop->d.p > 0.0f ? drop : NULL;
     const size_t ptf = per_thread(T, HS);
+    float *wsbase = scratch + op_attention_gqa_partial_floats(B, T, NH, NKV, HS);
 #pragma omp parallel for schedule(static)
     for (int task = 0; task < B * NH; task++)
-        flash_forward_head(out, lse, qkv, task / NH, task % NH, T, NH, HS, d,
-                           scratch + ptf * (size_t)omp_get_thread_num());
+        flash_forward_head(out, lse, qkv, task / NH, task % NH, T, NH, NKV, HS, d,
+                           wsbase + ptf * (size_t)omp_get_thread_num());
 }
 
 void op_attention_flash_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                 const float *lse, int B, int T, int NH, int HS, const mt_attn_dropout *drop,
-                                 float *scratch) {
+                                 const float *lse, int B, int T, int NH, int NKV, int HS,
+                                 const mt_attn_dropout *drop, float *scratch) {
     const mt_attn_dropout *d = drop && drop->d.p > 0.0f ? drop : NULL;
     const size_t ptf = per_thread(T, HS);
+    float *part = scratch, *wsbase = scratch + op_attention_gqa_partial_floats(B, T, NH, NKV, HS);
 #pragma omp parallel for schedule(static)
     for (int task = 0; task < B * NH; task++)
-        flash_backward_head(dqkv, dout, qkv, out, lse, task / NH, task % NH, T, NH, HS, d,
-                            scratch + ptf * (size_t)omp_get_thread_num());
+        flash_backward_head(dqkv, part, dout, qkv, out, lse, B, task / NH, task % NH, T, NH, NKV, HS, d,
+                            wsbase + ptf * (size_t)omp_get_thread_num());
+    op_attention_gqa_reduce(dqkv, part, B, T, NH, NKV, HS);
 }
 #else
 int op_attention_flash_supported(int T, int HS) {
@@ -419,20 +434,18 @@ int op_attention_flash_supported(int T, int HS) {
     (void)HS;
     return 0;
 }
-size_t op_attention_flash_scratch_floats(int T, int HS, int nthreads) {
-    (void)T;
-    (void)HS;
-    (void)nthreads;
+size_t op_attention_flash_scratch_floats(int B, int T, int NH, int NKV, int HS, int nthreads) {
+    (void)B; (void)T; (void)NH; (void)NKV; (void)HS; (void)nthreads;
     return 0;
 }
-void op_attention_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
+void op_attention_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
                                 const mt_attn_dropout *drop, float *scratch) {
-    (void)out; (void)lse; (void)qkv; (void)B; (void)T; (void)NH; (void)HS; (void)drop; (void)scratch;
+    (void)out; (void)lse; (void)qkv; (void)B; (void)T; (void)NH; (void)NKV; (void)HS; (void)drop; (void)scratch;
 }
 void op_attention_flash_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                 const float *lse, int B, int T, int NH, int HS, const mt_attn_dropout *drop,
-                                 float *scratch) {
-    (void)dqkv; (void)dout; (void)qkv; (void)out; (void)lse; (void)B; (void)T; (void)NH; (void)HS; (void)drop;
-    (void)scratch;
+                                 const float *lse, int B, int T, int NH, int NKV, int HS,
+                                 const mt_attn_dropout *drop, float *scratch) {
+    (void)dqkv; (void)dout; (void)qkv; (void)out; (void)lse; (void)B; (void)T; (void)NH; (void)NKV; (void)HS;
+    (void)drop; (void)scratch;
 }
 #endif

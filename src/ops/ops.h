@@ -84,9 +84,13 @@ void op_attention_backward(float *dqkv, const float *dout, const float *qkv, con
                            const mt_attn_dropout *drop, float *scratch);
 
 /* Grouped-query attention (Llama): qkv rows [Q: NH*HS | K: NKV*HS | V: NKV*HS],
- * NH % NKV == 0, query head h reads kv head h / (NH/NKV); out and lse as
- * above; dqkv (same layout as qkv) is overwritten. NKV == NH is
- * op_attention_forward/backward. Scratch: op_attention_scratch_floats_gqa. */
+ * NH % NKV == 0, query head h reads kv head h / (NH/NKV) in place; out and
+ * lse as above; dqkv (same layout as qkv) is overwritten, the dK/dV of a kv
+ * head summing its NH/NKV query heads' in head order (thread-count
+ * independent). op_attention_forward/backward are the NKV == NH case, bit
+ * for bit. Dropout coordinates use the query head (head0 + h). Scratch:
+ * op_attention_scratch_floats_gqa (the multi-head one plus, for NKV < NH,
+ * 2 B (NH - NKV) T HS floats of partial dK/dV). */
 size_t op_attention_scratch_floats_gqa(int B, int T, int NH, int NKV, int HS, int nthreads);
 void op_attention_forward_gqa(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
                               const mt_attn_dropout *drop, float *scratch);

@@ -3,8 +3,12 @@
  * a pair rotated by the angle pos * inv_freq[j]:
  *   x'[j] = x[j] cos - x[j+h] sin,   x'[j+h] = x[j+h] cos + x[j] sin.
  * The frequencies and angles are computed in fp32 the way transformers does
- * (1 / theta^(2j/HS); angle = (float)pos * inv_freq), so the tables match
- * its to the last bit or two; cos/sin of the fp32 angle come from double. */
+ * (1 / theta^(2j/HS); angle = (float)pos * inv_freq): against PyTorch 1.13
+ * the angles agree bit for bit, the frequencies too but where its pow is
+ * one ulp off the rounded one (1 of 64 seen); cos/sin of the fp32 angle
+ * come from double, correctly rounded, within one ulp of torch's.
+ * The rotation is orthogonal, so the backward is the inverse rotation
+ * (angle -a): dpre = R^T dpost. */
 #include "ops/ops.h"
 #include <math.h>
 
@@ -13,17 +17,23 @@ void op_rope_inv_freq(float *inv_freq, int HS, float theta, const mt_rope_scalin
     for (int j = 0; j < h; j++) inv_freq[j] = 1.0f / powf(theta, (float)(2 * j) / (float)HS);
     if (!s || s->type != 1) return;
     /* Llama 3.1 (transformers' llama3 rope type): long wavelengths are
-     * slowed by `factor`, short ones kept, those between interpolated. */
+     * slowed by `factor`, short ones kept, those between interpolated:
+     *   wavelen = 2 pi / f;  wavelen < orig/high: f;  wavelen > orig/low: f/factor;
+     *   else s = (orig/wavelen - low)/(high - low), f = (1-s) f/factor + s f.
+     * PyTorch evaluates `scalar / tensor` as reciprocal(tensor) * scalar, in
+     * fp32, so the two divisions by a tensor are written that way: this
+     * gives its frequencies bit for bit (2 pi / f rounded once differs in
+     * the last bit for some f, and moves a few interpolated frequencies). */
     float old = (float)s->original_max_position;
     float low_wavelen = old / s->low_freq_factor, high_wavelen = old / s->high_freq_factor;
     for (int j = 0; j < h; j++) {
-        float f = inv_freq[j], wavelen = 2.0f * (float)M_PI / f;
+        float f = inv_freq[j], wavelen = (1.0f / f) * (float)(2.0 * M_PI);
         if (wavelen < high_wavelen) continue;
         if (wavelen > low_wavelen) {
             inv_freq[j] = f / s->factor;
             continue;
         }
-        float smooth = (old / wavelen - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
+        float smooth = ((1.0f / wavelen) * old - s->low_freq_factor) / (s->high_freq_factor - s->low_freq_factor);
         inv_freq[j] = (1.0f - smooth) * f / s->factor + smooth * f;
     }
 }
