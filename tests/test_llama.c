@@ -68,7 +68,16 @@ static void test_layout_and_errors(void) {
     k = mt_layout_find_tensor(&l, "model.layers.0.self_attn.k_proj.weight", NULL);
     CHECK(k->shape[0] == 8 && mt_tensor_row_origin(&l, k, 0) == 8 * 32, "tp rank 1's k rows");
     mt_layout_free(&l);
-    CHECK(mt_model_tp_check(&c, 4, &err) != 0 && strstr(err.msg, "key/value heads"), "tp 4 > kv 2: %s", err.msg);
+    /* tp 4 > kv 2: each kv head on 2 ranks; tp 3 neither divides the kv heads nor is a multiple */
+    CHECK(mt_model_tp_check(&c, 4, &err) == 0, "tp 4 with 2 kv heads: %s", err.msg);
+    mt_model_layout_build(&c, 4, 3, &l);
+    k = mt_layout_find_tensor(&l, "model.layers.0.self_attn.k_proj.weight", NULL);
+    CHECK(k->tp_replicas == 2 && k->shape[0] == 8 && mt_tensor_row_origin(&l, k, 0) == 8 * 32, "rank 3 holds kv head 1");
+    mt_layout_free(&l);
+    mt_model_config six = c;
+    six.n_head = 6;
+    six.head_dim = 8;
+    CHECK(mt_model_tp_check(&six, 3, &err) != 0 && strstr(err.msg, "key/value heads"), "tp 3, 2 kv heads: %s", err.msg);
     mt_model_config bad = c;
     bad.n_kv_head = 3;
     CHECK(mt_model_config_validate(&bad, &err) != 0 && strstr(err.msg, "--kv-heads"), "%s", err.msg);
