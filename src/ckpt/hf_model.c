@@ -5,17 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* dst[c*rows + r] = src[r*cols + c]: src is rows x cols. */
-static void transpose(float *dst, const float *src, int64_t rows, int64_t cols) {
-    const int64_t B = 32;
-    for (int64_t r0 = 0; r0 < rows; r0 += B)
-        for (int64_t c0 = 0; c0 < cols; c0 += B) {
-            int64_t r1 = r0 + B < rows ? r0 + B : rows, c1 = c0 + B < cols ? c0 + B : cols;
-            for (int64_t r = r0; r < r1; r++)
-                for (int64_t c = c0; c < c1; c++) dst[c * rows + r] = src[r * cols + c];
-        }
-}
-
 /* The HF form of tensor t: name, shape (padding rows stripped: the rows
  * drawn at init are the real ones), and whether it is transposed. */
 static void hf_form(const mt_family *f, const mt_model_config *cfg, const mt_tensor *t, char *name, size_t cap,
@@ -56,7 +45,7 @@ int mt_hf_export(const char *dir, const mt_weights *w, mt_dtype dtype, size_t sh
             hf_form(f, &w->cfg, t, name, sizeof name, &ndim, shape, &tr);
             const float *src = w->unit[u] + t->offset;
             if (tr) {
-                transpose(tmp, src, t->gshape[0], t->gshape[1]);
+                mt_transpose_f32(tmp, src, t->gshape[0], t->gshape[1]);
                 src = tmp;
             }
             rc = mt_hf_writer_add(hw, name, ndim, shape, src, err);
@@ -142,7 +131,7 @@ int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
             size_t n = (size_t)shape[0] * (size_t)want1;
             float *dst = out->unit[u] + t->offset; /* padding rows stay zero */
             rc = mt_hf_dir_read_f32(hd, name, tr ? tmp : dst, n, err);
-            if (!rc && tr) transpose(dst, tmp, shape[0], shape[1]);
+            if (!rc && tr) mt_transpose_f32(dst, tmp, shape[0], shape[1]);
             for (size_t k = 0; k < n && !rc; k++)
                 if (!isfinite(dst[k]))
                     rc = mt_errorf(err, "%s: tensor '%s' holds a non-finite value (%g at element %zu); refusing to "

@@ -384,17 +384,6 @@ int mt_hf_is_conv1d(const char *name) {
             ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_proj.weight"));
 }
 
-/* dst[c*rows + r] = src[r*cols + c]: src is rows x cols. */
-static void transpose(float *dst, const float *src, int64_t rows, int64_t cols) {
-    const int64_t B = 32;
-    for (int64_t r0 = 0; r0 < rows; r0 += B)
-        for (int64_t c0 = 0; c0 < cols; c0 += B) {
-            int64_t r1 = r0 + B < rows ? r0 + B : rows, c1 = c0 + B < cols ? c0 + B : cols;
-            for (int64_t r = r0; r < r1; r++)
-                for (int64_t c = c0; c < c1; c++) dst[c * rows + r] = src[r * cols + c];
-        }
-}
-
 /* HF shape of one of our tensors (wte unpadded to V rows). */
 static void hf_shape(const mt_tensor *t, int vocab, int *ndim, int64_t shape[2]) {
     *ndim = t->ndim;
@@ -439,7 +428,7 @@ int mt_safetensors_export_gpt2(const char *path, const mt_weights *w, mt_error *
             const mt_tensor *t = &L->units[u].t[i];
             const float *src = w->unit[u] + t->offset;
             if (mt_hf_is_conv1d(t->name)) {
-                transpose(tmp, src, t->shape[0], t->shape[1]);
+                mt_transpose_f32(tmp, src, t->shape[0], t->shape[1]);
                 rc = mt_st_writer_put(sw, tmp, t->numel, err);
             } else if (strcmp(t->name, "wte.weight") == 0) {
                 rc = mt_st_writer_put(sw, src, (size_t)w->cfg.vocab_size * (size_t)w->cfg.n_embd, err);
@@ -628,7 +617,7 @@ int mt_safetensors_import_gpt2(const char *path, int n_head, mt_weights *out, mt
             float *dst = out->unit[u] + t->offset;
             if (mt_hf_is_conv1d(t->name)) {
                 if (mt_st_read_f32(f, e, tmp, err)) goto out;
-                transpose(dst, tmp, sh[0], sh[1]); /* HF [in, out] -> ours [out, in] */
+                mt_transpose_f32(dst, tmp, sh[0], sh[1]); /* HF [in, out] -> ours [out, in] */
             } else if (mt_st_read_f32(f, e, dst, err)) goto out; /* wte: first V rows; padding rows stay 0 */
         }
     /* Anything left over that is neither used nor ignorable is unexpected. */

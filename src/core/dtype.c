@@ -204,3 +204,13 @@ void mt_accumulate_16(mt_dtype t, uint16_t *acc, const float *x, size_t n) {
 void mt_add_from_16(mt_dtype t, float *dst, const uint16_t *src, size_t n) {
     run16(__func__, t, add_bf16, add_fp16, dst, 4, src, 2, n);
 }
+
+void mt_transpose_f32(float *dst, const float *src, int64_t rows, int64_t cols) {
+    const int64_t B = 32;
+    for (int64_t r0 = 0; r0 < rows; r0 += B)
+        for (int64_t c0 = 0; c0 < cols; c0 += B) {
+            int64_t r1 = r0 + B < rows ? r0 + B : rows, c1 = c0 + B < cols ? c0 + B : cols;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = c0; c < c1; c++) dst[c * rows + r] = src[r * cols + c];
+        }
+}

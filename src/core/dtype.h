@@ -99,6 +99,9 @@ void mt_convert_fp16_to_fp32(float *dst, const mt_fp16 *src, size_t n);
  * error and dies). */
 void mt_convert_to_16(mt_dtype t, uint16_t *dst, const float *src, size_t n);
 void mt_convert_from_16(mt_dtype t, float *dst, const uint16_t *src, size_t n);
+/* dst[c*rows + r] = src[r*cols + c]: the transpose of the rows x cols matrix
+ * src (interop: Hugging Face's Conv1D stores [in, out]); in 32 x 32 tiles. */
+void mt_transpose_f32(float *dst, const float *src, int64_t rows, int64_t cols);
 /* Mixed-precision storage (parallel/zero.c holds gradients in 16 bits):
  *   mt_accumulate_16: acc[i] = narrow(widen(acc[i]) + x[i])  (one rounding per call);
  *   mt_add_from_16:   dst[i] += widen(src[i]). */

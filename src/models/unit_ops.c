@@ -115,3 +115,13 @@ void mt_unit_logits_backward(mt_model *m, const float *x, const float *w, float 
     else mt_unit_linear_backward(m, m->gs.dln, dw, NULL, a->logits, xg, w, N, C, Vl, flags);
     mt_unit_tp_scatter(m, m->gs.dln);
 }
+
+const mt_tensor *mt_unit_output_weight(const mt_model *m, int own, int *unit) {
+    const mt_unit_layout *hu = &m->layout.units[m->layout.n_units - 1];
+    if (hu->n_shared) {
+        *unit = hu->shared[0].unit;
+        return &m->layout.units[*unit].t[hu->shared[0].tensor];
+    }
+    *unit = m->layout.n_units - 1;
+    return &hu->t[own];
+}

@@ -33,6 +33,11 @@ size_t mt_unit_resid_row0(const mt_model *m);
  * parallelism). */
 const float *mt_unit_tp_gather(mt_model *m, const float *local, float *buf);
 void mt_unit_tp_scatter(mt_model *m, float *full);
+/* The output layer's weight: a tensor of the output unit, or the tensor it
+ * declares shared (a head tied to the embedding); *unit receives the unit
+ * whose parameters and gradient hold it. `own` is the output unit's own
+ * head tensor (used when nothing is shared; GPT-2 always shares: -1). */
+const mt_tensor *mt_unit_output_weight(const mt_model *m, int own, int *unit);
 /* The output layer on x (the final norm's output, this rank's rows): logits
  * over this rank's Vl vocabulary rows of w, the per-row losses, and with
  * dlogits_scale != 0 dL/dlogits for mt_unit_logits_backward. Returns the

@@ -175,12 +175,12 @@ static double output_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_sc
     int L = cfg->n_layer, n = mt_unit_resid_n(m), C = cfg->n_embd;
     const mt_unit_layout *hu = &m->layout.units[L + 1];
     const float *hp = m->params[L + 1];
-    const mt_shared_tensor *sh = &hu->shared[0]; /* lm_head.weight: wte */
-    const mt_tensor *wt = &m->layout.units[sh->unit].t[sh->tensor];
-    const float *wte = m->params[sh->unit] + wt->offset;
-    MT_TIMED(m, MT_PROF_LAYERNORM, op_layernorm_forward(a->head[GH_LNF], a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD], a->blocks[L - 1].b[GB_RES3],
-                                                  hp + hu->t[MT_T_LNF_W].offset, hp + hu->t[MT_T_LNF_B].offset, n, C));
-    return mt_unit_logits_loss(m, a->head[GH_LNF], wte, (int)wt->shape[0], dlogits_scale);
+    int wu;
+    const mt_tensor *wt = mt_unit_output_weight(m, -1, &wu); /* lm_head.weight: wte */
+    MT_TIMED(m, MT_PROF_LAYERNORM,
+             op_layernorm_forward(a->head[GH_LNF], a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD], a->blocks[L - 1].b[GB_RES3],
+                                  hp + hu->t[MT_T_LNF_W].offset, hp + hu->t[MT_T_LNF_B].offset, n, C));
+    return mt_unit_logits_loss(m, a->head[GH_LNF], m->params[wu] + wt->offset, (int)wt->shape[0], dlogits_scale);
 }
 
 static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
@@ -191,11 +191,10 @@ static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
     const mt_unit_layout *hu = &m->layout.units[L + 1];
     const float *hp = m->params[L + 1];
     float *hg = m->grads[L + 1];
-    const mt_shared_tensor *sh = &hu->shared[0]; /* lm_head.weight: wte */
-    const mt_tensor *wt = &m->layout.units[sh->unit].t[sh->tensor];
-    const float *wte = m->params[sh->unit] + wt->offset;
-    float *dwte = m->grads[sh->unit] + wt->offset;
-    mt_unit_logits_backward(m, a->head[GH_LNF], wte, dwte, (int)wt->shape[0], m->grad_fresh[sh->unit] ? MT_SET_DW : 0);
+    int wu;
+    const mt_tensor *wt = mt_unit_output_weight(m, -1, &wu); /* lm_head.weight: wte */
+    mt_unit_logits_backward(m, a->head[GH_LNF], m->params[wu] + wt->offset, m->grads[wu] + wt->offset,
+                            (int)wt->shape[0], m->grad_fresh[wu] ? MT_SET_DW : 0);
     double t0 = mt_prof_begin(m->prof);
     memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));
     op_layernorm_backward(m->gs.dresid, hg + hu->t[MT_T_LNF_W].offset, hg + hu->t[MT_T_LNF_B].offset, m->gs.dln,

@@ -174,16 +174,8 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
 #undef G
 }
 
-/* The head's weight: its own lm_head, or the embedding it is tied to. */
-static const mt_tensor *head_weight(const mt_model *m, int *unit) {
-    const mt_unit_layout *hu = &m->layout.units[m->layout.n_units - 1];
-    if (hu->n_shared) {
-        *unit = hu->shared[0].unit;
-        return &m->layout.units[*unit].t[hu->shared[0].tensor];
-    }
-    *unit = m->layout.n_units - 1;
-    return &hu->t[1];
-}
+/* The head's weight: its own lm_head (tensor 1 of the output unit), or the embedding it is tied to. */
+static const mt_tensor *head_weight(const mt_model *m, int *unit) { return mt_unit_output_weight(m, 1, unit); }
 
 static double output_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
     (void)fc;
