@@ -3,7 +3,8 @@
 # kv heads): dp2 ZeRO-3, dp2 x tp2 with sequence parallelism, tp4 (each kv
 # head replicated on 2 ranks, with q/k/v biases and sequence parallelism),
 # pp2 interleaved, dp2 x tp2 x pp2 on 8 ranks, hybrid sharding,
-# recomputation, disk offload give one process's losses to 1e-5 relative; bf16 dp2 ZeRO-2
+# recomputation, disk offload, and SGD, Adafactor and fp16 under dp2 ZeRO-2
+# give one process's losses to 1e-5 relative (8-bit AdamW: 1e-4); bf16 dp2 ZeRO-2
 # tracks bf16 in one process to 1e-3 (the 16-bit gradient is rounded at
 # different accumulation points, as in check_precision's GPT-2 layouts).
 # Then a checkpoint written under dp2 ZeRO-3 resumes under tp2 x pp2 to the
@@ -25,9 +26,9 @@ a = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l]
 b = [json.loads(l)["loss"] for l in open(sys.argv[2]) if '"loss"' in l]
 bound = float(sys.argv[4])
 worst = max(abs(x - y) / y for x, y in zip(a, b))
-assert len(a) == len(b) == 20, (len(a), len(b))
+assert len(a) == len(b) >= 10, (len(a), len(b))
 assert worst <= bound, f"{sys.argv[3]}: losses {worst:.3g} relative apart (bound {bound})"
-assert b[-1] < 0.8 * b[0], f"{sys.argv[3]}: loss {b[0]:.4f} -> {b[-1]:.4f}: not training"
+assert b[-1] < 0.9 * b[0], f"{sys.argv[3]}: loss {b[0]:.4f} -> {b[-1]:.4f}: not training"
 print(f"{sys.argv[3]}: {b[0]:.4f} -> {b[-1]:.4f}, within {worst:.2g} of one process")
 PY
 }
@@ -46,6 +47,15 @@ run bias 1 --qkv-bias 1
 run tp4_kv2 4 --qkv-bias 1 --tp 4 --sequence-parallel --zero 1;  compare bias tp4_kv2 1e-5
 run hsdp_recompute 4 --dp 4 --zero 3 --shard-group 2 --recompute full;  compare one_0 hsdp_recompute 1e-5
 run offload 1 --offload-optimizer disk:$W --recompute selective;      compare one_0 offload 1e-5
+# every optimizer and fp16 (dynamic loss scaling), 10 steps, dp2 ZeRO-2 against one process
+for o in "sgd --lr 0.05 --momentum 0.9" "adafactor --lr 1e-2" "adamw8bit" "adamw --precision fp16"; do
+    n=$(echo $o | cut -d' ' -f1)$(echo "$o" | grep -o fp16 || true)
+    run ${n}_one 1 --steps 10 --optimizer $o
+    # 8-bit AdamW quantizes its moments per block: a last-bit difference of the
+    # reduced gradient can move a code, so it gets 1e-4 (measured 1.2e-5)
+    bound=1e-5; [ $n = adamw8bit ] && bound=1e-4
+    run ${n}_dp2 2 --steps 10 --optimizer $o --dp 2 --zero 2;  compare ${n}_one ${n}_dp2 $bound
+done
 run bf16_one 1 --precision bf16
 run bf16_dp2_zero2 2 --precision bf16 --dp 2 --zero 2;                  compare bf16_one bf16_dp2_zero2 1e-3
 
