@@ -82,13 +82,15 @@ static const char *make_json(const char *extra_vocab, const char *merges, const 
     size_t n = (size_t)sprintf(buf, "{\"version\": \"1.0\", \"added_tokens\": [%s], \"normalizer\": %s, ",
                                added ? added : "", normalizer ? normalizer : "null");
     n += (size_t)sprintf(buf + n, "\"pre_tokenizer\": %s, \"post_processor\": null, \"decoder\": %s, ",
-                         pre_tokenizer ? pre_tokenizer
-                                       : "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
-                                         "{\"Regex\": \"\\\\p{L}+|\\\\p{N}|\\\\s+|[^\\\\s\\\\p{L}\\\\p{N}]+\"}, "
-                                         "\"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
-                                         "\"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false}]}",
+                         pre_tokenizer
+                             ? pre_tokenizer
+                             : "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+                               "{\"Regex\": \"\\\\p{L}+|\\\\p{N}|\\\\s+|[^\\\\s\\\\p{L}\\\\p{N}]+\"}, "
+                               "\"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
+                               "\"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false}]}",
                          decoder ? decoder : "{\"type\": \"ByteLevel\"}");
-    n += (size_t)sprintf(buf + n, "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"byte_fallback\": false%s, \"vocab\": {",
+    n += (size_t)sprintf(buf + n,
+                         "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"byte_fallback\": false%s, \"vocab\": {",
                          model_extra ? model_extra : "");
     n += byte_vocab(buf + n);
     n += (size_t)sprintf(buf + n, "%s%s}, \"merges\": [%s]}}", extra_vocab && *extra_vocab ? ", " : "",
@@ -121,10 +123,10 @@ static int encodes_to(mt_tokenizer *t, const char *s, size_t n, const int32_t *w
     free(got);
     return ok;
 }
-#define ENC(t, s, ...)                                                                                             \
-    do {                                                                                                           \
-        const int32_t want_[] = {__VA_ARGS__};                                                                     \
-        CHECK(encodes_to(t, s, strlen(s), want_, sizeof want_ / sizeof *want_), "encoding of '%s'", s);            \
+#define ENC(t, s, ...)                                                                                                 \
+    do {                                                                                                               \
+        const int32_t want_[] = {__VA_ARGS__};                                                                         \
+        CHECK(encodes_to(t, s, strlen(s), want_, sizeof want_ / sizeof *want_), "encoding of '%s'", s);                \
     } while (0)
 
 static int round_trips(mt_tokenizer *t, const unsigned char *s, size_t n) {
@@ -198,7 +200,10 @@ static void test_small(void) {
                         "{\"id\": 301, \"content\": \"<y>\", \"rstrip\": true, \"normalized\": false}";
     t = load(make_json(vocab, "\"a b\"", NULL, strip, NULL, NULL, NULL));
     if (t) {
-        ENC(t, "a \t<x> <y> \xe3\x80\x80" "b", 'a', 300, ' ', 301, 'b');
+        ENC(t,
+            "a \t<x> <y> \xe3\x80\x80"
+            "b",
+            'a', 300, ' ', 301, 'b');
         ENC(t, "<y>  <x>", 301, 300);
         mt_tokenizer_free(t);
     }
@@ -211,15 +216,17 @@ static void test_small(void) {
         mt_tokenizer_free(t);
     }
     /* a String Split pattern; ByteLevel alone runs GPT-2's regex */
-    t = load(make_json(vocab, "\"a b\"", NULL, NULL, NULL,
-                       "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"String\": \"b\"}, "
-                       "\"behavior\": \"Isolated\"}, {\"type\": \"ByteLevel\", \"use_regex\": false}]}",
-                       NULL));
+    t = load(make_json(
+        vocab, "\"a b\"", NULL, NULL, NULL,
+        "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"String\": \"b\"}, "
+        "\"behavior\": \"Isolated\"}, {\"type\": \"ByteLevel\", \"use_regex\": false}]}",
+        NULL));
     if (t) {
         ENC(t, "abab", 'a', 'b', 'a', 'b');
         mt_tokenizer_free(t);
     }
-    t = load(make_json(vocab, "\"a b\"", NULL, NULL, NULL, "{\"type\": \"ByteLevel\", \"add_prefix_space\": false}", NULL));
+    t = load(
+        make_json(vocab, "\"a b\"", NULL, NULL, NULL, "{\"type\": \"ByteLevel\", \"add_prefix_space\": false}", NULL));
     if (t) {
         ENC(t, "ab'sab", 256, '\'', 's', 256); /* GPT-2's regex: "ab", "'s", "ab" */
         mt_tokenizer_free(t);
@@ -261,38 +268,46 @@ static void test_refusals(void) {
                    "model type 'Unigram' is not supported", "only byte-level BPE");
     expect_refusal("WordPiece", "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}", "'WordPiece'",
                    "only byte-level BPE");
-    expect_refusal("byte_fallback",
-                   "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {\"<0x00>\": 0}, \"merges\": []}}",
-                   "byte_fallback", "SentencePiece");
-    expect_refusal("Metaspace", make_json(vocab, "\"a b\"", NULL, NULL, NULL, "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\"}", NULL),
-                   "'Metaspace' is not supported", NULL);
+    expect_refusal(
+        "byte_fallback",
+        "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {\"<0x00>\": 0}, \"merges\": []}}",
+        "byte_fallback", "SentencePiece");
+    expect_refusal(
+        "Metaspace",
+        make_json(vocab, "\"a b\"", NULL, NULL, NULL, "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\"}", NULL),
+        "'Metaspace' is not supported", NULL);
     expect_refusal("no ByteLevel",
                    make_json(vocab, "\"a b\"", NULL, NULL, NULL,
-                             "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": \"Isolated\"}", NULL),
+                             "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": \"Isolated\"}",
+                             NULL),
                    "no ByteLevel", "only byte-level BPE");
     expect_refusal("no pre_tokenizer", make_json(vocab, "\"a b\"", NULL, NULL, NULL, "null", NULL), "no pre_tokenizer",
                    NULL);
     expect_refusal("SentencePiece vocab", make_json("\"\\u2581the\": 256", "", NULL, NULL, NULL, NULL, NULL), "U+2581",
                    "byte-level alphabet");
-    expect_refusal("Metaspace decoder", make_json(vocab, "\"a b\"", NULL, NULL, NULL, NULL, "{\"type\": \"Metaspace\"}"),
+    expect_refusal("Metaspace decoder",
+                   make_json(vocab, "\"a b\"", NULL, NULL, NULL, NULL, "{\"type\": \"Metaspace\"}"),
                    "decoder 'Metaspace'", NULL);
     expect_refusal("Lowercase", make_json(vocab, "\"a b\"", NULL, NULL, "{\"type\": \"Lowercase\"}", NULL, NULL),
                    "normalizer 'Lowercase'", NULL);
-    expect_refusal("Split Removed",
-                   make_json(vocab, "\"a b\"", NULL, NULL, NULL,
-                             "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
-                             "\"\\\\s\"}, \"behavior\": \"Removed\"}, {\"type\": \"ByteLevel\"}]}",
-                             NULL),
-                   "behavior 'Removed'", NULL);
-    expect_refusal("bad regex",
-                   make_json(vocab, "\"a b\"", NULL, NULL, NULL,
-                             "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
-                             "\"(a\"}, \"behavior\": \"Isolated\"}, {\"type\": \"ByteLevel\"}]}",
-                             NULL),
-                   "does not compile", NULL);
-    expect_refusal("add_prefix_space",
-                   make_json(vocab, "\"a b\"", NULL, NULL, NULL, "{\"type\": \"ByteLevel\", \"add_prefix_space\": true}", NULL),
-                   "add_prefix_space", NULL);
+    expect_refusal(
+        "Split Removed",
+        make_json(vocab, "\"a b\"", NULL, NULL, NULL,
+                  "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
+                  "\"\\\\s\"}, \"behavior\": \"Removed\"}, {\"type\": \"ByteLevel\"}]}",
+                  NULL),
+        "behavior 'Removed'", NULL);
+    expect_refusal(
+        "bad regex",
+        make_json(vocab, "\"a b\"", NULL, NULL, NULL,
+                  "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
+                  "\"(a\"}, \"behavior\": \"Isolated\"}, {\"type\": \"ByteLevel\"}]}",
+                  NULL),
+        "does not compile", NULL);
+    expect_refusal(
+        "add_prefix_space",
+        make_json(vocab, "\"a b\"", NULL, NULL, NULL, "{\"type\": \"ByteLevel\", \"add_prefix_space\": true}", NULL),
+        "add_prefix_space", NULL);
     expect_refusal("unknown merge symbol", make_json(vocab, "\"a b\", \"ab zz\"", NULL, NULL, NULL, NULL, NULL),
                    "merges[1]", "'zz' is not a token");
     expect_refusal("merge result missing", make_json(vocab, "\"b c\"", NULL, NULL, NULL, NULL, NULL), "merges[0]",
@@ -305,12 +320,14 @@ static void test_refusals(void) {
                    make_json(vocab, "\"a b\"", NULL, "{\"id\": 300, \"content\": \"<m>\", \"single_word\": true}", NULL,
                              NULL, NULL),
                    "single_word", "<m>");
-    expect_refusal("empty added token", make_json(vocab, "\"a b\"", NULL, "{\"id\": 300, \"content\": \"\"}", NULL, NULL, NULL),
+    expect_refusal("empty added token",
+                   make_json(vocab, "\"a b\"", NULL, "{\"id\": 300, \"content\": \"\"}", NULL, NULL, NULL),
                    "added_tokens[0]", NULL);
     char *dj = (char *)make_json(vocab, "\"a b\"", NULL, NULL, NULL, NULL, NULL), *dp = strstr(dj, "\"dropout\": null");
     if (dp) memcpy(dp, "\"dropout\": 0.10", 15);
     expect_refusal("dropout", dj, "dropout 0.10", NULL);
-    expect_refusal("subword prefix", make_json(vocab, "\"a b\"", ", \"continuing_subword_prefix\": \"##\"", NULL, NULL, NULL, NULL),
+    expect_refusal("subword prefix",
+                   make_json(vocab, "\"a b\"", ", \"continuing_subword_prefix\": \"##\"", NULL, NULL, NULL, NULL),
                    "continuing_subword_prefix", NULL);
     /* a vocabulary without all 256 byte tokens is not byte-level */
     write_json("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}, "
@@ -329,9 +346,10 @@ static const char *find_json(const char *pkg, char *out, size_t cap) {
 
 /* About n bytes of mixed valid UTF-8 (fixed seed). */
 static size_t mixed_text(unsigned char *o, size_t n) {
-    static const char *words[] = {"the", " quick", " brown", " fox", " jumps", "'s", " it's", " 12345", "\n\n", "  ",
-                                  " café", " naïve", " 日本語", " 中文", " 한국어", " русский", " 😀", " 👍🏽", "\t",
-                                  " Ελληνικά", " <|", "|>", " don't", " We'll", " 3.14159", " x=f(y);", " العربية"};
+    static const char *words[] = {"the",     " quick",   " brown", " fox",      " jumps",   "'s",        " it's",
+                                  " 12345",  "\n\n",     "  ",     " café",     " naïve",   " 日本語",   " 中文",
+                                  " 한국어", " русский", " 😀",     " 👍🏽", "\t",       " Ελληνικά", " <|",
+                                  "|>",      " don't",   " We'll", " 3.14159",  " x=f(y);", " العربية"};
     size_t k = 0;
     while (k + 64 < n) {
         const char *w = words[rnd(sizeof words / sizeof *words)];

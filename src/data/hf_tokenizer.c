@@ -26,7 +26,12 @@
  * inside one are spelled out (\S inside a class stays PCRE2's). Oniguruma's
  * ^ and $ always match at line ends: compiled with PCRE2_MULTILINE. Unicode
  * properties come from PCRE2's tables, which may lag Oniguruma's by a
- * Unicode version (characters assigned since then may split differently). */
+ * Unicode version (characters assigned since then may split differently).
+ * NFC is ICU's (Unicode 15 with ICU 72); the library's NFC tables are older,
+ * so combining marks assigned since may normalize differently. Measured on
+ * every code point up to U+31FFF and U+E0000..E01FF in seven contexts: the ids agree but
+ * for 120 (Llama 3) and 79 (Qwen3) code points, all of them digits or marks
+ * of recent Unicode versions. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,8 +52,11 @@ static void onig_to_pcre2(const char *p, size_t n, mt_bytes *out) {
         char c = p[i];
         if (c == '\\' && i + 1 < n) {
             char d = p[++i];
-            if (d == 's') mt_bytes_append(out, in_class ? ONIG_SPACE : "[" ONIG_SPACE "]", strlen(ONIG_SPACE) + (in_class ? 0 : 2));
-            else if (d == 'S' && !in_class) mt_bytes_append(out, "[^" ONIG_SPACE "]", strlen(ONIG_SPACE) + 3);
+            if (d == 's')
+                mt_bytes_append(out, in_class ? ONIG_SPACE : "[" ONIG_SPACE "]",
+                                strlen(ONIG_SPACE) + (in_class ? 0 : 2));
+            else if (d == 'S' && !in_class)
+                mt_bytes_append(out, "[^" ONIG_SPACE "]", strlen(ONIG_SPACE) + 3);
             else {
                 mt_bytes_append(out, "\\", 1);
                 mt_bytes_append(out, &d, 1);
@@ -72,7 +80,8 @@ static void onig_to_pcre2(const char *p, size_t n, mt_bytes *out) {
     }
 }
 
-static const char GPT2_PATTERN_ONIG[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char GPT2_PATTERN_ONIG[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 static const char *type_of(const mt_json *o) {
     const mt_json *t = mt_json_get(o, "type");
@@ -84,7 +93,8 @@ static int is_true(const mt_json *o, const char *key) {
     return v && v->type == MT_JSON_BOOL && v->boolean;
 }
 
-#define ONLY_BYTE_LEVEL "only byte-level BPE (model.type \"BPE\" with a ByteLevel pre-tokenizer, as GPT-2, Llama 3, Qwen2/3) is supported"
+#define ONLY_BYTE_LEVEL                                                                                                \
+    "only byte-level BPE (model.type \"BPE\" with a ByteLevel pre-tokenizer, as GPT-2, Llama 3, Qwen2/3) is supported"
 
 static int add_pattern(mt_bpe *b, const char *path, const mt_json *pat, size_t step, mt_error *err) {
     const mt_json *re = mt_json_get(pat, "Regex"), *lit = mt_json_get(pat, "String");
@@ -93,8 +103,8 @@ static int add_pattern(mt_bpe *b, const char *path, const mt_json *pat, size_t s
     if (re && re->type == MT_JSON_STRING) {
         mt_bytes pcre = {0};
         onig_to_pcre2(re->str, re->str_len, &pcre);
-        int rc = mt_bpe_add_regex(b, pcre.data ? (const char *)pcre.data : "", pcre.len, PCRE2_UCP | PCRE2_MULTILINE, what,
-                                  err);
+        int rc = mt_bpe_add_regex(b, pcre.data ? (const char *)pcre.data : "", pcre.len, PCRE2_UCP | PCRE2_MULTILINE,
+                                  what, err);
         mt_bytes_free(&pcre);
         return rc;
     }
@@ -113,7 +123,8 @@ static int read_pre_tokenizer(mt_bpe *b, const char *path, const mt_json *pt, mt
     const char *t = type_of(pt);
     if (t && !strcmp(t, "Sequence")) {
         steps = mt_json_get(pt, "pretokenizers");
-        if (!steps || steps->type != MT_JSON_ARRAY) return mt_errorf(err, "%s: pre_tokenizer Sequence without a \"pretokenizers\" array", path);
+        if (!steps || steps->type != MT_JSON_ARRAY)
+            return mt_errorf(err, "%s: pre_tokenizer Sequence without a \"pretokenizers\" array", path);
         n = steps->count;
     }
     int byte_level = 0;
@@ -122,20 +133,27 @@ static int read_pre_tokenizer(mt_bpe *b, const char *path, const mt_json *pt, mt
         const char *st = s ? type_of(s) : NULL;
         if (!st) return mt_errorf(err, "%s: pre_tokenizer step %zu has no \"type\"", path, i + 1);
         if (byte_level)
-            return mt_errorf(err, "%s: pre_tokenizer step %zu ('%s') comes after ByteLevel; only Split steps before one ByteLevel are supported", path, i + 1, st);
+            return mt_errorf(err,
+                             "%s: pre_tokenizer step %zu ('%s') comes after ByteLevel; only Split steps before one "
+                             "ByteLevel are supported",
+                             path, i + 1, st);
         if (!strcmp(st, "Split")) {
             const mt_json *beh = mt_json_get(s, "behavior");
             if (!beh || beh->type != MT_JSON_STRING || strcmp(beh->str, "Isolated"))
-                return mt_errorf(err, "%s: pre_tokenizer Split step %zu has behavior '%s'; only Isolated is supported", path, i + 1,
-                                 beh && beh->type == MT_JSON_STRING ? beh->str : "(none)");
+                return mt_errorf(err, "%s: pre_tokenizer Split step %zu has behavior '%s'; only Isolated is supported",
+                                 path, i + 1, beh && beh->type == MT_JSON_STRING ? beh->str : "(none)");
             if (is_true(s, "invert"))
                 return mt_errorf(err, "%s: pre_tokenizer Split step %zu is inverted; not supported", path, i + 1);
             const mt_json *pat = mt_json_get(s, "pattern");
-            if (!pat || pat->type != MT_JSON_OBJECT) return mt_errorf(err, "%s: pre_tokenizer Split step %zu has no pattern object", path, i + 1);
+            if (!pat || pat->type != MT_JSON_OBJECT)
+                return mt_errorf(err, "%s: pre_tokenizer Split step %zu has no pattern object", path, i + 1);
             if (add_pattern(b, path, pat, i + 1, err)) return -1;
         } else if (!strcmp(st, "ByteLevel")) {
             if (is_true(s, "add_prefix_space"))
-                return mt_errorf(err, "%s: pre_tokenizer ByteLevel has add_prefix_space true; not supported (decode would not give the text back)", path);
+                return mt_errorf(err,
+                                 "%s: pre_tokenizer ByteLevel has add_prefix_space true; not supported (decode would "
+                                 "not give the text back)",
+                                 path);
             const mt_json *ur = mt_json_get(s, "use_regex"); /* the library's default is true */
             if (!ur || ur->type != MT_JSON_BOOL || ur->boolean) {
                 mt_bytes pcre = {0};
@@ -147,10 +165,15 @@ static int read_pre_tokenizer(mt_bpe *b, const char *path, const mt_json *pt, mt
             }
             byte_level = 1;
         } else
-            return mt_errorf(err, "%s: pre_tokenizer '%s' is not supported; with BPE only Split (Isolated) steps and ByteLevel are", path, st);
+            return mt_errorf(
+                err, "%s: pre_tokenizer '%s' is not supported; with BPE only Split (Isolated) steps and ByteLevel are",
+                path, st);
     }
     if (!byte_level)
-        return mt_errorf(err, "%s: the pre_tokenizer has no ByteLevel step, so this BPE is not byte-level (SentencePiece style?); " ONLY_BYTE_LEVEL, path);
+        return mt_errorf(err,
+                         "%s: the pre_tokenizer has no ByteLevel step, so this BPE is not byte-level (SentencePiece "
+                         "style?); " ONLY_BYTE_LEVEL,
+                         path);
     return 0;
 }
 
@@ -159,7 +182,8 @@ static int read_normalizer(mt_bpe *b, const char *path, const mt_json *nz, mt_er
     const char *t = type_of(nz);
     if (t && !strcmp(t, "Sequence")) {
         const mt_json *list = mt_json_get(nz, "normalizers");
-        if (!list || list->type != MT_JSON_ARRAY) return mt_errorf(err, "%s: normalizer Sequence without a \"normalizers\" array", path);
+        if (!list || list->type != MT_JSON_ARRAY)
+            return mt_errorf(err, "%s: normalizer Sequence without a \"normalizers\" array", path);
         for (const mt_json *x = list->child; x; x = x->next)
             if (read_normalizer(b, path, x, err)) return -1;
         return 0;
@@ -215,19 +239,23 @@ static int read_merge(mt_bpe *b, const char *path, const int16_t *cp_to_byte, co
                          *ia < 0 ? mt_bpe_show(sa, la, s1, sizeof s1) : mt_bpe_show(sc, lc, s2, sizeof s2));
     *im = mt_bpe_str_lookup(b, buf, (size_t)(ra + rc));
     if (*im < 0)
-        return mt_errorf(err, "%s: model.merges[%zu]: merging '%s' and '%s' gives a string that is not in model.vocab", path,
-                         index, mt_bpe_show(sa, la, s1, sizeof s1), mt_bpe_show(sc, lc, s2, sizeof s2));
+        return mt_errorf(err, "%s: model.merges[%zu]: merging '%s' and '%s' gives a string that is not in model.vocab",
+                         path, index, mt_bpe_show(sa, la, s1, sizeof s1), mt_bpe_show(sc, lc, s2, sizeof s2));
     return 0;
 }
 
 static int read_model(mt_bpe *b, const char *path, const mt_json *root, mt_error *err) {
     const mt_json *model = mt_json_get(root, "model");
-    if (!model || model->type != MT_JSON_OBJECT) return mt_errorf(err, "%s: no \"model\" object; is this a tokenizer.json?", path);
+    if (!model || model->type != MT_JSON_OBJECT)
+        return mt_errorf(err, "%s: no \"model\" object; is this a tokenizer.json?", path);
     const char *mt = type_of(model);
     if (!mt) return mt_errorf(err, "%s: model has no \"type\"; " ONLY_BYTE_LEVEL, path);
     if (strcmp(mt, "BPE")) return mt_errorf(err, "%s: model type '%s' is not supported: " ONLY_BYTE_LEVEL, path, mt);
     if (is_true(model, "byte_fallback"))
-        return mt_errorf(err, "%s: a BPE with byte_fallback (SentencePiece style, as Llama 2 or Mistral) is not supported: " ONLY_BYTE_LEVEL, path);
+        return mt_errorf(err,
+                         "%s: a BPE with byte_fallback (SentencePiece style, as Llama 2 or Mistral) is not "
+                         "supported: " ONLY_BYTE_LEVEL,
+                         path);
     const mt_json *d = mt_json_get(model, "dropout");
     if (d && d->type == MT_JSON_NUMBER && d->number != 0.0)
         return mt_errorf(err, "%s: BPE dropout %s makes encoding random; not supported", path, d->num_text);
@@ -285,7 +313,8 @@ static int read_model(mt_bpe *b, const char *path, const mt_json *root, mt_error
         mt_json_int64(m, &id);
         if (by_id[id]) {
             mt_errorf(err, "%s: model.vocab gives id %lld to both '%s' and '%s'", path, (long long)id,
-                      mt_bpe_show(by_id[id]->key, by_id[id]->key_len, s1, sizeof s1), mt_bpe_show(m->key, m->key_len, s2, sizeof s2));
+                      mt_bpe_show(by_id[id]->key, by_id[id]->key_len, s1, sizeof s1),
+                      mt_bpe_show(m->key, m->key_len, s2, sizeof s2));
             goto out;
         }
         by_id[id] = m;
@@ -319,9 +348,12 @@ static int read_model(mt_bpe *b, const char *path, const mt_json *root, mt_error
                 goto out;
             }
             if (l < 0 && !c) {
-                if (bad == 0xFFFFFFFFu) mt_errorf(err, "%s: model.vocab token %d is not valid UTF-8", path, (int)i);
+                if (bad == 0xFFFFFFFFu)
+                    mt_errorf(err, "%s: model.vocab token %d is not valid UTF-8", path, (int)i);
                 else
-                    mt_errorf(err, "%s: model.vocab token %d '%s' contains U+%04X, which is not in the byte-level alphabet; " ONLY_BYTE_LEVEL,
+                    mt_errorf(err,
+                              "%s: model.vocab token %d '%s' contains U+%04X, which is not in the byte-level "
+                              "alphabet; " ONLY_BYTE_LEVEL,
                               path, (int)i, mt_bpe_show(m->key, m->key_len, s1, sizeof s1), (unsigned)bad);
                 goto out;
             }
@@ -329,17 +361,22 @@ static int read_model(mt_bpe *b, const char *path, const mt_json *root, mt_error
         if (c) {
             if (l > 0 && ((size_t)l != c->str_len || memcmp(b->tok_bytes + off, c->str, c->str_len))) {
                 mt_errorf(err, "%s: id %d is '%s' in model.vocab but '%s' in added_tokens", path, (int)i,
-                          mt_bpe_show(m->key, m->key_len, s1, sizeof s1), mt_bpe_show(c->str, c->str_len, s2, sizeof s2));
+                          mt_bpe_show(m->key, m->key_len, s1, sizeof s1),
+                          mt_bpe_show(c->str, c->str_len, s2, sizeof s2));
                 goto out;
             }
             memcpy(b->tok_bytes + off, c->str, c->str_len);
         }
         /* a model token (looked up by merges and ignore_merges) when its
          * vocab string is in the alphabet; an added token only, otherwise */
-        if (l > 0) b->tok_kind[i] = MT_BPE_TOK_MODEL;
-        else if (c) b->tok_kind[i] = MT_BPE_TOK_ADDED;
-        if (c) off += c->str_len;
-        else if (l > 0) off += (size_t)l;
+        if (l > 0)
+            b->tok_kind[i] = MT_BPE_TOK_MODEL;
+        else if (c)
+            b->tok_kind[i] = MT_BPE_TOK_ADDED;
+        if (c)
+            off += c->str_len;
+        else if (l > 0)
+            off += (size_t)l;
     }
     b->tok_off[b->n_vocab] = (uint32_t)off;
     int32_t d0, d1;
@@ -351,7 +388,9 @@ static int read_model(mt_bpe *b, const char *path, const mt_json *root, mt_error
         unsigned char byte = (unsigned char)c;
         b->byte_tok[c] = mt_bpe_str_lookup(b, &byte, 1);
         if (b->byte_tok[c] < 0) {
-            mt_errorf(err, "%s: model.vocab has no token for the byte 0x%02X, so it is not a byte-level vocabulary; " ONLY_BYTE_LEVEL,
+            mt_errorf(err,
+                      "%s: model.vocab has no token for the byte 0x%02X, so it is not a byte-level "
+                      "vocabulary; " ONLY_BYTE_LEVEL,
                       path, c);
             goto out;
         }
@@ -423,8 +462,9 @@ static int check_normalized_added(mt_bpe *b, const char *path, mt_error *err) {
         for (uint32_t j = 0; j < a->len; j++)
             if (b->added_bytes[a->off + j] >= 0xCC) {
                 char s1[96];
-                return mt_errorf(err, "%s: added token '%s' is normalized and not plain enough to be surely NFC; not supported",
-                                 path, mt_bpe_show(b->added_bytes + a->off, a->len, s1, sizeof s1));
+                return mt_errorf(
+                    err, "%s: added token '%s' is normalized and not plain enough to be surely NFC; not supported",
+                    path, mt_bpe_show(b->added_bytes + a->off, a->len, s1, sizeof s1));
             }
     }
     return 0;
@@ -472,7 +512,8 @@ mt_bpe *mt_bpe_load_hf(const char *path, mt_error *err) {
     for (int e = 0; e < 2 && b->eot < 0; e++) {
         size_t el = strlen(eots[e]);
         for (size_t i = 0; i < b->n_added && b->eot < 0; i++)
-            if (b->added[i].len == el && !memcmp(b->added_bytes + b->added[i].off, eots[e], el)) b->eot = b->added[i].id;
+            if (b->added[i].len == el && !memcmp(b->added_bytes + b->added[i].off, eots[e], el))
+                b->eot = b->added[i].id;
         if (b->eot < 0) b->eot = mt_bpe_str_lookup(b, (const unsigned char *)eots[e], el);
     }
     mt_json_free(doc);
