@@ -34,7 +34,15 @@
  *
  * vocab.bpe is read like both reference implementations read it: split at
  * '\n', drop the first line ("#version") and the last piece (empty when the
- * file ends with a newline). */
+ * file ends with a newline).
+ *
+ * HF: a tokenizer.json read by hf_tokenizer.c, matching the Hugging Face
+ * tokenizers library. Before pre-tokenization its added tokens are taken
+ * out of the raw text (leftmost-longest) and the rest is NFC-normalized when
+ * the file says so; then its regexes split the text one after the other;
+ * pairs are looked up by token ids (no comma quirk); and merging is one
+ * merge at a time, the lowest (rank, position) first (merge_hf), with
+ * ignore_merges letting a pre-token that is a token through whole. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
