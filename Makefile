@@ -5,7 +5,7 @@ OPT     ?= -O2
 CFLAGS  := -std=c11 $(OPT) -g -march=native -fopenmp -fno-math-errno \
            -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -Isrc -Iinclude \
            -I/usr/include/x86_64-linux-gnu/openblas-openmp $(EXTRA_CFLAGS)
-LDLIBS  := -L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -ldnnl -lpcre2-8 -lm
+LDLIBS  := -L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -ldnnl -lpcre2-8 -licuuc -lm
 LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)

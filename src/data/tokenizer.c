@@ -1,5 +1,6 @@
-/* Tokenizer handle: the byte tokenizer and the dispatch to GPT-2 BPE (bpe.c),
- * plus the search for the default GPT-2 vocabulary. See tokenizer.h. */
+/* Tokenizer handle: the byte tokenizer and the dispatch to byte-level BPE
+ * (bpe.c: GPT-2's files, or a tokenizer.json through hf_tokenizer.c), plus
+ * the search for the default GPT-2 vocabulary. See tokenizer.h. */
 #include "data/tokenizer.h"
 #include <errno.h>
 #include <stdio.h>
@@ -9,8 +10,7 @@
 #include "data/bpe.h"
 
 struct mt_tokenizer {
-    int is_gpt2;
-    mt_bpe *bpe;
+    mt_bpe *bpe; /* NULL: the byte tokenizer */
     unsigned char bytes[256]; /* byte tokenizer: token i is the byte i */
 };
 
@@ -29,7 +29,14 @@ mt_tokenizer *mt_tokenizer_gpt2(const char *vocab_dir, mt_error *err) {
     mt_bpe *b = mt_bpe_load(vocab_dir, err);
     if (!b) return NULL;
     mt_tokenizer *t = mt_xcalloc(1, sizeof *t, "GPT-2 tokenizer");
-    t->is_gpt2 = 1;
+    t->bpe = b;
+    return t;
+}
+
+mt_tokenizer *mt_tokenizer_hf(const char *tokenizer_json_path, mt_error *err) {
+    mt_bpe *b = mt_bpe_load_hf(tokenizer_json_path, err);
+    if (!b) return NULL;
+    mt_tokenizer *t = mt_xcalloc(1, sizeof *t, "tokenizer.json tokenizer");
     t->bpe = b;
     return t;
 }
@@ -37,7 +44,14 @@ mt_tokenizer *mt_tokenizer_gpt2(const char *vocab_dir, mt_error *err) {
 mt_tokenizer *mt_tokenizer_open(const char *name, const char *vocab_dir, mt_error *err) {
     if (name && strcmp(name, "byte") == 0) return mt_tokenizer_byte();
     if (name && strcmp(name, "gpt2") == 0) return mt_tokenizer_gpt2(vocab_dir, err);
-    mt_errorf(err, "unknown tokenizer '%s'; use 'byte' or 'gpt2'", name ? name : "(null)");
+    if (name && strncmp(name, "hf:", 3) == 0) {
+        if (!name[3]) {
+            mt_errorf(err, "tokenizer 'hf:' needs the path of a tokenizer.json after the colon (hf:PATH/tokenizer.json)");
+            return NULL;
+        }
+        return mt_tokenizer_hf(name + 3, err);
+    }
+    mt_errorf(err, "unknown tokenizer '%s'; use 'byte', 'gpt2' or 'hf:PATH/tokenizer.json'", name ? name : "(null)");
     return NULL;
 }
 
@@ -47,12 +61,15 @@ void mt_tokenizer_free(mt_tokenizer *t) {
     free(t);
 }
 
-const char *mt_tokenizer_name(const mt_tokenizer *t) { return t->is_gpt2 ? "gpt2" : "byte"; }
-int mt_tokenizer_vocab_size(const mt_tokenizer *t) { return t->is_gpt2 ? mt_bpe_vocab_size(t->bpe) : 256; }
-int mt_tokenizer_eot(const mt_tokenizer *t) { return t->is_gpt2 ? mt_bpe_eot(t->bpe) : -1; }
+const char *mt_tokenizer_name(const mt_tokenizer *t) {
+    if (!t->bpe) return "byte";
+    return mt_bpe_get_flavor(t->bpe) == MT_BPE_HF ? "hf" : "gpt2";
+}
+int mt_tokenizer_vocab_size(const mt_tokenizer *t) { return t->bpe ? mt_bpe_vocab_size(t->bpe) : 256; }
+int mt_tokenizer_eot(const mt_tokenizer *t) { return t->bpe ? mt_bpe_eot(t->bpe) : -1; }
 
 int mt_tokenizer_encode_append(mt_tokenizer *t, const unsigned char *text, size_t len, mt_tokens *out, mt_error *err) {
-    if (t->is_gpt2) return mt_bpe_encode(t->bpe, text, len, out, err);
+    if (t->bpe) return mt_bpe_encode(t->bpe, text, len, out, err);
     for (size_t i = 0; i < len; i++) mt_tokens_push(out, text[i]);
     return 0;
 }
@@ -71,7 +88,7 @@ int mt_tokenizer_encode(mt_tokenizer *t, const unsigned char *text, size_t len, 
 }
 
 const unsigned char *mt_tokenizer_token_bytes(const mt_tokenizer *t, int32_t id, size_t *len) {
-    if (t->is_gpt2) return mt_bpe_token_bytes(t->bpe, id, len);
+    if (t->bpe) return mt_bpe_token_bytes(t->bpe, id, len);
     if (id < 0 || id > 255) return NULL;
     *len = 1;
     return &t->bytes[id];
@@ -81,9 +98,13 @@ int mt_tokenizer_decode(const mt_tokenizer *t, const int32_t *tokens, size_t n, 
     for (size_t i = 0; i < n; i++) {
         size_t l;
         const unsigned char *s = mt_tokenizer_token_bytes(t, tokens[i], &l);
-        if (!s)
+        if (!s) {
+            if (tokens[i] >= 0 && tokens[i] < mt_tokenizer_vocab_size(t))
+                return mt_errorf(err, "token %zu has id %d, which no token of the %s vocabulary has (a gap in its ids)", i,
+                                 (int)tokens[i], mt_tokenizer_name(t));
             return mt_errorf(err, "token %zu has id %d, outside the %s vocabulary [0, %d)", i, (int)tokens[i],
                              mt_tokenizer_name(t), mt_tokenizer_vocab_size(t));
+        }
         mt_bytes_append(out, s, l);
     }
     return 0;
