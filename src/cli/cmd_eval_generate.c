@@ -39,7 +39,7 @@ int mt_cli_eval(int argc, char **argv) {
     mt_ckpt_info info;
     if (mt_train_ckpt_peek(ckpt, &info, &err)) return mt_cli_fail("eval", &err);
     info.cfg.dropout = 0.0f;
-    uint16_t *tok = NULL;
+    uint32_t *tok = NULL;
     size_t n = 0;
     mt_loader ld;
     if (mt_train_read_tokens(val, &tok, &n, &err) ||

@@ -4,8 +4,8 @@
  * <|end_of_text|> or <|endoftext|>) every document is preceded by it, as
  * llm.c's GPT-2 data scripts do. The token stream is the documents in the
  * order given; its last --val-fraction goes to the validation shard.
- * Shards hold uint16 ids, so a tokenizer with more than 65536 ids (Llama 3's
- * 128256, Qwen's 151669) is refused before any work. */
+ * Shards hold uint16 ids when they fit, else llm.c's uint32 layout (Llama
+ * 3's 128256 ids, Qwen's 151669): see data/shard.h. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -88,16 +88,6 @@ int mt_cli_tokenize(int argc, char **argv) {
 
     mt_tokenizer *tk = mt_tokenizer_open(tok_name, vocab_dir, &err);
     if (!tk) return mt_cli_fail("tokenize", &err);
-    if (mt_tokenizer_vocab_size(tk) > 65536) {
-        /* llm.c's Llama 3 shards (magic 20240801, version 7) hold uint32
-         * ids; this reader and writer know only the uint16 GPT-2 format */
-        mt_errorf(&err,
-                  "tokenizer %s has %d ids, but token shards store uint16 ids (0..65535); shards for vocabularies over "
-                  "65536 (llm.c's uint32 format, magic 20240801) are not supported yet",
-                  tok_name, mt_tokenizer_vocab_size(tk));
-        mt_tokenizer_free(tk);
-        return mt_cli_fail("tokenize", &err);
-    }
     int eot = mt_tokenizer_eot(tk);
     char eot_text[64] = "";
     if (eot >= 0) {

@@ -78,13 +78,15 @@ static int resolve_model(const model_flags *mf, const mt_arg *spec, int nspec, c
     if (mt_arg_seen(spec, nspec, "vocab")) {
         cfg->vocab_size = mf->vocab;
     } else if (!mf->preset && train_path) {
-        /* Infer from the data: byte-level shards hold ids < 256, else GPT-2. */
-        uint16_t *tok = NULL;
+        /* Infer from the data: byte-level shards hold ids < 256, GPT-2's < 50257 */
+        uint32_t *tok = NULL, mx = 0;
         size_t n = 0;
         if (mt_train_read_tokens(train_path, &tok, &n, err)) return -1;
-        int mx = 0;
         for (size_t i = 0; i < n; i++) mx = tok[i] > mx ? tok[i] : mx;
         free(tok);
+        if (mx >= 50257)
+            return mt_errorf(err, "%s holds ids up to %u, beyond GPT-2's vocabulary: give --vocab (the tokenizer's "
+                                  "size) or a --preset", train_path, mx);
         cfg->vocab_size = mx < 256 ? 256 : 50257;
     }
     if (cfg->vocab_size > 0) cfg->padded_vocab = mt_pad_vocab(cfg->vocab_size);

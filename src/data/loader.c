@@ -14,7 +14,7 @@ int mt_data_order_parse(const char *s, mt_data_order *out, mt_error *err) {
 
 const char *mt_data_order_name(mt_data_order o) { return o == MT_ORDER_SEQUENTIAL ? "sequential" : "shuffled"; }
 
-int mt_loader_init(mt_loader *ld, const uint16_t *tokens, size_t n_tokens, int T, int B, mt_data_order order,
+int mt_loader_init(mt_loader *ld, const uint32_t *tokens, size_t n_tokens, int T, int B, mt_data_order order,
                    uint64_t seed, int vocab_size, mt_error *err) {
     memset(ld, 0, sizeof *ld);
     if (T < 1 || B < 1) return mt_errorf(err, "loader needs T >= 1 and B >= 1 (got T=%d, B=%d)", T, B);
@@ -83,7 +83,7 @@ void mt_loader_fill(mt_loader *ld, uint64_t g0, int count, int32_t *inputs, int3
     int T = ld->T;
     for (int s = 0; s < count; s++) {
         size_t start = mt_loader_sample_start(ld, g0 + (uint64_t)s);
-        const uint16_t *src = ld->tokens + start;
+        const uint32_t *src = ld->tokens + start;
         for (int t = 0; t < T; t++) {
             inputs[(size_t)s * T + t] = src[t];
             targets[(size_t)s * T + t] = src[t + 1];

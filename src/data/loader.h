@@ -18,7 +18,7 @@
 typedef enum { MT_ORDER_SHUFFLED = 0, MT_ORDER_SEQUENTIAL } mt_data_order;
 
 typedef struct {
-    const uint16_t *tokens;
+    const uint32_t *tokens;
     size_t n_tokens;
     int T, B;            /* sequence length, global batch (sequences per step) */
     mt_data_order order;
@@ -33,7 +33,7 @@ int mt_data_order_parse(const char *s, mt_data_order *out, mt_error *err);
 const char *mt_data_order_name(mt_data_order o); /* "shuffled" | "sequential" */
 /* Fails (with a message naming the sizes) if the stream is too short for
  * one batch, or if a token id is >= vocab_size. */
-int mt_loader_init(mt_loader *ld, const uint16_t *tokens, size_t n_tokens, int T, int B, mt_data_order order,
+int mt_loader_init(mt_loader *ld, const uint32_t *tokens, size_t n_tokens, int T, int B, mt_data_order order,
                    uint64_t seed, int vocab_size, mt_error *err);
 void mt_loader_free(mt_loader *ld);
 /* Token offset of global sample g's window. */

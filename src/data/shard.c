@@ -42,15 +42,17 @@ int mt_shard_open(mt_shard *s, const char *path, mt_error *err) {
     const int32_t *h = map;
     const char *bad = NULL;
     char msg[MT_ERROR_LEN];
-    long long count = h[2], want = MT_SHARD_HEADER_BYTES + 2 * (long long)h[2];
-    if (h[0] != MT_SHARD_MAGIC) {
-        snprintf(msg, sizeof msg, "token shard %s has magic %d, expected %d; %s", path, (int)h[0], MT_SHARD_MAGIC,
+    int wide = h[0] == MT_SHARD_MAGIC_U32;
+    long long count = h[2], want = MT_SHARD_HEADER_BYTES + (wide ? 4 : 2) * (long long)h[2];
+    if (h[0] != MT_SHARD_MAGIC && !wide) {
+        snprintf(msg, sizeof msg, "token shard %s has magic %d, expected %d (uint16 ids) or %d (uint32 ids); %s", path,
+                 (int)h[0], MT_SHARD_MAGIC, MT_SHARD_MAGIC_U32,
                  h[0] == LLMC_MODEL_MAGIC ? "this is an llm.c model file, not a token shard"
                                           : "not an llm.c token shard");
         bad = msg;
-    } else if (h[1] != MT_SHARD_VERSION) {
-        snprintf(msg, sizeof msg, "token shard %s has version %d; only version %d (uint16 tokens) is supported", path,
-                 (int)h[1], MT_SHARD_VERSION);
+    } else if (h[1] != (wide ? MT_SHARD_VERSION_U32 : MT_SHARD_VERSION)) {
+        snprintf(msg, sizeof msg, "token shard %s (magic %d) has version %d; only version %d is supported", path,
+                 (int)h[0], (int)h[1], wide ? MT_SHARD_VERSION_U32 : MT_SHARD_VERSION);
         bad = msg;
     } else if (count < 0) {
         snprintf(msg, sizeof msg, "token shard %s has a negative token count %lld in its header", path, count);
@@ -76,9 +78,15 @@ int mt_shard_open(mt_shard *s, const char *path, mt_error *err) {
     s->map = map;
     s->map_len = (size_t)size;
     s->n = (size_t)count;
-    s->tokens = (const uint16_t *)((const char *)map + MT_SHARD_HEADER_BYTES);
-    uint16_t mx = 0;
-    for (size_t i = 0; i < s->n; i++) mx = s->tokens[i] > mx ? s->tokens[i] : mx;
+    const void *data = (const char *)map + MT_SHARD_HEADER_BYTES;
+    uint32_t mx = 0;
+    if (wide) {
+        s->tokens32 = data;
+        for (size_t i = 0; i < s->n; i++) mx = s->tokens32[i] > mx ? s->tokens32[i] : mx;
+    } else {
+        s->tokens = data;
+        for (size_t i = 0; i < s->n; i++) mx = s->tokens[i] > mx ? s->tokens[i] : mx;
+    }
     s->max_token = mx;
     return 0;
 }
@@ -88,11 +96,13 @@ void mt_shard_close(mt_shard *s) {
     memset(s, 0, sizeof *s);
 }
 
-int mt_shard_read(const char *path, uint16_t **tokens, size_t *n, uint16_t *max_token, mt_error *err) {
+int mt_shard_read(const char *path, uint32_t **tokens, size_t *n, uint32_t *max_token, mt_error *err) {
     mt_shard s;
     if (mt_shard_open(&s, path, err)) return -1;
-    uint16_t *t = mt_xmalloc(s.n * sizeof *t, "token shard contents");
-    memcpy(t, s.tokens, s.n * sizeof *t);
+    uint32_t *t = mt_xmalloc(s.n * sizeof *t, "token shard contents");
+    if (s.tokens32) memcpy(t, s.tokens32, s.n * sizeof *t);
+    else
+        for (size_t i = 0; i < s.n; i++) t[i] = s.tokens[i];
     *tokens = t;
     *n = s.n;
     if (max_token) *max_token = s.max_token;
@@ -137,16 +147,17 @@ static void sync_parent_dir(const char *path) {
 /* Writes the shard from either an int32 or a uint16 array. */
 static int write_shard(const char *path, const int32_t *t32, const uint16_t *t16, size_t n, mt_error *err) {
     if (n == 0) return mt_errorf(err, "refusing to write token shard %s with zero tokens", path);
-    if ((long long)n > MT_SHARD_MAX_TOKENS || n > (SIZE_MAX - MT_SHARD_HEADER_BYTES) / 2)
+    if ((long long)n > MT_SHARD_MAX_TOKENS || n > (SIZE_MAX - MT_SHARD_HEADER_BYTES) / 4)
         return mt_errorf(err, "cannot write token shard %s: %zu tokens exceed the format's limit of %lld per file", path,
                          n, MT_SHARD_MAX_TOKENS);
+    int wide = 0; /* an id over 65535: llm.c's uint32 layout */
     if (t32)
-        for (size_t i = 0; i < n; i++)
-            if (t32[i] < 0 || t32[i] > 65535)
-                return mt_errorf(err,
-                                 "cannot write token shard %s: token %zu has id %d, but a shard stores ids 0..65535 "
-                                 "(uint16)",
-                                 path, i, (int)t32[i]);
+        for (size_t i = 0; i < n; i++) {
+            if (t32[i] < 0)
+                return mt_errorf(err, "cannot write token shard %s: token %zu has the negative id %d", path, i,
+                                 (int)t32[i]);
+            wide |= t32[i] > 65535;
+        }
     size_t plen = strlen(path);
     char *tmp = mt_xmalloc(plen + 64, "temporary shard path");
     snprintf(tmp, plen + 64, "%s.tmp.%ld", path, (long)getpid());
@@ -156,10 +167,13 @@ static int write_shard(const char *path, const int32_t *t32, const uint16_t *t16
         free(tmp);
         return -1;
     }
-    int32_t header[MT_SHARD_HEADER_INTS] = {MT_SHARD_MAGIC, MT_SHARD_VERSION, (int32_t)n};
+    int32_t header[MT_SHARD_HEADER_INTS] = {wide ? MT_SHARD_MAGIC_U32 : MT_SHARD_MAGIC,
+                                            wide ? MT_SHARD_VERSION_U32 : MT_SHARD_VERSION, (int32_t)n};
     int rc = write_all(fd, header, sizeof header);
     if (t16) {
         if (!rc) rc = write_all(fd, t16, n * sizeof *t16);
+    } else if (wide) {
+        if (!rc) rc = write_all(fd, t32, n * sizeof *t32); /* non-negative int32 = uint32 bits */
     } else {
         uint16_t buf[32768];
         for (size_t i = 0; i < n && !rc;) {

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int mt_train_read_tokens(const char *path, uint16_t **tokens, size_t *n, mt_error *err) {
-    uint16_t mx;
+int mt_train_read_tokens(const char *path, uint32_t **tokens, size_t *n, mt_error *err) {
+    uint32_t mx;
     return mt_shard_read(path, tokens, n, &mx, err);
 }
 

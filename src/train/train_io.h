@@ -10,7 +10,7 @@ typedef struct {
 } mt_ckpt_info;
 
 /* Reads a whole llm.c token shard into a malloc'd uint16 array. */
-int mt_train_read_tokens(const char *path, uint16_t **tokens, size_t *n, mt_error *err);
+int mt_train_read_tokens(const char *path, uint32_t **tokens, size_t *n, mt_error *err);
 /* Reads the model config and step of a checkpoint directory. */
 int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err);
 /* Loads parameters (and, when resuming, optimizer state and step). */

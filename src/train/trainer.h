@@ -72,7 +72,7 @@ typedef struct {
     mt_mem mem;
     mt_model model;
     float **opt_state[2];   /* [state kind][unit] */
-    uint16_t *train_tokens, *val_tokens;
+    uint32_t *train_tokens, *val_tokens;
     size_t n_train, n_val;
     mt_loader train_ld, val_ld;
     int has_val;
