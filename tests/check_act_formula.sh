@@ -20,7 +20,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 M=build/meshtrain; PY=/usr/bin/python3
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
 
 # name: h a s b dropout layer-pair steps
 SHAPES="s1:32:2:16:2:0:2,4:2 s2:64:4:32:3:0.1:2,4:2 s3:48:6:24:1:0.1:2,4:2 gpt2:768:12:1024:1:0:1,2:0"
@@ -28,7 +29,7 @@ for spec in $SHAPES; do
     IFS=: read -r name h a s b p pair steps <<<"$spec"
     for r in none selective full; do
         for L in ${pair/,/ }; do
-            $M train --train $W/shk_train.bin --layers $L --dim $h --heads $a --seq-len $s \
+            $M train --train $W/text_train.bin --layers $L --dim $h --heads $a --seq-len $s \
                 --batch $((2 * b)) --micro-batch $b --dropout $p --recompute $r --steps $steps \
                 --log-every 0 --report-json $W/$name-$r-L$L.json >/dev/null \
                 || { echo "meshtrain train failed on $name --recompute $r --layers $L"; exit 1; }

@@ -11,8 +11,9 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 M=build/meshtrain
 W=$(mktemp -d); victim=
 trap '[ -n "$victim" ] && kill -CONT $victim 2>/dev/null; rm -rf "$W"' EXIT
-$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
-T="--train $W/shk_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 --steps 1000000 --log-every 0"
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+T="--train $W/text_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 --steps 1000000 --log-every 0"
 for sig in STOP KILL; do
     mpirun --oversubscribe -np 4 $M train $T --dp 4 --zero 3 --timeout 5 >$W/out 2>$W/err & mp=$!
     # wait until training runs (all 4 ranks up), then signal world rank 2

@@ -24,8 +24,9 @@ M=build/meshtrain; PY=/usr/bin/python3
 STEPS=${DPZ_STEPS:-20}
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 . tests/train_compare.sh
-$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
-BASE="--train $W/shk_train.bin --layers 2 --dim 65 --heads 5 --seq-len 33 --lr 1e-3 --dropout 0.1 --grad-clip 1.0 --log-every 0 --batch 48 --steps $STEPS --timeout 30"
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+BASE="--train $W/text_train.bin --layers 2 --dim 65 --heads 5 --seq-len 33 --lr 1e-3 --dropout 0.1 --grad-clip 1.0 --log-every 0 --batch 48 --steps $STEPS --timeout 30"
 T="$BASE --optimizer sgd --lr 0.05 --momentum 0.9"
 MPI="mpirun --oversubscribe"
 
@@ -83,7 +84,7 @@ echo "== evaluation split over dp =="
 # 5 validation batches of 4 sequences dealt over 3 ranks (2, 2, 1; under
 # ZeRO-3 the third rank runs a discarded forward for the gathers): the same
 # validation loss as one process.
-$M tokenize --tokenizer byte --out $W/val ../shared/data/tinyshakespeare.txt >/dev/null
+$M tokenize --tokenizer byte --out $W/val $W/corpus.txt >/dev/null
 E="$T --val $W/val_val.bin --eval-every 2 --eval-batches 5 --steps 2 --log-every 2"
 want=$($M train $E --micro-batch 4 | grep val_loss)
 for z in 0 3; do

@@ -17,8 +17,9 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 M=build/meshtrain; PY=/usr/bin/python3; MPI="mpirun --oversubscribe"
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 . tests/train_compare.sh
-$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
-T="--train $W/shk_train.bin --layers 2 --dim 65 --heads 5 --seq-len 32 --batch 12 --micro-batch 4 --steps 20 --log-every 0 --lr 1e-3 --dropout 0.1"
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+T="--train $W/text_train.bin --layers 2 --dim 65 --heads 5 --seq-len 32 --batch 12 --micro-batch 4 --steps 20 --log-every 0 --lr 1e-3 --dropout 0.1"
 $M train $T --optimizer adafactor --metrics $W/af.jsonl --report-json $W/af.json >/dev/null
 for z in 1 3; do
     $MPI -np 3 $M train $T --optimizer adafactor --dp 3 --zero $z --metrics $W/af$z.jsonl >/dev/null

@@ -20,8 +20,9 @@ M=build/meshtrain; PY=/usr/bin/python3; MPI="mpirun --oversubscribe"
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 . tests/train_compare.sh
 mkdir -p $W/off
-$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
-T="--train $W/shk_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 --steps 5 --dropout 0.1 --log-every 0"
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+T="--train $W/text_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 --steps 5 --dropout 0.1 --log-every 0"
 OFF="--offload-optimizer disk:$W/off --offload-buffer-mb 0.015625"
 losses() { cut -d, -f1-2 "$1"; }
 for layout in "1" "2 --dp 2 --zero 1" "2 --dp 2 --zero 3" "1 --precision bf16" "2 --dp 2 --zero 1 --precision bf16" \

