@@ -30,25 +30,8 @@ void mt_gpt2_decode_step(mt_decoder *d, int32_t token) {
         op_matmul_forward(MT_GEMM_DEFAULT, qkv, ln, P(MT_T_QKV_W), P(MT_T_QKV_B), 1, C, 3 * C);
         memcpy(kc + (size_t)t * C, qkv + C, (size_t)C * sizeof(float));
         memcpy(vc + (size_t)t * C, qkv + 2 * C, (size_t)C * sizeof(float));
-        float scale = 1.0f / sqrtf((float)HS);
-        for (int h = 0; h < NH; h++) {
-            const float *q = qkv + h * HS;
-            float mx = -INFINITY;
-            for (int j = 0; j <= t; j++) {
-                float s = 0;
-                for (int e = 0; e < HS; e++) s += q[e] * kc[(size_t)j * C + h * HS + e];
-                scores[j] = s * scale;
-                mx = fmaxf(mx, scores[j]);
-            }
-            float sum = 0;
-            for (int j = 0; j <= t; j++) sum += (scores[j] = expf(scores[j] - mx));
-            float *o = att + h * HS;
-            for (int e = 0; e < HS; e++) o[e] = 0;
-            for (int j = 0; j <= t; j++) {
-                float w = scores[j] / sum;
-                for (int e = 0; e < HS; e++) o[e] += w * vc[(size_t)j * C + h * HS + e];
-            }
-        }
+        for (int h = 0; h < NH; h++)
+            mt_decode_attend(qkv + h * HS, kc + h * HS, vc + h * HS, (size_t)C, t, HS, scores, att + h * HS);
         op_matmul_forward(MT_GEMM_DEFAULT, tmp, att, P(MT_T_ATTPROJ_W), P(MT_T_ATTPROJ_B), 1, C, C);
         for (int c = 0; c < C; c++) x[c] += tmp[c];
         op_layernorm_forward(ln, mean, rstd, x, P(MT_T_LN2_W), P(MT_T_LN2_B), 1, C);

@@ -47,7 +47,6 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
     mt_llama_block_index ix = mt_llama_block_tensors(c);
     const float *emb = d->params[0] + d->l->units[0].t[MT_L_EMBED].offset;
     memcpy(b.x, emb + (size_t)token * C, (size_t)C * sizeof(float));
-    float scale = 1.0f / sqrtf((float)hd);
     for (int l = 0; l < c->n_layer; l++) {
         const mt_unit_layout *u = &d->l->units[1 + l];
         const float *p = d->params[1 + l];
@@ -59,24 +58,9 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
         op_rope_apply(b.qkv + QW, 1, 1, KV, hd, (size_t)qkvw, cs, sn, 0);
         memcpy(kc + (size_t)t * KW, b.qkv + QW, (size_t)KW * sizeof(float));
         memcpy(vc + (size_t)t * KW, b.qkv + QW + KW, (size_t)KW * sizeof(float));
-        for (int h = 0; h < NH; h++) {
-            const float *q = b.qkv + (size_t)h * hd;
+        for (int h = 0; h < NH; h++) { /* query head h reads kv head h * KV / NH */
             size_t kh = (size_t)(h / (NH / KV)) * hd;
-            float mx = -INFINITY;
-            for (int j = 0; j <= t; j++) {
-                float s = 0;
-                for (int e = 0; e < hd; e++) s += q[e] * kc[(size_t)j * KW + kh + e];
-                b.scores[j] = s * scale;
-                mx = fmaxf(mx, b.scores[j]);
-            }
-            float sum = 0;
-            for (int j = 0; j <= t; j++) sum += (b.scores[j] = expf(b.scores[j] - mx));
-            float *o = b.att + (size_t)h * hd;
-            for (int e = 0; e < hd; e++) o[e] = 0;
-            for (int j = 0; j <= t; j++) {
-                float w = b.scores[j] / sum;
-                for (int e = 0; e < hd; e++) o[e] += w * vc[(size_t)j * KW + kh + e];
-            }
+            mt_decode_attend(b.qkv + (size_t)h * hd, kc + kh, vc + kh, (size_t)KW, t, hd, b.scores, b.att + (size_t)h * hd);
         }
         op_matmul_forward(MT_GEMM_DEFAULT, b.tmp, b.att, P(ix.o), NULL, 1, QW, C);
         for (int i = 0; i < C; i++) b.x[i] += b.tmp[i];
