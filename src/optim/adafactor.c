@@ -282,3 +282,64 @@ void mt_adafactor_set_state(mt_adafactor *s, const mt_unit_layout *unit, int k, 
         }
     }
 }
+
+/* ---- The table entry (optim/optimizer.h) ---- */
+typedef struct {
+    mt_adafactor s;
+    mt_adafactor_hparams h;
+} adafactor_state;
+
+static mt_opt_state *entry_init(const mt_opt_config *c, const mt_unit_layout *unit, size_t begin, size_t end,
+                                size_t len, mt_mem *mem) {
+    (void)len; /* the state is smaller than the stream: no padding to hold */
+    adafactor_state *a = mt_xcalloc(1, sizeof *a, "Adafactor state");
+    mt_adafactor_hparams_default(&a->h);
+    a->h.weight_decay = c->h.weight_decay;
+    a->h.beta1 = c->adafactor_beta1;
+    a->h.scale_parameter = c->adafactor_scale_parameter;
+    a->h.clip_threshold = c->adafactor_clip;
+    mt_adafactor_init(&a->s, &a->h, unit, begin, end, mem);
+    return (mt_opt_state *)a;
+}
+
+static void entry_free(mt_opt_state *s, mt_mem *mem) {
+    if (!s) return;
+    mt_adafactor_free(&((adafactor_state *)s)->s, mem);
+    free(s);
+}
+
+/* The whole owned range at once (the phases need every owned element);
+ * every rank of the shard group joins the sums, even with nothing owned. */
+static void entry_step(mt_opt_state *s, const mt_opt_config *c, const mt_unit_layout *unit, const mt_opt_target *tg,
+                       float lr, int64_t t, float grad_scale) {
+    (void)c;
+    adafactor_state *a = (adafactor_state *)s;
+    size_t n = a->s.end - a->s.begin;
+    const float *g = tg->grad(tg->ctx, 0, n);
+    mt_adafactor_update(&a->s, &a->h, unit, tg->p, g, lr, t, grad_scale, tg->sum, tg->sum_ctx);
+    tg->round(tg->ctx, 0, n, tg->p);
+}
+
+static void entry_get(const mt_opt_state *s, const mt_unit_layout *unit, int k, float *dst) {
+    mt_adafactor_get_state(&((const adafactor_state *)s)->s, unit, k, dst);
+}
+
+static void entry_set(mt_opt_state *s, const mt_unit_layout *unit, int k, const float *full) {
+    mt_adafactor_set_state(&((adafactor_state *)s)->s, unit, k, full);
+}
+
+static float *entry_fp32(mt_opt_state *s, int k) {
+    (void)s;
+    (void)k;
+    return NULL;
+}
+
+/* Stream "m": the momentum per element (zeros without beta1); "v": the
+ * second moment, a factored matrix's R and C packed at its slot's start. */
+const mt_optimizer mt_optimizer_adafactor = {
+    .kind = MT_OPT_ADAFACTOR, .name = "adafactor", .n_streams = 2,
+    .streams = {{"m", MT_OPT_ENC_FP32}, {"v", MT_OPT_ENC_FACTORED}},
+    .elementwise = 0, .whole_tensors = 1,
+    .init = entry_init, .free = entry_free, .step = entry_step, .step_streams = NULL,
+    .get_stream = entry_get, .set_stream = entry_set, .fp32_stream = entry_fp32,
+};

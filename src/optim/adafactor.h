@@ -64,6 +64,7 @@
 #include <stdint.h>
 #include "core/mem.h"
 #include "nn/unit.h"
+#include "optim/optimizer.h" /* mt_allreduce_sum_fn */
 
 typedef struct {
     float beta1;          /* momentum on the clipped update; 0 = none (the default: the memory saving) */
@@ -76,9 +77,6 @@ typedef struct {
 } mt_adafactor_hparams;
 
 void mt_adafactor_hparams_default(mt_adafactor_hparams *h);
-
-/* Sums buf[0..n) in place over the ranks sharing the unit. */
-typedef void (*mt_allreduce_sum_fn)(void *ctx, double *buf, size_t n);
 
 typedef struct {
     size_t begin, end;                     /* owned range of the unit */

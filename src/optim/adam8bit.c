@@ -1,6 +1,7 @@
 #include "optim/adam8bit.h"
 #include <math.h>
 #include <string.h>
+#include <stdlib.h>
 
 /* 10^-z for the decades of the code maps. */
 static const double pow10_neg[9] = {1e0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8};
@@ -436,3 +437,55 @@ void mt_adam8bit_set_state(mt_adam8bit *s, int k, const float *full) {
         (k == 0 ? s->m_absmax : s->v_absmax)[b] = am;
     }
 }
+
+/* ---- The table entry (optim/optimizer.h) ---- */
+static mt_opt_state *entry_init(const mt_opt_config *c, const mt_unit_layout *unit, size_t begin, size_t end,
+                                size_t len, mt_mem *mem) {
+    (void)c;
+    (void)unit;
+    (void)len; /* the codes are smaller than the stream: no padding to hold */
+    mt_adam8bit *s = mt_xcalloc(1, sizeof *s, "8-bit AdamW state");
+    mt_adam8bit_init(s, begin, end, mem);
+    return (mt_opt_state *)s;
+}
+
+static void entry_free(mt_opt_state *s, mt_mem *mem) {
+    if (!s) return;
+    mt_adam8bit_free((mt_adam8bit *)s, mem);
+    free(s);
+}
+
+static void entry_step(mt_opt_state *st, const mt_opt_config *c, const mt_unit_layout *unit, const mt_opt_target *tg,
+                       float lr, int64_t t, float grad_scale) {
+    mt_adam8bit *s = (mt_adam8bit *)st;
+    size_t n = s->end - s->begin;
+    if (!n) return;
+    mt_adam8bit_update(s, &c->h, unit, tg->p, tg->grad(tg->ctx, 0, n), lr, t, grad_scale);
+    tg->round(tg->ctx, 0, n, tg->p);
+}
+
+static void entry_get(const mt_opt_state *s, const mt_unit_layout *unit, int k, float *dst) {
+    (void)unit;
+    mt_adam8bit_get_state((const mt_adam8bit *)s, k, dst);
+}
+
+static void entry_set(mt_opt_state *s, const mt_unit_layout *unit, int k, const float *full) {
+    (void)unit;
+    mt_adam8bit_set_state((mt_adam8bit *)s, k, full);
+}
+
+static float *entry_fp32(mt_opt_state *s, int k) {
+    (void)s;
+    (void)k;
+    return NULL;
+}
+
+/* AdamW's m and v as blockwise 8-bit codes; their checkpoint form is the
+ * dequantised fp32 (re-quantised to the same codes on load). */
+const mt_optimizer mt_optimizer_adamw8bit = {
+    .kind = MT_OPT_ADAMW8BIT, .name = "adamw8bit", .n_streams = 2,
+    .streams = {{"m", MT_OPT_ENC_Q8}, {"v", MT_OPT_ENC_Q8}},
+    .elementwise = 0, .whole_tensors = 0,
+    .init = entry_init, .free = entry_free, .step = entry_step, .step_streams = NULL,
+    .get_stream = entry_get, .set_stream = entry_set, .fp32_stream = entry_fp32,
+};

@@ -1,6 +1,7 @@
 #include "optim/optimizer.h"
 #include "ops/ops.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 int mt_opt_kind_parse(const char *s, mt_opt_kind *out, mt_error *err) {
@@ -24,16 +25,13 @@ const char *mt_opt_kind_name(mt_opt_kind k) {
     return "?";
 }
 
-int mt_opt_is_lean(mt_opt_kind k) { return k == MT_OPT_ADAFACTOR || k == MT_OPT_ADAMW8BIT; }
+int mt_opt_is_lean(mt_opt_kind k) { return !mt_optimizer_get(k)->elementwise; }
 
 int mt_opt_has_update_16(mt_opt_kind k) { return k == MT_OPT_ADAMW || k == MT_OPT_ADAM; }
 
-int mt_opt_state_count(mt_opt_kind k) { return k == MT_OPT_SGD ? 1 : 2; }
+int mt_opt_state_count(mt_opt_kind k) { return mt_optimizer_get(k)->n_streams; }
 
-const char *mt_opt_state_name(mt_opt_kind k, int i) {
-    if (k == MT_OPT_SGD) return "momentum";
-    return i == 0 ? "m" : "v";
-}
+const char *mt_opt_state_name(mt_opt_kind k, int i) { return mt_optimizer_get(k)->streams[i].name; }
 
 /* The per-tensor ranges of [begin, end) with their weight decay: the update
  * of mt_opt_update_range (g16 NULL) or mt_opt_update_range_16. */
@@ -83,6 +81,112 @@ void mt_opt_update_range_16(const mt_opt_hparams *h, const mt_unit_layout *unit,
                             const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *const *state, float lr,
                             int64_t step, float grad_scale) {
     update_tensors(h, unit, begin, end, p, NULL, g16, p16, dt, state, lr, step, grad_scale);
+}
+
+/* ---- The elementwise entries: AdamW, Adam, SGD ----
+ * Their state is n_streams fp32 buffers of len floats (the caller's padded
+ * stream length; the update touches the first end - begin). */
+struct mt_opt_state {
+    size_t begin, end, len;
+    int n;
+    float *st[MT_OPT_MAX_STREAMS];
+};
+
+static mt_opt_state *elementwise_init(const mt_opt_kind kind, size_t begin, size_t end, size_t len, mt_mem *mem) {
+    mt_opt_state *s = mt_xcalloc(1, sizeof *s, "optimizer state");
+    s->begin = begin;
+    s->end = end;
+    s->len = len;
+    s->n = mt_opt_state_count(kind);
+    for (int k = 0; k < s->n; k++) s->st[k] = mt_mem_alloc(mem, MT_MEM_OPTIM, len * sizeof(float), "optimizer state");
+    return s;
+}
+
+#define ELEMENTWISE_INIT(fn, kind)                                                                                   \
+    static mt_opt_state *fn(const mt_opt_config *c, const mt_unit_layout *unit, size_t begin, size_t end, size_t len, \
+                            mt_mem *mem) {                                                                           \
+        (void)c;                                                                                                     \
+        (void)unit;                                                                                                  \
+        return elementwise_init(kind, begin, end, len, mem);                                                         \
+    }
+ELEMENTWISE_INIT(adamw_init, MT_OPT_ADAMW)
+ELEMENTWISE_INIT(adam_init, MT_OPT_ADAM)
+ELEMENTWISE_INIT(sgd_init, MT_OPT_SGD)
+
+static void elementwise_free(mt_opt_state *s, mt_mem *mem) {
+    if (!s) return;
+    for (int k = 0; k < s->n; k++) mt_mem_free(mem, MT_MEM_OPTIM, s->st[k], s->len * sizeof(float));
+    free(s);
+}
+
+/* Under mixed precision Adam(W) reads the 16-bit gradient and writes the
+ * master and its 16-bit rounding in one pass; the others widen the gradient
+ * and round the master around the update (a no-op under fp32). */
+static void elementwise_step_streams(const mt_opt_config *c, const mt_unit_layout *unit, size_t begin, size_t off,
+                                     size_t n, const mt_opt_target *tg, float *p, float *const *st, float lr,
+                                     int64_t t, float grad_scale) {
+    size_t b = begin + off;
+    if (tg->dt != MT_FP32 && mt_opt_has_update_16(c->h.kind)) {
+        mt_opt_update_range_16(&c->h, unit, b, b + n, p, tg->g16 + off, tg->p16 + off, tg->dt, st, lr, t, grad_scale);
+        return;
+    }
+    mt_opt_update_range(&c->h, unit, b, b + n, p, tg->grad(tg->ctx, off, n), st, lr, t, grad_scale);
+    tg->round(tg->ctx, off, n, p);
+}
+
+/* Elements per chunk of a mixed-precision update that widens the gradient
+ * (with m, v, master and the gradient, 1 MiB: the chunk stays in L2). */
+#define OPT_CHUNK ((size_t)1 << 16)
+
+static void elementwise_step(mt_opt_state *s, const mt_opt_config *c, const mt_unit_layout *unit,
+                             const mt_opt_target *tg, float lr, int64_t t, float grad_scale) {
+    size_t n = s->end - s->begin;
+    size_t chunk = tg->dt != MT_FP32 && !mt_opt_has_update_16(c->h.kind) ? OPT_CHUNK : n;
+    for (size_t off = 0; off < n; off += chunk) {
+        size_t m = n - off < chunk ? n - off : chunk;
+        float *st[MT_OPT_MAX_STREAMS] = {s->st[0] + off, s->n > 1 ? s->st[1] + off : NULL};
+        elementwise_step_streams(c, unit, s->begin, off, m, tg, tg->p + off, st, lr, t, grad_scale);
+    }
+}
+
+static void elementwise_get(const mt_opt_state *s, const mt_unit_layout *unit, int k, float *dst) {
+    (void)unit;
+    memcpy(dst, s->st[k], (s->end - s->begin) * sizeof(float));
+}
+
+/* The owned part of the full stream; the padding stays zero. */
+static void elementwise_set(mt_opt_state *s, const mt_unit_layout *unit, int k, const float *full) {
+    (void)unit;
+    memset(s->st[k], 0, s->len * sizeof(float));
+    if (s->end > s->begin) memcpy(s->st[k], full + s->begin, (s->end - s->begin) * sizeof(float));
+}
+
+static float *elementwise_fp32(mt_opt_state *s, int k) { return s->st[k]; }
+
+#define ELEMENTWISE_FNS                                                                                           \
+    .elementwise = 1, .whole_tensors = 0, .free = elementwise_free, .step = elementwise_step,                     \
+    .step_streams = elementwise_step_streams, .get_stream = elementwise_get, .set_stream = elementwise_set,       \
+    .fp32_stream = elementwise_fp32
+
+static const mt_optimizer optimizer_adamw = {
+    .kind = MT_OPT_ADAMW, .name = "adamw", .n_streams = 2,
+    .streams = {{"m", MT_OPT_ENC_FP32}, {"v", MT_OPT_ENC_FP32}}, .init = adamw_init, ELEMENTWISE_FNS};
+static const mt_optimizer optimizer_adam = {
+    .kind = MT_OPT_ADAM, .name = "adam", .n_streams = 2,
+    .streams = {{"m", MT_OPT_ENC_FP32}, {"v", MT_OPT_ENC_FP32}}, .init = adam_init, ELEMENTWISE_FNS};
+static const mt_optimizer optimizer_sgd = {
+    .kind = MT_OPT_SGD, .name = "sgd", .n_streams = 1,
+    .streams = {{"momentum", MT_OPT_ENC_FP32}}, .init = sgd_init, ELEMENTWISE_FNS};
+
+const mt_optimizer *mt_optimizer_get(mt_opt_kind k) {
+    switch (k) {
+    case MT_OPT_ADAMW: return &optimizer_adamw;
+    case MT_OPT_ADAM: return &optimizer_adam;
+    case MT_OPT_SGD: return &optimizer_sgd;
+    case MT_OPT_ADAFACTOR: return &mt_optimizer_adafactor;
+    case MT_OPT_ADAMW8BIT: return &mt_optimizer_adamw8bit;
+    }
+    mt_die("mt_optimizer_get: no optimizer of kind %d", (int)k);
 }
 
 int mt_lr_kind_parse(const char *s, mt_lr_kind *out, mt_error *err) {

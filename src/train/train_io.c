@@ -80,16 +80,16 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
     float *local = l->tp > 1 ? mt_xcalloc(mx, sizeof(float), "checkpoint load buffer") : NULL;
     char prefix[64];
     int rc = 0;
-    int ns = mt_opt_state_count(tr->o.opt.kind);
+    int ns = mt_trainer_opt_stream_count(tr);
     for (int u = 0; u < l->n_units && !rc; u++) {
         if (!mt_zero_state_len(&tr->zero, u)) continue; /* another pipeline stage's unit */
         float *mine;
         rc = read_unit_local(ck, l, u, "model/", full, local, &mine, err);
         if (!rc) mt_zero_set_full_params(&tr->zero, &tr->model, u, mine);
-        if (!rc && mt_zero_master_released(&tr->zero, u)) /* the fp32 master lives in the offload file */
-            rc = mt_trainer_set_opt_state(tr, u, tr->offload_master, mine, err);
+        if (!rc && mt_zero_master_released(&tr->zero, u)) /* the fp32 master is a stream of the optimizer state */
+            rc = mt_trainer_set_opt_state(tr, u, MT_OPT_STREAM_MASTER, mine, err);
         for (int s = 0; s < ns && resume && !rc; s++) {
-            snprintf(prefix, sizeof prefix, "optim/%s/", mt_opt_state_name(tr->o.opt.kind, s));
+            snprintf(prefix, sizeof prefix, "optim/%s/", mt_trainer_opt_stream_name(tr, s));
             rc = read_unit_local(ck, l, u, prefix, full, local, &mine, err);
             if (!rc) rc = mt_trainer_set_opt_state(tr, u, s, mine, err);
         }
@@ -156,7 +156,7 @@ static void tp_assemble(mt_trainer *tr, const mt_layout *tpl, int u, const float
  * outcome. */
 int mt_trainer_save(mt_trainer *tr, mt_error *err) {
     const mt_layout *l = &tr->model.layout;
-    int ns = mt_opt_state_count(tr->o.opt.kind);
+    int ns = mt_trainer_opt_stream_count(tr);
     int root = tr->rank == 0, tp = tr->tp.size;
     int n = 0, cap = 0;
     size_t gmx = 0;
@@ -190,8 +190,8 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
             if (root) used += gne;
             if (tr->pp_rank == holder) {
                 float *mine = tp > 1 ? loc : dst;
-                if (s < 0 && mt_zero_master_released(&tr->zero, u)) /* the fp32 master from the offload file */
-                    mt_zero_get_full_state(&tr->zero, u, mt_trainer_opt_shard(tr, u, tr->offload_master, shard), mine,
+                if (s < 0 && mt_zero_master_released(&tr->zero, u)) /* the fp32 master from the optimizer state */
+                    mt_zero_get_full_state(&tr->zero, u, mt_trainer_opt_shard(tr, u, MT_OPT_STREAM_MASTER, shard), mine,
                                            tmp);
                 else if (s < 0) mt_zero_get_full_params(&tr->zero, &tr->model, u, mine, tmp);
                 else mt_zero_get_full_state(&tr->zero, u, mt_trainer_opt_shard(tr, u, s, shard), mine, tmp);
@@ -207,7 +207,7 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
             const mt_tensor *t = &l->units[u].t[i];
             for (int s = -1; s < ns; s++) {
                 if (s < 0) snprintf(names[n], 128, "model/%s", t->name);
-                else snprintf(names[n], 128, "optim/%s/%s", mt_opt_state_name(tr->o.opt.kind, s), t->name);
+                else snprintf(names[n], 128, "optim/%s/%s", mt_trainer_opt_stream_name(tr, s), t->name);
                 ts[n] = (mt_ckpt_tensor){names[n], base[s + 1] + t->goffset,
                                          (size_t)t->ckpt_rows * (size_t)t->gshape[1], t->ndim,
                                          {t->ckpt_rows, t->gshape[1], 1, 1}};

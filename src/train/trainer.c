@@ -43,71 +43,37 @@ void mt_train_opts_defaults(mt_train_opts *o) {
     o->loss_scale_window = 1000;
 }
 
-/* Disk offload: one region per unit with the optimizer's state streams for
- * the owned range [lo, hi) (the file reads as zeros: fresh state). Under
- * mixed precision the fp32 master is one more stream (ZeRO-Infinity keeps it
- * with the moments): written once here, then freed from memory. */
-static int open_offload(mt_trainer *tr, mt_error *err) {
+/* The optimizer's state of every unit over the rank's owned range (none
+ * for another stage's units), in memory or in a disk-offload file. Under
+ * mixed precision with offload the fp32 master is one more stream of the
+ * file (ZeRO-Infinity keeps it with the moments): written once here, then
+ * freed from memory. Rank-local. */
+static int init_optimizer(mt_trainer *tr, mt_error *err) {
     const mt_train_opts *o = &tr->o;
-    size_t budget = (size_t)((double)o->offload_buffer_mb * 1048576.0);
-    if (mt_offload_open(&tr->offload, o->offload_dir, tr->rank, budget, &tr->mem, err)) return -1;
-    int ns = mt_opt_state_count(o->opt.kind), with_master = o->precision != MT_FP32;
-    tr->offload_master = ns;
-    for (int u = 0; u < tr->model.layout.n_units; u++) {
-        size_t lo, hi;
-        float *p, *g;
-        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-        if (mt_offload_add_region(tr->offload, mt_zero_state_len(&tr->zero, u) ? hi - lo : 0, ns + with_master,
-                                  err) < 0)
-            return -1;
-    }
-    if (mt_offload_start(tr->offload, err)) return -1;
-    for (int u = 0; u < tr->model.layout.n_units && with_master; u++) {
-        size_t lo, hi;
-        float *p, *g;
-        if (!mt_zero_state_len(&tr->zero, u)) continue;
-        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-        if (mt_offload_write(tr->offload, u, ns, 0, hi - lo, p, err)) return -1;
-        mt_zero_release_master(&tr->zero, u);
-    }
-    return 0;
-}
-
-static void alloc_opt_state(mt_trainer *tr) {
     const mt_layout *l = &tr->model.layout;
-    int ns = mt_opt_state_count(tr->o.opt.kind);
-    if (mt_opt_is_lean(tr->o.opt.kind)) { /* per-unit state structs over the owned ranges */
-        int af = tr->o.opt.kind == MT_OPT_ADAFACTOR;
-        if (af) {
-            mt_adafactor_hparams_default(&tr->adafactor_h);
-            tr->adafactor_h.weight_decay = tr->o.opt.weight_decay;
-            tr->adafactor_h.beta1 = tr->o.adafactor_beta1;
-            tr->adafactor_h.scale_parameter = tr->o.adafactor_scale_parameter;
-            tr->adafactor_h.clip_threshold = tr->o.adafactor_clip;
-            tr->adafactor = mt_xcalloc((size_t)l->n_units, sizeof(mt_adafactor), "adafactor state table");
-        } else {
-            tr->adam8bit = mt_xcalloc((size_t)l->n_units, sizeof(mt_adam8bit), "8-bit adam state table");
-        }
-        for (int u = 0; u < l->n_units; u++) {
-            if (!mt_zero_state_len(&tr->zero, u)) continue;
-            size_t lo, hi;
-            float *p, *g;
-            mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-            if (af) mt_adafactor_init(&tr->adafactor[u], &tr->adafactor_h, &l->units[u], lo, hi, &tr->mem);
-            else mt_adam8bit_init(&tr->adam8bit[u], lo, hi, &tr->mem);
-        }
+    size_t n = (size_t)(l->n_units > 0 ? l->n_units : 1);
+    size_t *lo = mt_xcalloc(n, sizeof *lo, "optimizer ranges"), *hi = mt_xcalloc(n, sizeof *hi, "optimizer ranges"),
+           *len = mt_xcalloc(n, sizeof *len, "optimizer ranges");
+    for (int u = 0; u < l->n_units; u++) {
+        float *p, *g;
+        mt_zero_owned(&tr->zero, &tr->model, u, &lo[u], &hi[u], &p, &g);
+        len[u] = mt_zero_state_len(&tr->zero, u);
     }
-    if (tr->o.offload_dir || mt_opt_is_lean(tr->o.opt.kind)) { /* the tables stay, the buffers live elsewhere */
-        for (int s = 0; s < ns; s++) tr->opt_state[s] = mt_xcalloc((size_t)l->n_units, sizeof(float *), "optimizer state table");
-        return;
+    mt_opt_config c = {o->opt, o->adafactor_beta1, o->adafactor_scale_parameter, o->adafactor_clip};
+    mt_opt_offload_cfg off = {o->offload_dir, tr->rank, (size_t)((double)o->offload_buffer_mb * 1048576.0),
+                              o->precision != MT_FP32};
+    int rc = mt_opt_states_init(&tr->optim, &c, l->units, l->n_units, lo, hi, len, &off, &tr->mem, err);
+    for (int u = 0; u < l->n_units && !rc && mt_opt_states_has_master(&tr->optim); u++) {
+        float *p, *g;
+        if (!len[u]) continue;
+        mt_zero_owned(&tr->zero, &tr->model, u, &lo[u], &hi[u], &p, &g);
+        rc = mt_opt_states_put_master(&tr->optim, u, p, err);
+        if (!rc) mt_zero_release_master(&tr->zero, u);
     }
-    for (int s = 0; s < ns; s++) {
-        tr->opt_state[s] = mt_xcalloc((size_t)l->n_units, sizeof(float *), "optimizer state table");
-        for (int u = 0; u < l->n_units; u++)
-            if (mt_zero_state_len(&tr->zero, u))
-                tr->opt_state[s][u] = mt_mem_alloc(&tr->mem, MT_MEM_OPTIM,
-                                                   mt_zero_state_len(&tr->zero, u) * sizeof(float), "optimizer state");
-    }
+    free(lo);
+    free(hi);
+    free(len);
+    return rc;
 }
 
 /* Makes a rank-local outcome collective: if any rank failed, every rank
@@ -190,10 +156,12 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return -1;
     if (op->test_overflow_step && op->precision != MT_FP16)
         return mt_errorf(err, "--test-overflow-step exercises the fp16 loss scaler: it needs --precision fp16");
-    if (op->mesh.tp > 1 && op->opt.kind == MT_OPT_ADAFACTOR)
-        return mt_errorf(err, "--optimizer adafactor with --tp %d is not supported: its factored row/column "
-                              "statistics of a tensor-parallel slice would need a sum over tp; use adamw or adamw8bit",
-                         op->mesh.tp);
+    const mt_optimizer *optimizer = mt_optimizer_get(op->opt.kind);
+    if (op->mesh.tp > 1 && optimizer->whole_tensors)
+        return mt_errorf(err, "--optimizer %s with --tp %d is not supported: its statistics of whole tensors "
+                              "(factored row/column moments) of a tensor-parallel slice would need a sum over tp; "
+                              "use adamw or adamw8bit",
+                         optimizer->name, op->mesh.tp);
     if (mt_mesh_check(&op->mesh, mt_comm_size(world), err)) return -1;
     if (op->zero < 0 || op->zero > 3) return mt_errorf(err, "--zero must be 0, 1, 2 or 3, got %d", op->zero);
     if (!(op->bucket_mb >= 0)) return mt_errorf(err, "--bucket-mb must be >= 0 MB, got %g", (double)op->bucket_mb);
@@ -222,9 +190,9 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return mt_errorf(err, "--zero %d with --pp %d is not supported: ZeRO-2/3 reduce or gather every unit per "
                               "microbatch, which pipelining interleaves; use --zero 0 or 1 with pipelines",
                          op->zero, op->mesh.pp);
-    if (mt_opt_is_lean(op->opt.kind) && op->offload_dir)
+    if (!optimizer->elementwise && op->offload_dir)
         return mt_errorf(err, "--offload-optimizer streams fp32 state: use it with adamw, adam or sgd, not %s",
-                         mt_opt_kind_name(op->opt.kind));
+                         optimizer->name);
     if (op->offload_dir && !(op->offload_buffer_mb > 0))
         return mt_errorf(err, "--offload-buffer-mb must be > 0, got %g", (double)op->offload_buffer_mb);
     if (op->mesh.pp > 1 && op->bucket_mb > 0)
@@ -282,8 +250,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
                      op->grad_reduce, &tr->mem, err)) return -1;
     tr->zero.no_overlap = op->no_overlap;
     if (mt_pipeline_init(tr, err)) return -1;
-    alloc_opt_state(tr);
-    if (op->offload_dir && agree(world, open_offload(tr, err), err)) return -1;
+    if (agree(world, init_optimizer(tr, err), err)) return -1;
     if (op->profile) {
         mt_profile_init(&tr->prof);
         tr->model.prof = &tr->prof;
@@ -315,130 +282,74 @@ static void reduce_shared_replicas(mt_trainer *tr) {
     mt_zero_allreduce_owned_grad(&tr->zero, mt_pipeline_shared_unit(tr), tr->embed_group);
 }
 
+int mt_trainer_opt_stream_count(const mt_trainer *tr) { return mt_opt_states_count(&tr->optim); }
+const char *mt_trainer_opt_stream_name(const mt_trainer *tr, int k) { return mt_opt_states_name(&tr->optim, k); }
+
+const float *mt_trainer_opt_shard(mt_trainer *tr, int u, int k, float *buf) {
+    mt_error e = {{0}};
+    const float *s = mt_opt_states_get(&tr->optim, u, k, buf, &e);
+    if (!s) mt_die("reading optimizer state stream %d of unit %d failed: %s", k, u, e.msg);
+    return s;
+}
+
+int mt_trainer_set_opt_state(mt_trainer *tr, int u, int k, const float *full, mt_error *err) {
+    return mt_opt_states_set(&tr->optim, u, k, full, err);
+}
+
+/* What the optimizer updates of unit u: ZeRO's owned range (the fp32
+ * master, or NULL where it was handed to the optimizer's state), the 16-bit
+ * gradient and parameters under mixed precision, and the gradient widening
+ * and parameter rounding a chunk at a time. */
+typedef struct {
+    mt_trainer *tr;
+    int u;
+} owned_unit;
+
+static const float *owned_grad(void *ctx, size_t off, size_t n) {
+    owned_unit *a = ctx;
+    return mt_zero_owned_grad(&a->tr->zero, a->u, off, n);
+}
+
+static void owned_round(void *ctx, size_t off, size_t n, const float *master) {
+    owned_unit *a = ctx;
+    mt_zero_round_owned_params(&a->tr->zero, a->u, off, n, master);
+}
+
 static void shard_sum(void *ctx, double *buf, size_t n) {
     mt_comm_allreduce_ctl((mt_comm *)ctx, buf, buf, n, MT_COMM_F64, MT_COMM_SUM);
 }
 
-const float *mt_trainer_opt_shard(mt_trainer *tr, int u, int k, float *buf) {
-    if (!tr->offload && !tr->adafactor && !tr->adam8bit) return tr->opt_state[k][u];
-    size_t lo, hi;
-    float *p, *g;
-    mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-    memset(buf, 0, mt_zero_state_len(&tr->zero, u) * sizeof(float));
-    if (tr->adafactor) {
-        mt_adafactor_get_state(&tr->adafactor[u], &tr->model.layout.units[u], k, buf);
-    } else if (tr->adam8bit) {
-        mt_adam8bit_get_state(&tr->adam8bit[u], k, buf);
-    } else {
-        mt_error e = {{0}};
-        if (mt_offload_read(tr->offload, u, k, 0, hi - lo, buf, &e))
-            mt_die("reading the disk-offloaded optimizer state failed: %s", e.msg);
-    }
-    return buf;
-}
-
-int mt_trainer_set_opt_state(mt_trainer *tr, int u, int k, const float *full, mt_error *err) {
-    if (tr->adafactor) {
-        mt_adafactor_set_state(&tr->adafactor[u], &tr->model.layout.units[u], k, full);
-    } else if (tr->adam8bit) {
-        mt_adam8bit_set_state(&tr->adam8bit[u], k, full);
-    } else if (tr->offload) {
-        size_t lo, hi;
-        float *p, *g;
-        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-        return mt_offload_write(tr->offload, u, k, 0, hi - lo, full + lo, err);
-    } else {
-        mt_zero_set_full_state(&tr->zero, u, tr->opt_state[k][u], full);
-    }
-    return 0;
-}
-
-/* One chunk [off, off + n) of unit u's owned range, streamed from disk: the
- * same per-element arithmetic as the in-memory update. */
 typedef struct {
     mt_trainer *tr;
-    float lr;
-    int64_t t;
-    float coef;
-} offload_update;
+    owned_unit unit; /* the unit of the last target (the optimizer steps units one at a time) */
+} step_targets;
 
-/* The update of the owned elements [off, off + n) of unit u with the state
- * st (at element off), for the per-element optimizers (mt_opt_update_range).
- * Under mixed precision Adam(W) reads the 16-bit gradient and writes the
- * master and its 16-bit rounding in one pass; the others widen the gradient
- * and round the master around the update (a no-op under fp32). */
-static void update_owned(mt_trainer *tr, int u, size_t off, size_t n, float *const *st, float lr, int64_t t,
-                         float coef) {
-    mt_zero *z = &tr->zero;
+static void owned_target(void *ctx, int u, mt_opt_target *tg) {
+    step_targets *a = ctx;
+    mt_zero *z = &a->tr->zero;
     size_t lo, hi;
-    float *p, *g;
-    mt_zero_owned(z, &tr->model, u, &lo, &hi, &p, &g);
-    const mt_unit_layout *ul = &tr->model.layout.units[u];
-    const uint16_t *g16;
-    uint16_t *p16;
-    mt_dtype dt = mt_zero_owned_16(z, u, &g16, &p16);
-    float *master = mt_zero_master_released(z, u) ? st[tr->offload_master] : p + off; /* streamed, or held */
-    if (dt != MT_FP32 && mt_opt_has_update_16(tr->o.opt.kind)) {
-        mt_opt_update_range_16(&tr->o.opt, ul, lo + off, lo + off + n, master, g16 + off, p16 + off, dt, st, lr, t,
-                               coef);
-        return;
+    float *g;
+    a->unit = (owned_unit){a->tr, u};
+    memset(tg, 0, sizeof *tg);
+    mt_zero_owned(z, &a->tr->model, u, &lo, &hi, &tg->p, &g);
+    tg->dt = mt_zero_owned_16(z, u, &tg->g16, &tg->p16);
+    tg->grad = owned_grad;
+    tg->round = owned_round;
+    tg->ctx = &a->unit;
+    /* whole-tensor statistics are summed over the ranks sharing a unit
+     * (ZeRO >= 1 shards it; the replicas of hybrid sharding hold equal shards) */
+    if (a->tr->o.zero >= 1 && mt_comm_size(z->shard) > 1) {
+        tg->sum = shard_sum;
+        tg->sum_ctx = z->shard;
     }
-    mt_opt_update_range(&tr->o.opt, ul, lo + off, lo + off + n, master, mt_zero_owned_grad(z, u, off, n), st, lr, t,
-                        coef);
-    mt_zero_round_owned_params(z, u, off, n, master);
 }
 
-static void offload_update_chunk(void *ctx, int u, float *const *st, size_t off, size_t n) {
-    offload_update *a = ctx;
-    update_owned(a->tr, u, off, n, st, a->lr, a->t, a->coef);
-}
-
-/* Elements per chunk of the mixed-precision update (with m, v, master and
- * the gradient, 1 MiB: the chunk stays in L2). */
-#define OPT_CHUNK ((size_t)1 << 16)
-
-/* The optimizer step on the owned range of every unit this rank holds,
- * wherever the state lives. */
+/* The optimizer step on the owned range of every unit this rank holds. */
 static void optimizer_update(mt_trainer *tr, float lr, int64_t t, float coef) {
-    mt_model *m = &tr->model;
-    mt_zero *z = &tr->zero;
-    const mt_train_opts *o = &tr->o;
-    if (tr->offload) {
-        offload_update u = {tr, lr, t, coef};
-        mt_error e = {{0}};
-        if (mt_offload_stream_all(tr->offload, offload_update_chunk, &u, &e))
-            mt_die("disk offload of the optimizer state failed: %s", e.msg);
-        return;
-    }
-    /* Adafactor sums row/column statistics over the ranks sharing a unit
-     * (ZeRO >= 1 shards it; the replicas of hybrid sharding hold equal shards). */
-    mt_allreduce_sum_fn sum = o->zero >= 1 && mt_comm_size(z->shard) > 1 ? shard_sum : NULL;
-    int ns = mt_opt_state_count(o->opt.kind);
-    for (int u = 0; u < m->layout.n_units; u++) {
-        if (!mt_zero_state_len(z, u)) continue; /* another stage's unit */
-        size_t lo, hi;
-        float *p, *g;
-        mt_zero_owned(z, m, u, &lo, &hi, &p, &g);
-        const mt_unit_layout *ul = &m->layout.units[u];
-        if (tr->adafactor || tr->adam8bit) g = mt_zero_owned_grad(z, u, 0, hi - lo); /* whole range, fp32 */
-        if (tr->adafactor) { /* every rank of the shard group joins the sums, even with nothing owned */
-            mt_adafactor_update(&tr->adafactor[u], &tr->adafactor_h, ul, p, g, lr, t, coef, sum, z->shard);
-            mt_zero_round_owned_params(z, u, 0, hi - lo, p);
-        } else if (hi > lo && tr->adam8bit) {
-            mt_adam8bit_update(&tr->adam8bit[u], &o->opt, ul, p, g, lr, t, coef);
-            mt_zero_round_owned_params(z, u, 0, hi - lo, p);
-        } else if (hi > lo) {
-            /* a gradient that must be widened (mixed precision, other than
-             * Adam(W)'s one pass): a cache-sized chunk at a time, so the
-             * widening and rounding around the update stay in cache */
-            size_t chunk = !g && !mt_opt_has_update_16(o->opt.kind) ? OPT_CHUNK : hi - lo;
-            for (size_t off = 0; off < hi - lo; off += chunk) {
-                size_t n = hi - lo - off < chunk ? hi - lo - off : chunk;
-                float *st[2] = {tr->opt_state[0][u] + off, ns > 1 ? tr->opt_state[1][u] + off : NULL};
-                update_owned(tr, u, off, n, st, lr, t, coef);
-            }
-        }
-    }
+    step_targets a = {tr, {tr, 0}};
+    mt_error e = {{0}};
+    if (mt_opt_states_step(&tr->optim, owned_target, &a, lr, t, coef, &e))
+        mt_die("the optimizer step failed: %s", e.msg);
 }
 
 /* Ends a phase of the step that began at *t0 (ns): its time goes to the
@@ -618,20 +529,7 @@ int mt_trainer_write_trace(mt_trainer *tr, mt_error *err) {
 void mt_trainer_free(mt_trainer *tr) {
     if (tr->trace) mt_trace_free(tr->trace);
     if (tr->metrics) fclose(tr->metrics);
-    int ns = mt_opt_state_count(tr->o.opt.kind);
-    if (tr->offload) mt_offload_close(tr->offload);
-    for (int u = 0; u < tr->model.layout.n_units; u++) {
-        if (tr->adafactor) mt_adafactor_free(&tr->adafactor[u], &tr->mem);
-        if (tr->adam8bit) mt_adam8bit_free(&tr->adam8bit[u], &tr->mem);
-    }
-    free(tr->adafactor);
-    free(tr->adam8bit);
-    for (int s = 0; s < ns; s++) {
-        if (!tr->opt_state[s]) continue;
-        for (int u = 0; u < tr->model.layout.n_units; u++)
-            mt_mem_free(&tr->mem, MT_MEM_OPTIM, tr->opt_state[s][u], mt_zero_state_len(&tr->zero, u) * sizeof(float));
-        free(tr->opt_state[s]);
-    }
+    mt_opt_states_free(&tr->optim);
     mt_pipeline_free(tr);
     if (tr->model.params) {
         mt_zero_free(&tr->zero, &tr->model);

@@ -13,9 +13,7 @@
 #include "parallel/pipeline_schedule.h"
 #include "core/trace.h"
 #include "core/profile.h"
-#include "optim/offload.h"
-#include "optim/adafactor.h"
-#include "optim/adam8bit.h"
+#include "optim/opt_state.h"
 #include "parallel/zero.h"
 #include "optim/loss_scaler.h"
 
@@ -71,7 +69,7 @@ typedef struct {
     mt_train_opts o;
     mt_mem mem;
     mt_model model;
-    float **opt_state[2];   /* [state kind][unit] */
+    mt_opt_states optim;    /* the optimizer: its state streams per unit (optim/opt_state.h) */
     uint32_t *train_tokens, *val_tokens;
     size_t n_train, n_val;
     mt_loader train_ld, val_ld;
@@ -97,12 +95,6 @@ typedef struct {
     mt_comm *embed_group;       /* first and last stage (a replicated shared unit: the tied embedding);
                                    NULL if pp == 1 or nothing is shared */
     mt_comm_req *act_req, *grad_req; /* [slots * chunks] sends in flight */
-    mt_offload *offload;        /* disk-offloaded optimizer state (NULL: in memory) */
-    int offload_master;         /* the offload stream of the fp32 master; read only where
-                                   mt_zero_master_released (mixed precision with disk offload) */
-    mt_adafactor *adafactor;    /* [n_units] with --optimizer adafactor */
-    mt_adafactor_hparams adafactor_h;
-    mt_adam8bit *adam8bit;      /* [n_units] with --optimizer adamw8bit */
     mt_profile prof;            /* with --profile (model.prof points here) */
     mt_trace trace_buf;
     mt_trace *trace;            /* &trace_buf with --trace, else NULL (recording is then a no-op) */
@@ -141,12 +133,14 @@ int mt_pipeline_unit_rank(const mt_trainer *tr, int u);
 /* The unit whose tensors the output unit shares (a tied embedding), or -1. */
 int mt_pipeline_shared_unit(const mt_trainer *tr);
 int mt_trainer_report_end(mt_trainer *tr, mt_error *err);
-/* Optimizer state stream k of unit u as fp32, wherever it lives (memory,
- * disk offload, or the lean optimizers' own encodings; k = offload_master:
- * the offloaded fp32 master), for checkpoints:
- * the rank's shard (mt_zero_state_len floats, zero padding; `buf` holds it
- * unless the state is in memory already), and setting the rank's part from
- * the unit's full stream. */
+/* Optimizer state stream k of unit u as fp32, for checkpoints (the only
+ * door to the state: names from mt_trainer_opt_stream_name; k =
+ * MT_OPT_STREAM_MASTER: the fp32 master where it is a stream of the state,
+ * see mt_zero_master_released): the rank's shard (mt_zero_state_len floats,
+ * zero padding; `buf` holds it unless the stream is fp32 in memory), and
+ * setting the rank's part from the unit's full stream. */
+int mt_trainer_opt_stream_count(const mt_trainer *tr);
+const char *mt_trainer_opt_stream_name(const mt_trainer *tr, int k);
 const float *mt_trainer_opt_shard(mt_trainer *tr, int u, int k, float *buf);
 int mt_trainer_set_opt_state(mt_trainer *tr, int u, int k, const float *full, mt_error *err);
 
