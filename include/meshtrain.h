@@ -17,7 +17,8 @@
 #include "parallel/pipeline_schedule.h" /* gpipe / 1f1b / interleaved schedules and their checker */
 #include "models/family.h"    /* config, presets, families, unit layout */
 #include "models/model.h"     /* parameters, activations, per-unit forward/backward */
-#include "optim/optimizer.h" /* AdamW/Adam/SGD on flat ranges, LR schedules, clipping */
+#include "optim/optimizer.h" /* the optimizer table (AdamW, Adam, SGD, Adafactor, 8-bit AdamW), LR schedules, clipping */
+#include "optim/opt_state.h" /* a rank's optimizer state streams per unit, in memory or offloaded */
 #include "optim/adafactor.h" /* factored second moments, shard-aware */
 #include "optim/adam8bit.h"  /* block-wise 8-bit AdamW */
 #include "optim/offload.h"   /* optimizer state streamed from disk */

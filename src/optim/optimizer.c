@@ -178,6 +178,19 @@ static const mt_optimizer optimizer_sgd = {
     .kind = MT_OPT_SGD, .name = "sgd", .n_streams = 1,
     .streams = {{"momentum", MT_OPT_ENC_FP32}}, .init = sgd_init, ELEMENTWISE_FNS};
 
+int mt_opt_config_check(const mt_opt_config *c, mt_error *err) {
+    int af = c->h.kind == MT_OPT_ADAFACTOR;
+    if (!(c->adafactor_beta1 >= 0.0f && c->adafactor_beta1 < 1.0f))
+        return mt_errorf(err, "--adafactor-beta1 must be in [0, 1), got %g", (double)c->adafactor_beta1);
+    if (c->adafactor_beta1 > 0.0f && !af)
+        return mt_errorf(err, "--adafactor-beta1 applies to --optimizer adafactor (use --beta1 for Adam)");
+    if (!(c->adafactor_clip > 0.0f && isfinite(c->adafactor_clip)))
+        return mt_errorf(err, "--adafactor-clip must be a positive number, got %g", (double)c->adafactor_clip);
+    if ((c->adafactor_scale_parameter || c->adafactor_clip != 1.0f) && !af)
+        return mt_errorf(err, "--adafactor-scale-parameter and --adafactor-clip apply to --optimizer adafactor");
+    return 0;
+}
+
 const mt_optimizer *mt_optimizer_get(mt_opt_kind k) {
     switch (k) {
     case MT_OPT_ADAMW: return &optimizer_adamw;

@@ -63,6 +63,10 @@ typedef struct {
     float adafactor_clip;        /* Adafactor update clipping threshold */
 } mt_opt_config;
 
+/* Refuses hyperparameters out of range or meant for another entry (the
+ * messages name the train flags). */
+int mt_opt_config_check(const mt_opt_config *c, mt_error *err);
+
 /* How a stream is held in memory (its checkpoint form is always fp32 per element). */
 typedef enum {
     MT_OPT_ENC_FP32 = 0, /* one float per element */

@@ -43,6 +43,12 @@ void mt_train_opts_defaults(mt_train_opts *o) {
     o->loss_scale_window = 1000;
 }
 
+/* Every optimizer's hyperparameters from the train options. */
+static mt_opt_config opt_config_of(const mt_train_opts *o) {
+    mt_opt_config c = {o->opt, o->adafactor_beta1, o->adafactor_scale_parameter, o->adafactor_clip};
+    return c;
+}
+
 /* The optimizer's state of every unit over the rank's owned range (none
  * for another stage's units), in memory or in a disk-offload file. Under
  * mixed precision with offload the fp32 master is one more stream of the
@@ -59,7 +65,7 @@ static int init_optimizer(mt_trainer *tr, mt_error *err) {
         mt_zero_owned(&tr->zero, &tr->model, u, &lo[u], &hi[u], &p, &g);
         len[u] = mt_zero_state_len(&tr->zero, u);
     }
-    mt_opt_config c = {o->opt, o->adafactor_beta1, o->adafactor_scale_parameter, o->adafactor_clip};
+    mt_opt_config c = opt_config_of(o);
     mt_opt_offload_cfg off = {o->offload_dir, tr->rank, (size_t)((double)o->offload_buffer_mb * 1048576.0),
                               o->precision != MT_FP32};
     int rc = mt_opt_states_init(&tr->optim, &c, l->units, l->n_units, lo, hi, len, &off, &tr->mem, err);
@@ -171,14 +177,8 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (op->dump_grads && (op->zero != 0 || op->mesh.pp != 1 || op->mesh.tp != 1 || op->precision != MT_FP32))
         return mt_errorf(err, "--dump-grads needs --zero 0, --pp 1 and --tp 1, and --precision fp32 (it writes the "
                               "full fp32 gradient of rank 0)");
-    if (!(op->adafactor_beta1 >= 0.0f && op->adafactor_beta1 < 1.0f))
-        return mt_errorf(err, "--adafactor-beta1 must be in [0, 1), got %g", (double)op->adafactor_beta1);
-    if (op->adafactor_beta1 > 0.0f && op->opt.kind != MT_OPT_ADAFACTOR)
-        return mt_errorf(err, "--adafactor-beta1 applies to --optimizer adafactor (use --beta1 for Adam)");
-    if (!(op->adafactor_clip > 0.0f && isfinite(op->adafactor_clip)))
-        return mt_errorf(err, "--adafactor-clip must be a positive number, got %g", (double)op->adafactor_clip);
-    if ((op->adafactor_scale_parameter || op->adafactor_clip != 1.0f) && op->opt.kind != MT_OPT_ADAFACTOR)
-        return mt_errorf(err, "--adafactor-scale-parameter and --adafactor-clip apply to --optimizer adafactor");
+    mt_opt_config opt_cfg = opt_config_of(op);
+    if (mt_opt_config_check(&opt_cfg, err)) return -1;
     if (op->grad_reduce != MT_FP32 && !(op->grad_reduce == MT_BF16 && op->precision == MT_BF16))
         return mt_errorf(err, "--grad-reduce-dtype %s needs --precision bf16 (the gradients are held in bf16 "
                               "there); this run uses --precision %s",
