@@ -20,9 +20,11 @@ static int overlap(const mt_tensor *t, size_t begin, size_t end, size_t *a, size
     return *a < *b;
 }
 
-void mt_adafactor_init(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, size_t begin,
-                       size_t end, mt_mem *mem) {
+/* own_storage 0: R, C, V and M are left for the caller to attach (scratch is allocated). */
+static void setup(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, size_t begin,
+                  size_t end, mt_mem *mem, int own_storage) {
     memset(s, 0, sizeof *s);
+    s->owns_storage = own_storage;
     s->begin = begin;
     s->end = end > begin ? end : begin;
     s->numel = unit->numel;
@@ -46,20 +48,29 @@ void mt_adafactor_init(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_
         }
     }
     size_t n = s->end - s->begin, nm = h->beta1 > 0.0f ? n : 0;
+    s->n_m = nm;
     s->state_bytes = (s->n_rc + s->n_v + nm) * sizeof(float);
-    s->rc = mt_mem_alloc(mem, MT_MEM_OPTIM, s->n_rc * sizeof(float), "Adafactor row/column moments");
-    s->v = mt_mem_alloc(mem, MT_MEM_OPTIM, s->n_v * sizeof(float), "Adafactor second moment");
-    s->m = nm ? mt_mem_alloc(mem, MT_MEM_OPTIM, nm * sizeof(float), "Adafactor momentum") : NULL;
+    if (own_storage) {
+        s->rc = mt_mem_alloc(mem, MT_MEM_OPTIM, s->n_rc * sizeof(float), "Adafactor row/column moments");
+        s->v = mt_mem_alloc(mem, MT_MEM_OPTIM, s->n_v * sizeof(float), "Adafactor second moment");
+        s->m = nm ? mt_mem_alloc(mem, MT_MEM_OPTIM, nm * sizeof(float), "Adafactor momentum") : NULL;
+    }
     s->col_factor = mt_mem_alloc(mem, MT_MEM_SCRATCH, s->cf_len * sizeof(float), "Adafactor column factors");
     s->red_len = s->n_rc + 2 * (size_t)s->n_tensors;
     s->red = mt_mem_alloc(mem, MT_MEM_SCRATCH, s->red_len * sizeof(double), "Adafactor reduction buffer");
 }
 
+void mt_adafactor_init(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, size_t begin,
+                       size_t end, mt_mem *mem) {
+    setup(s, h, unit, begin, end, mem, 1);
+}
+
 void mt_adafactor_free(mt_adafactor *s, mt_mem *mem) {
-    size_t n = s->end - s->begin;
-    mt_mem_free(mem, MT_MEM_OPTIM, s->rc, s->n_rc * sizeof(float));
-    mt_mem_free(mem, MT_MEM_OPTIM, s->v, s->n_v * sizeof(float));
-    mt_mem_free(mem, MT_MEM_OPTIM, s->m, n * sizeof(float));
+    if (s->owns_storage) {
+        mt_mem_free(mem, MT_MEM_OPTIM, s->rc, s->n_rc * sizeof(float));
+        mt_mem_free(mem, MT_MEM_OPTIM, s->v, s->n_v * sizeof(float));
+        mt_mem_free(mem, MT_MEM_OPTIM, s->m, s->n_m * sizeof(float));
+    }
     mt_mem_free(mem, MT_MEM_SCRATCH, s->col_factor, s->cf_len * sizeof(float));
     mt_mem_free(mem, MT_MEM_SCRATCH, s->red, s->red_len * sizeof(double));
     free(s->factored);
@@ -298,8 +309,25 @@ static mt_opt_state *entry_init(const mt_opt_config *c, const mt_unit_layout *un
     a->h.beta1 = c->adafactor_beta1;
     a->h.scale_parameter = c->adafactor_scale_parameter;
     a->h.clip_threshold = c->adafactor_clip;
-    mt_adafactor_init(&a->s, &a->h, unit, begin, end, mem);
+    if (mem) mt_adafactor_init(&a->s, &a->h, unit, begin, end, mem); /* mem NULL: entry_init_detached sets it up */
     return (mt_opt_state *)a;
+}
+
+static mt_opt_state *entry_init_detached(const mt_opt_config *c, const mt_unit_layout *unit, size_t begin, size_t end,
+                                         mt_mem *mem) {
+    adafactor_state *a = (adafactor_state *)entry_init(c, unit, begin, end, 0, NULL);
+    setup(&a->s, &a->h, unit, begin, end, mem, 0);
+    return (mt_opt_state *)a;
+}
+
+static size_t entry_storage_bytes(const mt_opt_state *s) { return ((const adafactor_state *)s)->s.state_bytes; }
+
+/* R and C, V, M one after the other in the caller's storage. */
+static void entry_attach(mt_opt_state *st, void *storage) {
+    mt_adafactor *s = &((adafactor_state *)st)->s;
+    s->rc = storage;
+    s->v = s->rc + s->n_rc;
+    s->m = s->n_m ? s->v + s->n_v : NULL;
 }
 
 static void entry_free(mt_opt_state *s, mt_mem *mem) {
@@ -342,4 +370,5 @@ const mt_optimizer mt_optimizer_adafactor = {
     .elementwise = 0, .whole_tensors = 1,
     .init = entry_init, .free = entry_free, .step = entry_step, .step_streams = NULL,
     .get_stream = entry_get, .set_stream = entry_set, .fp32_stream = entry_fp32,
+    .init_detached = entry_init_detached, .storage_bytes = entry_storage_bytes, .attach = entry_attach,
 };

@@ -92,6 +92,8 @@ typedef struct {
     float *col_factor;                     /* scratch: 1/sqrt(C) of one matrix (MT_MEM_SCRATCH) */
     double *red;                           /* scratch: sums then sq for mt_adafactor_update (MT_MEM_SCRATCH) */
     size_t state_bytes, cf_len, red_len;
+    size_t n_m;                            /* floats of m (0 without momentum) */
+    int owns_storage;                      /* 0: rc, v, m point into storage attached by the caller (offload) */
 } mt_adafactor;
 
 void mt_adafactor_init(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, size_t begin,

@@ -379,7 +379,8 @@ void mt_q8_dequantize(int is_signed, const uint8_t *codes, float absmax, size_t 
     dequantize_with(&q, codes, absmax, n, x);
 }
 
-void mt_adam8bit_init(mt_adam8bit *s, size_t begin, size_t end, mt_mem *mem) {
+/* The state's sizes over [begin, end), without storage. */
+static void layout_of(mt_adam8bit *s, size_t begin, size_t end) {
     memset(s, 0, sizeof *s);
     size_t n = end > begin ? end - begin : 0;
     s->begin = begin;
@@ -387,12 +388,21 @@ void mt_adam8bit_init(mt_adam8bit *s, size_t begin, size_t end, mt_mem *mem) {
     s->n_blocks = (n + MT_Q8_BLOCK - 1) / MT_Q8_BLOCK;
     /* absmax arrays first (float alignment), then the two code arrays */
     s->bytes = 2 * s->n_blocks * sizeof(float) + 2 * n;
-    char *b = mt_mem_alloc(mem, MT_MEM_OPTIM, s->bytes, "8-bit AdamW state");
-    s->mem_block = b;
+}
+
+/* Points the state at its storage (s->bytes at b, float-aligned). */
+static void attach(mt_adam8bit *s, void *block) {
+    char *b = block;
     s->m_absmax = (float *)b;
     s->v_absmax = s->m_absmax + s->n_blocks;
     s->m = (uint8_t *)(s->v_absmax + s->n_blocks);
-    s->v = s->m + n;
+    s->v = s->m + (s->end - s->begin);
+}
+
+void mt_adam8bit_init(mt_adam8bit *s, size_t begin, size_t end, mt_mem *mem) {
+    layout_of(s, begin, end);
+    s->mem_block = mt_mem_alloc(mem, MT_MEM_OPTIM, s->bytes, "8-bit AdamW state");
+    attach(s, s->mem_block);
 }
 
 void mt_adam8bit_free(mt_adam8bit *s, mt_mem *mem) {
@@ -449,6 +459,19 @@ static mt_opt_state *entry_init(const mt_opt_config *c, const mt_unit_layout *un
     return (mt_opt_state *)s;
 }
 
+static mt_opt_state *entry_init_detached(const mt_opt_config *c, const mt_unit_layout *unit, size_t begin, size_t end,
+                                         mt_mem *mem) {
+    (void)c;
+    (void)unit;
+    (void)mem; /* no scratch */
+    mt_adam8bit *s = mt_xcalloc(1, sizeof *s, "8-bit AdamW state");
+    layout_of(s, begin, end);
+    return (mt_opt_state *)s;
+}
+
+static size_t entry_storage_bytes(const mt_opt_state *s) { return ((const mt_adam8bit *)s)->bytes; }
+static void entry_attach(mt_opt_state *s, void *storage) { attach((mt_adam8bit *)s, storage); }
+
 static void entry_free(mt_opt_state *s, mt_mem *mem) {
     if (!s) return;
     mt_adam8bit_free((mt_adam8bit *)s, mem);
@@ -488,4 +511,5 @@ const mt_optimizer mt_optimizer_adamw8bit = {
     .elementwise = 0, .whole_tensors = 0,
     .init = entry_init, .free = entry_free, .step = entry_step, .step_streams = NULL,
     .get_stream = entry_get, .set_stream = entry_set, .fp32_stream = entry_fp32,
+    .init_detached = entry_init_detached, .storage_bytes = entry_storage_bytes, .attach = entry_attach,
 };

@@ -27,12 +27,24 @@ int mt_opt_states_init(mt_opt_states *o, const mt_opt_config *c, const mt_unit_l
             if (o->len[u]) o->state[u] = o->entry->init(c, &units[u], o->begin[u], o->end[u], o->len[u], mem);
         return 0;
     }
-    if (!o->entry->elementwise)
-        return mt_errorf(err, "disk offload streams fp32 state a chunk at a time: optimizer %s keeps its own "
-                              "encoding; offload adamw, adam or sgd",
-                         o->entry->name);
-    /* one region per unit (ids = unit indices; the file reads as zeros: fresh state) */
     if (mt_offload_open(&o->offload, off->dir, off->rank, off->buffer_bytes, mem, err)) return -1;
+    if (!o->entry->elementwise) { /* paged: one stream per unit holding the state's storage */
+        o->paged = 1;
+        o->words = mt_xcalloc(n, sizeof *o->words, "optimizer storage sizes");
+        size_t mx = 0;
+        for (int u = 0; u < n_units; u++) {
+            if (!o->len[u]) continue;
+            o->state[u] = o->entry->init_detached(c, &units[u], o->begin[u], o->end[u], mem);
+            o->words[u] = (o->entry->storage_bytes(o->state[u]) + sizeof(float) - 1) / sizeof(float);
+            mx = o->words[u] > mx ? o->words[u] : mx;
+        }
+        o->resident_bytes = (mx ? mx : 1) * sizeof(float);
+        o->resident = mt_mem_alloc(mem, MT_MEM_OPTIM, o->resident_bytes, "paged optimizer state");
+        for (int u = 0; u < n_units; u++)
+            if (mt_offload_add_region(o->offload, o->words[u], 1, err) < 0) return -1;
+        return mt_offload_start(o->offload, err);
+    }
+    /* one region per unit (ids = unit indices; the file reads as zeros: fresh state) */
     int k = o->entry->n_streams + (off->with_master ? 1 : 0);
     if (off->with_master) o->master = o->entry->n_streams;
     for (int u = 0; u < n_units; u++)
@@ -44,6 +56,8 @@ void mt_opt_states_free(mt_opt_states *o) {
     if (o->offload) mt_offload_close(o->offload);
     for (int u = 0; o->state && u < o->n_units; u++)
         if (o->state[u]) o->entry->free(o->state[u], o->mem);
+    mt_mem_free(o->mem, MT_MEM_OPTIM, o->resident, o->resident_bytes);
+    free(o->words);
     free(o->state);
     free(o->begin);
     free(o->end);
@@ -74,9 +88,19 @@ static void step_chunk(void *ctx, int u, float *const *st, size_t off, size_t n)
     o->entry->step_streams(&o->cfg, &o->units[u], o->begin[u], off, n, &tg, p, st, a->lr, a->t, a->grad_scale);
 }
 
+/* Paged: unit u's state storage from the file into the resident buffer. */
+static int page_in(mt_opt_states *o, int u, mt_error *err) {
+    if (mt_offload_read(o->offload, u, 0, 0, o->words[u], o->resident, err)) return -1;
+    o->entry->attach(o->state[u], o->resident);
+    return 0;
+}
+static int page_out(mt_opt_states *o, int u, mt_error *err) {
+    return mt_offload_write(o->offload, u, 0, 0, o->words[u], o->resident, err);
+}
+
 int mt_opt_states_step(mt_opt_states *o, mt_opt_target_fn target, void *ctx, float lr, int64_t t, float grad_scale,
                        mt_error *err) {
-    if (o->offload) {
+    if (o->offload && !o->paged) {
         stream_step a = {o, target, ctx, lr, grad_scale, t};
         return mt_offload_stream_all(o->offload, step_chunk, &a, err);
     }
@@ -84,7 +108,9 @@ int mt_opt_states_step(mt_opt_states *o, mt_opt_target_fn target, void *ctx, flo
         if (!o->state[u]) continue; /* not held here (another pipeline stage's unit) */
         mt_opt_target tg;
         target(ctx, u, &tg);
+        if (o->paged && page_in(o, u, err)) return -1;
         o->entry->step(o->state[u], &o->cfg, &o->units[u], &tg, lr, t, grad_scale);
+        if (o->paged && page_out(o, u, err)) return -1;
     }
     return 0;
 }
@@ -107,17 +133,19 @@ const float *mt_opt_states_get(mt_opt_states *o, int u, int k, float *buf, mt_er
     if (check_master(o, u, k, err)) return NULL;
     memset(buf, 0, o->len[u] * sizeof(float));
     size_t n = o->end[u] - o->begin[u];
-    if (o->offload) return mt_offload_read(o->offload, u, file_stream(o, k), 0, n, buf, err) ? NULL : buf;
+    if (o->offload && !o->paged) return mt_offload_read(o->offload, u, file_stream(o, k), 0, n, buf, err) ? NULL : buf;
+    if (o->paged && page_in(o, u, err)) return NULL;
     o->entry->get_stream(o->state[u], &o->units[u], k, buf);
     return buf;
 }
 
 int mt_opt_states_set(mt_opt_states *o, int u, int k, const float *full, mt_error *err) {
     if (check_master(o, u, k, err)) return -1;
-    if (o->offload)
+    if (o->offload && !o->paged)
         return mt_offload_write(o->offload, u, file_stream(o, k), 0, o->end[u] - o->begin[u], full + o->begin[u], err);
+    if (o->paged && page_in(o, u, err)) return -1;
     o->entry->set_stream(o->state[u], &o->units[u], k, full);
-    return 0;
+    return o->paged ? page_out(o, u, err) : 0;
 }
 
 int mt_opt_states_put_master(mt_opt_states *o, int u, const float *src, mt_error *err) {

@@ -5,13 +5,17 @@
  * time. The caller (the trainer) sees streams by index and name and fp32
  * views of them; it never names a particular optimizer or storage.
  *
- * Offload wraps the elementwise entries (AdamW, Adam, SGD): their update of
- * a chunk equals the same elements of the whole-range update. The others
- * (Adafactor's whole-tensor statistics, 8-bit AdamW's blocks) are refused by
- * mt_opt_states_init with a message. With `offload_master` the fp32 master
- * weights are one more stream of the file (mixed precision: ZeRO-Infinity
- * keeps them with the moments): mt_opt_states_put_master writes them once,
- * a step's target then has p == NULL and the update uses the streamed
+ * Offload wraps every entry. The elementwise ones (AdamW, Adam, SGD) are
+ * streamed a chunk at a time by the I/O thread (their update of a chunk
+ * equals the same elements of the whole-range update); with
+ * `offload_master` the fp32 master weights are one more stream of the file
+ * (mixed precision: ZeRO-Infinity keeps them with the moments):
+ * mt_opt_states_put_master writes them once, a step's target then has p ==
+ * NULL and the update uses the streamed master. The entries with their own
+ * encoding (Adafactor's whole-tensor statistics, 8-bit AdamW's blocks) are
+ * paged a unit at a time: the unit's state storage is read into one
+ * resident buffer (the largest unit's), stepped, and written back,
+ * synchronously; their master stays in memory.
  * master. */
 #ifndef MT_OPTIM_OPT_STATE_H
 #define MT_OPTIM_OPT_STATE_H
@@ -41,6 +45,10 @@ typedef struct {
     mt_opt_state **state;         /* [n_units]: in memory (NULL: not held, or offloaded) */
     mt_offload *offload;          /* NULL: in memory */
     int master;                   /* offload stream of the fp32 master, or -1 */
+    int paged;                    /* offloaded a unit at a time (an entry with its own encoding) */
+    size_t *words;                /* paged: floats of each unit's storage in the file */
+    void *resident;               /* paged: the buffer the unit in use is attached to */
+    size_t resident_bytes;
     mt_mem *mem;
 } mt_opt_states;
 
@@ -73,7 +81,7 @@ const float *mt_opt_states_get(mt_opt_states *o, int u, int k, float *buf, mt_er
 int mt_opt_states_set(mt_opt_states *o, int u, int k, const float *full, mt_error *err);
 /* Offload with master: writes unit u's master (range floats at src) into the file. */
 int mt_opt_states_put_master(mt_opt_states *o, int u, const float *src, mt_error *err);
-/* 1 when unit u's master lives in the offload file. */
+/* 1 when the fp32 master is a stream of the offload file. */
 int mt_opt_states_has_master(const mt_opt_states *o);
 
 #endif

@@ -138,6 +138,14 @@ typedef struct {
     void (*set_stream)(mt_opt_state *s, const mt_unit_layout *unit, int k, const float *full);
     /* Stream k held as len fp32 floats in memory (elementwise), or NULL. */
     float *(*fp32_stream)(mt_opt_state *s, int k);
+    /* Entries with their own encoding (NULL for elementwise ones): a state
+     * whose storage -- storage_bytes of it, all-zero bytes being the fresh
+     * state -- the caller attaches before each use (disk offload pages it
+     * in and out of one resident buffer); scratch is the state's own. */
+    mt_opt_state *(*init_detached)(const mt_opt_config *c, const mt_unit_layout *unit, size_t begin, size_t end,
+                                   mt_mem *mem);
+    size_t (*storage_bytes)(const mt_opt_state *s);
+    void (*attach)(mt_opt_state *s, void *storage);
 } mt_optimizer;
 
 /* The table: the entry of kind k (every mt_opt_kind has one). */

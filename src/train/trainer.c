@@ -190,9 +190,6 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return mt_errorf(err, "--zero %d with --pp %d is not supported: ZeRO-2/3 reduce or gather every unit per "
                               "microbatch, which pipelining interleaves; use --zero 0 or 1 with pipelines",
                          op->zero, op->mesh.pp);
-    if (!optimizer->elementwise && op->offload_dir)
-        return mt_errorf(err, "--offload-optimizer streams fp32 state: use it with adamw, adam or sgd, not %s",
-                         optimizer->name);
     if (op->offload_dir && !(op->offload_buffer_mb > 0))
         return mt_errorf(err, "--offload-buffer-mb must be > 0, got %g", (double)op->offload_buffer_mb);
     if (op->mesh.pp > 1 && op->bucket_mb > 0)
