@@ -35,7 +35,8 @@
  * an allreduce callback; a caller may instead run phase 1 for all units,
  * sum all units' buffers in one collective, and so on (two collectives a step).
  *
- * How the trainer calls it:
+ * The table entry mt_optimizer_adafactor (optim/optimizer.h) wraps this
+ * module for the trainer (optim/opt_state.h); used directly:
  *   init:  mt_adafactor_hparams_default(&h), then set weight_decay (and beta1
  *          if momentum is wanted, scale_parameter, clip_threshold); per unit
  *          u, mt_adafactor_init(&s[u], &h, &layout.units[u], lo, hi, &mem)

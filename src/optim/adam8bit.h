@@ -23,7 +23,8 @@
  * value. A nonzero v never rounds to zero: with m nonzero that would make
  * m/sqrt(v) explode; it takes the smallest code instead.
  *
- * How the trainer calls it:
+ * The table entry mt_optimizer_adamw8bit (optim/optimizer.h) wraps this
+ * module for the trainer (optim/opt_state.h); used directly:
  *   init:  per unit u, mt_adam8bit_init(&s[u], lo, hi, &mem) with the owned
  *          range [lo, hi) of mt_zero_owned (allocated under MT_MEM_OPTIM).
  *   step:  mt_adam8bit_update(&s[u], &opt, &layout.units[u], p, g, lr, t,

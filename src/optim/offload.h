@@ -23,7 +23,9 @@
  * with a fixed FIFO order (the write of a slot always precedes the read that
  * refills it), one place for error reporting, and no signal setup.
  *
- * How the trainer calls it:
+ * optim/opt_state.h drives it for every optimizer of the table (the
+ * elementwise ones stream as below; the others page a unit's state
+ * storage through stream 0 of a one-stream region). Used directly:
  *   init:  mt_offload_open(&o, dir, world_rank, buffer_mb << 20, &mem, err);
  *          per unit u, mt_offload_add_region(o, hi - lo, k, err) with [lo, hi)
  *          from mt_zero_owned (region ids are 0, 1, ... in call order;
