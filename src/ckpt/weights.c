@@ -56,10 +56,11 @@ int mt_weights_from_ckpt(const mt_ckpt *ck, mt_weights *w, mt_error *err) {
             }
             int64_t want1 = t->ndim == 2 ? t->shape[1] : 1;
             if (nd != t->ndim || sh[0] != t->shape[0] || (nd == 2 && sh[1] != want1)) {
-                mt_weights_free(w);
+                /* format from the layout before freeing it (t points into it) */
                 char a[64], b[64];
                 shape_str(a, sizeof a, nd, sh);
                 shape_str(b, sizeof b, t->ndim, t->shape);
+                mt_weights_free(w);
                 return mt_errorf(err, "checkpoint tensor '%s' has shape %s but the checkpoint's config implies %s", key, a, b);
             }
             if (mt_ckpt_read(ck, key, 0, t->numel, w->unit[u] + t->offset, err)) {
