@@ -6,6 +6,8 @@
 #    ZeRO-3 itself gives them bitwise; bf16: a bf16 dp4 ZeRO-3 checkpoint
 #    resumed under bf16 dp2 ZeRO-2 (1e-6 relative to the uninterrupted bf16
 #    dp4 ZeRO-3 run);
+#  - hybrid sharding and ZeRO-0 writers (each rank writes its share once)
+#    resume on 1 process to the same losses;
 #  - memory (--report-json peaks): under dp4 ZeRO-3 no rank's peak while
 #    saving or loading exceeds what it holds plus one unit's fp32 parameters;
 #  - `ckpt verify` passes and `ckpt info` names the saving layout.
@@ -49,8 +51,17 @@ resume dp2_z1 2 --dp 2 --zero 1;                             same ref dp2_z1 1e-
 resume tp2 2 --tp 2;                                         same ref tp2 1e-6
 resume pp2 2 --pp 2;                                         same ref pp2 1e-6
 resume dp2tp2pp2 8 --dp 2 --tp 2 --pp 2 --zero 1 --micro-batch 2;  same ref dp2tp2pp2 1e-6
-# the checkpoints the resumed runs wrote in their own layouts load anywhere too
+# the checkpoints the resumed runs wrote in their own layouts verify too
 $M ckpt verify $W/dp2tp2pp2 >/dev/null
+# other writers: hybrid sharding (only the first replica writes) and ZeRO-0
+# (the dp ranks split each unit): 4 files, resumed on 1 process
+for v in "hsdp --zero 3 --shard-group 2" "z0 --zero 0"; do
+    set -- $v; name=$1; shift
+    $MPI -np 4 $M train $T --steps 5 --dp 4 "$@" --ckpt-dir $W/$name >/dev/null
+    [ "$(ls $W/$name | grep -c '^tensors-000005-r0000[0-3].bin$')" = 4 ]
+    $M train $T --steps 10 --ckpt-dir $W/$name --resume --metrics $W/$name.jsonl >/dev/null
+    same ref $name 1e-6
+done
 $MPI -np 4 $M train $T --steps 10 --dp 4 --zero 3 --precision bf16 --metrics $W/bref.jsonl >/dev/null
 $MPI -np 4 $M train $T --steps 5 --dp 4 --zero 3 --precision bf16 --ckpt-dir $W/bck >/dev/null
 rm -rf $W/bf16; cp -r $W/bck $W/bf16

@@ -71,7 +71,7 @@ static int info(const char *dir) {
                get_int(sw, "pp"), get_int(sw, "zero"), get_int(sw, "shard_group"), prec,
                off && off->type == MT_JSON_BOOL && off->boolean ? ", disk offload" : "");
     } else {
-        printf("saved with: (not recorded: a single-writer checkpoint)\n");
+        printf("saved with: (not recorded: format version 1, or a single-writer save)\n");
     }
     uint64_t total = 0, b;
     const char *nm;
