@@ -12,7 +12,7 @@
 #  - files whose headers claim huge sizes are refused before anything is
 #    allocated (under a 2 GB address-space limit): a 1 KB llm.c file
 #    claiming ~49 G parameters, a 512 KB safetensors header naming 4000
-#    layers.
+#    layers, a manifest whose config claims 4000 layers of width 8192.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -83,5 +83,13 @@ $TAMPER safetensors $W/big.safetensors
   expect_failure "file is 1024 bytes but its header .* implies 197604680704" \
       $M import --format llmc --in $W/big.bin --out $W/imp1
   expect_failure "tensor 'h.0.ln_1.weight' has wrong shape \[0\], expected \[8192\]" \
-      $M import --format safetensors --heads 16 --in $W/big.safetensors --out $W/imp2 )
+      $M import --format safetensors --heads 16 --in $W/big.safetensors --out $W/imp2
+  # a manifest whose config claims 4000 layers of width 8192 (~3 T parameters)
+  fresh; $TAMPER config $MAN n_layer 4000; $TAMPER config $MAN n_embd 8192
+  expect_failure "tensor 'model/wte.weight' has shape \[256, 64\], the model needs \[256, 8192\]" \
+      $M eval --ckpt $W/bad --val $W/d_val.bin
+  expect_failure "tensor 'model/wte.weight' has shape \[256, 64\], the model needs \[256, 8192\]" \
+      $M train $T --steps 4 --ckpt-dir $W/bad --resume
+  expect_failure "has shape \[256, 64\] but the checkpoint's config implies \[256, 8192\]" \
+      $M export --ckpt $W/bad --format safetensors --out $W/x.safetensors )
 echo "check_ckpt_integrity: ok"

@@ -6,6 +6,7 @@ can catch the edit. Also writes hostile llm.c and safetensors headers.
   ckpt_tamper.py reseal MANIFEST
   ckpt_tamper.py piece MANIFEST TENSOR INDEX FIELD VALUE   (then reseals)
   ckpt_tamper.py shape MANIFEST TENSOR D0,D1               (then reseals)
+  ckpt_tamper.py config MANIFEST KEY VALUE                 the state's model config (then reseals)
   ckpt_tamper.py llmc OUT        a 1 KB llm.c file whose header claims ~51 G parameters
   ckpt_tamper.py safetensors OUT a 512 KB safetensors header naming 4000 layers
 """
@@ -65,6 +66,11 @@ def main():
         path, name, dims = sys.argv[2:5]
         m = json.load(open(path))
         tensor(m, name)["shape"] = [int(d) for d in dims.split(",")]
+        write_sealed(path, m)
+    elif cmd == "config":
+        path, key, value = sys.argv[2:5]
+        m = json.load(open(path))
+        m["state"]["config"][key] = int(value)
         write_sealed(path, m)
     elif cmd == "llmc":
         # maxT 1024, V 50257, L 48, heads 16, C 9216, Vp 50304: ~49 G parameters
