@@ -59,7 +59,7 @@ cmp <(losses $W/straight16.jsonl) <(losses $W/res16.jsonl) || { echo "bf16 offlo
 echo "bf16 dp=2 ZeRO-3, offloaded 3 steps + resume 2: losses bitwise equal to 5 in-memory steps"
 $M train ${T/--steps 5/--steps 3} --precision bf16 --ckpt-dir $W/ckm >/dev/null
 $M train ${T/--steps 5/--steps 3} --precision bf16 $OFF --ckpt-dir $W/cko >/dev/null
-cmp $W/ckm/tensors-000003.bin $W/cko/tensors-000003.bin || { echo "bf16 checkpoint from the offloaded master differs"; exit 1; }
+cmp $W/ckm/tensors-000003-r00000.bin $W/cko/tensors-000003-r00000.bin || { echo "bf16 checkpoint from the offloaded master differs"; exit 1; }
 echo "bf16 checkpoint after 3 steps: the offloaded run's tensors are byte for byte the in-memory run's"
 for opt in adafactor adamw8bit; do
     for layout in "1" "2 --dp 2 --zero 3 --precision bf16"; do
@@ -72,7 +72,7 @@ for opt in adafactor adamw8bit; do
     done
     $M train ${T/--steps 5/--steps 3} --optimizer $opt --ckpt-dir $W/ckm_$opt >/dev/null
     $M train ${T/--steps 5/--steps 3} --optimizer $opt $OFF --ckpt-dir $W/cko_$opt >/dev/null
-    cmp $W/ckm_$opt/tensors-000003.bin $W/cko_$opt/tensors-000003.bin || { echo "$opt: offloaded checkpoint differs"; exit 1; }
+    cmp $W/ckm_$opt/tensors-000003-r00000.bin $W/cko_$opt/tensors-000003-r00000.bin || { echo "$opt: offloaded checkpoint differs"; exit 1; }
     $M train $T --optimizer $opt --metrics $W/straight_$opt.jsonl >/dev/null
     $M train $T --optimizer $opt $OFF --ckpt-dir $W/cko_$opt --resume --metrics $W/res_$opt.jsonl >/dev/null
     cmp <(losses $W/straight_$opt.jsonl | tail -2) <(losses $W/res_$opt.jsonl) || { echo "$opt: offloaded resume differs"; exit 1; }

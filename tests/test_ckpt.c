@@ -222,8 +222,21 @@ static void test_crash_phases(void) {
     mt_ckpt_close(ck);
 }
 
+/* The manifest text with its own checksum recomputed (what an attacker who
+ * knows the format does: the structural checks must still catch the edit). */
+static void reseal(char *m) {
+    char *k = strstr(m, ",\"manifest_checksum\":\"");
+    if (!k) return;
+    char sum[40];
+    snprintf(sum, sizeof sum, "fnv1a64x4:%016" PRIx64, mt_ckpt_checksum(m, (size_t)(k - m)));
+    memcpy(k + strlen(",\"manifest_checksum\":\""), sum, strlen(sum));
+}
+
+static int g_reseal = 1;
+
 /* Copies the good checkpoint at src into dst with the manifest text edited
- * (replace `from` by `to`, which must occur). */
+ * (replace `from` by `to`, which must occur) and, unless g_reseal is 0, its
+ * checksum recomputed. */
 static void edited_copy(const char *src, const char *dst, const char *from, const char *to) {
     rm_rf(dst);
     mkdir(dst, 0755);
@@ -239,13 +252,16 @@ static void edited_copy(const char *src, const char *dst, const char *from, cons
     char *hit = from ? strstr(m, from) : NULL;
     if (from && !hit) { fprintf(stderr, "edit target '%s' not in manifest\n", from); exit(1); }
     snprintf(q, sizeof q, "%s/manifest.json", dst);
-    FILE *f = fopen(q, "wb");
+    char *out = malloc(n + (to ? strlen(to) : 0) + 1);
     if (hit) {
-        fwrite(m, 1, (size_t)(hit - m), f);
-        fputs(to, f);
-        fputs(hit + strlen(from), f);
-    } else fputs(m, f);
-    fclose(f);
+        size_t a = (size_t)(hit - m);
+        memcpy(out, m, a);
+        strcpy(out + a, to);
+        strcat(out, hit + strlen(from));
+    } else strcpy(out, m);
+    if (g_reseal) reseal(out);
+    wr(q, out, strlen(out));
+    free(out);
     free(m);
 }
 
@@ -287,8 +303,8 @@ static void test_corruption(void) {
 
     struct { const char *from, *to, *want; } edits[] = {
         {"\"meshtrain-checkpoint\"", "\"other\"", "format is 'other'"},
-        {"\"version\":1", "\"version\":2", "version 2 is not supported"},
-        {"\"version\":1", "\"version\":\"1\"", "'version' is a string"},
+        {"\"version\":2", "\"version\":3", "version 3 is not supported"},
+        {"\"version\":2", "\"version\":\"2\"", "'version' is a string"},
         {"\"step\":1,", "\"step\":-1,", "step -1 is negative"},
         {"\"state\":{", "\"stat\":{", "'state' is missing"},
         {"\"dtype\":\"f32\"", "\"dtype\":\"f16\"", "dtype 'f16'"},
@@ -297,7 +313,10 @@ static void test_corruption(void) {
         {"\"shape\":[7,5]", "\"shape\":[7,-5]", "shape[1] is not a valid dimension"},
         {"\"offset\":0,\"start\":0,\"numel\":35", "\"offset\":0,\"start\":1,\"numel\":35", "sorted and contiguous"},
         {"\"offset\":0,\"start\":0,\"numel\":35", "\"offset\":0,\"start\":0,\"numel\":34", "pieces cover 34 of 35"},
-        {"\"offset\":0,", "\"offset\":100000,", "lie outside"},
+        {"\"offset\":0,", "\"offset\":100032,", "lie outside"},
+        {"\"offset\":0,", "\"offset\":1,", "offset 1 is not a multiple of 64"},
+        {"\"offset\":0,", "\"offset\":64,", "overlap in tensors-000001.bin"},
+        {"\"start\":0,\"numel\":35,\"checksum\"", "\"start\":0,\"numel\":35,\"check\"", "has no checksum"},
         {"\"offset\":0,", "\"offset\":1e30,", "not an exact integer"},
         {"\"file\":0", "\"file\":1", "only 1 files are listed"},
         {"\"name\":\"tensors-000001.bin\"", "\"name\":\"../x.bin\"", "not a plain file name"},
@@ -308,6 +327,35 @@ static void test_corruption(void) {
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
         edited_copy(good, bad, edits[i].from, edits[i].to);
         expect_open_error(bad, edits[i].want, __LINE__ * 1000 + (int)i);
+    }
+    /* Without resealing, any changed byte of the manifest is caught by its
+     * own checksum first: an offset moved by one, a digit of a shape. */
+    g_reseal = 0;
+    edited_copy(good, bad, "\"offset\":0,", "\"offset\":1,");
+    expect_open_error(bad, "manifest checksum mismatch", __LINE__);
+    edited_copy(good, bad, "\"shape\":[7,5]", "\"shape\":[5,7]");
+    expect_open_error(bad, "manifest checksum mismatch", __LINE__);
+    edited_copy(good, bad, ",\"manifest_checksum\"", ",\"manifest_checksun\"");
+    expect_open_error(bad, "does not end in its \"manifest_checksum\"", __LINE__);
+    g_reseal = 1;
+    /* A flipped data byte with whole-file checks skipped: the read of the
+     * piece that holds it fails on the piece's checksum (never a silent
+     * wrong value). */
+    edited_copy(good, bad, NULL, NULL);
+    snprintf(p, sizeof p, "%s/tensors-000001.bin", bad);
+    d = rd(p, &n);
+    d[4 * 3 + 1] ^= 0x01; /* element 3 of the first tensor */
+    wr(p, d, n);
+    free(d);
+    ck = mt_ckpt_open_ex(bad, MT_CKPT_NO_VERIFY, &e);
+    CHECK(ck != NULL, "%s", e.msg);
+    if (ck) {
+        float v[35];
+        CHECK(mt_ckpt_read(ck, "model/wte.weight", 10, 2, v, &e) == -1 && strstr(e.msg, "checksum mismatch") &&
+                  strstr(e.msg, "'model/wte.weight' elements [0, 35)"), "%s", e.msg);
+        CHECK(mt_ckpt_read(ck, "model/h.0.ln_1.bias", 0, 13, v, &e) == 0, "an intact piece still reads: %s", e.msg);
+        CHECK(mt_ckpt_verify_pieces(ck, &e) == -1 && strstr(e.msg, "checksum mismatch"), "%s", e.msg);
+        mt_ckpt_close(ck);
     }
 }
 

@@ -20,6 +20,8 @@ int mt_ckpt_test_crash_after = 0;
 
 #define MANIFEST "manifest.json"
 #define MANIFEST_TMP "manifest.json.tmp"
+#define MANIFEST_SUM_KEY "manifest_checksum"
+#define CHECKSUM_PREFIX "fnv1a64x4:"
 #define DATA_PREFIX "tensors-"
 #define ALIGN_BYTES 64
 #define MAX_MANIFEST_BYTES ((size_t)256 << 20)
@@ -137,10 +139,13 @@ static int make_dirs(const char *dir, mt_error *err) {
     return 0;
 }
 
-static int file_exists(const char *path) {
-    struct stat st;
-    return lstat(path, &st) == 0;
+static int valid_file_name(const char *s, size_t len) {
+    if (len == 0 || len > 200 || strlen(s) != len) return 0;
+    if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0) return 0;
+    return strchr(s, '/') == NULL && strchr(s, '\\') == NULL;
 }
+
+static int valid_file_name_z(const char *s) { return s && valid_file_name(s, strlen(s)); }
 
 /* ---- JSON re-emission (state object) ---- */
 
@@ -197,27 +202,20 @@ static int cmp_str_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static int validate_tensors(const mt_ckpt_tensor *t, int n, mt_error *err) {
+/* Names unique and non-empty, shapes valid; numel (if given) equal to the
+ * shape's product. */
+static int validate_decls(const mt_ckpt_decl *t, int n, mt_error *err) {
     if (n < 0) return mt_errorf(err, "checkpoint save: tensor count %d is negative", n);
     if (n > 0 && !t) return mt_errorf(err, "checkpoint save: NULL tensor list with count %d", n);
     for (int i = 0; i < n; i++) {
         if (!t[i].name || !t[i].name[0]) return mt_errorf(err, "checkpoint save: tensor %d has an empty name", i);
-        if (t[i].numel > 0 && !t[i].data)
-            return mt_errorf(err, "checkpoint save: tensor '%s' has %zu elements but a NULL data pointer", t[i].name,
-                             t[i].numel);
         if (t[i].ndim < 0 || t[i].ndim > MT_CKPT_MAX_DIM)
             return mt_errorf(err, "checkpoint save: tensor '%s' has ndim %d (must be 0..%d)", t[i].name, t[i].ndim,
                              MT_CKPT_MAX_DIM);
-        uint64_t prod = 1;
-        for (int d = 0; d < t[i].ndim; d++) {
-            if (t[i].shape[d] < 0 || (t[i].shape[d] > 0 && prod > UINT64_MAX / (uint64_t)t[i].shape[d]))
+        for (int d = 0; d < t[i].ndim; d++)
+            if (t[i].shape[d] < 0 || t[i].shape[d] > ((int64_t)1 << 40))
                 return mt_errorf(err, "checkpoint save: tensor '%s' has invalid shape[%d] = %" PRId64, t[i].name, d,
                                  t[i].shape[d]);
-            prod *= (uint64_t)t[i].shape[d];
-        }
-        if (prod != (uint64_t)t[i].numel)
-            return mt_errorf(err, "checkpoint save: tensor '%s' has numel %zu but its shape holds %" PRIu64 " elements",
-                             t[i].name, t[i].numel, prod);
     }
     if (n > 1) {
         const char **names = mt_xmalloc((size_t)n * sizeof *names, "checkpoint tensor names");
@@ -234,14 +232,26 @@ static int validate_tensors(const mt_ckpt_tensor *t, int n, mt_error *err) {
     return 0;
 }
 
+static uint64_t decl_numel(const mt_ckpt_decl *t) {
+    uint64_t p = 1;
+    for (int d = 0; d < t->ndim; d++) p *= (uint64_t)t->shape[d];
+    return p;
+}
+
 static int crash_here(int phase, mt_error *err) {
     if (mt_ckpt_test_crash_after == phase)
         return mt_errorf(err, "checkpoint save: simulated crash after phase %d (test hook)", phase);
     return 0;
 }
 
+static int is_kept(const char *nm, const char *const *keep, int nkeep) {
+    for (int i = 0; i < nkeep; i++)
+        if (strcmp(nm, keep[i]) == 0) return 1;
+    return 0;
+}
+
 /* Deletes data files and temp files the new manifest does not reference. */
-static void cleanup_dir(const char *dir, const char *keep) {
+static void cleanup_dir(const char *dir, const char *const *keep, int nkeep) {
     DIR *d = opendir(dir);
     if (!d) {
         fprintf(stderr, "meshtrain: warning: cannot list checkpoint directory %s to remove old files: %s\n", dir,
@@ -252,7 +262,7 @@ static void cleanup_dir(const char *dir, const char *keep) {
     while ((e = readdir(d)) != NULL) {
         const char *nm = e->d_name;
         int ours = strncmp(nm, DATA_PREFIX, strlen(DATA_PREFIX)) == 0 || strncmp(nm, MANIFEST_TMP, strlen(MANIFEST_TMP)) == 0;
-        if (!ours || strcmp(nm, keep) == 0) continue;
+        if (!ours || is_kept(nm, keep, nkeep)) continue;
         char *p = path_join(dir, nm);
         if (unlink(p) != 0)
             fprintf(stderr, "meshtrain: warning: cannot remove old checkpoint file %s: %s\n", p, strerror(errno));
@@ -261,6 +271,323 @@ static void cleanup_dir(const char *dir, const char *keep) {
     closedir(d);
 }
 
+/* A temporary file of ours: any leftover under that name goes first, and
+ * O_EXCL | O_NOFOLLOW make sure a planted link cannot redirect the write. */
+static int create_temp(const char *path, mt_error *err) {
+    if (unlink(path) != 0 && errno != ENOENT)
+        return mt_errorf(err, "cannot remove the stale temporary file %s: %s", path, strerror(errno));
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return mt_errorf(err, "cannot create checkpoint file %s: %s", path, strerror(errno));
+    return fd;
+}
+
+int mt_ckpt_data_base(const char *dir, int64_t step, char *base, size_t cap, mt_error *err) {
+    if (!dir || !dir[0]) return mt_errorf(err, "checkpoint save: empty directory name");
+    if (step < 0) return mt_errorf(err, "checkpoint save: step %" PRId64 " is negative", step);
+    if (make_dirs(dir, err)) return -1;
+    DIR *d = opendir(dir);
+    if (!d) return mt_errorf(err, "cannot list checkpoint directory %s: %s", dir, strerror(errno));
+    /* The lowest k whose name no file in the directory starts with: a
+     * re-save of the current step never overwrites data the current
+     * manifest points to. */
+    for (int k = 0; k <= 1000; k++) {
+        char b[96];
+        if (k == 0) snprintf(b, sizeof b, DATA_PREFIX "%06" PRId64, step);
+        else snprintf(b, sizeof b, DATA_PREFIX "%06" PRId64 ".%d", step, k);
+        size_t bl = strlen(b);
+        int used = 0;
+        rewinddir(d);
+        struct dirent *e;
+        while (!used && (e = readdir(d)) != NULL)
+            used = strncmp(e->d_name, b, bl) == 0 && (e->d_name[bl] == '.' || e->d_name[bl] == '-') &&
+                   !(k == 0 && e->d_name[bl] == '.' && e->d_name[bl + 1] >= '0' && e->d_name[bl + 1] <= '9');
+        if (!used) {
+            closedir(d);
+            if (bl + 1 > cap) return mt_errorf(err, "checkpoint save: name buffer too small");
+            memcpy(base, b, bl + 1);
+            return 0;
+        }
+    }
+    closedir(d);
+    return mt_errorf(err, "checkpoint save: too many files named like " DATA_PREFIX "%06" PRId64 "* in %s", step, dir);
+}
+
+struct mt_ckpt_file_writer {
+    char *dir, *name, *path, *tmp;
+    int fd, renamed;
+    uint64_t pos;
+    ckpt_hash file_hash;
+    mt_ckpt_piece *pieces;
+    int n, cap;
+};
+
+mt_ckpt_file_writer *mt_ckpt_file_begin(const char *dir, const char *name, mt_error *err) {
+    if (!valid_file_name_z(name)) {
+        mt_errorf(err, "checkpoint save: '%s' is not a plain file name", name ? name : "(null)");
+        return NULL;
+    }
+    mt_ckpt_file_writer *w = mt_xcalloc(1, sizeof *w, "checkpoint file writer");
+    size_t dl = strlen(dir), nl = strlen(name);
+    w->dir = mt_xmalloc(dl + 1, "checkpoint directory");
+    memcpy(w->dir, dir, dl + 1);
+    w->name = mt_xmalloc(nl + 1, "checkpoint file name");
+    memcpy(w->name, name, nl + 1);
+    w->path = path_join(dir, name);
+    w->tmp = mt_xmalloc(strlen(w->path) + 5, "checkpoint temp path");
+    snprintf(w->tmp, strlen(w->path) + 5, "%s.tmp", w->path);
+    w->fd = create_temp(w->tmp, err);
+    if (w->fd < 0) {
+        mt_ckpt_file_free(w);
+        return NULL;
+    }
+    hash_init(&w->file_hash);
+    return w;
+}
+
+int mt_ckpt_file_put(mt_ckpt_file_writer *w, int tensor, uint64_t start, const float *data, size_t numel,
+                     mt_error *err) {
+    static const char zeros[ALIGN_BYTES] = {0};
+    if (w->fd < 0) return mt_errorf(err, "checkpoint save: %s is already finished", w->path);
+    if (numel == 0) return 0;
+    size_t pad = (size_t)((ALIGN_BYTES - w->pos % ALIGN_BYTES) % ALIGN_BYTES);
+    if (pad) {
+        if (mt_write_all(w->fd, zeros, pad, w->tmp, err)) return -1;
+        hash_update(&w->file_hash, zeros, pad);
+        w->pos += pad;
+    }
+    if (w->n == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 64;
+        w->pieces = realloc(w->pieces, (size_t)w->cap * sizeof *w->pieces);
+        if (!w->pieces) mt_die("out of memory growing the checkpoint piece list to %d entries", w->cap);
+    }
+    ckpt_hash ph;
+    hash_init(&ph);
+    size_t bytes = numel * sizeof(float);
+    const char *p = (const char *)data;
+    for (size_t done = 0; done < bytes;) {
+        size_t c = bytes - done < IO_CHUNK ? bytes - done : IO_CHUNK;
+        if (mt_write_all(w->fd, p + done, c, w->tmp, err)) return -1;
+        hash_update(&w->file_hash, p + done, c);
+        hash_update(&ph, p + done, c);
+        done += c;
+    }
+    w->pieces[w->n++] = (mt_ckpt_piece){tensor, start, numel, w->pos, ckpt_hash_final(&ph)};
+    w->pos += bytes;
+    return 0;
+}
+
+int mt_ckpt_file_finish(mt_ckpt_file_writer *w, mt_ckpt_file_entry *out, mt_error *err) {
+    if (w->fd < 0) return mt_errorf(err, "checkpoint save: %s is already finished", w->path);
+    uint64_t sum = ckpt_hash_final(&w->file_hash);
+    int fd = w->fd;
+    w->fd = -1;
+    if (fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        return mt_errorf(err, "fsync of %s failed: %s", w->tmp, strerror(e));
+    }
+    if (close(fd) != 0) return mt_errorf(err, "closing %s failed: %s", w->tmp, strerror(errno));
+    if (crash_here(1, err)) return -1;
+    if (rename(w->tmp, w->path) != 0)
+        return mt_errorf(err, "renaming %s to %s failed: %s", w->tmp, w->path, strerror(errno));
+    w->renamed = 1;
+    if (mt_fsync_dir(w->dir, err)) return -1;
+    if (crash_here(2, err)) return -1;
+    out->name = w->name;
+    out->bytes = w->pos;
+    out->checksum = sum;
+    out->pieces = w->pieces;
+    out->npieces = w->n;
+    return 0;
+}
+
+void mt_ckpt_file_free(mt_ckpt_file_writer *w) {
+    if (!w) return;
+    if (w->fd >= 0) close(w->fd);
+    /* an unfinished file goes (the crash hooks leave theirs, as a crash would) */
+    if (!w->renamed && mt_ckpt_test_crash_after != 1) unlink(w->tmp);
+    free(w->dir);
+    free(w->name);
+    free(w->path);
+    free(w->tmp);
+    free(w->pieces);
+    free(w);
+}
+
+static int cmp_piece_ref(const void *a, const void *b) {
+    const mt_ckpt_piece *x = *(const mt_ckpt_piece *const *)a, *y = *(const mt_ckpt_piece *const *)b;
+    if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static void jw_checksum(mt_json_writer *w, uint64_t h) {
+    char sum[40];
+    snprintf(sum, sizeof sum, CHECKSUM_PREFIX "%016" PRIx64, h);
+    mt_jw_string(w, sum);
+}
+
+int mt_ckpt_write_manifest(const char *dir, int64_t step, const char *state_json, const char *saved_with_json,
+                           const mt_ckpt_decl *decls, int nt, const mt_ckpt_file_entry *files, int nf, mt_error *err) {
+    if (step < 0) return mt_errorf(err, "checkpoint save: step %" PRId64 " is negative", step);
+    if (!state_json) state_json = "{}";
+    mt_error perr;
+    mt_json_doc *state = mt_json_parse(state_json, strlen(state_json), 48, &perr);
+    if (!state) return mt_errorf(err, "checkpoint save: state is not valid JSON: %s", perr.msg);
+    mt_json_doc *saved = NULL;
+    if (mt_json_root(state)->type != MT_JSON_OBJECT) {
+        mt_json_free(state);
+        return mt_errorf(err, "checkpoint save: state must be a JSON object");
+    }
+    if (saved_with_json) {
+        saved = mt_json_parse(saved_with_json, strlen(saved_with_json), 8, &perr);
+        if (!saved || mt_json_root(saved)->type != MT_JSON_OBJECT) {
+            mt_json_free(saved);
+            mt_json_free(state);
+            return mt_errorf(err, "checkpoint save: the saved-with layout is not a JSON object");
+        }
+    }
+    if (validate_decls(decls, nt, err)) {
+        mt_json_free(saved);
+        mt_json_free(state);
+        return -1;
+    }
+    /* Every piece, by tensor then start: they must tile each tensor. */
+    size_t np = 0;
+    for (int f = 0; f < nf; f++) np += (size_t)files[f].npieces;
+    const mt_ckpt_piece **refs = mt_xmalloc((np ? np : 1) * sizeof *refs, "checkpoint piece index");
+    int *fileof = mt_xmalloc((np ? np : 1) * sizeof *fileof, "checkpoint piece index");
+    size_t k = 0;
+    for (int f = 0; f < nf; f++)
+        for (int i = 0; i < files[f].npieces; i++) refs[k++] = &files[f].pieces[i];
+    qsort(refs, np, sizeof *refs, cmp_piece_ref);
+    for (size_t i = 0; i < np; i++) { /* the file of each piece (pieces are held in their file's array) */
+        for (int f = 0; f < nf; f++)
+            if (refs[i] >= files[f].pieces && refs[i] < files[f].pieces + files[f].npieces) fileof[i] = f;
+    }
+    char *man_path = NULL, *man_tmp = NULL;
+    mt_json_writer w;
+    mt_jw_init(&w);
+    int rc = -1, fd = -1;
+    size_t at = 0;
+    for (int t = 0; t < nt; t++) {
+        uint64_t next = 0, want = decl_numel(&decls[t]);
+        for (; at < np && refs[at]->tensor == t; at++) {
+            if (refs[at]->start != next) {
+                mt_errorf(err, "checkpoint save: tensor '%s': the pieces written by the ranks %s element %" PRIu64
+                          " (a bug in the writer's ownership; nothing was published)", decls[t].name,
+                          refs[at]->start > next ? "leave a gap at" : "overlap at", next);
+                goto out;
+            }
+            next += refs[at]->numel;
+        }
+        if (next != want) {
+            mt_errorf(err, "checkpoint save: tensor '%s': the ranks wrote %" PRIu64 " of its %" PRIu64
+                      " elements (nothing was published)", decls[t].name, next, want);
+            goto out;
+        }
+    }
+    if (at != np) {
+        mt_errorf(err, "checkpoint save: a piece names tensor %d, but only %d are declared", refs[at]->tensor, nt);
+        goto out;
+    }
+
+    mt_jw_begin_object(&w);
+    mt_jw_key(&w, "format"); mt_jw_string(&w, MT_CKPT_FORMAT);
+    mt_jw_key(&w, "version"); mt_jw_int(&w, MT_CKPT_VERSION);
+    mt_jw_key(&w, "step"); mt_jw_int(&w, step);
+    mt_jw_key(&w, "state");
+    if (emit_json(&w, mt_json_root(state), 0, err)) goto out;
+    if (saved) {
+        mt_jw_key(&w, "saved_with");
+        if (emit_json(&w, mt_json_root(saved), 0, err)) goto out;
+    }
+    mt_jw_key(&w, "files");
+    mt_jw_begin_array(&w);
+    for (int f = 0; f < nf; f++) {
+        mt_jw_begin_object(&w);
+        mt_jw_key(&w, "name"); mt_jw_string(&w, files[f].name);
+        mt_jw_key(&w, "bytes"); mt_jw_int(&w, (int64_t)files[f].bytes);
+        mt_jw_key(&w, "checksum"); jw_checksum(&w, files[f].checksum);
+        mt_jw_end_object(&w);
+    }
+    mt_jw_end_array(&w);
+    mt_jw_key(&w, "tensors");
+    mt_jw_begin_array(&w);
+    at = 0;
+    for (int t = 0; t < nt; t++) {
+        mt_jw_begin_object(&w);
+        mt_jw_key(&w, "name"); mt_jw_string(&w, decls[t].name);
+        mt_jw_key(&w, "dtype"); mt_jw_string(&w, "f32");
+        mt_jw_key(&w, "shape");
+        mt_jw_begin_array(&w);
+        for (int d = 0; d < decls[t].ndim; d++) mt_jw_int(&w, decls[t].shape[d]);
+        mt_jw_end_array(&w);
+        mt_jw_key(&w, "numel"); mt_jw_int(&w, (int64_t)decl_numel(&decls[t]));
+        mt_jw_key(&w, "pieces");
+        mt_jw_begin_array(&w);
+        for (; at < np && refs[at]->tensor == t; at++) {
+            mt_jw_begin_object(&w);
+            mt_jw_key(&w, "file"); mt_jw_int(&w, fileof[at]);
+            mt_jw_key(&w, "offset"); mt_jw_int(&w, (int64_t)refs[at]->offset);
+            mt_jw_key(&w, "start"); mt_jw_int(&w, (int64_t)refs[at]->start);
+            mt_jw_key(&w, "numel"); mt_jw_int(&w, (int64_t)refs[at]->numel);
+            mt_jw_key(&w, "checksum"); jw_checksum(&w, refs[at]->checksum);
+            mt_jw_end_object(&w);
+        }
+        mt_jw_end_array(&w);
+        mt_jw_end_object(&w);
+    }
+    mt_jw_end_array(&w);
+    /* The manifest's own checksum covers every byte before its key. */
+    uint64_t self = mt_ckpt_checksum(w.buf, w.len);
+    mt_jw_key(&w, MANIFEST_SUM_KEY); jw_checksum(&w, self);
+    mt_jw_end_object(&w);
+
+    man_path = path_join(dir, MANIFEST);
+    man_tmp = path_join(dir, MANIFEST_TMP);
+    fd = create_temp(man_tmp, err);
+    if (fd < 0) goto out;
+    if (mt_write_all(fd, w.buf, w.len, man_tmp, err) || mt_write_all(fd, "\n", 1, man_tmp, err)) {
+        unlink(man_tmp);
+        goto out;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        fd = -1;
+        mt_errorf(err, "fsync/close of %s failed: %s", man_tmp, strerror(errno));
+        unlink(man_tmp);
+        goto out;
+    }
+    fd = -1;
+    if (crash_here(3, err)) goto out;
+    /* The atomic switch. */
+    if (rename(man_tmp, man_path) != 0) {
+        mt_errorf(err, "renaming %s to %s failed: %s", man_tmp, man_path, strerror(errno));
+        unlink(man_tmp);
+        goto out;
+    }
+    if (mt_fsync_dir(dir, err)) goto out;
+    if (crash_here(4, err)) goto out;
+    /* The previous step's data and any crash leftovers go. */
+    {
+        const char **keep = mt_xmalloc((size_t)(nf ? nf : 1) * sizeof *keep, "checkpoint file names");
+        for (int f = 0; f < nf; f++) keep[f] = files[f].name;
+        cleanup_dir(dir, keep, nf);
+        free((void *)keep);
+    }
+    rc = 0;
+out:
+    if (fd >= 0) close(fd);
+    free(man_path);
+    free(man_tmp);
+    free((void *)refs);
+    free(fileof);
+    mt_jw_free(&w);
+    mt_json_free(saved);
+    mt_json_free(state);
+    return rc;
+}
+
+/* The single-writer save: one data file, then the manifest. */
 int mt_ckpt_save(const char *dir, int64_t step, const char *state_json, const mt_ckpt_tensor *tensors, int n,
                  mt_error *err) {
     if (!dir || !dir[0]) return mt_errorf(err, "checkpoint save: empty directory name");
@@ -269,158 +596,42 @@ int mt_ckpt_save(const char *dir, int64_t step, const char *state_json, const mt
     mt_error perr;
     mt_json_doc *state = mt_json_parse(state_json, strlen(state_json), 48, &perr);
     if (!state) return mt_errorf(err, "checkpoint save: state is not valid JSON: %s", perr.msg);
-    if (mt_json_root(state)->type != MT_JSON_OBJECT) {
-        mt_json_free(state);
-        return mt_errorf(err, "checkpoint save: state must be a JSON object");
-    }
-    if (validate_tensors(tensors, n, err) || make_dirs(dir, err)) {
-        mt_json_free(state);
-        return -1;
-    }
-
-    /* A step-specific data file name that nothing on disk uses yet (so a
-     * re-save of the current step never overwrites data the current manifest
-     * points to). */
-    char data_name[96], tmp_name[128];
-    char *data_path = NULL, *tmp_path = NULL, *man_path = NULL, *man_tmp = NULL;
-    mt_json_writer w;
-    mt_jw_init(&w);
-    uint64_t *offsets = mt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *offsets, "checkpoint offsets");
-    int fd = -1, rc = -1;
-    for (int k = 0;; k++) {
-        if (k == 0) snprintf(data_name, sizeof data_name, DATA_PREFIX "%06" PRId64 ".bin", step);
-        else snprintf(data_name, sizeof data_name, DATA_PREFIX "%06" PRId64 ".%d.bin", step, k);
-        free(data_path);
-        data_path = path_join(dir, data_name);
-        if (!file_exists(data_path)) break;
-        if (k > 1000) { mt_errorf(err, "checkpoint save: too many files named like %s in %s", data_name, dir); goto out; }
-    }
-    snprintf(tmp_name, sizeof tmp_name, "%s.tmp", data_name);
-    tmp_path = path_join(dir, tmp_name);
-
-    /* Phase 1: data file under a temporary name. */
-    fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) { mt_errorf(err, "cannot create checkpoint data file %s: %s", tmp_path, strerror(errno)); goto out; }
-    ckpt_hash hs;
-    hash_init(&hs);
-    uint64_t pos = 0;
-    static const char zeros[ALIGN_BYTES] = {0};
-    for (int i = 0; i < n; i++) {
-        size_t pad = (size_t)((ALIGN_BYTES - pos % ALIGN_BYTES) % ALIGN_BYTES);
-        if (pad) {
-            if (mt_write_all(fd, zeros, pad, tmp_path, err)) goto out;
-            hash_update(&hs, zeros, pad);
-            pos += pad;
-        }
-        offsets[i] = pos;
-        size_t bytes = tensors[i].numel * sizeof(float);
-        const char *p = (const char *)tensors[i].data;
-        for (size_t done = 0; done < bytes;) {
-            size_t c = bytes - done < IO_CHUNK ? bytes - done : IO_CHUNK;
-            if (mt_write_all(fd, p + done, c, tmp_path, err)) goto out;
-            hash_update(&hs, p + done, c);
-            done += c;
-        }
-        pos += bytes;
-    }
-    uint64_t checksum = ckpt_hash_final(&hs);
-    if (fsync(fd) != 0) { mt_errorf(err, "fsync of %s failed: %s", tmp_path, strerror(errno)); goto out; }
-    if (close(fd) != 0) { fd = -1; mt_errorf(err, "closing %s failed: %s", tmp_path, strerror(errno)); goto out; }
-    fd = -1;
-    if (crash_here(1, err)) { free(tmp_path); tmp_path = NULL; goto out; }
-
-    /* Phase 2: publish the data file under its final name. */
-    if (rename(tmp_path, data_path) != 0) {
-        mt_errorf(err, "renaming %s to %s failed: %s", tmp_path, data_path, strerror(errno));
-        goto out;
-    }
-    free(tmp_path);
-    tmp_path = NULL;
-    if (mt_fsync_dir(dir, err)) goto out;
-    if (crash_here(2, err)) goto out;
-
-    /* Phase 3: manifest under a temporary name. */
-    mt_jw_begin_object(&w);
-    mt_jw_key(&w, "format"); mt_jw_string(&w, MT_CKPT_FORMAT);
-    mt_jw_key(&w, "version"); mt_jw_int(&w, MT_CKPT_VERSION);
-    mt_jw_key(&w, "step"); mt_jw_int(&w, step);
-    mt_jw_key(&w, "state");
-    if (emit_json(&w, mt_json_root(state), 0, err)) { unlink(data_path); goto out; }
-    mt_jw_key(&w, "files");
-    mt_jw_begin_array(&w);
-    mt_jw_begin_object(&w);
-    char sum[40];
-    snprintf(sum, sizeof sum, "fnv1a64x4:%016" PRIx64, checksum);
-    mt_jw_key(&w, "name"); mt_jw_string(&w, data_name);
-    mt_jw_key(&w, "bytes"); mt_jw_int(&w, (int64_t)pos);
-    mt_jw_key(&w, "checksum"); mt_jw_string(&w, sum);
-    mt_jw_end_object(&w);
-    mt_jw_end_array(&w);
-    mt_jw_key(&w, "tensors");
-    mt_jw_begin_array(&w);
-    for (int i = 0; i < n; i++) {
-        mt_jw_begin_object(&w);
-        mt_jw_key(&w, "name"); mt_jw_string(&w, tensors[i].name);
-        mt_jw_key(&w, "dtype"); mt_jw_string(&w, "f32");
-        mt_jw_key(&w, "shape");
-        mt_jw_begin_array(&w);
-        for (int d = 0; d < tensors[i].ndim; d++) mt_jw_int(&w, tensors[i].shape[d]);
-        mt_jw_end_array(&w);
-        mt_jw_key(&w, "numel"); mt_jw_int(&w, (int64_t)tensors[i].numel);
-        mt_jw_key(&w, "pieces");
-        mt_jw_begin_array(&w);
-        mt_jw_begin_object(&w);
-        mt_jw_key(&w, "file"); mt_jw_int(&w, 0);
-        mt_jw_key(&w, "offset"); mt_jw_int(&w, (int64_t)offsets[i]);
-        mt_jw_key(&w, "start"); mt_jw_int(&w, 0);
-        mt_jw_key(&w, "numel"); mt_jw_int(&w, (int64_t)tensors[i].numel);
-        mt_jw_end_object(&w);
-        mt_jw_end_array(&w);
-        mt_jw_end_object(&w);
-    }
-    mt_jw_end_array(&w);
-    mt_jw_end_object(&w);
-    man_path = path_join(dir, MANIFEST);
-    man_tmp = path_join(dir, MANIFEST_TMP);
-    fd = open(man_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) { mt_errorf(err, "cannot create %s: %s", man_tmp, strerror(errno)); unlink(data_path); goto out; }
-    if (mt_write_all(fd, w.buf, w.len, man_tmp, err) || mt_write_all(fd, "\n", 1, man_tmp, err)) {
-        unlink(man_tmp);
-        unlink(data_path);
-        goto out;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        fd = -1;
-        mt_errorf(err, "fsync/close of %s failed: %s", man_tmp, strerror(errno));
-        unlink(man_tmp);
-        unlink(data_path);
-        goto out;
-    }
-    fd = -1;
-    if (crash_here(3, err)) goto out;
-
-    /* Phase 4: the atomic switch. */
-    if (rename(man_tmp, man_path) != 0) {
-        mt_errorf(err, "renaming %s to %s failed: %s", man_tmp, man_path, strerror(errno));
-        unlink(man_tmp);
-        unlink(data_path);
-        goto out;
-    }
-    if (mt_fsync_dir(dir, err)) goto out;
-    if (crash_here(4, err)) goto out;
-
-    /* Phase 5: the previous step's data and any crash leftovers go. */
-    cleanup_dir(dir, data_name);
-    rc = 0;
-out:
-    if (fd >= 0) close(fd);
-    if (tmp_path) { unlink(tmp_path); free(tmp_path); }
-    free(data_path);
-    free(man_path);
-    free(man_tmp);
-    free(offsets);
-    mt_jw_free(&w);
+    int is_obj = mt_json_root(state)->type == MT_JSON_OBJECT;
     mt_json_free(state);
+    if (!is_obj) return mt_errorf(err, "checkpoint save: state must be a JSON object");
+    if (n < 0) return mt_errorf(err, "checkpoint save: tensor count %d is negative", n);
+    if (n > 0 && !tensors) return mt_errorf(err, "checkpoint save: NULL tensor list with count %d", n);
+    mt_ckpt_decl *decls = mt_xcalloc((size_t)(n ? n : 1), sizeof *decls, "checkpoint tensor list");
+    for (int i = 0; i < n; i++) {
+        decls[i].name = tensors[i].name;
+        decls[i].ndim = tensors[i].ndim;
+        memcpy(decls[i].shape, tensors[i].shape, sizeof decls[i].shape);
+    }
+    int rc = validate_decls(decls, n, err);
+    for (int i = 0; i < n && !rc; i++) {
+        if (tensors[i].numel > 0 && !tensors[i].data)
+            rc = mt_errorf(err, "checkpoint save: tensor '%s' has %zu elements but a NULL data pointer", tensors[i].name,
+                           tensors[i].numel);
+        else if (decl_numel(&decls[i]) != (uint64_t)tensors[i].numel)
+            rc = mt_errorf(err, "checkpoint save: tensor '%s' has numel %zu but its shape holds %" PRIu64 " elements",
+                           tensors[i].name, tensors[i].numel, decl_numel(&decls[i]));
+    }
+    char base[96], name[112];
+    mt_ckpt_file_writer *fw = NULL;
+    mt_ckpt_file_entry fe;
+    if (!rc) rc = mt_ckpt_data_base(dir, step, base, sizeof base, err);
+    if (!rc) {
+        snprintf(name, sizeof name, "%s.bin", base);
+        fw = mt_ckpt_file_begin(dir, name, err);
+        rc = fw ? 0 : -1;
+    }
+    for (int i = 0; i < n && !rc; i++) rc = mt_ckpt_file_put(fw, i, 0, tensors[i].data, tensors[i].numel, err);
+    if (!rc) rc = mt_ckpt_file_finish(fw, &fe, err);
+    if (!rc) rc = mt_ckpt_write_manifest(dir, step, state_json, NULL, decls, n, &fe, 1, err);
+    /* a failed save leaves no new data file behind (the crash hooks excepted) */
+    if (rc && fw && fw->renamed && mt_ckpt_test_crash_after == 0) unlink(fw->path);
+    mt_ckpt_file_free(fw);
+    free(decls);
     return rc;
 }
 
@@ -430,6 +641,9 @@ typedef struct {
     int file;
     uint64_t offset;
     uint64_t start, numel;
+    uint64_t checksum;
+    int has_sum;
+    int verified; /* read whole and its checksum matched (set by reads) */
 } ck_piece;
 
 typedef struct {
@@ -452,6 +666,8 @@ typedef struct {
 struct mt_ckpt {
     char *dir;
     mt_json_doc *doc;
+    int version;
+    const mt_json *saved_with;
     int64_t step;
     const mt_json *state;
     char *state_text;
@@ -518,12 +734,6 @@ static int get_u64(const mt_json *obj, const char *key, uint64_t *out, const cha
     return 0;
 }
 
-static int valid_file_name(const char *s, size_t len) {
-    if (len == 0 || len > 200 || strlen(s) != len) return 0;
-    if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0) return 0;
-    return strchr(s, '/') == NULL && strchr(s, '\\') == NULL;
-}
-
 static const ck_tensor *find_tensor(const mt_ckpt *ck, const char *name) {
     int lo = 0, hi = ck->ntensors - 1;
     while (lo <= hi) {
@@ -540,6 +750,79 @@ static int cmp_tensor_ptr(const void *a, const void *b) {
     return strcmp((*(const ck_tensor *const *)a)->name, (*(const ck_tensor *const *)b)->name);
 }
 
+static int parse_checksum(const char *sum, uint64_t *out) {
+    const char *pfx = CHECKSUM_PREFIX;
+    if (strncmp(sum, pfx, strlen(pfx)) != 0 || strlen(sum) != strlen(pfx) + 16) return -1;
+    uint64_t v = 0;
+    for (const char *c = sum + strlen(pfx); *c; c++) {
+        int d = *c >= '0' && *c <= '9' ? *c - '0' : *c >= 'a' && *c <= 'f' ? *c - 'a' + 10 : -1;
+        if (d < 0) return -1;
+        v = v << 4 | (uint64_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
+typedef struct {
+    uint64_t lo, hi;
+    int file;
+    const char *tensor;
+} byte_range;
+
+static int cmp_range(const void *a, const void *b) {
+    const byte_range *x = a, *y = b;
+    if (x->file != y->file) return x->file < y->file ? -1 : 1;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* No two pieces share a byte of a file (a piece pointed at another's
+ * bytes would load the wrong values without any checksum failing). */
+static int check_overlaps(const mt_ckpt *ck, const char *mpath, mt_error *err) {
+    size_t n = 0, k = 0;
+    for (int t = 0; t < ck->ntensors; t++) n += (size_t)ck->tensors[t].npieces;
+    byte_range *r = mt_xmalloc((n ? n : 1) * sizeof *r, "checkpoint piece ranges");
+    for (int t = 0; t < ck->ntensors; t++)
+        for (int i = 0; i < ck->tensors[t].npieces; i++) {
+            const ck_piece *p = &ck->tensors[t].pieces[i];
+            if (!p->numel) continue;
+            r[k++] = (byte_range){p->offset, p->offset + p->numel * sizeof(float), p->file, ck->tensors[t].name};
+        }
+    qsort(r, k, sizeof *r, cmp_range);
+    for (size_t i = 1; i < k; i++)
+        if (r[i].file == r[i - 1].file && r[i].lo < r[i - 1].hi) {
+            mt_errorf(err, "%s: pieces of '%.60s' (bytes [%" PRIu64 ", %" PRIu64 ")) and '%.60s' (bytes [%" PRIu64
+                      ", %" PRIu64 ")) overlap in %s (the manifest is damaged)", mpath, r[i - 1].tensor, r[i - 1].lo,
+                      r[i - 1].hi, r[i].tensor, r[i].lo, r[i].hi, ck->files[r[i].file].name);
+            free(r);
+            return -1;
+        }
+    free(r);
+    return 0;
+}
+
+/* Version 2: the text must end in ,"manifest_checksum":"fnv1a64x4:<hex>"}
+ * (and a newline), and the checksum of everything before the comma match. */
+static int check_manifest_sum(const char *text, size_t len, const char *mpath, mt_error *err) {
+    static const char key[] = ",\"" MANIFEST_SUM_KEY "\":\"";
+    size_t n = len;
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r')) n--;
+    size_t kl = sizeof key - 1, sl = strlen(CHECKSUM_PREFIX) + 16;
+    if (n < kl + sl + 2 || text[n - 1] != '}' || text[n - 2] != '"' || memcmp(text + n - 2 - sl - kl, key, kl) != 0)
+        return mt_errorf(err, "%s does not end in its \"" MANIFEST_SUM_KEY "\" (version 2 manifests must; the file "
+                         "is damaged or was edited)", mpath);
+    char sum[40];
+    memcpy(sum, text + n - 2 - sl, sl);
+    sum[sl] = '\0';
+    uint64_t want;
+    if (parse_checksum(sum, &want))
+        return mt_errorf(err, "%s: manifest_checksum '%s' is not of the form fnv1a64x4:<16 hex digits>", mpath, sum);
+    uint64_t got = mt_ckpt_checksum(text, n - 2 - sl - kl);
+    if (got != want)
+        return mt_errorf(err, "%s: manifest checksum mismatch: computed " CHECKSUM_PREFIX "%016" PRIx64 ", the file says "
+                         "%s (the manifest was changed after it was written; restore it or save again)", mpath, got, sum);
+    return 0;
+}
+
 static int parse_manifest(mt_ckpt *ck, const char *mpath, mt_error *err) {
     const mt_json *r = mt_json_root(ck->doc);
     char ctx[64];
@@ -551,9 +834,13 @@ static int parse_manifest(mt_ckpt *ck, const char *mpath, mt_error *err) {
         return mt_errorf(err, "%s: format is '%.60s', expected '%s'", mpath, fmt, MT_CKPT_FORMAT);
     int64_t ver;
     if (mt_json_get_int64(r, "version", &ver, &e)) return mt_errorf(err, "%s: %s", mpath, e.msg);
-    if (ver != MT_CKPT_VERSION)
-        return mt_errorf(err, "%s: checkpoint format version %" PRId64 " is not supported (this build reads version %d%s)",
+    if (ver < 1 || ver > MT_CKPT_VERSION)
+        return mt_errorf(err, "%s: checkpoint format version %" PRId64 " is not supported (this build reads versions 1 to %d%s)",
                          mpath, ver, MT_CKPT_VERSION, ver > MT_CKPT_VERSION ? "; written by a newer meshtrain?" : "");
+    ck->version = (int)ver;
+    ck->saved_with = mt_json_get(r, "saved_with");
+    if (ck->saved_with && ck->saved_with->type != MT_JSON_OBJECT)
+        return mt_errorf(err, "%s: 'saved_with' is not an object", mpath);
     if (mt_json_get_int64(r, "step", &ck->step, &e)) return mt_errorf(err, "%s: %s", mpath, e.msg);
     if (ck->step < 0) return mt_errorf(err, "%s: step %" PRId64 " is negative", mpath, ck->step);
     ck->state = mt_json_get(r, "state");
@@ -581,12 +868,7 @@ static int parse_manifest(mt_ckpt *ck, const char *mpath, mt_error *err) {
         if (get_u64(f, "bytes", &cf->bytes, ctx, &e)) return mt_errorf(err, "%s: %s", mpath, e.msg);
         const char *sum;
         if (mt_json_get_string(f, "checksum", &sum, &e)) return mt_errorf(err, "%s: %s: %s", mpath, ctx, e.msg);
-        const char *pfx = "fnv1a64x4:";
-        char *endp = NULL;
-        if (strncmp(sum, pfx, strlen(pfx)) != 0 || strlen(sum) != strlen(pfx) + 16)
-            return mt_errorf(err, "%s: %s.checksum '%.40s' is not of the form fnv1a64x4:<16 hex digits>", mpath, ctx, sum);
-        cf->checksum = strtoull(sum + strlen(pfx), &endp, 16);
-        if (!endp || *endp != '\0')
+        if (parse_checksum(sum, &cf->checksum))
             return mt_errorf(err, "%s: %s.checksum '%.40s' is not of the form fnv1a64x4:<16 hex digits>", mpath, ctx, sum);
     }
 
@@ -649,6 +931,18 @@ static int parse_manifest(mt_ckpt *ck, const char *mpath, mt_error *err) {
             if (cp->numel > ct->numel - next)
                 return mt_errorf(err, "%s: %s extends past the tensor's %" PRIu64 " elements", mpath, pctx, ct->numel);
             next += cp->numel;
+            const mt_json *ps_sum = mt_json_get(p, "checksum");
+            if (ps_sum) {
+                if (ps_sum->type != MT_JSON_STRING || parse_checksum(ps_sum->str, &cp->checksum))
+                    return mt_errorf(err, "%s: %s: checksum is not of the form fnv1a64x4:<16 hex digits>", mpath, pctx);
+                cp->has_sum = 1;
+            } else if (ck->version >= 2) {
+                return mt_errorf(err, "%s: %s has no checksum (version 2 manifests give every piece one)", mpath, pctx);
+            }
+            uint64_t align = ck->version >= 2 ? ALIGN_BYTES : sizeof(float);
+            if (cp->offset % align)
+                return mt_errorf(err, "%s: %s: offset %" PRIu64 " is not a multiple of %" PRIu64
+                                 " (the manifest is damaged)", mpath, pctx, cp->offset, align);
             uint64_t fb = ck->files[cp->file].bytes;
             if (cp->offset > fb || cp->numel * 4 > fb - cp->offset)
                 return mt_errorf(err, "%s: %s: bytes [%" PRIu64 ", %" PRIu64 ") lie outside %s (%" PRIu64 " bytes)", mpath,
@@ -657,6 +951,7 @@ static int parse_manifest(mt_ckpt *ck, const char *mpath, mt_error *err) {
         if (next != ct->numel)
             return mt_errorf(err, "%s: %s: pieces cover %" PRIu64 " of %" PRIu64 " elements", mpath, ctx, next, ct->numel);
     }
+    if (check_overlaps(ck, mpath, err)) return -1;
     ck->sorted = mt_xmalloc((size_t)(ck->ntensors ? ck->ntensors : 1) * sizeof *ck->sorted, "checkpoint name index");
     for (int i = 0; i < ck->ntensors; i++) ck->sorted[i] = &ck->tensors[i];
     qsort(ck->sorted, (size_t)ck->ntensors, sizeof *ck->sorted, cmp_tensor_ptr);
@@ -721,10 +1016,21 @@ mt_ckpt *mt_ckpt_open_ex(const char *dir, unsigned flags, mt_error *err) {
     mt_error e;
     if (read_whole_file(mpath, MAX_MANIFEST_BYTES, &text, &len, err)) goto fail;
     ck->doc = mt_json_parse(text, len, 64, &e);
+    if (!ck->doc) { free(text); mt_errorf(err, "%s is not valid JSON: %s", mpath, e.msg); goto fail; }
+    {
+        int64_t ver = 0;
+        const mt_json *r = mt_json_root(ck->doc);
+        /* a version 2 manifest proves itself before anything in it is trusted */
+        if (r->type == MT_JSON_OBJECT && mt_json_get_int64(r, "version", &ver, NULL) == 0 && ver >= 2 &&
+            check_manifest_sum(text, len, mpath, err)) {
+            free(text);
+            goto fail;
+        }
+    }
     free(text);
-    if (!ck->doc) { mt_errorf(err, "%s is not valid JSON: %s", mpath, e.msg); goto fail; }
     if (parse_manifest(ck, mpath, err)) goto fail;
-    if (open_and_verify_files(ck, !(flags & MT_CKPT_NO_VERIFY), err)) goto fail;
+    int verify = !(flags & (MT_CKPT_NO_VERIFY | MT_CKPT_LAZY_VERIFY)) || ((flags & MT_CKPT_LAZY_VERIFY) && ck->version < 2);
+    if (open_and_verify_files(ck, verify, err)) goto fail;
     mt_json_writer w;
     mt_jw_init(&w);
     if (emit_json(&w, ck->state, 0, &e)) {
@@ -766,6 +1072,54 @@ int mt_ckpt_shape(const mt_ckpt *ck, const char *name, int64_t shape[MT_CKPT_MAX
     return t->ndim;
 }
 
+#define VERIFY_CHUNK ((size_t)1 << 20)
+
+/* Reads a piece whole (through a small buffer) and checks its checksum. */
+static int verify_piece(const mt_ckpt *ck, const ck_tensor *t, ck_piece *p, mt_error *err) {
+    const ck_file *f = &ck->files[p->file];
+    char *buf = mt_xmalloc(VERIFY_CHUNK, "checkpoint verification buffer");
+    ckpt_hash hs;
+    hash_init(&hs);
+    uint64_t bytes = p->numel * sizeof(float);
+    for (uint64_t off = 0; off < bytes;) {
+        size_t c = bytes - off < VERIFY_CHUNK ? (size_t)(bytes - off) : VERIFY_CHUNK;
+        if (mt_pread_all(f->fd, buf, c, p->offset + off, f->path, err)) {
+            free(buf);
+            return -1;
+        }
+        hash_update(&hs, buf, c);
+        off += c;
+    }
+    free(buf);
+    uint64_t got = ckpt_hash_final(&hs);
+    if (got != p->checksum)
+        return mt_errorf(err, "checksum mismatch in checkpoint %s: tensor '%s' elements [%" PRIu64 ", %" PRIu64
+                         ") at bytes %" PRIu64 " of %s: computed " CHECKSUM_PREFIX "%016" PRIx64 ", manifest says "
+                         CHECKSUM_PREFIX "%016" PRIx64 " (the data file is corrupted)", ck->dir, t->name, p->start,
+                         p->start + p->numel, p->offset, f->name, got, p->checksum);
+    p->verified = 1;
+    return 0;
+}
+
+int mt_ckpt_verify_pieces(const mt_ckpt *ck, mt_error *err) {
+    for (int i = 0; i < ck->ntensors; i++)
+        for (int k = 0; k < ck->tensors[i].npieces; k++) {
+            ck_piece *p = &ck->tensors[i].pieces[k];
+            if (p->has_sum && verify_piece(ck, &ck->tensors[i], p, err)) return -1;
+        }
+    return 0;
+}
+
+int mt_ckpt_version(const mt_ckpt *ck) { return ck->version; }
+const mt_json *mt_ckpt_saved_with(const mt_ckpt *ck) { return ck->saved_with; }
+int mt_ckpt_n_files(const mt_ckpt *ck) { return ck->nfiles; }
+int mt_ckpt_file(const mt_ckpt *ck, int i, const char **name, uint64_t *bytes) {
+    if (i < 0 || i >= ck->nfiles) return -1;
+    if (name) *name = ck->files[i].name;
+    if (bytes) *bytes = ck->files[i].bytes;
+    return 0;
+}
+
 int mt_ckpt_read(const mt_ckpt *ck, const char *name, size_t elem_offset, size_t n, float *dst, mt_error *err) {
     const ck_tensor *t = find_tensor(ck, name);
     if (!t) return mt_errorf(err, "checkpoint %s has no tensor '%s'", ck->dir, name);
@@ -786,6 +1140,7 @@ int mt_ckpt_read(const mt_ckpt *ck, const char *name, size_t elem_offset, size_t
         if (p->start + p->numel <= want) continue;
         uint64_t stop = p->start + p->numel < end ? p->start + p->numel : end;
         const ck_file *f = &ck->files[p->file];
+        if (p->has_sum && !p->verified && verify_piece(ck, t, (ck_piece *)p, err)) return -1;
         if (mt_pread_all(f->fd, dst + (want - elem_offset), (size_t)(stop - want) * sizeof(float),
                       p->offset + (want - p->start) * sizeof(float), f->path, err))
             return -1;

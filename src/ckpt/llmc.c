@@ -125,15 +125,20 @@ int mt_llmc_import(const char *path, int n_head, mt_weights *out, mt_error *err)
                          .seq_len = T, .dropout = 0.0f};
     mt_error e2;
     if (mt_model_config_validate(&cfg, &e2)) { mt_errorf(err, "%s: %s", path, e2.msg); goto out; }
-    mt_weights_alloc(out, &cfg);
-    /* Parameters in the file: ours, with wte at the file's Vp rows. */
-    uint64_t numel = (uint64_t)out->layout.total_params - (uint64_t)cfg.padded_vocab * c + (uint64_t)Vp * c;
+    /* Parameters in the file: ours, with wte at the file's Vp rows. The
+     * header must match the file's size before anything is allocated (a
+     * 1 KB file may claim billions of elements). */
+    mt_layout sizing;
+    mt_model_layout_build(&cfg, 1, 0, &sizing);
+    uint64_t numel = (uint64_t)sizing.total_params - (uint64_t)cfg.padded_vocab * c + (uint64_t)Vp * c;
+    mt_layout_free(&sizing);
     uint64_t want = HEADER_BYTES + numel * (uint64_t)esz;
     if (size != want) {
         mt_errorf(err, "%s: file is %" PRIu64 " bytes but its header (V=%d Vp=%d maxT=%d L=%d C=%d, %s) implies %" PRIu64 "%s", path, size, V,
                   Vp, T, L, C, esz == 4 ? "fp32" : "bf16", want, size < want ? " (truncated?)" : " (trailing bytes)");
         goto out;
     }
+    mt_weights_alloc(out, &cfg);
     uint64_t off = HEADER_BYTES;
     for (int k = 0; k < 16; k++) {
         int nl = KINDS[k].kind == MT_UNIT_BLOCK ? L : 1;

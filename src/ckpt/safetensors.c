@@ -524,6 +524,35 @@ static int heads_from_config_json(const char *path, int C, int L, int V, int *he
     return rc;
 }
 
+
+/* Tensor t of our layout in the file: present once, its Hugging Face shape
+ * (vocabulary rows V), a float dtype. */
+static int check_entry(const mt_st_file *f, const mt_tensor *t, int64_t V, const char *path, const mt_st_entry **out,
+                       int *ndim, int64_t sh[2], mt_error *err) {
+    mt_error e2;
+    int dup = 0;
+    const mt_st_entry *e = find_canon(f, t->name, &e2, &dup);
+    if (dup) return mt_errorf(err, "%s: %s", path, e2.msg);
+    if (!e) return mt_errorf(err, "%s: missing tensor '%s'", path, t->name);
+    int nd;
+    hf_shape(t, (int)V, &nd, sh);
+    if (e->ndim != nd || e->shape[0] != sh[0] || (nd == 2 && e->shape[1] != sh[1])) {
+        char got[96] = "[";
+        for (int d = 0; d < e->ndim; d++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), d ? ", %" PRId64 : "%" PRId64, e->shape[d]);
+        strncat(got, "]", sizeof got - strlen(got) - 1);
+        if (nd == 2)
+            return mt_errorf(err, "%s: tensor '%s' has wrong shape %s, expected [%" PRId64 ", %" PRId64 "]", path, e->name,
+                             got, sh[0], sh[1]);
+        return mt_errorf(err, "%s: tensor '%s' has wrong shape %s, expected [%" PRId64 "]", path, e->name, got, sh[0]);
+    }
+    if (strcmp(e->dtype, "F32") && strcmp(e->dtype, "F16") && strcmp(e->dtype, "BF16"))
+        return mt_errorf(err, "%s: tensor '%s' has dtype %s; expected F32, F16 or BF16", path, e->name, e->dtype);
+    *out = e;
+    *ndim = nd;
+    return 0;
+}
+
 int mt_safetensors_import_gpt2(const char *path, int n_head, mt_weights *out, mt_error *err) {
     memset(out, 0, sizeof *out);
     mt_st_file *f = mt_st_open(path, err);
@@ -582,6 +611,23 @@ int mt_safetensors_import_gpt2(const char *path, int n_head, mt_weights *out, mt
     mt_model_config cfg = {.n_layer = L, .n_embd = (int)C, .n_head = H, .vocab_size = (int)V,
                          .padded_vocab = mt_pad_vocab((int)V), .seq_len = (int)T, .dropout = 0.0f};
     if (mt_model_config_validate(&cfg, &e2)) { mt_errorf(err, "%s: %s", path, e2.msg); goto out; }
+    /* Every tensor the header's sizes imply must be in the file with its
+     * shape before the model is allocated (a small file whose names claim
+     * thousands of layers must not allocate them). */
+    {
+        mt_layout sizing;
+        mt_model_layout_build(&cfg, 1, 0, &sizing);
+        int bad = 0;
+        for (int u = 0; u < sizing.n_units && !bad; u++)
+            for (int i = 0; i < sizing.units[u].n_tensors && !bad; i++) {
+                const mt_st_entry *e;
+                int nd;
+                int64_t sh[2];
+                bad = check_entry(f, &sizing.units[u].t[i], V, path, &e, &nd, sh, err);
+            }
+        mt_layout_free(&sizing);
+        if (bad) goto out;
+    }
     mt_weights_alloc(out, &cfg);
     int used = 0;
     size_t maxn = 0;
@@ -592,28 +638,11 @@ int mt_safetensors_import_gpt2(const char *path, int n_head, mt_weights *out, mt
     for (int u = 0; u < out->layout.n_units; u++)
         for (int i = 0; i < out->layout.units[u].n_tensors; i++) {
             const mt_tensor *t = &out->layout.units[u].t[i];
-            const mt_st_entry *e = find_canon(f, t->name, &e2, &dup);
-            if (dup) { mt_errorf(err, "%s: %s", path, e2.msg); goto out; }
-            if (!e) { mt_errorf(err, "%s: missing tensor '%s'", path, t->name); goto out; }
-            used++;
+            const mt_st_entry *e = NULL;
             int nd;
             int64_t sh[2];
-            hf_shape(t, (int)V, &nd, sh);
-            if (e->ndim != nd || e->shape[0] != sh[0] || (nd == 2 && e->shape[1] != sh[1])) {
-                char got[96] = "[";
-                for (int d = 0; d < e->ndim; d++)
-                    snprintf(got + strlen(got), sizeof got - strlen(got), d ? ", %" PRId64 : "%" PRId64, e->shape[d]);
-                strncat(got, "]", sizeof got - strlen(got) - 1);
-                if (nd == 2)
-                    mt_errorf(err, "%s: tensor '%s' has wrong shape %s, expected [%" PRId64 ", %" PRId64 "]", path, e->name, got, sh[0], sh[1]);
-                else
-                    mt_errorf(err, "%s: tensor '%s' has wrong shape %s, expected [%" PRId64 "]", path, e->name, got, sh[0]);
-                goto out;
-            }
-            if (strcmp(e->dtype, "F32") && strcmp(e->dtype, "F16") && strcmp(e->dtype, "BF16")) {
-                mt_errorf(err, "%s: tensor '%s' has dtype %s; expected F32, F16 or BF16", path, e->name, e->dtype);
-                goto out;
-            }
+            if (check_entry(f, t, V, path, &e, &nd, sh, err)) goto out;
+            used++;
             float *dst = out->unit[u] + t->offset;
             if (mt_hf_is_conv1d(t->name)) {
                 if (mt_st_read_f32(f, e, tmp, err)) goto out;

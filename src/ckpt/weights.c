@@ -35,6 +35,35 @@ static void shape_str(char *buf, size_t n, int nd, const int64_t *sh) {
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
+/* Every tensor of the config's layout is in the checkpoint with its shape
+ * (checked on a layout without buffers, before anything is allocated: a
+ * manifest's config may claim any size; the pieces' sizes were checked
+ * against the files when the checkpoint was opened). */
+static int check_shapes(const mt_ckpt *ck, const mt_model_config *cfg, mt_error *err) {
+    mt_layout l;
+    mt_model_layout_build(cfg, 1, 0, &l);
+    char key[MT_TENSOR_NAME_LEN + 16];
+    int rc = 0;
+    for (int u = 0; u < l.n_units && !rc; u++)
+        for (int i = 0; i < l.units[u].n_tensors && !rc; i++) {
+            const mt_tensor *t = &l.units[u].t[i];
+            snprintf(key, sizeof key, "model/%s", t->name);
+            int64_t sh[MT_CKPT_MAX_DIM];
+            int nd = mt_ckpt_shape(ck, key, sh);
+            int64_t want1 = t->ndim == 2 ? t->shape[1] : 1;
+            if (nd < 0) {
+                rc = mt_errorf(err, "checkpoint has no tensor '%s'", key);
+            } else if (nd != t->ndim || sh[0] != t->shape[0] || (nd == 2 && sh[1] != want1)) {
+                char a[64], b[64];
+                shape_str(a, sizeof a, nd, sh);
+                shape_str(b, sizeof b, t->ndim, t->shape);
+                rc = mt_errorf(err, "checkpoint tensor '%s' has shape %s but the checkpoint's config implies %s", key, a, b);
+            }
+        }
+    mt_layout_free(&l); /* after the message is formatted: t points into it */
+    return rc;
+}
+
 int mt_weights_from_ckpt(const mt_ckpt *ck, mt_weights *w, mt_error *err) {
     mt_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -42,26 +71,13 @@ int mt_weights_from_ckpt(const mt_ckpt *ck, mt_weights *w, mt_error *err) {
     const mt_json *c = mt_json_get(mt_ckpt_state(ck), "config");
     if (!c) return mt_errorf(err, "checkpoint state has no \"config\" (not a meshtrain model checkpoint?)");
     if (mt_model_config_read_json(c, &cfg, &e)) return mt_errorf(err, "checkpoint config: %s", e.msg);
+    if (check_shapes(ck, &cfg, err)) return -1;
     mt_weights_alloc(w, &cfg);
     char key[MT_TENSOR_NAME_LEN + 16];
     for (int u = 0; u < w->layout.n_units; u++)
         for (int i = 0; i < w->layout.units[u].n_tensors; i++) {
             const mt_tensor *t = &w->layout.units[u].t[i];
             snprintf(key, sizeof key, "model/%s", t->name);
-            int64_t sh[MT_CKPT_MAX_DIM];
-            int nd = mt_ckpt_shape(ck, key, sh);
-            if (nd < 0) {
-                mt_weights_free(w);
-                return mt_errorf(err, "checkpoint has no tensor '%s'", key);
-            }
-            int64_t want1 = t->ndim == 2 ? t->shape[1] : 1;
-            if (nd != t->ndim || sh[0] != t->shape[0] || (nd == 2 && sh[1] != want1)) {
-                mt_weights_free(w);
-                char a[64], b[64];
-                shape_str(a, sizeof a, nd, sh);
-                shape_str(b, sizeof b, t->ndim, t->shape);
-                return mt_errorf(err, "checkpoint tensor '%s' has shape %s but the checkpoint's config implies %s", key, a, b);
-            }
             if (mt_ckpt_read(ck, key, 0, t->numel, w->unit[u] + t->offset, err)) {
                 mt_weights_free(w);
                 return -1;

@@ -10,6 +10,92 @@ int mt_train_read_tokens(const char *path, uint32_t **tokens, size_t *n, mt_erro
     return mt_shard_read(path, tokens, n, &mx, err);
 }
 
+/* ---- tensors in checkpoint (tp-1) coordinates ---- */
+
+/* The stored shape of a tensor: its tp-1 shape with the rows a checkpoint
+ * holds (a vocabulary padded further for this layout's tp keeps its tp-1
+ * rows). */
+static void stored_shape(const mt_tensor *t, int *ndim, int64_t shape[MT_CKPT_MAX_DIM]) {
+    *ndim = t->ndim;
+    shape[0] = t->ckpt_rows;
+    shape[1] = t->ndim == 2 ? t->gshape[1] : 1;
+    shape[2] = shape[3] = 1;
+}
+
+/* Every tensor of a layout, "<prefix><name>", is in the checkpoint with the
+ * shape the model needs (checked before anything is allocated for it). */
+static int check_shapes(const mt_ckpt *ck, const mt_layout *l, const char *prefix, const char *dir, mt_error *err) {
+    char name[160];
+    for (int u = 0; u < l->n_units; u++)
+        for (int i = 0; i < l->units[u].n_tensors; i++) {
+            const mt_tensor *t = &l->units[u].t[i];
+            int nd, hnd;
+            int64_t want[MT_CKPT_MAX_DIM], have[MT_CKPT_MAX_DIM];
+            stored_shape(t, &nd, want);
+            snprintf(name, sizeof name, "%s%s", prefix, t->name);
+            hnd = mt_ckpt_shape(ck, name, have);
+            if (hnd < 0) return mt_errorf(err, "checkpoint '%s' has no tensor '%s'", dir, name);
+            int same = hnd == nd;
+            for (int d = 0; d < nd && same; d++) same = have[d] == want[d];
+            if (!same) {
+                char a[96], b[96];
+                size_t k = 0;
+                k += (size_t)snprintf(a + k, sizeof a - k, "[");
+                for (int d = 0; d < hnd && k < sizeof a; d++)
+                    k += (size_t)snprintf(a + k, sizeof a - k, d ? ", %lld" : "%lld", (long long)have[d]);
+                if (k < sizeof a) snprintf(a + k, sizeof a - k, "]");
+                k = (size_t)snprintf(b, sizeof b, "[");
+                for (int d = 0; d < nd && k < sizeof b; d++)
+                    k += (size_t)snprintf(b + k, sizeof b - k, d ? ", %lld" : "%lld", (long long)want[d]);
+                if (k < sizeof b) snprintf(b + k, sizeof b - k, "]");
+                return mt_errorf(err, "checkpoint '%s': tensor '%s' has shape %s, the model needs %s (a different "
+                                 "model, or a damaged manifest)", dir, name, a, b);
+            }
+        }
+    return 0;
+}
+
+/* Runs of a unit's local elements [a, b) that are contiguous both here and
+ * in one stored tensor: fn(ctx, local element, tensor, first stored element,
+ * count). Rows past what a checkpoint holds (vocabulary padding of this
+ * layout's tp) are left out. writer: only the tp ranks that write a tensor
+ * (the first of each group holding the same slice) see it. */
+typedef int (*run_fn)(void *ctx, size_t local, const mt_tensor *t, int ti, uint64_t gstart, size_t n, mt_error *err);
+
+static int for_each_run(const mt_layout *l, int u, size_t a, size_t b, int writer, run_fn fn, void *ctx,
+                        mt_error *err) {
+    const mt_unit_layout *ul = &l->units[u];
+    for (int i = 0; i < ul->n_tensors; i++) {
+        const mt_tensor *t = &ul->t[i];
+        size_t lo = a > t->offset ? a : t->offset, hi = b < t->offset + t->numel ? b : t->offset + t->numel;
+        if (lo >= hi) continue;
+        if (writer && l->tp_rank % t->tp_replicas) continue;
+        size_t cols = (size_t)t->shape[1] > 0 ? (size_t)t->shape[1] : 1;
+        uint64_t stored = (uint64_t)t->ckpt_rows * (uint64_t)(t->ndim == 2 ? t->gshape[1] : 1);
+        size_t run_local = 0, run_n = 0;
+        uint64_t run_g = 0;
+        for (size_t e = lo - t->offset; e < hi - t->offset;) {
+            size_t r = e / cols, c = e % cols;
+            size_t len = cols - c < hi - t->offset - e ? cols - c : hi - t->offset - e;
+            uint64_t g = (uint64_t)mt_tensor_row_origin(l, t, (int64_t)r) + c;
+            size_t keep = g >= stored ? 0 : (stored - g < len ? (size_t)(stored - g) : len);
+            if (keep) {
+                if (run_n && run_local + run_n == t->offset + e && run_g + run_n == g) {
+                    run_n += keep;
+                } else {
+                    if (run_n && fn(ctx, run_local, t, i, run_g, run_n, err)) return -1;
+                    run_local = t->offset + e;
+                    run_g = g;
+                    run_n = keep;
+                }
+            }
+            e += len;
+        }
+        if (run_n && fn(ctx, run_local, t, i, run_g, run_n, err)) return -1;
+    }
+    return 0;
+}
+
 int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err) {
     memset(info, 0, sizeof *info);
     mt_ckpt *ck = mt_ckpt_open_ex(dir, MT_CKPT_NO_VERIFY, err);
@@ -26,76 +112,86 @@ int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err) {
         mt_ckpt_close(ck);
         return mt_errorf(err, "checkpoint '%s': %s", dir, msg);
     }
+    /* The config must describe the tensors the files hold (whose sizes the
+     * manifest checks against the files) before a model is built from it. */
+    mt_layout l;
+    mt_model_layout_build(&info->cfg, 1, 0, &l);
+    int rc = check_shapes(ck, &l, "model/", dir, err);
+    mt_layout_free(&l);
+    if (rc) {
+        mt_ckpt_close(ck);
+        return -1;
+    }
     info->has_config = 1;
     info->step = mt_ckpt_step(ck);
     mt_ckpt_close(ck);
     return 0;
 }
 
-static int read_named(mt_ckpt *ck, const char *name, float *dst, size_t numel, mt_error *err) {
-    size_t have = 0;
-    if (!mt_ckpt_has(ck, name, &have)) return mt_errorf(err, "checkpoint has no tensor '%s'", name);
-    if (have != numel)
-        return mt_errorf(err, "checkpoint tensor '%s' has %zu elements, the model expects %zu", name, have, numel);
-    return mt_ckpt_read(ck, name, 0, numel, dst, err);
+typedef struct {
+    const mt_ckpt *ck;
+    const char *prefix;
+    float *dst;
+} read_ctx;
+
+static int read_run(void *vc, size_t local, const mt_tensor *t, int ti, uint64_t gstart, size_t n, mt_error *err) {
+    (void)ti;
+    read_ctx *c = vc;
+    char name[160];
+    snprintf(name, sizeof name, "%s%s", c->prefix, t->name);
+    return mt_ckpt_read(c->ck, name, (size_t)gstart, n, c->dst + local, err);
 }
 
-/* Reads every full tensor "<prefix><name>" of a unit into dst (the full
- * unit: gnumel floats at the tensors' full offsets); rows past what a
- * checkpoint holds (vocabulary padding of this layout's tp) are zero. */
-static int read_unit(mt_ckpt *ck, const mt_unit_layout *u, const char *prefix, float *dst, mt_error *err) {
-    char name[128];
-    for (int i = 0; i < u->n_tensors; i++) {
-        const mt_tensor *t = &u->t[i];
-        size_t held = (size_t)t->ckpt_rows * (size_t)t->gshape[1];
-        snprintf(name, sizeof name, "%s%s", prefix, t->name);
-        if (read_named(ck, name, dst + t->goffset, held, err)) return -1;
-        memset(dst + t->goffset + held, 0, (t->gnumel - held) * sizeof(float));
-    }
-    return 0;
+/* Unit u's local elements [a, b) of "<prefix>*" into dst (the unit's local
+ * buffer; everything else zero, the vocabulary padding included): only the
+ * byte ranges that hold them are read. */
+static int read_local(const mt_ckpt *ck, const mt_layout *l, int u, const char *prefix, size_t a, size_t b, float *dst,
+                      mt_error *err) {
+    memset(dst, 0, l->units[u].numel * sizeof(float));
+    read_ctx c = {ck, prefix, dst};
+    return for_each_run(l, u, a, b, 0, read_run, &c, err);
 }
 
-/* The full unit read from the checkpoint, as this tp rank's slices (the
- * buffer itself without tensor parallelism). */
-static int read_unit_local(mt_ckpt *ck, const mt_layout *l, int u, const char *prefix, float *full, float *local,
-                           float **out, mt_error *err) {
-    if (read_unit(ck, &l->units[u], prefix, full, err)) return -1;
-    if (l->tp == 1) {
-        *out = full;
-        return 0;
-    }
-    mt_unit_from_full(l, u, full, local);
-    *out = local;
-    return 0;
-}
-
-/* Every rank reads the full tensors and keeps what it owns (its ZeRO shard). */
+/* Every rank reads the ranges it keeps: ZeRO-3 parameters and every
+ * stage's optimizer state only the owned range (Adafactor's factored state
+ * the unit), parameters of stages 0-2 the whole unit (this tp rank's
+ * slices). One local unit buffer at a time (accounted as scratch). */
 int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *err) {
-    mt_ckpt *ck = mt_ckpt_open(dir, err);
+    mt_ckpt *ck = mt_ckpt_open_ex(dir, MT_CKPT_LAZY_VERIFY, err);
     if (!ck) return -1;
     const mt_layout *l = &tr->model.layout;
-    size_t mx = 0;
-    for (int u = 0; u < l->n_units; u++) mx = l->units[u].gnumel > mx ? l->units[u].gnumel : mx;
-    float *full = mt_xcalloc(mx, sizeof(float), "checkpoint load buffer");
-    float *local = l->tp > 1 ? mt_xcalloc(mx, sizeof(float), "checkpoint load buffer") : NULL;
+    int ns = mt_trainer_opt_stream_count(tr);
     char prefix[64];
     int rc = 0;
-    int ns = mt_trainer_opt_stream_count(tr);
+    mt_layout full;
+    mt_model_layout_build(&tr->o.cfg, 1, 0, &full);
+    rc = check_shapes(ck, &full, "model/", dir, err);
+    for (int s = 0; s < ns && resume && !rc; s++) {
+        snprintf(prefix, sizeof prefix, "optim/%s/", mt_trainer_opt_stream_name(tr, s));
+        rc = check_shapes(ck, &full, prefix, dir, err);
+    }
+    mt_layout_free(&full);
+    size_t mx = 0;
+    for (int u = 0; u < l->n_units; u++) mx = l->units[u].numel > mx ? l->units[u].numel : mx;
+    size_t bytes = (mx ? mx : 1) * sizeof(float);
+    float *buf = mt_mem_alloc(&tr->mem, MT_MEM_SCRATCH, bytes, "checkpoint load buffer");
     for (int u = 0; u < l->n_units && !rc; u++) {
         if (!mt_zero_state_len(&tr->zero, u)) continue; /* another pipeline stage's unit */
-        float *mine;
-        rc = read_unit_local(ck, l, u, "model/", full, local, &mine, err);
-        if (!rc) mt_zero_set_full_params(&tr->zero, &tr->model, u, mine);
+        size_t lo, hi, n = l->units[u].numel;
+        float *p, *g;
+        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+        rc = read_local(ck, l, u, "model/", tr->zero.stage == 3 ? lo : 0, tr->zero.stage == 3 ? hi : n, buf, err);
+        if (!rc) mt_zero_set_full_params(&tr->zero, &tr->model, u, buf);
         if (!rc && mt_zero_master_released(&tr->zero, u)) /* the fp32 master is a stream of the optimizer state */
-            rc = mt_trainer_set_opt_state(tr, u, MT_OPT_STREAM_MASTER, mine, err);
+            rc = mt_trainer_set_opt_state(tr, u, MT_OPT_STREAM_MASTER, buf, err);
         for (int s = 0; s < ns && resume && !rc; s++) {
             snprintf(prefix, sizeof prefix, "optim/%s/", mt_trainer_opt_stream_name(tr, s));
-            rc = read_unit_local(ck, l, u, prefix, full, local, &mine, err);
-            if (!rc) rc = mt_trainer_set_opt_state(tr, u, s, mine, err);
+            int whole = tr->optim.entry->streams[s].enc == MT_OPT_ENC_FACTORED; /* rows/columns at each tensor's start */
+            rc = read_local(ck, l, u, prefix, whole ? 0 : lo, whole ? n : hi, buf, err);
+            if (!rc) rc = mt_trainer_set_opt_state(tr, u, s, buf, err);
         }
     }
-    free(full);
-    free(local);
+    mt_mem_free(&tr->mem, MT_MEM_SCRATCH, buf, bytes);
     if (!rc && resume) {
         const mt_json *st = mt_ckpt_state(ck);
         const char *opt = NULL;
@@ -123,140 +219,205 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
 }
 
 int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err) {
-    mt_ckpt *ck = mt_ckpt_open(dir, err);
+    mt_ckpt *ck = mt_ckpt_open_ex(dir, MT_CKPT_LAZY_VERIFY, err);
     if (!ck) return -1;
     const mt_layout *l = &m->layout;
-    int rc = 0;
-    for (int u = 0; u < l->n_units && !rc; u++) rc = read_unit(ck, &l->units[u], "model/", m->params[u], err);
+    int rc = check_shapes(ck, l, "model/", dir, err);
+    for (int u = 0; u < l->n_units && !rc; u++) rc = read_local(ck, l, u, "model/", 0, l->units[u].numel, m->params[u], err);
     mt_ckpt_close(ck);
     return rc;
 }
 
-/* Tensor parallelism: tp rank 0 (of the first data-parallel replica)
- * assembles the full unit from every tp rank's slices (`loc`: this rank's,
- * ne floats); `full` receives it there, `tmp` holds a received slice. */
-static void tp_assemble(mt_trainer *tr, const mt_layout *tpl, int u, const float *loc, float *full, float *tmp) {
-    const mt_layout *l = &tr->model.layout;
-    size_t ne = l->units[u].numel;
-    if (tr->tp.rank != 0) {
-        mt_comm_send(tr->tp.comm, loc, ne * sizeof(float), 0, 0);
-        return;
-    }
-    mt_unit_to_full(l, u, loc, full);
-    for (int r = 1; r < tr->tp.size; r++) {
-        mt_comm_recv(tr->tp.comm, tmp, ne * sizeof(float), r, 0);
-        mt_unit_to_full(&tpl[r], u, tmp, full);
-    }
+/* ---- save ---- */
+
+/* The manifest's tensor list: per unit, per tensor, the parameters then
+ * each optimizer stream (index = first[u] + i * (1 + ns) + 1 + s). */
+static int tensor_index(const mt_layout *l, int u, int i, int s, int ns) {
+    int k = 0;
+    for (int v = 0; v < u; v++) k += l->units[v].n_tensors * (1 + ns);
+    return k + i * (1 + ns) + 1 + s;
 }
 
-/* Collective: each unit's full tensors are gathered (ZeRO shards) on the
- * pipeline stage that holds it, put together from the tensor-parallel
- * slices on its tp rank 0, sent to rank 0 by that stage's first
- * data-parallel rank, and rank 0 writes the checkpoint; all ranks return its
- * outcome. */
-int mt_trainer_save(mt_trainer *tr, mt_error *err) {
-    const mt_layout *l = &tr->model.layout;
-    int ns = mt_trainer_opt_stream_count(tr);
-    int root = tr->rank == 0, tp = tr->tp.size;
-    int n = 0, cap = 0;
-    size_t gmx = 0;
-    for (int u = 0; u < l->n_units; u++) {
-        cap += l->units[u].n_tensors * (1 + ns);
-        gmx = l->units[u].gnumel > gmx ? l->units[u].gnumel : gmx;
+typedef struct {
+    mt_ckpt_file_writer *fw;
+    const mt_layout *l;
+    int u, s, ns;
+    const float *src; /* the unit's elements from `lo` on */
+    size_t lo;
+} write_ctx;
+
+static int write_run(void *vc, size_t local, const mt_tensor *t, int ti, uint64_t gstart, size_t n, mt_error *err) {
+    (void)t;
+    write_ctx *c = vc;
+    return mt_ckpt_file_put(c->fw, tensor_index(c->l, c->u, ti, c->s, c->ns), gstart, c->src + (local - c->lo), n, err);
+}
+
+/* This rank's part of the writing: the owned range [lo, hi) of unit u is
+ * split over the ranks that hold the same range (stage 0: the dp group;
+ * stages 1-3: the replica group of hybrid sharding), so no element is
+ * written twice and every rank writes. */
+static void write_range(const mt_trainer *tr, size_t lo, size_t hi, size_t *a, size_t *b) {
+    int k = 0, K = 1;
+    if (tr->zero.stage == 0) {
+        k = tr->dp_rank;
+        K = tr->dp;
+    } else if (tr->zero.replica && mt_comm_size(tr->zero.replica) > 1) {
+        k = mt_comm_rank(tr->zero.replica);
+        K = mt_comm_size(tr->zero.replica);
     }
-    mt_layout *tpl = NULL; /* every tp rank's layout, to place its slices */
-    if (tp > 1 && tr->tp.rank == 0) {
-        tpl = mt_xcalloc((size_t)tp, sizeof *tpl, "tensor-parallel layouts");
-        for (int r = 0; r < tp; r++) mt_model_layout_build(&tr->o.cfg, tp, r, &tpl[r]);
-    }
-    size_t mx = mt_zero_max_padded(&tr->zero);
-    float *tmp = mt_xcalloc(mx, sizeof(float), "checkpoint gather buffer");
-    float *scratch = mt_xcalloc(gmx > mx ? gmx : mx, sizeof(float), "checkpoint gather buffer");
-    float *shard = mt_xcalloc(mx, sizeof(float), "checkpoint state shard");
-    float *loc = tp > 1 ? mt_xcalloc(mx, sizeof(float), "checkpoint slice buffer") : NULL;
-    float *store = root ? mt_xcalloc(l->gtotal_params * (size_t)(1 + ns) + (size_t)(1 + ns) * l->units[0].gnumel,
-                                     sizeof(float), "checkpoint tensors")
-                        : NULL;
-    mt_ckpt_tensor *ts = mt_xcalloc((size_t)cap, sizeof *ts, "checkpoint tensor list");
-    char (*names)[128] = mt_xcalloc((size_t)cap, 128, "checkpoint tensor names");
-    size_t used = 0;
-    for (int u = 0; u < l->n_units; u++) {
-        size_t gne = l->units[u].gnumel;
-        float *base[3];
-        int holder = mt_pipeline_unit_rank(tr, u);
-        mt_comm *pc = mt_mesh_comm(&tr->mesh, MT_AXIS_PP);
-        for (int s = -1; s < ns; s++) {
-            float *dst = root ? store + used : scratch;
-            if (root) used += gne;
-            if (tr->pp_rank == holder) {
-                float *mine = tp > 1 ? loc : dst;
-                if (s < 0 && mt_zero_master_released(&tr->zero, u)) /* the fp32 master from the optimizer state */
-                    mt_zero_get_full_state(&tr->zero, u, mt_trainer_opt_shard(tr, u, MT_OPT_STREAM_MASTER, shard), mine,
-                                           tmp);
-                else if (s < 0) mt_zero_get_full_params(&tr->zero, &tr->model, u, mine, tmp);
-                else mt_zero_get_full_state(&tr->zero, u, mt_trainer_opt_shard(tr, u, s, shard), mine, tmp);
-                if (tp > 1 && tr->dp_rank == 0) tp_assemble(tr, tpl, u, loc, dst, tmp);
-            }
-            if (holder != 0 && tr->dp_rank == 0 && tr->tp.rank == 0) { /* world rank 0 is (dp 0, pp 0, tp 0) */
-                if (tr->pp_rank == holder) mt_comm_send(pc, dst, gne * sizeof(float), 0, 0);
-                else if (root) mt_comm_recv(pc, dst, gne * sizeof(float), holder, 0);
-            }
-            base[s + 1] = dst;
-        }
-        for (int i = 0; i < l->units[u].n_tensors; i++) {
-            const mt_tensor *t = &l->units[u].t[i];
-            for (int s = -1; s < ns; s++) {
-                if (s < 0) snprintf(names[n], 128, "model/%s", t->name);
-                else snprintf(names[n], 128, "optim/%s/%s", mt_trainer_opt_stream_name(tr, s), t->name);
-                ts[n] = (mt_ckpt_tensor){names[n], base[s + 1] + t->goffset,
-                                         (size_t)t->ckpt_rows * (size_t)t->gshape[1], t->ndim,
-                                         {t->ckpt_rows, t->gshape[1], 1, 1}};
-                n++;
-            }
-        }
-    }
-    int rc = 0;
-    if (root) {
-        mt_json_writer w;
-        mt_jw_init(&w);
-        mt_jw_begin_object(&w);
-        mt_jw_key(&w, "config");
-        mt_model_config_write_json(&w, &tr->o.cfg);
-        mt_jw_key(&w, "step"); mt_jw_int(&w, tr->step);
-        mt_jw_key(&w, "seed"); mt_jw_int(&w, (int64_t)tr->o.seed);
-        mt_jw_key(&w, "optimizer"); mt_jw_string(&w, mt_opt_kind_name(tr->o.opt.kind));
-        mt_jw_key(&w, "batch"); mt_jw_int(&w, tr->o.batch);
-        mt_jw_key(&w, "data_order"); mt_jw_string(&w, mt_data_order_name(tr->o.order));
-        mt_jw_key(&w, "samples_consumed"); mt_jw_int(&w, tr->step * tr->o.batch);
-        if (tr->o.precision == MT_FP16) {
-            mt_jw_key(&w, "loss_scaler");
-            mt_loss_scaler_write_json(&w, &tr->scaler);
-        }
-        mt_jw_end_object(&w);
-        rc = mt_ckpt_save(tr->o.ckpt_dir, tr->step, w.buf, ts, n, err);
-        mt_jw_free(&w);
-    }
-    free(ts);
-    free(names);
-    free(store);
-    free(tmp);
-    free(scratch);
-    free(shard);
-    free(loc);
-    if (tpl) {
-        for (int r = 0; r < tp; r++) mt_layout_free(&tpl[r]);
-        free(tpl);
-    }
-    /* rank 0's outcome is everyone's */
-    int64_t v = rc;
+    size_t per = (hi - lo + (size_t)K - 1) / (size_t)K;
+    *a = lo + per * (size_t)k < hi ? lo + per * (size_t)k : hi;
+    *b = *a + per < hi ? *a + per : hi;
+}
+
+/* A rank-local outcome made collective: the lowest failing rank's message. */
+static int agree_io(mt_comm *world, int rc, mt_error *err) {
+    int64_t n = mt_comm_size(world), me = mt_comm_rank(world), v = rc ? me : n;
+    mt_comm_allreduce_ctl(world, &v, &v, 1, MT_COMM_I64, MT_COMM_MIN);
+    if (v == n) return 0;
     char msg[MT_ERROR_LEN];
     memset(msg, 0, sizeof msg);
-    mt_comm *w = tr->mesh.world;
-    mt_comm_allreduce_ctl(w, &v, &v, 1, MT_COMM_I64, MT_COMM_MIN);
-    if (!v) return 0;
-    if (root && err) snprintf(msg, sizeof msg, "%s", err->msg);
-    mt_comm_broadcast(w, msg, sizeof msg, 0);
-    return mt_errorf(err, "%s", msg);
+    if (me == v && err) snprintf(msg, sizeof msg, "%s", err->msg);
+    mt_comm_broadcast(world, msg, sizeof msg, (int)v);
+    if (v == 0) return mt_errorf(err, "%s", msg);
+    return mt_errorf(err, "rank %lld: %s", (long long)v, msg);
+}
+
+static char *state_json(const mt_trainer *tr) {
+    mt_json_writer w;
+    mt_jw_init(&w);
+    mt_jw_begin_object(&w);
+    mt_jw_key(&w, "config");
+    mt_model_config_write_json(&w, &tr->o.cfg);
+    mt_jw_key(&w, "step"); mt_jw_int(&w, tr->step);
+    mt_jw_key(&w, "seed"); mt_jw_int(&w, (int64_t)tr->o.seed);
+    mt_jw_key(&w, "optimizer"); mt_jw_string(&w, mt_opt_kind_name(tr->o.opt.kind));
+    mt_jw_key(&w, "batch"); mt_jw_int(&w, tr->o.batch);
+    mt_jw_key(&w, "data_order"); mt_jw_string(&w, mt_data_order_name(tr->o.order));
+    mt_jw_key(&w, "samples_consumed"); mt_jw_int(&w, tr->step * tr->o.batch);
+    if (tr->o.precision == MT_FP16) {
+        mt_jw_key(&w, "loss_scaler");
+        mt_loss_scaler_write_json(&w, &tr->scaler);
+    }
+    mt_jw_end_object(&w);
+    return w.buf;
+}
+
+/* The layout that wrote a checkpoint (for `ckpt info`; loading ignores it). */
+static char *saved_with_json(const mt_trainer *tr) {
+    mt_json_writer w;
+    mt_jw_init(&w);
+    mt_jw_begin_object(&w);
+    mt_jw_key(&w, "world"); mt_jw_int(&w, mt_comm_size(tr->mesh.world));
+    mt_jw_key(&w, "dp"); mt_jw_int(&w, tr->dp);
+    mt_jw_key(&w, "tp"); mt_jw_int(&w, tr->tp.size);
+    mt_jw_key(&w, "pp"); mt_jw_int(&w, tr->pp);
+    mt_jw_key(&w, "zero"); mt_jw_int(&w, tr->o.zero);
+    mt_jw_key(&w, "shard_group"); mt_jw_int(&w, tr->mesh.shape.shard);
+    mt_jw_key(&w, "precision"); mt_jw_string(&w, mt_dtype_name(tr->o.precision));
+    mt_jw_key(&w, "offload"); mt_jw_bool(&w, tr->optim.offload != NULL);
+    mt_jw_end_object(&w);
+    return w.buf;
+}
+
+/* Collective: every rank writes the pieces it owns (its ZeRO range of the
+ * units its pipeline stage holds, the tp slices only the first rank of each
+ * slice's group writes; parameters as the fp32 master) in tp-1 coordinates
+ * to its own file, in parallel; rank 0 gathers every file's size, checksum
+ * and pieces and writes the manifest last. No rank holds more than one
+ * owned shard extra (a streamed optimizer state's). */
+int mt_trainer_save(mt_trainer *tr, mt_error *err) {
+    const mt_layout *l = &tr->model.layout;
+    mt_comm *world = tr->mesh.world;
+    int W = mt_comm_size(world), me = mt_comm_rank(world);
+    int ns = mt_trainer_opt_stream_count(tr);
+    const char *dir = tr->o.ckpt_dir;
+    char base[96], name[128];
+    memset(base, 0, sizeof base);
+    int rc = me == 0 ? mt_ckpt_data_base(dir, tr->step, base, sizeof base, err) : 0;
+    if (agree_io(world, rc, err)) return -1;
+    mt_comm_broadcast(world, base, sizeof base, 0);
+    snprintf(name, sizeof name, "%s-r%05d.bin", base, me);
+
+    size_t sb = 1;
+    for (int u = 0; u < l->n_units; u++) sb = mt_zero_state_len(&tr->zero, u) > sb ? mt_zero_state_len(&tr->zero, u) : sb;
+    float *shard = mt_mem_alloc(&tr->mem, MT_MEM_SCRATCH, sb * sizeof(float), "checkpoint state shard");
+    mt_ckpt_file_entry fe;
+    memset(&fe, 0, sizeof fe);
+    mt_ckpt_file_writer *fw = mt_ckpt_file_begin(dir, name, err);
+    rc = fw ? 0 : -1;
+    for (int u = 0; u < l->n_units && !rc; u++) {
+        if (!mt_zero_state_len(&tr->zero, u) || tr->pp_rank != mt_pipeline_unit_rank(tr, u)) continue;
+        size_t lo, hi, a, b;
+        float *p, *g;
+        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+        write_range(tr, lo, hi, &a, &b);
+        if (a >= b) continue;
+        for (int s = -1; s < ns && !rc; s++) {
+            const float *src;
+            if (s < 0 && mt_zero_master_released(&tr->zero, u)) /* the fp32 master from the optimizer state */
+                src = mt_trainer_opt_shard(tr, u, MT_OPT_STREAM_MASTER, shard);
+            else if (s < 0) src = p;
+            else src = mt_trainer_opt_shard(tr, u, s, shard);
+            write_ctx c = {fw, l, u, s, ns, src, lo};
+            rc = for_each_run(l, u, a, b, 1, write_run, &c, err);
+        }
+    }
+    if (!rc) rc = mt_ckpt_file_finish(fw, &fe, err);
+    mt_mem_free(&tr->mem, MT_MEM_SCRATCH, shard, sb * sizeof(float));
+    if (agree_io(world, rc, err)) {
+        mt_ckpt_file_free(fw);
+        return -1;
+    }
+    /* rank 0 gathers every file's entry */
+    uint64_t head[3] = {(uint64_t)fe.npieces, fe.bytes, fe.checksum};
+    uint64_t *heads = mt_xcalloc((size_t)W * 3, sizeof(uint64_t), "checkpoint file table");
+    mt_comm_allgather(world, head, heads, sizeof head);
+    if (me != 0) {
+        if (fe.npieces) mt_comm_send(world, fe.pieces, (size_t)fe.npieces * sizeof(mt_ckpt_piece), 0, 0);
+    } else {
+        mt_ckpt_file_entry *files = mt_xcalloc((size_t)W, sizeof *files, "checkpoint file table");
+        mt_ckpt_piece **pcs = mt_xcalloc((size_t)W, sizeof *pcs, "checkpoint piece lists");
+        char (*names)[128] = mt_xcalloc((size_t)W, 128, "checkpoint file names");
+        for (int r = 0; r < W; r++) {
+            size_t np = (size_t)heads[3 * r];
+            snprintf(names[r], 128, "%s-r%05d.bin", base, r);
+            if (r == 0) {
+                files[0] = fe;
+                continue;
+            }
+            pcs[r] = mt_xmalloc((np ? np : 1) * sizeof(mt_ckpt_piece), "checkpoint piece list");
+            if (np) mt_comm_recv(world, pcs[r], np * sizeof(mt_ckpt_piece), r, 0);
+            files[r] = (mt_ckpt_file_entry){names[r], heads[3 * r + 1], heads[3 * r + 2], pcs[r], (int)np};
+        }
+        int nt = 0;
+        for (int u = 0; u < l->n_units; u++) nt += l->units[u].n_tensors * (1 + ns);
+        mt_ckpt_decl *decls = mt_xcalloc((size_t)(nt ? nt : 1), sizeof *decls, "checkpoint tensor list");
+        char (*tn)[160] = mt_xcalloc((size_t)(nt ? nt : 1), 160, "checkpoint tensor names");
+        for (int u = 0; u < l->n_units; u++)
+            for (int i = 0; i < l->units[u].n_tensors; i++)
+                for (int s = -1; s < ns; s++) {
+                    int k = tensor_index(l, u, i, s, ns);
+                    const mt_tensor *t = &l->units[u].t[i];
+                    if (s < 0) snprintf(tn[k], 160, "model/%s", t->name);
+                    else snprintf(tn[k], 160, "optim/%s/%s", mt_trainer_opt_stream_name(tr, s), t->name);
+                    decls[k].name = tn[k];
+                    stored_shape(t, &decls[k].ndim, decls[k].shape);
+                }
+        char *st = state_json(tr), *sw = saved_with_json(tr);
+        rc = mt_ckpt_write_manifest(dir, tr->step, st, sw, decls, nt, files, W, err);
+        free(st);
+        free(sw);
+        free(decls);
+        free(tn);
+        for (int r = 0; r < W; r++) free(pcs[r]);
+        free(pcs);
+        free(names);
+        free(files);
+    }
+    free(heads);
+    mt_ckpt_file_free(fw);
+    return agree_io(world, rc, err);
 }
 
 void mt_train_dump_grads(mt_trainer *tr, const char *path) {
