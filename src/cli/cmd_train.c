@@ -4,6 +4,7 @@
 #include "train/trainer.h"
 #include "train/train_io.h"
 #include "comm/comm.h"
+#include "ckpt/checkpoint.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,32 @@ static int check_flags_match_checkpoint(const mt_arg *spec, int nspec, const mod
                              f[i].flag, f[i].want, from, f[i].flag, f[i].have);
     }
     return 0;
+}
+
+/* Before anything is loaded: the model flags given explicitly agree with the
+ * checkpoint's model, and a resumed run uses the optimizer whose state the
+ * checkpoint holds (else the load would stop at a missing tensor). A
+ * checkpoint that cannot be read is left to the trainer's own message. */
+static int check_against_checkpoint(const mt_arg *spec, int nspec, const model_flags *mf, const mt_train_opts *o,
+                                    mt_error *err) {
+    const char *from = o->init_from ? o->init_from : o->resume ? o->ckpt_dir : NULL;
+    if (!from) return 0;
+    mt_error ignored = {{0}};
+    mt_ckpt_info info;
+    if (mt_train_ckpt_peek(from, &info, &ignored)) return 0;
+    if (check_flags_match_checkpoint(spec, nspec, mf, &o->cfg, &info.cfg, from, err)) return -1;
+    if (!o->resume) return 0;
+    mt_ckpt *ck = mt_ckpt_open_ex(from, MT_CKPT_NO_VERIFY, &ignored);
+    if (!ck) return 0;
+    const char *opt = NULL;
+    int rc = 0;
+    if (mt_json_get_string(mt_ckpt_state(ck), "optimizer", &opt, &ignored) == 0 &&
+        strcmp(opt, mt_opt_kind_name(o->opt.kind)))
+        rc = mt_errorf(err, "checkpoint %s was trained with --optimizer %s, this run uses %s: resume with --optimizer "
+                            "%s, or start from its weights with --init-from",
+                       from, opt, mt_opt_kind_name(o->opt.kind), opt);
+    mt_ckpt_close(ck);
+    return rc;
 }
 
 int mt_cli_train(int argc, char **argv) {
@@ -279,9 +306,10 @@ int mt_cli_train(int argc, char **argv) {
     mt_comm *world = mt_comm_world(ctx);
     /* The model flags may read the data (vocab inference). */
     int rc = resolve_model(&mf, spec, NARGS(spec), o.train_path, &o.cfg, &err);
+    if (!rc) rc = check_against_checkpoint(spec, NARGS(spec), &mf, &o, &err);
     mt_trainer tr;
     memset(&tr, 0, sizeof tr);
-    /* reading the data may fail on one rank only: the ranks agree, so all
+    /* reading the data or the checkpoint may fail on one rank only: the ranks agree, so all
      * of them free the communication context below */
     int64_t failed = rc != 0;
     mt_comm_allreduce_ctl(world, &failed, &failed, 1, MT_COMM_I64, MT_COMM_SUM);
@@ -292,9 +320,6 @@ int mt_cli_train(int argc, char **argv) {
         return 1;
     }
     rc = mt_trainer_init(&tr, &o, world, &err);
-    const char *from = o.init_from ? o.init_from : o.ckpt_dir;
-    if (!rc && (o.resume || o.init_from))
-        rc = check_flags_match_checkpoint(spec, NARGS(spec), &mf, &o.cfg, &tr.o.cfg, from, &err);
     if (!rc) {
         const mt_model_config *c = &tr.o.cfg;
         if (rank == 0) {
