@@ -84,7 +84,7 @@ int mt_trace_merge_write(const mt_trace *t, mt_comm *c, const char *path, mt_err
             mt_error e;
             if (!(f = mt_fopen_temp(path, &tmp, &e))) {
                 v.ok = 0;
-                snprintf(v.msg, sizeof v.msg, "%s", e.msg); /* names the temporary beside the trace file */
+                snprintf(v.msg, sizeof v.msg, "cannot create trace file %s: %s", path, strerror(errno));
             }
         }
     }

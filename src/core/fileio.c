@@ -58,9 +58,12 @@ int mt_create_temp(const char *path, mt_error *err) {
     if (unlink(path) != 0 && errno != ENOENT)
         return mt_errorf(err, "cannot remove the old temporary file %s: %s", path, strerror(errno));
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return mt_errorf(err, "cannot create the temporary file %s: %s%s", path, strerror(errno),
-                         errno == EEXIST ? " (another process created it meanwhile: is a second run writing here?)" : "");
+    if (fd < 0) {
+        int e = errno; /* kept for callers that word the error themselves */
+        mt_errorf(err, "cannot create the temporary file %s: %s%s", path, strerror(e),
+                  e == EEXIST ? " (another process created it meanwhile: is a second run writing here?)" : "");
+        errno = e;
+    }
     return fd;
 }
 
@@ -75,13 +78,17 @@ FILE *mt_fopen_temp(const char *path, char **tmp, mt_error *err) {
     int fd = mt_create_temp(*tmp, err);
     FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
     if (fd >= 0 && !f) {
-        mt_errorf(err, "cannot open a stream on %s: %s", *tmp, strerror(errno));
+        int e = errno;
+        mt_errorf(err, "cannot open a stream on %s: %s", *tmp, strerror(e));
         close(fd);
         unlink(*tmp);
+        errno = e;
     }
     if (!f) {
+        int e = errno;
         free(*tmp);
         *tmp = NULL;
+        errno = e;
     }
     return f;
 }

@@ -16,7 +16,8 @@ int mt_fsync_dir(const char *dir, mt_error *err);
  * descriptor, or -1. Whatever is at that name (a stale temporary of a
  * crashed run, or a planted symlink) is unlinked first -- unlinking a
  * symlink removes the link, not its target -- and the file is created with
- * O_EXCL | O_NOFOLLOW, so nothing placed there can redirect the write. */
+ * O_EXCL | O_NOFOLLOW, so nothing placed there can redirect the write.
+ * On failure errno is that of the failed call. */
 int mt_create_temp(const char *path, mt_error *err);
 
 /* A text file written whole or not at all: mt_fopen_temp opens

@@ -222,7 +222,7 @@ int mt_trace_doc_end(mt_trace_doc *d, mt_error *err) {
 int mt_trace_write_file(const mt_trace *const *traces, int n, const char *path, mt_error *err) {
     char *tmp = NULL; /* written to a temporary, renamed when whole */
     FILE *f = mt_fopen_temp(path, &tmp, err);
-    if (!f) return -1;
+    if (!f) return mt_errorf(err, "cannot create trace file %s: %s", path, strerror(errno));
     mt_trace_doc d;
     int rc = mt_trace_doc_begin(&d, f, path, err);
     for (int i = 0; i < n && !rc; i++) {
