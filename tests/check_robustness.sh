@@ -2,11 +2,11 @@
 # No silent failure (issue 17, items 4-6), on a tiny model:
 #  - non-finite state: --lr 1e39 refused; parameters that become inf after a
 #    step, or a non-finite gradient, stop the run with the step number and no
-#    checkpoint; --on-nonfinite skip leaves the step out (parameters equal to
+#    checkpoint, a NaN validation loss too; --on-nonfinite skip leaves the step out (parameters equal to
 #    the run without it, agreed by 2 ranks of which one found the inf) and
 #    counts it; imported tensors with NaN (safetensors, llm.c) refused by name;
 #    a checkpoint holding a NaN refused by train --init-from, eval, generate;
-#  - writes: a full disk under --metrics / --report-json fails with a clear
+#  - writes: a full disk under --metrics / --report-json / --trace fails with a clear
 #    line and leaves no empty report; a symlink planted at a temporary name
 #    is not followed;
 #  - signals: SIGTERM to one rank mid-run under mpirun -np 2: exit 0 with a
@@ -45,6 +45,10 @@ expect_error "step 1: parameters are not finite after the update" \
 expect_error "step 2: the loss .* or the gradient norm (inf) is not finite" \
     $MPI $M train $D --dp 2 --zero 1 --steps 3 --test-nonfinite-step 2 --ckpt-dir $W/nan2
 [ -e $W/nan2/manifest.json ] && fail "a checkpoint was written after a non-finite gradient"
+# parameters of about 1e37 are finite, but the forward overflows: the validation loss is NaN
+expect_error "step 1: the validation loss is -*nan (not finite)" \
+    $M train $D --val $W/d_val.bin --eval-every 1 --steps 2 --lr 1e37 --weight-decay 0 --ckpt-dir $W/nanval
+[ -e $W/nanval/manifest.json ] && fail "a checkpoint was written after a non-finite validation loss"
 # skip: the step is left out on both ranks, so 2 steps with step 2 skipped
 # leave the parameters of 1 step; the run goes on and counts it
 $MPI $M train $D --dp 2 --zero 1 --steps 1 --ckpt-dir $W/s1 >/dev/null || fail "1-step run"
@@ -104,6 +108,8 @@ expect_error "writing --metrics file .* failed: No space left on device" $MPI $M
 if [ -n "$REP" ]; then
     expect_error "cannot write --report-json file" $M train $D --steps 1 --report-json $REP
     [ -e $REP ] && fail "an empty --report-json file was left"
+    expect_error "cannot write trace file" $M train $D --steps 1 --trace $W/full/t.json
+    [ -e $W/full/t.json ] && fail "an empty --trace file was left"
     ls $W/full | grep -q tmp && fail "a temporary file was left on the full disk"
 fi
 
