@@ -314,8 +314,9 @@ int mt_cli_train(int argc, char **argv) {
     int64_t failed = rc != 0;
     mt_comm_allreduce_ctl(world, &failed, &failed, 1, MT_COMM_I64, MT_COMM_SUM);
     if (failed) {
-        if (rc && rank) fprintf(stderr, "meshtrain train: error: rank %d: %s\n", rank, err.msg);
-        else if (rc) mt_cli_fail("train", &err);
+        if (rc && rank && failed < mt_comm_size(world)) /* an error of every rank: rank 0 says it once */
+            fprintf(stderr, "meshtrain train: error: rank %d: %s\n", rank, err.msg);
+        else if (rc && rank == 0) mt_cli_fail("train", &err);
         mt_comm_ctx_free(ctx);
         return 1;
     }
