@@ -612,7 +612,10 @@ static void metrics_line(mt_trainer *tr, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof line || fputs(line, tr->metrics) == EOF || fflush(tr->metrics) != 0) {
+    if (n < 0 || (size_t)n >= sizeof line) { /* a programming error: the lines are short */
+        tr->metrics_failed = 1;
+        mt_errorf(&tr->metrics_err, "a --metrics line does not fit %zu bytes", sizeof line);
+    } else if (fputs(line, tr->metrics) == EOF || fflush(tr->metrics) != 0) {
         tr->metrics_failed = 1;
         mt_errorf(&tr->metrics_err, "writing --metrics file '%s' failed: %s (is the disk full?)", tr->o.metrics_path,
                   strerror(errno));
@@ -647,7 +650,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     double flops_tok = mt_model_flops_per_token(&tr->model, o->cfg.seq_len);
     double tokens = (double)o->batch * o->cfg.seq_len;
     int64_t saved = o->resume ? tr->step : -1;
-    char nb[2][40];
+    char nb[40];
     if (mt_stop_signal_install(err)) return -1;
     int rc = 0;
     while (tr->step < o->steps) {
@@ -691,7 +694,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
             metrics_line(tr,
                          "{\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%.17g,\"ms\":%.3f,\"tokens_per_s\":%.1f,"
                          "\"gflops\":%.3f%s}\n",
-                         (long long)tr->step, json_num(nb[0], sizeof nb[0], loss), (double)lr,
+                         (long long)tr->step, json_num(nb, sizeof nb, loss), (double)lr,
                          isfinite(tr->last_norm) ? tr->last_norm : -1.0, ms, tps, gflops, extra);
         }
         int64_t flags[3];
