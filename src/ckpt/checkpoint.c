@@ -271,16 +271,6 @@ static void cleanup_dir(const char *dir, const char *const *keep, int nkeep) {
     closedir(d);
 }
 
-/* A temporary file of ours: any leftover under that name goes first, and
- * O_EXCL | O_NOFOLLOW make sure a planted link cannot redirect the write. */
-static int create_temp(const char *path, mt_error *err) {
-    if (unlink(path) != 0 && errno != ENOENT)
-        return mt_errorf(err, "cannot remove the stale temporary file %s: %s", path, strerror(errno));
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) return mt_errorf(err, "cannot create checkpoint file %s: %s", path, strerror(errno));
-    return fd;
-}
-
 int mt_ckpt_data_base(const char *dir, int64_t step, char *base, size_t cap, mt_error *err) {
     if (!dir || !dir[0]) return mt_errorf(err, "checkpoint save: empty directory name");
     if (step < 0) return mt_errorf(err, "checkpoint save: step %" PRId64 " is negative", step);
@@ -335,7 +325,7 @@ mt_ckpt_file_writer *mt_ckpt_file_begin(const char *dir, const char *name, mt_er
     w->path = path_join(dir, name);
     w->tmp = mt_xmalloc(strlen(w->path) + 5, "checkpoint temp path");
     snprintf(w->tmp, strlen(w->path) + 5, "%s.tmp", w->path);
-    w->fd = create_temp(w->tmp, err);
+    w->fd = mt_create_temp(w->tmp, err);
     if (w->fd < 0) {
         mt_ckpt_file_free(w);
         return NULL;
@@ -545,7 +535,7 @@ int mt_ckpt_write_manifest(const char *dir, int64_t step, const char *state_json
 
     man_path = path_join(dir, MANIFEST);
     man_tmp = path_join(dir, MANIFEST_TMP);
-    fd = create_temp(man_tmp, err);
+    fd = mt_create_temp(man_tmp, err);
     if (fd < 0) goto out;
     if (mt_write_all(fd, w.buf, w.len, man_tmp, err) || mt_write_all(fd, "\n", 1, man_tmp, err)) {
         unlink(man_tmp);

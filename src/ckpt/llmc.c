@@ -50,9 +50,8 @@ int mt_llmc_export(const char *path, const mt_weights *w, mt_error *err) {
     size_t pl = strlen(path);
     char *tmp = mt_xmalloc(pl + 8, "path");
     snprintf(tmp, pl + 8, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = mt_create_temp(tmp, err); /* O_EXCL | O_NOFOLLOW: a planted link cannot redirect it */
     if (fd < 0) {
-        mt_errorf(err, "cannot create %s: %s", tmp, strerror(errno));
         free(tmp);
         return -1;
     }

@@ -298,9 +298,8 @@ mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n
     snprintf(w->tmp, pl + 8, "%s.tmp", path);
     w->expect = pos;
     w->all_f32 = all_f32;
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    w->fd = mt_create_temp(w->tmp, err); /* O_EXCL | O_NOFOLLOW: a planted link cannot redirect it */
     if (w->fd < 0) {
-        mt_errorf(err, "cannot create %s: %s", w->tmp, strerror(errno));
         mt_jw_free(&jw);
         free(w->path); free(w->tmp); free(w);
         return NULL;

@@ -6,6 +6,8 @@
 #include "models/model.h"
 #include "train/generate.h"
 #include "train/train_io.h"
+#include "optim/loss_scaler.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +58,13 @@ int mt_cli_eval(int argc, char **argv) {
     double sum = 0;
     for (int k = 0; k < nb; k++) {
         mt_loader_fill(&ld, (uint64_t)k * batch, batch, m.acts.tokens, m.acts.targets, m.acts.sample_ids);
-        sum += mt_model_forward(&m, &fc, 0.0f);
+        double l = mt_model_forward(&m, &fc, 0.0f);
+        if (!isfinite(l)) { /* a loss of inf/NaN is no measurement: say where it came from */
+            mt_errorf(&err, "the loss of batch %d of %s is %g (not finite): the weights of %s produce inf/NaN logits", k,
+                      val, l, ckpt);
+            return mt_cli_fail("eval", &err);
+        }
+        sum += l;
     }
     double tokens = (double)nb * batch * info.cfg.seq_len;
     printf("val_loss %.6f over %d batches (%.0f tokens) of %s at step %lld\n", sum / tokens, nb, tokens, val,
@@ -148,6 +156,12 @@ int mt_cli_generate(int argc, char **argv) {
     size_t first = nh > (size_t)T ? nh - keep : 0;
     for (size_t i = first; i < nh; i++) logits = mt_decoder_step(&g, hist[i]);
     for (int i = 0; i < ntok && logits; i++) {
+        if (mt_found_nonfinite(logits, (size_t)info.cfg.vocab_size)) { /* sampling from them would be garbage */
+            fputc('\n', stdout);
+            mt_errorf(&err, "the logits of generated token %d are not finite (inf/NaN): the weights of %s are not usable",
+                      i + 1, ckpt);
+            return mt_cli_fail("generate", &err);
+        }
         int32_t next = mt_sample(logits, info.cfg.vocab_size, temperature, top_k, (uint64_t)seed, (uint64_t)i, work);
         out.len = 0;
         if (mt_tokenizer_decode(tk, &next, 1, &out, &err)) return mt_cli_fail("generate", &err);

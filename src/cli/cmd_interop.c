@@ -1,6 +1,7 @@
 /* meshtrain export / import: checkpoint <-> a Hugging Face model directory
  * (any family), a GPT-2 safetensors file, or an llm.c model file. See
  * ckpt/hf_model.h, ckpt/safetensors.h and ckpt/llmc.h for the formats. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include "ckpt/safetensors.h"
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "optim/loss_scaler.h"
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -25,6 +27,23 @@ static int check_family(const char *fmt, const mt_model_config *cfg, mt_error *e
     if (strcmp(fmt, "hf") == 0 || cfg->family == MT_FAMILY_GPT2) return 0;
     return mt_errorf(err, "--format %s holds GPT-2 models; this checkpoint is a %s model: use --format hf", fmt,
                      mt_family_name(cfg->family));
+}
+
+/* Imported weights must be finite: an inf or NaN would surface as a NaN
+ * loss or garbage text far from its cause. Names the first bad tensor. */
+static int check_finite(const mt_weights *w, const char *in, mt_error *err) {
+    for (int u = 0; u < w->layout.n_units; u++)
+        for (int i = 0; i < w->layout.units[u].n_tensors; i++) {
+            const mt_tensor *t = &w->layout.units[u].t[i];
+            const float *x = w->unit[u] + t->offset;
+            if (!mt_found_nonfinite(x, t->numel)) continue;
+            size_t k = 0;
+            while (k < t->numel && isfinite(x[k])) k++;
+            return mt_errorf(err, "%s: tensor %s holds a non-finite value (%g at element %zu of %zu): refusing to "
+                                  "import it (the file is corrupt or the model diverged)",
+                             in, t->name, (double)x[k], k, t->numel);
+        }
+    return 0;
 }
 
 int mt_cli_export(int argc, char **argv) {
@@ -111,7 +130,8 @@ int mt_cli_import(int argc, char **argv) {
              : strcmp(format, "llmc") == 0 ? mt_llmc_import(in, heads, &w, &err)
                                            : mt_safetensors_import_gpt2(in, heads, &w, &err);
     if (rc) return mt_cli_fail("import", &err);
-    rc = mt_weights_to_ckpt(out, &w, 0, &err);
+    rc = check_finite(&w, in, &err);
+    if (!rc) rc = mt_weights_to_ckpt(out, &w, 0, &err);
     if (!rc)
         printf("imported %s (%d layers, %d dim, %d heads, vocab %d padded to %d, context %d, %zu parameters) into %s\n", in,
                w.cfg.n_layer, w.cfg.n_embd, w.cfg.n_head, w.cfg.vocab_size, w.cfg.padded_vocab, w.cfg.seq_len,

@@ -4,6 +4,7 @@
 #include "train/trainer.h"
 #include "train/train_io.h"
 #include "comm/comm.h"
+#include "ckpt/checkpoint.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,11 +95,77 @@ static int resolve_model(const model_flags *mf, const mt_arg *spec, int nspec, c
     return mt_model_config_validate(cfg, err);
 }
 
+/* --resume / --init-from take the model from the checkpoint: a model flag
+ * given explicitly must agree with it (else the run would silently train
+ * another model than asked for). Identical on every rank. */
+static int check_flags_match_checkpoint(const mt_arg *spec, int nspec, const model_flags *mf,
+                                        const mt_model_config *asked, const mt_model_config *ck, const char *from,
+                                        mt_error *err) {
+    struct {
+        const char *flag;
+        double want, have;
+    } f[] = {
+        {"layers", asked->n_layer, ck->n_layer},
+        {"dim", asked->n_embd, ck->n_embd},
+        {"heads", asked->n_head, ck->n_head},
+        {"vocab", asked->vocab_size, ck->vocab_size},
+        {"seq-len", asked->seq_len, ck->seq_len},
+        {"kv-heads", asked->n_kv_head, ck->n_kv_head},
+        {"head-dim", asked->head_dim, ck->head_dim},
+        {"ffn-dim", asked->ffn_dim, ck->ffn_dim},
+        {"tie-embeddings", asked->tie_embeddings, ck->tie_embeddings},
+        {"qkv-bias", asked->qkv_bias, ck->qkv_bias},
+        {"rope-theta", asked->rope_theta, ck->rope_theta},
+        {"norm-eps", asked->norm_eps, ck->norm_eps},
+    };
+    if ((mt_arg_seen(spec, nspec, "family") || mf->preset) && asked->family != ck->family)
+        return mt_errorf(err, "%s%s selects the %s family, but the checkpoint %s holds a %s model: drop the flag (the "
+                              "checkpoint decides the model) or start a new run",
+                         mf->preset ? "--model " : "--family ", mf->preset ? mf->preset : mf->family,
+                         mt_family_name(asked->family), from, mt_family_name(ck->family));
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        /* a preset names the model shape as a whole: its main dimensions count as given */
+        int given = mt_arg_seen(spec, nspec, f[i].flag) || (mf->preset && i < 4);
+        if (given && f[i].want != f[i].have)
+            return mt_errorf(err, "--%s %g differs from the checkpoint %s, whose model has --%s %g: drop the flag "
+                                  "(the checkpoint decides the model) or start a new run",
+                             f[i].flag, f[i].want, from, f[i].flag, f[i].have);
+    }
+    return 0;
+}
+
+/* Before anything is loaded: the model flags given explicitly agree with the
+ * checkpoint's model, and a resumed run uses the optimizer whose state the
+ * checkpoint holds (else the load would stop at a missing tensor). A
+ * checkpoint that cannot be read is left to the trainer's own message. */
+static int check_against_checkpoint(const mt_arg *spec, int nspec, const model_flags *mf, const mt_train_opts *o,
+                                    mt_error *err) {
+    const char *from = o->init_from ? o->init_from : o->resume ? o->ckpt_dir : NULL;
+    if (!from) return 0;
+    mt_error ignored = {{0}};
+    mt_ckpt_info info;
+    if (mt_train_ckpt_peek(from, &info, &ignored)) return 0;
+    if (check_flags_match_checkpoint(spec, nspec, mf, &o->cfg, &info.cfg, from, err)) return -1;
+    if (!o->resume) return 0;
+    mt_ckpt *ck = mt_ckpt_open_ex(from, MT_CKPT_NO_VERIFY, &ignored);
+    if (!ck) return 0;
+    const char *opt = NULL;
+    int rc = 0;
+    if (mt_json_get_string(mt_ckpt_state(ck), "optimizer", &opt, &ignored) == 0 &&
+        strcmp(opt, mt_opt_kind_name(o->opt.kind)))
+        rc = mt_errorf(err, "checkpoint %s was trained with --optimizer %s, this run uses %s: resume with --optimizer "
+                            "%s, or start from its weights with --init-from",
+                       from, opt, mt_opt_kind_name(o->opt.kind), opt);
+    mt_ckpt_close(ck);
+    return rc;
+}
+
 int mt_cli_train(int argc, char **argv) {
     mt_train_opts o;
     mt_train_opts_defaults(&o);
     model_flags mf;
     memset(&mf, 0, sizeof mf);
+    const char *on_nonfinite = "stop";
     const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *offload = NULL, *precision = "fp32", *grad_reduce = "fp32", *gemm = "onednn";
     int64_t seed = (int64_t)o.seed;
     int help = 0;
@@ -134,7 +201,7 @@ int mt_cli_train(int argc, char **argv) {
         {"micro-batch", MT_ARG_INT, &o.micro_batch, "sequences per forward/backward b; B/b accumulation steps (default B)", 0},
         {"steps", MT_ARG_I64, &o.steps, "optimizer steps (default 10)", 0},
         {"seed", MT_ARG_I64, &seed, "seed of init, dropout and data order (default 1337)", 0},
-        {"optimizer", MT_ARG_STR, &optimizer, "adamw | adam | sgd (default adamw)", 0},
+        {"optimizer", MT_ARG_STR, &optimizer, "adamw | adam | sgd | adafactor | adamw8bit (default adamw)", 0},
         {"lr", MT_ARG_FLOAT, &o.opt.lr, "peak learning rate (default 3e-4)", 0},
         {"warmup", MT_ARG_I64, &o.lr.warmup, "linear warmup steps (default 0)", 0},
         {"lr-schedule", MT_ARG_STR, &schedule, "constant | cosine (default constant)", 0},
@@ -182,6 +249,10 @@ int mt_cli_train(int argc, char **argv) {
         {"loss-scale", MT_ARG_FLOAT, &o.loss_scale, "fp16: initial dynamic loss scale (default 65536)", 0},
         {"loss-scale-window", MT_ARG_I64, &o.loss_scale_window, "fp16: double the loss scale after this many steps without overflow (default 1000)", 0},
         {"test-overflow-step", MT_ARG_I64, &o.test_overflow_step, "test aid (fp16): the last rank finds an inf gradient at step K", 0},
+        {"on-nonfinite", MT_ARG_STR, &on_nonfinite, "stop | skip: a step whose loss or gradient is inf/NaN ends the run "
+                                                    "with its step number, or is left out and counted in --metrics "
+                                                    "skipped_steps (default stop; fp32/bf16 -- fp16 skips by its loss scaler)", 0},
+        {"test-nonfinite-step", MT_ARG_I64, &o.test_nonfinite_step, "test aid (fp32/bf16): the last rank finds an inf gradient at step K", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
     mt_error err = {{0}};
@@ -221,6 +292,11 @@ int mt_cli_train(int argc, char **argv) {
         mt_errorf(&err, "--train FILE is required (make one with `meshtrain tokenize`)");
         return rank ? 1 : mt_cli_fail("train", &err);
     }
+    if (strcmp(on_nonfinite, "stop") && strcmp(on_nonfinite, "skip")) {
+        mt_errorf(&err, "--on-nonfinite must be stop or skip, got '%s'", on_nonfinite);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
+    o.on_nonfinite_skip = !strcmp(on_nonfinite, "skip");
     if (!(timeout > 0)) {
         mt_errorf(&err, "--timeout must be > 0 seconds, got %g", (double)timeout);
         return rank ? 1 : mt_cli_fail("train", &err);
@@ -230,11 +306,18 @@ int mt_cli_train(int argc, char **argv) {
     mt_comm *world = mt_comm_world(ctx);
     /* The model flags may read the data (vocab inference). */
     int rc = resolve_model(&mf, spec, NARGS(spec), o.train_path, &o.cfg, &err);
+    if (!rc) rc = check_against_checkpoint(spec, NARGS(spec), &mf, &o, &err);
     mt_trainer tr;
     memset(&tr, 0, sizeof tr);
-    if (rc) { /* the failing rank says so; main() aborts the job */
-        if (rank) fprintf(stderr, "meshtrain train: error: rank %d: %s\n", rank, err.msg);
-        else mt_cli_fail("train", &err);
+    /* reading the data or the checkpoint may fail on one rank only: the ranks agree, so all
+     * of them free the communication context below */
+    int64_t failed = rc != 0;
+    mt_comm_allreduce_ctl(world, &failed, &failed, 1, MT_COMM_I64, MT_COMM_SUM);
+    if (failed) {
+        if (rc && rank && failed < mt_comm_size(world)) /* an error of every rank: rank 0 says it once */
+            fprintf(stderr, "meshtrain train: error: rank %d: %s\n", rank, err.msg);
+        else if (rc && rank == 0) mt_cli_fail("train", &err);
+        mt_comm_ctx_free(ctx);
         return 1;
     }
     rc = mt_trainer_init(&tr, &o, world, &err);
@@ -263,7 +346,6 @@ int mt_cli_train(int argc, char **argv) {
     }
     mt_trainer_free(&tr);
     if (rc && rank == 0) mt_cli_fail("train", &err);
-    if (rc) return 1;
-    mt_comm_ctx_free(ctx);
-    return 0;
+    mt_comm_ctx_free(ctx); /* every error above is agreed by all ranks */
+    return rc ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 /* Merging every rank's trace into one file on rank 0; protocol in
  * trace_merge.h. */
 #include "comm/trace_merge.h"
+#include "core/fileio.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,7 @@ int mt_trace_merge_write(const mt_trace *t, mt_comm *c, const char *path, mt_err
     verdict v;
     memset(&v, 0, sizeof v);
     FILE *f = NULL;
-    char *piece = NULL;
+    char *piece = NULL, *tmp = NULL; /* written to a temporary, renamed when whole */
     if (rank == 0) {
         v.ok = 1;
         piece = malloc(MT_TRACE_MERGE_PIECE);
@@ -79,13 +80,17 @@ int mt_trace_merge_write(const mt_trace *t, mt_comm *c, const char *path, mt_err
             v.ok = 0;
             snprintf(v.msg, sizeof v.msg, "rank 0 cannot allocate %u bytes to merge the trace",
                      MT_TRACE_MERGE_PIECE);
-        } else if (!(f = fopen(path, "w"))) {
-            v.ok = 0;
-            snprintf(v.msg, sizeof v.msg, "cannot create trace file %s: %s", path, strerror(errno));
+        } else {
+            mt_error e;
+            if (!(f = mt_fopen_temp(path, &tmp, &e))) {
+                v.ok = 0;
+                snprintf(v.msg, sizeof v.msg, "cannot create trace file %s: %s", path, strerror(errno));
+            }
         }
     }
     if (share_verdict(c, &v, err)) {
         free(piece);
+        if (f) mt_fcommit_temp(f, tmp, path, 1, &(mt_error){{0}}); /* removes it */
         return -1;
     }
     if (rank != 0) {
@@ -118,9 +123,9 @@ int mt_trace_merge_write(const mt_trace *t, mt_comm *c, const char *path, mt_err
         v.ok = 0;
         snprintf(v.msg, sizeof v.msg, "%s", e.msg);
     }
-    if (fclose(f) && v.ok) {
+    if (mt_fcommit_temp(f, tmp, path, !v.ok, &e) && v.ok) {
         v.ok = 0;
-        snprintf(v.msg, sizeof v.msg, "cannot close trace file %s: %s", path, strerror(errno));
+        snprintf(v.msg, sizeof v.msg, "%s", e.msg);
     }
     free(piece);
     return share_verdict(c, &v, err);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -52,3 +53,55 @@ int mt_fsync_dir(const char *dir, mt_error *err) {
     return 0;
 }
 
+
+int mt_create_temp(const char *path, mt_error *err) {
+    if (unlink(path) != 0 && errno != ENOENT)
+        return mt_errorf(err, "cannot remove the old temporary file %s: %s", path, strerror(errno));
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno; /* kept for callers that word the error themselves */
+        mt_errorf(err, "cannot create the temporary file %s: %s%s", path, strerror(e),
+                  e == EEXIST ? " (another process created it meanwhile: is a second run writing here?)" : "");
+        errno = e;
+    }
+    return fd;
+}
+
+FILE *mt_fopen_temp(const char *path, char **tmp, mt_error *err) {
+    size_t n = strlen(path) + 32;
+    *tmp = malloc(n);
+    if (!*tmp) {
+        mt_errorf(err, "cannot allocate %zu bytes for a file name", n);
+        return NULL;
+    }
+    snprintf(*tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    int fd = mt_create_temp(*tmp, err);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+    if (fd >= 0 && !f) {
+        int e = errno;
+        mt_errorf(err, "cannot open a stream on %s: %s", *tmp, strerror(e));
+        close(fd);
+        unlink(*tmp);
+        errno = e;
+    }
+    if (!f) {
+        int e = errno;
+        free(*tmp);
+        *tmp = NULL;
+        errno = e;
+    }
+    return f;
+}
+
+int mt_fcommit_temp(FILE *f, char *tmp, const char *path, int failed, mt_error *err) {
+    int rc = failed ? -1 : 0;
+    if (!rc && (ferror(f) || fflush(f) != 0))
+        rc = mt_errorf(err, "writing %s failed: %s (is the disk full?)", tmp, strerror(errno));
+    if (!rc && fsync(fileno(f)) != 0) rc = mt_errorf(err, "fsync of %s failed: %s", tmp, strerror(errno));
+    if (fclose(f) != 0 && !rc) rc = mt_errorf(err, "closing %s failed: %s (is the disk full?)", tmp, strerror(errno));
+    if (!rc && rename(tmp, path) != 0)
+        rc = mt_errorf(err, "renaming %s to %s failed: %s", tmp, path, strerror(errno));
+    if (rc) unlink(tmp);
+    free(tmp);
+    return rc;
+}

@@ -1,5 +1,6 @@
 /* Chrome trace-event recorder and writer; format in trace.h. */
 #include "core/trace.h"
+#include "core/fileio.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -219,7 +220,8 @@ int mt_trace_doc_end(mt_trace_doc *d, mt_error *err) {
 }
 
 int mt_trace_write_file(const mt_trace *const *traces, int n, const char *path, mt_error *err) {
-    FILE *f = fopen(path, "w");
+    char *tmp = NULL; /* written to a temporary, renamed when whole */
+    FILE *f = mt_fopen_temp(path, &tmp, err);
     if (!f) return mt_errorf(err, "cannot create trace file %s: %s", path, strerror(errno));
     mt_trace_doc d;
     int rc = mt_trace_doc_begin(&d, f, path, err);
@@ -235,7 +237,8 @@ int mt_trace_write_file(const mt_trace *const *traces, int n, const char *path, 
         free(buf);
     }
     if (!rc) rc = mt_trace_doc_end(&d, err);
-    if (fclose(f) && !rc) rc = mt_errorf(err, "cannot close trace file %s: %s", path, strerror(errno));
+    mt_error e;
+    if (mt_fcommit_temp(f, tmp, path, rc != 0, &e) && !rc) rc = mt_errorf(err, "cannot write trace file %s: %s", path, e.msg);
     return rc;
 }
 

@@ -1,5 +1,6 @@
 /* llm.c token shards: see shard.h. */
 #include "data/shard.h"
+#include "core/fileio.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -161,9 +162,8 @@ static int write_shard(const char *path, const int32_t *t32, const uint16_t *t16
     size_t plen = strlen(path);
     char *tmp = mt_xmalloc(plen + 64, "temporary shard path");
     snprintf(tmp, plen + 64, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = mt_create_temp(tmp, err); /* O_EXCL | O_NOFOLLOW: a planted link cannot redirect it */
     if (fd < 0) {
-        mt_errorf(err, "cannot create %s (to write token shard %s): %s", tmp, path, strerror(errno));
         free(tmp);
         return -1;
     }

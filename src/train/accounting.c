@@ -4,6 +4,7 @@
  * the world brings all records to every rank; rank 0 prints a table and
  * writes --report-json. Not on the per-step path. */
 #include "train/trainer.h"
+#include "core/fileio.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,8 +148,10 @@ static void json_rank(FILE *f, const double *start, const double *end) {
 /* Top level: rank 0's numbers (every rank of a layout holds the same amounts
  * up to the padding of the last shard), then "ranks": every rank's. */
 static int write_json(const mt_trainer *tr, const char *path, mt_error *err) {
-    FILE *f = fopen(path, "w");
-    if (!f) return mt_errorf(err, "cannot open --report-json file '%s' for writing", path);
+    char *tmp = NULL; /* written to a temporary, renamed when whole: no empty file on failure */
+    mt_error e;
+    FILE *f = mt_fopen_temp(path, &tmp, &e);
+    if (!f) return mt_errorf(err, "cannot open --report-json file '%s' for writing: %s", path, e.msg);
     int n = mt_comm_size(tr->world);
     fprintf(f, "{\"world\":%d,\"dp\":%d,\"zero\":%d,\"shard_group\":%d,\"bucket_mb\":%g,\"params\":%zu,\"steps\":%lld,", n,
             tr->dp, tr->o.zero, tr->mesh.shape.shard, (double)tr->o.bucket_mb, tr->model.layout.gtotal_params,
@@ -161,7 +164,8 @@ static int write_json(const mt_trainer *tr, const char *path, mt_error *err) {
         fprintf(f, "}");
     }
     fprintf(f, "]}\n");
-    if (ferror(f) | fclose(f)) return mt_errorf(err, "cannot write --report-json file '%s' (disk full?)", path);
+    if (mt_fcommit_temp(f, tmp, path, 0, &e))
+        return mt_errorf(err, "cannot write --report-json file '%s': %s", path, e.msg);
     return 0;
 }
 

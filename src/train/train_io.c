@@ -209,6 +209,7 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
         const char *mine = mt_data_order_name(tr->o.order);
         if (!rc && mt_json_get_string(st, "data_order", &ord, NULL) == 0 && strcmp(ord, mine))
             rc = mt_errorf(err, "checkpoint was trained with --data-order %s, this run uses %s", ord, mine);
+        if (!rc && mt_json_get_int64(st, "nonfinite_skipped", &v, NULL) == 0) tr->nonfinite_skipped = v;
         const mt_json *ls = mt_json_get(st, "loss_scaler");
         if (!rc && tr->o.precision == MT_FP16 && ls) rc = mt_loss_scaler_read_json(ls, &tr->scaler, err);
         tr->step = mt_ckpt_step(ck);
@@ -295,6 +296,10 @@ static char *state_json(const mt_trainer *tr) {
     mt_jw_key(&w, "batch"); mt_jw_int(&w, tr->o.batch);
     mt_jw_key(&w, "data_order"); mt_jw_string(&w, mt_data_order_name(tr->o.order));
     mt_jw_key(&w, "samples_consumed"); mt_jw_int(&w, tr->step * tr->o.batch);
+    if (tr->nonfinite_skipped) { /* --on-nonfinite skip: Adam's step count is the applied steps */
+        mt_jw_key(&w, "nonfinite_skipped");
+        mt_jw_int(&w, tr->nonfinite_skipped);
+    }
     if (tr->o.precision == MT_FP16) {
         mt_jw_key(&w, "loss_scaler");
         mt_loss_scaler_write_json(&w, &tr->scaler);

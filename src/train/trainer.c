@@ -2,6 +2,9 @@
 #include "ops/ops.h"
 #include "train/train_io.h"
 #include "comm/trace_merge.h"
+#include "core/stop_signal.h"
+#include <stdarg.h>
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -99,6 +102,41 @@ static int agree(mt_comm *world, int rc, mt_error *err) {
     return mt_errorf(err, "rank %lld: %s", (long long)v[0], msg);
 }
 
+/* The first owned parameter tensor of this rank holding an inf or NaN
+ * (its name), or NULL. The owned range is what the optimizer updates; a
+ * master streamed from disk is not looked at. */
+static const char *owned_nonfinite_tensor(mt_trainer *tr) {
+    const mt_layout *l = &tr->model.layout;
+    for (int u = 0; u < l->n_units; u++) {
+        if (!mt_zero_state_len(&tr->zero, u)) continue;
+        size_t lo, hi;
+        float *p, *g;
+        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+        if (!p || hi <= lo || !mt_found_nonfinite(p, hi - lo)) continue;
+        for (int i = 0; i < l->units[u].n_tensors; i++) {
+            const mt_tensor *t = &l->units[u].t[i];
+            size_t b = t->offset > lo ? t->offset : lo, e = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+            if (e > b && mt_found_nonfinite(p + (b - lo), e - b)) return t->name;
+        }
+        return l->units[u].t[0].name;
+    }
+    return NULL;
+}
+
+/* 1 if this rank's owned parameters hold an inf or NaN: one vectorised read
+ * of the shard the optimizer has just written (still in cache for small
+ * shards); its cost is measured in docs/usage.md. */
+static int owned_params_nonfinite(mt_trainer *tr) {
+    for (int u = 0; u < tr->model.layout.n_units; u++) {
+        if (!mt_zero_state_len(&tr->zero, u)) continue;
+        size_t lo, hi;
+        float *p, *g;
+        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+        if (p && hi > lo && mt_found_nonfinite(p, hi - lo)) return 1;
+    }
+    return 0;
+}
+
 /* The piece groups of tensor parallelism: ranks that hold the same piece of
  * a tensor cut into fewer pieces than tp ranks (the layout's tp_replicas;
  * one group size per model). Collective over the tp group. */
@@ -162,6 +200,9 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return -1;
     if (op->test_overflow_step && op->precision != MT_FP16)
         return mt_errorf(err, "--test-overflow-step exercises the fp16 loss scaler: it needs --precision fp16");
+    if ((op->test_nonfinite_step || op->on_nonfinite_skip) && op->precision == MT_FP16)
+        return mt_errorf(err, "--on-nonfinite and --test-nonfinite-step apply to fp32 and bf16: under --precision "
+                              "fp16 the loss scaler skips non-finite steps (see --test-overflow-step)");
     const mt_optimizer *optimizer = mt_optimizer_get(op->opt.kind);
     if (op->mesh.tp > 1 && optimizer->whole_tensors)
         return mt_errorf(err, "--optimizer %s with --tp %d is not supported: its statistics of whole tensors "
@@ -209,6 +250,12 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     op->lr.total_steps = op->steps;
     if (op->lr.warmup < 0) return mt_errorf(err, "--warmup must be >= 0");
     if (!(op->opt.lr >= 0)) return mt_errorf(err, "--lr must be >= 0");
+    /* a value beyond the float range parses as a number but narrows to inf */
+    if (!isfinite(op->opt.lr))
+        return mt_errorf(err, "--lr is not finite as a 32-bit float (got %g; at most 3.4e38): give a learning rate such as 3e-4",
+                         (double)op->opt.lr);
+    if (!isfinite(op->lr.min_lr))
+        return mt_errorf(err, "--min-lr is not finite as a 32-bit float (got %g; at most 3.4e38)", (double)op->lr.min_lr);
     if (op->init_from && op->resume) return mt_errorf(err, "--init-from and --resume cannot be combined");
     if (op->resume && !op->ckpt_dir) return mt_errorf(err, "--resume needs --ckpt-dir");
 
@@ -264,6 +311,11 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     }
     if (from && agree(world, mt_train_ckpt_load(tr, from, op->resume, err), err)) return -1;
     rc = 0;
+    const char *bad = from ? owned_nonfinite_tensor(tr) : NULL;
+    if (bad)
+        rc = mt_errorf(err, "checkpoint %s holds inf/NaN values in tensor %s: it cannot be trained from (it was not "
+                            "written by meshtrain train, which never saves non-finite state)", from, bad);
+    if (agree(world, rc, err)) return -1;
     if (op->metrics_path && tr->rank == 0) {
         tr->metrics = fopen(op->metrics_path, op->resume ? "a" : "w");
         if (!tr->metrics) rc = mt_errorf(err, "cannot open --metrics file '%s' for writing", op->metrics_path);
@@ -386,7 +438,8 @@ double mt_trainer_step(mt_trainer *tr) {
     mt_prof_add(m->prof, MT_PROF_WAIT, z->exposed_s - exposed0);
     mt_prof_add(m->prof, MT_PROF_ALLREDUCE, -(z->exposed_s - exposed1));
     phase_done(tr, &t, MT_PROF_ALLREDUCE, "grad_sync", "collective");
-    if (o->test_overflow_step == tr->step + 1 && tr->rank == mt_comm_size(tr->world) - 1) {
+    if ((o->test_overflow_step == tr->step + 1 || o->test_nonfinite_step == tr->step + 1) &&
+        tr->rank == mt_comm_size(tr->world) - 1) {
         for (int u = 0; u < m->layout.n_units; u++) /* this rank's first gradient element becomes inf */
             if (mt_zero_state_len(z, u)) {
                 mt_zero_poison_grad(z, u);
@@ -411,10 +464,21 @@ double mt_trainer_step(mt_trainer *tr) {
      * applied updates only. */
     int skip = fp16 && mt_loss_scaler_decide(&tr->scaler, tr->world, !isfinite(sums[1]), tr->step + 1,
                                              tr->rank == 0 && o->log_every > 0 ? stdout : NULL) == MT_LOSS_SCALE_SKIP;
+    /* fp32/bf16: a non-finite loss or gradient norm leaves the parameters
+     * and the optimizer state as they are (the run then stops, or skips the
+     * step). The sums are all-reduced, so every rank decides the same
+     * without another collective. */
+    tr->grad_nonfinite = !fp16 && !(isfinite(sums[0]) && isfinite(sums[1]));
+    tr->params_nonfinite = 0;
+    if (tr->grad_nonfinite) {
+        skip = 1;
+        tr->nonfinite_skipped++;
+    }
     if (!skip) {
-        int64_t applied = tr->step + 1 - (fp16 ? tr->scaler.st.skipped : 0);
+        int64_t applied = tr->step + 1 - (fp16 ? tr->scaler.st.skipped : 0) - tr->nonfinite_skipped;
         optimizer_update(tr, mt_lr_at(&o->lr, tr->step), applied, mt_clip_coef(norm, o->grad_clip) / scale);
         mt_model_params_changed(m);
+        tr->params_nonfinite = owned_params_nonfinite(tr);
     }
     phase_done(tr, &t, MT_PROF_OPTIMIZER, "optimizer", "compute");
     mt_zero_after_step(z, m);
@@ -447,11 +511,56 @@ double mt_trainer_eval(mt_trainer *tr) {
     return sum / ((double)nb * b * T);
 }
 
+/* One line of --metrics (rank 0). A failed write (a full disk) is
+ * remembered and ends the run at the step boundary on every rank. */
+static void metrics_line(mt_trainer *tr, const char *fmt, ...) {
+    if (!tr->metrics || tr->metrics_failed) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof line) { /* a programming error: the lines are short */
+        tr->metrics_failed = 1;
+        mt_errorf(&tr->metrics_err, "a --metrics line does not fit %zu bytes", sizeof line);
+    } else if (fputs(line, tr->metrics) == EOF || fflush(tr->metrics) != 0) {
+        tr->metrics_failed = 1;
+        mt_errorf(&tr->metrics_err, "writing --metrics file '%s' failed: %s (is the disk full?)", tr->o.metrics_path,
+                  strerror(errno));
+    }
+}
+
+/* A JSON number, or null for inf/NaN (which JSON cannot hold). */
+static const char *json_num(char *buf, size_t n, double v) {
+    if (isfinite(v)) snprintf(buf, n, "%.17g", v);
+    else snprintf(buf, n, "null");
+    return buf;
+}
+
+/* The step boundary: every rank learns whether any rank found non-finite
+ * parameters, failed to write --metrics, or got SIGINT/SIGTERM (one
+ * all-reduce of three flags; a signal may reach one rank only). */
+static void agree_step_boundary(mt_trainer *tr, int64_t flags[3]) {
+    flags[0] = tr->params_nonfinite;
+    flags[1] = tr->metrics_failed;
+    flags[2] = mt_stop_signal_pending() != 0;
+    mt_comm_allreduce_ctl(tr->world, flags, flags, 3, MT_COMM_I64, MT_COMM_SUM);
+}
+
+/* Rank 0's metrics failure, made everyone's (collective). */
+static int metrics_failure(mt_trainer *tr, mt_error *err) {
+    if (tr->rank == 0) *err = tr->metrics_err;
+    return agree(tr->world, tr->rank == 0 ? -1 : 0, err);
+}
+
 int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     mt_train_opts *o = &tr->o;
     double flops_tok = mt_model_flops_per_token(&tr->model, o->cfg.seq_len);
     double tokens = (double)o->batch * o->cfg.seq_len;
     int64_t saved = o->resume ? tr->step : -1;
+    char nb[40];
+    if (mt_stop_signal_install(err)) return -1;
+    int rc = 0;
     while (tr->step < o->steps) {
         double t0 = now_s();
         float lr = mt_lr_at(&o->lr, tr->step);
@@ -460,44 +569,102 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
         tr->step_s += ms * 1e-3;
         if (tr->model.prof) {
             mt_profile_end_step(&tr->prof, (long)tr->step, ms * 1e-3);
-            if (tr->metrics && mt_profile_write_json(&tr->prof, tr->metrics, 0, err)) return -1;
+            if (tr->metrics && !tr->metrics_failed && mt_profile_write_json(&tr->prof, tr->metrics, 0, &tr->metrics_err))
+                tr->metrics_failed = 1;
         }
         tr->steps_run++;
         double tps = tokens / (ms * 1e-3), gflops = flops_tok * tps * 1e-9;
-        if (!isfinite(loss)) return mt_errorf(err, "loss became %g at step %lld; lower --lr or enable --grad-clip", loss, (long long)tr->step);
-        if (tr->rank == 0 && o->log_every > 0 && (tr->step % o->log_every == 0 || tr->step == o->steps))
+        if (tr->grad_nonfinite && !o->on_nonfinite_skip) {
+            rc = mt_errorf(err, "step %lld: the loss (%g) or the gradient norm (%g) is not finite; stopped before the "
+                                "update, no checkpoint written from it (lower --lr, keep --grad-clip, or pass "
+                                "--on-nonfinite skip to leave such steps out)",
+                           (long long)tr->step, loss, tr->last_norm);
+            break;
+        }
+        if (!isfinite(loss) && !tr->grad_nonfinite) { /* fp16: the loss scaler cannot skip a non-finite loss */
+            rc = mt_errorf(err, "loss became %g at step %lld; lower --lr or enable --grad-clip", loss, (long long)tr->step);
+            break;
+        }
+        if (tr->rank == 0 && tr->grad_nonfinite && o->log_every > 0)
+            printf("step %lld: loss %g, gradient norm %g: not finite, update skipped (--on-nonfinite skip; %lld "
+                   "steps skipped so far)\n",
+                   (long long)tr->step, loss, tr->last_norm, (long long)tr->nonfinite_skipped);
+        else if (tr->rank == 0 && o->log_every > 0 && (tr->step % o->log_every == 0 || tr->step == o->steps))
             printf("step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.1f GFLOP/s\n",
                    (long long)tr->step, (long long)o->steps, loss, (double)lr, tr->last_norm, ms, tps, gflops);
         if (tr->metrics) {
-            fprintf(tr->metrics,
-                    "{\"step\":%lld,\"loss\":%.17g,\"lr\":%.9g,\"grad_norm\":%.17g,\"ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops\":%.3f",
-                    (long long)tr->step, loss, (double)lr, isfinite(tr->last_norm) ? tr->last_norm : -1.0, ms, tps, gflops);
+            char extra[128] = "";
             if (o->precision == MT_FP16) /* the scale after this step's decision, and the skips so far */
-                fprintf(tr->metrics, ",\"loss_scale\":%.9g,\"skipped_steps\":%lld", (double)tr->scaler.st.scale,
-                        (long long)tr->scaler.st.skipped);
-            fprintf(tr->metrics, "}\n");
-            fflush(tr->metrics);
+                snprintf(extra, sizeof extra, ",\"loss_scale\":%.9g,\"skipped_steps\":%lld", (double)tr->scaler.st.scale,
+                         (long long)tr->scaler.st.skipped);
+            else if (o->on_nonfinite_skip)
+                snprintf(extra, sizeof extra, ",\"skipped_steps\":%lld", (long long)tr->nonfinite_skipped);
+            metrics_line(tr,
+                         "{\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%.17g,\"ms\":%.3f,\"tokens_per_s\":%.1f,"
+                         "\"gflops\":%.3f%s}\n",
+                         (long long)tr->step, json_num(nb, sizeof nb, loss), (double)lr,
+                         isfinite(tr->last_norm) ? tr->last_norm : -1.0, ms, tps, gflops, extra);
+        }
+        int64_t flags[3];
+        agree_step_boundary(tr, flags);
+        if (flags[0]) {
+            const char *bad = owned_nonfinite_tensor(tr);
+            rc = mt_errorf(err, "step %lld: parameters are not finite after the update (%lld rank%s%s%s); stopped, no "
+                                "checkpoint written from them (lower --lr or --weight-decay)",
+                           (long long)tr->step, (long long)flags[0], flags[0] > 1 ? "s" : "", bad ? ", e.g. " : "",
+                           bad ? bad : "");
+            rc = agree(tr->world, bad ? -1 : 0, err) ? -1 : rc; /* name the tensor of the lowest rank that has one */
+            break;
+        }
+        if (flags[1]) {
+            rc = metrics_failure(tr, err);
+            break;
         }
         if (tr->has_val && o->eval_every > 0 && (tr->step % o->eval_every == 0 || tr->step == o->steps)) {
             double vl = mt_trainer_eval(tr);
-            if (tr->rank == 0) printf("step %5lld | val_loss %.6f\n", (long long)tr->step, vl);
-            if (tr->metrics) {
-                fprintf(tr->metrics, "{\"step\":%lld,\"val_loss\":%.17g}\n", (long long)tr->step, vl);
-                fflush(tr->metrics);
+            if (!isfinite(vl)) {
+                rc = mt_errorf(err, "step %lld: the validation loss is %g (not finite); stopped, no checkpoint "
+                                    "written from this state", (long long)tr->step, vl);
+                break;
             }
+            if (tr->rank == 0) printf("step %5lld | val_loss %.6f\n", (long long)tr->step, vl);
+            metrics_line(tr, "{\"step\":%lld,\"val_loss\":%.17g}\n", (long long)tr->step, vl);
+        }
+        if (flags[2]) {
+            tr->stopped_by_signal = 1;
+            break;
         }
         if (o->ckpt_dir && o->ckpt_every > 0 && tr->step % o->ckpt_every == 0) {
-            if (mt_trainer_save(tr, err)) return -1;
+            if ((rc = mt_trainer_save(tr, err))) break;
             saved = tr->step;
         }
     }
+    mt_stop_signal_uninstall();
+    if (rc) return -1;
+    if (tr->metrics_failed && metrics_failure(tr, err)) return -1; /* a val_loss line failed */
     if (tr->model.prof && tr->rank == 0 && tr->prof.steps > 0) {
         printf("profile of rank 0, mean per step (%s):\n", tr->prof.steps > 1 ? "all steps" : "one step");
         mt_profile_print_summary(&tr->prof, stdout);
     }
     /* Always leave a checkpoint of the final state (also of step 0, which
-     * is how an initial model is written for export). */
+     * is how an initial model is written for export). Every non-finite state
+     * returned above, so what is saved here is finite. */
     if (o->ckpt_dir && saved != tr->step && mt_trainer_save(tr, err)) return -1;
+    rc = 0;
+    if (tr->metrics) {
+        if (fclose(tr->metrics) != 0)
+            rc = mt_errorf(err, "closing --metrics file '%s' failed: %s (is the disk full?)", o->metrics_path,
+                           strerror(errno));
+        tr->metrics = NULL;
+    }
+    if (agree(tr->world, rc, err)) return -1;
+    if (tr->stopped_by_signal && tr->rank == 0) {
+        if (o->ckpt_dir)
+            printf("stopped by a signal after step %lld: checkpoint saved in %s (continue with --resume)\n",
+                   (long long)tr->step, o->ckpt_dir);
+        else
+            printf("stopped by a signal after step %lld (no --ckpt-dir: nothing saved)\n", (long long)tr->step);
+    }
     fflush(stdout);
     return 0;
 }

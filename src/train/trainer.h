@@ -61,6 +61,9 @@ typedef struct {
     float loss_scale;    /* fp16: initial dynamic loss scale */
     int64_t loss_scale_window; /* fp16: clean steps per doubling of the scale */
     int64_t test_overflow_step; /* test aid: the last rank finds an inf gradient at this step (1-based; 0 = never) */
+    int64_t test_nonfinite_step; /* test aid (fp32/bf16): the same, for --on-nonfinite */
+    int on_nonfinite_skip; /* --on-nonfinite skip: a step with a non-finite loss or gradient is left out
+                              (default stop: the run ends with the step number) */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
@@ -99,6 +102,14 @@ typedef struct {
     mt_trace trace_buf;
     mt_trace *trace;            /* &trace_buf with --trace, else NULL (recording is then a no-op) */
     double *acct_start, *acct_end; /* [world size][record] accounting records (accounting.c) */
+    /* non-finite state (fp32/bf16; fp16 has its loss scaler) */
+    int grad_nonfinite;         /* this step's loss or gradient norm is not finite: no update was applied */
+    int params_nonfinite;       /* this rank's owned parameters are not finite after this step's update */
+    int64_t nonfinite_skipped;  /* steps left out by --on-nonfinite skip */
+    /* --metrics is written by rank 0; a failed write is agreed at the step boundary */
+    int metrics_failed;
+    mt_error metrics_err;
+    int stopped_by_signal;      /* the run ended early on SIGINT/SIGTERM (after a checkpoint if --ckpt-dir) */
 } mt_trainer;
 
 /* Collective over world (a process is the mesh 1x1x1: world of size 1).
