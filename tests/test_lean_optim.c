@@ -11,14 +11,9 @@
 #include "optim/adam8bit.h"
 #include "optim/optimizer.h"
 #include "testlib.h"
+#include "testlib_unit.h"
 
 /* ---- deterministic random numbers */
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 static double rng_uniform(uint64_t *s) { return ((double)(rng_next(s) >> 11) + 0.5) / 9007199254740992.0; }
 static float rng_normal(uint64_t *s) {
     double u = rng_uniform(s), v = rng_uniform(s);
@@ -27,23 +22,6 @@ static float rng_normal(uint64_t *s) {
 
 /* ---- a hand-made unit with matrices whose rows are not multiples of any
  * shard size, a vector, a [1, n] matrix (unfactored) and a tiny matrix */
-static void add_tensor(mt_unit_layout *u, const char *name, int ndim, int64_t r, int64_t c, int decay) {
-    if (u->n_tensors == u->cap) { /* the test's units are small and live to the end */
-        u->cap = u->cap ? 2 * u->cap : 8;
-        u->t = realloc(u->t, (size_t)u->cap * sizeof *u->t);
-        if (!u->t) abort();
-    }
-    mt_tensor *t = &u->t[u->n_tensors++];
-    memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->ndim = ndim;
-    t->shape[0] = r;
-    t->shape[1] = ndim == 2 ? c : 1;
-    t->offset = u->numel;
-    t->numel = (size_t)(r * t->shape[1]);
-    t->weight_decay = decay;
-    u->numel += t->numel;
-}
 static mt_unit_layout test_unit(void) {
     mt_unit_layout u;
     memset(&u, 0, sizeof u);

@@ -17,14 +17,8 @@
 #include "optim/offload.h"
 #include "optim/optimizer.h"
 #include "testlib.h"
+#include "testlib_unit.h"
 
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float rng_sym(uint64_t *s) { return (float)((double)(rng_next(s) >> 11) / 4503599627370496.0 - 1.0); }
 
 static int dir_entries(const char *dir) {
     DIR *d = opendir(dir);

@@ -19,27 +19,9 @@
 #include "optim/opt_state.h"
 #include "optim/optimizer.h"
 #include "testlib.h"
+#include "testlib_unit.h"
 
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float rng_sym(uint64_t *s) { return (float)((double)(rng_next(s) >> 11) / 4503599627370496.0 - 1.0); }
 
-static void add_tensor(mt_unit_layout *u, const char *name, int ndim, int64_t r, int64_t c, int decay) {
-    mt_tensor *t = &u->t[u->n_tensors++];
-    memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->ndim = ndim;
-    t->shape[0] = r;
-    t->shape[1] = ndim == 2 ? c : 1;
-    t->offset = u->numel;
-    t->numel = (size_t)(r * t->shape[1]);
-    t->weight_decay = decay;
-    u->numel += t->numel;
-}
 
 /* Factored matrices (rows not a multiple of any block), vectors, a [1, n]
  * matrix; 1157 elements. */
