@@ -170,6 +170,7 @@ int mt_cli_train(int argc, char **argv) {
     int64_t seed = (int64_t)o.seed;
     int help = 0;
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
+    int ranks_per_node = 0;
     o.mesh = (mt_mesh_shape){1, 1, 1, 0};
     mt_arg spec[] = {
         {"train", MT_ARG_STR, &o.train_path, "training token shard (llm.c format, from `meshtrain tokenize`)", 0},
@@ -235,6 +236,7 @@ int mt_cli_train(int argc, char **argv) {
         {"zero", MT_ARG_INT, &o.zero, "ZeRO stage 0 | 1 | 2 | 3 (default 0)", 0},
         {"shard-group", MT_ARG_INT, &o.mesh.shard, "hybrid sharding: shard over groups of G dp ranks, replicate across (default dp)", 0},
         {"timeout", MT_ARG_FLOAT, &timeout, "communication timeout in seconds (default 60)", 0},
+        {"ranks-per-node", MT_ARG_INT, &ranks_per_node, "nodes of N consecutive ranks for the inter-node byte counts (default: the ranks that share memory)", 0},
         {"recompute", MT_ARG_STR, &recompute, "activation recomputation: none | selective (attention core) | full (whole blocks) (default none)", 0},
         {"offload-optimizer", MT_ARG_STR, &offload, "disk:DIR: keep the optimizer state in a file in DIR, streamed through the update", 0},
         {"offload-buffer-mb", MT_ARG_FLOAT, &o.offload_buffer_mb, "resident memory for the streamed optimizer state (default 64)", 0},
@@ -301,8 +303,13 @@ int mt_cli_train(int argc, char **argv) {
         mt_errorf(&err, "--timeout must be > 0 seconds, got %g", (double)timeout);
         return rank ? 1 : mt_cli_fail("train", &err);
     }
+    if (ranks_per_node < 0) {
+        mt_errorf(&err, "--ranks-per-node must be >= 1, got %d", ranks_per_node);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
     mt_comm_ctx *ctx = mt_comm_ctx_create(timeout, &err);
     if (!ctx) return rank ? 1 : mt_cli_fail("train", &err);
+    if (ranks_per_node > 0) mt_comm_ctx_set_ranks_per_node(ctx, ranks_per_node, &err); /* >= 1: cannot fail */
     mt_comm *world = mt_comm_world(ctx);
     /* The model flags may read the data (vocab inference). */
     int rc = resolve_model(&mf, spec, NARGS(spec), o.train_path, &o.cfg, &err);

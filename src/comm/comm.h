@@ -78,7 +78,15 @@
  *   allgather:                (n-1)*b   (b = bytes of one block; B = n*b output)
  *   broadcast:                B on the root, 0 elsewhere (0 when n = 1)
  *   send: B;  recv: 0;  barrier: 0
- * so with n = 1 every count is 0. `wait_s` is the time spent inside the call
+ * so with n = 1 every count is 0.
+ *
+ * Nodes. The ranks that share memory (MPI_COMM_TYPE_SHARED) form a node;
+ * mt_comm_ctx_set_ranks_per_node overrides that with consecutive world
+ * ranks (to test two-level paths on one machine). `bytes_inter` counts the
+ * bytes a rank sends to another node under the same ring convention: a
+ * collective's go to the next rank of the group, a send's to its peer. With
+ * the group's ranks in node order, a ring over k nodes crosses k links,
+ * which is what a hierarchical NCCL ring does too. `wait_s` is the time spent inside the call
  * (blocking forms) or inside mt_comm_wait/mt_comm_test (non-blocking forms).
  * Groups of size 1 never touch MPI (copies only).
  *
@@ -116,6 +124,7 @@ typedef struct {
     uint64_t calls;
     uint64_t payload_bytes;
     uint64_t bytes_sent;
+    uint64_t bytes_inter; /* the part of bytes_sent that crosses nodes (see "Nodes" above) */
     double wait_s;
 } mt_comm_counter;
 
@@ -146,6 +155,13 @@ mt_comm_ctx *mt_comm_ctx_create(double timeout_s, mt_error *err);
 /* Frees the context and its world communicator; every other communicator
  * must have been freed. Call before MPI_Finalize. */
 void mt_comm_ctx_free(mt_comm_ctx *ctx);
+/* Nodes of ranks_per_node consecutive world ranks instead of the shared-
+ * memory groups; call before creating the groups whose traffic it should
+ * classify (it changes only the accounting, and the node groups asked for
+ * later). */
+int mt_comm_ctx_set_ranks_per_node(mt_comm_ctx *x, int ranks_per_node, mt_error *err);
+/* Distinct nodes among the group's ranks. */
+int mt_comm_node_count(const mt_comm *c);
 void mt_comm_ctx_set_timeout(mt_comm_ctx *ctx, double timeout_s);
 double mt_comm_ctx_timeout(const mt_comm_ctx *ctx);
 /* The world communicator (name "world"), owned by the context. */

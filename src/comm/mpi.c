@@ -50,6 +50,7 @@ struct mt_comm_ctx {
     MPI_Comm diag;
     MPI_Group world_group;
     int world_rank, world_size;
+    int *node_of;      /* [world_size] node of each world rank (the world rank of its first rank) */
     double timeout_s;
     int64_t next_id;
     mt_comm *world;
@@ -276,11 +277,39 @@ mt_comm_ctx *mt_comm_ctx_create(double timeout_s, mt_error *err) {
         return NULL;
     }
     x->next_id = 1;
+    /* Nodes: the ranks that share memory (MPI-3), each named by the world
+     * rank of its first member. */
+    x->node_of = malloc((size_t)x->world_size * sizeof(int));
+    if (!x->node_of) usage_fail(x->world, "out of memory allocating the node table (%d ranks)", x->world_size);
+    MPI_Comm shm;
+    CK(x->world, "MPI_Comm_split_type",
+       MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, x->world_rank, MPI_INFO_NULL, &shm), "node group");
+    int first = x->world_rank;
+    CK(x->world, "MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, shm), "node group");
+    CK(x->world, "MPI_Comm_free", MPI_Comm_free(&shm), "node group");
+    CK(x->world, "MPI_Allgather", MPI_Allgather(&first, 1, MPI_INT, x->node_of, 1, MPI_INT, w), "node table");
     CK(x->world, "MPI_Op_create", MPI_Op_create(bf16_sum_fn, 1, &x->bf16_sum), "bf16 sum");
     CK(x->world, "MPI_Irecv", MPI_Irecv(&x->q_in, (int)sizeof x->q_in, MPI_BYTE, MPI_ANY_SOURCE,
                                         TAG_QUERY, x->diag, &x->q_req),
        "status-query receive");
     return x;
+}
+
+int mt_comm_ctx_set_ranks_per_node(mt_comm_ctx *x, int ranks_per_node, mt_error *err) {
+    if (ranks_per_node < 1)
+        return mt_errorf(err, "--ranks-per-node must be >= 1, got %d", ranks_per_node);
+    for (int r = 0; r < x->world_size; r++) x->node_of[r] = r / ranks_per_node * ranks_per_node;
+    return 0;
+}
+
+int mt_comm_node_count(const mt_comm *c) {
+    int n = 0;
+    for (int i = 0; i < c->size; i++) {
+        int seen = 0, me = c->ctx->node_of[c->world_ranks[i]];
+        for (int j = 0; j < i && !seen; j++) seen = c->ctx->node_of[c->world_ranks[j]] == me;
+        n += !seen;
+    }
+    return n;
 }
 
 void mt_comm_ctx_set_timeout(mt_comm_ctx *x, double t) {
@@ -308,6 +337,7 @@ void mt_comm_ctx_free(mt_comm_ctx *x) {
     CK(NULL, "MPI_Comm_free", MPI_Comm_free(&x->diag), "diagnosis channel");
     CK(NULL, "MPI_Group_free", MPI_Group_free(&x->world_group), "world group");
     free(x->comms);
+    free(x->node_of);
     free(x);
 }
 
@@ -496,6 +526,14 @@ static void begin(mt_comm *c, mt_comm_req *r, int kind, int peer, size_t payload
     k->calls++;
     k->payload_bytes += payload;
     k->bytes_sent += sent;
+    /* The ring convention: a collective's bytes go to the next rank of the
+     * group, a send's to its peer; they cross nodes when that rank is on
+     * another node. */
+    if (sent && c->size > 1) {
+        int to = kind == MT_COMM_SEND ? peer : (c->rank + 1) % c->size;
+        const int *node = c->ctx->node_of;
+        if (node[c->world_ranks[to]] != node[c->world_ranks[c->rank]]) k->bytes_inter += sent;
+    }
 }
 
 static void finish(mt_comm_req *r, const MPI_Status *st) {

@@ -19,12 +19,12 @@ enum {
     R_PEAK_TOTAL = R_PEAK + MT_MEM_NCAT,     /* peak of the sum */
     R_STEPS = R_PEAK_TOTAL + 1,              /* optimizer steps run by this process */
     R_STEP_S, R_BACKWARD_S, R_EXPOSED_S,     /* summed seconds */
-    R_COMM,                                  /* [axis][kind][calls, bytes_sent, payload] totals */
-    R_LEN = R_COMM + ACCT_NAXES * MT_COMM_NKIND * 3
+    R_COMM,                                  /* [axis][kind][calls, bytes_sent, payload, bytes_inter] totals */
+    R_LEN = R_COMM + ACCT_NAXES * MT_COMM_NKIND * 4
 };
 
 static size_t comm_index(int axis, int kind, int field) {
-    return (size_t)R_COMM + ((size_t)axis * MT_COMM_NKIND + (size_t)kind) * 3 + (size_t)field;
+    return (size_t)R_COMM + ((size_t)axis * MT_COMM_NKIND + (size_t)kind) * 4 + (size_t)field;
 }
 
 static void pack_record(const mt_trainer *tr, double *rec) {
@@ -44,6 +44,7 @@ static void pack_record(const mt_trainer *tr, double *rec) {
             rec[comm_index(a, k, 0)] = (double)st->k[k].calls;
             rec[comm_index(a, k, 1)] = (double)st->k[k].bytes_sent;
             rec[comm_index(a, k, 2)] = (double)st->k[k].payload_bytes;
+            rec[comm_index(a, k, 3)] = (double)st->k[k].bytes_inter;
         }
     }
 }
@@ -90,19 +91,25 @@ static void print_memory_table(const double *all, int n, const char *when, int w
 static void print_comm_table(const double *all, int n) {
     static const mt_comm_kind kinds[] = {MT_COMM_ALLREDUCE, MT_COMM_REDUCE_SCATTER, MT_COMM_ALLGATHER,
                                          MT_COMM_ALLREDUCE_CTL, MT_COMM_BROADCAST, MT_COMM_SEND};
-    printf("bytes sent per step per rank (MB; dp, shard, replica, tp and pp groups):\n  rank");
+    printf("bytes sent per step per rank (MB; dp, shard, replica, tp and pp groups; inter-node: the part sent to "
+           "another node):\n  rank");
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) printf(" %14s", mt_comm_kind_name(kinds[k]));
-    printf("\n");
+    printf(" %14s %14s\n", "total", "inter-node");
     for (int r = 0; r < n; r++) {
         const double *rec = all + (size_t)r * R_LEN;
         double steps = rec[R_STEPS] > 0 ? rec[R_STEPS] : 1.0;
         printf("  %4d", r);
+        double total = 0, inter = 0;
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
             double s = 0;
-            for (int a = 0; a < ACCT_NAXES; a++) s += rec[comm_index(a, (int)kinds[k], 1)];
+            for (int a = 0; a < ACCT_NAXES; a++) {
+                s += rec[comm_index(a, (int)kinds[k], 1)];
+                inter += rec[comm_index(a, (int)kinds[k], 3)];
+            }
+            total += s;
             printf(" %14.4f", s / steps * 1e-6);
         }
-        printf("\n");
+        printf(" %14.4f %14.4f\n", total / steps * 1e-6, inter / steps * 1e-6);
     }
 }
 
@@ -124,9 +131,9 @@ static void json_comm(FILE *f, const double *rec) {
     for (int a = 0; a < ACCT_NAXES; a++) {
         fprintf(f, "%s\"%s\":{", a ? "," : "", mt_mesh_axis_name(acct_axes[a]));
         for (int k = 0; k < MT_COMM_NKIND; k++)
-            fprintf(f, "%s\"%s\":{\"calls\":%.3f,\"bytes_sent\":%.1f,\"payload\":%.1f}", k ? "," : "",
-                    mt_comm_kind_name((mt_comm_kind)k), rec[comm_index(a, k, 0)] / steps, rec[comm_index(a, k, 1)] / steps,
-                    rec[comm_index(a, k, 2)] / steps);
+            fprintf(f, "%s\"%s\":{\"calls\":%.3f,\"bytes_sent\":%.1f,\"payload\":%.1f,\"bytes_inter\":%.1f}",
+                    k ? "," : "", mt_comm_kind_name((mt_comm_kind)k), rec[comm_index(a, k, 0)] / steps,
+                    rec[comm_index(a, k, 1)] / steps, rec[comm_index(a, k, 2)] / steps, rec[comm_index(a, k, 3)] / steps);
         fprintf(f, "}");
     }
     fprintf(f, "}");
