@@ -236,6 +236,7 @@ int mt_cli_train(int argc, char **argv) {
         {"zero", MT_ARG_INT, &o.zero, "ZeRO stage 0 | 1 | 2 | 3 (default 0)", 0},
         {"shard-group", MT_ARG_INT, &o.mesh.shard, "hybrid sharding: shard over groups of G dp ranks, replicate across (default dp)", 0},
         {"timeout", MT_ARG_FLOAT, &timeout, "communication timeout in seconds (default 60)", 0},
+        {"zeropp-hpz", MT_ARG_INT, &o.zeropp_hpz, "ZeRO++ hpZ with --zero 3: keep a copy of the parameters split over groups of G consecutive ranks (a node) from the forward all-gather, so the backward all-gather stays inside the group; bitwise the same training (default 0: off)", 0},
         {"ranks-per-node", MT_ARG_INT, &ranks_per_node, "nodes of N consecutive ranks for the inter-node byte counts (default: the ranks that share memory)", 0},
         {"recompute", MT_ARG_STR, &recompute, "activation recomputation: none | selective (attention core) | full (whole blocks) (default none)", 0},
         {"offload-optimizer", MT_ARG_STR, &offload, "disk:DIR: keep the optimizer state in a file in DIR, streamed through the update", 0},

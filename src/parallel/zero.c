@@ -244,6 +244,7 @@ static void free_mixed(mt_zero *z, mt_model *m) {
 void mt_zero_free(mt_zero *z, mt_model *m) {
     if (!z->numel) return;
     mt_mem *mem = z->mem;
+    mt_zero_hpz_free(z);
     if (mixed(z)) free_mixed(z, m);
     for (int u = 0; u < z->n_units && !mixed(z); u++) {
         size_t P = padded(z, u);
@@ -289,6 +290,10 @@ static int seq_unit(const mt_zero *z, int i) {
 
 static void start_gather(mt_zero *z, int i) {
     int u = seq_unit(z, i);
+    if (z->hpz && i >= z->n_units - 1) { /* a backward gather: from the node's secondary parts */
+        mt_zero_hpz_start_gather(z, u, mixed(z) ? (void *)z->p16pool[i % 2] : (void *)z->ppool[i % 2], &z->preq[i % 2]);
+        return;
+    }
     if (mixed(z))
         mt_comm_iallgather(z->shard, z->p16[u], z->p16pool[i % 2], z->S[u] * sizeof(uint16_t), &z->preq[i % 2]);
     else
@@ -395,6 +400,8 @@ static void take_gathered(mt_zero *z, mt_model *m, int unit) {
     int i = z->seq_i++;
     if (i >= z->seq_len || seq_unit(z, i) != unit) mt_die("zero: unit %d out of the gather sequence", unit);
     mt_comm_wait(&z->preq[i % 2]);
+    if (z->hpz && i < z->n_units - 1) /* a forward gather: keep the node's part for the backward one */
+        mt_zero_hpz_keep(z, unit, mixed(z) ? (const void *)z->p16pool[i % 2] : (const void *)z->ppool[i % 2]);
     if (mixed(z)) widen_unit(z, m, unit, z->ppool[i % 2], z->p16pool[i % 2]);
     bind_params(z, m, unit, z->ppool[i % 2], z->p16pool[i % 2]);
     if (i + 1 < z->seq_len) start_gather(z, i + 1);

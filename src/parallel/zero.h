@@ -114,6 +114,11 @@ typedef struct {
     int g0_open;                   /* unit 0's gradient buffer is set up for this microbatch */
     unsigned char *in_norm;        /* per unit: counted in mt_zero_grad_sumsq (a replica of a unit held
                                       by another stage too -- a shared unit -- is not) */
+    /* ZeRO++ hierarchical partitioning (parallel/zero_hpz.c); hpz == NULL: off */
+    mt_comm *hpz;                  /* G consecutive ranks of the shard group (a node) */
+    int hpz_j;                     /* this rank's index in it */
+    size_t *hpz_len;               /* per unit: elements of its secondary part (padded / G) */
+    void **hpz_part;               /* per unit: the secondary part (16-bit under mixed precision) */
 } mt_zero;
 
 /* bucket_bytes: stage 0 all-reduce bucket size (0 = one bucket per unit);
@@ -125,6 +130,21 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
 /* Units the model does not hold (m->held[u] == 0: another
  * pipeline stage's) get no buffers and no communication; the hooks must not
  * be called for them. */
+/* ZeRO++ hpZ (stage 3): each rank also keeps part hpz_j of every block
+ * and head unit's gathered parameters, one of G equal parts, from the
+ * unit's forward all-gather; the backward all-gather then runs over the G
+ * consecutive ranks of the shard group (a node) instead of all of them.
+ * The gathered values are the same, so training is bitwise unchanged; the
+ * price is padded / G more parameter elements per unit held (accounted as
+ * params). G >= 2 must divide the shard group. Collective over the shard
+ * group. */
+int mt_zero_enable_hpz(mt_zero *z, const mt_model *m, int group, mt_error *err);
+/* zero.c's gather sequence: after a forward gather of unit u landed in
+ * pool (its padded parameters, 16-bit under mixed precision), keep the
+ * secondary part; and start unit u's backward gather into pool from it. */
+void mt_zero_hpz_keep(mt_zero *z, int u, const void *pool);
+void mt_zero_hpz_start_gather(mt_zero *z, int u, void *pool, mt_comm_req *req);
+void mt_zero_hpz_free(mt_zero *z);
 /* Frees what zero allocated; call before mt_model_free. */
 void mt_zero_free(mt_zero *z, mt_model *m);
 

@@ -10,7 +10,12 @@
 
 /* The mesh groups the trainer's collectives run on. */
 static const mt_mesh_axis acct_axes[] = {MT_AXIS_DP, MT_AXIS_SHARD, MT_AXIS_REPLICA, MT_AXIS_TP, MT_AXIS_PP};
-#define ACCT_NAXES 5
+#define ACCT_NMESH 5
+#define ACCT_NAXES (ACCT_NMESH + 1) /* and ZeRO++'s hpZ group */
+static const mt_comm *acct_comm(const mt_trainer *tr, int a) {
+    return a < ACCT_NMESH ? mt_mesh_comm(&tr->mesh, acct_axes[a]) : tr->zero.hpz;
+}
+static const char *acct_name(int a) { return a < ACCT_NMESH ? mt_mesh_axis_name(acct_axes[a]) : "hpz"; }
 
 /* Record layout (doubles). */
 enum {
@@ -39,7 +44,9 @@ static void pack_record(const mt_trainer *tr, double *rec) {
     rec[R_BACKWARD_S] = tr->backward_s;
     rec[R_EXPOSED_S] = tr->zero.exposed_s;
     for (int a = 0; a < ACCT_NAXES; a++) {
-        const mt_comm_stats *st = mt_comm_get_stats(mt_mesh_comm(&tr->mesh, acct_axes[a]));
+        const mt_comm *c = acct_comm(tr, a);
+        if (!c) continue;
+        const mt_comm_stats *st = mt_comm_get_stats(c);
         for (int k = 0; k < MT_COMM_NKIND; k++) {
             rec[comm_index(a, k, 0)] = (double)st->k[k].calls;
             rec[comm_index(a, k, 1)] = (double)st->k[k].bytes_sent;
@@ -91,7 +98,7 @@ static void print_memory_table(const double *all, int n, const char *when, int w
 static void print_comm_table(const double *all, int n) {
     static const mt_comm_kind kinds[] = {MT_COMM_ALLREDUCE, MT_COMM_REDUCE_SCATTER, MT_COMM_ALLGATHER,
                                          MT_COMM_ALLREDUCE_CTL, MT_COMM_BROADCAST, MT_COMM_SEND};
-    printf("bytes sent per step per rank (MB; dp, shard, replica, tp and pp groups; inter-node: the part sent to "
+    printf("bytes sent per step per rank (MB; dp, shard, replica, tp, pp and hpz groups; inter-node: the part sent to "
            "another node):\n  rank");
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) printf(" %14s", mt_comm_kind_name(kinds[k]));
     printf(" %14s %14s\n", "total", "inter-node");
@@ -129,7 +136,7 @@ static void json_comm(FILE *f, const double *rec) {
     double steps = rec[R_STEPS] > 0 ? rec[R_STEPS] : 1.0;
     fprintf(f, "\"comm_per_step\":{");
     for (int a = 0; a < ACCT_NAXES; a++) {
-        fprintf(f, "%s\"%s\":{", a ? "," : "", mt_mesh_axis_name(acct_axes[a]));
+        fprintf(f, "%s\"%s\":{", a ? "," : "", acct_name(a));
         for (int k = 0; k < MT_COMM_NKIND; k++)
             fprintf(f, "%s\"%s\":{\"calls\":%.3f,\"bytes_sent\":%.1f,\"payload\":%.1f,\"bytes_inter\":%.1f}",
                     k ? "," : "", mt_comm_kind_name((mt_comm_kind)k), rec[comm_index(a, k, 0)] / steps,

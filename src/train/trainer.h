@@ -64,6 +64,7 @@ typedef struct {
     int64_t test_nonfinite_step; /* test aid (fp32/bf16): the same, for --on-nonfinite */
     int on_nonfinite_skip; /* --on-nonfinite skip: a step with a non-finite loss or gradient is left out
                               (default stop: the run ends with the step number) */
+    int zeropp_hpz;        /* ZeRO++ hpZ group (consecutive ranks of the shard group; 0 = off): see zero.h */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
