@@ -237,6 +237,8 @@ int mt_cli_train(int argc, char **argv) {
         {"shard-group", MT_ARG_INT, &o.mesh.shard, "hybrid sharding: shard over groups of G dp ranks, replicate across (default dp)", 0},
         {"timeout", MT_ARG_FLOAT, &timeout, "communication timeout in seconds (default 60)", 0},
         {"zeropp-hpz", MT_ARG_INT, &o.zeropp_hpz, "ZeRO++ hpZ with --zero 3: keep a copy of the parameters split over groups of G consecutive ranks (a node) from the forward all-gather, so the backward all-gather stays inside the group; bitwise the same training (default 0: off)", 0},
+        {"zeropp-qwz", MT_ARG_FLAG, &o.zeropp_qwz, "ZeRO++ qwZ with --zero 3: all-gather parameters as int8 with an fp32 scale per block of 256, dequantized on arrival (lossy: the model computes with the dequantized weights)", 0},
+        {"zeropp-qgz", MT_ARG_FLAG, &o.zeropp_qgz, "ZeRO++ qgZ with --zero 2|3: reduce-scatter gradients as int4 blocks in two all-to-alls (inside the node, then across nodes; lossy)", 0},
         {"ranks-per-node", MT_ARG_INT, &ranks_per_node, "nodes of N consecutive ranks for the inter-node byte counts (default: the ranks that share memory)", 0},
         {"recompute", MT_ARG_STR, &recompute, "activation recomputation: none | selective (attention core) | full (whole blocks) (default none)", 0},
         {"offload-optimizer", MT_ARG_STR, &offload, "disk:DIR: keep the optimizer state in a file in DIR, streamed through the update", 0},

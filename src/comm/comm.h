@@ -77,6 +77,7 @@
  *   reduce_scatter:           (n-1)*b   (b = bytes of one block; B = n*b input)
  *   allgather:                (n-1)*b   (b = bytes of one block; B = n*b output)
  *   broadcast:                B on the root, 0 elsewhere (0 when n = 1)
+ *   alltoall:                 (n-1)*b   (b = bytes to each rank; B = n*b)
  *   send: B;  recv: 0;  barrier: 0
  * so with n = 1 every count is 0.
  *
@@ -84,7 +85,8 @@
  * mt_comm_ctx_set_ranks_per_node overrides that with consecutive world
  * ranks (to test two-level paths on one machine). `bytes_inter` counts the
  * bytes a rank sends to another node under the same ring convention: a
- * collective's go to the next rank of the group, a send's to its peer. With
+ * collective's go to the next rank of the group, a send's to its peer, an
+ * all-to-all's block to each rank on another node. With
  * the group's ranks in node order, a ring over k nodes crosses k links,
  * which is what a hierarchical NCCL ring does too. `wait_s` is the time spent inside the call
  * (blocking forms) or inside mt_comm_wait/mt_comm_test (non-blocking forms).
@@ -114,6 +116,7 @@ typedef enum {
     MT_COMM_SEND,
     MT_COMM_RECV,
     MT_COMM_BARRIER,
+    MT_COMM_ALLTOALL,
     MT_COMM_NKIND
 } mt_comm_kind;
 
@@ -162,6 +165,8 @@ void mt_comm_ctx_free(mt_comm_ctx *ctx);
 int mt_comm_ctx_set_ranks_per_node(mt_comm_ctx *x, int ranks_per_node, mt_error *err);
 /* Distinct nodes among the group's ranks. */
 int mt_comm_node_count(const mt_comm *c);
+/* The node of member r (the world rank of the node's first rank). */
+int mt_comm_node_of(const mt_comm *c, int r);
 void mt_comm_ctx_set_timeout(mt_comm_ctx *ctx, double timeout_s);
 double mt_comm_ctx_timeout(const mt_comm_ctx *ctx);
 /* The world communicator (name "world"), owned by the context. */
@@ -202,6 +207,9 @@ void mt_comm_reduce_scatter(mt_comm *c, const float *send, float *recv, size_t c
 /* recv (n * bytes) gets every rank's `bytes`-sized block in rank order. In
  * place: send == (char *)recv + rank * bytes. */
 void mt_comm_allgather(mt_comm *c, const void *send, void *recv, size_t bytes);
+/* Block i of send (bytes each) goes to rank i; recv gets rank i's block
+ * for this rank at block i. Not in place. */
+void mt_comm_alltoall(mt_comm *c, const void *send, void *recv, size_t bytes);
 void mt_comm_broadcast(mt_comm *c, void *buf, size_t bytes, int root);
 void mt_comm_send(mt_comm *c, const void *buf, size_t bytes, int peer, int tag);
 void mt_comm_recv(mt_comm *c, void *buf, size_t bytes, int peer, int tag);

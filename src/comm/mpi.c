@@ -71,7 +71,7 @@ struct mt_comm_ctx {
 
 static const char *const kind_names[MT_COMM_NKIND] = {
     "allreduce", "allreduce_ctl", "reduce_scatter", "allgather",
-    "broadcast", "send",          "recv",           "barrier"};
+    "broadcast", "send",          "recv",           "barrier", "alltoall"};
 
 const char *mt_comm_kind_name(mt_comm_kind k) {
     return (unsigned)k < MT_COMM_NKIND ? kind_names[k] : "?";
@@ -145,7 +145,8 @@ uint64_t mt_comm_bytes_sent(mt_comm_kind k, uint64_t payload, int n, int is_root
     case MT_COMM_ALLREDUCE:
     case MT_COMM_ALLREDUCE_CTL: return 2 * (un - 1) * payload / un;
     case MT_COMM_REDUCE_SCATTER:
-    case MT_COMM_ALLGATHER: return (un - 1) * (payload / un);
+    case MT_COMM_ALLGATHER:
+    case MT_COMM_ALLTOALL: return (un - 1) * (payload / un);
     case MT_COMM_BROADCAST: return is_root ? payload : 0;
     case MT_COMM_SEND: return payload;
     default: return 0;
@@ -301,6 +302,8 @@ int mt_comm_ctx_set_ranks_per_node(mt_comm_ctx *x, int ranks_per_node, mt_error 
     for (int r = 0; r < x->world_size; r++) x->node_of[r] = r / ranks_per_node * ranks_per_node;
     return 0;
 }
+
+int mt_comm_node_of(const mt_comm *c, int r) { return c->ctx->node_of[c->world_ranks[r]]; }
 
 int mt_comm_node_count(const mt_comm *c) {
     int n = 0;
@@ -529,10 +532,14 @@ static void begin(mt_comm *c, mt_comm_req *r, int kind, int peer, size_t payload
     /* The ring convention: a collective's bytes go to the next rank of the
      * group, a send's to its peer; they cross nodes when that rank is on
      * another node. */
-    if (sent && c->size > 1) {
+    const int *node = c->ctx->node_of;
+    int mine = node[c->world_ranks[c->rank]];
+    if (sent && kind == MT_COMM_ALLTOALL) {
+        for (int i = 0; i < c->size; i++)
+            if (node[c->world_ranks[i]] != mine) k->bytes_inter += sent / (uint64_t)(c->size - 1);
+    } else if (sent && c->size > 1) {
         int to = kind == MT_COMM_SEND ? peer : (c->rank + 1) % c->size;
-        const int *node = c->ctx->node_of;
-        if (node[c->world_ranks[to]] != node[c->world_ranks[c->rank]]) k->bytes_inter += sent;
+        if (node[c->world_ranks[to]] != mine) k->bytes_inter += sent;
     }
 }
 
@@ -673,6 +680,18 @@ void mt_comm_iallgather(mt_comm *c, const void *send, void *recv, size_t bytes,
        "%zu bytes per block", bytes);
 }
 
+static void ialltoall(mt_comm *c, const void *send, void *recv, size_t bytes, mt_comm_req *r) {
+    size_t B = bytes * (size_t)c->size;
+    begin(c, r, MT_COMM_ALLTOALL, -1, B, mt_comm_bytes_sent(MT_COMM_ALLTOALL, B, c->size, 0));
+    if (c->size == 1) {
+        if (bytes) memmove(recv, send, bytes);
+        return;
+    }
+    CK(c, "MPI_Ialltoall",
+       MPI_Ialltoall(send, to_int(c, bytes, "block bytes"), MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm, &r->req),
+       "%zu bytes per block", bytes);
+}
+
 void mt_comm_ibroadcast(mt_comm *c, void *buf, size_t bytes, int root, mt_comm_req *r) {
     check_root(c, root, "broadcast root");
     begin(c, r, MT_COMM_BROADCAST, -1, bytes,
@@ -716,6 +735,11 @@ void mt_comm_reduce_scatter(mt_comm *c, const float *send, float *recv, size_t c
 void mt_comm_allgather(mt_comm *c, const void *send, void *recv, size_t bytes) {
     mt_comm_req r = {0};
     mt_comm_iallgather(c, send, recv, bytes, &r);
+    mt_comm_wait(&r);
+}
+void mt_comm_alltoall(mt_comm *c, const void *send, void *recv, size_t bytes) {
+    mt_comm_req r = {0};
+    ialltoall(c, send, recv, bytes, &r);
     mt_comm_wait(&r);
 }
 void mt_comm_broadcast(mt_comm *c, void *buf, size_t bytes, int root) {

@@ -245,6 +245,8 @@ void mt_zero_free(mt_zero *z, mt_model *m) {
     if (!z->numel) return;
     mt_mem *mem = z->mem;
     mt_zero_hpz_free(z);
+    mt_zero_qwz_free(z);
+    mt_zero_qgz_free(z);
     if (mixed(z)) free_mixed(z, m);
     for (int u = 0; u < z->n_units && !mixed(z); u++) {
         size_t P = padded(z, u);
@@ -292,6 +294,10 @@ static void start_gather(mt_zero *z, int i) {
     int u = seq_unit(z, i);
     if (z->hpz && i >= z->n_units - 1) { /* a backward gather: from the node's secondary parts */
         mt_zero_hpz_start_gather(z, u, mixed(z) ? (void *)z->p16pool[i % 2] : (void *)z->ppool[i % 2], &z->preq[i % 2]);
+        return;
+    }
+    if (z->qwz) {
+        mt_zero_qwz_start_gather(z, u, i % 2, &z->preq[i % 2]);
         return;
     }
     if (mixed(z))
@@ -400,6 +406,8 @@ static void take_gathered(mt_zero *z, mt_model *m, int unit) {
     int i = z->seq_i++;
     if (i >= z->seq_len || seq_unit(z, i) != unit) mt_die("zero: unit %d out of the gather sequence", unit);
     mt_comm_wait(&z->preq[i % 2]);
+    if (z->qwz && !(z->hpz && i >= z->n_units - 1)) /* hpZ's backward gather is exact */
+        mt_zero_qwz_finish_gather(z, unit, i % 2, mixed(z) ? (void *)z->p16pool[i % 2] : (void *)z->ppool[i % 2]);
     if (z->hpz && i < z->n_units - 1) /* a forward gather: keep the node's part for the backward one */
         mt_zero_hpz_keep(z, unit, mixed(z) ? (const void *)z->p16pool[i % 2] : (const void *)z->ppool[i % 2]);
     if (mixed(z)) widen_unit(z, m, unit, z->ppool[i % 2], z->p16pool[i % 2]);
@@ -413,11 +421,14 @@ void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit) {
         return;
     }
     if (unit == 0) {
-        if (mixed(z))
+        if (z->qwz)
+            mt_zero_qwz_start_gather(z, 0, 1, &z->preq[1]);
+        else if (mixed(z))
             mt_comm_iallgather(z->shard, z->p16[0], z->p16unit0, z->S[0] * sizeof(uint16_t), &z->preq[1]);
         else
             mt_comm_iallgather(z->shard, z->pshard[0], z->punit0, z->S[0] * sizeof(float), &z->preq[1]);
         mt_comm_wait(&z->preq[1]);
+        if (z->qwz) mt_zero_qwz_finish_gather(z, 0, 1, mixed(z) ? (void *)z->p16unit0 : (void *)z->punit0);
         if (z->seq_len > 0) start_gather(z, 0); /* prefetch unit 1 while unit 0 runs */
         if (mixed(z)) widen_unit(z, m, 0, z->punit0, z->p16unit0);
         bind_params(z, m, 0, z->punit0, z->p16unit0);
@@ -511,7 +522,9 @@ static void post_backward_mixed(mt_zero *z, mt_model *m, int unit, int last) {
     size_t n = z->numel[unit], S = z->S[unit];
     uint16_t *g = z->g16[unit];
     if (z->stage >= 2) {
-        if (z->reduce16) {
+        if (z->qgz_intra) {
+            mt_zero_qgz_reduce_scatter(z, unit, slot);
+        } else if (z->reduce16) {
             uint16_t *s16 = slot16(z, slot);
             mt_convert_to_16(z->dt16, s16, slot, padded(z, unit));
             mt_comm_ireduce_scatter_bf16(z->shard, s16, s16, S, &z->greq[unit]);
@@ -548,7 +561,8 @@ void mt_zero_post_backward(mt_zero *z, mt_model *m, int unit, int last) {
         if (last) mt_comm_ireduce_scatter(z->shard, z->full_g[unit], z->full_g[unit], z->S[unit], &z->greq[unit]);
     } else {
         float *slot = m->grads[unit];
-        mt_comm_ireduce_scatter(z->shard, slot, slot, z->S[unit], &z->greq[unit]);
+        if (z->qgz_intra) mt_zero_qgz_reduce_scatter(z, unit, slot);
+        else mt_comm_ireduce_scatter(z->shard, slot, slot, z->S[unit], &z->greq[unit]);
         z->gslot[unit] = slot;
         m->grads[unit] = NULL;
     }

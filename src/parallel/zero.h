@@ -119,6 +119,17 @@ typedef struct {
     int hpz_j;                     /* this rank's index in it */
     size_t *hpz_len;               /* per unit: elements of its secondary part (padded / G) */
     void **hpz_part;               /* per unit: the secondary part (16-bit under mixed precision) */
+    /* ZeRO++ quantized weight all-gather (parallel/zero_qwz.c); qwz == 0: off */
+    int qwz;
+    uint8_t *qsend[2], *qrecv[2];  /* per gather slot: this rank's record, every rank's */
+    size_t qrec_max;               /* bytes of the largest unit's record */
+    float *qtmp;                   /* a shard widened to fp32, or a record dequantized (largest S floats) */
+    /* ZeRO++ quantized gradient reduce-scatter (parallel/zero_qgz.c); qgz_intra == NULL: off */
+    mt_comm *qgz_intra, *qgz_inter; /* the shard group's ranks on this node; those of this local index on every node */
+    uint8_t *qg_send, *qg_recv;    /* n records of the largest shard */
+    float *qg_partial;             /* the node's sums of this rank's column: A shards */
+    float *qg_tmp;                 /* one shard dequantized */
+    size_t qg_smax;
 } mt_zero;
 
 /* bucket_bytes: stage 0 all-reduce bucket size (0 = one bucket per unit);
@@ -145,6 +156,35 @@ int mt_zero_enable_hpz(mt_zero *z, const mt_model *m, int group, mt_error *err);
 void mt_zero_hpz_keep(mt_zero *z, int u, const void *pool);
 void mt_zero_hpz_start_gather(mt_zero *z, int u, void *pool, mt_comm_req *req);
 void mt_zero_hpz_free(mt_zero *z);
+/* ZeRO++ qwZ (stage 3): every all-gather of parameters over the shard
+ * group sends each rank's shard as int8 codes with an fp32 scale per block
+ * of MT_ZPP_BLOCK elements (parallel/zeropp_quant.h) and dequantizes on
+ * arrival (into 16 bits under mixed precision): about a quarter of the
+ * fp32 bytes, half of bf16's. The forward and backward then compute with
+ * the dequantized weights; the optimizer updates the exact shard. hpZ's
+ * intra-node gather stays exact (it copies the dequantized forward values).
+ * Buffers (MT_MEM_COMM): two slots of one record and of n records, and one
+ * shard in fp32. */
+int mt_zero_enable_qwz(mt_zero *z, mt_error *err);
+void mt_zero_qwz_start_gather(mt_zero *z, int u, int slot, mt_comm_req *req);
+void mt_zero_qwz_finish_gather(mt_zero *z, int u, int slot, void *pool);
+void mt_zero_qwz_free(mt_zero *z);
+/* ZeRO++ qgZ (stages 2-3): a unit's gradient is reduce-scattered over the
+ * shard group in two hops of int4 blocks (parallel/zeropp_quant.h): an
+ * all-to-all inside the node (each rank receives its column: the shards
+ * a*G + j of every node a, from its G node peers; blocks of 64), dequantized and summed,
+ * re-quantized, then an all-to-all across the nodes among the ranks of the
+ * same local index j; the A node sums of this rank's shard are dequantized
+ * and summed. One quantization of each hop instead of one per ring step.
+ * The shard group must be node-major with the same G ranks on every node;
+ * otherwise mt_zero_enable_qgz returns 1 after rank 0 printed a one-line
+ * notice, and the plain reduce-scatter runs. Blocking (no overlap with
+ * backward). Collective over the shard group. */
+int mt_zero_enable_qgz(mt_zero *z, mt_error *err);
+/* slot holds the unit's padded fp32 gradient; on return slot[0, S) holds
+ * this rank's reduced shard. */
+void mt_zero_qgz_reduce_scatter(mt_zero *z, int u, float *slot);
+void mt_zero_qgz_free(mt_zero *z);
 /* Frees what zero allocated; call before mt_model_free. */
 void mt_zero_free(mt_zero *z, mt_model *m);
 

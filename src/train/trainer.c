@@ -293,6 +293,8 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (mt_zero_init(&tr->zero, &tr->model, &tr->mesh, op->zero, (size_t)((double)op->bucket_mb * 1048576.0),
                      op->grad_reduce, &tr->mem, err)) return -1;
     if (op->zeropp_hpz && mt_zero_enable_hpz(&tr->zero, &tr->model, op->zeropp_hpz, err)) return -1;
+    if (op->zeropp_qwz && mt_zero_enable_qwz(&tr->zero, err)) return -1;
+    if (op->zeropp_qgz && mt_zero_enable_qgz(&tr->zero, err) < 0) return -1; /* 1: the plain reduce-scatter */
     tr->zero.no_overlap = op->no_overlap;
     if (mt_pipeline_init(tr, err)) return -1;
     if (agree(world, init_optimizer(tr, err), err)) return -1;

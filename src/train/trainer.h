@@ -65,6 +65,8 @@ typedef struct {
     int on_nonfinite_skip; /* --on-nonfinite skip: a step with a non-finite loss or gradient is left out
                               (default stop: the run ends with the step number) */
     int zeropp_hpz;        /* ZeRO++ hpZ group (consecutive ranks of the shard group; 0 = off): see zero.h */
+    int zeropp_qwz;        /* ZeRO++ qwZ: int8 parameter all-gathers (zero.h) */
+    int zeropp_qgz;        /* ZeRO++ qgZ: int4 two-hop gradient reduce-scatter (zero.h) */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
