@@ -1,5 +1,9 @@
 # meshtrain build. `make` builds build/libmeshtrain.a and build/meshtrain;
-# `make test` builds and runs every test (see tests/run_all.sh).
+# `make test` builds and runs every test (see tests/run_all.sh); `make asan`
+# builds everything with AddressSanitizer + UndefinedBehaviorSanitizer into
+# build-asan/ and runs the unit tests and the short scripted tests there;
+# `make fuzz FUZZ_S=N` runs every libFuzzer target of tests/fuzz/ N seconds.
+BUILD   ?= build
 CC      := mpicc
 OPT     ?= -O2
 CFLAGS  := -std=c11 $(OPT) -g -march=native -fopenmp -fno-math-errno \
@@ -11,32 +15,32 @@ LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
 LIB_SRC := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
 CLI_SRC := $(shell find src/cli -name '*.c' | sort)
 TEST_SRC := $(wildcard tests/test_*.c)
-LIB_OBJ := $(LIB_SRC:%.c=build/obj/%.o)
-CLI_OBJ := $(CLI_SRC:%.c=build/obj/%.o)
-TEST_BIN := $(TEST_SRC:tests/%.c=build/tests/%)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS := $(shell find src include -name '*.h')
 
-.PHONY: all test bench clean
-all: build/libmeshtrain.a build/meshtrain $(TEST_BIN)
+.PHONY: all test bench clean asan fuzz
+all: $(BUILD)/libmeshtrain.a $(BUILD)/meshtrain $(TEST_BIN)
 
-build/obj/%.o: %.c $(HEADERS)
+$(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
 	@$(CC) $(CFLAGS) -c $< -o $@
 
-build/libmeshtrain.a: $(LIB_OBJ)
-	@mkdir -p build
+$(BUILD)/libmeshtrain.a: $(LIB_OBJ)
+	@mkdir -p $(BUILD)
 	@echo "AR $@"
 	@rm -f $@ && ar rcs $@ $^
 
-build/meshtrain: $(CLI_OBJ) build/libmeshtrain.a
+$(BUILD)/meshtrain: $(CLI_OBJ) $(BUILD)/libmeshtrain.a
 	@echo "LD $@"
-	@$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) build/libmeshtrain.a $(LDLIBS)
+	@$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libmeshtrain.a $(LDLIBS)
 
-build/tests/%: tests/%.c build/libmeshtrain.a $(HEADERS)
-	@mkdir -p build/tests
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libmeshtrain.a $(HEADERS)
+	@mkdir -p $(BUILD)/tests
 	@echo "LD $@"
-	@$(CC) $(CFLAGS) -Itests -o $@ $< build/libmeshtrain.a $(LDFLAGS) $(LDLIBS)
+	@$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libmeshtrain.a $(LDFLAGS) $(LDLIBS)
 
 test: all
 	bash tests/run_all.sh
@@ -44,5 +48,14 @@ test: all
 bench: all
 	bash bench/run_bench.sh
 
+SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN)" EXTRA_LDFLAGS="$(SAN)" all
+	MT_BUILD=build-asan bash tests/asan/run.sh
+
+FUZZ_S ?= 60
+fuzz:
+	FUZZ_S=$(FUZZ_S) bash tests/fuzz/run.sh
+
 clean:
-	rm -rf build
+	rm -rf build build-asan build-fuzz

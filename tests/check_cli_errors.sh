@@ -3,7 +3,7 @@
 # names the problem (and a non-zero exit), never a crash or a hang.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-M=build/meshtrain
+M=${MT_BUILD:-build}/meshtrain
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 fails=0
 expect_error() { # expect_error "words" command...

@@ -11,7 +11,7 @@
 #    an unsupported model_type each give one clear line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-M=build/meshtrain; PY=/usr/bin/python3
+M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 bash tests/corpus.sh $W/corpus.txt
 $M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null

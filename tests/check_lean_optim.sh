@@ -8,5 +8,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-build/tests/test_lean_optim --dump "$W/run.bin"
+${MT_BUILD:-build}/tests/test_lean_optim --dump "$W/run.bin"
 /usr/bin/python3 tests/lean_optim_ref.py "$W/run.bin"

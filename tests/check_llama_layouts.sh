@@ -12,7 +12,7 @@
 # constraints are refused with their messages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-M=build/meshtrain; PY=/usr/bin/python3
+M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
 MPI="mpirun --oversubscribe"; [ "$(id -u)" = 0 ] && MPI="$MPI --allow-run-as-root"
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 bash tests/corpus.sh $W/corpus.txt

@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=build/meshtrain; PY=/usr/bin/python3
+M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 bash tests/corpus.sh $W/corpus.txt
 $M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null

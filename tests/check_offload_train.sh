@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=build/meshtrain; PY=/usr/bin/python3; MPI="mpirun --oversubscribe"
+M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3; MPI="mpirun --oversubscribe"
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 . tests/train_compare.sh
 mkdir -p $W/off

@@ -15,7 +15,7 @@
 #    different --optimizer is refused with "trained with --optimizer".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-M=build/meshtrain; PY=/usr/bin/python3
+M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPI="mpirun --oversubscribe -np 2"
 W=$(mktemp -d)
@@ -100,7 +100,7 @@ expect_error "tensor wte.weight holds a non-finite value" $M import --format saf
 expect_error "tensor wte.weight holds a non-finite value" $M import --format llmc --in $W/m.llmc --heads 2 --out $W/imp2
 
 # a checkpoint holding a NaN (written by the test program through the checkpoint API)
-build/tests/test_nonfinite_ckpt $W/nanck || fail "writing the NaN checkpoint"
+${MT_BUILD:-build}/tests/test_nonfinite_ckpt $W/nanck || fail "writing the NaN checkpoint"
 expect_error "holds inf/NaN values in tensor ln_f.weight" $M train --train $W/d_train.bin --log-every 0 --steps 1 --init-from $W/nanck
 expect_error "the loss of batch 0 of .* is nan (not finite)" $M eval --ckpt $W/nanck --val $W/d_val.bin
 expect_error "the logits of generated token 1 are not finite" $M generate --ckpt $W/nanck --tokens 5

@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 make -s build/meshtrain >/dev/null || { echo "FAIL: make build/meshtrain"; exit 1; }
-M=build/meshtrain
+M=${MT_BUILD:-build}/meshtrain
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }

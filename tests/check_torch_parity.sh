@@ -6,7 +6,7 @@
 #   (max abs diff / max abs), 10 losses to 1e-4 relative.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-M=build/meshtrain; PY=/usr/bin/python3
+M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 bash tests/corpus.sh $W/corpus.txt
 $M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null

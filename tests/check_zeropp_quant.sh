@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-build/tests/test_zeropp_quant --dump $W
+${MT_BUILD:-build}/tests/test_zeropp_quant --dump $W
 /usr/bin/python3 tests/zeropp_quant_ref.py $W

@@ -23,8 +23,8 @@ static float rng_normal(uint64_t *s) {
 /* ---- a hand-made unit with matrices whose rows are not multiples of any
  * shard size, a vector, a [1, n] matrix (unfactored) and a tiny matrix */
 static mt_unit_layout test_unit(void) {
-    mt_unit_layout u;
-    memset(&u, 0, sizeof u);
+    static mt_unit_layout u; /* built once, read by every test (its tensors stay reachable) */
+    if (u.n_tensors) return u;
     u.role = MT_UNIT_BLOCK;
     add_tensor(&u, "w1", 2, 37, 23, 1);
     add_tensor(&u, "b1", 1, 37, 1, 0);
@@ -331,6 +331,7 @@ static void test_adam8bit_step_equals_fp32_then_quantise(void) {
     CHECK(codes_ok, "codes and absmax equal the quantised fp32 moments");
     mt_adam8bit_free(&s, NULL);
     free(full); free(p); free(p32); free(g); free(m32); free(v32); free(mq); free(vq);
+    free(u.t);
 }
 
 /* Zero gradients (a never-used embedding row): m, v stay exactly zero, so
@@ -358,6 +359,7 @@ static void test_adam8bit_zero_blocks(void) {
     CHECK(finite, "all parameters finite");
     mt_adam8bit_free(&s, NULL);
     free(p); free(g); free(p0);
+    free(u.t);
 }
 
 /* Noisy linear regression y = x.w* + noise, loss mean (x.w - y)^2: 8-bit
@@ -422,6 +424,7 @@ static void test_adam8bit_tracks_fp32(void) {
     CHECK(fabs(l8 - l32) <= 0.03 * l32, "8-bit within 3%% of fp32: %g vs %g", l8, l32);
     mt_adam8bit_free(&s, NULL);
     free(wstar); free(Xe); free(ye); free(Xb); free(yb); free(w8); free(w32); free(g); free(m); free(v);
+    free(u.t);
 }
 
 /* ---- Adafactor: ranks simulated by threads; the allreduce sums every
