@@ -75,7 +75,8 @@ expect_failure "checksum mismatch in checkpoint data file" $M ckpt verify $W/bad
 expect_failure "checksum mismatch in checkpoint .*tensor '" $MPI -np 2 $M train $T --steps 4 --dp 2 --zero 1 \
     --ckpt-dir $W/bad --resume
 
-# headers claiming huge sizes, under a 2 GB address-space limit (under
+# headers claiming huge sizes (llm.c, safetensors, a manifest's config, an
+# HF config.json), under a 2 GB address-space limit (under
 # AddressSanitizer, which reserves terabytes of shadow memory, the same
 # 2 GB bound is its largest allowed allocation instead)
 $TAMPER llmc $W/big.bin
@@ -94,5 +95,11 @@ $TAMPER safetensors $W/big.safetensors
   expect_failure "tensor 'model/wte.weight' has shape \[256, 64\], the model needs \[256, 8192\]" \
       $M train $T --steps 4 --ckpt-dir $W/bad --resume
   expect_failure "has shape \[256, 64\] but the checkpoint's config implies \[256, 8192\]" \
-      $M export --ckpt $W/bad --format safetensors --out $W/x.safetensors )
+      $M export --ckpt $W/bad --format safetensors --out $W/x.safetensors
+  # a Hugging Face directory whose config.json claims 4000 layers of width 8192
+  $M export --ckpt $W/good --format hf --out $W/hfbig >/dev/null
+  $PY -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c.update(n_layer=4000, n_embd=8192); json.dump(c, open(p, 'w'))" \
+      $W/hfbig/config.json
+  expect_failure "tensor 'wte.weight' has shape \[256, 64\], config.json implies \[256, 8192\]" \
+      $M import --format hf --in $W/hfbig --out $W/imp3 )
 echo "check_ckpt_integrity: ok"

@@ -80,6 +80,25 @@ static int family_of(const mt_json *o, mt_family_id *f, mt_error *err) {
     return 0;
 }
 
+/* Tensor t of the model is in the directory with the shape config.json implies. */
+static int check_tensor(const mt_hf_dir *hd, const mt_family *f, const mt_model_config *cfg, const mt_tensor *t,
+                        const char *dir, mt_error *err) {
+    char name[128];
+    int ndim, tr, fnd = 0;
+    int64_t shape[2], fshape[8] = {0};
+    hf_form(f, cfg, t, name, sizeof name, &ndim, shape, &tr);
+    if (mt_hf_dir_find(hd, name, &fnd, fshape, err) < 0)
+        return mt_errorf(err, "%s: tensor '%s' is missing (a %s model of this config.json needs it)", dir, name, f->name);
+    int64_t want1 = ndim == 2 ? shape[1] : 1, got1 = fnd == 2 ? fshape[1] : 1;
+    if (fnd != ndim || fshape[0] != shape[0] || got1 != want1) {
+        char got[64], want[64];
+        shape_text(got, sizeof got, fnd, fshape);
+        shape_text(want, sizeof want, ndim, shape);
+        return mt_errorf(err, "%s: tensor '%s' has shape %s, config.json implies %s", dir, name, got, want);
+    }
+    return 0;
+}
+
 int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
     memset(out, 0, sizeof *out);
     mt_hf_dir *hd = NULL;
@@ -98,6 +117,16 @@ int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
         cfg.padded_vocab = mt_pad_vocab(cfg.vocab_size);
         if (mt_model_config_validate(&cfg, &e2)) rc = mt_errorf(err, "%s/config.json: %s", dir, e2.msg);
     }
+    /* every tensor present with its shape before the model is allocated: a
+     * config.json may claim any size */
+    if (!rc) {
+        mt_layout full;
+        mt_model_layout_build(&cfg, 1, 0, &full);
+        for (int u = 0; u < full.n_units && !rc; u++)
+            for (int i = 0; i < full.units[u].n_tensors && !rc; i++)
+                rc = check_tensor(hd, f, &cfg, &full.units[u].t[i], dir, err);
+        mt_layout_free(&full);
+    }
     if (rc) {
         mt_hf_dir_close(hd);
         return -1;
@@ -112,23 +141,10 @@ int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
         for (int i = 0; i < L->units[u].n_tensors && !rc; i++) {
             const mt_tensor *t = &L->units[u].t[i];
             char name[128];
-            int ndim, tr, fnd = 0;
-            int64_t shape[2], fshape[8] = {0};
-            hf_form(f, &cfg, t, name, sizeof name, &ndim, shape, &tr);
-            if (mt_hf_dir_find(hd, name, &fnd, fshape, err) < 0) {
-                rc = mt_errorf(err, "%s: tensor '%s' is missing (a %s model of this config.json needs it)", dir, name,
-                               f->name);
-                break;
-            }
-            int64_t want1 = ndim == 2 ? shape[1] : 1, got1 = fnd == 2 ? fshape[1] : 1;
-            if (fnd != ndim || fshape[0] != shape[0] || got1 != want1) {
-                char got[64], want[64];
-                shape_text(got, sizeof got, fnd, fshape);
-                shape_text(want, sizeof want, ndim, shape);
-                rc = mt_errorf(err, "%s: tensor '%s' has shape %s, config.json implies %s", dir, name, got, want);
-                break;
-            }
-            size_t n = (size_t)shape[0] * (size_t)want1;
+            int ndim, tr;
+            int64_t shape[2];
+            hf_form(f, &cfg, t, name, sizeof name, &ndim, shape, &tr); /* present with this shape: checked above */
+            size_t n = (size_t)shape[0] * (size_t)(ndim == 2 ? shape[1] : 1);
             float *dst = out->unit[u] + t->offset; /* padding rows stay zero */
             rc = mt_hf_dir_read_f32(hd, name, tr ? tmp : dst, n, err);
             if (!rc && tr) mt_transpose_f32(dst, tmp, shape[0], shape[1]);
