@@ -20,7 +20,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS := $(shell find src include -name '*.h')
 
-.PHONY: all test bench clean asan fuzz
+.PHONY: all test bench clean asan fuzz print-cflags print-ldlibs
 all: $(BUILD)/libmeshtrain.a $(BUILD)/meshtrain $(TEST_BIN)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
@@ -56,6 +56,12 @@ asan:
 FUZZ_S ?= 60
 fuzz:
 	FUZZ_S=$(FUZZ_S) bash tests/fuzz/run.sh
+
+# the flags tests/fuzz/run.sh compiles its targets with
+print-cflags:
+	@echo $(CFLAGS)
+print-ldlibs:
+	@echo $(LDLIBS)
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -1,0 +1,12 @@
+/* llm.c model files (ckpt/llmc.h), imported as `meshtrain import --format llmc` does. */
+#include "ckpt/llmc.h"
+#include "ckpt/weights.h"
+#include "fuzz_util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const char *p = fuzz_file("model.bin", data, size);
+    mt_error err = {{0}};
+    mt_weights w;
+    if (mt_llmc_import(p, 4, &w, &err) == 0) mt_weights_free(&w);
+    return 0;
+}

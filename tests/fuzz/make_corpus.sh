@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Regenerates the kept seed corpus tests/fuzz/corpus/<target>/ from a tiny
+# model meshtrain trains here (one file or a few per target, a few KB each).
+# Run from the repository root after `make`; commit what changes.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+M=build/meshtrain; C=tests/fuzz/corpus
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+rm -rf $C; mkdir -p $C/{json,shard,safetensors,llmc,hf_config,bpe,hf_tokenizer,manifest}
+printf 'It was the best of times, it was the worst of times.\n' > $W/a.txt
+$M tokenize --tokenizer byte --out $W/d $W/a.txt >/dev/null
+cp $W/d_train.bin $C/shard/byte_u16
+$M train --train $W/d_train.bin --layers 1 --dim 8 --heads 2 --seq-len 8 --vocab 128 --batch 2 --steps 2 \
+    --log-every 0 --ckpt-dir $W/ck >/dev/null
+# the manifest body: everything before its checksum, with mode byte 1 (seal it)
+{ printf '\001'; sed 's/,"manifest_checksum":.*//' $W/ck/manifest.json | tr -d '\n'; } > $C/manifest/sealed
+{ printf '\000'; cat $W/ck/manifest.json; } > $C/manifest/raw
+$M export --ckpt $W/ck --format safetensors --out $W/m.safetensors >/dev/null
+cp $W/m.safetensors $C/safetensors/gpt2_tiny
+$M export --ckpt $W/ck --format llmc --out $W/m.bin >/dev/null
+cp $W/m.bin $C/llmc/gpt2_tiny
+$M export --ckpt $W/ck --format hf --out $W/hf >/dev/null
+cp $W/hf/config.json $C/hf_config/gpt2
+$M train --train $W/d_train.bin --family llama --layers 1 --dim 8 --heads 2 --kv-heads 1 --seq-len 8 --vocab 128 \
+    --batch 2 --steps 1 --log-every 0 --ckpt-dir $W/lk >/dev/null
+$M export --ckpt $W/lk --format hf --out $W/lhf >/dev/null
+cp $W/lhf/config.json $C/hf_config/llama
+cp $W/hf/config.json $C/json/config
+sed 's/,"manifest_checksum":.*/}/' $W/ck/manifest.json > $C/json/manifest
+# a tiny GPT-2 style vocabulary: the 256 byte tokens, two merges, <|endoftext|>
+/usr/bin/python3 - $W <<'PY'
+import json, sys
+W = sys.argv[1]
+bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + list(range(ord("\xae"), ord("\xff") + 1))
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + n); n += 1
+sym = [chr(c) for c in cs]
+enc = {s: i for i, s in enumerate(sym)}
+enc["he"] = 256; enc["\u0120t"] = 257; enc["<|endoftext|>"] = 258
+merges = "#version: 0.2\nh e\n\u0120 t\n"
+open(f"{W}/bpe", "wb").write(json.dumps(enc).encode() + b"\0" + merges.encode())
+tok = {"version": "1.0", "added_tokens": [{"id": 258, "content": "<|endoftext|>", "special": True}],
+       "normalizer": None,
+       "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+       "model": {"type": "BPE", "vocab": enc, "merges": ["h e", "\u0120 t"]}}
+open(f"{W}/tok", "w").write(json.dumps(tok))
+PY
+cp $W/bpe $C/bpe/tiny
+cp $W/tok $C/hf_tokenizer/tiny
+du -sh $C

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# `make fuzz FUZZ_S=N`: builds the library with clang (libFuzzer
+# instrumentation, ASan, UBSan) into build-fuzz/, links every target
+# tests/fuzz/fuzz_*.c, and runs each for N seconds (default 60) starting
+# from its kept corpus tests/fuzz/corpus/<target>/ (new inputs go to a
+# scratch directory; the kept corpus is not changed). Prints executions
+# per target; exits 1 if any target crashed, leaked, hit UB, timed out or
+# ran out of memory (its reproducer is kept under build-fuzz/crashes/).
+# FUZZ_TARGETS="json shard" limits the targets.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+S=${FUZZ_S:-60}
+B=build-fuzz
+command -v clang >/dev/null || { echo "tests/fuzz/run.sh: clang is missing: run scripts/setup.sh (Debian packages clang, libclang-rt-14-dev)" >&2; exit 1; }
+SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+OMPI_CC=clang make -s BUILD=$B OPT=-O1 EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $SAN -Wno-unused-command-line-argument -Wno-pass-failed" \
+    $B/libmeshtrain.a > $B/build.log 2>&1 || { cat $B/build.log; exit 1; }
+CFLAGS=$(make -s --no-print-directory print-cflags)
+LDLIBS=$(make -s --no-print-directory print-ldlibs)
+targets=${FUZZ_TARGETS:-$(ls tests/fuzz/fuzz_*.c | sed 's|.*/fuzz_||; s|\.c$||' | tr '\n' ' ')}
+mkdir -p $B/fuzz $B/crashes
+export LSAN_OPTIONS=suppressions=$PWD/tests/asan/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+failed=()
+for t in $targets; do
+    bin=$B/fuzz/fuzz_$t
+    if [ ! -x $bin ] || [ tests/fuzz/fuzz_$t.c -nt $bin ] || [ $B/libmeshtrain.a -nt $bin ]; then
+        OMPI_CC=clang mpicc $CFLAGS -O1 -fsanitize=fuzzer $SAN -Wno-unused-command-line-argument -Itests/fuzz \
+            -o $bin tests/fuzz/fuzz_$t.c $B/libmeshtrain.a -fopenmp $LDLIBS
+    fi
+    work=$(mktemp -d); mkdir -p $B/crashes/$t
+    set +e
+    ( cd $B/crashes/$t && "$OLDPWD/$bin" -max_total_time=$S -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
+        -print_final_stats=1 "$work" "$OLDPWD/tests/fuzz/corpus/$t" ) > $B/fuzz/$t.log 2>&1
+    rc=$?
+    set -e
+    rm -rf "$work" /tmp/mt_fuzz_*
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' $B/fuzz/$t.log | grep -o '[0-9]*$' || echo "?")
+    if [ $rc -ne 0 ]; then
+        failed+=("$t")
+        echo "FAIL fuzz_$t: exit $rc after $runs executions in ${S}s; log $B/fuzz/$t.log, reproducer under $B/crashes/$t/"
+        grep -m3 -E "ERROR|SUMMARY|runtime error" $B/fuzz/$t.log | sed 's/^/    /'
+    else
+        echo "ok   fuzz_$t: $runs executions in ${S}s, no crash"
+    fi
+done
+[ ${#failed[@]} -eq 0 ] || { echo "fuzz: failed: ${failed[*]}"; exit 1; }
