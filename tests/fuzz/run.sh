@@ -28,13 +28,13 @@ for t in $targets; do
         OMPI_CC=clang mpicc $CFLAGS -O1 -fsanitize=fuzzer $SAN -Wno-unused-command-line-argument -Itests/fuzz \
             -o $bin tests/fuzz/fuzz_$t.c $B/libmeshtrain.a -fopenmp $LDLIBS
     fi
-    work=$(mktemp -d); mkdir -p $B/crashes/$t
+    work=$(mktemp -d); scratch=$(mktemp -d); mkdir -p $B/crashes/$t
     set +e
-    ( cd $B/crashes/$t && "$OLDPWD/$bin" -max_total_time=$S -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
+    ( cd $B/crashes/$t && MT_FUZZ_TMP=$scratch "$OLDPWD/$bin" -max_total_time=$S -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
         -print_final_stats=1 "$work" "$OLDPWD/tests/fuzz/corpus/$t" ) > $B/fuzz/$t.log 2>&1
     rc=$?
     set -e
-    rm -rf "$work" /tmp/mt_fuzz_*
+    rm -rf "$work" "$scratch"
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' $B/fuzz/$t.log | grep -o '[0-9]*$' || echo "?")
     if [ $rc -ne 0 ]; then
         failed+=("$t")
