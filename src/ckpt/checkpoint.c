@@ -114,30 +114,6 @@ static char *path_join(const char *dir, const char *name) {
     return p;
 }
 
-/* mkdir -p */
-static int make_dirs(const char *dir, mt_error *err) {
-    size_t n = strlen(dir);
-    char *p = mt_xmalloc(n + 1, "checkpoint directory path");
-    memcpy(p, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] == '/' || p[i] == '\0') {
-            char c = p[i];
-            p[i] = '\0';
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-                int e = errno;
-                mt_errorf(err, "cannot create checkpoint directory %s: %s", p, strerror(e));
-                free(p);
-                return -1;
-            }
-            p[i] = c;
-        }
-    }
-    free(p);
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return mt_errorf(err, "checkpoint path %s exists but is not a directory", dir);
-    return 0;
-}
 
 static int valid_file_name(const char *s, size_t len) {
     if (len == 0 || len > 200 || strlen(s) != len) return 0;
@@ -274,7 +250,7 @@ static void cleanup_dir(const char *dir, const char *const *keep, int nkeep) {
 int mt_ckpt_data_base(const char *dir, int64_t step, char *base, size_t cap, mt_error *err) {
     if (!dir || !dir[0]) return mt_errorf(err, "checkpoint save: empty directory name");
     if (step < 0) return mt_errorf(err, "checkpoint save: step %" PRId64 " is negative", step);
-    if (make_dirs(dir, err)) return -1;
+    if (mt_make_dirs(dir, "checkpoint directory", err)) return -1;
     DIR *d = opendir(dir);
     if (!d) return mt_errorf(err, "cannot list checkpoint directory %s: %s", dir, strerror(errno));
     /* The lowest k whose name no file in the directory starts with: a

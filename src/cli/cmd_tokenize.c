@@ -14,6 +14,7 @@
 #include <time.h>
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "core/fileio.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 
@@ -129,6 +130,15 @@ int mt_cli_tokenize(int argc, char **argv) {
         goto out;
     }
     size_t plen = strlen(prefix);
+    const char *slash = strrchr(prefix, '/');
+    if (slash && slash > prefix) { /* --out data/mytext: create data/ */
+        char *dir = mt_xmalloc((size_t)(slash - prefix) + 1, "output directory");
+        memcpy(dir, prefix, (size_t)(slash - prefix));
+        dir[slash - prefix] = '\0';
+        int drc = mt_make_dirs(dir, "output directory", &err);
+        free(dir);
+        if (drc) goto out;
+    }
     char *path = mt_xmalloc(plen + 16, "output path");
     snprintf(path, plen + 16, "%s_train.bin", prefix);
     int wrc = mt_shard_write(path, toks.data, n_train, &err);

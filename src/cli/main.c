@@ -6,6 +6,26 @@
 #include <string.h>
 #include <time.h>
 
+/* After a command failed on this rank: did it fail on every rank (an error
+ * all of them know -- flags, files, a layout mismatch -- which rank 0 has
+ * printed)? The ranks that failed meet in one all-reduce; a rank that did
+ * not fail never joins, nor does one still waiting in a collective for a
+ * peer, so after a few seconds the answer is no. */
+static int failed_on_every_rank(void) {
+    int mine = 1, all = 0, done = 0;
+    MPI_Request req;
+    if (MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req) != MPI_SUCCESS) return 0;
+    double t0 = MPI_Wtime();
+    while (!done && MPI_Wtime() - t0 < 5.0) {
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return 0;
+        if (!done) {
+            struct timespec pause = {0, 1000000};
+            nanosleep(&pause, NULL);
+        }
+    }
+    return done && all == 1;
+}
+
 static void usage(void) {
     puts("usage: meshtrain <command> [flags]   (meshtrain <command> --help for flags)\n"
          "commands:\n"
@@ -50,14 +70,12 @@ int main(int argc, char **argv) {
         if (cmds[i].needs_mpi) {
             int world = 1;
             MPI_Comm_size(MPI_COMM_WORLD, &world);
-            if (rc && world > 1) {
-                /* The other ranks may be waiting for this one: end them all.
-                 * Most failures are collective (every rank returns the same
-                 * error and rank 0 prints it), so a rank other than 0 first
-                 * gives rank 0 two seconds to print and abort everyone;
-                 * aborting at once could kill rank 0 before its message. */
-                fflush(stdout);
-                fflush(stderr);
+            fflush(stdout);
+            fflush(stderr);
+            if (rc && world > 1 && !failed_on_every_rank()) {
+                /* Other ranks may be waiting for this one: end them all.
+                 * A rank other than 0 first gives rank 0 two seconds to
+                 * print its message; aborting at once could cut it off. */
                 int me = 0;
                 MPI_Comm_rank(MPI_COMM_WORLD, &me);
                 if (me != 0) {

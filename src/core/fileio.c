@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int mt_write_all(int fd, const void *buf, size_t n, const char *path, mt_error *err) {
@@ -104,4 +105,24 @@ int mt_fcommit_temp(FILE *f, char *tmp, const char *path, int failed, mt_error *
     if (rc) unlink(tmp);
     free(tmp);
     return rc;
+}
+
+int mt_make_dirs(const char *dir, const char *what, mt_error *err) {
+    size_t n = strlen(dir);
+    char *p = mt_xmalloc(n + 1, "directory path");
+    memcpy(p, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0') continue;
+        char c = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            int e = errno;
+            mt_errorf(err, "cannot create %s %s: %s", what, p, strerror(e));
+            free(p);
+            return -1;
+        }
+        p[i] = c;
+    }
+    free(p);
+    return 0;
 }

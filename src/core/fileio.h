@@ -11,6 +11,8 @@
 int mt_write_all(int fd, const void *buf, size_t n, const char *path, mt_error *err);
 int mt_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *path, mt_error *err);
 int mt_fsync_dir(const char *dir, mt_error *err);
+/* mkdir -p dir; the message names it as `what` ("checkpoint directory"). */
+int mt_make_dirs(const char *dir, const char *what, mt_error *err);
 
 /* Creates the temporary file `path` for writing (mode 0644) and returns its
  * descriptor, or -1. Whatever is at that name (a stale temporary of a

@@ -180,6 +180,13 @@ static const mt_optimizer optimizer_sgd = {
 
 int mt_opt_config_check(const mt_opt_config *c, mt_error *err) {
     int af = c->h.kind == MT_OPT_ADAFACTOR;
+    if (!(c->h.beta1 >= 0.0f && c->h.beta1 < 1.0f)) return mt_errorf(err, "--beta1 must be in [0, 1), got %g", (double)c->h.beta1);
+    if (!(c->h.beta2 >= 0.0f && c->h.beta2 < 1.0f)) return mt_errorf(err, "--beta2 must be in [0, 1), got %g", (double)c->h.beta2);
+    if (!(c->h.eps > 0.0f && isfinite(c->h.eps))) return mt_errorf(err, "--eps must be a finite number > 0, got %g", (double)c->h.eps);
+    if (!(c->h.weight_decay >= 0.0f && isfinite(c->h.weight_decay)))
+        return mt_errorf(err, "--weight-decay must be a finite number >= 0, got %g", (double)c->h.weight_decay);
+    if (!(c->h.momentum >= 0.0f && c->h.momentum < 1.0f))
+        return mt_errorf(err, "--momentum must be in [0, 1), got %g", (double)c->h.momentum);
     if (!(c->adafactor_beta1 >= 0.0f && c->adafactor_beta1 < 1.0f))
         return mt_errorf(err, "--adafactor-beta1 must be in [0, 1), got %g", (double)c->adafactor_beta1);
     if (c->adafactor_beta1 > 0.0f && !af)

@@ -245,6 +245,14 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (op->batch % (op->micro_batch * tr->dp) != 0)
         return mt_errorf(err, "--batch %d is not a multiple of --micro-batch %d x --dp %d (accumulation steps must be whole)",
                          op->batch, op->micro_batch, tr->dp);
+    if (op->mesh.pp > 1 && op->batch == op->micro_batch * tr->dp && tr->rank == 0 && op->log_every > 0) {
+        int mb = op->batch / (tr->dp * op->mesh.pp);
+        printf("hint: --pp %d runs one microbatch per step (--batch %d = --micro-batch %d x --dp %d), so the stages take "
+               "turns and nothing overlaps; %s\n", op->mesh.pp, op->batch, op->micro_batch, tr->dp,
+               mb >= 1 ? "a smaller --micro-batch gives the pipeline microbatches to overlap (e.g. one that makes "
+                         ">= --pp of them)"
+                       : "a larger --batch gives the pipeline microbatches to overlap");
+    }
     if (op->steps < 0) return mt_errorf(err, "--steps must be >= 0, got %lld", (long long)op->steps);
     op->lr.lr = op->opt.lr;
     op->lr.total_steps = op->steps;
@@ -256,6 +264,13 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
                          (double)op->opt.lr);
     if (!isfinite(op->lr.min_lr))
         return mt_errorf(err, "--min-lr is not finite as a 32-bit float (got %g; at most 3.4e38)", (double)op->lr.min_lr);
+    if (!(op->lr.min_lr >= 0)) return mt_errorf(err, "--min-lr must be >= 0, got %g", (double)op->lr.min_lr);
+    if (!(op->grad_clip >= 0 && isfinite(op->grad_clip)))
+        return mt_errorf(err, "--grad-clip must be a finite number >= 0 (0 = off), got %g", (double)op->grad_clip);
+    if (op->ckpt_every < 0) return mt_errorf(err, "--ckpt-every must be >= 0 (0 = only at the end), got %lld", (long long)op->ckpt_every);
+    if (op->eval_every < 0) return mt_errorf(err, "--eval-every must be >= 0 (0 = never), got %lld", (long long)op->eval_every);
+    if (op->eval_batches < 1) return mt_errorf(err, "--eval-batches must be >= 1, got %d", op->eval_batches);
+    if (op->log_every < 0) return mt_errorf(err, "--log-every must be >= 0 (0 = quiet), got %d", op->log_every);
     if (op->init_from && op->resume) return mt_errorf(err, "--init-from and --resume cannot be combined");
     if (op->resume && !op->ckpt_dir) return mt_errorf(err, "--resume needs --ckpt-dir");
 
