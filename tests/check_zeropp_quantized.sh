@@ -19,7 +19,7 @@ M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 bash tests/corpus.sh $W/corpus.txt
 $M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
-T="--train $W/text_train.bin --val $W/text_val.bin --layers 2 --dim 48 --heads 4 --seq-len 32 --batch 16 --steps 300 --lr 1e-3 --log-every 0 --eval-every 300 --eval-batches 16 --timeout 60 --dp 4 --zero 3 --ranks-per-node 2"
+T="--train $W/text_train.bin --val $W/text_val.bin --layers 2 --dim 48 --heads 4 --seq-len 32 --batch 16 --steps 300 --lr 5e-4 --log-every 0 --eval-every 300 --eval-batches 8 --timeout 60 --dp 4 --zero 3 --ranks-per-node 2"
 MPI="mpirun --oversubscribe -np 4"
 run() { # name flags...
     local name=$1; shift

@@ -176,8 +176,9 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
         return -1;
     if (op->val_path) {
         if (mt_train_read_tokens(op->val_path, &tr->val_tokens, &tr->n_val, err)) return -1;
-        if (mt_loader_init(&tr->val_ld, tr->val_tokens, tr->n_val, op->cfg.seq_len, op->micro_batch,
-                           MT_ORDER_SEQUENTIAL, op->seed, op->cfg.vocab_size, err))
+        /* windows of one sequence: sample g is the g-th window whatever the micro-batch (layout-free eval) */
+        if (mt_loader_init(&tr->val_ld, tr->val_tokens, tr->n_val, op->cfg.seq_len, 1, MT_ORDER_SEQUENTIAL, op->seed,
+                           op->cfg.vocab_size, err))
             return -1;
         tr->has_val = 1;
     }
@@ -270,6 +271,9 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (op->ckpt_every < 0) return mt_errorf(err, "--ckpt-every must be >= 0 (0 = only at the end), got %lld", (long long)op->ckpt_every);
     if (op->eval_every < 0) return mt_errorf(err, "--eval-every must be >= 0 (0 = never), got %lld", (long long)op->eval_every);
     if (op->eval_batches < 1) return mt_errorf(err, "--eval-batches must be >= 1, got %d", op->eval_batches);
+    if (op->eval_batch < 0 || (op->eval_batch > 0 && op->eval_batch % op->micro_batch))
+        return mt_errorf(err, "--eval-batch %d must be a multiple of --micro-batch %d (0: --batch, %d)", op->eval_batch,
+                         op->micro_batch, op->batch);
     if (op->log_every < 0) return mt_errorf(err, "--log-every must be >= 0 (0 = quiet), got %d", op->log_every);
     if (op->init_from && op->resume) return mt_errorf(err, "--init-from and --resume cannot be combined");
     if (op->resume && !op->ckpt_dir) return mt_errorf(err, "--resume needs --ckpt-dir");
@@ -512,21 +516,29 @@ double mt_trainer_step(mt_trainer *tr) {
  * all-reduced. Under ZeRO-3 every rank of the shard group takes part in each
  * forward's gathers, so a rank without a batch in the last round runs a
  * forward whose loss it discards. */
+/* The validation loss is the mean token loss of the first eval_batches x
+ * eval_batch sequences of the validation shard (eval_batch 0: --batch), in
+ * order -- what `meshtrain eval --batch E --batches N` computes. It does not
+ * depend on the layout: the sequences are cut into chunks of the
+ * micro-batch, dealt round-robin over the dp ranks, and the chunk sums
+ * added in double (orders differ only in double rounding). */
 double mt_trainer_eval(mt_trainer *tr) {
     int b = tr->o.micro_batch, T = tr->o.cfg.seq_len, dp = tr->dp;
-    double sum = 0.0;
+    int E = tr->o.eval_batch > 0 ? tr->o.eval_batch : tr->o.batch;
     int nb = tr->o.eval_batches > 0 ? tr->o.eval_batches : 1;
-    int rounds = (nb + dp - 1) / dp;
-    for (int i = 0; i < rounds; i++) {
-        int k = i * dp + tr->dp_rank;
-        if (k >= nb && tr->o.zero != 3) break;
-        int kk = k < nb ? k : 0;
-        double s = mt_pipeline_eval_batch(tr, (uint64_t)kk * b);
-        if (k < nb) sum += s;
+    int64_t chunks = (int64_t)nb * E / b; /* E % b == 0 (mt_trainer_init) */
+    double sum = 0.0;
+    int64_t rounds = (chunks + dp - 1) / dp;
+    for (int64_t i = 0; i < rounds; i++) {
+        int64_t k = i * dp + tr->dp_rank;
+        if (k >= chunks && tr->o.zero != 3) break; /* ZeRO-3: every rank joins every gather */
+        int64_t kk = k < chunks ? k : 0;
+        double s = mt_pipeline_eval_batch(tr, (uint64_t)kk * (uint64_t)b);
+        if (k < chunks) sum += s;
     }
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &sum, &sum, 1, MT_COMM_F64, MT_COMM_SUM);
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_PP), &sum, &sum, 1, MT_COMM_F64, MT_COMM_SUM);
-    return sum / ((double)nb * b * T);
+    return sum / ((double)nb * E * T);
 }
 
 /* One line of --metrics (rank 0). A failed write (a full disk) is

@@ -67,6 +67,7 @@ typedef struct {
     int zeropp_hpz;        /* ZeRO++ hpZ group (consecutive ranks of the shard group; 0 = off): see zero.h */
     int zeropp_qwz;        /* ZeRO++ qwZ: int8 parameter all-gathers (zero.h) */
     int zeropp_qgz;        /* ZeRO++ qgZ: int4 two-hop gradient reduce-scatter (zero.h) */
+    int eval_batch;        /* sequences per validation batch (0: --batch); see mt_trainer_eval */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
@@ -121,7 +122,7 @@ typedef struct {
 int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_error *err);
 /* Runs one optimizer step; returns the mean loss over the global batch. */
 double mt_trainer_step(mt_trainer *tr);
-/* Mean validation loss over eval_batches sequential batches of the val set. */
+/* Mean validation loss over the first eval_batches x eval_batch sequences of the val set (layout-free). */
 double mt_trainer_eval(mt_trainer *tr);
 int mt_trainer_run(mt_trainer *tr, mt_error *err);
 int mt_trainer_save(mt_trainer *tr, mt_error *err);
