@@ -219,6 +219,7 @@ int mt_cli_train(int argc, char **argv) {
         {"data-order", MT_ARG_STR, &order, "shuffled | sequential (default shuffled)", 0},
         {"eval-every", MT_ARG_I64, &o.eval_every, "evaluate on --val every K steps (0 = only never)", 0},
         {"eval-batches", MT_ARG_INT, &o.eval_batches, "validation batches (default 8)", 0},
+        {"log-file", MT_ARG_STR, &o.log_path, "rank 0 also writes its progress lines to FILE (appended on --resume)", 0},
         {"eval-batch", MT_ARG_INT, &o.eval_batch, "sequences per validation batch, a multiple of --micro-batch (default: --batch); val_loss is the mean token loss of the first eval-batches x eval-batch sequences of --val, whatever the layout", 0},
         {"metrics", MT_ARG_STR, &o.metrics_path, "append one JSON object per step/eval to this file", 0},
         {"ckpt-dir", MT_ARG_STR, &o.ckpt_dir, "checkpoint directory", 0},

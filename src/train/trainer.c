@@ -5,6 +5,7 @@
 #include "core/stop_signal.h"
 #include <stdarg.h>
 #include <errno.h>
+#include <unistd.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -342,6 +343,12 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         tr->metrics = fopen(op->metrics_path, op->resume ? "a" : "w");
         if (!tr->metrics) rc = mt_errorf(err, "cannot open --metrics file '%s' for writing", op->metrics_path);
     }
+    if (!rc && op->log_path && tr->rank == 0) {
+        tr->log_file = fopen(op->log_path, op->resume ? "a" : "w");
+        if (!tr->log_file)
+            rc = mt_errorf(err, "cannot open --log-file '%s' for writing: %s", op->log_path, strerror(errno));
+    }
+    tr->tty = tr->rank == 0 && isatty(STDOUT_FILENO);
     return agree(world, rc, err);
 }
 
@@ -560,6 +567,41 @@ static void metrics_line(mt_trainer *tr, const char *fmt, ...) {
     }
 }
 
+/* A progress line of rank 0: on a terminal, step lines (step_line 1; 2 for
+ * the last, which stays) replace each other in place ('\r'); everything else, and every line in a pipe or
+ * file, ends in a newline. --log-file gets every line plainly; a failed
+ * write ends the run at the step boundary, like --metrics. */
+static void progress(mt_trainer *tr, int step_line, const char *fmt, ...) {
+    if (tr->rank != 0) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (tr->tty && step_line) { /* 2: the last step line, which stays */
+        printf("\r%s\033[K%s", line, step_line == 2 ? "\n" : "");
+        fflush(stdout);
+        tr->line_open = step_line == 1;
+    } else {
+        printf("%s%s\n", tr->line_open ? "\n" : "", line);
+        tr->line_open = 0;
+    }
+    if (tr->log_file && !tr->metrics_failed && (fprintf(tr->log_file, "%s\n", line) < 0 || fflush(tr->log_file) != 0)) {
+        tr->metrics_failed = 1;
+        mt_errorf(&tr->metrics_err, "writing --log-file '%s' failed: %s (is the disk full?)", tr->o.log_path,
+                  strerror(errno));
+    }
+}
+
+/* "1h02m", "3m05s", "42s" */
+static const char *duration(char *buf, size_t n, double s) {
+    if (!(s >= 0) || s > 1e9) snprintf(buf, n, "?");
+    else if (s >= 3600) snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+    else if (s >= 60) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    else snprintf(buf, n, "%.0fs", s);
+    return buf;
+}
+
 /* A JSON number, or null for inf/NaN (which JSON cannot hold). */
 static const char *json_num(char *buf, size_t n, double v) {
     if (isfinite(v)) snprintf(buf, n, "%.17g", v);
@@ -583,6 +625,15 @@ static int metrics_failure(mt_trainer *tr, mt_error *err) {
     return agree(tr->world, tr->rank == 0 ? -1 : 0, err);
 }
 
+/* A checkpoint, and a line saying where and how long it took. */
+static int save_with_line(mt_trainer *tr, mt_error *err) {
+    double t0 = now_s();
+    if (mt_trainer_save(tr, err)) return -1;
+    if (tr->o.log_every > 0) progress(tr, 0, "step %5lld | checkpoint saved to %s in %.2f s", (long long)tr->step,
+                                      tr->o.ckpt_dir, now_s() - t0);
+    return 0;
+}
+
 int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     mt_train_opts *o = &tr->o;
     double flops_tok = mt_model_flops_per_token(&tr->model, o->cfg.seq_len);
@@ -591,6 +642,8 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     char nb[40];
     if (mt_stop_signal_install(err)) return -1;
     int rc = 0;
+    tr->run_t0 = now_s();
+    int64_t first_step = tr->step;
     while (tr->step < o->steps) {
         double t0 = now_s();
         float lr = mt_lr_at(&o->lr, tr->step);
@@ -604,6 +657,10 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
         }
         tr->steps_run++;
         double tps = tokens / (ms * 1e-3), gflops = flops_tok * tps * 1e-9;
+        /* ETA from this run's mean step time so far (evaluations and saves included) */
+        double elapsed = now_s() - tr->run_t0;
+        double eta = elapsed / (double)(tr->step - first_step) * (double)(o->steps - tr->step);
+        char el[24], et[24];
         if (tr->grad_nonfinite && !o->on_nonfinite_skip) {
             rc = mt_errorf(err, "step %lld: the loss (%g) or the gradient norm (%g) is not finite; stopped before the "
                                 "update, no checkpoint written from it (lower --lr, keep --grad-clip, or pass "
@@ -615,13 +672,16 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
             rc = mt_errorf(err, "loss became %g at step %lld; lower --lr or enable --grad-clip", loss, (long long)tr->step);
             break;
         }
-        if (tr->rank == 0 && tr->grad_nonfinite && o->log_every > 0)
-            printf("step %lld: loss %g, gradient norm %g: not finite, update skipped (--on-nonfinite skip; %lld "
-                   "steps skipped so far)\n",
-                   (long long)tr->step, loss, tr->last_norm, (long long)tr->nonfinite_skipped);
-        else if (tr->rank == 0 && o->log_every > 0 && (tr->step % o->log_every == 0 || tr->step == o->steps))
-            printf("step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.1f GFLOP/s\n",
-                   (long long)tr->step, (long long)o->steps, loss, (double)lr, tr->last_norm, ms, tps, gflops);
+        if (tr->grad_nonfinite && o->log_every > 0)
+            progress(tr, 0, "step %lld: loss %g, gradient norm %g: not finite, update skipped (--on-nonfinite skip; "
+                            "%lld steps skipped so far)",
+                     (long long)tr->step, loss, tr->last_norm, (long long)tr->nonfinite_skipped);
+        else if (o->log_every > 0 && (tr->step % o->log_every == 0 || tr->step == o->steps))
+            progress(tr, tr->step < o->steps ? 1 : 2,
+                     "step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.1f GFLOP/s | "
+                     "elapsed %s | eta %s",
+                     (long long)tr->step, (long long)o->steps, loss, (double)lr, tr->last_norm, ms, tps, gflops,
+                     duration(el, sizeof el, elapsed), duration(et, sizeof et, eta));
         if (tr->metrics) {
             char extra[128] = "";
             if (o->precision == MT_FP16) /* the scale after this step's decision, and the skips so far */
@@ -631,9 +691,9 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
                 snprintf(extra, sizeof extra, ",\"skipped_steps\":%lld", (long long)tr->nonfinite_skipped);
             metrics_line(tr,
                          "{\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%.17g,\"ms\":%.3f,\"tokens_per_s\":%.1f,"
-                         "\"gflops\":%.3f%s}\n",
+                         "\"gflops\":%.3f,\"elapsed_s\":%.3f,\"eta_s\":%.3f%s}\n",
                          (long long)tr->step, json_num(nb, sizeof nb, loss), (double)lr,
-                         isfinite(tr->last_norm) ? tr->last_norm : -1.0, ms, tps, gflops, extra);
+                         isfinite(tr->last_norm) ? tr->last_norm : -1.0, ms, tps, gflops, elapsed, eta, extra);
         }
         int64_t flags[3];
         agree_step_boundary(tr, flags);
@@ -657,7 +717,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
                                     "written from this state", (long long)tr->step, vl);
                 break;
             }
-            if (tr->rank == 0) printf("step %5lld | val_loss %.6f\n", (long long)tr->step, vl);
+            progress(tr, 0, "step %5lld | val_loss %.6f", (long long)tr->step, vl);
             metrics_line(tr, "{\"step\":%lld,\"val_loss\":%.17g}\n", (long long)tr->step, vl);
         }
         if (flags[2]) {
@@ -665,11 +725,12 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
             break;
         }
         if (o->ckpt_dir && o->ckpt_every > 0 && tr->step % o->ckpt_every == 0) {
-            if ((rc = mt_trainer_save(tr, err))) break;
+            if ((rc = save_with_line(tr, err))) break;
             saved = tr->step;
         }
     }
     mt_stop_signal_uninstall();
+    if (tr->line_open) progress(tr, 0, "%s", ""); /* end the terminal's step line */
     if (rc) return -1;
     if (tr->metrics_failed && metrics_failure(tr, err)) return -1; /* a val_loss line failed */
     if (tr->model.prof && tr->rank == 0 && tr->prof.steps > 0) {
@@ -679,13 +740,19 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     /* Always leave a checkpoint of the final state (also of step 0, which
      * is how an initial model is written for export). Every non-finite state
      * returned above, so what is saved here is finite. */
-    if (o->ckpt_dir && saved != tr->step && mt_trainer_save(tr, err)) return -1;
+    if (o->ckpt_dir && saved != tr->step && save_with_line(tr, err)) return -1;
+    if (tr->metrics_failed && metrics_failure(tr, err)) return -1; /* the --log-file line of the save */
     rc = 0;
     if (tr->metrics) {
         if (fclose(tr->metrics) != 0)
             rc = mt_errorf(err, "closing --metrics file '%s' failed: %s (is the disk full?)", o->metrics_path,
                            strerror(errno));
         tr->metrics = NULL;
+    }
+    if (tr->log_file) {
+        if (fclose(tr->log_file) != 0 && !rc)
+            rc = mt_errorf(err, "closing --log-file '%s' failed: %s (is the disk full?)", o->log_path, strerror(errno));
+        tr->log_file = NULL;
     }
     if (agree(tr->world, rc, err)) return -1;
     if (tr->stopped_by_signal && tr->rank == 0) {
@@ -723,6 +790,7 @@ int mt_trainer_write_trace(mt_trainer *tr, mt_error *err) {
 void mt_trainer_free(mt_trainer *tr) {
     if (tr->trace) mt_trace_free(tr->trace);
     if (tr->metrics) fclose(tr->metrics);
+    if (tr->log_file) fclose(tr->log_file);
     mt_opt_states_free(&tr->optim);
     mt_pipeline_free(tr);
     if (tr->model.params) {

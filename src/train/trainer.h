@@ -68,6 +68,7 @@ typedef struct {
     int zeropp_qwz;        /* ZeRO++ qwZ: int8 parameter all-gathers (zero.h) */
     int zeropp_qgz;        /* ZeRO++ qgZ: int4 two-hop gradient reduce-scatter (zero.h) */
     int eval_batch;        /* sequences per validation batch (0: --batch); see mt_trainer_eval */
+    const char *log_path;  /* --log-file: rank 0 writes its progress lines there too */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
@@ -114,6 +115,10 @@ typedef struct {
     int metrics_failed;
     mt_error metrics_err;
     int stopped_by_signal;      /* the run ended early on SIGINT/SIGTERM (after a checkpoint if --ckpt-dir) */
+    /* progress (rank 0): --log-file, and on a terminal one updating step line */
+    FILE *log_file;
+    int tty, line_open;         /* stdout is a terminal; a '\r' step line is on screen without its newline */
+    double run_t0;              /* when mt_trainer_run started (elapsed time and ETA) */
 } mt_trainer;
 
 /* Collective over world (a process is the mesh 1x1x1: world of size 1).
