@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -170,7 +171,7 @@ int mt_cli_train(int argc, char **argv) {
     int64_t seed = (int64_t)o.seed;
     int help = 0;
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
-    int ranks_per_node = 0;
+    int ranks_per_node = 0, resume_auto = 0;
     o.mesh = (mt_mesh_shape){1, 1, 1, 0};
     mt_arg spec[] = {
         {"train", MT_ARG_STR, &o.train_path, "training token shard (llm.c format, from `meshtrain tokenize`)", 0},
@@ -224,7 +225,9 @@ int mt_cli_train(int argc, char **argv) {
         {"metrics", MT_ARG_STR, &o.metrics_path, "append one JSON object per step/eval to this file", 0},
         {"ckpt-dir", MT_ARG_STR, &o.ckpt_dir, "checkpoint directory", 0},
         {"ckpt-every", MT_ARG_I64, &o.ckpt_every, "save a checkpoint every K steps (and at the end)", 0},
-        {"resume", MT_ARG_FLAG, &o.resume, "continue from the checkpoint in --ckpt-dir", 0},
+        {"resume", MT_ARG_FLAG, &o.resume, "continue from the checkpoint in --ckpt-dir; `--resume auto`: if there is one, else start fresh", 0},
+        {"resume-auto", MT_ARG_FLAG, &resume_auto, "the same as --resume auto", 0},
+        {"allow-schedule-change", MT_ARG_FLAG, &o.allow_schedule_change, "let a resumed run change --lr, --min-lr, --warmup, --lr-schedule (and --steps under cosine decay)", 0},
         {"init-from", MT_ARG_STR, &o.init_from, "start from the weights of this checkpoint (e.g. imported GPT-2)", 0},
         {"log-every", MT_ARG_INT, &o.log_every, "print a line every K steps (default 1)", 0},
         {"dump-grads", MT_ARG_STR, &o.dump_grads, "test aid: write step 1's gradients (raw fp32) to FILE", 0},
@@ -266,7 +269,32 @@ int mt_cli_train(int argc, char **argv) {
     /* Flag errors are the same on every rank: rank 0 prints, all exit non-zero. */
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return rank ? 1 : mt_cli_fail("train", &err);
+    /* `--resume auto` is --resume-auto (the parser's flags take no value) */
+    char **args = mt_xcalloc((size_t)argc + 1, sizeof *args, "argument list");
+    int nargs = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--resume") && i + 1 < argc && !strcmp(argv[i + 1], "auto")) {
+            args[nargs++] = "--resume-auto";
+            i++;
+        } else {
+            args[nargs++] = argv[i];
+        }
+    }
+    int prc = mt_args_parse(nargs, args, spec, NARGS(spec), NULL, 0, NULL, &err);
+    free(args);
+    if (prc) return rank ? 1 : mt_cli_fail("train", &err);
+    if (resume_auto) {
+        if (!o.ckpt_dir) {
+            mt_errorf(&err, "--resume auto needs --ckpt-dir");
+            return rank ? 1 : mt_cli_fail("train", &err);
+        }
+        /* the newest checkpoint is the directory's manifest (saves replace it atomically) */
+        char *man = mt_xmalloc(strlen(o.ckpt_dir) + 16, "manifest path");
+        sprintf(man, "%s/manifest.json", o.ckpt_dir);
+        o.resume = access(man, F_OK) == 0;
+        free(man);
+        if (rank == 0 && !o.resume) printf("no checkpoint in %s: starting fresh\n", o.ckpt_dir);
+    }
     if (help) {
         if (rank == 0) mt_args_usage("train", "--train FILE [--val FILE] [flags]", spec, NARGS(spec));
         return 0;

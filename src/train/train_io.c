@@ -156,6 +156,32 @@ static int read_local(const mt_ckpt *ck, const mt_layout *l, int u, const char *
  * stage's optimizer state only the owned range (Adafactor's factored state
  * the unit), parameters of stages 0-2 the whole unit (this tp rank's
  * slices). One local unit buffer at a time (accounted as scratch). */
+/* A resumed run follows the schedule it started with: --lr, --min-lr,
+ * --warmup and --lr-schedule as saved, and --steps under cosine decay (which
+ * ends at --steps; a constant schedule may be extended). Checkpoints saved
+ * before the schedule was recorded are not checked. */
+static int check_schedule(const mt_json *sc, const mt_train_opts *o, mt_error *err) {
+    if (!sc) return 0;
+    const char *kind = NULL, *mine = o->lr.kind == MT_LR_COSINE ? "cosine" : "constant";
+    double lr = 0, min_lr = 0;
+    int64_t warmup = 0, steps = 0;
+    if (mt_json_get_string(sc, "lr_schedule", &kind, NULL) || mt_json_get_double(sc, "lr", &lr, NULL) ||
+        mt_json_get_double(sc, "min_lr", &min_lr, NULL) || mt_json_get_int64(sc, "warmup", &warmup, NULL) ||
+        mt_json_get_int64(sc, "steps", &steps, NULL))
+        return mt_errorf(err, "the checkpoint's schedule record is incomplete (a damaged manifest?)");
+    char had[64] = "", now[64] = "";
+    const char *flag = NULL;
+    if (strcmp(kind, mine)) flag = "lr-schedule", snprintf(had, sizeof had, "%s", kind), snprintf(now, sizeof now, "%s", mine);
+    else if (steps != o->steps && o->lr.kind == MT_LR_COSINE) flag = "steps", snprintf(had, sizeof had, "%lld", (long long)steps), snprintf(now, sizeof now, "%lld", (long long)o->steps);
+    else if ((float)lr != o->lr.lr) flag = "lr", snprintf(had, sizeof had, "%g", lr), snprintf(now, sizeof now, "%g", (double)o->lr.lr);
+    else if ((float)min_lr != o->lr.min_lr) flag = "min-lr", snprintf(had, sizeof had, "%g", min_lr), snprintf(now, sizeof now, "%g", (double)o->lr.min_lr);
+    else if (warmup != o->lr.warmup) flag = "warmup", snprintf(had, sizeof had, "%lld", (long long)warmup), snprintf(now, sizeof now, "%lld", (long long)o->lr.warmup);
+    if (!flag) return 0;
+    return mt_errorf(err, "the run being resumed was started with --%s %s, this one says --%s %s: the learning-rate "
+                          "schedule would change mid-run; resume with --%s %s, or pass --allow-schedule-change",
+                     flag, had, flag, now, flag, had);
+}
+
 int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *err) {
     mt_ckpt *ck = mt_ckpt_open_ex(dir, MT_CKPT_LAZY_VERIFY, err);
     if (!ck) return -1;
@@ -210,6 +236,7 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
         if (!rc && mt_json_get_string(st, "data_order", &ord, NULL) == 0 && strcmp(ord, mine))
             rc = mt_errorf(err, "checkpoint was trained with --data-order %s, this run uses %s", ord, mine);
         if (!rc && mt_json_get_int64(st, "nonfinite_skipped", &v, NULL) == 0) tr->nonfinite_skipped = v;
+        if (!rc && !tr->o.allow_schedule_change) rc = check_schedule(mt_json_get(st, "schedule"), &tr->o, err);
         const mt_json *ls = mt_json_get(st, "loss_scaler");
         if (!rc && tr->o.precision == MT_FP16 && ls) rc = mt_loss_scaler_read_json(ls, &tr->scaler, err);
         tr->step = mt_ckpt_step(ck);
@@ -296,6 +323,15 @@ static char *state_json(const mt_trainer *tr) {
     mt_jw_key(&w, "batch"); mt_jw_int(&w, tr->o.batch);
     mt_jw_key(&w, "data_order"); mt_jw_string(&w, mt_data_order_name(tr->o.order));
     mt_jw_key(&w, "samples_consumed"); mt_jw_int(&w, tr->step * tr->o.batch);
+    /* the learning-rate schedule this run is following (a resume keeps it) */
+    mt_jw_key(&w, "schedule");
+    mt_jw_begin_object(&w);
+    mt_jw_key(&w, "lr_schedule"); mt_jw_string(&w, tr->o.lr.kind == MT_LR_COSINE ? "cosine" : "constant");
+    mt_jw_key(&w, "lr"); mt_jw_float(&w, tr->o.lr.lr);
+    mt_jw_key(&w, "min_lr"); mt_jw_float(&w, tr->o.lr.min_lr);
+    mt_jw_key(&w, "warmup"); mt_jw_int(&w, tr->o.lr.warmup);
+    mt_jw_key(&w, "steps"); mt_jw_int(&w, tr->o.steps);
+    mt_jw_end_object(&w);
     if (tr->nonfinite_skipped) { /* --on-nonfinite skip: Adam's step count is the applied steps */
         mt_jw_key(&w, "nonfinite_skipped");
         mt_jw_int(&w, tr->nonfinite_skipped);

@@ -333,6 +333,10 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         mt_trace_sync_origin(tr->trace, world);
     }
     if (from && agree(world, mt_train_ckpt_load(tr, from, op->resume, err), err)) return -1;
+    if (op->resume && tr->step >= op->steps)
+        return mt_errorf(err, "the checkpoint in %s is at step %lld and --steps is %lld: nothing left to train (to train "
+                              "longer, raise --steps; under --lr-schedule cosine also pass --allow-schedule-change)",
+                         op->ckpt_dir, (long long)tr->step, (long long)op->steps);
     rc = 0;
     const char *bad = from ? owned_nonfinite_tensor(tr) : NULL;
     if (bad)

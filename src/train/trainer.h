@@ -69,6 +69,7 @@ typedef struct {
     int zeropp_qgz;        /* ZeRO++ qgZ: int4 two-hop gradient reduce-scatter (zero.h) */
     int eval_batch;        /* sequences per validation batch (0: --batch); see mt_trainer_eval */
     const char *log_path;  /* --log-file: rank 0 writes its progress lines there too */
+    int allow_schedule_change; /* --allow-schedule-change: a resume may change --steps/--lr/--min-lr/--warmup/--lr-schedule */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
