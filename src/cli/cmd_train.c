@@ -294,6 +294,14 @@ int mt_cli_train(int argc, char **argv) {
         o.resume = access(man, F_OK) == 0;
         free(man);
         if (rank == 0 && !o.resume) printf("no checkpoint in %s: starting fresh\n", o.ckpt_dir);
+        mt_ckpt_info info;
+        if (o.resume && mt_train_ckpt_peek(o.ckpt_dir, &info, &err) == 0 && info.step >= o.steps) {
+            /* a restart of a finished run: done, not an error */
+            if (rank == 0)
+                printf("the checkpoint in %s is at step %lld: --steps %lld is done, nothing left to train\n",
+                       o.ckpt_dir, (long long)info.step, (long long)o.steps);
+            return 0;
+        }
     }
     if (help) {
         if (rank == 0) mt_args_usage("train", "--train FILE [--val FILE] [flags]", spec, NARGS(spec));

@@ -352,7 +352,10 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         if (!tr->log_file)
             rc = mt_errorf(err, "cannot open --log-file '%s' for writing: %s", op->log_path, strerror(errno));
     }
-    tr->tty = tr->rank == 0 && isatty(STDOUT_FILENO);
+    /* one process started directly on a terminal: Open MPI gives its ranks a pseudo-terminal even when
+     * mpirun's own output goes to a file, so under a launcher the lines stay plain */
+    tr->tty = tr->rank == 0 && mt_comm_size(world) == 1 && isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_RANK") &&
+              !getenv("PMI_RANK") && !getenv("PMIX_RANK");
     return agree(world, rc, err);
 }
 
