@@ -11,6 +11,9 @@ CFLAGS  := -std=c11 $(OPT) -g -march=native -fopenmp -fno-math-errno \
            -I/usr/include/x86_64-linux-gnu/openblas-openmp $(EXTRA_CFLAGS)
 LDLIBS  := -L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -ldnnl -lpcre2-8 -licuuc -lm
 LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
+# PLplot draws `meshtrain plot`: only the CLI links it, not the library
+PLPLOT_CFLAGS := $(shell pkg-config --cflags plplot 2>/dev/null || echo -I/usr/include/plplot)
+CLI_LDLIBS := -lplplot
 
 LIB_SRC := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
 CLI_SRC := $(shell find src/cli -name '*.c' | sort)
@@ -23,6 +26,7 @@ HEADERS := $(shell find src include -name '*.h')
 .PHONY: all test bench clean asan fuzz print-cflags print-ldlibs
 all: $(BUILD)/libmeshtrain.a $(BUILD)/meshtrain $(TEST_BIN)
 
+$(BUILD)/obj/src/cli/cmd_plot.o: CFLAGS += $(PLPLOT_CFLAGS)
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
@@ -35,7 +39,7 @@ $(BUILD)/libmeshtrain.a: $(LIB_OBJ)
 
 $(BUILD)/meshtrain: $(CLI_OBJ) $(BUILD)/libmeshtrain.a
 	@echo "LD $@"
-	@$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libmeshtrain.a $(LDLIBS)
+	@$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libmeshtrain.a $(LDLIBS) $(CLI_LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libmeshtrain.a $(HEADERS)
 	@mkdir -p $(BUILD)/tests

@@ -2,7 +2,8 @@
 # The main job: set up, tokenize the fortune-cookie corpus that Debian's
 # `fortunes` package ships with the GPT-2 tokenizer, train a small GPT-2 for a
 # few minutes on 2 cores as 2 data-parallel MPI processes (ZeRO-1: optimizer
-# state sharded), evaluate, and print a generated sample.
+# state sharded), evaluate, plot the curves (runs/demo/curves.png) and print
+# a generated sample.
 # Override with environment variables: STEPS, RANKS, ZERO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,7 @@ $MPIRUN build/meshtrain train --dp "$RANKS" --zero "${ZERO:-1}" --train runs/dem
     --eval-every 50 --eval-batches 8 --log-every 10 \
     --metrics runs/demo/metrics.jsonl --ckpt-dir runs/demo/ckpt --ckpt-every 100
 build/meshtrain eval --ckpt runs/demo/ckpt --val runs/demo/fortunes_val.bin --batches 16
+build/meshtrain plot runs/demo/metrics.jsonl --labels "demo: dp$RANKS ZeRO-${ZERO:-1}" --out runs/demo/curves.png
 echo "---- sample ----"
 build/meshtrain generate --ckpt runs/demo/ckpt --prompt "The meaning of life is" --tokens 80 \
     --temperature 0.8 --top-k 40 --seed 7

@@ -11,4 +11,5 @@ int mt_cli_import(int argc, char **argv);
 int mt_cli_bench_comm(int argc, char **argv);
 int mt_cli_schedule(int argc, char **argv);
 int mt_cli_ckpt(int argc, char **argv);
+int mt_cli_plot(int argc, char **argv);
 #endif
