@@ -212,7 +212,7 @@ int mt_cli_plan(int argc, char **argv) {
             if ((gpus / tp) % pp || !allowed(f_pp, pp)) continue;
             int dp = gpus / (tp * pp);
             if (!allowed(f_dp, dp)) continue;
-            for (int v = 1; v <= (pp > 1 ? 8 : 1); v *= 2)
+            for (int v = 1; v <= (pp > 1 ? cfg.n_layer / pp : 1); v++) /* interleaved chunks: each a whole number of layers */
                 for (int sp = 0; sp <= (tp > 1); sp++)
                     for (int z = 0; z <= 3; z++)
                         for (int G = 1; G <= dp; G++) {
