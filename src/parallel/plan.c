@@ -73,6 +73,8 @@ int mt_plan_check(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
                          y->micro_batch);
     if (y->zero < 0 || y->zero > 3) return mt_errorf(err, "ZeRO stage must be 0-3, got %d", y->zero);
     if (y->shard < 1 || y->dp % y->shard) return mt_errorf(err, "shard group %d does not divide dp %d", y->shard, y->dp);
+    if (c->engine_exact && y->zero >= 2 && y->pp > 1)
+        return mt_errorf(err, "ZeRO %d with pp %d: this engine pipelines with ZeRO 0-1 only", y->zero, y->pp);
     if (y->sequence_parallel && y->tp == 1) return mt_errorf(err, "sequence parallelism needs tp > 1");
     if (y->sequence_parallel && ((size_t)y->micro_batch * (size_t)cfg->seq_len) % (size_t)y->tp)
         return mt_errorf(err, "sequence parallelism: micro-batch x seq-len not divisible by tp %d", y->tp);
