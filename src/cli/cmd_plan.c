@@ -79,6 +79,7 @@ int mt_cli_plan(int argc, char **argv) {
     int layers = 0, dim = 0, heads = 0, vocab = 0, seq_len = 0, kv_heads = 0, ffn_dim = 0;
     int gpus = 0, per_node = 8, cpu = 0, global_batch = 0, top = 10, json = 0, help = 0, all = 0;
     int f_dp = -1, f_tp = -1, f_pp = -1, f_zero = -1, f_shard = -1, f_mb = -1, f_chunks = -1, f_sp = -1;
+    int cpu_cores = 0;
     float cpu_gflops = 0, cpu_bw_gbs = 0, mem_gb = 0, efficiency = 0;
     mt_arg spec[] = {
         {"preset", MT_ARG_STR, &preset, "model preset (as train's --model)", 0},
@@ -98,6 +99,7 @@ int mt_cli_plan(int argc, char **argv) {
         {"cpu", MT_ARG_FLAG, &cpu, "plan for this CPU engine (fp32 activations, exact buffer sizes); rates from --cpu-gflops/--cpu-bw", 0},
         {"cpu-gflops", MT_ARG_FLOAT, &cpu_gflops, "--cpu: GEMM GFLOP/s per rank (measure with bench/gemm_rate)", 0},
         {"cpu-bw", MT_ARG_FLOAT, &cpu_bw_gbs, "--cpu: collective bandwidth GB/s per rank (measure with bench-comm)", 0},
+        {"cpu-cores", MT_ARG_INT, &cpu_cores, "--cpu: cores the ranks of a node share (default: one per rank)", 0},
         {"mem-gb", MT_ARG_FLOAT, &mem_gb, "memory per device in GB (default: the device table's; --cpu 1)", 0},
         {"efficiency", MT_ARG_FLOAT, &efficiency, "fraction of peak the GEMMs reach (default 0.5 GPU, 1 --cpu)", 0},
         {"dp", MT_ARG_INT, &f_dp, "only this data-parallel size", 0},
@@ -183,6 +185,7 @@ int mt_cli_plan(int argc, char **argv) {
         c.efficiency = 1.0;
         c.act_bytes = 4;
         c.engine_exact = 1;
+        c.cores = cpu_cores;
     }
     if (mem_gb > 0) c.mem_bytes = mem_gb * 1e9;
     if (efficiency > 0) c.efficiency = efficiency;

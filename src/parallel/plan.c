@@ -209,6 +209,8 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     double ranks = (double)y->dp * y->tp * y->pp;
     r->flops_step = F / ranks;
     double rate = c->peak_flops * c->efficiency;
+    /* oversubscribed CPU ranks share the cores: each gets cores / ranks of one's rate */
+    if (c->cores > 0 && c->cores < c->per_node) rate *= (double)c->cores / c->per_node;
     r->t_compute = r->flops_step / rate;
     /* Pipeline bubble: (p - 1) / (m v) of the compute time idles, i.e. the
      * fraction (p - 1) / (m v + p - 1) of the step (interleaved: / v). */

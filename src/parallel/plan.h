@@ -21,6 +21,7 @@ typedef struct {
     double bw_inter;       /* per device, bytes/s one way, to other nodes */
     double efficiency;     /* fraction of peak_flops the GEMMs reach (documented constant) */
     int gpus, per_node;
+    int cores;             /* --cpu: cores the node's ranks share (0: one per rank) */
     int act_bytes;         /* bytes per activation element: 2 (GPU, 16-bit) or 4 (this CPU engine) */
     int engine_exact;      /* 1: activations as this engine allocates them (--cpu); 0: Megatron's formula */
 } mt_plan_cluster;
