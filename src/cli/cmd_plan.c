@@ -19,7 +19,10 @@ typedef struct {
 static int by_time(const void *a, const void *b) {
     const plan_row *x = a, *y = b;
     if (x->r.fits != y->r.fits) return y->r.fits - x->r.fits;
-    return x->r.t_step < y->r.t_step ? -1 : x->r.t_step > y->r.t_step;
+    if (x->r.t_step != y->r.t_step) return x->r.t_step < y->r.t_step ? -1 : 1;
+    /* equally fast: less inter-node traffic, then less memory */
+    if (x->r.comm_inter != y->r.comm_inter) return x->r.comm_inter < y->r.comm_inter ? -1 : 1;
+    return x->r.total < y->r.total ? -1 : x->r.total > y->r.total;
 }
 
 static const char *rc_name(mt_plan_recompute r) {

@@ -232,23 +232,33 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * back, once per chunk boundary. */
     double pp_bytes = p > 1 ? 2 * m * v * msg : 0;
     int pp_inter = (double)y->tp * y->dp * (p > 1) > 0 && y->tp * y->dp >= c->per_node && p > 1;
-    /* dp / ZeRO: stages 0-2 reduce-scatter + all-gather (or all-reduce)
-     * 2 (G-1)/G Psi, stage 3 one more all-gather, over the shard group;
-     * across shard groups (hybrid) an all-reduce of the owned shard. */
-    double G = y->zero ? y->shard : y->dp, psi = hp;
-    double dp_bytes = y->dp > 1 ? (y->zero == 3 ? 3 : 2) * (G - 1) / G * psi * gb : 0;
-    if (y->zero && y->shard < y->dp) dp_bytes += 2.0 * (y->dp / y->shard - 1) / (y->dp / y->shard) * psi / G * gb;
+    /* dp / ZeRO over the shard group G (ring: (G-1)/G of the payload per
+     * rank): stage 0 all-reduces the gradients (2x), stages 1-2
+     * reduce-scatter them and all-gather the updated parameters, stage 3
+     * gathers each unit's parameters in every microbatch's forward and
+     * backward and reduce-scatters the gradients once; hybrid sharding adds
+     * an all-reduce of the owned shard across the dp / G replicas. */
+    double G = y->zero ? y->shard : y->dp, psi = hp, ring = (G - 1) / G;
+    double grad_b = y->dp > 1 ? (y->zero == 0 ? 2 : 1) * ring * psi * gb : 0;
+    double param_b = y->dp > 1 && y->zero ? (y->zero == 3 ? 2.0 * m : 1.0) * ring * psi * gb : 0;
+    if (y->zero && y->shard < y->dp) grad_b += 2.0 * (y->dp / y->shard - 1) / (y->dp / y->shard) * psi / G * gb;
+    double dp_bytes = grad_b + param_b;
     int dp_inter = y->tp * y->dp > c->per_node;
     double dp_bw = dp_inter ? c->bw_inter : c->bw_intra;
     r->comm_intra = tp_bytes + (pp_inter ? 0 : pp_bytes) + (dp_inter ? 0 : dp_bytes);
     r->comm_inter = (pp_inter ? pp_bytes : 0) + (dp_inter ? dp_bytes : 0);
-    /* Exposed: tp all of it; pp the one activation on the critical path
-     * per stage; dp what the last microbatch's backward (2/passes of its
-     * compute) does not hide. */
+    /* Exposed: tp all of it (on the critical path); pp the activation hops
+     * of the pipeline's fill and drain; the gradient reduction what the last
+     * microbatch's backward (2/passes of its compute) does not hide; stages
+     * 1-2's parameter all-gather after the optimizer step all of it;
+     * stage 3's gathers what the compute they are prefetched under does not
+     * hide. */
     double t_mb_back = r->t_compute / m * 2 / passes;
-    double t_dp = dp_bytes / dp_bw;
+    double t_grad = grad_b / dp_bw, t_param = param_b / dp_bw;
     double t_pp = p > 1 ? 2 * (p - 1) * msg / (pp_inter ? c->bw_inter : c->bw_intra) : 0;
-    r->t_comm_exposed = tp_bytes / tp_bw + t_pp + (t_dp > t_mb_back ? t_dp - t_mb_back : 0);
+    double exp_grad = t_grad > t_mb_back ? t_grad - t_mb_back : 0;
+    double exp_param = y->zero == 3 ? (t_param > r->t_compute ? t_param - r->t_compute : 0) : t_param;
+    r->t_comm_exposed = tp_bytes / tp_bw + t_pp + exp_grad + exp_param;
     r->t_step = r->t_compute + r->t_bubble + r->t_comm_exposed;
     r->tflops_per_gpu = F / ranks / r->t_step / 1e12;
     r->mfu = F_model / ranks / r->t_step / c->peak_flops;
