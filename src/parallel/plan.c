@@ -71,6 +71,9 @@ int mt_plan_check(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     if (global_batch % (y->dp * y->micro_batch))
         return mt_errorf(err, "global batch %d is not a multiple of dp %d x micro-batch %d", global_batch, y->dp,
                          y->micro_batch);
+    if (y->chunks > 1 && (global_batch / (y->dp * y->micro_batch)) % y->pp)
+        return mt_errorf(err, "the interleaved schedule needs the microbatches (%d) to be a multiple of pp %d",
+                         global_batch / (y->dp * y->micro_batch), y->pp);
     if (y->zero < 0 || y->zero > 3) return mt_errorf(err, "ZeRO stage must be 0-3, got %d", y->zero);
     if (y->shard < 1 || y->dp % y->shard) return mt_errorf(err, "shard group %d does not divide dp %d", y->shard, y->dp);
     if (c->engine_exact && y->zero >= 2 && y->pp > 1)
