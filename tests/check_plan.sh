@@ -63,6 +63,12 @@ for z in range(4):
 if bad: sys.exit(f"{bad} mismatches against the published record")
 PY
 
+# bad input: one clear line, exit status 1
+if $M plan --gpu v100 --gpus 8 --preset gpt2 --global-batch 8 2>$W/err.txt; then echo "plan accepted --gpu v100"; exit 1; fi
+grep -q "gpu must be a100, h100 or h200, got 'v100'" $W/err.txt || { cat $W/err.txt; exit 1; }
+if $M plan --gpu a100 --gpus 8 --preset gpt2 --global-batch 8 --tp 3 2>$W/err.txt; then echo "plan accepted --tp 3"; exit 1; fi
+grep -q "no layout is possible" $W/err.txt || { cat $W/err.txt; exit 1; }
+
 # ---- 1. measurement ----
 bash tests/corpus.sh $W/corpus.txt
 $M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null

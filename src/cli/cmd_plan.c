@@ -7,6 +7,8 @@
 #include <string.h>
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "core/json.h"
+#include "models/family.h"
 #include "parallel/plan.h"
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -77,8 +79,63 @@ static void print_table(const mt_model_config *cfg, const mt_plan_cluster *c, co
     }
 }
 
+/* A Hugging Face config.json into cfg through the family's reader
+ * (model_type gpt2, llama or qwen2). */
+static int read_hf_config(const char *path, mt_model_config *cfg, mt_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mt_errorf(err, "cannot open --hf-config '%s'; give the path of a config.json", path);
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? 2 * cap : 65536;
+            if (cap > ((size_t)64 << 20)) {
+                free(text);
+                fclose(f);
+                return mt_errorf(err, "--hf-config '%s' is over 64 MiB: not a config.json", path);
+            }
+            char *t = realloc(text, cap);
+            if (!t) {
+                free(text);
+                fclose(f);
+                return mt_errorf(err, "out of memory reading --hf-config '%s'", path);
+            }
+            text = t;
+        }
+        size_t n = fread(text + len, 1, cap - len, f);
+        len += n;
+        if (n == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(text);
+        return mt_errorf(err, "cannot read --hf-config '%s'", path);
+    }
+    mt_error e2 = {{0}};
+    mt_json_doc *doc = mt_json_parse(text, len, 64, &e2);
+    free(text);
+    if (!doc) return mt_errorf(err, "--hf-config '%s' is not valid JSON: %s", path, e2.msg);
+    const mt_json *o = mt_json_root(doc);
+    const char *type = NULL;
+    int rc = mt_json_get_string(o, "model_type", &type, &e2);
+    memset(cfg, 0, sizeof *cfg);
+    if (!rc) {
+        if (!strcmp(type, "gpt2")) cfg->family = MT_FAMILY_GPT2;
+        else if (!strcmp(type, "llama") || !strcmp(type, "qwen2")) cfg->family = MT_FAMILY_LLAMA;
+        else rc = mt_errorf(&e2, "model_type '%s' is not supported (gpt2, llama or qwen2)", type);
+    }
+    if (!rc) rc = mt_family_get(cfg->family)->hf_config_read(o, cfg, &e2);
+    mt_json_free(doc);
+    if (rc) return mt_errorf(err, "--hf-config '%s': %s", path, e2.msg);
+    if (cfg->seq_len <= 0) cfg->seq_len = cfg->max_pos > 0 && cfg->max_pos < 4096 ? cfg->max_pos : 4096;
+    if (cfg->max_pos < cfg->seq_len) cfg->max_pos = cfg->seq_len;
+    cfg->padded_vocab = mt_pad_vocab(cfg->vocab_size);
+    return 0;
+}
+
 int mt_cli_plan(int argc, char **argv) {
-    const char *preset = NULL, *family = NULL, *gpu = NULL, *recompute = NULL, *precision = NULL;
+    const char *hf_config = NULL, *preset = NULL, *family = NULL, *gpu = NULL, *recompute = NULL, *precision = NULL;
     int layers = 0, dim = 0, heads = 0, vocab = 0, seq_len = 0, kv_heads = 0, ffn_dim = 0;
     int gpus = 0, per_node = 8, cpu = 0, global_batch = 0, top = 10, json = 0, help = 0, all = 0;
     int f_dp = -1, f_tp = -1, f_pp = -1, f_zero = -1, f_shard = -1, f_mb = -1, f_chunks = -1, f_sp = -1;
@@ -87,6 +144,7 @@ int mt_cli_plan(int argc, char **argv) {
     mt_arg spec[] = {
         {"preset", MT_ARG_STR, &preset, "model preset (as train's --model)", 0},
         {"model", MT_ARG_STR, &preset, "the same as --preset", 0},
+        {"hf-config", MT_ARG_STR, &hf_config, "a Hugging Face config.json (gpt2, llama, qwen2); --seq-len overrides", 0},
         {"family", MT_ARG_STR, &family, "gpt2 | llama (default gpt2, or the preset's)", 0},
         {"layers", MT_ARG_INT, &layers, "transformer blocks L", 0},
         {"dim", MT_ARG_INT, &dim, "model width h", 0},
@@ -128,7 +186,14 @@ int mt_cli_plan(int argc, char **argv) {
     }
     mt_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    if (preset) {
+    if (hf_config && (preset || family)) {
+        mt_errorf(&err, "give one of --hf-config, --preset and --family");
+        return mt_cli_fail("plan", &err);
+    }
+    if (hf_config) {
+        if (read_hf_config(hf_config, &cfg, &err)) return mt_cli_fail("plan", &err);
+        preset = hf_config; /* like a preset: unset shape flags keep the file's values */
+    } else if (preset) {
         if (mt_model_config_preset(preset, &cfg, &err)) return mt_cli_fail("plan", &err);
     } else {
         mt_family_id fid = MT_FAMILY_GPT2;
