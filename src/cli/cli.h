@@ -10,6 +10,7 @@ int mt_cli_export(int argc, char **argv);
 int mt_cli_import(int argc, char **argv);
 int mt_cli_bench_comm(int argc, char **argv);
 int mt_cli_schedule(int argc, char **argv);
+int mt_cli_plan(int argc, char **argv);
 int mt_cli_ckpt(int argc, char **argv);
 int mt_cli_plot(int argc, char **argv);
 #endif

@@ -38,7 +38,8 @@ static void usage(void) {
          "  ckpt        verify a checkpoint's checksums, or print what it holds (ckpt verify|info CKPT)\n"
          "  bench-comm  collective bandwidth (run under mpirun)\n"
          "  schedule    print and check a pipeline schedule (timeline, bubble, activation peaks)\n"
-         "  plot        --metrics files -> a PNG of loss, validation loss, learning rate and tokens/s");
+         "  plot        --metrics files -> a PNG of loss, validation loss, learning rate and tokens/s\n"
+         "  plan        choose a layout: bytes per rank, bubble, traffic and step time of every dp x tp x pp x ZeRO layout");
 }
 
 int main(int argc, char **argv) {
@@ -56,7 +57,7 @@ int main(int argc, char **argv) {
         {"train", mt_cli_train, 1},       {"eval", mt_cli_eval, 1},     {"generate", mt_cli_generate, 1},
         {"tokenize", mt_cli_tokenize, 0}, {"export", mt_cli_export, 0}, {"import", mt_cli_import, 0},
         {"bench-comm", mt_cli_bench_comm, 1},      {"schedule", mt_cli_schedule, 0},
-        {"ckpt", mt_cli_ckpt, 0},         {"plot", mt_cli_plot, 0},
+        {"ckpt", mt_cli_ckpt, 0},         {"plot", mt_cli_plot, 0},         {"plan", mt_cli_plan, 0},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name)) continue;

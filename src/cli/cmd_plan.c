@@ -1,0 +1,333 @@
+/* meshtrain plan: enumerates the layouts of a model on a cluster and prints
+ * per layout the bytes per rank by category, whether it fits, the pipeline
+ * bubble, bytes sent per step per link level and the predicted step time
+ * (parallel/plan.h holds every formula; this file maps flags to configs). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "core/json.h"
+#include "models/family.h"
+#include "parallel/plan.h"
+
+#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+typedef struct {
+    mt_plan_layout y;
+    mt_plan_result r;
+} plan_row;
+
+static int by_time(const void *a, const void *b) {
+    const plan_row *x = a, *y = b;
+    if (x->r.fits != y->r.fits) return y->r.fits - x->r.fits;
+    if (x->r.t_step != y->r.t_step) return x->r.t_step < y->r.t_step ? -1 : 1;
+    /* equally fast: less inter-node traffic, then less memory */
+    if (x->r.comm_inter != y->r.comm_inter) return x->r.comm_inter < y->r.comm_inter ? -1 : 1;
+    return x->r.total < y->r.total ? -1 : x->r.total > y->r.total;
+}
+
+static const char *rc_name(mt_plan_recompute r) {
+    return r == MT_PLAN_RC_NONE ? "none" : r == MT_PLAN_RC_SELECTIVE ? "selective" : "full";
+}
+
+/* -1: any value; else the one value the user fixed. */
+static int allowed(int fixed, int v) { return fixed < 0 || fixed == v; }
+
+static void print_json(const mt_model_config *cfg, const mt_plan_cluster *c, const plan_row *rows, int n, int gb) {
+    printf("{\"params\":%.0f,\"gpus\":%d,\"gpus_per_node\":%d,\"device\":\"%s\",\"global_batch\":%d,\"seq_len\":%d,"
+           "\"layouts\":[",
+           mt_plan_param_count(cfg), c->gpus, c->per_node, c->name, gb, cfg->seq_len);
+    for (int i = 0; i < n; i++) {
+        const mt_plan_layout *y = &rows[i].y;
+        const mt_plan_result *r = &rows[i].r;
+        printf("%s\n{\"dp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"shard_group\":%d,\"micro_batch\":%d,\"chunks\":%d,"
+               "\"sequence_parallel\":%d,\"recompute\":\"%s\",\"precision\":\"%s\",\"microbatches\":%d,"
+               "\"bytes\":{\"params\":%.0f,\"grads\":%.0f,\"optimizer\":%.0f,\"activations\":%.0f,\"total\":%.0f},"
+               "\"fits\":%s,\"params_rank\":%.0f,\"bubble\":%.6f,\"comm_intra\":%.0f,\"comm_inter\":%.0f,"
+               "\"flops_step\":%.6g,\"t_compute\":%.6g,\"t_bubble\":%.6g,\"t_comm_exposed\":%.6g,\"t_step\":%.6g,"
+               "\"tflops_per_gpu\":%.4f,\"mfu\":%.5f}",
+               i ? "," : "", y->dp, y->tp, y->pp, y->zero, y->shard, y->micro_batch, y->chunks, y->sequence_parallel,
+               rc_name(y->recompute), y->bf16 ? "bf16" : "fp32", r->microbatches, r->bytes[MT_PLAN_PARAMS],
+               r->bytes[MT_PLAN_GRADS], r->bytes[MT_PLAN_OPTIM], r->bytes[MT_PLAN_ACTS], r->total,
+               r->fits ? "true" : "false", r->params_rank, r->bubble, r->comm_intra, r->comm_inter, r->flops_step,
+               r->t_compute, r->t_bubble, r->t_comm_exposed, r->t_step, r->tflops_per_gpu, r->mfu);
+    }
+    printf("]}\n");
+}
+
+static void print_table(const mt_model_config *cfg, const mt_plan_cluster *c, const plan_row *rows, int n, int total,
+                        int gb) {
+    printf("model %s: %.4g B parameters, L=%d h=%d heads=%d s=%d V=%d | %d x %s (%d per node) | global batch %d\n",
+           mt_family_name(cfg->family), mt_plan_param_count(cfg) / 1e9, cfg->n_layer, cfg->n_embd, cfg->n_head,
+           cfg->seq_len, cfg->padded_vocab, c->gpus, c->name, c->per_node, gb);
+    printf("%d layouts evaluated; fastest fitting first (GB = 1e9 bytes per rank; comm GB sent per step per rank)\n",
+           total);
+    printf("%3s %3s %3s %3s %2s %4s %3s %2s %2s %-9s %-4s | %8s %8s %8s %8s %8s %3s | %6s | %8s %8s | %8s %7s %5s\n", "dp",
+           "tp", "pp", "v", "sp", "zero", "G", "mb", "m", "recompute", "prec", "params", "grads", "optim", "acts", "total",
+           "fit", "bubble", "intra", "inter", "step_s", "TFLOP/s", "MFU");
+    for (int i = 0; i < n; i++) {
+        const mt_plan_layout *y = &rows[i].y;
+        const mt_plan_result *r = &rows[i].r;
+        printf("%3d %3d %3d %3d %2d %4d %3d %2d %2d %-9s %-4s | %8.3f %8.3f %8.3f %8.3f %8.3f %3s | %6.3f | %8.3f %8.3f | "
+               "%8.4g %7.1f %5.3f\n",
+               y->dp, y->tp, y->pp, y->chunks, y->sequence_parallel, y->zero, y->shard, y->micro_batch, r->microbatches,
+               rc_name(y->recompute), y->bf16 ? "bf16" : "fp32", r->bytes[MT_PLAN_PARAMS] / 1e9,
+               r->bytes[MT_PLAN_GRADS] / 1e9, r->bytes[MT_PLAN_OPTIM] / 1e9, r->bytes[MT_PLAN_ACTS] / 1e9,
+               r->total / 1e9, r->fits ? "yes" : "no", r->bubble, r->comm_intra / 1e9, r->comm_inter / 1e9, r->t_step,
+               r->tflops_per_gpu, r->mfu);
+    }
+}
+
+/* A Hugging Face config.json into cfg through the family's reader
+ * (model_type gpt2, llama or qwen2). */
+static int read_hf_config(const char *path, mt_model_config *cfg, mt_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mt_errorf(err, "cannot open --hf-config '%s'; give the path of a config.json", path);
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? 2 * cap : 65536;
+            if (cap > ((size_t)64 << 20)) {
+                free(text);
+                fclose(f);
+                return mt_errorf(err, "--hf-config '%s' is over 64 MiB: not a config.json", path);
+            }
+            char *t = realloc(text, cap);
+            if (!t) {
+                free(text);
+                fclose(f);
+                return mt_errorf(err, "out of memory reading --hf-config '%s'", path);
+            }
+            text = t;
+        }
+        size_t n = fread(text + len, 1, cap - len, f);
+        len += n;
+        if (n == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(text);
+        return mt_errorf(err, "cannot read --hf-config '%s'", path);
+    }
+    mt_error e2 = {{0}};
+    mt_json_doc *doc = mt_json_parse(text, len, 64, &e2);
+    free(text);
+    if (!doc) return mt_errorf(err, "--hf-config '%s' is not valid JSON: %s", path, e2.msg);
+    const mt_json *o = mt_json_root(doc);
+    const char *type = NULL;
+    int rc = mt_json_get_string(o, "model_type", &type, &e2);
+    memset(cfg, 0, sizeof *cfg);
+    if (!rc) {
+        if (!strcmp(type, "gpt2")) cfg->family = MT_FAMILY_GPT2;
+        else if (!strcmp(type, "llama") || !strcmp(type, "qwen2")) cfg->family = MT_FAMILY_LLAMA;
+        else rc = mt_errorf(&e2, "model_type '%s' is not supported (gpt2, llama or qwen2)", type);
+    }
+    if (!rc) rc = mt_family_get(cfg->family)->hf_config_read(o, cfg, &e2);
+    mt_json_free(doc);
+    if (rc) return mt_errorf(err, "--hf-config '%s': %s", path, e2.msg);
+    if (cfg->seq_len <= 0) cfg->seq_len = cfg->max_pos > 0 && cfg->max_pos < 4096 ? cfg->max_pos : 4096;
+    if (cfg->max_pos < cfg->seq_len) cfg->max_pos = cfg->seq_len;
+    cfg->padded_vocab = mt_pad_vocab(cfg->vocab_size);
+    return 0;
+}
+
+int mt_cli_plan(int argc, char **argv) {
+    const char *hf_config = NULL, *preset = NULL, *family = NULL, *gpu = NULL, *recompute = NULL, *precision = NULL;
+    int layers = 0, dim = 0, heads = 0, vocab = 0, seq_len = 0, kv_heads = 0, ffn_dim = 0;
+    int gpus = 0, per_node = 8, cpu = 0, global_batch = 0, top = 10, json = 0, help = 0, all = 0;
+    int f_dp = -1, f_tp = -1, f_pp = -1, f_zero = -1, f_shard = -1, f_mb = -1, f_chunks = -1, f_sp = -1;
+    int cpu_cores = 0;
+    float cpu_gflops = 0, cpu_bw_gbs = 0, mem_gb = 0, efficiency = 0;
+    mt_arg spec[] = {
+        {"preset", MT_ARG_STR, &preset, "model preset (as train's --model)", 0},
+        {"model", MT_ARG_STR, &preset, "the same as --preset", 0},
+        {"hf-config", MT_ARG_STR, &hf_config, "a Hugging Face config.json (gpt2, llama, qwen2); --seq-len overrides", 0},
+        {"family", MT_ARG_STR, &family, "gpt2 | llama (default gpt2, or the preset's)", 0},
+        {"layers", MT_ARG_INT, &layers, "transformer blocks L", 0},
+        {"dim", MT_ARG_INT, &dim, "model width h", 0},
+        {"heads", MT_ARG_INT, &heads, "attention heads", 0},
+        {"kv-heads", MT_ARG_INT, &kv_heads, "llama: key/value heads", 0},
+        {"ffn-dim", MT_ARG_INT, &ffn_dim, "llama: SwiGLU width (default 8h/3 rounded up to 32)", 0},
+        {"vocab", MT_ARG_INT, &vocab, "vocabulary size (padded to a multiple of 128)", 0},
+        {"seq-len", MT_ARG_INT, &seq_len, "sequence length s", 0},
+        {"global-batch", MT_ARG_INT, &global_batch, "sequences per optimizer step (required)", 0},
+        {"gpus", MT_ARG_INT, &gpus, "devices (ranks) in all (required)", 0},
+        {"gpus-per-node", MT_ARG_INT, &per_node, "devices per node (default 8); tp stays inside a node", 0},
+        {"gpu", MT_ARG_STR, &gpu, "device table: a100 | h100 | h200", 0},
+        {"cpu", MT_ARG_FLAG, &cpu, "plan for this CPU engine (fp32 activations, exact buffer sizes); rates from --cpu-gflops/--cpu-bw", 0},
+        {"cpu-gflops", MT_ARG_FLOAT, &cpu_gflops, "--cpu: GEMM GFLOP/s per rank (measure with bench/gemm_rate)", 0},
+        {"cpu-bw", MT_ARG_FLOAT, &cpu_bw_gbs, "--cpu: collective bandwidth GB/s per rank (measure with bench-comm)", 0},
+        {"cpu-cores", MT_ARG_INT, &cpu_cores, "--cpu: cores the ranks of a node share (default: one per rank)", 0},
+        {"mem-gb", MT_ARG_FLOAT, &mem_gb, "memory per device in GB (default: the device table's; --cpu 1)", 0},
+        {"efficiency", MT_ARG_FLOAT, &efficiency, "fraction of peak the GEMMs reach (default 0.5 GPU, 1 --cpu)", 0},
+        {"dp", MT_ARG_INT, &f_dp, "only this data-parallel size", 0},
+        {"tp", MT_ARG_INT, &f_tp, "only this tensor-parallel size", 0},
+        {"pp", MT_ARG_INT, &f_pp, "only this pipeline size", 0},
+        {"zero", MT_ARG_INT, &f_zero, "only this ZeRO stage", 0},
+        {"shard-group", MT_ARG_INT, &f_shard, "only this ZeRO shard group", 0},
+        {"micro-batch", MT_ARG_INT, &f_mb, "only this micro-batch", 0},
+        {"pp-chunks", MT_ARG_INT, &f_chunks, "only this number of interleaved chunks per rank", 0},
+        {"sequence-parallel", MT_ARG_INT, &f_sp, "only 0 | 1", 0},
+        {"recompute", MT_ARG_STR, &recompute, "only none | selective | full", 0},
+        {"precision", MT_ARG_STR, &precision, "only fp32 | bf16 (default bf16 on GPUs, both with --cpu)", 0},
+        {"top", MT_ARG_INT, &top, "layouts printed (default 10; 0: all)", 0},
+        {"all", MT_ARG_FLAG, &all, "also layouts that do not fit", 0},
+        {"json", MT_ARG_FLAG, &json, "print JSON for tools", 0},
+        {"help", MT_ARG_FLAG, &help, "show this help", 0},
+    };
+    mt_error err = {{0}};
+    if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return mt_cli_fail("plan", &err);
+    if (help) {
+        mt_args_usage("plan", "--gpus N (--gpu NAME | --cpu) --global-batch B [model flags] [flags]", spec, NARGS(spec));
+        return 0;
+    }
+    mt_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    if (hf_config && (preset || family)) {
+        mt_errorf(&err, "give one of --hf-config, --preset and --family");
+        return mt_cli_fail("plan", &err);
+    }
+    if (hf_config) {
+        if (read_hf_config(hf_config, &cfg, &err)) return mt_cli_fail("plan", &err);
+        preset = hf_config; /* like a preset: unset shape flags keep the file's values */
+    } else if (preset) {
+        if (mt_model_config_preset(preset, &cfg, &err)) return mt_cli_fail("plan", &err);
+    } else {
+        mt_family_id fid = MT_FAMILY_GPT2;
+        if (family && mt_family_parse(family, &fid, &err)) return mt_cli_fail("plan", &err);
+        mt_model_config_defaults(&cfg, fid);
+    }
+#define SEEN(n) mt_arg_seen(spec, NARGS(spec), n)
+    if (SEEN("layers")) cfg.n_layer = layers;
+    if (SEEN("dim")) cfg.n_embd = dim;
+    if (SEEN("heads")) cfg.n_head = heads;
+    if (SEEN("seq-len")) cfg.seq_len = seq_len;
+    if (SEEN("vocab")) {
+        cfg.vocab_size = vocab;
+        cfg.padded_vocab = mt_pad_vocab(vocab);
+    }
+    if (cfg.family == MT_FAMILY_LLAMA) {
+        if (SEEN("kv-heads")) cfg.n_kv_head = kv_heads;
+        else if (!preset || SEEN("heads")) cfg.n_kv_head = cfg.n_head;
+        if (!preset || SEEN("dim") || SEEN("heads")) cfg.head_dim = cfg.n_head > 0 ? cfg.n_embd / cfg.n_head : 0;
+        if (SEEN("ffn-dim")) cfg.ffn_dim = ffn_dim;
+        else if (!preset || SEEN("dim")) cfg.ffn_dim = (8 * cfg.n_embd / 3 + 31) / 32 * 32;
+        if (cfg.max_pos < cfg.seq_len) cfg.max_pos = cfg.seq_len;
+    } else if (SEEN("kv-heads") || SEEN("ffn-dim")) {
+        mt_errorf(&err, "--kv-heads and --ffn-dim apply to --family llama");
+        return mt_cli_fail("plan", &err);
+    }
+#undef SEEN
+    if (mt_model_config_validate(&cfg, &err)) return mt_cli_fail("plan", &err);
+    if (gpus < 1 || global_batch < 1) {
+        mt_errorf(&err, "--gpus N and --global-batch B are required (got %d and %d)", gpus, global_batch);
+        return mt_cli_fail("plan", &err);
+    }
+    if (per_node < 1) {
+        mt_errorf(&err, "--gpus-per-node must be >= 1, got %d", per_node);
+        return mt_cli_fail("plan", &err);
+    }
+    mt_plan_cluster c;
+    memset(&c, 0, sizeof c);
+    if (cpu == !!gpu) {
+        mt_errorf(&err, "give exactly one of --gpu a100|h100|h200 and --cpu");
+        return mt_cli_fail("plan", &err);
+    }
+    if (gpu && mt_plan_cluster_gpu(gpu, &c)) {
+        mt_errorf(&err, "--gpu must be a100, h100 or h200, got '%s'", gpu);
+        return mt_cli_fail("plan", &err);
+    }
+    if (cpu) {
+        if (cpu_gflops <= 0 || cpu_bw_gbs <= 0) {
+            mt_errorf(&err, "--cpu needs --cpu-gflops (bench/gemm_rate) and --cpu-bw (meshtrain bench-comm), got %g and %g",
+                      (double)cpu_gflops, (double)cpu_bw_gbs);
+            return mt_cli_fail("plan", &err);
+        }
+        c.name = "cpu";
+        c.peak_flops = cpu_gflops * 1e9;
+        c.bw_intra = c.bw_inter = cpu_bw_gbs * 1e9;
+        c.mem_bytes = 1e9;
+        c.efficiency = 1.0;
+        c.act_bytes = 4;
+        c.engine_exact = 1;
+        c.cores = cpu_cores;
+    }
+    if (mem_gb > 0) c.mem_bytes = mem_gb * 1e9;
+    if (efficiency > 0) c.efficiency = efficiency;
+    c.gpus = gpus;
+    c.per_node = per_node;
+    int rc_only = -1, prec_only = cpu ? -1 : 1;
+    if (recompute) {
+        rc_only = !strcmp(recompute, "none") ? 0 : !strcmp(recompute, "selective") ? 1 : !strcmp(recompute, "full") ? 2 : -2;
+        if (rc_only == -2) {
+            mt_errorf(&err, "--recompute must be none, selective or full, got '%s'", recompute);
+            return mt_cli_fail("plan", &err);
+        }
+    }
+    if (precision) {
+        prec_only = !strcmp(precision, "fp32") ? 0 : !strcmp(precision, "bf16") ? 1 : -2;
+        if (prec_only == -2) {
+            mt_errorf(&err, "--precision must be fp32 or bf16, got '%s'", precision);
+            return mt_cli_fail("plan", &err);
+        }
+    }
+    size_t cap = 1024, n = 0;
+    plan_row *rows = mt_xmalloc(cap * sizeof *rows, "plan rows");
+    int evaluated = 0;
+    for (int tp = 1; tp <= per_node && tp <= gpus; tp++) {
+        if (gpus % tp || !allowed(f_tp, tp)) continue;
+        for (int pp = 1; pp <= cfg.n_layer && tp * pp <= gpus; pp++) {
+            if ((gpus / tp) % pp || !allowed(f_pp, pp)) continue;
+            int dp = gpus / (tp * pp);
+            if (!allowed(f_dp, dp)) continue;
+            for (int v = 1; v <= (pp > 1 ? cfg.n_layer / pp : 1); v++) /* interleaved chunks: each a whole number of layers */
+                for (int sp = 0; sp <= (tp > 1); sp++)
+                    for (int z = 0; z <= 3; z++)
+                        for (int G = 1; G <= dp; G++) {
+                            /* shard groups: the whole dp group, or one node's worth (hybrid) */
+                            int node_group = G * tp == per_node || G == f_shard;
+                            if (dp % G || (G != dp && (z == 0 || !node_group))) continue;
+                            if (!allowed(f_chunks, v) || !allowed(f_sp, sp) || !allowed(f_zero, z) || !allowed(f_shard, G))
+                                continue;
+                            for (int mb = 1; mb <= global_batch / dp; mb *= 2)
+                                for (int rcm = 0; rcm < 3; rcm++)
+                                    for (int bf = 0; bf < 2; bf++) {
+                                        if (!allowed(f_mb, mb) || !allowed(rc_only, rcm) || !allowed(prec_only, bf)) continue;
+                                        mt_plan_layout y = {dp, tp, pp, z, G, mb, v, sp, (mt_plan_recompute)rcm, bf};
+                                        mt_error e2 = {{0}};
+                                        if (mt_plan_check(&cfg, &c, &y, global_batch, &e2)) continue;
+                                        if (n == cap) {
+                                            cap *= 2;
+                                            plan_row *nr = realloc(rows, cap * sizeof *rows);
+                                            if (!nr) {
+                                                free(rows);
+                                                mt_errorf(&err, "out of memory listing %zu layouts; fix more of "
+                                                                "--tp/--pp/--zero/--micro-batch", n);
+                                                return mt_cli_fail("plan", &err);
+                                            }
+                                            rows = nr;
+                                        }
+                                        rows[n].y = y;
+                                        mt_plan_eval(&cfg, &c, &y, global_batch, &rows[n].r);
+                                        evaluated++;
+                                        if (rows[n].r.fits || all) n++;
+                                    }
+                        }
+        }
+    }
+    if (!n) {
+        free(rows);
+        mt_errorf(&err, "no layout %s (%d evaluated): add devices, memory (--mem-gb), or relax the fixed flags",
+                  evaluated ? "fits" : "is possible", evaluated);
+        return mt_cli_fail("plan", &err);
+    }
+    qsort(rows, n, sizeof *rows, by_time);
+    int shown = top > 0 && (size_t)top < n ? top : (int)n;
+    if (json) print_json(&cfg, &c, rows, shown, global_batch);
+    else print_table(&cfg, &c, rows, shown, evaluated, global_batch);
+    free(rows);
+    return 0;
+}

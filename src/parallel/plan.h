@@ -1,0 +1,75 @@
+/* The layout planner's model: for a model config, a layout (dp, tp, pp,
+ * ZeRO stage, shard group, micro-batch, recompute, precision) and a cluster,
+ * the bytes one rank holds per category, the pipeline bubble, the bytes sent
+ * per step per link level and a predicted step time. One implementation of
+ * the closed forms: parameter counts come from the family's real unit
+ * layout (vocabulary padding and tp cuts included), the state bytes follow
+ * the allocation rules of parallel/zero.c (each unit padded to a multiple of
+ * the shard group), activations follow the family's buffer table (GPT-2
+ * exactly as models/gpt2 allocates them; Megatron's 16-bit formula for a
+ * GPU cluster). Speaks in configs, not flags. */
+#ifndef MT_PARALLEL_PLAN_H
+#define MT_PARALLEL_PLAN_H
+#include <stddef.h>
+#include "models/config.h"
+
+typedef struct {
+    const char *name;
+    double peak_flops;     /* per device, FLOP/s at the planned precision */
+    double mem_bytes;      /* per device */
+    double bw_intra;       /* per device, bytes/s one way, to devices of the same node */
+    double bw_inter;       /* per device, bytes/s one way, to other nodes */
+    double efficiency;     /* fraction of peak_flops the GEMMs reach (documented constant) */
+    int gpus, per_node;
+    int cores;             /* --cpu: cores the node's ranks share (0: one per rank) */
+    int act_bytes;         /* bytes per activation element: 2 (GPU, 16-bit) or 4 (this CPU engine) */
+    int engine_exact;      /* 1: activations as this engine allocates them (--cpu); 0: Megatron's formula */
+} mt_plan_cluster;
+
+/* Fills a named device's table ("a100", "h100", "h200"); -1 when unknown. */
+int mt_plan_cluster_gpu(const char *name, mt_plan_cluster *c);
+
+typedef enum { MT_PLAN_RC_NONE = 0, MT_PLAN_RC_SELECTIVE, MT_PLAN_RC_FULL } mt_plan_recompute;
+
+typedef struct {
+    int dp, tp, pp, zero, shard; /* shard: ZeRO shard group (<= dp, dividing it) */
+    int micro_batch, chunks;     /* chunks: interleaved schedule's model chunks per rank (1: 1F1B) */
+    int sequence_parallel;
+    mt_plan_recompute recompute;
+    int bf16;                    /* 0: fp32; 1: bf16 params/grads + fp32 master (K = 12) */
+} mt_plan_layout;
+
+enum { MT_PLAN_PARAMS = 0, MT_PLAN_GRADS, MT_PLAN_OPTIM, MT_PLAN_ACTS, MT_PLAN_NCAT };
+
+typedef struct {
+    double bytes[MT_PLAN_NCAT];  /* rank 0 (first pipeline stage, first tp rank) */
+    double total;
+    int fits;
+    double params_total;         /* parameters of the whole model (tp 1 layout) */
+    double params_rank;          /* parameters rank 0 holds before ZeRO sharding */
+    int microbatches;            /* per pipeline per step */
+    double bubble;               /* (p-1)/(m v + p - 1)... see plan.c */
+    double comm_intra, comm_inter; /* bytes sent per step per rank */
+    double flops_step;           /* per rank, Megatron's count (recompute included) */
+    double t_compute, t_bubble, t_comm_exposed, t_step;
+    double tflops_per_gpu, mfu;  /* Megatron's count / t_step; model FLOPs (6N + attention, no recompute) / peak */
+} mt_plan_result;
+
+/* The whole model's parameters as the family lays them out (tp 1). */
+double mt_plan_param_count(const mt_model_config *cfg);
+/* Megatron-LM's FLOPs per iteration (Narayanan et al. 2021, eq. 3):
+ * 96 B s l h^2 (1 + s/(6h) + V/(16 l h)), full recompute included. */
+double mt_plan_megatron_flops(double B, double s, double l, double h, double V);
+/* The ZeRO paper's model-state bytes per device (mixed-precision Adam,
+ * K = 12): stage 0 (2+2+K)Psi, 1: 4Psi + K Psi/N, 2: 2Psi + (2+K)Psi/N,
+ * 3: (2+2+K)Psi/N. */
+double mt_plan_zero_model_states(double psi, int n_d, int stage);
+/* Checks the layout against model and cluster (divisibility); 0 or -1 with
+ * err saying which constraint failed. */
+int mt_plan_check(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *lay, int global_batch,
+                  mt_error *err);
+/* Evaluates one (checked) layout. */
+void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *lay, int global_batch,
+                  mt_plan_result *r);
+
+#endif
