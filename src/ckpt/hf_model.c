@@ -99,24 +99,26 @@ static int check_tensor(const mt_hf_dir *hd, const mt_family *f, const mt_model_
     return 0;
 }
 
+int mt_hf_config_read(const mt_json *o, mt_model_config *cfg, mt_error *err) {
+    memset(cfg, 0, sizeof *cfg);
+    if (family_of(o, &cfg->family, err) || mt_family_get(cfg->family)->hf_config_read(o, cfg, err)) return -1;
+    if (cfg->seq_len <= 0) cfg->seq_len = cfg->max_pos > 0 && cfg->max_pos < 4096 ? cfg->max_pos : 4096;
+    if (cfg->max_pos < cfg->seq_len) cfg->max_pos = cfg->seq_len;
+    cfg->padded_vocab = mt_pad_vocab(cfg->vocab_size);
+    return 0;
+}
+
 int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
     memset(out, 0, sizeof *out);
     mt_hf_dir *hd = NULL;
     if (mt_hf_dir_open(dir, &hd, err)) return -1;
     const mt_json *cj = mt_hf_dir_config(hd);
     mt_model_config cfg;
-    memset(&cfg, 0, sizeof cfg);
     mt_error e2 = {{0}};
-    int rc = family_of(cj, &cfg.family, &e2);
-    const mt_family *f = rc ? NULL : mt_family_get(cfg.family);
-    if (!rc) rc = f->hf_config_read(cj, &cfg, &e2);
+    int rc = mt_hf_config_read(cj, &cfg, &e2);
+    if (!rc) rc = mt_model_config_validate(&cfg, &e2);
     if (rc) mt_errorf(err, "%s/config.json: %s", dir, e2.msg);
-    if (!rc) {
-        if (cfg.seq_len <= 0) cfg.seq_len = cfg.max_pos > 0 && cfg.max_pos < 4096 ? cfg.max_pos : 4096;
-        if (cfg.max_pos < cfg.seq_len) cfg.max_pos = cfg.seq_len;
-        cfg.padded_vocab = mt_pad_vocab(cfg.vocab_size);
-        if (mt_model_config_validate(&cfg, &e2)) rc = mt_errorf(err, "%s/config.json: %s", dir, e2.msg);
-    }
+    const mt_family *f = rc ? NULL : mt_family_get(cfg.family);
     /* every tensor present with its shape before the model is allocated: a
      * config.json may claim any size */
     if (!rc) {

@@ -18,5 +18,9 @@ int mt_hf_export(const char *dir, const mt_weights *w, mt_dtype dtype, size_t sh
  * present with its shape, no other (but known buffers) may be, and every
  * value must be finite. */
 int mt_hf_import(const char *dir, mt_weights *out, mt_error *err);
+/* A parsed config.json into cfg: the family by model_type (gpt2, llama,
+ * qwen2), the family's reader, seq_len/max_pos defaults and the padded
+ * vocabulary (not validated). */
+int mt_hf_config_read(const mt_json *config, mt_model_config *cfg, mt_error *err);
 
 #endif

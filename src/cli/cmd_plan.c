@@ -7,6 +7,7 @@
 #include <string.h>
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "ckpt/hf_model.h"
 #include "core/json.h"
 #include "models/family.h"
 #include "parallel/plan.h"
@@ -116,21 +117,9 @@ static int read_hf_config(const char *path, mt_model_config *cfg, mt_error *err)
     mt_json_doc *doc = mt_json_parse(text, len, 64, &e2);
     free(text);
     if (!doc) return mt_errorf(err, "--hf-config '%s' is not valid JSON: %s", path, e2.msg);
-    const mt_json *o = mt_json_root(doc);
-    const char *type = NULL;
-    int rc = mt_json_get_string(o, "model_type", &type, &e2);
-    memset(cfg, 0, sizeof *cfg);
-    if (!rc) {
-        if (!strcmp(type, "gpt2")) cfg->family = MT_FAMILY_GPT2;
-        else if (!strcmp(type, "llama") || !strcmp(type, "qwen2")) cfg->family = MT_FAMILY_LLAMA;
-        else rc = mt_errorf(&e2, "model_type '%s' is not supported (gpt2, llama or qwen2)", type);
-    }
-    if (!rc) rc = mt_family_get(cfg->family)->hf_config_read(o, cfg, &e2);
+    int rc = mt_hf_config_read(mt_json_root(doc), cfg, &e2);
     mt_json_free(doc);
     if (rc) return mt_errorf(err, "--hf-config '%s': %s", path, e2.msg);
-    if (cfg->seq_len <= 0) cfg->seq_len = cfg->max_pos > 0 && cfg->max_pos < 4096 ? cfg->max_pos : 4096;
-    if (cfg->max_pos < cfg->seq_len) cfg->max_pos = cfg->seq_len;
-    cfg->padded_vocab = mt_pad_vocab(cfg->vocab_size);
     return 0;
 }
 
