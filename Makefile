@@ -11,9 +11,9 @@ CFLAGS  := -std=c11 $(OPT) -g -march=native -fopenmp -fno-math-errno \
            -I/usr/include/x86_64-linux-gnu/openblas-openmp $(EXTRA_CFLAGS)
 LDLIBS  := -L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -ldnnl -lpcre2-8 -licuuc -lm
 LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
-# PLplot draws `meshtrain plot`: only the CLI links it, not the library
+# PLplot draws `meshtrain plot`, libyaml reads `train --config`: only the CLI links them
 PLPLOT_CFLAGS := $(shell pkg-config --cflags plplot 2>/dev/null || echo -I/usr/include/plplot)
-CLI_LDLIBS := -lplplot
+CLI_LDLIBS := -lplplot -lyaml
 
 LIB_SRC := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
 CLI_SRC := $(shell find src/cli -name '*.c' | sort)

@@ -21,11 +21,8 @@ RANKS=${RANKS:-2}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 MPIRUN="mpirun -np $RANKS"
 [ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
-$MPIRUN build/meshtrain train --dp "$RANKS" --zero "${ZERO:-1}" --train runs/demo/fortunes_train.bin --val runs/demo/fortunes_val.bin \
-    --layers 4 --dim 192 --heads 6 --seq-len 64 --batch 16 --steps "$STEPS" \
-    --lr 2e-3 --warmup 30 --lr-schedule cosine --min-lr 2e-4 --weight-decay 0.1 --grad-clip 1.0 \
-    --eval-every 50 --eval-batches 8 --log-every 10 \
-    --metrics runs/demo/metrics.jsonl --ckpt-dir runs/demo/ckpt --ckpt-every 100
+# configs/demo.yaml holds the run; flags given here override it
+$MPIRUN build/meshtrain train --config configs/demo.yaml --dp "$RANKS" --zero "${ZERO:-1}" --steps "$STEPS"
 build/meshtrain eval --ckpt runs/demo/ckpt --val runs/demo/fortunes_val.bin --batches 16
 build/meshtrain plot runs/demo/metrics.jsonl --labels "demo: dp$RANKS ZeRO-${ZERO:-1}" --out runs/demo/curves.png
 echo "---- sample ----"

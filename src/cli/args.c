@@ -26,18 +26,30 @@ int mt_args_parse(int argc, char **argv, mt_arg *spec, int nspec, char **positio
             positional[np++] = argv[i];
             continue;
         }
-        const char *name = a + 2;
+        /* --name value, or --name=value */
+        char name[64];
+        const char *eq = strchr(a + 2, '='), *v = NULL;
+        size_t nl = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+        if (nl >= sizeof name) return mt_errorf(err, "unknown flag '%s' (see --help)", a);
+        memcpy(name, a + 2, nl);
+        name[nl] = '\0';
         mt_arg *s = NULL;
         for (int k = 0; k < nspec; k++)
             if (!strcmp(spec[k].name, name)) s = &spec[k];
-        if (!s) return mt_errorf(err, "unknown flag '%s' (see --help)", a);
+        if (!s) return mt_errorf(err, "unknown flag '--%s' (see --help)", name);
         s->seen = 1;
         if (s->type == MT_ARG_FLAG) {
-            *(int *)s->dst = 1;
+            if (eq && strcmp(eq + 1, "true") && strcmp(eq + 1, "1") && strcmp(eq + 1, "false") && strcmp(eq + 1, "0"))
+                return mt_errorf(err, "--%s is a switch: give it alone, or as --%s=true / --%s=false", name, name, name);
+            *(int *)s->dst = !(eq && (!strcmp(eq + 1, "false") || !strcmp(eq + 1, "0")));
             continue;
         }
-        if (i + 1 >= argc) return mt_errorf(err, "flag '%s' needs a value", a);
-        const char *v = argv[++i];
+        if (eq) {
+            v = eq + 1;
+        } else {
+            if (i + 1 >= argc) return mt_errorf(err, "flag '--%s' needs a value", name);
+            v = argv[++i];
+        }
         int64_t x;
         switch (s->type) {
         case MT_ARG_INT:

@@ -1,6 +1,7 @@
 /* meshtrain train: flags -> mt_train_opts -> trainer. */
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/config_file.h"
 #include "train/trainer.h"
 #include "train/train_io.h"
 #include "comm/comm.h"
@@ -161,7 +162,7 @@ static int check_against_checkpoint(const mt_arg *spec, int nspec, const model_f
     return rc;
 }
 
-int mt_cli_train(int argc, char **argv) {
+static int train_command(int argc, char **argv) {
     mt_train_opts o;
     mt_train_opts_defaults(&o);
     model_flags mf;
@@ -171,7 +172,8 @@ int mt_cli_train(int argc, char **argv) {
     int64_t seed = (int64_t)o.seed;
     int help = 0;
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
-    int ranks_per_node = 0, resume_auto = 0;
+    int ranks_per_node = 0, resume_auto = 0, print_config = 0;
+    const char *config_path = NULL; /* handled before parsing; the entry documents it */
     o.mesh = (mt_mesh_shape){1, 1, 1, 0};
     mt_arg spec[] = {
         {"train", MT_ARG_STR, &o.train_path, "training token shard (llm.c format, from `meshtrain tokenize`)", 0},
@@ -227,6 +229,8 @@ int mt_cli_train(int argc, char **argv) {
         {"ckpt-every", MT_ARG_I64, &o.ckpt_every, "save a checkpoint every K steps (and at the end)", 0},
         {"resume", MT_ARG_FLAG, &o.resume, "continue from the checkpoint in --ckpt-dir; `--resume auto`: if there is one, else start fresh", 0},
         {"resume-auto", MT_ARG_FLAG, &resume_auto, "the same as --resume auto", 0},
+        {"config", MT_ARG_STR, &config_path, "a YAML file of sections (model, data, optimizer, schedule, parallel, precision, checkpoint, logging) whose keys are these flags; flags given here win", 0},
+        {"print-config", MT_ARG_FLAG, &print_config, "print the effective configuration as YAML (for --config) and exit", 0},
         {"allow-schedule-change", MT_ARG_FLAG, &o.allow_schedule_change, "let a resumed run change --lr, --min-lr, --warmup, --lr-schedule (and --steps under cosine decay)", 0},
         {"init-from", MT_ARG_STR, &o.init_from, "start from the weights of this checkpoint (e.g. imported GPT-2)", 0},
         {"log-every", MT_ARG_INT, &o.log_every, "print a line every K steps (default 1)", 0},
@@ -269,20 +273,12 @@ int mt_cli_train(int argc, char **argv) {
     /* Flag errors are the same on every rank: rank 0 prints, all exit non-zero. */
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    /* `--resume auto` is --resume-auto (the parser's flags take no value) */
-    char **args = mt_xcalloc((size_t)argc + 1, sizeof *args, "argument list");
-    int nargs = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--resume") && i + 1 < argc && !strcmp(argv[i + 1], "auto")) {
-            args[nargs++] = "--resume-auto";
-            i++;
-        } else {
-            args[nargs++] = argv[i];
-        }
-    }
-    int prc = mt_args_parse(nargs, args, spec, NARGS(spec), NULL, 0, NULL, &err);
-    free(args);
+    int prc = mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err);
     if (prc) return rank ? 1 : mt_cli_fail("train", &err);
+    if (print_config) {
+        if (rank == 0) mt_config_print(stdout, spec, NARGS(spec));
+        return 0;
+    }
     if (resume_auto) {
         if (!o.ckpt_dir) {
             mt_errorf(&err, "--resume auto needs --ckpt-dir");
@@ -396,4 +392,41 @@ int mt_cli_train(int argc, char **argv) {
     if (rc && rank == 0) mt_cli_fail("train", &err);
     mt_comm_ctx_free(ctx); /* every error above is agreed by all ranks */
     return rc ? 1 : 0;
+}
+
+/* train's argument list: --config FILE's settings first (so the command
+ * line's own flags win) and `--resume auto` as --resume-auto (switches take
+ * no value); the strings live until the command returns. */
+int mt_cli_train(int argc, char **argv) {
+    mt_config_args conf = {0};
+    mt_error err = {{0}};
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (int i = 1; i < argc; i++) {
+        const char *path = !strcmp(argv[i], "--config") && i + 1 < argc ? argv[i + 1]
+                           : !strncmp(argv[i], "--config=", 9)       ? argv[i] + 9
+                                                                       : NULL;
+        if (path && mt_config_file_read(path, &conf, &err)) {
+            mt_config_args_free(&conf);
+            return rank ? 1 : mt_cli_fail("train", &err);
+        }
+    }
+    char **args = mt_xcalloc((size_t)argc + (size_t)conf.n + 1, sizeof *args, "argument list");
+    int nargs = 0;
+    args[nargs++] = argv[0];
+    for (int i = 0; i < conf.n; i++) args[nargs++] = conf.v[i];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--resume") && i + 1 < argc && !strcmp(argv[i + 1], "auto")) {
+            args[nargs++] = "--resume-auto";
+            i++;
+        } else if (!strcmp(argv[i], "--config")) {
+            i++; /* read above */
+        } else if (strncmp(argv[i], "--config=", 9)) {
+            args[nargs++] = argv[i];
+        }
+    }
+    int rc = train_command(nargs, args);
+    free(args);
+    mt_config_args_free(&conf);
+    return rc;
 }

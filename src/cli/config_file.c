@@ -1,0 +1,197 @@
+/* `train --config run.yaml` and `--print-config`: a YAML file of sections
+ * whose keys are the flag names (no second vocabulary), read with libyaml.
+ *
+ *   model:     {layers: 6, dim: 384, heads: 6, seq-len: 256}
+ *   optimizer: {lr: 6e-4, weight-decay: 0.1}
+ *
+ * The file becomes "--key=value" arguments placed before the command line's
+ * own, so a flag given on the command line wins. A key must be a flag of its
+ * section; a switch takes true or false; the flag parser checks each value. --print-config writes every
+ * effective value back in the same form, which --config reads identically. */
+#include "cli/config_file.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+/* Which section each train flag belongs to (print order). Flags not named
+ * here (test aids) may appear in any section. */
+static const struct {
+    const char *section;
+    const char *flags[28];
+} sections[] = {
+    {"model", {"model", "preset", "family", "layers", "dim", "heads", "kv-heads", "head-dim", "ffn-dim", "vocab",
+               "seq-len", "dropout", "rope-theta", "norm-eps", "tie-embeddings", "qkv-bias", "rope-scaling",
+               "rope-factor", "rope-low-freq-factor", "rope-high-freq-factor", "rope-original-max-pos", "init-from"}},
+    {"data", {"train", "val", "data-order"}},
+    {"optimizer", {"optimizer", "lr", "weight-decay", "beta1", "beta2", "eps", "momentum", "grad-clip",
+                   "adafactor-beta1", "adafactor-scale-parameter", "adafactor-clip", "offload-optimizer",
+                   "offload-buffer-mb"}},
+    {"schedule", {"steps", "batch", "micro-batch", "warmup", "lr-schedule", "min-lr", "seed"}},
+    {"parallel", {"dp", "tp", "pp", "sequence-parallel", "pp-schedule", "pp-chunks", "pp-layers", "zero", "shard-group",
+                  "bucket-mb", "zeropp-hpz", "zeropp-qwz", "zeropp-qgz", "ranks-per-node", "timeout", "recompute",
+                  "no-overlap"}},
+    {"precision", {"precision", "gemm", "grad-reduce-dtype", "loss-scale", "loss-scale-window"}},
+    {"checkpoint", {"ckpt-dir", "ckpt-every", "resume", "allow-schedule-change", "on-nonfinite"}},
+    {"logging", {"metrics", "log-file", "log-every", "eval-every", "eval-batches", "eval-batch", "profile", "trace",
+                 "report-json"}},
+};
+#define N_SECTIONS ((int)(sizeof sections / sizeof sections[0]))
+
+static int section_of(const char *flag) {
+    for (int s = 0; s < N_SECTIONS; s++)
+        for (int i = 0; sections[s].flags[i]; i++)
+            if (!strcmp(sections[s].flags[i], flag)) return s;
+    return -1;
+}
+
+static const mt_arg *find(const mt_arg *spec, int nspec, const char *name) {
+    for (int k = 0; k < nspec; k++)
+        if (!strcmp(spec[k].name, name)) return &spec[k];
+    return NULL;
+}
+
+static int push(mt_config_args *a, const char *s, mt_error *err) {
+    if (a->n + 1 >= a->cap) {
+        int cap = a->cap ? 2 * a->cap : 32;
+        char **v = realloc(a->v, (size_t)cap * sizeof *v);
+        if (!v) return mt_errorf(err, "out of memory reading the config file");
+        a->v = v;
+        a->cap = cap;
+    }
+    if (!(a->v[a->n] = strdup(s))) return mt_errorf(err, "out of memory reading the config file");
+    a->n++;
+    return 0;
+}
+
+void mt_config_args_free(mt_config_args *a) {
+    for (int i = 0; i < a->n; i++) free(a->v[i]);
+    free(a->v);
+    memset(a, 0, sizeof *a);
+}
+
+static const char *scalar(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
+
+int mt_config_file_read(const char *path, mt_config_args *out, mt_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mt_errorf(err, "cannot open --config file %s: %s", path, strerror(errno));
+    yaml_parser_t p;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&p)) {
+        fclose(f);
+        return mt_errorf(err, "out of memory starting the YAML parser");
+    }
+    yaml_parser_set_input_file(&p, f);
+    int rc = 0;
+    if (!yaml_parser_load(&p, &doc)) {
+        rc = mt_errorf(err, "%s line %zu: not valid YAML: %s", path, p.problem_mark.line + 1,
+                       p.problem ? p.problem : "parse error");
+        yaml_parser_delete(&p);
+        fclose(f);
+        return rc;
+    }
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root && root->type != YAML_MAPPING_NODE)
+        rc = mt_errorf(err, "%s line %zu: expected sections (model:, data:, optimizer:, schedule:, parallel:, "
+                            "precision:, checkpoint:, logging:)", path, root->start_mark.line + 1);
+    for (yaml_node_pair_t *sp = root && !rc ? root->data.mapping.pairs.start : NULL;
+         sp && sp < root->data.mapping.pairs.top && !rc; sp++) {
+        yaml_node_t *sk = yaml_document_get_node(&doc, sp->key), *sv = yaml_document_get_node(&doc, sp->value);
+        int sec = -1;
+        for (int s = 0; sk->type == YAML_SCALAR_NODE && s < N_SECTIONS; s++)
+            if (!strcmp(scalar(sk), sections[s].section)) sec = s;
+        if (sec < 0) {
+            rc = mt_errorf(err, "%s line %zu: unknown section '%s' (model, data, optimizer, schedule, parallel, precision, "
+                                "checkpoint or logging)", path, sk->start_mark.line + 1,
+                           sk->type == YAML_SCALAR_NODE ? scalar(sk) : "?");
+            break;
+        }
+        if (sv->type == YAML_SCALAR_NODE && !*scalar(sv)) continue; /* an empty section */
+        if (sv->type != YAML_MAPPING_NODE) {
+            rc = mt_errorf(err, "%s line %zu: section '%s' must hold key: value lines", path, sv->start_mark.line + 1,
+                           sections[sec].section);
+            break;
+        }
+        for (yaml_node_pair_t *kp = sv->data.mapping.pairs.start; kp < sv->data.mapping.pairs.top && !rc; kp++) {
+            yaml_node_t *k = yaml_document_get_node(&doc, kp->key), *v = yaml_document_get_node(&doc, kp->value);
+            size_t line = k->start_mark.line + 1;
+            const char *key = k->type == YAML_SCALAR_NODE ? scalar(k) : "?";
+            int home = section_of(key);
+            if (home < 0)
+                rc = mt_errorf(err, "%s line %zu: unknown key '%s' in section '%s' (keys are train's flag names)", path,
+                               line, key, sections[sec].section);
+            else if (home != sec)
+                rc = mt_errorf(err, "%s line %zu: key '%s' belongs in section '%s', not '%s'", path, line, key,
+                               sections[home].section, sections[sec].section);
+            else if (v->type != YAML_SCALAR_NODE)
+                rc = mt_errorf(err, "%s line %zu: key '%s' needs a single value", path, line, key);
+            if (rc) break;
+            const char *val = scalar(v);
+            if (!*val || !strcmp(val, "~") || !strcmp(val, "null")) continue; /* unset: the default */
+            /* --key=value: a switch takes true/false there, any other flag's parser checks the value */
+            size_t n = strlen(key) + strlen(val) + 4;
+            char *arg = malloc(n);
+            if (!arg) {
+                rc = mt_errorf(err, "out of memory reading the config file");
+                break;
+            }
+            snprintf(arg, n, "--%s=%s", key, val);
+            rc = push(out, arg, err);
+            free(arg);
+        }
+    }
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&p);
+    fclose(f);
+    return rc;
+}
+
+/* A YAML scalar that reads back as s (plain when it is safe). */
+static void put_string(FILE *f, const char *s) {
+    int plain = *s && !strpbrk(s, ":#'\"\\{}[],&*!|>%@`") && s[0] != ' ' && s[0] != '-' && s[0] != '?' &&
+                s[strlen(s) - 1] != ' ' && strcmp(s, "true") && strcmp(s, "false") && strcmp(s, "null") && strcmp(s, "~");
+    if (plain) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void mt_config_print(FILE *f, const mt_arg *spec, int nspec) {
+    fputs("# meshtrain train --print-config: the effective configuration (read back with --config)\n", f);
+    for (int s = 0; s < N_SECTIONS; s++) {
+        fprintf(f, "%s:\n", sections[s].section);
+        for (int i = 0; sections[s].flags[i]; i++) {
+            const mt_arg *a = find(spec, nspec, sections[s].flags[i]);
+            if (!a) continue;
+            if (a->type == MT_ARG_STR && !*(const char *const *)a->dst) continue; /* unset */
+            /* a 0 nobody gave is a default or "the family's default" (kv-heads, rope-theta): leave it out */
+            int zero = (a->type == MT_ARG_INT && !*(const int *)a->dst) || (a->type == MT_ARG_I64 && !*(const int64_t *)a->dst) ||
+                       (a->type == MT_ARG_FLOAT && *(const float *)a->dst == 0.0f);
+            if (zero && !a->seen) continue;
+            fprintf(f, "  %s: ", a->name);
+            switch (a->type) {
+            case MT_ARG_INT: fprintf(f, "%d", *(const int *)a->dst); break;
+            case MT_ARG_I64: fprintf(f, "%lld", (long long)*(const int64_t *)a->dst); break;
+            case MT_ARG_FLOAT: { /* the shortest decimal that reads back as the same float */
+                float x = *(const float *)a->dst;
+                char b[32];
+                for (int d = 6; d <= 9; d++) {
+                    snprintf(b, sizeof b, "%.*g", d, (double)x);
+                    if ((float)strtod(b, NULL) == x) break;
+                }
+                fputs(b, f);
+                break;
+            }
+            case MT_ARG_STR: put_string(f, *(const char *const *)a->dst); break;
+            case MT_ARG_FLAG: fputs(*(const int *)a->dst ? "true" : "false", f); break;
+            }
+            fputc('\n', f);
+        }
+    }
+}

@@ -1,0 +1,21 @@
+/* train's YAML configuration files (cli/config_file.c). */
+#ifndef MT_CLI_CONFIG_FILE_H
+#define MT_CLI_CONFIG_FILE_H
+#include <stdio.h>
+#include "cli/args.h"
+
+/* Arguments made from a file: "--key" [value] strings, v[n] unused. */
+typedef struct {
+    char **v;
+    int n, cap;
+} mt_config_args;
+
+/* Appends the file's settings to out as "--key=value" flags; one error line
+ * naming the file, line and key for an unknown section or key. */
+int mt_config_file_read(const char *path, mt_config_args *out, mt_error *err);
+void mt_config_args_free(mt_config_args *a);
+/* The effective value of every flag that has a section, as YAML that
+ * mt_config_file_read reads back to the same values. */
+void mt_config_print(FILE *f, const mt_arg *spec, int nspec);
+
+#endif
