@@ -124,5 +124,7 @@ int mt_make_dirs(const char *dir, const char *what, mt_error *err) {
         p[i] = c;
     }
     free(p);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return mt_errorf(err, "%s path %s exists but is not a directory", what, dir);
     return 0;
 }
