@@ -13,6 +13,7 @@ S=${FUZZ_S:-60}
 B=build-fuzz
 command -v clang >/dev/null || { echo "tests/fuzz/run.sh: clang is missing: run scripts/setup.sh (Debian packages clang, libclang-rt-14-dev)" >&2; exit 1; }
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+mkdir -p $B
 OMPI_CC=clang make -s BUILD=$B OPT=-O1 EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $SAN -Wno-unused-command-line-argument -Wno-pass-failed" \
     $B/libmeshtrain.a > $B/build.log 2>&1 || { cat $B/build.log; exit 1; }
 CFLAGS=$(make -s --no-print-directory print-cflags)
