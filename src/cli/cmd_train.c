@@ -6,6 +6,7 @@
 #include "train/train_io.h"
 #include "comm/comm.h"
 #include "ckpt/checkpoint.h"
+#include "adapters/adapters.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,8 @@ static int train_command(int argc, char **argv) {
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
     int ranks_per_node = 0, resume_auto = 0, print_config = 0;
     const char *config_path = NULL; /* handled before parsing; the entry documents it */
+    const char *peft = "none", *lora_targets = "", *freeze = "";
+    mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
     o.mesh = (mt_mesh_shape){1, 1, 1, 0};
     mt_arg spec[] = {
         {"train", MT_ARG_STR, &o.train_path, "training token shard (llm.c format, from `meshtrain tokenize`)", 0},
@@ -201,6 +204,13 @@ static int train_command(int argc, char **argv) {
         {"vocab", MT_ARG_INT, &mf.vocab, "vocabulary size (default: 256 for byte data, 50257 otherwise)", 0},
         {"seq-len", MT_ARG_INT, &mf.seq_len, "context length T (default 64)", 0},
         {"dropout", MT_ARG_FLOAT, &mf.dropout, "dropout probability (default 0)", 0},
+        {"peft", MT_ARG_STR, &peft, "parameter-efficient fine-tuning: none | lora (adapters on a frozen base; default none)", 0},
+        {"lora-r", MT_ARG_INT, &ad.r, "LoRA rank r (default 8)", 0},
+        {"lora-alpha", MT_ARG_FLOAT, &ad.alpha, "LoRA alpha: the update is scaled by alpha / r (default 16)", 0},
+        {"lora-dropout", MT_ARG_FLOAT, &ad.dropout, "dropout on the LoRA input (default 0)", 0},
+        {"lora-targets", MT_ARG_STR, &lora_targets, "comma-separated Hugging Face module names LoRA adapts (e.g. q_proj,v_proj; c_attn), or all-linear (default: gpt2 c_attn, llama q_proj,v_proj)", 0},
+        {"lora-use-rslora", MT_ARG_FLAG, &ad.rslora, "scale by alpha / sqrt(r) (rank-stabilised LoRA)", 0},
+        {"freeze", MT_ARG_STR, &freeze, "freeze the tensors whose Hugging Face name matches this regular expression (PCRE2; without --peft): no gradient, no optimizer state", 0},
         {"batch", MT_ARG_INT, &o.batch, "sequences per optimizer step B (default 8)", 0},
         {"micro-batch", MT_ARG_INT, &o.micro_batch, "sequences per forward/backward b; B/b accumulation steps (default B)", 0},
         {"steps", MT_ARG_I64, &o.steps, "optimizer steps (default 10)", 0},
@@ -344,12 +354,33 @@ static int train_command(int argc, char **argv) {
         mt_errorf(&err, "--ranks-per-node must be >= 1, got %d", ranks_per_node);
         return rank ? 1 : mt_cli_fail("train", &err);
     }
+    if (mt_peft_kind_parse(peft, &ad.kind, &err)) return rank ? 1 : mt_cli_fail("train", &err);
+    if (strlen(lora_targets) >= MT_ADAPTER_TEXT || strlen(freeze) >= MT_ADAPTER_TEXT) {
+        mt_errorf(&err, "--lora-targets / --freeze: longer than %d characters", MT_ADAPTER_TEXT - 1);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
+    snprintf(ad.targets, sizeof ad.targets, "%s", lora_targets);
+    snprintf(ad.freeze, sizeof ad.freeze, "%s", freeze);
+    if (ad.kind == MT_PEFT_NONE) { /* the LoRA fields mean nothing without it: keep the config canonical */
+        const char *lora_only[] = {"lora-r", "lora-alpha", "lora-dropout", "lora-targets", "lora-use-rslora"};
+        for (size_t i = 0; i < sizeof lora_only / sizeof lora_only[0]; i++)
+            if (mt_arg_seen(spec, NARGS(spec), lora_only[i])) {
+                mt_errorf(&err, "--%s needs --peft lora", lora_only[i]);
+                return rank ? 1 : mt_cli_fail("train", &err);
+            }
+        ad.r = 0, ad.alpha = 0;
+    } else if (ad.freeze[0]) {
+        mt_errorf(&err, "--freeze and --peft %s: --peft already freezes the whole base", peft);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
+    if (mt_adapter_spec_validate(&ad, &err)) return rank ? 1 : mt_cli_fail("train", &err);
     mt_comm_ctx *ctx = mt_comm_ctx_create(timeout, &err);
     if (!ctx) return rank ? 1 : mt_cli_fail("train", &err);
     if (ranks_per_node > 0) mt_comm_ctx_set_ranks_per_node(ctx, ranks_per_node, &err); /* >= 1: cannot fail */
     mt_comm *world = mt_comm_world(ctx);
     /* The model flags may read the data (vocab inference). */
     int rc = resolve_model(&mf, spec, NARGS(spec), o.train_path, &o.cfg, &err);
+    o.cfg.adapters = ad;
     if (!rc) rc = check_against_checkpoint(spec, NARGS(spec), &mf, &o, &err);
     mt_trainer tr;
     memset(&tr, 0, sizeof tr);
@@ -378,6 +409,12 @@ static int train_command(int argc, char **argv) {
                    tr.model.layout.gtotal_params, tr.o.batch, tr.o.batch / (tr.o.micro_batch * tr.dp), tr.o.micro_batch,
                    tr.dp, tr.tp.size, tr.o.sequence_parallel ? " + sp" : "", tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute), mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr,
                    mt_dtype_name(tr.o.precision), mt_gemm_lib_name(tr.o.gemm));
+            if (mt_adapter_spec_active(&c->adapters))
+                printf("trained: %zu parameters (%s%s%s); frozen: %zu%s%s\n", tr.model.layout.gtotal_params,
+                       c->adapters.kind == MT_PEFT_NONE ? "--freeze '" : mt_peft_kind_name(c->adapters.kind),
+                       c->adapters.kind == MT_PEFT_NONE ? c->adapters.freeze : " adapters",
+                       c->adapters.kind == MT_PEFT_NONE ? "'" : "", tr.model.layout.gtotal_frozen,
+                       tr.base_dir[0] ? ", read from " : " (initialised from the seed)", tr.base_dir);
             if (tr.step > 0) printf("resumed from %s at step %lld\n", tr.o.ckpt_dir, (long long)tr.step);
         }
         mt_trainer_report_start(&tr);

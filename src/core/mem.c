@@ -4,7 +4,7 @@
 #include <string.h>
 
 static const char *const cat_names[MT_MEM_NCAT] = {"params", "grads", "optimizer", "activations",
-                                                  "comm", "scratch"};
+                                                  "comm", "scratch", "frozen"};
 
 const char *mt_mem_cat_name(mt_mem_cat c) { return (unsigned)c < MT_MEM_NCAT ? cat_names[c] : "?"; }
 

@@ -49,6 +49,17 @@ void mt_init_normal(float *dst, size_t n, uint64_t first, uint64_t seed, const c
     for (size_t i = 0; i < n; i++) dst[i] = std * normal_of(first + i, h, seed);
 }
 
+void mt_init_uniform(float *dst, size_t n, uint64_t first, uint64_t seed, const char *name, float bound) {
+    uint32_t h = mt_name_hash(name);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        uint64_t e = first + i;
+        mt_u32x4 r = mt_philox4x32((uint32_t)e, (uint32_t)(e >> 32), h, MT_TAG_INIT ^ 0x55u, (uint32_t)seed,
+                                   (uint32_t)(seed >> 32));
+        dst[i] = bound * (2.0f * mt_u32_to_unit(r.v[0]) - 1.0f);
+    }
+}
+
 void mt_init_normal_2d(float *dst, int64_t rows, int64_t cols, int64_t row0, int64_t col0,
                        int64_t full_cols, uint64_t seed, const char *name, float std) {
     uint32_t h = mt_name_hash(name);

@@ -24,6 +24,10 @@ static inline float mt_u32_to_unit(uint32_t x) { return ((float)(x >> 8) + 1.0f)
  * Element e uses the pair of Box-Muller normals from counter (e/2, name). */
 void mt_init_normal(float *dst, size_t n, uint64_t first, uint64_t seed, const char *name, float std);
 
+/* dst[i] = U(-bound, bound) for logical elements first + i of `name`
+ * (one Philox draw per element; its own stream, apart from the normals). */
+void mt_init_uniform(float *dst, size_t n, uint64_t first, uint64_t seed, const char *name, float bound);
+
 /* Same, for elements whose global indices are given by a 2-D slice: rows
  * [row0, row0+rows) and columns [col0, col0+cols) of a tensor with
  * `full_cols` columns; dst is the rows x cols slice, row-major. */

@@ -156,6 +156,10 @@ void mt_model_config_write_json(mt_json_writer *w, const mt_model_config *c) {
             mt_jw_end_object(w);
         }
     }
+    if (mt_adapter_spec_active(&c->adapters)) {
+        mt_jw_key(w, "adapters");
+        mt_adapter_spec_write_json(w, &c->adapters);
+    }
     mt_jw_end_object(w);
 }
 
@@ -203,5 +207,7 @@ int mt_model_config_read_json(const mt_json *obj, mt_model_config *c, mt_error *
                 return -1;
         }
     }
+    const mt_json *ad = mt_json_get(obj, "adapters");
+    if (ad && mt_adapter_spec_read_json(ad, &c->adapters, err)) return -1;
     return mt_model_config_validate(c, err);
 }

@@ -80,6 +80,9 @@ typedef struct mt_family {
      * and seq_len left to the caller when absent). */
     void (*hf_config_write)(const mt_model_config *cfg, const char *torch_dtype, mt_json_writer *w);
     int (*hf_config_read)(const mt_json *obj, mt_model_config *cfg, mt_error *err);
+    /* --- adapters: default target modules (HF names, PEFT's defaults) --- */
+    const char *lora_targets;
+    const char *ia3_targets;
     /* --- generation: one token through the model with a KV cache --- */
     size_t (*decode_cache_floats)(const mt_model_config *cfg);
     void (*decode_step)(struct mt_decoder *d, int32_t token);

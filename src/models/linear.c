@@ -19,18 +19,32 @@
 
 void mt_model_params_changed(mt_model *m) { m->param_version++; }
 
-/* The unit whose parameter buffer holds w. */
-static int unit_of(const mt_model *m, const float *w) {
-    for (int u = 0; u < m->layout.n_units; u++)
-        if (m->params[u] && w >= m->params[u] && w < m->params[u] + m->layout.units[u].numel) return u;
+/* The unit whose parameter buffer (or, *frozen set, frozen store) holds w. */
+static int unit_of(const mt_model *m, const float *w, int *frozen) {
+    for (int u = 0; u < m->layout.n_units; u++) {
+        if (m->params[u] && w >= m->params[u] && w < m->params[u] + m->layout.units[u].numel) return *frozen = 0, u;
+        if (m->frozen && m->frozen[u] && w >= m->frozen[u] && w < m->frozen[u] + m->layout.units[u].frozen_numel)
+            return *frozen = 1, u;
+    }
     mt_die("linear layer: weight pointer %p is in no unit's parameters", (const void *)w);
     return -1;
 }
 
 /* The 16-bit copy is refreshed if the parameters changed since it was made
- * (under ZeRO's mixed precision it is the 16-bit storage itself, current). */
+ * (under ZeRO's mixed precision it is the 16-bit storage itself, current);
+ * a frozen store's copy when the store was loaded. */
 const uint16_t *mt_model_weight16(mt_model *m, const float *w) {
-    int u = unit_of(m, w);
+    int frozen;
+    int u = unit_of(m, w, &frozen);
+    if (frozen) {
+        if (m->frozen16_version[u] != m->frozen_version) {
+            size_t nf = m->layout.units[u].frozen_numel;
+            if (m->precision == MT_BF16) mt_convert_fp32_to_bf16(m->frozen16[u], m->frozen[u], nf);
+            else mt_convert_fp32_to_fp16(m->frozen16[u], m->frozen[u], nf);
+            m->frozen16_version[u] = m->frozen_version;
+        }
+        return m->frozen16[u] + (w - m->frozen[u]);
+    }
     size_t n = m->layout.units[u].numel;
     if (m->w16_version[u] != m->param_version) {
         if (m->precision == MT_BF16) mt_convert_fp32_to_bf16(m->w16[u], m->params[u], n);

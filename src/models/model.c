@@ -70,6 +70,8 @@ static void alloc_shared(mt_model *m, size_t N) {
  * parameters) and the operand scratch, sized for the widest GEMM operand
  * (the family's count: the head's vocabulary columns when this rank holds
  * the head). */
+static void alloc_frozen(mt_model *m);
+
 static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
     m->precision = part->precision;
     m->gemm = part->gemm;
@@ -83,11 +85,40 @@ static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
     for (int u = 0; u < l->n_units; u++)
         if (m->params[u])
             m->w16[u] = mt_mem_alloc(m->mem, MT_MEM_PARAMS, l->units[u].numel * sizeof(uint16_t), "16-bit parameters");
+    for (int u = 0; u < l->n_units; u++)
+        if (m->frozen[u])
+            m->frozen16[u] = mt_mem_alloc(m->mem, MT_MEM_FROZEN, l->units[u].frozen_numel * sizeof(uint16_t), "16-bit frozen parameters");
     for (int k = 0; k < 2; k++) m->op16[k] = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, N * wmax * sizeof(uint16_t), "16-bit operands");
     if (m->precision == MT_FP16) {
         for (int k = 0; k < 2; k++) m->opf[k] = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, N * wmax * sizeof(float), "fp16-rounded operands");
         m->wbuf = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, wnum * sizeof(float), "fp16-rounded weight");
     }
+}
+
+/* LoRA's working set for one linear at a time: the dropped-out input
+ * [N, in], h and dh [N, r] each, and the adapter's output (or scaled
+ * output gradient) [N, out]; sized for the widest adapter held here. */
+static void alloc_lora(mt_model *m, size_t N) {
+    const mt_layout *l = &m->layout;
+    size_t in = 0, r = 0, out = 0;
+    for (int u = 0; u < l->n_units; u++) {
+        const mt_unit_layout *ul = &l->units[u];
+        if (!m->held[u]) continue;
+        for (int k = 0; k < ul->n_decl; k++) {
+            const mt_tensor *t = mt_unit_tensor(ul, k);
+            if (!t->lora_a) continue;
+            const mt_tensor *a = mt_unit_tensor(ul, t->lora_a - 1), *b = mt_unit_tensor(ul, t->lora_b - 1);
+            in = (size_t)a->shape[1] > in ? (size_t)a->shape[1] : in;
+            r = (size_t)a->shape[0] > r ? (size_t)a->shape[0] : r;
+            out = (size_t)b->shape[0] > out ? (size_t)b->shape[0] : out;
+        }
+    }
+    if (!r) return;
+    m->lora_scratch_floats[0] = N * in;
+    m->lora_scratch_floats[1] = N * r;
+    m->lora_scratch_floats[2] = N * out;
+    size_t total = N * (in + 2 * r + out);
+    m->lora_scratch = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, total * sizeof(float), "LoRA scratch");
 }
 
 void mt_model_create(mt_model *m, const mt_model_config *cfg, int B, int T, uint64_t seed, mt_mem *mem) {
@@ -104,7 +135,7 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     m->cfg = *cfg;
     m->fam = mt_family_get(cfg->family);
     int tp = mt_tp_size(part->tp);
-    m->fam->build_layout(cfg, tp, tp > 1 ? part->tp->rank : 0, &m->layout);
+    mt_model_layout_build(cfg, tp, tp > 1 ? part->tp->rank : 0, &m->layout);
     const mt_layout *l = &m->layout;
     int L = cfg->n_layer;
     m->params = mt_xcalloc((size_t)l->n_units, sizeof(float *), "unit parameter table");
@@ -117,6 +148,7 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
         if (m->held[u] && l->units[u].shared_unit >= 0) m->held[l->units[u].shared_unit] = 1;
     for (int u = 0; u < l->n_units; u++)
         if (m->held[u] && !part->defer_params) mt_model_materialize_unit(m, u, 1);
+    alloc_frozen(m);
     size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T;
     m->recompute = part->recompute;
     alloc_shared(m, N);
@@ -151,6 +183,7 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
                                  : op_attention_scratch_floats(B, T, cfg->n_head / tp, mt_model_head_dim(cfg),
                                                                omp_get_max_threads());
     alloc_lowp(m, part, N);
+    alloc_lora(m, N);
     g->attn_scratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, g->attn_scratch_floats * sizeof(float), "attention scratch");
     if (m->fam->init_model) m->fam->init_model(m);
 }
@@ -168,6 +201,48 @@ static void free_slot(mt_acts *a, int L, mt_block_acts *shared) {
     free(a->blocks);
     for (int k = 0; k < MT_MAX_HEAD_BUFS; k++) free(a->head[k]);
     free(a->losses);
+}
+
+float *mt_model_tensor_data(const mt_model *m, int u, int k) {
+    const mt_unit_layout *ul = &m->layout.units[u];
+    const mt_tensor *t = mt_unit_tensor(ul, k);
+    float *base = t->trainable ? m->params[u] : m->frozen[u];
+    return base ? base + t->offset : NULL;
+}
+
+float *mt_model_tensor_grad(const mt_model *m, int u, int k) {
+    const mt_tensor *t = mt_unit_tensor(&m->layout.units[u], k);
+    return t->trainable && m->grads[u] ? m->grads[u] + t->offset : NULL;
+}
+
+float *mt_model_tensor_grad_or_sink(const mt_model *m, int u, int k) {
+    const mt_tensor *t = mt_unit_tensor(&m->layout.units[u], k);
+    if (t->trainable) return m->grads[u] ? m->grads[u] + t->offset : NULL;
+    if (!m->gsink) mt_die("frozen tensor %s: no gradient sink (a 2-D frozen tensor outside a linear layer?)", t->name);
+    return m->gsink;
+}
+
+void mt_model_frozen_changed(mt_model *m) { m->frozen_version++; }
+
+/* Frozen stores of the held units (initialised from the seed, as trainable
+ * tensors are; a load replaces them) and the sink for the gradients of
+ * frozen norms and biases. */
+static void alloc_frozen(mt_model *m) {
+    const mt_layout *l = &m->layout;
+    m->frozen = mt_xcalloc((size_t)l->n_units, sizeof(float *), "frozen store table");
+    m->frozen16 = mt_xcalloc((size_t)l->n_units, sizeof(uint16_t *), "frozen store table");
+    m->frozen16_version = mt_xcalloc((size_t)l->n_units, sizeof(uint64_t), "frozen store table");
+    m->frozen_version = 1;
+    size_t sink = 0;
+    for (int u = 0; u < l->n_units; u++) {
+        const mt_unit_layout *ul = &l->units[u];
+        if (!m->held[u] || !ul->frozen_numel) continue;
+        m->frozen[u] = mt_mem_alloc(m->mem, MT_MEM_FROZEN, ul->frozen_numel * sizeof(float), "frozen parameters");
+        mt_unit_init_frozen(l, u, m->frozen[u], m->seed);
+        for (int i = 0; i < ul->n_frozen; i++)
+            if (ul->ft[i].ndim == 1 && ul->ft[i].numel > sink) sink = ul->ft[i].numel;
+    }
+    if (sink) m->gsink = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, sink * sizeof(float), "frozen gradient sink");
 }
 
 float *mt_model_materialize_unit(mt_model *m, int u, int with_grads) {
@@ -193,6 +268,12 @@ void mt_model_free(mt_model *m) {
         free(m->w16);
     }
     free(m->w16_version);
+    for (int u = 0; u < l->n_units; u++) {
+        if (m->frozen && m->frozen[u]) mt_mem_free(m->mem, MT_MEM_FROZEN, m->frozen[u], l->units[u].frozen_numel * sizeof(float));
+        if (m->frozen16 && m->frozen16[u])
+            mt_mem_free(m->mem, MT_MEM_FROZEN, m->frozen16[u], l->units[u].frozen_numel * sizeof(uint16_t));
+    }
+    free(m->frozen); free(m->frozen16); free(m->frozen16_version); free(m->gsink); free(m->lora_scratch);
     free(m->op16[0]); free(m->op16[1]); free(m->opf[0]); free(m->opf[1]); free(m->wbuf);
     free(m->params);
     free(m->grads);

@@ -73,6 +73,14 @@ typedef struct mt_model {
     float **params;   /* [n_units] flat parameter buffers (NULL: unit not held here, or not yet
                          materialised -- see mt_model_part.defer_params) */
     float **grads;    /* [n_units] flat gradient buffers */
+    float **frozen;   /* [n_units] frozen stores (mt_unit_layout.ft; NULL: none or not held):
+                         replicated over dp, never touched by ZeRO or the optimizer */
+    uint16_t **frozen16; /* [n_units] their 16-bit copies under --precision bf16/fp16 (made once per load) */
+    uint64_t frozen_version; /* bumped when a frozen store is loaded (mt_model_frozen_changed) */
+    uint64_t *frozen16_version;
+    float *gsink;     /* where the backward of a frozen norm or bias writes its (unused) gradient */
+    float *lora_scratch; /* LoRA's [N, in] dropped-out input, [N, r] x2 and [N, out] (NULL: no adapters) */
+    size_t lora_scratch_floats[3];
     unsigned char *held; /* [n_units] 1: the unit is part of this process's model */
     /* [n_units] 1: grads[u] is fresh for this backward -- cleared except
      * where its grad_by_one_gemm tensors lie, which the unit's backward
@@ -136,6 +144,14 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
  * now if the model was created with defer_params) and, with with_grads, a
  * zeroed gradient buffer; returns params[u] (NULL for a unit not held). */
 float *mt_model_materialize_unit(mt_model *m, int u, int with_grads);
+/* Declared tensor k of unit u (the family's index): its data in whichever
+ * store holds it; its gradient (NULL when frozen); or, for a frozen tensor,
+ * the gradient sink (norms and biases, whose kernels always write one). */
+float *mt_model_tensor_data(const mt_model *m, int u, int k);
+float *mt_model_tensor_grad(const mt_model *m, int u, int k);
+float *mt_model_tensor_grad_or_sink(const mt_model *m, int u, int k);
+/* Tells the model a frozen store was (re)loaded: 16-bit copies are remade. */
+void mt_model_frozen_changed(mt_model *m);
 /* Rows of the residual stream this rank holds (N, or N/tp with sequence
  * parallelism) times C: the floats of a block's input or output, which is
  * what pipeline stages send each other. */

@@ -3,6 +3,7 @@
  * output layer's logits with the fused softmax + cross-entropy (also
  * vocabulary-parallel). See models/unit_ops.h. */
 #include "models/unit_ops.h"
+#include "adapters/lora.h"
 #include "ops/ops.h"
 #include <string.h>
 
@@ -24,6 +25,56 @@ void mt_unit_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, cons
                                       const float *w, int N, int C, int OC, int flags) {
     MT_TIMED(m, MT_PROF_GEMM, mt_linear_backward_dout_bf16(m, dinp, dw, dout, inp, w, N, C, OC, flags));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
+}
+
+/* The declared tensors k, k+1, ... that a GEMM of OC output rows spans:
+ * they must sit side by side in one store (a fused GEMM over trainable and
+ * frozen tensors would need two). Returns how many. */
+static int fused_span(const mt_model *m, int u, int k, int OC) {
+    const mt_unit_layout *ul = &m->layout.units[u];
+    const mt_tensor *t0 = mt_unit_tensor(ul, k);
+    int64_t rows = 0;
+    int n = 0;
+    while (rows < OC) {
+        int decl = ul->ref ? ul->n_decl : ul->n_tensors;
+        if (k + n >= decl) break;
+        const mt_tensor *t = mt_unit_tensor(ul, k + n);
+        if (t->trainable != t0->trainable || t->offset != t0->offset + (size_t)rows * (size_t)t0->shape[1])
+            mt_die("%s and %s share one GEMM but live apart (one frozen, one trained): freeze both or neither",
+                   t0->name, t->name);
+        rows += t->shape[0];
+        n++;
+    }
+    if (rows != OC) mt_die("linear layer on %s: %d output rows, its tensors hold %lld", t0->name, OC, (long long)rows);
+    return n;
+}
+
+void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *out, const float *inp, const float *bias,
+                        int N, int C, int OC) {
+    mt_unit_linear_forward(m, out, inp, mt_model_tensor_data(m, u, k), bias, N, C, OC);
+    if (!m->lora_scratch) return;
+    const mt_unit_layout *ul = &m->layout.units[u];
+    int n = fused_span(m, u, k, OC), col0 = 0;
+    for (int i = 0; i < n; i++) {
+        const mt_tensor *t = mt_unit_tensor(ul, k + i);
+        if (t->lora_a) mt_lora_forward(m, u, k + i, fc, out, inp, N, C, OC, col0);
+        col0 += (int)t->shape[0];
+    }
+}
+
+void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *dinp, float *dbias, const float *dout,
+                        const float *inp, int N, int C, int OC, int flags) {
+    int n = fused_span(m, u, k, OC);
+    mt_unit_linear_backward(m, dinp, mt_model_tensor_grad(m, u, k), dbias, dout, inp, mt_model_tensor_data(m, u, k), N,
+                            C, OC, flags);
+    if (!m->lora_scratch) return;
+    const mt_unit_layout *ul = &m->layout.units[u];
+    int col0 = 0;
+    for (int i = 0; i < n; i++) {
+        const mt_tensor *t = mt_unit_tensor(ul, k + i);
+        if (t->lora_a) mt_lora_backward(m, u, k + i, fc, dinp, dout, inp, N, C, OC, col0);
+        col0 += (int)t->shape[0];
+    }
 }
 
 /* Residual-stream rows held here: n, and the first one's index in the microbatch. */
@@ -116,12 +167,14 @@ void mt_unit_logits_backward(mt_model *m, const float *x, const float *w, float 
     mt_unit_tp_scatter(m, m->gs.dln);
 }
 
-const mt_tensor *mt_unit_output_weight(const mt_model *m, int own, int *unit) {
+const mt_tensor *mt_unit_output_weight(const mt_model *m, int own, int *unit, int *decl) {
     const mt_unit_layout *hu = &m->layout.units[m->layout.n_units - 1];
     if (hu->n_shared) {
         *unit = hu->shared[0].unit;
-        return &m->layout.units[*unit].t[hu->shared[0].tensor];
+        *decl = hu->shared[0].tensor;
+        return mt_unit_tensor(&m->layout.units[*unit], *decl);
     }
     *unit = m->layout.n_units - 1;
-    return &hu->t[own];
+    *decl = own;
+    return mt_unit_tensor(hu, own);
 }

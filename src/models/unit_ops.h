@@ -23,6 +23,15 @@ void mt_unit_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, 
                              const float *w, int N, int C, int OC, int flags);
 void mt_unit_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
                                        const float *w, int N, int C, int OC, int flags);
+/* The linear layer whose weight is declared tensor k of unit u (OC output
+ * rows: tensor k and, for a fused GEMM such as Llama's q|k|v, the tensors
+ * declared after it whose rows follow), with the adapters attached to each
+ * of them (adapters/lora.h). A frozen weight gets no weight gradient: its
+ * backward computes the input gradient only. fc: dropout of the adapters. */
+void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *out, const float *inp, const float *bias,
+                        int N, int C, int OC);
+void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *dinp, float *dbias, const float *dout,
+                        const float *inp, int N, int C, int OC, int flags);
 /* Residual-stream rows held here (N, or N/tp under sequence parallelism),
  * and the first one's row index in the microbatch. */
 int mt_unit_resid_n(const mt_model *m);
@@ -35,9 +44,10 @@ const float *mt_unit_tp_gather(mt_model *m, const float *local, float *buf);
 void mt_unit_tp_scatter(mt_model *m, float *full);
 /* The output layer's weight: a tensor of the output unit, or the tensor it
  * declares shared (a head tied to the embedding); *unit receives the unit
- * whose parameters and gradient hold it. `own` is the output unit's own
+ * whose parameters and gradient hold it, *decl its declared index there
+ * (mt_model_tensor_data / _grad). `own` is the output unit's own
  * head tensor (used when nothing is shared; GPT-2 always shares: -1). */
-const mt_tensor *mt_unit_output_weight(const mt_model *m, int own, int *unit);
+const mt_tensor *mt_unit_output_weight(const mt_model *m, int own, int *unit, int *decl);
 /* The output layer on x (the final norm's output, this rank's rows): logits
  * over this rank's Vl vocabulary rows of w, the per-row losses, and with
  * dlogits_scale != 0 dL/dlogits for mt_unit_logits_backward. Returns the

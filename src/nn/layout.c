@@ -83,16 +83,28 @@ void mt_unit_add_shared(mt_layout *l, int u, const char *name, const char *owner
     mt_shared_tensor *s = &ul->shared[ul->n_shared++];
     snprintf(s->name, sizeof s->name, "%s", name);
     s->unit = owner;
-    s->tensor = (int)(t - l->units[owner].t);
+    s->tensor = (int)(t - l->units[owner].t); /* a declared index (mt_unit_tensor) */
+    if (l->units[owner].ref) mt_die("unit %d: shared tensor '%s' declared after the frozen split", u, owner_name);
     ul->shared_unit = owner;
 }
 
 void mt_layout_finish(mt_layout *l) {
-    l->total_params = l->gtotal_params = 0;
+    l->total_params = l->gtotal_params = l->total_frozen = l->gtotal_frozen = 0;
     for (int i = 0; i < l->n_units; i++) {
         l->total_params += l->units[i].numel;
+        l->total_frozen += l->units[i].frozen_numel;
+        l->gtotal_frozen += l->units[i].gfrozen_numel;
         l->gtotal_params += l->units[i].gnumel;
     }
+}
+
+double mt_layout_frozen_matrix_params(const mt_layout *l) {
+    double n = 0;
+    for (int u = 0; u < l->n_units; u++)
+        if (l->units[u].role == MT_UNIT_BLOCK)
+            for (int i = 0; i < l->units[u].n_frozen; i++)
+                if (l->units[u].ft[i].ndim == 2) n += (double)l->units[u].ft[i].gnumel;
+    return n;
 }
 
 size_t mt_tensor_row_origin(const mt_layout *l, const mt_tensor *t, int64_t r) {
@@ -133,47 +145,94 @@ void mt_unit_from_full(const mt_layout *l, int u, const float *full, float *loca
 }
 
 void mt_layout_free(mt_layout *l) {
-    for (int u = 0; u < l->n_units; u++) free(l->units[u].t);
+    for (int u = 0; u < l->n_units; u++) {
+        free(l->units[u].t);
+        free(l->units[u].ft);
+        free(l->units[u].ref);
+    }
     free(l->units);
     l->units = NULL;
     l->n_units = 0;
 }
 
 const mt_tensor *mt_layout_find_tensor(const mt_layout *l, const char *name, int *unit) {
-    for (int u = 0; u < l->n_units; u++)
+    for (int u = 0; u < l->n_units; u++) {
         for (int i = 0; i < l->units[u].n_tensors; i++)
             if (strcmp(l->units[u].t[i].name, name) == 0) {
                 if (unit) *unit = u;
                 return &l->units[u].t[i];
             }
+        for (int i = 0; i < l->units[u].n_frozen; i++)
+            if (strcmp(l->units[u].ft[i].name, name) == 0) {
+                if (unit) *unit = u;
+                return &l->units[u].ft[i];
+            }
+    }
     return NULL;
+}
+
+/* One tensor's initial values (a function of seed, name and full-tensor
+ * element index only). */
+static void init_tensor(const mt_layout *l, const mt_tensor *t, float *dst, uint64_t seed) {
+    if (t->init_std > 0 || t->init_bound > 0) {
+        /* Row by row from the full tensor's element indices; rows at or
+         * past init_rows (an embedding's vocabulary padding) stay zero. */
+        size_t w = (size_t)t->shape[1], gw = (size_t)t->gshape[1];
+        for (int64_t r = 0; r < t->shape[0];) {
+            /* rows whose full-tensor runs follow each other go in one call */
+            size_t origin = mt_tensor_row_origin(l, t, r);
+            int drawn = (int64_t)(origin / gw) < t->init_rows;
+            int64_t e = r + 1;
+            while (e < t->shape[0] && mt_tensor_row_origin(l, t, e) == origin + (size_t)(e - r) * w &&
+                   ((int64_t)((origin + (size_t)(e - r) * w) / gw) < t->init_rows) == drawn)
+                e++;
+            size_t n = (size_t)(e - r) * w;
+            if (!drawn) memset(dst + (size_t)r * w, 0, n * sizeof(float));
+            else if (t->init_bound > 0) mt_init_uniform(dst + (size_t)r * w, n, origin, seed, t->name, t->init_bound);
+            else mt_init_normal(dst + (size_t)r * w, n, origin, seed, t->name, t->init_std);
+            r = e;
+        }
+    } else {
+        float v = t->init_std < 0 ? 1.0f : 0.0f;
+        for (size_t j = 0; j < t->numel; j++) dst[j] = v;
+    }
 }
 
 void mt_unit_init_params(const mt_layout *l, int unit, float *params, uint64_t seed) {
     const mt_unit_layout *u = &l->units[unit];
-    for (int i = 0; i < u->n_tensors; i++) {
-        const mt_tensor *t = &u->t[i];
-        float *dst = params + t->offset;
-        if (t->init_std > 0) {
-            /* Row by row from the full tensor's element indices; rows at or
-             * past init_rows (an embedding's vocabulary padding) stay zero. */
-            size_t w = (size_t)t->shape[1], gw = (size_t)t->gshape[1];
-            for (int64_t r = 0; r < t->shape[0];) {
-                /* rows whose full-tensor runs follow each other go in one call */
-                size_t origin = mt_tensor_row_origin(l, t, r);
-                int drawn = (int64_t)(origin / gw) < t->init_rows;
-                int64_t e = r + 1;
-                while (e < t->shape[0] && mt_tensor_row_origin(l, t, e) == origin + (size_t)(e - r) * w &&
-                       ((int64_t)((origin + (size_t)(e - r) * w) / gw) < t->init_rows) == drawn)
-                    e++;
-                size_t n = (size_t)(e - r) * w;
-                if (drawn) mt_init_normal(dst + (size_t)r * w, n, origin, seed, t->name, t->init_std);
-                else memset(dst + (size_t)r * w, 0, n * sizeof(float));
-                r = e;
-            }
+    for (int i = 0; i < u->n_tensors; i++) init_tensor(l, &u->t[i], params + u->t[i].offset, seed);
+}
+
+void mt_unit_init_frozen(const mt_layout *l, int unit, float *frozen, uint64_t seed) {
+    const mt_unit_layout *u = &l->units[unit];
+    for (int i = 0; i < u->n_frozen; i++) init_tensor(l, &u->ft[i], frozen + u->ft[i].offset, seed);
+}
+
+void mt_unit_split_frozen(mt_layout *l, int uidx) {
+    mt_unit_layout *u = &l->units[uidx];
+    if (u->ref) mt_die("unit %d: frozen tensors split twice", uidx);
+    int n = u->n_tensors;
+    u->n_decl = n;
+    u->ref = mt_xcalloc((size_t)(n ? n : 1), sizeof(int), "tensor map");
+    mt_tensor *all = u->t;
+    u->t = mt_xcalloc((size_t)(n ? n : 1), sizeof(mt_tensor), "tensor list");
+    u->ft = mt_xcalloc((size_t)(n ? n : 1), sizeof(mt_tensor), "frozen tensor list");
+    u->n_tensors = u->n_frozen = 0;
+    u->cap = u->fcap = n;
+    u->numel = u->gnumel = u->frozen_numel = u->gfrozen_numel = 0;
+    for (int k = 0; k < n; k++) {
+        mt_tensor t = all[k];
+        if (t.trainable) {
+            t.offset = u->numel, t.goffset = u->gnumel;
+            u->numel += t.numel, u->gnumel += t.gnumel;
+            u->ref[k] = u->n_tensors;
+            u->t[u->n_tensors++] = t;
         } else {
-            float v = t->init_std < 0 ? 1.0f : 0.0f;
-            for (size_t j = 0; j < t->numel; j++) dst[j] = v;
+            t.offset = u->frozen_numel, t.goffset = u->gfrozen_numel;
+            u->frozen_numel += t.numel, u->gfrozen_numel += t.gnumel;
+            u->ref[k] = -u->n_frozen - 1;
+            u->ft[u->n_frozen++] = t;
         }
     }
+    free(all);
 }

@@ -36,14 +36,21 @@ typedef struct {
     size_t offset;                 /* element offset in the unit's flat buffer */
     size_t numel;
     int weight_decay;              /* 1 for 2-D weights (embeddings included) */
-    int trainable;                 /* 1: gets a gradient and optimizer state (all tensors today) */
+    int trainable;                 /* 1: gets a gradient and optimizer state; 0: frozen (nn/unit.h's
+                                      frozen list: no gradient, no optimizer state, no collective) */
     int read_16bit_only;           /* under --precision bf16/fp16 the model reads only the tensor's
                                       16-bit form (GEMM weights; an embedding whose lookup widens just
                                       the rows it needs) */
     int grad_by_one_gemm;          /* its gradient is written whole by one weight-gradient GEMM per
                                       backward (before any other contribution is added): with a fresh
                                       gradient buffer (mt_model.grad_fresh) it needs no clearing */
-    float init_std;                /* > 0: N(0, std); 0: zeros; -1: ones */
+    float init_std;                /* > 0: N(0, std); 0: zeros; -1: ones (init_bound 0) */
+    float init_bound;              /* > 0: U(-bound, bound) instead (LoRA's A) */
+    /* Adapters attached to this (linear weight) tensor, as declared indices
+     * + 1 in the same unit (0: none): LoRA's A [r, in] and B [out, r], or
+     * IA3's vector. */
+    int lora_a, lora_b, ia3;
+    int adapter;                   /* 1: an adapter tensor (not in a base checkpoint: --init-from keeps its init) */
     int64_t init_rows;             /* rows drawn from the RNG (an embedding's padding rows stay 0) */
     int64_t ckpt_rows;             /* full rows a checkpoint holds (<= gshape[0]: a vocabulary padded
                                       further for this layout's tp keeps the tp-1 rows there) */
@@ -83,12 +90,34 @@ typedef struct {
                        rank's rows only (summed over tp by mt_model_tp_reduce_grads) */
     size_t numel;   /* elements in the flat buffer (this tp rank's slices) */
     size_t gnumel;  /* elements of the full unit (tp = 1) */
+    /* Frozen tensors (trainable 0) live in a second store of their own
+     * (mt_model.frozen): t[] holds only the trainable ones, so everything
+     * that walks a unit's tensors (ZeRO, optimizers, gradient collectives,
+     * checkpoints) sees what it trains and nothing else. The families
+     * address tensors by the index they declared them with, through
+     * mt_unit_tensor (ref maps it to t[] or ft[]). */
+    int n_frozen, fcap;
+    mt_tensor *ft;        /* [n_frozen]; offsets into the frozen store */
+    size_t frozen_numel;  /* elements of the frozen store (this tp rank's slices) */
+    size_t gfrozen_numel;
+    int n_decl;           /* tensors declared (trainable and frozen) */
+    int *ref;             /* [n_decl] >= 0: index in t[]; < 0: -(index in ft[]) - 1; NULL: identity */
 } mt_unit_layout;
+
+/* The tensor unit u declared as its k-th (the family's enumeration), in
+ * whichever store it lives. */
+static inline const mt_tensor *mt_unit_tensor(const mt_unit_layout *u, int k) {
+    if (!u->ref) return &u->t[k];
+    int r = u->ref[k];
+    return r >= 0 ? &u->t[r] : &u->ft[-r - 1];
+}
 
 typedef struct {
     int n_units;
     mt_unit_layout *units;
-    size_t total_params;    /* sum of unit numel (shared tensors counted once) */
+    size_t total_params;    /* sum of unit numel (shared tensors counted once): the trainable ones */
+    size_t total_frozen;    /* sum of unit frozen_numel */
+    size_t gtotal_frozen;   /* the same for the full model */
     size_t gtotal_params;   /* the same for the full model */
     int tp, tp_rank;        /* tensor-parallel degree and this rank's index (1, 0: whole model) */
 } mt_layout;
@@ -106,6 +135,9 @@ void mt_tensor_set_parts(mt_tensor *t, int n, const int64_t *rows);
 void mt_unit_set_tp_replicas(mt_layout *l, int u, int replicas);
 /* Declares that unit u also uses tensor `owner_name` (of another unit) as `name`. */
 void mt_unit_add_shared(mt_layout *l, int u, const char *name, const char *owner_name);
+/* Elements of the frozen 2-D tensors of the block units (full model): their
+ * weight-gradient GEMMs are skipped (a third of their training FLOPs). */
+double mt_layout_frozen_matrix_params(const mt_layout *l);
 /* Sums the totals once every unit is built. */
 void mt_layout_finish(mt_layout *l);
 void mt_layout_free(mt_layout *l);
@@ -118,11 +150,16 @@ size_t mt_tensor_row_origin(const mt_layout *l, const mt_tensor *t, int64_t r);
  * slices (replicated tensors included); from_full reads them. */
 void mt_unit_to_full(const mt_layout *l, int u, const float *local, float *full);
 void mt_unit_from_full(const mt_layout *l, int u, const float *full, float *local);
-/* Finds a tensor by name; returns NULL if absent, else sets *unit. */
+/* Finds a tensor by name (trainable or frozen); returns NULL if absent, else sets *unit. */
 const mt_tensor *mt_layout_find_tensor(const mt_layout *l, const char *name, int *unit);
 /* Fills a unit's flat parameter buffer with its initial values (a function
  * of seed, tensor name and full-tensor element index only, so every tp
  * slicing initialises the same model). */
 void mt_unit_init_params(const mt_layout *l, int unit, float *params, uint64_t seed);
+/* The same for the unit's frozen store (frozen_numel floats). */
+void mt_unit_init_frozen(const mt_layout *l, int unit, float *frozen, uint64_t seed);
+/* Moves the tensors whose trainable flag is 0 to the unit's frozen list
+ * and renumbers both stores' offsets (declared order kept); sets ref. */
+void mt_unit_split_frozen(mt_layout *l, int u);
 
 #endif

@@ -82,8 +82,8 @@ static void gather_records(mt_trainer *tr, double *all) {
 static double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
 
 static void print_memory_table(const double *all, int n, const char *when, int with_peak) {
-    printf("memory per rank %s (MiB):\n  rank %9s %9s %9s %11s %9s %9s %9s%s\n", when, "params", "grads",
-           "optimizer", "activations", "comm", "scratch", "total", with_peak ? "      peak" : "");
+    printf("memory per rank %s (MiB):\n  rank %9s %9s %9s %11s %9s %9s %9s %9s%s\n", when, "params", "grads",
+           "optimizer", "activations", "comm", "scratch", "frozen", "total", with_peak ? "      peak" : "");
     for (int r = 0; r < n; r++) {
         const double *rec = all + (size_t)r * R_LEN;
         double tot = 0;

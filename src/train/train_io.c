@@ -24,11 +24,21 @@ static void stored_shape(const mt_tensor *t, int *ndim, int64_t shape[MT_CKPT_MA
 
 /* Every tensor of a layout, "<prefix><name>", is in the checkpoint with the
  * shape the model needs (checked before anything is allocated for it). */
-static int check_shapes(const mt_ckpt *ck, const mt_layout *l, const char *prefix, const char *dir, mt_error *err) {
+/* Which tensors check_shapes and for_each_run look at. */
+enum { TRAINABLE = 0, FROZEN = 1, BASE = 2 /* frozen and trainable but not the adapters: a base checkpoint's */ };
+
+static int n_of(const mt_unit_layout *ul, int which) { return which == FROZEN ? ul->n_frozen : ul->n_tensors; }
+static const mt_tensor *tensor_of(const mt_unit_layout *ul, int which, int i) {
+    return which == FROZEN ? &ul->ft[i] : &ul->t[i];
+}
+
+static int check_shapes_of(const mt_ckpt *ck, const mt_layout *l, const char *prefix, const char *dir, int which,
+                           mt_error *err) {
     char name[160];
     for (int u = 0; u < l->n_units; u++)
-        for (int i = 0; i < l->units[u].n_tensors; i++) {
-            const mt_tensor *t = &l->units[u].t[i];
+        for (int i = 0; i < n_of(&l->units[u], which); i++) {
+            const mt_tensor *t = tensor_of(&l->units[u], which, i);
+            if (which == BASE && t->adapter) continue;
             int nd, hnd;
             int64_t want[MT_CKPT_MAX_DIM], have[MT_CKPT_MAX_DIM];
             stored_shape(t, &nd, want);
@@ -55,6 +65,10 @@ static int check_shapes(const mt_ckpt *ck, const mt_layout *l, const char *prefi
     return 0;
 }
 
+static int check_shapes(const mt_ckpt *ck, const mt_layout *l, const char *prefix, const char *dir, mt_error *err) {
+    return check_shapes_of(ck, l, prefix, dir, TRAINABLE, err);
+}
+
 /* Runs of a unit's local elements [a, b) that are contiguous both here and
  * in one stored tensor: fn(ctx, local element, tensor, first stored element,
  * count). Rows past what a checkpoint holds (vocabulary padding of this
@@ -62,11 +76,12 @@ static int check_shapes(const mt_ckpt *ck, const mt_layout *l, const char *prefi
  * (the first of each group holding the same slice) see it. */
 typedef int (*run_fn)(void *ctx, size_t local, const mt_tensor *t, int ti, uint64_t gstart, size_t n, mt_error *err);
 
-static int for_each_run(const mt_layout *l, int u, size_t a, size_t b, int writer, run_fn fn, void *ctx,
-                        mt_error *err) {
+static int for_each_run_of(const mt_layout *l, int u, size_t a, size_t b, int writer, int which, run_fn fn, void *ctx,
+                           mt_error *err) {
     const mt_unit_layout *ul = &l->units[u];
-    for (int i = 0; i < ul->n_tensors; i++) {
-        const mt_tensor *t = &ul->t[i];
+    for (int i = 0; i < n_of(ul, which); i++) {
+        const mt_tensor *t = tensor_of(ul, which, i);
+        if (which == BASE && t->adapter) continue;
         size_t lo = a > t->offset ? a : t->offset, hi = b < t->offset + t->numel ? b : t->offset + t->numel;
         if (lo >= hi) continue;
         if (writer && l->tp_rank % t->tp_replicas) continue;
@@ -94,6 +109,10 @@ static int for_each_run(const mt_layout *l, int u, size_t a, size_t b, int write
         if (run_n && fn(ctx, run_local, t, i, run_g, run_n, err)) return -1;
     }
     return 0;
+}
+
+static int for_each_run(const mt_layout *l, int u, size_t a, size_t b, int writer, run_fn fn, void *ctx, mt_error *err) {
+    return for_each_run_of(l, u, a, b, writer, TRAINABLE, fn, ctx, err);
 }
 
 int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err) {
@@ -152,6 +171,34 @@ static int read_local(const mt_ckpt *ck, const mt_layout *l, int u, const char *
     return for_each_run(l, u, a, b, 0, read_run, &c, err);
 }
 
+/* A base checkpoint into a model that adds adapters (--init-from with
+ * --peft): the adapters keep their initial values (from the seed), every
+ * other trainable tensor is read. */
+static int read_local_base(const mt_ckpt *ck, const mt_layout *l, int u, size_t a, size_t b, float *dst, uint64_t seed,
+                           mt_error *err) {
+    mt_unit_init_params(l, u, dst, seed);
+    read_ctx c = {ck, "model/", dst};
+    return for_each_run_of(l, u, a, b, 0, BASE, read_run, &c, err);
+}
+
+/* The frozen stores of the held units from a checkpoint holding them as
+ * trained tensors ("model/<name>"): the base a run adapts. */
+static int read_frozen(mt_model *m, const char *dir, mt_error *err) {
+    const mt_layout *l = &m->layout;
+    if (!l->total_frozen) return 0;
+    mt_ckpt *ck = mt_ckpt_open_ex(dir, MT_CKPT_LAZY_VERIFY, err);
+    if (!ck) return -1;
+    int rc = check_shapes_of(ck, l, "model/", dir, FROZEN, err);
+    for (int u = 0; u < l->n_units && !rc; u++) {
+        if (!m->frozen[u]) continue;
+        read_ctx c = {ck, "model/", m->frozen[u]};
+        rc = for_each_run_of(l, u, 0, l->units[u].frozen_numel, 0, FROZEN, read_run, &c, err);
+    }
+    mt_ckpt_close(ck);
+    mt_model_frozen_changed(m);
+    return rc;
+}
+
 /* Every rank reads the ranges it keeps: ZeRO-3 parameters and every
  * stage's optimizer state only the owned range (Adafactor's factored state
  * the unit), parameters of stages 0-2 the whole unit (this tp rank's
@@ -191,7 +238,9 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
     int rc = 0;
     mt_layout full;
     mt_model_layout_build(&tr->o.cfg, 1, 0, &full);
-    rc = check_shapes(ck, &full, "model/", dir, err);
+    /* --init-from a base with adapters added: the base's tensors, not the adapters */
+    int base = !resume && mt_adapter_spec_active(&tr->o.cfg.adapters);
+    rc = check_shapes_of(ck, &full, "model/", dir, base ? BASE : TRAINABLE, err);
     for (int s = 0; s < ns && resume && !rc; s++) {
         snprintf(prefix, sizeof prefix, "optim/%s/", mt_trainer_opt_stream_name(tr, s));
         rc = check_shapes(ck, &full, prefix, dir, err);
@@ -206,7 +255,8 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
         size_t lo, hi, n = l->units[u].numel;
         float *p, *g;
         mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-        rc = read_local(ck, l, u, "model/", tr->zero.stage == 3 ? lo : 0, tr->zero.stage == 3 ? hi : n, buf, err);
+        if (base) rc = read_local_base(ck, l, u, tr->zero.stage == 3 ? lo : 0, tr->zero.stage == 3 ? hi : n, buf, tr->o.seed, err);
+        else rc = read_local(ck, l, u, "model/", tr->zero.stage == 3 ? lo : 0, tr->zero.stage == 3 ? hi : n, buf, err);
         if (!rc) mt_zero_set_full_params(&tr->zero, &tr->model, u, buf);
         if (!rc && mt_zero_master_released(&tr->zero, u)) /* the fp32 master is a stream of the optimizer state */
             rc = mt_trainer_set_opt_state(tr, u, MT_OPT_STREAM_MASTER, buf, err);
@@ -240,6 +290,18 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
         const mt_json *ls = mt_json_get(st, "loss_scaler");
         if (!rc && tr->o.precision == MT_FP16 && ls) rc = mt_loss_scaler_read_json(ls, &tr->scaler, err);
         tr->step = mt_ckpt_step(ck);
+    }
+    /* the frozen base: the checkpoint itself (--init-from), or the base a resumed run recorded */
+    if (!rc && tr->model.layout.total_frozen) {
+        const char *bdir = NULL;
+        if (!resume) bdir = dir;
+        else if (mt_json_get(mt_ckpt_state(ck), "base") &&
+                 mt_json_get_string(mt_ckpt_state(ck), "base", &bdir, err))
+            rc = -1;
+        if (!rc && bdir) {
+            snprintf(tr->base_dir, sizeof tr->base_dir, "%s", bdir);
+            rc = read_frozen(&tr->model, bdir, err);
+        }
     }
     mt_model_params_changed(&tr->model);
     mt_ckpt_close(ck);
@@ -332,6 +394,10 @@ static char *state_json(const mt_trainer *tr) {
     mt_jw_key(&w, "warmup"); mt_jw_int(&w, tr->o.lr.warmup);
     mt_jw_key(&w, "steps"); mt_jw_int(&w, tr->o.steps);
     mt_jw_end_object(&w);
+    if (tr->base_dir[0]) { /* the checkpoint the frozen tensors come from (they are not saved here) */
+        mt_jw_key(&w, "base");
+        mt_jw_string(&w, tr->base_dir);
+    }
     if (tr->nonfinite_skipped) { /* --on-nonfinite skip: Adam's step count is the applied steps */
         mt_jw_key(&w, "nonfinite_skipped");
         mt_jw_int(&w, tr->nonfinite_skipped);

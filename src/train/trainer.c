@@ -1,4 +1,5 @@
 #include "train/trainer.h"
+#include "adapters/adapters.h"
 #include "ops/ops.h"
 #include "train/train_io.h"
 #include "comm/trace_merge.h"
@@ -165,11 +166,22 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
         if (mt_train_ckpt_peek(from, &info, err)) return -1;
         if ((op->resume && info.has_config) || op->init_from) {
             float d = op->cfg.dropout; /* dropout may differ only by flag; keep the run's */
+            mt_adapter_spec asked = op->cfg.adapters;
             op->cfg = info.cfg;
             op->cfg.dropout = d;
+            if (op->init_from) { /* the checkpoint is the base; what is trained on it is this run's */
+                if (mt_adapter_spec_active(&info.cfg.adapters))
+                    return mt_errorf(err, "--init-from %s: that checkpoint was trained with --peft %s / --freeze '%s' "
+                                          "and holds only what it trained: fold its adapters in first (`meshtrain "
+                                          "merge`), or --resume it", from, mt_peft_kind_name(info.cfg.adapters.kind),
+                                     info.cfg.adapters.freeze);
+                op->cfg.adapters = asked;
+            } else if (mt_adapter_spec_active(&asked) && memcmp(&asked, &info.cfg.adapters, sizeof asked))
+                return mt_errorf(err, "--resume: the run in %s was started with other --peft / --lora-* / --freeze "
+                                      "settings: resume without them (the checkpoint keeps its own)", from);
         }
     }
-    if (mt_model_config_validate(&op->cfg, err)) return -1;
+    if (mt_model_config_validate(&op->cfg, err) || mt_adapters_check(&op->cfg, err)) return -1;
     if (!op->train_path) return mt_errorf(err, "--train FILE is required");
     if (mt_train_read_tokens(op->train_path, &tr->train_tokens, &tr->n_train, err)) return -1;
     if (mt_loader_init(&tr->train_ld, tr->train_tokens, tr->n_train, op->cfg.seq_len, op->batch, op->order, op->seed,

@@ -120,6 +120,7 @@ typedef struct {
     FILE *log_file;
     int tty, line_open;         /* stdout is a terminal; a '\r' step line is on screen without its newline */
     double run_t0;              /* when mt_trainer_run started (elapsed time and ETA) */
+    char base_dir[4096]; /* where the frozen tensors were read from (--init-from, or the base a resumed run recorded) */
 } mt_trainer;
 
 /* Collective over world (a process is the mesh 1x1x1: world of size 1).

@@ -90,26 +90,25 @@ static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     const mt_model_config *cfg = &m->cfg;
     const mt_unit_layout *u = &m->layout.units[0];
-    const float *p = m->params[0];
     int C = cfg->n_embd, N = a->B * a->T;
-    const mt_tensor *wte = &u->t[MT_T_WTE];
+    const mt_tensor *wte = mt_unit_tensor(u, MT_T_WTE);
+    const float *wte_p = mt_model_tensor_data(m, 0, MT_T_WTE), *wpe_p = mt_model_tensor_data(m, 0, MT_T_WPE);
     if (m->precision == MT_FP32 && m->layout.tp == 1) {
-        MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_forward(a->encoded, a->tokens, p + wte->offset,
-                                                    p + u->t[MT_T_WPE].offset, a->B, a->T, C, 0));
+        MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_forward(a->encoded, a->tokens, wte_p, wpe_p, a->B, a->T, C, 0));
     } else { /* a lookup of this rank's vocabulary rows (vocabulary-parallel: masked, summed over tp),
                 then the positions */
         int Vl = (int)wte->shape[0], v0 = m->layout.tp_rank * Vl;
         float *part = m->layout.tp == 1 ? a->encoded : m->gs.dtmp;
         if (m->precision == MT_FP32)
-            MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_shard_forward(part, a->tokens, p + wte->offset, v0, Vl, N, C));
+            MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_shard_forward(part, a->tokens, wte_p, v0, Vl, N, C));
         else /* wte is read in 16 bits: just the rows looked up are widened */
             MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_shard_forward_16(part, a->tokens, m->precision,
-                                                                 mt_model_weight16(m, p + wte->offset), v0, Vl, N, C));
+                                                                 mt_model_weight16(m, wte_p), v0, Vl, N, C));
         if (m->layout.tp > 1) {
             mt_unit_tp_scatter(m, part);
             MT_TIMED(m, MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
         }
-        MT_TIMED(m, MT_PROF_ELEMENTWISE, op_add_positions(a->encoded, p + u->t[MT_T_WPE].offset, mt_unit_resid_row0(m), mt_unit_resid_n(m), a->T, C));
+        MT_TIMED(m, MT_PROF_ELEMENTWISE, op_add_positions(a->encoded, wpe_p, mt_unit_resid_row0(m), mt_unit_resid_n(m), a->T, C));
     }
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, a->encoded);
 }
@@ -133,8 +132,7 @@ static void attention_core_forward(mt_model *m, int layer, const mt_fwd_ctx *fc)
 static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     const mt_model_config *cfg = &m->cfg;
-    const mt_unit_layout *u = &m->layout.units[1 + layer];
-    const float *p = m->params[1 + layer];
+    const int U = 1 + layer;
     mt_block_acts *ba = &a->blocks[layer];
     int N = a->B * a->T, n = mt_unit_resid_n(m), C = cfg->n_embd, tp = m->layout.tp;
     const float *x = block_input(m, layer);
@@ -144,13 +142,13 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
      * in the GEMM, or under tensor parallelism after the partial sums are
      * reduced. The fc bias always joins the GELU. */
     const int drop = dropout_on(m, fc), bias_in_gemm = drop && tp == 1, bias_after = drop && tp > 1;
-#define P(i) (p + u->t[i].offset)
+#define P(i) mt_model_tensor_data(m, U, i)
     MT_TIMED(m, MT_PROF_LAYERNORM,
           op_layernorm_forward(ba->b[GB_LN1], ba->b[GB_LN1_MEAN], ba->b[GB_LN1_RSTD], x, P(MT_T_LN1_W), P(MT_T_LN1_B), n, C));
     const float *ln1 = mt_unit_tp_gather(m, ba->b[GB_LN1], m->gs.gathered);
-    mt_unit_linear_forward(m, ba->b[GB_QKV], ln1, P(MT_T_QKV_W), P(MT_T_QKV_B), N, C, 3 * C / tp);
+    mt_unit_linear_fwd(m, U, MT_T_QKV_W, fc, ba->b[GB_QKV], ln1, P(MT_T_QKV_B), N, C, 3 * C / tp);
     attention_core_forward(m, layer, fc);
-    mt_unit_linear_forward(m, tmp, ba->b[GB_ATTY], P(MT_T_ATTPROJ_W), bias_in_gemm ? P(MT_T_ATTPROJ_B) : NULL, N, C / tp, C);
+    mt_unit_linear_fwd(m, U, MT_T_ATTPROJ_W, fc, tmp, ba->b[GB_ATTY], bias_in_gemm ? P(MT_T_ATTPROJ_B) : NULL, N, C / tp, C);
     mt_unit_tp_scatter(m, tmp);
     if (bias_after) MT_TIMED(m, MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_ATTPROJ_B), n, C));
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, tmp);
@@ -158,9 +156,9 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
           op_residual_layernorm_forward(ba->b[GB_RES2], ba->b[GB_LN2], ba->b[GB_LN2_MEAN], ba->b[GB_LN2_RSTD], x, tmp,
                                         drop ? NULL : P(MT_T_ATTPROJ_B), P(MT_T_LN2_W), P(MT_T_LN2_B), n, C));
     const float *ln2 = mt_unit_tp_gather(m, ba->b[GB_LN2], m->gs.gathered);
-    mt_unit_linear_forward(m, ba->b[GB_FCH], ln2, P(MT_T_FC_W), NULL, N, C, 4 * C / tp);
+    mt_unit_linear_fwd(m, U, MT_T_FC_W, fc, ba->b[GB_FCH], ln2, NULL, N, C, 4 * C / tp);
     MT_TIMED(m, MT_PROF_GELU, op_bias_gelu_forward(ba->b[GB_FCH], ba->b[GB_FCH_GELU], P(MT_T_FC_B), N, 4 * C / tp));
-    mt_unit_linear_forward(m, tmp, ba->b[GB_FCH_GELU], P(MT_T_FCPROJ_W), bias_in_gemm ? P(MT_T_FCPROJ_B) : NULL, N, 4 * C / tp, C);
+    mt_unit_linear_fwd(m, U, MT_T_FCPROJ_W, fc, tmp, ba->b[GB_FCH_GELU], bias_in_gemm ? P(MT_T_FCPROJ_B) : NULL, N, 4 * C / tp, C);
     mt_unit_tp_scatter(m, tmp);
     if (bias_after) MT_TIMED(m, MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_FCPROJ_B), n, C));
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, tmp);
@@ -173,14 +171,12 @@ static double output_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_sc
     mt_acts *a = &m->acts;
     const mt_model_config *cfg = &m->cfg;
     int L = cfg->n_layer, n = mt_unit_resid_n(m), C = cfg->n_embd;
-    const mt_unit_layout *hu = &m->layout.units[L + 1];
-    const float *hp = m->params[L + 1];
-    int wu;
-    const mt_tensor *wt = mt_unit_output_weight(m, -1, &wu); /* lm_head.weight: wte */
+    int wu, wk;
+    const mt_tensor *wt = mt_unit_output_weight(m, -1, &wu, &wk); /* lm_head.weight: wte */
     MT_TIMED(m, MT_PROF_LAYERNORM,
              op_layernorm_forward(a->head[GH_LNF], a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD], a->blocks[L - 1].b[GB_RES3],
-                                  hp + hu->t[MT_T_LNF_W].offset, hp + hu->t[MT_T_LNF_B].offset, n, C));
-    return mt_unit_logits_loss(m, a->head[GH_LNF], m->params[wu] + wt->offset, (int)wt->shape[0], dlogits_scale);
+                                  mt_model_tensor_data(m, L + 1, MT_T_LNF_W), mt_model_tensor_data(m, L + 1, MT_T_LNF_B), n, C));
+    return mt_unit_logits_loss(m, a->head[GH_LNF], mt_model_tensor_data(m, wu, wk), (int)wt->shape[0], dlogits_scale);
 }
 
 static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
@@ -188,17 +184,15 @@ static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     const mt_model_config *cfg = &m->cfg;
     int L = cfg->n_layer, n = mt_unit_resid_n(m), C = cfg->n_embd;
-    const mt_unit_layout *hu = &m->layout.units[L + 1];
-    const float *hp = m->params[L + 1];
-    float *hg = m->grads[L + 1];
-    int wu;
-    const mt_tensor *wt = mt_unit_output_weight(m, -1, &wu); /* lm_head.weight: wte */
-    mt_unit_logits_backward(m, a->head[GH_LNF], m->params[wu] + wt->offset, m->grads[wu] + wt->offset,
+    int wu, wk;
+    const mt_tensor *wt = mt_unit_output_weight(m, -1, &wu, &wk); /* lm_head.weight: wte */
+    mt_unit_logits_backward(m, a->head[GH_LNF], mt_model_tensor_data(m, wu, wk), mt_model_tensor_grad(m, wu, wk),
                             (int)wt->shape[0], m->grad_fresh[wu] ? MT_SET_DW : 0);
     double t0 = mt_prof_begin(m->prof);
     memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));
-    op_layernorm_backward(m->gs.dresid, hg + hu->t[MT_T_LNF_W].offset, hg + hu->t[MT_T_LNF_B].offset, m->gs.dln,
-                          a->blocks[L - 1].b[GB_RES3], hp + hu->t[MT_T_LNF_W].offset, a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD], n, C);
+    op_layernorm_backward(m->gs.dresid, mt_model_tensor_grad_or_sink(m, L + 1, MT_T_LNF_W),
+                          mt_model_tensor_grad_or_sink(m, L + 1, MT_T_LNF_B), m->gs.dln, a->blocks[L - 1].b[GB_RES3],
+                          mt_model_tensor_data(m, L + 1, MT_T_LNF_W), a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD], n, C);
     mt_prof_end(m->prof, MT_PROF_LAYERNORM, t0);
 }
 
@@ -213,76 +207,77 @@ static void block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc) {
  * need the output gradient of all N rows (gathered under sequence
  * parallelism); its replicated bias takes the rows held here (under
  * sequence parallelism a partial sum, completed by mt_model_tp_reduce_grads). */
-static void row_parallel_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dbranch,
-                                  const float *inp, const float *w, int IC, int C, int flags) {
+static void row_parallel_backward(mt_model *m, int u, int wk, const mt_fwd_ctx *fc, float *dinp, float *dbias,
+                                  const float *dbranch, const float *inp, int IC, int C, int flags) {
     int N = m->acts.B * m->acts.T;
     if (!mt_tp_sp(m->tp)) {
-        mt_unit_linear_backward(m, dinp, dw, dbias, dbranch, inp, w, N, IC, C, flags);
+        mt_unit_linear_bwd(m, u, wk, fc, dinp, dbias, dbranch, inp, N, IC, C, flags);
         return;
     }
     const float *dfull = mt_unit_tp_gather(m, dbranch, m->gs.gathered);
-    mt_unit_linear_backward(m, dinp, dw, NULL, dfull, inp, w, N, IC, C, flags);
-    mt_unit_linear_backward(m, NULL, NULL, dbias, dbranch, NULL, NULL, mt_unit_resid_n(m), IC, C, 0);
+    mt_unit_linear_bwd(m, u, wk, fc, dinp, NULL, dfull, inp, N, IC, C, flags);
+    if (dbias) mt_unit_linear_backward(m, NULL, NULL, dbias, dbranch, NULL, NULL, mt_unit_resid_n(m), IC, C, 0);
 }
 
 static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     mt_grad_scratch *gs = &m->gs;
     const mt_model_config *cfg = &m->cfg;
-    const mt_unit_layout *u = &m->layout.units[1 + layer];
-    const float *p = m->params[1 + layer];
-    float *g = m->grads[1 + layer];
+    const int U = 1 + layer;
     mt_block_acts *ba = &a->blocks[layer];
     int B = a->B, T = a->T, N = B * T, n = mt_unit_resid_n(m), C = cfg->n_embd, NH = cfg->n_head, tp = m->layout.tp;
     const float *x = block_input(m, layer);
     int dwf = m->grad_fresh[1 + layer] ? MT_SET_DW : 0; /* the four matrices' gradients (grad_by_one_gemm) */
-#define P(i) (p + u->t[i].offset)
-#define G(i) (g + u->t[i].offset)
+#define P(i) mt_model_tensor_data(m, U, i)
+#define G(i) mt_model_tensor_grad_or_sink(m, U, i)
+#define GB(i) mt_model_tensor_grad(m, U, i) /* a bias: NULL (skipped) when frozen */
     /* MLP branch: dresid holds dL/dres3; it is the branch's gradient itself
      * unless dropout scales a copy. */
     const float *dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID);
-    row_parallel_backward(m, gs->f[GS_DFCH], G(MT_T_FCPROJ_W), G(MT_T_FCPROJ_B), dbranch, ba->b[GB_FCH_GELU], P(MT_T_FCPROJ_W),
+    row_parallel_backward(m, U, MT_T_FCPROJ_W, fc, gs->f[GS_DFCH], GB(MT_T_FCPROJ_B), dbranch, ba->b[GB_FCH_GELU],
                           4 * C / tp, C, dwf);
     MT_TIMED(m, MT_PROF_GELU, op_gelu_bias_backward(gs->f[GS_DFCH], G(MT_T_FC_B), ba->b[GB_FCH], gs->f[GS_DFCH], N, 4 * C / tp));
     const float *ln2 = mt_unit_tp_gather(m, ba->b[GB_LN2], gs->gathered); /* sequence parallelism: gathered again */
-    mt_unit_linear_backward(m, gs->dln, G(MT_T_FC_W), NULL, gs->f[GS_DFCH], ln2, P(MT_T_FC_W), N, C, 4 * C / tp, dwf);
+    mt_unit_linear_bwd(m, U, MT_T_FC_W, fc, gs->dln, NULL, gs->f[GS_DFCH], ln2, N, C, 4 * C / tp, dwf);
     mt_unit_tp_scatter(m, gs->dln);
     MT_TIMED(m, MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->b[GB_RES2],
                                                    P(MT_T_LN2_W), ba->b[GB_LN2_MEAN], ba->b[GB_LN2_RSTD], n, C));
     /* Attention branch: dresid now holds dL/dres2. */
     dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID);
-    row_parallel_backward(m, gs->f[GS_DATTY], G(MT_T_ATTPROJ_W), G(MT_T_ATTPROJ_B), dbranch, ba->b[GB_ATTY], P(MT_T_ATTPROJ_W),
-                          C / tp, C, dwf);
+    row_parallel_backward(m, U, MT_T_ATTPROJ_W, fc, gs->f[GS_DATTY], GB(MT_T_ATTPROJ_B), dbranch, ba->b[GB_ATTY], C / tp,
+                          C, dwf);
     int NHl = NH / tp;
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
                           m->layout.tp_rank * NHl};
     MT_TIMED(m, MT_PROF_ATTENTION, op_attention_backward(gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY], ba->b[GB_ATT_LSE], B, T, NHl,
                                                    C / NH, &ad, gs->attn_scratch));
     const float *ln1 = mt_unit_tp_gather(m, ba->b[GB_LN1], gs->gathered);
-    mt_unit_linear_backward(m, gs->dln, G(MT_T_QKV_W), G(MT_T_QKV_B), gs->f[GS_DQKV], ln1, P(MT_T_QKV_W), N, C, 3 * C / tp, dwf);
+    mt_unit_linear_bwd(m, U, MT_T_QKV_W, fc, gs->dln, GB(MT_T_QKV_B), gs->f[GS_DQKV], ln1, N, C, 3 * C / tp, dwf);
     mt_unit_tp_scatter(m, gs->dln);
     MT_TIMED(m, MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x,
                                                    P(MT_T_LN1_W), ba->b[GB_LN1_MEAN], ba->b[GB_LN1_RSTD], n, C));
 #undef P
 #undef G
+#undef GB
 }
 
 static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     const mt_model_config *cfg = &m->cfg;
     const mt_unit_layout *u = &m->layout.units[0];
-    float *g = m->grads[0];
+    float *dwte = mt_model_tensor_grad(m, 0, MT_T_WTE), *dwpe = mt_model_tensor_grad(m, 0, MT_T_WPE);
+    if (!dwte && !dwpe) return; /* a frozen embedding: nothing before it to feed */
+    if (!dwte || !dwpe) mt_die("GPT-2: wte and wpe are frozen together or not at all (--freeze)");
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, m->gs.dresid);
     if (m->layout.tp == 1) {
-        MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset,
-                                                     m->gs.dresid, a->tokens, a->B, a->T, cfg->n_embd, 0));
+        MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_backward(dwte, dwpe, m->gs.dresid, a->tokens, a->B, a->T, cfg->n_embd, 0));
         return;
     }
     /* Every rank's vocabulary rows take the gradient of all N rows; wpe's
      * gradient from all rows is then complete on every rank. */
     const float *dfull = mt_unit_tp_gather(m, m->gs.dresid, m->gs.gathered);
-    int Vl = (int)u->t[MT_T_WTE].shape[0];
-    MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_shard_backward(g + u->t[MT_T_WTE].offset, g + u->t[MT_T_WPE].offset, dfull,
+    int Vl = (int)mt_unit_tensor(u, MT_T_WTE)->shape[0];
+    MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_shard_backward(dwte, dwpe, dfull,
                                                        a->tokens, m->layout.tp_rank * Vl, Vl, a->B, a->T, cfg->n_embd));
 }
 
@@ -343,8 +338,8 @@ static void gemm_extents(const mt_model *m, int own_output, size_t *wmax, size_t
 
 /* 6N + 12 L C T, N without the position table (the whole model under tp). */
 static double flops_per_token(const mt_model_config *cfg, const mt_layout *l, int T) {
-    double n = (double)l->gtotal_params - (double)l->units[0].t[MT_T_WPE].gnumel;
-    return 6.0 * n + 12.0 * cfg->n_layer * (double)cfg->n_embd * (double)T;
+    double n = (double)(l->gtotal_params + l->gtotal_frozen) - (double)mt_unit_tensor(&l->units[0], MT_T_WPE)->gnumel;
+    return 6.0 * n - 2.0 * mt_layout_frozen_matrix_params(l) + 12.0 * cfg->n_layer * (double)cfg->n_embd * (double)T;
 }
 
 size_t mt_gpt2_decode_cache_floats(const mt_model_config *cfg);
@@ -377,4 +372,6 @@ const mt_family mt_family_gpt2 = {
     .hf_config_write = mt_gpt2_hf_config_write,
     .hf_config_read = mt_gpt2_hf_config_read,
     .decode_step = mt_gpt2_decode_step,
+    .lora_targets = "c_attn",
+    .ia3_targets = "c_attn,mlp.c_proj",
 };

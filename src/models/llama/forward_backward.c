@@ -44,8 +44,8 @@ static const float *block_input(const mt_model *m, int layer) {
 static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
     (void)fc;
     mt_acts *a = &m->acts;
-    const mt_tensor *t = &m->layout.units[0].t[MT_L_EMBED];
-    const float *w = m->params[0] + t->offset;
+    const mt_tensor *t = mt_unit_tensor(&m->layout.units[0], MT_L_EMBED);
+    const float *w = mt_model_tensor_data(m, 0, MT_L_EMBED);
     int C = m->cfg.n_embd, N = a->B * a->T, Vl = (int)t->shape[0], v0 = m->layout.tp_rank * Vl;
     float *part = m->layout.tp == 1 ? a->encoded : m->gs.dtmp; /* a masked lookup, summed over tp */
     if (m->precision == MT_FP32)
@@ -62,10 +62,12 @@ static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
 static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
     (void)fc;
     mt_acts *a = &m->acts;
-    const mt_tensor *t = &m->layout.units[0].t[MT_L_EMBED];
+    const mt_tensor *t = mt_unit_tensor(&m->layout.units[0], MT_L_EMBED);
+    float *dw = mt_model_tensor_grad(m, 0, MT_L_EMBED);
+    if (!dw) return; /* a frozen embedding: nothing before it to feed */
     int Vl = (int)t->shape[0];
     const float *dfull = mt_unit_tp_gather(m, m->gs.dresid, m->gs.gathered); /* every rank's rows take all N */
-    MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_shard_backward(m->grads[0] + t->offset, NULL, dfull, a->tokens,
+    MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_shard_backward(dw, NULL, dfull, a->tokens,
                                                              m->layout.tp_rank * Vl, Vl, a->B, a->T, m->cfg.n_embd));
 }
 
@@ -89,10 +91,8 @@ static void attention_core_forward(mt_model *m, int layer) {
 }
 
 static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
-    (void)fc;
     mt_acts *a = &m->acts;
-    const mt_unit_layout *u = &m->layout.units[1 + layer];
-    const float *p = m->params[1 + layer];
+    const int U = 1 + layer;
     mt_block_acts *ba = &a->blocks[layer];
     mt_llama_block_index ix = mt_llama_block_tensors(&m->cfg);
     dims d = local_dims(m);
@@ -100,20 +100,20 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     float eps = m->cfg.norm_eps;
     const float *x = block_input(m, layer);
     float *tmp = m->gs.dtmp; /* a branch's output; scratch is free during forward */
-#define P(i) (p + u->t[i].offset)
+#define P(i) mt_model_tensor_data(m, U, i)
     MT_TIMED(m, MT_PROF_LAYERNORM, op_rmsnorm_forward(ba->b[LB_X1], ba->b[LB_RSTD1], x, P(ix.in_norm), n, C, eps));
     const float *x1 = mt_unit_tp_gather(m, ba->b[LB_X1], m->gs.gathered);
-    mt_unit_linear_forward(m, ba->b[LB_QKV], x1, P(ix.q), ix.qb >= 0 ? P(ix.qb) : NULL, N, C, d.qkv);
+    mt_unit_linear_fwd(m, U, ix.q, fc, ba->b[LB_QKV], x1, ix.qb >= 0 ? P(ix.qb) : NULL, N, C, d.qkv);
     rope(m, ba->b[LB_QKV], &d, 0);
     attention_core_forward(m, layer);
-    mt_unit_linear_forward(m, tmp, ba->b[LB_ATTY], P(ix.o), NULL, N, d.nh * d.hd, C);
+    mt_unit_linear_fwd(m, U, ix.o, fc, tmp, ba->b[LB_ATTY], NULL, N, d.nh * d.hd, C);
     mt_unit_tp_scatter(m, tmp);
     MT_TIMED(m, MT_PROF_ELEMENTWISE, op_residual_add(ba->b[LB_RES2], x, tmp, NULL, n, C));
     MT_TIMED(m, MT_PROF_LAYERNORM, op_rmsnorm_forward(ba->b[LB_X2], ba->b[LB_RSTD2], ba->b[LB_RES2], P(ix.post_norm), n, C, eps));
     const float *x2 = mt_unit_tp_gather(m, ba->b[LB_X2], m->gs.gathered);
-    mt_unit_linear_forward(m, ba->b[LB_GU], x2, P(ix.gate), NULL, N, C, 2 * d.F);
+    mt_unit_linear_fwd(m, U, ix.gate, fc, ba->b[LB_GU], x2, NULL, N, C, 2 * d.F);
     MT_TIMED(m, MT_PROF_GELU, op_swiglu_forward(ba->b[LB_H], ba->b[LB_GU], N, d.F));
-    mt_unit_linear_forward(m, tmp, ba->b[LB_H], P(ix.down), NULL, N, d.F, C);
+    mt_unit_linear_fwd(m, U, ix.down, fc, tmp, ba->b[LB_H], NULL, N, d.F, C);
     mt_unit_tp_scatter(m, tmp);
     MT_TIMED(m, MT_PROF_ELEMENTWISE, op_residual_add(ba->b[LB_RES3], ba->b[LB_RES2], tmp, NULL, n, C));
 #undef P
@@ -127,46 +127,43 @@ static void block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc) {
 
 /* A row-parallel layer's backward (no bias): its input and weight
  * gradients need the output gradient of all N rows. */
-static void row_parallel_backward(mt_model *m, float *dinp, float *dw, const float *dbranch, const float *inp,
-                                  const float *w, int IC, int C, int flags) {
+static void row_parallel_backward(mt_model *m, int u, int wk, const mt_fwd_ctx *fc, float *dinp, const float *dbranch,
+                                  const float *inp, int IC, int C, int flags) {
     int N = m->acts.B * m->acts.T;
     const float *dfull = mt_unit_tp_gather(m, dbranch, m->gs.gathered);
-    mt_unit_linear_backward(m, dinp, dw, NULL, dfull, inp, w, N, IC, C, flags);
+    mt_unit_linear_bwd(m, u, wk, fc, dinp, NULL, dfull, inp, N, IC, C, flags);
 }
 
 static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
-    (void)fc;
     mt_acts *a = &m->acts;
     mt_grad_scratch *gs = &m->gs;
-    const mt_unit_layout *u = &m->layout.units[1 + layer];
-    const float *p = m->params[1 + layer];
-    float *g = m->grads[1 + layer];
+    const int U = 1 + layer;
     mt_block_acts *ba = &a->blocks[layer];
     mt_llama_block_index ix = mt_llama_block_tensors(&m->cfg);
     dims d = local_dims(m);
     int N = a->B * a->T, n = mt_unit_resid_n(m), C = d.C;
     const float *x = block_input(m, layer);
     int dwf = m->grad_fresh[1 + layer] ? MT_SET_DW : 0; /* the matrices' gradients (grad_by_one_gemm) */
-#define P(i) (p + u->t[i].offset)
-#define G(i) (g + u->t[i].offset)
+#define P(i) mt_model_tensor_data(m, U, i)
+#define G(i) mt_model_tensor_grad_or_sink(m, U, i)
     /* MLP branch: dresid holds dL/dres3, the branch output's gradient too */
-    row_parallel_backward(m, gs->f[LS_DH], G(ix.down), gs->dresid, ba->b[LB_H], P(ix.down), d.F, C, dwf);
+    row_parallel_backward(m, U, ix.down, fc, gs->f[LS_DH], gs->dresid, ba->b[LB_H], d.F, C, dwf);
     MT_TIMED(m, MT_PROF_GELU, op_swiglu_backward(gs->f[LS_DGU], gs->f[LS_DH], ba->b[LB_GU], N, d.F));
     const float *x2 = mt_unit_tp_gather(m, ba->b[LB_X2], gs->gathered); /* sequence parallelism: gathered again */
-    mt_unit_linear_backward(m, gs->dln, G(ix.gate), NULL, gs->f[LS_DGU], x2, P(ix.gate), N, C, 2 * d.F, dwf);
+    mt_unit_linear_bwd(m, U, ix.gate, fc, gs->dln, NULL, gs->f[LS_DGU], x2, N, C, 2 * d.F, dwf);
     mt_unit_tp_scatter(m, gs->dln);
     MT_TIMED(m, MT_PROF_LAYERNORM, op_rmsnorm_backward(gs->dresid, G(ix.post_norm), gs->dln, ba->b[LB_RES2],
                                                        P(ix.post_norm), ba->b[LB_RSTD2], n, C));
     /* attention branch: dresid now holds dL/dres2 */
-    row_parallel_backward(m, gs->f[LS_DATTY], G(ix.o), gs->dresid, ba->b[LB_ATTY], P(ix.o), d.nh * d.hd, C, dwf);
+    row_parallel_backward(m, U, ix.o, fc, gs->f[LS_DATTY], gs->dresid, ba->b[LB_ATTY], d.nh * d.hd, C, dwf);
     mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0};
     MT_TIMED(m, MT_PROF_ATTENTION,
              op_attention_backward_gqa(gs->f[LS_DQKV], gs->f[LS_DATTY], ba->b[LB_QKV], ba->b[LB_ATTY], ba->b[LB_LSE],
                                        a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
     rope(m, gs->f[LS_DQKV], &d, 1);
     const float *x1 = mt_unit_tp_gather(m, ba->b[LB_X1], gs->gathered);
-    mt_unit_linear_backward(m, gs->dln, G(ix.q), ix.qb >= 0 ? G(ix.qb) : NULL, gs->f[LS_DQKV], x1, P(ix.q), N, C,
-                            d.qkv, dwf);
+    mt_unit_linear_bwd(m, U, ix.q, fc, gs->dln, ix.qb >= 0 ? mt_model_tensor_grad(m, U, ix.qb) : NULL, gs->f[LS_DQKV], x1,
+                       N, C, d.qkv, dwf);
     mt_unit_tp_scatter(m, gs->dln);
     MT_TIMED(m, MT_PROF_LAYERNORM, op_rmsnorm_backward(gs->dresid, G(ix.in_norm), gs->dln, x, P(ix.in_norm),
                                                        ba->b[LB_RSTD1], n, C));
@@ -175,30 +172,30 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
 }
 
 /* The head's weight: its own lm_head (tensor 1 of the output unit), or the embedding it is tied to. */
-static const mt_tensor *head_weight(const mt_model *m, int *unit) { return mt_unit_output_weight(m, 1, unit); }
+static const mt_tensor *head_weight(const mt_model *m, int *unit, int *decl) { return mt_unit_output_weight(m, 1, unit, decl); }
 
 static double output_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
     (void)fc;
     mt_acts *a = &m->acts;
-    int H = m->layout.n_units - 1, L = m->cfg.n_layer, wu;
-    const mt_tensor *wt = head_weight(m, &wu);
+    int H = m->layout.n_units - 1, L = m->cfg.n_layer, wu, wk;
+    const mt_tensor *wt = head_weight(m, &wu, &wk);
     MT_TIMED(m, MT_PROF_LAYERNORM, op_rmsnorm_forward(a->head[LH_XF], a->head[LH_RSTDF], a->blocks[L - 1].b[LB_RES3],
-                                                      m->params[H] + m->layout.units[H].t[0].offset,
+                                                      mt_model_tensor_data(m, H, 0),
                                                       mt_unit_resid_n(m), m->cfg.n_embd, m->cfg.norm_eps));
-    return mt_unit_logits_loss(m, a->head[LH_XF], m->params[wu] + wt->offset, (int)wt->shape[0], dlogits_scale);
+    return mt_unit_logits_loss(m, a->head[LH_XF], mt_model_tensor_data(m, wu, wk), (int)wt->shape[0], dlogits_scale);
 }
 
 static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
     (void)fc;
     mt_acts *a = &m->acts;
-    int H = m->layout.n_units - 1, L = m->cfg.n_layer, n = mt_unit_resid_n(m), C = m->cfg.n_embd, wu;
-    const mt_tensor *wt = head_weight(m, &wu), *nt = &m->layout.units[H].t[0];
-    mt_unit_logits_backward(m, a->head[LH_XF], m->params[wu] + wt->offset, m->grads[wu] + wt->offset,
+    int H = m->layout.n_units - 1, L = m->cfg.n_layer, n = mt_unit_resid_n(m), C = m->cfg.n_embd, wu, wk;
+    const mt_tensor *wt = head_weight(m, &wu, &wk);
+    mt_unit_logits_backward(m, a->head[LH_XF], mt_model_tensor_data(m, wu, wk), mt_model_tensor_grad(m, wu, wk),
                             (int)wt->shape[0], m->grad_fresh[wu] ? MT_SET_DW : 0);
     double t0 = mt_prof_begin(m->prof);
     memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));
-    op_rmsnorm_backward(m->gs.dresid, m->grads[H] + nt->offset, m->gs.dln, a->blocks[L - 1].b[LB_RES3],
-                        m->params[H] + nt->offset, a->head[LH_RSTDF], n, C);
+    op_rmsnorm_backward(m->gs.dresid, mt_model_tensor_grad_or_sink(m, H, 0), m->gs.dln, a->blocks[L - 1].b[LB_RES3],
+                        mt_model_tensor_data(m, H, 0), a->head[LH_RSTDF], n, C);
     mt_prof_end(m->prof, MT_PROF_LAYERNORM, t0);
 }
 
@@ -279,9 +276,10 @@ static void gemm_extents(const mt_model *m, int own_output, size_t *wmax, size_t
  * attention's 6 L T (n_head hd) (QK^T and PV, forward and backward,
  * causal-unmasked count as in GPT-2's 12 L C T). */
 static double flops_per_token(const mt_model_config *cfg, const mt_layout *l, int T) {
-    double n = (double)l->gtotal_params - (double)l->units[0].t[MT_L_EMBED].gnumel;
-    if (cfg->tie_embeddings) n += (double)l->units[0].t[MT_L_EMBED].gnumel; /* the head's GEMM */
-    return 6.0 * n + 12.0 * cfg->n_layer * (double)cfg->n_head * mt_model_head_dim(cfg) * (double)T;
+    double emb = (double)mt_unit_tensor(&l->units[0], MT_L_EMBED)->gnumel;
+    double n = (double)(l->gtotal_params + l->gtotal_frozen) - emb;
+    if (cfg->tie_embeddings) n += emb; /* the head's GEMM */
+    return 6.0 * n - 2.0 * mt_layout_frozen_matrix_params(l) + 12.0 * cfg->n_layer * (double)cfg->n_head * mt_model_head_dim(cfg) * (double)T;
 }
 
 size_t mt_llama_decode_cache_floats(const mt_model_config *cfg);
@@ -316,4 +314,6 @@ const mt_family mt_family_llama = {
     .hf_config_write = mt_llama_hf_config_write,
     .hf_config_read = mt_llama_hf_config_read,
     .decode_step = mt_llama_decode_step,
+    .lora_targets = "q_proj,v_proj",
+    .ia3_targets = "k_proj,v_proj,down_proj",
 };

@@ -1,0 +1,147 @@
+/* The adapter layout transform (adapters/adapters.h). */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "adapters/adapters.h"
+#include "models/family.h"
+#include <math.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <string.h>
+
+void mt_adapters_module_name(const mt_model_config *cfg, const char *tensor, char *buf, size_t cap) {
+    int tr;
+    mt_family_get(cfg->family)->hf_name(cfg, tensor, buf, cap, &tr);
+    size_t n = strlen(buf);
+    if (n > 7 && strcmp(buf + n - 7, ".weight") == 0) buf[n - 7] = 0;
+}
+
+/* The kind's default targets for this family. */
+static const char *default_targets(const mt_model_config *cfg) {
+    const mt_family *f = mt_family_get(cfg->family);
+    return cfg->adapters.kind == MT_PEFT_IA3 ? f->ia3_targets : f->lora_targets;
+}
+
+/* module == target, or module ends with "." target (PEFT's suffix match). */
+static int module_matches(const char *module, const char *target, size_t tlen) {
+    size_t n = strlen(module);
+    if (n < tlen || strncmp(module + n - tlen, target, tlen)) return 0;
+    return n == tlen || module[n - tlen - 1] == '.';
+}
+
+/* Whether unit u's tensor t is a linear weight a target list names; *hit
+ * records which targets matched (bit i: target i). */
+static int is_target(const mt_model_config *cfg, const mt_unit_layout *u, const mt_tensor *t, unsigned *hit) {
+    if (t->ndim != 2 || u->role != MT_UNIT_BLOCK) return 0; /* linears live in blocks; not embeddings or heads */
+    char module[128];
+    mt_adapters_module_name(cfg, t->name, module, sizeof module);
+    const char *list = cfg->adapters.targets[0] ? cfg->adapters.targets : default_targets(cfg);
+    if (strcmp(list, "all-linear") == 0) return 1;
+    int found = 0, i = 0;
+    for (const char *p = list; *p; i++) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len && module_matches(module, p, len)) {
+            found = 1;
+            if (hit && i < 32) *hit |= 1u << i;
+        }
+        p += len + (e != NULL);
+    }
+    return found;
+}
+
+static void add_lora(const mt_model_config *cfg, mt_layout *l, int u, int k) {
+    const mt_adapter_spec *s = &cfg->adapters;
+    mt_tensor tt = l->units[u].t[k]; /* a copy: adding tensors may move the list */
+    char base[MT_TENSOR_NAME_LEN], name[MT_TENSOR_NAME_LEN + 16];
+    snprintf(base, sizeof base, "%s", tt.name);
+    size_t n = strlen(base);
+    if (n > 7 && strcmp(base + n - 7, ".weight") == 0) base[n - 7] = 0;
+    int64_t out = tt.gshape[0], in = tt.gshape[1];
+    snprintf(name, sizeof name, "%s.lora_A.weight", base);
+    mt_tensor *a = mt_unit_add_tensor(l, u, name, s->r, in, 2, 1, 0.0f, tt.split == MT_TP_COLS ? MT_TP_COLS : MT_TP_REPLICATED);
+    a->init_bound = 1.0f / sqrtf((float)in); /* PyTorch's kaiming_uniform_(a = sqrt(5)) on [r, in] */
+    a->adapter = 1;
+    int ia = l->units[u].n_tensors - 1;
+    snprintf(name, sizeof name, "%s.lora_B.weight", base);
+    mt_tensor *b = mt_unit_add_tensor(l, u, name, out, s->r, 2, 1, 0.0f, tt.split == MT_TP_ROWS ? MT_TP_ROWS : MT_TP_REPLICATED);
+    b->adapter = 1;
+    if (tt.split == MT_TP_ROWS && tt.split_parts > 1) mt_tensor_set_parts(b, tt.split_parts, tt.part_rows);
+    if (tt.split == MT_TP_ROWS && tt.tp_replicas > 1) mt_unit_set_tp_replicas(l, u, tt.tp_replicas);
+    int ib = l->units[u].n_tensors - 1;
+    l->units[u].t[k].lora_a = ia + 1;
+    l->units[u].t[k].lora_b = ib + 1;
+}
+
+void mt_adapters_apply(const mt_model_config *cfg, mt_layout *l) {
+    const mt_adapter_spec *s = &cfg->adapters;
+    if (!mt_adapter_spec_active(s)) return;
+    pcre2_code *re = NULL;
+    pcre2_match_data *md = NULL;
+    if (s->freeze[0] && s->kind == MT_PEFT_NONE) {
+        int ec;
+        PCRE2_SIZE eo;
+        re = pcre2_compile((PCRE2_SPTR)s->freeze, PCRE2_ZERO_TERMINATED, 0, &ec, &eo, NULL);
+        if (!re) mt_die("--freeze '%s' does not compile (mt_adapter_spec_validate checks it first)", s->freeze);
+        md = pcre2_match_data_create_from_pattern(re, NULL);
+        if (!md) mt_die("out of memory for the --freeze pattern's match data");
+    }
+    int any = 0;
+    for (int u = 0; u < l->n_units; u++) {
+        int n0 = l->units[u].n_tensors;
+        for (int k = 0; k < n0; k++) {
+            mt_tensor *t = &l->units[u].t[k];
+            if (re) {
+                char hf[160];
+                int tr;
+                mt_family_get(cfg->family)->hf_name(cfg, t->name, hf, sizeof hf, &tr);
+                t->trainable = pcre2_match(re, (PCRE2_SPTR)hf, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL) < 0;
+            } else {
+                t->trainable = 0;
+            }
+            any |= !t->trainable;
+            if (s->kind == MT_PEFT_LORA && is_target(cfg, &l->units[u], t, NULL)) add_lora(cfg, l, u, k);
+        }
+    }
+    if (md) pcre2_match_data_free(md);
+    if (re) pcre2_code_free(re);
+    if (!any) return;
+    for (int u = 0; u < l->n_units; u++) mt_unit_split_frozen(l, u);
+    mt_layout_finish(l);
+}
+
+int mt_adapters_check(const mt_model_config *cfg, mt_error *err) {
+    const mt_adapter_spec *s = &cfg->adapters;
+    if (mt_adapter_spec_validate(s, err)) return -1;
+    if (!mt_adapter_spec_active(s)) return 0;
+    mt_model_config base = *cfg;
+    memset(&base.adapters, 0, sizeof base.adapters);
+    mt_layout l;
+    mt_model_layout_build(&base, 1, 0, &l);
+    unsigned hit = 0;
+    char names[512] = "";
+    size_t nn = 0;
+    if (s->kind != MT_PEFT_NONE)
+        for (int u = 0; u < l.n_units; u++)
+            for (int k = 0; k < l.units[u].n_tensors; k++) {
+                const mt_tensor *t = &l.units[u].t[k];
+                is_target(cfg, &l.units[u], t, &hit);
+                if (u == 1 && t->ndim == 2 && nn < sizeof names) { /* the first block's linears, for the message */
+                    char m[128];
+                    mt_adapters_module_name(cfg, t->name, m, sizeof m);
+                    const char *last = strrchr(m, '.');
+                    nn += (size_t)snprintf(names + nn, sizeof names - nn, "%s%s", nn ? ", " : "", last ? last + 1 : m);
+                }
+            }
+    mt_layout_free(&l);
+    if (s->kind == MT_PEFT_NONE || strcmp(s->targets, "all-linear") == 0) return 0;
+    const char *list = s->targets[0] ? s->targets : default_targets(cfg);
+    int i = 0;
+    for (const char *p = list; *p; i++) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (!len || i >= 32 || !(hit >> i & 1u))
+            return mt_errorf(err, "--lora-targets: '%.*s' names no linear module of this %s model (its blocks' linear "
+                                  "modules: %s; or all-linear)", (int)len, p, mt_family_name(cfg->family), names);
+        p += len + (e != NULL);
+    }
+    return 0;
+}
