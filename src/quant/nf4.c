@@ -94,6 +94,11 @@ const float mt_nf4_dynamic_map[256] = {
  * strictly below x (torch.bucketize with right=False), so a value on a
  * midpoint takes the lower code. */
 static inline uint8_t nearest_code(float x, const float *mids, int nmids) {
+    if (nmids <= 15) { /* NF4: a branchless count the compiler vectorizes */
+        int k = 0;
+        for (int i = 0; i < nmids; i++) k += mids[i] < x;
+        return (uint8_t)k;
+    }
     int lo = 0, hi = nmids; /* first midpoint >= x lies in [lo, hi] */
     while (lo < hi) {
         int mid = (lo + hi) / 2;
@@ -206,18 +211,24 @@ float mt_nf4_block_absmax(const mt_nf4 *q, int64_t b) {
     return v + q->offset;
 }
 
-/* Elements [e0, e0 + len) of the flattened matrix, block by block (the
- * block's absmax computed once per block). */
+/* Elements [e0, e0 + len) of the flattened matrix, block by block: the
+ * 16 products code * absmax once per block (the same fp32 products), then
+ * two lookups per byte. */
 static void dequant_span(const mt_nf4 *q, int64_t e0, int64_t len, float *out) {
     int64_t e = e0, end = e0 + len;
     while (e < end) {
         int64_t b = e / MT_NF4_BLOCK, stop = (b + 1) * MT_NF4_BLOCK < end ? (b + 1) * MT_NF4_BLOCK : end;
-        float am = mt_nf4_block_absmax(q, b);
-        for (; e < stop; e++) {
-            uint8_t byte = q->packed[e / 2];
-            int code = e % 2 ? byte & 0xF : byte >> 4;
-            *out++ = q->quant_map[code] * am;
+        float am = mt_nf4_block_absmax(q, b), v[16];
+        for (int k = 0; k < 16; k++) v[k] = q->quant_map[k] * am;
+        const uint8_t *p = q->packed;
+        if (e % 2 && e < stop) *out++ = v[p[e++ / 2] & 0xF]; /* a row starting on a low nibble */
+        for (; e + 1 < stop; e += 2) {
+            uint8_t byte = p[e / 2];
+            out[0] = v[byte >> 4];
+            out[1] = v[byte & 0xF];
+            out += 2;
         }
+        if (e < stop) *out++ = v[p[e++ / 2] >> 4]; /* ends on a high nibble */
     }
 }
 
