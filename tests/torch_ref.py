@@ -6,7 +6,12 @@ batches (sequential data order) with the same optimizer, clipping and LR
 schedule as `meshtrain train`. Writes a JSON with the per-step losses and a
 raw fp32 file with the first step's gradients in meshtrain's layout order
 (units: wte (padded), wpe, per block ln_1.w/b, c_attn.w/b, c_proj.w/b,
-ln_2.w/b, c_fc.w/b, mlp.c_proj.w/b, then ln_f.w/b; linear weights [out,in])."""
+ln_2.w/b, c_fc.w/b, mlp.c_proj.w/b, then ln_f.w/b; linear weights [out,in]).
+With --lora DIR (a peft adapter directory: adapter_model.safetensors and
+adapter_config.json) the base is frozen and each target linear becomes
+W x + b + s B A x (plain PyTorch, no peft): only the adapters are trained
+and their gradients dumped, per block in meshtrain's order (targets in
+c_attn, attn.c_proj, c_fc, mlp.c_proj order, A then B)."""
 import argparse, json, math, struct
 import numpy as np
 import torch
@@ -64,6 +69,33 @@ class GPT(torch.nn.Module):
                 names.append(f"h{l}_{k}".replace(".", "_"))
         return names + ["ln_f_weight", "ln_f_bias"]
 
+    lora = {}      # "h{l}_attn_c_attn" -> (A, B) parameters
+    lora_scale = 0.0
+
+    def add_lora(self, adapter, cfg):
+        r, alpha = cfg["r"], cfg["lora_alpha"]
+        self.lora_scale = alpha / math.sqrt(r) if cfg.get("use_rslora") else alpha / r
+        for q in self.p.values():
+            q.requires_grad_(False)
+        self.lora = {}
+        self.lora_order = []
+        for l in range(self.L):
+            for mod in ["attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"]:
+                key = f"base_model.model.transformer.h.{l}.{mod}"
+                if key + ".lora_A.weight" not in adapter:
+                    continue
+                A = torch.nn.Parameter(adapter[key + ".lora_A.weight"].clone())
+                B = torch.nn.Parameter(adapter[key + ".lora_B.weight"].clone())
+                self.lora[f"h{l}_{mod}".replace(".", "_")] = (A, B)
+                self.lora_order += [A, B]
+
+    def linear(self, x, l, mod):
+        y = F.linear(x, self.p[f"h{l}_{mod}_weight"], self.p[f"h{l}_{mod}_bias"])
+        ab = self.lora.get(f"h{l}_{mod}")
+        if ab is not None:
+            y = y + self.lora_scale * F.linear(F.linear(x, ab[0]), ab[1])
+        return y
+
     def forward(self, idx, targets):
         p = self.p
         B, T = idx.shape
@@ -73,7 +105,7 @@ class GPT(torch.nn.Module):
         for l in range(self.L):
             g = lambda k: p[f"h{l}_{k}"]
             h = F.layer_norm(x, (C,), g("ln_1_weight"), g("ln_1_bias"), 1e-5)
-            qkv = F.linear(h, g("attn_c_attn_weight"), g("attn_c_attn_bias"))
+            qkv = self.linear(h, l, "attn_c_attn")
             q, k, v = qkv.split(C, dim=2)
             q = q.view(B, T, H, C // H).transpose(1, 2)
             k = k.view(B, T, H, C // H).transpose(1, 2)
@@ -82,10 +114,10 @@ class GPT(torch.nn.Module):
             mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
             att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
             y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-            x = x + F.linear(y, g("attn_c_proj_weight"), g("attn_c_proj_bias"))
+            x = x + self.linear(y, l, "attn_c_proj")
             h = F.layer_norm(x, (C,), g("ln_2_weight"), g("ln_2_bias"), 1e-5)
-            h = F.gelu(F.linear(h, g("mlp_c_fc_weight"), g("mlp_c_fc_bias")), approximate="tanh")
-            x = x + F.linear(h, g("mlp_c_proj_weight"), g("mlp_c_proj_bias"))
+            h = F.gelu(self.linear(h, l, "mlp_c_fc"), approximate="tanh")
+            x = x + self.linear(h, l, "mlp_c_proj")
         x = F.layer_norm(x, (C,), p["ln_f_weight"], p["ln_f_bias"], 1e-5)
         logits = x @ p["wte"][: self.V].t()
         return F.cross_entropy(logits.view(-1, self.V), targets.view(-1), ignore_index=-1)
@@ -111,6 +143,7 @@ def main():
                     ("beta2", float, 0.95), ("eps", float, 1e-8), ("grad_clip", float, 1.0)]:
         ap.add_argument("--" + k.replace("_", "-"), type=t, default=d)
     ap.add_argument("--lr-schedule", default="constant")
+    ap.add_argument("--lora", default=None)
     a = ap.parse_args()
     torch.set_num_threads(1)
     Vp = (a.vocab + 127) // 128 * 128
@@ -119,8 +152,14 @@ def main():
     names = model.order()
     decay = [model.p[n] for n in names if model.p[n].dim() == 2]
     nodecay = [model.p[n] for n in names if model.p[n].dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
-                             {"params": nodecay, "weight_decay": 0.0}],
+    trained = [model.p[n] for n in names]
+    if a.lora:
+        model.add_lora(read_safetensors(a.lora + "/adapter_model.safetensors"),
+                       json.load(open(a.lora + "/adapter_config.json")))
+        trained = decay = model.lora_order  # adapters only, all 2-D: decayed as meshtrain decays 2-D tensors
+        nodecay = []
+    groups = [{"params": decay, "weight_decay": a.weight_decay}] + ([{"params": nodecay, "weight_decay": 0.0}] if nodecay else [])
+    opt = torch.optim.AdamW(groups,
                             lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
     B, T = a.batch, a.seq_len
     nb = (len(tokens) - 1) // (B * T)
@@ -134,12 +173,13 @@ def main():
         loss = model(x, y)
         loss.backward()
         if step == 0:
-            flat = torch.cat([model.p[n].grad.reshape(-1) for n in names]).numpy().astype(np.float32)
+            assert not a.lora or all(q.grad is None for q in model.p.values()), "a frozen base got gradients"
+            flat = torch.cat([q.grad.reshape(-1) for q in trained]).numpy().astype(np.float32)
             flat.tofile(a.out_grads)
         if a.grad_clip > 0:
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip)
+            norm = torch.nn.utils.clip_grad_norm_(trained, a.grad_clip)
         else:
-            norm = torch.sqrt(sum((q.grad ** 2).sum() for q in model.parameters()))
+            norm = torch.sqrt(sum((q.grad ** 2).sum() for q in trained))
         for g in opt.param_groups:
             g["lr"] = lr_at(a, step)
         opt.step()

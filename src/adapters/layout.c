@@ -139,7 +139,7 @@ int mt_adapters_check(const mt_model_config *cfg, mt_error *err) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
         if (!len || i >= 32 || !(hit >> i & 1u))
-            return mt_errorf(err, "--lora-targets: '%.*s' names no linear module of this %s model (its blocks' linear "
+            return mt_errorf(err, "LoRA target (--lora-targets, target_modules) '%.*s' names no linear module of this %s model (its blocks' linear "
                                   "modules: %s; or all-linear)", (int)len, p, mt_family_name(cfg->family), names);
         p += len + (e != NULL);
     }

@@ -34,7 +34,7 @@ static char *dup_str(const char *s) {
 
 /* Reads a whole (small) file and parses it as JSON. *missing is set when
  * the file does not exist, so callers can phrase that case themselves. */
-static mt_json_doc *read_json_file(const char *path, int *missing, mt_error *err) {
+mt_json_doc *mt_hf_read_json_file(const char *path, int *missing, mt_error *err) {
     *missing = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -132,7 +132,7 @@ static int plain_file_name(const char *s, size_t len) {
 
 static int open_index(mt_hf_dir *d, const char *ipath, mt_error *err) {
     int missing;
-    mt_json_doc *doc = read_json_file(ipath, &missing, err);
+    mt_json_doc *doc = mt_hf_read_json_file(ipath, &missing, err);
     if (!doc) return -1;
     int rc = -1;
     const mt_json *root = mt_json_root(doc), *wm = mt_json_get(root, "weight_map"), *meta = mt_json_get(root, "metadata");
@@ -211,7 +211,7 @@ int mt_hf_dir_open(const char *dir, mt_hf_dir **out, mt_error *err) {
     char *cpath = join(dir, MT_HF_CONFIG), *wpath = join(dir, MT_HF_WEIGHTS), *ipath = join(dir, MT_HF_INDEX);
     int rc = -1, missing;
     mt_error e2;
-    d->config = read_json_file(cpath, &missing, &e2);
+    d->config = mt_hf_read_json_file(cpath, &missing, &e2);
     if (!d->config) {
         if (missing) mt_errorf(err, "%s has no %s: not a Hugging Face model directory (or the config was not saved with the weights)", dir,
                                MT_HF_CONFIG);

@@ -105,4 +105,7 @@ int mt_hf_writer_finish(mt_hf_writer *w, const char *config_json_text, mt_error 
 /* Discards everything written so far (temporaries removed) and frees w. */
 void mt_hf_writer_abort(mt_hf_writer *w);
 
+/* Reads a whole small JSON file (an object); *missing set when it does not exist. */
+mt_json_doc *mt_hf_read_json_file(const char *path, int *missing, mt_error *err);
+
 #endif

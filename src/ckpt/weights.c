@@ -9,14 +9,42 @@ void mt_weights_alloc(mt_weights *w, const mt_model_config *cfg) {
     w->cfg = *cfg;
     mt_model_layout_build(cfg, 1, 0, &w->layout);
     w->unit = mt_xcalloc((size_t)w->layout.n_units, sizeof(float *), "model unit table");
-    for (int u = 0; u < w->layout.n_units; u++)
+    w->frozen = mt_xcalloc((size_t)w->layout.n_units, sizeof(float *), "model unit table");
+    for (int u = 0; u < w->layout.n_units; u++) {
         w->unit[u] = mt_xcalloc(w->layout.units[u].numel, sizeof(float), "model unit parameters");
+        if (w->layout.units[u].frozen_numel)
+            w->frozen[u] = mt_xcalloc(w->layout.units[u].frozen_numel, sizeof(float), "model frozen parameters");
+    }
+}
+
+int mt_weights_load_frozen(mt_weights *w, mt_error *err) {
+    if (!w->layout.total_frozen) return 0;
+    if (!w->base[0]) return mt_errorf(err, "this checkpoint's frozen tensors came from the seed, not a base checkpoint: nothing to read them from");
+    mt_ckpt *ck = mt_ckpt_open(w->base, err);
+    if (!ck) return -1;
+    char key[MT_TENSOR_NAME_LEN + 16];
+    int rc = 0;
+    for (int u = 0; u < w->layout.n_units && !rc; u++)
+        for (int i = 0; i < w->layout.units[u].n_frozen && !rc; i++) {
+            const mt_tensor *t = &w->layout.units[u].ft[i];
+            int64_t sh[MT_CKPT_MAX_DIM];
+            snprintf(key, sizeof key, "model/%s", t->name);
+            int nd = mt_ckpt_shape(ck, key, sh);
+            if (nd != t->ndim || sh[0] != t->shape[0] || (nd == 2 && sh[1] != t->shape[1]))
+                rc = mt_errorf(err, "base checkpoint %s: tensor %s is missing or of another shape", w->base, key);
+            else rc = mt_ckpt_read(ck, key, 0, t->numel, w->frozen[u] + t->offset, err);
+        }
+    mt_ckpt_close(ck);
+    return rc;
 }
 
 void mt_weights_free(mt_weights *w) {
     if (w->unit)
         for (int u = 0; u < w->layout.n_units; u++) free(w->unit[u]);
+    if (w->frozen)
+        for (int u = 0; u < w->layout.n_units; u++) free(w->frozen[u]);
     free(w->unit);
+    free(w->frozen);
     mt_layout_free(&w->layout);
     memset(w, 0, sizeof *w);
 }
@@ -73,6 +101,9 @@ int mt_weights_from_ckpt(const mt_ckpt *ck, mt_weights *w, mt_error *err) {
     if (mt_model_config_read_json(c, &cfg, &e)) return mt_errorf(err, "checkpoint config: %s", e.msg);
     if (check_shapes(ck, &cfg, err)) return -1;
     mt_weights_alloc(w, &cfg);
+    const char *base = NULL;
+    if (mt_json_get(mt_ckpt_state(ck), "base") && mt_json_get_string(mt_ckpt_state(ck), "base", &base, NULL) == 0)
+        snprintf(w->base, sizeof w->base, "%s", base);
     char key[MT_TENSOR_NAME_LEN + 16];
     for (int u = 0; u < w->layout.n_units; u++)
         for (int i = 0; i < w->layout.units[u].n_tensors; i++) {
@@ -110,6 +141,10 @@ int mt_weights_to_ckpt(const char *dir, const mt_weights *w, int64_t step, mt_er
     mt_model_config_write_json(&jw, &w->cfg);
     mt_jw_key(&jw, "step");
     mt_jw_int(&jw, step);
+    if (w->base[0]) {
+        mt_jw_key(&jw, "base");
+        mt_jw_string(&jw, w->base);
+    }
     mt_jw_end_object(&jw);
     int rc = mt_ckpt_save(dir, step, jw.buf, ts, n, err);
     mt_jw_free(&jw);

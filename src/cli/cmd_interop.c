@@ -9,6 +9,7 @@
 #include "ckpt/hf_model.h"
 #include "ckpt/llmc.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/peft.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "optim/loss_scaler.h"
@@ -16,15 +17,15 @@
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static int check_format(const char *fmt, mt_error *err) {
-    if (!fmt) return mt_errorf(err, "--format is required (hf, safetensors or llmc)");
-    if (strcmp(fmt, "hf") != 0 && strcmp(fmt, "safetensors") != 0 && strcmp(fmt, "llmc") != 0)
-        return mt_errorf(err, "--format must be hf, safetensors or llmc, got '%s'", fmt);
+    if (!fmt) return mt_errorf(err, "--format is required (hf, safetensors, llmc or peft)");
+    if (strcmp(fmt, "hf") != 0 && strcmp(fmt, "safetensors") != 0 && strcmp(fmt, "llmc") != 0 && strcmp(fmt, "peft") != 0)
+        return mt_errorf(err, "--format must be hf, safetensors, llmc or peft, got '%s'", fmt);
     return 0;
 }
 
 /* The GPT-2-only formats refuse another family's checkpoint by name. */
 static int check_family(const char *fmt, const mt_model_config *cfg, mt_error *err) {
-    if (strcmp(fmt, "hf") == 0 || cfg->family == MT_FAMILY_GPT2) return 0;
+    if (strcmp(fmt, "hf") == 0 || strcmp(fmt, "peft") == 0 || cfg->family == MT_FAMILY_GPT2) return 0;
     return mt_errorf(err, "--format %s holds GPT-2 models; this checkpoint is a %s model: use --format hf", fmt,
                      mt_family_name(cfg->family));
 }
@@ -53,7 +54,8 @@ int mt_cli_export(int argc, char **argv) {
     mt_arg spec[] = {
         {"ckpt", MT_ARG_STR, &ckpt, "checkpoint directory to read", 0},
         {"format", MT_ARG_STR, &format, "hf (a Hugging Face model directory, any family), safetensors (one GPT-2 "
-                                        "file, Hugging Face names) or llmc (llm.c fp32 model file)", 0},
+                                        "file, Hugging Face names), llmc (llm.c fp32 model file) or peft (a --peft lora "
+                                        "run's adapters as a Hugging Face peft directory)", 0},
         {"out", MT_ARG_STR, &out, "output file (hf: directory)", 0},
         {"dtype", MT_ARG_STR, &dtype, "hf: tensor type fp32 | bf16 | fp16 (default fp32)", 0},
         {"shard-mb", MT_ARG_FLOAT, &shard_mb, "hf: split the weights into files of at most this many MB with "
@@ -85,8 +87,12 @@ int mt_cli_export(int argc, char **argv) {
     mt_ckpt_close(ck);
     if (rc) return mt_cli_fail("export", &err);
     rc = check_family(format, &w.cfg, &err);
+    if (!rc && strcmp(format, "peft") && mt_adapter_spec_active(&w.cfg.adapters))
+        rc = mt_errorf(&err, "%s holds only what a --peft / --freeze run trained: export the adapters with --format "
+                             "peft, or fold them into the base first (`meshtrain merge --ckpt %s --out DIR`)", ckpt, ckpt);
     if (!rc)
-        rc = strcmp(format, "hf") == 0     ? mt_hf_export(out, &w, dt, (size_t)((double)shard_mb * 1048576.0), &err)
+        rc = strcmp(format, "peft") == 0 ? mt_peft_export(out, &w, &err)
+             : strcmp(format, "hf") == 0     ? mt_hf_export(out, &w, dt, (size_t)((double)shard_mb * 1048576.0), &err)
              : strcmp(format, "llmc") == 0 ? mt_llmc_export(out, &w, &err)
                                            : mt_safetensors_export_gpt2(out, &w, &err);
     if (!rc)
@@ -97,10 +103,12 @@ int mt_cli_export(int argc, char **argv) {
 }
 
 int mt_cli_import(int argc, char **argv) {
-    const char *in = NULL, *format = NULL, *out = NULL;
+    const char *in = NULL, *format = NULL, *out = NULL, *base = NULL;
     int heads = 0, help = 0;
     mt_arg spec[] = {
-        {"format", MT_ARG_STR, &format, "hf (a Hugging Face model directory), safetensors or llmc", 0},
+        {"format", MT_ARG_STR, &format, "hf (a Hugging Face model directory), safetensors, llmc or peft (a Hugging "
+                                        "Face peft LoRA adapter directory, onto --base)", 0},
+        {"base", MT_ARG_STR, &base, "peft: the checkpoint of the model the adapter adapts", 0},
         {"in", MT_ARG_STR, &in, "input file (hf: directory with config.json)", 0},
         {"heads", MT_ARG_INT, &heads, "attention heads (safetensors: else from config.json beside the file)", 0},
         {"out", MT_ARG_STR, &out, "checkpoint directory to create", 0},
@@ -125,8 +133,13 @@ int mt_cli_import(int argc, char **argv) {
         mt_errorf(&err, "%s already holds a checkpoint (%s exists); choose a new --out directory", out, man);
         return mt_cli_fail("import", &err);
     }
+    if ((strcmp(format, "peft") == 0) != (base != NULL)) {
+        mt_errorf(&err, base ? "--base goes with --format peft" : "--format peft needs --base CKPT (the model the adapter adapts)");
+        return mt_cli_fail("import", &err);
+    }
     mt_weights w;
-    int rc = strcmp(format, "hf") == 0     ? mt_hf_import(in, &w, &err)
+    int rc = strcmp(format, "peft") == 0   ? mt_peft_import(in, base, &w, &err)
+             : strcmp(format, "hf") == 0   ? mt_hf_import(in, &w, &err)
              : strcmp(format, "llmc") == 0 ? mt_llmc_import(in, heads, &w, &err)
                                            : mt_safetensors_import_gpt2(in, heads, &w, &err);
     if (rc) return mt_cli_fail("import", &err);

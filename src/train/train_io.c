@@ -239,7 +239,10 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
     mt_layout full;
     mt_model_layout_build(&tr->o.cfg, 1, 0, &full);
     /* --init-from a base with adapters added: the base's tensors, not the adapters */
-    int base = !resume && mt_adapter_spec_active(&tr->o.cfg.adapters);
+    mt_model_config ck_cfg;
+    const mt_json *ck_cj = mt_json_get(mt_ckpt_state(ck), "config");
+    int ck_adapters = ck_cj && mt_model_config_read_json(ck_cj, &ck_cfg, NULL) == 0 && mt_adapter_spec_active(&ck_cfg.adapters);
+    int base = !resume && mt_adapter_spec_active(&tr->o.cfg.adapters) && !ck_adapters;
     rc = check_shapes_of(ck, &full, "model/", dir, base ? BASE : TRAINABLE, err);
     for (int s = 0; s < ns && resume && !rc; s++) {
         snprintf(prefix, sizeof prefix, "optim/%s/", mt_trainer_opt_stream_name(tr, s));
@@ -294,7 +297,7 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
     /* the frozen base: the checkpoint itself (--init-from), or the base a resumed run recorded */
     if (!rc && tr->model.layout.total_frozen) {
         const char *bdir = NULL;
-        if (!resume) bdir = dir;
+        if (base) bdir = dir;
         else if (mt_json_get(mt_ckpt_state(ck), "base") &&
                  mt_json_get_string(mt_ckpt_state(ck), "base", &bdir, err))
             rc = -1;

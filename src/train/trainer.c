@@ -169,16 +169,12 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
             mt_adapter_spec asked = op->cfg.adapters;
             op->cfg = info.cfg;
             op->cfg.dropout = d;
-            if (op->init_from) { /* the checkpoint is the base; what is trained on it is this run's */
-                if (mt_adapter_spec_active(&info.cfg.adapters))
-                    return mt_errorf(err, "--init-from %s: that checkpoint was trained with --peft %s / --freeze '%s' "
-                                          "and holds only what it trained: fold its adapters in first (`meshtrain "
-                                          "merge`), or --resume it", from, mt_peft_kind_name(info.cfg.adapters.kind),
-                                     info.cfg.adapters.freeze);
-                op->cfg.adapters = asked;
+            if (op->init_from && !mt_adapter_spec_active(&info.cfg.adapters)) {
+                op->cfg.adapters = asked; /* the checkpoint is the base; what is trained on it is this run's */
             } else if (mt_adapter_spec_active(&asked) && memcmp(&asked, &info.cfg.adapters, sizeof asked))
-                return mt_errorf(err, "--resume: the run in %s was started with other --peft / --lora-* / --freeze "
-                                      "settings: resume without them (the checkpoint keeps its own)", from);
+                return mt_errorf(err, "%s %s was trained with other --peft / --lora-* / --freeze settings: start "
+                                      "from it without them (the checkpoint keeps its own), or fold its adapters in "
+                                      "first (`meshtrain merge`)", op->init_from ? "--init-from" : "--resume: the run in", from);
         }
     }
     if (mt_model_config_validate(&op->cfg, err) || mt_adapters_check(&op->cfg, err)) return -1;

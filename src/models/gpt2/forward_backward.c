@@ -373,5 +373,7 @@ const mt_family mt_family_gpt2 = {
     .hf_config_read = mt_gpt2_hf_config_read,
     .decode_step = mt_gpt2_decode_step,
     .lora_targets = "c_attn",
+    .peft_module_prefix = "transformer.",
+    .peft_fan_in_fan_out = 1,
     .ia3_targets = "c_attn,mlp.c_proj",
 };

@@ -315,5 +315,6 @@ const mt_family mt_family_llama = {
     .hf_config_read = mt_llama_hf_config_read,
     .decode_step = mt_llama_decode_step,
     .lora_targets = "q_proj,v_proj",
+    .peft_module_prefix = "",
     .ia3_targets = "k_proj,v_proj,down_proj",
 };

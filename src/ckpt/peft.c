@@ -1,0 +1,221 @@
+/* PEFT adapter directories (see ckpt/peft.h). */
+#include "ckpt/peft.h"
+#include "adapters/adapters.h"
+#include "ckpt/hf_dir.h"
+#include "ckpt/safetensors.h"
+#include "core/fileio.h"
+#include "optim/loss_scaler.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Prefixes err's message with `where` (formatting from a copy: the message is the argument). */
+static int err_in(mt_error *err, const char *where) {
+    char msg[MT_ERROR_LEN];
+    snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+    return mt_errorf(err, "%s: %s", where, msg);
+}
+
+/* "base_model.model.<prefix><module>.lora_X.weight" of tensor t (ours: "<module>.lora_X.weight"). */
+static void peft_key(const mt_model_config *cfg, const char *tensor, char *buf, size_t cap) {
+    const mt_family *f = mt_family_get(cfg->family);
+    char hf[160];
+    int tr;
+    f->hf_name(cfg, tensor, hf, sizeof hf, &tr);
+    snprintf(buf, cap, "base_model.model.%s%s", f->peft_module_prefix, hf);
+}
+
+static int write_config(const char *dir, const mt_weights *w, mt_error *err) {
+    const mt_adapter_spec *s = &w->cfg.adapters;
+    const mt_family *f = mt_family_get(w->cfg.family);
+    mt_json_writer jw;
+    mt_jw_init(&jw);
+    mt_jw_begin_object(&jw);
+    mt_jw_key(&jw, "peft_type"); mt_jw_string(&jw, "LORA");
+    mt_jw_key(&jw, "task_type"); mt_jw_string(&jw, "CAUSAL_LM");
+    mt_jw_key(&jw, "base_model_name_or_path"); mt_jw_string(&jw, w->base);
+    mt_jw_key(&jw, "r"); mt_jw_int(&jw, s->r);
+    mt_jw_key(&jw, "lora_alpha"); mt_jw_float(&jw, s->alpha);
+    mt_jw_key(&jw, "lora_dropout"); mt_jw_float(&jw, s->dropout);
+    mt_jw_key(&jw, "use_rslora"); mt_jw_bool(&jw, s->rslora);
+    mt_jw_key(&jw, "fan_in_fan_out"); mt_jw_bool(&jw, f->peft_fan_in_fan_out);
+    mt_jw_key(&jw, "bias"); mt_jw_string(&jw, "none");
+    mt_jw_key(&jw, "inference_mode"); mt_jw_bool(&jw, 1);
+    mt_jw_key(&jw, "target_modules");
+    const char *list = s->targets[0] ? s->targets : f->lora_targets;
+    if (!strcmp(list, "all-linear")) {
+        mt_jw_string(&jw, "all-linear");
+    } else {
+        mt_jw_begin_array(&jw);
+        for (const char *p = list; *p;) {
+            const char *e = strchr(p, ',');
+            size_t len = e ? (size_t)(e - p) : strlen(p);
+            char one[MT_ADAPTER_TEXT];
+            snprintf(one, sizeof one, "%.*s", (int)len, p);
+            mt_jw_string(&jw, one);
+            p += len + (e != NULL);
+        }
+        mt_jw_end_array(&jw);
+    }
+    mt_jw_end_object(&jw);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    char *tmp = NULL;
+    FILE *fp = mt_fopen_temp(path, &tmp, err);
+    int rc = -1;
+    if (fp) {
+        fprintf(fp, "%s\n", jw.buf);
+        rc = mt_fcommit_temp(fp, tmp, path, 0, err);
+    }
+    mt_jw_free(&jw);
+    return rc;
+}
+
+int mt_peft_export(const char *dir, const mt_weights *w, mt_error *err) {
+    if (w->cfg.adapters.kind != MT_PEFT_LORA)
+        return mt_errorf(err, "--format peft exports the adapters of a --peft lora run; this checkpoint %s",
+                         w->cfg.adapters.freeze[0] ? "froze tensors by --freeze (export it with --format hf after training)"
+                                                   : "has no adapters");
+    if (mt_make_dirs(dir, "PEFT adapter directory", err)) return -1;
+    int n = 0;
+    for (int u = 0; u < w->layout.n_units; u++) n += w->layout.units[u].n_tensors;
+    mt_st_spec *specs = mt_xcalloc((size_t)(n ? n : 1), sizeof *specs, "safetensors spec");
+    char (*names)[200] = mt_xcalloc((size_t)(n ? n : 1), sizeof *names, "safetensors names");
+    int k = 0;
+    for (int u = 0; u < w->layout.n_units; u++)
+        for (int i = 0; i < w->layout.units[u].n_tensors; i++, k++) {
+            const mt_tensor *t = &w->layout.units[u].t[i];
+            peft_key(&w->cfg, t->name, names[k], sizeof names[k]);
+            specs[k].name = names[k];
+            specs[k].ndim = 2;
+            specs[k].shape[0] = t->shape[0];
+            specs[k].shape[1] = t->shape[1];
+        }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    const char *meta[2] = {"format", "pt"};
+    mt_st_writer *sw = mt_st_writer_open(path, specs, n, meta, 1, err);
+    int rc = sw ? 0 : -1;
+    for (int u = 0; u < w->layout.n_units && !rc; u++)
+        for (int i = 0; i < w->layout.units[u].n_tensors && !rc; i++)
+            rc = mt_st_writer_put(sw, w->unit[u] + w->layout.units[u].t[i].offset, w->layout.units[u].t[i].numel, err);
+    if (sw) {
+        if (rc) mt_st_writer_abort(sw);
+        else rc = mt_st_writer_close(sw, err);
+    }
+    free(specs);
+    free(names);
+    if (!rc) rc = write_config(dir, w, err);
+    return rc;
+}
+
+/* adapter_config.json -> the adapter spec. */
+static int read_config(const char *dir, mt_adapter_spec *s, mt_error *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    int missing;
+    mt_json_doc *doc = mt_hf_read_json_file(path, &missing, err);
+    if (!doc) return missing ? mt_errorf(err, "%s: no adapter_config.json (not a PEFT adapter directory)", dir) : -1;
+    const mt_json *o = mt_json_root(doc);
+    memset(s, 0, sizeof *s);
+    const char *type = NULL;
+    int64_t r;
+    double a, d = 0;
+    int rc = 0;
+    if (mt_json_get_string(o, "peft_type", &type, err)) rc = -1;
+    else if (strcmp(type, "LORA"))
+        rc = mt_errorf(err, "%s: peft_type \"%s\" is not supported (meshtrain imports LORA adapters)", path, type);
+    else if (mt_json_get_int64(o, "r", &r, err) || mt_json_get_double(o, "lora_alpha", &a, err))
+        rc = err_in(err, path);
+    else if (mt_json_get(o, "lora_dropout") && mt_json_get_double(o, "lora_dropout", &d, err))
+        rc = err_in(err, path);
+    if (!rc && (r < 1 || r > 65536)) rc = mt_errorf(err, "%s: r = %lld is out of range", path, (long long)r);
+    if (!rc) {
+        s->kind = MT_PEFT_LORA, s->r = (int)r, s->alpha = (float)a, s->dropout = (float)d;
+        const mt_json *rs = mt_json_get(o, "use_rslora");
+        s->rslora = rs && rs->type == MT_JSON_BOOL && rs->boolean;
+        const mt_json *bias = mt_json_get(o, "bias");
+        if (bias && bias->type == MT_JSON_STRING && strcmp(bias->str, "none"))
+            rc = mt_errorf(err, "%s: bias \"%s\": only adapters without trained biases (\"none\") are supported", path, bias->str);
+        const mt_json *tm = mt_json_get(o, "target_modules");
+        size_t n = 0;
+        if (!rc && tm && tm->type == MT_JSON_STRING) {
+            n = (size_t)snprintf(s->targets, sizeof s->targets, "%s", tm->str);
+        } else if (!rc && tm && tm->type == MT_JSON_ARRAY) {
+            for (const mt_json *e = tm->child; e && !rc; e = e->next) {
+                if (e->type != MT_JSON_STRING) rc = mt_errorf(err, "%s: target_modules holds a non-string", path);
+                else n += (size_t)snprintf(s->targets + n, n < sizeof s->targets ? sizeof s->targets - n : 0, "%s%s", n ? "," : "", e->str);
+            }
+        } else if (!rc) {
+            rc = mt_errorf(err, "%s: no target_modules", path);
+        }
+        if (!rc && n >= sizeof s->targets) rc = mt_errorf(err, "%s: target_modules is too long", path);
+    }
+    mt_json_free(doc);
+    return rc ? rc : mt_adapter_spec_validate(s, err);
+}
+
+int mt_peft_import(const char *dir, const char *base, mt_weights *out, mt_error *err) {
+    memset(out, 0, sizeof *out);
+    mt_adapter_spec spec;
+    char path[4200];
+    if (read_config(dir, &spec, err)) return -1;
+    mt_ckpt *ck = mt_ckpt_open(base, err);
+    if (!ck) return -1;
+    mt_model_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    const mt_json *c = mt_json_get(mt_ckpt_state(ck), "config");
+    mt_error e;
+    int rc = !c ? mt_errorf(err, "--base %s: no model config in its state", base)
+                : mt_model_config_read_json(c, &cfg, &e) ? mt_errorf(err, "--base %s: %s", base, e.msg) : 0;
+    mt_ckpt_close(ck);
+    if (rc) return -1;
+    if (mt_adapter_spec_active(&cfg.adapters))
+        return mt_errorf(err, "--base %s is itself a PEFT / --freeze checkpoint: give the model it adapts", base);
+    cfg.adapters = spec;
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    if (mt_adapters_check(&cfg, err)) return err_in(err, path);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    mt_st_file *f = mt_st_open(path, err);
+    if (!f) return -1;
+    mt_weights_alloc(out, &cfg);
+    snprintf(out->base, sizeof out->base, "%s", base);
+    int found = 0;
+    char key[200];
+    for (int u = 0; u < out->layout.n_units && !rc; u++)
+        for (int i = 0; i < out->layout.units[u].n_tensors && !rc; i++) {
+            const mt_tensor *t = &out->layout.units[u].t[i];
+            peft_key(&cfg, t->name, key, sizeof key);
+            const mt_st_entry *en = mt_st_find(f, key);
+            if (!en) {
+                rc = mt_errorf(err, "%s has no tensor %s (the adapter_config.json's targets name it)", path, key);
+            } else if (en->ndim != 2 || en->shape[0] != t->shape[0] || en->shape[1] != t->shape[1]) {
+                rc = mt_errorf(err, "%s: %s has shape [%lld, %lld], r = %d on this model needs [%lld, %lld] (a rank "
+                                    "mismatch, or an adapter of another model)",
+                               path, key, (long long)en->shape[0], (long long)(en->ndim > 1 ? en->shape[1] : 1), spec.r,
+                               (long long)t->shape[0], (long long)t->shape[1]);
+            } else {
+                rc = mt_st_read_f32(f, en, out->unit[u] + t->offset, err);
+                if (!rc && mt_found_nonfinite(out->unit[u] + t->offset, t->numel))
+                    rc = mt_errorf(err, "%s: %s holds inf/NaN: refusing to import it", path, key);
+                found++;
+            }
+        }
+    for (int i = 0; i < mt_st_count(f) && !rc; i++) { /* tensors of modules this model lacks */
+            const mt_st_entry *en = mt_st_entry_at(f, i);
+            int match = 0;
+            for (int u = 0; u < out->layout.n_units && !match; u++)
+                for (int j = 0; j < out->layout.units[u].n_tensors && !match; j++) {
+                    peft_key(&cfg, out->layout.units[u].t[j].name, key, sizeof key);
+                    match = !strcmp(key, en->name);
+                }
+            if (!match)
+                rc = mt_errorf(err, "%s: tensor %s belongs to no LoRA target of this %s model (a target module the "
+                                    "model lacks, or an adapter of another model)",
+                               path, en->name, mt_family_name(cfg.family));
+        }
+    mt_st_close(f);
+    if (rc) mt_weights_free(out);
+    return rc;
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# LoRA against plain PyTorch (tests/torch_ref.py --lora: W x + b + s B A x on
+# a frozen base, no peft library). A and a non-zero B come from one peft
+# adapter directory written here, which meshtrain imports (import --format
+# peft) onto the same base: step-0 gradients of every adapter tensor to
+# 1e-5 (max abs diff / max abs), no base gradient on either side, 10 AdamW
+# steps with clipping and a cosine schedule to 1e-5 relative on the loss.
+# Then the adapter files: export -> import -> export is byte-identical, and
+# a target the model lacks, a rank mismatch and an unknown peft_type are
+# one clear line each.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+L=2; C=64; H=4; V=300; T=32; B=4; STEPS=10; R=4; ALPHA=8
+MODEL="--layers $L --dim $C --heads $H --vocab $V --seq-len $T"
+OPT="--batch $B --steps $STEPS --lr 1e-3 --warmup 3 --lr-schedule cosine --min-lr 1e-4 --grad-clip 0.5 --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8"
+$M train --train $W/text_train.bin $MODEL --steps 0 --seed 5 --ckpt-dir $W/base --log-every 0 >/dev/null
+$M export --ckpt $W/base --format safetensors --out $W/base.safetensors >/dev/null
+# the adapter: every linear of every block, A and B drawn at random (B non-zero)
+$PY - $W/adapter $L $C $R $ALPHA <<'PY'
+import json, os, struct, sys
+import numpy as np
+d, L, C, r, alpha = sys.argv[1], *map(int, sys.argv[2:])
+os.makedirs(d)
+rng = np.random.default_rng(7)
+shapes = {"attn.c_attn": (3 * C, C), "attn.c_proj": (C, C), "mlp.c_fc": (4 * C, C), "mlp.c_proj": (C, 4 * C)}
+tensors = {}
+for l in range(L):
+    for mod, (out, inp) in shapes.items():
+        k = f"base_model.model.transformer.h.{l}.{mod}"
+        tensors[k + ".lora_A.weight"] = rng.uniform(-1, 1, (r, inp)).astype(np.float32) / np.sqrt(inp)
+        tensors[k + ".lora_B.weight"] = rng.normal(0, 0.05, (out, r)).astype(np.float32)
+header, off = {}, 0
+for k, v in tensors.items():
+    header[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + v.nbytes]}
+    off += v.nbytes
+h = json.dumps(header).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+with open(f"{d}/adapter_model.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h + b"".join(v.tobytes() for v in tensors.values()))
+json.dump({"peft_type": "LORA", "r": r, "lora_alpha": alpha, "lora_dropout": 0.0, "fan_in_fan_out": True,
+           "target_modules": ["c_attn", "c_proj", "c_fc"], "bias": "none", "use_rslora": False},
+          open(f"{d}/adapter_config.json", "w"))
+PY
+$M import --format peft --in $W/adapter --base $W/base --out $W/lora >/dev/null
+$M train --train $W/text_train.bin --init-from $W/lora $OPT --data-order sequential \
+    --dump-grads $W/mt_grads.bin --metrics $W/mt.jsonl --log-every 0 >/dev/null
+$PY tests/torch_ref.py --weights $W/base.safetensors --lora $W/adapter --data $W/text_train.bin --out-json $W/ref.json \
+    --out-grads $W/ref_grads.bin --layers $L --heads $H --vocab $V --seq-len $T --batch $B --steps $STEPS \
+    --lr 1e-3 --warmup 3 --lr-schedule cosine --min-lr 1e-4 --grad-clip 0.5 --weight-decay 0.1
+$PY - "$W" $L $C $R <<'PY'
+import json, sys
+import numpy as np
+w, L, C, r = sys.argv[1], *map(int, sys.argv[2:])
+mt = [json.loads(l)["loss"] for l in open(f"{w}/mt.jsonl") if '"loss"' in l]
+ref = json.load(open(f"{w}/ref.json"))["losses"]
+assert len(mt) == len(ref) == 10, (len(mt), len(ref))
+worst = max(abs(a - b) / abs(b) for a, b in zip(mt, ref))
+print("losses meshtrain:", " ".join(f"{x:.7f}" for x in mt))
+print("losses torch:    ", " ".join(f"{x:.7f}" for x in ref))
+print(f"worst relative loss difference over 10 steps {worst:.2e}")
+assert worst <= 1e-5, "losses differ"
+g1 = np.fromfile(f"{w}/mt_grads.bin", dtype=np.float32)
+g2 = np.fromfile(f"{w}/ref_grads.bin", dtype=np.float32)
+sizes = []
+for l in range(L):
+    for mod, (out, inp) in [("attn.c_attn", (3 * C, C)), ("attn.c_proj", (C, C)), ("mlp.c_fc", (4 * C, C)), ("mlp.c_proj", (C, 4 * C))]:
+        sizes += [(f"h.{l}.{mod}.lora_A", r * inp), (f"h.{l}.{mod}.lora_B", out * r)]
+# meshtrain dumps the trainable tensors only: their sizes are the adapters' and nothing of the base
+assert g1.size == g2.size == sum(n for _, n in sizes), (g1.size, g2.size, sum(n for _, n in sizes))
+off, worst_g = 0, (0.0, "")
+for name, n in sizes:
+    a, b = g1[off:off + n].astype(np.float64), g2[off:off + n].astype(np.float64)
+    off += n
+    rel = np.abs(a - b).max() / max(np.abs(b).max(), 1e-30)
+    worst_g = max(worst_g, (rel, name))
+print(f"{len(sizes)} adapter gradients; worst {worst_g[1]}: max|diff|/max|ref| = {worst_g[0]:.2e}")
+assert worst_g[0] <= 1e-5, "adapter gradients differ"
+print("LoRA parity OK")
+PY
+# export -> import -> export: the same bytes
+$M export --ckpt $W/lora --format peft --out $W/e1 >/dev/null
+$M import --format peft --in $W/e1 --base $W/base --out $W/lora2 >/dev/null
+$M export --ckpt $W/lora2 --format peft --out $W/e2 >/dev/null
+cmp $W/e1/adapter_model.safetensors $W/e2/adapter_model.safetensors
+cmp $W/e1/adapter_config.json $W/e2/adapter_config.json
+echo "export -> import -> export: byte-identical"
+# bad adapters: one clear line each
+bad() { # name, sed expression on adapter_config.json, expected text
+    rm -rf $W/bad && cp -r $W/e1 $W/bad && sed -i "$2" $W/bad/adapter_config.json
+    if $M import --format peft --in $W/bad --base $W/base --out $W/badck 2>$W/err; then echo "$1: accepted"; exit 1; fi
+    [ "$(wc -l < $W/err)" -eq 1 ] && grep -q "$3" $W/err || { echo "$1:"; cat $W/err; exit 1; }
+    echo "$1: $(cat $W/err)"
+}
+bad "missing target" 's/"c_attn"/"q_proj"/' "names no linear module"
+bad "rank mismatch" 's/"r":4/"r":8/' "rank"
+bad "unknown peft_type" 's/"LORA"/"PREFIX_TUNING"/' "not supported"
