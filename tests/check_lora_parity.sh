@@ -98,3 +98,14 @@ bad() { # name, sed expression on adapter_config.json, expected text
 bad "missing target" 's/"c_attn"/"q_proj"/' "names no linear module"
 bad "rank mismatch" 's/"r":4/"r":8/' "rank"
 bad "unknown peft_type" 's/"LORA"/"PREFIX_TUNING"/' "not supported"
+# merge: the folded model's logits equal the adapted model's, and eval agrees
+$M merge --ckpt $W/lora --out $W/merged --data $W/text_train.bin | tee $W/merge.txt
+/usr/bin/python3 - $W/merge.txt <<'PY'
+import re, sys
+d = float(re.search(r"largest logit difference ([0-9.e+-]+)", open(sys.argv[1]).read()).group(1))
+assert d <= 1e-5, f"merged logits differ by {d}"
+PY
+a=$($M eval --ckpt $W/lora --val $W/text_val.bin --batches 4 | awk '{print $2}')
+b=$($M eval --ckpt $W/merged --val $W/text_val.bin --batches 4 | awk '{print $2}')
+echo "eval: adapted $a, merged $b"
+/usr/bin/python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); assert abs(a - b) <= 1e-6 * abs(a), (a, b)" $a $b

@@ -1,6 +1,7 @@
 /* PEFT adapter directories (see ckpt/peft.h). */
 #include "ckpt/peft.h"
 #include "adapters/adapters.h"
+#include "adapters/spec.h"
 #include "ckpt/hf_dir.h"
 #include "ckpt/safetensors.h"
 #include "core/fileio.h"
@@ -218,4 +219,40 @@ int mt_peft_import(const char *dir, const char *base, mt_weights *out, mt_error 
     mt_st_close(f);
     if (rc) mt_weights_free(out);
     return rc;
+}
+
+int mt_peft_merge(const mt_weights *w, mt_weights *out, mt_error *err) {
+    mt_model_config cfg = w->cfg;
+    memset(&cfg.adapters, 0, sizeof cfg.adapters);
+    mt_weights_alloc(out, &cfg);
+    float s = mt_lora_scale(&w->cfg.adapters);
+    for (int u = 0; u < out->layout.n_units; u++)
+        for (int i = 0; i < out->layout.units[u].n_tensors; i++) {
+            const mt_tensor *t = &out->layout.units[u].t[i];
+            float *dst = out->unit[u] + t->offset;
+            int su;
+            const mt_tensor *src = mt_layout_find_tensor(&w->layout, t->name, &su);
+            if (!src || src->numel != t->numel) {
+                mt_weights_free(out);
+                return mt_errorf(err, "merge: tensor %s is missing from the adapted model", t->name);
+            }
+            const float *from = (src->trainable ? w->unit[su] : w->frozen[su]);
+            if (!from) {
+                mt_weights_free(out);
+                return mt_errorf(err, "merge: the frozen tensors were not loaded");
+            }
+            memcpy(dst, from + src->offset, t->numel * sizeof(float));
+            if (!src->lora_a) continue;
+            const mt_unit_layout *ul = &w->layout.units[su];
+            const mt_tensor *a = mt_unit_tensor(ul, src->lora_a - 1), *b = mt_unit_tensor(ul, src->lora_b - 1);
+            const float *A = w->unit[su] + a->offset, *B = w->unit[su] + b->offset;
+            int64_t O = t->shape[0], I = t->shape[1], r = a->shape[0];
+            for (int64_t o = 0; o < O; o++)
+                for (int64_t c = 0; c < I; c++) {
+                    double acc = 0;
+                    for (int64_t k = 0; k < r; k++) acc += (double)B[o * r + k] * (double)A[k * I + c];
+                    dst[o * I + c] += (float)((double)s * acc);
+                }
+        }
+    return 0;
 }

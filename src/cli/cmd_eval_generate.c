@@ -1,6 +1,7 @@
 /* meshtrain eval / generate: run a checkpoint's model. */
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "ckpt/peft.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
 #include "models/model.h"
@@ -117,13 +118,32 @@ int mt_cli_generate(int argc, char **argv) {
                   mt_tokenizer_vocab_size(tk), info.cfg.vocab_size);
         return mt_cli_fail("generate", &err);
     }
-    mt_layout layout;
-    mt_model_layout_build(&info.cfg, 1, 0, &layout);
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model m;
-    mt_model_create(&m, &info.cfg, 1, 1, 0, &mem);
-    if (mt_model_load_checkpoint(&m, ckpt, &err)) return mt_cli_fail("generate", &err);
+    if (mt_adapter_spec_active(&info.cfg.adapters)) {
+        /* a LoRA / --freeze checkpoint: decode the merged model (the decoder reads whole weights) */
+        mt_weights w, merged;
+        mt_ckpt *ck = mt_ckpt_open(ckpt, &err);
+        if (!ck) return mt_cli_fail("generate", &err);
+        int rc = mt_weights_from_ckpt(ck, &w, &err);
+        mt_ckpt_close(ck);
+        if (rc) return mt_cli_fail("generate", &err);
+        rc = mt_weights_load_frozen(&w, &err);
+        if (!rc) rc = mt_peft_merge(&w, &merged, &err);
+        mt_weights_free(&w);
+        if (rc) return mt_cli_fail("generate", &err);
+        info.cfg = merged.cfg;
+        mt_model_create(&m, &info.cfg, 1, 1, 0, &mem);
+        for (int u = 0; u < m.layout.n_units; u++)
+            memcpy(m.params[u], merged.unit[u], m.layout.units[u].numel * sizeof(float));
+        mt_weights_free(&merged);
+    } else {
+        mt_model_create(&m, &info.cfg, 1, 1, 0, &mem);
+        if (mt_model_load_checkpoint(&m, ckpt, &err)) return mt_cli_fail("generate", &err);
+    }
+    mt_layout layout;
+    mt_model_layout_build(&info.cfg, 1, 0, &layout);
     int32_t *ptok = NULL;
     size_t np = 0;
     if (mt_tokenizer_encode(tk, (const unsigned char *)prompt, strlen(prompt), &ptok, &np, &err))

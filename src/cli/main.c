@@ -29,12 +29,13 @@ static int failed_on_every_rank(void) {
 static void usage(void) {
     puts("usage: meshtrain <command> [flags]   (meshtrain <command> --help for flags)\n"
          "commands:\n"
-         "  train       train a GPT-2 model on token shards\n"
+         "  train       train or fine-tune a model (GPT-2, Llama; LoRA with --peft lora) on token shards\n"
          "  eval        validation loss of a checkpoint\n"
          "  generate    sample text from a checkpoint\n"
          "  tokenize    text files -> llm.c token shards (byte or GPT-2 BPE)\n"
-         "  export      checkpoint -> safetensors (Hugging Face GPT-2 names) or llm.c model file\n"
-         "  import      safetensors / llm.c model file -> checkpoint\n"
+         "  export      checkpoint -> Hugging Face directory, safetensors, llm.c model file, or PEFT adapter\n"
+         "  import      Hugging Face directory / safetensors / llm.c file / PEFT adapter (onto --base) -> checkpoint\n"
+         "  merge       fold a LoRA (or --freeze) checkpoint into its base: a checkpoint of the whole model\n"
          "  ckpt        verify a checkpoint's checksums, or print what it holds (ckpt verify|info CKPT)\n"
          "  bench-comm  collective bandwidth (run under mpirun)\n"
          "  schedule    print and check a pipeline schedule (timeline, bubble, activation peaks)\n"
@@ -58,6 +59,7 @@ int main(int argc, char **argv) {
         {"tokenize", mt_cli_tokenize, 0}, {"export", mt_cli_export, 0}, {"import", mt_cli_import, 0},
         {"bench-comm", mt_cli_bench_comm, 1},      {"schedule", mt_cli_schedule, 0},
         {"ckpt", mt_cli_ckpt, 0},         {"plot", mt_cli_plot, 0},         {"plan", mt_cli_plan, 0},
+        {"merge", mt_cli_merge, 0},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name)) continue;

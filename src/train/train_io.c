@@ -317,6 +317,10 @@ int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err) {
     const mt_layout *l = &m->layout;
     int rc = check_shapes(ck, l, "model/", dir, err);
     for (int u = 0; u < l->n_units && !rc; u++) rc = read_local(ck, l, u, "model/", 0, l->units[u].numel, m->params[u], err);
+    const char *bdir = NULL; /* a PEFT / --freeze checkpoint: the frozen tensors are its base's */
+    if (!rc && l->total_frozen && mt_json_get(mt_ckpt_state(ck), "base") &&
+        mt_json_get_string(mt_ckpt_state(ck), "base", &bdir, err) == 0)
+        rc = read_frozen(m, bdir, err);
     mt_ckpt_close(ck);
     return rc;
 }
