@@ -13,9 +13,16 @@ typedef struct {
 /* Appends the file's settings to out as "--key=value" flags; one error line
  * naming the file, line and key for an unknown section or key. */
 int mt_config_file_read(const char *path, mt_config_args *out, mt_error *err);
+/* The same for a YAML text in memory (a checkpoint's run config); name
+ * stands for the file in errors. */
+int mt_config_text_read(const char *text, const char *name, mt_config_args *out, mt_error *err);
 void mt_config_args_free(mt_config_args *a);
 /* The effective value of every flag that has a section, as YAML that
  * mt_config_file_read reads back to the same values. */
 void mt_config_print(FILE *f, const mt_arg *spec, int nspec);
+/* The text a checkpoint stores (malloc'd; NULL with err): the same YAML
+ * without the settings of one invocation (resume, allow-schedule-change,
+ * init-from) and with a header naming it. */
+char *mt_config_run_text(const mt_arg *spec, int nspec, mt_error *err);
 
 #endif
