@@ -164,10 +164,22 @@ static int check_against_checkpoint(const mt_arg *spec, int nspec, const model_f
 
 static int train_command(int argc, char **argv, const char *stored_from);
 
+/* A stored "--name=N" setting, or 1 if absent. */
+static long stored_size(const mt_config_args *conf, const char *name) {
+    size_t n = strlen(name);
+    for (int i = 0; i < conf->n; i++)
+        if (!strncmp(conf->v[i], "--", 2) && !strncmp(conf->v[i] + 2, name, n) && conf->v[i][2 + n] == '=')
+            return strtol(conf->v[i] + 3 + n, NULL, 10);
+    return 1;
+}
+
 /* --resume: the checkpoint's stored run config (if any) goes first in the
  * argument list, so that --config's settings and the flags override it, and
- * train runs with that list. A checkpoint that cannot be opened is left to
- * the trainer's own message; one saved before run configs were stored
+ * train runs with that list. The layout (the parallel section) is taken
+ * whole: the stored one when no parallel flag is given and it fits this
+ * job's processes, else the one the flags give (their defaults for the
+ * rest), as on any resume before. A checkpoint that cannot be opened is left
+ * to the trainer's own message; one saved before run configs were stored
  * resumes with the flags given, as it always did. */
 static int train_with_stored_config(int argc, char **argv, const char *dir, int resume_auto, int quiet, int rank) {
     mt_error err = {{0}};
@@ -205,12 +217,27 @@ static int train_with_stored_config(int argc, char **argv, const char *dir, int 
         return rank ? 1 : mt_cli_fail("train", &err);
     }
     free(text);
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    long dp = stored_size(&conf, "dp"), tp = stored_size(&conf, "tp"), pp = stored_size(&conf, "pp");
+    char line[MT_ERROR_LEN + 256];
+    int n = snprintf(line, sizeof line, "settings from %s, the run config stored in the checkpoint (--config and flags "
+                                        "given override them", path);
+    if (mt_config_args_set_section(argv + 1, argc - 1, "parallel")) {
+        mt_config_args_drop_section(&conf, "parallel");
+        n += snprintf(line + n, sizeof line - (size_t)n, "; the layout is the one the flags give");
+    } else if (dp * tp * pp != world) {
+        mt_config_args_drop_section(&conf, "parallel");
+        n += snprintf(line + n, sizeof line - (size_t)n, "; its layout dp %ld x tp %ld x pp %ld does not fit %d "
+                      "process%s: the default layout, or the one the flags give", dp, tp, pp, world, world > 1 ? "es" : "");
+    }
+    snprintf(line + n, sizeof line - (size_t)n, ")");
     char **args = mt_xcalloc((size_t)argc + (size_t)conf.n + 1, sizeof *args, "argument list");
     int nargs = 0;
     args[nargs++] = argv[0];
     for (int i = 0; i < conf.n; i++) args[nargs++] = conf.v[i];
     for (int i = 1; i < argc; i++) args[nargs++] = argv[i];
-    int rc = train_command(nargs, args, path);
+    int rc = train_command(nargs, args, line);
     free(args);
     free(path);
     mt_config_args_free(&conf);
@@ -218,7 +245,7 @@ static int train_with_stored_config(int argc, char **argv, const char *dir, int 
 }
 
 /* stored_from: NULL before the checkpoint's run config was looked for; then
- * the file it came from, or "" for none. */
+ * the line that says where the settings came from, or "" for none. */
 static int train_command(int argc, char **argv, const char *stored_from) {
     mt_train_opts o;
     mt_train_opts_defaults(&o);
@@ -363,9 +390,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         if (rank == 0) mt_args_usage("train", "--train FILE [--val FILE] [flags]", spec, NARGS(spec));
         return 0;
     }
-    if (rank == 0 && stored_from && *stored_from)
-        printf("settings from %s, the run config stored in the checkpoint (--config and flags given override them)\n",
-               stored_from);
+    if (rank == 0 && stored_from && *stored_from) printf("%s\n", stored_from);
     o.seed = (uint64_t)seed;
     if (mt_opt_kind_parse(optimizer, &o.opt.kind, &err) || mt_lr_kind_parse(schedule, &o.lr.kind, &err) ||
         mt_data_order_parse(order, &o.order, &err) || mt_pp_kind_parse(pp_schedule, &o.pp_schedule, &err) ||

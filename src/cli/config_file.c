@@ -149,6 +149,43 @@ int mt_config_file_read(const char *path, mt_config_args *out, mt_error *err) {
     return rc;
 }
 
+/* The flag name of "--name[=value]", in buf. */
+static const char *arg_name(const char *arg, char *buf, size_t cap) {
+    if (strncmp(arg, "--", 2)) return NULL;
+    size_t n = strcspn(arg + 2, "=");
+    if (n >= cap) return NULL;
+    memcpy(buf, arg + 2, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+static int section_index(const char *section) {
+    for (int s = 0; s < N_SECTIONS; s++)
+        if (!strcmp(sections[s].section, section)) return s;
+    return -1;
+}
+
+int mt_config_args_set_section(char *const *args, int n, const char *section) {
+    int sec = section_index(section);
+    char b[64];
+    for (int i = 0; i < n && sec >= 0; i++) {
+        const char *name = arg_name(args[i], b, sizeof b);
+        if (name && section_of(name) == sec) return 1;
+    }
+    return 0;
+}
+
+void mt_config_args_drop_section(mt_config_args *a, const char *section) {
+    int sec = section_index(section), k = 0;
+    char b[64];
+    for (int i = 0; i < a->n; i++) {
+        const char *name = arg_name(a->v[i], b, sizeof b);
+        if (sec >= 0 && name && section_of(name) == sec) free(a->v[i]);
+        else a->v[k++] = a->v[i];
+    }
+    a->n = k;
+}
+
 int mt_config_text_read(const char *text, const char *name, mt_config_args *out, mt_error *err) {
     yaml_parser_t p;
     if (!yaml_parser_initialize(&p)) return mt_errorf(err, "out of memory starting the YAML parser");
