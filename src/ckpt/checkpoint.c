@@ -1145,10 +1145,10 @@ int mt_ckpt_verify_pieces(const mt_ckpt *ck, mt_error *err) {
 
 const char *mt_ckpt_run_config_file(const mt_ckpt *ck) { return ck->run_config; }
 
-/* "checkpoint DIR: its run config FILE <what>: restore it, or ..." */
-static int run_config_error(const mt_ckpt *ck, const char *path, const char *what, mt_error *err) {
-    return mt_errorf(err, "checkpoint %s: its run config %s %s: restore the file, or resume with "
-                          "--ignore-stored-config and the run's flags", ck->dir, path, what);
+/* "DIR/config-N.yaml (the checkpoint's run config) <what>: restore it, or ..." */
+static int run_config_error(const char *path, const char *what, mt_error *err) {
+    return mt_errorf(err, "%s (the checkpoint's run config) %s: restore the file, or resume with "
+                          "--ignore-stored-config and the run's flags", path, what);
 }
 
 int mt_ckpt_read_run_config(const mt_ckpt *ck, char **text, mt_error *err) {
@@ -1161,14 +1161,14 @@ int mt_ckpt_read_run_config(const mt_ckpt *ck, char **text, mt_error *err) {
     if (fd < 0) {
         snprintf(what, sizeof what, "cannot be opened: %s%s", strerror(errno),
                  errno == ENOENT ? " (missing: the checkpoint is incomplete)" : "");
-        run_config_error(ck, path, what, err);
+        run_config_error(path, what, err);
     } else if (fstat(fd, &st) != 0) {
         snprintf(what, sizeof what, "cannot be inspected: %s", strerror(errno));
-        run_config_error(ck, path, what, err);
+        run_config_error(path, what, err);
     } else if ((uint64_t)st.st_size != ck->run_config_bytes) {
         snprintf(what, sizeof what, "is %lld bytes but the manifest says %" PRIu64 " (changed after the save)",
                  (long long)st.st_size, ck->run_config_bytes);
-        run_config_error(ck, path, what, err);
+        run_config_error(path, what, err);
     } else {
         size_t n = (size_t)ck->run_config_bytes;
         buf = mt_xmalloc(n + 1, "checkpoint run config");
@@ -1176,13 +1176,13 @@ int mt_ckpt_read_run_config(const mt_ckpt *ck, char **text, mt_error *err) {
         uint64_t got = 0;
         if (mt_pread_all(fd, buf, n, 0, path, &e)) {
             snprintf(what, sizeof what, "cannot be read: %s", e.msg);
-            run_config_error(ck, path, what, err);
+            run_config_error(path, what, err);
         } else if ((got = mt_ckpt_checksum(buf, n)) != ck->run_config_sum) {
             snprintf(what, sizeof what, "was changed after the save (checksum " CHECKSUM_PREFIX "%016" PRIx64
                      ", the manifest says " CHECKSUM_PREFIX "%016" PRIx64 ")", got, ck->run_config_sum);
-            run_config_error(ck, path, what, err);
+            run_config_error(path, what, err);
         } else if (strlen(buf) != n) {
-            run_config_error(ck, path, "holds a NUL byte (not a YAML text)", err);
+            run_config_error(path, "holds a NUL byte (not a YAML text)", err);
         } else {
             rc = 0;
         }
