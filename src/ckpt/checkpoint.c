@@ -1059,11 +1059,6 @@ mt_ckpt *mt_ckpt_open_ex(const char *dir, unsigned flags, mt_error *err) {
     if (parse_manifest(ck, mpath, err)) goto fail;
     int verify = !(flags & (MT_CKPT_NO_VERIFY | MT_CKPT_LAZY_VERIFY)) || ((flags & MT_CKPT_LAZY_VERIFY) && ck->version < 2);
     if (open_and_verify_files(ck, verify, err)) goto fail;
-    if (verify) {
-        char *cfg = NULL;
-        if (mt_ckpt_read_run_config(ck, &cfg, err) < 0) goto fail;
-        free(cfg);
-    }
     mt_json_writer w;
     mt_jw_init(&w);
     if (emit_json(&w, ck->state, 0, &e)) {

@@ -36,8 +36,8 @@
  * each piece's checksum covers its bytes, so a reader that reads only some
  * pieces still verifies everything it reads (once per piece); each file's
  * checksum covers the whole file (padding included) and is checked by
- * mt_ckpt_open and `meshtrain ckpt verify`; so is the run config's (and
- * mt_ckpt_read_run_config checks it again on every read). "run_config" is
+ * mt_ckpt_open and `meshtrain ckpt verify`; the run config's by every
+ * mt_ckpt_read_run_config (`ckpt verify`, a resume). "run_config" is
  * optional and older readers ignore it: checkpoints saved without it (before
  * it existed, or by mt_ckpt_save) stay valid. Version 1 manifests (no manifest
  * or piece checksums, a single file) stay readable: their files are

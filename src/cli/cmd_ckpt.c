@@ -5,6 +5,7 @@
  * tensor group). File tools: no MPI. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ckpt/checkpoint.h"
 #include "cli/args.h"
@@ -19,10 +20,12 @@ static void usage(void) {
 static int verify(const char *dir) {
     mt_error err = {{0}};
     mt_ckpt *ck = mt_ckpt_open(dir, &err); /* manifest checksum and structure, whole-file checksums */
-    if (!ck || mt_ckpt_verify_pieces(ck, &err)) {
+    char *conf = NULL;
+    if (!ck || mt_ckpt_verify_pieces(ck, &err) || mt_ckpt_read_run_config(ck, &conf, &err) < 0) {
         mt_ckpt_close(ck);
         return mt_cli_fail("ckpt verify", &err);
     }
+    free(conf);
     uint64_t total = 0, b;
     for (int i = 0; i < mt_ckpt_n_files(ck); i++)
         if (mt_ckpt_file(ck, i, NULL, &b) == 0) total += b;
