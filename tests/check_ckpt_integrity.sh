@@ -23,6 +23,7 @@ W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 bash tests/corpus.sh $W/corpus.txt
 $M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null
 T="--train $W/d_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 --lr 1e-3 --log-every 0"
+# (a resume in one process says --dp 1: the checkpoint's stored settings say dp 2)
 $MPI -np 2 $M train $T --steps 3 --dp 2 --zero 1 --ckpt-dir $W/good >/dev/null
 $M ckpt verify $W/good >/dev/null
 expect_failure() { # WANT COMMAND...: fails with one error line containing WANT
@@ -60,7 +61,7 @@ fresh; $TAMPER piece $MAN $H 0 offset 1048576
 expect_failure "lie outside tensors-000003-r0000" $M ckpt verify $W/bad
 fresh; $TAMPER shape $MAN $H 64,192
 expect_failure "tensor 'model/h.0.attn.c_attn.weight' has shape \[64, 192\], the model needs \[192, 64\]" \
-    $M train $T --steps 4 --ckpt-dir $W/bad --resume
+    $M train $T --steps 4 --ckpt-dir $W/bad --resume --dp 1
 expect_failure "has shape \[64, 192\], the model needs \[192, 64\]" $M eval --ckpt $W/bad --val $W/d_val.bin
 expect_failure "has shape \[64, 192\] but the checkpoint's config implies \[192, 64\]" \
     $M export --ckpt $W/bad --format safetensors --out $W/x.safetensors
@@ -93,7 +94,7 @@ $TAMPER safetensors $W/big.safetensors
   expect_failure "tensor 'model/wte.weight' has shape \[256, 64\], the model needs \[256, 8192\]" \
       $M eval --ckpt $W/bad --val $W/d_val.bin
   expect_failure "tensor 'model/wte.weight' has shape \[256, 64\], the model needs \[256, 8192\]" \
-      $M train $T --steps 4 --ckpt-dir $W/bad --resume
+      $M train $T --steps 4 --ckpt-dir $W/bad --resume --dp 1
   expect_failure "has shape \[256, 64\] but the checkpoint's config implies \[256, 8192\]" \
       $M export --ckpt $W/bad --format safetensors --out $W/x.safetensors
   # a Hugging Face directory whose config.json claims 4000 layers of width 8192

@@ -53,3 +53,23 @@ FREEZE=(--freeze '^(wte|wpe|h\.0\.)')
 run f1 1 gpt2 "${FREEZE[@]}"
 run f_dp2tp2 4 gpt2 "${FREEZE[@]}" --dp 2 --tp 2 --zero 1
 compare f1 f_dp2tp2
+# a LoRA run resumed from its checkpoint (adapters and their optimizer state only; the base by
+# reference) continues bitwise: 10 steps, then `train --resume DIR --steps 20` alone
+mpirun -n 2 $M train --train $W/text_train.bin --batch 8 --micro-batch 2 --steps 10 --lr 3e-3 --data-order sequential \
+    --log-every 0 --init-from $W/gpt2 $LORA --dp 2 --zero 3 --ckpt-dir $W/rck >/dev/null
+/usr/bin/python3 - $W/rck/manifest.json <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+names = [t["name"] for t in m["tensors"]]
+assert names and all(".lora_" in n for n in names), names[:5]   # adapters and their AdamW moments, nothing of the base
+assert m["state"]["base"].endswith("/gpt2"), m["state"].get("base")
+print(f"checkpoint: {len(names)} tensors, all adapters; base {m['state']['base']}")
+PY
+mpirun -n 2 $M train --resume $W/rck --steps 20 --metrics $W/resumed.jsonl >$W/resumed.log 2>&1 || { tail -5 $W/resumed.log; exit 1; }
+/usr/bin/python3 - $W/g_zero3.jsonl $W/resumed.jsonl <<'PY'
+import json, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l]
+b = [json.loads(l)["loss"] for l in open(sys.argv[2]) if '"loss"' in l]
+assert a[10:] == b[-10:], (a[10:], b[-10:])
+print("resumed LoRA run: steps 11-20 bitwise equal to the uninterrupted run")
+PY

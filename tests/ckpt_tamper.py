@@ -7,6 +7,8 @@ can catch the edit. Also writes hostile llm.c and safetensors headers.
   ckpt_tamper.py piece MANIFEST TENSOR INDEX FIELD VALUE   (then reseals)
   ckpt_tamper.py shape MANIFEST TENSOR D0,D1               (then reseals)
   ckpt_tamper.py config MANIFEST KEY VALUE                 the state's model config (then reseals)
+  ckpt_tamper.py drop MANIFEST KEY                         removes a top-level key (then reseals): e.g.
+                                                           run_config, as a checkpoint saved before it existed
   ckpt_tamper.py llmc OUT        a 1 KB llm.c file whose header claims ~51 G parameters
   ckpt_tamper.py safetensors OUT a 512 KB safetensors header naming 4000 layers
 """
@@ -71,6 +73,11 @@ def main():
         path, key, value = sys.argv[2:5]
         m = json.load(open(path))
         m["state"]["config"][key] = int(value)
+        write_sealed(path, m)
+    elif cmd == "drop":
+        path, key = sys.argv[2:4]
+        m = json.load(open(path))
+        del m[key]
         write_sealed(path, m)
     elif cmd == "llmc":
         # maxT 1024, V 50257, L 48, heads 16, C 9216, Vp 50304: ~49 G parameters

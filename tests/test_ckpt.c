@@ -1,6 +1,7 @@
 /* Checkpoints: round trip, element-range reads across pieces (resharding),
  * crash simulation at every phase of an atomic save, and rejection of
- * corrupted, truncated and malformed checkpoints with specific messages. */
+ * corrupted, truncated and malformed checkpoints with specific messages;
+ * the run config saved beside a checkpoint (named per save, checked on read). */
 #include "ckpt/checkpoint.h"
 #include "testlib.h"
 #include <dirent.h>
@@ -410,6 +411,63 @@ static void test_multi_piece(void) {
     mt_ckpt_close(ck);
 }
 
+/* One multi-writer save of step `step` holding tensor "w" (4 floats) and,
+ * when conf is given, a run config. */
+static int save_with_config(const char *dir, int64_t step, const char *conf, mt_error *e) {
+    char base[96], name[128];
+    float w[4] = {1, 2, 3, 4};
+    if (mt_ckpt_data_base(dir, step, base, sizeof base, e)) return -1;
+    snprintf(name, sizeof name, "%s-r00000.bin", base);
+    mt_ckpt_file_writer *fw = mt_ckpt_file_begin(dir, name, e);
+    mt_ckpt_file_entry fe;
+    int rc = fw && !mt_ckpt_file_put(fw, 0, 0, w, 4, e) && !mt_ckpt_file_finish(fw, &fe, e) ? 0 : -1;
+    mt_ckpt_text_entry te;
+    if (!rc && conf) {
+        mt_ckpt_run_config_name(base, name, sizeof name);
+        rc = mt_ckpt_write_text(dir, name, conf, &te, e);
+    }
+    mt_ckpt_decl d = {"w", 1, {4, 1, 1, 1}};
+    if (!rc) rc = mt_ckpt_write_manifest(dir, step, "{}", NULL, &d, 1, &fe, 1, conf ? &te : NULL, e);
+    mt_ckpt_file_free(fw);
+    return rc;
+}
+
+/* The run config beside a checkpoint: named after the data stem, read back
+ * exactly, the previous save's removed with its data, a changed or missing
+ * file refused on read, none listed = 1. */
+static void test_run_config(void) {
+    char dir[300], p[400];
+    snprintf(dir, sizeof dir, "%s/conf", g_root);
+    mt_error e = {{0}};
+    const char *c3 = "schedule:\n  steps: 3\n", *c4 = "schedule:\n  steps: 4\n";
+    CHECK(save_with_config(dir, 3, c3, &e) == 0, "%s", e.msg);
+    snprintf(p, sizeof p, "%s/config-000099.yaml.tmp.123", dir); /* a crashed save's leftover */
+    wr(p, "x", 1);
+    snprintf(p, sizeof p, "%s/config-notes.yaml", dir); /* not a name the writer uses: kept */
+    wr(p, "x", 1);
+    CHECK(save_with_config(dir, 4, c4, &e) == 0, "%s", e.msg);
+    CHECK(count_files(dir, "config-0") == 1, "old run configs removed (%d left)", count_files(dir, "config-0"));
+    CHECK(count_files(dir, "config-notes") == 1, "a user's file is kept");
+    mt_ckpt *ck = mt_ckpt_open(dir, &e);
+    CHECK(ck != NULL, "%s", e.msg);
+    if (!ck) return;
+    char *text = NULL;
+    CHECK(!strcmp(mt_ckpt_run_config_file(ck), "config-000004.yaml"), "name %s", mt_ckpt_run_config_file(ck));
+    CHECK(mt_ckpt_read_run_config(ck, &text, &e) == 0 && text && !strcmp(text, c4), "read back: %s", e.msg);
+    free(text);
+    snprintf(p, sizeof p, "%s/config-000004.yaml", dir);
+    wr(p, "schedule:\n  steps: 5\n", strlen(c4)); /* same size, other bytes */
+    CHECK(mt_ckpt_read_run_config(ck, &text, &e) == -1 && strstr(e.msg, "was changed after the save") && !text,
+          "changed: %s", e.msg);
+    unlink(p);
+    CHECK(mt_ckpt_read_run_config(ck, &text, &e) == -1 && strstr(e.msg, "missing"), "missing: %s", e.msg);
+    mt_ckpt_close(ck);
+    CHECK(save_with_config(dir, 5, NULL, &e) == 0, "%s", e.msg);
+    ck = mt_ckpt_open(dir, &e);
+    CHECK(ck && !mt_ckpt_run_config_file(ck) && mt_ckpt_read_run_config(ck, &text, &e) == 1 && !text, "none listed");
+    mt_ckpt_close(ck);
+}
+
 /* A checksum change confined to one word is always seen; the checksum
  * depends on length and position. */
 static void test_checksum(void) {
@@ -438,9 +496,10 @@ int main(void) {
     test_crash_phases();
     test_corruption();
     test_multi_piece();
+    test_run_config();
     for (int i = 0; i < NT; i++) free(g_data[i]);
     /* clean up the scratch tree (two levels are enough) */
-    const char *subs[] = {"a/b", "a", "empty", "val", "crash", "good", "bad", "multi"};
+    const char *subs[] = {"a/b", "a", "empty", "val", "crash", "good", "bad", "multi", "conf"};
     char p[400];
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", g_root, subs[i]);

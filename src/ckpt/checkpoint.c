@@ -23,6 +23,9 @@ int mt_ckpt_test_crash_after = 0;
 #define MANIFEST_SUM_KEY "manifest_checksum"
 #define CHECKSUM_PREFIX "fnv1a64x4:"
 #define DATA_PREFIX "tensors-"
+#define CONFIG_PREFIX "config-"
+#define CONFIG_SUFFIX ".yaml"
+#define MAX_RUN_CONFIG_BYTES ((uint64_t)1 << 20)
 #define ALIGN_BYTES 64
 #define MAX_MANIFEST_BYTES ((size_t)256 << 20)
 #define IO_CHUNK ((size_t)8 << 20)
@@ -237,7 +240,10 @@ static void cleanup_dir(const char *dir, const char *const *keep, int nkeep) {
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         const char *nm = e->d_name;
-        int ours = strncmp(nm, DATA_PREFIX, strlen(DATA_PREFIX)) == 0 || strncmp(nm, MANIFEST_TMP, strlen(MANIFEST_TMP)) == 0;
+        size_t cl = strlen(CONFIG_PREFIX);
+        int config = strncmp(nm, CONFIG_PREFIX, cl) == 0 && nm[cl] >= '0' && nm[cl] <= '9' && strstr(nm, CONFIG_SUFFIX);
+        int ours = strncmp(nm, DATA_PREFIX, strlen(DATA_PREFIX)) == 0 || strncmp(nm, MANIFEST_TMP, strlen(MANIFEST_TMP)) == 0 ||
+                   config;
         if (!ours || is_kept(nm, keep, nkeep)) continue;
         char *p = path_join(dir, nm);
         if (unlink(p) != 0)
@@ -380,6 +386,35 @@ void mt_ckpt_file_free(mt_ckpt_file_writer *w) {
     free(w);
 }
 
+void mt_ckpt_run_config_name(const char *base, char *name, size_t cap) {
+    size_t dl = strlen(DATA_PREFIX);
+    const char *stem = strncmp(base, DATA_PREFIX, dl) == 0 ? base + dl : base;
+    snprintf(name, cap, CONFIG_PREFIX "%s" CONFIG_SUFFIX, stem);
+}
+
+int mt_ckpt_write_text(const char *dir, const char *name, const char *text, mt_ckpt_text_entry *out, mt_error *err) {
+    if (!valid_file_name_z(name) || strlen(name) >= sizeof out->name)
+        return mt_errorf(err, "checkpoint save: '%s' is not a plain file name", name ? name : "(null)");
+    size_t n = strlen(text);
+    if (n > MAX_RUN_CONFIG_BYTES)
+        return mt_errorf(err, "checkpoint save: the run config is %zu bytes, more than the %" PRIu64 "-byte limit", n,
+                         MAX_RUN_CONFIG_BYTES);
+    char *path = path_join(dir, name), *tmp = NULL;
+    FILE *f = mt_fopen_temp(path, &tmp, err);
+    int rc = f ? 0 : -1;
+    if (f) {
+        int failed = n && fwrite(text, 1, n, f) != n;
+        if (failed) mt_errorf(err, "writing %s failed: %s (is the disk full?)", tmp, strerror(errno));
+        rc = mt_fcommit_temp(f, tmp, path, failed, err);
+    }
+    free(path);
+    if (rc) return -1;
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->bytes = n;
+    out->checksum = mt_ckpt_checksum(text, n);
+    return 0;
+}
+
 static int cmp_piece_ref(const void *a, const void *b) {
     const mt_ckpt_piece *x = *(const mt_ckpt_piece *const *)a, *y = *(const mt_ckpt_piece *const *)b;
     if (x->tensor != y->tensor) return x->tensor < y->tensor ? -1 : 1;
@@ -393,7 +428,8 @@ static void jw_checksum(mt_json_writer *w, uint64_t h) {
 }
 
 int mt_ckpt_write_manifest(const char *dir, int64_t step, const char *state_json, const char *saved_with_json,
-                           const mt_ckpt_decl *decls, int nt, const mt_ckpt_file_entry *files, int nf, mt_error *err) {
+                           const mt_ckpt_decl *decls, int nt, const mt_ckpt_file_entry *files, int nf,
+                           const mt_ckpt_text_entry *run_config, mt_error *err) {
     if (step < 0) return mt_errorf(err, "checkpoint save: step %" PRId64 " is negative", step);
     if (!state_json) state_json = "{}";
     mt_error perr;
@@ -467,6 +503,14 @@ int mt_ckpt_write_manifest(const char *dir, int64_t step, const char *state_json
         mt_jw_key(&w, "saved_with");
         if (emit_json(&w, mt_json_root(saved), 0, err)) goto out;
     }
+    if (run_config) {
+        mt_jw_key(&w, "run_config");
+        mt_jw_begin_object(&w);
+        mt_jw_key(&w, "name"); mt_jw_string(&w, run_config->name);
+        mt_jw_key(&w, "bytes"); mt_jw_int(&w, (int64_t)run_config->bytes);
+        mt_jw_key(&w, "checksum"); jw_checksum(&w, run_config->checksum);
+        mt_jw_end_object(&w);
+    }
     mt_jw_key(&w, "files");
     mt_jw_begin_array(&w);
     for (int f = 0; f < nf; f++) {
@@ -535,9 +579,10 @@ int mt_ckpt_write_manifest(const char *dir, int64_t step, const char *state_json
     if (crash_here(4, err)) goto out;
     /* The previous step's data and any crash leftovers go. */
     {
-        const char **keep = mt_xmalloc((size_t)(nf ? nf : 1) * sizeof *keep, "checkpoint file names");
+        const char **keep = mt_xmalloc((size_t)(nf + 1) * sizeof *keep, "checkpoint file names");
         for (int f = 0; f < nf; f++) keep[f] = files[f].name;
-        cleanup_dir(dir, keep, nf);
+        if (run_config) keep[nf] = run_config->name;
+        cleanup_dir(dir, keep, nf + (run_config != NULL));
         free((void *)keep);
     }
     rc = 0;
@@ -593,7 +638,7 @@ int mt_ckpt_save(const char *dir, int64_t step, const char *state_json, const mt
     }
     for (int i = 0; i < n && !rc; i++) rc = mt_ckpt_file_put(fw, i, 0, tensors[i].data, tensors[i].numel, err);
     if (!rc) rc = mt_ckpt_file_finish(fw, &fe, err);
-    if (!rc) rc = mt_ckpt_write_manifest(dir, step, state_json, NULL, decls, n, &fe, 1, err);
+    if (!rc) rc = mt_ckpt_write_manifest(dir, step, state_json, NULL, decls, n, &fe, 1, NULL, err);
     /* a failed save leaves no new data file behind (the crash hooks excepted) */
     if (rc && fw && fw->renamed && mt_ckpt_test_crash_after == 0) unlink(fw->path);
     mt_ckpt_file_free(fw);
@@ -642,6 +687,8 @@ struct mt_ckpt {
     int ntensors;
     ck_tensor *tensors;
     const ck_tensor **sorted; /* tensors sorted by name */
+    const char *run_config;   /* "run_config": its file name, or NULL */
+    uint64_t run_config_bytes, run_config_sum;
 };
 
 void mt_ckpt_close(mt_ckpt *ck) {
@@ -812,6 +859,21 @@ static int parse_manifest(mt_ckpt *ck, const char *mpath, mt_error *err) {
     ck->state = mt_json_get(r, "state");
     if (!ck->state || ck->state->type != MT_JSON_OBJECT)
         return mt_errorf(err, "%s: 'state' is missing or not an object", mpath);
+
+    const mt_json *rcf = mt_json_get(r, "run_config");
+    if (rcf) {
+        const mt_json *nm = mt_json_get(rcf, "name");
+        const char *sum;
+        if (rcf->type != MT_JSON_OBJECT || !nm || nm->type != MT_JSON_STRING || !valid_file_name(nm->str, nm->str_len))
+            return mt_errorf(err, "%s: run_config is not an object with a plain file name", mpath);
+        ck->run_config = nm->str;
+        if (get_u64(rcf, "bytes", &ck->run_config_bytes, "run_config", &e)) return mt_errorf(err, "%s: %s", mpath, e.msg);
+        if (ck->run_config_bytes > MAX_RUN_CONFIG_BYTES)
+            return mt_errorf(err, "%s: run_config: %" PRIu64 " bytes is implausible", mpath, ck->run_config_bytes);
+        if (mt_json_get_string(rcf, "checksum", &sum, &e)) return mt_errorf(err, "%s: run_config: %s", mpath, e.msg);
+        if (parse_checksum(sum, &ck->run_config_sum))
+            return mt_errorf(err, "%s: run_config.checksum '%.40s' is not of the form fnv1a64x4:<16 hex digits>", mpath, sum);
+    }
 
     const mt_json *files = mt_json_get(r, "files");
     if (!files || files->type != MT_JSON_ARRAY) return mt_errorf(err, "%s: 'files' is missing or not an array", mpath);
@@ -1074,6 +1136,57 @@ int mt_ckpt_verify_pieces(const mt_ckpt *ck, mt_error *err) {
             if (p->has_sum && verify_piece(ck, &ck->tensors[i], p, err)) return -1;
         }
     return 0;
+}
+
+const char *mt_ckpt_run_config_file(const mt_ckpt *ck) { return ck->run_config; }
+
+/* "DIR/config-N.yaml (the checkpoint's run config) <what>: restore it, or ..." */
+static int run_config_error(const char *path, const char *what, mt_error *err) {
+    return mt_errorf(err, "%s (the checkpoint's run config) %s: restore the file, or resume with "
+                          "--ignore-stored-config and the run's flags", path, what);
+}
+
+int mt_ckpt_read_run_config(const mt_ckpt *ck, char **text, mt_error *err) {
+    *text = NULL;
+    if (!ck->run_config) return 1;
+    char *path = path_join(ck->dir, ck->run_config), *buf = NULL, what[MT_ERROR_LEN + 64];
+    int rc = -1, fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    mt_error e;
+    if (fd < 0) {
+        snprintf(what, sizeof what, "cannot be opened: %s%s", strerror(errno),
+                 errno == ENOENT ? " (missing: the checkpoint is incomplete)" : "");
+        run_config_error(path, what, err);
+    } else if (fstat(fd, &st) != 0) {
+        snprintf(what, sizeof what, "cannot be inspected: %s", strerror(errno));
+        run_config_error(path, what, err);
+    } else if ((uint64_t)st.st_size != ck->run_config_bytes) {
+        snprintf(what, sizeof what, "is %lld bytes but the manifest says %" PRIu64 " (changed after the save)",
+                 (long long)st.st_size, ck->run_config_bytes);
+        run_config_error(path, what, err);
+    } else {
+        size_t n = (size_t)ck->run_config_bytes;
+        buf = mt_xmalloc(n + 1, "checkpoint run config");
+        buf[n] = '\0';
+        uint64_t got = 0;
+        if (mt_pread_all(fd, buf, n, 0, path, &e)) {
+            snprintf(what, sizeof what, "cannot be read: %s", e.msg);
+            run_config_error(path, what, err);
+        } else if ((got = mt_ckpt_checksum(buf, n)) != ck->run_config_sum) {
+            snprintf(what, sizeof what, "was changed after the save (checksum " CHECKSUM_PREFIX "%016" PRIx64
+                     ", the manifest says " CHECKSUM_PREFIX "%016" PRIx64 ")", got, ck->run_config_sum);
+            run_config_error(path, what, err);
+        } else if (strlen(buf) != n) {
+            run_config_error(path, "holds a NUL byte (not a YAML text)", err);
+        } else {
+            rc = 0;
+        }
+    }
+    if (fd >= 0) close(fd);
+    free(path);
+    if (rc) free(buf);
+    else *text = buf;
+    return rc;
 }
 
 int mt_ckpt_version(const mt_ckpt *ck) { return ck->version; }

@@ -4,11 +4,15 @@
  *   manifest.json                 the only file a reader starts from
  *   tensors-<step>-r<rank>.bin    raw little-endian f32 data, one file per
  *                                 writing rank (a single writer: tensors-<step>.bin)
+ *   config-<step>.yaml            optional: the settings of the run that saved
+ *                                 it (train's YAML, cli/config_file.h)
  *
  * manifest.json (format version 2):
  *   { "format": "meshtrain-checkpoint", "version": 2, "step": 10,
  *     "state": { ...caller's JSON object: "config", "step", data position, seeds... },
  *     "saved_with": { ...optional: the layout that wrote it (dp, tp, pp, zero...) },
+ *     "run_config": { ...optional: "name": "config-000010.yaml", "bytes": 812,
+ *                     "checksum": "fnv1a64x4:..." },
  *     "files": [ { "name": "tensors-000010-r00000.bin", "bytes": 123456,
  *                  "checksum": "fnv1a64x4:0123456789abcdef" } ],
  *     "tensors": [ { "name": "model/wte.weight", "dtype": "f32", "shape": [Vp, C],
@@ -32,7 +36,10 @@
  * each piece's checksum covers its bytes, so a reader that reads only some
  * pieces still verifies everything it reads (once per piece); each file's
  * checksum covers the whole file (padding included) and is checked by
- * mt_ckpt_open and `meshtrain ckpt verify`. Version 1 manifests (no manifest
+ * mt_ckpt_open and `meshtrain ckpt verify`; the run config's by every
+ * mt_ckpt_read_run_config (`ckpt verify`, a resume). "run_config" is
+ * optional and older readers ignore it: checkpoints saved without it (before
+ * it existed, or by mt_ckpt_save) stay valid. Version 1 manifests (no manifest
  * or piece checksums, a single file) stay readable: their files are
  * verified whole when opened.
  *
@@ -51,8 +58,12 @@
  * are data files that the new manifest does not reference deleted (the
  * previous step's and any leftovers of crashed saves). A crash at any point
  * leaves either the previous or the new checkpoint loadable. The directory
- * belongs to the checkpoint writer: files named tensors-* or
- * manifest.json.tmp* in it that the manifest does not reference are removed
+ * The run config is written the same way (temporary, fsync, rename) under a
+ * name derived from the data files' stem, config-<step>[.k].yaml, so that a
+ * crash never leaves the current manifest naming a file of another save.
+ * The directory
+ * belongs to the checkpoint writer: files named tensors-*, config-<digit>*.yaml*
+ * or manifest.json.tmp* in it that the manifest does not reference are removed
  * by the next save. Every rank must see the directory (one file system).
  *
  * Naming used by the trainer: "model/<tensor name>" for parameters (names and
@@ -117,6 +128,19 @@ int mt_ckpt_file_finish(mt_ckpt_file_writer *w, mt_ckpt_file_entry *out, mt_erro
 /* Frees the writer; an unfinished file's temporary is removed. */
 void mt_ckpt_file_free(mt_ckpt_file_writer *w);
 
+/* A small text file saved beside the data files (the run config): its
+ * name, size and checksum as the manifest lists them. */
+typedef struct {
+    char name[128];
+    uint64_t bytes, checksum;
+} mt_ckpt_text_entry;
+/* The run config's file name for a data stem from mt_ckpt_data_base:
+ * "tensors-000010.1" -> "config-000010.1.yaml". */
+void mt_ckpt_run_config_name(const char *base, char *name, size_t cap);
+/* Writes text to dir/name whole or not at all (temporary file, fsync,
+ * rename) and fills *out for mt_ckpt_write_manifest. */
+int mt_ckpt_write_text(const char *dir, const char *name, const char *text, mt_ckpt_text_entry *out, mt_error *err);
+
 /* A tensor the manifest declares (its shape; numel is the product). */
 typedef struct {
     const char *name;
@@ -126,9 +150,11 @@ typedef struct {
 /* Writes dir/manifest.json atomically for finished files: checks that the
  * pieces of all files tile every declared tensor exactly (else nothing is
  * published), then cleans the directory of unreferenced data files.
- * saved_with_json: a JSON object describing the writing layout, or NULL. */
+ * saved_with_json: a JSON object describing the writing layout, or NULL.
+ * run_config: the run's settings written by mt_ckpt_write_text, or NULL. */
 int mt_ckpt_write_manifest(const char *dir, int64_t step, const char *state_json, const char *saved_with_json,
-                           const mt_ckpt_decl *decls, int nt, const mt_ckpt_file_entry *files, int nf, mt_error *err);
+                           const mt_ckpt_decl *decls, int nt, const mt_ckpt_file_entry *files, int nf,
+                           const mt_ckpt_text_entry *run_config, mt_error *err);
 
 typedef struct mt_ckpt mt_ckpt;
 
@@ -173,6 +199,13 @@ const mt_json *mt_ckpt_saved_with(const mt_ckpt *ck);
 /* Data files: count, and file i's name and bytes (-1 if out of range). */
 int mt_ckpt_n_files(const mt_ckpt *ck);
 int mt_ckpt_file(const mt_ckpt *ck, int i, const char **name, uint64_t *bytes);
+/* The run config's file name, or NULL when the manifest lists none. */
+const char *mt_ckpt_run_config_file(const mt_ckpt *ck);
+/* Reads the run config whole and checks its size and checksum against the
+ * manifest: 0 with *text (malloc'd, NUL-terminated; the caller frees it),
+ * 1 when the manifest lists none (*text NULL), -1 with err (missing,
+ * resized or changed since the save). */
+int mt_ckpt_read_run_config(const mt_ckpt *ck, char **text, mt_error *err);
 /* Pieces of every tensor read and checked against their checksums (what
  * `ckpt verify` adds to mt_ckpt_open's whole-file checks). */
 int mt_ckpt_verify_pieces(const mt_ckpt *ck, mt_error *err);

@@ -1,9 +1,11 @@
 /* meshtrain ckpt verify|info CKPT: a checkpoint's integrity (every file's
- * and piece's checksum, the manifest's own checksum and structure) and what
+ * and piece's checksum, the run config's, the manifest's own checksum and
+ * structure) and what
  * it holds (model, step, the layout that saved it, bytes per file and per
  * tensor group). File tools: no MPI. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ckpt/checkpoint.h"
 #include "cli/args.h"
@@ -18,15 +20,18 @@ static void usage(void) {
 static int verify(const char *dir) {
     mt_error err = {{0}};
     mt_ckpt *ck = mt_ckpt_open(dir, &err); /* manifest checksum and structure, whole-file checksums */
-    if (!ck || mt_ckpt_verify_pieces(ck, &err)) {
+    char *conf = NULL;
+    if (!ck || mt_ckpt_verify_pieces(ck, &err) || mt_ckpt_read_run_config(ck, &conf, &err) < 0) {
         mt_ckpt_close(ck);
         return mt_cli_fail("ckpt verify", &err);
     }
+    free(conf);
     uint64_t total = 0, b;
     for (int i = 0; i < mt_ckpt_n_files(ck); i++)
         if (mt_ckpt_file(ck, i, NULL, &b) == 0) total += b;
-    printf("%s: ok (format version %d, step %" PRId64 ", %d files, %" PRIu64 " bytes, %d tensors; every checksum "
-           "matches)\n", dir, mt_ckpt_version(ck), mt_ckpt_step(ck), mt_ckpt_n_files(ck), total, mt_ckpt_n_tensors(ck));
+    printf("%s: ok (format version %d, step %" PRId64 ", %d files, %" PRIu64 " bytes, %d tensors%s; every checksum "
+           "matches)\n", dir, mt_ckpt_version(ck), mt_ckpt_step(ck), mt_ckpt_n_files(ck), total, mt_ckpt_n_tensors(ck),
+           mt_ckpt_run_config_file(ck) ? ", the run config" : "");
     mt_ckpt_close(ck);
     return 0;
 }
@@ -82,6 +87,9 @@ static int info(const char *dir) {
             total += b;
         }
     printf("  %-36s %14" PRIu64 " bytes\n", "total", total);
+    const char *conf = mt_ckpt_run_config_file(ck);
+    if (conf) printf("run config: %s (train --resume %s starts from it)\n", conf, dir);
+    else printf("run config: (not stored: saved before meshtrain stored one, or a single-writer save)\n");
     /* tensor groups in order of first appearance */
     enum { MAXG = 32 };
     char groups[MAXG][64];

@@ -163,7 +163,91 @@ static int check_against_checkpoint(const mt_arg *spec, int nspec, const model_f
     return rc;
 }
 
-static int train_command(int argc, char **argv) {
+static int train_command(int argc, char **argv, const char *stored_from);
+
+/* A stored "--name=N" setting, or 1 if absent. */
+static long stored_size(const mt_config_args *conf, const char *name) {
+    size_t n = strlen(name);
+    for (int i = 0; i < conf->n; i++)
+        if (!strncmp(conf->v[i], "--", 2) && !strncmp(conf->v[i] + 2, name, n) && conf->v[i][2 + n] == '=')
+            return strtol(conf->v[i] + 3 + n, NULL, 10);
+    return 1;
+}
+
+/* --resume: the checkpoint's stored run config (if any) goes first in the
+ * argument list, so that --config's settings and the flags override it, and
+ * train runs with that list. The layout (the parallel section) is taken
+ * whole: the stored one when no parallel flag is given and it fits this
+ * job's processes, else the one the flags give (their defaults for the
+ * rest), as on any resume before. A checkpoint that cannot be opened is left
+ * to the trainer's own message; one saved before run configs were stored
+ * resumes with the flags given, as it always did. */
+static int train_with_stored_config(int argc, char **argv, const char *dir, int resume_auto, int quiet, int rank) {
+    mt_error err = {{0}};
+    char *man = mt_xmalloc(strlen(dir) + 16, "manifest path");
+    sprintf(man, "%s/manifest.json", dir);
+    int have = access(man, F_OK) == 0;
+    free(man);
+    mt_ckpt *ck = have || !resume_auto ? mt_ckpt_open_ex(dir, MT_CKPT_NO_VERIFY, &err) : NULL;
+    if (!ck) return train_command(argc, argv, "");
+    char *text = NULL;
+    int r = mt_ckpt_read_run_config(ck, &text, &err);
+    char *path = NULL;
+    if (r == 0) {
+        const char *name = mt_ckpt_run_config_file(ck);
+        path = mt_xmalloc(strlen(dir) + strlen(name) + 2, "run config path");
+        sprintf(path, "%s/%s", dir, name);
+    }
+    mt_ckpt_close(ck);
+    if (r < 0) return rank ? 1 : mt_cli_fail("train", &err);
+    if (r == 1) {
+        if (rank == 0 && !quiet)
+            printf("checkpoint %s stores no run config (saved by an older meshtrain): the flags given decide the run\n",
+                   dir);
+        return train_command(argc, argv, "");
+    }
+    mt_config_args conf = {0};
+    if (mt_config_text_read(text, path, &conf, &err)) {
+        char msg[MT_ERROR_LEN];
+        snprintf(msg, sizeof msg, "%s", err.msg);
+        mt_errorf(&err, "%s (the run config stored in the checkpoint; resume with --ignore-stored-config and the "
+                        "run's flags)", msg);
+        free(text);
+        free(path);
+        mt_config_args_free(&conf);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
+    free(text);
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    long dp = stored_size(&conf, "dp"), tp = stored_size(&conf, "tp"), pp = stored_size(&conf, "pp");
+    char line[MT_ERROR_LEN + 256];
+    int n = snprintf(line, sizeof line, "settings from %s, the run config stored in the checkpoint (--config and flags "
+                                        "given override them", path);
+    if (mt_config_args_set_section(argv + 1, argc - 1, "parallel")) {
+        mt_config_args_drop_section(&conf, "parallel");
+        n += snprintf(line + n, sizeof line - (size_t)n, "; the layout is the one the flags give");
+    } else if (dp * tp * pp != world) {
+        mt_config_args_drop_section(&conf, "parallel");
+        n += snprintf(line + n, sizeof line - (size_t)n, "; its layout dp %ld x tp %ld x pp %ld does not fit %d "
+                      "process%s: the default layout, or the one the flags give", dp, tp, pp, world, world > 1 ? "es" : "");
+    }
+    snprintf(line + n, sizeof line - (size_t)n, ")");
+    char **args = mt_xcalloc((size_t)argc + (size_t)conf.n + 1, sizeof *args, "argument list");
+    int nargs = 0;
+    args[nargs++] = argv[0];
+    for (int i = 0; i < conf.n; i++) args[nargs++] = conf.v[i];
+    for (int i = 1; i < argc; i++) args[nargs++] = argv[i];
+    int rc = train_command(nargs, args, line);
+    free(args);
+    free(path);
+    mt_config_args_free(&conf);
+    return rc;
+}
+
+/* stored_from: NULL before the checkpoint's run config was looked for; then
+ * the line that says where the settings came from, or "" for none. */
+static int train_command(int argc, char **argv, const char *stored_from) {
     mt_train_opts o;
     mt_train_opts_defaults(&o);
     model_flags mf;
@@ -173,7 +257,7 @@ static int train_command(int argc, char **argv) {
     int64_t seed = (int64_t)o.seed;
     int help = 0;
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
-    int ranks_per_node = 0, resume_auto = 0, print_config = 0;
+    int ranks_per_node = 0, resume_auto = 0, print_config = 0, ignore_stored = 0;
     const char *config_path = NULL; /* handled before parsing; the entry documents it */
     const char *peft = "none", *lora_targets = "", *freeze = "";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
@@ -237,7 +321,8 @@ static int train_command(int argc, char **argv) {
         {"metrics", MT_ARG_STR, &o.metrics_path, "append one JSON object per step/eval to this file", 0},
         {"ckpt-dir", MT_ARG_STR, &o.ckpt_dir, "checkpoint directory", 0},
         {"ckpt-every", MT_ARG_I64, &o.ckpt_every, "save a checkpoint every K steps (and at the end)", 0},
-        {"resume", MT_ARG_FLAG, &o.resume, "continue from the checkpoint in --ckpt-dir; `--resume auto`: if there is one, else start fresh", 0},
+        {"resume", MT_ARG_FLAG, &o.resume, "continue from the checkpoint in --ckpt-dir, whose stored settings are the defaults (--config and flags override them); `--resume DIR`: the same with --ckpt-dir DIR; `--resume auto`: if there is one, else start fresh", 0},
+        {"ignore-stored-config", MT_ARG_FLAG, &ignore_stored, "resume without the settings stored in the checkpoint (the flags and --config decide, as for checkpoints saved before they were stored)", 0},
         {"resume-auto", MT_ARG_FLAG, &resume_auto, "the same as --resume auto", 0},
         {"config", MT_ARG_STR, &config_path, "a YAML file of sections (model, data, optimizer, schedule, parallel, precision, checkpoint, logging) whose keys are these flags; flags given here win", 0},
         {"print-config", MT_ARG_FLAG, &print_config, "print the effective configuration as YAML (for --config) and exit", 0},
@@ -285,6 +370,8 @@ static int train_command(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     int prc = mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err);
     if (prc) return rank ? 1 : mt_cli_fail("train", &err);
+    if (!stored_from && !help && !ignore_stored && (o.resume || resume_auto) && o.ckpt_dir)
+        return train_with_stored_config(argc, argv, o.ckpt_dir, resume_auto, print_config, rank);
     if (print_config) {
         if (rank == 0) mt_config_print(stdout, spec, NARGS(spec));
         return 0;
@@ -313,6 +400,7 @@ static int train_command(int argc, char **argv) {
         if (rank == 0) mt_args_usage("train", "--train FILE [--val FILE] [flags]", spec, NARGS(spec));
         return 0;
     }
+    if (rank == 0 && stored_from && *stored_from) printf("%s\n", stored_from);
     o.seed = (uint64_t)seed;
     if (mt_opt_kind_parse(optimizer, &o.opt.kind, &err) || mt_lr_kind_parse(schedule, &o.lr.kind, &err) ||
         mt_data_order_parse(order, &o.order, &err) || mt_pp_kind_parse(pp_schedule, &o.pp_schedule, &err) ||
@@ -361,26 +449,33 @@ static int train_command(int argc, char **argv) {
     }
     snprintf(ad.targets, sizeof ad.targets, "%s", lora_targets);
     snprintf(ad.freeze, sizeof ad.freeze, "%s", freeze);
-    if (ad.kind == MT_PEFT_NONE) { /* the LoRA fields mean nothing without it: keep the config canonical */
-        const char *lora_only[] = {"lora-r", "lora-alpha", "lora-dropout", "lora-targets", "lora-use-rslora"};
-        for (size_t i = 0; i < sizeof lora_only / sizeof lora_only[0]; i++)
-            if (mt_arg_seen(spec, NARGS(spec), lora_only[i])) {
-                mt_errorf(&err, "--%s needs --peft lora", lora_only[i]);
-                return rank ? 1 : mt_cli_fail("train", &err);
-            }
-        ad.r = 0, ad.alpha = 0;
+    if (ad.kind == MT_PEFT_NONE) { /* LoRA settings without --peft lora are a mistake (defaults are fine) */
+        const char *set = ad.r != 8 ? "lora-r" : ad.alpha != 16.0f ? "lora-alpha" : ad.dropout != 0.0f ? "lora-dropout"
+                        : ad.targets[0] ? "lora-targets" : ad.rslora ? "lora-use-rslora" : NULL;
+        if (set) {
+            mt_errorf(&err, "--%s needs --peft lora", set);
+            return rank ? 1 : mt_cli_fail("train", &err);
+        }
     } else if (ad.freeze[0]) {
         mt_errorf(&err, "--freeze and --peft %s: --peft already freezes the whole base", peft);
         return rank ? 1 : mt_cli_fail("train", &err);
     }
     if (mt_adapter_spec_validate(&ad, &err)) return rank ? 1 : mt_cli_fail("train", &err);
+    /* the settings every checkpoint stores, so that --resume DIR needs nothing else */
+    char *run_config = o.ckpt_dir ? mt_config_run_text(spec, NARGS(spec), &err) : NULL;
+    if (o.ckpt_dir && !run_config) return rank ? 1 : mt_cli_fail("train", &err);
+    o.run_config = run_config;
     mt_comm_ctx *ctx = mt_comm_ctx_create(timeout, &err);
-    if (!ctx) return rank ? 1 : mt_cli_fail("train", &err);
+    if (!ctx) {
+        free(run_config);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
     if (ranks_per_node > 0) mt_comm_ctx_set_ranks_per_node(ctx, ranks_per_node, &err); /* >= 1: cannot fail */
     mt_comm *world = mt_comm_world(ctx);
     /* The model flags may read the data (vocab inference). */
     int rc = resolve_model(&mf, spec, NARGS(spec), o.train_path, &o.cfg, &err);
     o.cfg.adapters = ad;
+    if (ad.kind == MT_PEFT_NONE) o.cfg.adapters.r = 0, o.cfg.adapters.alpha = 0; /* the model config's canonical form */
     if (!rc) rc = check_against_checkpoint(spec, NARGS(spec), &mf, &o, &err);
     mt_trainer tr;
     memset(&tr, 0, sizeof tr);
@@ -393,6 +488,7 @@ static int train_command(int argc, char **argv) {
             fprintf(stderr, "meshtrain train: error: rank %d: %s\n", rank, err.msg);
         else if (rc && rank == 0) mt_cli_fail("train", &err);
         mt_comm_ctx_free(ctx);
+        free(run_config);
         return 1;
     }
     rc = mt_trainer_init(&tr, &o, world, &err);
@@ -428,12 +524,26 @@ static int train_command(int argc, char **argv) {
     mt_trainer_free(&tr);
     if (rc && rank == 0) mt_cli_fail("train", &err);
     mt_comm_ctx_free(ctx); /* every error above is agreed by all ranks */
+    free(run_config);
     return rc ? 1 : 0;
 }
 
+/* `--resume X` / `--resume=X`: the directory X, or NULL when X is no
+ * directory (a switch's true/false, the next flag, or auto). */
+static const char *resume_dir(int argc, char **argv, int *i) {
+    if (!strncmp(argv[*i], "--resume=", 9)) {
+        const char *v = argv[*i] + 9;
+        return strcmp(v, "auto") && strcmp(v, "true") && strcmp(v, "false") && strcmp(v, "0") && strcmp(v, "1") ? v : NULL;
+    }
+    if (strcmp(argv[*i], "--resume") || *i + 1 >= argc || argv[*i + 1][0] == '-' || !strcmp(argv[*i + 1], "auto"))
+        return NULL;
+    return argv[++*i];
+}
+
 /* train's argument list: --config FILE's settings first (so the command
- * line's own flags win) and `--resume auto` as --resume-auto (switches take
- * no value); the strings live until the command returns. */
+ * line's own flags win), `--resume auto` as --resume-auto (switches take
+ * no value) and `--resume DIR` as --resume --ckpt-dir=DIR; the strings live
+ * until the command returns. */
 int mt_cli_train(int argc, char **argv) {
     mt_config_args conf = {0};
     mt_error err = {{0}};
@@ -448,21 +558,42 @@ int mt_cli_train(int argc, char **argv) {
             return rank ? 1 : mt_cli_fail("train", &err);
         }
     }
-    char **args = mt_xcalloc((size_t)argc + (size_t)conf.n + 1, sizeof *args, "argument list");
-    int nargs = 0;
+    char **args = mt_xcalloc((size_t)argc * 2 + (size_t)conf.n + 1, sizeof *args, "argument list");
+    char **dirs = mt_xcalloc((size_t)argc + 1, sizeof *dirs, "argument list");
+    int nargs = 0, ndirs = 0;
+    const char *from = NULL, *to = NULL; /* --resume DIR, the last --ckpt-dir on the command line */
     args[nargs++] = argv[0];
     for (int i = 0; i < conf.n; i++) args[nargs++] = conf.v[i];
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--resume") && i + 1 < argc && !strcmp(argv[i + 1], "auto")) {
+        const char *dir = resume_dir(argc, argv, &i);
+        if (!strcmp(argv[i], "--ckpt-dir") && i + 1 < argc) to = argv[i + 1];
+        else if (!strncmp(argv[i], "--ckpt-dir=", 11)) to = argv[i] + 11;
+        if (dir) {
+            from = dir;
+            args[nargs++] = "--resume";
+            dirs[ndirs] = mt_xmalloc(strlen(dir) + 12, "argument");
+            sprintf(dirs[ndirs], "--ckpt-dir=%s", dir);
+            args[nargs++] = dirs[ndirs++];
+        } else if ((!strcmp(argv[i], "--resume") && i + 1 < argc && !strcmp(argv[i + 1], "auto")) ||
+                   !strcmp(argv[i], "--resume=auto")) {
             args[nargs++] = "--resume-auto";
-            i++;
+            i += argv[i][8] != '=';
         } else if (!strcmp(argv[i], "--config")) {
             i++; /* read above */
         } else if (strncmp(argv[i], "--config=", 9)) {
             args[nargs++] = argv[i];
         }
     }
-    int rc = train_command(nargs, args);
+    int rc = 1;
+    if (from && to && strcmp(from, to)) {
+        /* a resumed run saves where it resumed from */
+        mt_errorf(&err, "--resume %s and --ckpt-dir %s name different directories: give one of them", from, to);
+        if (rank == 0) mt_cli_fail("train", &err);
+    } else {
+        rc = train_command(nargs, args, NULL);
+    }
+    for (int i = 0; i < ndirs; i++) free(dirs[i]);
+    free(dirs);
     free(args);
     mt_config_args_free(&conf);
     return rc;

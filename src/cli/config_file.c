@@ -73,24 +73,14 @@ void mt_config_args_free(mt_config_args *a) {
 
 static const char *scalar(const yaml_node_t *n) { return (const char *)n->data.scalar.value; }
 
-int mt_config_file_read(const char *path, mt_config_args *out, mt_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_errorf(err, "cannot open --config file %s: %s", path, strerror(errno));
-    yaml_parser_t p;
+/* The settings of the YAML text the parser p reads (its input set); path
+ * names it in errors. */
+static int read_yaml(yaml_parser_t *p, const char *path, mt_config_args *out, mt_error *err) {
     yaml_document_t doc;
-    if (!yaml_parser_initialize(&p)) {
-        fclose(f);
-        return mt_errorf(err, "out of memory starting the YAML parser");
-    }
-    yaml_parser_set_input_file(&p, f);
     int rc = 0;
-    if (!yaml_parser_load(&p, &doc)) {
-        rc = mt_errorf(err, "%s line %zu: not valid YAML: %s", path, p.problem_mark.line + 1,
-                       p.problem ? p.problem : "parse error");
-        yaml_parser_delete(&p);
-        fclose(f);
-        return rc;
-    }
+    if (!yaml_parser_load(p, &doc))
+        return mt_errorf(err, "%s line %zu: not valid YAML: %s", path, p->problem_mark.line + 1,
+                         p->problem ? p->problem : "parse error");
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (root && root->type != YAML_MAPPING_NODE)
         rc = mt_errorf(err, "%s line %zu: expected sections (model:, data:, optimizer:, schedule:, parallel:, "
@@ -142,8 +132,67 @@ int mt_config_file_read(const char *path, mt_config_args *out, mt_error *err) {
         }
     }
     yaml_document_delete(&doc);
+    return rc;
+}
+
+int mt_config_file_read(const char *path, mt_config_args *out, mt_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mt_errorf(err, "cannot open --config file %s: %s", path, strerror(errno));
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) {
+        fclose(f);
+        return mt_errorf(err, "out of memory starting the YAML parser");
+    }
+    yaml_parser_set_input_file(&p, f);
+    int rc = read_yaml(&p, path, out, err);
     yaml_parser_delete(&p);
     fclose(f);
+    return rc;
+}
+
+/* The flag name of "--name[=value]", in buf. */
+static const char *arg_name(const char *arg, char *buf, size_t cap) {
+    if (strncmp(arg, "--", 2)) return NULL;
+    size_t n = strcspn(arg + 2, "=");
+    if (n >= cap) return NULL;
+    memcpy(buf, arg + 2, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+static int section_index(const char *section) {
+    for (int s = 0; s < N_SECTIONS; s++)
+        if (!strcmp(sections[s].section, section)) return s;
+    return -1;
+}
+
+int mt_config_args_set_section(char *const *args, int n, const char *section) {
+    int sec = section_index(section);
+    char b[64];
+    for (int i = 0; i < n && sec >= 0; i++) {
+        const char *name = arg_name(args[i], b, sizeof b);
+        if (name && section_of(name) == sec) return 1;
+    }
+    return 0;
+}
+
+void mt_config_args_drop_section(mt_config_args *a, const char *section) {
+    int sec = section_index(section), k = 0;
+    char b[64];
+    for (int i = 0; i < a->n; i++) {
+        const char *name = arg_name(a->v[i], b, sizeof b);
+        if (sec >= 0 && name && section_of(name) == sec) free(a->v[i]);
+        else a->v[k++] = a->v[i];
+    }
+    a->n = k;
+}
+
+int mt_config_text_read(const char *text, const char *name, mt_config_args *out, mt_error *err) {
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) return mt_errorf(err, "out of memory starting the YAML parser");
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, strlen(text));
+    int rc = read_yaml(&p, name, out, err);
+    yaml_parser_delete(&p);
     return rc;
 }
 
@@ -163,13 +212,27 @@ static void put_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-void mt_config_print(FILE *f, const mt_arg *spec, int nspec) {
-    fputs("# meshtrain train --print-config: the effective configuration (read back with --config)\n", f);
+/* Settings of one invocation rather than of the run: a checkpoint's copy
+ * leaves them out (a resumed run must not inherit --allow-schedule-change,
+ * and --init-from cannot be combined with --resume). */
+static const char *const invocation_only[] = {"resume", "allow-schedule-change", "init-from"};
+
+static int is_invocation_only(const char *flag) {
+    for (size_t i = 0; i < sizeof invocation_only / sizeof invocation_only[0]; i++)
+        if (!strcmp(flag, invocation_only[i])) return 1;
+    return 0;
+}
+
+static void print_config(FILE *f, const mt_arg *spec, int nspec, int for_checkpoint) {
+    fputs(for_checkpoint ? "# meshtrain: the settings of the run that saved this checkpoint (train --resume DIR "
+                           "starts from them; flags given then override them)\n"
+                         : "# meshtrain train --print-config: the effective configuration (read back with --config)\n",
+          f);
     for (int s = 0; s < N_SECTIONS; s++) {
         fprintf(f, "%s:\n", sections[s].section);
         for (int i = 0; sections[s].flags[i]; i++) {
             const mt_arg *a = find(spec, nspec, sections[s].flags[i]);
-            if (!a) continue;
+            if (!a || (for_checkpoint && is_invocation_only(a->name))) continue;
             if (a->type == MT_ARG_STR && !*(const char *const *)a->dst) continue; /* unset */
             /* a 0 nobody gave is a default or "the family's default" (kv-heads, rope-theta): leave it out */
             int zero = (a->type == MT_ARG_INT && !*(const int *)a->dst) || (a->type == MT_ARG_I64 && !*(const int64_t *)a->dst) ||
@@ -195,4 +258,23 @@ void mt_config_print(FILE *f, const mt_arg *spec, int nspec) {
             fputc('\n', f);
         }
     }
+}
+
+void mt_config_print(FILE *f, const mt_arg *spec, int nspec) { print_config(f, spec, nspec, 0); }
+
+char *mt_config_run_text(const mt_arg *spec, int nspec, mt_error *err) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        mt_errorf(err, "cannot open a memory stream for the run config: %s", strerror(errno));
+        return NULL;
+    }
+    print_config(f, spec, nspec, 1);
+    if (ferror(f) | fclose(f)) {
+        free(buf);
+        mt_errorf(err, "out of memory writing the run config");
+        return NULL;
+    }
+    return buf;
 }

@@ -13,9 +13,20 @@ typedef struct {
 /* Appends the file's settings to out as "--key=value" flags; one error line
  * naming the file, line and key for an unknown section or key. */
 int mt_config_file_read(const char *path, mt_config_args *out, mt_error *err);
+/* The same for a YAML text in memory (a checkpoint's run config); name
+ * stands for the file in errors. */
+int mt_config_text_read(const char *text, const char *name, mt_config_args *out, mt_error *err);
 void mt_config_args_free(mt_config_args *a);
+/* 1 if args[0..n) ("--key[=value]" strings) set a flag of `section`. */
+int mt_config_args_set_section(char *const *args, int n, const char *section);
+/* Removes the settings of `section` from a. */
+void mt_config_args_drop_section(mt_config_args *a, const char *section);
 /* The effective value of every flag that has a section, as YAML that
  * mt_config_file_read reads back to the same values. */
 void mt_config_print(FILE *f, const mt_arg *spec, int nspec);
+/* The text a checkpoint stores (malloc'd; NULL with err): the same YAML
+ * without the settings of one invocation (resume, allow-schedule-change,
+ * init-from) and with a header naming it. */
+char *mt_config_run_text(const mt_arg *spec, int nspec, mt_error *err);
 
 #endif

@@ -519,7 +519,13 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
                     stored_shape(t, &decls[k].ndim, decls[k].shape);
                 }
         char *st = state_json(tr), *sw = saved_with_json(tr);
-        rc = mt_ckpt_write_manifest(dir, tr->step, st, sw, decls, nt, files, W, err);
+        mt_ckpt_text_entry conf; /* the run's settings, so that --resume DIR needs nothing else */
+        if (tr->o.run_config) {
+            mt_ckpt_run_config_name(base, name, sizeof name);
+            rc = mt_ckpt_write_text(dir, name, tr->o.run_config, &conf, err);
+        }
+        if (!rc)
+            rc = mt_ckpt_write_manifest(dir, tr->step, st, sw, decls, nt, files, W, tr->o.run_config ? &conf : NULL, err);
         free(st);
         free(sw);
         free(decls);

@@ -70,6 +70,7 @@ typedef struct {
     int eval_batch;        /* sequences per validation batch (0: --batch); see mt_trainer_eval */
     const char *log_path;  /* --log-file: rank 0 writes its progress lines there too */
     int allow_schedule_change; /* --allow-schedule-change: a resume may change --steps/--lr/--min-lr/--warmup/--lr-schedule */
+    const char *run_config; /* the run's settings as YAML (cli/config_file.h), saved beside every checkpoint (NULL: none) */
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
