@@ -83,22 +83,12 @@ void mt_lora_forward(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *out
     lora_target x = target_of(m, u, k);
     if (x.in_cols != C) mt_die("LoRA on %s: input width %d, the adapter's A has %d columns", x.t->name, C, x.in_cols);
     float *h = m->lora_scratch + m->lora_scratch_floats[0];
-    float *y = m->lora_scratch + m->lora_scratch_floats[0] + 2 * m->lora_scratch_floats[1];
     adapter_h(m, u, k, fc, &x, inp, N, h);
     if (x.row_parallel && m->layout.tp_rank != 0) return; /* rank 0 adds B h once to the partial sums */
-    MT_TIMED(m, MT_PROF_GEMM, op_matmul_forward(m->gemm, y, h, x.B, NULL, N, x.r, x.out_rows));
-    mt_prof_add_gemm_flops(m->prof, 2.0 * N * x.r * x.out_rows);
+    /* out[:, col0:col0+R] += s h B^T, in place (the fused output's column block) */
     float s = mt_lora_scale(&m->cfg.adapters);
-    int R = x.out_rows;
-    double t0 = mt_prof_begin(m->prof);
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) {
-        float *o = out + (size_t)i * OC + col0;
-        const float *yi = y + (size_t)i * R;
-#pragma omp simd
-        for (int j = 0; j < R; j++) o[j] += s * yi[j];
-    }
-    mt_prof_end(m->prof, MT_PROF_ELEMENTWISE, t0);
+    MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'T', N, x.out_rows, x.r, s, h, x.r, x.B, x.r, 1.0f, out + col0, OC));
+    mt_prof_add_gemm_flops(m->prof, 2.0 * N * x.r * x.out_rows);
 }
 
 void mt_lora_backward(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *dinp, const float *dout, const float *inp,
@@ -107,24 +97,18 @@ void mt_lora_backward(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *di
     if (x.in_cols != C) mt_die("LoRA on %s: input width %d, the adapter's A has %d columns", x.t->name, C, x.in_cols);
     float *h = m->lora_scratch + m->lora_scratch_floats[0];
     float *dh = h + m->lora_scratch_floats[1];
-    float *dy = dh + m->lora_scratch_floats[1];
     int R = x.out_rows, sp = mt_tp_sp(m->tp) && m->layout.units[u].sp_partial;
     float s = mt_lora_scale(&m->cfg.adapters);
     const float *xd = adapter_h(m, u, k, fc, &x, inp, N, h);
-    double t0 = mt_prof_begin(m->prof);
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) { /* dy = s * this target's columns of dout */
-        const float *g = dout + (size_t)i * OC + col0;
-        float *o = dy + (size_t)i * R;
-#pragma omp simd
-        for (int j = 0; j < R; j++) o[j] = s * g[j];
-    }
-    mt_prof_end(m->prof, MT_PROF_ELEMENTWISE, t0);
-    /* dB += dy^T h (a row-parallel target's B is whole on every rank: under sequence parallelism the
-     * unit's reduction sums it over tp, so one rank contributes it) and dh = dy B */
+    /* dB += s dy^T h (a row-parallel target's B is whole on every rank: under sequence parallelism the
+     * unit's reduction sums it over tp, so one rank contributes it) and dh = s dy B, dy the target's
+     * column block of dout */
+    const float *dy = dout + col0;
     int add_db = !(x.row_parallel && sp && m->layout.tp_rank != 0);
-    MT_TIMED(m, MT_PROF_GEMM, op_matmul_backward(m->gemm, dh, add_db ? x.dB : NULL, NULL, dy, h, x.B, N, x.r, R, 0));
+    if (add_db) MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'T', 'N', R, x.r, N, s, dy, OC, h, x.r, 1.0f, x.dB, x.r));
+    MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'N', N, x.r, R, s, dy, OC, x.B, x.r, 0.0f, dh, x.r));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * x.r * R * (1 + add_db));
+    double t0;
     const float *dh_for_a = dh;
     float *dh_sum = NULL;
     if (x.col_parallel && !sp) { /* A is whole: its gradient needs dh summed over the tp ranks */

@@ -96,8 +96,8 @@ static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
 }
 
 /* LoRA's working set for one linear at a time: the dropped-out input
- * [N, in], h and dh [N, r] each, and the adapter's output (or scaled
- * output gradient) [N, out]; sized for the widest adapter held here. */
+ * [N, in] and h and dh [N, r] each; sized for the widest adapter held here
+ * (its output goes straight into the layer's, adapters/lora.c). */
 static void alloc_lora(mt_model *m, size_t N) {
     const mt_layout *l = &m->layout;
     size_t in = 0, r = 0, out = 0;
@@ -116,8 +116,9 @@ static void alloc_lora(mt_model *m, size_t N) {
     if (!r) return;
     m->lora_scratch_floats[0] = N * in;
     m->lora_scratch_floats[1] = N * r;
-    m->lora_scratch_floats[2] = N * out;
-    size_t total = N * (in + 2 * r + out);
+    m->lora_scratch_floats[2] = 0;
+    (void)out;
+    size_t total = N * (in + 2 * r);
     m->lora_scratch = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, total * sizeof(float), "LoRA scratch");
 }
 

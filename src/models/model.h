@@ -79,7 +79,7 @@ typedef struct mt_model {
     uint64_t frozen_version; /* bumped when a frozen store is loaded (mt_model_frozen_changed) */
     uint64_t *frozen16_version;
     float *gsink;     /* where the backward of a frozen norm or bias writes its (unused) gradient */
-    float *lora_scratch; /* LoRA's [N, in] dropped-out input, [N, r] x2 and [N, out] (NULL: no adapters) */
+    float *lora_scratch; /* LoRA's [N, in] dropped-out input and [N, r] x2 (NULL: no adapters) */
     size_t lora_scratch_floats[3];
     unsigned char *held; /* [n_units] 1: the unit is part of this process's model */
     /* [n_units] 1: grads[u] is fresh for this backward -- cleared except

@@ -48,6 +48,22 @@ static const mt_slab_kind *slabs_of(mt_gemm_lib lib) {
     return lib == MT_GEMM_OPENBLAS ? &openblas_slabs : &onednn_slabs;
 }
 
+void op_sgemm(mt_gemm_lib lib, char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    int saved = mt_blas_threads_enter();
+    if (lib == MT_GEMM_OPENBLAS) {
+        cblas_sgemm(CblasRowMajor, transa == 'T' ? CblasTrans : CblasNoTrans, transb == 'T' ? CblasTrans : CblasNoTrans,
+                    M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    } else {
+        dnnl_status_t st = dnnl_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (st != dnnl_success)
+            mt_die("oneDNN sgemm failed (status %d) on %c%c M=%d N=%d K=%d; --gemm openblas avoids it", (int)st, transa,
+                   transb, M, N, K);
+    }
+    mt_blas_threads_leave(saved);
+}
+
 void op_matmul_forward(mt_gemm_lib lib, float *out, const float *inp, const float *w, const float *bias, int N, int C,
                        int OC) {
     int saved = mt_blas_threads_enter();

@@ -22,6 +22,11 @@ typedef enum { MT_GEMM_ONEDNN = 0, MT_GEMM_OPENBLAS } mt_gemm_lib;
 /* "onednn" | "openblas"; 0, or -1 for any other name. */
 int mt_gemm_lib_parse(const char *name, mt_gemm_lib *out);
 const char *mt_gemm_lib_name(mt_gemm_lib lib);
+/* Row-major C[M,N] = alpha op(A) op(B) + beta C with leading dimensions
+ * (op: 'N' or 'T'), on the library's own threads: the strided GEMMs of
+ * LoRA (a column block of a fused output) and of quantized weight tiles. */
+void op_sgemm(mt_gemm_lib lib, char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc);
 void op_matmul_forward(mt_gemm_lib lib, float *out, const float *inp, const float *w, const float *bias, int N, int C,
                        int OC);
 /* dinp[N,C] (+)= dout . w  (accumulates with MT_ACC_DINP in flags, else overwrites; NULL skips)
