@@ -98,6 +98,7 @@ void mt_adapters_apply(const mt_model_config *cfg, mt_layout *l) {
                 t->trainable = 0;
             }
             any |= !t->trainable;
+            if (!t->trainable && s->quant && t->ndim == 2 && l->units[u].role == MT_UNIT_BLOCK) t->quant = s->quant;
             if (s->kind == MT_PEFT_LORA && is_target(cfg, &l->units[u], t, NULL)) add_lora(cfg, l, u, k);
         }
     }

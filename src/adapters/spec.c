@@ -1,6 +1,7 @@
 /* The adapter spec: parsing, checks and its JSON form (see adapters/spec.h). */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "adapters/spec.h"
+#include "quant/qweight.h"
 #include <math.h>
 #include <pcre2.h>
 #include <stdio.h>
@@ -30,6 +31,10 @@ int mt_adapter_spec_validate(const mt_adapter_spec *s, mt_error *err) {
         if (!(s->dropout >= 0 && s->dropout < 1))
             return mt_errorf(err, "--lora-dropout must be in [0, 1) (got %g)", (double)s->dropout);
     }
+    if (s->quant && s->kind == MT_PEFT_NONE && !s->freeze[0])
+        return mt_errorf(err, "--quantize-base %s stores a frozen base: it needs --peft lora or --freeze",
+                         mt_quant_kind_name((mt_quant_kind)s->quant));
+    if (s->double_quant && s->quant != MT_QUANT_NF4) return mt_errorf(err, "--double-quant goes with --quantize-base nf4");
     if (s->freeze[0]) {
         int ec;
         PCRE2_SIZE eo;
@@ -56,6 +61,10 @@ void mt_adapter_spec_write_json(mt_json_writer *w, const mt_adapter_spec *s) {
     }
     mt_jw_key(w, "targets"); mt_jw_string(w, s->targets);
     mt_jw_key(w, "freeze"); mt_jw_string(w, s->freeze);
+    if (s->quant) {
+        mt_jw_key(w, "quantize_base"); mt_jw_string(w, mt_quant_kind_name((mt_quant_kind)s->quant));
+        mt_jw_key(w, "double_quant"); mt_jw_int(w, s->double_quant);
+    }
     mt_jw_end_object(w);
 }
 
@@ -82,5 +91,14 @@ int mt_adapter_spec_read_json(const mt_json *o, mt_adapter_spec *s, mt_error *er
         s->r = (int)r, s->alpha = (float)a, s->dropout = (float)d, s->rslora = rs != 0;
     }
     if (get_text(o, "targets", s->targets, err) || get_text(o, "freeze", s->freeze, err)) return -1;
+    if (mt_json_get(o, "quantize_base")) {
+        const char *q = NULL;
+        int64_t dq = 0;
+        mt_quant_kind k;
+        if (mt_json_get_string(o, "quantize_base", &q, err) || mt_quant_kind_parse(q, &k, err) ||
+            mt_json_get_int64(o, "double_quant", &dq, err))
+            return -1;
+        s->quant = (int)k, s->double_quant = dq != 0;
+    }
     return mt_adapter_spec_validate(s, err);
 }

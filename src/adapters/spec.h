@@ -21,6 +21,9 @@ typedef struct {
     char targets[MT_ADAPTER_TEXT];  /* comma-separated HF module names (last component, e.g. q_proj,
                                        c_attn), or "all-linear"; empty: the kind's default */
     char freeze[MT_ADAPTER_TEXT];   /* --freeze: a PCRE2 pattern over HF tensor names (empty: none) */
+    int quant;                      /* --quantize-base: the frozen linear weights of the blocks stored as
+                                       mt_quant_kind (quant/qweight.h: 0 none, 1 nf4, 2 int8) */
+    int double_quant;               /* --double-quant (nf4): the block absmaxes quantized to 8 bits */
 } mt_adapter_spec;
 
 int mt_peft_kind_parse(const char *s, mt_peft_kind *out, mt_error *err);

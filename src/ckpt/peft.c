@@ -6,6 +6,7 @@
 #include "ckpt/safetensors.h"
 #include "core/fileio.h"
 #include "optim/loss_scaler.h"
+#include "quant/qweight.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +243,17 @@ int mt_peft_merge(const mt_weights *w, mt_weights *out, mt_error *err) {
                 return mt_errorf(err, "merge: the frozen tensors were not loaded");
             }
             memcpy(dst, from + src->offset, t->numel * sizeof(float));
+            const mt_adapter_spec *sp = &w->cfg.adapters;
+            if (sp->quant && !src->trainable && t->ndim == 2 && out->layout.units[u].role == MT_UNIT_BLOCK) {
+                /* the base as training saw it: quantized and dequantized (whole tensors, as tp 1 does) */
+                mt_qweight q;
+                if (mt_qweight_init(&q, (mt_quant_kind)sp->quant, sp->double_quant, dst, t->shape[0], t->shape[1], err)) {
+                    mt_weights_free(out);
+                    return -1;
+                }
+                mt_qweight_rows(&q, 0, t->shape[0], t->shape[1], dst);
+                mt_qweight_free(&q);
+            }
             if (!src->lora_a) continue;
             const mt_unit_layout *ul = &w->layout.units[su];
             const mt_tensor *a = mt_unit_tensor(ul, src->lora_a - 1), *b = mt_unit_tensor(ul, src->lora_b - 1);

@@ -7,7 +7,10 @@
 void mt_weights_alloc(mt_weights *w, const mt_model_config *cfg) {
     memset(w, 0, sizeof *w);
     w->cfg = *cfg;
-    mt_model_layout_build(cfg, 1, 0, &w->layout);
+    /* the weights of a quantized base are held in fp32 here (merge and export quantize what they need) */
+    mt_model_config fp32 = *cfg;
+    fp32.adapters.quant = fp32.adapters.double_quant = 0;
+    mt_model_layout_build(&fp32, 1, 0, &w->layout);
     w->unit = mt_xcalloc((size_t)w->layout.n_units, sizeof(float *), "model unit table");
     w->frozen = mt_xcalloc((size_t)w->layout.n_units, sizeof(float *), "model unit table");
     for (int u = 0; u < w->layout.n_units; u++) {
@@ -18,7 +21,7 @@ void mt_weights_alloc(mt_weights *w, const mt_model_config *cfg) {
 }
 
 int mt_weights_load_frozen(mt_weights *w, mt_error *err) {
-    if (!w->layout.total_frozen) return 0;
+    if (!w->layout.gtotal_frozen) return 0;
     if (!w->base[0]) return mt_errorf(err, "this checkpoint's frozen tensors came from the seed, not a base checkpoint: nothing to read them from");
     mt_ckpt *ck = mt_ckpt_open(w->base, err);
     if (!ck) return -1;

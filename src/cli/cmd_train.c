@@ -7,6 +7,7 @@
 #include "comm/comm.h"
 #include "ckpt/checkpoint.h"
 #include "adapters/adapters.h"
+#include "quant/qweight.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,7 +260,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
     int ranks_per_node = 0, resume_auto = 0, print_config = 0, ignore_stored = 0;
     const char *config_path = NULL; /* handled before parsing; the entry documents it */
-    const char *peft = "none", *lora_targets = "", *freeze = "";
+    const char *peft = "none", *lora_targets = "", *freeze = "", *quantize_base = "none";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
     o.mesh = (mt_mesh_shape){1, 1, 1, 0};
     mt_arg spec[] = {
@@ -294,6 +295,8 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"lora-dropout", MT_ARG_FLOAT, &ad.dropout, "dropout on the LoRA input (default 0)", 0},
         {"lora-targets", MT_ARG_STR, &lora_targets, "comma-separated Hugging Face module names LoRA adapts (e.g. q_proj,v_proj; c_attn), or all-linear (default: gpt2 c_attn, llama q_proj,v_proj)", 0},
         {"lora-use-rslora", MT_ARG_FLAG, &ad.rslora, "scale by alpha / sqrt(r) (rank-stabilised LoRA)", 0},
+        {"quantize-base", MT_ARG_STR, &quantize_base, "store the frozen base's linear weights quantized: none | nf4 (QLoRA: bitsandbytes' NormalFloat4, blocks of 64) | int8 (per output row); needs --peft lora or --freeze (default none)", 0},
+        {"double-quant", MT_ARG_FLAG, &ad.double_quant, "with --quantize-base nf4: quantize the block absmaxes to 8 bits too (about 4.127 bits per weight instead of 4.5)", 0},
         {"freeze", MT_ARG_STR, &freeze, "freeze the tensors whose Hugging Face name matches this regular expression (PCRE2; without --peft): no gradient, no optimizer state", 0},
         {"batch", MT_ARG_INT, &o.batch, "sequences per optimizer step B (default 8)", 0},
         {"micro-batch", MT_ARG_INT, &o.micro_batch, "sequences per forward/backward b; B/b accumulation steps (default B)", 0},
@@ -442,7 +445,10 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         mt_errorf(&err, "--ranks-per-node must be >= 1, got %d", ranks_per_node);
         return rank ? 1 : mt_cli_fail("train", &err);
     }
-    if (mt_peft_kind_parse(peft, &ad.kind, &err)) return rank ? 1 : mt_cli_fail("train", &err);
+    mt_quant_kind qk;
+    if (mt_peft_kind_parse(peft, &ad.kind, &err) || mt_quant_kind_parse(quantize_base, &qk, &err))
+        return rank ? 1 : mt_cli_fail("train", &err);
+    ad.quant = (int)qk;
     if (strlen(lora_targets) >= MT_ADAPTER_TEXT || strlen(freeze) >= MT_ADAPTER_TEXT) {
         mt_errorf(&err, "--lora-targets / --freeze: longer than %d characters", MT_ADAPTER_TEXT - 1);
         return rank ? 1 : mt_cli_fail("train", &err);

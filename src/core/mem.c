@@ -35,3 +35,15 @@ void mt_mem_free(mt_mem *m, mt_mem_cat cat, void *p, size_t bytes) {
     free(p);
     if (m) m->cur[cat] -= bytes;
 }
+
+void mt_mem_note(mt_mem *m, mt_mem_cat cat, size_t bytes, int held) {
+    if (!m) return;
+    if (!held) {
+        m->cur[cat] -= bytes;
+        return;
+    }
+    m->cur[cat] += bytes;
+    if (m->cur[cat] > m->peak[cat]) m->peak[cat] = m->cur[cat];
+    size_t t = mt_mem_total(m);
+    if (t > m->peak_total) m->peak_total = t;
+}

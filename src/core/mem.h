@@ -28,5 +28,7 @@ const char *mt_mem_cat_name(mt_mem_cat c);
 void *mt_mem_alloc(mt_mem *m, mt_mem_cat cat, size_t bytes, const char *what);
 void mt_mem_free(mt_mem *m, mt_mem_cat cat, void *p, size_t bytes);
 size_t mt_mem_total(const mt_mem *m);
+/* Accounts bytes a library allocated itself (held 1) or released (held 0). */
+void mt_mem_note(mt_mem *m, mt_mem_cat cat, size_t bytes, int held);
 
 #endif

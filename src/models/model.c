@@ -1,4 +1,5 @@
 #include "models/model.h"
+#include "quant/qweight.h"
 #include "ops/ops.h"
 #include <omp.h>
 #include <stddef.h>
@@ -225,6 +226,22 @@ float *mt_model_tensor_grad_or_sink(const mt_model *m, int u, int k) {
 
 void mt_model_frozen_changed(mt_model *m) { m->frozen_version++; }
 
+int mt_model_set_quantized(mt_model *m, int u, int i, const float *w, mt_error *err) {
+    const mt_tensor *t = &m->layout.units[u].ft[i];
+    mt_qweight *q = &m->qw[u][i];
+    if (q->kind) {
+        mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(q), 0);
+        mt_qweight_free(q);
+    }
+    if (mt_qweight_init(q, (mt_quant_kind)t->quant, m->cfg.adapters.double_quant, w, t->shape[0], t->shape[1], err)) {
+        char msg[MT_ERROR_LEN];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        return mt_errorf(err, "quantizing %s: %s", t->name, msg);
+    }
+    mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(q), 1);
+    return 0;
+}
+
 /* Frozen stores of the held units (initialised from the seed, as trainable
  * tensors are; a load replaces them) and the sink for the gradients of
  * frozen norms and biases. */
@@ -234,16 +251,33 @@ static void alloc_frozen(mt_model *m) {
     m->frozen16 = mt_xcalloc((size_t)l->n_units, sizeof(uint16_t *), "frozen store table");
     m->frozen16_version = mt_xcalloc((size_t)l->n_units, sizeof(uint64_t), "frozen store table");
     m->frozen_version = 1;
-    size_t sink = 0;
+    size_t sink = 0, qmax = 0;
+    m->qw = mt_xcalloc((size_t)l->n_units, sizeof(mt_qweight *), "quantized store table");
     for (int u = 0; u < l->n_units; u++) {
         const mt_unit_layout *ul = &l->units[u];
-        if (!m->held[u] || !ul->frozen_numel) continue;
+        if (!m->held[u]) continue;
+        for (int i = 0; i < ul->n_frozen; i++) { /* quantized weights: drawn from the seed, then quantized */
+            const mt_tensor *t = &ul->ft[i];
+            if (!t->quant) continue;
+            if (!m->qw[u]) m->qw[u] = mt_xcalloc((size_t)ul->n_frozen, sizeof(mt_qweight), "quantized store");
+            float *w = mt_xmalloc(t->numel * sizeof(float), "weight to quantize");
+            mt_tensor_init_values(l, t, w, m->seed);
+            mt_error err;
+            if (mt_model_set_quantized(m, u, i, w, &err)) mt_die("%s", err.msg);
+            free(w);
+            qmax = (size_t)t->shape[1] > qmax ? (size_t)t->shape[1] : qmax;
+        }
+        if (!ul->frozen_numel) continue;
         m->frozen[u] = mt_mem_alloc(m->mem, MT_MEM_FROZEN, ul->frozen_numel * sizeof(float), "frozen parameters");
         mt_unit_init_frozen(l, u, m->frozen[u], m->seed);
         for (int i = 0; i < ul->n_frozen; i++)
             if (ul->ft[i].ndim == 1 && ul->ft[i].numel > sink) sink = ul->ft[i].numel;
     }
     if (sink) m->gsink = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, sink * sizeof(float), "frozen gradient sink");
+    if (qmax) { /* tiles of whole rows, about 256 KB */
+        m->qtile_floats = qmax > MT_QTILE_FLOATS ? qmax : MT_QTILE_FLOATS;
+        m->qtile = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, m->qtile_floats * sizeof(float), "dequantized weight tile");
+    }
 }
 
 float *mt_model_materialize_unit(mt_model *m, int u, int with_grads) {
@@ -274,6 +308,15 @@ void mt_model_free(mt_model *m) {
         if (m->frozen16 && m->frozen16[u])
             mt_mem_free(m->mem, MT_MEM_FROZEN, m->frozen16[u], l->units[u].frozen_numel * sizeof(uint16_t));
     }
+    for (int u = 0; m->qw && u < l->n_units; u++) {
+        for (int i = 0; m->qw[u] && i < l->units[u].n_frozen; i++)
+            if (m->qw[u][i].kind) {
+                mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(&m->qw[u][i]), 0);
+                mt_qweight_free(&m->qw[u][i]);
+            }
+        free(m->qw[u]);
+    }
+    free(m->qw); free(m->qtile);
     free(m->frozen); free(m->frozen16); free(m->frozen16_version); free(m->gsink); free(m->lora_scratch);
     free(m->op16[0]); free(m->op16[1]); free(m->opf[0]); free(m->opf[1]); free(m->wbuf);
     free(m->params);

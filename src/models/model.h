@@ -66,6 +66,9 @@ typedef struct {
  * the gradients -- are bitwise those of `none`. */
 typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL } mt_recompute;
 
+#define MT_QTILE_FLOATS 65536
+struct mt_qweight;
+
 typedef struct mt_model {
     mt_model_config cfg;
     const mt_family *fam;
@@ -78,6 +81,9 @@ typedef struct mt_model {
     uint16_t **frozen16; /* [n_units] their 16-bit copies under --precision bf16/fp16 (made once per load) */
     uint64_t frozen_version; /* bumped when a frozen store is loaded (mt_model_frozen_changed) */
     uint64_t *frozen16_version;
+    struct mt_qweight **qw; /* [n_units][n_frozen] quantized frozen weights (--quantize-base; NULL: none) */
+    float *qtile;     /* a dequantized row tile of a quantized weight (MT_QTILE_FLOATS or one row) */
+    size_t qtile_floats;
     float *gsink;     /* where the backward of a frozen norm or bias writes its (unused) gradient */
     float *lora_scratch; /* LoRA's [N, in] dropped-out input and [N, r] x2 (NULL: no adapters) */
     size_t lora_scratch_floats[3];
@@ -150,6 +156,9 @@ float *mt_model_materialize_unit(mt_model *m, int u, int with_grads);
 float *mt_model_tensor_data(const mt_model *m, int u, int k);
 float *mt_model_tensor_grad(const mt_model *m, int u, int k);
 float *mt_model_tensor_grad_or_sink(const mt_model *m, int u, int k);
+/* Quantizes w (this rank's slice of frozen tensor i of unit u, which the
+ * layout marks quantized) into the model's quantized store. */
+int mt_model_set_quantized(mt_model *m, int u, int i, const float *w, mt_error *err);
 /* Tells the model a frozen store was (re)loaded: 16-bit copies are remade. */
 void mt_model_frozen_changed(mt_model *m);
 /* Rows of the residual stream this rank holds (N, or N/tp with sequence

@@ -4,6 +4,7 @@
  * vocabulary-parallel). See models/unit_ops.h. */
 #include "models/unit_ops.h"
 #include "adapters/lora.h"
+#include "quant/qweight.h"
 #include "ops/ops.h"
 #include <string.h>
 
@@ -39,7 +40,8 @@ static int fused_span(const mt_model *m, int u, int k, int OC) {
         int decl = ul->ref ? ul->n_decl : ul->n_tensors;
         if (k + n >= decl) break;
         const mt_tensor *t = mt_unit_tensor(ul, k + n);
-        if (t->trainable != t0->trainable || t->offset != t0->offset + (size_t)rows * (size_t)t0->shape[1])
+        int apart = t->quant != t0->quant || (!t->quant && t->offset != t0->offset + (size_t)rows * (size_t)t0->shape[1]);
+        if (t->trainable != t0->trainable || apart)
             mt_die("%s and %s share one GEMM but live apart (one frozen, one trained): freeze both or neither",
                    t0->name, t->name);
         rows += t->shape[0];
@@ -49,9 +51,63 @@ static int fused_span(const mt_model *m, int u, int k, int OC) {
     return n;
 }
 
+/* Declared tensor k of unit u's quantized form. */
+static const mt_qweight *qweight_of(const mt_model *m, int u, int k) {
+    const mt_unit_layout *ul = &m->layout.units[u];
+    return &m->qw[u][-ul->ref[k] - 1];
+}
+
+/* A linear on quantized weights: each tensor of the span dequantized a row
+ * tile at a time (fp32), its GEMM writing that tile's output columns. */
+static void quant_forward(mt_model *m, int u, int k, int n, float *out, const float *inp, const float *bias, int N, int C,
+                          int OC) {
+    int col0 = 0;
+    for (int i = 0; i < n; i++) {
+        const mt_tensor *t = mt_unit_tensor(&m->layout.units[u], k + i);
+        const mt_qweight *q = qweight_of(m, u, k + i);
+        int rows = (int)t->shape[0], tr = (int)(m->qtile_floats / (size_t)C);
+        for (int r0 = 0; r0 < rows; r0 += tr) {
+            int nr = rows - r0 < tr ? rows - r0 : tr;
+            MT_TIMED(m, MT_PROF_ELEMENTWISE, mt_qweight_rows(q, r0, nr, C, m->qtile));
+            MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'T', N, nr, C, 1.0f, inp, C, m->qtile, C, 0.0f, out + col0 + r0, OC));
+        }
+        col0 += rows;
+    }
+    mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC);
+    if (bias) {
+        double t0 = mt_prof_begin(m->prof);
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < OC; j++) out[(size_t)i * OC + j] += bias[j];
+        mt_prof_end(m->prof, MT_PROF_ELEMENTWISE, t0);
+    }
+}
+
+/* Its backward: the input gradient only (a quantized weight is frozen). */
+static void quant_backward(mt_model *m, int u, int k, int n, float *dinp, float *dbias, const float *dout, int N, int C,
+                           int OC, int flags) {
+    float beta = (flags & MT_ACC_DINP) ? 1.0f : 0.0f;
+    int col0 = 0;
+    for (int i = 0; i < n && dinp; i++) {
+        const mt_tensor *t = mt_unit_tensor(&m->layout.units[u], k + i);
+        const mt_qweight *q = qweight_of(m, u, k + i);
+        int rows = (int)t->shape[0], tr = (int)(m->qtile_floats / (size_t)C);
+        for (int r0 = 0; r0 < rows; r0 += tr) {
+            int nr = rows - r0 < tr ? rows - r0 : tr;
+            MT_TIMED(m, MT_PROF_ELEMENTWISE, mt_qweight_rows(q, r0, nr, C, m->qtile));
+            MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'N', N, C, nr, 1.0f, dout + col0 + r0, OC, m->qtile, C, beta, dinp, C));
+            beta = 1.0f;
+        }
+        col0 += rows;
+    }
+    if (dinp) mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC);
+    if (dbias) mt_unit_linear_backward(m, NULL, NULL, dbias, dout, NULL, NULL, N, C, OC, 0);
+}
+
 void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *out, const float *inp, const float *bias,
                         int N, int C, int OC) {
-    mt_unit_linear_forward(m, out, inp, mt_model_tensor_data(m, u, k), bias, N, C, OC);
+    if (mt_unit_tensor(&m->layout.units[u], k)->quant) quant_forward(m, u, k, fused_span(m, u, k, OC), out, inp, bias, N, C, OC);
+    else mt_unit_linear_forward(m, out, inp, mt_model_tensor_data(m, u, k), bias, N, C, OC);
     if (!m->lora_scratch) return;
     const mt_unit_layout *ul = &m->layout.units[u];
     int n = fused_span(m, u, k, OC), col0 = 0;
@@ -65,8 +121,11 @@ void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
 void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *dinp, float *dbias, const float *dout,
                         const float *inp, int N, int C, int OC, int flags) {
     int n = fused_span(m, u, k, OC);
-    mt_unit_linear_backward(m, dinp, mt_model_tensor_grad(m, u, k), dbias, dout, inp, mt_model_tensor_data(m, u, k), N,
-                            C, OC, flags);
+    if (mt_unit_tensor(&m->layout.units[u], k)->quant)
+        quant_backward(m, u, k, n, dinp, dbias, dout, N, C, OC, flags);
+    else
+        mt_unit_linear_backward(m, dinp, mt_model_tensor_grad(m, u, k), dbias, dout, inp, mt_model_tensor_data(m, u, k),
+                                N, C, OC, flags);
     if (!m->lora_scratch) return;
     const mt_unit_layout *ul = &m->layout.units[u];
     int col0 = 0;

@@ -173,7 +173,7 @@ const mt_tensor *mt_layout_find_tensor(const mt_layout *l, const char *name, int
 
 /* One tensor's initial values (a function of seed, name and full-tensor
  * element index only). */
-static void init_tensor(const mt_layout *l, const mt_tensor *t, float *dst, uint64_t seed) {
+void mt_tensor_init_values(const mt_layout *l, const mt_tensor *t, float *dst, uint64_t seed) {
     if (t->init_std > 0 || t->init_bound > 0) {
         /* Row by row from the full tensor's element indices; rows at or
          * past init_rows (an embedding's vocabulary padding) stay zero. */
@@ -200,12 +200,13 @@ static void init_tensor(const mt_layout *l, const mt_tensor *t, float *dst, uint
 
 void mt_unit_init_params(const mt_layout *l, int unit, float *params, uint64_t seed) {
     const mt_unit_layout *u = &l->units[unit];
-    for (int i = 0; i < u->n_tensors; i++) init_tensor(l, &u->t[i], params + u->t[i].offset, seed);
+    for (int i = 0; i < u->n_tensors; i++) mt_tensor_init_values(l, &u->t[i], params + u->t[i].offset, seed);
 }
 
 void mt_unit_init_frozen(const mt_layout *l, int unit, float *frozen, uint64_t seed) {
     const mt_unit_layout *u = &l->units[unit];
-    for (int i = 0; i < u->n_frozen; i++) init_tensor(l, &u->ft[i], frozen + u->ft[i].offset, seed);
+    for (int i = 0; i < u->n_frozen; i++) /* quantized ones have no room here (mt_model's quantized store) */
+        if (!u->ft[i].quant) mt_tensor_init_values(l, &u->ft[i], frozen + u->ft[i].offset, seed);
 }
 
 void mt_unit_split_frozen(mt_layout *l, int uidx) {
@@ -229,7 +230,8 @@ void mt_unit_split_frozen(mt_layout *l, int uidx) {
             u->t[u->n_tensors++] = t;
         } else {
             t.offset = u->frozen_numel, t.goffset = u->gfrozen_numel;
-            u->frozen_numel += t.numel, u->gfrozen_numel += t.gnumel;
+            if (!t.quant) u->frozen_numel += t.numel; /* a quantized tensor lives in the model's quantized store */
+            u->gfrozen_numel += t.gnumel;
             u->ref[k] = -u->n_frozen - 1;
             u->ft[u->n_frozen++] = t;
         }

@@ -50,6 +50,7 @@ typedef struct {
      * + 1 in the same unit (0: none): LoRA's A [r, in] and B [out, r], or
      * IA3's vector. */
     int lora_a, lora_b, ia3;
+    int quant;                     /* frozen and stored quantized (mt_quant_kind; no room in the fp32 frozen store) */
     int adapter;                   /* 1: an adapter tensor (not in a base checkpoint: --init-from keeps its init) */
     int64_t init_rows;             /* rows drawn from the RNG (an embedding's padding rows stay 0) */
     int64_t ckpt_rows;             /* full rows a checkpoint holds (<= gshape[0]: a vocabulary padded
@@ -158,6 +159,8 @@ const mt_tensor *mt_layout_find_tensor(const mt_layout *l, const char *name, int
 void mt_unit_init_params(const mt_layout *l, int unit, float *params, uint64_t seed);
 /* The same for the unit's frozen store (frozen_numel floats). */
 void mt_unit_init_frozen(const mt_layout *l, int unit, float *frozen, uint64_t seed);
+/* Fills dst (t->numel floats, this rank's slice) with t's initial values. */
+void mt_tensor_init_values(const mt_layout *l, const mt_tensor *t, float *dst, uint64_t seed);
 /* Moves the tensors whose trainable flag is 0 to the unit's frozen list
  * and renumbers both stores' offsets (declared order kept); sets ref. */
 void mt_unit_split_frozen(mt_layout *l, int u);

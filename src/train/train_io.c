@@ -81,7 +81,7 @@ static int for_each_run_of(const mt_layout *l, int u, size_t a, size_t b, int wr
     const mt_unit_layout *ul = &l->units[u];
     for (int i = 0; i < n_of(ul, which); i++) {
         const mt_tensor *t = tensor_of(ul, which, i);
-        if (which == BASE && t->adapter) continue;
+        if ((which == BASE && t->adapter) || (which == FROZEN && t->quant)) continue;
         size_t lo = a > t->offset ? a : t->offset, hi = b < t->offset + t->numel ? b : t->offset + t->numel;
         if (lo >= hi) continue;
         if (writer && l->tp_rank % t->tp_replicas) continue;
@@ -185,14 +185,28 @@ static int read_local_base(const mt_ckpt *ck, const mt_layout *l, int u, size_t 
  * trained tensors ("model/<name>"): the base a run adapts. */
 static int read_frozen(mt_model *m, const char *dir, mt_error *err) {
     const mt_layout *l = &m->layout;
-    if (!l->total_frozen) return 0;
+    if (!l->gtotal_frozen) return 0;
     mt_ckpt *ck = mt_ckpt_open_ex(dir, MT_CKPT_LAZY_VERIFY, err);
     if (!ck) return -1;
     int rc = check_shapes_of(ck, l, "model/", dir, FROZEN, err);
     for (int u = 0; u < l->n_units && !rc; u++) {
-        if (!m->frozen[u]) continue;
-        read_ctx c = {ck, "model/", m->frozen[u]};
-        rc = for_each_run_of(l, u, 0, l->units[u].frozen_numel, 0, FROZEN, read_run, &c, err);
+        if (!m->held[u]) continue;
+        if (m->frozen[u]) {
+            read_ctx c = {ck, "model/", m->frozen[u]};
+            rc = for_each_run_of(l, u, 0, l->units[u].frozen_numel, 0, FROZEN, read_run, &c, err);
+        }
+        for (int i = 0; i < l->units[u].n_frozen && !rc; i++) { /* quantized: this rank's rows, then quantized */
+            const mt_tensor *t = &l->units[u].ft[i];
+            if (!t->quant) continue;
+            char name[160];
+            snprintf(name, sizeof name, "model/%s", t->name);
+            size_t w = (size_t)t->shape[1];
+            float *x = mt_xmalloc(t->numel * sizeof(float), "weight to quantize");
+            for (int64_t r = 0; r < t->shape[0] && !rc; r++)
+                rc = mt_ckpt_read(ck, name, mt_tensor_row_origin(l, t, r), w, x + (size_t)r * w, err);
+            if (!rc) rc = mt_model_set_quantized(m, u, i, x, err);
+            free(x);
+        }
     }
     mt_ckpt_close(ck);
     mt_model_frozen_changed(m);
@@ -295,7 +309,7 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
         tr->step = mt_ckpt_step(ck);
     }
     /* the frozen base: the checkpoint itself (--init-from), or the base a resumed run recorded */
-    if (!rc && tr->model.layout.total_frozen) {
+    if (!rc && tr->model.layout.gtotal_frozen) {
         const char *bdir = NULL;
         if (base) bdir = dir;
         else if (mt_json_get(mt_ckpt_state(ck), "base") &&
@@ -318,7 +332,7 @@ int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err) {
     int rc = check_shapes(ck, l, "model/", dir, err);
     for (int u = 0; u < l->n_units && !rc; u++) rc = read_local(ck, l, u, "model/", 0, l->units[u].numel, m->params[u], err);
     const char *bdir = NULL; /* a PEFT / --freeze checkpoint: the frozen tensors are its base's */
-    if (!rc && l->total_frozen && mt_json_get(mt_ckpt_state(ck), "base") &&
+    if (!rc && l->gtotal_frozen && mt_json_get(mt_ckpt_state(ck), "base") &&
         mt_json_get_string(mt_ckpt_state(ck), "base", &bdir, err) == 0)
         rc = read_frozen(m, bdir, err);
     mt_ckpt_close(ck);

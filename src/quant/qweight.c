@@ -1,0 +1,39 @@
+/* Quantized frozen weights (see quant/qweight.h). */
+#include "quant/qweight.h"
+#include <string.h>
+
+int mt_quant_kind_parse(const char *s, mt_quant_kind *out, mt_error *err) {
+    if (!strcmp(s, "none")) *out = MT_QUANT_NONE;
+    else if (!strcmp(s, "nf4")) *out = MT_QUANT_NF4;
+    else if (!strcmp(s, "int8")) *out = MT_QUANT_INT8;
+    else return mt_errorf(err, "--quantize-base must be none, nf4 or int8, got '%s'", s);
+    return 0;
+}
+
+const char *mt_quant_kind_name(mt_quant_kind k) {
+    return k == MT_QUANT_NF4 ? "nf4" : k == MT_QUANT_INT8 ? "int8" : "none";
+}
+
+int mt_qweight_init(mt_qweight *q, mt_quant_kind kind, int double_quant, const float *w, int64_t rows, int64_t cols,
+                    mt_error *err) {
+    memset(q, 0, sizeof *q);
+    q->kind = kind;
+    if (kind == MT_QUANT_NF4) return mt_nf4_init(&q->nf4, w, rows, cols, double_quant, err);
+    if (kind == MT_QUANT_INT8) return mt_int8w_init(&q->i8, w, rows, cols, err);
+    return mt_errorf(err, "quantized weight: no quantization kind given");
+}
+
+void mt_qweight_free(mt_qweight *q) {
+    if (q->kind == MT_QUANT_NF4) mt_nf4_free(&q->nf4);
+    else if (q->kind == MT_QUANT_INT8) mt_int8w_free(&q->i8);
+    memset(q, 0, sizeof *q);
+}
+
+size_t mt_qweight_bytes(const mt_qweight *q) {
+    return q->kind == MT_QUANT_NF4 ? mt_nf4_bytes(&q->nf4) : q->kind == MT_QUANT_INT8 ? mt_int8w_bytes(&q->i8) : 0;
+}
+
+void mt_qweight_rows(const mt_qweight *q, int64_t row0, int64_t nrows, int64_t ld, float *out) {
+    if (q->kind == MT_QUANT_NF4) mt_nf4_dequant_rows(&q->nf4, row0, nrows, ld, out);
+    else mt_int8w_dequant_rows(&q->i8, row0, nrows, ld, out);
+}
