@@ -73,3 +73,17 @@ b = [json.loads(l)["loss"] for l in open(sys.argv[2]) if '"loss"' in l]
 assert a[10:] == b[-10:], (a[10:], b[-10:])
 print("resumed LoRA run: steps 11-20 bitwise equal to the uninterrupted run")
 PY
+# QLoRA (NF4 base with double quantization): the quantized base is the same on every rank without
+# tensor parallelism, so dp2 ZeRO-3 and pp2 give the one-process curve; merge folds the adapters into
+# the dequantized base (logits as the QLoRA model's)
+QLORA="--peft lora --lora-r 4 --lora-alpha 8 --lora-targets all-linear --quantize-base nf4 --double-quant"
+run q1 1 gpt2 $QLORA --ckpt-dir $W/qck
+run q_zero3 2 gpt2 $QLORA --dp 2 --zero 3
+run q_pp2 2 gpt2 $QLORA --pp 2
+compare q1 q_zero3 q_pp2
+$M merge --ckpt $W/qck --out $W/qmerged --data $W/text_train.bin | tee $W/qmerge.txt
+/usr/bin/python3 - $W/qmerge.txt <<'PY'
+import re, sys
+d = float(re.search(r"largest logit difference ([0-9.e+-]+)", open(sys.argv[1]).read()).group(1))
+assert d <= 1e-5, f"merged QLoRA logits differ by {d}"
+PY

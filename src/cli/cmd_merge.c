@@ -101,14 +101,23 @@ int mt_cli_merge(int argc, char **argv) {
     mt_model a, b;
     mt_model_create(&a, &cfg, batch, cfg.seq_len, 0, &mem);
     mt_model_create(&b, &mcfg, batch, mcfg.seq_len, 0, &mem);
-    for (int u = 0; u < a.layout.n_units; u++) {
+    for (int u = 0; u < a.layout.n_units && !rc; u++) {
         memcpy(a.params[u], w.unit[u], a.layout.units[u].numel * sizeof(float));
-        if (a.frozen[u]) memcpy(a.frozen[u], w.frozen[u], a.layout.units[u].frozen_numel * sizeof(float));
         memcpy(b.params[u], merged.unit[u], b.layout.units[u].numel * sizeof(float));
+        /* the frozen tensors by name: w holds them in fp32, the model may hold some quantized */
+        for (int i = 0; i < a.layout.units[u].n_frozen && !rc; i++) {
+            const mt_tensor *t = &a.layout.units[u].ft[i];
+            int su;
+            const mt_tensor *src = mt_layout_find_tensor(&w.layout, t->name, &su);
+            const float *x = w.frozen[su] + src->offset;
+            if (t->quant) rc = mt_model_set_quantized(&a, u, i, x, &err);
+            else memcpy(a.frozen[u] + t->offset, x, t->numel * sizeof(float));
+        }
     }
+    mt_model_frozen_changed(&a);
     size_t nl = (size_t)batch * (size_t)cfg.seq_len * (size_t)cfg.vocab_size;
     float *la = mt_xmalloc(nl * sizeof(float), "logits"), *lb = mt_xmalloc(nl * sizeof(float), "logits");
-    rc = fill_batch(&a, data, cfg.vocab_size, &err);
+    if (!rc) rc = fill_batch(&a, data, cfg.vocab_size, &err);
     if (!rc) rc = fill_batch(&b, data, cfg.vocab_size, &err);
     double diff = 0, mx = 0;
     if (!rc) {
