@@ -11,7 +11,9 @@ With --lora DIR (a peft adapter directory: adapter_model.safetensors and
 adapter_config.json) the base is frozen and each target linear becomes
 W x + b + s B A x (plain PyTorch, no peft): only the adapters are trained
 and their gradients dumped, per block in meshtrain's order (targets in
-c_attn, attn.c_proj, c_fc, mlp.c_proj order, A then B)."""
+c_attn, attn.c_proj, c_fc, mlp.c_proj order, A then B). With --ia3 DIR
+likewise IA3: a target's output (W x + b) * l, or for a feedforward module
+W (x * l) + b."""
 import argparse, json, math, struct
 import numpy as np
 import torch
@@ -89,8 +91,29 @@ class GPT(torch.nn.Module):
                 self.lora[f"h{l}_{mod}".replace(".", "_")] = (A, B)
                 self.lora_order += [A, B]
 
+    ia3 = {}       # "h{l}_mlp_c_proj" -> (vector, feedforward)
+
+    def add_ia3(self, adapter, cfg):
+        for q in self.p.values():
+            q.requires_grad_(False)
+        self.ia3, self.lora_order = {}, []
+        for l in range(self.L):
+            for mod in ["attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"]:
+                key = f"base_model.model.transformer.h.{l}.{mod}.ia3_l"
+                if key not in adapter:
+                    continue
+                v = torch.nn.Parameter(adapter[key].reshape(-1).clone())
+                ff = adapter[key].shape[0] == 1
+                self.ia3[f"h{l}_{mod}".replace(".", "_")] = (v, ff)
+                self.lora_order.append(v)
+
     def linear(self, x, l, mod):
+        v = self.ia3.get(f"h{l}_{mod}")
+        if v is not None and v[1]:
+            x = x * v[0]
         y = F.linear(x, self.p[f"h{l}_{mod}_weight"], self.p[f"h{l}_{mod}_bias"])
+        if v is not None and not v[1]:
+            y = y * v[0]
         ab = self.lora.get(f"h{l}_{mod}")
         if ab is not None:
             y = y + self.lora_scale * F.linear(F.linear(x, ab[0]), ab[1])
@@ -144,6 +167,7 @@ def main():
         ap.add_argument("--" + k.replace("_", "-"), type=t, default=d)
     ap.add_argument("--lr-schedule", default="constant")
     ap.add_argument("--lora", default=None)
+    ap.add_argument("--ia3", default=None)
     a = ap.parse_args()
     torch.set_num_threads(1)
     Vp = (a.vocab + 127) // 128 * 128
@@ -158,7 +182,11 @@ def main():
                        json.load(open(a.lora + "/adapter_config.json")))
         trained = decay = model.lora_order  # adapters only, all 2-D: decayed as meshtrain decays 2-D tensors
         nodecay = []
-    groups = [{"params": decay, "weight_decay": a.weight_decay}] + ([{"params": nodecay, "weight_decay": 0.0}] if nodecay else [])
+    if a.ia3:
+        model.add_ia3(read_safetensors(a.ia3 + "/adapter_model.safetensors"), json.load(open(a.ia3 + "/adapter_config.json")))
+        trained = nodecay = model.lora_order  # vectors: not decayed, as meshtrain decays only 2-D tensors
+        decay = []
+    groups = ([{"params": decay, "weight_decay": a.weight_decay}] if decay else []) + ([{"params": nodecay, "weight_decay": 0.0}] if nodecay else [])
     opt = torch.optim.AdamW(groups,
                             lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
     B, T = a.batch, a.seq_len
@@ -173,7 +201,7 @@ def main():
         loss = model(x, y)
         loss.backward()
         if step == 0:
-            assert not a.lora or all(q.grad is None for q in model.p.values()), "a frozen base got gradients"
+            assert not (a.lora or a.ia3) or all(q.grad is None for q in model.p.values()), "a frozen base got gradients"
             flat = torch.cat([q.grad.reshape(-1) for q in trained]).numpy().astype(np.float32)
             flat.tofile(a.out_grads)
         if a.grad_clip > 0:

@@ -71,6 +71,45 @@ static void add_lora(const mt_model_config *cfg, mt_layout *l, int u, int k) {
     l->units[u].t[k].lora_b = ib + 1;
 }
 
+/* Whether module `module` is in the comma-separated list. */
+static int in_list(const char *list, const char *module) {
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len && module_matches(module, p, len)) return 1;
+        p += len + (e != NULL);
+    }
+    return 0;
+}
+
+/* IA3's vector, initialised to ones: the target's output rows (cut with them), or for a
+ * feedforward module its input columns (cut as its columns are). */
+static void add_ia3(const mt_model_config *cfg, mt_layout *l, int u, int k) {
+    const mt_adapter_spec *s = &cfg->adapters;
+    mt_tensor tt = l->units[u].t[k];
+    char base[MT_TENSOR_NAME_LEN], name[MT_TENSOR_NAME_LEN + 16], module[128];
+    snprintf(base, sizeof base, "%s", tt.name);
+    size_t n = strlen(base);
+    if (n > 7 && strcmp(base + n - 7, ".weight") == 0) base[n - 7] = 0;
+    mt_adapters_module_name(cfg, tt.name, module, sizeof module);
+    int input = in_list(s->feedforward[0] ? s->feedforward : mt_family_get(cfg->family)->ia3_feedforward, module);
+    snprintf(name, sizeof name, "%s.ia3_l", base);
+    mt_tensor *v;
+    if (input) {
+        v = mt_unit_add_tensor(l, u, name, tt.gshape[1], 1, 1, 0, -1.0f, tt.split == MT_TP_COLS ? MT_TP_ROWS : MT_TP_REPLICATED);
+    } else {
+        v = mt_unit_add_tensor(l, u, name, tt.gshape[0], 1, 1, 0, -1.0f, tt.split == MT_TP_ROWS ? MT_TP_ROWS : MT_TP_REPLICATED);
+        if (tt.split == MT_TP_ROWS && tt.split_parts > 1) mt_tensor_set_parts(v, tt.split_parts, tt.part_rows);
+        if (tt.split == MT_TP_ROWS && tt.tp_replicas > 1) mt_unit_set_tp_replicas(l, u, tt.tp_replicas);
+    }
+    v->adapter = 1;
+    l->units[u].t[k].ia3 = l->units[u].n_tensors;
+    l->units[u].t[k].ia3_input = input;
+    snprintf(name, sizeof name, "%s.bias", base); /* backward recomputes the scaled output: W x + b */
+    for (int i = 0; i < l->units[u].n_tensors; i++)
+        if (!strcmp(l->units[u].t[i].name, name)) l->units[u].t[k].bias_of = i + 1;
+}
+
 void mt_adapters_apply(const mt_model_config *cfg, mt_layout *l) {
     const mt_adapter_spec *s = &cfg->adapters;
     if (!mt_adapter_spec_active(s)) return;
@@ -100,6 +139,7 @@ void mt_adapters_apply(const mt_model_config *cfg, mt_layout *l) {
             any |= !t->trainable;
             if (!t->trainable && s->quant && t->ndim == 2 && l->units[u].role == MT_UNIT_BLOCK) t->quant = s->quant;
             if (s->kind == MT_PEFT_LORA && is_target(cfg, &l->units[u], t, NULL)) add_lora(cfg, l, u, k);
+            else if (s->kind == MT_PEFT_IA3 && is_target(cfg, &l->units[u], &l->units[u].t[k], NULL)) add_ia3(cfg, l, u, k);
         }
     }
     if (md) pcre2_match_data_free(md);
@@ -140,8 +180,9 @@ int mt_adapters_check(const mt_model_config *cfg, mt_error *err) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
         if (!len || i >= 32 || !(hit >> i & 1u))
-            return mt_errorf(err, "LoRA target (--lora-targets, target_modules) '%.*s' names no linear module of this %s model (its blocks' linear "
-                                  "modules: %s; or all-linear)", (int)len, p, mt_family_name(cfg->family), names);
+            return mt_errorf(err, "%s target (--%s-targets, target_modules) '%.*s' names no linear module of this %s model (its blocks' linear "
+                                  "modules: %s; or all-linear)", s->kind == MT_PEFT_IA3 ? "IA3" : "LoRA",
+                             s->kind == MT_PEFT_IA3 ? "ia3" : "lora", (int)len, p, mt_family_name(cfg->family), names);
         p += len + (e != NULL);
     }
     return 0;

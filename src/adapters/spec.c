@@ -60,6 +60,9 @@ void mt_adapter_spec_write_json(mt_json_writer *w, const mt_adapter_spec *s) {
         mt_jw_key(w, "rslora"); mt_jw_int(w, s->rslora);
     }
     mt_jw_key(w, "targets"); mt_jw_string(w, s->targets);
+    if (s->kind == MT_PEFT_IA3) {
+        mt_jw_key(w, "feedforward"); mt_jw_string(w, s->feedforward);
+    }
     mt_jw_key(w, "freeze"); mt_jw_string(w, s->freeze);
     if (s->quant) {
         mt_jw_key(w, "quantize_base"); mt_jw_string(w, mt_quant_kind_name((mt_quant_kind)s->quant));
@@ -91,6 +94,7 @@ int mt_adapter_spec_read_json(const mt_json *o, mt_adapter_spec *s, mt_error *er
         s->r = (int)r, s->alpha = (float)a, s->dropout = (float)d, s->rslora = rs != 0;
     }
     if (get_text(o, "targets", s->targets, err) || get_text(o, "freeze", s->freeze, err)) return -1;
+    if (s->kind == MT_PEFT_IA3 && get_text(o, "feedforward", s->feedforward, err)) return -1;
     if (mt_json_get(o, "quantize_base")) {
         const char *q = NULL;
         int64_t dq = 0;

@@ -20,6 +20,7 @@ typedef struct {
     int rslora;
     char targets[MT_ADAPTER_TEXT];  /* comma-separated HF module names (last component, e.g. q_proj,
                                        c_attn), or "all-linear"; empty: the kind's default */
+    char feedforward[MT_ADAPTER_TEXT]; /* IA3: the targets whose input (not output) is scaled; empty: the family's */
     char freeze[MT_ADAPTER_TEXT];   /* --freeze: a PCRE2 pattern over HF tensor names (empty: none) */
     int quant;                      /* --quantize-base: the frozen linear weights of the blocks stored as
                                        mt_quant_kind (quant/qweight.h: 0 none, 1 nf4, 2 int8) */

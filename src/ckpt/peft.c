@@ -28,37 +28,50 @@ static void peft_key(const mt_model_config *cfg, const char *tensor, char *buf, 
     snprintf(buf, cap, "base_model.model.%s%s", f->peft_module_prefix, hf);
 }
 
+/* A comma-separated list as a JSON array (or the string "all-linear"). */
+static void write_list(mt_json_writer *jw, const char *list) {
+    if (!strcmp(list, "all-linear")) {
+        mt_jw_string(jw, "all-linear");
+        return;
+    }
+    mt_jw_begin_array(jw);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char one[MT_ADAPTER_TEXT];
+        snprintf(one, sizeof one, "%.*s", (int)len, p);
+        mt_jw_string(jw, one);
+        p += len + (e != NULL);
+    }
+    mt_jw_end_array(jw);
+}
+
 static int write_config(const char *dir, const mt_weights *w, mt_error *err) {
     const mt_adapter_spec *s = &w->cfg.adapters;
     const mt_family *f = mt_family_get(w->cfg.family);
+    int ia3 = s->kind == MT_PEFT_IA3;
     mt_json_writer jw;
     mt_jw_init(&jw);
     mt_jw_begin_object(&jw);
-    mt_jw_key(&jw, "peft_type"); mt_jw_string(&jw, "LORA");
+    mt_jw_key(&jw, "peft_type"); mt_jw_string(&jw, ia3 ? "IA3" : "LORA");
     mt_jw_key(&jw, "task_type"); mt_jw_string(&jw, "CAUSAL_LM");
     mt_jw_key(&jw, "base_model_name_or_path"); mt_jw_string(&jw, w->base);
-    mt_jw_key(&jw, "r"); mt_jw_int(&jw, s->r);
-    mt_jw_key(&jw, "lora_alpha"); mt_jw_float(&jw, s->alpha);
-    mt_jw_key(&jw, "lora_dropout"); mt_jw_float(&jw, s->dropout);
-    mt_jw_key(&jw, "use_rslora"); mt_jw_bool(&jw, s->rslora);
+    if (!ia3) {
+        mt_jw_key(&jw, "r"); mt_jw_int(&jw, s->r);
+        mt_jw_key(&jw, "lora_alpha"); mt_jw_float(&jw, s->alpha);
+        mt_jw_key(&jw, "lora_dropout"); mt_jw_float(&jw, s->dropout);
+        mt_jw_key(&jw, "use_rslora"); mt_jw_bool(&jw, s->rslora);
+        mt_jw_key(&jw, "bias"); mt_jw_string(&jw, "none");
+    } else {
+        mt_jw_key(&jw, "init_ia3_weights"); mt_jw_bool(&jw, 1);
+    }
     mt_jw_key(&jw, "fan_in_fan_out"); mt_jw_bool(&jw, f->peft_fan_in_fan_out);
-    mt_jw_key(&jw, "bias"); mt_jw_string(&jw, "none");
     mt_jw_key(&jw, "inference_mode"); mt_jw_bool(&jw, 1);
     mt_jw_key(&jw, "target_modules");
-    const char *list = s->targets[0] ? s->targets : f->lora_targets;
-    if (!strcmp(list, "all-linear")) {
-        mt_jw_string(&jw, "all-linear");
-    } else {
-        mt_jw_begin_array(&jw);
-        for (const char *p = list; *p;) {
-            const char *e = strchr(p, ',');
-            size_t len = e ? (size_t)(e - p) : strlen(p);
-            char one[MT_ADAPTER_TEXT];
-            snprintf(one, sizeof one, "%.*s", (int)len, p);
-            mt_jw_string(&jw, one);
-            p += len + (e != NULL);
-        }
-        mt_jw_end_array(&jw);
+    write_list(&jw, s->targets[0] ? s->targets : ia3 ? f->ia3_targets : f->lora_targets);
+    if (ia3) {
+        mt_jw_key(&jw, "feedforward_modules");
+        write_list(&jw, s->feedforward[0] ? s->feedforward : f->ia3_feedforward);
     }
     mt_jw_end_object(&jw);
     char path[4200];
@@ -74,9 +87,22 @@ static int write_config(const char *dir, const mt_weights *w, mt_error *err) {
     return rc;
 }
 
+/* The shape a peft file gives adapter tensor t: LoRA's as they are, IA3's
+ * vector (out, 1) for an output scaling and (1, in) for an input scaling. */
+static void peft_shape(const mt_layout *l, const mt_tensor *t, int64_t shape[2]) {
+    shape[0] = t->shape[0], shape[1] = t->shape[1];
+    size_t n = strlen(t->name);
+    if (n < 6 || strcmp(t->name + n - 6, ".ia3_l")) return;
+    char target[MT_TENSOR_NAME_LEN + 8];
+    snprintf(target, sizeof target, "%.*s.weight", (int)(n - 6), t->name);
+    const mt_tensor *g = mt_layout_find_tensor(l, target, NULL);
+    if (g && g->ia3_input) shape[0] = 1, shape[1] = t->shape[0];
+    else shape[0] = t->shape[0], shape[1] = 1;
+}
+
 int mt_peft_export(const char *dir, const mt_weights *w, mt_error *err) {
-    if (w->cfg.adapters.kind != MT_PEFT_LORA)
-        return mt_errorf(err, "--format peft exports the adapters of a --peft lora run; this checkpoint %s",
+    if (w->cfg.adapters.kind == MT_PEFT_NONE)
+        return mt_errorf(err, "--format peft exports the adapters of a --peft lora|ia3 run; this checkpoint %s",
                          w->cfg.adapters.freeze[0] ? "froze tensors by --freeze (export it with --format hf after training)"
                                                    : "has no adapters");
     if (mt_make_dirs(dir, "PEFT adapter directory", err)) return -1;
@@ -91,8 +117,7 @@ int mt_peft_export(const char *dir, const mt_weights *w, mt_error *err) {
             peft_key(&w->cfg, t->name, names[k], sizeof names[k]);
             specs[k].name = names[k];
             specs[k].ndim = 2;
-            specs[k].shape[0] = t->shape[0];
-            specs[k].shape[1] = t->shape[1];
+            peft_shape(&w->layout, t, specs[k].shape);
         }
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
@@ -125,16 +150,30 @@ static int read_config(const char *dir, mt_adapter_spec *s, mt_error *err) {
     int64_t r;
     double a, d = 0;
     int rc = 0;
+    int ia3 = 0;
     if (mt_json_get_string(o, "peft_type", &type, err)) rc = -1;
-    else if (strcmp(type, "LORA"))
-        rc = mt_errorf(err, "%s: peft_type \"%s\" is not supported (meshtrain imports LORA adapters)", path, type);
+    else if (strcmp(type, "LORA") && strcmp(type, "IA3"))
+        rc = mt_errorf(err, "%s: peft_type \"%s\" is not supported (meshtrain imports LORA and IA3 adapters)", path, type);
+    else if ((ia3 = !strcmp(type, "IA3")))
+        r = 1, a = 1;
     else if (mt_json_get_int64(o, "r", &r, err) || mt_json_get_double(o, "lora_alpha", &a, err))
         rc = err_in(err, path);
     else if (mt_json_get(o, "lora_dropout") && mt_json_get_double(o, "lora_dropout", &d, err))
         rc = err_in(err, path);
     if (!rc && (r < 1 || r > 65536)) rc = mt_errorf(err, "%s: r = %lld is out of range", path, (long long)r);
+    if (!rc && ia3) {
+        s->kind = MT_PEFT_IA3;
+        const mt_json *ff = mt_json_get(o, "feedforward_modules");
+        size_t n = 0;
+        if (ff && ff->type == MT_JSON_STRING) n = (size_t)snprintf(s->feedforward, sizeof s->feedforward, "%s", ff->str);
+        for (const mt_json *e = ff && ff->type == MT_JSON_ARRAY ? ff->child : NULL; e && !rc; e = e->next) {
+            if (e->type != MT_JSON_STRING) rc = mt_errorf(err, "%s: feedforward_modules holds a non-string", path);
+            else n += (size_t)snprintf(s->feedforward + n, n < sizeof s->feedforward ? sizeof s->feedforward - n : 0, "%s%s", n ? "," : "", e->str);
+        }
+        if (!rc && n >= sizeof s->feedforward) rc = mt_errorf(err, "%s: feedforward_modules is too long", path);
+    }
     if (!rc) {
-        s->kind = MT_PEFT_LORA, s->r = (int)r, s->alpha = (float)a, s->dropout = (float)d;
+        if (!ia3) s->kind = MT_PEFT_LORA, s->r = (int)r, s->alpha = (float)a, s->dropout = (float)d;
         const mt_json *rs = mt_json_get(o, "use_rslora");
         s->rslora = rs && rs->type == MT_JSON_BOOL && rs->boolean;
         const mt_json *bias = mt_json_get(o, "bias");
@@ -184,6 +223,7 @@ int mt_peft_import(const char *dir, const char *base, mt_weights *out, mt_error 
     mt_weights_alloc(out, &cfg);
     snprintf(out->base, sizeof out->base, "%s", base);
     int found = 0;
+    int64_t want[2];
     char key[200];
     for (int u = 0; u < out->layout.n_units && !rc; u++)
         for (int i = 0; i < out->layout.units[u].n_tensors && !rc; i++) {
@@ -192,11 +232,11 @@ int mt_peft_import(const char *dir, const char *base, mt_weights *out, mt_error 
             const mt_st_entry *en = mt_st_find(f, key);
             if (!en) {
                 rc = mt_errorf(err, "%s has no tensor %s (the adapter_config.json's targets name it)", path, key);
-            } else if (en->ndim != 2 || en->shape[0] != t->shape[0] || en->shape[1] != t->shape[1]) {
+            } else if (peft_shape(&out->layout, t, want), en->ndim != 2 || en->shape[0] != want[0] || en->shape[1] != want[1]) {
                 rc = mt_errorf(err, "%s: %s has shape [%lld, %lld], r = %d on this model needs [%lld, %lld] (a rank "
                                     "mismatch, or an adapter of another model)",
                                path, key, (long long)en->shape[0], (long long)(en->ndim > 1 ? en->shape[1] : 1), spec.r,
-                               (long long)t->shape[0], (long long)t->shape[1]);
+                               (long long)want[0], (long long)want[1]);
             } else {
                 rc = mt_st_read_f32(f, en, out->unit[u] + t->offset, err);
                 if (!rc && mt_found_nonfinite(out->unit[u] + t->offset, t->numel))
@@ -254,6 +294,12 @@ int mt_peft_merge(const mt_weights *w, mt_weights *out, mt_error *err) {
                 mt_qweight_rows(&q, 0, t->shape[0], t->shape[1], dst);
                 mt_qweight_free(&q);
             }
+            if (src->ia3) { /* fold the vector in: rows (output scaling, and its bias below) or columns (input) */
+                const float *l = w->unit[su] + mt_unit_tensor(&w->layout.units[su], src->ia3 - 1)->offset;
+                for (int64_t o = 0; o < t->shape[0]; o++)
+                    for (int64_t c = 0; c < t->shape[1]; c++) dst[o * t->shape[1] + c] *= src->ia3_input ? l[c] : l[o];
+                continue;
+            }
             if (!src->lora_a) continue;
             const mt_unit_layout *ul = &w->layout.units[su];
             const mt_tensor *a = mt_unit_tensor(ul, src->lora_a - 1), *b = mt_unit_tensor(ul, src->lora_b - 1);
@@ -265,6 +311,16 @@ int mt_peft_merge(const mt_weights *w, mt_weights *out, mt_error *err) {
                     for (int64_t k = 0; k < r; k++) acc += (double)B[o * r + k] * (double)A[k * I + c];
                     dst[o * I + c] += (float)((double)s * acc);
                 }
+        }
+    /* an output-scaled target's bias is scaled too: (W x + b) * l */
+    for (int u = 0; u < w->layout.n_units; u++)
+        for (int k = 0; k < w->layout.units[u].n_decl; k++) {
+            const mt_tensor *t = mt_unit_tensor(&w->layout.units[u], k);
+            if (!t->ia3 || t->ia3_input || !t->bias_of) continue;
+            const mt_tensor *b = mt_unit_tensor(&w->layout.units[u], t->bias_of - 1);
+            const float *l = w->unit[u] + mt_unit_tensor(&w->layout.units[u], t->ia3 - 1)->offset;
+            float *dst = mt_weights_tensor(out, b->name, NULL);
+            for (size_t j = 0; dst && j < b->numel; j++) dst[j] *= l[j];
         }
     return 0;
 }

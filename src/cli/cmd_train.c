@@ -260,7 +260,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
     int ranks_per_node = 0, resume_auto = 0, print_config = 0, ignore_stored = 0;
     const char *config_path = NULL; /* handled before parsing; the entry documents it */
-    const char *peft = "none", *lora_targets = "", *freeze = "", *quantize_base = "none";
+    const char *peft = "none", *lora_targets = "", *freeze = "", *quantize_base = "none", *ia3_targets = "", *ia3_ff = "";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
     o.mesh = (mt_mesh_shape){1, 1, 1, 0};
     mt_arg spec[] = {
@@ -289,7 +289,9 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"vocab", MT_ARG_INT, &mf.vocab, "vocabulary size (default: 256 for byte data, 50257 otherwise)", 0},
         {"seq-len", MT_ARG_INT, &mf.seq_len, "context length T (default 64)", 0},
         {"dropout", MT_ARG_FLOAT, &mf.dropout, "dropout probability (default 0)", 0},
-        {"peft", MT_ARG_STR, &peft, "parameter-efficient fine-tuning: none | lora (adapters on a frozen base; default none)", 0},
+        {"peft", MT_ARG_STR, &peft, "parameter-efficient fine-tuning: none | lora | ia3 (adapters on a frozen base; default none)", 0},
+        {"ia3-targets", MT_ARG_STR, &ia3_targets, "comma-separated Hugging Face module names IA3 scales (default: gpt2 c_attn,mlp.c_proj; llama k_proj,v_proj,down_proj)", 0},
+        {"ia3-feedforward", MT_ARG_STR, &ia3_ff, "the IA3 targets scaled on their input, not their output (default: gpt2 mlp.c_proj; llama down_proj)", 0},
         {"lora-r", MT_ARG_INT, &ad.r, "LoRA rank r (default 8)", 0},
         {"lora-alpha", MT_ARG_FLOAT, &ad.alpha, "LoRA alpha: the update is scaled by alpha / r (default 16)", 0},
         {"lora-dropout", MT_ARG_FLOAT, &ad.dropout, "dropout on the LoRA input (default 0)", 0},
@@ -453,7 +455,24 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         mt_errorf(&err, "--lora-targets / --freeze: longer than %d characters", MT_ADAPTER_TEXT - 1);
         return rank ? 1 : mt_cli_fail("train", &err);
     }
-    snprintf(ad.targets, sizeof ad.targets, "%s", lora_targets);
+    if (strlen(ia3_targets) >= MT_ADAPTER_TEXT || strlen(ia3_ff) >= MT_ADAPTER_TEXT) {
+        mt_errorf(&err, "--ia3-targets / --ia3-feedforward: longer than %d characters", MT_ADAPTER_TEXT - 1);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
+    if (ad.kind != MT_PEFT_IA3 && (ia3_targets[0] || ia3_ff[0])) {
+        mt_errorf(&err, "--%s needs --peft ia3", ia3_targets[0] ? "ia3-targets" : "ia3-feedforward");
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
+    if (ad.kind == MT_PEFT_IA3) { /* IA3 has no rank, scale or dropout: keep the config canonical */
+        const char *set = ad.r != 8 ? "lora-r" : ad.alpha != 16.0f ? "lora-alpha" : ad.dropout != 0.0f ? "lora-dropout"
+                        : lora_targets[0] ? "lora-targets" : ad.rslora ? "lora-use-rslora" : NULL;
+        if (set) {
+            mt_errorf(&err, "--%s is a LoRA setting; this run is --peft ia3", set);
+            return rank ? 1 : mt_cli_fail("train", &err);
+        }
+    }
+    snprintf(ad.targets, sizeof ad.targets, "%s", ad.kind == MT_PEFT_IA3 ? ia3_targets : lora_targets);
+    snprintf(ad.feedforward, sizeof ad.feedforward, "%s", ia3_ff);
     snprintf(ad.freeze, sizeof ad.freeze, "%s", freeze);
     if (ad.kind == MT_PEFT_NONE) { /* LoRA settings without --peft lora are a mistake (defaults are fine) */
         const char *set = ad.r != 8 ? "lora-r" : ad.alpha != 16.0f ? "lora-alpha" : ad.dropout != 0.0f ? "lora-dropout"
@@ -481,7 +500,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     /* The model flags may read the data (vocab inference). */
     int rc = resolve_model(&mf, spec, NARGS(spec), o.train_path, &o.cfg, &err);
     o.cfg.adapters = ad;
-    if (ad.kind == MT_PEFT_NONE) o.cfg.adapters.r = 0, o.cfg.adapters.alpha = 0; /* the model config's canonical form */
+    if (ad.kind != MT_PEFT_LORA) o.cfg.adapters.r = 0, o.cfg.adapters.alpha = 0; /* the model config's canonical form */
     if (!rc) rc = check_against_checkpoint(spec, NARGS(spec), &mf, &o, &err);
     mt_trainer tr;
     memset(&tr, 0, sizeof tr);

@@ -83,6 +83,7 @@ typedef struct mt_family {
     /* --- adapters: default target modules (HF names, PEFT's defaults) --- */
     const char *lora_targets;
     const char *ia3_targets;
+    const char *ia3_feedforward;    /* IA3 targets scaled on their input (the MLP's down projection) */
     const char *peft_module_prefix; /* before our HF name in a PEFT adapter's keys (GPT-2: "transformer.") */
     int peft_fan_in_fan_out;        /* adapter_config.json's fan_in_fan_out (GPT-2's Conv1D: 1) */
     /* --- generation: one token through the model with a KV cache --- */

@@ -114,6 +114,17 @@ static void alloc_lora(mt_model *m, size_t N) {
             out = (size_t)b->shape[0] > out ? (size_t)b->shape[0] : out;
         }
     }
+    int ia3 = 0;
+    for (int u = 0; u < l->n_units; u++)
+        for (int k = 0; k < l->units[u].n_decl && m->held[u]; k++) ia3 |= mt_unit_tensor(&l->units[u], k)->ia3 != 0;
+    if (ia3) { /* the widest GEMM operand row bounds every IA3 buffer */
+        size_t wmax, wnum;
+        m->fam->gemm_extents(m, 0, &wmax, &wnum);
+        for (int k = 0; k < 3; k++) {
+            float **b = k == 0 ? &m->ia3_x : k == 1 ? &m->ia3_d : &m->ia3_y;
+            *b = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, N * wmax * sizeof(float), "IA3 scratch");
+        }
+    }
     if (!r) return;
     m->lora_scratch_floats[0] = N * in;
     m->lora_scratch_floats[1] = N * r;
@@ -318,6 +329,7 @@ void mt_model_free(mt_model *m) {
     }
     free(m->qw); free(m->qtile);
     free(m->frozen); free(m->frozen16); free(m->frozen16_version); free(m->gsink); free(m->lora_scratch);
+    free(m->ia3_x); free(m->ia3_d); free(m->ia3_y);
     free(m->op16[0]); free(m->op16[1]); free(m->opf[0]); free(m->opf[1]); free(m->wbuf);
     free(m->params);
     free(m->grads);

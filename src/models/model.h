@@ -87,6 +87,8 @@ typedef struct mt_model {
     float *gsink;     /* where the backward of a frozen norm or bias writes its (unused) gradient */
     float *lora_scratch; /* LoRA's [N, in] dropped-out input and [N, r] x2 (NULL: no adapters) */
     size_t lora_scratch_floats[3];
+    float *ia3_x, *ia3_d, *ia3_y; /* IA3: a scaled input / its gradient [N, in], dy * l [N, OC], W x + b [N, rows]
+                                     (NULL: no IA3 adapters) */
     unsigned char *held; /* [n_units] 1: the unit is part of this process's model */
     /* [n_units] 1: grads[u] is fresh for this backward -- cleared except
      * where its grad_by_one_gemm tensors lie, which the unit's backward

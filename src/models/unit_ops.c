@@ -4,6 +4,7 @@
  * vocabulary-parallel). See models/unit_ops.h. */
 #include "models/unit_ops.h"
 #include "adapters/lora.h"
+#include "adapters/ia3.h"
 #include "quant/qweight.h"
 #include "ops/ops.h"
 #include <string.h>
@@ -106,28 +107,74 @@ static void quant_backward(mt_model *m, int u, int k, int n, float *dinp, float 
 
 void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *out, const float *inp, const float *bias,
                         int N, int C, int OC) {
-    if (mt_unit_tensor(&m->layout.units[u], k)->quant) quant_forward(m, u, k, fused_span(m, u, k, OC), out, inp, bias, N, C, OC);
-    else mt_unit_linear_forward(m, out, inp, mt_model_tensor_data(m, u, k), bias, N, C, OC);
-    if (!m->lora_scratch) return;
     const mt_unit_layout *ul = &m->layout.units[u];
-    int n = fused_span(m, u, k, OC), col0 = 0;
+    const mt_tensor *t0 = mt_unit_tensor(ul, k);
+    int n = fused_span(m, u, k, OC);
+    const float *x = inp;
+    if (t0->ia3 && t0->ia3_input) { /* IA3 on a feedforward module: its input scaled */
+        mt_ia3_scale_input(m, u, k, m->ia3_x, inp, N, C);
+        x = m->ia3_x;
+    }
+    if (t0->quant) quant_forward(m, u, k, n, out, x, bias, N, C, OC);
+    else mt_unit_linear_forward(m, out, x, mt_model_tensor_data(m, u, k), bias, N, C, OC);
+    if (!m->lora_scratch && !m->ia3_x) return;
+    int col0 = 0;
     for (int i = 0; i < n; i++) {
         const mt_tensor *t = mt_unit_tensor(ul, k + i);
         if (t->lora_a) mt_lora_forward(m, u, k + i, fc, out, inp, N, C, OC, col0);
+        if (t->ia3 && !t->ia3_input) mt_ia3_scale_output(m, u, k + i, out, N, OC, col0);
         col0 += (int)t->shape[0];
     }
 }
 
 void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *dinp, float *dbias, const float *dout,
                         const float *inp, int N, int C, int OC, int flags) {
-    int n = fused_span(m, u, k, OC);
-    if (mt_unit_tensor(&m->layout.units[u], k)->quant)
-        quant_backward(m, u, k, n, dinp, dbias, dout, N, C, OC, flags);
-    else
-        mt_unit_linear_backward(m, dinp, mt_model_tensor_grad(m, u, k), dbias, dout, inp, mt_model_tensor_data(m, u, k),
-                                N, C, OC, flags);
-    if (!m->lora_scratch) return;
     const mt_unit_layout *ul = &m->layout.units[u];
+    const mt_tensor *t0 = mt_unit_tensor(ul, k);
+    int n = fused_span(m, u, k, OC);
+    const float *d = dout;
+    if (m->ia3_x) { /* IA3 on outputs: dL/dl from the recomputed W x + b, and the base sees dy * l */
+        int col0 = 0, copied = 0;
+        for (int i = 0; i < n; i++) {
+            const mt_tensor *t = mt_unit_tensor(ul, k + i);
+            int R = (int)t->shape[0];
+            if (t->ia3 && !t->ia3_input) {
+                if (!copied) {
+                    MT_TIMED(m, MT_PROF_ELEMENTWISE, memcpy(m->ia3_d, dout, (size_t)N * OC * sizeof(float)));
+                    copied = 1;
+                }
+                const float *b = t->bias_of ? mt_model_tensor_data(m, u, t->bias_of - 1) : NULL;
+                if (t->quant) quant_forward(m, u, k + i, 1, m->ia3_y, inp, b, N, C, R);
+                else mt_unit_linear_forward(m, m->ia3_y, inp, mt_model_tensor_data(m, u, k + i), b, N, C, R);
+                mt_ia3_grad(m, u, k + i, dout, OC, col0, m->ia3_y, N, R);
+                mt_ia3_scale_output(m, u, k + i, m->ia3_d, N, OC, col0);
+            }
+            col0 += R;
+        }
+        if (copied) d = m->ia3_d;
+    }
+    int in_scaled = t0->ia3 && t0->ia3_input && dinp;
+    float *dx = in_scaled ? m->ia3_x : dinp; /* input scaling: g = dy W first */
+    int fl = in_scaled ? flags & ~MT_ACC_DINP : flags;
+    if (t0->quant)
+        quant_backward(m, u, k, n, dx, dbias, d, N, C, OC, fl);
+    else
+        mt_unit_linear_backward(m, dx, mt_model_tensor_grad(m, u, k), dbias, d, inp, mt_model_tensor_data(m, u, k), N,
+                                C, OC, fl);
+    if (in_scaled) { /* dL/dl = column sums of g * x; dL/dx = g * l */
+        mt_ia3_grad(m, u, k, m->ia3_x, C, 0, inp, N, C);
+        const float *l = mt_model_tensor_data(m, u, t0->ia3 - 1);
+        int acc = (flags & MT_ACC_DINP) != 0;
+        double t1 = mt_prof_begin(m->prof);
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < C; j++) {
+                float v = m->ia3_x[(size_t)i * C + j] * l[j];
+                dinp[(size_t)i * C + j] = acc ? dinp[(size_t)i * C + j] + v : v;
+            }
+        mt_prof_end(m->prof, MT_PROF_ELEMENTWISE, t1);
+    }
+    if (!m->lora_scratch) return;
     int col0 = 0;
     for (int i = 0; i < n; i++) {
         const mt_tensor *t = mt_unit_tensor(ul, k + i);

@@ -50,6 +50,8 @@ typedef struct {
      * + 1 in the same unit (0: none): LoRA's A [r, in] and B [out, r], or
      * IA3's vector. */
     int lora_a, lora_b, ia3;
+    int ia3_input;                 /* IA3 scales this target's input (a feedforward module), not its output */
+    int bias_of;                   /* IA3 target: its bias's declared index + 1 (0: none) */
     int quant;                     /* frozen and stored quantized (mt_quant_kind; no room in the fp32 frozen store) */
     int adapter;                   /* 1: an adapter tensor (not in a base checkpoint: --init-from keeps its init) */
     int64_t init_rows;             /* rows drawn from the RNG (an embedding's padding rows stay 0) */

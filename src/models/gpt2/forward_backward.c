@@ -375,5 +375,6 @@ const mt_family mt_family_gpt2 = {
     .lora_targets = "c_attn",
     .peft_module_prefix = "transformer.",
     .peft_fan_in_fan_out = 1,
+    .ia3_feedforward = "mlp.c_proj",
     .ia3_targets = "c_attn,mlp.c_proj",
 };

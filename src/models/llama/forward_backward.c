@@ -316,5 +316,6 @@ const mt_family mt_family_llama = {
     .decode_step = mt_llama_decode_step,
     .lora_targets = "q_proj,v_proj",
     .peft_module_prefix = "",
+    .ia3_feedforward = "down_proj",
     .ia3_targets = "k_proj,v_proj,down_proj",
 };
