@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# LoRA composes with every parallelism: 20 steps of a LoRA fine-tune (all
+# LoRA (and IA3) compose with every parallelism: 20 steps of a LoRA fine-tune (all
 # linear layers, r 4, LoRA dropout 0.1, fp32 base) give the one-process
 # loss curve to 1e-5 relative under dp2 ZeRO-3, dp2 x tp2, tp2 with sequence
 # parallelism, pp2, and dp2 x tp2 x pp2 (GPT-2); and for a Llama base with one
@@ -45,10 +45,17 @@ run g_pp2 2 gpt2 $LORA --pp 2
 run g_dp2tp2pp2 8 gpt2 $LORA --dp 2 --tp 2 --pp 2
 compare g1 g_zero3 g_dp2tp2 g_tp2sp g_pp2 g_dp2tp2pp2
 grep -q "trained: .* parameters (lora adapters); frozen: " $W/g1.log
+run i1 1 gpt2 --peft ia3
+run i_dp2tp2 4 gpt2 --peft ia3 --dp 2 --tp 2 --zero 3
+run i_tp2sp_pp2 4 gpt2 --peft ia3 --tp 2 --sequence-parallel --pp 2
+compare i1 i_dp2tp2 i_tp2sp_pp2
 run l1 1 llama $LORA
 run l_tp2 2 llama $LORA --tp 2
 run l_zero2 2 llama $LORA --dp 2 --zero 2
 compare l1 l_tp2 l_zero2
+run li1 1 llama --peft ia3
+run li_tp2 2 llama --peft ia3 --tp 2
+compare li1 li_tp2
 FREEZE=(--freeze '^(wte|wpe|h\.0\.)')
 run f1 1 gpt2 "${FREEZE[@]}"
 run f_dp2tp2 4 gpt2 "${FREEZE[@]}" --dp 2 --tp 2 --zero 1
