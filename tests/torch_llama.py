@@ -246,6 +246,34 @@ class Llama(torch.nn.Module):
     def params(self):
         return [self.w(n) for n in self.names]
 
+    lora = {}
+    lora_scale = 0.0
+    LORA_ORDER = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+                  "mlp.up_proj", "mlp.down_proj"]  # meshtrain's declaration order (models/llama/layout.c)
+
+    def add_lora(self, adapter, cfg):
+        """Freezes the base; each module with a peft LoRA pair computes W x + b + s B A x."""
+        r, alpha = cfg["r"], cfg["lora_alpha"]
+        self.lora_scale = alpha / math.sqrt(r) if cfg.get("use_rslora") else alpha / r
+        for p in self.p.values():
+            p.requires_grad_(False)
+        self.lora, self.lora_params = {}, []
+        for i in range(self.cfg.L):
+            for mod in self.LORA_ORDER:
+                key = f"base_model.model.model.layers.{i}.{mod}"
+                if key + ".lora_A.weight" in adapter:
+                    A = torch.nn.Parameter(adapter[key + ".lora_A.weight"].clone())
+                    B = torch.nn.Parameter(adapter[key + ".lora_B.weight"].clone())
+                    self.lora[f"{i}.{mod}"] = (A, B)
+                    self.lora_params += [A, B]
+
+    def lin(self, x, i, mod, bias=None):
+        y = F.linear(x, self.w(f"model.layers.{i}.{mod}.weight"), bias)
+        ab = self.lora.get(f"{i}.{mod}")
+        if ab is not None:
+            y = y + self.lora_scale * F.linear(F.linear(x, ab[0]), ab[1])
+        return y
+
     def logits(self, idx, attention=attention_gqa):
         c = self.cfg
         B, T = idx.shape
@@ -256,16 +284,15 @@ class Llama(torch.nn.Module):
             b = lambda proj: (g(f"self_attn.{proj}.bias")
                               if (self.qkv_bias and BIAS_OF[proj]) or (self.o_bias and proj == "o_proj") else None)
             h = rms_norm(x, g("input_layernorm.weight"), c.eps)
-            q = F.linear(h, g("self_attn.q_proj.weight"), b("q_proj")).view(B, T, c.H, c.hd).transpose(1, 2)
-            k = F.linear(h, g("self_attn.k_proj.weight"), b("k_proj")).view(B, T, c.KV, c.hd).transpose(1, 2)
-            v = F.linear(h, g("self_attn.v_proj.weight"), b("v_proj")).view(B, T, c.KV, c.hd).transpose(1, 2)
+            q = self.lin(h, i, "self_attn.q_proj", b("q_proj")).view(B, T, c.H, c.hd).transpose(1, 2)
+            k = self.lin(h, i, "self_attn.k_proj", b("k_proj")).view(B, T, c.KV, c.hd).transpose(1, 2)
+            v = self.lin(h, i, "self_attn.v_proj", b("v_proj")).view(B, T, c.KV, c.hd).transpose(1, 2)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
             y = attention(q, k, v).transpose(1, 2).reshape(B, T, c.H * c.hd)
-            x = x + F.linear(y, g("self_attn.o_proj.weight"), b("o_proj"))
+            x = x + self.lin(y, i, "self_attn.o_proj", b("o_proj"))
             h = rms_norm(x, g("post_attention_layernorm.weight"), c.eps)
-            x = x + F.linear(F.silu(F.linear(h, g("mlp.gate_proj.weight"))) * F.linear(h, g("mlp.up_proj.weight")),
-                             g("mlp.down_proj.weight"))
+            x = x + self.lin(F.silu(self.lin(h, i, "mlp.gate_proj")) * self.lin(h, i, "mlp.up_proj"), i, "mlp.down_proj")
         x = rms_norm(x, self.w("model.norm.weight"), c.eps)
         head = self.w("model.embed_tokens.weight" if c.tie else "lm_head.weight")
         return F.linear(x, head)
@@ -337,10 +364,14 @@ def cmd_train(a):
     if tokens.size and tokens.max() >= V:
         raise SystemExit(f"token {tokens.max()} is outside the vocabulary of {V}")
     params = model.params()
+    if a.lora:
+        model.add_lora(read_safetensors(os.path.join(a.lora, "adapter_model.safetensors")),
+                       json.load(open(os.path.join(a.lora, "adapter_config.json"))))
+        params = model.lora_params
     decay = [p for p in params if p.dim() == 2]
     nodecay = [p for p in params if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
-                             {"params": nodecay, "weight_decay": 0.0}],
+    groups = [{"params": decay, "weight_decay": a.weight_decay}] + ([{"params": nodecay, "weight_decay": 0.0}] if nodecay else [])
+    opt = torch.optim.AdamW(groups,
                             lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
     B, T = a.batch, a.seq_len
     nb = (len(tokens) - 1) // (B * T)
@@ -354,7 +385,10 @@ def cmd_train(a):
         opt.zero_grad(set_to_none=True)
         loss = model(x, y)
         loss.backward()
-        if step == 0 and a.out_grads:
+        if step == 0 and a.out_grads and a.lora:
+            assert all(p.grad is None for p in model.p.values()), "a frozen base got gradients"
+            torch.cat([p.grad.reshape(-1) for p in params]).detach().numpy().astype("<f4").tofile(a.out_grads)
+        elif step == 0 and a.out_grads:
             flat_grads(model, a.grad_vocab_rows, a.grad_order).tofile(a.out_grads)
         if a.grad_clip > 0:
             norm = torch.nn.utils.clip_grad_norm_(params, a.grad_clip)
@@ -411,6 +445,7 @@ def main(argv=None):
     for k in ["model", "data", "out_json"]:
         p.add_argument("--" + k.replace("_", "-"), required=True)
     p.add_argument("--out-grads", default=None)
+    p.add_argument("--lora", default=None, help="a peft LoRA directory: train only its adapters on the frozen model")
     for k, t, d in [("seq_len", int, 32), ("batch", int, 4), ("steps", int, 10), ("lr", float, 1e-3),
                     ("warmup", int, 0), ("min_lr", float, 0.0), ("weight_decay", float, 0.1),
                     ("beta1", float, 0.9), ("beta2", float, 0.95), ("eps", float, 1e-8),
