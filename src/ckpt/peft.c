@@ -138,7 +138,7 @@ int mt_peft_export(const char *dir, const mt_weights *w, mt_error *err) {
 }
 
 /* adapter_config.json -> the adapter spec. */
-static int read_config(const char *dir, mt_adapter_spec *s, mt_error *err) {
+int mt_peft_read_config(const char *dir, mt_adapter_spec *s, mt_error *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     int missing;
@@ -201,7 +201,7 @@ int mt_peft_import(const char *dir, const char *base, mt_weights *out, mt_error 
     memset(out, 0, sizeof *out);
     mt_adapter_spec spec;
     char path[4200];
-    if (read_config(dir, &spec, err)) return -1;
+    if (mt_peft_read_config(dir, &spec, err)) return -1;
     mt_ckpt *ck = mt_ckpt_open(base, err);
     if (!ck) return -1;
     mt_model_config cfg;

@@ -12,6 +12,8 @@
 #define MT_CKPT_PEFT_H
 #include "ckpt/weights.h"
 
+/* adapter_config.json of dir -> an adapter spec (LORA or IA3), validated. */
+int mt_peft_read_config(const char *dir, mt_adapter_spec *s, mt_error *err);
 int mt_peft_export(const char *dir, const mt_weights *w, mt_error *err);
 /* The adapter in dir onto the base checkpoint `base` (its config decides the
  * model); out->base is set to base. */

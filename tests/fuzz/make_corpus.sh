@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 M=build/meshtrain; C=tests/fuzz/corpus
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-rm -rf $C; mkdir -p $C/{json,shard,safetensors,llmc,hf_config,bpe,hf_tokenizer,manifest}
+rm -rf $C; mkdir -p $C/{json,shard,safetensors,llmc,hf_config,bpe,hf_tokenizer,manifest,peft_config}
 printf 'It was the best of times, it was the worst of times.\n' > $W/a.txt
 $M tokenize --tokenizer byte --out $W/d $W/a.txt >/dev/null
 cp $W/d_train.bin $C/shard/byte_u16
@@ -49,4 +49,7 @@ open(f"{W}/tok", "w").write(json.dumps(tok))
 PY
 cp $W/bpe $C/bpe/tiny
 cp $W/tok $C/hf_tokenizer/tiny
+# peft adapter configs: a LoRA one and an IA3 one
+printf '%s' '{"peft_type":"LORA","r":4,"lora_alpha":8,"lora_dropout":0.05,"target_modules":["c_attn","q_proj","down_proj"],"use_rslora":false,"bias":"none"}' > $C/peft_config/lora
+printf '%s' '{"peft_type":"IA3","target_modules":"all-linear","feedforward_modules":["mlp.c_proj","down_proj"]}' > $C/peft_config/ia3
 du -sh $C
