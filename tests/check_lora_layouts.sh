@@ -45,6 +45,16 @@ run g_pp2 2 gpt2 $LORA --pp 2
 run g_dp2tp2pp2 8 gpt2 $LORA --dp 2 --tp 2 --pp 2
 compare g1 g_zero3 g_dp2tp2 g_tp2sp g_pp2 g_dp2tp2pp2
 grep -q "trained: .* parameters (lora adapters); frozen: " $W/g1.log
+# adapters plus the tied embedding trained in full (--peft-train; wpe stays frozen)
+run t1 1 gpt2 $LORA --peft-train '^wte' --ckpt-dir $W/tck
+run t_dp2tp2 4 gpt2 $LORA --peft-train '^wte' --dp 2 --tp 2 --zero 3
+compare t1 t_dp2tp2
+$M export --ckpt $W/tck --format peft --out $W/te1 >/dev/null
+grep -q '"modules_to_save":\["wte"\]' $W/te1/adapter_config.json
+$M import --format peft --in $W/te1 --base $W/gpt2 --out $W/tck2 >/dev/null
+$M export --ckpt $W/tck2 --format peft --out $W/te2 >/dev/null
+cmp $W/te1/adapter_model.safetensors $W/te2/adapter_model.safetensors && cmp $W/te1/adapter_config.json $W/te2/adapter_config.json
+echo "--peft-train: modules_to_save [wte]; export -> import -> export byte-identical"
 run i1 1 gpt2 --peft ia3
 run i_dp2tp2 4 gpt2 --peft ia3 --dp 2 --tp 2 --zero 3
 run i_tp2sp_pp2 4 gpt2 --peft ia3 --tp 2 --sequence-parallel --pp 2

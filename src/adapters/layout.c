@@ -115,11 +115,13 @@ void mt_adapters_apply(const mt_model_config *cfg, mt_layout *l) {
     if (!mt_adapter_spec_active(s)) return;
     pcre2_code *re = NULL;
     pcre2_match_data *md = NULL;
-    if (s->freeze[0] && s->kind == MT_PEFT_NONE) {
+    /* without adapters the pattern names what is frozen; with them, what of the base is trained too */
+    const char *pat = s->kind == MT_PEFT_NONE ? s->freeze : s->train_also;
+    if (pat[0]) {
         int ec;
         PCRE2_SIZE eo;
-        re = pcre2_compile((PCRE2_SPTR)s->freeze, PCRE2_ZERO_TERMINATED, 0, &ec, &eo, NULL);
-        if (!re) mt_die("--freeze '%s' does not compile (mt_adapter_spec_validate checks it first)", s->freeze);
+        re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, 0, &ec, &eo, NULL);
+        if (!re) mt_die("pattern '%s' does not compile (mt_adapter_spec_validate checks it first)", pat);
         md = pcre2_match_data_create_from_pattern(re, NULL);
         if (!md) mt_die("out of memory for the --freeze pattern's match data");
     }
@@ -128,14 +130,14 @@ void mt_adapters_apply(const mt_model_config *cfg, mt_layout *l) {
         int n0 = l->units[u].n_tensors;
         for (int k = 0; k < n0; k++) {
             mt_tensor *t = &l->units[u].t[k];
+            int match = 0;
             if (re) {
                 char hf[160];
                 int tr;
                 mt_family_get(cfg->family)->hf_name(cfg, t->name, hf, sizeof hf, &tr);
-                t->trainable = pcre2_match(re, (PCRE2_SPTR)hf, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL) < 0;
-            } else {
-                t->trainable = 0;
+                match = pcre2_match(re, (PCRE2_SPTR)hf, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL) >= 0;
             }
+            t->trainable = s->kind == MT_PEFT_NONE ? !match : match;
             any |= !t->trainable;
             if (!t->trainable && s->quant && t->ndim == 2 && l->units[u].role == MT_UNIT_BLOCK) t->quant = s->quant;
             if (s->kind == MT_PEFT_LORA && is_target(cfg, &l->units[u], t, NULL)) add_lora(cfg, l, u, k);

@@ -35,15 +35,18 @@ int mt_adapter_spec_validate(const mt_adapter_spec *s, mt_error *err) {
         return mt_errorf(err, "--quantize-base %s stores a frozen base: it needs --peft lora or --freeze",
                          mt_quant_kind_name((mt_quant_kind)s->quant));
     if (s->double_quant && s->quant != MT_QUANT_NF4) return mt_errorf(err, "--double-quant goes with --quantize-base nf4");
-    if (s->freeze[0]) {
+    if (s->train_also[0] && s->kind == MT_PEFT_NONE) return mt_errorf(err, "--peft-train goes with --peft lora|ia3");
+    for (int k = 0; k < 2; k++) {
+        const char *pat = k ? s->train_also : s->freeze;
+        if (!pat[0]) continue;
         int ec;
         PCRE2_SIZE eo;
-        pcre2_code *re = pcre2_compile((PCRE2_SPTR)s->freeze, PCRE2_ZERO_TERMINATED, 0, &ec, &eo, NULL);
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, 0, &ec, &eo, NULL);
         if (!re) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(ec, msg, sizeof msg);
-            return mt_errorf(err, "--freeze '%s': not a valid regular expression at offset %zu: %s", s->freeze,
-                             (size_t)eo, (const char *)msg);
+            return mt_errorf(err, "--%s '%s': not a valid regular expression at offset %zu: %s", k ? "peft-train" : "freeze",
+                             pat, (size_t)eo, (const char *)msg);
         }
         pcre2_code_free(re);
     }
@@ -64,6 +67,9 @@ void mt_adapter_spec_write_json(mt_json_writer *w, const mt_adapter_spec *s) {
         mt_jw_key(w, "feedforward"); mt_jw_string(w, s->feedforward);
     }
     mt_jw_key(w, "freeze"); mt_jw_string(w, s->freeze);
+    if (s->train_also[0]) {
+        mt_jw_key(w, "train_also"); mt_jw_string(w, s->train_also);
+    }
     if (s->quant) {
         mt_jw_key(w, "quantize_base"); mt_jw_string(w, mt_quant_kind_name((mt_quant_kind)s->quant));
         mt_jw_key(w, "double_quant"); mt_jw_int(w, s->double_quant);
@@ -95,6 +101,7 @@ int mt_adapter_spec_read_json(const mt_json *o, mt_adapter_spec *s, mt_error *er
     }
     if (get_text(o, "targets", s->targets, err) || get_text(o, "freeze", s->freeze, err)) return -1;
     if (s->kind == MT_PEFT_IA3 && get_text(o, "feedforward", s->feedforward, err)) return -1;
+    if (mt_json_get(o, "train_also") && get_text(o, "train_also", s->train_also, err)) return -1;
     if (mt_json_get(o, "quantize_base")) {
         const char *q = NULL;
         int64_t dq = 0;

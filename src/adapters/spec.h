@@ -22,6 +22,8 @@ typedef struct {
                                        c_attn), or "all-linear"; empty: the kind's default */
     char feedforward[MT_ADAPTER_TEXT]; /* IA3: the targets whose input (not output) is scaled; empty: the family's */
     char freeze[MT_ADAPTER_TEXT];   /* --freeze: a PCRE2 pattern over HF tensor names (empty: none) */
+    char train_also[MT_ADAPTER_TEXT]; /* --peft-train: base tensors (PCRE2 over HF names) trained in full
+                                         beside the adapters (peft's modules_to_save) */
     int quant;                      /* --quantize-base: the frozen linear weights of the blocks stored as
                                        mt_quant_kind (quant/qweight.h: 0 none, 1 nf4, 2 int8) */
     int double_quant;               /* --double-quant (nf4): the block absmaxes quantized to 8 bits */

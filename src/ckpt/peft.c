@@ -73,6 +73,23 @@ static int write_config(const char *dir, const mt_weights *w, mt_error *err) {
         mt_jw_key(&jw, "feedforward_modules");
         write_list(&jw, s->feedforward[0] ? s->feedforward : f->ia3_feedforward);
     }
+    mt_jw_key(&jw, "modules_to_save"); /* base modules trained in full (--peft-train), by HF module name */
+    int any = 0;
+    for (int u = 0; u < w->layout.n_units; u++)
+        for (int i = 0; i < w->layout.units[u].n_tensors; i++) {
+            const mt_tensor *t = &w->layout.units[u].t[i];
+            if (t->adapter) continue;
+            char hf[160];
+            int tr;
+            f->hf_name(&w->cfg, t->name, hf, sizeof hf, &tr);
+            char *dot = strrchr(hf, '.');
+            if (dot) *dot = 0;
+            if (!any) mt_jw_begin_array(&jw);
+            any = 1;
+            mt_jw_string(&jw, hf);
+        }
+    if (any) mt_jw_end_array(&jw);
+    else mt_jw_null(&jw);
     mt_jw_end_object(&jw);
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
@@ -89,15 +106,20 @@ static int write_config(const char *dir, const mt_weights *w, mt_error *err) {
 
 /* The shape a peft file gives adapter tensor t: LoRA's as they are, IA3's
  * vector (out, 1) for an output scaling and (1, in) for an input scaling. */
-static void peft_shape(const mt_layout *l, const mt_tensor *t, int64_t shape[2]) {
+static int peft_shape(const mt_layout *l, const mt_tensor *t, int64_t shape[2]) {
+    if (!t->adapter) { /* a base tensor trained in full (modules_to_save): HF's rows (no vocabulary padding) */
+        shape[0] = t->init_rows, shape[1] = t->shape[1];
+        return t->ndim;
+    }
     shape[0] = t->shape[0], shape[1] = t->shape[1];
     size_t n = strlen(t->name);
-    if (n < 6 || strcmp(t->name + n - 6, ".ia3_l")) return;
+    if (n < 6 || strcmp(t->name + n - 6, ".ia3_l")) return 2;
     char target[MT_TENSOR_NAME_LEN + 8];
     snprintf(target, sizeof target, "%.*s.weight", (int)(n - 6), t->name);
     const mt_tensor *g = mt_layout_find_tensor(l, target, NULL);
     if (g && g->ia3_input) shape[0] = 1, shape[1] = t->shape[0];
     else shape[0] = t->shape[0], shape[1] = 1;
+    return 2;
 }
 
 int mt_peft_export(const char *dir, const mt_weights *w, mt_error *err) {
@@ -116,8 +138,17 @@ int mt_peft_export(const char *dir, const mt_weights *w, mt_error *err) {
             const mt_tensor *t = &w->layout.units[u].t[i];
             peft_key(&w->cfg, t->name, names[k], sizeof names[k]);
             specs[k].name = names[k];
-            specs[k].ndim = 2;
-            peft_shape(&w->layout, t, specs[k].shape);
+            specs[k].ndim = peft_shape(&w->layout, t, specs[k].shape);
+            char hf[160];
+            int tr = 0;
+            mt_family_get(w->cfg.family)->hf_name(&w->cfg, t->name, hf, sizeof hf, &tr);
+            if (!t->adapter && tr) {
+                free(specs);
+                free(names);
+                return mt_errorf(err, "%s is trained in full and stored transposed by Hugging Face (Conv1D): peft "
+                                      "export does not transpose it; fold the run into its base with `meshtrain merge`",
+                                 t->name);
+            }
         }
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
@@ -126,7 +157,10 @@ int mt_peft_export(const char *dir, const mt_weights *w, mt_error *err) {
     int rc = sw ? 0 : -1;
     for (int u = 0; u < w->layout.n_units && !rc; u++)
         for (int i = 0; i < w->layout.units[u].n_tensors && !rc; i++)
-            rc = mt_st_writer_put(sw, w->unit[u] + w->layout.units[u].t[i].offset, w->layout.units[u].t[i].numel, err);
+            rc = mt_st_writer_put(sw, w->unit[u] + w->layout.units[u].t[i].offset,
+                                  w->layout.units[u].t[i].adapter ? w->layout.units[u].t[i].numel
+                                                                  : (size_t)w->layout.units[u].t[i].init_rows *
+                                                                        (size_t)w->layout.units[u].t[i].shape[1], err);
     if (sw) {
         if (rc) mt_st_writer_abort(sw);
         else rc = mt_st_writer_close(sw, err);
@@ -193,6 +227,27 @@ int mt_peft_read_config(const char *dir, mt_adapter_spec *s, mt_error *err) {
         }
         if (!rc && n >= sizeof s->targets) rc = mt_errorf(err, "%s: target_modules is too long", path);
     }
+    const mt_json *ms = rc ? NULL : mt_json_get(o, "modules_to_save");
+    if (ms && ms->type == MT_JSON_ARRAY && ms->count) { /* -> a pattern over HF tensor names: module, then its parameter */
+        size_t n = (size_t)snprintf(s->train_also, sizeof s->train_also, "(^|\\.)(");
+        for (const mt_json *e = ms->child; e && !rc; e = e->next) {
+            if (e->type != MT_JSON_STRING) {
+                rc = mt_errorf(err, "%s: modules_to_save holds a non-string", path);
+                break;
+            }
+            n += (size_t)snprintf(s->train_also + n, n < sizeof s->train_also ? sizeof s->train_also - n : 0, "%s",
+                                  e == ms->child ? "" : "|");
+            for (const char *c = e->str; *c && n + 3 < sizeof s->train_also; c++) { /* escape regex metacharacters */
+                if (strchr("\\.^$|?*+()[]{}", *c)) s->train_also[n++] = '\\';
+                s->train_also[n++] = *c;
+            }
+            s->train_also[n] = 0;
+        }
+        n += (size_t)snprintf(s->train_also + n, n < sizeof s->train_also ? sizeof s->train_also - n : 0, ")\\.[^.]+$");
+        if (!rc && n >= sizeof s->train_also) rc = mt_errorf(err, "%s: modules_to_save is too long", path);
+    } else if (ms && ms->type != MT_JSON_NULL && ms->type != MT_JSON_ARRAY) {
+        rc = mt_errorf(err, "%s: modules_to_save is neither a list nor null", path);
+    }
     mt_json_free(doc);
     return rc ? rc : mt_adapter_spec_validate(s, err);
 }
@@ -222,7 +277,7 @@ int mt_peft_import(const char *dir, const char *base, mt_weights *out, mt_error 
     if (!f) return -1;
     mt_weights_alloc(out, &cfg);
     snprintf(out->base, sizeof out->base, "%s", base);
-    int found = 0;
+    int found = 0, nd;
     int64_t want[2];
     char key[200];
     for (int u = 0; u < out->layout.n_units && !rc; u++)
@@ -232,7 +287,8 @@ int mt_peft_import(const char *dir, const char *base, mt_weights *out, mt_error 
             const mt_st_entry *en = mt_st_find(f, key);
             if (!en) {
                 rc = mt_errorf(err, "%s has no tensor %s (the adapter_config.json's targets name it)", path, key);
-            } else if (peft_shape(&out->layout, t, want), en->ndim != 2 || en->shape[0] != want[0] || en->shape[1] != want[1]) {
+            } else if (nd = peft_shape(&out->layout, t, want),
+                       en->ndim != nd || en->shape[0] != want[0] || (nd == 2 && en->shape[1] != want[1])) {
                 rc = mt_errorf(err, "%s: %s has shape [%lld, %lld], r = %d on this model needs [%lld, %lld] (a rank "
                                     "mismatch, or an adapter of another model)",
                                path, key, (long long)en->shape[0], (long long)(en->ndim > 1 ? en->shape[1] : 1), spec.r,

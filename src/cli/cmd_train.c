@@ -260,7 +260,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
     int ranks_per_node = 0, resume_auto = 0, print_config = 0, ignore_stored = 0;
     const char *config_path = NULL; /* handled before parsing; the entry documents it */
-    const char *peft = "none", *lora_targets = "", *freeze = "", *quantize_base = "none", *ia3_targets = "", *ia3_ff = "";
+    const char *peft = "none", *lora_targets = "", *freeze = "", *quantize_base = "none", *ia3_targets = "", *ia3_ff = "", *peft_train = "";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
     o.mesh = (mt_mesh_shape){1, 1, 1, 0};
     mt_arg spec[] = {
@@ -299,6 +299,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"lora-use-rslora", MT_ARG_FLAG, &ad.rslora, "scale by alpha / sqrt(r) (rank-stabilised LoRA)", 0},
         {"quantize-base", MT_ARG_STR, &quantize_base, "store the frozen base's linear weights quantized: none | nf4 (QLoRA: bitsandbytes' NormalFloat4, blocks of 64) | int8 (per output row); needs --peft lora or --freeze (default none)", 0},
         {"double-quant", MT_ARG_FLAG, &ad.double_quant, "with --quantize-base nf4: quantize the block absmaxes to 8 bits too (about 4.127 bits per weight instead of 4.5)", 0},
+        {"peft-train", MT_ARG_STR, &peft_train, "with --peft: base tensors also trained in full, a PCRE2 pattern over Hugging Face names (peft's modules_to_save; e.g. '^wte' for GPT-2's tied embedding and head)", 0},
         {"freeze", MT_ARG_STR, &freeze, "freeze the tensors whose Hugging Face name matches this regular expression (PCRE2; without --peft): no gradient, no optimizer state", 0},
         {"batch", MT_ARG_INT, &o.batch, "sequences per optimizer step B (default 8)", 0},
         {"micro-batch", MT_ARG_INT, &o.micro_batch, "sequences per forward/backward b; B/b accumulation steps (default B)", 0},
@@ -473,6 +474,11 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     }
     snprintf(ad.targets, sizeof ad.targets, "%s", ad.kind == MT_PEFT_IA3 ? ia3_targets : lora_targets);
     snprintf(ad.feedforward, sizeof ad.feedforward, "%s", ia3_ff);
+    if (strlen(peft_train) >= MT_ADAPTER_TEXT) {
+        mt_errorf(&err, "--peft-train: longer than %d characters", MT_ADAPTER_TEXT - 1);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
+    snprintf(ad.train_also, sizeof ad.train_also, "%s", peft_train);
     snprintf(ad.freeze, sizeof ad.freeze, "%s", freeze);
     if (ad.kind == MT_PEFT_NONE) { /* LoRA settings without --peft lora are a mistake (defaults are fine) */
         const char *set = ad.r != 8 ? "lora-r" : ad.alpha != 16.0f ? "lora-alpha" : ad.dropout != 0.0f ? "lora-dropout"

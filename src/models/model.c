@@ -281,8 +281,9 @@ static void alloc_frozen(mt_model *m) {
         if (!ul->frozen_numel) continue;
         m->frozen[u] = mt_mem_alloc(m->mem, MT_MEM_FROZEN, ul->frozen_numel * sizeof(float), "frozen parameters");
         mt_unit_init_frozen(l, u, m->frozen[u], m->seed);
-        for (int i = 0; i < ul->n_frozen; i++)
-            if (ul->ft[i].ndim == 1 && ul->ft[i].numel > sink) sink = ul->ft[i].numel;
+        for (int i = 0; i < ul->n_frozen; i++) /* norms and biases; an embedding beside a trained one */
+            if ((ul->ft[i].ndim == 1 || (ul->role == MT_UNIT_INPUT && ul->numel)) && ul->ft[i].numel > sink)
+                sink = ul->ft[i].numel;
     }
     if (sink) m->gsink = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, sink * sizeof(float), "frozen gradient sink");
     if (qmax) { /* tiles of whole rows, about 256 KB */

@@ -265,9 +265,9 @@ static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
     mt_acts *a = &m->acts;
     const mt_model_config *cfg = &m->cfg;
     const mt_unit_layout *u = &m->layout.units[0];
-    float *dwte = mt_model_tensor_grad(m, 0, MT_T_WTE), *dwpe = mt_model_tensor_grad(m, 0, MT_T_WPE);
-    if (!dwte && !dwpe) return; /* a frozen embedding: nothing before it to feed */
-    if (!dwte || !dwpe) mt_die("GPT-2: wte and wpe are frozen together or not at all (--freeze)");
+    if (!m->layout.units[0].numel) return; /* a frozen embedding: nothing before it to feed */
+    /* one of the two frozen: its gradient goes to the sink */
+    float *dwte = mt_model_tensor_grad_or_sink(m, 0, MT_T_WTE), *dwpe = mt_model_tensor_grad_or_sink(m, 0, MT_T_WPE);
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, m->gs.dresid);
     if (m->layout.tp == 1) {
         MT_TIMED(m, MT_PROF_ELEMENTWISE, op_embed_backward(dwte, dwpe, m->gs.dresid, a->tokens, a->B, a->T, cfg->n_embd, 0));
