@@ -143,4 +143,5 @@ def main(d):
     sys.exit(1 if bad else 0)
 
 
-main(sys.argv[1])
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -262,15 +262,16 @@ mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n
             mt_errorf(err, "safetensors writer: tensor '%s' has ndim %d", specs[i].name, specs[i].ndim);
             return NULL;
         }
-        const char *dt = st_dtype_name(specs[i].dtype);
+        const char *dt = specs[i].raw_dtype ? specs[i].raw_dtype : st_dtype_name(specs[i].dtype);
+        if (specs[i].raw_dtype && strcmp(dt, "U8") && strcmp(dt, "I8")) dt = NULL;
         if (!dt) {
             mt_jw_free(&jw);
             mt_errorf(err, "safetensors writer: tensor '%s' has dtype value %d; expected MT_FP32, MT_BF16 or MT_FP16", specs[i].name,
                       (int)specs[i].dtype);
             return NULL;
         }
-        all_f32 &= specs[i].dtype == MT_FP32;
-        uint64_t numel = 1, esz = mt_dtype_size(specs[i].dtype);
+        all_f32 &= specs[i].dtype == MT_FP32 && !specs[i].raw_dtype;
+        uint64_t numel = 1, esz = specs[i].raw_dtype ? 1 : mt_dtype_size(specs[i].dtype);
         for (int d = 0; d < specs[i].ndim; d++) numel *= (uint64_t)specs[i].shape[d];
         mt_jw_key(&jw, specs[i].name);
         mt_jw_begin_object(&jw);

@@ -60,6 +60,7 @@ typedef struct {
     int ndim;
     int64_t shape[MT_ST_MAX_DIM];
     mt_dtype dtype; /* MT_FP32 (0, so zero-initialised specs stay F32), MT_BF16 or MT_FP16 */
+    const char *raw_dtype; /* instead: "U8" or "I8" (one byte per element; written with mt_st_writer_put_bytes) */
 } mt_st_spec;
 
 typedef struct mt_st_writer mt_st_writer;

@@ -14,4 +14,5 @@ int mt_cli_plan(int argc, char **argv);
 int mt_cli_ckpt(int argc, char **argv);
 int mt_cli_plot(int argc, char **argv);
 int mt_cli_merge(int argc, char **argv);
+int mt_cli_quantize(int argc, char **argv);
 #endif
