@@ -90,14 +90,19 @@ b = [json.loads(l)["loss"] for l in open(sys.argv[2]) if '"loss"' in l]
 assert a[10:] == b[-10:], (a[10:], b[-10:])
 print("resumed LoRA run: steps 11-20 bitwise equal to the uninterrupted run")
 PY
-# QLoRA (NF4 base with double quantization): the quantized base is the same on every rank without
-# tensor parallelism, so dp2 ZeRO-3 and pp2 give the one-process curve; merge folds the adapters into
-# the dequantized base (logits as the QLoRA model's)
+# QLoRA (NF4 base with double quantization): every rank holds the whole quantized matrix (a tp rank
+# dequantizes its slice), so every layout computes with the same base and gives the one-process
+# curve; merge folds the adapters into the dequantized base (logits as the QLoRA model's)
 QLORA="--peft lora --lora-r 4 --lora-alpha 8 --lora-targets all-linear --quantize-base nf4 --double-quant"
 run q1 1 gpt2 $QLORA --ckpt-dir $W/qck
 run q_zero3 2 gpt2 $QLORA --dp 2 --zero 3
 run q_pp2 2 gpt2 $QLORA --pp 2
-compare q1 q_zero3 q_pp2
+run q_dp2tp2 4 gpt2 $QLORA --dp 2 --tp 2
+run q_dp2tp2pp2 8 gpt2 $QLORA --dp 2 --tp 2 --pp 2 --sequence-parallel
+compare q1 q_zero3 q_pp2 q_dp2tp2 q_dp2tp2pp2
+run q8l1 1 llama $LORA --quantize-base int8
+run q8l_tp2 2 llama $LORA --quantize-base int8 --tp 2
+compare q8l1 q8l_tp2
 $M merge --ckpt $W/qck --out $W/qmerged --data $W/text_train.bin | tee $W/qmerge.txt
 /usr/bin/python3 - $W/qmerge.txt <<'PY'
 import re, sys

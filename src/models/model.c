@@ -244,7 +244,7 @@ int mt_model_set_quantized(mt_model *m, int u, int i, const float *w, mt_error *
         mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(q), 0);
         mt_qweight_free(q);
     }
-    if (mt_qweight_init(q, (mt_quant_kind)t->quant, m->cfg.adapters.double_quant, w, t->shape[0], t->shape[1], err)) {
+    if (mt_qweight_init(q, (mt_quant_kind)t->quant, m->cfg.adapters.double_quant, w, t->gshape[0], t->gshape[1], err)) {
         char msg[MT_ERROR_LEN];
         snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
         return mt_errorf(err, "quantizing %s: %s", t->name, msg);
@@ -271,12 +271,17 @@ static void alloc_frozen(mt_model *m) {
             const mt_tensor *t = &ul->ft[i];
             if (!t->quant) continue;
             if (!m->qw[u]) m->qw[u] = mt_xcalloc((size_t)ul->n_frozen, sizeof(mt_qweight), "quantized store");
-            float *w = mt_xmalloc(t->numel * sizeof(float), "weight to quantize");
-            mt_tensor_init_values(l, t, w, m->seed);
+            /* the whole tensor, as one process holds it (each tp rank dequantizes its slice of it) */
+            mt_tensor whole = *t;
+            whole.split = MT_TP_REPLICATED, whole.tp_replicas = 1;
+            whole.shape[0] = t->gshape[0], whole.shape[1] = t->gshape[1], whole.numel = t->gnumel;
+            float *w = mt_xmalloc(t->gnumel * sizeof(float), "weight to quantize");
+            mt_tensor_init_values(l, &whole, w, m->seed);
             mt_error err;
             if (mt_model_set_quantized(m, u, i, w, &err)) mt_die("%s", err.msg);
             free(w);
             qmax = (size_t)t->shape[1] > qmax ? (size_t)t->shape[1] : qmax;
+            if (t->split == MT_TP_COLS && (size_t)t->gshape[1] > m->qrow_floats) m->qrow_floats = (size_t)t->gshape[1];
         }
         if (!ul->frozen_numel) continue;
         m->frozen[u] = mt_mem_alloc(m->mem, MT_MEM_FROZEN, ul->frozen_numel * sizeof(float), "frozen parameters");
@@ -290,6 +295,7 @@ static void alloc_frozen(mt_model *m) {
         m->qtile_floats = qmax > MT_QTILE_FLOATS ? qmax : MT_QTILE_FLOATS;
         m->qtile = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, m->qtile_floats * sizeof(float), "dequantized weight tile");
     }
+    if (m->qrow_floats) m->qrow = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, m->qrow_floats * sizeof(float), "dequantized weight row");
 }
 
 float *mt_model_materialize_unit(mt_model *m, int u, int with_grads) {
@@ -328,7 +334,7 @@ void mt_model_free(mt_model *m) {
             }
         free(m->qw[u]);
     }
-    free(m->qw); free(m->qtile);
+    free(m->qw); free(m->qtile); free(m->qrow);
     free(m->frozen); free(m->frozen16); free(m->frozen16_version); free(m->gsink); free(m->lora_scratch);
     free(m->ia3_x); free(m->ia3_d); free(m->ia3_y);
     free(m->op16[0]); free(m->op16[1]); free(m->opf[0]); free(m->opf[1]); free(m->wbuf);

@@ -84,6 +84,8 @@ typedef struct mt_model {
     struct mt_qweight **qw; /* [n_units][n_frozen] quantized frozen weights (--quantize-base; NULL: none) */
     float *qtile;     /* a dequantized row tile of a quantized weight (MT_QTILE_FLOATS or one row) */
     size_t qtile_floats;
+    float *qrow;      /* one whole row of a quantized weight cut by columns (tp), its slice then copied */
+    size_t qrow_floats;
     float *gsink;     /* where the backward of a frozen norm or bias writes its (unused) gradient */
     float *lora_scratch; /* LoRA's [N, in] dropped-out input and [N, r] x2 (NULL: no adapters) */
     size_t lora_scratch_floats[3];
@@ -158,8 +160,10 @@ float *mt_model_materialize_unit(mt_model *m, int u, int with_grads);
 float *mt_model_tensor_data(const mt_model *m, int u, int k);
 float *mt_model_tensor_grad(const mt_model *m, int u, int k);
 float *mt_model_tensor_grad_or_sink(const mt_model *m, int u, int k);
-/* Quantizes w (this rank's slice of frozen tensor i of unit u, which the
- * layout marks quantized) into the model's quantized store. */
+/* Quantizes w (the whole of frozen tensor i of unit u, which the layout
+ * marks quantized: every tp rank holds the whole quantized matrix and
+ * dequantizes its slice, so every layout computes with the same values)
+ * into the model's quantized store. */
 int mt_model_set_quantized(mt_model *m, int u, int i, const float *w, mt_error *err);
 /* Tells the model a frozen store was (re)loaded: 16-bit copies are remade. */
 void mt_model_frozen_changed(mt_model *m);

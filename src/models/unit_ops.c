@@ -58,6 +58,30 @@ static const mt_qweight *qweight_of(const mt_model *m, int u, int k) {
     return &m->qw[u][-ul->ref[k] - 1];
 }
 
+/* Local rows [r0, r0 + nr) of quantized tensor t (this rank's slice of the
+ * whole quantized matrix) into out, row stride t->shape[1]. */
+static void dequant_local_rows(mt_model *m, const mt_tensor *t, const mt_qweight *q, int64_t r0, int64_t nr, float *out) {
+    int64_t gc = t->gshape[1], lc = t->shape[1];
+    if (t->split == MT_TP_REPLICATED) {
+        mt_qweight_rows(q, r0, nr, lc, out);
+        return;
+    }
+    for (int64_t r = r0; r < r0 + nr;) {
+        size_t origin = mt_tensor_row_origin(&m->layout, t, r);
+        int64_t fr = (int64_t)(origin / (size_t)gc), fc = (int64_t)(origin % (size_t)gc);
+        if (t->split == MT_TP_ROWS) { /* a run of whole rows that follow each other in the matrix */
+            int64_t e = r + 1;
+            while (e < r0 + nr && mt_tensor_row_origin(&m->layout, t, e) == origin + (size_t)(e - r) * (size_t)gc) e++;
+            mt_qweight_rows(q, fr, e - r, lc, out + (r - r0) * lc);
+            r = e;
+        } else { /* cut by columns: the whole row, then this rank's columns */
+            mt_qweight_rows(q, fr, 1, gc, m->qrow);
+            memcpy(out + (r - r0) * lc, m->qrow + fc, (size_t)lc * sizeof(float));
+            r++;
+        }
+    }
+}
+
 /* A linear on quantized weights: each tensor of the span dequantized a row
  * tile at a time (fp32), its GEMM writing that tile's output columns. */
 static void quant_forward(mt_model *m, int u, int k, int n, float *out, const float *inp, const float *bias, int N, int C,
@@ -69,7 +93,7 @@ static void quant_forward(mt_model *m, int u, int k, int n, float *out, const fl
         int rows = (int)t->shape[0], tr = (int)(m->qtile_floats / (size_t)C);
         for (int r0 = 0; r0 < rows; r0 += tr) {
             int nr = rows - r0 < tr ? rows - r0 : tr;
-            MT_TIMED(m, MT_PROF_ELEMENTWISE, mt_qweight_rows(q, r0, nr, C, m->qtile));
+            MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile));
             MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'T', N, nr, C, 1.0f, inp, C, m->qtile, C, 0.0f, out + col0 + r0, OC));
         }
         col0 += rows;
@@ -95,7 +119,7 @@ static void quant_backward(mt_model *m, int u, int k, int n, float *dinp, float 
         int rows = (int)t->shape[0], tr = (int)(m->qtile_floats / (size_t)C);
         for (int r0 = 0; r0 < rows; r0 += tr) {
             int nr = rows - r0 < tr ? rows - r0 : tr;
-            MT_TIMED(m, MT_PROF_ELEMENTWISE, mt_qweight_rows(q, r0, nr, C, m->qtile));
+            MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile));
             MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'N', N, C, nr, 1.0f, dout + col0 + r0, OC, m->qtile, C, beta, dinp, C));
             beta = 1.0f;
         }

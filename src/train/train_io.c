@@ -195,15 +195,13 @@ static int read_frozen(mt_model *m, const char *dir, mt_error *err) {
             read_ctx c = {ck, "model/", m->frozen[u]};
             rc = for_each_run_of(l, u, 0, l->units[u].frozen_numel, 0, FROZEN, read_run, &c, err);
         }
-        for (int i = 0; i < l->units[u].n_frozen && !rc; i++) { /* quantized: this rank's rows, then quantized */
+        for (int i = 0; i < l->units[u].n_frozen && !rc; i++) { /* quantized: the whole tensor, then quantized */
             const mt_tensor *t = &l->units[u].ft[i];
             if (!t->quant) continue;
             char name[160];
             snprintf(name, sizeof name, "model/%s", t->name);
-            size_t w = (size_t)t->shape[1];
-            float *x = mt_xmalloc(t->numel * sizeof(float), "weight to quantize");
-            for (int64_t r = 0; r < t->shape[0] && !rc; r++)
-                rc = mt_ckpt_read(ck, name, mt_tensor_row_origin(l, t, r), w, x + (size_t)r * w, err);
+            float *x = mt_xmalloc(t->gnumel * sizeof(float), "weight to quantize");
+            rc = mt_ckpt_read(ck, name, 0, t->gnumel, x, err);
             if (!rc) rc = mt_model_set_quantized(m, u, i, x, err);
             free(x);
         }
