@@ -139,3 +139,27 @@ if bad: sys.exit(f"{bad} planner figures differ from measurement")
 print("planner bytes equal measured params/grads/optimizer bytes exactly; activations within 2%")
 PY
 echo OK
+
+# ---- PEFT layouts: the fine-tune's bytes (adapters trained; the base frozen at its storage) ----
+PMODEL="--layers 2 --dim 256 --heads 4 --seq-len 32"
+PEFTS="lora_nf4_dp2z3:2:2:1:1:3:fp32:--peft lora --lora-targets all-linear --quantize-base nf4 --double-quant
+lora_int8_tp2:2:1:2:1:0:bf16:--peft lora --lora-r 4 --quantize-base int8
+ia3_pp2:2:1:1:2:0:fp32:--peft ia3"
+while IFS=: read -r name n dp tp pp z prec fl; do
+    mpirun --oversubscribe -np "$n" $M train --train $W/text_train.bin $PMODEL --batch 8 --micro-batch 2 --dp "$dp" \
+        --tp "$tp" --pp "$pp" --zero "$z" --precision "$prec" --steps 2 --log-every 0 $fl --report-json $W/m_$name.json \
+        </dev/null >/dev/null || { echo "meshtrain train failed on $name"; exit 1; }
+    $M plan --cpu --cpu-gflops 10 --cpu-bw 1 --mem-gb 1000 --gpus "$n" --gpus-per-node "$n" $PMODEL --vocab 256 \
+        --global-batch 8 --micro-batch 2 --dp "$dp" --tp "$tp" --pp "$pp" --zero "$z" --shard-group "$dp" \
+        --recompute none --precision "$prec" --pp-chunks 1 --sequence-parallel 0 --top 1 $fl --json </dev/null >$W/p_$name.json
+    $PY - $W/m_$name.json $W/p_$name.json $name <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["memory"]
+p = json.load(open(sys.argv[2]))["layouts"][0]["bytes"]
+cats = ("params", "grads", "optimizer", "frozen", "activations")
+print(f"{sys.argv[3]:<16}" + " ".join(f"{c} {m[c]}" + ("" if m[c] == p[c] else f" (plan {p[c]:.0f})") for c in cats))
+assert all(m[c] == p[c] for c in cats), "planner and measurement differ"
+PY
+done <<<"$PEFTS"
+[ "$(ls $W/p_lora_* $W/p_ia3_* | wc -l)" = 3 ] || { echo "not every PEFT layout ran"; exit 1; }
+echo "PEFT layouts: planner bytes (frozen base included) equal measured exactly"

@@ -11,6 +11,8 @@
 #include "core/json.h"
 #include "models/family.h"
 #include "parallel/plan.h"
+#include "adapters/adapters.h"
+#include "quant/qweight.h"
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -44,13 +46,13 @@ static void print_json(const mt_model_config *cfg, const mt_plan_cluster *c, con
         const mt_plan_result *r = &rows[i].r;
         printf("%s\n{\"dp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"shard_group\":%d,\"micro_batch\":%d,\"chunks\":%d,"
                "\"sequence_parallel\":%d,\"recompute\":\"%s\",\"precision\":\"%s\",\"microbatches\":%d,"
-               "\"bytes\":{\"params\":%.0f,\"grads\":%.0f,\"optimizer\":%.0f,\"activations\":%.0f,\"total\":%.0f},"
+               "\"bytes\":{\"params\":%.0f,\"grads\":%.0f,\"optimizer\":%.0f,\"activations\":%.0f,\"frozen\":%.0f,\"total\":%.0f},"
                "\"fits\":%s,\"params_rank\":%.0f,\"bubble\":%.6f,\"comm_intra\":%.0f,\"comm_inter\":%.0f,"
                "\"flops_step\":%.6g,\"t_compute\":%.6g,\"t_bubble\":%.6g,\"t_comm_exposed\":%.6g,\"t_step\":%.6g,"
                "\"tflops_per_gpu\":%.4f,\"mfu\":%.5f}",
                i ? "," : "", y->dp, y->tp, y->pp, y->zero, y->shard, y->micro_batch, y->chunks, y->sequence_parallel,
                rc_name(y->recompute), y->bf16 ? "bf16" : "fp32", r->microbatches, r->bytes[MT_PLAN_PARAMS],
-               r->bytes[MT_PLAN_GRADS], r->bytes[MT_PLAN_OPTIM], r->bytes[MT_PLAN_ACTS], r->total,
+               r->bytes[MT_PLAN_GRADS], r->bytes[MT_PLAN_OPTIM], r->bytes[MT_PLAN_ACTS], r->bytes[MT_PLAN_FROZEN], r->total,
                r->fits ? "true" : "false", r->params_rank, r->bubble, r->comm_intra, r->comm_inter, r->flops_step,
                r->t_compute, r->t_bubble, r->t_comm_exposed, r->t_step, r->tflops_per_gpu, r->mfu);
     }
@@ -64,18 +66,18 @@ static void print_table(const mt_model_config *cfg, const mt_plan_cluster *c, co
            cfg->seq_len, cfg->padded_vocab, c->gpus, c->name, c->per_node, gb);
     printf("%d layouts evaluated; fastest fitting first (GB = 1e9 bytes per rank; comm GB sent per step per rank)\n",
            total);
-    printf("%3s %3s %3s %3s %2s %4s %3s %2s %2s %-9s %-4s | %8s %8s %8s %8s %8s %3s | %6s | %8s %8s | %8s %7s %5s\n", "dp",
-           "tp", "pp", "v", "sp", "zero", "G", "mb", "m", "recompute", "prec", "params", "grads", "optim", "acts", "total",
-           "fit", "bubble", "intra", "inter", "step_s", "TFLOP/s", "MFU");
+    printf("%3s %3s %3s %3s %2s %4s %3s %2s %2s %-9s %-4s | %8s %8s %8s %8s %8s %8s %3s | %6s | %8s %8s | %8s %7s %5s\n",
+           "dp", "tp", "pp", "v", "sp", "zero", "G", "mb", "m", "recompute", "prec", "params", "grads", "optim", "acts",
+           "frozen", "total", "fit", "bubble", "intra", "inter", "step_s", "TFLOP/s", "MFU");
     for (int i = 0; i < n; i++) {
         const mt_plan_layout *y = &rows[i].y;
         const mt_plan_result *r = &rows[i].r;
-        printf("%3d %3d %3d %3d %2d %4d %3d %2d %2d %-9s %-4s | %8.3f %8.3f %8.3f %8.3f %8.3f %3s | %6.3f | %8.3f %8.3f | "
-               "%8.4g %7.1f %5.3f\n",
+        printf("%3d %3d %3d %3d %2d %4d %3d %2d %2d %-9s %-4s | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %3s | %6.3f | %8.3f "
+               "%8.3f | %8.4g %7.1f %5.3f\n",
                y->dp, y->tp, y->pp, y->chunks, y->sequence_parallel, y->zero, y->shard, y->micro_batch, r->microbatches,
                rc_name(y->recompute), y->bf16 ? "bf16" : "fp32", r->bytes[MT_PLAN_PARAMS] / 1e9,
                r->bytes[MT_PLAN_GRADS] / 1e9, r->bytes[MT_PLAN_OPTIM] / 1e9, r->bytes[MT_PLAN_ACTS] / 1e9,
-               r->total / 1e9, r->fits ? "yes" : "no", r->bubble, r->comm_intra / 1e9, r->comm_inter / 1e9, r->t_step,
+               r->bytes[MT_PLAN_FROZEN] / 1e9, r->total / 1e9, r->fits ? "yes" : "no", r->bubble, r->comm_intra / 1e9, r->comm_inter / 1e9, r->t_step,
                r->tflops_per_gpu, r->mfu);
     }
 }
@@ -130,6 +132,8 @@ int mt_cli_plan(int argc, char **argv) {
     int f_dp = -1, f_tp = -1, f_pp = -1, f_zero = -1, f_shard = -1, f_mb = -1, f_chunks = -1, f_sp = -1;
     int cpu_cores = 0;
     float cpu_gflops = 0, cpu_bw_gbs = 0, mem_gb = 0, efficiency = 0;
+    const char *peft = "none", *targets = "", *qbase = "none";
+    mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
     mt_arg spec[] = {
         {"preset", MT_ARG_STR, &preset, "model preset (as train's --model)", 0},
         {"model", MT_ARG_STR, &preset, "the same as --preset", 0},
@@ -152,6 +156,11 @@ int mt_cli_plan(int argc, char **argv) {
         {"cpu-cores", MT_ARG_INT, &cpu_cores, "--cpu: cores the ranks of a node share (default: one per rank)", 0},
         {"mem-gb", MT_ARG_FLOAT, &mem_gb, "memory per device in GB (default: the device table's; --cpu 1)", 0},
         {"efficiency", MT_ARG_FLOAT, &efficiency, "fraction of peak the GEMMs reach (default 0.5 GPU, 1 --cpu)", 0},
+        {"peft", MT_ARG_STR, &peft, "none | lora | ia3: plan a fine-tune whose base is frozen (as train's --peft)", 0},
+        {"lora-r", MT_ARG_INT, &ad.r, "LoRA rank (default 8)", 0},
+        {"lora-targets", MT_ARG_STR, &targets, "LoRA/IA3 targets (as train's --lora-targets; default the family's)", 0},
+        {"quantize-base", MT_ARG_STR, &qbase, "none | nf4 | int8: the frozen base's linear weights quantized", 0},
+        {"double-quant", MT_ARG_FLAG, &ad.double_quant, "nf4: 8-bit absmaxes", 0},
         {"dp", MT_ARG_INT, &f_dp, "only this data-parallel size", 0},
         {"tp", MT_ARG_INT, &f_tp, "only this tensor-parallel size", 0},
         {"pp", MT_ARG_INT, &f_pp, "only this pipeline size", 0},
@@ -210,7 +219,13 @@ int mt_cli_plan(int argc, char **argv) {
         return mt_cli_fail("plan", &err);
     }
 #undef SEEN
-    if (mt_model_config_validate(&cfg, &err)) return mt_cli_fail("plan", &err);
+    mt_quant_kind qk;
+    if (mt_peft_kind_parse(peft, &ad.kind, &err) || mt_quant_kind_parse(qbase, &qk, &err)) return mt_cli_fail("plan", &err);
+    ad.quant = (int)qk;
+    snprintf(ad.targets, sizeof ad.targets, "%s", targets);
+    if (ad.kind != MT_PEFT_LORA) ad.r = 0, ad.alpha = 0;
+    cfg.adapters = ad; /* the layouts are the fine-tune's: adapters trained, the base frozen at its storage */
+    if (mt_model_config_validate(&cfg, &err) || mt_adapters_check(&cfg, &err)) return mt_cli_fail("plan", &err);
     if (gpus < 1 || global_batch < 1) {
         mt_errorf(&err, "--gpus N and --global-batch B are required (got %d and %d)", gpus, global_batch);
         return mt_cli_fail("plan", &err);

@@ -103,13 +103,31 @@ static int held(const mt_model_config *cfg, const mt_plan_layout *y, int u) {
  * 0); fp32: params 4n (stages 0) / 4 G S (1-2) / 4 S (3), grads 4n / 4 G S
  * (1) / 4 S (2-3), state 8 S; bf16: params 2 G S (0-2) / 2 S (3), grads
  * 2 G S (0-1) / 2 S (2-3), state (4 master + 8) S. */
-static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, double out[3], double *held_params) {
+/* Bytes of a quantized frozen matrix of n = rows x cols weights (quant/qweight.h): NF4 half a byte a
+ * weight and an fp32 absmax per block of 64 (double quantization: a byte per block, an fp32 scale
+ * per 256 blocks and the offset), int8 a byte a weight and an fp32 scale per row. */
+static double quant_bytes(int kind, int dq, double rows, double cols) {
+    double n = rows * cols, nb = ceil(n / 64);
+    if (kind == 2) return n + 4 * rows;
+    return ceil(n / 2) + (dq ? nb + 4 * ceil(nb / 256) + 4 : 4 * nb);
+}
+
+static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, double out[MT_PLAN_NCAT], double *held_params) {
     mt_layout l;
     mt_model_layout_build(cfg, y->tp, 0, &l);
     int z = y->zero;
     size_t G = z == 0 ? 1 : (size_t)y->shard;
-    double p = 0, g = 0, o = 0, hp = 0;
+    double p = 0, g = 0, o = 0, hp = 0, fz = 0;
     for (int u = 0; u < l.n_units; u++) {
+        /* the frozen store (PEFT, --freeze): replicated over dp, fp32 (plus its 16-bit copy under
+         * bf16); a quantized matrix whole on every tp rank */
+        if (held(cfg, y, u)) {
+            fz += (y->bf16 ? 6.0 : 4.0) * (double)l.units[u].frozen_numel;
+            for (int i = 0; i < l.units[u].n_frozen; i++)
+                if (l.units[u].ft[i].quant)
+                    fz += quant_bytes(l.units[u].ft[i].quant, cfg->adapters.double_quant,
+                                      (double)l.units[u].ft[i].gshape[0], (double)l.units[u].ft[i].gshape[1]);
+        }
         if (!held(cfg, y, u) || !l.units[u].numel) continue;
         size_t n = l.units[u].numel, S = (n + G - 1) / G, P = G * S;
         hp += (double)n;
@@ -124,9 +142,10 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
         }
     }
     mt_layout_free(&l);
-    out[0] = p;
-    out[1] = g;
-    out[2] = o;
+    out[MT_PLAN_PARAMS] = p;
+    out[MT_PLAN_GRADS] = g;
+    out[MT_PLAN_OPTIM] = o;
+    out[MT_PLAN_FROZEN] = fz;
     *held_params = hp;
 }
 

@@ -39,7 +39,7 @@ typedef struct {
     int bf16;                    /* 0: fp32; 1: bf16 params/grads + fp32 master (K = 12) */
 } mt_plan_layout;
 
-enum { MT_PLAN_PARAMS = 0, MT_PLAN_GRADS, MT_PLAN_OPTIM, MT_PLAN_ACTS, MT_PLAN_NCAT };
+enum { MT_PLAN_PARAMS = 0, MT_PLAN_GRADS, MT_PLAN_OPTIM, MT_PLAN_ACTS, MT_PLAN_FROZEN, MT_PLAN_NCAT };
 
 typedef struct {
     double bytes[MT_PLAN_NCAT];  /* rank 0 (first pipeline stage, first tp rank) */
