@@ -39,7 +39,7 @@ int mt_bnb_export(const char *dir, const mt_weights *w, mt_quant_kind kind, int 
     for (int u = 0; u < L->n_units; u++) nt += L->units[u].n_tensors;
     entry *e = mt_xcalloc((size_t)nt, sizeof *e, "export entries");
     mt_st_spec *sp = mt_xcalloc((size_t)nt * 6, sizeof *sp, "safetensors specs");
-    char (*names)[192] = mt_xcalloc((size_t)nt * 6, sizeof *names, "safetensors names");
+    char (*names)[256] = mt_xcalloc((size_t)nt * 6, sizeof *names, "safetensors names");
     int ns = 0, k = 0, rc = 0;
     for (int u = 0; u < L->n_units && !rc; u++)
         for (int i = 0; i < L->units[u].n_tensors && !rc; i++, k++) {

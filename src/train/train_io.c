@@ -556,7 +556,8 @@ void mt_train_dump_grads(mt_trainer *tr, const char *path) {
     FILE *f = fopen(path, "wb");
     if (!f) mt_die("cannot open --dump-grads file '%s'", path);
     for (int u = 0; u < tr->model.layout.n_units; u++)
-        if (fwrite(tr->model.grads[u], sizeof(float), tr->model.layout.units[u].numel, f) !=
+        if (tr->model.layout.units[u].numel && /* a unit with nothing trained (a frozen embedding) has no buffer */
+            fwrite(tr->model.grads[u], sizeof(float), tr->model.layout.units[u].numel, f) !=
             tr->model.layout.units[u].numel)
             mt_die("short write to --dump-grads file '%s'", path);
     if (fclose(f)) mt_die("cannot close --dump-grads file '%s'", path);
