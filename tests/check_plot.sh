@@ -65,3 +65,17 @@ err "$W/bad.jsonl line 2 is not JSON" $W/bad.jsonl --out $W/x.png
 echo '{"tokens":3}' > $W/nostep.jsonl
 err "has no step lines" $W/nostep.jsonl --out $W/x.png
 err "--labels names 1 runs but 2 files were given" $W/a.jsonl $W/b.jsonl --labels one --out $W/x.png
+# MFU: train --peak-gflops puts it in the metrics (model GFLOP/s over the ranks' peak); plot then
+# draws a fifth panel
+bash tests/corpus.sh $W/corpus.txt
+$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+$M train --train $W/text_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --steps 5 --log-every 0 \
+    --peak-gflops 50 --metrics $W/m.jsonl >/dev/null
+$PY - $W/m.jsonl <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+assert len(rows) == 5 and all(abs(r["mfu"] - r["gflops"] / 50) <= 1e-6 + 1e-4 * r["mfu"] for r in rows), rows[0]
+print(f"mfu in the metrics: {rows[-1]['mfu']:.4f} (= {rows[-1]['gflops']} GFLOP/s / 50)")
+PY
+$M plot $W/m.jsonl --out $W/mfu.png | grep -q "wrote $W/mfu.png"
+[ -s $W/mfu.png ] && echo "plot with the MFU panel written"

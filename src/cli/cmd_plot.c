@@ -1,7 +1,7 @@
 /* meshtrain plot RUN.jsonl [RUN2.jsonl ...] --out curves.png: the curves of
  * one or more --metrics files, drawn with PLplot (its pngcairo device) in
  * four panels -- training loss, validation loss, learning rate and tokens/s
- * over steps -- every run in its own colour, with a legend (the file names,
+ * over steps, and MFU when the metrics have it (train --peak-gflops) -- every run in its own colour, with a legend (the file names,
  * or --labels). The lines are read with the project's JSON reader; a line
  * that is not JSON is an error naming the file and line. File tool: no MPI. */
 #include <errno.h>
@@ -16,9 +16,10 @@
 #include "core/json.h"
 
 #define MAX_RUNS 8
-enum { P_LOSS, P_VAL, P_LR, P_TPS, N_PANELS };
-static const char *const panel_key[N_PANELS] = {"loss", "val_loss", "lr", "tokens_per_s"};
-static const char *const panel_title[N_PANELS] = {"training loss", "validation loss", "learning rate", "tokens/s"};
+enum { P_LOSS, P_VAL, P_LR, P_TPS, P_MFU, N_PANELS };
+static const char *const panel_key[N_PANELS] = {"loss", "val_loss", "lr", "tokens_per_s", "mfu"};
+static const char *const panel_title[N_PANELS] = {"training loss", "validation loss", "learning rate", "tokens/s",
+                                                  "MFU (train --peak-gflops)"};
 
 typedef struct {
     PLFLT *x[N_PANELS], *y[N_PANELS];
@@ -150,12 +151,15 @@ int mt_cli_plot(int argc, char **argv) {
         plsfnam(out);
         plsetopt("geometry", geometry);
         plscolbg(255, 255, 255);
+        int mfu = 0; /* the MFU panel when some run has it */
+        for (int r = 0; r < nfiles; r++) mfu |= runs[r].n[P_MFU] > 0;
         plinit();
-        plssub(2, 2);
+        plssub(2, mfu ? 3 : 2);
         /* colours 1..: PLplot's map0 with black for the axes */
         static const int colour[MAX_RUNS] = {1, 9, 3, 4, 8, 10, 12, 13};
         plscol0(15, 0, 0, 0);
         for (int p = 0; p < N_PANELS; p++) {
+            if (p == P_MFU && !mfu) continue;
             pladv(0);
             plvsta();
             double x0, x1, y0, y1;

@@ -8,6 +8,7 @@
 #include "ckpt/checkpoint.h"
 #include "adapters/adapters.h"
 #include "quant/qweight.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,6 +354,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"recompute", MT_ARG_STR, &recompute, "activation recomputation: none | selective (attention core) | full (whole blocks) (default none)", 0},
         {"offload-optimizer", MT_ARG_STR, &offload, "disk:DIR: keep the optimizer state in a file in DIR, streamed through the update", 0},
         {"offload-buffer-mb", MT_ARG_FLOAT, &o.offload_buffer_mb, "resident memory for the streamed optimizer state (default 64)", 0},
+        {"peak-gflops", MT_ARG_FLOAT, &o.peak_gflops, "a rank's peak GFLOP/s (e.g. from bench/gemm_rate): --metrics gets mfu, the model FLOP/s of all ranks over their peak (plot draws it)", 0},
         {"profile", MT_ARG_FLAG, &o.profile, "time per step by category (GEMM, attention, layernorm, GELU, softmax+xent, optimizer, collectives, wait); summary at the end, per step in --metrics", 0},
         {"trace", MT_ARG_STR, &o.trace_path, "write every rank's forward/backward/send/recv/collective/optimizer spans as Chrome trace JSON (Perfetto)", 0},
         {"report-json", MT_ARG_STR, &o.report_json, "write bytes per memory category and bytes sent per collective per step", 0},
@@ -440,6 +442,10 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         return rank ? 1 : mt_cli_fail("train", &err);
     }
     o.on_nonfinite_skip = !strcmp(on_nonfinite, "skip");
+    if (!(o.peak_gflops >= 0) || !isfinite(o.peak_gflops)) {
+        mt_errorf(&err, "--peak-gflops must be a number >= 0 (0: no MFU), got %g", (double)o.peak_gflops);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
     if (!(timeout > 0)) {
         mt_errorf(&err, "--timeout must be > 0 seconds, got %g", (double)timeout);
         return rank ? 1 : mt_cli_fail("train", &err);

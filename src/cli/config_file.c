@@ -34,7 +34,7 @@ static const struct {
                   "no-overlap"}},
     {"precision", {"precision", "gemm", "grad-reduce-dtype", "loss-scale", "loss-scale-window"}},
     {"checkpoint", {"ckpt-dir", "ckpt-every", "resume", "allow-schedule-change", "on-nonfinite"}},
-    {"logging", {"metrics", "log-file", "log-every", "eval-every", "eval-batches", "eval-batch", "profile", "trace",
+    {"logging", {"metrics", "peak-gflops", "log-file", "log-every", "eval-every", "eval-batches", "eval-batch", "profile", "trace",
                  "report-json"}},
 };
 #define N_SECTIONS ((int)(sizeof sections / sizeof sections[0]))

@@ -704,6 +704,11 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
                          (long long)tr->scaler.st.skipped);
             else if (o->on_nonfinite_skip)
                 snprintf(extra, sizeof extra, ",\"skipped_steps\":%lld", (long long)tr->nonfinite_skipped);
+            if (o->peak_gflops > 0) { /* model FLOPs per second of all ranks over all ranks' peak */
+                size_t k = strlen(extra);
+                snprintf(extra + k, sizeof extra - k, ",\"mfu\":%.6f",
+                         gflops / ((double)o->peak_gflops * (double)mt_comm_size(tr->mesh.world)));
+            }
             metrics_line(tr,
                          "{\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%.17g,\"ms\":%.3f,\"tokens_per_s\":%.1f,"
                          "\"gflops\":%.3f,\"elapsed_s\":%.3f,\"eta_s\":%.3f%s}\n",

@@ -26,6 +26,7 @@ typedef struct {
     mt_opt_hparams opt;
     mt_lr_schedule lr;   /* total_steps is filled from steps */
     float grad_clip;     /* 0 = off */
+    float peak_gflops;   /* --peak-gflops: a rank's peak GFLOP/s; > 0 adds "mfu" to the metrics */
     mt_data_order order;
     const char *train_path, *val_path;
     const char *metrics_path;
