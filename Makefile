@@ -23,7 +23,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS := $(shell find src include -name '*.h')
 
-.PHONY: all test bench clean asan fuzz print-cflags print-ldlibs
+.PHONY: all test bench clean asan fuzz cuda print-cflags print-ldlibs
 all: $(BUILD)/libmeshtrain.a $(BUILD)/meshtrain $(TEST_BIN)
 
 $(BUILD)/obj/src/cli/cmd_plot.o: CFLAGS += $(PLPLOT_CFLAGS)
@@ -57,6 +57,31 @@ asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN)" EXTRA_LDFLAGS="$(SAN)" all
 	MT_BUILD=build-asan bash tests/asan/run.sh
 
+# `make cuda`: the CUDA kernels (src/cuda/*.cu) and the GPU tests (tests/gpu/*.cu, which compare
+# them with the CPU library) with nvcc from /usr/local/cuda into build-cuda/; the CPU build never
+# needs CUDA. Run the tests with `bash tests/gpu/run.sh` (skipped where no GPU exists).
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVFLAGS   := -O2 -std=c++17 $(CUDA_ARCH) -fmad=false -prec-div=true -prec-sqrt=true -Isrc -Xcompiler -Wall,-Werror
+CUDA_SRC  := $(wildcard src/cuda/*.cu)
+CUDA_OBJ  := $(CUDA_SRC:%.cu=build-cuda/obj/%.o)
+GPU_TESTS := $(patsubst tests/gpu/%.cu,build-cuda/tests/gpu/%,$(wildcard tests/gpu/*.cu))
+cuda: $(GPU_TESTS)
+build-cuda/obj/%.o: %.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "NVCC $<"
+	@$(NVCC) $(NVFLAGS) -c $< -o $@
+build-cuda/obj/tests/gpu/%.o: tests/gpu/%.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "NVCC $<"
+	@$(NVCC) $(NVFLAGS) -c $< -o $@
+build-cuda/tests/gpu/%: build-cuda/obj/tests/gpu/%.o $(CUDA_OBJ) build/libmeshtrain.a
+	@mkdir -p $(dir $@)
+	@echo "LD $@"
+	@mpicxx -fopenmp -o $@ $^ $(LDLIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+.SECONDARY: $(CUDA_OBJ)
+
 FUZZ_S ?= 60
 fuzz:
 	FUZZ_S=$(FUZZ_S) bash tests/fuzz/run.sh
@@ -68,4 +93,4 @@ print-ldlibs:
 	@echo $(LDLIBS)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-cuda
