@@ -81,6 +81,8 @@ static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
     m->w16 = mt_xcalloc((size_t)l->n_units, sizeof(uint16_t *), "16-bit parameter table");
     m->w16_version = mt_xcalloc((size_t)l->n_units, sizeof(uint64_t), "16-bit parameter table");
     if (m->precision == MT_FP32) return;
+    if (m->precision == MT_BF16 && m->qtile) /* quantized weights dequantize straight into bf16 operands */
+        m->qtile16 = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, m->qtile_floats * sizeof(uint16_t), "dequantized bf16 tile");
     size_t wmax, wnum;
     m->fam->gemm_extents(m, part->own_output, &wmax, &wnum);
     for (int u = 0; u < l->n_units; u++)
@@ -334,7 +336,7 @@ void mt_model_free(mt_model *m) {
             }
         free(m->qw[u]);
     }
-    free(m->qw); free(m->qtile); free(m->qrow);
+    free(m->qw); free(m->qtile); free(m->qtile16); free(m->qrow);
     free(m->frozen); free(m->frozen16); free(m->frozen16_version); free(m->gsink); free(m->lora_scratch);
     free(m->ia3_x); free(m->ia3_d); free(m->ia3_y);
     free(m->op16[0]); free(m->op16[1]); free(m->opf[0]); free(m->opf[1]); free(m->wbuf);

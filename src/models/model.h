@@ -84,6 +84,7 @@ typedef struct mt_model {
     struct mt_qweight **qw; /* [n_units][n_frozen] quantized frozen weights (--quantize-base; NULL: none) */
     float *qtile;     /* a dequantized row tile of a quantized weight (MT_QTILE_FLOATS or one row) */
     size_t qtile_floats;
+    uint16_t *qtile16; /* the same tile in bf16 (--precision bf16: dequantized straight into the GEMM's operand) */
     float *qrow;      /* one whole row of a quantized weight cut by columns (tp), its slice then copied */
     size_t qrow_floats;
     float *gsink;     /* where the backward of a frozen norm or bias writes its (unused) gradient */

@@ -6,6 +6,7 @@
 #include "adapters/lora.h"
 #include "adapters/ia3.h"
 #include "quant/qweight.h"
+#include "ops/matmul_lowp.h"
 #include "ops/ops.h"
 #include <string.h>
 
@@ -82,19 +83,51 @@ static void dequant_local_rows(mt_model *m, const mt_tensor *t, const mt_qweight
     }
 }
 
+/* The same rows in bf16 (--precision bf16). */
+static void dequant_local_rows_bf16(mt_model *m, const mt_tensor *t, const mt_qweight *q, int64_t r0, int64_t nr,
+                                    uint16_t *out) {
+    int64_t gc = t->gshape[1], lc = t->shape[1];
+    if (t->split == MT_TP_REPLICATED) {
+        mt_qweight_rows_bf16(q, r0, nr, lc, out);
+        return;
+    }
+    for (int64_t r = r0; r < r0 + nr;) {
+        size_t origin = mt_tensor_row_origin(&m->layout, t, r);
+        int64_t fr = (int64_t)(origin / (size_t)gc), fc = (int64_t)(origin % (size_t)gc);
+        if (t->split == MT_TP_ROWS) {
+            int64_t e = r + 1;
+            while (e < r0 + nr && mt_tensor_row_origin(&m->layout, t, e) == origin + (size_t)(e - r) * (size_t)gc) e++;
+            mt_qweight_rows_bf16(q, fr, e - r, lc, out + (r - r0) * lc);
+            r = e;
+        } else {
+            mt_qweight_rows(q, fr, 1, gc, m->qrow);
+            mt_convert_fp32_to_bf16(out + (r - r0) * lc, m->qrow + fc, (size_t)lc);
+            r++;
+        }
+    }
+}
+
 /* A linear on quantized weights: each tensor of the span dequantized a row
  * tile at a time (fp32), its GEMM writing that tile's output columns. */
 static void quant_forward(mt_model *m, int u, int k, int n, float *out, const float *inp, const float *bias, int N, int C,
                           int OC) {
-    int col0 = 0;
+    int col0 = 0, bf = m->qtile16 != NULL; /* bf16: operands in bf16, fp32 accumulation, as the other linears */
+    if (bf) MT_TIMED(m, MT_PROF_ELEMENTWISE, mt_convert_fp32_to_bf16(m->op16[0], inp, (size_t)N * C));
     for (int i = 0; i < n; i++) {
         const mt_tensor *t = mt_unit_tensor(&m->layout.units[u], k + i);
         const mt_qweight *q = qweight_of(m, u, k + i);
         int rows = (int)t->shape[0], tr = (int)(m->qtile_floats / (size_t)C);
         for (int r0 = 0; r0 < rows; r0 += tr) {
             int nr = rows - r0 < tr ? rows - r0 : tr;
-            MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile));
-            MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'T', N, nr, C, 1.0f, inp, C, m->qtile, C, 0.0f, out + col0 + r0, OC));
+            if (bf) {
+                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows_bf16(m, t, q, r0, nr, m->qtile16));
+                MT_TIMED(m, MT_PROF_GEMM, op_gemm_bf16('N', 'T', N, nr, C, m->op16[0], C, m->qtile16, C, 0.0f,
+                                                      out + col0 + r0, OC));
+            } else {
+                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile));
+                MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'T', N, nr, C, 1.0f, inp, C, m->qtile, C, 0.0f,
+                                                   out + col0 + r0, OC));
+            }
         }
         col0 += rows;
     }
@@ -112,15 +145,23 @@ static void quant_forward(mt_model *m, int u, int k, int n, float *out, const fl
 static void quant_backward(mt_model *m, int u, int k, int n, float *dinp, float *dbias, const float *dout, int N, int C,
                            int OC, int flags) {
     float beta = (flags & MT_ACC_DINP) ? 1.0f : 0.0f;
-    int col0 = 0;
+    int col0 = 0, bf = m->qtile16 != NULL;
+    if (bf && dinp) MT_TIMED(m, MT_PROF_ELEMENTWISE, mt_convert_fp32_to_bf16(m->op16[1], dout, (size_t)N * OC));
     for (int i = 0; i < n && dinp; i++) {
         const mt_tensor *t = mt_unit_tensor(&m->layout.units[u], k + i);
         const mt_qweight *q = qweight_of(m, u, k + i);
         int rows = (int)t->shape[0], tr = (int)(m->qtile_floats / (size_t)C);
         for (int r0 = 0; r0 < rows; r0 += tr) {
             int nr = rows - r0 < tr ? rows - r0 : tr;
-            MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile));
-            MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'N', N, C, nr, 1.0f, dout + col0 + r0, OC, m->qtile, C, beta, dinp, C));
+            if (bf) {
+                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows_bf16(m, t, q, r0, nr, m->qtile16));
+                MT_TIMED(m, MT_PROF_GEMM, op_gemm_bf16('N', 'N', N, C, nr, m->op16[1] + col0 + r0, OC, m->qtile16, C,
+                                                      beta, dinp, C));
+            } else {
+                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile));
+                MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'N', N, C, nr, 1.0f, dout + col0 + r0, OC, m->qtile, C,
+                                                   beta, dinp, C));
+            }
             beta = 1.0f;
         }
         col0 += rows;

@@ -37,3 +37,8 @@ void mt_qweight_rows(const mt_qweight *q, int64_t row0, int64_t nrows, int64_t l
     if (q->kind == MT_QUANT_NF4) mt_nf4_dequant_rows(&q->nf4, row0, nrows, ld, out);
     else mt_int8w_dequant_rows(&q->i8, row0, nrows, ld, out);
 }
+
+void mt_qweight_rows_bf16(const mt_qweight *q, int64_t row0, int64_t nrows, int64_t ld, uint16_t *out) {
+    if (q->kind == MT_QUANT_NF4) mt_nf4_dequant_rows_bf16(&q->nf4, row0, nrows, ld, out);
+    else mt_int8w_dequant_rows_bf16(&q->i8, row0, nrows, ld, out);
+}

@@ -24,5 +24,7 @@ void mt_qweight_free(mt_qweight *q);
 size_t mt_qweight_bytes(const mt_qweight *q);
 /* Rows [row0, row0 + nrows) dequantized to fp32, row stride ld (>= cols). */
 void mt_qweight_rows(const mt_qweight *q, int64_t row0, int64_t nrows, int64_t ld, float *out);
+/* The same rounded to bf16 (nearest even): the operand of a bf16 GEMM. */
+void mt_qweight_rows_bf16(const mt_qweight *q, int64_t row0, int64_t nrows, int64_t ld, uint16_t *out);
 
 #endif
