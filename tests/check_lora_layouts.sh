@@ -26,14 +26,14 @@ run() { # name ranks base extra-flags...
 compare() { # reference name...
     local ref=$1; shift
     for name in "$@"; do
-        /usr/bin/python3 - $W/$ref.jsonl $W/$name.jsonl $name <<'PY'
+        /usr/bin/python3 - $W/$ref.jsonl $W/$name.jsonl $name ${TOL:-1e-5} <<'PY'
 import json, sys
 a = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l]
 b = [json.loads(l)["loss"] for l in open(sys.argv[2]) if '"loss"' in l]
 assert len(a) == len(b) == 20, (len(a), len(b))
 worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
 print(f"{sys.argv[3]:24s} loss {a[0]:.6f} -> {b[-1]:.6f}, worst relative difference to one process {worst:.1e}")
-assert worst <= 1e-5, "differs from the one-process curve"
+assert worst <= float(sys.argv[4]), "differs from the one-process curve"
 PY
     done
 }
@@ -100,6 +100,11 @@ run q_pp2 2 gpt2 $QLORA --pp 2
 run q_dp2tp2 4 gpt2 $QLORA --dp 2 --tp 2
 run q_dp2tp2pp2 8 gpt2 $QLORA --dp 2 --tp 2 --pp 2 --sequence-parallel
 compare q1 q_zero3 q_pp2 q_dp2tp2 q_dp2tp2pp2
+# bf16 QLoRA (tiles dequantized into bf16 operands): the layouts round gradients to bf16 in different
+# places (the dp reduction), so within 1e-4 rather than 1e-5
+run qb1 1 gpt2 $QLORA --precision bf16
+run qb_dp2tp2 4 gpt2 $QLORA --precision bf16 --dp 2 --tp 2 --zero 3
+TOL=1e-4 compare qb1 qb_dp2tp2
 run q8l1 1 llama $LORA --quantize-base int8
 run q8l_tp2 2 llama $LORA --quantize-base int8 --tp 2
 compare q8l1 q8l_tp2
