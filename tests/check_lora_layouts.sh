@@ -114,3 +114,9 @@ import re, sys
 d = float(re.search(r"largest logit difference ([0-9.e+-]+)", open(sys.argv[1]).read()).group(1))
 assert d <= 1e-5, f"merged QLoRA logits differ by {d}"
 PY
+# a --freeze pattern that matches every tensor is one clear line, not a run that trains nothing
+if $M train --train $W/text_train.bin --init-from $W/gpt2 --steps 2 --freeze '.*' --log-every 0 >$W/out.txt 2>$W/err.txt; then
+    echo "--freeze '.*' was accepted"; exit 1
+fi
+[ "$(wc -l <$W/err.txt)" = 1 ] && grep -q "nothing is left to train" $W/err.txt || { cat $W/err.txt; exit 1; }
+echo "freeze everything: $(cat $W/err.txt)"

@@ -175,6 +175,13 @@ int mt_adapters_check(const mt_model_config *cfg, mt_error *err) {
                 }
             }
     mt_layout_free(&l);
+    mt_layout a; /* the adapted layout: something must be left to train */
+    mt_model_layout_build(cfg, 1, 0, &a);
+    size_t trained = a.gtotal_params;
+    mt_layout_free(&a);
+    if (!trained)
+        return mt_errorf(err, "--freeze '%s' matches every tensor of the model: nothing is left to train (check the "
+                              "pattern against the Hugging Face names, e.g. h.0.attn.c_attn.weight)", s->freeze);
     if (s->kind == MT_PEFT_NONE || strcmp(s->targets, "all-linear") == 0) return 0;
     const char *list = s->targets[0] ? s->targets : default_targets(cfg);
     int i = 0;
