@@ -32,6 +32,7 @@ int mt_model_config_preset(const char *name, mt_model_config *cfg, mt_error *err
     };
     for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
         if (strcmp(name, gpt2[i].name) == 0) {
+            memset(cfg, 0, sizeof *cfg); /* a preset is the whole config: nothing left from before (adapters) */
             cfg->family = MT_FAMILY_GPT2;
             cfg->n_layer = gpt2[i].L;
             cfg->n_embd = gpt2[i].C;
@@ -55,6 +56,7 @@ int mt_model_config_preset(const char *name, mt_model_config *cfg, mt_error *err
     };
     for (size_t i = 0; i < sizeof llama / sizeof llama[0]; i++) {
         if (strcmp(name, llama[i].name) == 0) {
+            memset(cfg, 0, sizeof *cfg);
             mt_model_config_defaults(cfg, MT_FAMILY_LLAMA);
             cfg->n_layer = llama[i].L;
             cfg->n_embd = llama[i].C;

@@ -64,7 +64,7 @@ const char *mt_family_name(mt_family_id f);
 /* Family defaults for the fields a caller did not set (a config of that
  * family with zeros where nothing was given). */
 void mt_model_config_defaults(mt_model_config *cfg, mt_family_id family);
-/* Fills a preset: GPT-2 "gpt2" (124M), "gpt2-medium", "gpt2-large",
+/* Fills a preset (the whole config; every other field zero): GPT-2 "gpt2" (124M), "gpt2-medium", "gpt2-large",
  * "gpt2-xl"; Llama "llama-tiny", "llama3.2-1b", "qwen2.5-0.5b". */
 int mt_model_config_preset(const char *name, mt_model_config *cfg, mt_error *err);
 /* Checks ranges and divisibility (C % heads, heads % kv heads, positive
