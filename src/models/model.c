@@ -100,25 +100,23 @@ static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
 
 /* LoRA's working set for one linear at a time: the dropped-out input
  * [N, in] and h and dh [N, r] each; sized for the widest adapter held here
- * (its output goes straight into the layer's, adapters/lora.c). */
+ * (its output goes straight into the layer's, adapters/lora.c); and IA3's three buffers. */
 static void alloc_lora(mt_model *m, size_t N) {
     const mt_layout *l = &m->layout;
-    size_t in = 0, r = 0, out = 0;
+    size_t in = 0, r = 0;
+    int ia3 = 0;
     for (int u = 0; u < l->n_units; u++) {
         const mt_unit_layout *ul = &l->units[u];
         if (!m->held[u]) continue;
         for (int k = 0; k < ul->n_decl; k++) {
             const mt_tensor *t = mt_unit_tensor(ul, k);
+            ia3 |= t->ia3 != 0;
             if (!t->lora_a) continue;
-            const mt_tensor *a = mt_unit_tensor(ul, t->lora_a - 1), *b = mt_unit_tensor(ul, t->lora_b - 1);
+            const mt_tensor *a = mt_unit_tensor(ul, t->lora_a - 1);
             in = (size_t)a->shape[1] > in ? (size_t)a->shape[1] : in;
             r = (size_t)a->shape[0] > r ? (size_t)a->shape[0] : r;
-            out = (size_t)b->shape[0] > out ? (size_t)b->shape[0] : out;
         }
     }
-    int ia3 = 0;
-    for (int u = 0; u < l->n_units; u++)
-        for (int k = 0; k < l->units[u].n_decl && m->held[u]; k++) ia3 |= mt_unit_tensor(&l->units[u], k)->ia3 != 0;
     if (ia3) { /* the widest GEMM operand row bounds every IA3 buffer */
         size_t wmax, wnum;
         m->fam->gemm_extents(m, 0, &wmax, &wnum);
@@ -130,10 +128,7 @@ static void alloc_lora(mt_model *m, size_t N) {
     if (!r) return;
     m->lora_scratch_floats[0] = N * in;
     m->lora_scratch_floats[1] = N * r;
-    m->lora_scratch_floats[2] = 0;
-    (void)out;
-    size_t total = N * (in + 2 * r);
-    m->lora_scratch = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, total * sizeof(float), "LoRA scratch");
+    m->lora_scratch = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, N * (in + 2 * r) * sizeof(float), "LoRA scratch");
 }
 
 void mt_model_create(mt_model *m, const mt_model_config *cfg, int B, int T, uint64_t seed, mt_mem *mem) {

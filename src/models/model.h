@@ -89,7 +89,7 @@ typedef struct mt_model {
     size_t qrow_floats;
     float *gsink;     /* where the backward of a frozen norm or bias writes its (unused) gradient */
     float *lora_scratch; /* LoRA's [N, in] dropped-out input and [N, r] x2 (NULL: no adapters) */
-    size_t lora_scratch_floats[3];
+    size_t lora_scratch_floats[2]; /* its [N, in] and [N, r] parts */
     float *ia3_x, *ia3_d, *ia3_y; /* IA3: a scaled input / its gradient [N, in], dy * l [N, OC], W x + b [N, rows]
                                      (NULL: no IA3 adapters) */
     unsigned char *held; /* [n_units] 1: the unit is part of this process's model */

@@ -60,11 +60,17 @@ static const mt_qweight *qweight_of(const mt_model *m, int u, int k) {
 }
 
 /* Local rows [r0, r0 + nr) of quantized tensor t (this rank's slice of the
- * whole quantized matrix) into out, row stride t->shape[1]. */
-static void dequant_local_rows(mt_model *m, const mt_tensor *t, const mt_qweight *q, int64_t r0, int64_t nr, float *out) {
+ * whole quantized matrix) into out (fp32, or bf16 when bf16 is set), row
+ * stride t->shape[1]. */
+static void dequant_local_rows(mt_model *m, const mt_tensor *t, const mt_qweight *q, int64_t r0, int64_t nr, void *out,
+                               int bf16) {
     int64_t gc = t->gshape[1], lc = t->shape[1];
+    float *of = out;
+    uint16_t *ob = out;
+#define ROWS(row0, n, ld, at) \
+    (bf16 ? mt_qweight_rows_bf16(q, row0, n, ld, ob + (at)) : mt_qweight_rows(q, row0, n, ld, of + (at)))
     if (t->split == MT_TP_REPLICATED) {
-        mt_qweight_rows(q, r0, nr, lc, out);
+        ROWS(r0, nr, lc, 0);
         return;
     }
     for (int64_t r = r0; r < r0 + nr;) {
@@ -73,38 +79,16 @@ static void dequant_local_rows(mt_model *m, const mt_tensor *t, const mt_qweight
         if (t->split == MT_TP_ROWS) { /* a run of whole rows that follow each other in the matrix */
             int64_t e = r + 1;
             while (e < r0 + nr && mt_tensor_row_origin(&m->layout, t, e) == origin + (size_t)(e - r) * (size_t)gc) e++;
-            mt_qweight_rows(q, fr, e - r, lc, out + (r - r0) * lc);
+            ROWS(fr, e - r, lc, (r - r0) * lc);
             r = e;
-        } else { /* cut by columns: the whole row, then this rank's columns */
+        } else { /* cut by columns: the whole row in fp32, then this rank's columns */
             mt_qweight_rows(q, fr, 1, gc, m->qrow);
-            memcpy(out + (r - r0) * lc, m->qrow + fc, (size_t)lc * sizeof(float));
+            if (bf16) mt_convert_fp32_to_bf16(ob + (r - r0) * lc, m->qrow + fc, (size_t)lc);
+            else memcpy(of + (r - r0) * lc, m->qrow + fc, (size_t)lc * sizeof(float));
             r++;
         }
     }
-}
-
-/* The same rows in bf16 (--precision bf16). */
-static void dequant_local_rows_bf16(mt_model *m, const mt_tensor *t, const mt_qweight *q, int64_t r0, int64_t nr,
-                                    uint16_t *out) {
-    int64_t gc = t->gshape[1], lc = t->shape[1];
-    if (t->split == MT_TP_REPLICATED) {
-        mt_qweight_rows_bf16(q, r0, nr, lc, out);
-        return;
-    }
-    for (int64_t r = r0; r < r0 + nr;) {
-        size_t origin = mt_tensor_row_origin(&m->layout, t, r);
-        int64_t fr = (int64_t)(origin / (size_t)gc), fc = (int64_t)(origin % (size_t)gc);
-        if (t->split == MT_TP_ROWS) {
-            int64_t e = r + 1;
-            while (e < r0 + nr && mt_tensor_row_origin(&m->layout, t, e) == origin + (size_t)(e - r) * (size_t)gc) e++;
-            mt_qweight_rows_bf16(q, fr, e - r, lc, out + (r - r0) * lc);
-            r = e;
-        } else {
-            mt_qweight_rows(q, fr, 1, gc, m->qrow);
-            mt_convert_fp32_to_bf16(out + (r - r0) * lc, m->qrow + fc, (size_t)lc);
-            r++;
-        }
-    }
+#undef ROWS
 }
 
 /* A linear on quantized weights: each tensor of the span dequantized a row
@@ -120,11 +104,11 @@ static void quant_forward(mt_model *m, int u, int k, int n, float *out, const fl
         for (int r0 = 0; r0 < rows; r0 += tr) {
             int nr = rows - r0 < tr ? rows - r0 : tr;
             if (bf) {
-                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows_bf16(m, t, q, r0, nr, m->qtile16));
+                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile16, 1));
                 MT_TIMED(m, MT_PROF_GEMM, op_gemm_bf16('N', 'T', N, nr, C, m->op16[0], C, m->qtile16, C, 0.0f,
                                                       out + col0 + r0, OC));
             } else {
-                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile));
+                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile, 0));
                 MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'T', N, nr, C, 1.0f, inp, C, m->qtile, C, 0.0f,
                                                    out + col0 + r0, OC));
             }
@@ -154,11 +138,11 @@ static void quant_backward(mt_model *m, int u, int k, int n, float *dinp, float 
         for (int r0 = 0; r0 < rows; r0 += tr) {
             int nr = rows - r0 < tr ? rows - r0 : tr;
             if (bf) {
-                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows_bf16(m, t, q, r0, nr, m->qtile16));
+                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile16, 1));
                 MT_TIMED(m, MT_PROF_GEMM, op_gemm_bf16('N', 'N', N, C, nr, m->op16[1] + col0 + r0, OC, m->qtile16, C,
                                                       beta, dinp, C));
             } else {
-                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile));
+                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile, 0));
                 MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'N', N, C, nr, 1.0f, dout + col0 + r0, OC, m->qtile, C,
                                                    beta, dinp, C));
             }
