@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # meshtrain plan against measurement and against the published record.
-#  1. Measurement: 12 layouts of a tiny GPT-2 (L=4 C=64 H=4 T=32, byte
+#  1. Measurement: 12 layouts of a small GPT-2 (L=4 C=256 H=4 T=64, byte
 #     vocabulary) mixing dp / tp / sequence parallelism / pp / ZeRO 0-3 /
-#     shard group / recompute / fp32-bf16 on 2-8 ranks, 2 steps each. The
+#     shard group / recompute / fp32-bf16 on 2-8 ranks, 12 steps each. The
 #     planner's (--cpu) bytes of rank 0 for params, grads and optimizer state
 #     must equal --report-json's exactly; activations within 2% (they are
-#     exact for this family's buffer table). The predicted step time is
-#     printed beside the measured one (ratio only: on this shared, loaded
-#     2-core machine with oversubscribed ranks the time is not asserted).
+#     exact for this family's buffer table); bytes sent per step by the
+#     dp/ZeRO groups and the pipeline exactly, by tp within 2%; the
+#     predicted step time (calibrated: one process's fp32/bf16 rate,
+#     bench-comm's bandwidth and latency, the cores) within 25% of the
+#     median measured step.
 #  2. Record: each row of Megatron-LM's Table 1 (tests/plan_megatron.tsv;
 #     --gpu a100, V=51200, s=2048, full recompute): parameter count equal to
 #     the table's printed precision, per-GPU TFLOP/s (Megatron's count) of
@@ -72,7 +74,9 @@ grep -q "no layout is possible" $W/err.txt || { cat $W/err.txt; exit 1; }
 # ---- 1. measurement ----
 bash tests/corpus.sh $W/corpus.txt
 $M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
-MODEL="--layers 4 --dim 64 --heads 4 --seq-len 32"
+# A model whose step is GEMM work (~110 ms on one core), not per-call overhead.
+MODEL="--layers 4 --dim 256 --heads 4 --seq-len 64"
+STEPS=12
 # name : ranks : dp tp pp : zero shard : batch micro : sp : recompute : precision
 LAYOUTS="dp2z0:2:2:1:1:0:2:8:2:0:none:fp32
 dp2z1:2:2:1:1:1:2:8:2:0:none:bf16
@@ -86,57 +90,117 @@ pp2:2:1:1:2:0:1:8:2:0:none:fp32
 dp2pp2z1:4:2:1:2:1:2:8:2:0:full:bf16
 dp2tp2z3:4:2:2:1:3:2:8:2:1:full:fp32
 dp2tp2pp2z1:8:2:2:2:1:2:8:2:0:none:bf16"
-# Calibration for the step time (--cpu): the GEMM rate from a one-rank run
-# of the same model (the planner's FLOPs per step over its measured step
-# time) and the collective bandwidth from bench-comm (1 MiB all-reduce).
-$M train --train $W/text_train.bin $MODEL --batch 8 --micro-batch 2 --steps 4 --log-every 0 --report-json $W/cal.json >/dev/null
-$M plan --cpu --cpu-gflops 1 --cpu-bw 1 --mem-gb 1000 --gpus 1 --gpus-per-node 1 $MODEL --vocab 256 --global-batch 8 \
-    --micro-batch 2 --zero 0 --recompute none --precision fp32 --top 1 --json >$W/cal_plan.json
-GFLOPS=$($PY -c "import json,sys; m=json.load(open('$W/cal.json')); p=json.load(open('$W/cal_plan.json'))['layouts'][0]; print(p['flops_step']/m['time_per_step_s']['step']/1e9)")
-BW=$(mpirun --oversubscribe -np 2 $M bench-comm --min-bytes 1M --max-bytes 1M --ops allreduce --iters 5 | awk '$1=="allreduce"{print $6}')
-CORES=$(nproc)
-echo "calibration: GEMM rate $GFLOPS GFLOP/s per rank alone, collective bandwidth $BW GB/s, $CORES cores"
-for spec in $LAYOUTS; do
-    IFS=: read -r name n dp tp pp z G B b sp rc prec <<<"$spec"
+# Step time: the median of steps 2..STEPS (step 1 first-touches every buffer).
+median_step() { $PY -c "import json,statistics,sys; r=[json.loads(l)['ms'] for l in open(sys.argv[1]) if '\"loss\"' in l]; print(statistics.median(r[1:])/1e3)" "$1"; }
+# Calibration for --cpu, this machine's rates: one process on one core runs
+# the model in fp32 and in bf16 at micro-batch 1 and 2: the GFLOP/s (the
+# planner's FLOPs per step over the step's FLOP part: GEMMs and everything
+# else at this model's shapes) and what a microbatch costs beyond its FLOPs;
+# bench-comm gives the bandwidth (4 MiB all-reduce on 2 ranks) and the
+# latency of a collective with as many ranks as the layout (8-byte
+# all-reduce; with more ranks than cores they wait asleep, so it grows).
+calibrate() {
+    for prec in fp32 bf16; do
+        for mb in 1 2; do
+            rm -f $W/cal_${prec}_$mb.jsonl
+            $M train --train $W/text_train.bin $MODEL --batch 8 --micro-batch $mb --steps $STEPS --log-every 0 \
+                --precision $prec --metrics $W/cal_${prec}_$mb.jsonl >/dev/null
+        done
+    done
+    $M plan --cpu --cpu-gflops 1 --cpu-bw 1 --mem-gb 1000 --gpus 1 --gpus-per-node 1 $MODEL --vocab 256 --global-batch 8 \
+        --micro-batch 2 --zero 0 --recompute none --precision fp32 --top 1 --json >$W/cal_plan.json
+    FLOPS=$($PY -c "import json; print(json.load(open('$W/cal_plan.json'))['layouts'][0]['flops_step'])")
+    # t(mb) = FLOPs / rate + (8 / mb) x the microbatch's own cost: two runs give both
+    for prec in fp32 bf16; do
+        t1=$(median_step $W/cal_${prec}_1.jsonl) t2=$(median_step $W/cal_${prec}_2.jsonl)
+        read -r G MS <<<"$($PY -c "c = max(($t1 - $t2) / 4, 0.0); print($FLOPS / ($t2 - 4 * c) / 1e9, c * 1e3)")"
+        if [ $prec = fp32 ]; then GFLOPS=$G MBMS=$MS; else GFLOPS16=$G MBMS16=$MS; fi
+    done
+}
+calibrate
+# (the bandwidth of two ranks here is 2 or 4.5 GB/s by where the scheduler puts them: the median of 3 runs)
+BW=$(for i in 1 2 3; do mpirun --oversubscribe -np 2 $M bench-comm --min-bytes 4M --max-bytes 4M --ops allreduce \
+    --iters 20 </dev/null | awk '$1=="allreduce"{print $6}'; done | sort -g | sed -n 2p)
+for n in 2 4 8; do
+    LAT[$n]=$(mpirun --oversubscribe -np $n $M bench-comm --min-bytes 8 --max-bytes 8 --ops allreduce --iters 50 </dev/null | awk '$1=="allreduce"{print $4}')
+done
+CORES=$(getconf _NPROCESSORS_ONLN) # (nproc would answer OMP_NUM_THREADS)
+echo "calibration: fp32 $GFLOPS GFLOP/s + $MBMS ms a microbatch, bf16 $GFLOPS16 GFLOP/s + $MBMS16 ms (one process)," \
+     "collective bandwidth $BW GB/s," \
+     "latency ${LAT[2]} / ${LAT[4]} / ${LAT[8]} us at 2 / 4 / 8 ranks, $CORES cores"
+measure() { # layout spec -> $W/m_NAME.json, $W/m_NAME.jsonl, $W/p_NAME.json
+    IFS=: read -r name n dp tp pp z G B b sp rc prec <<<"$1"
     spf=""; [ "$sp" = 1 ] && spf="--sequence-parallel"
+    rm -f $W/m_$name.jsonl
     mpirun --oversubscribe -np "$n" $M train --train $W/text_train.bin $MODEL --batch "$B" --micro-batch "$b" \
         --dp "$dp" --tp "$tp" --pp "$pp" --zero "$z" $( [ "$z" != 0 ] && echo "--shard-group $G" ) $spf \
-        --recompute "$rc" --precision "$prec" --steps 4 --log-every 0 --timeout 120 --report-json $W/m_$name.json \
-        >/dev/null || { echo "meshtrain train failed on layout $name"; exit 1; }
-    $M plan --cpu --cpu-gflops "$GFLOPS" --cpu-bw "$BW" --cpu-cores "$CORES" --mem-gb 1000 --gpus "$n" --gpus-per-node "$n" $MODEL --vocab 256 \
+        --recompute "$rc" --precision "$prec" --steps $STEPS --log-every 0 --timeout 120 --report-json $W/m_$name.json \
+        --metrics $W/m_$name.jsonl </dev/null >/dev/null || { echo "meshtrain train failed on layout $name"; exit 1; }
+    $M plan --cpu --cpu-gflops "$GFLOPS" --cpu-gflops-bf16 "$GFLOPS16" --cpu-microbatch-ms "$MBMS" \
+        --cpu-microbatch-ms-bf16 "$MBMS16" --cpu-bw "$BW" --cpu-latency-us "${LAT[$n]}" \
+        --cpu-cores "$CORES" --mem-gb 1000 --gpus "$n" --gpus-per-node "$n" $MODEL --vocab 256 \
         --global-batch "$B" --micro-batch "$b" --dp "$dp" --tp "$tp" --pp "$pp" --zero "$z" --shard-group \
         "$( [ "$z" != 0 ] && echo "$G" || echo "$dp" )" --sequence-parallel "$sp" --recompute "$rc" --precision "$prec" \
         --pp-chunks 1 --top 1 --json >$W/p_$name.json || { echo "meshtrain plan failed on layout $name"; exit 1; }
+    $PY -c "import sys; print($(median_step $W/m_$name.jsonl) / 1)" >$W/t_$name.txt
+}
+ratio_of() { $PY -c "import json; print(json.load(open('$W/p_$1.json'))['layouts'][0]['t_step'] / float(open('$W/t_$1.txt').read()))"; }
+for spec in $LAYOUTS; do
+    measure "$spec"
+    name=${spec%%:*}
+    # This machine's second vCPU is at times shared (both run at half clock for a while): a layout
+    # outside 25% is measured once more, with a fresh calibration, and both results are printed.
+    if ! $PY -c "import sys; sys.exit(not 0.75 <= $(ratio_of $name) <= 1.25)"; then
+        echo "layout $name: predicted/measured $(ratio_of $name); recalibrating and measuring it once more"
+        calibrate
+        measure "$spec"
+    fi
 done
 $PY - "$W" "$LAYOUTS" <<'PY'
 import json, sys
 w, layouts = sys.argv[1], sys.argv[2].split()
 bad = 0
-print(f"{'layout':<13} {'params':>9} {'grads':>9} {'optimizer':>9} {'acts meas':>10} {'acts plan':>10} {'ratio':>7} "
-      f"{'step meas':>9} {'plan':>8} {'ratio':>6}")
+print(f"{'layout':<12} {'params':>8} {'grads':>8} {'optimizer':>9} {'acts':>8} {'ratio':>6} | {'comm dp':>9} {'plan':>9} "
+      f"{'comm tp':>8} {'plan':>8} {'comm pp':>7} {'plan':>7} | {'step meas':>9} {'plan':>8} {'ratio':>6}")
 ratios = []
 for spec in layouts:
     name = spec.split(":")[0]
-    meas = json.load(open(f"{w}/m_{name}.json"))["memory"]
-    plan = json.load(open(f"{w}/p_{name}.json"))["layouts"][0]["bytes"]
-    row = f"{name:<13}"
+    rep = json.load(open(f"{w}/m_{name}.json"))
+    meas = rep["memory"]
+    lay = json.load(open(f"{w}/p_{name}.json"))["layouts"][0]
+    plan = lay["bytes"]
+    row = f"{name:<12}"
     for cat in ("params", "grads", "optimizer"):
         eq = meas[cat] == plan[cat]
         bad += not eq
-        row += f" {meas[cat]:>9}" + ("" if eq else f" (plan {plan[cat]:.0f})")
+        row += f" {meas[cat]:>8}" + ("" if eq else f" (plan {plan[cat]:.0f})")
     ra = plan["activations"] / meas["activations"]
     bad += not (0.98 <= ra <= 1.02)
-    row += f" {meas['activations']:>10} {plan['activations']:>10.0f} {ra:>7.4f}"
-    tm = json.load(open(f"{w}/m_{name}.json"))["time_per_step_s"]["step"]
-    tp = json.load(open(f"{w}/p_{name}.json"))["layouts"][0]["t_step"]
+    row += f" {meas['activations']:>8} {ra:>6.4f} |"
+    # bytes sent per step on rank 0 by group (the small control all-reduces aside): dp/ZeRO and
+    # pipeline sends exactly; tp within 2% (the vocab-parallel loss's statistics are not planned)
+    comm = rep["comm_per_step"]
+    def sent(axes, kinds):
+        return sum(comm[a][k]["bytes_sent"] for a in axes for k in kinds)
+    got = {"dp": sent(("dp", "shard", "replica"), ("allreduce", "reduce_scatter", "allgather")),
+           "tp": sent(("tp",), ("allreduce", "reduce_scatter", "allgather")), "pp": sent(("pp",), ("send",))}
+    for g, tol in (("dp", 0.0), ("tp", 0.02), ("pp", 0.0)):
+        want = lay["comm_" + g]
+        ok = abs(got[g] - want) <= tol * max(got[g], 1.0)
+        bad += not ok
+        width = 9 if g == "dp" else 8 if g == "tp" else 7
+        row += f" {got[g]:>{width}.0f} {want:>{width}.0f}" + ("" if ok else " MISMATCH")
+    tm = float(open(f"{w}/t_{name}.txt").read())
+    tp = lay["t_step"]
     ratios.append(tp / tm)
-    row += f" {tm:>9.4f} {tp:>8.4f} {tp / tm:>6.2f}"
+    ok = 0.75 <= tp / tm <= 1.25
+    bad += not ok
+    row += f" | {tm:>9.4f} {tp:>8.4f} {tp / tm:>6.2f}" + ("" if ok else "  OUT OF 25%")
     print(row)
-within = sum(0.75 <= r <= 1.25 for r in ratios)
-print(f"step time predicted / measured: {min(ratios):.2f} - {max(ratios):.2f}, {within} of {len(ratios)} within 25% "
-      "(reported, not asserted: oversubscribed ranks on a shared machine)")
+print(f"step time predicted / measured: {min(ratios):.2f} - {max(ratios):.2f} over {len(ratios)} layouts (bound 0.75 - 1.25)")
 if bad: sys.exit(f"{bad} planner figures differ from measurement")
-print("planner bytes equal measured params/grads/optimizer bytes exactly; activations within 2%")
+print("planner bytes equal measured params/grads/optimizer bytes and dp/pp bytes sent exactly; activations and tp "
+      "bytes within 2%; step time within 25%")
 PY
 echo OK
 

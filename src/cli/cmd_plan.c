@@ -48,12 +48,14 @@ static void print_json(const mt_model_config *cfg, const mt_plan_cluster *c, con
                "\"sequence_parallel\":%d,\"recompute\":\"%s\",\"precision\":\"%s\",\"microbatches\":%d,"
                "\"bytes\":{\"params\":%.0f,\"grads\":%.0f,\"optimizer\":%.0f,\"activations\":%.0f,\"frozen\":%.0f,\"total\":%.0f},"
                "\"fits\":%s,\"params_rank\":%.0f,\"bubble\":%.6f,\"comm_intra\":%.0f,\"comm_inter\":%.0f,"
+               "\"comm_tp\":%.0f,\"comm_pp\":%.0f,\"comm_dp\":%.0f,\"calls\":%.0f,"
                "\"flops_step\":%.6g,\"t_compute\":%.6g,\"t_bubble\":%.6g,\"t_comm_exposed\":%.6g,\"t_step\":%.6g,"
                "\"tflops_per_gpu\":%.4f,\"mfu\":%.5f}",
                i ? "," : "", y->dp, y->tp, y->pp, y->zero, y->shard, y->micro_batch, y->chunks, y->sequence_parallel,
                rc_name(y->recompute), y->bf16 ? "bf16" : "fp32", r->microbatches, r->bytes[MT_PLAN_PARAMS],
                r->bytes[MT_PLAN_GRADS], r->bytes[MT_PLAN_OPTIM], r->bytes[MT_PLAN_ACTS], r->bytes[MT_PLAN_FROZEN], r->total,
-               r->fits ? "true" : "false", r->params_rank, r->bubble, r->comm_intra, r->comm_inter, r->flops_step,
+               r->fits ? "true" : "false", r->params_rank, r->bubble, r->comm_intra, r->comm_inter, r->comm_tp, r->comm_pp,
+               r->comm_dp, r->calls, r->flops_step,
                r->t_compute, r->t_bubble, r->t_comm_exposed, r->t_step, r->tflops_per_gpu, r->mfu);
     }
     printf("]}\n");
@@ -131,7 +133,7 @@ int mt_cli_plan(int argc, char **argv) {
     int gpus = 0, per_node = 8, cpu = 0, global_batch = 0, top = 10, json = 0, help = 0, all = 0;
     int f_dp = -1, f_tp = -1, f_pp = -1, f_zero = -1, f_shard = -1, f_mb = -1, f_chunks = -1, f_sp = -1;
     int cpu_cores = 0;
-    float cpu_gflops = 0, cpu_bw_gbs = 0, mem_gb = 0, efficiency = 0;
+    float cpu_gflops = 0, cpu_gflops_bf16 = 0, cpu_mb_ms = 0, cpu_mb_ms_bf16 = -1, cpu_bw_gbs = 0, cpu_latency_us = 0, mem_gb = 0, efficiency = 0;
     const char *peft = "none", *targets = "", *qbase = "none";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
     mt_arg spec[] = {
@@ -151,7 +153,11 @@ int mt_cli_plan(int argc, char **argv) {
         {"gpus-per-node", MT_ARG_INT, &per_node, "devices per node (default 8); tp stays inside a node", 0},
         {"gpu", MT_ARG_STR, &gpu, "device table: a100 | h100 | h200", 0},
         {"cpu", MT_ARG_FLAG, &cpu, "plan for this CPU engine (fp32 activations, exact buffer sizes); rates from --cpu-gflops/--cpu-bw", 0},
-        {"cpu-gflops", MT_ARG_FLOAT, &cpu_gflops, "--cpu: GEMM GFLOP/s per rank (measure with bench/gemm_rate)", 0},
+        {"cpu-gflops", MT_ARG_FLOAT, &cpu_gflops, "--cpu: fp32 GFLOP/s of one rank on a core to itself (a one-process run's model FLOPs / step time)", 0},
+        {"cpu-gflops-bf16", MT_ARG_FLOAT, &cpu_gflops_bf16, "--cpu: the same under --precision bf16 (default --cpu-gflops)", 0},
+        {"cpu-microbatch-ms", MT_ARG_FLOAT, &cpu_mb_ms, "--cpu: fp32 milliseconds a microbatch costs beyond its FLOPs through the whole model (two one-process runs: (t(mb 1) - t(mb 2)) / (B / 2); default 0)", 0},
+        {"cpu-microbatch-ms-bf16", MT_ARG_FLOAT, &cpu_mb_ms_bf16, "--cpu: the same under --precision bf16 (default --cpu-microbatch-ms)", 0},
+        {"cpu-latency-us", MT_ARG_FLOAT, &cpu_latency_us, "--cpu: microseconds a collective costs beyond its bytes (bench-comm's smallest all-reduce with the node's ranks; default 0)", 0},
         {"cpu-bw", MT_ARG_FLOAT, &cpu_bw_gbs, "--cpu: collective bandwidth GB/s per rank (measure with bench-comm)", 0},
         {"cpu-cores", MT_ARG_INT, &cpu_cores, "--cpu: cores the ranks of a node share (default: one per rank)", 0},
         {"mem-gb", MT_ARG_FLOAT, &mem_gb, "memory per device in GB (default: the device table's; --cpu 1)", 0},
@@ -250,8 +256,17 @@ int mt_cli_plan(int argc, char **argv) {
                       (double)cpu_gflops, (double)cpu_bw_gbs);
             return mt_cli_fail("plan", &err);
         }
+        if (cpu_mb_ms < 0 || cpu_latency_us < 0) {
+            mt_errorf(&err, "--cpu-microbatch-ms and --cpu-latency-us must be >= 0, got %g and %g", (double)cpu_mb_ms,
+                      (double)cpu_latency_us);
+            return mt_cli_fail("plan", &err);
+        }
         c.name = "cpu";
-        c.peak_flops = cpu_gflops * 1e9;
+        c.peak_flops_fp32 = cpu_gflops * 1e9;
+        c.peak_flops = (cpu_gflops_bf16 > 0 ? cpu_gflops_bf16 : cpu_gflops) * 1e9;
+        c.latency = cpu_latency_us * 1e-6;
+        c.mb_cost_fp32 = cpu_mb_ms * 1e-3;
+        c.mb_cost = (cpu_mb_ms_bf16 >= 0 ? cpu_mb_ms_bf16 : cpu_mb_ms) * 1e-3;
         c.bw_intra = c.bw_inter = cpu_bw_gbs * 1e9;
         c.mem_bytes = 1e9;
         c.efficiency = 1.0;

@@ -3,7 +3,8 @@
 #include <math.h>
 #include <string.h>
 
-/* Device tables. Peak: dense bf16 tensor-core FLOP/s. Bandwidths are one
+/* Device tables. Peak: dense bf16 tensor-core FLOP/s (fp32: the SIMT
+ * FP32 rate, as an exact-fp32 run would get without TF32). Bandwidths are one
  * way per device: NVLink's aggregate (A100 600 GB/s, H100/H200 900 GB/s
  * both ways) halved; InfiniBand per node (A100 8 x 200 Gb/s, H100/H200
  * 8 x 400 Gb/s) divided over the node's 8 devices. Efficiency 0.5: the
@@ -13,16 +14,17 @@
 int mt_plan_cluster_gpu(const char *name, mt_plan_cluster *c) {
     static const struct {
         const char *name;
-        double peak, mem, intra, inter;
+        double peak, peak_fp32, mem, intra, inter;
     } gpus[] = {
-        {"a100", 312e12, 80e9, 300e9, 8 * 200e9 / 8 / 8},
-        {"h100", 989e12, 80e9, 450e9, 8 * 400e9 / 8 / 8},
-        {"h200", 989e12, 141e9, 450e9, 8 * 400e9 / 8 / 8},
+        {"a100", 312e12, 19.5e12, 80e9, 300e9, 8 * 200e9 / 8 / 8},
+        {"h100", 989e12, 67e12, 80e9, 450e9, 8 * 400e9 / 8 / 8},
+        {"h200", 989e12, 67e12, 141e9, 450e9, 8 * 400e9 / 8 / 8},
     };
     for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
         if (strcmp(name, gpus[i].name)) continue;
         c->name = gpus[i].name;
         c->peak_flops = gpus[i].peak;
+        c->peak_flops_fp32 = gpus[i].peak_fp32;
         c->mem_bytes = gpus[i].mem;
         c->bw_intra = gpus[i].intra;
         c->bw_inter = gpus[i].inter;
@@ -112,12 +114,18 @@ static double quant_bytes(int kind, int dq, double rows, double cols) {
     return ceil(n / 2) + (dq ? nb + 4 * ceil(nb / 256) + 4 : 4 * nb);
 }
 
-static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, double out[MT_PLAN_NCAT], double *held_params) {
+/* The held units' element counts the collectives move: n, their shards S
+ * (all units, and unit 0's alone) -- zero.c's per-unit padding. */
+typedef struct {
+    double n, S, S0;
+} held_sizes;
+
+static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, double out[MT_PLAN_NCAT], held_sizes *hs) {
     mt_layout l;
     mt_model_layout_build(cfg, y->tp, 0, &l);
     int z = y->zero;
     size_t G = z == 0 ? 1 : (size_t)y->shard;
-    double p = 0, g = 0, o = 0, hp = 0, fz = 0;
+    double p = 0, g = 0, o = 0, hp = 0, fz = 0, Ssum = 0, S0 = 0;
     for (int u = 0; u < l.n_units; u++) {
         /* the frozen store (PEFT, --freeze): replicated over dp, fp32 (plus its 16-bit copy under
          * bf16); a quantized matrix whole on every tp rank */
@@ -131,6 +139,8 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
         if (!held(cfg, y, u) || !l.units[u].numel) continue;
         size_t n = l.units[u].numel, S = (n + G - 1) / G, P = G * S;
         hp += (double)n;
+        Ssum += (double)(y->zero ? S : n);
+        if (u == 0) S0 = (double)(y->zero ? S : n);
         if (y->bf16) {
             p += 2.0 * (double)(z == 3 ? S : P);
             g += 2.0 * (double)(z >= 2 ? S : P);
@@ -146,7 +156,9 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
     out[MT_PLAN_GRADS] = g;
     out[MT_PLAN_OPTIM] = o;
     out[MT_PLAN_FROZEN] = fz;
-    *held_params = hp;
+    hs->n = hp;
+    hs->S = Ssum;
+    hs->S0 = S0;
 }
 
 /* Activation bytes rank 0 keeps. Engine-exact (this CPU engine, fp32, the
@@ -200,9 +212,9 @@ static double act_bytes(const mt_model_config *cfg, const mt_plan_cluster *c, co
 void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *y, int global_batch,
                   mt_plan_result *r) {
     memset(r, 0, sizeof *r);
-    double hp;
-    state_bytes(cfg, y, r->bytes, &hp);
-    r->params_rank = hp;
+    held_sizes hs;
+    state_bytes(cfg, y, r->bytes, &hs);
+    r->params_rank = hs.n;
     r->params_total = mt_plan_param_count(cfg);
     int m = global_batch / (y->dp * y->micro_batch);
     r->microbatches = m;
@@ -230,58 +242,118 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     double F_model = B * s * (3 * L * (w + 4 * s * h) + 6 * h * V);
     double ranks = (double)y->dp * y->tp * y->pp;
     r->flops_step = F / ranks;
-    double rate = c->peak_flops * c->efficiency;
-    /* oversubscribed CPU ranks share the cores: each gets cores / ranks of one's rate */
-    if (c->cores > 0 && c->cores < c->per_node) rate *= (double)c->cores / c->per_node;
-    r->t_compute = r->flops_step / rate;
+    double rate = (y->bf16 ? c->peak_flops : c->peak_flops_fp32) * c->efficiency;
+    double p = y->pp, v = y->chunks;
+    /* a rank runs m microbatches through L / pp of the blocks */
+    r->t_compute = r->flops_step / rate + m * (y->bf16 ? c->mb_cost : c->mb_cost_fp32) * (L / y->pp) / L;
     /* Pipeline bubble: (p - 1) / (m v) of the compute time idles, i.e. the
      * fraction (p - 1) / (m v + p - 1) of the step (interleaved: / v). */
-    double p = y->pp, v = y->chunks;
     r->t_bubble = r->t_compute * (p - 1) / (m * v);
     r->bubble = (p - 1) / (m * v + p - 1);
 
-    /* Ranks are placed tp innermost, then dp, then pp (Megatron's order):
-     * a group stays inside a node when its span fits in one. */
-    double act_el = c->act_bytes, gb = y->bf16 ? 2 : 4;
-    double b = y->micro_batch, msg = b * s * h * act_el;
-    /* tp: 2 all-reduces per layer forward, 2 backward, 2 more recomputed
-     * (all-gather + reduce-scatter under sequence parallelism: the same
-     * bytes); on the critical path, not hidden. */
-    double tp_ar = y->recompute == MT_PLAN_RC_FULL ? 6 : 4;
-    double tp_bytes = y->tp > 1 ? tp_ar * (L / p) * m * 2 * (y->tp - 1) / y->tp * msg : 0;
+    /* Bytes each collective sends, counted as comm/ accounts them (ring:
+     * all-reduce 2 (n-1)/n of the payload, reduce-scatter and all-gather
+     * (n-1)/n, a send its payload) and called as this engine calls them,
+     * per step on rank 0 (first pipeline stage, first tp rank). Ranks are
+     * placed tp innermost, then dp, then pp (Megatron's order): a group
+     * stays inside a node when its span fits in one. */
+    double act_el = c->act_bytes, b = y->micro_batch, t = y->tp, sp = y->sequence_parallel;
+    double msg = b * s * h * act_el; /* one microbatch's activations (the tp and pp messages) */
+    double layers = L / p, head = p == 1; /* blocks rank 0 runs; whether it runs the head */
+    /* tp, per microbatch: without sequence parallelism 2 all-reduces per
+     * block forward and 2 backward (2 more forward again under full
+     * recompute), 1 for the vocab-parallel embedding and 1 for the head's
+     * input gradient; with it each all-reduce becomes a reduce-scatter, and
+     * all-gathers bring the sequence back before each linear pair -- 2
+     * forward, 2 backward, 2 re-gathered for the weight gradients (+2 under
+     * full recompute) and the head's input forward and again backward. On
+     * the critical path, not hidden. */
+    double rc_extra = y->recompute == MT_PLAN_RC_FULL ? 2 : 0;
+    double tp_ar = 0, tp_rs = 0, tp_ag = 0;
+    if (y->tp > 1 && !sp) tp_ar = m * ((4 + rc_extra) * layers + 1 + head);
+    if (y->tp > 1 && sp) {
+        tp_rs = m * ((4 + rc_extra) * layers + 1 + head);
+        tp_ag = m * ((6 + rc_extra) * layers + 2 * head);
+    }
+    double tp_calls = tp_ar + tp_rs + tp_ag;
+    double tp_bytes = tp_ar * 2 * (t - 1) / t * msg + (tp_rs + tp_ag) * (t - 1) * (msg / t);
     double tp_bw = c->bw_intra;
-    /* pp: each microbatch's activation to the next stage and its gradient
-     * back, once per chunk boundary. */
-    double pp_bytes = p > 1 ? 2 * m * v * msg : 0;
-    int pp_inter = (double)y->tp * y->dp * (p > 1) > 0 && y->tp * y->dp >= c->per_node && p > 1;
-    /* dp / ZeRO over the shard group G (ring: (G-1)/G of the payload per
-     * rank): stage 0 all-reduces the gradients (2x), stages 1-2
-     * reduce-scatter them and all-gather the updated parameters, stage 3
-     * gathers each unit's parameters in every microbatch's forward and
-     * backward and reduce-scatters the gradients once; hybrid sharding adds
-     * an all-reduce of the owned shard across the dp / G replicas. */
-    double G = y->zero ? y->shard : y->dp, psi = hp, ring = (G - 1) / G;
-    double grad_b = y->dp > 1 ? (y->zero == 0 ? 2 : 1) * ring * psi * gb : 0;
-    double param_b = y->dp > 1 && y->zero ? (y->zero == 3 ? 2.0 * m : 1.0) * ring * psi * gb : 0;
-    if (y->zero && y->shard < y->dp) grad_b += 2.0 * (y->dp / y->shard - 1) / (y->dp / y->shard) * psi / G * gb;
-    double dp_bytes = grad_b + param_b;
-    int dp_inter = y->tp * y->dp > c->per_node;
-    double dp_bw = dp_inter ? c->bw_inter : c->bw_intra;
-    r->comm_intra = tp_bytes + (pp_inter ? 0 : pp_bytes) + (dp_inter ? 0 : dp_bytes);
-    r->comm_inter = (pp_inter ? pp_bytes : 0) + (dp_inter ? dp_bytes : 0);
+    /* pp: the first stage sends each microbatch's activations on from each
+     * of its v chunks and the gradients back from all but the first (the
+     * sequence shard under sequence parallelism). */
+    double pp_msg = sp ? msg / t : msg;
+    double pp_calls = p > 1 ? m * (2 * v - 1) : 0, pp_bytes = pp_calls * pp_msg;
+    int pp_inter = y->tp * y->dp >= c->per_node && p > 1;
+    /* dp / ZeRO over the shard group G, per held unit (S its padded shard):
+     * gradients in fp32 (the engine's default --grad-reduce-dtype), the
+     * gathered parameters in the run's precision. Stage 0 all-reduces each
+     * unit's gradients once a step; stages 1-2 reduce-scatter them (stage 1
+     * once, stage 2 every microbatch, freeing the full gradient) and
+     * all-gather the updated parameters after the step; stage 3
+     * reduce-scatters every microbatch and gathers unit 0 once and every
+     * other unit twice (forward, backward) per microbatch; hybrid sharding
+     * (G < dp) all-reduces the owned shards across the dp / G replicas. */
+    double G = y->zero ? y->shard : y->dp, pe = y->bf16 ? 2 : 4, ge = 4, R = y->dp / G;
+    double units = layers + 1 + head;
+    double grad_b = 0, param_b = 0, dp_calls = 0;
+    if (y->dp > 1 && y->zero == 0) {
+        grad_b = 2 * (G - 1) / G * hs.n * ge;
+        dp_calls = units;
+    } else if (y->dp > 1) {
+        double rs_times = y->zero == 1 ? 1 : m;
+        grad_b = rs_times * (G - 1) * hs.S * ge;
+        param_b = (G - 1) * pe * (y->zero == 3 ? m * (2 * hs.S - hs.S0) : hs.S);
+        dp_calls = rs_times * units + (y->zero == 3 ? m * (2 * units - 1) : units);
+    }
+    double rep_b = 0;
+    if (y->dp > 1 && y->zero && R > 1) {
+        rep_b = 2 * (R - 1) / R * hs.S * ge;
+        dp_calls += units;
+    }
+    double dp_bytes = grad_b + param_b + rep_b;
+    /* the shard group spans tp x G ranks, the replicas the whole dp group */
+    int shard_inter = y->tp * G > c->per_node, dp_inter = y->tp * y->dp > c->per_node;
+    double shard_bw = shard_inter ? c->bw_inter : c->bw_intra, dp_bw = dp_inter ? c->bw_inter : c->bw_intra;
+    r->comm_intra = tp_bytes + (pp_inter ? 0 : pp_bytes) + (shard_inter ? 0 : grad_b + param_b) + (dp_inter ? 0 : rep_b);
+    r->comm_inter = (pp_inter ? pp_bytes : 0) + (shard_inter ? grad_b + param_b : 0) + (dp_inter ? rep_b : 0);
+    r->comm_tp = tp_bytes;
+    r->comm_pp = pp_bytes;
+    r->comm_dp = dp_bytes;
     /* Exposed: tp all of it (on the critical path); pp the activation hops
      * of the pipeline's fill and drain; the gradient reduction what the last
      * microbatch's backward (2/passes of its compute) does not hide; stages
      * 1-2's parameter all-gather after the optimizer step all of it;
      * stage 3's gathers what the compute they are prefetched under does not
-     * hide. */
+     * hide. Each call also costs the latency on the critical path (tp, pp
+     * and the gradient/parameter collectives alike: a tiny model's many
+     * small collectives are latency, not bandwidth). */
     double t_mb_back = r->t_compute / m * 2 / passes;
-    double t_grad = grad_b / dp_bw, t_param = param_b / dp_bw;
-    double t_pp = p > 1 ? 2 * (p - 1) * msg / (pp_inter ? c->bw_inter : c->bw_intra) : 0;
+    double t_grad = grad_b / shard_bw, t_param = param_b / shard_bw, t_rep = rep_b / dp_bw;
+    double t_pp = p > 1 ? 2 * (p - 1) * pp_msg / (pp_inter ? c->bw_inter : c->bw_intra) : 0;
     double exp_grad = t_grad > t_mb_back ? t_grad - t_mb_back : 0;
     double exp_param = y->zero == 3 ? (t_param > r->t_compute ? t_param - r->t_compute : 0) : t_param;
-    r->t_comm_exposed = tp_bytes / tp_bw + t_pp + exp_grad + exp_param;
+    r->calls = tp_calls + pp_calls + dp_calls;
+    double t_lat = r->calls * c->latency;
+    r->t_comm_exposed = tp_bytes / tp_bw + t_pp + exp_grad + exp_param + t_rep + t_lat; /* replicas: after the last backward */
     r->t_step = r->t_compute + r->t_bubble + r->t_comm_exposed;
+    /* This CPU engine (--cpu) hides no communication: shared-memory
+     * transfers are copies done by the ranks' own cores, and MPI progresses
+     * only while a rank polls, so every byte sent costs its bandwidth time
+     * and every call its latency on top of the compute. With more ranks
+     * than cores (--cpu-cores) the ranks of a node share them, and a rank
+     * idle in the bubble or asleep in a wait gives its core to another: the
+     * step is the node's CPU work spread over the cores, unless one rank's
+     * own path (its compute, bubble and communication) is longer. */
+    if (c->engine_exact) {
+        double t_bytes = tp_bytes / tp_bw + (p > 1 ? pp_bytes / (pp_inter ? c->bw_inter : c->bw_intra) : 0) + t_grad +
+                         t_param + t_rep;
+        double own = r->t_compute + t_bytes + t_lat;
+        double share = c->cores > 0 && c->cores < c->per_node ? (double)c->per_node / c->cores : 1.0;
+        double path = own + r->t_bubble;
+        double t = share * own > path ? share * own : path;
+        r->t_comm_exposed = t - r->t_compute - r->t_bubble; /* communication and the wait for a core */
+        r->t_step = t;
+    }
     r->tflops_per_gpu = F / ranks / r->t_step / 1e12;
-    r->mfu = F_model / ranks / r->t_step / c->peak_flops;
+    r->mfu = F_model / ranks / r->t_step / (y->bf16 ? c->peak_flops : c->peak_flops_fp32);
 }

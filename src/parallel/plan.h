@@ -15,13 +15,17 @@
 
 typedef struct {
     const char *name;
-    double peak_flops;     /* per device, FLOP/s at the planned precision */
+    double peak_flops;     /* per device, FLOP/s of bf16 GEMMs (fp32 accumulation) */
+    double peak_flops_fp32; /* per device, FLOP/s of fp32 GEMMs (layouts planned with --precision fp32) */
     double mem_bytes;      /* per device */
     double bw_intra;       /* per device, bytes/s one way, to devices of the same node */
     double bw_inter;       /* per device, bytes/s one way, to other nodes */
     double efficiency;     /* fraction of peak_flops the GEMMs reach (documented constant) */
     int gpus, per_node;
     int cores;             /* --cpu: cores the node's ranks share (0: one per rank) */
+    double latency;        /* seconds one collective or message costs beyond its bytes (0: not modelled) */
+    double mb_cost, mb_cost_fp32; /* --cpu: seconds a microbatch costs beyond its FLOPs through the whole model
+                                     (bf16, fp32): small operations, GEMM edges (0: not modelled) */
     int act_bytes;         /* bytes per activation element: 2 (GPU, 16-bit) or 4 (this CPU engine) */
     int engine_exact;      /* 1: activations as this engine allocates them (--cpu); 0: Megatron's formula */
 } mt_plan_cluster;
@@ -50,6 +54,8 @@ typedef struct {
     int microbatches;            /* per pipeline per step */
     double bubble;               /* (p-1)/(m v + p - 1)... see plan.c */
     double comm_intra, comm_inter; /* bytes sent per step per rank */
+    double comm_tp, comm_pp, comm_dp; /* the same by group: tp, pipeline sends, dp/ZeRO (shard + replicas) */
+    double calls;                /* collectives and sends per step (each costs the latency) */
     double flops_step;           /* per rank, Megatron's count (recompute included) */
     double t_compute, t_bubble, t_comm_exposed, t_step;
     double tflops_per_gpu, mfu;  /* Megatron's count / t_step; model FLOPs (6N + attention, no recompute) / peak */
