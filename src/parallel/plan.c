@@ -244,8 +244,8 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     r->flops_step = F / ranks;
     double rate = (y->bf16 ? c->peak_flops : c->peak_flops_fp32) * c->efficiency;
     double p = y->pp, v = y->chunks;
-    /* a rank runs m microbatches through L / pp of the blocks */
-    r->t_compute = r->flops_step / rate + m * (y->bf16 ? c->mb_cost : c->mb_cost_fp32) * (L / y->pp) / L;
+    /* a rank runs m microbatches through 1 / pp of the blocks */
+    r->t_compute = r->flops_step / rate + m * (y->bf16 ? c->mb_cost : c->mb_cost_fp32) / p;
     /* Pipeline bubble: (p - 1) / (m v) of the compute time idles, i.e. the
      * fraction (p - 1) / (m v + p - 1) of the step (interleaved: / v). */
     r->t_bubble = r->t_compute * (p - 1) / (m * v);
