@@ -1,6 +1,7 @@
 /* The adapter layout transform (adapters/adapters.h). */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "adapters/adapters.h"
+#include "core/strlist.h"
 #include "models/family.h"
 #include <math.h>
 #include <pcre2.h>
@@ -35,16 +36,14 @@ static int is_target(const mt_model_config *cfg, const mt_unit_layout *u, const 
     mt_adapters_module_name(cfg, t->name, module, sizeof module);
     const char *list = cfg->adapters.targets[0] ? cfg->adapters.targets : default_targets(cfg);
     if (strcmp(list, "all-linear") == 0) return 1;
-    int found = 0, i = 0;
-    for (const char *p = list; *p; i++) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len && module_matches(module, p, len)) {
+    int found = 0;
+    const char *cur = list, *item;
+    size_t len;
+    for (int i = 0; mt_strlist_next(&cur, &item, &len); i++)
+        if (len && module_matches(module, item, len)) {
             found = 1;
             if (hit && i < 32) *hit |= 1u << i;
         }
-        p += len + (e != NULL);
-    }
     return found;
 }
 
@@ -73,12 +72,10 @@ static void add_lora(const mt_model_config *cfg, mt_layout *l, int u, int k) {
 
 /* Whether module `module` is in the comma-separated list. */
 static int in_list(const char *list, const char *module) {
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len && module_matches(module, p, len)) return 1;
-        p += len + (e != NULL);
-    }
+    const char *cur = list, *item;
+    size_t len;
+    while (mt_strlist_next(&cur, &item, &len))
+        if (len && module_matches(module, item, len)) return 1;
     return 0;
 }
 
@@ -184,15 +181,12 @@ int mt_adapters_check(const mt_model_config *cfg, mt_error *err) {
                               "pattern against the Hugging Face names, e.g. h.0.attn.c_attn.weight)", s->freeze);
     if (s->kind == MT_PEFT_NONE || strcmp(s->targets, "all-linear") == 0) return 0;
     const char *list = s->targets[0] ? s->targets : default_targets(cfg);
-    int i = 0;
-    for (const char *p = list; *p; i++) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
+    const char *cur = list, *item;
+    size_t len;
+    for (int i = 0; mt_strlist_next(&cur, &item, &len); i++)
         if (!len || i >= 32 || !(hit >> i & 1u))
             return mt_errorf(err, "%s target (--%s-targets, target_modules) '%.*s' names no linear module of this %s model (its blocks' linear "
                                   "modules: %s; or all-linear)", s->kind == MT_PEFT_IA3 ? "IA3" : "LoRA",
-                             s->kind == MT_PEFT_IA3 ? "ia3" : "lora", (int)len, p, mt_family_name(cfg->family), names);
-        p += len + (e != NULL);
-    }
+                             s->kind == MT_PEFT_IA3 ? "ia3" : "lora", (int)len, item, mt_family_name(cfg->family), names);
     return 0;
 }

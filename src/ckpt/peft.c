@@ -5,6 +5,7 @@
 #include "ckpt/hf_dir.h"
 #include "ckpt/safetensors.h"
 #include "core/fileio.h"
+#include "core/strlist.h"
 #include "optim/loss_scaler.h"
 #include "quant/qweight.h"
 #include <math.h>
@@ -35,13 +36,12 @@ static void write_list(mt_json_writer *jw, const char *list) {
         return;
     }
     mt_jw_begin_array(jw);
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
+    const char *cur = list, *item;
+    size_t len;
+    while (mt_strlist_next(&cur, &item, &len)) {
         char one[MT_ADAPTER_TEXT];
-        snprintf(one, sizeof one, "%.*s", (int)len, p);
+        snprintf(one, sizeof one, "%.*s", (int)len, item);
         mt_jw_string(jw, one);
-        p += len + (e != NULL);
     }
     mt_jw_end_array(jw);
 }

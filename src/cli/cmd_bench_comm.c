@@ -15,6 +15,7 @@
 #include <string.h>
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "core/strlist.h"
 #include "comm/comm.h"
 #include "core/mem.h"
 
@@ -41,13 +42,13 @@ static int parse_size(const char *flag, const char *s, size_t *out, mt_error *er
 
 static int parse_ops(const char *s, int *want, mt_error *err) {
     memset(want, 0, OP_N * sizeof *want);
-    const char *p = s;
-    while (*p) {
-        size_t len = strcspn(p, ",");
+    const char *p = s, *item;
+    size_t len;
+    while (mt_strlist_next(&p, &item, &len)) {
         int found = 0;
         for (int o = 0; o < OP_N; o++)
-            if (len == strlen(op_names[o]) && !strncmp(p, op_names[o], len)) want[o] = found = 1;
-        if (len == 3 && !strncmp(p, "all", 3)) {
+            if (len == strlen(op_names[o]) && !strncmp(item, op_names[o], len)) want[o] = found = 1;
+        if (len == 3 && !strncmp(item, "all", 3)) {
             for (int o = 0; o < OP_N; o++) want[o] = 1;
             found = 1;
         }
@@ -55,9 +56,7 @@ static int parse_ops(const char *s, int *want, mt_error *err) {
             return mt_errorf(err,
                              "--ops: unknown collective '%.*s' (choose from allreduce, "
                              "reduce_scatter, allgather, broadcast, all)",
-                             (int)len, p);
-        p += len;
-        if (*p == ',') p++;
+                             (int)len, item);
     }
     for (int o = 0; o < OP_N; o++)
         if (want[o]) return 0;
