@@ -29,24 +29,18 @@ $M export --ckpt $W/ones_merged --format safetensors --out $W/ones.safetensors >
 cmp $W/base.safetensors $W/ones.safetensors
 echo "IA3 with vectors of ones: loss bitwise the base's ($a); merged tensors byte-identical to the base"
 $PY - $W/adapter $L $C <<'PY'
-import json, os, struct, sys
+import sys
 import numpy as np
+sys.path.insert(0, "tests")
+import parity
 d, L, C = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-os.makedirs(d)
 rng = np.random.default_rng(11)
 t = {}
 for l in range(L):
     t[f"base_model.model.transformer.h.{l}.attn.c_attn.ia3_l"] = rng.uniform(0.5, 1.5, (3 * C, 1)).astype(np.float32)
     t[f"base_model.model.transformer.h.{l}.mlp.c_proj.ia3_l"] = rng.uniform(0.5, 1.5, (1, 4 * C)).astype(np.float32)
-header, off = {}, 0
-for k, v in t.items():
-    header[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + v.nbytes]}
-    off += v.nbytes
-h = json.dumps(header).encode()
-with open(f"{d}/adapter_model.safetensors", "wb") as f:
-    f.write(struct.pack("<Q", len(h)) + h + b"".join(v.tobytes() for v in t.values()))
-json.dump({"peft_type": "IA3", "target_modules": ["c_attn", "mlp.c_proj"], "feedforward_modules": ["mlp.c_proj"],
-           "fan_in_fan_out": True, "init_ia3_weights": True}, open(f"{d}/adapter_config.json", "w"))
+parity.write_peft_adapter(d, t, {"peft_type": "IA3", "target_modules": ["c_attn", "mlp.c_proj"],
+                                 "feedforward_modules": ["mlp.c_proj"], "fan_in_fan_out": True, "init_ia3_weights": True})
 PY
 $M import --format peft --in $W/adapter --base $W/base --out $W/ia3 >/dev/null
 $M train --train $W/text_train.bin --init-from $W/ia3 $OPT --data-order sequential --dump-grads $W/mt_grads.bin \
@@ -55,24 +49,13 @@ $PY tests/torch_ref.py --weights $W/base.safetensors --ia3 $W/adapter --data $W/
     --out-grads $W/ref_grads.bin --layers $L --heads $H --vocab $V --seq-len $T --batch $B --steps $STEPS \
     --lr 1e-2 --warmup 3 --lr-schedule cosine --min-lr 1e-3 --grad-clip 0.5 --weight-decay 0.1
 $PY - "$W" $L $C <<'PY'
-import json, sys
-import numpy as np
+import sys
+sys.path.insert(0, "tests")
+import parity
 w, L, C = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-mt = [json.loads(l)["loss"] for l in open(f"{w}/mt.jsonl") if '"loss"' in l]
-ref = json.load(open(f"{w}/ref.json"))["losses"]
-worst = max(abs(a - b) / abs(b) for a, b in zip(mt, ref))
-print(f"IA3 losses meshtrain {mt[0]:.7f} .. {mt[-1]:.7f}, torch {ref[0]:.7f} .. {ref[-1]:.7f}: worst relative {worst:.2e}")
-assert len(mt) == len(ref) == 10 and worst <= 1e-5
-g1 = np.fromfile(f"{w}/mt_grads.bin", dtype=np.float32).astype(np.float64)
-g2 = np.fromfile(f"{w}/ref_grads.bin", dtype=np.float32).astype(np.float64)
-sizes = [n for l in range(L) for n in (3 * C, 4 * C)]
-assert g1.size == g2.size == sum(sizes), (g1.size, g2.size)
-off, worst = 0, 0.0
-for n in sizes:
-    worst = max(worst, np.abs(g1[off:off + n] - g2[off:off + n]).max() / np.abs(g2[off:off + n]).max())
-    off += n
-print(f"{len(sizes)} IA3 vector gradients: worst max|diff|/max|ref| {worst:.2e}")
-assert worst <= 1e-5
+parity.compare_losses(f"{w}/mt.jsonl", f"{w}/ref.json", 10, 1e-5, label="IA3 losses")
+sizes = [(f"h.{l}.{m}.ia3_l", n) for l in range(L) for m, n in (("attn.c_attn", 3 * C), ("mlp.c_proj", 4 * C))]
+parity.compare_grads(f"{w}/mt_grads.bin", f"{w}/ref_grads.bin", sizes, 1e-5, label="IA3 vector gradients")
 PY
 $M merge --ckpt $W/ia3 --out $W/merged --data $W/text_train.bin | tee $W/merge.txt
 $PY -c "import re,sys; d=float(re.search(r'difference ([0-9.e+-]+)', open(sys.argv[1]).read()).group(1)); assert d <= 1e-5, d" $W/merge.txt

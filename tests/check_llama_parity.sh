@@ -33,19 +33,16 @@ for c in untied rope_llama3 qkv_bias tied; do
     $PY tests/torch_llama.py train --model $W/hf_$c --data $W/d_train.bin --seq-len $T $OPT --out-json $W/ref_$c.json \
         --out-grads $W/ref_$c.bin --grad-vocab-rows $(( (V + 127) / 128 * 128 ))
     $PY - $W $c $L $C $H $KV $F $V "${CASES[$c]}" <<'PY'
-import json, sys
-import numpy as np
+import sys
+sys.path.insert(0, "tests")
+import parity
 w, c = sys.argv[1], sys.argv[2]
 L, C, H, KV, F, V = map(int, sys.argv[3:9])
 flags = sys.argv[9]
 tied, bias = "--tie 1" in flags, "--qkv-bias 1" in flags
 Vp, hd = (V + 127) // 128 * 128, C // H
 QW, KW = H * hd, KV * hd
-mt = [json.loads(l)["loss"] for l in open(f"{w}/mt_{c}.jsonl") if '"loss"' in l]
-ref = json.load(open(f"{w}/ref_{c}.json"))["losses"]
-assert len(mt) == len(ref) == 10, (len(mt), len(ref))
-r0 = abs(mt[0] - ref[0]) / abs(ref[0])
-worst = max(abs(a - b) / abs(b) for a, b in zip(mt, ref))
+parity.compare_losses(f"{w}/mt_{c}.jsonl", f"{w}/ref_{c}.json", 10, 1e-5, step0_tol=1e-6, label=f"{c} losses")
 sizes = [("model.embed_tokens.weight", Vp * C)]
 for l in range(L):
     p = f"model.layers.{l}."
@@ -56,19 +53,7 @@ for l in range(L):
     sizes += [(p + "o_proj.weight", C * QW), (p + "post_attention_layernorm.weight", C), (p + "gate_proj.weight", F * C),
               (p + "up_proj.weight", F * C), (p + "down_proj.weight", C * F)]
 sizes += [("model.norm.weight", C)] + ([] if tied else [("lm_head.weight", Vp * C)])
-g1 = np.fromfile(f"{w}/mt_{c}.bin", dtype=np.float32)
-g2 = np.fromfile(f"{w}/ref_{c}.bin", dtype=np.float32)
-assert g1.size == g2.size == sum(n for _, n in sizes), (g1.size, g2.size, sum(n for _, n in sizes))
-off, worst_g = 0, (0.0, "")
-for name, n in sizes:
-    a, b = g1[off:off + n].astype(np.float64), g2[off:off + n].astype(np.float64)
-    off += n
-    worst_g = max(worst_g, (np.abs(a - b).max() / max(np.abs(b).max(), 1e-30), name))
-print(f"{c}: step-0 loss {mt[0]:.8f} vs {ref[0]:.8f} (rel {r0:.2e}); 10 losses within {worst:.2e}; "
-      f"worst gradient {worst_g[1]} {worst_g[0]:.2e}")
-assert r0 <= 1e-6, "step-0 loss differs"
-assert worst <= 1e-5, "losses differ"
-assert worst_g[0] <= 1e-5, "gradients differ"
+parity.compare_grads(f"{w}/mt_{c}.bin", f"{w}/ref_{c}.bin", sizes, 1e-5, label=f"{c} gradients")
 PY
 done
 echo "parity OK"

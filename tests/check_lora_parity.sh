@@ -21,10 +21,11 @@ $M train --train $W/text_train.bin $MODEL --steps 0 --seed 5 --ckpt-dir $W/base 
 $M export --ckpt $W/base --format safetensors --out $W/base.safetensors >/dev/null
 # the adapter: every linear of every block, A and B drawn at random (B non-zero)
 $PY - $W/adapter $L $C $R $ALPHA <<'PY'
-import json, os, struct, sys
+import sys
 import numpy as np
+sys.path.insert(0, "tests")
+import parity
 d, L, C, r, alpha = sys.argv[1], *map(int, sys.argv[2:])
-os.makedirs(d)
 rng = np.random.default_rng(7)
 shapes = {"attn.c_attn": (3 * C, C), "attn.c_proj": (C, C), "mlp.c_fc": (4 * C, C), "mlp.c_proj": (C, 4 * C)}
 tensors = {}
@@ -33,17 +34,9 @@ for l in range(L):
         k = f"base_model.model.transformer.h.{l}.{mod}"
         tensors[k + ".lora_A.weight"] = rng.uniform(-1, 1, (r, inp)).astype(np.float32) / np.sqrt(inp)
         tensors[k + ".lora_B.weight"] = rng.normal(0, 0.05, (out, r)).astype(np.float32)
-header, off = {}, 0
-for k, v in tensors.items():
-    header[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + v.nbytes]}
-    off += v.nbytes
-h = json.dumps(header).encode()
-h += b" " * ((8 - len(h) % 8) % 8)
-with open(f"{d}/adapter_model.safetensors", "wb") as f:
-    f.write(struct.pack("<Q", len(h)) + h + b"".join(v.tobytes() for v in tensors.values()))
-json.dump({"peft_type": "LORA", "r": r, "lora_alpha": alpha, "lora_dropout": 0.0, "fan_in_fan_out": True,
-           "target_modules": ["c_attn", "c_proj", "c_fc"], "bias": "none", "use_rslora": False},
-          open(f"{d}/adapter_config.json", "w"))
+parity.write_peft_adapter(d, tensors, {"peft_type": "LORA", "r": r, "lora_alpha": alpha, "lora_dropout": 0.0,
+                                       "fan_in_fan_out": True, "target_modules": ["c_attn", "c_proj", "c_fc"],
+                                       "bias": "none", "use_rslora": False})
 PY
 $M import --format peft --in $W/adapter --base $W/base --out $W/lora >/dev/null
 $M train --train $W/text_train.bin --init-from $W/lora $OPT --data-order sequential \
@@ -52,33 +45,17 @@ $PY tests/torch_ref.py --weights $W/base.safetensors --lora $W/adapter --data $W
     --out-grads $W/ref_grads.bin --layers $L --heads $H --vocab $V --seq-len $T --batch $B --steps $STEPS \
     --lr 1e-3 --warmup 3 --lr-schedule cosine --min-lr 1e-4 --grad-clip 0.5 --weight-decay 0.1
 $PY - "$W" $L $C $R <<'PY'
-import json, sys
-import numpy as np
+import sys
+sys.path.insert(0, "tests")
+import parity
 w, L, C, r = sys.argv[1], *map(int, sys.argv[2:])
-mt = [json.loads(l)["loss"] for l in open(f"{w}/mt.jsonl") if '"loss"' in l]
-ref = json.load(open(f"{w}/ref.json"))["losses"]
-assert len(mt) == len(ref) == 10, (len(mt), len(ref))
-worst = max(abs(a - b) / abs(b) for a, b in zip(mt, ref))
-print("losses meshtrain:", " ".join(f"{x:.7f}" for x in mt))
-print("losses torch:    ", " ".join(f"{x:.7f}" for x in ref))
-print(f"worst relative loss difference over 10 steps {worst:.2e}")
-assert worst <= 1e-5, "losses differ"
-g1 = np.fromfile(f"{w}/mt_grads.bin", dtype=np.float32)
-g2 = np.fromfile(f"{w}/ref_grads.bin", dtype=np.float32)
+parity.compare_losses(f"{w}/mt.jsonl", f"{w}/ref.json", 10, 1e-5, label="LoRA losses")
 sizes = []
 for l in range(L):
     for mod, (out, inp) in [("attn.c_attn", (3 * C, C)), ("attn.c_proj", (C, C)), ("mlp.c_fc", (4 * C, C)), ("mlp.c_proj", (C, 4 * C))]:
         sizes += [(f"h.{l}.{mod}.lora_A", r * inp), (f"h.{l}.{mod}.lora_B", out * r)]
 # meshtrain dumps the trainable tensors only: their sizes are the adapters' and nothing of the base
-assert g1.size == g2.size == sum(n for _, n in sizes), (g1.size, g2.size, sum(n for _, n in sizes))
-off, worst_g = 0, (0.0, "")
-for name, n in sizes:
-    a, b = g1[off:off + n].astype(np.float64), g2[off:off + n].astype(np.float64)
-    off += n
-    rel = np.abs(a - b).max() / max(np.abs(b).max(), 1e-30)
-    worst_g = max(worst_g, (rel, name))
-print(f"{len(sizes)} adapter gradients; worst {worst_g[1]}: max|diff|/max|ref| = {worst_g[0]:.2e}")
-assert worst_g[0] <= 1e-5, "adapter gradients differ"
+parity.compare_grads(f"{w}/mt_grads.bin", f"{w}/ref_grads.bin", sizes, 1e-5, label="LoRA adapter gradients")
 print("LoRA parity OK")
 PY
 # export -> import -> export: the same bytes
@@ -115,10 +92,10 @@ $PY tests/torch_llama.py init --out $W/hf_llama --layers 2 --dim 64 --heads 4 --
     --max-pos $T --seed 7 --qkv-bias 1
 $M import --format hf --in $W/hf_llama --out $W/llama >/dev/null
 $PY - $W/ladapter <<'PY'
-import json, os, struct, sys
+import sys
 import numpy as np
-d = sys.argv[1]
-os.makedirs(d)
+sys.path.insert(0, "tests")
+import parity
 rng = np.random.default_rng(3)
 r, C, hd, H, KV, F = 4, 64, 16, 4, 2, 96
 shapes = {"self_attn.q_proj": (H * hd, C), "self_attn.k_proj": (KV * hd, C), "self_attn.v_proj": (KV * hd, C),
@@ -129,15 +106,8 @@ for l in range(2):
         k = f"base_model.model.model.layers.{l}.{mod}"
         t[k + ".lora_A.weight"] = rng.uniform(-1, 1, (r, i)).astype(np.float32) / np.sqrt(i)
         t[k + ".lora_B.weight"] = rng.normal(0, 0.05, (o, r)).astype(np.float32)
-header, off = {}, 0
-for k, v in t.items():
-    header[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + v.nbytes]}
-    off += v.nbytes
-h = json.dumps(header).encode()
-with open(f"{d}/adapter_model.safetensors", "wb") as f:
-    f.write(struct.pack("<Q", len(h)) + h + b"".join(v.tobytes() for v in t.values()))
-json.dump({"peft_type": "LORA", "r": r, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": "all-linear",
-           "bias": "none", "use_rslora": True}, open(f"{d}/adapter_config.json", "w"))
+parity.write_peft_adapter(sys.argv[1], t, {"peft_type": "LORA", "r": r, "lora_alpha": 8, "lora_dropout": 0.0,
+                                           "target_modules": "all-linear", "bias": "none", "use_rslora": True})
 PY
 $M import --format peft --in $W/ladapter --base $W/llama --out $W/llora >/dev/null
 $M train --train $W/text_train.bin --init-from $W/llora $OPT --data-order sequential \
@@ -145,24 +115,15 @@ $M train --train $W/text_train.bin --init-from $W/llora $OPT --data-order sequen
 $PY tests/torch_llama.py train --model $W/hf_llama --lora $W/ladapter --data $W/text_train.bin --seq-len $T $OPT \
     --out-json $W/lref.json --out-grads $W/lref_grads.bin
 $PY - "$W" <<'PY'
-import json, sys
-import numpy as np
+import sys
+sys.path.insert(0, "tests")
+import parity
 w = sys.argv[1]
-mt = [json.loads(l)["loss"] for l in open(f"{w}/lmt.jsonl") if '"loss"' in l]
-ref = json.load(open(f"{w}/lref.json"))["losses"]
-worst = max(abs(a - b) / abs(b) for a, b in zip(mt, ref))
-g1 = np.fromfile(f"{w}/lmt_grads.bin", dtype=np.float32).astype(np.float64)
-g2 = np.fromfile(f"{w}/lref_grads.bin", dtype=np.float32).astype(np.float64)
-assert g1.size == g2.size, (g1.size, g2.size)
+parity.compare_losses(f"{w}/lmt.jsonl", f"{w}/lref.json", 10, 1e-5, label="Llama LoRA (rslora, all-linear) losses")
 r, C, hd, H, KV, F = 4, 64, 16, 4, 2, 96
+mods = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 shapes = [(H * hd, C), (KV * hd, C), (KV * hd, C), (C, H * hd), (F, C), (F, C), (C, F)]
-sizes = [n for _ in range(2) for o, i in shapes for n in (r * i, o * r)]
-assert sum(sizes) == g1.size, (sum(sizes), g1.size)
-off, gw = 0, 0.0
-for n in sizes:
-    gw = max(gw, np.abs(g1[off:off + n] - g2[off:off + n]).max() / np.abs(g2[off:off + n]).max())
-    off += n
-print(f"Llama LoRA (rslora, all-linear): 10 losses worst relative {worst:.2e}; worst of {len(sizes)} adapter gradients "
-      f"max|diff|/max|ref| {gw:.2e}")
-assert len(mt) == len(ref) == 10 and worst <= 1e-5 and gw <= 1e-5
+sizes = [(f"layers.{l}.{m}.lora_{ab}", n) for l in range(2) for m, (o, i) in zip(mods, shapes)
+         for ab, n in (("A", r * i), ("B", o * r))]
+parity.compare_grads(f"{w}/lmt_grads.bin", f"{w}/lref_grads.bin", sizes, 1e-5, label="Llama LoRA adapter gradients")
 PY

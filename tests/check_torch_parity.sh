@@ -21,23 +21,12 @@ $PY tests/torch_ref.py --weights $W/init.safetensors --data $W/text_train.bin --
     --out-grads $W/ref_grads.bin --layers $L --heads $H --vocab $V --seq-len $T --batch $B --steps $STEPS \
     --lr 1e-3 --warmup 3 --lr-schedule cosine --min-lr 1e-4 --grad-clip 0.5 --weight-decay 0.1
 $PY - "$W" $L $C $V $T <<'PY'
-import json, sys
-import numpy as np
+import sys
+sys.path.insert(0, "tests")
+import parity
 w, L, C, V, T = sys.argv[1], *map(int, sys.argv[2:])
 Vp = (V + 127) // 128 * 128
-mt = [json.loads(l)["loss"] for l in open(f"{w}/mt.jsonl") if '"loss"' in l]
-ref = json.load(open(f"{w}/ref.json"))["losses"]
-assert len(mt) == len(ref) == 10, (len(mt), len(ref))
-r0 = abs(mt[0] - ref[0]) / abs(ref[0])
-print(f"step-0 loss meshtrain {mt[0]:.8f} torch {ref[0]:.8f} rel {r0:.2e}")
-assert r0 <= 1e-5, "step-0 loss differs"
-worst = max(abs(a - b) / abs(b) for a, b in zip(mt, ref))
-print("losses meshtrain:", " ".join(f"{x:.6f}" for x in mt))
-print("losses torch:    ", " ".join(f"{x:.6f}" for x in ref))
-print(f"worst relative loss difference over 10 steps {worst:.2e}")
-assert worst <= 1e-4, "losses differ"
-g1 = np.fromfile(f"{w}/mt_grads.bin", dtype=np.float32)
-g2 = np.fromfile(f"{w}/ref_grads.bin", dtype=np.float32)
+parity.compare_losses(f"{w}/mt.jsonl", f"{w}/ref.json", 10, 1e-4, step0_tol=1e-5)
 sizes = [("wte", Vp * C), ("wpe", T * C)]
 for l in range(L):
     sizes += [(f"h.{l}.ln_1.weight", C), (f"h.{l}.ln_1.bias", C), (f"h.{l}.attn.c_attn.weight", 3 * C * C),
@@ -45,14 +34,6 @@ for l in range(L):
               (f"h.{l}.ln_2.weight", C), (f"h.{l}.ln_2.bias", C), (f"h.{l}.mlp.c_fc.weight", 4 * C * C),
               (f"h.{l}.mlp.c_fc.bias", 4 * C), (f"h.{l}.mlp.c_proj.weight", 4 * C * C), (f"h.{l}.mlp.c_proj.bias", C)]
 sizes += [("ln_f.weight", C), ("ln_f.bias", C)]
-assert g1.size == g2.size == sum(n for _, n in sizes), (g1.size, g2.size)
-off, worst_g = 0, (0.0, "")
-for name, n in sizes:
-    a, b = g1[off:off + n].astype(np.float64), g2[off:off + n].astype(np.float64)
-    off += n
-    r = np.abs(a - b).max() / max(np.abs(b).max(), 1e-30)
-    worst_g = max(worst_g, (r, name))
-print(f"worst gradient tensor {worst_g[1]}: max|diff|/max|ref| = {worst_g[0]:.2e}")
-assert worst_g[0] <= 1e-4, "gradients differ"
+parity.compare_grads(f"{w}/mt_grads.bin", f"{w}/ref_grads.bin", sizes, 1e-4)
 print("parity OK")
 PY
