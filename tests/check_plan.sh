@@ -92,42 +92,18 @@ dp2tp2z3:4:2:2:1:3:2:8:2:1:full:fp32
 dp2tp2pp2z1:8:2:2:2:1:2:8:2:0:none:bf16"
 # Step time: the median of steps 2..STEPS (step 1 first-touches every buffer).
 median_step() { $PY -c "import json,statistics,sys; r=[json.loads(l)['ms'] for l in open(sys.argv[1]) if '\"loss\"' in l]; print(statistics.median(r[1:])/1e3)" "$1"; }
-# Calibration for --cpu, this machine's rates: one process on one core runs
-# the model in fp32 and in bf16 at micro-batch 1 and 2: the GFLOP/s (the
-# planner's FLOPs per step over the step's FLOP part: GEMMs and everything
-# else at this model's shapes) and what a microbatch costs beyond its FLOPs;
-# bench-comm gives the bandwidth (4 MiB all-reduce on 2 ranks) and the
-# latency of a collective with as many ranks as the layout (8-byte
-# all-reduce; with more ranks than cores they wait asleep, so it grows).
+# Calibration for --cpu, this machine's rates on this model, by the script a
+# user runs (scripts/cpu_rates.sh): one process on one core in fp32 and bf16
+# at micro-batch 1 and 2 gives the GFLOP/s and what a microbatch costs beyond
+# its FLOPs; bench-comm the bandwidth and, per rank count, the latency of a
+# collective (with more ranks than cores they wait asleep, so it grows).
 calibrate() {
-    for prec in fp32 bf16; do
-        for mb in 1 2; do
-            rm -f $W/cal_${prec}_$mb.jsonl
-            $M train --train $W/text_train.bin $MODEL --batch 8 --micro-batch $mb --steps $STEPS --log-every 0 \
-                --precision $prec --metrics $W/cal_${prec}_$mb.jsonl >/dev/null
-        done
-    done
-    $M plan --cpu --cpu-gflops 1 --cpu-bw 1 --mem-gb 1000 --gpus 1 --gpus-per-node 1 $MODEL --vocab 256 --global-batch 8 \
-        --micro-batch 2 --zero 0 --recompute none --precision fp32 --top 1 --json >$W/cal_plan.json
-    FLOPS=$($PY -c "import json; print(json.load(open('$W/cal_plan.json'))['layouts'][0]['flops_step'])")
-    # t(mb) = FLOPs / rate + (8 / mb) x the microbatch's own cost: two runs give both
-    for prec in fp32 bf16; do
-        t1=$(median_step $W/cal_${prec}_1.jsonl) t2=$(median_step $W/cal_${prec}_2.jsonl)
-        read -r G MS <<<"$($PY -c "c = max(($t1 - $t2) / 4, 0.0); print($FLOPS / ($t2 - 4 * c) / 1e9, c * 1e3)")"
-        if [ $prec = fp32 ]; then GFLOPS=$G MBMS=$MS; else GFLOPS16=$G MBMS16=$MS; fi
-    done
+    bash scripts/cpu_rates.sh --train $W/text_train.bin --ranks "2 4 8" --steps $STEPS $MODEL --vocab 256 >$W/rates.txt
+    RATES=$(head -1 $W/rates.txt)
+    for n in 2 4 8; do LAT[$n]=$(awk -v n=$n '$1=="latency" && $2==n {print $3}' $W/rates.txt); done
 }
 calibrate
-# (the bandwidth of two ranks here is 2 or 4.5 GB/s by where the scheduler puts them: the median of 3 runs)
-BW=$(for i in 1 2 3; do mpirun --oversubscribe -np 2 $M bench-comm --min-bytes 4M --max-bytes 4M --ops allreduce \
-    --iters 20 </dev/null | awk '$1=="allreduce"{print $6}'; done | sort -g | sed -n 2p)
-for n in 2 4 8; do
-    LAT[$n]=$(mpirun --oversubscribe -np $n $M bench-comm --min-bytes 8 --max-bytes 8 --ops allreduce --iters 50 </dev/null | awk '$1=="allreduce"{print $4}')
-done
-CORES=$(getconf _NPROCESSORS_ONLN) # (nproc would answer OMP_NUM_THREADS)
-echo "calibration: fp32 $GFLOPS GFLOP/s + $MBMS ms a microbatch, bf16 $GFLOPS16 GFLOP/s + $MBMS16 ms (one process)," \
-     "collective bandwidth $BW GB/s," \
-     "latency ${LAT[2]} / ${LAT[4]} / ${LAT[8]} us at 2 / 4 / 8 ranks, $CORES cores"
+echo "calibration (scripts/cpu_rates.sh): $RATES; latency ${LAT[2]} / ${LAT[4]} / ${LAT[8]} us at 2 / 4 / 8 ranks"
 measure() { # layout spec -> $W/m_NAME.json, $W/m_NAME.jsonl, $W/p_NAME.json
     IFS=: read -r name n dp tp pp z G B b sp rc prec <<<"$1"
     spf=""; [ "$sp" = 1 ] && spf="--sequence-parallel"
@@ -136,9 +112,7 @@ measure() { # layout spec -> $W/m_NAME.json, $W/m_NAME.jsonl, $W/p_NAME.json
         --dp "$dp" --tp "$tp" --pp "$pp" --zero "$z" $( [ "$z" != 0 ] && echo "--shard-group $G" ) $spf \
         --recompute "$rc" --precision "$prec" --steps $STEPS --log-every 0 --timeout 120 --report-json $W/m_$name.json \
         --metrics $W/m_$name.jsonl </dev/null >/dev/null || { echo "meshtrain train failed on layout $name"; exit 1; }
-    $M plan --cpu --cpu-gflops "$GFLOPS" --cpu-gflops-bf16 "$GFLOPS16" --cpu-microbatch-ms "$MBMS" \
-        --cpu-microbatch-ms-bf16 "$MBMS16" --cpu-bw "$BW" --cpu-latency-us "${LAT[$n]}" \
-        --cpu-cores "$CORES" --mem-gb 1000 --gpus "$n" --gpus-per-node "$n" $MODEL --vocab 256 \
+    $M plan --cpu $RATES --cpu-latency-us "${LAT[$n]}" --mem-gb 1000 --gpus "$n" --gpus-per-node "$n" $MODEL --vocab 256 \
         --global-batch "$B" --micro-batch "$b" --dp "$dp" --tp "$tp" --pp "$pp" --zero "$z" --shard-group \
         "$( [ "$z" != 0 ] && echo "$G" || echo "$dp" )" --sequence-parallel "$sp" --recompute "$rc" --precision "$prec" \
         --pp-chunks 1 --top 1 --json >$W/p_$name.json || { echo "meshtrain plan failed on layout $name"; exit 1; }
