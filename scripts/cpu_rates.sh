@@ -11,7 +11,7 @@
 # How: one process on one core trains the model (fp32 and bf16, micro-batch 1 and 2, --batch sequences);
 # the median step of steps 2.. gives t(mb), and t(mb) = FLOPs / rate + (batch / mb) x a microbatch's own cost
 # solves for both (FLOPs per step: plan's count for the same model). bench-comm gives the bandwidth (4 MiB
-# all-reduce on 2 ranks; the median of 3 runs: two ranks here get 2 or 4.5 GB/s by where the scheduler puts
+# all-reduce on 2 ranks; the median of 5 runs: two ranks here get 2 or 4.5 GB/s by where the scheduler puts
 # them) and the latency (8-byte all-reduce with that many ranks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,8 +55,8 @@ b, t1, t2 = $BATCH, $t1, $t2
 c = max((t1 - t2) / (b - b / 2), 0.0)  # b microbatches at mb 1, b/2 at mb 2
 print(f' --cpu-gflops$sfx {$FLOPS / (t2 - b / 2 * c) / 1e9:.4g} --cpu-microbatch-ms$sfx {c * 1e3:.4g}')")
 done
-BW=$(for i in 1 2 3; do $MPIRUN -np 2 $M bench-comm --min-bytes 4M --max-bytes 4M --ops allreduce --iters 20 </dev/null |
-    awk '$1=="allreduce"{print $6}'; done | sort -g | sed -n 2p)
+BW=$(for i in 1 2 3 4 5; do $MPIRUN -np 2 $M bench-comm --min-bytes 4M --max-bytes 4M --ops allreduce --iters 20 </dev/null |
+    awk '$1=="allreduce"{print $6}'; done | sort -g | sed -n 3p)
 echo "${out# } --cpu-bw $BW --cpu-cores $CORES"
 for n in $RANKS; do
     lat=$($MPIRUN -np "$n" $M bench-comm --min-bytes 8 --max-bytes 8 --ops allreduce --iters 50 </dev/null |

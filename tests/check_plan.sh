@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # meshtrain plan against measurement and against the published record.
-#  1. Measurement: 12 layouts of a small GPT-2 (L=4 C=256 H=4 T=64, byte
+#  1. Measurement: 13 layouts of a small GPT-2 (L=4 C=256 H=4 T=64, byte
 #     vocabulary) mixing dp / tp / sequence parallelism / pp / ZeRO 0-3 /
-#     shard group / recompute / fp32-bf16 on 2-8 ranks, 12 steps each. The
+#     shard group / recompute / fp32-bf16 on 2-8 ranks (a pipeline deeper than
+#     the cores among them), 12 steps each. The
 #     planner's (--cpu) bytes of rank 0 for params, grads and optimizer state
 #     must equal --report-json's exactly; activations within 2% (they are
 #     exact for this family's buffer table); bytes sent per step by the
@@ -76,7 +77,7 @@ bash tests/corpus.sh $W/corpus.txt
 $M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
 # A model whose step is GEMM work (~110 ms on one core), not per-call overhead.
 MODEL="--layers 4 --dim 256 --heads 4 --seq-len 64"
-STEPS=12
+STEPS=20
 # name : ranks : dp tp pp : zero shard : batch micro : sp : recompute : precision
 LAYOUTS="dp2z0:2:2:1:1:0:2:8:2:0:none:fp32
 dp2z1:2:2:1:1:1:2:8:2:0:none:bf16
@@ -89,7 +90,8 @@ tp2sp:2:1:2:1:0:1:4:4:1:selective:bf16
 pp2:2:1:1:2:0:1:8:2:0:none:fp32
 dp2pp2z1:4:2:1:2:1:2:8:2:0:full:bf16
 dp2tp2z3:4:2:2:1:3:2:8:2:1:full:fp32
-dp2tp2pp2z1:8:2:2:2:1:2:8:2:0:none:bf16"
+dp2tp2pp2z1:8:2:2:2:1:2:8:2:0:none:bf16
+pp4:4:1:1:4:0:1:8:2:0:none:bf16"
 # Step time: the median of steps 2..STEPS (step 1 first-touches every buffer).
 median_step() { $PY -c "import json,statistics,sys; r=[json.loads(l)['ms'] for l in open(sys.argv[1]) if '\"loss\"' in l]; print(statistics.median(r[1:])/1e3)" "$1"; }
 # Calibration for --cpu, this machine's rates on this model, by the script a

@@ -1,5 +1,7 @@
 #include "parallel/plan.h"
 #include "models/family.h"
+#include "parallel/pipeline_schedule.h"
+#include <stdlib.h>
 #include <math.h>
 #include <string.h>
 
@@ -209,6 +211,77 @@ static double act_bytes(const mt_model_config *cfg, const mt_plan_cluster *c, co
     return per_layer * inflight * (double)c->act_bytes / 2.0;
 }
 
+/* Makespan of one step of a pipeline whose p ranks share c cores (c <= p),
+ * in units of one microbatch's forward through a rank's blocks (a backward
+ * costs bwd of them): the schedule the executor runs (1F1B, or interleaved
+ * with v chunks) with processor sharing -- the ranks whose next compute
+ * action has its input split the cores evenly, none faster than one core,
+ * as the scheduler shares them among runnable processes (a waiting rank
+ * sleeps). With c = p it is the dependency-bound makespan, (m + p - 1)(1 +
+ * bwd) for 1F1B; with c = 1 the whole work, p m (1 + bwd). A deeper
+ * pipeline than its cores idles cores in fill and drain: pp 4 with 4
+ * microbatches on 2 cores takes 1.125x its work / 2. -1 when the schedule
+ * cannot be built (or is too large to simulate here). */
+static double pipeline_makespan_shared(int p, int m, int v, double c, double bwd) {
+    mt_pp_schedule sch;
+    mt_error e = {{0}};
+    if ((double)p * m * v > 200000 || mt_pp_schedule_build(v > 1 ? MT_PP_INTERLEAVED : MT_PP_1F1B, p, m, v, &sch, &e))
+        return -1;
+    int S = p * v;
+    size_t cells = (size_t)m * (size_t)S;
+    unsigned char *fdone = calloc(2 * cells, 1);
+    int *pc = calloc((size_t)p, sizeof *pc);
+    double *rem = malloc((size_t)p * sizeof *rem);
+    if (!fdone || !pc || !rem) {
+        free(fdone), free(pc), free(rem);
+        mt_pp_schedule_free(&sch);
+        return -1;
+    }
+    unsigned char *bdone = fdone + cells;
+    for (int r = 0; r < p; r++) rem[r] = -1; /* -1: the next action waits for its input */
+    double t = 0;
+    for (;;) {
+        int ready = 0, left = 0;
+        double dt = INFINITY;
+        for (int r = 0; r < p; r++) {
+            while (pc[r] < sch.count[r] && sch.actions[r][pc[r]].op != MT_PP_FORWARD &&
+                   sch.actions[r][pc[r]].op != MT_PP_BACKWARD)
+                pc[r]++; /* messages: the dependencies below stand for them */
+            if (pc[r] >= sch.count[r]) continue;
+            left = 1;
+            const mt_pp_action *a = &sch.actions[r][pc[r]];
+            int st = mt_pp_virtual_stage(&sch, r, a->chunk);
+            size_t cell = (size_t)a->microbatch * (size_t)S;
+            if (rem[r] < 0) {
+                int in = a->op == MT_PP_FORWARD ? st == 0 || fdone[cell + (size_t)st - 1]
+                                                : st == S - 1 ? fdone[cell + (size_t)st] : bdone[cell + (size_t)st + 1];
+                if (in) rem[r] = (a->op == MT_PP_FORWARD ? 1.0 : bwd) / v;
+            }
+            if (rem[r] >= 0) ready++;
+        }
+        if (!left || !ready) break; /* done (a valid schedule never stalls: mt_pp_check proves it) */
+        double rate = c / ready < 1 ? c / ready : 1;
+        for (int r = 0; r < p; r++)
+            if (pc[r] < sch.count[r] && rem[r] >= 0 && rem[r] / rate < dt) dt = rem[r] / rate;
+        t += dt;
+        for (int r = 0; r < p; r++) {
+            if (pc[r] >= sch.count[r] || rem[r] < 0) continue;
+            rem[r] -= dt * rate;
+            if (rem[r] > 1e-12) continue;
+            const mt_pp_action *a = &sch.actions[r][pc[r]];
+            size_t at = (size_t)a->microbatch * (size_t)S + (size_t)mt_pp_virtual_stage(&sch, r, a->chunk);
+            (a->op == MT_PP_FORWARD ? fdone : bdone)[at] = 1;
+            rem[r] = -1;
+            pc[r]++;
+        }
+    }
+    int stalled = 0;
+    for (int r = 0; r < p; r++) stalled |= pc[r] < sch.count[r];
+    free(fdone), free(pc), free(rem);
+    mt_pp_schedule_free(&sch);
+    return stalled ? -1 : t;
+}
+
 void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *y, int global_batch,
                   mt_plan_result *r) {
     memset(r, 0, sizeof *r);
@@ -343,15 +416,22 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * than cores (--cpu-cores) the ranks of a node share them, and a rank
      * idle in the bubble or asleep in a wait gives its core to another: the
      * step is the node's CPU work spread over the cores, unless one rank's
-     * own path (its compute, bubble and communication) is longer. */
+     * own path (its compute, bubble and communication) is longer; a
+     * pipeline is simulated on its share of the cores (its fill and drain
+     * leave cores idle when it is deeper than they are many). */
     if (c->engine_exact) {
         double t_bytes = tp_bytes / tp_bw + (p > 1 ? pp_bytes / (pp_inter ? c->bw_inter : c->bw_intra) : 0) + t_grad +
                          t_param + t_rep;
         double own = r->t_compute + t_bytes + t_lat;
         double share = c->cores > 0 && c->cores < c->per_node ? (double)c->per_node / c->cores : 1.0;
-        double path = own + r->t_bubble;
-        double t = share * own > path ? share * own : path;
-        r->t_comm_exposed = t - r->t_compute - r->t_bubble; /* communication and the wait for a core */
+        double t = share * own > own + r->t_bubble ? share * own : own + r->t_bubble;
+        if (p > 1) { /* the pipeline's p stages (each a tp group) get the cores of 1 / dp of the node */
+            double cores = c->cores > 0 ? (double)c->cores / (y->dp * y->tp) : p;
+            double bwd = y->recompute == MT_PLAN_RC_FULL ? 3 : 2, unit = own / (m * (1 + bwd));
+            double span = pipeline_makespan_shared((int)p, m, (int)v, cores < p ? cores : p, bwd);
+            if (span > 0) t = span * unit;
+        }
+        r->t_comm_exposed = fmax(t - r->t_compute - r->t_bubble, 0); /* communication and the wait for a core */
         r->t_step = t;
     }
     r->tflops_per_gpu = F / ranks / r->t_step / 1e12;
