@@ -211,18 +211,8 @@ static double act_bytes(const mt_model_config *cfg, const mt_plan_cluster *c, co
     return per_layer * inflight * (double)c->act_bytes / 2.0;
 }
 
-/* Makespan of one step of a pipeline whose p ranks share c cores (c <= p),
- * in units of one microbatch's forward through a rank's blocks (a backward
- * costs bwd of them): the schedule the executor runs (1F1B, or interleaved
- * with v chunks) with processor sharing -- the ranks whose next compute
- * action has its input split the cores evenly, none faster than one core,
- * as the scheduler shares them among runnable processes (a waiting rank
- * sleeps). With c = p it is the dependency-bound makespan, (m + p - 1)(1 +
- * bwd) for 1F1B; with c = 1 the whole work, p m (1 + bwd). A deeper
- * pipeline than its cores idles cores in fill and drain: pp 4 with 4
- * microbatches on 2 cores takes 1.125x its work / 2. -1 when the schedule
- * cannot be built (or is too large to simulate here). */
-static double pipeline_makespan_shared(int p, int m, int v, double c, double bwd) {
+/* Processor sharing over the executor's schedule (plan.h). */
+double mt_plan_pipeline_makespan(int p, int m, int v, double c, double bwd) {
     mt_pp_schedule sch;
     mt_error e = {{0}};
     if ((double)p * m * v > 200000 || mt_pp_schedule_build(v > 1 ? MT_PP_INTERLEAVED : MT_PP_1F1B, p, m, v, &sch, &e))
@@ -428,7 +418,7 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
         if (p > 1) { /* the pipeline's p stages (each a tp group) get the cores of 1 / dp of the node */
             double cores = c->cores > 0 ? (double)c->cores / (y->dp * y->tp) : p;
             double bwd = y->recompute == MT_PLAN_RC_FULL ? 3 : 2, unit = own / (m * (1 + bwd));
-            double span = pipeline_makespan_shared((int)p, m, (int)v, cores < p ? cores : p, bwd);
+            double span = mt_plan_pipeline_makespan((int)p, m, (int)v, cores < p ? cores : p, bwd);
             if (span > 0) t = span * unit;
         }
         r->t_comm_exposed = fmax(t - r->t_compute - r->t_bubble, 0); /* communication and the wait for a core */

@@ -74,6 +74,18 @@ double mt_plan_zero_model_states(double psi, int n_d, int stage);
  * err saying which constraint failed. */
 int mt_plan_check(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *lay, int global_batch,
                   mt_error *err);
+/* Makespan of one step of a pipeline whose p ranks share c cores (c <= p),
+ * in units of one microbatch's forward through a rank's blocks (a backward
+ * costs bwd of them): the schedule the executor runs (1F1B, or interleaved
+ * with v chunks) with processor sharing -- the ranks whose next compute
+ * action has its input split the cores evenly, none faster than one core,
+ * as the scheduler shares them among runnable processes (a waiting rank
+ * sleeps). With c = p it is the dependency-bound makespan, (m + p - 1)(1 +
+ * bwd) for 1F1B; with c = 1 the whole work, p m (1 + bwd). A pipeline
+ * deeper than its cores idles cores in fill and drain: pp 4 with 4
+ * microbatches on 2 cores takes 1.125x its work / 2. -1 when the schedule
+ * cannot be built or is too large to simulate (p m v > 200000). */
+double mt_plan_pipeline_makespan(int p, int m, int v, double c, double bwd);
 /* Evaluates one (checked) layout. */
 void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *lay, int global_batch,
                   mt_plan_result *r);
