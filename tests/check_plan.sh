@@ -180,6 +180,35 @@ print("planner bytes equal measured params/grads/optimizer bytes and dp/pp bytes
 PY
 echo OK
 
+# ---- ZeRO++ layouts: dp4 ZeRO-3 on nodes of 2 ranks (--ranks-per-node 2; plan --gpus-per-node 2): the bytes
+# the dp/ZeRO groups and ZeRO++'s hpZ and qgZ groups send per step, planned = measured exactly ----
+ZPPS="qwz:fp32:2:--zeropp-qwz
+hpz:bf16:2:--zeropp-hpz 2
+qgz:fp32:1:--zeropp-qgz
+all3:bf16:1:--zeropp-qwz --zeropp-hpz 2 --zeropp-qgz"
+while IFS=: read -r name prec mb fl; do
+    mpirun --oversubscribe -np 4 $M train --train $W/text_train.bin $MODEL --batch 8 --micro-batch "$mb" --dp 4 --zero 3 \
+        --ranks-per-node 2 --precision "$prec" --steps 2 --log-every 0 $fl --report-json $W/m_zpp_$name.json \
+        </dev/null >/dev/null || { echo "meshtrain train failed on ZeRO++ $name"; exit 1; }
+    pfl=$(echo "$fl" | sed 's/--zeropp-hpz 2/--zeropp-hpz/')
+    $M plan --cpu --cpu-gflops 10 --cpu-bw 1 --mem-gb 1000 --gpus 4 --gpus-per-node 2 $MODEL --vocab 256 --global-batch 8 \
+        --micro-batch "$mb" --dp 4 --zero 3 --shard-group 4 --recompute none --precision "$prec" $pfl --top 1 --json \
+        </dev/null >$W/p_zpp_$name.json
+    $PY - $W/m_zpp_$name.json $W/p_zpp_$name.json $name <<'PY'
+import json, sys
+comm = json.load(open(sys.argv[1]))["comm_per_step"]
+lay = json.load(open(sys.argv[2]))["layouts"][0]
+axes = ("dp", "shard", "replica", "hpz", "qgz_intra", "qgz_inter")
+got = sum(comm[a][k]["bytes_sent"] for a in axes for k in ("allreduce", "reduce_scatter", "allgather", "alltoall"))
+a2a_inter = comm["qgz_inter"]["alltoall"]["bytes_inter"]
+z = lay["zeropp"]
+print(f"ZeRO++ {sys.argv[3]:<5} (qwz {z['qwz']} hpz {z['hpz']} qgz {z['qgz']}): dp/ZeRO bytes sent {got:.0f}, planned "
+      f"{lay['comm_dp']:.0f}; qgZ's inter-node all-to-all {a2a_inter:.0f}")
+assert got == lay["comm_dp"], "planner and measurement differ"
+PY
+done <<<"$ZPPS"
+echo "ZeRO++ layouts: planned dp/ZeRO bytes equal measured exactly"
+
 # ---- PEFT layouts: the fine-tune's bytes (adapters trained; the base frozen at its storage) ----
 PMODEL="--layers 2 --dim 256 --heads 4 --seq-len 32"
 PEFTS="lora_nf4_dp2z3:2:2:1:1:3:fp32:--peft lora --lora-targets all-linear --quantize-base nf4 --double-quant

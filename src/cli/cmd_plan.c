@@ -34,6 +34,18 @@ static const char *rc_name(mt_plan_recompute r) {
     return r == MT_PLAN_RC_NONE ? "none" : r == MT_PLAN_RC_SELECTIVE ? "selective" : "full";
 }
 
+/* ZeRO++ where the layout's stage allows it, as train does: qwZ and hpZ
+ * with stage 3 (hpZ over the shard group's ranks of one node, when they are
+ * at least 2 and divide the group), qgZ with stages 2-3 when every node
+ * holds the same number of the group's ranks (else train falls back to the
+ * plain reduce-scatter). */
+static void zeropp_apply(mt_plan_layout *y, int per_node, int qwz, int hpz, int qgz) {
+    int on_node = per_node / y->tp < y->shard ? per_node / y->tp : y->shard;
+    y->qwz = qwz && y->zero == 3 && y->dp > 1;
+    y->hpz = hpz && y->zero == 3 && on_node >= 2 && y->shard % on_node == 0 ? on_node : 0;
+    y->qgz = qgz && y->zero >= 2 && on_node >= 1 && y->shard % on_node == 0 && y->dp > 1;
+}
+
 /* -1: any value; else the one value the user fixed. */
 static int allowed(int fixed, int v) { return fixed < 0 || fixed == v; }
 
@@ -46,13 +58,14 @@ static void print_json(const mt_model_config *cfg, const mt_plan_cluster *c, con
         const mt_plan_result *r = &rows[i].r;
         printf("%s\n{\"dp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"shard_group\":%d,\"micro_batch\":%d,\"chunks\":%d,"
                "\"sequence_parallel\":%d,\"recompute\":\"%s\",\"precision\":\"%s\",\"microbatches\":%d,"
+               "\"zeropp\":{\"qwz\":%d,\"hpz\":%d,\"qgz\":%d},"
                "\"bytes\":{\"params\":%.0f,\"grads\":%.0f,\"optimizer\":%.0f,\"activations\":%.0f,\"frozen\":%.0f,\"total\":%.0f},"
                "\"fits\":%s,\"params_rank\":%.0f,\"bubble\":%.6f,\"comm_intra\":%.0f,\"comm_inter\":%.0f,"
                "\"comm_tp\":%.0f,\"comm_pp\":%.0f,\"comm_dp\":%.0f,\"calls\":%.0f,"
                "\"flops_step\":%.6g,\"t_compute\":%.6g,\"t_bubble\":%.6g,\"t_comm_exposed\":%.6g,\"t_step\":%.6g,"
                "\"tflops_per_gpu\":%.4f,\"mfu\":%.5f}",
                i ? "," : "", y->dp, y->tp, y->pp, y->zero, y->shard, y->micro_batch, y->chunks, y->sequence_parallel,
-               rc_name(y->recompute), y->bf16 ? "bf16" : "fp32", r->microbatches, r->bytes[MT_PLAN_PARAMS],
+               rc_name(y->recompute), y->bf16 ? "bf16" : "fp32", r->microbatches, y->qwz, y->hpz, y->qgz, r->bytes[MT_PLAN_PARAMS],
                r->bytes[MT_PLAN_GRADS], r->bytes[MT_PLAN_OPTIM], r->bytes[MT_PLAN_ACTS], r->bytes[MT_PLAN_FROZEN], r->total,
                r->fits ? "true" : "false", r->params_rank, r->bubble, r->comm_intra, r->comm_inter, r->comm_tp, r->comm_pp,
                r->comm_dp, r->calls, r->flops_step,
@@ -74,9 +87,11 @@ static void print_table(const mt_model_config *cfg, const mt_plan_cluster *c, co
     for (int i = 0; i < n; i++) {
         const mt_plan_layout *y = &rows[i].y;
         const mt_plan_result *r = &rows[i].r;
-        printf("%3d %3d %3d %3d %2d %4d %3d %2d %2d %-9s %-4s | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %3s | %6.3f | %8.3f "
+        char zero[8]; /* the stage, then w h g for ZeRO++'s qwZ, hpZ, qgZ */
+        snprintf(zero, sizeof zero, "%d%s%s%s", y->zero, y->qwz ? "w" : "", y->hpz ? "h" : "", y->qgz ? "g" : "");
+        printf("%3d %3d %3d %3d %2d %4s %3d %2d %2d %-9s %-4s | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %3s | %6.3f | %8.3f "
                "%8.3f | %8.4g %7.1f %5.3f\n",
-               y->dp, y->tp, y->pp, y->chunks, y->sequence_parallel, y->zero, y->shard, y->micro_batch, r->microbatches,
+               y->dp, y->tp, y->pp, y->chunks, y->sequence_parallel, zero, y->shard, y->micro_batch, r->microbatches,
                rc_name(y->recompute), y->bf16 ? "bf16" : "fp32", r->bytes[MT_PLAN_PARAMS] / 1e9,
                r->bytes[MT_PLAN_GRADS] / 1e9, r->bytes[MT_PLAN_OPTIM] / 1e9, r->bytes[MT_PLAN_ACTS] / 1e9,
                r->bytes[MT_PLAN_FROZEN] / 1e9, r->total / 1e9, r->fits ? "yes" : "no", r->bubble, r->comm_intra / 1e9, r->comm_inter / 1e9, r->t_step,
@@ -132,7 +147,7 @@ int mt_cli_plan(int argc, char **argv) {
     int layers = 0, dim = 0, heads = 0, vocab = 0, seq_len = 0, kv_heads = 0, ffn_dim = 0;
     int gpus = 0, per_node = 8, cpu = 0, global_batch = 0, top = 10, json = 0, help = 0, all = 0;
     int f_dp = -1, f_tp = -1, f_pp = -1, f_zero = -1, f_shard = -1, f_mb = -1, f_chunks = -1, f_sp = -1;
-    int cpu_cores = 0;
+    int cpu_cores = 0, zpp_qwz = 0, zpp_hpz = 0, zpp_qgz = 0;
     float cpu_gflops = 0, cpu_gflops_bf16 = 0, cpu_mb_ms = 0, cpu_mb_ms_bf16 = -1, cpu_bw_gbs = 0, cpu_latency_us = 0, mem_gb = 0, efficiency = 0;
     const char *peft = "none", *targets = "", *qbase = "none";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
@@ -167,6 +182,9 @@ int mt_cli_plan(int argc, char **argv) {
         {"lora-targets", MT_ARG_STR, &targets, "LoRA/IA3 targets (as train's --lora-targets; default the family's)", 0},
         {"quantize-base", MT_ARG_STR, &qbase, "none | nf4 | int8: the frozen base's linear weights quantized", 0},
         {"double-quant", MT_ARG_FLAG, &ad.double_quant, "nf4: 8-bit absmaxes", 0},
+        {"zeropp-qwz", MT_ARG_FLAG, &zpp_qwz, "ZeRO++ qwZ on the ZeRO-3 layouts: int8 parameter gathers", 0},
+        {"zeropp-hpz", MT_ARG_FLAG, &zpp_hpz, "ZeRO++ hpZ on the ZeRO-3 layouts: backward gathers inside the node (train's --zeropp-hpz with the group's ranks per node)", 0},
+        {"zeropp-qgz", MT_ARG_FLAG, &zpp_qgz, "ZeRO++ qgZ on the ZeRO-2/3 layouts: int4 two-hop gradient reduce-scatter", 0},
         {"dp", MT_ARG_INT, &f_dp, "only this data-parallel size", 0},
         {"tp", MT_ARG_INT, &f_tp, "only this tensor-parallel size", 0},
         {"pp", MT_ARG_INT, &f_pp, "only this pipeline size", 0},
@@ -315,7 +333,8 @@ int mt_cli_plan(int argc, char **argv) {
                                 for (int rcm = 0; rcm < 3; rcm++)
                                     for (int bf = 0; bf < 2; bf++) {
                                         if (!allowed(f_mb, mb) || !allowed(rc_only, rcm) || !allowed(prec_only, bf)) continue;
-                                        mt_plan_layout y = {dp, tp, pp, z, G, mb, v, sp, (mt_plan_recompute)rcm, bf};
+                                        mt_plan_layout y = {dp, tp, pp, z, G, mb, v, sp, (mt_plan_recompute)rcm, bf, 0, 0, 0};
+                                        zeropp_apply(&y, per_node, zpp_qwz, zpp_hpz, zpp_qgz);
                                         mt_error e2 = {{0}};
                                         if (mt_plan_check(&cfg, &c, &y, global_batch, &e2)) continue;
                                         if (n == cap) {

@@ -1,6 +1,7 @@
 #include "parallel/plan.h"
 #include "models/family.h"
 #include "parallel/pipeline_schedule.h"
+#include "parallel/zero.h"
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
@@ -120,6 +121,7 @@ static double quant_bytes(int kind, int dq, double rows, double cols) {
  * (all units, and unit 0's alone) -- zero.c's per-unit padding. */
 typedef struct {
     double n, S, S0;
+    double q8, q8_0, q4; /* ZeRO++ records of the shards: qwZ (all, unit 0's), qgZ */
 } held_sizes;
 
 static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, double out[MT_PLAN_NCAT], held_sizes *hs) {
@@ -128,6 +130,7 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
     int z = y->zero;
     size_t G = z == 0 ? 1 : (size_t)y->shard;
     double p = 0, g = 0, o = 0, hp = 0, fz = 0, Ssum = 0, S0 = 0;
+    hs->q8 = hs->q8_0 = hs->q4 = 0;
     for (int u = 0; u < l.n_units; u++) {
         /* the frozen store (PEFT, --freeze): replicated over dp, fp32 (plus its 16-bit copy under
          * bf16); a quantized matrix whole on every tp rank */
@@ -143,6 +146,9 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
         hp += (double)n;
         Ssum += (double)(y->zero ? S : n);
         if (u == 0) S0 = (double)(y->zero ? S : n);
+        hs->q8 += (double)mt_zero_qwz_record_bytes(S);
+        hs->q4 += (double)mt_zero_qgz_record_bytes(S);
+        if (u == 0) hs->q8_0 = (double)mt_zero_qwz_record_bytes(S);
         if (y->bf16) {
             p += 2.0 * (double)(z == 3 ? S : P);
             g += 2.0 * (double)(z >= 2 ? S : P);
@@ -358,27 +364,48 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * (G < dp) all-reduces the owned shards across the dp / G replicas. */
     double G = y->zero ? y->shard : y->dp, pe = y->bf16 ? 2 : 4, ge = 4, R = y->dp / G;
     double units = layers + 1 + head;
-    double grad_b = 0, param_b = 0, dp_calls = 0;
+    double grad_b = 0, param_b = 0, dp_calls = 0, qg_intra = 0, qg_inter = 0, hpz_b = 0;
     if (y->dp > 1 && y->zero == 0) {
         grad_b = 2 * (G - 1) / G * hs.n * ge;
         dp_calls = units;
     } else if (y->dp > 1) {
         double rs_times = y->zero == 1 ? 1 : m;
-        grad_b = rs_times * (G - 1) * hs.S * ge;
-        param_b = (G - 1) * pe * (y->zero == 3 ? m * (2 * hs.S - hs.S0) : hs.S);
-        dp_calls = rs_times * units + (y->zero == 3 ? m * (2 * units - 1) : units);
+        /* ZeRO++ (zero_qwz.c, zero_hpz.c, zero_qgz.c): qgZ replaces each reduce-scatter by two
+         * all-to-alls of int4 records -- to the Hn node peers A records each, then the node sum to
+         * the A - 1 other nodes; qwZ sends int8 records in every gather hpZ leaves it; hpZ's
+         * backward gathers (every unit but 0) collect the G / H-element parts of the node's H ranks */
+        double Hn = fmin(G, floor(c->per_node / (double)y->tp)), A = G / Hn;
+        if (y->qgz && y->zero >= 2) {
+            qg_intra = rs_times * (Hn - 1) * A * hs.q4;
+            qg_inter = rs_times * (A - 1) * hs.q4;
+            dp_calls = 2 * rs_times * units;
+        } else {
+            grad_b = rs_times * (G - 1) * hs.S * ge;
+            dp_calls = rs_times * units;
+        }
+        if (y->zero == 3) {
+            double fwd = y->qwz ? (G - 1) * hs.q8 : (G - 1) * pe * hs.S;
+            double bwd = y->qwz ? (G - 1) * (hs.q8 - hs.q8_0) : (G - 1) * pe * (hs.S - hs.S0);
+            if (y->hpz) hpz_b = m * (y->hpz - 1) * (G / y->hpz) * (hs.S - hs.S0) * pe, bwd = 0;
+            param_b = m * (fwd + bwd);
+            dp_calls += m * (2 * units - 1);
+        } else {
+            param_b = (G - 1) * pe * hs.S;
+            dp_calls += units;
+        }
     }
     double rep_b = 0;
     if (y->dp > 1 && y->zero && R > 1) {
         rep_b = 2 * (R - 1) / R * hs.S * ge;
         dp_calls += units;
     }
-    double dp_bytes = grad_b + param_b + rep_b;
+    double dp_bytes = grad_b + param_b + rep_b + qg_intra + qg_inter + hpz_b;
     /* the shard group spans tp x G ranks, the replicas the whole dp group */
     int shard_inter = y->tp * G > c->per_node, dp_inter = y->tp * y->dp > c->per_node;
     double shard_bw = shard_inter ? c->bw_inter : c->bw_intra, dp_bw = dp_inter ? c->bw_inter : c->bw_intra;
-    r->comm_intra = tp_bytes + (pp_inter ? 0 : pp_bytes) + (shard_inter ? 0 : grad_b + param_b) + (dp_inter ? 0 : rep_b);
-    r->comm_inter = (pp_inter ? pp_bytes : 0) + (shard_inter ? grad_b + param_b : 0) + (dp_inter ? rep_b : 0);
+    r->comm_intra = tp_bytes + (pp_inter ? 0 : pp_bytes) + (shard_inter ? 0 : grad_b + param_b) + (dp_inter ? 0 : rep_b) +
+                    qg_intra + hpz_b;
+    r->comm_inter = (pp_inter ? pp_bytes : 0) + (shard_inter ? grad_b + param_b : 0) + (dp_inter ? rep_b : 0) + qg_inter;
     r->comm_tp = tp_bytes;
     r->comm_pp = pp_bytes;
     r->comm_dp = dp_bytes;
@@ -391,7 +418,8 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * and the gradient/parameter collectives alike: a tiny model's many
      * small collectives are latency, not bandwidth). */
     double t_mb_back = r->t_compute / m * 2 / passes;
-    double t_grad = grad_b / shard_bw, t_param = param_b / shard_bw, t_rep = rep_b / dp_bw;
+    double t_grad = grad_b / shard_bw + qg_intra / c->bw_intra + qg_inter / c->bw_inter;
+    double t_param = param_b / shard_bw + hpz_b / c->bw_intra, t_rep = rep_b / dp_bw;
     double t_pp = p > 1 ? 2 * (p - 1) * pp_msg / (pp_inter ? c->bw_inter : c->bw_intra) : 0;
     double exp_grad = t_grad > t_mb_back ? t_grad - t_mb_back : 0;
     double exp_param = y->zero == 3 ? (t_param > r->t_compute ? t_param - r->t_compute : 0) : t_param;

@@ -41,6 +41,10 @@ typedef struct {
     int sequence_parallel;
     mt_plan_recompute recompute;
     int bf16;                    /* 0: fp32; 1: bf16 params/grads + fp32 master (K = 12) */
+    /* ZeRO++ (as train's --zeropp-*): qwz int8 parameter gathers (stage 3); hpz the group of
+     * shard-group ranks keeping a secondary copy for the backward gathers (stage 3; 0 off); qgz
+     * int4 two-hop gradient reduce-scatter (stages 2-3) over the shard group's nodes */
+    int qwz, hpz, qgz;
 } mt_plan_layout;
 
 enum { MT_PLAN_PARAMS = 0, MT_PLAN_GRADS, MT_PLAN_OPTIM, MT_PLAN_ACTS, MT_PLAN_FROZEN, MT_PLAN_NCAT };

@@ -167,6 +167,9 @@ void mt_zero_hpz_free(mt_zero *z);
  * shard in fp32. */
 int mt_zero_enable_qwz(mt_zero *z, mt_error *err);
 void mt_zero_qwz_start_gather(mt_zero *z, int u, int slot, mt_comm_req *req);
+/* Bytes of one rank's qwZ record for a shard of S elements: fp32 scales per
+ * block of 256, then int8 codes padded to 4 bytes (the planner counts with it). */
+size_t mt_zero_qwz_record_bytes(size_t S);
 void mt_zero_qwz_finish_gather(mt_zero *z, int u, int slot, void *pool);
 void mt_zero_qwz_free(mt_zero *z);
 /* ZeRO++ qgZ (stages 2-3): a unit's gradient is reduce-scattered over the
@@ -184,6 +187,9 @@ int mt_zero_enable_qgz(mt_zero *z, mt_error *err);
 /* slot holds the unit's padded fp32 gradient; on return slot[0, S) holds
  * this rank's reduced shard. */
 void mt_zero_qgz_reduce_scatter(mt_zero *z, int u, float *slot);
+/* Bytes of one qgZ record for a shard of S elements: fp32 scales per block
+ * of 64, then int4 codes padded to 4 bytes. */
+size_t mt_zero_qgz_record_bytes(size_t S);
 void mt_zero_qgz_free(mt_zero *z);
 /* Frees what zero allocated; call before mt_model_free. */
 void mt_zero_free(mt_zero *z, mt_model *m);

@@ -22,7 +22,10 @@
 #define QGZ_BLOCK 64
 
 /* One shard's record: scales, then int4 codes padded to 4 bytes. */
-static size_t record_bytes(size_t S) { return mt_zpp_blocks(S, QGZ_BLOCK) * sizeof(float) + (mt_zpp_code_bytes(S, 4) + 3) / 4 * 4; }
+size_t mt_zero_qgz_record_bytes(size_t S) {
+    return mt_zpp_blocks(S, QGZ_BLOCK) * sizeof(float) + (mt_zpp_code_bytes(S, 4) + 3) / 4 * 4;
+}
+static size_t record_bytes(size_t S) { return mt_zero_qgz_record_bytes(S); }
 
 static void put(const float *x, size_t S, uint8_t *rec) {
     size_t nb = mt_zpp_blocks(S, QGZ_BLOCK);

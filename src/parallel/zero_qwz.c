@@ -12,7 +12,8 @@
 
 static int mixed(const mt_zero *z) { return z->dt16 != MT_FP32; }
 /* Scales, then codes padded to 4 bytes: every record's scales stay aligned. */
-static size_t record_bytes(size_t S) { return mt_zpp_blocks(S, MT_ZPP_BLOCK) * sizeof(float) + (S + 3) / 4 * 4; }
+size_t mt_zero_qwz_record_bytes(size_t S) { return mt_zpp_blocks(S, MT_ZPP_BLOCK) * sizeof(float) + (S + 3) / 4 * 4; }
+static size_t record_bytes(size_t S) { return mt_zero_qwz_record_bytes(S); }
 
 int mt_zero_enable_qwz(mt_zero *z, mt_error *err) {
     if (z->stage != 3)
