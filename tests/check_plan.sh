@@ -3,7 +3,7 @@
 #  1. Measurement: 13 layouts of a small GPT-2 (L=4 C=256 H=4 T=64, byte
 #     vocabulary) mixing dp / tp / sequence parallelism / pp / ZeRO 0-3 /
 #     shard group / recompute / fp32-bf16 on 2-8 ranks (a pipeline deeper than
-#     the cores among them), 12 steps each. The
+#     the cores among them), 20 steps each. The
 #     planner's (--cpu) bytes of rank 0 for params, grads and optimizer state
 #     must equal --report-json's exactly; activations within 2% (they are
 #     exact for this family's buffer table); bytes sent per step by the
@@ -118,7 +118,7 @@ measure() { # layout spec -> $W/m_NAME.json, $W/m_NAME.jsonl, $W/p_NAME.json
         --global-batch "$B" --micro-batch "$b" --dp "$dp" --tp "$tp" --pp "$pp" --zero "$z" --shard-group \
         "$( [ "$z" != 0 ] && echo "$G" || echo "$dp" )" --sequence-parallel "$sp" --recompute "$rc" --precision "$prec" \
         --pp-chunks 1 --top 1 --json >$W/p_$name.json || { echo "meshtrain plan failed on layout $name"; exit 1; }
-    $PY -c "import sys; print($(median_step $W/m_$name.jsonl) / 1)" >$W/t_$name.txt
+    median_step $W/m_$name.jsonl >$W/t_$name.txt
 }
 ratio_of() { $PY -c "import json; print(json.load(open('$W/p_$1.json'))['layouts'][0]['t_step'] / float(open('$W/t_$1.txt').read()))"; }
 for spec in $LAYOUTS; do

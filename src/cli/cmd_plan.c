@@ -34,18 +34,6 @@ static const char *rc_name(mt_plan_recompute r) {
     return r == MT_PLAN_RC_NONE ? "none" : r == MT_PLAN_RC_SELECTIVE ? "selective" : "full";
 }
 
-/* ZeRO++ where the layout's stage allows it, as train does: qwZ and hpZ
- * with stage 3 (hpZ over the shard group's ranks of one node, when they are
- * at least 2 and divide the group), qgZ with stages 2-3 when every node
- * holds the same number of the group's ranks (else train falls back to the
- * plain reduce-scatter). */
-static void zeropp_apply(mt_plan_layout *y, int per_node, int qwz, int hpz, int qgz) {
-    int on_node = per_node / y->tp < y->shard ? per_node / y->tp : y->shard;
-    y->qwz = qwz && y->zero == 3 && y->dp > 1;
-    y->hpz = hpz && y->zero == 3 && on_node >= 2 && y->shard % on_node == 0 ? on_node : 0;
-    y->qgz = qgz && y->zero >= 2 && on_node >= 1 && y->shard % on_node == 0 && y->dp > 1;
-}
-
 /* -1: any value; else the one value the user fixed. */
 static int allowed(int fixed, int v) { return fixed < 0 || fixed == v; }
 
@@ -334,7 +322,7 @@ int mt_cli_plan(int argc, char **argv) {
                                     for (int bf = 0; bf < 2; bf++) {
                                         if (!allowed(f_mb, mb) || !allowed(rc_only, rcm) || !allowed(prec_only, bf)) continue;
                                         mt_plan_layout y = {dp, tp, pp, z, G, mb, v, sp, (mt_plan_recompute)rcm, bf, 0, 0, 0};
-                                        zeropp_apply(&y, per_node, zpp_qwz, zpp_hpz, zpp_qgz);
+                                        mt_plan_set_zeropp(&y, per_node, zpp_qwz, zpp_hpz, zpp_qgz);
                                         mt_error e2 = {{0}};
                                         if (mt_plan_check(&cfg, &c, &y, global_batch, &e2)) continue;
                                         if (n == cap) {

@@ -129,8 +129,8 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
     mt_model_layout_build(cfg, y->tp, 0, &l);
     int z = y->zero;
     size_t G = z == 0 ? 1 : (size_t)y->shard;
-    double p = 0, g = 0, o = 0, hp = 0, fz = 0, Ssum = 0, S0 = 0;
-    hs->q8 = hs->q8_0 = hs->q4 = 0;
+    double p = 0, g = 0, o = 0, fz = 0;
+    *hs = (held_sizes){0};
     for (int u = 0; u < l.n_units; u++) {
         /* the frozen store (PEFT, --freeze): replicated over dp, fp32 (plus its 16-bit copy under
          * bf16); a quantized matrix whole on every tp rank */
@@ -143,12 +143,11 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
         }
         if (!held(cfg, y, u) || !l.units[u].numel) continue;
         size_t n = l.units[u].numel, S = (n + G - 1) / G, P = G * S;
-        hp += (double)n;
-        Ssum += (double)(y->zero ? S : n);
-        if (u == 0) S0 = (double)(y->zero ? S : n);
+        hs->n += (double)n;
+        hs->S += (double)S; /* = n at stage 0 (G = 1) */
         hs->q8 += (double)mt_zero_qwz_record_bytes(S);
         hs->q4 += (double)mt_zero_qgz_record_bytes(S);
-        if (u == 0) hs->q8_0 = (double)mt_zero_qwz_record_bytes(S);
+        if (u == 0) hs->S0 = (double)S, hs->q8_0 = (double)mt_zero_qwz_record_bytes(S);
         if (y->bf16) {
             p += 2.0 * (double)(z == 3 ? S : P);
             g += 2.0 * (double)(z >= 2 ? S : P);
@@ -164,9 +163,6 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
     out[MT_PLAN_GRADS] = g;
     out[MT_PLAN_OPTIM] = o;
     out[MT_PLAN_FROZEN] = fz;
-    hs->n = hp;
-    hs->S = Ssum;
-    hs->S0 = S0;
 }
 
 /* Activation bytes rank 0 keeps. Engine-exact (this CPU engine, fp32, the
@@ -215,6 +211,19 @@ static double act_bytes(const mt_model_config *cfg, const mt_plan_cluster *c, co
     double inflight = p == 1 ? L : L * (v > 1 ? 1 + (double)(p - 1) / (p * v) : 1);
     if (p > 1 && m < p) inflight = inflight * m / p;
     return per_layer * inflight * (double)c->act_bytes / 2.0;
+}
+
+/* The shard group's ranks on one node (tp innermost: a node holds
+ * per_node / tp of them), at most the group. */
+static int shard_ranks_per_node(const mt_plan_layout *y, int per_node) {
+    return per_node / y->tp < y->shard ? per_node / y->tp : y->shard;
+}
+
+void mt_plan_set_zeropp(mt_plan_layout *y, int per_node, int qwz, int hpz, int qgz) {
+    int on_node = shard_ranks_per_node(y, per_node);
+    y->qwz = qwz && y->zero == 3 && y->dp > 1;
+    y->hpz = hpz && y->zero == 3 && on_node >= 2 && y->shard % on_node == 0 ? on_node : 0;
+    y->qgz = qgz && y->zero >= 2 && y->shard % on_node == 0 && y->dp > 1;
 }
 
 /* Processor sharing over the executor's schedule (plan.h). */
@@ -353,6 +362,7 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     double pp_msg = sp ? msg / t : msg;
     double pp_calls = p > 1 ? m * (2 * v - 1) : 0, pp_bytes = pp_calls * pp_msg;
     int pp_inter = y->tp * y->dp >= c->per_node && p > 1;
+    double pp_bw = pp_inter ? c->bw_inter : c->bw_intra;
     /* dp / ZeRO over the shard group G, per held unit (S its padded shard):
      * gradients in fp32 (the engine's default --grad-reduce-dtype), the
      * gathered parameters in the run's precision. Stage 0 all-reduces each
@@ -374,7 +384,7 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
          * all-to-alls of int4 records -- to the Hn node peers A records each, then the node sum to
          * the A - 1 other nodes; qwZ sends int8 records in every gather hpZ leaves it; hpZ's
          * backward gathers (every unit but 0) collect the G / H-element parts of the node's H ranks */
-        double Hn = fmin(G, floor(c->per_node / (double)y->tp)), A = G / Hn;
+        double Hn = shard_ranks_per_node(y, c->per_node), A = G / Hn;
         if (y->qgz && y->zero >= 2) {
             qg_intra = rs_times * (Hn - 1) * A * hs.q4;
             qg_inter = rs_times * (A - 1) * hs.q4;
@@ -386,7 +396,10 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
         if (y->zero == 3) {
             double fwd = y->qwz ? (G - 1) * hs.q8 : (G - 1) * pe * hs.S;
             double bwd = y->qwz ? (G - 1) * (hs.q8 - hs.q8_0) : (G - 1) * pe * (hs.S - hs.S0);
-            if (y->hpz) hpz_b = m * (y->hpz - 1) * (G / y->hpz) * (hs.S - hs.S0) * pe, bwd = 0;
+            if (y->hpz) { /* the backward gathers move inside the node, unquantized */
+                hpz_b = m * (y->hpz - 1) * (G / y->hpz) * (hs.S - hs.S0) * pe;
+                bwd = 0;
+            }
             param_b = m * (fwd + bwd);
             dp_calls += m * (2 * units - 1);
         } else {
@@ -420,7 +433,7 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     double t_mb_back = r->t_compute / m * 2 / passes;
     double t_grad = grad_b / shard_bw + qg_intra / c->bw_intra + qg_inter / c->bw_inter;
     double t_param = param_b / shard_bw + hpz_b / c->bw_intra, t_rep = rep_b / dp_bw;
-    double t_pp = p > 1 ? 2 * (p - 1) * pp_msg / (pp_inter ? c->bw_inter : c->bw_intra) : 0;
+    double t_pp = p > 1 ? 2 * (p - 1) * pp_msg / pp_bw : 0;
     double exp_grad = t_grad > t_mb_back ? t_grad - t_mb_back : 0;
     double exp_param = y->zero == 3 ? (t_param > r->t_compute ? t_param - r->t_compute : 0) : t_param;
     r->calls = tp_calls + pp_calls + dp_calls;
@@ -438,19 +451,18 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * pipeline is simulated on its share of the cores (its fill and drain
      * leave cores idle when it is deeper than they are many). */
     if (c->engine_exact) {
-        double t_bytes = tp_bytes / tp_bw + (p > 1 ? pp_bytes / (pp_inter ? c->bw_inter : c->bw_intra) : 0) + t_grad +
-                         t_param + t_rep;
+        double t_bytes = tp_bytes / tp_bw + pp_bytes / pp_bw + t_grad + t_param + t_rep;
         double own = r->t_compute + t_bytes + t_lat;
         double share = c->cores > 0 && c->cores < c->per_node ? (double)c->per_node / c->cores : 1.0;
-        double t = share * own > own + r->t_bubble ? share * own : own + r->t_bubble;
+        double step = share * own > own + r->t_bubble ? share * own : own + r->t_bubble;
         if (p > 1) { /* the pipeline's p stages (each a tp group) get the cores of 1 / dp of the node */
             double cores = c->cores > 0 ? (double)c->cores / (y->dp * y->tp) : p;
             double bwd = y->recompute == MT_PLAN_RC_FULL ? 3 : 2, unit = own / (m * (1 + bwd));
             double span = mt_plan_pipeline_makespan((int)p, m, (int)v, cores < p ? cores : p, bwd);
-            if (span > 0) t = span * unit;
+            if (span > 0) step = span * unit;
         }
-        r->t_comm_exposed = fmax(t - r->t_compute - r->t_bubble, 0); /* communication and the wait for a core */
-        r->t_step = t;
+        r->t_comm_exposed = fmax(step - r->t_compute - r->t_bubble, 0); /* communication and the wait for a core */
+        r->t_step = step;
     }
     r->tflops_per_gpu = F / ranks / r->t_step / 1e12;
     r->mfu = F_model / ranks / r->t_step / (y->bf16 ? c->peak_flops : c->peak_flops_fp32);

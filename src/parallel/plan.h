@@ -78,6 +78,13 @@ double mt_plan_zero_model_states(double psi, int n_d, int stage);
  * err saying which constraint failed. */
 int mt_plan_check(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *lay, int global_batch,
                   mt_error *err);
+/* ZeRO++ where the layout's stage allows it, as train does: qwZ and hpZ
+ * with stage 3 (hpZ over the shard group's ranks of one node, when they are
+ * at least 2 and divide the group), qgZ with stages 2-3 when every node
+ * holds the same number of the group's ranks (else train falls back to the
+ * plain reduce-scatter); the flags are the user's, per_node the devices a
+ * node holds. */
+void mt_plan_set_zeropp(mt_plan_layout *y, int per_node, int qwz, int hpz, int qgz);
 /* Makespan of one step of a pipeline whose p ranks share c cores (c <= p),
  * in units of one microbatch's forward through a rank's blocks (a backward
  * costs bwd of them): the schedule the executor runs (1F1B, or interleaved

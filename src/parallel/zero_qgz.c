@@ -25,7 +25,6 @@
 size_t mt_zero_qgz_record_bytes(size_t S) {
     return mt_zpp_blocks(S, QGZ_BLOCK) * sizeof(float) + (mt_zpp_code_bytes(S, 4) + 3) / 4 * 4;
 }
-static size_t record_bytes(size_t S) { return mt_zero_qgz_record_bytes(S); }
 
 static void put(const float *x, size_t S, uint8_t *rec) {
     size_t nb = mt_zpp_blocks(S, QGZ_BLOCK);
@@ -61,15 +60,15 @@ int mt_zero_enable_qgz(mt_zero *z, mt_error *err) {
     size_t smax = 1;
     for (int u = 0; u < z->n_units; u++) smax = z->S[u] > smax ? z->S[u] : smax;
     z->qg_smax = smax;
-    z->qg_send = mt_mem_alloc(z->mem, MT_MEM_COMM, (size_t)n * record_bytes(smax), "qgZ send records");
-    z->qg_recv = mt_mem_alloc(z->mem, MT_MEM_COMM, (size_t)n * record_bytes(smax), "qgZ receive records");
+    z->qg_send = mt_mem_alloc(z->mem, MT_MEM_COMM, (size_t)n * mt_zero_qgz_record_bytes(smax), "qgZ send records");
+    z->qg_recv = mt_mem_alloc(z->mem, MT_MEM_COMM, (size_t)n * mt_zero_qgz_record_bytes(smax), "qgZ receive records");
     z->qg_partial = mt_mem_alloc(z->mem, MT_MEM_COMM, (size_t)(n / G) * smax * sizeof(float), "qgZ node sums");
     z->qg_tmp = mt_mem_alloc(z->mem, MT_MEM_COMM, smax * sizeof(float), "qgZ dequantized shard");
     return 0;
 }
 
 void mt_zero_qgz_reduce_scatter(mt_zero *z, int u, float *slot) {
-    size_t S = z->S[u], R = record_bytes(S);
+    size_t S = z->S[u], R = mt_zero_qgz_record_bytes(S);
     int G = mt_comm_size(z->qgz_intra), A = mt_comm_size(z->qgz_inter);
     /* hop 1: to node peer j', its column (shards a*G + j'), a record per shard */
     for (int jp = 0; jp < G; jp++)
@@ -94,8 +93,8 @@ void mt_zero_qgz_reduce_scatter(mt_zero *z, int u, float *slot) {
 void mt_zero_qgz_free(mt_zero *z) {
     if (!z->qgz_intra) return;
     int n = z->n, G = mt_comm_size(z->qgz_intra);
-    mt_mem_free(z->mem, MT_MEM_COMM, z->qg_send, (size_t)n * record_bytes(z->qg_smax));
-    mt_mem_free(z->mem, MT_MEM_COMM, z->qg_recv, (size_t)n * record_bytes(z->qg_smax));
+    mt_mem_free(z->mem, MT_MEM_COMM, z->qg_send, (size_t)n * mt_zero_qgz_record_bytes(z->qg_smax));
+    mt_mem_free(z->mem, MT_MEM_COMM, z->qg_recv, (size_t)n * mt_zero_qgz_record_bytes(z->qg_smax));
     mt_mem_free(z->mem, MT_MEM_COMM, z->qg_partial, (size_t)(n / G) * z->qg_smax * sizeof(float));
     mt_mem_free(z->mem, MT_MEM_COMM, z->qg_tmp, z->qg_smax * sizeof(float));
     mt_comm_free(z->qgz_intra);

@@ -13,7 +13,6 @@
 static int mixed(const mt_zero *z) { return z->dt16 != MT_FP32; }
 /* Scales, then codes padded to 4 bytes: every record's scales stay aligned. */
 size_t mt_zero_qwz_record_bytes(size_t S) { return mt_zpp_blocks(S, MT_ZPP_BLOCK) * sizeof(float) + (S + 3) / 4 * 4; }
-static size_t record_bytes(size_t S) { return mt_zero_qwz_record_bytes(S); }
 
 int mt_zero_enable_qwz(mt_zero *z, mt_error *err) {
     if (z->stage != 3)
@@ -21,7 +20,7 @@ int mt_zero_enable_qwz(mt_zero *z, mt_error *err) {
                          z->stage);
     size_t smax = 1;
     for (int u = 0; u < z->n_units; u++) smax = z->S[u] > smax ? z->S[u] : smax;
-    z->qrec_max = record_bytes(smax);
+    z->qrec_max = mt_zero_qwz_record_bytes(smax);
     for (int k = 0; k < 2; k++) {
         z->qsend[k] = mt_mem_alloc(z->mem, MT_MEM_COMM, z->qrec_max, "qwZ send record");
         z->qrecv[k] = mt_mem_alloc(z->mem, MT_MEM_COMM, z->qrec_max * (size_t)z->n, "qwZ receive records");
@@ -32,7 +31,7 @@ int mt_zero_enable_qwz(mt_zero *z, mt_error *err) {
 }
 
 void mt_zero_qwz_start_gather(mt_zero *z, int u, int slot, mt_comm_req *req) {
-    size_t S = z->S[u], nb = mt_zpp_blocks(S, MT_ZPP_BLOCK), R = record_bytes(S);
+    size_t S = z->S[u], nb = mt_zpp_blocks(S, MT_ZPP_BLOCK), R = mt_zero_qwz_record_bytes(S);
     const float *x = z->pshard[u];
     if (mixed(z)) {
         mt_convert_from_16(z->dt16, z->qtmp, z->p16[u], S);
@@ -44,7 +43,7 @@ void mt_zero_qwz_start_gather(mt_zero *z, int u, int slot, mt_comm_req *req) {
 }
 
 void mt_zero_qwz_finish_gather(mt_zero *z, int u, int slot, void *pool) {
-    size_t S = z->S[u], nb = mt_zpp_blocks(S, MT_ZPP_BLOCK), R = record_bytes(S);
+    size_t S = z->S[u], nb = mt_zpp_blocks(S, MT_ZPP_BLOCK), R = mt_zero_qwz_record_bytes(S);
     for (int k = 0; k < z->n; k++) {
         const uint8_t *rec = z->qrecv[slot] + (size_t)k * R;
         const float *scales = (const float *)(const void *)rec;
