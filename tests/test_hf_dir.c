@@ -1,8 +1,8 @@
-/* Hugging Face model directories (ckpt/hf_dir.h): write/read round trips in
+/* Hugging Face model directories (interop/hf_dir.h): write/read round trips in
  * fp32, bf16 and fp16 (one file and >= 3 shards + index), the exact bytes of
  * a file against the reference serializer's layout, the exact index text,
  * determinism, stale-file cleanup, and the error cases, each one line. */
-#include "ckpt/hf_dir.h"
+#include "interop/hf_dir.h"
 #include "testlib.h"
 #include <dirent.h>
 #include <inttypes.h>

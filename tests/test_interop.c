@@ -2,9 +2,9 @@
  * (F32, and BF16/F16/llm.c-bf16 on import), HF Conv1D transposition checked
  * element-wise, vocabulary padding, head-count sources, malformed files, and
  * the export/import subcommands end to end. */
-#include "ckpt/weights.h"
-#include "ckpt/llmc.h"
-#include "ckpt/safetensors.h"
+#include "interop/weights.h"
+#include "interop/llmc.h"
+#include "interop/safetensors.h"
 #include "testlib.h"
 #include <dirent.h>
 #include <inttypes.h>

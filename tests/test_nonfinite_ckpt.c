@@ -4,7 +4,7 @@
  * NaN. With a directory argument it only writes that checkpoint there (for
  * tests/check_robustness.sh: train --init-from, eval and generate refuse it;
  * the model is --layers 1 --dim 16 --heads 2 --seq-len 16, byte vocabulary). */
-#include "ckpt/weights.h"
+#include "interop/weights.h"
 #include "testlib.h"
 #include <math.h>
 #include <stdlib.h>

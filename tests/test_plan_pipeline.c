@@ -5,7 +5,7 @@
  * in between it lies between work / cores and the one-core-per-rank
  * makespan, and matches a hand-worked case (pp 4, m 4, 2 cores: 27). */
 #include "parallel/pipeline_schedule.h"
-#include "parallel/plan.h"
+#include "plan/plan.h"
 #include "testlib.h"
 
 int main(void) {

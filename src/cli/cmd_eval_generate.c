@@ -1,7 +1,7 @@
 /* meshtrain eval / generate: run a checkpoint's model. */
 #include "cli/args.h"
 #include "cli/cli.h"
-#include "ckpt/peft.h"
+#include "interop/peft.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
 #include "models/model.h"

@@ -1,15 +1,15 @@
 /* meshtrain export / import: checkpoint <-> a Hugging Face model directory
  * (any family), a GPT-2 safetensors file, or an llm.c model file. See
- * ckpt/hf_model.h, ckpt/safetensors.h and ckpt/llmc.h for the formats. */
+ * interop/hf_model.h, interop/safetensors.h and interop/llmc.h for the formats. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include "ckpt/weights.h"
-#include "ckpt/hf_model.h"
-#include "ckpt/llmc.h"
-#include "ckpt/safetensors.h"
-#include "ckpt/peft.h"
+#include "interop/weights.h"
+#include "interop/hf_model.h"
+#include "interop/llmc.h"
+#include "interop/safetensors.h"
+#include "interop/peft.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "optim/loss_scaler.h"

@@ -1,12 +1,12 @@
 /* meshtrain merge: a PEFT (or --freeze) run's checkpoint folded into a plain
- * checkpoint of the whole model (ckpt/peft.h: mt_peft_merge), with the
+ * checkpoint of the whole model (interop/peft.h: mt_peft_merge), with the
  * largest logit difference the folding caused on a batch of tokens. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "ckpt/peft.h"
+#include "interop/peft.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "models/model.h"

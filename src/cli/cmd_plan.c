@@ -1,17 +1,17 @@
 /* meshtrain plan: enumerates the layouts of a model on a cluster and prints
  * per layout the bytes per rank by category, whether it fits, the pipeline
  * bubble, bytes sent per step per link level and the predicted step time
- * (parallel/plan.h holds every formula; this file maps flags to configs). */
+ * (plan/plan.h holds every formula; this file maps flags to configs). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli/args.h"
 #include "cli/cli.h"
-#include "ckpt/hf_model.h"
+#include "interop/hf_model.h"
 #include "core/json.h"
 #include "models/family.h"
-#include "parallel/plan.h"
-#include "adapters/adapters.h"
+#include "plan/plan.h"
+#include "models/family.h"
 #include "quant/qweight.h"
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -237,7 +237,7 @@ int mt_cli_plan(int argc, char **argv) {
     snprintf(ad.targets, sizeof ad.targets, "%s", targets);
     if (ad.kind != MT_PEFT_LORA) ad.r = 0, ad.alpha = 0;
     cfg.adapters = ad; /* the layouts are the fine-tune's: adapters trained, the base frozen at its storage */
-    if (mt_model_config_validate(&cfg, &err) || mt_adapters_check(&cfg, &err)) return mt_cli_fail("plan", &err);
+    if (mt_model_config_validate(&cfg, &err) || mt_model_adapters_check(&cfg, &err)) return mt_cli_fail("plan", &err);
     if (gpus < 1 || global_batch < 1) {
         mt_errorf(&err, "--gpus N and --global-batch B are required (got %d and %d)", gpus, global_batch);
         return mt_cli_fail("plan", &err);

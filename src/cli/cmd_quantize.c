@@ -1,9 +1,9 @@
 /* meshtrain quantize: a checkpoint -> a Hugging Face directory quantized as
- * bitsandbytes stores it (ckpt/bnb.h), for transformers' 4-bit / 8-bit
+ * bitsandbytes stores it (interop/bnb.h), for transformers' 4-bit / 8-bit
  * loading. */
 #include <stdio.h>
 #include <string.h>
-#include "ckpt/bnb.h"
+#include "interop/bnb.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 

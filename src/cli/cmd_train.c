@@ -6,7 +6,7 @@
 #include "train/train_io.h"
 #include "comm/comm.h"
 #include "ckpt/checkpoint.h"
-#include "adapters/adapters.h"
+#include "models/family.h"
 #include "quant/qweight.h"
 #include <math.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include "core/error.h"
 #include "core/json.h"
-#include "adapters/spec.h"
+#include "nn/adapter_spec.h"
 
 typedef enum { MT_FAMILY_GPT2 = 0, MT_FAMILY_LLAMA = 1, MT_N_FAMILIES } mt_family_id;
 
@@ -34,7 +34,7 @@ typedef struct {
     int max_pos;      /* max_position_embeddings (exported; >= seq_len) */
     int tie_embeddings; /* 1: the output head is the token embedding */
     int qkv_bias;     /* 1: q, k and v projections have biases (Qwen2) */
-    /* What is trained: frozen tensors and adapters (adapters/spec.h); all zero: everything */
+    /* What is trained: frozen tensors and adapters (nn/adapter_spec.h); all zero: everything */
     mt_adapter_spec adapters;
 } mt_model_config;
 

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "models/config.h"
+#include "nn/adapters.h"
 #include "nn/unit.h"
 
 struct mt_model;
@@ -72,7 +73,7 @@ typedef struct mt_family {
     void (*input_backward)(struct mt_model *m, const struct mt_fwd_ctx *fc);
     /* training FLOPs per token (6 x matrix parameters + attention) */
     double (*flops_per_token)(const mt_model_config *cfg, const mt_layout *l, int T);
-    /* --- Hugging Face interop (ckpt/hf_model.c) --- */
+    /* --- Hugging Face interop (interop/hf_model.c) --- */
     /* The HF name of tensor t (or of shared tensor name) into buf; *transpose
      * set when HF stores it as [in, out] (GPT-2's Conv1D). */
     void (*hf_name)(const mt_model_config *cfg, const char *name, char *buf, size_t cap, int *transpose);
@@ -96,5 +97,10 @@ const mt_family *mt_family_get(mt_family_id id);
  * model), and its tensor-parallel check. */
 void mt_model_layout_build(const mt_model_config *cfg, int tp, int tp_rank, mt_layout *out);
 int mt_model_tp_check(const mt_model_config *cfg, int tp, mt_error *err);
+/* The family's names for the adapter transform (ctx: cfg, which must outlive it). */
+mt_adapter_names mt_model_adapter_names(const mt_model_config *cfg);
+/* The config's adapter spec is valid for its model: every target names a
+ * linear module, and something is left to train. */
+int mt_model_adapters_check(const mt_model_config *cfg, mt_error *err);
 
 #endif

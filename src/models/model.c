@@ -100,7 +100,7 @@ static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
 
 /* LoRA's working set for one linear at a time: the dropped-out input
  * [N, in] and h and dh [N, r] each; sized for the widest adapter held here
- * (its output goes straight into the layer's, adapters/lora.c); and IA3's three buffers. */
+ * (its output goes straight into the layer's, models/lora.c); and IA3's three buffers. */
 static void alloc_lora(mt_model *m, size_t N) {
     const mt_layout *l = &m->layout;
     size_t in = 0, r = 0;

@@ -16,7 +16,7 @@
 #include "models/family.h"
 #include "nn/unit.h"
 #include "ops/ops.h"
-#include "parallel/tp.h"
+#include "comm/tp.h"
 
 /* A block's activations: the family's buffers (mt_family.block_bufs), by index. */
 typedef struct {

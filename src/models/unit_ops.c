@@ -3,8 +3,8 @@
  * output layer's logits with the fused softmax + cross-entropy (also
  * vocabulary-parallel). See models/unit_ops.h. */
 #include "models/unit_ops.h"
-#include "adapters/lora.h"
-#include "adapters/ia3.h"
+#include "models/lora.h"
+#include "models/ia3.h"
 #include "quant/qweight.h"
 #include "ops/matmul_lowp.h"
 #include "ops/ops.h"

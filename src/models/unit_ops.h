@@ -26,7 +26,7 @@ void mt_unit_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, cons
 /* The linear layer whose weight is declared tensor k of unit u (OC output
  * rows: tensor k and, for a fused GEMM such as Llama's q|k|v, the tensors
  * declared after it whose rows follow), with the adapters attached to each
- * of them (adapters/lora.h). A frozen weight gets no weight gradient: its
+ * of them (models/lora.h). A frozen weight gets no weight gradient: its
  * backward computes the input gradient only. fc: dropout of the adapters. */
 void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *out, const float *inp, const float *bias,
                         int N, int C, int OC);
@@ -36,7 +36,7 @@ void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
  * and the first one's row index in the microbatch. */
 int mt_unit_resid_n(const mt_model *m);
 size_t mt_unit_resid_row0(const mt_model *m);
-/* f/g (parallel/tp.h) through the profile: the rows of all tp ranks
+/* f/g (comm/tp.h) through the profile: the rows of all tp ranks
  * (sequence parallelism; else `local` itself), and the sum of the ranks'
  * partial outputs (reduce-scattered to this rank's rows under sequence
  * parallelism). */

@@ -1,5 +1,5 @@
 #include "train/trainer.h"
-#include "adapters/adapters.h"
+#include "models/family.h"
 #include "ops/ops.h"
 #include "train/train_io.h"
 #include "comm/trace_merge.h"
@@ -177,7 +177,7 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
                                       "first (`meshtrain merge`)", op->init_from ? "--init-from" : "--resume: the run in", from);
         }
     }
-    if (mt_model_config_validate(&op->cfg, err) || mt_adapters_check(&op->cfg, err)) return -1;
+    if (mt_model_config_validate(&op->cfg, err) || mt_model_adapters_check(&op->cfg, err)) return -1;
     if (!op->train_path) return mt_errorf(err, "--train FILE is required");
     if (mt_train_read_tokens(op->train_path, &tr->train_tokens, &tr->n_train, err)) return -1;
     if (mt_loader_init(&tr->train_ld, tr->train_tokens, tr->n_train, op->cfg.seq_len, op->batch, op->order, op->seed,

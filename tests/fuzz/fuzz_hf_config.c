@@ -1,9 +1,9 @@
-/* A Hugging Face model directory's config.json (ckpt/hf_model.h): family,
+/* A Hugging Face model directory's config.json (interop/hf_model.h): family,
  * the family's config reader, validation and the layout it implies, against
  * a weights file with no tensors (so the import stops at the first missing
  * tensor, after the config has been fully read). */
-#include "ckpt/hf_model.h"
-#include "ckpt/weights.h"
+#include "interop/hf_model.h"
+#include "interop/weights.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,6 +1,6 @@
-/* llm.c model files (ckpt/llmc.h), imported as `meshtrain import --format llmc` does. */
-#include "ckpt/llmc.h"
-#include "ckpt/weights.h"
+/* llm.c model files (interop/llmc.h), imported as `meshtrain import --format llmc` does. */
+#include "interop/llmc.h"
+#include "interop/weights.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,9 +1,9 @@
-/* A peft adapter directory's adapter_config.json (ckpt/peft.h): peft_type,
+/* A peft adapter directory's adapter_config.json (interop/peft.h): peft_type,
  * rank and scale, target and feedforward module lists, then the targets
  * checked against a small GPT-2 and a small Llama (the module-name matching
  * and the layout they imply). */
-#include "adapters/adapters.h"
-#include "ckpt/peft.h"
+#include "models/family.h"
+#include "interop/peft.h"
 #include "fuzz_util.h"
 #include <string.h>
 
@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         cfg.n_layer = 1, cfg.n_embd = 16, cfg.n_head = 2, cfg.vocab_size = 32, cfg.padded_vocab = 128, cfg.seq_len = 8;
         if (f) cfg.n_kv_head = 1, cfg.head_dim = 8, cfg.ffn_dim = 32, cfg.max_pos = 8;
         cfg.adapters = s;
-        if (mt_adapters_check(&cfg, &err) == 0) {
+        if (mt_model_adapters_check(&cfg, &err) == 0) {
             mt_layout l;
             mt_model_layout_build(&cfg, 1, 0, &l);
             mt_layout_free(&l);

@@ -1,6 +1,6 @@
-/* safetensors (ckpt/safetensors.h): the header, every tensor read as fp32, and the GPT-2 import. */
-#include "ckpt/safetensors.h"
-#include "ckpt/weights.h"
+/* safetensors (interop/safetensors.h): the header, every tensor read as fp32, and the GPT-2 import. */
+#include "interop/safetensors.h"
+#include "interop/weights.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -13,7 +13,7 @@
  * embedding is a masked lookup summed over tp and the loss a
  * vocabulary-parallel cross-entropy that exchanges three numbers per row
  * instead of the logits. mt_tp_gather/mt_tp_scatter are the f/g operators of
- * parallel/tp.h; with sequence parallelism the residual stream between them
+ * comm/tp.h; with sequence parallelism the residual stream between them
  * holds this rank's rows only (rows [row0, row0 + n) of the N = B*T). */
 #include "models/model.h"
 #include "models/gpt2/gpt2.h"

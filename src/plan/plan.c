@@ -1,4 +1,4 @@
-#include "parallel/plan.h"
+#include "plan/plan.h"
 #include "models/family.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/zero.h"

@@ -1,9 +1,9 @@
-/* PEFT adapter directories (see ckpt/peft.h). */
-#include "ckpt/peft.h"
-#include "adapters/adapters.h"
-#include "adapters/spec.h"
-#include "ckpt/hf_dir.h"
-#include "ckpt/safetensors.h"
+/* PEFT adapter directories (see interop/peft.h). */
+#include "interop/peft.h"
+#include "models/family.h"
+#include "nn/adapter_spec.h"
+#include "interop/hf_dir.h"
+#include "interop/safetensors.h"
 #include "core/fileio.h"
 #include "core/strlist.h"
 #include "optim/loss_scaler.h"
@@ -271,7 +271,7 @@ int mt_peft_import(const char *dir, const char *base, mt_weights *out, mt_error 
         return mt_errorf(err, "--base %s is itself a PEFT / --freeze checkpoint: give the model it adapts", base);
     cfg.adapters = spec;
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
-    if (mt_adapters_check(&cfg, err)) return err_in(err, path);
+    if (mt_model_adapters_check(&cfg, err)) return err_in(err, path);
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     mt_st_file *f = mt_st_open(path, err);
     if (!f) return -1;

@@ -1,6 +1,6 @@
-/* bitsandbytes-layout Hugging Face directories (see ckpt/bnb.h). */
-#include "ckpt/bnb.h"
-#include "ckpt/safetensors.h"
+/* bitsandbytes-layout Hugging Face directories (see interop/bnb.h). */
+#include "interop/bnb.h"
+#include "interop/safetensors.h"
 #include "core/fileio.h"
 #include <math.h>
 #include <stdio.h>

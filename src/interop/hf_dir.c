@@ -1,5 +1,5 @@
 /* Hugging Face model directories: see hf_dir.h. */
-#include "ckpt/hf_dir.h"
+#include "interop/hf_dir.h"
 #include "core/fileio.h"
 #include <dirent.h>
 #include <errno.h>

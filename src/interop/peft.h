@@ -8,9 +8,9 @@
  * "transformer." prefix). Export takes a PEFT run's checkpoint (its
  * trainable tensors are the adapters); import puts an adapter onto a base
  * checkpoint and gives the weights of a PEFT checkpoint whose base is it. */
-#ifndef MT_CKPT_PEFT_H
-#define MT_CKPT_PEFT_H
-#include "ckpt/weights.h"
+#ifndef MT_INTEROP_PEFT_H
+#define MT_INTEROP_PEFT_H
+#include "interop/weights.h"
 
 /* adapter_config.json of dir -> an adapter spec (LORA or IA3), validated. */
 int mt_peft_read_config(const char *dir, mt_adapter_spec *s, mt_error *err);

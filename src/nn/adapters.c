@@ -1,24 +1,21 @@
-/* The adapter layout transform (adapters/adapters.h). */
+/* The adapter layout transform (nn/adapters.h). */
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "adapters/adapters.h"
+#include "nn/adapters.h"
 #include "core/strlist.h"
-#include "models/family.h"
 #include <math.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <string.h>
 
-void mt_adapters_module_name(const mt_model_config *cfg, const char *tensor, char *buf, size_t cap) {
-    int tr;
-    mt_family_get(cfg->family)->hf_name(cfg, tensor, buf, cap, &tr);
+void mt_adapters_module_name(const mt_adapter_names *nm, const char *tensor, char *buf, size_t cap) {
+    nm->hf_name(nm->ctx, tensor, buf, cap);
     size_t n = strlen(buf);
     if (n > 7 && strcmp(buf + n - 7, ".weight") == 0) buf[n - 7] = 0;
 }
 
 /* The kind's default targets for this family. */
-static const char *default_targets(const mt_model_config *cfg) {
-    const mt_family *f = mt_family_get(cfg->family);
-    return cfg->adapters.kind == MT_PEFT_IA3 ? f->ia3_targets : f->lora_targets;
+static const char *default_targets(const mt_adapter_spec *s, const mt_adapter_names *nm) {
+    return s->kind == MT_PEFT_IA3 ? nm->ia3_targets : nm->lora_targets;
 }
 
 /* module == target, or module ends with "." target (PEFT's suffix match). */
@@ -30,11 +27,12 @@ static int module_matches(const char *module, const char *target, size_t tlen) {
 
 /* Whether unit u's tensor t is a linear weight a target list names; *hit
  * records which targets matched (bit i: target i). */
-static int is_target(const mt_model_config *cfg, const mt_unit_layout *u, const mt_tensor *t, unsigned *hit) {
+static int is_target(const mt_adapter_spec *s, const mt_adapter_names *nm, const mt_unit_layout *u, const mt_tensor *t,
+                     unsigned *hit) {
     if (t->ndim != 2 || u->role != MT_UNIT_BLOCK) return 0; /* linears live in blocks; not embeddings or heads */
     char module[128];
-    mt_adapters_module_name(cfg, t->name, module, sizeof module);
-    const char *list = cfg->adapters.targets[0] ? cfg->adapters.targets : default_targets(cfg);
+    mt_adapters_module_name(nm, t->name, module, sizeof module);
+    const char *list = s->targets[0] ? s->targets : default_targets(s, nm);
     if (strcmp(list, "all-linear") == 0) return 1;
     int found = 0;
     const char *cur = list, *item;
@@ -47,8 +45,7 @@ static int is_target(const mt_model_config *cfg, const mt_unit_layout *u, const 
     return found;
 }
 
-static void add_lora(const mt_model_config *cfg, mt_layout *l, int u, int k) {
-    const mt_adapter_spec *s = &cfg->adapters;
+static void add_lora(const mt_adapter_spec *s, mt_layout *l, int u, int k) {
     mt_tensor tt = l->units[u].t[k]; /* a copy: adding tensors may move the list */
     char base[MT_TENSOR_NAME_LEN], name[MT_TENSOR_NAME_LEN + 16];
     snprintf(base, sizeof base, "%s", tt.name);
@@ -81,15 +78,14 @@ static int in_list(const char *list, const char *module) {
 
 /* IA3's vector, initialised to ones: the target's output rows (cut with them), or for a
  * feedforward module its input columns (cut as its columns are). */
-static void add_ia3(const mt_model_config *cfg, mt_layout *l, int u, int k) {
-    const mt_adapter_spec *s = &cfg->adapters;
+static void add_ia3(const mt_adapter_spec *s, const mt_adapter_names *nm, mt_layout *l, int u, int k) {
     mt_tensor tt = l->units[u].t[k];
     char base[MT_TENSOR_NAME_LEN], name[MT_TENSOR_NAME_LEN + 16], module[128];
     snprintf(base, sizeof base, "%s", tt.name);
     size_t n = strlen(base);
     if (n > 7 && strcmp(base + n - 7, ".weight") == 0) base[n - 7] = 0;
-    mt_adapters_module_name(cfg, tt.name, module, sizeof module);
-    int input = in_list(s->feedforward[0] ? s->feedforward : mt_family_get(cfg->family)->ia3_feedforward, module);
+    mt_adapters_module_name(nm, tt.name, module, sizeof module);
+    int input = in_list(s->feedforward[0] ? s->feedforward : nm->ia3_feedforward, module);
     snprintf(name, sizeof name, "%s.ia3_l", base);
     mt_tensor *v;
     if (input) {
@@ -107,8 +103,7 @@ static void add_ia3(const mt_model_config *cfg, mt_layout *l, int u, int k) {
         if (!strcmp(l->units[u].t[i].name, name)) l->units[u].t[k].bias_of = i + 1;
 }
 
-void mt_adapters_apply(const mt_model_config *cfg, mt_layout *l) {
-    const mt_adapter_spec *s = &cfg->adapters;
+void mt_adapters_apply(const mt_adapter_spec *s, const mt_adapter_names *nm, mt_layout *l) {
     if (!mt_adapter_spec_active(s)) return;
     pcre2_code *re = NULL;
     pcre2_match_data *md = NULL;
@@ -130,15 +125,14 @@ void mt_adapters_apply(const mt_model_config *cfg, mt_layout *l) {
             int match = 0;
             if (re) {
                 char hf[160];
-                int tr;
-                mt_family_get(cfg->family)->hf_name(cfg, t->name, hf, sizeof hf, &tr);
+                nm->hf_name(nm->ctx, t->name, hf, sizeof hf);
                 match = pcre2_match(re, (PCRE2_SPTR)hf, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL) >= 0;
             }
             t->trainable = s->kind == MT_PEFT_NONE ? !match : match;
             any |= !t->trainable;
             if (!t->trainable && s->quant && t->ndim == 2 && l->units[u].role == MT_UNIT_BLOCK) t->quant = s->quant;
-            if (s->kind == MT_PEFT_LORA && is_target(cfg, &l->units[u], t, NULL)) add_lora(cfg, l, u, k);
-            else if (s->kind == MT_PEFT_IA3 && is_target(cfg, &l->units[u], &l->units[u].t[k], NULL)) add_ia3(cfg, l, u, k);
+            if (s->kind == MT_PEFT_LORA && is_target(s, nm, &l->units[u], t, NULL)) add_lora(s, l, u, k);
+            else if (s->kind == MT_PEFT_IA3 && is_target(s, nm, &l->units[u], &l->units[u].t[k], NULL)) add_ia3(s, nm, l, u, k);
         }
     }
     if (md) pcre2_match_data_free(md);
@@ -148,45 +142,35 @@ void mt_adapters_apply(const mt_model_config *cfg, mt_layout *l) {
     mt_layout_finish(l);
 }
 
-int mt_adapters_check(const mt_model_config *cfg, mt_error *err) {
-    const mt_adapter_spec *s = &cfg->adapters;
-    if (mt_adapter_spec_validate(s, err)) return -1;
-    if (!mt_adapter_spec_active(s)) return 0;
-    mt_model_config base = *cfg;
-    memset(&base.adapters, 0, sizeof base.adapters);
-    mt_layout l;
-    mt_model_layout_build(&base, 1, 0, &l);
+int mt_adapters_check_targets(const mt_adapter_spec *s, const mt_adapter_names *nm, const mt_layout *base,
+                              size_t trained, mt_error *err) {
+    const mt_layout *l = base;
     unsigned hit = 0;
     char names[512] = "";
     size_t nn = 0;
     if (s->kind != MT_PEFT_NONE)
-        for (int u = 0; u < l.n_units; u++)
-            for (int k = 0; k < l.units[u].n_tensors; k++) {
-                const mt_tensor *t = &l.units[u].t[k];
-                is_target(cfg, &l.units[u], t, &hit);
+        for (int u = 0; u < l->n_units; u++)
+            for (int k = 0; k < l->units[u].n_tensors; k++) {
+                const mt_tensor *t = &l->units[u].t[k];
+                is_target(s, nm, &l->units[u], t, &hit);
                 if (u == 1 && t->ndim == 2 && nn < sizeof names) { /* the first block's linears, for the message */
                     char m[128];
-                    mt_adapters_module_name(cfg, t->name, m, sizeof m);
+                    mt_adapters_module_name(nm, t->name, m, sizeof m);
                     const char *last = strrchr(m, '.');
                     nn += (size_t)snprintf(names + nn, sizeof names - nn, "%s%s", nn ? ", " : "", last ? last + 1 : m);
                 }
             }
-    mt_layout_free(&l);
-    mt_layout a; /* the adapted layout: something must be left to train */
-    mt_model_layout_build(cfg, 1, 0, &a);
-    size_t trained = a.gtotal_params;
-    mt_layout_free(&a);
     if (!trained)
         return mt_errorf(err, "--freeze '%s' matches every tensor of the model: nothing is left to train (check the "
                               "pattern against the Hugging Face names, e.g. h.0.attn.c_attn.weight)", s->freeze);
     if (s->kind == MT_PEFT_NONE || strcmp(s->targets, "all-linear") == 0) return 0;
-    const char *list = s->targets[0] ? s->targets : default_targets(cfg);
+    const char *list = s->targets[0] ? s->targets : default_targets(s, nm);
     const char *cur = list, *item;
     size_t len;
     for (int i = 0; mt_strlist_next(&cur, &item, &len); i++)
         if (!len || i >= 32 || !(hit >> i & 1u))
             return mt_errorf(err, "%s target (--%s-targets, target_modules) '%.*s' names no linear module of this %s model (its blocks' linear "
                                   "modules: %s; or all-linear)", s->kind == MT_PEFT_IA3 ? "IA3" : "LoRA",
-                             s->kind == MT_PEFT_IA3 ? "ia3" : "lora", (int)len, item, mt_family_name(cfg->family), names);
+                             s->kind == MT_PEFT_IA3 ? "ia3" : "lora", (int)len, item, nm->model_name, names);
     return 0;
 }

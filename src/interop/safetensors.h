@@ -16,11 +16,11 @@
  * "transformer." prefix, ignores lm_head.weight (tied to wte) and the
  * attn.bias / attn.masked_bias buffers, converts F32/F16/BF16 to fp32 and
  * zero-pads wte to mt_pad_vocab(V) rows. */
-#ifndef MT_CKPT_SAFETENSORS_H
-#define MT_CKPT_SAFETENSORS_H
+#ifndef MT_INTEROP_SAFETENSORS_H
+#define MT_INTEROP_SAFETENSORS_H
 #include <stddef.h>
 #include <stdint.h>
-#include "ckpt/weights.h"
+#include "interop/weights.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/json.h"

@@ -4,8 +4,8 @@
  * layout: which tensors exist and which store they live in), so every
  * place that builds a layout from a config -- the trainer, checkpoints,
  * export, the planner -- sees the same tensors. */
-#ifndef MT_ADAPTERS_SPEC_H
-#define MT_ADAPTERS_SPEC_H
+#ifndef MT_NN_ADAPTER_SPEC_H
+#define MT_NN_ADAPTER_SPEC_H
 #include "core/error.h"
 #include "core/json.h"
 

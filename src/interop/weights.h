@@ -2,8 +2,8 @@
  * (nn/unit.h, tp = 1) and one flat fp32 buffer per unit (the same buffers
  * mt_model holds), used by the interop converters (Hugging Face, llm.c)
  * and the import/export commands. */
-#ifndef MT_CKPT_WEIGHTS_H
-#define MT_CKPT_WEIGHTS_H
+#ifndef MT_INTEROP_WEIGHTS_H
+#define MT_INTEROP_WEIGHTS_H
 #include "ckpt/checkpoint.h"
 #include "models/family.h"
 

@@ -44,11 +44,11 @@
  * fsynced. An error before the renames removes the temporaries and leaves
  * dir as it was; a crash during the renames can leave a mix of old and new
  * files. */
-#ifndef MT_CKPT_HF_DIR_H
-#define MT_CKPT_HF_DIR_H
+#ifndef MT_INTEROP_HF_DIR_H
+#define MT_INTEROP_HF_DIR_H
 #include <stddef.h>
 #include <stdint.h>
-#include "ckpt/safetensors.h"
+#include "interop/safetensors.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/json.h"

@@ -1,5 +1,5 @@
-#include "ckpt/hf_model.h"
-#include "ckpt/hf_dir.h"
+#include "interop/hf_model.h"
+#include "interop/hf_dir.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,8 +19,8 @@
  * the microbatch's N = B*T rows (n = N/tp) in the sequence-parallel regions.
  *
  * A NULL mt_tp, or one of size 1, makes every operator the identity. */
-#ifndef MT_PARALLEL_TP_H
-#define MT_PARALLEL_TP_H
+#ifndef MT_COMM_TP_H
+#define MT_COMM_TP_H
 #include <stddef.h>
 #include "comm/comm.h"
 

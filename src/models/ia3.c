@@ -1,5 +1,5 @@
-/* IA3's scalings and its vector's gradient (see adapters/ia3.h). */
-#include "adapters/ia3.h"
+/* IA3's scalings and its vector's gradient (see models/ia3.h). */
+#include "models/ia3.h"
 #include "models/unit_ops.h"
 
 static const float *vec(const mt_model *m, int u, int k) {

@@ -1,12 +1,12 @@
 /* A model as a Hugging Face directory (config.json + model.safetensors, or
  * shards + model.safetensors.index.json), for any family: the family
  * gives the tensor names, transposes and config.json keys
- * (models/family.h); ckpt/hf_dir.h reads and writes the files. The
+ * (models/family.h); interop/hf_dir.h reads and writes the files. The
  * embedding's (and an untied head's) padding rows are not exported;
  * import pads them with zeros. */
-#ifndef MT_CKPT_HF_MODEL_H
-#define MT_CKPT_HF_MODEL_H
-#include "ckpt/weights.h"
+#ifndef MT_INTEROP_HF_MODEL_H
+#define MT_INTEROP_HF_MODEL_H
+#include "interop/weights.h"
 #include "core/dtype.h"
 
 /* Writes dir (created if absent) with tensors in dtype (fp32, bf16 or

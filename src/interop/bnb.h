@@ -12,9 +12,9 @@
  *         json.dumps of {quant_type, blocksize, dtype, shape[, nested_blocksize,
  *         nested_dtype, nested_offset]}.
  *   int8: <m>.weight I8 [out, in], <m>.SCB F32 [out], <m>.weight_format U8 0. */
-#ifndef MT_CKPT_BNB_H
-#define MT_CKPT_BNB_H
-#include "ckpt/weights.h"
+#ifndef MT_INTEROP_BNB_H
+#define MT_INTEROP_BNB_H
+#include "interop/weights.h"
 #include "quant/qweight.h"
 
 int mt_bnb_export(const char *dir, const mt_weights *w, mt_quant_kind kind, int double_quant, mt_error *err);

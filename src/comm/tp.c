@@ -1,4 +1,4 @@
-#include "parallel/tp.h"
+#include "comm/tp.h"
 #include <string.h>
 
 const float *mt_tp_gather(const mt_tp *tp, const float *local, float *full_buf, size_t local_floats) {

@@ -8,8 +8,8 @@
  * the shard group), activations follow the family's buffer table (GPT-2
  * exactly as models/gpt2 allocates them; Megatron's 16-bit formula for a
  * GPU cluster). Speaks in configs, not flags. */
-#ifndef MT_PARALLEL_PLAN_H
-#define MT_PARALLEL_PLAN_H
+#ifndef MT_PLAN_PLAN_H
+#define MT_PLAN_PLAN_H
 #include <stddef.h>
 #include "models/config.h"
 

@@ -1,6 +1,6 @@
 /* llm.c model files: see llmc.h. */
 #include "core/fileio.h"
-#include "ckpt/llmc.h"
+#include "interop/llmc.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -1,6 +1,6 @@
-/* LoRA's forward and backward on one target (see adapters/lora.h). */
-#include "adapters/lora.h"
-#include "adapters/spec.h"
+/* LoRA's forward and backward on one target (see models/lora.h). */
+#include "models/lora.h"
+#include "nn/adapter_spec.h"
 #include "models/unit_ops.h"
 #include "ops/ops.h"
 #include <string.h>

@@ -12,9 +12,9 @@
  * file size is exactly the header plus the parameters, and re-pads wte to
  * mt_pad_vocab(V) rows (extra rows zero). n_head > 0 must agree with the
  * header's NH (the header always carries it). */
-#ifndef MT_CKPT_LLMC_H
-#define MT_CKPT_LLMC_H
-#include "ckpt/weights.h"
+#ifndef MT_INTEROP_LLMC_H
+#define MT_INTEROP_LLMC_H
+#include "interop/weights.h"
 #include "models/gpt2/gpt2.h"
 
 #define MT_LLMC_MAGIC 20240326

@@ -1,6 +1,6 @@
-/* The adapter spec: parsing, checks and its JSON form (see adapters/spec.h). */
+/* The adapter spec: parsing, checks and its JSON form (see nn/adapter_spec.h). */
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "adapters/spec.h"
+#include "nn/adapter_spec.h"
 #include "quant/qweight.h"
 #include <math.h>
 #include <pcre2.h>

@@ -1,4 +1,4 @@
-/* IA3 (adapters/ia3.c): a learned vector l, initialised to ones, scaling a
+/* IA3 (models/ia3.c): a learned vector l, initialised to ones, scaling a
  * target's output y = (W x + b) * l, or for a feedforward module (the MLP's
  * down projection) its input y = W (x * l) + b. Backward:
  *   output scaling: dL/dl = sum over rows of dy * (W x + b) (recomputed,
@@ -8,8 +8,8 @@
  * Under tensor parallelism l is cut with what it scales (output rows of a
  * column-parallel target, input columns of a row-parallel one), so every
  * rank's part of dL/dl is complete from its own rows. */
-#ifndef MT_ADAPTERS_IA3_H
-#define MT_ADAPTERS_IA3_H
+#ifndef MT_MODELS_IA3_H
+#define MT_MODELS_IA3_H
 #include "models/model.h"
 
 /* xs = x * l (input-scaled target k of unit u; x is N x C). */

@@ -1,4 +1,4 @@
-#include "ckpt/weights.h"
+#include "interop/weights.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

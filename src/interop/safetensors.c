@@ -1,6 +1,6 @@
 /* safetensors reader/writer and GPT-2 conversion: see safetensors.h. */
 #include "core/fileio.h"
-#include "ckpt/safetensors.h"
+#include "interop/safetensors.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
