@@ -22,15 +22,17 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS := $(shell find src include -name '*.h')
+# each object depends on the headers it includes (-MMD -MP: build/obj/**/*.d), not on every header
+DEPFLAGS = -MMD -MP -MF $(@:%=%.d)
 
 .PHONY: all test bench clean asan fuzz cuda print-cflags print-ldlibs
 all: $(BUILD)/libmeshtrain.a $(BUILD)/meshtrain $(TEST_BIN)
 
 $(BUILD)/obj/src/cli/cmd_plot.o: CFLAGS += $(PLPLOT_CFLAGS)
-$(BUILD)/obj/%.o: %.c $(HEADERS)
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
-	@$(CC) $(CFLAGS) -c $< -o $@
+	@$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/libmeshtrain.a: $(LIB_OBJ)
 	@mkdir -p $(BUILD)
@@ -41,10 +43,10 @@ $(BUILD)/meshtrain: $(CLI_OBJ) $(BUILD)/libmeshtrain.a
 	@echo "LD $@"
 	@$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libmeshtrain.a $(LDLIBS) $(CLI_LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libmeshtrain.a $(HEADERS)
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libmeshtrain.a
 	@mkdir -p $(BUILD)/tests
 	@echo "LD $@"
-	@$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libmeshtrain.a $(LDFLAGS) $(LDLIBS)
+	@$(CC) $(CFLAGS) $(DEPFLAGS) -Itests -o $@ $< $(BUILD)/libmeshtrain.a $(LDFLAGS) $(LDLIBS)
 
 test: all
 	bash tests/run_all.sh
@@ -94,3 +96,5 @@ print-ldlibs:
 
 clean:
 	rm -rf build build-asan build-fuzz build-cuda
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
