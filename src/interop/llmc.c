@@ -17,22 +17,26 @@
 #define HEADER_INTS 256
 #define HEADER_BYTES (HEADER_INTS * 4)
 
-/* llm.c's 16 parameter tensors in file order: which unit kind and which of
- * our tensors (index within the unit) each one is. */
-static const struct { const char *name; mt_unit_role kind; int idx; } KINDS[16] = {
-    {"wte", MT_UNIT_INPUT, MT_T_WTE},        {"wpe", MT_UNIT_INPUT, MT_T_WPE},
-    {"ln1w", MT_UNIT_BLOCK, MT_T_LN1_W},     {"ln1b", MT_UNIT_BLOCK, MT_T_LN1_B},
-    {"qkvw", MT_UNIT_BLOCK, MT_T_QKV_W},     {"qkvb", MT_UNIT_BLOCK, MT_T_QKV_B},
-    {"attprojw", MT_UNIT_BLOCK, MT_T_ATTPROJ_W}, {"attprojb", MT_UNIT_BLOCK, MT_T_ATTPROJ_B},
-    {"ln2w", MT_UNIT_BLOCK, MT_T_LN2_W},     {"ln2b", MT_UNIT_BLOCK, MT_T_LN2_B},
-    {"fcw", MT_UNIT_BLOCK, MT_T_FC_W},       {"fcb", MT_UNIT_BLOCK, MT_T_FC_B},
-    {"fcprojw", MT_UNIT_BLOCK, MT_T_FCPROJ_W}, {"fcprojb", MT_UNIT_BLOCK, MT_T_FCPROJ_B},
-    {"lnfw", MT_UNIT_OUTPUT, MT_T_LNF_W},      {"lnfb", MT_UNIT_OUTPUT, MT_T_LNF_B},
+/* llm.c's 16 parameter tensors in file order, by our (Hugging Face GPT-2)
+ * tensor names; a block's name takes its layer. */
+static const struct { const char *name; int per_layer; const char *ours; } KINDS[16] = {
+    {"wte", 0, "wte.weight"},                 {"wpe", 0, "wpe.weight"},
+    {"ln1w", 1, "h.%d.ln_1.weight"},          {"ln1b", 1, "h.%d.ln_1.bias"},
+    {"qkvw", 1, "h.%d.attn.c_attn.weight"},   {"qkvb", 1, "h.%d.attn.c_attn.bias"},
+    {"attprojw", 1, "h.%d.attn.c_proj.weight"}, {"attprojb", 1, "h.%d.attn.c_proj.bias"},
+    {"ln2w", 1, "h.%d.ln_2.weight"},          {"ln2b", 1, "h.%d.ln_2.bias"},
+    {"fcw", 1, "h.%d.mlp.c_fc.weight"},       {"fcb", 1, "h.%d.mlp.c_fc.bias"},
+    {"fcprojw", 1, "h.%d.mlp.c_proj.weight"}, {"fcprojb", 1, "h.%d.mlp.c_proj.bias"},
+    {"lnfw", 0, "ln_f.weight"},               {"lnfb", 0, "ln_f.bias"},
 };
 
-static const mt_unit_layout *unit_of(const mt_layout *L, mt_unit_role kind, int layer, int *u) {
-    *u = kind == MT_UNIT_INPUT ? 0 : kind == MT_UNIT_OUTPUT ? L->n_units - 1 : 1 + layer;
-    return &L->units[*u];
+/* Tensor k of llm.c's list at layer `layer`, and its unit. */
+static const mt_tensor *tensor_of(const mt_layout *L, int k, int layer, int *u) {
+    char name[MT_TENSOR_NAME_LEN];
+    snprintf(name, sizeof name, KINDS[k].ours, layer);
+    const mt_tensor *t = mt_layout_find_tensor(L, name, u);
+    if (!t) mt_die("the GPT-2 layout has no tensor %s (llm.c's %s)", name, KINDS[k].name);
+    return t;
 }
 
 int mt_llmc_export(const char *path, const mt_weights *w, mt_error *err) {
@@ -57,11 +61,10 @@ int mt_llmc_export(const char *path, const mt_weights *w, mt_error *err) {
     }
     int rc = mt_write_all(fd, hdr, sizeof hdr, tmp, err);
     for (int k = 0; k < 16 && !rc; k++) {
-        int nl = KINDS[k].kind == MT_UNIT_BLOCK ? c->n_layer : 1;
+        int nl = KINDS[k].per_layer ? c->n_layer : 1;
         for (int l = 0; l < nl && !rc; l++) {
             int u;
-            const mt_unit_layout *ul = unit_of(&w->layout, KINDS[k].kind, l, &u);
-            const mt_tensor *t = &ul->t[KINDS[k].idx];
+            const mt_tensor *t = tensor_of(&w->layout, k, l, &u);
             rc = mt_write_all(fd, w->unit[u] + t->offset, t->numel * sizeof(float), tmp, err);
         }
     }
@@ -140,11 +143,10 @@ int mt_llmc_import(const char *path, int n_head, mt_weights *out, mt_error *err)
     mt_weights_alloc(out, &cfg);
     uint64_t off = HEADER_BYTES;
     for (int k = 0; k < 16; k++) {
-        int nl = KINDS[k].kind == MT_UNIT_BLOCK ? L : 1;
+        int nl = KINDS[k].per_layer ? L : 1;
         for (int li = 0; li < nl; li++) {
             int u;
-            const mt_unit_layout *ul = unit_of(&out->layout, KINDS[k].kind, li, &u);
-            const mt_tensor *t = &ul->t[KINDS[k].idx];
+            const mt_tensor *t = tensor_of(&out->layout, k, li, &u);
             size_t n = t->numel;
             uint64_t file_n = n;
             if (k == 0) { /* wte: V real rows; the file has Vp rows, ours padded_vocab */

@@ -15,7 +15,6 @@
 #ifndef MT_INTEROP_LLMC_H
 #define MT_INTEROP_LLMC_H
 #include "interop/weights.h"
-#include "models/gpt2/gpt2.h"
 
 #define MT_LLMC_MAGIC 20240326
 int mt_llmc_export(const char *path, const mt_weights *w, mt_error *err);

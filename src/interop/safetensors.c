@@ -378,19 +378,21 @@ static int ends_with(const char *s, const char *suf) {
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-int mt_hf_is_conv1d(const char *name) {
-    return strncmp(name, "h.", 2) == 0 &&
-           (ends_with(name, ".attn.c_attn.weight") || ends_with(name, ".attn.c_proj.weight") ||
-            ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_proj.weight"));
+/* Whether HF stores tensor t transposed, [in, out] (GPT-2's Conv1D): the family's rule. */
+static int hf_transposed(const mt_model_config *cfg, const mt_tensor *t) {
+    char hf[160];
+    int transpose;
+    mt_family_get(cfg->family)->hf_name(cfg, t->name, hf, sizeof hf, &transpose);
+    return transpose;
 }
 
 /* HF shape of one of our tensors (wte unpadded to V rows). */
-static void hf_shape(const mt_tensor *t, int vocab, int *ndim, int64_t shape[2]) {
+static void hf_shape(const mt_model_config *cfg, const mt_tensor *t, int vocab, int *ndim, int64_t shape[2]) {
     *ndim = t->ndim;
     shape[0] = t->shape[0];
     shape[1] = t->ndim == 2 ? t->shape[1] : 1;
     if (strcmp(t->name, "wte.weight") == 0) shape[0] = vocab;
-    if (mt_hf_is_conv1d(t->name)) {
+    if (hf_transposed(cfg, t)) {
         shape[0] = t->shape[1];
         shape[1] = t->shape[0];
     }
@@ -407,7 +409,7 @@ int mt_safetensors_export_gpt2(const char *path, const mt_weights *w, mt_error *
         for (int i = 0; i < L->units[u].n_tensors; i++, k++) {
             const mt_tensor *t = &L->units[u].t[i];
             specs[k].name = t->name;
-            hf_shape(t, w->cfg.vocab_size, &specs[k].ndim, specs[k].shape);
+            hf_shape(&w->cfg, t, w->cfg.vocab_size, &specs[k].ndim, specs[k].shape);
             if (t->numel > maxn) maxn = t->numel;
         }
     char v[5][24];
@@ -427,7 +429,7 @@ int mt_safetensors_export_gpt2(const char *path, const mt_weights *w, mt_error *
         for (int i = 0; i < L->units[u].n_tensors && !rc; i++) {
             const mt_tensor *t = &L->units[u].t[i];
             const float *src = w->unit[u] + t->offset;
-            if (mt_hf_is_conv1d(t->name)) {
+            if (hf_transposed(&w->cfg, t)) {
                 mt_transpose_f32(tmp, src, t->shape[0], t->shape[1]);
                 rc = mt_st_writer_put(sw, tmp, t->numel, err);
             } else if (strcmp(t->name, "wte.weight") == 0) {
@@ -527,7 +529,7 @@ static int heads_from_config_json(const char *path, int C, int L, int V, int *he
 
 /* Tensor t of our layout in the file: present once, its Hugging Face shape
  * (vocabulary rows V), a float dtype. */
-static int check_entry(const mt_st_file *f, const mt_tensor *t, int64_t V, const char *path, const mt_st_entry **out,
+static int check_entry(const mt_st_file *f, const mt_model_config *cfg, const mt_tensor *t, int64_t V, const char *path, const mt_st_entry **out,
                        int *ndim, int64_t sh[2], mt_error *err) {
     mt_error e2;
     int dup = 0;
@@ -535,7 +537,7 @@ static int check_entry(const mt_st_file *f, const mt_tensor *t, int64_t V, const
     if (dup) return mt_errorf(err, "%s: %s", path, e2.msg);
     if (!e) return mt_errorf(err, "%s: missing tensor '%s'", path, t->name);
     int nd;
-    hf_shape(t, (int)V, &nd, sh);
+    hf_shape(cfg, t, (int)V, &nd, sh);
     if (e->ndim != nd || e->shape[0] != sh[0] || (nd == 2 && e->shape[1] != sh[1])) {
         char got[96] = "[";
         for (int d = 0; d < e->ndim; d++)
@@ -623,7 +625,7 @@ int mt_safetensors_import_gpt2(const char *path, int n_head, mt_weights *out, mt
                 const mt_st_entry *e;
                 int nd;
                 int64_t sh[2];
-                bad = check_entry(f, &sizing.units[u].t[i], V, path, &e, &nd, sh, err);
+                bad = check_entry(f, &cfg, &sizing.units[u].t[i], V, path, &e, &nd, sh, err);
             }
         mt_layout_free(&sizing);
         if (bad) goto out;
@@ -641,10 +643,10 @@ int mt_safetensors_import_gpt2(const char *path, int n_head, mt_weights *out, mt
             const mt_st_entry *e = NULL;
             int nd;
             int64_t sh[2];
-            if (check_entry(f, t, V, path, &e, &nd, sh, err)) goto out;
+            if (check_entry(f, &cfg, t, V, path, &e, &nd, sh, err)) goto out;
             used++;
             float *dst = out->unit[u] + t->offset;
-            if (mt_hf_is_conv1d(t->name)) {
+            if (hf_transposed(&cfg, t)) {
                 if (mt_st_read_f32(f, e, tmp, err)) goto out;
                 mt_transpose_f32(dst, tmp, sh[0], sh[1]); /* HF [in, out] -> ours [out, in] */
             } else if (mt_st_read_f32(f, e, dst, err)) goto out; /* wte: first V rows; padding rows stay 0 */

@@ -86,7 +86,4 @@ void mt_st_writer_abort(mt_st_writer *w);
 int mt_safetensors_export_gpt2(const char *path, const mt_weights *w, mt_error *err);
 int mt_safetensors_import_gpt2(const char *path, int n_head, mt_weights *out, mt_error *err);
 
-/* 1 if a layout tensor name is an HF Conv1D weight (stored transposed). */
-int mt_hf_is_conv1d(const char *name);
-
 #endif
