@@ -23,7 +23,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS := $(shell find src include -name '*.h')
 # each object depends on the headers it includes (-MMD -MP: build/obj/**/*.d), not on every header
-DEPFLAGS = -MMD -MP -MF $(@:%=%.d)
+DEPFLAGS = -MMD -MP -MF $(@:%.o=%.d)
 
 .PHONY: all test bench clean asan fuzz cuda print-cflags print-ldlibs
 all: $(BUILD)/libmeshtrain.a $(BUILD)/meshtrain $(TEST_BIN)
@@ -44,9 +44,9 @@ $(BUILD)/meshtrain: $(CLI_OBJ) $(BUILD)/libmeshtrain.a
 	@$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libmeshtrain.a $(LDLIBS) $(CLI_LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libmeshtrain.a
-	@mkdir -p $(BUILD)/tests
+	@mkdir -p $(BUILD)/tests $(BUILD)/obj/tests
 	@echo "LD $@"
-	@$(CC) $(CFLAGS) $(DEPFLAGS) -Itests -o $@ $< $(BUILD)/libmeshtrain.a $(LDFLAGS) $(LDLIBS)
+	@$(CC) $(CFLAGS) -MMD -MP -MF $(BUILD)/obj/tests/$*.d -Itests -o $@ $< $(BUILD)/libmeshtrain.a $(LDFLAGS) $(LDLIBS)
 
 test: all
 	bash tests/run_all.sh

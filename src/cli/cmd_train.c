@@ -264,11 +264,12 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     const char *peft = "none", *lora_targets = "", *freeze = "", *quantize_base = "none", *ia3_targets = "", *ia3_ff = "", *peft_train = "";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
     o.mesh = (mt_mesh_shape){1, 1, 1, 0};
+    char preset_help[512] = "preset: "; /* the families' presets, from the registry */
+    mt_family_preset_list(preset_help + strlen(preset_help), sizeof preset_help - strlen(preset_help), " | ");
     mt_arg spec[] = {
         {"train", MT_ARG_STR, &o.train_path, "training token shard (llm.c format, from `meshtrain tokenize`)", 0},
         {"val", MT_ARG_STR, &o.val_path, "validation token shard", 0},
-        {"model", MT_ARG_STR, &mf.preset, "preset: gpt2 | gpt2-medium | gpt2-large | gpt2-xl | llama-tiny | "
-                                          "llama3.2-1b | qwen2.5-0.5b", 0},
+        {"model", MT_ARG_STR, &mf.preset, preset_help, 0},
         {"preset", MT_ARG_STR, &mf.preset, "the same as --model", 0},
         {"family", MT_ARG_STR, &mf.family, "model family: gpt2 | llama (default gpt2, or the preset's)", 0},
         {"kv-heads", MT_ARG_INT, &mf.kv_heads, "llama: key/value heads, dividing --heads (default --heads)", 0},

@@ -1,4 +1,5 @@
 #include "interop/hf_model.h"
+#include "core/strlist.h"
 #include "interop/hf_dir.h"
 #include <math.h>
 #include <stdio.h>
@@ -64,19 +65,22 @@ int mt_hf_export(const char *dir, const mt_weights *w, mt_dtype dtype, size_t sh
  * a tied head written out anyway). */
 static int ignorable(const mt_model_config *cfg, const char *name) {
     size_t n = strlen(name);
-    if (cfg->family == MT_FAMILY_GPT2)
-        return (n > 10 && !strcmp(name + n - 10, ".attn.bias")) || (n > 17 && !strcmp(name + n - 17, ".attn.masked_bias")) ||
-               !strcmp(name, "lm_head.weight");
+    const char *cur = mt_family_get(cfg->family)->hf_ignored, *item;
+    size_t len;
+    while (cur && mt_strlist_next(&cur, &item, &len)) {
+        if (!len) continue;
+        if (item[0] == '.' ? n > len && !strncmp(name + n - len, item, len) : n == len && !strncmp(name, item, len))
+            return 1;
+    }
     return !strcmp(name, "lm_head.weight") && cfg->tie_embeddings;
 }
 
-/* The family of a config.json by its model_type. */
-static int family_of(const mt_json *o, mt_family_id *f, mt_error *err) {
+/* The family of a config.json by its model_type, with its defaults. */
+static int family_of(const mt_json *o, mt_model_config *cfg, mt_error *err) {
     const char *type = NULL;
-    if (mt_json_get_string(o, "model_type", &type, err)) return -1;
-    if (!strcmp(type, "gpt2")) *f = MT_FAMILY_GPT2;
-    else if (!strcmp(type, "llama") || !strcmp(type, "qwen2")) *f = MT_FAMILY_LLAMA;
-    else return mt_errorf(err, "model_type '%s' is not supported (gpt2, llama or qwen2)", type);
+    mt_family_id f;
+    if (mt_json_get_string(o, "model_type", &type, err) || mt_family_of_hf_model_type(type, &f, err)) return -1;
+    mt_model_config_defaults(cfg, f);
     return 0;
 }
 
@@ -101,7 +105,7 @@ static int check_tensor(const mt_hf_dir *hd, const mt_family *f, const mt_model_
 
 int mt_hf_config_read(const mt_json *o, mt_model_config *cfg, mt_error *err) {
     memset(cfg, 0, sizeof *cfg);
-    if (family_of(o, &cfg->family, err) || mt_family_get(cfg->family)->hf_config_read(o, cfg, err)) return -1;
+    if (family_of(o, cfg, err) || mt_family_get(cfg->family)->hf_config_read(o, cfg, err)) return -1;
     if (cfg->seq_len <= 0) cfg->seq_len = cfg->max_pos > 0 && cfg->max_pos < 4096 ? cfg->max_pos : 4096;
     if (cfg->max_pos < cfg->seq_len) cfg->max_pos = cfg->seq_len;
     cfg->padded_vocab = mt_pad_vocab(cfg->vocab_size);

@@ -11,7 +11,9 @@
 #include "core/json.h"
 #include "nn/adapter_spec.h"
 
-typedef enum { MT_FAMILY_GPT2 = 0, MT_FAMILY_LLAMA = 1, MT_N_FAMILIES } mt_family_id;
+/* A family's position in the registry's table (models/registry.c); the two
+ * names are for the code that means one of them (family-specific flags). */
+typedef enum { MT_FAMILY_GPT2 = 0, MT_FAMILY_LLAMA = 1 } mt_family_id;
 
 typedef struct {
     int n_layer;
@@ -70,6 +72,9 @@ int mt_model_config_preset(const char *name, mt_model_config *cfg, mt_error *err
 /* Checks ranges and divisibility (C % heads, heads % kv heads, positive
  * sizes, Vp >= V); messages speak the flag names. */
 int mt_model_config_validate(const mt_model_config *cfg, mt_error *err);
+/* A model-config JSON field into *out: an int in 0..2^24, or a float (for the families' readers). */
+int mt_model_config_get_int(const mt_json *obj, const char *key, int *out, mt_error *err);
+int mt_model_config_get_float(const mt_json *obj, const char *key, float *out, mt_error *err);
 /* One JSON object; a GPT-2 config writes exactly its historical keys. */
 void mt_model_config_write_json(mt_json_writer *w, const mt_model_config *cfg);
 int mt_model_config_read_json(const mt_json *obj, mt_model_config *cfg, mt_error *err);

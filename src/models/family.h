@@ -87,12 +87,42 @@ typedef struct mt_family {
     const char *ia3_feedforward;    /* IA3 targets scaled on their input (the MLP's down projection) */
     const char *peft_module_prefix; /* before our HF name in a PEFT adapter's keys (GPT-2: "transformer.") */
     int peft_fan_in_fan_out;        /* adapter_config.json's fan_in_fan_out (GPT-2's Conv1D: 1) */
+    /* --- the family's facts beyond its computation --- */
+    const char *hf_model_types; /* config.json model_type values it reads, comma-separated */
+    const char *hf_ignored;     /* entries of its HF files that are not parameters, comma-separated
+                                   (".suffix" matches a name's end, anything else the whole name) */
+    const char *preset_names;   /* its presets, comma-separated */
+    /* fills preset `name` into cfg (zeroed, with the family's defaults); 0 when it is not one of its presets */
+    int (*preset)(const char *name, mt_model_config *cfg);
+    /* its own fields: defaults, checks after the shared ones, and their keys in the model config's
+       JSON after the shared keys (NULL: none) */
+    void (*config_defaults)(mt_model_config *cfg);
+    int (*config_validate)(const mt_model_config *cfg, mt_error *err);
+    void (*config_write_json)(mt_json_writer *w, const mt_model_config *cfg);
+    int (*config_read_json)(const mt_json *obj, mt_model_config *cfg, mt_error *err);
+    /* --- the planner (plan/) --- */
+    /* forward FLOPs per token of one block's matrices (NULL: 2 x the block's parameters) */
+    double (*plan_block_matrix_flops)(const mt_model_config *cfg);
+    /* this CPU engine's activation floats (fp32) of one block and of the output unit before the
+       logits, for a microbatch of N rows, n of them local (sequence parallelism over t ranks),
+       recompute 0 none, 1 selective, 2 full (NULL: the planner uses Megatron's formula) */
+    void (*plan_act_floats)(const mt_model_config *cfg, int recompute, double N, double n, double t,
+                            double *per_block, double *output);
     /* --- generation: one token through the model with a KV cache --- */
     size_t (*decode_cache_floats)(const mt_model_config *cfg);
     void (*decode_step)(struct mt_decoder *d, int32_t token);
 } mt_family;
 
+/* The registry (models/registry.c): a family's id is its position in the
+ * table there; adding a family is a folder here plus one line of it. */
 const mt_family *mt_family_get(mt_family_id id);
+int mt_family_count(void);
+/* The id of a registered family (its position in the table). */
+mt_family_id mt_family_id_of(const mt_family *f);
+/* The family whose hf_model_types lists model_type; -1 with err listing them. */
+int mt_family_of_hf_model_type(const char *model_type, mt_family_id *out, mt_error *err);
+/* Every family's presets, sep between them, into buf (for help texts). */
+void mt_family_preset_list(char *buf, size_t cap, const char *sep);
 /* The config's family's layout of tp rank tp_rank's slice (tp 1: the whole
  * model), and its tensor-parallel check. */
 void mt_model_layout_build(const mt_model_config *cfg, int tp, int tp_rank, mt_layout *out);

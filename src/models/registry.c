@@ -1,16 +1,83 @@
-/* The registry of model families (--family NAME, the config's family). */
+/* The registry of model families: a family's id is its position here. */
 #include "models/family.h"
+#include "core/strlist.h"
 #include "nn/adapters.h"
+#include <stdio.h>
 #include <string.h>
 #include "models/gpt2/gpt2.h"
 #include "models/llama/llama.h"
 
+static const mt_family *const families[] = {
+    [MT_FAMILY_GPT2] = &mt_family_gpt2,
+    [MT_FAMILY_LLAMA] = &mt_family_llama,
+};
+#define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
+
+int mt_family_count(void) { return N_FAMILIES; }
+
 const mt_family *mt_family_get(mt_family_id id) {
-    switch (id) {
-    case MT_FAMILY_GPT2: return &mt_family_gpt2;
-    case MT_FAMILY_LLAMA: return &mt_family_llama;
-    default: mt_die("model family %s is not built into this meshtrain", mt_family_name(id));
+    if ((unsigned)id >= (unsigned)N_FAMILIES) mt_die("model family %d is not built into this meshtrain", (int)id);
+    return families[id];
+}
+
+mt_family_id mt_family_id_of(const mt_family *f) {
+    for (int i = 0; i < N_FAMILIES; i++)
+        if (families[i] == f) return (mt_family_id)i;
+    mt_die("model family %s is not in the registry (models/registry.c)", f->name);
+}
+
+const char *mt_family_name(mt_family_id f) { return (unsigned)f < (unsigned)N_FAMILIES ? families[f]->name : "?"; }
+
+enum { LIST_NAMES, LIST_PRESETS, LIST_HF_TYPES };
+
+/* The items of one list of every family into buf: joined by sep, or with
+ * sep NULL as "a, b or c" (for messages). */
+static void join_lists(char *buf, size_t cap, int which, const char *sep) {
+    const char *items[64];
+    size_t lens[64];
+    int n = 0;
+    for (int i = 0; i < N_FAMILIES; i++) {
+        const mt_family *f = families[i];
+        const char *list = which == LIST_NAMES ? f->name : which == LIST_PRESETS ? f->preset_names : f->hf_model_types;
+        const char *cur = list ? list : "", *item;
+        size_t len;
+        while (n < 64 && mt_strlist_next(&cur, &item, &len))
+            if (len) items[n] = item, lens[n++] = len;
     }
+    size_t at = 0;
+    buf[0] = 0;
+    for (int k = 0; k < n && at < cap; k++) {
+        const char *between = k == 0 ? "" : sep ? sep : k == n - 1 ? " or " : ", ";
+        at += (size_t)snprintf(buf + at, cap - at, "%s%.*s", between, (int)lens[k], items[k]);
+    }
+}
+
+void mt_family_preset_list(char *buf, size_t cap, const char *sep) { join_lists(buf, cap, LIST_PRESETS, sep); }
+
+int mt_family_parse(const char *name, mt_family_id *out, mt_error *err) {
+    for (int i = 0; i < N_FAMILIES; i++)
+        if (!strcmp(name, families[i]->name)) {
+            *out = (mt_family_id)i;
+            return 0;
+        }
+    char list[256];
+    join_lists(list, sizeof list, LIST_NAMES, NULL);
+    return mt_errorf(err, "unknown model family '%s' (expected %s)", name, list);
+}
+
+int mt_family_of_hf_model_type(const char *model_type, mt_family_id *out, mt_error *err) {
+    for (int i = 0; i < N_FAMILIES; i++) {
+        const char *cur = families[i]->hf_model_types ? families[i]->hf_model_types : "", *item;
+        size_t len;
+        while (mt_strlist_next(&cur, &item, &len))
+            if (len == strlen(model_type) && !strncmp(item, model_type, len)) {
+                *out = (mt_family_id)i;
+                return 0;
+            }
+    }
+    char list[256];
+    join_lists(list, sizeof list, LIST_HF_TYPES, NULL);
+    return mt_errorf(err, "model_type '%s' is not supported (%s)", model_type, list);
 }
 
 static void family_hf_name(const void *ctx, const char *tensor, char *buf, size_t cap) {

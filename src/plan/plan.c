@@ -165,18 +165,15 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
     out[MT_PLAN_FROZEN] = fz;
 }
 
-/* Activation bytes rank 0 keeps. Engine-exact (this CPU engine, fp32, the
- * GPT-2 family's buffer table in models/gpt2): per block and microbatch of
- * N = b s rows (n = N / t under sequence parallelism, else N; C = h,
- * a heads) it keeps floats
- *   none       4n + 4nC + (12 N C + N a) / t
- *   selective  4n + 4nC + 11 N C / t           (attention output and softmax statistics recomputed)
- *   full       n C                              (the block's output)
- * plus per microbatch the tokens, targets (int32) and sample ids (u64),
- * the embedding output n C, and with the output unit its norm n (C + 2)
- * and row losses N, and once the logits N Vp / t. A 1F1B pipeline's first
- * stage holds min(pp, m) microbatches. At stage 1 (check_act_formula.sh
- * asserts the same forms against measurement): 4 s b (16h + a + 4) etc.
+/* Activation bytes rank 0 keeps. Engine-exact (this CPU engine, fp32,
+ * where the family states its buffers: mt_family.plan_act_floats): per
+ * block and microbatch of N = b s rows (n = N / t under sequence
+ * parallelism, else N) the family's floats, plus per microbatch the tokens,
+ * targets (int32) and sample ids (u64), the embedding output n C, and with
+ * the output unit the family's head floats, and once the logits N Vp / t. A
+ * 1F1B pipeline's first stage holds min(pp, m) microbatches. At stage 1
+ * (check_act_formula.sh asserts the same forms against measurement):
+ * GPT-2's 4 s b (16h + a + 4) etc.
  * Megatron (Korthikanti et al. 2022), 16-bit, per layer per microbatch:
  * none s b h (34 + 5 a s / h) / t with sequence parallelism (else
  * s b h (10 + 24 / t + 5 a s / (h t))), selective s b h 34 / t (10 + 24 / t),
@@ -186,16 +183,14 @@ static double act_bytes(const mt_model_config *cfg, const mt_plan_cluster *c, co
     double t = y->tp, b = y->micro_batch, s = cfg->seq_len, h = cfg->n_embd, a = cfg->n_head, L = cfg->n_layer;
     double N = b * s, n = y->sequence_parallel ? N / t : N;
     int p = y->pp, v = y->chunks;
-    if (c->engine_exact && cfg->family == MT_FAMILY_GPT2) {
-        double per_layer;
-        switch (y->recompute) {
-        case MT_PLAN_RC_NONE: per_layer = 4 * n + 4 * n * h + (12 * N * h + N * a) / t; break;
-        case MT_PLAN_RC_SELECTIVE: per_layer = 4 * n + 4 * n * h + 11 * N * h / t; break;
-        default: per_layer = n * h; break;
-        }
+    const mt_family *fam = mt_family_get(cfg->family);
+    if (c->engine_exact && fam->plan_act_floats) {
+        double per_layer, output;
+        int rc = y->recompute == MT_PLAN_RC_NONE ? 0 : y->recompute == MT_PLAN_RC_SELECTIVE ? 1 : 2;
+        fam->plan_act_floats(cfg, rc, N, n, t, &per_layer, &output);
         double layers = L / (p * v) * v;
         double slot = 8 * N + 8 * b + 4 * (n * h + layers * per_layer);
-        if (p == 1) slot += 4 * (n * (h + 2) + N);
+        if (p == 1) slot += 4 * output;
         int slots = p == 1 ? 1 : (p < m ? p : m);
         double logits = p == 1 ? 4 * N * (double)(mt_model_vocab_rows(cfg, y->tp) / y->tp) : 0;
         return slots * slot + logits;
@@ -305,10 +300,12 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * 96 B s l h^2 (1 + s/6h + V/16lh) exactly); selective recompute adds
      * the attention core's forward (4 s h per layer and token). */
     double B = global_batch, s = cfg->seq_len, h = cfg->n_embd, L = cfg->n_layer, V = cfg->padded_vocab;
-    /* forward FLOPs per token of a block's matrices: GPT-2 24 h^2 as
-     * Megatron counts; other families 2 x the block's parameters */
-    double w = 24 * h * h;
-    if (cfg->family != MT_FAMILY_GPT2) {
+    /* forward FLOPs per token of a block's matrices: the family's count
+     * (GPT-2: Megatron's 24 h^2), else 2 x the block's parameters */
+    const mt_family *fam = mt_family_get(cfg->family);
+    double w;
+    if (fam->plan_block_matrix_flops) w = fam->plan_block_matrix_flops(cfg);
+    else {
         mt_layout l;
         mt_model_layout_build(cfg, 1, 0, &l);
         w = 2.0 * (double)l.units[1].gnumel;

@@ -377,4 +377,11 @@ const mt_family mt_family_gpt2 = {
     .peft_fan_in_fan_out = 1,
     .ia3_feedforward = "mlp.c_proj",
     .ia3_targets = "c_attn,mlp.c_proj",
+    .hf_model_types = "gpt2",
+    .hf_ignored = ".attn.bias,.attn.masked_bias,lm_head.weight", /* attention-mask buffers; the tied head */
+    .preset_names = "gpt2,gpt2-medium,gpt2-large,gpt2-xl",
+    .preset = mt_gpt2_preset,
+    .config_validate = mt_gpt2_config_validate,
+    .plan_block_matrix_flops = mt_gpt2_plan_block_matrix_flops,
+    .plan_act_floats = mt_gpt2_plan_act_floats,
 };

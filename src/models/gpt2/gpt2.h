@@ -26,4 +26,11 @@ void mt_gpt2_hf_name(const mt_model_config *cfg, const char *name, char *buf, si
 void mt_gpt2_hf_config_write(const mt_model_config *c, const char *torch_dtype, mt_json_writer *w);
 int mt_gpt2_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err);
 
+/* Presets, its check and the planner's figures (gpt2/config.c). */
+int mt_gpt2_preset(const char *name, mt_model_config *cfg);
+int mt_gpt2_config_validate(const mt_model_config *c, mt_error *err);
+double mt_gpt2_plan_block_matrix_flops(const mt_model_config *cfg);
+void mt_gpt2_plan_act_floats(const mt_model_config *cfg, int recompute, double N, double n, double t, double *per_block,
+                             double *output);
+
 #endif

@@ -50,7 +50,6 @@ int mt_gpt2_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err) 
     const mt_json *tie = mt_json_get(o, "tie_word_embeddings");
     if (tie && tie->type == MT_JSON_BOOL && !tie->boolean)
         return mt_errorf(err, "tie_word_embeddings false: meshtrain's GPT-2 ties the head to wte");
-    c->family = MT_FAMILY_GPT2;
     c->n_embd = (int)v[0];
     c->n_head = (int)v[1];
     c->n_layer = (int)v[2];

@@ -318,4 +318,12 @@ const mt_family mt_family_llama = {
     .peft_module_prefix = "",
     .ia3_feedforward = "down_proj",
     .ia3_targets = "k_proj,v_proj,down_proj",
+    .hf_model_types = "llama,qwen2",
+    .hf_ignored = "",
+    .preset_names = "llama-tiny,llama3.2-1b,qwen2.5-0.5b",
+    .preset = mt_llama_preset,
+    .config_defaults = mt_llama_config_defaults,
+    .config_validate = mt_llama_config_validate,
+    .config_write_json = mt_llama_config_write_json,
+    .config_read_json = mt_llama_config_read_json,
 };

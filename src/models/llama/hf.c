@@ -76,8 +76,7 @@ static int float_of(const mt_json *o, const char *key, float *out, mt_error *err
 }
 
 int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err) {
-    const char *type = NULL;
-    mt_model_config_defaults(c, MT_FAMILY_LLAMA);
+    const char *type = NULL; /* the caller set the family and its defaults */
     if (mt_json_get_string(o, "model_type", &type, err)) return -1;
     c->qkv_bias = !strcmp(type, "qwen2");
     if (need_int(o, "hidden_size", &c->n_embd, err) || need_int(o, "intermediate_size", &c->ffn_dim, err) ||

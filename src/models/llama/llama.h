@@ -30,4 +30,11 @@ void mt_llama_hf_name(const mt_model_config *cfg, const char *name, char *buf, s
 void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype, mt_json_writer *w);
 int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err);
 
+/* Presets, defaults, checks and checkpoint keys (llama/config.c). */
+int mt_llama_preset(const char *name, mt_model_config *cfg);
+void mt_llama_config_defaults(mt_model_config *c);
+int mt_llama_config_validate(const mt_model_config *c, mt_error *err);
+void mt_llama_config_write_json(mt_json_writer *w, const mt_model_config *c);
+int mt_llama_config_read_json(const mt_json *obj, mt_model_config *c, mt_error *err);
+
 #endif

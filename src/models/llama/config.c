@@ -1,0 +1,117 @@
+/* The Llama family's configuration facts: presets, defaults, checks and the
+ * keys of its own fields in a checkpoint's model config. */
+#include "models/llama/llama.h"
+#include <math.h>
+#include <string.h>
+
+/* Llama shapes: a small one for tests and demos, and two published ones
+ * (Llama 3.2 1B; Qwen2.5 0.5B with its q/k/v biases). */
+static const struct {
+    const char *name;
+    int L, C, H, KV, F, V, T, max_pos, tie, bias, scaling;
+    float theta, eps, factor;
+} presets[] = {
+    {"llama-tiny", 4, 256, 8, 4, 688, 256, 256, 256, 0, 0, 0, 10000.0f, 1e-5f, 0},
+    {"llama3.2-1b", 16, 2048, 32, 8, 8192, 128256, 2048, 131072, 1, 0, 1, 500000.0f, 1e-5f, 32.0f},
+    {"qwen2.5-0.5b", 24, 896, 14, 2, 4864, 151936, 2048, 32768, 1, 1, 0, 1000000.0f, 1e-6f, 0},
+};
+
+int mt_llama_preset(const char *name, mt_model_config *cfg) {
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        if (strcmp(name, presets[i].name) != 0) continue;
+        cfg->n_layer = presets[i].L;
+        cfg->n_embd = presets[i].C;
+        cfg->n_head = presets[i].H;
+        cfg->n_kv_head = presets[i].KV;
+        cfg->head_dim = presets[i].C / presets[i].H;
+        cfg->ffn_dim = presets[i].F;
+        cfg->vocab_size = presets[i].V;
+        cfg->padded_vocab = mt_pad_vocab(presets[i].V);
+        cfg->seq_len = presets[i].T;
+        cfg->max_pos = presets[i].max_pos;
+        cfg->tie_embeddings = presets[i].tie;
+        cfg->qkv_bias = presets[i].bias;
+        cfg->rope_theta = presets[i].theta;
+        cfg->norm_eps = presets[i].eps;
+        cfg->dropout = 0.0f;
+        if (presets[i].scaling) {
+            cfg->rope_scaling = 1;
+            cfg->rope_factor = presets[i].factor;
+            cfg->rope_low_freq_factor = 1.0f;
+            cfg->rope_high_freq_factor = 4.0f;
+            cfg->rope_original_max_pos = 8192;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+void mt_llama_config_defaults(mt_model_config *c) {
+    c->norm_eps = 1e-5f;
+    c->rope_theta = 10000.0f;
+    c->tie_embeddings = 0;
+}
+
+int mt_llama_config_validate(const mt_model_config *c, mt_error *err) {
+    if (c->n_kv_head < 1 || c->n_head % c->n_kv_head)
+        return mt_errorf(err, "--kv-heads %d must be >= 1 and divide --heads %d (each kv head serves a whole group of "
+                              "query heads)", c->n_kv_head, c->n_head);
+    if (c->head_dim < 2 || c->head_dim % 2 || c->head_dim > 1024)
+        return mt_errorf(err, "head dimension %d must be even and in 2..1024 (rotary embeddings rotate pairs)", c->head_dim);
+    if (c->ffn_dim < 1 || c->ffn_dim > (1 << 20)) return mt_errorf(err, "--ffn-dim must be in 1..1048576, got %d", c->ffn_dim);
+    if (!(c->norm_eps > 0.0f && c->norm_eps < 1.0f)) return mt_errorf(err, "--norm-eps must be in (0, 1), got %g", (double)c->norm_eps);
+    if (!(c->rope_theta > 1.0f && isfinite(c->rope_theta)))
+        return mt_errorf(err, "--rope-theta must be a finite number > 1, got %g", (double)c->rope_theta);
+    if (c->rope_scaling != 0 && c->rope_scaling != 1) return mt_errorf(err, "unknown rope scaling type %d", c->rope_scaling);
+    if (c->rope_scaling &&
+        !(c->rope_factor >= 1.0f && c->rope_low_freq_factor > 0.0f &&
+          c->rope_high_freq_factor > c->rope_low_freq_factor && c->rope_original_max_pos > 0))
+        return mt_errorf(err, "llama3 rope scaling needs factor >= 1, 0 < low_freq_factor < high_freq_factor and "
+                              "original_max_position_embeddings > 0 (got %g, %g, %g, %d)",
+                         (double)c->rope_factor, (double)c->rope_low_freq_factor, (double)c->rope_high_freq_factor,
+                         c->rope_original_max_pos);
+    if (c->tie_embeddings != 0 && c->tie_embeddings != 1) return mt_errorf(err, "--tie-embeddings must be 0 or 1");
+    if (c->dropout != 0.0f) return mt_errorf(err, "--dropout is not supported by the llama family (it trains without dropout)");
+    return 0;
+}
+
+void mt_llama_config_write_json(mt_json_writer *w, const mt_model_config *c) {
+    mt_jw_key(w, "n_kv_head"); mt_jw_int(w, c->n_kv_head);
+    mt_jw_key(w, "head_dim"); mt_jw_int(w, c->head_dim);
+    mt_jw_key(w, "ffn_dim"); mt_jw_int(w, c->ffn_dim);
+    mt_jw_key(w, "norm_eps"); mt_jw_double(w, c->norm_eps);
+    mt_jw_key(w, "rope_theta"); mt_jw_double(w, c->rope_theta);
+    mt_jw_key(w, "max_pos"); mt_jw_int(w, c->max_pos);
+    mt_jw_key(w, "tie_embeddings"); mt_jw_int(w, c->tie_embeddings);
+    mt_jw_key(w, "qkv_bias"); mt_jw_int(w, c->qkv_bias);
+    if (c->rope_scaling) {
+        mt_jw_key(w, "rope_scaling");
+        mt_jw_begin_object(w);
+        mt_jw_key(w, "rope_type"); mt_jw_string(w, "llama3");
+        mt_jw_key(w, "factor"); mt_jw_double(w, c->rope_factor);
+        mt_jw_key(w, "low_freq_factor"); mt_jw_double(w, c->rope_low_freq_factor);
+        mt_jw_key(w, "high_freq_factor"); mt_jw_double(w, c->rope_high_freq_factor);
+        mt_jw_key(w, "original_max_position_embeddings"); mt_jw_int(w, c->rope_original_max_pos);
+        mt_jw_end_object(w);
+    }
+}
+
+int mt_llama_config_read_json(const mt_json *obj, mt_model_config *c, mt_error *err) {
+#define INT(o, key, field) mt_model_config_get_int(o, key, &c->field, err)
+#define FLOAT(o, key, field) mt_model_config_get_float(o, key, &c->field, err)
+    if (INT(obj, "n_kv_head", n_kv_head) || INT(obj, "head_dim", head_dim) || INT(obj, "ffn_dim", ffn_dim) ||
+        FLOAT(obj, "norm_eps", norm_eps) || FLOAT(obj, "rope_theta", rope_theta) || INT(obj, "max_pos", max_pos) ||
+        INT(obj, "tie_embeddings", tie_embeddings) || INT(obj, "qkv_bias", qkv_bias))
+        return -1;
+    const mt_json *rs = mt_json_get(obj, "rope_scaling");
+    if (rs && rs->type == MT_JSON_OBJECT) {
+        c->rope_scaling = 1;
+        if (FLOAT(rs, "factor", rope_factor) || FLOAT(rs, "low_freq_factor", rope_low_freq_factor) ||
+            FLOAT(rs, "high_freq_factor", rope_high_freq_factor) ||
+            INT(rs, "original_max_position_embeddings", rope_original_max_pos))
+            return -1;
+    }
+#undef INT
+#undef FLOAT
+    return 0;
+}
