@@ -34,7 +34,7 @@ TMP=$(mktemp -d) || die "mktemp failed"
 trap 'rm -rf "$TMP"' EXIT
 mpicc -std=c11 -O2 -march=native -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -Isrc -Iinclude -Itests \
     -o "$TMP/tok_dump" tests/tok_dump.c src/data/tokenizer.c src/data/bpe.c src/data/hf_tokenizer.c src/core/error.c \
-    src/core/json.c -lpcre2-8 -licuuc -lm || die "building tests/tok_dump.c failed"
+    src/core/json.c src/core/fileio.c -lpcre2-8 -licuuc -lm || die "building tests/tok_dump.c failed"
 bash tests/corpus.sh "$TMP/corpus.txt" || die "tests/corpus.sh failed"
 oracle() { node tests/hf_oracle.js deps "$@"; }
 

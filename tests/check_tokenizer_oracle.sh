@@ -21,7 +21,7 @@ trap 'rm -rf "$TMP"' EXIT
 TEXT=$TMP/corpus.txt
 bash tests/corpus.sh "$TEXT" || die "tests/corpus.sh failed"
 mpicc -std=c11 -O2 -march=native -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -Isrc -Iinclude -Itests \
-    -o "$TMP/tok_dump" tests/tok_dump.c src/data/tokenizer.c src/data/bpe.c src/data/hf_tokenizer.c src/core/error.c src/core/json.c \
+    -o "$TMP/tok_dump" tests/tok_dump.c src/data/tokenizer.c src/data/bpe.c src/data/hf_tokenizer.c src/core/error.c src/core/json.c src/core/fileio.c \
     -lpcre2-8 -licuuc -lm || die "building tests/tok_dump.c failed"
 
 # first differing line of two files, as "line N: node X, ours Y"

@@ -2,6 +2,7 @@
  * the crash-safety argument. */
 #include "core/fileio.h"
 #include "ckpt/checkpoint.h"
+#include "core/checksum.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,93 +31,14 @@ int mt_ckpt_test_crash_after = 0;
 #define MAX_MANIFEST_BYTES ((size_t)256 << 20)
 #define IO_CHUNK ((size_t)8 << 20)
 
-/* ---- checksum ---- */
-
-#define FNV_PRIME 0x100000001b3ULL
-#define FNV_BASIS 0xcbf29ce484222325ULL
-
-typedef struct {
-    uint64_t h[4];
-    unsigned char buf[32];
-    size_t nbuf;
-    uint64_t total;
-} ckpt_hash;
-
-static void hash_init(ckpt_hash *s) {
-    for (int i = 0; i < 4; i++) s->h[i] = FNV_BASIS ^ (uint64_t)i;
-    s->nbuf = 0;
-    s->total = 0;
-}
-
-static inline void hash_block(uint64_t h[4], const unsigned char *p) {
-    uint64_t w[4];
-    memcpy(w, p, 32); /* little-endian host */
-    for (int i = 0; i < 4; i++) h[i] = (h[i] ^ w[i]) * FNV_PRIME;
-}
-
-static void hash_update(ckpt_hash *s, const void *data, size_t n) {
-    const unsigned char *p = data;
-    s->total += n;
-    if (s->nbuf) {
-        size_t take = 32 - s->nbuf < n ? 32 - s->nbuf : n;
-        memcpy(s->buf + s->nbuf, p, take);
-        s->nbuf += take;
-        p += take;
-        n -= take;
-        if (s->nbuf < 32) return;
-        hash_block(s->h, s->buf);
-        s->nbuf = 0;
-    }
-    uint64_t h0 = s->h[0], h1 = s->h[1], h2 = s->h[2], h3 = s->h[3];
-    while (n >= 32) {
-        uint64_t w[4];
-        memcpy(w, p, 32);
-        h0 = (h0 ^ w[0]) * FNV_PRIME;
-        h1 = (h1 ^ w[1]) * FNV_PRIME;
-        h2 = (h2 ^ w[2]) * FNV_PRIME;
-        h3 = (h3 ^ w[3]) * FNV_PRIME;
-        p += 32;
-        n -= 32;
-    }
-    s->h[0] = h0; s->h[1] = h1; s->h[2] = h2; s->h[3] = h3;
-    memcpy(s->buf, p, n);
-    s->nbuf = n;
-}
-
-static uint64_t mix64(uint64_t x) { /* splitmix64 finalizer: a bijection */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
-static uint64_t ckpt_hash_final(ckpt_hash *s) {
-    for (size_t j = 0; j < s->nbuf; j++) s->h[0] = (s->h[0] ^ s->buf[j]) * FNV_PRIME;
-    uint64_t r = mix64(s->total);
-    for (int i = 0; i < 4; i++) r = mix64(r ^ s->h[i]);
-    return r;
-}
-
 uint64_t mt_ckpt_checksum(const void *data, size_t bytes) {
-    ckpt_hash s;
-    hash_init(&s);
-    hash_update(&s, data, bytes);
-    return ckpt_hash_final(&s);
+    mt_checksum s;
+    mt_checksum_init(&s);
+    mt_checksum_update(&s, data, bytes);
+    return mt_checksum_final(&s);
 }
 
 /* ---- file helpers ---- */
-
-static char *path_join(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = mt_xmalloc(a + b + 2, "checkpoint path");
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, name, b + 1);
-    return p;
-}
-
 
 static int valid_file_name(const char *s, size_t len) {
     if (len == 0 || len > 200 || strlen(s) != len) return 0;
@@ -125,55 +47,6 @@ static int valid_file_name(const char *s, size_t len) {
 }
 
 static int valid_file_name_z(const char *s) { return s && valid_file_name(s, strlen(s)); }
-
-/* ---- JSON re-emission (state object) ---- */
-
-static void jw_raw_value(mt_json_writer *w, const char *s, size_t n) {
-    size_t need = w->len + n + 2;
-    if (need > w->cap) {
-        size_t cap = w->cap ? w->cap : 256;
-        while (cap < need) cap *= 2;
-        char *b = realloc(w->buf, cap);
-        if (!b) mt_die("out of memory growing a JSON buffer to %zu bytes", cap);
-        w->buf = b;
-        w->cap = cap;
-    }
-    if (w->need_comma[w->depth]) w->buf[w->len++] = ',';
-    w->need_comma[w->depth] = 1;
-    memcpy(w->buf + w->len, s, n);
-    w->len += n;
-    w->buf[w->len] = '\0';
-}
-
-/* Writes a parsed value back as compact JSON. Fails on strings holding NUL
- * (the writer takes C strings) and on nesting beyond the writer's depth. */
-static int emit_json(mt_json_writer *w, const mt_json *v, int depth, mt_error *err) {
-    if (depth > 48) return mt_errorf(err, "state JSON nests deeper than 48 levels");
-    switch (v->type) {
-    case MT_JSON_NULL: mt_jw_null(w); return 0;
-    case MT_JSON_BOOL: mt_jw_bool(w, v->boolean); return 0;
-    case MT_JSON_NUMBER: jw_raw_value(w, v->num_text, strlen(v->num_text)); return 0;
-    case MT_JSON_STRING:
-        if (strlen(v->str) != v->str_len) return mt_errorf(err, "state JSON string contains a NUL character (\\u0000)");
-        mt_jw_string(w, v->str);
-        return 0;
-    case MT_JSON_ARRAY:
-    case MT_JSON_OBJECT:
-        if (v->type == MT_JSON_ARRAY) mt_jw_begin_array(w);
-        else mt_jw_begin_object(w);
-        for (const mt_json *c = v->child; c; c = c->next) {
-            if (v->type == MT_JSON_OBJECT) {
-                if (strlen(c->key) != c->key_len) return mt_errorf(err, "state JSON key contains a NUL character");
-                mt_jw_key(w, c->key);
-            }
-            if (emit_json(w, c, depth + 1, err)) return -1;
-        }
-        if (v->type == MT_JSON_ARRAY) mt_jw_end_array(w);
-        else mt_jw_end_object(w);
-        return 0;
-    }
-    return mt_errorf(err, "state JSON: unknown node type");
-}
 
 /* ---- save ---- */
 
@@ -245,7 +118,7 @@ static void cleanup_dir(const char *dir, const char *const *keep, int nkeep) {
         int ours = strncmp(nm, DATA_PREFIX, strlen(DATA_PREFIX)) == 0 || strncmp(nm, MANIFEST_TMP, strlen(MANIFEST_TMP)) == 0 ||
                    config;
         if (!ours || is_kept(nm, keep, nkeep)) continue;
-        char *p = path_join(dir, nm);
+        char *p = mt_path_join(dir, nm);
         if (unlink(p) != 0)
             fprintf(stderr, "meshtrain: warning: cannot remove old checkpoint file %s: %s\n", p, strerror(errno));
         free(p);
@@ -288,7 +161,7 @@ struct mt_ckpt_file_writer {
     char *dir, *name, *path, *tmp;
     int fd, renamed;
     uint64_t pos;
-    ckpt_hash file_hash;
+    mt_checksum file_hash;
     mt_ckpt_piece *pieces;
     int n, cap;
 };
@@ -304,7 +177,7 @@ mt_ckpt_file_writer *mt_ckpt_file_begin(const char *dir, const char *name, mt_er
     memcpy(w->dir, dir, dl + 1);
     w->name = mt_xmalloc(nl + 1, "checkpoint file name");
     memcpy(w->name, name, nl + 1);
-    w->path = path_join(dir, name);
+    w->path = mt_path_join(dir, name);
     w->tmp = mt_xmalloc(strlen(w->path) + 5, "checkpoint temp path");
     snprintf(w->tmp, strlen(w->path) + 5, "%s.tmp", w->path);
     w->fd = mt_create_temp(w->tmp, err);
@@ -312,7 +185,7 @@ mt_ckpt_file_writer *mt_ckpt_file_begin(const char *dir, const char *name, mt_er
         mt_ckpt_file_free(w);
         return NULL;
     }
-    hash_init(&w->file_hash);
+    mt_checksum_init(&w->file_hash);
     return w;
 }
 
@@ -324,7 +197,7 @@ int mt_ckpt_file_put(mt_ckpt_file_writer *w, int tensor, uint64_t start, const f
     size_t pad = (size_t)((ALIGN_BYTES - w->pos % ALIGN_BYTES) % ALIGN_BYTES);
     if (pad) {
         if (mt_write_all(w->fd, zeros, pad, w->tmp, err)) return -1;
-        hash_update(&w->file_hash, zeros, pad);
+        mt_checksum_update(&w->file_hash, zeros, pad);
         w->pos += pad;
     }
     if (w->n == w->cap) {
@@ -332,25 +205,25 @@ int mt_ckpt_file_put(mt_ckpt_file_writer *w, int tensor, uint64_t start, const f
         w->pieces = realloc(w->pieces, (size_t)w->cap * sizeof *w->pieces);
         if (!w->pieces) mt_die("out of memory growing the checkpoint piece list to %d entries", w->cap);
     }
-    ckpt_hash ph;
-    hash_init(&ph);
+    mt_checksum ph;
+    mt_checksum_init(&ph);
     size_t bytes = numel * sizeof(float);
     const char *p = (const char *)data;
     for (size_t done = 0; done < bytes;) {
         size_t c = bytes - done < IO_CHUNK ? bytes - done : IO_CHUNK;
         if (mt_write_all(w->fd, p + done, c, w->tmp, err)) return -1;
-        hash_update(&w->file_hash, p + done, c);
-        hash_update(&ph, p + done, c);
+        mt_checksum_update(&w->file_hash, p + done, c);
+        mt_checksum_update(&ph, p + done, c);
         done += c;
     }
-    w->pieces[w->n++] = (mt_ckpt_piece){tensor, start, numel, w->pos, ckpt_hash_final(&ph)};
+    w->pieces[w->n++] = (mt_ckpt_piece){tensor, start, numel, w->pos, mt_checksum_final(&ph)};
     w->pos += bytes;
     return 0;
 }
 
 int mt_ckpt_file_finish(mt_ckpt_file_writer *w, mt_ckpt_file_entry *out, mt_error *err) {
     if (w->fd < 0) return mt_errorf(err, "checkpoint save: %s is already finished", w->path);
-    uint64_t sum = ckpt_hash_final(&w->file_hash);
+    uint64_t sum = mt_checksum_final(&w->file_hash);
     int fd = w->fd;
     w->fd = -1;
     if (fsync(fd) != 0) {
@@ -399,7 +272,7 @@ int mt_ckpt_write_text(const char *dir, const char *name, const char *text, mt_c
     if (n > MAX_RUN_CONFIG_BYTES)
         return mt_errorf(err, "checkpoint save: the run config is %zu bytes, more than the %" PRIu64 "-byte limit", n,
                          MAX_RUN_CONFIG_BYTES);
-    char *path = path_join(dir, name), *tmp = NULL;
+    char *path = mt_path_join(dir, name), *tmp = NULL;
     FILE *f = mt_fopen_temp(path, &tmp, err);
     int rc = f ? 0 : -1;
     if (f) {
@@ -498,10 +371,10 @@ int mt_ckpt_write_manifest(const char *dir, int64_t step, const char *state_json
     mt_jw_key(&w, "version"); mt_jw_int(&w, MT_CKPT_VERSION);
     mt_jw_key(&w, "step"); mt_jw_int(&w, step);
     mt_jw_key(&w, "state");
-    if (emit_json(&w, mt_json_root(state), 0, err)) goto out;
+    if (mt_jw_value(&w, mt_json_root(state), err)) goto out;
     if (saved) {
         mt_jw_key(&w, "saved_with");
-        if (emit_json(&w, mt_json_root(saved), 0, err)) goto out;
+        if (mt_jw_value(&w, mt_json_root(saved), err)) goto out;
     }
     if (run_config) {
         mt_jw_key(&w, "run_config");
@@ -553,8 +426,8 @@ int mt_ckpt_write_manifest(const char *dir, int64_t step, const char *state_json
     mt_jw_key(&w, MANIFEST_SUM_KEY); jw_checksum(&w, self);
     mt_jw_end_object(&w);
 
-    man_path = path_join(dir, MANIFEST);
-    man_tmp = path_join(dir, MANIFEST_TMP);
+    man_path = mt_path_join(dir, MANIFEST);
+    man_tmp = mt_path_join(dir, MANIFEST_TMP);
     fd = mt_create_temp(man_tmp, err);
     if (fd < 0) goto out;
     if (mt_write_all(fd, w.buf, w.len, man_tmp, err) || mt_write_all(fd, "\n", 1, man_tmp, err)) {
@@ -708,34 +581,9 @@ void mt_ckpt_close(mt_ckpt *ck) {
 }
 
 static int read_whole_file(const char *path, size_t limit, char **out, size_t *len, mt_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return mt_errorf(err, "%s does not exist (no checkpoint saved there yet?)", path);
-        return mt_errorf(err, "cannot open %s: %s", path, strerror(errno));
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return mt_errorf(err, "cannot stat %s: %s", path, strerror(e));
-    }
-    if ((uint64_t)st.st_size > limit) {
-        close(fd);
-        return mt_errorf(err, "%s is %lld bytes, larger than the %zu-byte limit (not a manifest?)", path,
-                         (long long)st.st_size, limit);
-    }
-    size_t n = (size_t)st.st_size;
-    char *buf = mt_xmalloc(n + 1, "checkpoint manifest");
-    if (mt_pread_all(fd, buf, n, 0, path, err)) {
-        free(buf);
-        close(fd);
-        return -1;
-    }
-    close(fd);
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return 0;
+    if (!mt_read_file(path, limit, out, len, err)) return 0;
+    if (errno == ENOENT) return mt_errorf(err, "%s does not exist (no checkpoint saved there yet?)", path);
+    return -1;
 }
 
 static int get_u64(const mt_json *obj, const char *key, uint64_t *out, const char *ctx, mt_error *err) {
@@ -993,7 +841,7 @@ static int open_and_verify_files(mt_ckpt *ck, int verify, mt_error *err) {
     char *buf = NULL;
     for (int i = 0; i < ck->nfiles; i++) {
         ck_file *f = &ck->files[i];
-        f->path = path_join(ck->dir, f->name);
+        f->path = mt_path_join(ck->dir, f->name);
         f->fd = open(f->path, O_RDONLY | O_CLOEXEC);
         if (f->fd < 0) {
             int e = errno;
@@ -1013,15 +861,15 @@ static int open_and_verify_files(mt_ckpt *ck, int verify, mt_error *err) {
         }
         if (!verify) continue;
         if (!buf) buf = mt_xmalloc(IO_CHUNK, "checkpoint verification buffer");
-        ckpt_hash hs;
-        hash_init(&hs);
+        mt_checksum hs;
+        mt_checksum_init(&hs);
         for (uint64_t off = 0; off < f->bytes;) {
             size_t c = f->bytes - off < IO_CHUNK ? (size_t)(f->bytes - off) : IO_CHUNK;
             if (mt_pread_all(f->fd, buf, c, off, f->path, err)) { free(buf); return -1; }
-            hash_update(&hs, buf, c);
+            mt_checksum_update(&hs, buf, c);
             off += c;
         }
-        uint64_t got = ckpt_hash_final(&hs);
+        uint64_t got = mt_checksum_final(&hs);
         if (got != f->checksum) {
             free(buf);
             return mt_errorf(err, "checksum mismatch in checkpoint data file %s: computed fnv1a64x4:%016" PRIx64
@@ -1038,7 +886,7 @@ mt_ckpt *mt_ckpt_open_ex(const char *dir, unsigned flags, mt_error *err) {
     size_t dl = strlen(dir);
     ck->dir = mt_xmalloc(dl + 1, "checkpoint directory");
     memcpy(ck->dir, dir, dl + 1);
-    char *mpath = path_join(dir, MANIFEST);
+    char *mpath = mt_path_join(dir, MANIFEST);
     char *text = NULL;
     size_t len = 0;
     mt_error e;
@@ -1061,7 +909,7 @@ mt_ckpt *mt_ckpt_open_ex(const char *dir, unsigned flags, mt_error *err) {
     if (open_and_verify_files(ck, verify, err)) goto fail;
     mt_json_writer w;
     mt_jw_init(&w);
-    if (emit_json(&w, ck->state, 0, &e)) {
+    if (mt_jw_value(&w, ck->state, &e)) {
         mt_jw_free(&w);
         mt_errorf(err, "%s: %s", mpath, e.msg);
         goto fail;
@@ -1106,8 +954,8 @@ int mt_ckpt_shape(const mt_ckpt *ck, const char *name, int64_t shape[MT_CKPT_MAX
 static int verify_piece(const mt_ckpt *ck, const ck_tensor *t, ck_piece *p, mt_error *err) {
     const ck_file *f = &ck->files[p->file];
     char *buf = mt_xmalloc(VERIFY_CHUNK, "checkpoint verification buffer");
-    ckpt_hash hs;
-    hash_init(&hs);
+    mt_checksum hs;
+    mt_checksum_init(&hs);
     uint64_t bytes = p->numel * sizeof(float);
     for (uint64_t off = 0; off < bytes;) {
         size_t c = bytes - off < VERIFY_CHUNK ? (size_t)(bytes - off) : VERIFY_CHUNK;
@@ -1115,11 +963,11 @@ static int verify_piece(const mt_ckpt *ck, const ck_tensor *t, ck_piece *p, mt_e
             free(buf);
             return -1;
         }
-        hash_update(&hs, buf, c);
+        mt_checksum_update(&hs, buf, c);
         off += c;
     }
     free(buf);
-    uint64_t got = ckpt_hash_final(&hs);
+    uint64_t got = mt_checksum_final(&hs);
     if (got != p->checksum)
         return mt_errorf(err, "checksum mismatch in checkpoint %s: tensor '%s' elements [%" PRIu64 ", %" PRIu64
                          ") at bytes %" PRIu64 " of %s: computed " CHECKSUM_PREFIX "%016" PRIx64 ", manifest says "
@@ -1149,7 +997,7 @@ static int run_config_error(const char *path, const char *what, mt_error *err) {
 int mt_ckpt_read_run_config(const mt_ckpt *ck, char **text, mt_error *err) {
     *text = NULL;
     if (!ck->run_config) return 1;
-    char *path = path_join(ck->dir, ck->run_config), *buf = NULL, what[MT_ERROR_LEN + 64];
+    char *path = mt_path_join(ck->dir, ck->run_config), *buf = NULL, what[MT_ERROR_LEN + 64];
     int rc = -1, fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     mt_error e;

@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "interop/hf_model.h"
+#include "core/fileio.h"
 #include "core/json.h"
 #include "models/family.h"
 #include "plan/plan.h"
@@ -90,36 +91,10 @@ static void print_table(const mt_model_config *cfg, const mt_plan_cluster *c, co
 /* A Hugging Face config.json into cfg through the family's reader
  * (model_type gpt2, llama or qwen2). */
 static int read_hf_config(const char *path, mt_model_config *cfg, mt_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_errorf(err, "cannot open --hf-config '%s'; give the path of a config.json", path);
     char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 65536;
-            if (cap > ((size_t)64 << 20)) {
-                free(text);
-                fclose(f);
-                return mt_errorf(err, "--hf-config '%s' is over 64 MiB: not a config.json", path);
-            }
-            char *t = realloc(text, cap);
-            if (!t) {
-                free(text);
-                fclose(f);
-                return mt_errorf(err, "out of memory reading --hf-config '%s'", path);
-            }
-            text = t;
-        }
-        size_t n = fread(text + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(text);
-        return mt_errorf(err, "cannot read --hf-config '%s'", path);
-    }
+    size_t len = 0;
+    mt_error e1 = {{0}};
+    if (mt_read_file(path, (size_t)64 << 20, &text, &len, &e1)) return mt_errorf(err, "--hf-config: %s", e1.msg);
     mt_error e2 = {{0}};
     mt_json_doc *doc = mt_json_parse(text, len, 64, &e2);
     free(text);

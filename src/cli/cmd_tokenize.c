@@ -13,30 +13,13 @@
 #include <string.h>
 #include <time.h>
 #include "cli/args.h"
+#include "core/clock.h"
 #include "cli/cli.h"
 #include "core/fileio.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 
 #define MAX_FILES 65536
-
-static int read_all(const char *path, mt_bytes *out, mt_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_errorf(err, "cannot open input %s: %s", path, strerror(errno));
-    unsigned char buf[1 << 16];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof buf, f)) > 0) mt_bytes_append(out, buf, got);
-    int bad = ferror(f), e = errno;
-    fclose(f);
-    if (bad) return mt_errorf(err, "cannot read input %s: %s", path, strerror(e));
-    return 0;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 int mt_cli_tokenize(int argc, char **argv) {
     const char *tok_name = NULL, *vocab_dir = NULL, *prefix = NULL;
@@ -97,23 +80,25 @@ int mt_cli_tokenize(int argc, char **argv) {
         snprintf(eot_text, sizeof eot_text, "%.*s", (int)el, es ? (const char *)es : "");
     }
     mt_tokens toks = {0};
-    mt_bytes text = {0};
+    char *text = NULL;
     size_t total_bytes = 0;
     double t_encode = 0;
     int rc = 1;
     for (int i = 0; i < nfiles; i++) {
-        text.len = 0;
-        if (read_all(files[i], &text, &err)) goto out;
-        total_bytes += text.len;
+        size_t len;
+        free(text);
+        text = NULL;
+        if (mt_read_file(files[i], SIZE_MAX, &text, &len, &err)) goto out;
+        total_bytes += len;
         if (eot >= 0) mt_tokens_push(&toks, eot);
-        double t0 = now();
-        if (mt_tokenizer_encode_append(tk, text.data, text.len, &toks, &err)) {
+        double t0 = mt_clock_s();
+        if (mt_tokenizer_encode_append(tk, (const unsigned char *)text, len, &toks, &err)) {
             char msg[MT_ERROR_LEN];
             snprintf(msg, sizeof msg, "%s", err.msg);
             mt_errorf(&err, "%s: %s", files[i], msg);
             goto out;
         }
-        t_encode += now() - t0;
+        t_encode += mt_clock_s() - t0;
     }
     if (total_bytes == 0) {
         mt_errorf(&err, "the input is empty (%d file%s, 0 bytes); nothing to tokenize", nfiles, nfiles == 1 ? "" : "s");
@@ -156,7 +141,7 @@ int mt_cli_tokenize(int argc, char **argv) {
     rc = 0;
 out:
     if (rc) mt_cli_fail("tokenize", &err);
-    mt_bytes_free(&text);
+    free(text);
     mt_tokens_free(&toks);
     mt_tokenizer_free(tk);
     return rc;

@@ -42,6 +42,82 @@ int mt_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *path, mt
     return 0;
 }
 
+int mt_pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *path, mt_error *err) {
+    const char *p = buf;
+    size_t done = 0;
+    while (done < n) {
+        size_t chunk = n - done < ((size_t)1 << 30) ? n - done : ((size_t)1 << 30);
+        ssize_t w = pwrite(fd, p + done, chunk, (off_t)(off + done));
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return mt_errorf(err, "writing %zu bytes at offset %" PRIu64 " of %s failed: %s", n, off, path,
+                             strerror(errno));
+        }
+        if (w == 0) return mt_errorf(err, "writing %s at offset %" PRIu64 " made no progress", path, off + done);
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+int mt_read_file(const char *path, size_t limit, char **out, size_t *len, mt_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT) mt_errorf(err, "%s does not exist", path);
+        else mt_errorf(err, "cannot open %s: %s", path, strerror(e));
+        errno = e;
+        return -1;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) {
+        close(fd);
+        return mt_errorf(err, "out of memory reading %s", path);
+    }
+    for (;;) {
+        if (n == cap) {
+            if (cap > limit) break; /* more than limit bytes: refused below */
+            size_t ncap = cap * 2;
+            char *nb = realloc(buf, ncap + 1);
+            if (!nb) {
+                free(buf);
+                close(fd);
+                return mt_errorf(err, "out of memory reading %s (%zu bytes so far)", path, n);
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            free(buf);
+            close(fd);
+            return mt_errorf(err, "error reading %s: %s", path, strerror(e));
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    close(fd);
+    if (n > limit) {
+        free(buf);
+        return mt_errorf(err, "%s is larger than the %zu-byte limit for it (not the expected file?)", path, limit);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+char *mt_path_join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = mt_xmalloc(a + b + 2, "path");
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
 int mt_fsync_dir(const char *dir, mt_error *err) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return mt_errorf(err, "cannot open directory %s to fsync it: %s", dir, strerror(errno));

@@ -9,7 +9,15 @@
 #include "core/error.h"
 
 int mt_write_all(int fd, const void *buf, size_t n, const char *path, mt_error *err);
+int mt_pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *path, mt_error *err);
 int mt_pread_all(int fd, void *buf, size_t n, uint64_t off, const char *path, mt_error *err);
+/* The whole file at path (any kind: regular, pipe, device) in *out, NUL
+ * added after its *len bytes (free it); refused when longer than limit
+ * bytes, before reading more. A missing file says "does not exist" and
+ * leaves errno ENOENT, so a caller can add what the file should have been. */
+int mt_read_file(const char *path, size_t limit, char **out, size_t *len, mt_error *err);
+/* dir "/" name, allocated (free it). */
+char *mt_path_join(const char *dir, const char *name);
 int mt_fsync_dir(const char *dir, mt_error *err);
 /* mkdir -p dir; the message names it as `what` ("checkpoint directory"). */
 int mt_make_dirs(const char *dir, const char *what, mt_error *err);

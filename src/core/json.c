@@ -541,3 +541,36 @@ void mt_jw_null(mt_json_writer *w) {
     jw_pre_value(w);
     jw_put(w, "null", 4);
 }
+
+static int jw_value(mt_json_writer *w, const mt_json *v, int depth, mt_error *err) {
+    if (depth > 48) return mt_errorf(err, "JSON value nests deeper than 48 levels");
+    switch (v->type) {
+    case MT_JSON_NULL: mt_jw_null(w); return 0;
+    case MT_JSON_BOOL: mt_jw_bool(w, v->boolean); return 0;
+    case MT_JSON_NUMBER: /* its literal text: the value read back exactly as written */
+        jw_pre_value(w);
+        jw_put(w, v->num_text, strlen(v->num_text));
+        return 0;
+    case MT_JSON_STRING:
+        if (strlen(v->str) != v->str_len) return mt_errorf(err, "JSON string contains a NUL character (\\u0000)");
+        mt_jw_string(w, v->str);
+        return 0;
+    case MT_JSON_ARRAY:
+    case MT_JSON_OBJECT:
+        if (v->type == MT_JSON_ARRAY) mt_jw_begin_array(w);
+        else mt_jw_begin_object(w);
+        for (const mt_json *c = v->child; c; c = c->next) {
+            if (v->type == MT_JSON_OBJECT) {
+                if (strlen(c->key) != c->key_len) return mt_errorf(err, "JSON key contains a NUL character");
+                mt_jw_key(w, c->key);
+            }
+            if (jw_value(w, c, depth + 1, err)) return -1;
+        }
+        if (v->type == MT_JSON_ARRAY) mt_jw_end_array(w);
+        else mt_jw_end_object(w);
+        return 0;
+    }
+    return mt_errorf(err, "JSON value of unknown node type %d", (int)v->type);
+}
+
+int mt_jw_value(mt_json_writer *w, const mt_json *v, mt_error *err) { return jw_value(w, v, 0, err); }

@@ -67,5 +67,9 @@ void mt_jw_double(mt_json_writer *w, double v);          /* %.17g, round-trips e
 void mt_jw_float(mt_json_writer *w, float v);           /* shortest text reading back as the same float */
 void mt_jw_bool(mt_json_writer *w, int v);
 void mt_jw_null(mt_json_writer *w);
+/* A parsed value written back as compact JSON (numbers as their literal
+ * text). Fails on strings or keys holding NUL (the writer takes C strings)
+ * and on nesting deeper than 48 levels. */
+int mt_jw_value(mt_json_writer *w, const mt_json *v, mt_error *err);
 
 #endif

@@ -11,12 +11,6 @@ const char *mt_prof_cat_name(mt_prof_cat c) { return (unsigned)c < MT_PROF_NCAT 
 
 void mt_profile_init(mt_profile *p) { memset(p, 0, sizeof *p); }
 
-double mt_profile_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void mt_profile_end_step(mt_profile *p, long step_id, double step_s) {
     if (!p) return;
     double claimed = 0.0;

@@ -11,6 +11,7 @@
 #ifndef MT_CORE_PROFILE_H
 #define MT_CORE_PROFILE_H
 #include <stdio.h>
+#include "core/clock.h"
 #include "core/error.h"
 
 typedef enum {
@@ -46,12 +47,11 @@ typedef struct {
 
 void mt_profile_init(mt_profile *p);
 const char *mt_prof_cat_name(mt_prof_cat c); /* "gemm", "attention", ... (JSON keys) */
-double mt_profile_now(void);                 /* monotonic seconds */
 
 /* t0 = mt_prof_begin(p); ...; mt_prof_end(p, cat, t0); */
-static inline double mt_prof_begin(const mt_profile *p) { return p ? mt_profile_now() : 0.0; }
+static inline double mt_prof_begin(const mt_profile *p) { return p ? mt_clock_s() : 0.0; }
 static inline void mt_prof_end(mt_profile *p, mt_prof_cat c, double t0) {
-    if (p) p->sec[c] += mt_profile_now() - t0;
+    if (p) p->sec[c] += mt_clock_s() - t0;
 }
 static inline void mt_prof_add(mt_profile *p, mt_prof_cat c, double seconds) {
     if (p) p->sec[c] += seconds;
@@ -74,5 +74,13 @@ void mt_profile_print_summary(const mt_profile *p, FILE *f);
  * "ms_per_step", "gemm_gflops", "ms_by_category"} with per-step means
  * (summary = 1). Returns -1 with err if writing fails. */
 int mt_profile_write_json(const mt_profile *p, FILE *f, int summary, mt_error *err);
+
+/* Times one call into profile category cat (no-op without a profile). */
+#define MT_TIMED(prof, cat, call)                         \
+    do {                                                  \
+        double t0_ = mt_prof_begin(prof);                 \
+        call;                                             \
+        mt_prof_end(prof, cat, t0_);                      \
+    } while (0)
 
 #endif

@@ -1,5 +1,6 @@
 /* Chrome trace-event recorder and writer; format in trace.h. */
 #include "core/trace.h"
+#include "core/clock.h"
 #include "core/fileio.h"
 #include <errno.h>
 #include <inttypes.h>
@@ -8,11 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-int64_t mt_trace_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+int64_t mt_trace_now_ns(void) { return mt_clock_ns(); }
 
 int mt_trace_init(mt_trace *t, int rank, size_t capacity, mt_error *err) {
     memset(t, 0, sizeof *t);

@@ -50,6 +50,7 @@
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
 #include <unistd.h>
+#include "core/fileio.h"
 #include "core/json.h"
 #include "data/bpe_impl.h"
 
@@ -287,29 +288,7 @@ void mt_bpe_pair_set(mt_bpe *b, int32_t a, int32_t c, int32_t rank, int32_t merg
 /* ---- loading ---- */
 
 int mt_bpe_read_file(const char *path, char **data, size_t *len, mt_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mt_errorf(err, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 20, n = 0;
-    char *buf = mt_xmalloc(cap, path);
-    for (;;) {
-        if (n == cap) {
-            cap *= 2;
-            buf = mt_bpe_xrealloc(buf, cap, 1, path);
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        int e = errno;
-        fclose(f);
-        free(buf);
-        return mt_errorf(err, "error reading %s: %s", path, strerror(e));
-    }
-    fclose(f);
-    *data = buf;
-    *len = n;
-    return 0;
+    return mt_read_file(path, SIZE_MAX, data, len, err);
 }
 
 const char *mt_bpe_show(const void *src, size_t n, char *buf, size_t cap) {

@@ -1,5 +1,6 @@
 /* Hugging Face model directories: see hf_dir.h. */
 #include "interop/hf_dir.h"
+#include "core/checksum.h"
 #include "core/fileio.h"
 #include <dirent.h>
 #include <errno.h>
@@ -15,15 +16,6 @@
  * 1 MiB); the cap stops a wrong file from being read whole. */
 #define MAX_JSON_FILE ((uint64_t)64 << 20)
 #define COPY_BUF ((size_t)1 << 20)
-
-static char *join(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = mt_xmalloc(a + b + 2, "path");
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, name, b + 1);
-    return p;
-}
 
 static char *dup_str(const char *s) {
     size_t n = strlen(s);
@@ -112,7 +104,7 @@ void mt_hf_dir_close(mt_hf_dir *d) {
 }
 
 static int add_file(mt_hf_dir *d, const char *name, mt_error *err) {
-    char *path = join(d->dir, name);
+    char *path = mt_path_join(d->dir, name);
     mt_st_file *f = mt_st_open(path, err);
     free(path);
     if (!f) return -1;
@@ -161,7 +153,7 @@ static int open_index(mt_hf_dir *d, const char *ipath, mt_error *err) {
         for (int i = 0; i < d->n_files && fi < 0; i++)
             if (strcmp(d->file_names[i], m->str) == 0) fi = i;
         if (fi < 0) {
-            char *sp = join(d->dir, m->str);
+            char *sp = mt_path_join(d->dir, m->str);
             struct stat st;
             int absent = stat(sp, &st) != 0 && errno == ENOENT;
             free(sp);
@@ -208,7 +200,7 @@ int mt_hf_dir_open(const char *dir, mt_hf_dir **out, mt_error *err) {
     *out = NULL;
     mt_hf_dir *d = mt_xcalloc(1, sizeof *d, "model directory");
     d->dir = dup_str(dir);
-    char *cpath = join(dir, MT_HF_CONFIG), *wpath = join(dir, MT_HF_WEIGHTS), *ipath = join(dir, MT_HF_INDEX);
+    char *cpath = mt_path_join(dir, MT_HF_CONFIG), *wpath = mt_path_join(dir, MT_HF_WEIGHTS), *ipath = mt_path_join(dir, MT_HF_INDEX);
     int rc = -1, missing;
     mt_error e2;
     d->config = mt_hf_read_json_file(cpath, &missing, &e2);
@@ -305,14 +297,8 @@ struct mt_hf_writer {
     void *buf;
 };
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static size_t *ht_slot(mt_hf_writer *w, const char *name) {
-    size_t i = (size_t)hash_str(name) & (w->ht_cap - 1);
+    size_t i = (size_t)mt_checksum_fnv1a(name) & (w->ht_cap - 1);
     while (w->ht[i] && strcmp(w->names[w->ht[i] - 1], name) != 0) i = (i + 1) & (w->ht_cap - 1);
     return &w->ht[i];
 }
@@ -330,14 +316,14 @@ static void ht_grow(mt_hf_writer *w) {
 static char *partial_shard(const mt_hf_writer *w, int k) {
     char n[64];
     snprintf(n, sizeof n, ".model-%05d.safetensors.partial", k + 1);
-    return join(w->dir, n);
+    return mt_path_join(w->dir, n);
 }
 
 static char *partial_of(const mt_hf_writer *w, const char *name) {
     size_t len = strlen(name) + 16;
     char *n = mt_xmalloc(len, "path");
     snprintf(n, len, ".%s.partial", name);
-    char *p = join(w->dir, n);
+    char *p = mt_path_join(w->dir, n);
     free(n);
     return p;
 }
@@ -376,7 +362,7 @@ int mt_hf_writer_open(const char *dir, mt_dtype out_dtype, size_t shard_limit_by
         return mt_errorf(err, "cannot create directory %s: %s (does its parent exist?)", dir, strerror(errno));
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return mt_errorf(err, "%s exists and is not a directory", dir);
-    char *tmpl = join(dir, ".mt-hf-spool-XXXXXX");
+    char *tmpl = mt_path_join(dir, ".mt-hf-spool-XXXXXX");
     int fd = mkstemp(tmpl);
     if (fd < 0) {
         mt_errorf(err, "cannot create a temporary file in %s: %s (is it writable?)", dir, strerror(errno));
@@ -586,7 +572,7 @@ static void build_index(const mt_hf_writer *w, sbuf *out) {
 
 /* Removes a file if present; a failure other than "absent" is an error. */
 static int remove_stale(const char *dir, const char *name, mt_error *err) {
-    char *p = join(dir, name);
+    char *p = mt_path_join(dir, name);
     int rc = 0;
     if (unlink(p) != 0 && errno != ENOENT)
         rc = mt_errorf(err, "the new model files are in %s, but the stale %s could not be removed: %s (remove it by hand)", dir, name,
@@ -652,14 +638,14 @@ int mt_hf_writer_finish(mt_hf_writer *w, const char *config_json_text, mt_error 
     for (; renamed < w->n_shards; renamed++) {
         char name[64], *from = partial_shard(w, renamed), *to;
         shard_name(name, sizeof name, renamed, w->n_shards);
-        to = join(w->dir, name);
+        to = mt_path_join(w->dir, name);
         int r = rename(from, to);
         if (r != 0) mt_errorf(err, "renaming %s to %s failed: %s", from, to, strerror(errno));
         free(from);
         free(to);
         if (r != 0) goto out;
     }
-    char *cfg_final = join(w->dir, MT_HF_CONFIG), *idx_final = join(w->dir, MT_HF_INDEX);
+    char *cfg_final = mt_path_join(w->dir, MT_HF_CONFIG), *idx_final = mt_path_join(w->dir, MT_HF_INDEX);
     int bad = 0;
     if (w->n_shards > 1) {
         bad = remove_stale(w->dir, MT_HF_WEIGHTS, err);

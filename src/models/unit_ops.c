@@ -14,19 +14,19 @@
  * profile: GEMM time and FLOPs (2 per multiply-add). */
 void mt_unit_linear_forward(mt_model *m, float *out, const float *inp, const float *w, const float *bias, int N,
                            int C, int OC) {
-    MT_TIMED(m, MT_PROF_GEMM, mt_linear_forward(m, out, inp, w, bias, N, C, OC));
+    MT_TIMED(m->prof, MT_PROF_GEMM, mt_linear_forward(m, out, inp, w, bias, N, C, OC));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC);
 }
 
 void mt_unit_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                             const float *w, int N, int C, int OC, int flags) {
-    MT_TIMED(m, MT_PROF_GEMM, mt_linear_backward(m, dinp, dw, dbias, dout, inp, w, N, C, OC, flags));
+    MT_TIMED(m->prof, MT_PROF_GEMM, mt_linear_backward(m, dinp, dw, dbias, dout, inp, w, N, C, OC, flags));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
 }
 
 void mt_unit_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
                                       const float *w, int N, int C, int OC, int flags) {
-    MT_TIMED(m, MT_PROF_GEMM, mt_linear_backward_dout_bf16(m, dinp, dw, dout, inp, w, N, C, OC, flags));
+    MT_TIMED(m->prof, MT_PROF_GEMM, mt_linear_backward_dout_bf16(m, dinp, dw, dout, inp, w, N, C, OC, flags));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
 }
 
@@ -96,7 +96,7 @@ static void dequant_local_rows(mt_model *m, const mt_tensor *t, const mt_qweight
 static void quant_forward(mt_model *m, int u, int k, int n, float *out, const float *inp, const float *bias, int N, int C,
                           int OC) {
     int col0 = 0, bf = m->qtile16 != NULL; /* bf16: operands in bf16, fp32 accumulation, as the other linears */
-    if (bf) MT_TIMED(m, MT_PROF_ELEMENTWISE, mt_convert_fp32_to_bf16(m->op16[0], inp, (size_t)N * C));
+    if (bf) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, mt_convert_fp32_to_bf16(m->op16[0], inp, (size_t)N * C));
     for (int i = 0; i < n; i++) {
         const mt_tensor *t = mt_unit_tensor(&m->layout.units[u], k + i);
         const mt_qweight *q = qweight_of(m, u, k + i);
@@ -104,12 +104,12 @@ static void quant_forward(mt_model *m, int u, int k, int n, float *out, const fl
         for (int r0 = 0; r0 < rows; r0 += tr) {
             int nr = rows - r0 < tr ? rows - r0 : tr;
             if (bf) {
-                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile16, 1));
-                MT_TIMED(m, MT_PROF_GEMM, op_gemm_bf16('N', 'T', N, nr, C, m->op16[0], C, m->qtile16, C, 0.0f,
+                MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile16, 1));
+                MT_TIMED(m->prof, MT_PROF_GEMM, op_gemm_bf16('N', 'T', N, nr, C, m->op16[0], C, m->qtile16, C, 0.0f,
                                                       out + col0 + r0, OC));
             } else {
-                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile, 0));
-                MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'T', N, nr, C, 1.0f, inp, C, m->qtile, C, 0.0f,
+                MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile, 0));
+                MT_TIMED(m->prof, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'T', N, nr, C, 1.0f, inp, C, m->qtile, C, 0.0f,
                                                    out + col0 + r0, OC));
             }
         }
@@ -130,7 +130,7 @@ static void quant_backward(mt_model *m, int u, int k, int n, float *dinp, float 
                            int OC, int flags) {
     float beta = (flags & MT_ACC_DINP) ? 1.0f : 0.0f;
     int col0 = 0, bf = m->qtile16 != NULL;
-    if (bf && dinp) MT_TIMED(m, MT_PROF_ELEMENTWISE, mt_convert_fp32_to_bf16(m->op16[1], dout, (size_t)N * OC));
+    if (bf && dinp) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, mt_convert_fp32_to_bf16(m->op16[1], dout, (size_t)N * OC));
     for (int i = 0; i < n && dinp; i++) {
         const mt_tensor *t = mt_unit_tensor(&m->layout.units[u], k + i);
         const mt_qweight *q = qweight_of(m, u, k + i);
@@ -138,12 +138,12 @@ static void quant_backward(mt_model *m, int u, int k, int n, float *dinp, float 
         for (int r0 = 0; r0 < rows; r0 += tr) {
             int nr = rows - r0 < tr ? rows - r0 : tr;
             if (bf) {
-                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile16, 1));
-                MT_TIMED(m, MT_PROF_GEMM, op_gemm_bf16('N', 'N', N, C, nr, m->op16[1] + col0 + r0, OC, m->qtile16, C,
+                MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile16, 1));
+                MT_TIMED(m->prof, MT_PROF_GEMM, op_gemm_bf16('N', 'N', N, C, nr, m->op16[1] + col0 + r0, OC, m->qtile16, C,
                                                       beta, dinp, C));
             } else {
-                MT_TIMED(m, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile, 0));
-                MT_TIMED(m, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'N', N, C, nr, 1.0f, dout + col0 + r0, OC, m->qtile, C,
+                MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile, 0));
+                MT_TIMED(m->prof, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'N', N, C, nr, 1.0f, dout + col0 + r0, OC, m->qtile, C,
                                                    beta, dinp, C));
             }
             beta = 1.0f;
@@ -189,7 +189,7 @@ void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
             int R = (int)t->shape[0];
             if (t->ia3 && !t->ia3_input) {
                 if (!copied) {
-                    MT_TIMED(m, MT_PROF_ELEMENTWISE, memcpy(m->ia3_d, dout, (size_t)N * OC * sizeof(float)));
+                    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, memcpy(m->ia3_d, dout, (size_t)N * OC * sizeof(float)));
                     copied = 1;
                 }
                 const float *b = t->bias_of ? mt_model_tensor_data(m, u, t->bias_of - 1) : NULL;
@@ -299,10 +299,10 @@ double mt_unit_logits_loss(mt_model *m, const float *x, const float *w, int Vl, 
     /* bf16: the gradient goes straight into the head's bf16 GEMM operand */
     m->dlogits16 = m->layout.tp == 1 && m->precision == MT_BF16 && dlogits_scale != 0.0f;
     if (m->dlogits16)
-        MT_TIMED(m, MT_PROF_SOFTMAX_XENT, op_softmax_xent_bf16(a->logits, m->op16[1], a->losses, a->targets, N,
+        MT_TIMED(m->prof, MT_PROF_SOFTMAX_XENT, op_softmax_xent_bf16(a->logits, m->op16[1], a->losses, a->targets, N,
                                                               cfg->vocab_size, cfg->padded_vocab, dlogits_scale));
     else if (m->layout.tp == 1)
-        MT_TIMED(m, MT_PROF_SOFTMAX_XENT, op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size,
+        MT_TIMED(m->prof, MT_PROF_SOFTMAX_XENT, op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size,
                                                          cfg->padded_vocab, dlogits_scale));
     else
         vocab_parallel_xent(m, Vl, dlogits_scale);

@@ -7,15 +7,6 @@
 #define MT_MODELS_UNIT_OPS_H
 #include "models/model.h"
 
-/* Times one kernel call into the model's profile category (no-op when
- * m->prof is NULL). */
-#define MT_TIMED(m, cat, call)                            \
-    do {                                                  \
-        double t0_ = mt_prof_begin((m)->prof);            \
-        call;                                             \
-        mt_prof_end((m)->prof, cat, t0_);                 \
-    } while (0)
-
 /* mt_linear_forward / _backward (models/linear.c) with GEMM time and FLOPs. */
 void mt_unit_linear_forward(mt_model *m, float *out, const float *inp, const float *w, const float *bias, int N, int C,
                             int OC);

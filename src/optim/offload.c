@@ -1,4 +1,5 @@
 #include "optim/offload.h"
+#include "core/clock.h"
 #include "core/fileio.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -57,27 +58,6 @@ struct mt_offload {
     mt_offload_stats st;
 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *path, mt_error *err) {
-    const char *p = buf;
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = pwrite(fd, p + done, n - done, (off_t)(off + done));
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return mt_errorf(err, "writing %zu bytes at offset %" PRIu64 " of %s failed: %s", n, off, path,
-                             strerror(errno));
-        }
-        if (w == 0) return mt_errorf(err, "writing %s at offset %" PRIu64 " made no progress", path, off + done);
-        done += (size_t)w;
-    }
-    return 0;
-}
 
 int mt_offload_open(mt_offload **out, const char *dir, int rank, size_t buffer_bytes, mt_mem *mem, mt_error *err) {
     *out = NULL;
@@ -164,7 +144,7 @@ static int do_job(mt_offload *o, const io_job *j, mt_error *err) {
         uint64_t off = r->base + (uint64_t)s * r->stride + (uint64_t)j->off * sizeof(float);
         size_t bytes = j->n * sizeof(float);
         int rc = j->kind == JOB_READ ? mt_pread_all(o->fd, buf, bytes, off, o->path, err)
-                                     : pwrite_all(o->fd, buf, bytes, off, o->path, err);
+                                     : mt_pwrite_all(o->fd, buf, bytes, off, o->path, err);
         if (rc) return rc;
     }
     return 0;
@@ -193,9 +173,9 @@ static void *io_main(void *arg) {
         o->q_len--;
         pthread_mutex_unlock(&o->mu);
         mt_error e;
-        double t0 = now_s();
+        double t0 = mt_clock_s();
         int rc = do_job(o, &j, &e);
-        double dt = now_s() - t0;
+        double dt = mt_clock_s() - t0;
         pthread_mutex_lock(&o->mu);
         account_job(o, &j, dt, rc, &e);
         o->pending[j.slot]--;
@@ -243,9 +223,9 @@ static void post(mt_offload *o, int kind, int slot, int region, size_t off, size
     io_job j = {kind, slot, region, off, n};
     if (o->synchronous) {
         mt_error e;
-        double t0 = now_s();
+        double t0 = mt_clock_s();
         int rc = do_job(o, &j, &e);
-        double dt = now_s() - t0;
+        double dt = mt_clock_s() - t0;
         pthread_mutex_lock(&o->mu);
         account_job(o, &j, dt, rc, &e);
         o->st.wait_s += dt; /* all of it exposed */
@@ -261,11 +241,11 @@ static void post(mt_offload *o, int kind, int slot, int region, size_t off, size
 }
 
 static void wait_slot(mt_offload *o, int slot) {
-    double t0 = now_s();
+    double t0 = mt_clock_s();
     pthread_mutex_lock(&o->mu);
     while (o->pending[slot] > 0) pthread_cond_wait(&o->done_cv, &o->mu);
     pthread_mutex_unlock(&o->mu);
-    o->st.wait_s += now_s() - t0;
+    o->st.wait_s += mt_clock_s() - t0;
 }
 
 /* The chunks of [pos, end) of regions r .. r_end-1 (end: the first region's
@@ -299,7 +279,7 @@ static int next_chunk(const mt_offload *o, chunk_iter *it, chunk *c) {
 static int run_stream(mt_offload *o, chunk_iter it, mt_offload_chunk_fn fn, void *ctx, mt_error *err) {
     if (!o->started) return mt_errorf(err, "offload: mt_offload_start must run before streaming");
     if (o->io_failed) return mt_errorf(err, "%s (an earlier offload I/O error)", o->io_err.msg);
-    double t0 = now_s();
+    double t0 = mt_clock_s();
     chunk c[2];
     int valid[2] = {0, 0};
     for (int s = 0; s < 2; s++)
@@ -309,9 +289,9 @@ static int run_stream(mt_offload *o, chunk_iter it, mt_offload_chunk_fn fn, void
         if (o->io_failed) break;
         float *ptr[MT_OFFLOAD_MAX_STREAMS];
         for (int s = 0; s < o->regions[c[cur].region].k; s++) ptr[s] = o->slot[cur] + (size_t)s * o->chunk;
-        double tc = now_s();
+        double tc = mt_clock_s();
         fn(ctx, c[cur].region, ptr, c[cur].off, c[cur].n);
-        o->st.compute_s += now_s() - tc;
+        o->st.compute_s += mt_clock_s() - tc;
         o->st.chunks++;
         /* FIFO: the write-back of this slot runs before the read refilling it */
         post(o, JOB_WRITE, cur, c[cur].region, c[cur].off, c[cur].n);
@@ -319,7 +299,7 @@ static int run_stream(mt_offload *o, chunk_iter it, mt_offload_chunk_fn fn, void
     }
     wait_slot(o, 0);
     wait_slot(o, 1);
-    o->st.stream_s += now_s() - t0;
+    o->st.stream_s += mt_clock_s() - t0;
     if (o->io_failed) return mt_errorf(err, "optimizer offload I/O failed: %s", o->io_err.msg);
     return 0;
 }
@@ -351,7 +331,7 @@ static int direct_io(mt_offload *o, int write, int region, int s, size_t begin, 
     if (s < 0 || s >= r->k) return mt_errorf(err, "offload: region %d has %d streams, not stream %d", region, r->k, s);
     uint64_t off = r->base + (uint64_t)s * r->stride + (uint64_t)begin * sizeof(float);
     size_t bytes = (end - begin) * sizeof(float);
-    return write ? pwrite_all(o->fd, buf, bytes, off, o->path, err) : mt_pread_all(o->fd, buf, bytes, off, o->path, err);
+    return write ? mt_pwrite_all(o->fd, buf, bytes, off, o->path, err) : mt_pread_all(o->fd, buf, bytes, off, o->path, err);
 }
 
 int mt_offload_read(mt_offload *o, int region, int s, size_t begin, size_t end, float *dst, mt_error *err) {

@@ -1,22 +1,18 @@
 #include "parallel/zero.h"
+#include "core/clock.h"
 #include "ops/ops.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Every wait for a gradient reduction is time the backward did not hide. */
 static void wait_grad(mt_zero *z, int u) {
     if (!z->greq[u].active) return;
-    double t0 = now_s();
+    double t0 = mt_clock_s();
     mt_comm_wait(&z->greq[u]);
-    z->exposed_s += now_s() - t0;
+    z->exposed_s += mt_clock_s() - t0;
 }
 
 static size_t padded(const mt_zero *z, int u) { return (size_t)z->n * z->S[u]; }

@@ -26,17 +26,13 @@
  * reduction, both replicas take the same optimizer step, and only the first
  * stage counts it in the gradient norm. */
 #include "train/trainer.h"
+#include "core/clock.h"
 #include "ops/ops.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* MPI guarantees tags up to at least 32767. */
 #define PP_TAG_LIMIT 32767
@@ -198,21 +194,21 @@ static double forward_chunk(mt_trainer *tr, int c, const mt_fwd_ctx *fc, float d
     mt_zero_pre_forward(z, m, H);
     double loss = mt_model_loss_forward(m, fc, dscale);
     if (!backward) return loss;
-    double t0 = now_s();
+    double t0 = mt_clock_s();
     mt_zero_pre_backward(z, m, H);
     mt_unit_backward(m, H, fc);
     grads_done(tr, H, last_mb);
     int shared = mt_pipeline_shared_unit(tr);
     if (tr->pp > 1 && shared >= 0) grads_done(tr, shared, last_mb); /* the shared replica is complete too */
     memcpy(mt_model_park(m), m->gs.dresid, act_bytes(tr));
-    tr->backward_s += now_s() - t0;
+    tr->backward_s += mt_clock_s() - t0;
     return loss;
 }
 
 static void backward_chunk(mt_trainer *tr, int c, const mt_fwd_ctx *fc, int last_mb) {
     mt_model *m = &tr->model;
     mt_zero *z = &tr->zero;
-    double t0 = now_s();
+    double t0 = mt_clock_s();
     if (is_last_stage(tr, c)) memcpy(m->gs.dresid, mt_model_park(m), act_bytes(tr));
     for (int l = tr->chunk_hi[c] - 1; l >= tr->chunk_lo[c]; l--) {
         mt_zero_pre_backward(z, m, 1 + l); /* ZeRO-3: the params the recompute needs too */
@@ -226,7 +222,7 @@ static void backward_chunk(mt_trainer *tr, int c, const mt_fwd_ctx *fc, int last
         grads_done(tr, 0, last_mb);
         mt_zero_end_microbatch(z, m);
     }
-    tr->backward_s += now_s() - t0;
+    tr->backward_s += mt_clock_s() - t0;
 }
 
 double mt_pipeline_step(mt_trainer *tr, uint64_t g0, float dscale) {

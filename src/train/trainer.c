@@ -1,4 +1,5 @@
 #include "train/trainer.h"
+#include "core/clock.h"
 #include "models/family.h"
 #include "ops/ops.h"
 #include "train/train_io.h"
@@ -13,11 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void mt_train_opts_defaults(mt_train_opts *o) {
     memset(o, 0, sizeof *o);
@@ -642,10 +638,10 @@ static int metrics_failure(mt_trainer *tr, mt_error *err) {
 
 /* A checkpoint, and a line saying where and how long it took. */
 static int save_with_line(mt_trainer *tr, mt_error *err) {
-    double t0 = now_s();
+    double t0 = mt_clock_s();
     if (mt_trainer_save(tr, err)) return -1;
     if (tr->o.log_every > 0) progress(tr, 0, "step %5lld | checkpoint saved to %s in %.2f s", (long long)tr->step,
-                                      tr->o.ckpt_dir, now_s() - t0);
+                                      tr->o.ckpt_dir, mt_clock_s() - t0);
     return 0;
 }
 
@@ -657,13 +653,13 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     char nb[40];
     if (mt_stop_signal_install(err)) return -1;
     int rc = 0;
-    tr->run_t0 = now_s();
+    tr->run_t0 = mt_clock_s();
     int64_t first_step = tr->step;
     while (tr->step < o->steps) {
-        double t0 = now_s();
+        double t0 = mt_clock_s();
         float lr = mt_lr_at(&o->lr, tr->step);
         double loss = mt_trainer_step(tr);
-        double ms = (now_s() - t0) * 1e3;
+        double ms = (mt_clock_s() - t0) * 1e3;
         tr->step_s += ms * 1e-3;
         if (tr->model.prof) {
             mt_profile_end_step(&tr->prof, (long)tr->step, ms * 1e-3);
@@ -673,7 +669,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
         tr->steps_run++;
         double tps = tokens / (ms * 1e-3), gflops = flops_tok * tps * 1e-9;
         /* ETA from this run's mean step time so far (evaluations and saves included) */
-        double elapsed = now_s() - tr->run_t0;
+        double elapsed = mt_clock_s() - tr->run_t0;
         double eta = elapsed / (double)(tr->step - first_step) * (double)(o->steps - tr->step);
         char el[24], et[24];
         if (tr->grad_nonfinite && !o->on_nonfinite_skip) {
