@@ -27,9 +27,9 @@
 #include "data/shard.h"      /* llm.c token shards */
 #include "data/loader.h"     /* global-index data order */
 #include "ckpt/checkpoint.h" /* atomic, sharding-ready checkpoints */
-#include "interop/weights.h"
-#include "interop/safetensors.h"
-#include "interop/llmc.h"
+#include "interop/weights.h"  /* a model's weights whole in memory (export/import) */
+#include "interop/safetensors.h" /* safetensors files */
+#include "interop/llmc.h"     /* llm.c model files */
 #include "train/trainer.h"   /* the training loop */
 #include "train/generate.h"  /* KV-cache sampling */
 #endif

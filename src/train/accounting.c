@@ -3,7 +3,7 @@
  * rank packs its numbers into a fixed record of doubles; one all-gather over
  * the world brings all records to every rank; rank 0 prints a table and
  * writes --report-json. Not on the per-step path. */
-#include "train/trainer.h"
+#include "train/accounting.h"
 #include "core/fileio.h"
 #include <stdlib.h>
 #include <string.h>

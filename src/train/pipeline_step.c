@@ -25,7 +25,7 @@
  * over the "shared" group (first and last stage) after the data-parallel
  * reduction, both replicas take the same optimizer step, and only the first
  * stage counts it in the gradient norm. */
-#include "train/trainer.h"
+#include "train/pipeline_step.h"
 #include "core/clock.h"
 #include "ops/ops.h"
 #include <stdio.h>

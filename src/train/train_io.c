@@ -1,9 +1,21 @@
 #include "train/train_io.h"
+#include "train/pipeline_step.h"
 #include "ckpt/checkpoint.h"
 #include "data/shard.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Optimizer state stream k of unit u as fp32, the rank's shard
+ * (mt_zero_state_len floats, zero padding; `buf` holds it unless the stream
+ * is fp32 in memory). k = MT_OPT_STREAM_MASTER: the fp32 master where it is
+ * a stream of the state (mt_zero_master_released). */
+static const float *opt_shard(mt_trainer *tr, int u, int k, float *buf) {
+    mt_error e = {{0}};
+    const float *s = mt_opt_states_get(&tr->optim, u, k, buf, &e);
+    if (!s) mt_die("reading optimizer state stream %d of unit %d failed: %s", k, u, e.msg);
+    return s;
+}
 
 int mt_train_read_tokens(const char *path, uint32_t **tokens, size_t *n, mt_error *err) {
     uint32_t mx;
@@ -245,7 +257,7 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
     mt_ckpt *ck = mt_ckpt_open_ex(dir, MT_CKPT_LAZY_VERIFY, err);
     if (!ck) return -1;
     const mt_layout *l = &tr->model.layout;
-    int ns = mt_trainer_opt_stream_count(tr);
+    int ns = mt_opt_states_count(&tr->optim);
     char prefix[64];
     int rc = 0;
     mt_layout full;
@@ -257,7 +269,7 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
     int base = !resume && mt_adapter_spec_active(&tr->o.cfg.adapters) && !ck_adapters;
     rc = check_shapes_of(ck, &full, "model/", dir, base ? BASE : TRAINABLE, err);
     for (int s = 0; s < ns && resume && !rc; s++) {
-        snprintf(prefix, sizeof prefix, "optim/%s/", mt_trainer_opt_stream_name(tr, s));
+        snprintf(prefix, sizeof prefix, "optim/%s/", mt_opt_states_name(&tr->optim, s));
         rc = check_shapes(ck, &full, prefix, dir, err);
     }
     mt_layout_free(&full);
@@ -274,12 +286,12 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
         else rc = read_local(ck, l, u, "model/", tr->zero.stage == 3 ? lo : 0, tr->zero.stage == 3 ? hi : n, buf, err);
         if (!rc) mt_zero_set_full_params(&tr->zero, &tr->model, u, buf);
         if (!rc && mt_zero_master_released(&tr->zero, u)) /* the fp32 master is a stream of the optimizer state */
-            rc = mt_trainer_set_opt_state(tr, u, MT_OPT_STREAM_MASTER, buf, err);
+            rc = mt_opt_states_set(&tr->optim, u, MT_OPT_STREAM_MASTER, buf, err);
         for (int s = 0; s < ns && resume && !rc; s++) {
-            snprintf(prefix, sizeof prefix, "optim/%s/", mt_trainer_opt_stream_name(tr, s));
+            snprintf(prefix, sizeof prefix, "optim/%s/", mt_opt_states_name(&tr->optim, s));
             int whole = tr->optim.entry->streams[s].enc == MT_OPT_ENC_FACTORED; /* rows/columns at each tensor's start */
             rc = read_local(ck, l, u, prefix, whole ? 0 : lo, whole ? n : hi, buf, err);
-            if (!rc) rc = mt_trainer_set_opt_state(tr, u, s, buf, err);
+            if (!rc) rc = mt_opt_states_set(&tr->optim, u, s, buf, err);
         }
     }
     mt_mem_free(&tr->mem, MT_MEM_SCRATCH, buf, bytes);
@@ -456,7 +468,7 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
     const mt_layout *l = &tr->model.layout;
     mt_comm *world = tr->mesh.world;
     int W = mt_comm_size(world), me = mt_comm_rank(world);
-    int ns = mt_trainer_opt_stream_count(tr);
+    int ns = mt_opt_states_count(&tr->optim);
     const char *dir = tr->o.ckpt_dir;
     char base[96], name[128];
     memset(base, 0, sizeof base);
@@ -482,9 +494,9 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
         for (int s = -1; s < ns && !rc; s++) {
             const float *src;
             if (s < 0 && mt_zero_master_released(&tr->zero, u)) /* the fp32 master from the optimizer state */
-                src = mt_trainer_opt_shard(tr, u, MT_OPT_STREAM_MASTER, shard);
+                src = opt_shard(tr, u, MT_OPT_STREAM_MASTER, shard);
             else if (s < 0) src = p;
-            else src = mt_trainer_opt_shard(tr, u, s, shard);
+            else src = opt_shard(tr, u, s, shard);
             write_ctx c = {fw, l, u, s, ns, src, lo};
             rc = for_each_run(l, u, a, b, 1, write_run, &c, err);
         }
@@ -526,7 +538,7 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
                     int k = tensor_index(l, u, i, s, ns);
                     const mt_tensor *t = &l->units[u].t[i];
                     if (s < 0) snprintf(tn[k], 160, "model/%s", t->name);
-                    else snprintf(tn[k], 160, "optim/%s/%s", mt_trainer_opt_stream_name(tr, s), t->name);
+                    else snprintf(tn[k], 160, "optim/%s/%s", mt_opt_states_name(&tr->optim, s), t->name);
                     decls[k].name = tn[k];
                     stored_shape(t, &decls[k].ndim, decls[k].shape);
                 }

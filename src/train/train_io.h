@@ -1,7 +1,7 @@
 /* The trainer's files: token shards in, checkpoints in and out. */
 #ifndef MT_TRAIN_TRAIN_IO_H
 #define MT_TRAIN_TRAIN_IO_H
-#include "train/trainer.h"
+#include "train/state.h"
 
 typedef struct {
     int has_config;
@@ -17,6 +17,8 @@ int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err);
 int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *err);
 /* Loads only the parameters of a checkpoint into a model of the same config. */
 int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err);
+/* Collective: a checkpoint of the run's state in its checkpoint directory. */
+int mt_trainer_save(mt_trainer *tr, mt_error *err);
 /* Test aid: writes the current gradients as raw fp32 in layout order. */
 void mt_train_dump_grads(mt_trainer *tr, const char *path);
 

@@ -15,35 +15,6 @@
 #include <time.h>
 
 
-void mt_train_opts_defaults(mt_train_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->cfg.n_layer = 4;
-    o->cfg.n_embd = 128;
-    o->cfg.n_head = 4;
-    o->cfg.vocab_size = 256;
-    o->cfg.padded_vocab = 256;
-    o->cfg.seq_len = 64;
-    o->batch = 8;
-    o->micro_batch = 0; /* = batch */
-    o->steps = 10;
-    o->seed = 1337;
-    o->opt = (mt_opt_hparams){MT_OPT_ADAMW, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.9f};
-    o->lr = (mt_lr_schedule){MT_LR_CONSTANT, 3e-4f, 0.0f, 0, 0};
-    o->grad_clip = 1.0f;
-    o->adafactor_clip = 1.0f;
-    o->order = MT_ORDER_SHUFFLED;
-    o->eval_batches = 8;
-    o->log_every = 1;
-    o->pp_schedule = MT_PP_1F1B;
-    o->pp_chunks = 1;
-    o->offload_buffer_mb = 64.0f;
-    o->precision = MT_FP32;
-    o->grad_reduce = MT_FP32;
-    o->gemm = MT_GEMM_DEFAULT;
-    o->loss_scale = 65536.0f;
-    o->loss_scale_window = 1000;
-}
-
 /* Every optimizer's hyperparameters from the train options. */
 static mt_opt_config opt_config_of(const mt_train_opts *o) {
     mt_opt_config c = {o->opt, o->adafactor_beta1, o->adafactor_scale_parameter, o->adafactor_clip};
@@ -369,20 +340,6 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
 static void reduce_shared_replicas(mt_trainer *tr) {
     if (!tr->embed_group) return;
     mt_zero_allreduce_owned_grad(&tr->zero, mt_pipeline_shared_unit(tr), tr->embed_group);
-}
-
-int mt_trainer_opt_stream_count(const mt_trainer *tr) { return mt_opt_states_count(&tr->optim); }
-const char *mt_trainer_opt_stream_name(const mt_trainer *tr, int k) { return mt_opt_states_name(&tr->optim, k); }
-
-const float *mt_trainer_opt_shard(mt_trainer *tr, int u, int k, float *buf) {
-    mt_error e = {{0}};
-    const float *s = mt_opt_states_get(&tr->optim, u, k, buf, &e);
-    if (!s) mt_die("reading optimizer state stream %d of unit %d failed: %s", k, u, e.msg);
-    return s;
-}
-
-int mt_trainer_set_opt_state(mt_trainer *tr, int u, int k, const float *full, mt_error *err) {
-    return mt_opt_states_set(&tr->optim, u, k, full, err);
 }
 
 /* What the optimizer updates of unit u: ZeRO's owned range (the fp32

@@ -1,0 +1,71 @@
+/* A training process's state (one per process): the options, the model,
+ * the optimizer state, ZeRO, the mesh, the pipeline, data, metrics and
+ * progress. trainer.c runs it; train_io.c reads and writes its checkpoints
+ * from it. */
+#ifndef MT_TRAIN_STATE_H
+#define MT_TRAIN_STATE_H
+#include <stdint.h>
+#include <stdio.h>
+#include "core/error.h"
+#include "core/mem.h"
+#include "core/profile.h"
+#include "core/trace.h"
+#include "data/loader.h"
+#include "models/model.h"
+#include "optim/loss_scaler.h"
+#include "optim/opt_state.h"
+#include "parallel/mesh.h"
+#include "parallel/pipeline_schedule.h"
+#include "parallel/zero.h"
+#include "train/opts.h"
+
+typedef struct {
+    mt_train_opts o;
+    mt_mem mem;
+    mt_model model;
+    mt_opt_states optim;    /* the optimizer: its state streams per unit (optim/opt_state.h) */
+    uint32_t *train_tokens, *val_tokens;
+    size_t n_train, n_val;
+    mt_loader train_ld, val_ld;
+    int has_val;
+    int64_t step;           /* steps completed */
+    FILE *metrics;
+    double last_loss, last_norm;
+    double step_s, backward_s; /* summed over the steps run by this process */
+    int64_t steps_run;
+    mt_mesh mesh;
+    mt_tp tp;               /* tensor parallelism over the mesh's tp group (model.tp points here) */
+    mt_loss_scaler scaler;  /* --precision fp16 */
+    mt_zero zero;
+    int rank;               /* world rank; only rank 0 prints and writes files */
+    int dp, dp_rank;
+    int mesh_ok;
+    mt_comm *world;         /* borrowed */
+    /* pipeline (pipeline_step.c); a single process runs the 1-stage schedule */
+    int pp, pp_rank, micro_steps;
+    mt_pp_schedule sched;
+    int *chunk_lo, *chunk_hi;   /* [chunks] blocks [lo, hi) of each local chunk */
+    int *layer_rank;            /* [n_layer] pipeline rank holding each block */
+    mt_comm *embed_group;       /* first and last stage (a replicated shared unit: the tied embedding);
+                                   NULL if pp == 1 or nothing is shared */
+    mt_comm_req *act_req, *grad_req; /* [slots * chunks] sends in flight */
+    mt_profile prof;            /* with --profile (model.prof points here) */
+    mt_trace trace_buf;
+    mt_trace *trace;            /* &trace_buf with --trace, else NULL (recording is then a no-op) */
+    double *acct_start, *acct_end; /* [world size][record] accounting records (accounting.c) */
+    /* non-finite state (fp32/bf16; fp16 has its loss scaler) */
+    int grad_nonfinite;         /* this step's loss or gradient norm is not finite: no update was applied */
+    int params_nonfinite;       /* this rank's owned parameters are not finite after this step's update */
+    int64_t nonfinite_skipped;  /* steps left out by --on-nonfinite skip */
+    /* --metrics is written by rank 0; a failed write is agreed at the step boundary */
+    int metrics_failed;
+    mt_error metrics_err;
+    int stopped_by_signal;      /* the run ended early on SIGINT/SIGTERM (after a checkpoint if --ckpt-dir) */
+    /* progress (rank 0): --log-file, and on a terminal one updating step line */
+    FILE *log_file;
+    int tty, line_open;         /* stdout is a terminal; a '\r' step line is on screen without its newline */
+    double run_t0;              /* when mt_trainer_run started (elapsed time and ETA) */
+    char base_dir[4096]; /* where the frozen tensors were read from (--init-from, or the base a resumed run recorded) */
+} mt_trainer;
+
+#endif
