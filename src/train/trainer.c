@@ -3,6 +3,7 @@
 #include "models/family.h"
 #include "ops/ops.h"
 #include "train/train_io.h"
+#include "train/progress.h"
 #include "comm/trace_merge.h"
 #include "core/stop_signal.h"
 #include <stdarg.h>
@@ -516,67 +517,6 @@ double mt_trainer_eval(mt_trainer *tr) {
     return sum / ((double)nb * E * T);
 }
 
-/* One line of --metrics (rank 0). A failed write (a full disk) is
- * remembered and ends the run at the step boundary on every rank. */
-static void metrics_line(mt_trainer *tr, const char *fmt, ...) {
-    if (!tr->metrics || tr->metrics_failed) return;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof line) { /* a programming error: the lines are short */
-        tr->metrics_failed = 1;
-        mt_errorf(&tr->metrics_err, "a --metrics line does not fit %zu bytes", sizeof line);
-    } else if (fputs(line, tr->metrics) == EOF || fflush(tr->metrics) != 0) {
-        tr->metrics_failed = 1;
-        mt_errorf(&tr->metrics_err, "writing --metrics file '%s' failed: %s (is the disk full?)", tr->o.metrics_path,
-                  strerror(errno));
-    }
-}
-
-/* A progress line of rank 0: on a terminal, step lines (step_line 1; 2 for
- * the last, which stays) replace each other in place ('\r'); everything else, and every line in a pipe or
- * file, ends in a newline. --log-file gets every line plainly; a failed
- * write ends the run at the step boundary, like --metrics. */
-static void progress(mt_trainer *tr, int step_line, const char *fmt, ...) {
-    if (tr->rank != 0) return;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (tr->tty && step_line) { /* 2: the last step line, which stays */
-        printf("\r%s\033[K%s", line, step_line == 2 ? "\n" : "");
-        fflush(stdout);
-        tr->line_open = step_line == 1;
-    } else {
-        printf("%s%s\n", tr->line_open ? "\n" : "", line);
-        tr->line_open = 0;
-    }
-    if (tr->log_file && !tr->metrics_failed && (fprintf(tr->log_file, "%s\n", line) < 0 || fflush(tr->log_file) != 0)) {
-        tr->metrics_failed = 1;
-        mt_errorf(&tr->metrics_err, "writing --log-file '%s' failed: %s (is the disk full?)", tr->o.log_path,
-                  strerror(errno));
-    }
-}
-
-/* "1h02m", "3m05s", "42s" */
-static const char *duration(char *buf, size_t n, double s) {
-    if (!(s >= 0) || s > 1e9) snprintf(buf, n, "?");
-    else if (s >= 3600) snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
-    else if (s >= 60) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)s % 60);
-    else snprintf(buf, n, "%.0fs", s);
-    return buf;
-}
-
-/* A JSON number, or null for inf/NaN (which JSON cannot hold). */
-static const char *json_num(char *buf, size_t n, double v) {
-    if (isfinite(v)) snprintf(buf, n, "%.17g", v);
-    else snprintf(buf, n, "null");
-    return buf;
-}
-
 /* The step boundary: every rank learns whether any rank found non-finite
  * parameters, failed to write --metrics, or got SIGINT/SIGTERM (one
  * all-reduce of three flags; a signal may reach one rank only). */
@@ -597,7 +537,7 @@ static int metrics_failure(mt_trainer *tr, mt_error *err) {
 static int save_with_line(mt_trainer *tr, mt_error *err) {
     double t0 = mt_clock_s();
     if (mt_trainer_save(tr, err)) return -1;
-    if (tr->o.log_every > 0) progress(tr, 0, "step %5lld | checkpoint saved to %s in %.2f s", (long long)tr->step,
+    if (tr->o.log_every > 0) mt_train_progress(tr, 0, "step %5lld | checkpoint saved to %s in %.2f s", (long long)tr->step,
                                       tr->o.ckpt_dir, mt_clock_s() - t0);
     return 0;
 }
@@ -641,15 +581,15 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
             break;
         }
         if (tr->grad_nonfinite && o->log_every > 0)
-            progress(tr, 0, "step %lld: loss %g, gradient norm %g: not finite, update skipped (--on-nonfinite skip; "
+            mt_train_progress(tr, 0, "step %lld: loss %g, gradient norm %g: not finite, update skipped (--on-nonfinite skip; "
                             "%lld steps skipped so far)",
                      (long long)tr->step, loss, tr->last_norm, (long long)tr->nonfinite_skipped);
         else if (o->log_every > 0 && (tr->step % o->log_every == 0 || tr->step == o->steps))
-            progress(tr, tr->step < o->steps ? 1 : 2,
+            mt_train_progress(tr, tr->step < o->steps ? 1 : 2,
                      "step %5lld/%lld | loss %.6f | lr %.3e | norm %.4f | %.1f ms | %.0f tok/s | %.1f GFLOP/s | "
                      "elapsed %s | eta %s",
                      (long long)tr->step, (long long)o->steps, loss, (double)lr, tr->last_norm, ms, tps, gflops,
-                     duration(el, sizeof el, elapsed), duration(et, sizeof et, eta));
+                     mt_duration_text(el, sizeof el, elapsed), mt_duration_text(et, sizeof et, eta));
         if (tr->metrics) {
             char extra[128] = "";
             if (o->precision == MT_FP16) /* the scale after this step's decision, and the skips so far */
@@ -662,10 +602,10 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
                 snprintf(extra + k, sizeof extra - k, ",\"mfu\":%.6f",
                          gflops / ((double)o->peak_gflops * (double)mt_comm_size(tr->mesh.world)));
             }
-            metrics_line(tr,
+            mt_train_metrics_line(tr,
                          "{\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%.17g,\"ms\":%.3f,\"tokens_per_s\":%.1f,"
                          "\"gflops\":%.3f,\"elapsed_s\":%.3f,\"eta_s\":%.3f%s}\n",
-                         (long long)tr->step, json_num(nb, sizeof nb, loss), (double)lr,
+                         (long long)tr->step, mt_json_number_text(nb, sizeof nb, loss), (double)lr,
                          isfinite(tr->last_norm) ? tr->last_norm : -1.0, ms, tps, gflops, elapsed, eta, extra);
         }
         int64_t flags[3];
@@ -690,8 +630,8 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
                                     "written from this state", (long long)tr->step, vl);
                 break;
             }
-            progress(tr, 0, "step %5lld | val_loss %.6f", (long long)tr->step, vl);
-            metrics_line(tr, "{\"step\":%lld,\"val_loss\":%.17g}\n", (long long)tr->step, vl);
+            mt_train_progress(tr, 0, "step %5lld | val_loss %.6f", (long long)tr->step, vl);
+            mt_train_metrics_line(tr, "{\"step\":%lld,\"val_loss\":%.17g}\n", (long long)tr->step, vl);
         }
         if (flags[2]) {
             tr->stopped_by_signal = 1;
@@ -703,7 +643,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
         }
     }
     mt_stop_signal_uninstall();
-    if (tr->line_open) progress(tr, 0, "%s", ""); /* end the terminal's step line */
+    if (tr->line_open) mt_train_progress(tr, 0, "%s", ""); /* end the terminal's step line */
     if (rc) return -1;
     if (tr->metrics_failed && metrics_failure(tr, err)) return -1; /* a val_loss line failed */
     if (tr->model.prof && tr->rank == 0 && tr->prof.steps > 0) {
