@@ -22,14 +22,17 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS := $(shell find src include -name '*.h')
-# each object depends on the headers it includes (-MMD -MP: build/obj/**/*.d), not on every header
+# each object depends on the headers it includes (-MMD -MP: build/obj/**/*.d), not on every header;
+# an object without its .d (a build directory from before) is rebuilt
 DEPFLAGS = -MMD -MP -MF $(@:%.o=%.d)
+$(BUILD)/obj/%.d: ;
+.PRECIOUS: $(BUILD)/obj/%.d
 
 .PHONY: all test bench clean asan fuzz cuda print-cflags print-ldlibs
 all: $(BUILD)/libmeshtrain.a $(BUILD)/meshtrain $(TEST_BIN)
 
 $(BUILD)/obj/src/cli/cmd_plot.o: CFLAGS += $(PLPLOT_CFLAGS)
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c $(BUILD)/obj/%.d
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
 	@$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
@@ -43,7 +46,7 @@ $(BUILD)/meshtrain: $(CLI_OBJ) $(BUILD)/libmeshtrain.a
 	@echo "LD $@"
 	@$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libmeshtrain.a $(LDLIBS) $(CLI_LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libmeshtrain.a
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libmeshtrain.a $(BUILD)/obj/tests/%.d
 	@mkdir -p $(BUILD)/tests $(BUILD)/obj/tests
 	@echo "LD $@"
 	@$(CC) $(CFLAGS) -MMD -MP -MF $(BUILD)/obj/tests/$*.d -Itests -o $@ $< $(BUILD)/libmeshtrain.a $(LDFLAGS) $(LDLIBS)
