@@ -25,8 +25,7 @@ HEADERS := $(shell find src include -name '*.h')
 # each object depends on the headers it includes (-MMD -MP: build/obj/**/*.d), not on every header;
 # an object without its .d (a build directory from before) is rebuilt
 DEPFLAGS = -MMD -MP -MF $(@:%.o=%.d)
-$(BUILD)/obj/%.d: ;
-.PRECIOUS: $(BUILD)/obj/%.d
+DEP_FILES = $(LIB_OBJ:%.o=%.d) $(CLI_OBJ:%.o=%.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d)
 
 .PHONY: all test bench clean asan fuzz cuda print-cflags print-ldlibs
 all: $(BUILD)/libmeshtrain.a $(BUILD)/meshtrain $(TEST_BIN)
@@ -100,4 +99,5 @@ print-ldlibs:
 clean:
 	rm -rf build build-asan build-fuzz build-cuda
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+$(DEP_FILES):
+-include $(wildcard $(DEP_FILES))
