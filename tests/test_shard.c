@@ -103,6 +103,17 @@ int main(void) {
     int same32 = back != NULL;
     for (int i = 0; same32 && i < N; i++) same32 = back[i] == (uint32_t)t32[i];
     CHECK(same32, "u32 round trip");
+    /* the vocabulary check compares unsigned: 2^31 is no negative id that passes */
+    CHECK(mt_shard_check_vocab(path, back, N, 128256, &err) == 0, "128255 < 128256 refused: %s", err.msg);
+    CHECK(mt_shard_check_vocab(path, back, N, 128255, &err) == -1 && strstr(err.msg, "token 5 has id 128255") &&
+              strstr(err.msg, "s.bin") && strstr(err.msg, "vocabulary of 128255"),
+          "128255 >= 128255 accepted: %s", err.msg);
+    back[9] = 0x80000000u;
+    CHECK(mt_shard_check_vocab(path, back, N, 50257, &err) == -1 && strstr(err.msg, "token 5 has id 128255"),
+          "first offender: %s", err.msg);
+    back[5] = 0;
+    CHECK(mt_shard_check_vocab(path, back, N, 128256, &err) == -1 && strstr(err.msg, "token 9 has id 2147483648"),
+          "2^31 accepted: %s", err.msg);
     free(back);
     CHECK(mt_shard_write_u16(path, t16, N, &err) == 0, "%s", err.msg); /* the uint16 file again */
 

@@ -45,7 +45,7 @@ int mt_cli_eval(int argc, char **argv) {
     uint32_t *tok = NULL;
     size_t n = 0;
     mt_loader ld;
-    if (mt_train_read_tokens(val, &tok, &n, &err) ||
+    if (mt_train_read_tokens(val, info.cfg.vocab_size, &tok, &n, &err) ||
         mt_loader_init(&ld, tok, n, info.cfg.seq_len, batch, MT_ORDER_SEQUENTIAL, 0, info.cfg.vocab_size, &err))
         return mt_cli_fail("eval", &err);
     mt_mem mem;

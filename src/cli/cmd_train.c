@@ -87,7 +87,7 @@ static int resolve_model(const model_flags *mf, const mt_arg *spec, int nspec, c
         /* Infer from the data: byte-level shards hold ids < 256, GPT-2's < 50257 */
         uint32_t *tok = NULL, mx = 0;
         size_t n = 0;
-        if (mt_train_read_tokens(train_path, &tok, &n, err)) return -1;
+        if (mt_train_read_tokens(train_path, 0, &tok, &n, err)) return -1;
         for (size_t i = 0; i < n; i++) mx = tok[i] > mx ? tok[i] : mx;
         free(tok);
         if (mx >= 50257)

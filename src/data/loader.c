@@ -18,10 +18,14 @@ int mt_loader_init(mt_loader *ld, const uint32_t *tokens, size_t n_tokens, int T
                    uint64_t seed, int vocab_size, mt_error *err) {
     memset(ld, 0, sizeof *ld);
     if (T < 1 || B < 1) return mt_errorf(err, "loader needs T >= 1 and B >= 1 (got T=%d, B=%d)", T, B);
+    if (vocab_size < 1) return mt_errorf(err, "loader needs a vocabulary of at least one id, got %d", vocab_size);
+    /* unsigned: an id >= 2^31 of a uint32 shard must not pass as a negative int */
     for (size_t i = 0; i < n_tokens; i++)
-        if ((int)tokens[i] >= vocab_size)
-            return mt_errorf(err, "token %u at position %zu is outside the model vocabulary of %d (wrong --vocab or tokenizer?)",
-                             tokens[i], i, vocab_size);
+        if (tokens[i] >= (uint32_t)vocab_size)
+            return mt_errorf(err,
+                             "token %u at position %zu is outside the model vocabulary of %d ids (0..%d); the data "
+                             "was made with another tokenizer, or the model's vocabulary size is wrong",
+                             tokens[i], i, vocab_size, vocab_size - 1);
     ld->tokens = tokens;
     ld->n_tokens = n_tokens;
     ld->T = T;

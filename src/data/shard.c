@@ -111,6 +111,17 @@ int mt_shard_read(const char *path, uint32_t **tokens, size_t *n, uint32_t *max_
     return 0;
 }
 
+int mt_shard_check_vocab(const char *path, const uint32_t *tokens, size_t n, int vocab_size, mt_error *err) {
+    if (vocab_size < 1) return mt_errorf(err, "cannot check token shard %s against a vocabulary of %d ids", path, vocab_size);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] >= (uint32_t)vocab_size)
+            return mt_errorf(err,
+                             "token shard %s: token %zu has id %u, outside the model vocabulary of %d ids (0..%d); the "
+                             "shard was made with another tokenizer, or the model's vocabulary size is wrong",
+                             path, i, tokens[i], vocab_size, vocab_size - 1);
+    return 0;
+}
+
 /* ---- writing ---- */
 
 static int write_all(int fd, const void *buf, size_t len) {

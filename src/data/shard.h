@@ -47,6 +47,12 @@ void mt_shard_close(mt_shard *s);
  * array (*tokens, free with free()); *max_token may be NULL. */
 int mt_shard_read(const char *path, uint32_t **tokens, size_t *n, uint32_t *max_token, mt_error *err);
 
+/* Every id of tokens[0..n) (read from the shard at path) is below
+ * vocab_size (compared as unsigned, so no id of a uint32 shard slips
+ * through as a negative int); else -1 with a line naming the file, the
+ * first offending position and id, and the vocabulary size. */
+int mt_shard_check_vocab(const char *path, const uint32_t *tokens, size_t n, int vocab_size, mt_error *err);
+
 /* Writes tokens[0..n) atomically: uint16 when every id is at most 65535,
  * else uint32. Refuses negative ids (naming the first one and its
  * position), n == 0 and n > MT_SHARD_MAX_TOKENS; nothing is written then. */

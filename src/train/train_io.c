@@ -17,9 +17,16 @@ static const float *opt_shard(mt_trainer *tr, int u, int k, float *buf) {
     return s;
 }
 
-int mt_train_read_tokens(const char *path, uint32_t **tokens, size_t *n, mt_error *err) {
+int mt_train_read_tokens(const char *path, int vocab_size, uint32_t **tokens, size_t *n, mt_error *err) {
     uint32_t mx;
-    return mt_shard_read(path, tokens, n, &mx, err);
+    if (mt_shard_read(path, tokens, n, &mx, err)) return -1;
+    if (vocab_size > 0 && mx >= (uint32_t)vocab_size) { /* an id the embedding has no row for */
+        mt_shard_check_vocab(path, *tokens, *n, vocab_size, err);
+        free(*tokens);
+        *tokens = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- tensors in checkpoint (tp-1) coordinates ---- */

@@ -9,8 +9,11 @@ typedef struct {
     int64_t step;
 } mt_ckpt_info;
 
-/* Reads a whole llm.c token shard into a malloc'd uint16 array. */
-int mt_train_read_tokens(const char *path, uint32_t **tokens, size_t *n, mt_error *err);
+/* Reads a whole llm.c token shard (uint16 or uint32 ids) into a malloc'd
+ * uint32 array. With vocab_size > 0 every id must be below it (else -1 with
+ * a line naming the file, the position and the id); 0 skips the check (for
+ * a caller that infers the vocabulary from the data). */
+int mt_train_read_tokens(const char *path, int vocab_size, uint32_t **tokens, size_t *n, mt_error *err);
 /* Reads the model config and step of a checkpoint directory. */
 int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err);
 /* Loads parameters (and, when resuming, optimizer state and step). */

@@ -147,12 +147,12 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
     }
     if (mt_model_config_validate(&op->cfg, err) || mt_model_adapters_check(&op->cfg, err)) return -1;
     if (!op->train_path) return mt_errorf(err, "--train FILE is required");
-    if (mt_train_read_tokens(op->train_path, &tr->train_tokens, &tr->n_train, err)) return -1;
+    if (mt_train_read_tokens(op->train_path, op->cfg.vocab_size, &tr->train_tokens, &tr->n_train, err)) return -1;
     if (mt_loader_init(&tr->train_ld, tr->train_tokens, tr->n_train, op->cfg.seq_len, op->batch, op->order, op->seed,
                        op->cfg.vocab_size, err))
         return -1;
     if (op->val_path) {
-        if (mt_train_read_tokens(op->val_path, &tr->val_tokens, &tr->n_val, err)) return -1;
+        if (mt_train_read_tokens(op->val_path, op->cfg.vocab_size, &tr->val_tokens, &tr->n_val, err)) return -1;
         /* windows of one sequence: sample g is the g-th window whatever the micro-batch (layout-free eval) */
         if (mt_loader_init(&tr->val_ld, tr->val_tokens, tr->n_val, op->cfg.seq_len, 1, MT_ORDER_SEQUENTIAL, op->seed,
                            op->cfg.vocab_size, err))

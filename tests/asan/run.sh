@@ -16,5 +16,6 @@ export OMPI_MCA_mca_base_component_disable_dlclose=1
 # checkpoints, error paths and the parallel layouts in a few minutes
 export MT_ONLY_CHECKS="check_cli_errors check_ckpt_integrity check_ckpt_reshard check_robustness check_node_bytes"
 MT_ONLY_CHECKS+=" check_zeropp_hpz check_zeropp_quant check_offload_train check_lean_optim check_vocab_padding"
+MT_ONLY_CHECKS+=" check_bad_data" # hostile shards and tokenizer.json files
 MT_ONLY_CHECKS+=" check_lora_parity check_ia3 check_peft_memory check_bnb_export" # PEFT: adapters, quantized bases, peft files
 bash tests/run_all.sh

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Hostile data files get one clear line and a clean exit, never a crash, a
+# hang or a run on garbage: token shards whose ids exceed the model's
+# vocabulary (uint16 and uint32 shards, ids >= 2^31 included) in train (its
+# data and validation), eval and merge, on one rank and on two.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails+1)); }
+# expect_error "words..." -- command...: a non-zero exit that is no crash
+# or timeout, and stderr one line holding every word
+expect_error() {
+    local words=()
+    while [ "$1" != "--" ]; do words+=("$1"); shift; done; shift
+    timeout 60 "$@" >"$W/out" 2>"$W/err"
+    local rc=$?
+    if [ $rc -eq 0 ]; then fail "exit 0: $*"; return; fi
+    if [ $rc -ge 124 ]; then fail "crash/timeout rc=$rc: $*"; head -5 "$W/err"; return; fi
+    local w
+    for w in "${words[@]}"; do
+        grep -qF -- "$w" "$W/err" || { fail "message lacks '$w': $*"; cat "$W/err"; return; }
+    done
+    [ "$(wc -l <"$W/err")" -eq 1 ] || { fail "more than one line on stderr: $*"; cat "$W/err"; return; }
+    echo "ok: $(cat "$W/err")"
+}
+expect_ok() {
+    timeout 60 "$@" >"$W/out" 2>"$W/err" || { fail "rc=$?: $*"; head -5 "$W/err"; return 1; }
+}
+# shard OUT WIDTH N [POS=ID ...]: an llm.c shard of N pseudo-random byte ids
+# (uint16 or uint32 layout), with the given ids put at the given positions
+shard() {
+    $PY - "$@" <<'EOF'
+import random, struct, sys
+out, width, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(7)
+tok = [rng.randrange(256) for _ in range(n)]
+for a in sys.argv[4:]:
+    p, v = a.split("=")
+    tok[int(p)] = int(v)
+hdr = [20240801, 7] if width == 32 else [20240520, 1]
+with open(out, "wb") as f:
+    f.write(struct.pack("<256i", *(hdr + [n] + [0] * 253)))
+    f.write(struct.pack("<%d%s" % (n, "I" if width == 32 else "H"), *tok))
+EOF
+}
+MODEL="--layers 1 --dim 16 --heads 2 --seq-len 8 --batch 2 --log-every 0"
+
+# ---- token ids outside the vocabulary ----
+shard $W/ok16.bin 16 3000
+shard $W/ok32.bin 32 3000
+shard $W/big31.bin 32 3000 1234=2147483648          # 2^31: negative as an int
+shard $W/bigmax.bin 32 3000 2999=4294967295         # the last token, 2^32-1: -1 as an int
+shard $W/over32.bin 32 3000 17=70000                # a real Llama 3-size id, beyond a byte model
+shard $W/over16.bin 16 3000 5=300
+expect_ok $M train --train $W/ok32.bin --vocab 256 $MODEL --steps 2 && echo "ok: a uint32 shard within the vocabulary trains"
+expect_error "big31.bin" "token 1234" "id 2147483648" "vocabulary of 256" -- $M train --train $W/big31.bin --vocab 256 $MODEL --steps 2
+expect_error "bigmax.bin" "token 2999" "id 4294967295" "vocabulary of 256" -- $M train --train $W/bigmax.bin --vocab 256 $MODEL --steps 2
+expect_error "over32.bin" "token 17" "id 70000" "vocabulary of 256" -- $M train --train $W/over32.bin --vocab 256 $MODEL --steps 2
+expect_error "over16.bin" "token 5" "id 300" "vocabulary of 256" -- $M train --train $W/over16.bin --vocab 256 $MODEL --steps 2
+expect_error "big31.bin" "token 1234" "vocabulary of 256" -- $M train --train $W/ok16.bin --val $W/big31.bin --eval-every 1 --vocab 256 $MODEL --steps 2
+expect_ok $M train --train $W/ok16.bin --vocab 256 $MODEL --steps 0 --ckpt-dir $W/ck
+expect_error "big31.bin" "token 1234" "vocabulary of 256" -- $M eval --ckpt $W/ck --val $W/big31.bin
+expect_error "bigmax.bin" "token 2999" "vocabulary of 256" -- $M eval --ckpt $W/ck --val $W/bigmax.bin
+# two ranks: every rank exits, the line is said once
+timeout 120 mpirun -np 2 $M train --train $W/big31.bin --vocab 256 $MODEL --steps 2 --dp 2 >"$W/out" 2>"$W/err"
+rc=$?
+if [ $rc -eq 0 ] || [ $rc -ge 124 ]; then fail "dp2 on big31.bin: rc=$rc"; head -5 "$W/err"
+elif [ "$(grep -c 'big31.bin: token 1234 has id 2147483648' "$W/err")" -ne 1 ]; then fail "dp2: the line is not there once"; cat "$W/err"
+elif grep -q "fatal\|signal" "$W/err"; then fail "dp2: a crash"; cat "$W/err"
+else echo "ok: dp2: $(grep -m1 big31.bin "$W/err")"; fi
+
+echo
+[ $fails -eq 0 ] && echo "all bad data rejected with one clear line" || { echo "$fails case(s) failed"; exit 1; }
