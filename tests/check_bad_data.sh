@@ -2,7 +2,7 @@
 # Hostile data files get one clear line and a clean exit, never a crash, a
 # hang or a run on garbage: token shards whose ids exceed the model's
 # vocabulary (uint16 and uint32 shards, ids >= 2^31 included) in train (its
-# data and validation), eval and merge, on one rank and on two.
+# data and validation, on one rank and on two), eval and merge.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
@@ -72,6 +72,14 @@ if [ $rc -eq 0 ] || [ $rc -ge 124 ]; then fail "dp2 on big31.bin: rc=$rc"; head 
 elif [ "$(grep -c 'big31.bin: token 1234 has id 2147483648' "$W/err")" -ne 1 ]; then fail "dp2: the line is not there once"; cat "$W/err"
 elif grep -q "fatal\|signal" "$W/err"; then fail "dp2: a crash"; cat "$W/err"
 else echo "ok: dp2: $(grep -m1 big31.bin "$W/err")"; fi
+# merge measures on the first batch of --data: its ids are checked as train's are (an id in that batch
+# reached the loss, a fatal; one >= 2^31 the embedding, a crash)
+shard $W/early31.bin 32 3000 3=2147483648
+expect_ok $M train --train $W/ok16.bin --init-from $W/ck --peft lora --steps 1 --ckpt-dir $W/lora $MODEL
+expect_ok $M merge --ckpt $W/lora --out $W/merged --data $W/ok32.bin && echo "ok: merge with good data"
+expect_error "over16.bin" "token 5" "id 300" "vocabulary of 256" -- $M merge --ckpt $W/lora --out $W/m2 --data $W/over16.bin
+expect_error "early31.bin" "token 3" "id 2147483648" "vocabulary of 256" -- $M merge --ckpt $W/lora --out $W/m3 --data $W/early31.bin
+expect_error "bigmax.bin" "token 2999" "vocabulary of 256" -- $M merge --ckpt $W/lora --out $W/m4 --data $W/bigmax.bin
 
 echo
 [ $fails -eq 0 ] && echo "all bad data rejected with one clear line" || { echo "$fails case(s) failed"; exit 1; }

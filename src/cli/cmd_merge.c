@@ -20,7 +20,7 @@ static int fill_batch(mt_model *m, const char *data, int V, mt_error *err) {
     size_t N = (size_t)m->acts.B * (size_t)m->acts.T;
     uint32_t *tok = NULL;
     size_t n = 0;
-    if (data && mt_train_read_tokens(data, 0, &tok, &n, err)) return -1;
+    if (data && mt_train_read_tokens(data, V, &tok, &n, err)) return -1;
     if (data && n < N + 1) {
         free(tok);
         return mt_errorf(err, "--data %s holds %zu tokens, fewer than the %zu of one batch", data, n, N + 1);
