@@ -243,6 +243,7 @@ int mt_bpe_build_str_table(mt_bpe *b, int32_t *dup_a, int32_t *dup_b) {
 }
 
 int32_t mt_bpe_pair_rank(const mt_bpe *b, int32_t a, int32_t c, int32_t *merged) {
+    if (!b->pair_key) return -1; /* no merges (a tokenizer.json may have none): the table was never made */
     uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)c;
     for (size_t i = hash_u64(key) & b->pair_mask;; i = (i + 1) & b->pair_mask) {
         if (b->pair_key[i] == UINT64_MAX) return -1;
