@@ -132,8 +132,9 @@ for part in ("_train.bin", "_val.bin"):
     d = open(prefix + part, "rb").read()
     n = struct.unpack("<i", d[8:12])[0]
     got += struct.unpack("<%d%s" % (n, "H" if struct.unpack("<i", d[:4])[0] == 20240520 else "I"), d[1024:])
+kinds = [{a["content"].encode(): a["id"] for a in t["added_tokens"] if a["normalized"] == k} for k in (False, True)]
 def split(s, kind, rest):
-    toks = {a["content"].encode(): a["id"] for a in t["added_tokens"] if a["normalized"] == kind}
+    toks = kinds[kind]
     lens = sorted({len(c) for c in toks}, reverse=True)
     out, i, gap = [], 0, 0
     while i < len(s):
@@ -162,6 +163,29 @@ done
 if expect_ok $M train --train $W/ok16.bin --vocab 262 $MODEL --steps 0 --ckpt-dir $W/ck262 &&
     expect_ok $M generate --ckpt $W/ck262 --tokenizer hf:$W/nomerge3.json --prompt "hello <t1>" --tokens 4 --temperature 0; then
     grep -q '^hello <t1>' $W/out && echo "ok: nomerge3.json (empty merges): generate continues 'hello <t1>'" || fail "generate: $(cat $W/out)"
+fi
+# 60k added tokens sharing their first byte (and "<t"): matching them cost text x
+# added tokens (13 s per 100 KB) where it should cost the text's length; 100 KB
+# of '<' runs (the costly case), near misses and added tokens
+tokjson $W/many.json 60000 he
+$PY - $W/many.txt <<'EOF'
+import random, sys
+rng = random.Random(3)
+out, n = [], 0
+while n < 100000:
+    r = rng.randrange(60000)
+    p = rng.choice(["<" * rng.randrange(1, 9)] * 6 + ["<t%d" % r, "<t%d>" % r, "<t7>!!", "<t7", " ", "<<t"])
+    out.append(p)
+    n += len(p)
+open(sys.argv[1], "w").write("".join(out)[:100000])
+EOF
+t0=$(date +%s.%N)
+if expect_ok $M tokenize --tokenizer hf:$W/many.json --val-fraction 0.5 --out $W/many $W/many.txt; then
+    wall=$(echo "$(date +%s.%N) - $t0" | bc)
+    enc=$(grep -o 'tokens in [0-9.]* s' $W/out | grep -o '[0-9.]*')
+    r=$(expect_ids $W/many.json $W/many.txt $W/many) || fail "many.json: $r"
+    if [ -z "$enc" ] || [ "$(echo "$enc >= 5" | bc)" = 1 ]; then fail "many.json: 100 KB took '$enc' s to tokenize (want < 5 s)"
+    else echo "ok: many.json (60003 added tokens): 100 KB tokenized in $enc s ($wall s with loading): $r"; fi
 fi
 
 echo

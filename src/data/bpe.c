@@ -38,8 +38,9 @@
  *
  * HF: a tokenizer.json read by hf_tokenizer.c, matching the Hugging Face
  * tokenizers library. Before pre-tokenization its added tokens are taken
- * out of the raw text (leftmost-longest) and the rest is NFC-normalized when
- * the file says so; then its regexes split the text one after the other;
+ * out of the raw text (leftmost-longest, in time linear in the text: an
+ * Aho-Corasick automaton) and the rest is NFC-normalized when the file says
+ * so; then its regexes split the text one after the other;
  * pairs are looked up by token ids (no comma quirk); and merging is one
  * merge at a time, the lowest (rank, position) first (merge_hf), with
  * ignore_merges letting a pre-token that is a token through whole. */
@@ -556,6 +557,8 @@ fail:
     return NULL;
 }
 
+static void ac_free(mt_bpe_acm *a);
+
 void mt_bpe_free(mt_bpe *b) {
     if (!b) return;
     free(b->tok_off);
@@ -571,6 +574,8 @@ void mt_bpe_free(mt_bpe *b) {
     }
     free(b->added);
     free(b->added_bytes);
+    ac_free(&b->added_ac[0]);
+    ac_free(&b->added_ac[1]);
     free(b->ctab);
     mt_bytes_free(&b->ckeys);
     mt_tokens_free(&b->ctoks);
@@ -853,18 +858,119 @@ static int added_cmp(const void *x, const void *y) {
     return a->id < c->id ? -1 : a->id > c->id;
 }
 
-void mt_bpe_index_added(mt_bpe *b) {
+/* The automaton's edges: the root's in a table of 256, the others hashed. */
+static int32_t ac_child(const mt_bpe_acm *a, int32_t v, unsigned char c) {
+    if (v == 0) return a->root_next[c];
+    uint64_t key = (uint64_t)v << 8 | c;
+    for (size_t i = hash_u64(key) & a->edge_mask;; i = (i + 1) & a->edge_mask) {
+        if (a->edge_key[i] == key) return a->edge_to[i];
+        if (a->edge_key[i] == 0) return -1;
+    }
+}
+
+/* The state after reading byte c in state v: the longest suffix of (v's
+ * string, c) that is a state. */
+static int32_t ac_step(const mt_bpe_acm *a, int32_t v, unsigned char c) {
+    for (;;) {
+        int32_t u = ac_child(a, v, c);
+        if (u >= 0) return u;
+        if (v == 0) return 0;
+        v = a->fail[v];
+    }
+}
+
+static void ac_free(mt_bpe_acm *a) {
+    free(a->fail);
+    free(a->best);
+    free(a->edge_key);
+    free(a->edge_to);
+    free(a->at);
+    memset(a, 0, sizeof *a);
+}
+
+/* Builds the automaton of added[lo..hi) (one kind, `bytes` bytes in all). */
+static void ac_build(mt_bpe *b, mt_bpe_acm *a, size_t lo, size_t hi, size_t bytes) {
+    ac_free(a);
+    size_t cap = bytes + 1; /* states: the root and at most one per byte of the contents */
+    a->fail = mt_xmalloc(cap * sizeof *a->fail, "added-token automaton");
+    a->best = mt_xmalloc(cap * sizeof *a->best, "added-token automaton");
+    int32_t *parent = mt_xmalloc(cap * sizeof *parent, "added-token automaton");
+    uint32_t *depth = mt_xmalloc(cap * sizeof *depth, "added-token automaton");
+    unsigned char *via = mt_xmalloc(cap, "added-token automaton");
+    size_t ecap = 1;
+    while (ecap < 2 * cap) ecap *= 2;
+    a->edge_key = mt_xcalloc(ecap, sizeof *a->edge_key, "added-token automaton");
+    a->edge_to = mt_xmalloc(ecap * sizeof *a->edge_to, "added-token automaton");
+    a->edge_mask = ecap - 1;
+    for (int c = 0; c < 256; c++) a->root_next[c] = -1;
+    size_t n = 1;
+    a->best[0] = -1;
+    depth[0] = 0;
+    a->max_len = 0;
+    for (size_t k = lo; k < hi; k++) { /* the trie of the reversed contents */
+        const mt_bpe_added *t = &b->added[k];
+        const unsigned char *s = b->added_bytes + t->off;
+        int32_t v = 0;
+        for (size_t j = t->len; j-- > 0;) {
+            int32_t u = ac_child(a, v, s[j]);
+            if (u < 0) {
+                u = (int32_t)n++;
+                a->best[u] = -1;
+                parent[u] = v;
+                via[u] = s[j];
+                depth[u] = depth[v] + 1;
+                if (v == 0) a->root_next[s[j]] = u;
+                else {
+                    uint64_t key = (uint64_t)v << 8 | s[j];
+                    size_t i = hash_u64(key) & a->edge_mask;
+                    while (a->edge_key[i]) i = (i + 1) & a->edge_mask;
+                    a->edge_key[i] = key;
+                    a->edge_to[i] = u;
+                }
+            }
+            v = u;
+        }
+        /* sorted by id within equal contents: the first (lowest id) keeps the state */
+        if (a->best[v] < 0) a->best[v] = (int32_t)k;
+        if (t->len > a->max_len) a->max_len = t->len;
+    }
+    /* states by depth (a counting sort), so a state's suffix link is set before its own */
+    size_t *start = mt_xcalloc((size_t)a->max_len + 2, sizeof *start, "added-token automaton");
+    int32_t *order = mt_xmalloc(n * sizeof *order, "added-token automaton");
+    for (size_t v = 0; v < n; v++) start[depth[v] + 1]++;
+    for (uint32_t d = 0; d <= a->max_len; d++) start[d + 1] += start[d];
+    for (size_t v = 0; v < n; v++) order[start[depth[v]]++] = (int32_t)v;
+    a->fail[0] = 0;
+    for (size_t k = 1; k < n; k++) {
+        int32_t v = order[k], p = parent[v];
+        a->fail[v] = p == 0 ? 0 : ac_step(a, a->fail[p], via[v]);
+        if (a->best[v] < 0) a->best[v] = a->best[a->fail[v]]; /* the longest token ending here */
+    }
+    free(start);
+    free(order);
+    free(parent);
+    free(depth);
+    free(via);
+}
+
+int mt_bpe_index_added(mt_bpe *b, const char *path, mt_error *err) {
     for (size_t i = 0; i < b->n_added; i++) b->added[i].first = b->added_bytes[b->added[i].off];
     if (b->n_added) qsort(b->added, b->n_added, sizeof *b->added, added_cmp);
-    memset(b->added_lo, 0, sizeof b->added_lo);
-    memset(b->added_hi, 0, sizeof b->added_hi);
     memset(b->n_added_kind, 0, sizeof b->n_added_kind);
-    for (size_t i = b->n_added; i-- > 0;) {
-        mt_bpe_added *a = &b->added[i];
-        if (b->added_hi[a->normalized][a->first] == 0) b->added_hi[a->normalized][a->first] = (uint32_t)i + 1;
-        b->added_lo[a->normalized][a->first] = (uint32_t)i;
-        b->n_added_kind[a->normalized]++;
+    size_t bytes[2] = {0, 0};
+    for (size_t i = 0; i < b->n_added; i++) {
+        b->n_added_kind[b->added[i].normalized]++;
+        bytes[b->added[i].normalized] += b->added[i].len;
     }
+    for (int k = 0; k < 2; k++) {
+        if (bytes[k] >= INT32_MAX)
+            return mt_errorf(err, "%s: its added tokens hold %zu bytes, more than the %d supported", path, bytes[k],
+                             INT32_MAX - 1);
+        /* sorted by kind: the normalized ones follow the others */
+        size_t lo = k ? b->n_added_kind[0] : 0;
+        if (b->n_added_kind[k]) ac_build(b, &b->added_ac[k], lo, lo + b->n_added_kind[k], bytes[k]);
+    }
+    return 0;
 }
 
 /* Unicode White_Space (what the tokenizers library's lstrip/rstrip strip):
@@ -886,18 +992,34 @@ typedef int (*gap_fn)(mt_bpe *b, const unsigned char *s, size_t n, mt_tokens *ou
  * match over the White_Space before / after it. */
 static int split_added(mt_bpe *b, int kind, const unsigned char *s, size_t n, gap_fn gap, mt_tokens *out,
                        mt_error *err) {
-    size_t done = 0; /* s[0..done) is handled */
-    for (size_t i = 0; i < n; i++) {
-        uint32_t lo = b->added_lo[kind][s[i]], hi = b->added_hi[kind][s[i]];
-        const mt_bpe_added *hit = NULL;
-        for (uint32_t j = lo; j < hi; j++) {
-            const mt_bpe_added *a = &b->added[j];
-            if (a->len <= n - i && memcmp(s + i, b->added_bytes + a->off, a->len) == 0) {
-                hit = a;
-                break;
+    mt_bpe_acm *a = &b->added_ac[kind];
+    /* the longest token starting at each byte of a window [w0, w1), from a
+     * backward run over it and the max_len - 1 bytes after it (a token
+     * starting inside ends there); windows of at least 2 max_len keep the
+     * overlap under half the text */
+    size_t win = (size_t)a->max_len * 2 > 65536 ? (size_t)a->max_len * 2 : 65536;
+    if (a->at_cap < win) {
+        a->at = mt_bpe_xrealloc(a->at, win, sizeof *a->at, "added-token matches");
+        a->at_cap = win;
+    }
+    size_t done = 0, w0 = 0, w1 = 0; /* s[0..done) is handled */
+    for (size_t i = 0; i < n;) {
+        if (i >= w1) {
+            w0 = i;
+            w1 = n - i < win ? n : i + win;
+            size_t end = n - w1 < a->max_len - 1 ? n : w1 + a->max_len - 1;
+            int32_t v = 0;
+            for (size_t j = end; j-- > w0;) {
+                v = ac_step(a, v, s[j]);
+                if (j < w1) a->at[j - w0] = a->best[v];
             }
         }
-        if (!hit) continue;
+        int32_t m = a->at[i - w0];
+        if (m < 0) {
+            i++;
+            continue;
+        }
+        const mt_bpe_added *hit = &b->added[m];
         size_t start = i, stop = i + hit->len;
         if (hit->lstrip)
             while (start > done) {
@@ -911,8 +1033,7 @@ static int split_added(mt_bpe *b, int kind, const unsigned char *s, size_t n, ga
             for (size_t l; stop < n && (l = space_len(s + stop, n - stop)) > 0;) stop += l;
         if (start > done && gap(b, s + done, start - done, out, err)) return -1;
         mt_tokens_push(out, hit->id);
-        done = stop;
-        i = stop - 1;
+        done = i = stop;
     }
     return done < n ? gap(b, s + done, n - done, out, err) : 0;
 }

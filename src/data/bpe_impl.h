@@ -32,6 +32,22 @@ typedef struct {
     uint8_t first; /* its first byte (mt_bpe_index_added) */
 } mt_bpe_added;
 
+/* The added tokens of one kind (normalized or not) as an Aho-Corasick
+ * automaton over their reversed contents: run backwards over the text, the
+ * state reached at byte i names the longest token starting at i, so finding
+ * them costs the text's length whatever their number or shared prefixes. */
+typedef struct {
+    int32_t *fail;          /* per state: the state of its longest proper suffix */
+    int32_t *best;          /* per state: index in added[] of the longest token that is a suffix of it, -1 none */
+    uint64_t *edge_key;     /* (state << 8 | byte) of a non-root state's edge, 0 = empty slot */
+    int32_t *edge_to;
+    size_t edge_mask;
+    int32_t root_next[256]; /* the root's edges (-1: back to the root) */
+    uint32_t max_len;       /* the longest token */
+    int32_t *at;            /* scratch: the longest token starting at each byte of a window */
+    size_t at_cap;
+} mt_bpe_acm;
+
 struct mt_bpe {
     mt_bpe_flavor flavor;
     int n_vocab;             /* ids are 0 .. n_vocab-1; HF vocabularies may leave gaps */
@@ -57,9 +73,8 @@ struct mt_bpe {
     mt_bpe_added *added;
     size_t n_added;
     unsigned char *added_bytes;
-    /* added[added_lo[k][c] .. added_hi[k][c]) start with byte c and have
-     * normalized == k, longest first (mt_bpe_index_added) */
-    uint32_t added_lo[2][256], added_hi[2][256];
+    /* the added tokens with normalized == k (mt_bpe_index_added) */
+    mt_bpe_acm added_ac[2];
     size_t n_added_kind[2];
     /* word cache */
     mt_bpe_centry *ctab;
@@ -98,8 +113,11 @@ int mt_bpe_build_str_table(mt_bpe *b, int32_t *dup_a, int32_t *dup_b);
 int32_t mt_bpe_str_lookup(const mt_bpe *b, const unsigned char *s, size_t n);
 /* Sets (a, c) -> (rank, merged), replacing an earlier entry for the pair. */
 void mt_bpe_pair_set(mt_bpe *b, int32_t a, int32_t c, int32_t rank, int32_t merged);
-/* Sorts b->added and fills added_lo/hi and n_added_kind. */
-void mt_bpe_index_added(mt_bpe *b);
+/* Sorts b->added (by kind, first byte, longest first, lowest id first) and
+ * builds added_ac and n_added_kind. Of added tokens of one kind with the same
+ * content the lowest id is the one matched. -1 with err (naming path) when
+ * they hold more bytes than the automaton's int32 states can number. */
+int mt_bpe_index_added(mt_bpe *b, const char *path, mt_error *err);
 /* Appends a pre-tokenizer regex (PCRE2 syntax, compiled with UTF and
  * options); `what` names it in errors. */
 int mt_bpe_add_regex(mt_bpe *b, const char *pattern, size_t len, uint32_t options, const char *what, mt_error *err);

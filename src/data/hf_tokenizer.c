@@ -505,7 +505,7 @@ mt_bpe *mt_bpe_load_hf(const char *path, mt_error *err) {
         goto fail;
     }
     if (check_normalized_added(b, path, err)) goto fail;
-    mt_bpe_index_added(b);
+    if (mt_bpe_index_added(b, path, err)) goto fail;
     /* end of text: Llama 3's or GPT-2/Qwen's, when there is one */
     b->eot = -1;
     static const char *eots[] = {"<|end_of_text|>", "<|endoftext|>"};
