@@ -1,5 +1,6 @@
 #include "cli/args.h"
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,13 @@ int mt_args_parse(int argc, char **argv, mt_arg *spec, int nspec, char **positio
             errno = 0;
             double d = strtod(v, &end);
             if (errno || end == v || *end || !isfinite(d)) return mt_errorf(err, "--%s expects a number, got '%s'", name, v);
+            /* the value is kept as a float: one finite as a double may be inf (or 0) as a float */
+            if (!isfinite((float)d))
+                return mt_errorf(err, "--%s is not finite as a 32-bit float, the type that holds it (got %s; at most "
+                                      "%.2g)", name, v, (double)FLT_MAX);
+            if ((float)d == 0.0f && d != 0.0)
+                return mt_errorf(err, "--%s is 0 as a 32-bit float, the type that holds it (got %s; nonzero from "
+                                      "%.2g)", name, v, (double)FLT_TRUE_MIN);
             *(float *)s->dst = (float)d;
             break;
         }

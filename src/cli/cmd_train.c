@@ -382,7 +382,8 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     if (!stored_from && !help && !ignore_stored && (o.resume || resume_auto) && o.ckpt_dir)
         return train_with_stored_config(argc, argv, o.ckpt_dir, resume_auto, print_config, rank);
     if (print_config) {
-        if (rank == 0) mt_config_print(stdout, spec, NARGS(spec));
+        if (mt_config_print(rank == 0 ? stdout : NULL, spec, NARGS(spec), &err))
+            return rank ? 1 : mt_cli_fail("train", &err);
         return 0;
     }
     if (resume_auto) {
@@ -449,6 +450,15 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     }
     if (!(timeout > 0)) {
         mt_errorf(&err, "--timeout must be > 0 seconds, got %g", (double)timeout);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
+    /* micro-batch 0 stands for "unset" (--batch / --dp): given explicitly, it or a negative is a mistake */
+    if (mt_arg_seen(spec, NARGS(spec), "micro-batch") && o.micro_batch < 1) {
+        mt_errorf(&err, "--micro-batch must be >= 1, got %d (leave it out for --batch / --dp)", o.micro_batch);
+        return rank ? 1 : mt_cli_fail("train", &err);
+    }
+    if (o.pp_chunks < 1) {
+        mt_errorf(&err, "--pp-chunks must be >= 1, got %d", o.pp_chunks);
         return rank ? 1 : mt_cli_fail("train", &err);
     }
     if (ranks_per_node < 0) {

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <yaml.h>
 
 /* Which section each train flag belongs to (print order). Flags not named
@@ -97,6 +98,14 @@ static int read_yaml(yaml_parser_t *p, const char *path, mt_config_args *out, mt
                            sk->type == YAML_SCALAR_NODE ? scalar(sk) : "?");
             break;
         }
+        for (yaml_node_pair_t *q = root->data.mapping.pairs.start; q < sp && !rc; q++) {
+            yaml_node_t *qk = yaml_document_get_node(&doc, q->key);
+            if (qk->type == YAML_SCALAR_NODE && !strcmp(scalar(qk), scalar(sk)))
+                rc = mt_errorf(err, "%s line %zu: section '%s' is given twice (also line %zu): merge them into one "
+                                    "(a repeated section would silently override the first)", path,
+                               sk->start_mark.line + 1, scalar(sk), qk->start_mark.line + 1);
+        }
+        if (rc) break;
         if (sv->type == YAML_SCALAR_NODE && !*scalar(sv)) continue; /* an empty section */
         if (sv->type != YAML_MAPPING_NODE) {
             rc = mt_errorf(err, "%s line %zu: section '%s' must hold key: value lines", path, sv->start_mark.line + 1,
@@ -116,9 +125,22 @@ static int read_yaml(yaml_parser_t *p, const char *path, mt_config_args *out, mt
                                sections[home].section, sections[sec].section);
             else if (v->type != YAML_SCALAR_NODE)
                 rc = mt_errorf(err, "%s line %zu: key '%s' needs a single value", path, line, key);
+            for (yaml_node_pair_t *q = sv->data.mapping.pairs.start; q < kp && !rc; q++) {
+                yaml_node_t *qk = yaml_document_get_node(&doc, q->key);
+                if (qk->type == YAML_SCALAR_NODE && !strcmp(scalar(qk), key))
+                    rc = mt_errorf(err, "%s line %zu: key '%s' is given twice in section '%s' (also line %zu): keep "
+                                        "one", path, line, key, sections[sec].section, qk->start_mark.line + 1);
+            }
             if (rc) break;
             const char *val = scalar(v);
-            if (!*val || !strcmp(val, "~") || !strcmp(val, "null")) continue; /* unset: the default */
+            /* an escaped NUL ("\0") would silently cut the value short */
+            if (strlen(val) != v->data.scalar.length) {
+                rc = mt_errorf(err, "%s line %zu: the value of key '%s' holds a NUL character", path, line, key);
+                break;
+            }
+            /* unset (the default): an empty or null value, unless quoted -- "" and "null" are strings */
+            if (v->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && (!*val || !strcmp(val, "~") || !strcmp(val, "null")))
+                continue;
             /* --key=value: a switch takes true/false there, any other flag's parser checks the value */
             size_t n = strlen(key) + strlen(val) + 4;
             char *arg = malloc(n);
@@ -196,20 +218,66 @@ int mt_config_text_read(const char *text, const char *name, mt_config_args *out,
     return rc;
 }
 
-/* A YAML scalar that reads back as s (plain when it is safe). */
-static void put_string(FILE *f, const char *s) {
-    int plain = *s && !strpbrk(s, ":#'\"\\{}[],&*!|>%@`") && s[0] != ' ' && s[0] != '-' && s[0] != '?' &&
-                s[strlen(s) - 1] != ' ' && strcmp(s, "true") && strcmp(s, "false") && strcmp(s, "null") && strcmp(s, "~");
+/* The code point of the UTF-8 sequence at s, its length in *len; -1 when it
+ * is not well-formed (cut short, overlong, a surrogate, beyond U+10FFFF). */
+static long utf8_next(const unsigned char *s, int *len) {
+    static const long least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    unsigned c = s[0];
+    int n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (!n) return -1;
+    long cp = n == 1 ? (long)c : (long)(c & (0x7Fu >> n));
+    for (int i = 1; i < n; i++) { /* a NUL ends the loop: it is no continuation byte */
+        if ((s[i] & 0xC0) != 0x80) return -1;
+        cp = cp << 6 | (s[i] & 0x3F);
+    }
+    if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
+    *len = n;
+    return cp;
+}
+
+/* A character libyaml reads as itself inside double quotes: printable
+ * (its reader refuses the rest) and no line break (folded to a space). */
+static int yaml_raw(long cp) {
+    return (cp >= 0x20 && cp <= 0x7E && cp != '"' && cp != '\\') || (cp >= 0xA0 && cp <= 0xD7FF && cp != 0x2028 && cp != 0x2029) ||
+           (cp >= 0xE000 && cp <= 0xFFFD && cp != 0xFEFF) || cp >= 0x10000;
+}
+
+/* (isalnum follows the locale: a Latin-1 byte may count) */
+static int ascii_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+/* A YAML scalar that reads back as exactly s: plain when every character
+ * is one a plain scalar keeps as it is, else double-quoted with every other
+ * character escaped (a newline or a tab would otherwise be folded or
+ * stripped). -1 when s is not UTF-8, which YAML text cannot hold. */
+static int put_string(FILE *f, const char *s) {
+    static const char *const words[] = {"true", "false", "null", "yes", "no", "on", "off"};
+    int plain = ascii_alnum(s[0]) || s[0] == '_' || s[0] == '.' || s[0] == '/';
+    for (const char *c = s; *c && plain; c++) plain = ascii_alnum(*c) || strchr("_-./+=", *c);
+    for (size_t i = 0; i < sizeof words / sizeof words[0] && plain; i++) plain = strcasecmp(s, words[i]) != 0;
     if (plain) {
         fputs(s, f);
-        return;
+        return 0;
+    }
+    for (const unsigned char *c = (const unsigned char *)s; *c;) { /* whole before any of it is written */
+        int n;
+        if (utf8_next(c, &n) < 0) return -1;
+        c += n;
     }
     fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f);
-        fputc(*s, f);
+    for (const unsigned char *c = (const unsigned char *)s; *c;) {
+        int n;
+        long cp = utf8_next(c, &n);
+        if (yaml_raw(cp)) fwrite(c, 1, (size_t)n, f);
+        else if (cp == '"' || cp == '\\') fprintf(f, "\\%c", (int)cp);
+        else if (cp == '\n') fputs("\\n", f);
+        else if (cp == '\t') fputs("\\t", f);
+        else if (cp < 0x100) fprintf(f, "\\x%02lX", cp);
+        else if (cp < 0x10000) fprintf(f, "\\u%04lX", cp);
+        else fprintf(f, "\\U%08lX", cp);
+        c += n;
     }
     fputc('"', f);
+    return 0;
 }
 
 /* Settings of one invocation rather than of the run: a checkpoint's copy
@@ -223,7 +291,7 @@ static int is_invocation_only(const char *flag) {
     return 0;
 }
 
-static void print_config(FILE *f, const mt_arg *spec, int nspec, int for_checkpoint) {
+static int print_config(FILE *f, const mt_arg *spec, int nspec, int for_checkpoint, mt_error *err) {
     fputs(for_checkpoint ? "# meshtrain: the settings of the run that saved this checkpoint (train --resume DIR "
                            "starts from them; flags given then override them)\n"
                          : "# meshtrain train --print-config: the effective configuration (read back with --config)\n",
@@ -252,15 +320,31 @@ static void print_config(FILE *f, const mt_arg *spec, int nspec, int for_checkpo
                 fputs(b, f);
                 break;
             }
-            case MT_ARG_STR: put_string(f, *(const char *const *)a->dst); break;
+            case MT_ARG_STR:
+                if (put_string(f, *(const char *const *)a->dst))
+                    return mt_errorf(err, "the value of --%s is not UTF-8 text, which a YAML run config cannot hold: "
+                                          "give a name in UTF-8 (e.g. rename the file)", a->name);
+                break;
             case MT_ARG_FLAG: fputs(*(const int *)a->dst ? "true" : "false", f); break;
             }
             fputc('\n', f);
         }
     }
+    return 0;
 }
 
-void mt_config_print(FILE *f, const mt_arg *spec, int nspec) { print_config(f, spec, nspec, 0); }
+int mt_config_print(FILE *f, const mt_arg *spec, int nspec, mt_error *err) {
+    /* into memory first: a refused value leaves no half-printed configuration */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m) return mt_errorf(err, "cannot open a memory stream for the configuration: %s", strerror(errno));
+    int rc = print_config(m, spec, nspec, 0, err);
+    if ((ferror(m) | fclose(m)) && !rc) rc = mt_errorf(err, "out of memory printing the configuration");
+    if (!rc && f) fwrite(text, 1, len, f);
+    free(text);
+    return rc;
+}
 
 char *mt_config_run_text(const mt_arg *spec, int nspec, mt_error *err) {
     char *buf = NULL;
@@ -270,10 +354,10 @@ char *mt_config_run_text(const mt_arg *spec, int nspec, mt_error *err) {
         mt_errorf(err, "cannot open a memory stream for the run config: %s", strerror(errno));
         return NULL;
     }
-    print_config(f, spec, nspec, 1);
-    if (ferror(f) | fclose(f)) {
+    int rc = print_config(f, spec, nspec, 1, err);
+    if ((ferror(f) | fclose(f)) || rc) {
         free(buf);
-        mt_errorf(err, "out of memory writing the run config");
+        if (!rc) mt_errorf(err, "out of memory writing the run config");
         return NULL;
     }
     return buf;

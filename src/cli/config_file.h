@@ -22,8 +22,10 @@ int mt_config_args_set_section(char *const *args, int n, const char *section);
 /* Removes the settings of `section` from a. */
 void mt_config_args_drop_section(mt_config_args *a, const char *section);
 /* The effective value of every flag that has a section, as YAML that
- * mt_config_file_read reads back to the same values. */
-void mt_config_print(FILE *f, const mt_arg *spec, int nspec);
+ * mt_config_file_read reads back to the same values (strings exactly: quoted
+ * and escaped where needed); -1 with err, printing nothing, for a string
+ * that is not UTF-8. f NULL: only the check (the ranks that print nothing). */
+int mt_config_print(FILE *f, const mt_arg *spec, int nspec, mt_error *err);
 /* The text a checkpoint stores (malloc'd; NULL with err): the same YAML
  * without the settings of one invocation (resume, allow-schedule-change,
  * init-from) and with a header naming it. */

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Settings that must not survive, or decide, a run (issue 35, item 5):
+#  (5) any string round-trips through the YAML config exactly (newlines, a
+#      leading tab, quotes, YAML's special words and characters, non-ASCII;
+#      a path with a newline trains and resumes); a name that is not UTF-8,
+#      a float flag beyond the 32-bit float range, a duplicate YAML key or
+#      section, --micro-batch -1 / 0 and --pp-chunks 0 are one error line;
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+M=$(realpath "${MT_BUILD:-build}/meshtrain")
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+one_error() { # WANT COMMAND...: non-zero exit within 20 s, exactly one stderr line containing WANT, no MPI abort
+    local want=$1; shift
+    timeout 20 "$@" >"$W/out" 2>"$W/err"
+    local rc=$?
+    if [ $rc -ne 0 ] && [ $rc -lt 124 ] && [ "$(wc -l <"$W/err")" = 1 ] && grep -qF -- "$want" "$W/err" &&
+        ! grep -q MPI_ABORT "$W/err"; then
+        echo "ok   $(cut -c1-200 "$W/err")"
+    else
+        fail "$* -> exit $rc (want one line with '$want'): $(head -c 400 "$W/err")"
+    fi
+}
+printf 'hello world, this is a tiny corpus for the configuration tests.\n%.0s' {1..200} >$W/text.txt
+$M tokenize --tokenizer byte --out $W/d $W/text.txt >/dev/null || { echo "FAIL: tokenize"; exit 1; }
+D="--train $W/d_train.bin --layers 1 --dim 16 --heads 2 --seq-len 8 --batch 2 --log-every 0"
+
+echo "== (5) strings round-trip through the YAML config exactly =="
+# Five names a run: two inputs that exist under that exact name only (train, val) and three outputs
+# (metrics, log-file, report-json) that must appear under it, all through --print-config's YAML read
+# back by --config; the checkpoint's stored copy must be that YAML again.
+names=($'\tlead' $'trail\t' ' lead' 'trail ' $'a\nb' $'cr\r\nlf' '#x' 'a: b' 'a #b' '"q"' "'s'" 'b\s' 'null' '~'
+       'true' '-dash' '? q' '[x]' '&a' '|' 'é ß𝄞' $'\xc2\x85nel' $'\xe2\x80\xa8ls' $'\xef\xbb\xbfbom' $'\x01\x7f\x1b[0m')
+mkdir $W/n && cd $W/n || exit 1
+rt=0
+for ((i = 0; i < ${#names[@]}; i += 5)); do
+    g=("${names[@]:i:5}")
+    cp -- $W/d_train.bin "${g[0]}" && cp -- $W/d_val.bin "${g[1]}" || exit 1
+    $M train $D --train "${g[0]}" --val "${g[1]}" --eval-every 1 --eval-batches 1 --metrics "${g[2]}" \
+        --log-file "${g[3]}" --report-json "${g[4]}" --steps 1 --ckpt-dir ck --print-config >p1.yaml 2>e.txt &&
+        $M train --config p1.yaml >/dev/null 2>>e.txt
+    rc=$?
+    if [ $rc = 0 ] && [ -s "${g[2]}" ] && [ -s "${g[3]}" ] && [ -s "${g[4]}" ] &&
+        diff <(tail -n +2 ck/config-000001.yaml) <(tail -n +2 p1.yaml | grep -v '^  \(resume\|allow-schedule-change\|init-from\):') >/dev/null; then
+        rt=$((rt + ${#g[@]}))
+    else
+        fail "names $(printf '%q ' "${g[@]}")do not round-trip (exit $rc): $(grep '^  \(train\|val\|metrics\|log-file\|report-json\):' p1.yaml | tr '\n' ' ') $(head -c 300 e.txt)"
+    fi
+    rm -rf -- "${g[@]}" ck
+done
+cd - >/dev/null || exit 1
+echo "ok   $rt of ${#names[@]} names read and written exactly through --print-config, --config and the stored config"
+# the issue's cases: a path with a newline trains and resumes; a leading tab is kept (relative path)
+cp $W/d_train.bin $W/$'new\nline.bin'
+$M train $D --train $W/$'new\nline.bin' --steps 1 --ckpt-dir $W/nl >/dev/null 2>$W/err || fail "newline path: $(cat $W/err)"
+$M train --resume $W/nl --steps 2 >/dev/null 2>$W/err && echo "ok   a path with a newline resumes" ||
+    fail "resume with a newline path: $(cat $W/err)"
+(cd $W && cp d_train.bin $'\ttab.bin' && $M train $D --train $'\ttab.bin' --steps 1 --ckpt-dir tab >/dev/null 2>err &&
+    $M train --resume tab --steps 2 >/dev/null 2>>err) && echo "ok   a path with a leading tab resumes" ||
+    fail "leading tab: $(cat $W/err)"
+cp $W/d_train.bin $W/$'latin\xe9.bin'
+one_error "is not UTF-8 text" $M train $D --train $W/$'latin\xe9.bin' --steps 1 --ckpt-dir $W/latin
+[ -e $W/latin ] && fail "the refused run left $W/latin"
+for f in timeout loss-scale bucket-mb offload-buffer-mb; do
+    one_error "--$f is not finite as a 32-bit float, the type that holds it (got 1e39" $M train $D --steps 1 --$f 1e39
+done
+one_error "--timeout is 0 as a 32-bit float, the type that holds it (got 1e-50" $M train $D --steps 1 --timeout 1e-50
+one_error "--micro-batch must be >= 1, got -1" $M train $D --steps 1 --micro-batch -1
+one_error "--micro-batch must be >= 1, got 0" $M train $D --steps 1 --micro-batch 0
+one_error "--pp-chunks must be >= 1, got 0" $M train $D --steps 1 --pp-chunks 0
+printf 'model:\n  layers: 1\n  dim: 16\n  layers: 2\n' >$W/dup.yaml
+one_error "dup.yaml line 4: key 'layers' is given twice in section 'model' (also line 2)" $M train $D --config $W/dup.yaml
+printf 'optimizer: {lr: 1e-3, lr: 2e-3}\n' >$W/dup.yaml
+one_error "dup.yaml line 1: key 'lr' is given twice in section 'optimizer'" $M train $D --config $W/dup.yaml
+printf 'model:\n  layers: 1\noptimizer:\n  lr: 1e-3\nmodel:\n  dim: 16\n' >$W/dup.yaml
+one_error "dup.yaml line 5: section 'model' is given twice (also line 1)" $M train $D --config $W/dup.yaml
+printf 'optimizer:\n  lr: "1e-3\\0"\n' >$W/nul.yaml
+one_error "nul.yaml line 2: the value of key 'lr' holds a NUL character" $M train $D --config $W/nul.yaml
+
+[ $fails = 0 ] && echo "all bad-config checks passed" || { echo "$fails failed"; exit 1; }
