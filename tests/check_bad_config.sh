@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Settings that must not survive, or decide, a run (issue 35, item 5):
+# Settings that must not survive, or decide, a run (issue 35, items 4-5):
+#  (4) resuming takes no output path from the checkpoint's stored run config:
+#      its trace, metrics, log file and report are written only where the
+#      command line (or --config) says;
 #  (5) any string round-trips through the YAML config exactly (newlines, a
 #      leading tab, quotes, YAML's special words and characters, non-ASCII;
 #      a path with a newline trains and resumes); a name that is not UTF-8,
@@ -27,6 +30,22 @@ one_error() { # WANT COMMAND...: non-zero exit within 20 s, exactly one stderr l
 printf 'hello world, this is a tiny corpus for the configuration tests.\n%.0s' {1..200} >$W/text.txt
 $M tokenize --tokenizer byte --out $W/d $W/text.txt >/dev/null || { echo "FAIL: tokenize"; exit 1; }
 D="--train $W/d_train.bin --layers 1 --dim 16 --heads 2 --seq-len 8 --batch 2 --log-every 0"
+
+echo "== (4) resume: output paths come from the command line, not the checkpoint =="
+mkdir $W/o
+$M train $D --steps 1 --ckpt-dir $W/r4 --trace $W/o/trace.json --metrics $W/o/m.jsonl --log-file $W/o/log.txt \
+    --report-json $W/o/rep.json >/dev/null || fail "the first run"
+grep -q "^  trace: $W/o/trace.json$" $W/r4/config-000001.yaml || fail "the stored config does not keep the trace path"
+rm -f $W/o/*
+$M train --resume $W/r4 --steps 2 >$W/r4.out 2>&1 || fail "resume: $(cat $W/r4.out)"
+[ -z "$(ls $W/o)" ] && echo "ok   the resumed run wrote nothing where the checkpoint's config said" ||
+    fail "the resumed run wrote the stored config's outputs: $(ls $W/o)"
+grep -q "its output paths (metrics, log-file, trace, report-json) are not used" $W/r4.out || fail "no note: $(cat $W/r4.out)"
+printf 'logging:\n  report-json: %s\n' "$W/conf_rep.json" >$W/out.yaml
+$M train --resume $W/r4 --steps 3 --metrics $W/mine.jsonl --config $W/out.yaml >/dev/null || fail "resume with outputs"
+[ "$(grep -c '"loss"' $W/mine.jsonl 2>/dev/null)" = 1 ] && [ -s $W/conf_rep.json ] &&
+    echo "ok   --metrics on the command line and report-json from --config are written on resume" ||
+    fail "the outputs given on resume were not written"
 
 echo "== (5) strings round-trip through the YAML config exactly =="
 # Five names a run: two inputs that exist under that exact name only (train, val) and three outputs

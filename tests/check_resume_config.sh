@@ -40,13 +40,13 @@ diff <(tail -n +2 $W/ck/config-000006.yaml) \
        grep -v '^  \(resume\|allow-schedule-change\|init-from\):') || fail "the stored config is not --print-config's"
 grep -q ", the run config; every checksum matches" <<<"$($M ckpt verify $W/ck)" || fail "ckpt verify"
 for c in b c old bad; do cp -r $W/ck $W/ck_$c; done
-$M train --resume $W/ck --steps 10 > $W/a.out
+$M train --resume $W/ck --steps 10 --metrics $W/run.jsonl > $W/a.out # output paths never come from the checkpoint
 grep -q "^settings from $W/ck/config-000006.yaml, the run config stored in the checkpoint" $W/a.out || fail "no settings line: $(cat $W/a.out)"
 grep -q "^resumed from $W/ck at step 6" $W/a.out || fail "no resume line"
 cmp <(losses $W/straight.jsonl) <(losses $W/run.jsonl) || fail "the resumed run differs from the uninterrupted one"
 [ "$(ls $W/ck | tr '\n' ' ')" = "config-000010.yaml manifest.json tensors-000010-r00000.bin " ] || fail "after the resume: $(ls $W/ck)"
 grep -q '^  steps: 10$' $W/ck/config-000010.yaml || fail "the new checkpoint's config does not say steps 10"
-echo "ok   (a) --resume DIR --steps 10 alone: $(losses $W/run.jsonl | wc -l) losses bitwise equal to the uninterrupted run; the stored config is --print-config's and verified"
+echo "ok   (a) --resume DIR --steps 10 (and --metrics) alone: $(losses $W/run.jsonl | wc -l) losses bitwise equal to the uninterrupted run; the stored config is --print-config's and verified"
 
 # (b)
 $M train --resume $W/ck_b --steps 10 --log-every 2 --metrics $W/b.jsonl > $W/b.out

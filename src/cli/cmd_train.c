@@ -178,10 +178,11 @@ static long stored_size(const mt_config_args *conf, const char *name) {
 
 /* --resume: the checkpoint's stored run config (if any) goes first in the
  * argument list, so that --config's settings and the flags override it, and
- * train runs with that list. The layout (the parallel section) is taken
- * whole: the stored one when no parallel flag is given and it fits this
- * job's processes, else the one the flags give (their defaults for the
- * rest), as on any resume before. A checkpoint that cannot be opened is left
+ * train runs with that list; its output paths are left out (only the
+ * command line and --config say where the run writes). The layout (the
+ * parallel section) is taken whole: the stored one when no parallel flag is
+ * given and it fits this job's processes, else the one the flags give
+ * (their defaults for the rest), as on any resume before. A checkpoint that cannot be opened is left
  * to the trainer's own message; one saved before run configs were stored
  * resumes with the flags given, as it always did. */
 static int train_with_stored_config(int argc, char **argv, const char *dir, int resume_auto, int quiet, int rank) {
@@ -223,9 +224,11 @@ static int train_with_stored_config(int argc, char **argv, const char *dir, int 
     int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     long dp = stored_size(&conf, "dp"), tp = stored_size(&conf, "tp"), pp = stored_size(&conf, "pp");
-    char line[MT_ERROR_LEN + 256];
+    char line[MT_ERROR_LEN + 256], outputs[160];
     int n = snprintf(line, sizeof line, "settings from %s, the run config stored in the checkpoint (--config and flags "
                                         "given override them", path);
+#define CLAMP_N() (n = n < (int)sizeof line ? n : (int)sizeof line - 1) /* a long path: keep what fits */
+    CLAMP_N();
     if (mt_config_args_set_section(argv + 1, argc - 1, "parallel")) {
         mt_config_args_drop_section(&conf, "parallel");
         n += snprintf(line + n, sizeof line - (size_t)n, "; the layout is the one the flags give");
@@ -234,6 +237,12 @@ static int train_with_stored_config(int argc, char **argv, const char *dir, int 
         n += snprintf(line + n, sizeof line - (size_t)n, "; its layout dp %ld x tp %ld x pp %ld does not fit %d "
                       "process%s: the default layout, or the one the flags give", dp, tp, pp, world, world > 1 ? "es" : "");
     }
+    CLAMP_N();
+    if (mt_config_args_drop_outputs(&conf, outputs, sizeof outputs) && outputs[0])
+        n += snprintf(line + n, sizeof line - (size_t)n, "; its output paths (%s) are not used: give them again to "
+                      "write there", outputs);
+    CLAMP_N();
+#undef CLAMP_N
     snprintf(line + n, sizeof line - (size_t)n, ")");
     char **args = mt_xcalloc((size_t)argc + (size_t)conf.n + 1, sizeof *args, "argument list");
     int nargs = 0;

@@ -209,6 +209,34 @@ void mt_config_args_drop_section(mt_config_args *a, const char *section) {
     a->n = k;
 }
 
+/* Settings that name a file or directory the run writes. A resumed run
+ * takes them from its own command line or --config only: a checkpoint
+ * (perhaps someone else's) must not decide where output goes. */
+static const char *const output_flags[] = {"metrics", "log-file", "trace", "report-json", "dump-grads",
+                                           "offload-optimizer", "ckpt-dir"};
+
+int mt_config_args_drop_outputs(mt_config_args *a, char *names, size_t cap) {
+    char b[64];
+    int k = 0, dropped = 0;
+    size_t len = 0;
+    if (cap) names[0] = '\0';
+    for (int i = 0; i < a->n; i++) {
+        const char *name = arg_name(a->v[i], b, sizeof b);
+        int out = 0;
+        for (size_t j = 0; name && j < sizeof output_flags / sizeof output_flags[0]; j++) out |= !strcmp(name, output_flags[j]);
+        if (!out) {
+            a->v[k++] = a->v[i];
+            continue;
+        }
+        /* ckpt-dir goes unnamed: a resume always names the directory itself */
+        if (strcmp(name, "ckpt-dir") && len + strlen(name) + 3 < cap)
+            len += (size_t)snprintf(names + len, cap - len, "%s%s", dropped++ ? ", " : "", name);
+        free(a->v[i]);
+    }
+    a->n = k;
+    return dropped;
+}
+
 int mt_config_text_read(const char *text, const char *name, mt_config_args *out, mt_error *err) {
     yaml_parser_t p;
     if (!yaml_parser_initialize(&p)) return mt_errorf(err, "out of memory starting the YAML parser");

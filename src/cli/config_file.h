@@ -21,6 +21,11 @@ void mt_config_args_free(mt_config_args *a);
 int mt_config_args_set_section(char *const *args, int n, const char *section);
 /* Removes the settings of `section` from a. */
 void mt_config_args_drop_section(mt_config_args *a, const char *section);
+/* Removes the settings that name a file or directory the run writes
+ * (metrics, log-file, trace, report-json, dump-grads, offload-optimizer,
+ * ckpt-dir); names gets those removed but ckpt-dir, comma-separated. Returns
+ * their number. */
+int mt_config_args_drop_outputs(mt_config_args *a, char *names, size_t cap);
 /* The effective value of every flag that has a section, as YAML that
  * mt_config_file_read reads back to the same values (strings exactly: quoted
  * and escaped where needed); -1 with err, printing nothing, for a string
