@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Settings that must not survive, or decide, a run (issue 35, items 4-5):
+# Settings that must not survive, or decide, a run (issue 35, items 4-6):
 #  (4) resuming takes no output path from the checkpoint's stored run config:
 #      its trace, metrics, log file and report are written only where the
 #      command line (or --config) says;
@@ -8,6 +8,10 @@
 #      a path with a newline trains and resumes); a name that is not UTF-8,
 #      a float flag beyond the 32-bit float range, a duplicate YAML key or
 #      section, --micro-batch -1 / 0 and --pp-chunks 0 are one error line;
+#  (6) SIGTERM sent every 10 ms from the start of the final save, and from
+#      step 1 on (the first stops the run, the others reach the steps, the
+#      stop's save and the exit), until the process ends: exit 0, the usual
+#      lines, a checkpoint that verifies;
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -98,5 +102,44 @@ printf 'model:\n  layers: 1\noptimizer:\n  lr: 1e-3\nmodel:\n  dim: 16\n' >$W/du
 one_error "dup.yaml line 5: section 'model' is given twice (also line 1)" $M train $D --config $W/dup.yaml
 printf 'optimizer:\n  lr: "1e-3\\0"\n' >$W/nul.yaml
 one_error "nul.yaml line 2: the value of key 'lr' holds a NUL character" $M train $D --config $W/nul.yaml
+
+echo "== (6) SIGTERM during a save =="
+# a model whose checkpoint (300 MB) takes a good fraction of a second to write
+BIG="--train $W/d_train.bin --layers 8 --dim 512 --heads 8 --seq-len 32 --batch 2 --ckpt-every 100000"
+term_until_exit() { # PID: SIGTERM every 10 ms until it has exited (a zombie: not yet reaped, so the pid is not reused)
+    local n=0 st
+    while read -r _ _ st _ 2>/dev/null <"/proc/$1/stat" && [ "$st" != Z ] && kill -TERM "$1" 2>/dev/null; do
+        n=$((n + 1)); sleep 0.01
+    done
+    echo $n
+}
+# the final save: the signals start once its first temporary file exists
+$M train $BIG --steps 1 --ckpt-dir $W/fs >$W/fs.out 2>&1 &
+pid=$!
+until compgen -G "$W/fs/*.tmp" >/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 0.002; done
+sent=$(term_until_exit $pid)
+wait $pid
+rc=$?
+if [ $rc = 0 ] && [ "$sent" -ge 3 ] && grep -q "^step     1 | checkpoint saved to $W/fs" $W/fs.out &&
+    $M ckpt verify $W/fs >/dev/null 2>&1; then
+    echo "ok   $sent SIGTERMs during the final save: exit 0, the save line, the checkpoint verifies"
+else
+    fail "SIGTERM during the final save: exit $rc after $sent signals; $(tail -n 3 $W/fs.out)"
+fi
+# a stop: the first signal ends the run at the step boundary, the others arrive during its save
+OMP_NUM_THREADS=2 $M train $BIG --steps 100000 --metrics $W/st.jsonl --ckpt-dir $W/st >$W/st.out 2>&1 & # the team's threads too
+pid=$!
+until [ -s $W/st.jsonl ] || ! kill -0 $pid 2>/dev/null; do sleep 0.01; done
+sent=$(term_until_exit $pid)
+wait $pid
+rc=$?
+if [ $rc = 0 ] && [ "$sent" -ge 3 ] &&
+    grep -q "^stopped by a signal after step [0-9]*: checkpoint saved in $W/st (continue with --resume)" $W/st.out &&
+    $M ckpt verify $W/st >/dev/null 2>&1; then
+    echo "ok   $sent SIGTERMs, the later ones during the stop's save: exit 0, $(grep '^stopped' $W/st.out | cut -c1-40)..., verifies"
+else
+    fail "SIGTERM during a stop's save: exit $rc after $sent signals; $(tail -n 3 $W/st.out)"
+fi
+rm -rf $W/fs $W/st
 
 [ $fails = 0 ] && echo "all bad-config checks passed" || { echo "$fails failed"; exit 1; }

@@ -6,7 +6,8 @@
 #define MT_CORE_STOP_SIGNAL_H
 #include "core/error.h"
 
-/* Installs the handler for SIGINT and SIGTERM (clearing any earlier signal). */
+/* Installs the handler for SIGINT and SIGTERM (clearing any earlier signal),
+ * on an alternate signal stack of each thread of the OpenMP team. */
 int mt_stop_signal_install(mt_error *err);
 /* Restores the default actions. */
 void mt_stop_signal_uninstall(void);

@@ -548,6 +548,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     double tokens = (double)o->batch * o->cfg.seq_len;
     int64_t saved = o->resume ? tr->step : -1;
     char nb[40];
+    /* left installed when the run returns: a signal must not cut a save, the outputs or the exit short */
     if (mt_stop_signal_install(err)) return -1;
     int rc = 0;
     tr->run_t0 = mt_clock_s();
@@ -642,7 +643,6 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
             saved = tr->step;
         }
     }
-    mt_stop_signal_uninstall();
     if (tr->line_open) mt_train_progress(tr, 0, "%s", ""); /* end the terminal's step line */
     if (rc) return -1;
     if (tr->metrics_failed && metrics_failure(tr, err)) return -1; /* a val_loss line failed */

@@ -15,6 +15,11 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
 double mt_trainer_step(mt_trainer *tr);
 /* Mean validation loss over the first eval_batches x eval_batch sequences of the val set (layout-free). */
 double mt_trainer_eval(mt_trainer *tr);
+/* Trains to the last step and saves. SIGINT/SIGTERM stop it at a step
+ * boundary (then it saves); from its start they are only recorded, also
+ * after it returns (mt_stop_signal_uninstall restores the default), so one
+ * arriving during a save, while the outputs are written or at the exit
+ * lets them finish. */
 int mt_trainer_run(mt_trainer *tr, mt_error *err);
 /* Collective: with --trace, writes every rank's spans into one file (rank 0)
  * and prints each rank's idle fraction (time in no compute span over the
