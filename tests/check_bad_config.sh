@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Settings that must not survive, or decide, a run (issue 35, items 4-6):
+# Settings that must not survive, or decide, a run (issue 35, items 4-7):
 #  (4) resuming takes no output path from the checkpoint's stored run config:
 #      its trace, metrics, log file and report are written only where the
 #      command line (or --config) says;
@@ -12,6 +12,8 @@
 #      step 1 on (the first stops the run, the others reach the steps, the
 #      stop's save and the exit), until the process ends: exit 0, the usual
 #      lines, a checkpoint that verifies;
+#  (7) sizes that cannot fit in memory are refused at once with one line
+#      giving the bytes needed and the machine's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -141,5 +143,14 @@ else
     fail "SIGTERM during a stop's save: exit $rc after $sent signals; $(tail -n 3 $W/st.out)"
 fi
 rm -rf $W/fs $W/st
+
+echo "== (7) sizes that cannot fit in memory: refused at once =="
+S="--train $W/d_train.bin --heads 2 --seq-len 8 --steps 1 --log-every 0"
+WANT="of memory on this machine"
+one_error "$WANT" $M train $S --layers 4095 --dim 65536
+one_error "$WANT" $M train $S --layers 1 --dim 8192 --vocab 16777216 --batch 2
+one_error "$WANT" $M train $S --layers 1 --dim 16 --batch 2000000000
+one_error "$WANT (2 ranks of" mpirun -q -np 2 $M train $S --layers 4095 --dim 65536 --dp 2 --batch 2
+grep -q "which has [0-9]* (" $W/err || fail "the line does not give the machine's bytes: $(cat $W/err)"
 
 [ $fails = 0 ] && echo "all bad-config checks passed" || { echo "$fails failed"; exit 1; }

@@ -208,6 +208,19 @@ static double act_bytes(const mt_model_config *cfg, const mt_plan_cluster *c, co
     return per_layer * inflight * (double)c->act_bytes / 2.0;
 }
 
+/* Rank 0's bytes by category: the model states and the activations of m microbatches per step. */
+static void bytes_of(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *y, int m,
+                     double out[MT_PLAN_NCAT], held_sizes *hs) {
+    state_bytes(cfg, y, out, hs);
+    out[MT_PLAN_ACTS] = act_bytes(cfg, c, y, m);
+}
+
+void mt_plan_bytes(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *y, int global_batch,
+                   double bytes[MT_PLAN_NCAT]) {
+    held_sizes hs;
+    bytes_of(cfg, c, y, global_batch / (y->dp * y->micro_batch), bytes, &hs);
+}
+
 /* The shard group's ranks on one node (tp innermost: a node holds
  * per_node / tp of them), at most the group. */
 static int shard_ranks_per_node(const mt_plan_layout *y, int per_node) {
@@ -286,12 +299,11 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
                   mt_plan_result *r) {
     memset(r, 0, sizeof *r);
     held_sizes hs;
-    state_bytes(cfg, y, r->bytes, &hs);
+    int m = global_batch / (y->dp * y->micro_batch);
+    bytes_of(cfg, c, y, m, r->bytes, &hs);
     r->params_rank = hs.n;
     r->params_total = mt_plan_param_count(cfg);
-    int m = global_batch / (y->dp * y->micro_batch);
     r->microbatches = m;
-    r->bytes[MT_PLAN_ACTS] = act_bytes(cfg, c, y, m);
     for (int k = 0; k < MT_PLAN_NCAT; k++) r->total += r->bytes[k];
     r->fits = r->total <= c->mem_bytes;
 

@@ -97,6 +97,12 @@ void mt_plan_set_zeropp(mt_plan_layout *y, int per_node, int qwz, int hpz, int q
  * microbatches on 2 cores takes 1.125x its work / 2. -1 when the schedule
  * cannot be built or is too large to simulate (p m v > 200000). */
 double mt_plan_pipeline_makespan(int p, int m, int v, double c, double bwd);
+/* The bytes of mt_plan_eval's result alone (rank 0's, by category), without
+ * the times: what train checks against the memory before allocating. Needs
+ * dp, tp, pp, micro_batch, chunks and shard >= 1, and pp x chunks dividing
+ * the layers. */
+void mt_plan_bytes(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *lay, int global_batch,
+                   double bytes[MT_PLAN_NCAT]);
 /* Evaluates one (checked) layout. */
 void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *lay, int global_batch,
                   mt_plan_result *r);

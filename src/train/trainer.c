@@ -3,6 +3,7 @@
 #include "models/family.h"
 #include "ops/ops.h"
 #include "train/train_io.h"
+#include "train/footprint.h"
 #include "train/progress.h"
 #include "comm/trace_merge.h"
 #include "core/stop_signal.h"
@@ -264,6 +265,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return mt_errorf(err, "--sequence-parallel splits the %d x %d token rows of a microbatch over --tp %d: "
                               "choose a --micro-batch or --seq-len whose product tp divides",
                          op->micro_batch, op->cfg.seq_len, op->mesh.tp);
+    if (agree(world, mt_train_check_footprint(op, world, err), err)) return -1;
     if (mt_mesh_init(&tr->mesh, world, &op->mesh, err)) return -1;
     tr->mesh_ok = 1;
     tr->dp_rank = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
