@@ -21,35 +21,35 @@ static size_t padded(const mt_zero *z, int u) { return (size_t)z->n * z->S[u]; }
  * order) and groups units in backward order into buckets of >= bytes. */
 static void build_buckets(mt_zero *z, mt_model *m, size_t bytes) {
     int U = z->n_units;
-    z->bucket_lo = mt_xcalloc((size_t)U, sizeof(int), "bucket tables");
-    z->bucket_off = mt_xcalloc((size_t)U, sizeof(size_t), "bucket tables");
-    z->bucket_len = mt_xcalloc((size_t)U, sizeof(size_t), "bucket tables");
+    z->bk.bucket_lo = mt_xcalloc((size_t)U, sizeof(int), "bucket tables");
+    z->bk.bucket_off = mt_xcalloc((size_t)U, sizeof(size_t), "bucket tables");
+    z->bk.bucket_len = mt_xcalloc((size_t)U, sizeof(size_t), "bucket tables");
     size_t *off = mt_xcalloc((size_t)U, sizeof(size_t), "bucket tables");
     for (int u = 0; u < U; u++) {
-        off[u] = z->gflat_len;
-        z->gflat_len += z->numel[u];
+        off[u] = z->bk.gflat_len;
+        z->bk.gflat_len += z->numel[u];
     }
-    z->gflat = mt_mem_alloc(z->mem, MT_MEM_GRADS, z->gflat_len * sizeof(float), "gradients (bucketed)");
+    z->bk.gflat = mt_mem_alloc(z->mem, MT_MEM_GRADS, z->bk.gflat_len * sizeof(float), "gradients (bucketed)");
     for (int u = 0; u < U; u++) {
         mt_mem_free(z->mem, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
-        m->grads[u] = z->full_g[u] = z->gflat + off[u];
+        m->grads[u] = z->full_g[u] = z->bk.gflat + off[u];
     }
     int hi = U - 1;
     size_t acc = 0;
     for (int u = U - 1; u >= 0; u--) {
         acc += z->numel[u] * sizeof(float);
         if (acc < bytes && u > 0) continue;
-        for (int v = u; v <= hi; v++) z->bucket_lo[v] = u;
-        z->bucket_off[u] = off[u];
-        z->bucket_len[u] = off[hi] + z->numel[hi] - off[u];
-        z->n_buckets++;
+        for (int v = u; v <= hi; v++) z->bk.bucket_lo[v] = u;
+        z->bk.bucket_off[u] = off[u];
+        z->bk.bucket_len[u] = off[hi] + z->numel[hi] - off[u];
+        z->bk.n_buckets++;
         hi = u - 1;
         acc = 0;
     }
     free(off);
 }
 
-static int mixed(const mt_zero *z) { return z->dt16 != MT_FP32; }
+static int mixed(const mt_zero *z) { return z->mp.dt16 != MT_FP32; }
 
 /* The owned range [b, e) of unit u (empty on ranks past a short unit's end). */
 static void owned_range(const mt_zero *z, int u, size_t *b, size_t *e) {
@@ -72,26 +72,26 @@ static size_t g16_len(const mt_zero *z, int u) { return z->stage >= 2 ? z->S[u] 
 static void init_mixed(mt_zero *z, mt_model *m) {
     mt_mem *mem = z->mem;
     int U = z->n_units;
-    z->p16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
-    z->g16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
-    z->master = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
-    z->gscratch_len = 1;
+    z->mp.p16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
+    z->mp.g16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
+    z->mp.master = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
+    z->mp.gscratch_len = 1;
     for (int u = 0; u < U; u++) {
         if (!z->numel[u]) continue;
         mt_model_materialize_unit(m, u, 0); /* this unit's initial values, freed below */
         size_t S = z->S[u], b, e;
         owned_range(z, u, &b, &e);
-        z->gscratch_len = S > z->gscratch_len ? S : z->gscratch_len;
-        z->master[u] = mt_mem_alloc(mem, MT_MEM_OPTIM, S * sizeof(float), "fp32 master parameters");
-        memset(z->master[u], 0, S * sizeof(float));
-        if (e > b) memcpy(z->master[u], m->params[u] + b, (e - b) * sizeof(float));
+        z->mp.gscratch_len = S > z->mp.gscratch_len ? S : z->mp.gscratch_len;
+        z->mp.master[u] = mt_mem_alloc(mem, MT_MEM_OPTIM, S * sizeof(float), "fp32 master parameters");
+        memset(z->mp.master[u], 0, S * sizeof(float));
+        if (e > b) memcpy(z->mp.master[u], m->params[u] + b, (e - b) * sizeof(float));
         size_t np = p16_len(z, u), ng = g16_len(z, u);
-        z->p16[u] = mt_mem_alloc(mem, MT_MEM_PARAMS, np * sizeof(uint16_t), "16-bit parameters");
-        memset(z->p16[u], 0, np * sizeof(uint16_t));
-        if (z->stage == 3) mt_convert_to_16(z->dt16, z->p16[u], z->master[u], S);
-        else mt_convert_to_16(z->dt16, z->p16[u], m->params[u], z->numel[u]);
-        z->g16[u] = mt_mem_alloc(mem, MT_MEM_GRADS, ng * sizeof(uint16_t), "16-bit gradients");
-        memset(z->g16[u], 0, ng * sizeof(uint16_t));
+        z->mp.p16[u] = mt_mem_alloc(mem, MT_MEM_PARAMS, np * sizeof(uint16_t), "16-bit parameters");
+        memset(z->mp.p16[u], 0, np * sizeof(uint16_t));
+        if (z->stage == 3) mt_convert_to_16(z->mp.dt16, z->mp.p16[u], z->mp.master[u], S);
+        else mt_convert_to_16(z->mp.dt16, z->mp.p16[u], m->params[u], z->numel[u]);
+        z->mp.g16[u] = mt_mem_alloc(mem, MT_MEM_GRADS, ng * sizeof(uint16_t), "16-bit gradients");
+        memset(z->mp.g16[u], 0, ng * sizeof(uint16_t));
         mt_mem_free(mem, MT_MEM_PARAMS, m->params[u], z->numel[u] * sizeof(float));
         mt_mem_free(mem, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
         if (m->w16[u]) mt_mem_free(mem, MT_MEM_PARAMS, m->w16[u], z->numel[u] * sizeof(uint16_t));
@@ -106,16 +106,16 @@ static void init_mixed(mt_zero *z, mt_model *m) {
         z->gpool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(float), "gradient pool");
     }
     if (z->stage == 3) {
-        z->p16unit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(uint16_t), "unit-0 gathered 16-bit parameters");
+        z->mp.p16unit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(uint16_t), "unit-0 gathered 16-bit parameters");
         for (int k = 0; k < 2; k++)
-            z->p16pool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(uint16_t), "16-bit parameter gather pool");
+            z->mp.p16pool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(uint16_t), "16-bit parameter gather pool");
     }
-    if (z->stage >= 2 && z->reduce16) {
-        z->g16unit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(uint16_t), "unit-0 bf16 gradient buffer");
+    if (z->stage >= 2 && z->mp.reduce16) {
+        z->mp.g16unit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(uint16_t), "unit-0 bf16 gradient buffer");
         for (int k = 0; k < 2; k++)
-            z->g16pool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(uint16_t), "bf16 gradient pool");
+            z->mp.g16pool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(uint16_t), "bf16 gradient pool");
     }
-    z->gscratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, z->gscratch_len * sizeof(float), "owned gradient in fp32");
+    z->mp.gscratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, z->mp.gscratch_len * sizeof(float), "owned gradient in fp32");
 }
 
 int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t bucket_bytes,
@@ -131,8 +131,8 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     if (grad_reduce != MT_FP32 && !(grad_reduce == MT_BF16 && m->precision == MT_BF16))
         return mt_errorf(err, "--grad-reduce-dtype %s needs --precision bf16 (the gradients are held in bf16 "
                               "there); got --precision %s", mt_dtype_name(grad_reduce), mt_dtype_name(m->precision));
-    z->dt16 = m->precision;
-    z->reduce16 = grad_reduce == MT_BF16;
+    z->mp.dt16 = m->precision;
+    z->mp.reduce16 = grad_reduce == MT_BF16;
     const mt_layout *l = &m->layout;
     z->stage = stage;
     z->mem = mem;
@@ -156,10 +156,10 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     z->pshard = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
     z->gshard = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
     z->gslot = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
-    z->gslot16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
-    z->g16_used = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
-    z->g16_sumsq = mt_xcalloc((size_t)U, sizeof(double), "zero tables");
-    z->g16_sumsq_ok = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
+    z->mp.gslot16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
+    z->mp.g16_used = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
+    z->mp.g16_sumsq = mt_xcalloc((size_t)U, sizeof(double), "zero tables");
+    z->mp.g16_sumsq_ok = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
     z->greq = mt_xcalloc((size_t)U, sizeof(mt_comm_req), "zero tables");
     z->in_norm = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
     for (int u = 0; u < U; u++) {
@@ -221,20 +221,20 @@ static void free_mixed(mt_zero *z, mt_model *m) {
     mt_mem *mem = z->mem;
     size_t P0 = padded(z, 0);
     for (int u = 0; u < z->n_units; u++) {
-        mt_mem_free(mem, MT_MEM_OPTIM, z->master[u], z->S[u] * sizeof(float));
-        mt_mem_free(mem, MT_MEM_PARAMS, z->p16[u], p16_len(z, u) * sizeof(uint16_t));
-        mt_mem_free(mem, MT_MEM_GRADS, z->g16[u], g16_len(z, u) * sizeof(uint16_t));
+        mt_mem_free(mem, MT_MEM_OPTIM, z->mp.master[u], z->S[u] * sizeof(float));
+        mt_mem_free(mem, MT_MEM_PARAMS, z->mp.p16[u], p16_len(z, u) * sizeof(uint16_t));
+        mt_mem_free(mem, MT_MEM_GRADS, z->mp.g16[u], g16_len(z, u) * sizeof(uint16_t));
         m->params[u] = m->grads[u] = NULL; /* pooled buffers: not the model's to free */
         m->w16[u] = NULL;
     }
-    mt_mem_free(mem, MT_MEM_COMM, z->p16unit0, P0 * sizeof(uint16_t));
-    mt_mem_free(mem, MT_MEM_COMM, z->g16unit0, P0 * sizeof(uint16_t));
+    mt_mem_free(mem, MT_MEM_COMM, z->mp.p16unit0, P0 * sizeof(uint16_t));
+    mt_mem_free(mem, MT_MEM_COMM, z->mp.g16unit0, P0 * sizeof(uint16_t));
     for (int k = 0; k < 2; k++) {
-        mt_mem_free(mem, MT_MEM_COMM, z->p16pool[k], z->pool_len * sizeof(uint16_t));
-        mt_mem_free(mem, MT_MEM_COMM, z->g16pool[k], z->pool_len * sizeof(uint16_t));
+        mt_mem_free(mem, MT_MEM_COMM, z->mp.p16pool[k], z->pool_len * sizeof(uint16_t));
+        mt_mem_free(mem, MT_MEM_COMM, z->mp.g16pool[k], z->pool_len * sizeof(uint16_t));
     }
-    mt_mem_free(mem, MT_MEM_SCRATCH, z->gscratch, z->gscratch_len * sizeof(float));
-    free(z->p16); free(z->g16); free(z->master);
+    mt_mem_free(mem, MT_MEM_SCRATCH, z->mp.gscratch, z->mp.gscratch_len * sizeof(float));
+    free(z->mp.p16); free(z->mp.g16); free(z->mp.master);
 }
 
 void mt_zero_free(mt_zero *z, mt_model *m) {
@@ -251,10 +251,10 @@ void mt_zero_free(mt_zero *z, mt_model *m) {
         mt_mem_free(mem, MT_MEM_PARAMS, z->pshard[u], z->S[u] * sizeof(float));
         mt_mem_free(mem, MT_MEM_GRADS, z->gshard[u], z->S[u] * sizeof(float));
         if (z->stage > 0) m->params[u] = m->grads[u] = NULL; /* not the model's to free any more */
-        if (z->gflat) m->grads[u] = NULL;
+        if (z->bk.gflat) m->grads[u] = NULL;
     }
-    mt_mem_free(mem, MT_MEM_GRADS, z->gflat, z->gflat_len * sizeof(float));
-    free(z->bucket_lo); free(z->bucket_off); free(z->bucket_len);
+    mt_mem_free(mem, MT_MEM_GRADS, z->bk.gflat, z->bk.gflat_len * sizeof(float));
+    free(z->bk.bucket_lo); free(z->bk.bucket_off); free(z->bk.bucket_len);
     mt_mem_free(mem, MT_MEM_COMM, z->gunit0, padded(z, 0) * sizeof(float));
     mt_mem_free(mem, MT_MEM_COMM, z->punit0, padded(z, 0) * sizeof(float));
     for (int k = 0; k < 2; k++) {
@@ -262,7 +262,7 @@ void mt_zero_free(mt_zero *z, mt_model *m) {
         mt_mem_free(mem, MT_MEM_COMM, z->ppool[k], z->pool_len * sizeof(float));
     }
     free(z->numel); free(z->S); free(z->full_p); free(z->full_g); free(z->pshard); free(z->gshard);
-    free(z->gslot); free(z->gslot16); free(z->g16_used); free(z->g16_sumsq); free(z->g16_sumsq_ok); free(z->greq); free(z->in_norm);
+    free(z->gslot); free(z->mp.gslot16); free(z->mp.g16_used); free(z->mp.g16_sumsq); free(z->mp.g16_sumsq_ok); free(z->greq); free(z->in_norm);
     memset(z, 0, sizeof *z);
 }
 
@@ -270,7 +270,7 @@ void mt_zero_begin_step(mt_zero *z, mt_model *m) {
     /* mixed precision: a step's first contribution is rounded straight into
      * the 16-bit gradient (add_into_16), so it needs no clearing; its padding
      * is never written and stays zero */
-    for (int u = 0; u < z->n_units && mixed(z); u++) z->g16_used[u] = z->g16_sumsq_ok[u] = 0;
+    for (int u = 0; u < z->n_units && mixed(z); u++) z->mp.g16_used[u] = z->mp.g16_sumsq_ok[u] = 0;
     for (int u = 0; u < z->n_units && !mixed(z); u++) {
         if (!z->numel[u]) continue;
         if (z->full_g[u]) op_zero(z->full_g[u], z->stage == 0 ? z->numel[u] : padded(z, u));
@@ -289,7 +289,7 @@ static int seq_unit(const mt_zero *z, int i) {
 static void start_gather(mt_zero *z, int i) {
     int u = seq_unit(z, i);
     if (z->hpz && i >= z->n_units - 1) { /* a backward gather: from the node's secondary parts */
-        mt_zero_hpz_start_gather(z, u, mixed(z) ? (void *)z->p16pool[i % 2] : (void *)z->ppool[i % 2], &z->preq[i % 2]);
+        mt_zero_hpz_start_gather(z, u, mixed(z) ? (void *)z->mp.p16pool[i % 2] : (void *)z->ppool[i % 2], &z->preq[i % 2]);
         return;
     }
     if (z->qwz) {
@@ -297,7 +297,7 @@ static void start_gather(mt_zero *z, int i) {
         return;
     }
     if (mixed(z))
-        mt_comm_iallgather(z->shard, z->p16[u], z->p16pool[i % 2], z->S[u] * sizeof(uint16_t), &z->preq[i % 2]);
+        mt_comm_iallgather(z->shard, z->mp.p16[u], z->mp.p16pool[i % 2], z->S[u] * sizeof(uint16_t), &z->preq[i % 2]);
     else
         mt_comm_iallgather(z->shard, z->pshard[u], z->ppool[i % 2], z->S[u] * sizeof(float), &z->preq[i % 2]);
 }
@@ -349,7 +349,7 @@ static int grad_by_one_gemm(const mt_tensor *t) { return t->grad_by_one_gemm; }
 static void widen_unit(const mt_zero *z, const mt_model *m, int u, float *buf, const uint16_t *src) {
     size_t b, e;
     for (run_cursor c = {0, 0}; next_run(&m->layout.units[u], z->numel[u], read_16bit_only, &c, &b, &e);)
-        mt_convert_from_16(z->dt16, buf + b, src + b, e - b);
+        mt_convert_from_16(z->mp.dt16, buf + b, src + b, e - b);
 }
 
 /* Hands unit u's backward the gradient buffer slot, fresh
@@ -369,17 +369,17 @@ static void open_fresh_slot(mt_zero *z, mt_model *m, int u, float *slot) {
  * forward or backward (unit 0, which a tied head shares, once per parameter change). */
 static void widen_params(mt_zero *z, mt_model *m, int u) {
     if (u == 0) {
-        if (z->punit0_version != m->param_version) {
-            widen_unit(z, m, 0, z->punit0, z->p16[0]);
-            z->punit0_version = m->param_version;
+        if (z->mp.punit0_version != m->param_version) {
+            widen_unit(z, m, 0, z->punit0, z->mp.p16[0]);
+            z->mp.punit0_version = m->param_version;
         }
-        bind_params(z, m, 0, z->punit0, z->p16[0]);
+        bind_params(z, m, 0, z->punit0, z->mp.p16[0]);
         return;
     }
-    float *buf = z->ppool[z->conv_k];
-    z->conv_k ^= 1;
-    widen_unit(z, m, u, buf, z->p16[u]);
-    bind_params(z, m, u, buf, z->p16[u]);
+    float *buf = z->ppool[z->mp.conv_k];
+    z->mp.conv_k ^= 1;
+    widen_unit(z, m, u, buf, z->mp.p16[u]);
+    bind_params(z, m, u, buf, z->mp.p16[u]);
 }
 
 /* Mixed precision, stages 0-2: the fp32 parameters unit u's forward or
@@ -403,11 +403,11 @@ static void take_gathered(mt_zero *z, mt_model *m, int unit) {
     if (i >= z->seq_len || seq_unit(z, i) != unit) mt_die("zero: unit %d out of the gather sequence", unit);
     mt_comm_wait(&z->preq[i % 2]);
     if (z->qwz && !(z->hpz && i >= z->n_units - 1)) /* hpZ's backward gather is exact */
-        mt_zero_qwz_finish_gather(z, unit, i % 2, mixed(z) ? (void *)z->p16pool[i % 2] : (void *)z->ppool[i % 2]);
+        mt_zero_qwz_finish_gather(z, unit, i % 2, mixed(z) ? (void *)z->mp.p16pool[i % 2] : (void *)z->ppool[i % 2]);
     if (z->hpz && i < z->n_units - 1) /* a forward gather: keep the node's part for the backward one */
-        mt_zero_hpz_keep(z, unit, mixed(z) ? (const void *)z->p16pool[i % 2] : (const void *)z->ppool[i % 2]);
-    if (mixed(z)) widen_unit(z, m, unit, z->ppool[i % 2], z->p16pool[i % 2]);
-    bind_params(z, m, unit, z->ppool[i % 2], z->p16pool[i % 2]);
+        mt_zero_hpz_keep(z, unit, mixed(z) ? (const void *)z->mp.p16pool[i % 2] : (const void *)z->ppool[i % 2]);
+    if (mixed(z)) widen_unit(z, m, unit, z->ppool[i % 2], z->mp.p16pool[i % 2]);
+    bind_params(z, m, unit, z->ppool[i % 2], z->mp.p16pool[i % 2]);
     if (i + 1 < z->seq_len) start_gather(z, i + 1);
 }
 
@@ -420,14 +420,14 @@ void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit) {
         if (z->qwz)
             mt_zero_qwz_start_gather(z, 0, 1, &z->preq[1]);
         else if (mixed(z))
-            mt_comm_iallgather(z->shard, z->p16[0], z->p16unit0, z->S[0] * sizeof(uint16_t), &z->preq[1]);
+            mt_comm_iallgather(z->shard, z->mp.p16[0], z->mp.p16unit0, z->S[0] * sizeof(uint16_t), &z->preq[1]);
         else
             mt_comm_iallgather(z->shard, z->pshard[0], z->punit0, z->S[0] * sizeof(float), &z->preq[1]);
         mt_comm_wait(&z->preq[1]);
-        if (z->qwz) mt_zero_qwz_finish_gather(z, 0, 1, mixed(z) ? (void *)z->p16unit0 : (void *)z->punit0);
+        if (z->qwz) mt_zero_qwz_finish_gather(z, 0, 1, mixed(z) ? (void *)z->mp.p16unit0 : (void *)z->punit0);
         if (z->seq_len > 0) start_gather(z, 0); /* prefetch unit 1 while unit 0 runs */
-        if (mixed(z)) widen_unit(z, m, 0, z->punit0, z->p16unit0);
-        bind_params(z, m, 0, z->punit0, z->p16unit0);
+        if (mixed(z)) widen_unit(z, m, 0, z->punit0, z->mp.p16unit0);
+        bind_params(z, m, 0, z->punit0, z->mp.p16unit0);
         return;
     }
     take_gathered(z, m, unit);
@@ -436,9 +436,9 @@ void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit) {
 /* The 16-bit gradient of unit u += x (n elements): the first contribution
  * of a step is rounded straight in (the gradient is zero then). */
 static void add_into_16(mt_zero *z, int u, const float *x, size_t n) {
-    if (z->g16_used[u]) mt_accumulate_16(z->dt16, z->g16[u], x, n);
-    else mt_convert_to_16(z->dt16, z->g16[u], x, n);
-    z->g16_used[u] = 1;
+    if (z->mp.g16_used[u]) mt_accumulate_16(z->mp.dt16, z->mp.g16[u], x, n);
+    else mt_convert_to_16(z->mp.dt16, z->mp.g16[u], x, n);
+    z->mp.g16_used[u] = 1;
 }
 
 /* Stages 2-3: waits for the reduction of the gradient in unit v's slot and
@@ -451,15 +451,15 @@ static void drain(mt_zero *z, int v) {
         op_add(z->gshard[v], z->gshard[v], slot, z->S[v]);
     } else if (z->stage <= 1) { /* the reduced sum of every microbatch, i.e. the owned gradient (S
                                    elements): rounded once, its norm taken in the same pass */
-        z->g16_sumsq[v] = op_round_to_16_sumsq(z->dt16, z->g16[v], slot, z->S[v]);
-        z->g16_sumsq_ok[v] = 1;
-        z->g16_used[v] = 1;
+        z->mp.g16_sumsq[v] = op_round_to_16_sumsq(z->mp.dt16, z->mp.g16[v], slot, z->S[v]);
+        z->mp.g16_sumsq_ok[v] = 1;
+        z->mp.g16_used[v] = 1;
     } else {
-        if (z->gslot16[v]) mt_convert_from_16(z->dt16, slot, z->gslot16[v], z->S[v]);
+        if (z->mp.gslot16[v]) mt_convert_from_16(z->mp.dt16, slot, z->mp.gslot16[v], z->S[v]);
         add_into_16(z, v, slot, z->S[v]);
     }
     z->gslot[v] = NULL;
-    z->gslot16[v] = NULL;
+    z->mp.gslot16[v] = NULL;
 }
 
 static float *grad_slot(mt_zero *z, int unit) {
@@ -509,34 +509,34 @@ void mt_zero_pre_backward(mt_zero *z, mt_model *m, int unit) {
 
 /* The 16-bit buffer paired with fp32 gradient buffer slot (bf16 reduction). */
 static uint16_t *slot16(const mt_zero *z, const float *slot) {
-    return slot == z->gunit0 ? z->g16unit0 : slot == z->gpool[0] ? z->g16pool[0] : z->g16pool[1];
+    return slot == z->gunit0 ? z->mp.g16unit0 : slot == z->gpool[0] ? z->mp.g16pool[0] : z->mp.g16pool[1];
 }
 
 static void post_backward_mixed(mt_zero *z, mt_model *m, int unit, int last) {
     float *slot = m->grads[unit];
     m->grads[unit] = NULL;
     size_t n = z->numel[unit], S = z->S[unit];
-    uint16_t *g = z->g16[unit];
+    uint16_t *g = z->mp.g16[unit];
     if (z->stage >= 2) {
         if (z->qgz_intra) {
             mt_zero_qgz_reduce_scatter(z, unit, slot);
-        } else if (z->reduce16) {
+        } else if (z->mp.reduce16) {
             uint16_t *s16 = slot16(z, slot);
-            mt_convert_to_16(z->dt16, s16, slot, padded(z, unit));
+            mt_convert_to_16(z->mp.dt16, s16, slot, padded(z, unit));
             mt_comm_ireduce_scatter_bf16(z->shard, s16, s16, S, &z->greq[unit]);
-            z->gslot16[unit] = s16;
+            z->mp.gslot16[unit] = s16;
         } else {
             mt_comm_ireduce_scatter(z->shard, slot, slot, S, &z->greq[unit]);
         }
         z->gslot[unit] = slot;
     } else if (!last) {
         add_into_16(z, unit, slot, n);
-    } else if (z->reduce16) {
+    } else if (z->mp.reduce16) {
         add_into_16(z, unit, slot, n);
         if (z->stage == 0) mt_comm_iallreduce_bf16(z->dp, g, g, n, &z->greq[unit]);
         else mt_comm_ireduce_scatter_bf16(z->shard, g, g, S, &z->greq[unit]);
     } else {
-        if (z->g16_used[unit]) mt_add_from_16(z->dt16, slot, g, n); /* the earlier microbatches */
+        if (z->mp.g16_used[unit]) mt_add_from_16(z->mp.dt16, slot, g, n); /* the earlier microbatches */
         if (z->stage == 0) mt_comm_iallreduce(z->dp, slot, slot, n, &z->greq[unit]);
         else mt_comm_ireduce_scatter(z->shard, slot, slot, S, &z->greq[unit]);
         z->gslot[unit] = slot;
@@ -546,10 +546,10 @@ static void post_backward_mixed(mt_zero *z, mt_model *m, int unit, int last) {
 void mt_zero_post_backward(mt_zero *z, mt_model *m, int unit, int last) {
     if (mixed(z)) {
         post_backward_mixed(z, m, unit, last);
-    } else if (z->stage == 0 && z->gflat) {
-        if (last && z->bucket_lo[unit] == unit) {
-            float *b = z->gflat + z->bucket_off[unit];
-            mt_comm_iallreduce(z->dp, b, b, z->bucket_len[unit], &z->greq[unit]);
+    } else if (z->stage == 0 && z->bk.gflat) {
+        if (last && z->bk.bucket_lo[unit] == unit) {
+            float *b = z->bk.gflat + z->bk.bucket_off[unit];
+            mt_comm_iallreduce(z->dp, b, b, z->bk.bucket_len[unit], &z->greq[unit]);
         }
     } else if (z->stage == 0) {
         if (last) mt_comm_iallreduce(z->dp, z->full_g[unit], z->full_g[unit], z->numel[unit], &z->greq[unit]);
@@ -585,13 +585,13 @@ void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
     mt_zero_end_microbatch(z, m);
     for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
     for (int u = 0; u < z->n_units && mixed(z); u++) /* a unit without a backward this step */
-        if (z->numel[u] && !z->g16_used[u]) memset(z->g16[u], 0, g16_len(z, u) * sizeof(uint16_t));
+        if (z->numel[u] && !z->mp.g16_used[u]) memset(z->mp.g16[u], 0, g16_len(z, u) * sizeof(uint16_t));
     if (mixed(z) && z->stage >= 1 && mt_comm_size(z->replica) > 1) {
         for (int u = 0; u < z->n_units; u++) {
             if (!z->numel[u]) continue;
-            if (z->reduce16) {
-                z->g16_sumsq_ok[u] = 0;
-                mt_comm_iallreduce_bf16(z->replica, z->g16[u], z->g16[u], z->S[u], &z->greq[u]);
+            if (z->mp.reduce16) {
+                z->mp.g16_sumsq_ok[u] = 0;
+                mt_comm_iallreduce_bf16(z->replica, z->mp.g16[u], z->mp.g16[u], z->S[u], &z->greq[u]);
                 wait_grad(z, u);
             } else {
                 mt_zero_allreduce_owned_grad(z, u, z->replica);
@@ -606,7 +606,7 @@ void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
 
 /* Sum of squares of the owned gradient elements [off, off + n) of unit u. */
 static double owned_sumsq(const mt_zero *z, int u, size_t off, size_t n) {
-    return mixed(z) ? op_sumsq_16(z->dt16, z->g16[u] + off, n) : op_sumsq(grad_shard(z, u) + off, n);
+    return mixed(z) ? op_sumsq_16(z->mp.dt16, z->mp.g16[u] + off, n) : op_sumsq(grad_shard(z, u) + off, n);
 }
 
 /* Sum of squares of the owned shard of unit u over the tensors this rank
@@ -615,7 +615,7 @@ static double owned_sumsq(const mt_zero *z, int u, size_t off, size_t n) {
  * by the first rank holding it. */
 
 static double unit_sumsq(mt_zero *z, const mt_model *m, int u) {
-    if (m->layout.tp_rank == 0) return z->g16_sumsq_ok[u] ? z->g16_sumsq[u] : owned_sumsq(z, u, 0, z->S[u]);
+    if (m->layout.tp_rank == 0) return z->mp.g16_sumsq_ok[u] ? z->mp.g16_sumsq[u] : owned_sumsq(z, u, 0, z->S[u]);
     size_t lo = z->stage >= 1 ? (size_t)z->r * z->S[u] : 0, hi = lo + z->S[u];
     const mt_unit_layout *ul = &m->layout.units[u];
     double s = 0.0;
@@ -640,7 +640,7 @@ void mt_zero_owned(const mt_zero *z, mt_model *m, int u, size_t *b, size_t *e, f
     (void)m;
     owned_range(z, u, b, e);
     if (mixed(z)) {
-        *p = z->master[u];
+        *p = z->mp.master[u];
         *g = NULL;
         return;
     }
@@ -651,14 +651,14 @@ void mt_zero_owned(const mt_zero *z, mt_model *m, int u, size_t *b, size_t *e, f
 float *mt_zero_owned_grad(mt_zero *z, int u, size_t off, size_t n) {
     if (!mixed(z)) return grad_shard(z, u) + off;
     /* at the scratch's start: a chunked caller reuses the same cache lines */
-    mt_convert_from_16(z->dt16, z->gscratch, z->g16[u] + off, n);
-    return z->gscratch;
+    mt_convert_from_16(z->mp.dt16, z->mp.gscratch, z->mp.g16[u] + off, n);
+    return z->mp.gscratch;
 }
 
 void mt_zero_poison_grad(mt_zero *z, int u) {
-    z->g16_sumsq_ok[u] = 0;
+    z->mp.g16_sumsq_ok[u] = 0;
     if (!mixed(z)) grad_shard(z, u)[0] = INFINITY;
-    else z->g16[u][0] = z->dt16 == MT_BF16 ? mt_fp32_to_bf16(INFINITY) : mt_fp32_to_fp16(INFINITY);
+    else z->mp.g16[u][0] = z->mp.dt16 == MT_BF16 ? mt_fp32_to_bf16(INFINITY) : mt_fp32_to_fp16(INFINITY);
 }
 
 void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm) {
@@ -666,10 +666,10 @@ void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm) {
         mt_comm_allreduce(comm, grad_shard(z, u), grad_shard(z, u), z->S[u]);
         return;
     }
-    z->g16_sumsq_ok[u] = 0;
+    z->mp.g16_sumsq_ok[u] = 0;
     float *g = mt_zero_owned_grad(z, u, 0, z->S[u]);
     mt_comm_allreduce(comm, g, g, z->S[u]);
-    mt_convert_to_16(z->dt16, z->g16[u], g, z->S[u]);
+    mt_convert_to_16(z->mp.dt16, z->mp.g16[u], g, z->S[u]);
 }
 
 size_t mt_zero_state_len(const mt_zero *z, int u) { return z->S[u]; }
@@ -678,21 +678,21 @@ size_t mt_zero_state_len(const mt_zero *z, int u) { return z->S[u]; }
 static size_t own16(const mt_zero *z, int u) { return z->stage == 3 ? 0 : (size_t)z->r * z->S[u]; }
 
 void mt_zero_round_owned_params(mt_zero *z, int u, size_t off, size_t n, const float *master) {
-    if (mixed(z) && n) mt_convert_to_16(z->dt16, z->p16[u] + own16(z, u) + off, master, n);
+    if (mixed(z) && n) mt_convert_to_16(z->mp.dt16, z->mp.p16[u] + own16(z, u) + off, master, n);
 }
 
 void mt_zero_release_master(mt_zero *z, int u) {
-    if (!mixed(z) || !z->master[u]) return;
-    mt_mem_free(z->mem, MT_MEM_OPTIM, z->master[u], z->S[u] * sizeof(float));
-    z->master[u] = NULL;
+    if (!mixed(z) || !z->mp.master[u]) return;
+    mt_mem_free(z->mem, MT_MEM_OPTIM, z->mp.master[u], z->S[u] * sizeof(float));
+    z->mp.master[u] = NULL;
 }
 
-int mt_zero_master_released(const mt_zero *z, int u) { return mixed(z) && z->numel[u] && !z->master[u]; }
+int mt_zero_master_released(const mt_zero *z, int u) { return mixed(z) && z->numel[u] && !z->mp.master[u]; }
 
 mt_dtype mt_zero_owned_16(mt_zero *z, int u, const uint16_t **g16, uint16_t **p16) {
-    *g16 = mixed(z) ? z->g16[u] : NULL; /* the owned gradient starts the 16-bit gradient (mt_zero_owned_grad) */
-    *p16 = mixed(z) ? z->p16[u] + own16(z, u) : NULL;
-    return z->dt16;
+    *g16 = mixed(z) ? z->mp.g16[u] : NULL; /* the owned gradient starts the 16-bit gradient (mt_zero_owned_grad) */
+    *p16 = mixed(z) ? z->mp.p16[u] + own16(z, u) : NULL;
+    return z->mp.dt16;
 }
 
 /* Stages 1-2: every rank's updated shard to every rank (mixed precision:
@@ -702,7 +702,7 @@ void mt_zero_after_step(mt_zero *z, mt_model *m) {
     for (int u = 0; u < z->n_units; u++) {
         if (!z->numel[u]) continue;
         if (mixed(z))
-            mt_comm_iallgather(z->shard, z->p16[u] + own16(z, u), z->p16[u], z->S[u] * sizeof(uint16_t),
+            mt_comm_iallgather(z->shard, z->mp.p16[u] + own16(z, u), z->mp.p16[u], z->S[u] * sizeof(uint16_t),
                                &z->greq[u]);
         else
             mt_comm_iallgather(z->shard, z->full_p[u] + (size_t)z->r * z->S[u], z->full_p[u],
@@ -722,7 +722,7 @@ void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *
         mt_die("mt_zero_get_full_params: unit %d's fp32 master was released; gather the caller's copy with "
                "mt_zero_get_full_state", u);
     if (mixed(z)) { /* the fp32 master, sharded like optimizer state */
-        mt_zero_get_full_state(z, u, z->master[u], dst, tmp);
+        mt_zero_get_full_state(z, u, z->mp.master[u], dst, tmp);
         return;
     }
     if (z->stage < 3) {
@@ -735,16 +735,16 @@ void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *
 
 void mt_zero_set_full_params(mt_zero *z, mt_model *m, int u, const float *src) {
     if (mixed(z)) {
-        if (z->master[u]) mt_zero_set_full_state(z, u, z->master[u], src);
+        if (z->mp.master[u]) mt_zero_set_full_state(z, u, z->mp.master[u], src);
         if (z->stage < 3) {
-            mt_convert_to_16(z->dt16, z->p16[u], src, z->numel[u]);
+            mt_convert_to_16(z->mp.dt16, z->mp.p16[u], src, z->numel[u]);
         } else { /* the shard; zeros past the unit's end, as at init */
             size_t b, e;
             owned_range(z, u, &b, &e);
-            memset(z->p16[u], 0, z->S[u] * sizeof(uint16_t));
-            mt_convert_to_16(z->dt16, z->p16[u], src + b, e - b);
+            memset(z->mp.p16[u], 0, z->S[u] * sizeof(uint16_t));
+            mt_convert_to_16(z->mp.dt16, z->mp.p16[u], src + b, e - b);
         }
-        z->punit0_version = 0;
+        z->mp.punit0_version = 0;
         return;
     }
     if (z->stage < 3) {

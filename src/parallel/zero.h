@@ -69,6 +69,37 @@
 #include "models/model.h"
 #include "parallel/mesh.h"
 
+/* Stage 0 buckets (DDP-style, see above): all units' gradients in one flat
+ * buffer; bucket_bytes == 0: off (gflat NULL). */
+typedef struct {
+    float *gflat;                  /* all units' gradients, unit order */
+    size_t gflat_len;
+    int *bucket_lo;                /* per unit: lowest unit of its bucket (launches the all-reduce) */
+    size_t *bucket_off, *bucket_len; /* per launching unit: its bucket's range in gflat */
+    int n_buckets;
+} mt_zero_buckets;
+
+/* Mixed precision (see above); dt16 == MT_FP32: off. */
+typedef struct {
+    mt_dtype dt16;
+    int reduce16;                  /* gradient collectives in bf16 */
+    uint16_t **p16;                /* per unit: stages 0-2 the full (padded) parameters, stage 3 the shard */
+    uint16_t **g16;                /* per unit: stages 0-1 the full (padded) gradient, 2-3 the shard;
+                                      the owned part starts at element 0 once reduced */
+    float **master;                /* per unit: fp32 master of the owned range (S floats) */
+    uint16_t *p16unit0, *p16pool[2]; /* stage 3: gathered 16-bit parameters */
+    uint16_t *g16unit0, *g16pool[2]; /* stages 2-3 with bf16 reduction: a gradient buffer rounded to bf16 */
+    uint16_t **gslot16;            /* per unit: the bf16 buffer its reduction is in flight in */
+    unsigned char *g16_used;       /* per unit: the 16-bit gradient holds a contribution this step */
+    double *g16_sumsq;             /* per unit: sum of squares of the owned 16-bit gradient, taken while
+                                      rounding it (stages 0-1, fp32 reduction) ... */
+    unsigned char *g16_sumsq_ok;   /* ... and whether it is this step's (else mt_zero_grad_sumsq reads it) */
+    float *gscratch;               /* one unit's owned gradient widened to fp32 */
+    size_t gscratch_len;           /* its floats: the largest owned range */
+    uint64_t punit0_version;       /* stages 0-2: m->param_version unit 0's fp32 copy was made at (0: none) */
+    int conv_k;                    /* stages 0-2: the pool buffer the next unit is widened into */
+} mt_zero_mixed;
+
 typedef struct {
     int stage;
     mt_comm *dp, *shard, *replica; /* borrowed from the mesh */
@@ -88,29 +119,8 @@ typedef struct {
     mt_mem *mem;
     int no_overlap;                /* measurement aid: wait for each reduction at once */
     double exposed_s;              /* time spent waiting for gradient reductions */
-    float *gflat;                  /* stage 0 with buckets: all units' gradients, unit order */
-    size_t gflat_len;
-    int *bucket_lo;                /* per unit: lowest unit of its bucket (launches the all-reduce) */
-    size_t *bucket_off, *bucket_len; /* per launching unit: its bucket's range in gflat */
-    int n_buckets;
-    /* mixed precision (see above); dt16 == MT_FP32: off */
-    mt_dtype dt16;
-    int reduce16;                  /* gradient collectives in bf16 */
-    uint16_t **p16;                /* per unit: stages 0-2 the full (padded) parameters, stage 3 the shard */
-    uint16_t **g16;                /* per unit: stages 0-1 the full (padded) gradient, 2-3 the shard;
-                                      the owned part starts at element 0 once reduced */
-    float **master;                /* per unit: fp32 master of the owned range (S floats) */
-    uint16_t *p16unit0, *p16pool[2]; /* stage 3: gathered 16-bit parameters */
-    uint16_t *g16unit0, *g16pool[2]; /* stages 2-3 with bf16 reduction: a gradient buffer rounded to bf16 */
-    uint16_t **gslot16;            /* per unit: the bf16 buffer its reduction is in flight in */
-    unsigned char *g16_used;       /* per unit: the 16-bit gradient holds a contribution this step */
-    double *g16_sumsq;             /* per unit: sum of squares of the owned 16-bit gradient, taken while
-                                      rounding it (stages 0-1, fp32 reduction) ... */
-    unsigned char *g16_sumsq_ok;   /* ... and whether it is this step's (else mt_zero_grad_sumsq reads it) */
-    float *gscratch;               /* one unit's owned gradient widened to fp32 */
-    size_t gscratch_len;           /* its floats: the largest owned range */
-    uint64_t punit0_version;       /* stages 0-2: m->param_version unit 0's fp32 copy was made at (0: none) */
-    int conv_k;                    /* stages 0-2: the pool buffer the next unit is widened into */
+    mt_zero_buckets bk;            /* stage 0 buckets */
+    mt_zero_mixed mp;              /* mixed precision */
     int g0_open;                   /* unit 0's gradient buffer is set up for this microbatch */
     unsigned char *in_norm;        /* per unit: counted in mt_zero_grad_sumsq (a replica of a unit held
                                       by another stage too -- a shared unit -- is not) */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t elt(const mt_zero *z) { return z->dt16 != MT_FP32 ? sizeof(uint16_t) : sizeof(float); }
+static size_t elt(const mt_zero *z) { return z->mp.dt16 != MT_FP32 ? sizeof(uint16_t) : sizeof(float); }
 
 int mt_zero_enable_hpz(mt_zero *z, const mt_model *m, int group, mt_error *err) {
     (void)m;
