@@ -1,4 +1,15 @@
-#include "parallel/zero.h"
+/* ZeRO's core (zero.h describes the stages): the even split of every unit
+ * over the shard group, set up at init, and the hooks the trainer calls
+ * around each unit's forward and backward. Stage 3 gathers a unit's
+ * parameters into one of two pooled buffers while the unit before it runs
+ * (a fixed sequence per microbatch); a backward writes its gradient into a
+ * buffer whose reduction (all-reduce, or reduce-scatter added into the
+ * accumulating shard) is started at once and waited for only when the buffer
+ * is needed again. Here too: the gradient norm and the owned ranges the
+ * optimizer updates. Mixed precision, stage 0's buckets and the checkpoint
+ * helpers are in zero_mixed.c, zero_buckets.c and zero_ckpt.c, ZeRO++ in
+ * zero_hpz.c, zero_qwz.c and zero_qgz.c. */
+#include "parallel/zero_impl.h"
 #include "core/clock.h"
 #include "ops/ops.h"
 #include <math.h>
@@ -6,116 +17,12 @@
 #include <string.h>
 #include <time.h>
 
-
 /* Every wait for a gradient reduction is time the backward did not hide. */
 static void wait_grad(mt_zero *z, int u) {
     if (!z->greq[u].active) return;
     double t0 = mt_clock_s();
     mt_comm_wait(&z->greq[u]);
     z->exposed_s += mt_clock_s() - t0;
-}
-
-static size_t padded(const mt_zero *z, int u) { return (size_t)z->n * z->S[u]; }
-
-/* Stage 0 buckets: moves every unit's gradient into one flat buffer (unit
- * order) and groups units in backward order into buckets of >= bytes. */
-static void build_buckets(mt_zero *z, mt_model *m, size_t bytes) {
-    int U = z->n_units;
-    z->bk.bucket_lo = mt_xcalloc((size_t)U, sizeof(int), "bucket tables");
-    z->bk.bucket_off = mt_xcalloc((size_t)U, sizeof(size_t), "bucket tables");
-    z->bk.bucket_len = mt_xcalloc((size_t)U, sizeof(size_t), "bucket tables");
-    size_t *off = mt_xcalloc((size_t)U, sizeof(size_t), "bucket tables");
-    for (int u = 0; u < U; u++) {
-        off[u] = z->bk.gflat_len;
-        z->bk.gflat_len += z->numel[u];
-    }
-    z->bk.gflat = mt_mem_alloc(z->mem, MT_MEM_GRADS, z->bk.gflat_len * sizeof(float), "gradients (bucketed)");
-    for (int u = 0; u < U; u++) {
-        mt_mem_free(z->mem, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
-        m->grads[u] = z->full_g[u] = z->bk.gflat + off[u];
-    }
-    int hi = U - 1;
-    size_t acc = 0;
-    for (int u = U - 1; u >= 0; u--) {
-        acc += z->numel[u] * sizeof(float);
-        if (acc < bytes && u > 0) continue;
-        for (int v = u; v <= hi; v++) z->bk.bucket_lo[v] = u;
-        z->bk.bucket_off[u] = off[u];
-        z->bk.bucket_len[u] = off[hi] + z->numel[hi] - off[u];
-        z->bk.n_buckets++;
-        hi = u - 1;
-        acc = 0;
-    }
-    free(off);
-}
-
-static int mixed(const mt_zero *z) { return z->mp.dt16 != MT_FP32; }
-
-/* The owned range [b, e) of unit u (empty on ranks past a short unit's end). */
-static void owned_range(const mt_zero *z, int u, size_t *b, size_t *e) {
-    size_t lo = (size_t)z->r * z->S[u];
-    size_t hi = lo + z->S[u] < z->numel[u] ? lo + z->S[u] : z->numel[u];
-    *b = lo;
-    *e = hi > lo ? hi : lo;
-}
-
-/* Mixed precision: elements of unit u's 16-bit parameters (stages 0-2 the
- * full padded unit, stage 3 the shard) and gradient (stages 0-1 full, 2-3
- * the shard). */
-static size_t p16_len(const mt_zero *z, int u) { return z->stage == 3 ? z->S[u] : padded(z, u); }
-static size_t g16_len(const mt_zero *z, int u) { return z->stage >= 2 ? z->S[u] : padded(z, u); }
-
-/* Mixed precision: takes the model's fp32 initial values into the 16-bit
- * parameters and the fp32 master of the owned range, and frees the model's
- * fp32 parameters, gradients and 16-bit weight copies (the unit hooks point
- * the model at pooled buffers instead). */
-static void init_mixed(mt_zero *z, mt_model *m) {
-    mt_mem *mem = z->mem;
-    int U = z->n_units;
-    z->mp.p16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
-    z->mp.g16 = mt_xcalloc((size_t)U, sizeof(uint16_t *), "zero tables");
-    z->mp.master = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
-    z->mp.gscratch_len = 1;
-    for (int u = 0; u < U; u++) {
-        if (!z->numel[u]) continue;
-        mt_model_materialize_unit(m, u, 0); /* this unit's initial values, freed below */
-        size_t S = z->S[u], b, e;
-        owned_range(z, u, &b, &e);
-        z->mp.gscratch_len = S > z->mp.gscratch_len ? S : z->mp.gscratch_len;
-        z->mp.master[u] = mt_mem_alloc(mem, MT_MEM_OPTIM, S * sizeof(float), "fp32 master parameters");
-        memset(z->mp.master[u], 0, S * sizeof(float));
-        if (e > b) memcpy(z->mp.master[u], m->params[u] + b, (e - b) * sizeof(float));
-        size_t np = p16_len(z, u), ng = g16_len(z, u);
-        z->mp.p16[u] = mt_mem_alloc(mem, MT_MEM_PARAMS, np * sizeof(uint16_t), "16-bit parameters");
-        memset(z->mp.p16[u], 0, np * sizeof(uint16_t));
-        if (z->stage == 3) mt_convert_to_16(z->mp.dt16, z->mp.p16[u], z->mp.master[u], S);
-        else mt_convert_to_16(z->mp.dt16, z->mp.p16[u], m->params[u], z->numel[u]);
-        z->mp.g16[u] = mt_mem_alloc(mem, MT_MEM_GRADS, ng * sizeof(uint16_t), "16-bit gradients");
-        memset(z->mp.g16[u], 0, ng * sizeof(uint16_t));
-        mt_mem_free(mem, MT_MEM_PARAMS, m->params[u], z->numel[u] * sizeof(float));
-        mt_mem_free(mem, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
-        if (m->w16[u]) mt_mem_free(mem, MT_MEM_PARAMS, m->w16[u], z->numel[u] * sizeof(uint16_t));
-        m->params[u] = m->grads[u] = NULL;
-        m->w16[u] = NULL;
-    }
-    size_t P0 = padded(z, 0);
-    z->punit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(float), "unit-0 fp32 parameters");
-    z->gunit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(float), "unit-0 gradient buffer");
-    for (int k = 0; k < 2; k++) {
-        z->ppool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(float), "fp32 parameter pool");
-        z->gpool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(float), "gradient pool");
-    }
-    if (z->stage == 3) {
-        z->mp.p16unit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(uint16_t), "unit-0 gathered 16-bit parameters");
-        for (int k = 0; k < 2; k++)
-            z->mp.p16pool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(uint16_t), "16-bit parameter gather pool");
-    }
-    if (z->stage >= 2 && z->mp.reduce16) {
-        z->mp.g16unit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(uint16_t), "unit-0 bf16 gradient buffer");
-        for (int k = 0; k < 2; k++)
-            z->mp.g16pool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(uint16_t), "bf16 gradient pool");
-    }
-    z->mp.gscratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, z->mp.gscratch_len * sizeof(float), "owned gradient in fp32");
 }
 
 int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t bucket_bytes,
@@ -170,7 +77,7 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
         if (u >= 1 && padded(z, u) > z->pool_len) z->pool_len = padded(z, u);
     }
     if (mixed(z)) {
-        init_mixed(z, m);
+        mt_zero_init_mixed(z, m);
         return 0;
     }
     z->own_full_p = stage == 1 || stage == 2;
@@ -203,7 +110,7 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
             z->gshard[u] = mt_mem_alloc(mem, MT_MEM_GRADS, z->S[u] * sizeof(float), "gradient shard");
         }
     }
-    if (stage == 0 && bucket_bytes > 0) build_buckets(z, m, bucket_bytes);
+    if (stage == 0 && bucket_bytes > 0) mt_zero_build_buckets(z, m, bucket_bytes);
     if (stage >= 2) {
         z->gunit0 = mt_mem_alloc(mem, MT_MEM_COMM, padded(z, 0) * sizeof(float), "unit-0 gradient buffer");
         for (int k = 0; k < 2; k++)
@@ -217,33 +124,13 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     return 0;
 }
 
-static void free_mixed(mt_zero *z, mt_model *m) {
-    mt_mem *mem = z->mem;
-    size_t P0 = padded(z, 0);
-    for (int u = 0; u < z->n_units; u++) {
-        mt_mem_free(mem, MT_MEM_OPTIM, z->mp.master[u], z->S[u] * sizeof(float));
-        mt_mem_free(mem, MT_MEM_PARAMS, z->mp.p16[u], p16_len(z, u) * sizeof(uint16_t));
-        mt_mem_free(mem, MT_MEM_GRADS, z->mp.g16[u], g16_len(z, u) * sizeof(uint16_t));
-        m->params[u] = m->grads[u] = NULL; /* pooled buffers: not the model's to free */
-        m->w16[u] = NULL;
-    }
-    mt_mem_free(mem, MT_MEM_COMM, z->mp.p16unit0, P0 * sizeof(uint16_t));
-    mt_mem_free(mem, MT_MEM_COMM, z->mp.g16unit0, P0 * sizeof(uint16_t));
-    for (int k = 0; k < 2; k++) {
-        mt_mem_free(mem, MT_MEM_COMM, z->mp.p16pool[k], z->pool_len * sizeof(uint16_t));
-        mt_mem_free(mem, MT_MEM_COMM, z->mp.g16pool[k], z->pool_len * sizeof(uint16_t));
-    }
-    mt_mem_free(mem, MT_MEM_SCRATCH, z->mp.gscratch, z->mp.gscratch_len * sizeof(float));
-    free(z->mp.p16); free(z->mp.g16); free(z->mp.master);
-}
-
 void mt_zero_free(mt_zero *z, mt_model *m) {
     if (!z->numel) return;
     mt_mem *mem = z->mem;
     mt_zero_hpz_free(z);
     mt_zero_qwz_free(z);
     mt_zero_qgz_free(z);
-    if (mixed(z)) free_mixed(z, m);
+    if (mixed(z)) mt_zero_free_mixed(z, m);
     for (int u = 0; u < z->n_units && !mixed(z); u++) {
         size_t P = padded(z, u);
         if (z->own_full_p) mt_mem_free(mem, MT_MEM_PARAMS, z->full_p[u], P * sizeof(float));
@@ -253,8 +140,7 @@ void mt_zero_free(mt_zero *z, mt_model *m) {
         if (z->stage > 0) m->params[u] = m->grads[u] = NULL; /* not the model's to free any more */
         if (z->bk.gflat) m->grads[u] = NULL;
     }
-    mt_mem_free(mem, MT_MEM_GRADS, z->bk.gflat, z->bk.gflat_len * sizeof(float));
-    free(z->bk.bucket_lo); free(z->bk.bucket_off); free(z->bk.bucket_len);
+    mt_zero_free_buckets(z);
     mt_mem_free(mem, MT_MEM_COMM, z->gunit0, padded(z, 0) * sizeof(float));
     mt_mem_free(mem, MT_MEM_COMM, z->punit0, padded(z, 0) * sizeof(float));
     for (int k = 0; k < 2; k++) {
@@ -307,7 +193,7 @@ static void start_gather(mt_zero *z, int i) {
  * buffer serves one unit at a time: whichever unit held it before loses its
  * pointer, so no stale pointer can alias it (the linear layers find a
  * weight's unit by address). */
-static void bind_params(mt_zero *z, mt_model *m, int u, float *buf, uint16_t *w16) {
+void mt_zero_bind_params(mt_zero *z, mt_model *m, int u, float *buf, uint16_t *w16) {
     for (int v = 0; v < z->n_units; v++)
         if (v != u && m->params[v] == buf) m->params[v] = NULL;
     m->params[u] = buf;
@@ -317,40 +203,7 @@ static void bind_params(mt_zero *z, mt_model *m, int u, float *buf, uint16_t *w1
     }
 }
 
-/* The maximal runs [b, e) of [0, end) outside the tensors of ul with
- * flag(t) set, in order:
- *   for (run_cursor c = {0, 0}; next_run(ul, end, flag, &c, &b, &e);) ... */
-typedef struct {
-    int i;       /* the next tensor to look at */
-    size_t next; /* where the next run starts: the end of the last flagged tensor */
-} run_cursor;
-
-static int next_run(const mt_unit_layout *ul, size_t end, int (*flag)(const mt_tensor *), run_cursor *c, size_t *b,
-                    size_t *e) {
-    while (c->i <= ul->n_tensors) {
-        const mt_tensor *t = c->i < ul->n_tensors ? &ul->t[c->i] : NULL;
-        c->i++;
-        if (t && !flag(t)) continue;
-        *b = c->next;
-        *e = t ? t->offset : end;
-        c->next = t ? t->offset + t->numel : end;
-        if (*e > *b) return 1;
-    }
-    return 0;
-}
-
-static int read_16bit_only(const mt_tensor *t) { return t->read_16bit_only; }
 static int grad_by_one_gemm(const mt_tensor *t) { return t->grad_by_one_gemm; }
-
-/* Widens unit u's 16-bit parameters src into buf, except the tensors the
- * model reads only in 16 bits (the linear layers' weights, an embedding; from
- * m->w16): their part of buf is never read and keeps whatever the pool
- * buffer held (or was never touched) -- 99% of a block's elements. */
-static void widen_unit(const mt_zero *z, const mt_model *m, int u, float *buf, const uint16_t *src) {
-    size_t b, e;
-    for (run_cursor c = {0, 0}; next_run(&m->layout.units[u], z->numel[u], read_16bit_only, &c, &b, &e);)
-        mt_convert_from_16(z->mp.dt16, buf + b, src + b, e - b);
-}
 
 /* Hands unit u's backward the gradient buffer slot, fresh
  * (mt_model.grad_fresh): the weight-gradient GEMMs write their matrices
@@ -363,32 +216,6 @@ static void open_fresh_slot(mt_zero *z, mt_model *m, int u, float *slot) {
         op_zero(slot + b, e - b);
     m->grads[u] = slot;
     m->grad_fresh[u] = 1;
-}
-
-/* Mixed precision, stages 0-2: widens unit u's 16-bit parameters for its
- * forward or backward (unit 0, which a tied head shares, once per parameter change). */
-static void widen_params(mt_zero *z, mt_model *m, int u) {
-    if (u == 0) {
-        if (z->mp.punit0_version != m->param_version) {
-            widen_unit(z, m, 0, z->punit0, z->mp.p16[0]);
-            z->mp.punit0_version = m->param_version;
-        }
-        bind_params(z, m, 0, z->punit0, z->mp.p16[0]);
-        return;
-    }
-    float *buf = z->ppool[z->mp.conv_k];
-    z->mp.conv_k ^= 1;
-    widen_unit(z, m, u, buf, z->mp.p16[u]);
-    bind_params(z, m, u, buf, z->mp.p16[u]);
-}
-
-/* Mixed precision, stages 0-2: the fp32 parameters unit u's forward or
- * backward reads, with those of the unit it shares tensors with (a tied
- * head: unit 0). */
-static void widen_for_unit(mt_zero *z, mt_model *m, int u) {
-    widen_params(z, m, u);
-    int s = m->layout.units[u].shared_unit;
-    if (s >= 0 && z->numel[s]) widen_params(z, m, s);
 }
 
 void mt_zero_begin_microbatch(mt_zero *z, mt_model *m, int backward) {
@@ -406,14 +233,14 @@ static void take_gathered(mt_zero *z, mt_model *m, int unit) {
         mt_zero_qwz_finish_gather(z, unit, i % 2, mixed(z) ? (void *)z->mp.p16pool[i % 2] : (void *)z->ppool[i % 2]);
     if (z->hpz && i < z->n_units - 1) /* a forward gather: keep the node's part for the backward one */
         mt_zero_hpz_keep(z, unit, mixed(z) ? (const void *)z->mp.p16pool[i % 2] : (const void *)z->ppool[i % 2]);
-    if (mixed(z)) widen_unit(z, m, unit, z->ppool[i % 2], z->mp.p16pool[i % 2]);
-    bind_params(z, m, unit, z->ppool[i % 2], z->mp.p16pool[i % 2]);
+    if (mixed(z)) mt_zero_widen_unit(z, m, unit, z->ppool[i % 2], z->mp.p16pool[i % 2]);
+    mt_zero_bind_params(z, m, unit, z->ppool[i % 2], z->mp.p16pool[i % 2]);
     if (i + 1 < z->seq_len) start_gather(z, i + 1);
 }
 
 void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit) {
     if (z->stage != 3) {
-        if (mixed(z)) widen_for_unit(z, m, unit);
+        if (mixed(z)) mt_zero_widen_for_unit(z, m, unit);
         return;
     }
     if (unit == 0) {
@@ -426,19 +253,11 @@ void mt_zero_pre_forward(mt_zero *z, mt_model *m, int unit) {
         mt_comm_wait(&z->preq[1]);
         if (z->qwz) mt_zero_qwz_finish_gather(z, 0, 1, mixed(z) ? (void *)z->mp.p16unit0 : (void *)z->punit0);
         if (z->seq_len > 0) start_gather(z, 0); /* prefetch unit 1 while unit 0 runs */
-        if (mixed(z)) widen_unit(z, m, 0, z->punit0, z->mp.p16unit0);
-        bind_params(z, m, 0, z->punit0, z->mp.p16unit0);
+        if (mixed(z)) mt_zero_widen_unit(z, m, 0, z->punit0, z->mp.p16unit0);
+        mt_zero_bind_params(z, m, 0, z->punit0, z->mp.p16unit0);
         return;
     }
     take_gathered(z, m, unit);
-}
-
-/* The 16-bit gradient of unit u += x (n elements): the first contribution
- * of a step is rounded straight in (the gradient is zero then). */
-static void add_into_16(mt_zero *z, int u, const float *x, size_t n) {
-    if (z->mp.g16_used[u]) mt_accumulate_16(z->mp.dt16, z->mp.g16[u], x, n);
-    else mt_convert_to_16(z->mp.dt16, z->mp.g16[u], x, n);
-    z->mp.g16_used[u] = 1;
 }
 
 /* Stages 2-3: waits for the reduction of the gradient in unit v's slot and
@@ -447,17 +266,8 @@ static void drain(mt_zero *z, int v) {
     if (!z->gslot[v]) return;
     wait_grad(z, v);
     float *slot = z->gslot[v];
-    if (!mixed(z)) {
-        op_add(z->gshard[v], z->gshard[v], slot, z->S[v]);
-    } else if (z->stage <= 1) { /* the reduced sum of every microbatch, i.e. the owned gradient (S
-                                   elements): rounded once, its norm taken in the same pass */
-        z->mp.g16_sumsq[v] = op_round_to_16_sumsq(z->mp.dt16, z->mp.g16[v], slot, z->S[v]);
-        z->mp.g16_sumsq_ok[v] = 1;
-        z->mp.g16_used[v] = 1;
-    } else {
-        if (z->mp.gslot16[v]) mt_convert_from_16(z->mp.dt16, slot, z->mp.gslot16[v], z->S[v]);
-        add_into_16(z, v, slot, z->S[v]);
-    }
+    if (!mixed(z)) op_add(z->gshard[v], z->gshard[v], slot, z->S[v]);
+    else mt_zero_drain_mixed(z, v, slot);
     z->gslot[v] = NULL;
     z->mp.gslot16[v] = NULL;
 }
@@ -497,7 +307,7 @@ void mt_zero_pre_backward(mt_zero *z, mt_model *m, int unit) {
     m->grad_fresh[unit] = 0;
     if (shares) m->grad_fresh[0] = 0;
     if (z->stage == 3 && unit > 0) take_gathered(z, m, unit);
-    if (z->stage < 3 && mixed(z)) widen_for_unit(z, m, unit);
+    if (z->stage < 3 && mixed(z)) mt_zero_widen_for_unit(z, m, unit);
     if (z->stage < 2 && !mixed(z)) return;
     if (shares) open_grad0(z, m, 1); /* the unit also writes unit 0's gradient (a tied head) */
     if (unit == 0) {
@@ -507,50 +317,11 @@ void mt_zero_pre_backward(mt_zero *z, mt_model *m, int unit) {
     open_fresh_slot(z, m, unit, grad_slot(z, unit));
 }
 
-/* The 16-bit buffer paired with fp32 gradient buffer slot (bf16 reduction). */
-static uint16_t *slot16(const mt_zero *z, const float *slot) {
-    return slot == z->gunit0 ? z->mp.g16unit0 : slot == z->gpool[0] ? z->mp.g16pool[0] : z->mp.g16pool[1];
-}
-
-static void post_backward_mixed(mt_zero *z, mt_model *m, int unit, int last) {
-    float *slot = m->grads[unit];
-    m->grads[unit] = NULL;
-    size_t n = z->numel[unit], S = z->S[unit];
-    uint16_t *g = z->mp.g16[unit];
-    if (z->stage >= 2) {
-        if (z->qgz_intra) {
-            mt_zero_qgz_reduce_scatter(z, unit, slot);
-        } else if (z->mp.reduce16) {
-            uint16_t *s16 = slot16(z, slot);
-            mt_convert_to_16(z->mp.dt16, s16, slot, padded(z, unit));
-            mt_comm_ireduce_scatter_bf16(z->shard, s16, s16, S, &z->greq[unit]);
-            z->mp.gslot16[unit] = s16;
-        } else {
-            mt_comm_ireduce_scatter(z->shard, slot, slot, S, &z->greq[unit]);
-        }
-        z->gslot[unit] = slot;
-    } else if (!last) {
-        add_into_16(z, unit, slot, n);
-    } else if (z->mp.reduce16) {
-        add_into_16(z, unit, slot, n);
-        if (z->stage == 0) mt_comm_iallreduce_bf16(z->dp, g, g, n, &z->greq[unit]);
-        else mt_comm_ireduce_scatter_bf16(z->shard, g, g, S, &z->greq[unit]);
-    } else {
-        if (z->mp.g16_used[unit]) mt_add_from_16(z->mp.dt16, slot, g, n); /* the earlier microbatches */
-        if (z->stage == 0) mt_comm_iallreduce(z->dp, slot, slot, n, &z->greq[unit]);
-        else mt_comm_ireduce_scatter(z->shard, slot, slot, S, &z->greq[unit]);
-        z->gslot[unit] = slot;
-    }
-}
-
 void mt_zero_post_backward(mt_zero *z, mt_model *m, int unit, int last) {
     if (mixed(z)) {
-        post_backward_mixed(z, m, unit, last);
+        mt_zero_post_backward_mixed(z, m, unit, last);
     } else if (z->stage == 0 && z->bk.gflat) {
-        if (last && z->bk.bucket_lo[unit] == unit) {
-            float *b = z->bk.gflat + z->bk.bucket_off[unit];
-            mt_comm_iallreduce(z->dp, b, b, z->bk.bucket_len[unit], &z->greq[unit]);
-        }
+        if (last) mt_zero_start_bucket(z, unit);
     } else if (z->stage == 0) {
         if (last) mt_comm_iallreduce(z->dp, z->full_g[unit], z->full_g[unit], z->numel[unit], &z->greq[unit]);
     } else if (z->stage == 1) {
@@ -579,7 +350,6 @@ void mt_zero_progress(mt_zero *z) {
         if (z->preq[k].active) mt_comm_test(&z->preq[k]);
 }
 
-static float *grad_shard(const mt_zero *z, int u) { return z->stage >= 2 ? z->gshard[u] : z->full_g[u]; }
 
 void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
     mt_zero_end_microbatch(z, m);
@@ -674,26 +444,6 @@ void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm) {
 
 size_t mt_zero_state_len(const mt_zero *z, int u) { return z->S[u]; }
 
-/* Where unit u's owned master elements start in its 16-bit parameters. */
-static size_t own16(const mt_zero *z, int u) { return z->stage == 3 ? 0 : (size_t)z->r * z->S[u]; }
-
-void mt_zero_round_owned_params(mt_zero *z, int u, size_t off, size_t n, const float *master) {
-    if (mixed(z) && n) mt_convert_to_16(z->mp.dt16, z->mp.p16[u] + own16(z, u) + off, master, n);
-}
-
-void mt_zero_release_master(mt_zero *z, int u) {
-    if (!mixed(z) || !z->mp.master[u]) return;
-    mt_mem_free(z->mem, MT_MEM_OPTIM, z->mp.master[u], z->S[u] * sizeof(float));
-    z->mp.master[u] = NULL;
-}
-
-int mt_zero_master_released(const mt_zero *z, int u) { return mixed(z) && z->numel[u] && !z->mp.master[u]; }
-
-mt_dtype mt_zero_owned_16(mt_zero *z, int u, const uint16_t **g16, uint16_t **p16) {
-    *g16 = mixed(z) ? z->mp.g16[u] : NULL; /* the owned gradient starts the 16-bit gradient (mt_zero_owned_grad) */
-    *p16 = mixed(z) ? z->mp.p16[u] + own16(z, u) : NULL;
-    return z->mp.dt16;
-}
 
 /* Stages 1-2: every rank's updated shard to every rank (mixed precision:
  * the 16-bit parameters, half the bytes of fp32). */
@@ -711,69 +461,3 @@ void mt_zero_after_step(mt_zero *z, mt_model *m) {
     mt_comm_waitall(z->greq, z->n_units);
 }
 
-size_t mt_zero_max_padded(const mt_zero *z) {
-    size_t mx = 0;
-    for (int u = 0; u < z->n_units; u++) mx = padded(z, u) > mx ? padded(z, u) : mx;
-    return mx;
-}
-
-void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *tmp) {
-    if (mt_zero_master_released(z, u))
-        mt_die("mt_zero_get_full_params: unit %d's fp32 master was released; gather the caller's copy with "
-               "mt_zero_get_full_state", u);
-    if (mixed(z)) { /* the fp32 master, sharded like optimizer state */
-        mt_zero_get_full_state(z, u, z->mp.master[u], dst, tmp);
-        return;
-    }
-    if (z->stage < 3) {
-        memcpy(dst, z->full_p[u], z->numel[u] * sizeof(float));
-        return;
-    }
-    mt_comm_allgather(z->shard, z->pshard[u], tmp, z->S[u] * sizeof(float));
-    memcpy(dst, tmp, z->numel[u] * sizeof(float));
-}
-
-void mt_zero_set_full_params(mt_zero *z, mt_model *m, int u, const float *src) {
-    if (mixed(z)) {
-        if (z->mp.master[u]) mt_zero_set_full_state(z, u, z->mp.master[u], src);
-        if (z->stage < 3) {
-            mt_convert_to_16(z->mp.dt16, z->mp.p16[u], src, z->numel[u]);
-        } else { /* the shard; zeros past the unit's end, as at init */
-            size_t b, e;
-            owned_range(z, u, &b, &e);
-            memset(z->mp.p16[u], 0, z->S[u] * sizeof(uint16_t));
-            mt_convert_to_16(z->mp.dt16, z->mp.p16[u], src + b, e - b);
-        }
-        z->mp.punit0_version = 0;
-        return;
-    }
-    if (z->stage < 3) {
-        memcpy(z->full_p[u], src, z->numel[u] * sizeof(float));
-        return;
-    }
-    size_t b, e;
-    float *p, *g;
-    mt_zero_owned(z, m, u, &b, &e, &p, &g);
-    memset(z->pshard[u], 0, z->S[u] * sizeof(float));
-    if (e > b) memcpy(z->pshard[u], src + b, (e - b) * sizeof(float));
-}
-
-void mt_zero_get_full_state(mt_zero *z, int u, const float *state, float *dst, float *tmp) {
-    if (z->stage == 0) {
-        memcpy(dst, state, z->numel[u] * sizeof(float));
-        return;
-    }
-    mt_comm_allgather(z->shard, state, tmp, z->S[u] * sizeof(float));
-    memcpy(dst, tmp, z->numel[u] * sizeof(float));
-}
-
-void mt_zero_set_full_state(mt_zero *z, int u, float *state, const float *src) {
-    if (z->stage == 0) {
-        memcpy(state, src, z->numel[u] * sizeof(float));
-        return;
-    }
-    size_t b = (size_t)z->r * z->S[u];
-    size_t e = b + z->S[u] < z->numel[u] ? b + z->S[u] : z->numel[u];
-    memset(state, 0, z->S[u] * sizeof(float));
-    if (e > b) memcpy(state, src + b, (e - b) * sizeof(float));
-}

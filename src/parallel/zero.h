@@ -119,8 +119,8 @@ typedef struct {
     mt_mem *mem;
     int no_overlap;                /* measurement aid: wait for each reduction at once */
     double exposed_s;              /* time spent waiting for gradient reductions */
-    mt_zero_buckets bk;            /* stage 0 buckets */
-    mt_zero_mixed mp;              /* mixed precision */
+    mt_zero_buckets bk;            /* stage 0 buckets (parallel/zero_buckets.c) */
+    mt_zero_mixed mp;              /* mixed precision (parallel/zero_mixed.c) */
     int g0_open;                   /* unit 0's gradient buffer is set up for this microbatch */
     unsigned char *in_norm;        /* per unit: counted in mt_zero_grad_sumsq (a replica of a unit held
                                       by another stage too -- a shared unit -- is not) */

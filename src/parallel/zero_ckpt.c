@@ -1,0 +1,77 @@
+/* Whole units for checkpoints, whatever the stage: the full parameters (or,
+ * under mixed precision, the fp32 master) and optimizer state of a unit are
+ * gathered from the shards of the shard group into one buffer of the unit's
+ * numel elements, and a full buffer read from disk is cut back into this
+ * rank's owned range (zeros past the unit's end, as at init). Collective
+ * over the shard group where the stage shards; not for the hot path. */
+#include "parallel/zero_impl.h"
+#include <string.h>
+
+size_t mt_zero_max_padded(const mt_zero *z) {
+    size_t mx = 0;
+    for (int u = 0; u < z->n_units; u++) mx = padded(z, u) > mx ? padded(z, u) : mx;
+    return mx;
+}
+
+int mt_zero_master_released(const mt_zero *z, int u) { return mixed(z) && z->numel[u] && !z->mp.master[u]; }
+
+void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *tmp) {
+    if (mt_zero_master_released(z, u))
+        mt_die("mt_zero_get_full_params: unit %d's fp32 master was released; gather the caller's copy with "
+               "mt_zero_get_full_state", u);
+    if (mixed(z)) { /* the fp32 master, sharded like optimizer state */
+        mt_zero_get_full_state(z, u, z->mp.master[u], dst, tmp);
+        return;
+    }
+    if (z->stage < 3) {
+        memcpy(dst, z->full_p[u], z->numel[u] * sizeof(float));
+        return;
+    }
+    mt_comm_allgather(z->shard, z->pshard[u], tmp, z->S[u] * sizeof(float));
+    memcpy(dst, tmp, z->numel[u] * sizeof(float));
+}
+
+void mt_zero_set_full_params(mt_zero *z, mt_model *m, int u, const float *src) {
+    if (mixed(z)) {
+        if (z->mp.master[u]) mt_zero_set_full_state(z, u, z->mp.master[u], src);
+        if (z->stage < 3) {
+            mt_convert_to_16(z->mp.dt16, z->mp.p16[u], src, z->numel[u]);
+        } else { /* the shard; zeros past the unit's end, as at init */
+            size_t b, e;
+            owned_range(z, u, &b, &e);
+            memset(z->mp.p16[u], 0, z->S[u] * sizeof(uint16_t));
+            mt_convert_to_16(z->mp.dt16, z->mp.p16[u], src + b, e - b);
+        }
+        z->mp.punit0_version = 0;
+        return;
+    }
+    if (z->stage < 3) {
+        memcpy(z->full_p[u], src, z->numel[u] * sizeof(float));
+        return;
+    }
+    size_t b, e;
+    float *p, *g;
+    mt_zero_owned(z, m, u, &b, &e, &p, &g);
+    memset(z->pshard[u], 0, z->S[u] * sizeof(float));
+    if (e > b) memcpy(z->pshard[u], src + b, (e - b) * sizeof(float));
+}
+
+void mt_zero_get_full_state(mt_zero *z, int u, const float *state, float *dst, float *tmp) {
+    if (z->stage == 0) {
+        memcpy(dst, state, z->numel[u] * sizeof(float));
+        return;
+    }
+    mt_comm_allgather(z->shard, state, tmp, z->S[u] * sizeof(float));
+    memcpy(dst, tmp, z->numel[u] * sizeof(float));
+}
+
+void mt_zero_set_full_state(mt_zero *z, int u, float *state, const float *src) {
+    if (z->stage == 0) {
+        memcpy(state, src, z->numel[u] * sizeof(float));
+        return;
+    }
+    size_t b = (size_t)z->r * z->S[u];
+    size_t e = b + z->S[u] < z->numel[u] ? b + z->S[u] : z->numel[u];
+    memset(state, 0, z->S[u] * sizeof(float));
+    if (e > b) memcpy(state, src + b, (e - b) * sizeof(float));
+}

@@ -1,0 +1,78 @@
+/* ZeRO's internals, shared by its parts: zero.c (the stages, the unit hooks,
+ * the stage-3 gather sequence, the owned ranges the optimizer updates),
+ * zero_mixed.c (16-bit parameters and gradients, the fp32 master),
+ * zero_buckets.c (stage 0's flat gradient buckets) and zero_ckpt.c (whole
+ * units for checkpoints). Nothing outside src/parallel/zero*.c includes this. */
+#ifndef MT_PARALLEL_ZERO_IMPL_H
+#define MT_PARALLEL_ZERO_IMPL_H
+#include "parallel/zero.h"
+
+static inline size_t padded(const mt_zero *z, int u) { return (size_t)z->n * z->S[u]; }
+
+static inline int mixed(const mt_zero *z) { return z->mp.dt16 != MT_FP32; }
+
+/* The owned range [b, e) of unit u (empty on ranks past a short unit's end). */
+static inline void owned_range(const mt_zero *z, int u, size_t *b, size_t *e) {
+    size_t lo = (size_t)z->r * z->S[u];
+    size_t hi = lo + z->S[u] < z->numel[u] ? lo + z->S[u] : z->numel[u];
+    *b = lo;
+    *e = hi > lo ? hi : lo;
+}
+
+/* Mixed precision: elements of unit u's 16-bit parameters (stages 0-2 the
+ * full padded unit, stage 3 the shard) and gradient (stages 0-1 full, 2-3
+ * the shard). */
+static inline size_t p16_len(const mt_zero *z, int u) { return z->stage == 3 ? z->S[u] : padded(z, u); }
+static inline size_t g16_len(const mt_zero *z, int u) { return z->stage >= 2 ? z->S[u] : padded(z, u); }
+
+/* Where unit u's owned master elements start in its 16-bit parameters. */
+static inline size_t own16(const mt_zero *z, int u) { return z->stage == 3 ? 0 : (size_t)z->r * z->S[u]; }
+
+/* The gradient the optimizer reads under fp32: the owned shard (stages 2-3)
+ * or the full gradient (stages 0-1). */
+static inline float *grad_shard(const mt_zero *z, int u) { return z->stage >= 2 ? z->gshard[u] : z->full_g[u]; }
+
+/* The maximal runs [b, e) of [0, end) outside the tensors of ul with
+ * flag(t) set, in order:
+ *   for (run_cursor c = {0, 0}; next_run(ul, end, flag, &c, &b, &e);) ... */
+typedef struct {
+    int i;       /* the next tensor to look at */
+    size_t next; /* where the next run starts: the end of the last flagged tensor */
+} run_cursor;
+
+static inline int next_run(const mt_unit_layout *ul, size_t end, int (*flag)(const mt_tensor *), run_cursor *c,
+                           size_t *b, size_t *e) {
+    while (c->i <= ul->n_tensors) {
+        const mt_tensor *t = c->i < ul->n_tensors ? &ul->t[c->i] : NULL;
+        c->i++;
+        if (t && !flag(t)) continue;
+        *b = c->next;
+        *e = t ? t->offset : end;
+        c->next = t ? t->offset + t->numel : end;
+        if (*e > *b) return 1;
+    }
+    return 0;
+}
+
+/* zero.c: points the model at unit u's fp32 parameters in buf (and, under
+ * mixed precision, its 16-bit weights in w16). */
+void mt_zero_bind_params(mt_zero *z, mt_model *m, int u, float *buf, uint16_t *w16);
+
+/* zero_mixed.c */
+void mt_zero_init_mixed(mt_zero *z, mt_model *m);
+void mt_zero_free_mixed(mt_zero *z, mt_model *m);
+void mt_zero_widen_unit(const mt_zero *z, const mt_model *m, int u, float *buf, const uint16_t *src);
+void mt_zero_widen_for_unit(mt_zero *z, mt_model *m, int u);
+/* The reduced gradient in unit v's slot (fp32; with bf16 reduction also in
+ * mp.gslot16[v]) into its 16-bit gradient. */
+void mt_zero_drain_mixed(mt_zero *z, int v, float *slot);
+void mt_zero_post_backward_mixed(mt_zero *z, mt_model *m, int unit, int last);
+
+/* zero_buckets.c */
+void mt_zero_build_buckets(mt_zero *z, mt_model *m, size_t bytes);
+/* The last microbatch: starts the all-reduce of unit's bucket if unit is
+ * its lowest (the last of the bucket in backward order). */
+void mt_zero_start_bucket(mt_zero *z, int unit);
+void mt_zero_free_buckets(mt_zero *z);
+
+#endif
