@@ -160,12 +160,6 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
  * params). G >= 2 must divide the shard group. Collective over the shard
  * group. */
 int mt_zero_enable_hpz(mt_zero *z, const mt_model *m, int group, mt_error *err);
-/* zero.c's gather sequence: after a forward gather of unit u landed in
- * pool (its padded parameters, 16-bit under mixed precision), keep the
- * secondary part; and start unit u's backward gather into pool from it. */
-void mt_zero_hpz_keep(mt_zero *z, int u, const void *pool);
-void mt_zero_hpz_start_gather(mt_zero *z, int u, void *pool, mt_comm_req *req);
-void mt_zero_hpz_free(mt_zero *z);
 /* ZeRO++ qwZ (stage 3): every all-gather of parameters over the shard
  * group sends each rank's shard as int8 codes with an fp32 scale per block
  * of MT_ZPP_BLOCK elements (parallel/zeropp_quant.h) and dequantizes on
@@ -176,12 +170,9 @@ void mt_zero_hpz_free(mt_zero *z);
  * Buffers (MT_MEM_COMM): two slots of one record and of n records, and one
  * shard in fp32. */
 int mt_zero_enable_qwz(mt_zero *z, mt_error *err);
-void mt_zero_qwz_start_gather(mt_zero *z, int u, int slot, mt_comm_req *req);
 /* Bytes of one rank's qwZ record for a shard of S elements: fp32 scales per
  * block of 256, then int8 codes padded to 4 bytes (the planner counts with it). */
 size_t mt_zero_qwz_record_bytes(size_t S);
-void mt_zero_qwz_finish_gather(mt_zero *z, int u, int slot, void *pool);
-void mt_zero_qwz_free(mt_zero *z);
 /* ZeRO++ qgZ (stages 2-3): a unit's gradient is reduce-scattered over the
  * shard group in two hops of int4 blocks (parallel/zeropp_quant.h): an
  * all-to-all inside the node (each rank receives its column: the shards
@@ -194,13 +185,9 @@ void mt_zero_qwz_free(mt_zero *z);
  * notice, and the plain reduce-scatter runs. Blocking (no overlap with
  * backward). Collective over the shard group. */
 int mt_zero_enable_qgz(mt_zero *z, mt_error *err);
-/* slot holds the unit's padded fp32 gradient; on return slot[0, S) holds
- * this rank's reduced shard. */
-void mt_zero_qgz_reduce_scatter(mt_zero *z, int u, float *slot);
 /* Bytes of one qgZ record for a shard of S elements: fp32 scales per block
  * of 64, then int4 codes padded to 4 bytes. */
 size_t mt_zero_qgz_record_bytes(size_t S);
-void mt_zero_qgz_free(mt_zero *z);
 /* Frees what zero allocated; call before mt_model_free. */
 void mt_zero_free(mt_zero *z, mt_model *m);
 

@@ -10,7 +10,7 @@
  * values, so the model computes bitwise what plain ZeRO-3 does. Unit 0 is
  * gathered once per microbatch and held until its backward (zero.c), so it
  * needs no secondary copy. */
-#include "parallel/zero.h"
+#include "parallel/zero_impl.h"
 #include <stdlib.h>
 #include <string.h>
 

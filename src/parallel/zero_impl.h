@@ -1,8 +1,10 @@
 /* ZeRO's internals, shared by its parts: zero.c (the stages, the unit hooks,
  * the stage-3 gather sequence, the owned ranges the optimizer updates),
  * zero_mixed.c (16-bit parameters and gradients, the fp32 master),
- * zero_buckets.c (stage 0's flat gradient buckets) and zero_ckpt.c (whole
- * units for checkpoints). Nothing outside src/parallel/zero*.c includes this. */
+ * zero_buckets.c (stage 0's flat gradient buckets), zero_ckpt.c (whole
+ * units for checkpoints) and ZeRO++'s zero_hpz.c, zero_qwz.c, zero_qgz.c
+ * (zero.h: enabling them). Nothing outside src/parallel/zero*.c includes
+ * this. */
 #ifndef MT_PARALLEL_ZERO_IMPL_H
 #define MT_PARALLEL_ZERO_IMPL_H
 #include "parallel/zero.h"
@@ -74,5 +76,23 @@ void mt_zero_build_buckets(mt_zero *z, mt_model *m, size_t bytes);
  * its lowest (the last of the bucket in backward order). */
 void mt_zero_start_bucket(mt_zero *z, int unit);
 void mt_zero_free_buckets(mt_zero *z);
+
+/* zero_hpz.c, for zero.c's gather sequence: after a forward gather of unit u
+ * landed in pool (its padded parameters, 16-bit under mixed precision), keep
+ * the secondary part; and start unit u's backward gather into pool from it. */
+void mt_zero_hpz_keep(mt_zero *z, int u, const void *pool);
+void mt_zero_hpz_start_gather(mt_zero *z, int u, void *pool, mt_comm_req *req);
+void mt_zero_hpz_free(mt_zero *z);
+
+/* zero_qwz.c: a quantized gather of unit u's shard into gather slot slot,
+ * and its records dequantized into pool once it arrived. */
+void mt_zero_qwz_start_gather(mt_zero *z, int u, int slot, mt_comm_req *req);
+void mt_zero_qwz_finish_gather(mt_zero *z, int u, int slot, void *pool);
+void mt_zero_qwz_free(mt_zero *z);
+
+/* zero_qgz.c: slot holds the unit's padded fp32 gradient; on return slot[0, S)
+ * holds this rank's reduced shard. */
+void mt_zero_qgz_reduce_scatter(mt_zero *z, int u, float *slot);
+void mt_zero_qgz_free(mt_zero *z);
 
 #endif

@@ -12,7 +12,7 @@
  * each node peer. Hop 2 (inter, A ranks of local index j): the node sum of
  * shard a*G + j goes to node a. Sums run in rank order, so every run is
  * deterministic. */
-#include "parallel/zero.h"
+#include "parallel/zero_impl.h"
 #include "parallel/zeropp_quant.h"
 #include <stdio.h>
 #include <stdlib.h>

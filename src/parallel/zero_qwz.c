@@ -5,12 +5,11 @@
  * is its shard's scales followed by its codes, so one all-gather of bytes
  * carries both. The shard is quantized the same way every time, so the
  * backward gather (without hpZ) sees exactly the forward's values. */
-#include "parallel/zero.h"
+#include "parallel/zero_impl.h"
 #include "parallel/zeropp_quant.h"
 #include <stdlib.h>
 #include <string.h>
 
-static int mixed(const mt_zero *z) { return z->mp.dt16 != MT_FP32; }
 /* Scales, then codes padded to 4 bytes: every record's scales stay aligned. */
 size_t mt_zero_qwz_record_bytes(size_t S) { return mt_zpp_blocks(S, MT_ZPP_BLOCK) * sizeof(float) + (S + 3) / 4 * 4; }
 
