@@ -69,5 +69,12 @@ typedef struct {
 } mt_train_opts;
 
 void mt_train_opts_defaults(mt_train_opts *o);
+/* Checks the options alone (ranges, combinations, the mesh against
+ * world_size ranks) and fills what follows from them (micro_batch 0: the
+ * batch over dp; the LR schedule's peak and length). Pure: the same on every
+ * rank, no I/O and no communication. */
+int mt_train_opts_check(mt_train_opts *o, int world_size, mt_error *err);
+/* Every optimizer's hyperparameters from the options. */
+mt_opt_config mt_train_opts_optimizer_config(const mt_train_opts *o);
 
 #endif
