@@ -390,7 +390,9 @@ static void expect_llmc_error(const char *path, int heads, const char *want, int
     int rc = mt_llmc_import(path, heads, &w, &e);
     CHECK(rc == -1, "line %d: accepted a bad file", line);
     if (rc == 0) mt_weights_free(&w);
-    CHECK(strstr(e.msg, want) != NULL, "line %d: message '%s' lacks '%s'", line, e.msg, want);
+    char shown[MT_ERROR_LEN]; /* as the CLI says it: {option} names as --option */
+    mt_render_options(e.msg, "--", shown, sizeof shown);
+    CHECK(strstr(shown, want) != NULL, "line %d: message '%s' lacks '%s'", line, shown, want);
 }
 #define LL_BAD(path, heads, want) expect_llmc_error(path, heads, want, __LINE__)
 

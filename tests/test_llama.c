@@ -80,7 +80,9 @@ static void test_layout_and_errors(void) {
     CHECK(mt_model_tp_check(&six, 3, &err) != 0 && strstr(err.msg, "key/value heads"), "tp 3, 2 kv heads: %s", err.msg);
     mt_model_config bad = c;
     bad.n_kv_head = 3;
-    CHECK(mt_model_config_validate(&bad, &err) != 0 && strstr(err.msg, "--kv-heads"), "%s", err.msg);
+    char shown[MT_ERROR_LEN]; /* as the CLI says it: {option} names as --option */
+    CHECK(mt_model_config_validate(&bad, &err) != 0 && (mt_render_options(err.msg, "--", shown, sizeof shown), 1) &&
+              strstr(shown, "--kv-heads"), "%s", err.msg);
     bad = c;
     bad.head_dim = 7;
     CHECK(mt_model_config_validate(&bad, &err) != 0 && strstr(err.msg, "even"), "%s", err.msg);

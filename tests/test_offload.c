@@ -275,8 +275,10 @@ static void test_errors(const char *dir) {
     mt_offload *o = NULL;
     char path[512];
     snprintf(path, sizeof path, "%s/does-not-exist", dir);
+    char shown[MT_ERROR_LEN]; /* as the CLI says it: {option} names as --option */
     CHECK(mt_offload_open(&o, path, 0, 1 << 20, NULL, &err) == -1 && strstr(err.msg, path) &&
-              strstr(err.msg, "No such file") && strstr(err.msg, "--offload-optimizer"),
+              strstr(err.msg, "No such file") && (mt_render_options(err.msg, "--", shown, sizeof shown), 1) &&
+              strstr(shown, "--offload-optimizer"),
           "missing dir: %s", err.msg);
     snprintf(path, sizeof path, "%s/plain-file", dir);
     FILE *f = fopen(path, "w");

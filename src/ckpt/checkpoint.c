@@ -991,7 +991,7 @@ const char *mt_ckpt_run_config_file(const mt_ckpt *ck) { return ck->run_config; 
 /* "DIR/config-N.yaml (the checkpoint's run config) <what>: restore it, or ..." */
 static int run_config_error(const char *path, const char *what, mt_error *err) {
     return mt_errorf(err, "%s (the checkpoint's run config) %s: restore the file, or resume with "
-                          "--ignore-stored-config and the run's flags", path, what);
+                          "{ignore-stored-config} and the run's flags", path, what);
 }
 
 int mt_ckpt_read_run_config(const mt_ckpt *ck, char **text, mt_error *err) {

@@ -98,7 +98,11 @@ int mt_arg_seen(const mt_arg *spec, int nspec, const char *name) {
     return 0;
 }
 
+void mt_cli_render(const char *msg, char *out, size_t cap) { mt_render_options(msg, "--", out, cap); }
+
 int mt_cli_fail(const char *cmd, const mt_error *err) {
-    fprintf(stderr, "meshtrain %s: error: %s\n", cmd, err->msg);
+    char msg[MT_ERROR_LEN];
+    mt_cli_render(err->msg, msg, sizeof msg);
+    fprintf(stderr, "meshtrain %s: error: %s\n", cmd, msg);
     return 1;
 }

@@ -24,5 +24,7 @@ void mt_args_usage(const char *cmd, const char *synopsis, const mt_arg *spec, in
 int mt_arg_seen(const mt_arg *spec, int nspec, const char *name);
 /* Prints "meshtrain <cmd>: error: <msg>" to stderr; returns 1 (the exit status). */
 int mt_cli_fail(const char *cmd, const mt_error *err);
+/* A library message as the command line says it: its {option} names as --option flags. */
+void mt_cli_render(const char *msg, char *out, size_t cap);
 
 #endif

@@ -142,7 +142,7 @@ int mt_cli_bench_comm(int argc, char **argv) {
     }
     if (help || bad) {
         if (wrank == 0) {
-            if (bad) fprintf(stderr, "meshtrain bench-comm: error: %s\n", err.msg);
+            if (bad) mt_cli_fail("bench-comm", &err);
             else
                 mt_args_usage("bench-comm", "[flags]   (run under mpirun -np N)", spec, nspec);
         }
@@ -151,7 +151,9 @@ int mt_cli_bench_comm(int argc, char **argv) {
 
     mt_comm_ctx *ctx = mt_comm_ctx_create(timeout, &err);
     if (!ctx) {
-        fprintf(stderr, "meshtrain bench-comm: rank %d: error: %s\n", wrank, err.msg);
+        char msg[MT_ERROR_LEN];
+        mt_cli_render(err.msg, msg, sizeof msg);
+        fprintf(stderr, "meshtrain bench-comm: rank %d: error: %s\n", wrank, msg);
         return 1;
     }
     mt_comm *w = mt_comm_world(ctx);

@@ -178,7 +178,9 @@ int mt_cli_schedule(int argc, char **argv) {
     mt_pp_sim sim;
     int rc = mt_pp_check(&s, fwd, bwd, lat, &sim, &err);
     if (rc) {
-        printf("check: FAILED: %s\n", err.msg);
+        char msg[MT_ERROR_LEN];
+        mt_cli_render(err.msg, msg, sizeof msg);
+        printf("check: FAILED: %s\n", msg);
     } else {
         print_timeline(&s, &sim, q, max_cells);
         printf("check: OK (every message received, no deadlock, each forward and backward once, dependencies "

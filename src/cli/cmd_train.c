@@ -522,6 +522,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     char *run_config = o.ckpt_dir ? mt_config_run_text(spec, NARGS(spec), &err) : NULL;
     if (o.ckpt_dir && !run_config) return rank ? 1 : mt_cli_fail("train", &err);
     o.run_config = run_config;
+    o.option_prefix = "--"; /* the library names options {name}: here they are flags */
     mt_comm_ctx *ctx = mt_comm_ctx_create(timeout, &err);
     if (!ctx) {
         free(run_config);
@@ -541,9 +542,11 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     int64_t failed = rc != 0;
     mt_comm_allreduce_ctl(world, &failed, &failed, 1, MT_COMM_I64, MT_COMM_SUM);
     if (failed) {
-        if (rc && rank && failed < mt_comm_size(world)) /* an error of every rank: rank 0 says it once */
-            fprintf(stderr, "meshtrain train: error: rank %d: %s\n", rank, err.msg);
-        else if (rc && rank == 0) mt_cli_fail("train", &err);
+        if (rc && rank && failed < mt_comm_size(world)) { /* an error of every rank: rank 0 says it once */
+            char msg[MT_ERROR_LEN];
+            mt_cli_render(err.msg, msg, sizeof msg);
+            fprintf(stderr, "meshtrain train: error: rank %d: %s\n", rank, msg);
+        } else if (rc && rank == 0) mt_cli_fail("train", &err);
         mt_comm_ctx_free(ctx);
         free(run_config);
         return 1;

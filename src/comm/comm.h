@@ -65,7 +65,7 @@
  * mt_comm_split is preceded by a timed barrier so a missing rank is still
  * named.
  * A rank killed outright (SIGKILL) is normally noticed by the launcher,
- * which tears the job down itself; under `mpirun --enable-recovery` (OpenMPI)
+ * which tears the job down itself; under `mpirun {enable-recovery}` (OpenMPI)
  * or `mpiexec -disable-auto-cleanup` (MPICH) the survivors keep running and
  * this timeout path names the dead rank.
  *

@@ -200,7 +200,8 @@ static void register_comm(mt_comm_ctx *x, mt_comm *c) {
 static void unregister_comm(mt_comm_ctx *x, mt_comm *c) {
     for (int i = 0; i < x->ncomms; i++)
         if (x->comms[i] == c) {
-            x->comms[i] = x->comms[--x->ncomms];
+            x->ncomms--;
+            x->comms[i] = x->comms[x->ncomms];
             return;
         }
 }
@@ -311,7 +312,7 @@ mt_comm_ctx *mt_comm_ctx_create(double timeout_s, mt_error *err) {
 
 int mt_comm_ctx_set_ranks_per_node(mt_comm_ctx *x, int ranks_per_node, mt_error *err) {
     if (ranks_per_node < 1)
-        return mt_errorf(err, "--ranks-per-node must be >= 1, got %d", ranks_per_node);
+        return mt_errorf(err, "{ranks-per-node} must be >= 1, got %d", ranks_per_node);
     for (int r = 0; r < x->world_size; r++) x->node_of[r] = r / ranks_per_node * ranks_per_node;
     return 0;
 }

@@ -27,7 +27,7 @@
 typedef struct {
     mt_comm *comm;          /* the tp group (borrowed from the mesh) */
     int size, rank;
-    int sequence_parallel;  /* --sequence-parallel */
+    int sequence_parallel;  /* {sequence-parallel} */
     mt_comm *pieces;        /* the ranks holding the same piece of a tensor cut into fewer pieces than
                                tp ranks (nn/unit.h tp_replicas; kv heads when tp > kv heads): owned, or NULL */
     int piece_replicas;     /* ranks per piece group (1: none) */

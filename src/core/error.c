@@ -1,7 +1,9 @@
 #include "core/error.h"
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int mt_errorf(mt_error *e, const char *fmt, ...) {
     if (e) {
@@ -13,13 +15,35 @@ int mt_errorf(mt_error *e, const char *fmt, ...) {
     return -1;
 }
 
+void mt_render_options(const char *msg, const char *prefix, char *out, size_t cap) {
+    if (!cap) return;
+    size_t o = 0, plen = strlen(prefix);
+    for (const char *p = msg; *p && o + 1 < cap;) {
+        size_t n = 0;
+        if (*p == '{' && islower((unsigned char)p[1])) {
+            n = 1;
+            while (islower((unsigned char)p[1 + n]) || isdigit((unsigned char)p[1 + n]) || p[1 + n] == '-') n++;
+            if (p[1 + n] != '}') n = 0;
+        }
+        if (n) { /* {name} -> prefix name */
+            for (size_t i = 0; i < plen && o + 1 < cap; i++) out[o++] = prefix[i];
+            for (size_t i = 0; i < n && o + 1 < cap; i++) out[o++] = p[1 + i];
+            p += n + 2;
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = '\0';
+}
+
 void mt_die(const char *fmt, ...) {
+    char msg[MT_ERROR_LEN], shown[MT_ERROR_LEN];
     va_list ap;
-    fputs("meshtrain: fatal: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    mt_render_options(msg, "", shown, sizeof shown); /* no front end to ask: options by their names */
+    fprintf(stderr, "meshtrain: fatal: %s\n", shown);
     fflush(stderr);
     exit(2);
 }

@@ -19,6 +19,14 @@ int mt_errorf(mt_error *e, const char *fmt, ...) __attribute__((format(printf, 2
  * status 2. Under MPI the launcher then tears the job down. */
 _Noreturn void mt_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Library messages (and comments) name a run's options in braces,
+ * "{micro-batch} 3 must divide {batch} 8", never as one front end's flags:
+ * the front end renders them -- the CLI as its flags ({micro-batch}), a
+ * program linking the library as it names them. Writes msg into out (cap
+ * bytes, truncated) with every {name} (a lower-case letter, then lower-case
+ * letters, digits and '-') as prefix followed by the name. */
+void mt_render_options(const char *msg, const char *prefix, char *out, size_t cap);
+
 /* malloc/calloc that die with the size and purpose on failure. */
 void *mt_xmalloc(size_t bytes, const char *what);
 void *mt_xcalloc(size_t n, size_t size, const char *what);

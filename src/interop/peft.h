@@ -19,7 +19,7 @@ int mt_peft_export(const char *dir, const mt_weights *w, mt_error *err);
  * model); out->base is set to base. */
 int mt_peft_import(const char *dir, const char *base, mt_weights *out, mt_error *err);
 
-/* A PEFT or --freeze model (trainable tensors in w, frozen stores loaded)
+/* A PEFT or {freeze} model (trainable tensors in w, frozen stores loaded)
  * folded into a plain model: frozen and trained tensors copied, each LoRA
  * target W += s B A (in fp32, accumulated in double). */
 int mt_peft_merge(const mt_weights *w, mt_weights *out, mt_error *err);

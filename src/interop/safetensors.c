@@ -509,7 +509,7 @@ static int heads_from_config_json(const char *path, int C, int L, int V, int *he
         int64_t h = 0, x;
         const struct { const char *k; int v; } chk[] = {{"n_embd", C}, {"n_layer", L}, {"vocab_size", V}};
         if (r->type != MT_JSON_OBJECT) rc = mt_errorf(err, "%s is not a JSON object", cp);
-        else if (!hk) rc = mt_errorf(err, "%s has no n_head: pass --heads", cp);
+        else if (!hk) rc = mt_errorf(err, "%s has no n_head: pass {heads}", cp);
         else if (mt_json_get_int64(r, hk, &h, &je)) rc = mt_errorf(err, "%s: %s", cp, je.msg);
         else if (h < 1 || h > 65536) rc = mt_errorf(err, "%s: %s = %" PRId64 " is out of range", cp, hk, h);
         for (int i = 0; i < 3 && !rc; i++)
@@ -603,7 +603,7 @@ int mt_safetensors_import_gpt2(const char *path, int n_head, mt_weights *out, mt
         if (m) H = atoi(m->str);
     }
     if (H <= 0) {
-        mt_errorf(err, "%s: the number of attention heads is unknown: pass --heads H or put the model's config.json (with n_head) beside the file", path);
+        mt_errorf(err, "%s: the number of attention heads is unknown: pass {heads} H or put the model's config.json (with n_head) beside the file", path);
         goto out;
     }
     if (C % H != 0) {

@@ -12,7 +12,7 @@ typedef struct {
     mt_layout layout;
     float **unit; /* [layout.n_units]: unit u holds layout.units[u].numel floats */
     float **frozen; /* [layout.n_units]: frozen stores (frozen_numel floats; NULL when none) */
-    char base[4096]; /* a PEFT / --freeze checkpoint's base (where its frozen tensors are), or "" */
+    char base[4096]; /* a PEFT / {freeze} checkpoint's base (where its frozen tensors are), or "" */
 } mt_weights;
 
 /* Builds the layout for cfg and allocates zeroed unit buffers. */
@@ -28,7 +28,7 @@ int mt_weights_from_ckpt(const mt_ckpt *ck, mt_weights *w, mt_error *err);
 /* Saves the weights as a checkpoint holding only the model/<name> tensors and the
  * state {"config": ..., "step": step}. */
 int mt_weights_to_ckpt(const char *dir, const mt_weights *w, int64_t step, mt_error *err);
-/* The frozen stores of a PEFT / --freeze model from its base checkpoint (w->base). */
+/* The frozen stores of a PEFT / {freeze} model from its base checkpoint (w->base). */
 int mt_weights_load_frozen(mt_weights *w, mt_error *err);
 
 #endif

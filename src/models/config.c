@@ -29,15 +29,15 @@ int mt_model_config_preset(const char *name, mt_model_config *cfg, mt_error *err
 
 int mt_model_config_validate(const mt_model_config *c, mt_error *err) {
     if ((unsigned)c->family >= (unsigned)mt_family_count()) return mt_errorf(err, "unknown model family %d", (int)c->family);
-    if (c->n_layer < 1 || c->n_layer > 4095) return mt_errorf(err, "--layers must be in 1..4095, got %d", c->n_layer);
-    if (c->n_embd < 1 || c->n_embd > 65536) return mt_errorf(err, "--dim must be in 1..65536, got %d", c->n_embd);
-    if (c->n_head < 1 || c->n_head > c->n_embd) return mt_errorf(err, "--heads must be in 1..dim (%d), got %d", c->n_embd, c->n_head);
+    if (c->n_layer < 1 || c->n_layer > 4095) return mt_errorf(err, "{layers} must be in 1..4095, got %d", c->n_layer);
+    if (c->n_embd < 1 || c->n_embd > 65536) return mt_errorf(err, "{dim} must be in 1..65536, got %d", c->n_embd);
+    if (c->n_head < 1 || c->n_head > c->n_embd) return mt_errorf(err, "{heads} must be in 1..dim (%d), got %d", c->n_embd, c->n_head);
     if (c->vocab_size < 2 || c->vocab_size > (1 << 24))
-        return mt_errorf(err, "--vocab must be in 2..16777216, got %d", c->vocab_size);
+        return mt_errorf(err, "{vocab} must be in 2..16777216, got %d", c->vocab_size);
     if (c->padded_vocab < c->vocab_size || c->padded_vocab > (1 << 24))
         return mt_errorf(err, "padded vocabulary %d is smaller than the vocabulary %d", c->padded_vocab, c->vocab_size);
-    if (c->seq_len < 1 || c->seq_len > 65535) return mt_errorf(err, "--seq-len must be in 1..65535, got %d", c->seq_len);
-    if (!(c->dropout >= 0.0f && c->dropout < 1.0f)) return mt_errorf(err, "--dropout must be in [0, 1), got %g", (double)c->dropout);
+    if (c->seq_len < 1 || c->seq_len > 65535) return mt_errorf(err, "{seq-len} must be in 1..65535, got %d", c->seq_len);
+    if (!(c->dropout >= 0.0f && c->dropout < 1.0f)) return mt_errorf(err, "{dropout} must be in [0, 1), got %g", (double)c->dropout);
     const mt_family *f = mt_family_get(c->family);
     return f->config_validate ? f->config_validate(c, err) : 0;
 }

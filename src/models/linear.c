@@ -1,5 +1,5 @@
-/* The model's linear layers at the run's precision (--precision):
- *   fp32  sgemm (oneDNN or OpenBLAS, --gemm) on the fp32 parameters and activations;
+/* The model's linear layers at the run's precision ({precision}):
+ *   fp32  sgemm (oneDNN or OpenBLAS, {gemm}) on the fp32 parameters and activations;
  *   bf16  the GEMM operands -- weights, the activations entering a layer and
  *         the gradients entering its backward -- are bf16 and the GEMMs run
  *         on the AVX512_BF16 units (ops/matmul_lowp.h), accumulating and

@@ -2,7 +2,7 @@
  * s = alpha / r (or alpha / sqrt(r)), on the output columns [col0, col0 +
  * B's rows) of a linear whose output is N x OC (a fused q|k|v GEMM holds
  * several targets side by side). The adapter GEMMs run in fp32 whatever
- * --precision says (they are rank r: a few percent of the base's FLOPs).
+ * {precision} says (they are rank r: a few percent of the base's FLOPs).
  *
  * Tensor parallelism, with the cuts nn/adapters.c gives:
  *   column-parallel target (B cut by rows, A whole): h = A x is the same on

@@ -67,7 +67,7 @@ static void alloc_shared(mt_model *m, size_t N) {
                                           m->fam->block_bufs[k].name);
 }
 
-/* --precision bf16/fp16: the 16-bit parameter copies (accounted as
+/* {precision} bf16/fp16: the 16-bit parameter copies (accounted as
  * parameters) and the operand scratch, sized for the widest GEMM operand
  * (the family's count: the head's vocabulary columns when this rank holds
  * the head). */

@@ -54,7 +54,7 @@ typedef struct {
     size_t attn_scratch_floats;
 } mt_grad_scratch;
 
-/* Activation recomputation (--recompute):
+/* Activation recomputation ({recompute}):
  *   none       every block keeps its activations for backward;
  *   selective  the attention core (output and log-sum-exp) is not kept per
  *              block: one buffer serves every block, and backward recomputes
@@ -78,13 +78,13 @@ typedef struct mt_model {
     float **grads;    /* [n_units] flat gradient buffers */
     float **frozen;   /* [n_units] frozen stores (mt_unit_layout.ft; NULL: none or not held):
                          replicated over dp, never touched by ZeRO or the optimizer */
-    uint16_t **frozen16; /* [n_units] their 16-bit copies under --precision bf16/fp16 (made once per load) */
+    uint16_t **frozen16; /* [n_units] their 16-bit copies under {precision} bf16/fp16 (made once per load) */
     uint64_t frozen_version; /* bumped when a frozen store is loaded (mt_model_frozen_changed) */
     uint64_t *frozen16_version;
-    struct mt_qweight **qw; /* [n_units][n_frozen] quantized frozen weights (--quantize-base; NULL: none) */
+    struct mt_qweight **qw; /* [n_units][n_frozen] quantized frozen weights ({quantize-base}; NULL: none) */
     float *qtile;     /* a dequantized row tile of a quantized weight (MT_QTILE_FLOATS or one row) */
     size_t qtile_floats;
-    uint16_t *qtile16; /* the same tile in bf16 (--precision bf16: dequantized straight into the GEMM's operand) */
+    uint16_t *qtile16; /* the same tile in bf16 ({precision} bf16: dequantized straight into the GEMM's operand) */
     float *qrow;      /* one whole row of a quantized weight cut by columns (tp), its slice then copied */
     size_t qrow_floats;
     float *gsink;     /* where the backward of a frozen norm or bias writes its (unused) gradient */
@@ -106,11 +106,11 @@ typedef struct mt_model {
     mt_block_acts shared; /* the buffers every block shares under recomputation (NULL fields otherwise) */
     uint64_t seed;    /* init and dropout seed */
     mt_mem *mem;
-    mt_profile *prof; /* kernel time by category (--profile); NULL = off; not owned */
+    mt_profile *prof; /* kernel time by category ({profile}); NULL = off; not owned */
     const mt_tp *tp;  /* tensor parallelism (NULL: none); not owned */
-    /* --precision (model/linear.c): GEMM operands in 16 bits */
+    /* {precision} (model/linear.c): GEMM operands in 16 bits */
     mt_dtype precision;
-    mt_gemm_lib gemm;       /* --gemm: the fp32 GEMM library (ops.h) */
+    mt_gemm_lib gemm;       /* {gemm}: the fp32 GEMM library (ops.h) */
     uint16_t **w16;         /* [n_units] bf16/fp16 copies of the parameters (NULL fields under fp32) */
     uint64_t *w16_version;  /* [n_units] param_version each copy was made at */
     uint64_t param_version; /* bumped by mt_model_params_changed */
@@ -179,7 +179,7 @@ size_t mt_model_resid_floats(const mt_model *m);
  * the unit's gradient is reduced over dp. */
 void mt_model_tp_reduce_grads(mt_model *m, int u);
 /* Tells the model its parameters changed (an optimizer step, a load): the
- * 16-bit copies of --precision bf16/fp16 are remade on their next use. */
+ * 16-bit copies of {precision} bf16/fp16 are remade on their next use. */
 void mt_model_params_changed(mt_model *m);
 /* The linear layers at m->precision (model/linear.c), with the semantics
  * (and backward flags: MT_ACC_DINP, MT_SET_DW) of op_matmul_forward /

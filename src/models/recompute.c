@@ -16,5 +16,5 @@ int mt_recompute_parse(const char *s, mt_recompute *out, mt_error *err) {
             *out = (mt_recompute)i;
             return 0;
         }
-    return mt_errorf(err, "--recompute must be none, selective or full, got '%s'", s);
+    return mt_errorf(err, "{recompute} must be none, selective or full, got '%s'", s);
 }

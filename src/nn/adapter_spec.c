@@ -15,7 +15,7 @@ int mt_peft_kind_parse(const char *s, mt_peft_kind *out, mt_error *err) {
             *out = (mt_peft_kind)k;
             return 0;
         }
-    return mt_errorf(err, "unknown --peft '%s' (choose none, lora or ia3)", s);
+    return mt_errorf(err, "unknown {peft} '%s' (choose none, lora or ia3)", s);
 }
 
 const char *mt_peft_kind_name(mt_peft_kind k) { return (unsigned)k < 3 ? kind_names[k] : "?"; }
@@ -26,16 +26,16 @@ float mt_lora_scale(const mt_adapter_spec *s) {
 
 int mt_adapter_spec_validate(const mt_adapter_spec *s, mt_error *err) {
     if (s->kind == MT_PEFT_LORA) {
-        if (s->r < 1) return mt_errorf(err, "--lora-r must be at least 1 (got %d)", s->r);
-        if (!(s->alpha > 0) || !isfinite(s->alpha)) return mt_errorf(err, "--lora-alpha must be > 0 (got %g)", (double)s->alpha);
+        if (s->r < 1) return mt_errorf(err, "{lora-r} must be at least 1 (got %d)", s->r);
+        if (!(s->alpha > 0) || !isfinite(s->alpha)) return mt_errorf(err, "{lora-alpha} must be > 0 (got %g)", (double)s->alpha);
         if (!(s->dropout >= 0 && s->dropout < 1))
-            return mt_errorf(err, "--lora-dropout must be in [0, 1) (got %g)", (double)s->dropout);
+            return mt_errorf(err, "{lora-dropout} must be in [0, 1) (got %g)", (double)s->dropout);
     }
     if (s->quant && s->kind == MT_PEFT_NONE && !s->freeze[0])
-        return mt_errorf(err, "--quantize-base %s stores a frozen base: it needs --peft lora or --freeze",
+        return mt_errorf(err, "{quantize-base} %s stores a frozen base: it needs {peft} lora or {freeze}",
                          mt_quant_kind_name((mt_quant_kind)s->quant));
-    if (s->double_quant && s->quant != MT_QUANT_NF4) return mt_errorf(err, "--double-quant goes with --quantize-base nf4");
-    if (s->train_also[0] && s->kind == MT_PEFT_NONE) return mt_errorf(err, "--peft-train goes with --peft lora|ia3");
+    if (s->double_quant && s->quant != MT_QUANT_NF4) return mt_errorf(err, "{double-quant} goes with {quantize-base} nf4");
+    if (s->train_also[0] && s->kind == MT_PEFT_NONE) return mt_errorf(err, "{peft-train} goes with {peft} lora|ia3");
     for (int k = 0; k < 2; k++) {
         const char *pat = k ? s->train_also : s->freeze;
         if (!pat[0]) continue;
@@ -45,7 +45,7 @@ int mt_adapter_spec_validate(const mt_adapter_spec *s, mt_error *err) {
         if (!re) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(ec, msg, sizeof msg);
-            return mt_errorf(err, "--%s '%s': not a valid regular expression at offset %zu: %s", k ? "peft-train" : "freeze",
+            return mt_errorf(err, "{%s} '%s': not a valid regular expression at offset %zu: %s", k ? "peft-train" : "freeze",
                              pat, (size_t)eo, (const char *)msg);
         }
         pcre2_code_free(re);

@@ -1,6 +1,6 @@
 /* What a run trains of a model: everything (the default), everything but
- * the tensors a --freeze pattern names, or adapters on a frozen base
- * (--peft lora|ia3). The spec is part of the model config (it decides the
+ * the tensors a {freeze} pattern names, or adapters on a frozen base
+ * ({peft} lora|ia3). The spec is part of the model config (it decides the
  * layout: which tensors exist and which store they live in), so every
  * place that builds a layout from a config -- the trainer, checkpoints,
  * export, the planner -- sees the same tensors. */
@@ -21,12 +21,12 @@ typedef struct {
     char targets[MT_ADAPTER_TEXT];  /* comma-separated HF module names (last component, e.g. q_proj,
                                        c_attn), or "all-linear"; empty: the kind's default */
     char feedforward[MT_ADAPTER_TEXT]; /* IA3: the targets whose input (not output) is scaled; empty: the family's */
-    char freeze[MT_ADAPTER_TEXT];   /* --freeze: a PCRE2 pattern over HF tensor names (empty: none) */
-    char train_also[MT_ADAPTER_TEXT]; /* --peft-train: base tensors (PCRE2 over HF names) trained in full
+    char freeze[MT_ADAPTER_TEXT];   /* {freeze}: a PCRE2 pattern over HF tensor names (empty: none) */
+    char train_also[MT_ADAPTER_TEXT]; /* {peft-train}: base tensors (PCRE2 over HF names) trained in full
                                          beside the adapters (peft's modules_to_save) */
-    int quant;                      /* --quantize-base: the frozen linear weights of the blocks stored as
+    int quant;                      /* {quantize-base}: the frozen linear weights of the blocks stored as
                                        mt_quant_kind (quant/qweight.h: 0 none, 1 nf4, 2 int8) */
-    int double_quant;               /* --double-quant (nf4): the block absmaxes quantized to 8 bits */
+    int double_quant;               /* {double-quant} (nf4): the block absmaxes quantized to 8 bits */
 } mt_adapter_spec;
 
 int mt_peft_kind_parse(const char *s, mt_peft_kind *out, mt_error *err);

@@ -115,7 +115,7 @@ void mt_adapters_apply(const mt_adapter_spec *s, const mt_adapter_names *nm, mt_
         re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, 0, &ec, &eo, NULL);
         if (!re) mt_die("pattern '%s' does not compile (mt_adapter_spec_validate checks it first)", pat);
         md = pcre2_match_data_create_from_pattern(re, NULL);
-        if (!md) mt_die("out of memory for the --freeze pattern's match data");
+        if (!md) mt_die("out of memory for the {freeze} pattern's match data");
     }
     int any = 0;
     for (int u = 0; u < l->n_units; u++) {
@@ -161,7 +161,7 @@ int mt_adapters_check_targets(const mt_adapter_spec *s, const mt_adapter_names *
                 }
             }
     if (!trained)
-        return mt_errorf(err, "--freeze '%s' matches every tensor of the model: nothing is left to train (check the "
+        return mt_errorf(err, "{freeze} '%s' matches every tensor of the model: nothing is left to train (check the "
                               "pattern against the Hugging Face names, e.g. h.0.attn.c_attn.weight)", s->freeze);
     if (s->kind == MT_PEFT_NONE || strcmp(s->targets, "all-linear") == 0) return 0;
     const char *list = s->targets[0] ? s->targets : default_targets(s, nm);
@@ -169,7 +169,7 @@ int mt_adapters_check_targets(const mt_adapter_spec *s, const mt_adapter_names *
     size_t len;
     for (int i = 0; mt_strlist_next(&cur, &item, &len); i++)
         if (!len || i >= 32 || !(hit >> i & 1u))
-            return mt_errorf(err, "%s target (--%s-targets, target_modules) '%.*s' names no linear module of this %s model (its blocks' linear "
+            return mt_errorf(err, "%s target ({%s-targets}, target_modules) '%.*s' names no linear module of this %s model (its blocks' linear "
                                   "modules: %s; or all-linear)", s->kind == MT_PEFT_IA3 ? "IA3" : "LoRA",
                              s->kind == MT_PEFT_IA3 ? "ia3" : "lora", (int)len, item, nm->model_name, names);
     return 0;

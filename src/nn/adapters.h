@@ -1,7 +1,7 @@
 /* Adapters and frozen tensors as a layout transform (seam 2 of the design).
  * mt_model_layout_build applies the config's adapter spec to the family's
- * layout: it freezes the base (all of it under --peft, the tensors matching
- * --freeze otherwise), adds LoRA's A [r, in] and B [out, r] next to each
+ * layout: it freezes the base (all of it under {peft}, the tensors matching
+ * {freeze} otherwise), adds LoRA's A [r, in] and B [out, r] next to each
  * target linear weight (by the family's Hugging Face module name) and
  * attaches them to it (mt_tensor.lora_a / lora_b), then moves the frozen
  * tensors to each unit's frozen store. Tensor parallelism cuts the adapter

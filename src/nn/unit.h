@@ -38,7 +38,7 @@ typedef struct {
     int weight_decay;              /* 1 for 2-D weights (embeddings included) */
     int trainable;                 /* 1: gets a gradient and optimizer state; 0: frozen (nn/unit.h's
                                       frozen list: no gradient, no optimizer state, no collective) */
-    int read_16bit_only;           /* under --precision bf16/fp16 the model reads only the tensor's
+    int read_16bit_only;           /* under {precision} bf16/fp16 the model reads only the tensor's
                                       16-bit form (GEMM weights; an embedding whose lookup widens just
                                       the rows it needs) */
     int grad_by_one_gemm;          /* its gradient is written whole by one weight-gradient GEMM per
@@ -53,7 +53,7 @@ typedef struct {
     int ia3_input;                 /* IA3 scales this target's input (a feedforward module), not its output */
     int bias_of;                   /* IA3 target: its bias's declared index + 1 (0: none) */
     int quant;                     /* frozen and stored quantized (mt_quant_kind; no room in the fp32 frozen store) */
-    int adapter;                   /* 1: an adapter tensor (not in a base checkpoint: --init-from keeps its init) */
+    int adapter;                   /* 1: an adapter tensor (not in a base checkpoint: {init-from} keeps its init) */
     int64_t init_rows;             /* rows drawn from the RNG (an embedding's padding rows stay 0) */
     int64_t ckpt_rows;             /* full rows a checkpoint holds (<= gshape[0]: a vocabulary padded
                                       further for this layout's tp keeps the tp-1 rows there) */

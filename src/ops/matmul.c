@@ -1,5 +1,5 @@
 /* Linear layer on an fp32 sgemm (row-major), from one of two libraries:
- * oneDNN's dnnl_sgemm (the default) or OpenBLAS's cblas_sgemm (--gemm).
+ * oneDNN's dnnl_sgemm (the default) or OpenBLAS's cblas_sgemm ({gemm}).
  * forward:  out[N,OC] = inp[N,C] . w[OC,C]^T + bias
  * backward: dinp = dout . w ; dw += dout^T . inp ; dbias += column sums.
  *
@@ -37,7 +37,7 @@ static void onednn_slab(char transa, char transb, int M, int N, int K, const voi
                         int ldb, float beta, float *C, int ldc) {
     dnnl_status_t st = dnnl_sgemm(transa, transb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
     if (st != dnnl_success)
-        mt_die("oneDNN sgemm failed (status %d) on %c%c M=%d N=%d K=%d lda=%d ldb=%d ldc=%d; --gemm openblas "
+        mt_die("oneDNN sgemm failed (status %d) on %c%c M=%d N=%d K=%d lda=%d ldb=%d ldc=%d; {gemm} openblas "
                "avoids it", (int)st, transa, transb, M, N, K, lda, ldb, ldc);
 }
 
@@ -58,7 +58,7 @@ void op_sgemm(mt_gemm_lib lib, char transa, char transb, int M, int N, int K, fl
     } else {
         dnnl_status_t st = dnnl_sgemm(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         if (st != dnnl_success)
-            mt_die("oneDNN sgemm failed (status %d) on %c%c M=%d N=%d K=%d; --gemm openblas avoids it", (int)st, transa,
+            mt_die("oneDNN sgemm failed (status %d) on %c%c M=%d N=%d K=%d; {gemm} openblas avoids it", (int)st, transa,
                    transb, M, N, K);
     }
     mt_blas_threads_leave(saved);

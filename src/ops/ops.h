@@ -13,7 +13,7 @@
 #include "core/philox.h"
 
 /* ---- linear layer: out[N,OC] = inp[N,C] . w[OC,C]^T + bias[OC] (bias may be NULL)
- * The fp32 GEMMs run on the library `lib` (--gemm): oneDNN's sgemm by
+ * The fp32 GEMMs run on the library `lib` ({gemm}): oneDNN's sgemm by
  * default, measured 5-14% faster than OpenBLAS's on every linear shape of
  * the model on this CPU (docs/usage.md, "The fp32 GEMM library"). The two
  * round differently, so results are reproducible per library. */

@@ -63,10 +63,10 @@ int mt_offload_open(mt_offload **out, const char *dir, int rank, size_t buffer_b
     *out = NULL;
     struct stat sb;
     if (stat(dir, &sb) != 0)
-        return mt_errorf(err, "offload directory %s: %s (create it, or give another --offload-optimizer disk:DIR)", dir,
+        return mt_errorf(err, "offload directory %s: %s (create it, or give another {offload-optimizer} disk:DIR)", dir,
                          strerror(errno));
     if (!S_ISDIR(sb.st_mode))
-        return mt_errorf(err, "offload directory %s is not a directory (give a directory to --offload-optimizer disk:DIR)",
+        return mt_errorf(err, "offload directory %s is not a directory (give a directory to {offload-optimizer} disk:DIR)",
                          dir);
     mt_offload *o = mt_xcalloc(1, sizeof *o, "offload handle");
     size_t plen = strlen(dir) + 64;
@@ -80,7 +80,7 @@ int mt_offload_open(mt_offload **out, const char *dir, int rank, size_t buffer_b
     if (o->fd < 0) {
         int e = errno;
         mt_errorf(err, "cannot create the offload file %s: %s (the directory must be writable; give another "
-                       "--offload-optimizer disk:DIR)", o->path, strerror(e));
+                       "{offload-optimizer} disk:DIR)", o->path, strerror(e));
         free(o->dir);
         free(o->path);
         free(o);
@@ -126,7 +126,7 @@ static int size_file(mt_offload *o, mt_error *err) {
         struct statvfs vs;
         unsigned long long avail = statvfs(o->dir, &vs) == 0 ? (unsigned long long)vs.f_bavail * vs.f_frsize : 0;
         return mt_errorf(err, "not enough space in %s for the optimizer offload file: need %" PRIu64
-                              " bytes, %llu available (free space or give another --offload-optimizer disk:DIR)",
+                              " bytes, %llu available (free space or give another {offload-optimizer} disk:DIR)",
                          o->dir, o->file_bytes, avail);
     }
     return mt_errorf(err, "cannot size the optimizer offload file in %s to %" PRIu64 " bytes: %s", o->dir,
@@ -202,7 +202,7 @@ int mt_offload_start(mt_offload *o, mt_error *err) {
     size_t chunk = o->budget / per_elem;
     if (chunk == 0)
         return mt_errorf(err, "offload buffer of %zu bytes is too small: two slots of %d state streams need at least "
-                              "%zu bytes (raise --offload-buffer-mb)", o->budget, kmax, per_elem);
+                              "%zu bytes (raise {offload-buffer-mb})", o->budget, kmax, per_elem);
     if (chunk >= 16) chunk &= ~(size_t)15; /* whole 64-byte lines */
     if (chunk > max_n) chunk = max_n;
     o->chunk = chunk;

@@ -8,7 +8,7 @@
  * thread reads chunk c+1 (pread) and writes back chunk c-1 (pwrite) while
  * the caller's callback updates chunk c in place (double buffering: two
  * slots of k x chunk floats). Resident memory for the state is those two
- * slots, sized to the byte budget (--offload-buffer-mb) and accounted under
+ * slots, sized to the byte budget ({offload-buffer-mb}) and accounted under
  * MT_MEM_OPTIM. The I/O thread makes no MPI calls; the callback runs on the
  * calling thread.
  *

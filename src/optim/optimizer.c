@@ -10,7 +10,7 @@ int mt_opt_kind_parse(const char *s, mt_opt_kind *out, mt_error *err) {
     else if (!strcmp(s, "sgd")) *out = MT_OPT_SGD;
     else if (!strcmp(s, "adafactor")) *out = MT_OPT_ADAFACTOR;
     else if (!strcmp(s, "adamw8bit")) *out = MT_OPT_ADAMW8BIT;
-    else return mt_errorf(err, "unknown --optimizer '%s' (expected adamw, adam, sgd, adafactor or adamw8bit)", s);
+    else return mt_errorf(err, "unknown {optimizer} '%s' (expected adamw, adam, sgd, adafactor or adamw8bit)", s);
     return 0;
 }
 
@@ -180,21 +180,21 @@ static const mt_optimizer optimizer_sgd = {
 
 int mt_opt_config_check(const mt_opt_config *c, mt_error *err) {
     int af = c->h.kind == MT_OPT_ADAFACTOR;
-    if (!(c->h.beta1 >= 0.0f && c->h.beta1 < 1.0f)) return mt_errorf(err, "--beta1 must be in [0, 1), got %g", (double)c->h.beta1);
-    if (!(c->h.beta2 >= 0.0f && c->h.beta2 < 1.0f)) return mt_errorf(err, "--beta2 must be in [0, 1), got %g", (double)c->h.beta2);
-    if (!(c->h.eps > 0.0f && isfinite(c->h.eps))) return mt_errorf(err, "--eps must be a finite number > 0, got %g", (double)c->h.eps);
+    if (!(c->h.beta1 >= 0.0f && c->h.beta1 < 1.0f)) return mt_errorf(err, "{beta1} must be in [0, 1), got %g", (double)c->h.beta1);
+    if (!(c->h.beta2 >= 0.0f && c->h.beta2 < 1.0f)) return mt_errorf(err, "{beta2} must be in [0, 1), got %g", (double)c->h.beta2);
+    if (!(c->h.eps > 0.0f && isfinite(c->h.eps))) return mt_errorf(err, "{eps} must be a finite number > 0, got %g", (double)c->h.eps);
     if (!(c->h.weight_decay >= 0.0f && isfinite(c->h.weight_decay)))
-        return mt_errorf(err, "--weight-decay must be a finite number >= 0, got %g", (double)c->h.weight_decay);
+        return mt_errorf(err, "{weight-decay} must be a finite number >= 0, got %g", (double)c->h.weight_decay);
     if (!(c->h.momentum >= 0.0f && c->h.momentum < 1.0f))
-        return mt_errorf(err, "--momentum must be in [0, 1), got %g", (double)c->h.momentum);
+        return mt_errorf(err, "{momentum} must be in [0, 1), got %g", (double)c->h.momentum);
     if (!(c->adafactor_beta1 >= 0.0f && c->adafactor_beta1 < 1.0f))
-        return mt_errorf(err, "--adafactor-beta1 must be in [0, 1), got %g", (double)c->adafactor_beta1);
+        return mt_errorf(err, "{adafactor-beta1} must be in [0, 1), got %g", (double)c->adafactor_beta1);
     if (c->adafactor_beta1 > 0.0f && !af)
-        return mt_errorf(err, "--adafactor-beta1 applies to --optimizer adafactor (use --beta1 for Adam)");
+        return mt_errorf(err, "{adafactor-beta1} applies to {optimizer} adafactor (use {beta1} for Adam)");
     if (!(c->adafactor_clip > 0.0f && isfinite(c->adafactor_clip)))
-        return mt_errorf(err, "--adafactor-clip must be a positive number, got %g", (double)c->adafactor_clip);
+        return mt_errorf(err, "{adafactor-clip} must be a positive number, got %g", (double)c->adafactor_clip);
     if ((c->adafactor_scale_parameter || c->adafactor_clip != 1.0f) && !af)
-        return mt_errorf(err, "--adafactor-scale-parameter and --adafactor-clip apply to --optimizer adafactor");
+        return mt_errorf(err, "{adafactor-scale-parameter} and {adafactor-clip} apply to {optimizer} adafactor");
     return 0;
 }
 
@@ -212,7 +212,7 @@ const mt_optimizer *mt_optimizer_get(mt_opt_kind k) {
 int mt_lr_kind_parse(const char *s, mt_lr_kind *out, mt_error *err) {
     if (!strcmp(s, "constant")) *out = MT_LR_CONSTANT;
     else if (!strcmp(s, "cosine")) *out = MT_LR_COSINE;
-    else return mt_errorf(err, "unknown --lr-schedule '%s' (expected constant or cosine)", s);
+    else return mt_errorf(err, "unknown {lr-schedule} '%s' (expected constant or cosine)", s);
     return 0;
 }
 

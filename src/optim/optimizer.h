@@ -105,7 +105,7 @@ typedef struct mt_opt_state mt_opt_state; /* one unit range's state, defined by 
 
 typedef struct {
     mt_opt_kind kind;
-    const char *name;          /* the --optimizer word and the checkpoint's "optimizer" */
+    const char *name;          /* the {optimizer} word and the checkpoint's "optimizer" */
     int n_streams;
     mt_opt_stream streams[MT_OPT_MAX_STREAMS];
     /* 1: every stream is fp32 per element and an update of any sub-range

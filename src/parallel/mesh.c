@@ -12,10 +12,10 @@ int mt_mesh_shard_size(const mt_mesh_shape *s) { return s->shard > 0 ? s->shard 
 
 int mt_mesh_check(const mt_mesh_shape *s, int world_size, mt_error *err) {
     if (s->dp < 1 || s->pp < 1 || s->tp < 1)
-        return mt_errorf(err, "bad mesh --dp %d --pp %d --tp %d: every size must be >= 1", s->dp,
+        return mt_errorf(err, "bad mesh {dp} %d {pp} %d {tp} %d: every size must be >= 1", s->dp,
                          s->pp, s->tp);
     if (s->shard < 0)
-        return mt_errorf(err, "bad --shard-group %d: must be >= 1 (or 0 for no hybrid sharding)",
+        return mt_errorf(err, "bad {shard-group} %d: must be >= 1 (or 0 for no hybrid sharding)",
                          s->shard);
     long long prod = (long long)s->dp * s->pp * s->tp;
     if (prod != world_size)
@@ -26,7 +26,7 @@ int mt_mesh_check(const mt_mesh_shape *s, int world_size, mt_error *err) {
     int g = mt_mesh_shard_size(s);
     if (s->dp % g)
         return mt_errorf(err,
-                         "--shard-group %d does not divide the data-parallel size %d; pick a "
+                         "{shard-group} %d does not divide the data-parallel size %d; pick a "
                          "divisor of %d",
                          g, s->dp, s->dp);
     return 0;

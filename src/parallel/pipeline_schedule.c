@@ -117,7 +117,7 @@ int mt_pp_schedule_build(mt_pp_kind kind, int stages, int microbatches, int chun
     if (kind != MT_PP_INTERLEAVED && chunks != 1)
         return mt_errorf(err,
                          "%d model chunks per rank need the interleaved schedule; %s uses 1 "
-                         "(drop --pp-chunks or use --pp-schedule interleaved)",
+                         "(drop {pp-chunks} or use {pp-schedule} interleaved)",
                          chunks, kind_names[kind]);
     if (kind == MT_PP_INTERLEAVED && microbatches % stages) {
         int lo = microbatches / stages * stages, hi = lo + stages;

@@ -28,16 +28,16 @@ static void wait_grad(mt_zero *z, int u) {
 int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t bucket_bytes,
                  mt_dtype grad_reduce, mt_mem *mem, mt_error *err) {
     memset(z, 0, sizeof *z);
-    if (stage < 0 || stage > 3) return mt_errorf(err, "--zero must be 0, 1, 2 or 3, got %d", stage);
+    if (stage < 0 || stage > 3) return mt_errorf(err, "{zero} must be 0, 1, 2 or 3, got %d", stage);
     if (bucket_bytes > 0 && stage != 0)
-        return mt_errorf(err, "--bucket-mb applies to --zero 0 only: ZeRO stages 1-3 reduce each unit's "
-                              "shard-aligned gradient on its own (the unit is the bucket); drop --bucket-mb");
+        return mt_errorf(err, "{bucket-mb} applies to {zero} 0 only: ZeRO stages 1-3 reduce each unit's "
+                              "shard-aligned gradient on its own (the unit is the bucket); drop {bucket-mb}");
     if (bucket_bytes > 0 && m->precision != MT_FP32)
-        return mt_errorf(err, "--bucket-mb needs --precision fp32: under mixed precision each unit's gradient is "
-                              "reduced from its own fp32 buffer as its backward ends; drop --bucket-mb");
+        return mt_errorf(err, "{bucket-mb} needs {precision} fp32: under mixed precision each unit's gradient is "
+                              "reduced from its own fp32 buffer as its backward ends; drop {bucket-mb}");
     if (grad_reduce != MT_FP32 && !(grad_reduce == MT_BF16 && m->precision == MT_BF16))
-        return mt_errorf(err, "--grad-reduce-dtype %s needs --precision bf16 (the gradients are held in bf16 "
-                              "there); got --precision %s", mt_dtype_name(grad_reduce), mt_dtype_name(m->precision));
+        return mt_errorf(err, "{grad-reduce-dtype} %s needs {precision} bf16 (the gradients are held in bf16 "
+                              "there); got {precision} %s", mt_dtype_name(grad_reduce), mt_dtype_name(m->precision));
     z->mp.dt16 = m->precision;
     z->mp.reduce16 = grad_reduce == MT_BF16;
     const mt_layout *l = &m->layout;

@@ -49,7 +49,7 @@
  *   stages 0-1, the last microbatch: fp32 reduction -- the earlier
  *     microbatches are added into the fp32 buffer, which is all-reduced /
  *     reduce-scattered and rounded into the 16-bit gradient once; bf16
- *     reduction (--grad-reduce-dtype bf16) -- the buffer is added into the
+ *     reduction ({grad-reduce-dtype} bf16) -- the buffer is added into the
  *     bf16 gradient, which is reduced in place in bf16;
  *   stages 2-3: the buffer is reduce-scattered in fp32 (or rounded to bf16
  *     and reduce-scattered in bf16) and the shard added into the 16-bit
@@ -181,8 +181,8 @@ size_t mt_zero_qwz_record_bytes(size_t S);
  * same local index j; the A node sums of this rank's shard are dequantized
  * and summed. One quantization of each hop instead of one per ring step.
  * The shard group must be node-major with the same G ranks on every node;
- * otherwise mt_zero_enable_qgz returns 1 after rank 0 printed a one-line
- * notice, and the plain reduce-scatter runs. Blocking (no overlap with
+ * otherwise mt_zero_enable_qgz returns 1 (the caller tells the user), and
+ * the plain reduce-scatter runs. Blocking (no overlap with
  * backward). Collective over the shard group. */
 int mt_zero_enable_qgz(mt_zero *z, mt_error *err);
 /* Bytes of one qgZ record for a shard of S elements: fp32 scales per block

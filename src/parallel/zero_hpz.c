@@ -19,10 +19,10 @@ static size_t elt(const mt_zero *z) { return z->mp.dt16 != MT_FP32 ? sizeof(uint
 int mt_zero_enable_hpz(mt_zero *z, const mt_model *m, int group, mt_error *err) {
     (void)m;
     if (z->stage != 3)
-        return mt_errorf(err, "--zeropp-hpz needs --zero 3 (it keeps a node's copy of the sharded parameters), got "
-                              "--zero %d", z->stage);
+        return mt_errorf(err, "{zeropp-hpz} needs {zero} 3 (it keeps a node's copy of the sharded parameters), got "
+                              "{zero} %d", z->stage);
     if (group < 2 || z->n % group)
-        return mt_errorf(err, "--zeropp-hpz %d must be >= 2 and divide the ZeRO shard group of %d ranks", group, z->n);
+        return mt_errorf(err, "{zeropp-hpz} %d must be >= 2 and divide the ZeRO shard group of %d ranks", group, z->n);
     if (mt_comm_split(z->shard, z->r / group, z->r, "hpz", &z->hpz, err)) return -1;
     z->hpz_j = mt_comm_rank(z->hpz);
     z->hpz_len = mt_xcalloc((size_t)z->n_units, sizeof(size_t), "hpz tables");

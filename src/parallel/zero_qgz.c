@@ -38,8 +38,8 @@ static void get(const uint8_t *rec, size_t S, float *x) {
 
 int mt_zero_enable_qgz(mt_zero *z, mt_error *err) {
     if (z->stage < 2)
-        return mt_errorf(err, "--zeropp-qgz needs --zero 2 or 3 (it quantizes the gradient reduce-scatter), got "
-                              "--zero %d", z->stage);
+        return mt_errorf(err, "{zeropp-qgz} needs {zero} 2 or 3 (it quantizes the gradient reduce-scatter), got "
+                              "{zero} %d", z->stage);
     /* node-major with G ranks on every node: rank r is on the node of rank r - r % G */
     int n = z->n, G = 0;
     while (G < n && mt_comm_node_of(z->shard, G) == mt_comm_node_of(z->shard, 0)) G++;
@@ -49,12 +49,7 @@ int mt_zero_enable_qgz(mt_zero *z, mt_error *err) {
         uniform = mt_comm_node_of(z->shard, r) == mt_comm_node_of(z->shard, first) &&
                   (r % G || r == 0 || mt_comm_node_of(z->shard, r) != mt_comm_node_of(z->shard, r - 1));
     }
-    if (!uniform) {
-        if (z->r == 0)
-            printf("note: --zeropp-qgz needs the same number of ZeRO shard-group ranks on every node, in node order; "
-                   "using the plain reduce-scatter\n");
-        return 1;
-    }
+    if (!uniform) return 1; /* the caller says so */
     if (mt_comm_split(z->shard, z->r / G, z->r, "qgz-intra", &z->qgz_intra, err)) return -1;
     if (mt_comm_split(z->shard, z->r % G, z->r, "qgz-inter", &z->qgz_inter, err)) return -1;
     size_t smax = 1;

@@ -15,7 +15,7 @@ size_t mt_zero_qwz_record_bytes(size_t S) { return mt_zpp_blocks(S, MT_ZPP_BLOCK
 
 int mt_zero_enable_qwz(mt_zero *z, mt_error *err) {
     if (z->stage != 3)
-        return mt_errorf(err, "--zeropp-qwz needs --zero 3 (it quantizes the parameter all-gathers), got --zero %d",
+        return mt_errorf(err, "{zeropp-qwz} needs {zero} 3 (it quantizes the parameter all-gathers), got {zero} %d",
                          z->stage);
     size_t smax = 1;
     for (int u = 0; u < z->n_units; u++) smax = z->S[u] > smax ? z->S[u] : smax;

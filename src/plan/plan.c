@@ -132,7 +132,7 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
     double p = 0, g = 0, o = 0, fz = 0;
     *hs = (held_sizes){0};
     for (int u = 0; u < l.n_units; u++) {
-        /* the frozen store (PEFT, --freeze): replicated over dp, fp32 (plus its 16-bit copy under
+        /* the frozen store (PEFT, {freeze}): replicated over dp, fp32 (plus its 16-bit copy under
          * bf16); a quantized matrix whole on every tp rank */
         if (held(cfg, y, u)) {
             fz += (y->bf16 ? 6.0 : 4.0) * (double)l.units[u].frozen_numel;
@@ -373,7 +373,7 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     int pp_inter = y->tp * y->dp >= c->per_node && p > 1;
     double pp_bw = pp_inter ? c->bw_inter : c->bw_intra;
     /* dp / ZeRO over the shard group G, per held unit (S its padded shard):
-     * gradients in fp32 (the engine's default --grad-reduce-dtype), the
+     * gradients in fp32 (the engine's default {grad-reduce-dtype}), the
      * gathered parameters in the run's precision. Stage 0 all-reduces each
      * unit's gradients once a step; stages 1-2 reduce-scatter them (stage 1
      * once, stage 2 every microbatch, freeing the full gradient) and
@@ -449,11 +449,11 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     double t_lat = r->calls * c->latency;
     r->t_comm_exposed = tp_bytes / tp_bw + t_pp + exp_grad + exp_param + t_rep + t_lat; /* replicas: after the last backward */
     r->t_step = r->t_compute + r->t_bubble + r->t_comm_exposed;
-    /* This CPU engine (--cpu) hides no communication: shared-memory
+    /* This CPU engine ({cpu}) hides no communication: shared-memory
      * transfers are copies done by the ranks' own cores, and MPI progresses
      * only while a rank polls, so every byte sent costs its bandwidth time
      * and every call its latency on top of the compute. With more ranks
-     * than cores (--cpu-cores) the ranks of a node share them, and a rank
+     * than cores ({cpu-cores}) the ranks of a node share them, and a rank
      * idle in the bubble or asleep in a wait gives its core to another: the
      * step is the node's CPU work spread over the cores, unless one rank's
      * own path (its compute, bubble and communication) is longer; a

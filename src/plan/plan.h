@@ -16,18 +16,18 @@
 typedef struct {
     const char *name;
     double peak_flops;     /* per device, FLOP/s of bf16 GEMMs (fp32 accumulation) */
-    double peak_flops_fp32; /* per device, FLOP/s of fp32 GEMMs (layouts planned with --precision fp32) */
+    double peak_flops_fp32; /* per device, FLOP/s of fp32 GEMMs (layouts planned with {precision} fp32) */
     double mem_bytes;      /* per device */
     double bw_intra;       /* per device, bytes/s one way, to devices of the same node */
     double bw_inter;       /* per device, bytes/s one way, to other nodes */
     double efficiency;     /* fraction of peak_flops the GEMMs reach (documented constant) */
     int gpus, per_node;
-    int cores;             /* --cpu: cores the node's ranks share (0: one per rank) */
+    int cores;             /* {cpu}: cores the node's ranks share (0: one per rank) */
     double latency;        /* seconds one collective or message costs beyond its bytes (0: not modelled) */
-    double mb_cost, mb_cost_fp32; /* --cpu: seconds a microbatch costs beyond its FLOPs through the whole model
+    double mb_cost, mb_cost_fp32; /* {cpu}: seconds a microbatch costs beyond its FLOPs through the whole model
                                      (bf16, fp32): small operations, GEMM edges (0: not modelled) */
     int act_bytes;         /* bytes per activation element: 2 (GPU, 16-bit) or 4 (this CPU engine) */
-    int engine_exact;      /* 1: activations as this engine allocates them (--cpu); 0: Megatron's formula */
+    int engine_exact;      /* 1: activations as this engine allocates them ({cpu}); 0: Megatron's formula */
 } mt_plan_cluster;
 
 /* Fills a named device's table ("a100", "h100", "h200"); -1 when unknown. */
@@ -41,7 +41,7 @@ typedef struct {
     int sequence_parallel;
     mt_plan_recompute recompute;
     int bf16;                    /* 0: fp32; 1: bf16 params/grads + fp32 master (K = 12) */
-    /* ZeRO++ (as train's --zeropp-*): qwz int8 parameter gathers (stage 3); hpz the group of
+    /* ZeRO++ (as train's {zeropp}-*): qwz int8 parameter gathers (stage 3); hpz the group of
      * shard-group ranks keeping a secondary copy for the backward gathers (stage 3; 0 off); qgz
      * int4 two-hop gradient reduce-scatter (stages 2-3) over the shard group's nodes */
     int qwz, hpz, qgz;

@@ -6,7 +6,7 @@ int mt_quant_kind_parse(const char *s, mt_quant_kind *out, mt_error *err) {
     if (!strcmp(s, "none")) *out = MT_QUANT_NONE;
     else if (!strcmp(s, "nf4")) *out = MT_QUANT_NF4;
     else if (!strcmp(s, "int8")) *out = MT_QUANT_INT8;
-    else return mt_errorf(err, "--quantize-base must be none, nf4 or int8, got '%s'", s);
+    else return mt_errorf(err, "{quantize-base} must be none, nf4 or int8, got '%s'", s);
     return 0;
 }
 

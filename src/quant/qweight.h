@@ -1,4 +1,4 @@
-/* A frozen weight matrix stored quantized (--quantize-base): NF4 (blocks of
+/* A frozen weight matrix stored quantized ({quantize-base}): NF4 (blocks of
  * 64, optional double quantization) or int8 per output row, with the
  * dequantization of row tiles the GEMMs use (models/unit_ops.c): no full
  * dequantized copy of a matrix exists while training. */

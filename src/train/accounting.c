@@ -2,7 +2,7 @@
  * peak) and bytes sent per step per collective on each mesh group. Every
  * rank packs its numbers into a fixed record of doubles; one all-gather over
  * the world brings all records to every rank; rank 0 prints a table and
- * writes --report-json. Not on the per-step path. */
+ * writes {report-json}. Not on the per-step path. */
 #include "train/accounting.h"
 #include "core/fileio.h"
 #include <stdlib.h>
@@ -169,7 +169,7 @@ static int write_json(const mt_trainer *tr, const char *path, mt_error *err) {
     char *tmp = NULL; /* written to a temporary, renamed when whole: no empty file on failure */
     mt_error e;
     FILE *f = mt_fopen_temp(path, &tmp, &e);
-    if (!f) return mt_errorf(err, "cannot open --report-json file '%s' for writing: %s", path, e.msg);
+    if (!f) return mt_errorf(err, "cannot open {report-json} file '%s' for writing: %s", path, e.msg);
     int n = mt_comm_size(tr->world);
     fprintf(f, "{\"world\":%d,\"dp\":%d,\"zero\":%d,\"shard_group\":%d,\"bucket_mb\":%g,\"params\":%zu,\"steps\":%lld,", n,
             tr->dp, tr->o.zero, tr->mesh.shape.shard, (double)tr->o.bucket_mb, tr->model.layout.gtotal_params,
@@ -183,7 +183,7 @@ static int write_json(const mt_trainer *tr, const char *path, mt_error *err) {
     }
     fprintf(f, "]}\n");
     if (mt_fcommit_temp(f, tmp, path, 0, &e))
-        return mt_errorf(err, "cannot write --report-json file '%s': %s", path, e.msg);
+        return mt_errorf(err, "cannot write {report-json} file '%s': %s", path, e.msg);
     return 0;
 }
 

@@ -4,8 +4,8 @@
 
 /* Accounting (accounting.c), collective over world: at start (after init)
  * and at the end every rank's bytes per memory category and bytes sent per
- * step per collective are gathered; rank 0 prints them (unless --log-every
- * 0) and writes --report-json with rank 0's numbers at top level and every
+ * step per collective are gathered; rank 0 prints them (unless {log-every}
+ * 0) and writes {report-json} with rank 0's numbers at top level and every
  * rank's under "ranks". */
 void mt_trainer_accounting_alloc(mt_trainer *tr, mt_comm *world);
 void mt_trainer_accounting_free(mt_trainer *tr);

@@ -40,7 +40,7 @@ int mt_train_check_footprint(const mt_train_opts *o, mt_comm *world, mt_error *e
         return 0;
     double avail = memory_bytes();
     if (avail <= 0) return 0;
-    /* the planner's engine-exact bytes (as plan --cpu counts them) of the first rank */
+    /* the planner's engine-exact bytes (as plan {cpu} counts them) of the first rank */
     mt_plan_cluster c = {.name = "cpu", .act_bytes = 4, .engine_exact = 1, .gpus = mt_comm_size(world)};
     mt_plan_layout y = {o->mesh.dp, o->mesh.tp, o->mesh.pp, o->zero, o->zero ? shard : o->mesh.dp, o->micro_batch,
                         chunks, o->sequence_parallel, (mt_plan_recompute)o->recompute /* the same order */,

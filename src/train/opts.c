@@ -41,81 +41,81 @@ mt_opt_config mt_train_opts_optimizer_config(const mt_train_opts *o) {
 
 int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
     if (op->sequence_parallel && op->mesh.tp < 2)
-        return mt_errorf(err, "--sequence-parallel splits the tensor-parallel group's rows: it needs --tp > 1, got --tp %d",
+        return mt_errorf(err, "{sequence-parallel} splits the tensor-parallel group's rows: it needs {tp} > 1, got {tp} %d",
                          op->mesh.tp);
     mt_loss_scaler scaler; /* its ranges, checked by the scaler's own init */
     if (op->precision == MT_FP16 &&
         mt_loss_scaler_init(&scaler, op->loss_scale, op->loss_scale_window, 1.0f, 16777216.0f, err))
         return -1;
     if (op->test_overflow_step && op->precision != MT_FP16)
-        return mt_errorf(err, "--test-overflow-step exercises the fp16 loss scaler: it needs --precision fp16");
+        return mt_errorf(err, "{test-overflow-step} exercises the fp16 loss scaler: it needs {precision} fp16");
     if ((op->test_nonfinite_step || op->on_nonfinite_skip) && op->precision == MT_FP16)
-        return mt_errorf(err, "--on-nonfinite and --test-nonfinite-step apply to fp32 and bf16: under --precision "
-                              "fp16 the loss scaler skips non-finite steps (see --test-overflow-step)");
+        return mt_errorf(err, "{on-nonfinite} and {test-nonfinite-step} apply to fp32 and bf16: under {precision} "
+                              "fp16 the loss scaler skips non-finite steps (see {test-overflow-step})");
     const mt_optimizer *optimizer = mt_optimizer_get(op->opt.kind);
     if (op->mesh.tp > 1 && optimizer->whole_tensors)
-        return mt_errorf(err, "--optimizer %s with --tp %d is not supported: its statistics of whole tensors "
+        return mt_errorf(err, "{optimizer} %s with {tp} %d is not supported: its statistics of whole tensors "
                               "(factored row/column moments) of a tensor-parallel slice would need a sum over tp; "
                               "use adamw or adamw8bit",
                          optimizer->name, op->mesh.tp);
     if (mt_mesh_check(&op->mesh, world_size, err)) return -1;
-    if (op->zero < 0 || op->zero > 3) return mt_errorf(err, "--zero must be 0, 1, 2 or 3, got %d", op->zero);
-    if (!(op->bucket_mb >= 0)) return mt_errorf(err, "--bucket-mb must be >= 0 MB, got %g", (double)op->bucket_mb);
+    if (op->zero < 0 || op->zero > 3) return mt_errorf(err, "{zero} must be 0, 1, 2 or 3, got %d", op->zero);
+    if (!(op->bucket_mb >= 0)) return mt_errorf(err, "{bucket-mb} must be >= 0 MB, got %g", (double)op->bucket_mb);
     if (op->bucket_mb > 0 && op->zero != 0)
-        return mt_errorf(err, "--bucket-mb applies to --zero 0 only: ZeRO stages 1-3 reduce each unit's "
-                              "shard-aligned gradient on its own (the unit is the bucket); drop --bucket-mb");
+        return mt_errorf(err, "{bucket-mb} applies to {zero} 0 only: ZeRO stages 1-3 reduce each unit's "
+                              "shard-aligned gradient on its own (the unit is the bucket); drop {bucket-mb}");
     if (op->dump_grads && (op->zero != 0 || op->mesh.pp != 1 || op->mesh.tp != 1 || op->precision != MT_FP32))
-        return mt_errorf(err, "--dump-grads needs --zero 0, --pp 1 and --tp 1, and --precision fp32 (it writes the "
+        return mt_errorf(err, "{dump-grads} needs {zero} 0, {pp} 1 and {tp} 1, and {precision} fp32 (it writes the "
                               "full fp32 gradient of rank 0)");
     mt_opt_config opt_cfg = mt_train_opts_optimizer_config(op);
     if (mt_opt_config_check(&opt_cfg, err)) return -1;
     if (op->grad_reduce != MT_FP32 && !(op->grad_reduce == MT_BF16 && op->precision == MT_BF16))
-        return mt_errorf(err, "--grad-reduce-dtype %s needs --precision bf16 (the gradients are held in bf16 "
-                              "there); this run uses --precision %s",
+        return mt_errorf(err, "{grad-reduce-dtype} %s needs {precision} bf16 (the gradients are held in bf16 "
+                              "there); this run uses {precision} %s",
                          mt_dtype_name(op->grad_reduce), mt_dtype_name(op->precision));
     if (op->bucket_mb > 0 && op->precision != MT_FP32)
-        return mt_errorf(err, "--bucket-mb needs --precision fp32: under mixed precision each unit's gradient is "
-                              "reduced from its own fp32 buffer as its backward ends; drop --bucket-mb");
+        return mt_errorf(err, "{bucket-mb} needs {precision} fp32: under mixed precision each unit's gradient is "
+                              "reduced from its own fp32 buffer as its backward ends; drop {bucket-mb}");
     if (op->mesh.pp > 1 && op->zero >= 2)
-        return mt_errorf(err, "--zero %d with --pp %d is not supported: ZeRO-2/3 reduce or gather every unit per "
-                              "microbatch, which pipelining interleaves; use --zero 0 or 1 with pipelines",
+        return mt_errorf(err, "{zero} %d with {pp} %d is not supported: ZeRO-2/3 reduce or gather every unit per "
+                              "microbatch, which pipelining interleaves; use {zero} 0 or 1 with pipelines",
                          op->zero, op->mesh.pp);
     if (op->offload_dir && !(op->offload_buffer_mb > 0))
-        return mt_errorf(err, "--offload-buffer-mb must be > 0, got %g", (double)op->offload_buffer_mb);
+        return mt_errorf(err, "{offload-buffer-mb} must be > 0, got %g", (double)op->offload_buffer_mb);
     if (op->mesh.pp > 1 && op->bucket_mb > 0)
-        return mt_errorf(err, "--bucket-mb needs --pp 1 (a stage reduces the units it holds one by one)");
+        return mt_errorf(err, "{bucket-mb} needs {pp} 1 (a stage reduces the units it holds one by one)");
     const int dp = op->mesh.dp;
-    if (op->batch < 1) return mt_errorf(err, "--batch must be >= 1, got %d", op->batch);
+    if (op->batch < 1) return mt_errorf(err, "{batch} must be >= 1, got %d", op->batch);
     if (op->micro_batch <= 0) {
         if (op->batch % dp)
-            return mt_errorf(err, "--batch %d is not a multiple of --dp %d", op->batch, dp);
+            return mt_errorf(err, "{batch} %d is not a multiple of {dp} %d", op->batch, dp);
         op->micro_batch = op->batch / dp;
     }
     if (op->batch % (op->micro_batch * dp) != 0)
-        return mt_errorf(err, "--batch %d is not a multiple of --micro-batch %d x --dp %d (accumulation steps must be whole)",
+        return mt_errorf(err, "{batch} %d is not a multiple of {micro-batch} %d x {dp} %d (accumulation steps must be whole)",
                          op->batch, op->micro_batch, dp);
-    if (op->steps < 0) return mt_errorf(err, "--steps must be >= 0, got %lld", (long long)op->steps);
+    if (op->steps < 0) return mt_errorf(err, "{steps} must be >= 0, got %lld", (long long)op->steps);
     op->lr.lr = op->opt.lr;
     op->lr.total_steps = op->steps;
-    if (op->lr.warmup < 0) return mt_errorf(err, "--warmup must be >= 0");
-    if (!(op->opt.lr >= 0)) return mt_errorf(err, "--lr must be >= 0");
+    if (op->lr.warmup < 0) return mt_errorf(err, "{warmup} must be >= 0");
+    if (!(op->opt.lr >= 0)) return mt_errorf(err, "{lr} must be >= 0");
     /* a value beyond the float range parses as a number but narrows to inf */
     if (!isfinite(op->opt.lr))
-        return mt_errorf(err, "--lr is not finite as a 32-bit float (got %g; at most 3.4e38): give a learning rate such as 3e-4",
+        return mt_errorf(err, "{lr} is not finite as a 32-bit float (got %g; at most 3.4e38): give a learning rate such as 3e-4",
                          (double)op->opt.lr);
     if (!isfinite(op->lr.min_lr))
-        return mt_errorf(err, "--min-lr is not finite as a 32-bit float (got %g; at most 3.4e38)", (double)op->lr.min_lr);
-    if (!(op->lr.min_lr >= 0)) return mt_errorf(err, "--min-lr must be >= 0, got %g", (double)op->lr.min_lr);
+        return mt_errorf(err, "{min-lr} is not finite as a 32-bit float (got %g; at most 3.4e38)", (double)op->lr.min_lr);
+    if (!(op->lr.min_lr >= 0)) return mt_errorf(err, "{min-lr} must be >= 0, got %g", (double)op->lr.min_lr);
     if (!(op->grad_clip >= 0 && isfinite(op->grad_clip)))
-        return mt_errorf(err, "--grad-clip must be a finite number >= 0 (0 = off), got %g", (double)op->grad_clip);
-    if (op->ckpt_every < 0) return mt_errorf(err, "--ckpt-every must be >= 0 (0 = only at the end), got %lld", (long long)op->ckpt_every);
-    if (op->eval_every < 0) return mt_errorf(err, "--eval-every must be >= 0 (0 = never), got %lld", (long long)op->eval_every);
-    if (op->eval_batches < 1) return mt_errorf(err, "--eval-batches must be >= 1, got %d", op->eval_batches);
+        return mt_errorf(err, "{grad-clip} must be a finite number >= 0 (0 = off), got %g", (double)op->grad_clip);
+    if (op->ckpt_every < 0) return mt_errorf(err, "{ckpt-every} must be >= 0 (0 = only at the end), got %lld", (long long)op->ckpt_every);
+    if (op->eval_every < 0) return mt_errorf(err, "{eval-every} must be >= 0 (0 = never), got %lld", (long long)op->eval_every);
+    if (op->eval_batches < 1) return mt_errorf(err, "{eval-batches} must be >= 1, got %d", op->eval_batches);
     if (op->eval_batch < 0 || (op->eval_batch > 0 && op->eval_batch % op->micro_batch))
-        return mt_errorf(err, "--eval-batch %d must be a multiple of --micro-batch %d (0: --batch, %d)", op->eval_batch,
+        return mt_errorf(err, "{eval-batch} %d must be a multiple of {micro-batch} %d (0: {batch}, %d)", op->eval_batch,
                          op->micro_batch, op->batch);
-    if (op->log_every < 0) return mt_errorf(err, "--log-every must be >= 0 (0 = quiet), got %d", op->log_every);
-    if (op->init_from && op->resume) return mt_errorf(err, "--init-from and --resume cannot be combined");
-    if (op->resume && !op->ckpt_dir) return mt_errorf(err, "--resume needs --ckpt-dir");
+    if (op->log_every < 0) return mt_errorf(err, "{log-every} must be >= 0 (0 = quiet), got %d", op->log_every);
+    if (op->init_from && op->resume) return mt_errorf(err, "{init-from} and {resume} cannot be combined");
+    if (op->resume && !op->ckpt_dir) return mt_errorf(err, "{resume} needs {ckpt-dir}");
     return 0;
 }

@@ -20,7 +20,7 @@ typedef struct {
     mt_opt_hparams opt;
     mt_lr_schedule lr;   /* total_steps is filled from steps */
     float grad_clip;     /* 0 = off */
-    float peak_gflops;   /* --peak-gflops: a rank's peak GFLOP/s; > 0 adds "mfu" to the metrics */
+    float peak_gflops;   /* {peak-gflops}: a rank's peak GFLOP/s; > 0 adds "mfu" to the metrics */
     mt_data_order order;
     const char *train_path, *val_path;
     const char *metrics_path;
@@ -44,27 +44,29 @@ typedef struct {
     mt_recompute recompute; /* activation recomputation */
     const char *offload_dir; /* optimizer state in a file in this directory (disk offload) */
     float offload_buffer_mb; /* resident budget for the streamed state (default 64) */
-    int profile;         /* --profile: time per category per step */
-    int sequence_parallel; /* --sequence-parallel (needs tp > 1) */
-    mt_dtype precision;  /* --precision: bf16/fp16 hold params and grads in 16 bits (parallel/zero.h),
+    int profile;         /* {profile}: time per category per step */
+    int sequence_parallel; /* {sequence-parallel} (needs tp > 1) */
+    mt_dtype precision;  /* {precision}: bf16/fp16 hold params and grads in 16 bits (parallel/zero.h),
                             GEMM operands in 16 bits, fp32 master weights */
-    float adafactor_beta1; /* --adafactor-beta1: 0 = no momentum (the factored state only) */
-    int adafactor_scale_parameter; /* --adafactor-scale-parameter: --lr is relative to each tensor's RMS */
-    float adafactor_clip;  /* --adafactor-clip: update clipping threshold d (default 1) */
-    mt_dtype grad_reduce; /* --grad-reduce-dtype: fp32, or bf16 (with --precision bf16) */
-    mt_gemm_lib gemm;    /* --gemm: the fp32 GEMM library of the linear layers */
+    float adafactor_beta1; /* {adafactor-beta1}: 0 = no momentum (the factored state only) */
+    int adafactor_scale_parameter; /* {adafactor-scale-parameter}: {lr} is relative to each tensor's RMS */
+    float adafactor_clip;  /* {adafactor-clip}: update clipping threshold d (default 1) */
+    mt_dtype grad_reduce; /* {grad-reduce-dtype}: fp32, or bf16 (with {precision} bf16) */
+    mt_gemm_lib gemm;    /* {gemm}: the fp32 GEMM library of the linear layers */
     float loss_scale;    /* fp16: initial dynamic loss scale */
     int64_t loss_scale_window; /* fp16: clean steps per doubling of the scale */
     int64_t test_overflow_step; /* test aid: the last rank finds an inf gradient at this step (1-based; 0 = never) */
-    int64_t test_nonfinite_step; /* test aid (fp32/bf16): the same, for --on-nonfinite */
-    int on_nonfinite_skip; /* --on-nonfinite skip: a step with a non-finite loss or gradient is left out
+    int64_t test_nonfinite_step; /* test aid (fp32/bf16): the same, for {on-nonfinite} */
+    int on_nonfinite_skip; /* {on-nonfinite} skip: a step with a non-finite loss or gradient is left out
                               (default stop: the run ends with the step number) */
     int zeropp_hpz;        /* ZeRO++ hpZ group (consecutive ranks of the shard group; 0 = off): see zero.h */
     int zeropp_qwz;        /* ZeRO++ qwZ: int8 parameter all-gathers (zero.h) */
     int zeropp_qgz;        /* ZeRO++ qgZ: int4 two-hop gradient reduce-scatter (zero.h) */
-    int eval_batch;        /* sequences per validation batch (0: --batch); see mt_trainer_eval */
-    const char *log_path;  /* --log-file: rank 0 writes its progress lines there too */
-    int allow_schedule_change; /* --allow-schedule-change: a resume may change --steps/--lr/--min-lr/--warmup/--lr-schedule */
+    int eval_batch;        /* sequences per validation batch (0: {batch}); see mt_trainer_eval */
+    const char *log_path;  /* {log-file}: rank 0 writes its progress lines there too */
+    int allow_schedule_change; /* {allow-schedule-change}: a resume may change {steps}/{lr}/{min-lr}/{warmup}/{lr-schedule} */
+    const char *option_prefix; /* how the front end names an option in messages: {name} -> prefix name
+                                  (the CLI: "--"; NULL: the bare name), see core/error.h */
     const char *run_config; /* the run's settings as YAML (cli/config_file.h), saved beside every checkpoint (NULL: none) */
 } mt_train_opts;
 

@@ -37,14 +37,14 @@
 /* MPI guarantees tags up to at least 32767. */
 #define PP_TAG_LIMIT 32767
 
-/* Blocks per virtual stage: the --pp-layers list, or an even split (the
+/* Blocks per virtual stage: the {pp-layers} list, or an even split (the
  * first L mod S stages one block more). */
 static int layer_split(const mt_train_opts *o, int S, int *count, mt_error *err) {
     int L = o->cfg.n_layer;
     if (!o->pp_layers) {
         if (L < S)
-            return mt_errorf(err, "%d blocks cannot fill %d virtual pipeline stages (--pp x --pp-chunks); "
-                                  "use fewer stages or more --layers", L, S);
+            return mt_errorf(err, "%d blocks cannot fill %d virtual pipeline stages ({pp} x {pp-chunks}); "
+                                  "use fewer stages or more {layers}", L, S);
         for (int s = 0; s < S; s++) count[s] = L / S + (s < L % S);
         return 0;
     }
@@ -54,18 +54,18 @@ static int layer_split(const mt_train_opts *o, int S, int *count, mt_error *err)
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 1 || v > L)
-            return mt_errorf(err, "--pp-layers '%s': expected %d comma-separated block counts >= 1", o->pp_layers, S);
+            return mt_errorf(err, "{pp-layers} '%s': expected %d comma-separated block counts >= 1", o->pp_layers, S);
         if (n < S) count[n] = (int)v;
         n++;
         sum += (int)v;
         p = *end == ',' ? end + 1 : end;
         if (*end && *end != ',')
-            return mt_errorf(err, "--pp-layers '%s': expected %d comma-separated block counts", o->pp_layers, S);
+            return mt_errorf(err, "{pp-layers} '%s': expected %d comma-separated block counts", o->pp_layers, S);
     }
     if (n != S)
-        return mt_errorf(err, "--pp-layers '%s' gives %d stages, the pipeline has %d virtual stages (--pp x --pp-chunks)",
+        return mt_errorf(err, "{pp-layers} '%s' gives %d stages, the pipeline has %d virtual stages ({pp} x {pp-chunks})",
                          o->pp_layers, n, S);
-    if (sum != L) return mt_errorf(err, "--pp-layers '%s' sums to %d blocks, the model has %d", o->pp_layers, sum, L);
+    if (sum != L) return mt_errorf(err, "{pp-layers} '%s' sums to %d blocks, the model has %d", o->pp_layers, sum, L);
     return 0;
 }
 
@@ -73,13 +73,13 @@ int mt_pipeline_plan(mt_trainer *tr, mt_model_part *part, unsigned char *own_lay
     const mt_train_opts *o = &tr->o;
     int p = tr->pp, v = o->pp_chunks > 0 ? o->pp_chunks : 1, m = tr->micro_steps;
     if (v > 1 && o->pp_schedule != MT_PP_INTERLEAVED)
-        return mt_errorf(err, "--pp-chunks %d needs --pp-schedule interleaved", v);
-    if (v > 1 && p == 1) return mt_errorf(err, "--pp-schedule interleaved needs --pp >= 2 (got --pp 1)");
+        return mt_errorf(err, "{pp-chunks} %d needs {pp-schedule} interleaved", v);
+    if (v > 1 && p == 1) return mt_errorf(err, "{pp-schedule} interleaved needs {pp} >= 2 (got {pp} 1)");
     mt_pp_kind kind = o->pp_schedule;
     if (mt_pp_schedule_build(kind, p, m, v, &tr->sched, err)) {
         char msg[MT_ERROR_LEN];
         snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-        return mt_errorf(err, "--batch %d = %d microbatches of --micro-batch %d x --dp %d per step: %s", o->batch, m,
+        return mt_errorf(err, "{batch} %d = %d microbatches of {micro-batch} %d x {dp} %d per step: %s", o->batch, m,
                          o->micro_batch, tr->dp, msg);
     }
     if (tr->sched.max_tag > PP_TAG_LIMIT)

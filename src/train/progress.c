@@ -1,5 +1,5 @@
-/* What rank 0 writes while training: --metrics lines, progress lines on
- * the terminal and in --log-file (train/progress.h). */
+/* What rank 0 writes while training: {metrics} lines, progress lines on
+ * the terminal and in {log-file} (train/progress.h). */
 #include "train/progress.h"
 #include <errno.h>
 #include <math.h>
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* One line of --metrics (rank 0). A failed write (a full disk) is
+/* One line of {metrics} (rank 0). A failed write (a full disk) is
  * remembered and ends the run at the step boundary on every rank. */
 void mt_train_metrics_line(mt_trainer *tr, const char *fmt, ...) {
     if (!tr->metrics || tr->metrics_failed) return;
@@ -18,25 +18,26 @@ void mt_train_metrics_line(mt_trainer *tr, const char *fmt, ...) {
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof line) { /* a programming error: the lines are short */
         tr->metrics_failed = 1;
-        mt_errorf(&tr->metrics_err, "a --metrics line does not fit %zu bytes", sizeof line);
+        mt_errorf(&tr->metrics_err, "a {metrics} line does not fit %zu bytes", sizeof line);
     } else if (fputs(line, tr->metrics) == EOF || fflush(tr->metrics) != 0) {
         tr->metrics_failed = 1;
-        mt_errorf(&tr->metrics_err, "writing --metrics file '%s' failed: %s (is the disk full?)", tr->o.metrics_path,
+        mt_errorf(&tr->metrics_err, "writing {metrics} file '%s' failed: %s (is the disk full?)", tr->o.metrics_path,
                   strerror(errno));
     }
 }
 
 /* A progress line of rank 0: on a terminal, step lines (step_line 1; 2 for
  * the last, which stays) replace each other in place ('\r'); everything else, and every line in a pipe or
- * file, ends in a newline. --log-file gets every line plainly; a failed
- * write ends the run at the step boundary, like --metrics. */
+ * file, ends in a newline. {log-file} gets every line plainly; a failed
+ * write ends the run at the step boundary, like {metrics}. */
 void mt_train_progress(mt_trainer *tr, int step_line, const char *fmt, ...) {
     if (tr->rank != 0) return;
-    char line[512];
+    char text[512], line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    mt_render_options(text, tr->o.option_prefix ? tr->o.option_prefix : "", line, sizeof line);
     if (tr->tty && step_line) { /* 2: the last step line, which stays */
         printf("\r%s\033[K%s", line, step_line == 2 ? "\n" : "");
         fflush(stdout);
@@ -47,7 +48,7 @@ void mt_train_progress(mt_trainer *tr, int step_line, const char *fmt, ...) {
     }
     if (tr->log_file && !tr->metrics_failed && (fprintf(tr->log_file, "%s\n", line) < 0 || fflush(tr->log_file) != 0)) {
         tr->metrics_failed = 1;
-        mt_errorf(&tr->metrics_err, "writing --log-file '%s' failed: %s (is the disk full?)", tr->o.log_path,
+        mt_errorf(&tr->metrics_err, "writing {log-file} '%s' failed: %s (is the disk full?)", tr->o.log_path,
                   strerror(errno));
     }
 }

@@ -35,7 +35,7 @@ typedef struct {
     int64_t steps_run;
     mt_mesh mesh;
     mt_tp tp;               /* tensor parallelism over the mesh's tp group (model.tp points here) */
-    mt_loss_scaler scaler;  /* --precision fp16 */
+    mt_loss_scaler scaler;  /* {precision} fp16 */
     mt_zero zero;
     int rank;               /* world rank; only rank 0 prints and writes files */
     int dp, dp_rank;
@@ -49,23 +49,23 @@ typedef struct {
     mt_comm *embed_group;       /* first and last stage (a replicated shared unit: the tied embedding);
                                    NULL if pp == 1 or nothing is shared */
     mt_comm_req *act_req, *grad_req; /* [slots * chunks] sends in flight */
-    mt_profile prof;            /* with --profile (model.prof points here) */
+    mt_profile prof;            /* with {profile} (model.prof points here) */
     mt_trace trace_buf;
-    mt_trace *trace;            /* &trace_buf with --trace, else NULL (recording is then a no-op) */
+    mt_trace *trace;            /* &trace_buf with {trace}, else NULL (recording is then a no-op) */
     double *acct_start, *acct_end; /* [world size][record] accounting records (accounting.c) */
     /* non-finite state (fp32/bf16; fp16 has its loss scaler) */
     int grad_nonfinite;         /* this step's loss or gradient norm is not finite: no update was applied */
     int params_nonfinite;       /* this rank's owned parameters are not finite after this step's update */
-    int64_t nonfinite_skipped;  /* steps left out by --on-nonfinite skip */
-    /* --metrics is written by rank 0; a failed write is agreed at the step boundary */
+    int64_t nonfinite_skipped;  /* steps left out by {on-nonfinite} skip */
+    /* {metrics} is written by rank 0; a failed write is agreed at the step boundary */
     int metrics_failed;
     mt_error metrics_err;
-    int stopped_by_signal;      /* the run ended early on SIGINT/SIGTERM (after a checkpoint if --ckpt-dir) */
-    /* progress (rank 0): --log-file, and on a terminal one updating step line */
+    int stopped_by_signal;      /* the run ended early on SIGINT/SIGTERM (after a checkpoint if {ckpt-dir}) */
+    /* progress (rank 0): {log-file}, and on a terminal one updating step line */
     FILE *log_file;
     int tty, line_open;         /* stdout is a terminal; a '\r' step line is on screen without its newline */
     double run_t0;              /* when mt_trainer_run started (elapsed time and ETA) */
-    char base_dir[4096]; /* where the frozen tensors were read from (--init-from, or the base a resumed run recorded) */
+    char base_dir[4096]; /* where the frozen tensors were read from ({init-from}, or the base a resumed run recorded) */
 } mt_trainer;
 
 #endif

@@ -190,8 +190,8 @@ static int read_local(const mt_ckpt *ck, const mt_layout *l, int u, const char *
     return for_each_run(l, u, a, b, 0, read_run, &c, err);
 }
 
-/* A base checkpoint into a model that adds adapters (--init-from with
- * --peft): the adapters keep their initial values (from the seed), every
+/* A base checkpoint into a model that adds adapters ({init-from} with
+ * {peft}): the adapters keep their initial values (from the seed), every
  * other trainable tensor is read. */
 static int read_local_base(const mt_ckpt *ck, const mt_layout *l, int u, size_t a, size_t b, float *dst, uint64_t seed,
                            mt_error *err) {
@@ -234,9 +234,9 @@ static int read_frozen(mt_model *m, const char *dir, mt_error *err) {
  * stage's optimizer state only the owned range (Adafactor's factored state
  * the unit), parameters of stages 0-2 the whole unit (this tp rank's
  * slices). One local unit buffer at a time (accounted as scratch). */
-/* A resumed run follows the schedule it started with: --lr, --min-lr,
- * --warmup and --lr-schedule as saved, and --steps under cosine decay (which
- * ends at --steps; a constant schedule may be extended). Checkpoints saved
+/* A resumed run follows the schedule it started with: {lr}, {min-lr},
+ * {warmup} and {lr-schedule} as saved, and {steps} under cosine decay (which
+ * ends at {steps}; a constant schedule may be extended). Checkpoints saved
  * before the schedule was recorded are not checked. */
 static int check_schedule(const mt_json *sc, const mt_train_opts *o, mt_error *err) {
     if (!sc) return 0;
@@ -255,8 +255,8 @@ static int check_schedule(const mt_json *sc, const mt_train_opts *o, mt_error *e
     else if ((float)min_lr != o->lr.min_lr) flag = "min-lr", snprintf(had, sizeof had, "%g", min_lr), snprintf(now, sizeof now, "%g", (double)o->lr.min_lr);
     else if (warmup != o->lr.warmup) flag = "warmup", snprintf(had, sizeof had, "%lld", (long long)warmup), snprintf(now, sizeof now, "%lld", (long long)o->lr.warmup);
     if (!flag) return 0;
-    return mt_errorf(err, "the run being resumed was started with --%s %s, this one says --%s %s: the learning-rate "
-                          "schedule would change mid-run; resume with --%s %s, or pass --allow-schedule-change",
+    return mt_errorf(err, "the run being resumed was started with {%s} %s, this one says {%s} %s: the learning-rate "
+                          "schedule would change mid-run; resume with {%s} %s, or pass {allow-schedule-change}",
                      flag, had, flag, now, flag, had);
 }
 
@@ -269,7 +269,7 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
     int rc = 0;
     mt_layout full;
     mt_model_layout_build(&tr->o.cfg, 1, 0, &full);
-    /* --init-from a base with adapters added: the base's tensors, not the adapters */
+    /* {init-from} a base with adapters added: the base's tensors, not the adapters */
     mt_model_config ck_cfg;
     const mt_json *ck_cj = mt_json_get(mt_ckpt_state(ck), "config");
     int ck_adapters = ck_cj && mt_model_config_read_json(ck_cj, &ck_cfg, NULL) == 0 && mt_adapter_spec_active(&ck_cfg.adapters);
@@ -306,26 +306,26 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
         const mt_json *st = mt_ckpt_state(ck);
         const char *opt = NULL;
         if (mt_json_get_string(st, "optimizer", &opt, err) == 0 && strcmp(opt, mt_opt_kind_name(tr->o.opt.kind)))
-            rc = mt_errorf(err, "checkpoint was trained with --optimizer %s, this run uses %s", opt,
+            rc = mt_errorf(err, "checkpoint was trained with {optimizer} %s, this run uses %s", opt,
                            mt_opt_kind_name(tr->o.opt.kind));
         int64_t v;
         if (!rc && mt_json_get_int64(st, "batch", &v, NULL) == 0 && v != tr->o.batch)
-            rc = mt_errorf(err, "checkpoint was trained with --batch %lld, this run uses %d; resuming needs the same batch",
+            rc = mt_errorf(err, "checkpoint was trained with {batch} %lld, this run uses %d; resuming needs the same batch",
                            (long long)v, tr->o.batch);
         if (!rc && mt_json_get_int64(st, "seed", &v, NULL) == 0 && (uint64_t)v != tr->o.seed)
-            rc = mt_errorf(err, "checkpoint was trained with --seed %lld, this run uses %llu; resuming needs the same seed",
+            rc = mt_errorf(err, "checkpoint was trained with {seed} %lld, this run uses %llu; resuming needs the same seed",
                            (long long)v, (unsigned long long)tr->o.seed);
         const char *ord = NULL;
         const char *mine = mt_data_order_name(tr->o.order);
         if (!rc && mt_json_get_string(st, "data_order", &ord, NULL) == 0 && strcmp(ord, mine))
-            rc = mt_errorf(err, "checkpoint was trained with --data-order %s, this run uses %s", ord, mine);
+            rc = mt_errorf(err, "checkpoint was trained with {data-order} %s, this run uses %s", ord, mine);
         if (!rc && mt_json_get_int64(st, "nonfinite_skipped", &v, NULL) == 0) tr->nonfinite_skipped = v;
         if (!rc && !tr->o.allow_schedule_change) rc = check_schedule(mt_json_get(st, "schedule"), &tr->o, err);
         const mt_json *ls = mt_json_get(st, "loss_scaler");
         if (!rc && tr->o.precision == MT_FP16 && ls) rc = mt_loss_scaler_read_json(ls, &tr->scaler, err);
         tr->step = mt_ckpt_step(ck);
     }
-    /* the frozen base: the checkpoint itself (--init-from), or the base a resumed run recorded */
+    /* the frozen base: the checkpoint itself ({init-from}), or the base a resumed run recorded */
     if (!rc && tr->model.layout.gtotal_frozen) {
         const char *bdir = NULL;
         if (base) bdir = dir;
@@ -348,7 +348,7 @@ int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err) {
     const mt_layout *l = &m->layout;
     int rc = check_shapes(ck, l, "model/", dir, err);
     for (int u = 0; u < l->n_units && !rc; u++) rc = read_local(ck, l, u, "model/", 0, l->units[u].numel, m->params[u], err);
-    const char *bdir = NULL; /* a PEFT / --freeze checkpoint: the frozen tensors are its base's */
+    const char *bdir = NULL; /* a PEFT / {freeze} checkpoint: the frozen tensors are its base's */
     if (!rc && l->gtotal_frozen && mt_json_get(mt_ckpt_state(ck), "base") &&
         mt_json_get_string(mt_ckpt_state(ck), "base", &bdir, err) == 0)
         rc = read_frozen(m, bdir, err);
@@ -436,7 +436,7 @@ static char *state_json(const mt_trainer *tr) {
         mt_jw_key(&w, "base");
         mt_jw_string(&w, tr->base_dir);
     }
-    if (tr->nonfinite_skipped) { /* --on-nonfinite skip: Adam's step count is the applied steps */
+    if (tr->nonfinite_skipped) { /* {on-nonfinite} skip: Adam's step count is the applied steps */
         mt_jw_key(&w, "nonfinite_skipped");
         mt_jw_int(&w, tr->nonfinite_skipped);
     }
@@ -550,7 +550,7 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
                     stored_shape(t, &decls[k].ndim, decls[k].shape);
                 }
         char *st = state_json(tr), *sw = saved_with_json(tr);
-        mt_ckpt_text_entry conf; /* the run's settings, so that --resume DIR needs nothing else */
+        mt_ckpt_text_entry conf; /* the run's settings, so that {resume} DIR needs nothing else */
         if (tr->o.run_config) {
             mt_ckpt_run_config_name(base, name, sizeof name);
             rc = mt_ckpt_write_text(dir, name, tr->o.run_config, &conf, err);
@@ -573,11 +573,11 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
 
 void mt_train_dump_grads(mt_trainer *tr, const char *path) {
     FILE *f = fopen(path, "wb");
-    if (!f) mt_die("cannot open --dump-grads file '%s'", path);
+    if (!f) mt_die("cannot open {dump-grads} file '%s'", path);
     for (int u = 0; u < tr->model.layout.n_units; u++)
         if (tr->model.layout.units[u].numel && /* a unit with nothing trained (a frozen embedding) has no buffer */
             fwrite(tr->model.grads[u], sizeof(float), tr->model.layout.units[u].numel, f) !=
             tr->model.layout.units[u].numel)
-            mt_die("short write to --dump-grads file '%s'", path);
-    if (fclose(f)) mt_die("cannot close --dump-grads file '%s'", path);
+            mt_die("short write to {dump-grads} file '%s'", path);
+    if (fclose(f)) mt_die("cannot close {dump-grads} file '%s'", path);
 }

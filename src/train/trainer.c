@@ -135,13 +135,13 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
             if (op->init_from && !mt_adapter_spec_active(&info.cfg.adapters)) {
                 op->cfg.adapters = asked; /* the checkpoint is the base; what is trained on it is this run's */
             } else if (mt_adapter_spec_active(&asked) && memcmp(&asked, &info.cfg.adapters, sizeof asked))
-                return mt_errorf(err, "%s %s was trained with other --peft / --lora-* / --freeze settings: start "
+                return mt_errorf(err, "%s %s was trained with other {peft} / {lora}-* / {freeze} settings: start "
                                       "from it without them (the checkpoint keeps its own), or fold its adapters in "
-                                      "first (`meshtrain merge`)", op->init_from ? "--init-from" : "--resume: the run in", from);
+                                      "first (`meshtrain merge`)", op->init_from ? "{init-from}" : "{resume}: the run in", from);
         }
     }
     if (mt_model_config_validate(&op->cfg, err) || mt_model_adapters_check(&op->cfg, err)) return -1;
-    if (!op->train_path) return mt_errorf(err, "--train FILE is required");
+    if (!op->train_path) return mt_errorf(err, "{train} FILE is required");
     if (mt_train_read_tokens(op->train_path, op->cfg.vocab_size, &tr->train_tokens, &tr->n_train, err)) return -1;
     if (mt_loader_init(&tr->train_ld, tr->train_tokens, tr->n_train, op->cfg.seq_len, op->batch, op->order, op->seed,
                        op->cfg.vocab_size, err))
@@ -172,11 +172,11 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     tr->dp = op->mesh.dp;
     if (op->mesh.pp > 1 && op->batch == op->micro_batch * tr->dp && tr->rank == 0 && op->log_every > 0) {
         int mb = op->batch / (tr->dp * op->mesh.pp);
-        printf("hint: --pp %d runs one microbatch per step (--batch %d = --micro-batch %d x --dp %d), so the stages take "
-               "turns and nothing overlaps; %s\n", op->mesh.pp, op->batch, op->micro_batch, tr->dp,
-               mb >= 1 ? "a smaller --micro-batch gives the pipeline microbatches to overlap (e.g. one that makes "
-                         ">= --pp of them)"
-                       : "a larger --batch gives the pipeline microbatches to overlap");
+        mt_train_progress(tr, 0, "hint: {pp} %d runs one microbatch per step ({batch} %d = {micro-batch} %d x {dp} %d), so the "
+                                 "stages take turns and nothing overlaps; %s", op->mesh.pp, op->batch, op->micro_batch, tr->dp,
+               mb >= 1 ? "a smaller {micro-batch} gives the pipeline microbatches to overlap (e.g. one that makes "
+                         ">= {pp} of them)"
+                       : "a larger {batch} gives the pipeline microbatches to overlap");
     }
 
     /* A checkpoint to start from decides the model shape. */
@@ -185,8 +185,8 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     /* the model shape is known (and the same everywhere) from here on */
     if (mt_model_tp_check(&op->cfg, op->mesh.tp, err)) return -1;
     if (op->sequence_parallel && ((size_t)op->micro_batch * (size_t)op->cfg.seq_len) % (size_t)op->mesh.tp)
-        return mt_errorf(err, "--sequence-parallel splits the %d x %d token rows of a microbatch over --tp %d: "
-                              "choose a --micro-batch or --seq-len whose product tp divides",
+        return mt_errorf(err, "{sequence-parallel} splits the %d x %d token rows of a microbatch over {tp} %d: "
+                              "choose a {micro-batch} or {seq-len} whose product tp divides",
                          op->micro_batch, op->cfg.seq_len, op->mesh.tp);
     if (agree(world, mt_train_check_footprint(op, world, err), err)) return -1;
     if (mt_mesh_init(&tr->mesh, world, &op->mesh, err)) return -1;
@@ -215,7 +215,11 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
                      op->grad_reduce, &tr->mem, err)) return -1;
     if (op->zeropp_hpz && mt_zero_enable_hpz(&tr->zero, &tr->model, op->zeropp_hpz, err)) return -1;
     if (op->zeropp_qwz && mt_zero_enable_qwz(&tr->zero, err)) return -1;
-    if (op->zeropp_qgz && mt_zero_enable_qgz(&tr->zero, err) < 0) return -1; /* 1: the plain reduce-scatter */
+    int qgz = op->zeropp_qgz ? mt_zero_enable_qgz(&tr->zero, err) : 0;
+    if (qgz < 0) return -1;
+    if (qgz == 1) /* nodes of unequal rank counts: the plain reduce-scatter */
+        mt_train_progress(tr, 0, "note: {zeropp-qgz} needs the same number of ZeRO shard-group ranks on every node, in "
+                                 "node order; using the plain reduce-scatter");
     tr->zero.no_overlap = op->no_overlap;
     if (mt_pipeline_init(tr, err)) return -1;
     if (agree(world, init_optimizer(tr, err), err)) return -1;
@@ -235,8 +239,8 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     }
     if (from && agree(world, mt_train_ckpt_load(tr, from, op->resume, err), err)) return -1;
     if (op->resume && tr->step >= op->steps)
-        return mt_errorf(err, "the checkpoint in %s is at step %lld and --steps is %lld: nothing left to train (to train "
-                              "longer, raise --steps; under --lr-schedule cosine also pass --allow-schedule-change)",
+        return mt_errorf(err, "the checkpoint in %s is at step %lld and {steps} is %lld: nothing left to train (to train "
+                              "longer, raise {steps}; under {lr-schedule} cosine also pass {allow-schedule-change})",
                          op->ckpt_dir, (long long)tr->step, (long long)op->steps);
     rc = 0;
     const char *bad = from ? owned_nonfinite_tensor(tr) : NULL;
@@ -246,12 +250,12 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (agree(world, rc, err)) return -1;
     if (op->metrics_path && tr->rank == 0) {
         tr->metrics = fopen(op->metrics_path, op->resume ? "a" : "w");
-        if (!tr->metrics) rc = mt_errorf(err, "cannot open --metrics file '%s' for writing", op->metrics_path);
+        if (!tr->metrics) rc = mt_errorf(err, "cannot open {metrics} file '%s' for writing", op->metrics_path);
     }
     if (!rc && op->log_path && tr->rank == 0) {
         tr->log_file = fopen(op->log_path, op->resume ? "a" : "w");
         if (!tr->log_file)
-            rc = mt_errorf(err, "cannot open --log-file '%s' for writing: %s", op->log_path, strerror(errno));
+            rc = mt_errorf(err, "cannot open {log-file} '%s' for writing: %s", op->log_path, strerror(errno));
     }
     /* one process started directly on a terminal: Open MPI gives its ranks a pseudo-terminal even when
      * mpirun's own output goes to a file, so under a launcher the lines stay plain */
@@ -325,7 +329,7 @@ static void optimizer_update(mt_trainer *tr, float lr, int64_t t, float coef) {
 }
 
 /* Ends a phase of the step that began at *t0 (ns): its time goes to the
- * --profile category and, when name is given, to a --trace span; the next
+ * {profile} category and, when name is given, to a {trace} span; the next
  * phase begins now. Both are no-ops when off. */
 static void phase_done(mt_trainer *tr, int64_t *t0, mt_prof_cat cat, const char *name, const char *trace_cat) {
     int64_t t1 = mt_trace_now_ns();
@@ -418,8 +422,8 @@ double mt_trainer_step(mt_trainer *tr) {
  * forward's gathers, so a rank without a batch in the last round runs a
  * forward whose loss it discards. */
 /* The validation loss is the mean token loss of the first eval_batches x
- * eval_batch sequences of the validation shard (eval_batch 0: --batch), in
- * order -- what `meshtrain eval --batch E --batches N` computes. It does not
+ * eval_batch sequences of the validation shard (eval_batch 0: {batch}), in
+ * order -- what `meshtrain eval {batch} E {batches} N` computes. It does not
  * depend on the layout: the sequences are cut into chunks of the
  * micro-batch, dealt round-robin over the dp ranks, and the chunk sums
  * added in double (orders differ only in double rounding). */
@@ -443,7 +447,7 @@ double mt_trainer_eval(mt_trainer *tr) {
 }
 
 /* The step boundary: every rank learns whether any rank found non-finite
- * parameters, failed to write --metrics, or got SIGINT/SIGTERM (one
+ * parameters, failed to write {metrics}, or got SIGINT/SIGTERM (one
  * all-reduce of three flags; a signal may reach one rank only). */
 static void agree_step_boundary(mt_trainer *tr, int64_t flags[3]) {
     flags[0] = tr->params_nonfinite;
@@ -497,17 +501,17 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
         char el[24], et[24];
         if (tr->grad_nonfinite && !o->on_nonfinite_skip) {
             rc = mt_errorf(err, "step %lld: the loss (%g) or the gradient norm (%g) is not finite; stopped before the "
-                                "update, no checkpoint written from it (lower --lr, keep --grad-clip, or pass "
-                                "--on-nonfinite skip to leave such steps out)",
+                                "update, no checkpoint written from it (lower {lr}, keep {grad-clip}, or pass "
+                                "{on-nonfinite} skip to leave such steps out)",
                            (long long)tr->step, loss, tr->last_norm);
             break;
         }
         if (!isfinite(loss) && !tr->grad_nonfinite) { /* fp16: the loss scaler cannot skip a non-finite loss */
-            rc = mt_errorf(err, "loss became %g at step %lld; lower --lr or enable --grad-clip", loss, (long long)tr->step);
+            rc = mt_errorf(err, "loss became %g at step %lld; lower {lr} or enable {grad-clip}", loss, (long long)tr->step);
             break;
         }
         if (tr->grad_nonfinite && o->log_every > 0)
-            mt_train_progress(tr, 0, "step %lld: loss %g, gradient norm %g: not finite, update skipped (--on-nonfinite skip; "
+            mt_train_progress(tr, 0, "step %lld: loss %g, gradient norm %g: not finite, update skipped ({on-nonfinite} skip; "
                             "%lld steps skipped so far)",
                      (long long)tr->step, loss, tr->last_norm, (long long)tr->nonfinite_skipped);
         else if (o->log_every > 0 && (tr->step % o->log_every == 0 || tr->step == o->steps))
@@ -539,7 +543,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
         if (flags[0]) {
             const char *bad = owned_nonfinite_tensor(tr);
             rc = mt_errorf(err, "step %lld: parameters are not finite after the update (%lld rank%s%s%s); stopped, no "
-                                "checkpoint written from them (lower --lr or --weight-decay)",
+                                "checkpoint written from them (lower {lr} or {weight-decay})",
                            (long long)tr->step, (long long)flags[0], flags[0] > 1 ? "s" : "", bad ? ", e.g. " : "",
                            bad ? bad : "");
             rc = agree(tr->world, bad ? -1 : 0, err) ? -1 : rc; /* name the tensor of the lowest rank that has one */
@@ -579,26 +583,26 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
      * is how an initial model is written for export). Every non-finite state
      * returned above, so what is saved here is finite. */
     if (o->ckpt_dir && saved != tr->step && save_with_line(tr, err)) return -1;
-    if (tr->metrics_failed && metrics_failure(tr, err)) return -1; /* the --log-file line of the save */
+    if (tr->metrics_failed && metrics_failure(tr, err)) return -1; /* the {log-file} line of the save */
     rc = 0;
     if (tr->metrics) {
         if (fclose(tr->metrics) != 0)
-            rc = mt_errorf(err, "closing --metrics file '%s' failed: %s (is the disk full?)", o->metrics_path,
+            rc = mt_errorf(err, "closing {metrics} file '%s' failed: %s (is the disk full?)", o->metrics_path,
                            strerror(errno));
         tr->metrics = NULL;
     }
     if (tr->log_file) {
         if (fclose(tr->log_file) != 0 && !rc)
-            rc = mt_errorf(err, "closing --log-file '%s' failed: %s (is the disk full?)", o->log_path, strerror(errno));
+            rc = mt_errorf(err, "closing {log-file} '%s' failed: %s (is the disk full?)", o->log_path, strerror(errno));
         tr->log_file = NULL;
     }
     if (agree(tr->world, rc, err)) return -1;
     if (tr->stopped_by_signal && tr->rank == 0) {
         if (o->ckpt_dir)
-            printf("stopped by a signal after step %lld: checkpoint saved in %s (continue with --resume)\n",
+            mt_train_progress(tr, 0, "stopped by a signal after step %lld: checkpoint saved in %s (continue with {resume})",
                    (long long)tr->step, o->ckpt_dir);
         else
-            printf("stopped by a signal after step %lld (no --ckpt-dir: nothing saved)\n", (long long)tr->step);
+            mt_train_progress(tr, 0, "stopped by a signal after step %lld (no {ckpt-dir}: nothing saved)", (long long)tr->step);
     }
     fflush(stdout);
     return 0;

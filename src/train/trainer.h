@@ -21,7 +21,7 @@ double mt_trainer_eval(mt_trainer *tr);
  * arriving during a save, while the outputs are written or at the exit
  * lets them finish. */
 int mt_trainer_run(mt_trainer *tr, mt_error *err);
-/* Collective: with --trace, writes every rank's spans into one file (rank 0)
+/* Collective: with {trace}, writes every rank's spans into one file (rank 0)
  * and prints each rank's idle fraction (time in no compute span over the
  * traced window). */
 int mt_trainer_write_trace(mt_trainer *tr, mt_error *err);

@@ -23,7 +23,7 @@ int mt_gpt2_preset(const char *name, mt_model_config *cfg) {
 }
 
 int mt_gpt2_config_validate(const mt_model_config *c, mt_error *err) {
-    if (c->n_embd % c->n_head != 0) return mt_errorf(err, "--dim %d is not divisible by --heads %d", c->n_embd, c->n_head);
+    if (c->n_embd % c->n_head != 0) return mt_errorf(err, "{dim} %d is not divisible by {heads} %d", c->n_embd, c->n_head);
     return 0;
 }
 

@@ -34,7 +34,7 @@ static int dropout_on(const mt_model *m, const mt_fwd_ctx *fc) {
     return fc->training && m->cfg.dropout > 0.0f;
 }
 
-/* The dropout of one site; p = 0 (off) outside training or without --dropout. */
+/* The dropout of one site; p = 0 (off) outside training or without {dropout}. */
 static mt_dropout make_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site) {
     mt_dropout d = {dropout_on(m, fc) ? m->cfg.dropout : 0.0f, m->seed, fc->step, layer, site};
     return d;

@@ -4,13 +4,13 @@
 #include <stdio.h>
 
 int mt_gpt2_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
-    if (tp < 1) return mt_errorf(err, "--tp must be >= 1, got %d", tp);
+    if (tp < 1) return mt_errorf(err, "{tp} must be >= 1, got %d", tp);
     if (cfg->n_head % tp)
-        return mt_errorf(err, "--tp %d does not divide the %d attention heads (each tp rank holds whole heads); "
+        return mt_errorf(err, "{tp} %d does not divide the %d attention heads (each tp rank holds whole heads); "
                               "choose a tp that divides n_head",
                          tp, cfg->n_head);
     if ((4 * cfg->n_embd) % tp)
-        return mt_errorf(err, "--tp %d does not divide the MLP width 4C = %d; choose a tp that divides it", tp,
+        return mt_errorf(err, "{tp} %d does not divide the MLP width 4C = %d; choose a tp that divides it", tp,
                          4 * cfg->n_embd);
     return 0;
 }

@@ -54,14 +54,14 @@ void mt_llama_config_defaults(mt_model_config *c) {
 
 int mt_llama_config_validate(const mt_model_config *c, mt_error *err) {
     if (c->n_kv_head < 1 || c->n_head % c->n_kv_head)
-        return mt_errorf(err, "--kv-heads %d must be >= 1 and divide --heads %d (each kv head serves a whole group of "
+        return mt_errorf(err, "{kv-heads} %d must be >= 1 and divide {heads} %d (each kv head serves a whole group of "
                               "query heads)", c->n_kv_head, c->n_head);
     if (c->head_dim < 2 || c->head_dim % 2 || c->head_dim > 1024)
         return mt_errorf(err, "head dimension %d must be even and in 2..1024 (rotary embeddings rotate pairs)", c->head_dim);
-    if (c->ffn_dim < 1 || c->ffn_dim > (1 << 20)) return mt_errorf(err, "--ffn-dim must be in 1..1048576, got %d", c->ffn_dim);
-    if (!(c->norm_eps > 0.0f && c->norm_eps < 1.0f)) return mt_errorf(err, "--norm-eps must be in (0, 1), got %g", (double)c->norm_eps);
+    if (c->ffn_dim < 1 || c->ffn_dim > (1 << 20)) return mt_errorf(err, "{ffn-dim} must be in 1..1048576, got %d", c->ffn_dim);
+    if (!(c->norm_eps > 0.0f && c->norm_eps < 1.0f)) return mt_errorf(err, "{norm-eps} must be in (0, 1), got %g", (double)c->norm_eps);
     if (!(c->rope_theta > 1.0f && isfinite(c->rope_theta)))
-        return mt_errorf(err, "--rope-theta must be a finite number > 1, got %g", (double)c->rope_theta);
+        return mt_errorf(err, "{rope-theta} must be a finite number > 1, got %g", (double)c->rope_theta);
     if (c->rope_scaling != 0 && c->rope_scaling != 1) return mt_errorf(err, "unknown rope scaling type %d", c->rope_scaling);
     if (c->rope_scaling &&
         !(c->rope_factor >= 1.0f && c->rope_low_freq_factor > 0.0f &&
@@ -70,8 +70,8 @@ int mt_llama_config_validate(const mt_model_config *c, mt_error *err) {
                               "original_max_position_embeddings > 0 (got %g, %g, %g, %d)",
                          (double)c->rope_factor, (double)c->rope_low_freq_factor, (double)c->rope_high_freq_factor,
                          c->rope_original_max_pos);
-    if (c->tie_embeddings != 0 && c->tie_embeddings != 1) return mt_errorf(err, "--tie-embeddings must be 0 or 1");
-    if (c->dropout != 0.0f) return mt_errorf(err, "--dropout is not supported by the llama family (it trains without dropout)");
+    if (c->tie_embeddings != 0 && c->tie_embeddings != 1) return mt_errorf(err, "{tie-embeddings} must be 0 or 1");
+    if (c->dropout != 0.0f) return mt_errorf(err, "{dropout} is not supported by the llama family (it trains without dropout)");
     return 0;
 }
 

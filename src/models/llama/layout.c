@@ -3,17 +3,17 @@
 #include <stdio.h>
 
 int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
-    if (tp < 1) return mt_errorf(err, "--tp must be >= 1, got %d", tp);
+    if (tp < 1) return mt_errorf(err, "{tp} must be >= 1, got %d", tp);
     if (cfg->n_head % tp)
-        return mt_errorf(err, "--tp %d does not divide the %d attention heads (each tp rank holds whole heads); "
-                              "choose a tp that divides --heads", tp, cfg->n_head);
+        return mt_errorf(err, "{tp} %d does not divide the %d attention heads (each tp rank holds whole heads); "
+                              "choose a tp that divides {heads}", tp, cfg->n_head);
     int kv = mt_model_kv_heads(cfg);
     if (tp <= kv ? kv % tp : tp % kv)
-        return mt_errorf(err, "--tp %d and the %d key/value heads: tp must divide the kv heads (each rank holds whole "
+        return mt_errorf(err, "{tp} %d and the %d key/value heads: tp must divide the kv heads (each rank holds whole "
                               "kv heads) or be a multiple of them (each kv head is replicated on tp / kv ranks, as "
                               "Megatron does); choose such a tp", tp, kv);
     if (cfg->ffn_dim % tp)
-        return mt_errorf(err, "--tp %d does not divide the MLP width --ffn-dim %d; choose a tp that divides it", tp,
+        return mt_errorf(err, "{tp} %d does not divide the MLP width {ffn-dim} %d; choose a tp that divides it", tp,
                          cfg->ffn_dim);
     return 0;
 }
