@@ -7,6 +7,7 @@
 #include <string.h>
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/model_flags.h"
 #include "interop/hf_model.h"
 #include "core/fileio.h"
 #include "core/json.h"
@@ -106,26 +107,21 @@ static int read_hf_config(const char *path, mt_model_config *cfg, mt_error *err)
 }
 
 int mt_cli_plan(int argc, char **argv) {
-    const char *hf_config = NULL, *preset = NULL, *family = NULL, *gpu = NULL, *recompute = NULL, *precision = NULL;
-    int layers = 0, dim = 0, heads = 0, vocab = 0, seq_len = 0, kv_heads = 0, ffn_dim = 0;
+    const char *hf_config = NULL, *gpu = NULL, *recompute = NULL, *precision = NULL;
+    mt_model_flags mf;
+    memset(&mf, 0, sizeof mf);
+    mt_arg model_spec[MT_MODEL_FLAG_COUNT];
+    mt_model_flags_spec(&mf, model_spec, 0);
     int gpus = 0, per_node = 8, cpu = 0, global_batch = 0, top = 10, json = 0, help = 0, all = 0;
     int f_dp = -1, f_tp = -1, f_pp = -1, f_zero = -1, f_shard = -1, f_mb = -1, f_chunks = -1, f_sp = -1;
     int cpu_cores = 0, zpp_qwz = 0, zpp_hpz = 0, zpp_qgz = 0;
     float cpu_gflops = 0, cpu_gflops_bf16 = 0, cpu_mb_ms = 0, cpu_mb_ms_bf16 = -1, cpu_bw_gbs = 0, cpu_latency_us = 0, mem_gb = 0, efficiency = 0;
     const char *peft = "none", *targets = "", *qbase = "none";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
-    mt_arg spec[] = {
-        {"preset", MT_ARG_STR, &preset, "model preset (as train's --model)", 0},
-        {"model", MT_ARG_STR, &preset, "the same as --preset", 0},
-        {"hf-config", MT_ARG_STR, &hf_config, "a Hugging Face config.json (gpt2, llama, qwen2); --seq-len overrides", 0},
-        {"family", MT_ARG_STR, &family, "gpt2 | llama (default gpt2, or the preset's)", 0},
-        {"layers", MT_ARG_INT, &layers, "transformer blocks L", 0},
-        {"dim", MT_ARG_INT, &dim, "model width h", 0},
-        {"heads", MT_ARG_INT, &heads, "attention heads", 0},
-        {"kv-heads", MT_ARG_INT, &kv_heads, "llama: key/value heads", 0},
-        {"ffn-dim", MT_ARG_INT, &ffn_dim, "llama: SwiGLU width (default 8h/3 rounded up to 32)", 0},
-        {"vocab", MT_ARG_INT, &vocab, "vocabulary size (padded to a multiple of 128)", 0},
-        {"seq-len", MT_ARG_INT, &seq_len, "sequence length s", 0},
+    mt_arg hf_spec[] = {
+        {"hf-config", MT_ARG_STR, &hf_config, "a Hugging Face config.json (gpt2, llama, qwen2); the model flags given override it", 0},
+    };
+    mt_arg plan_spec[] = {
         {"global-batch", MT_ARG_INT, &global_batch, "sequences per optimizer step (required)", 0},
         {"gpus", MT_ARG_INT, &gpus, "devices (ranks) in all (required)", 0},
         {"gpus-per-node", MT_ARG_INT, &per_node, "devices per node (default 8); tp stays inside a node", 0},
@@ -163,6 +159,10 @@ int mt_cli_plan(int argc, char **argv) {
         {"json", MT_ARG_FLAG, &json, "print JSON for tools", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
+    mt_arg spec[NARGS(hf_spec) + MT_MODEL_FLAG_COUNT + NARGS(plan_spec)]; /* the model flags are train's */
+    memcpy(spec, hf_spec, sizeof hf_spec);
+    memcpy(spec + NARGS(hf_spec), model_spec, sizeof model_spec);
+    memcpy(spec + NARGS(hf_spec) + MT_MODEL_FLAG_COUNT, plan_spec, sizeof plan_spec);
     mt_error err = {{0}};
     if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return mt_cli_fail("plan", &err);
     if (help) {
@@ -171,41 +171,18 @@ int mt_cli_plan(int argc, char **argv) {
     }
     mt_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    if (hf_config && (preset || family)) {
+    if (hf_config && (mf.preset || mf.family)) {
         mt_errorf(&err, "give one of --hf-config, --preset and --family");
         return mt_cli_fail("plan", &err);
     }
-    if (hf_config) {
-        if (read_hf_config(hf_config, &cfg, &err)) return mt_cli_fail("plan", &err);
-        preset = hf_config; /* like a preset: unset shape flags keep the file's values */
-    } else if (preset) {
-        if (mt_model_config_preset(preset, &cfg, &err)) return mt_cli_fail("plan", &err);
-    } else {
-        mt_family_id fid = MT_FAMILY_GPT2;
-        if (family && mt_family_parse(family, &fid, &err)) return mt_cli_fail("plan", &err);
-        mt_model_config_defaults(&cfg, fid);
+    if (hf_config && read_hf_config(hf_config, &cfg, &err)) return mt_cli_fail("plan", &err);
+    if (!hf_config && !mf.preset) mt_model_config_defaults(&cfg, MT_FAMILY_GPT2);
+    if (mt_model_flags_apply(&mf, spec, NARGS(spec), hf_config != NULL, &cfg, &err)) return mt_cli_fail("plan", &err);
+    if (mt_arg_seen(spec, NARGS(spec), "vocab")) {
+        cfg.vocab_size = mf.vocab;
+        cfg.padded_vocab = mt_pad_vocab(mf.vocab);
     }
-#define SEEN(n) mt_arg_seen(spec, NARGS(spec), n)
-    if (SEEN("layers")) cfg.n_layer = layers;
-    if (SEEN("dim")) cfg.n_embd = dim;
-    if (SEEN("heads")) cfg.n_head = heads;
-    if (SEEN("seq-len")) cfg.seq_len = seq_len;
-    if (SEEN("vocab")) {
-        cfg.vocab_size = vocab;
-        cfg.padded_vocab = mt_pad_vocab(vocab);
-    }
-    if (cfg.family == MT_FAMILY_LLAMA) {
-        if (SEEN("kv-heads")) cfg.n_kv_head = kv_heads;
-        else if (!preset || SEEN("heads")) cfg.n_kv_head = cfg.n_head;
-        if (!preset || SEEN("dim") || SEEN("heads")) cfg.head_dim = cfg.n_head > 0 ? cfg.n_embd / cfg.n_head : 0;
-        if (SEEN("ffn-dim")) cfg.ffn_dim = ffn_dim;
-        else if (!preset || SEEN("dim")) cfg.ffn_dim = (8 * cfg.n_embd / 3 + 31) / 32 * 32;
-        if (cfg.max_pos < cfg.seq_len) cfg.max_pos = cfg.seq_len;
-    } else if (SEEN("kv-heads") || SEEN("ffn-dim")) {
-        mt_errorf(&err, "--kv-heads and --ffn-dim apply to --family llama");
-        return mt_cli_fail("plan", &err);
-    }
-#undef SEEN
+    cfg.dropout = mf.dropout;
     mt_quant_kind qk;
     if (mt_peft_kind_parse(peft, &ad.kind, &err) || mt_quant_kind_parse(qbase, &qk, &err)) return mt_cli_fail("plan", &err);
     ad.quant = (int)qk;

@@ -2,6 +2,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/config_file.h"
+#include "cli/model_flags.h"
 #include "train/trainer.h"
 #include "train/train_io.h"
 #include "comm/comm.h"
@@ -16,71 +17,10 @@
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* Model shape flags shared by train (and the checks of eval/generate). */
-typedef struct {
-    const char *preset, *family, *rope_scaling;
-    int layers, dim, heads, vocab, seq_len;
-    float dropout;
-    int kv_heads, head_dim, ffn_dim, tie, qkv_bias, rope_orig;
-    float rope_theta, norm_eps, rope_factor, rope_low, rope_high;
-} model_flags;
 
-static int resolve_model(const model_flags *mf, const mt_arg *spec, int nspec, const char *train_path,
+static int resolve_model(const mt_model_flags *mf, const mt_arg *spec, int nspec, const char *train_path,
                          mt_model_config *cfg, mt_error *err) {
-#define SEEN(name) mt_arg_seen(spec, nspec, name)
-    if (mf->preset) {
-        if (mt_model_config_preset(mf->preset, cfg, err)) return -1;
-    }
-    if (mf->family) {
-        mt_family_id f;
-        if (mt_family_parse(mf->family, &f, err)) return -1;
-        if (mf->preset && f != cfg->family)
-            return mt_errorf(err, "--family %s contradicts the %s preset '%s'", mf->family, mt_family_name(cfg->family),
-                             mf->preset);
-        if (f != cfg->family) mt_model_config_defaults(cfg, f);
-    }
-    if (SEEN("layers")) cfg->n_layer = mf->layers;
-    if (SEEN("dim")) cfg->n_embd = mf->dim;
-    if (SEEN("heads")) cfg->n_head = mf->heads;
-    if (SEEN("seq-len")) cfg->seq_len = mf->seq_len;
-    const char *llama_only[] = {"kv-heads", "head-dim", "ffn-dim", "rope-theta", "norm-eps", "tie-embeddings", "qkv-bias",
-                                "rope-scaling", "rope-factor", "rope-low-freq-factor", "rope-high-freq-factor",
-                                "rope-original-max-pos"};
-    for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++)
-        if (SEEN(llama_only[i]) && cfg->family != MT_FAMILY_LLAMA)
-            return mt_errorf(err, "--%s applies to --family llama (this model is %s)", llama_only[i],
-                             mt_family_name(cfg->family));
-    if (cfg->family == MT_FAMILY_LLAMA) {
-        /* unset shapes follow the width: plain multi-head attention, C / H per
-         * head, and the SwiGLU width 8C/3 rounded up to a multiple of 32 */
-        if (SEEN("kv-heads")) cfg->n_kv_head = mf->kv_heads;
-        else if (!mf->preset || SEEN("heads")) cfg->n_kv_head = cfg->n_head;
-        if (SEEN("head-dim")) cfg->head_dim = mf->head_dim;
-        else if (!mf->preset || SEEN("dim") || SEEN("heads")) cfg->head_dim = cfg->n_head > 0 ? cfg->n_embd / cfg->n_head : 0;
-        if (SEEN("ffn-dim")) cfg->ffn_dim = mf->ffn_dim;
-        else if (!mf->preset || SEEN("dim")) cfg->ffn_dim = (8 * cfg->n_embd / 3 + 31) / 32 * 32;
-        if (SEEN("rope-theta")) cfg->rope_theta = mf->rope_theta;
-        if (SEEN("norm-eps")) cfg->norm_eps = mf->norm_eps;
-        if (SEEN("tie-embeddings")) cfg->tie_embeddings = mf->tie;
-        if (SEEN("qkv-bias")) cfg->qkv_bias = mf->qkv_bias;
-        if (SEEN("rope-scaling")) {
-            if (!strcmp(mf->rope_scaling, "none")) cfg->rope_scaling = 0;
-            else if (!strcmp(mf->rope_scaling, "llama3")) cfg->rope_scaling = 1;
-            else return mt_errorf(err, "--rope-scaling must be none or llama3, got '%s'", mf->rope_scaling);
-        }
-        if (cfg->rope_scaling && !cfg->rope_factor) { /* Llama 3.1's values unless given */
-            cfg->rope_factor = 8.0f;
-            cfg->rope_low_freq_factor = 1.0f;
-            cfg->rope_high_freq_factor = 4.0f;
-            cfg->rope_original_max_pos = 8192;
-        }
-        if (SEEN("rope-factor")) cfg->rope_factor = mf->rope_factor;
-        if (SEEN("rope-low-freq-factor")) cfg->rope_low_freq_factor = mf->rope_low;
-        if (SEEN("rope-high-freq-factor")) cfg->rope_high_freq_factor = mf->rope_high;
-        if (SEEN("rope-original-max-pos")) cfg->rope_original_max_pos = mf->rope_orig;
-        if (cfg->max_pos < cfg->seq_len) cfg->max_pos = cfg->seq_len;
-    }
-#undef SEEN
+    if (mt_model_flags_apply(mf, spec, nspec, 0, cfg, err)) return -1;
     if (mt_arg_seen(spec, nspec, "vocab")) {
         cfg->vocab_size = mf->vocab;
     } else if (!mf->preset && train_path) {
@@ -103,7 +43,7 @@ static int resolve_model(const model_flags *mf, const mt_arg *spec, int nspec, c
 /* --resume / --init-from take the model from the checkpoint: a model flag
  * given explicitly must agree with it (else the run would silently train
  * another model than asked for). Identical on every rank. */
-static int check_flags_match_checkpoint(const mt_arg *spec, int nspec, const model_flags *mf,
+static int check_flags_match_checkpoint(const mt_arg *spec, int nspec, const mt_model_flags *mf,
                                         const mt_model_config *asked, const mt_model_config *ck, const char *from,
                                         mt_error *err) {
     struct {
@@ -143,7 +83,7 @@ static int check_flags_match_checkpoint(const mt_arg *spec, int nspec, const mod
  * checkpoint's model, and a resumed run uses the optimizer whose state the
  * checkpoint holds (else the load would stop at a missing tensor). A
  * checkpoint that cannot be read is left to the trainer's own message. */
-static int check_against_checkpoint(const mt_arg *spec, int nspec, const model_flags *mf, const mt_train_opts *o,
+static int check_against_checkpoint(const mt_arg *spec, int nspec, const mt_model_flags *mf, const mt_train_opts *o,
                                     mt_error *err) {
     const char *from = o->init_from ? o->init_from : o->resume ? o->ckpt_dir : NULL;
     if (!from) return 0;
@@ -261,7 +201,7 @@ static int train_with_stored_config(int argc, char **argv, const char *dir, int 
 static int train_command(int argc, char **argv, const char *stored_from) {
     mt_train_opts o;
     mt_train_opts_defaults(&o);
-    model_flags mf;
+    mt_model_flags mf;
     memset(&mf, 0, sizeof mf);
     const char *on_nonfinite = "stop";
     const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *offload = NULL, *precision = "fp32", *grad_reduce = "fp32", *gemm = "onednn";
@@ -273,33 +213,13 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     const char *peft = "none", *lora_targets = "", *freeze = "", *quantize_base = "none", *ia3_targets = "", *ia3_ff = "", *peft_train = "";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
     o.mesh = (mt_mesh_shape){1, 1, 1, 0};
-    char preset_help[512] = "preset: "; /* the families' presets, from the registry */
-    mt_family_preset_list(preset_help + strlen(preset_help), sizeof preset_help - strlen(preset_help), " | ");
-    mt_arg spec[] = {
+    mt_arg data_spec[] = {
         {"train", MT_ARG_STR, &o.train_path, "training token shard (llm.c format, from `meshtrain tokenize`)", 0},
         {"val", MT_ARG_STR, &o.val_path, "validation token shard", 0},
-        {"model", MT_ARG_STR, &mf.preset, preset_help, 0},
-        {"preset", MT_ARG_STR, &mf.preset, "the same as --model", 0},
-        {"family", MT_ARG_STR, &mf.family, "model family: gpt2 | llama (default gpt2, or the preset's)", 0},
-        {"kv-heads", MT_ARG_INT, &mf.kv_heads, "llama: key/value heads, dividing --heads (default --heads)", 0},
-        {"head-dim", MT_ARG_INT, &mf.head_dim, "llama: dimension per head (default dim / heads)", 0},
-        {"ffn-dim", MT_ARG_INT, &mf.ffn_dim, "llama: SwiGLU width (default 8 dim / 3 rounded up to 32)", 0},
-        {"rope-theta", MT_ARG_FLOAT, &mf.rope_theta, "llama: rotary base (default 10000)", 0},
-        {"norm-eps", MT_ARG_FLOAT, &mf.norm_eps, "llama: RMSNorm epsilon (default 1e-5)", 0},
-        {"tie-embeddings", MT_ARG_INT, &mf.tie, "llama: 1 = the head is the token embedding (default 0)", 0},
-        {"qkv-bias", MT_ARG_INT, &mf.qkv_bias, "llama: 1 = q/k/v projections with biases, as Qwen2 (default 0)", 0},
-        {"rope-scaling", MT_ARG_STR, &mf.rope_scaling, "llama: none | llama3 (Llama 3.1 frequency scaling)", 0},
-        {"rope-factor", MT_ARG_FLOAT, &mf.rope_factor, "llama3 rope scaling: factor (default 8)", 0},
-        {"rope-low-freq-factor", MT_ARG_FLOAT, &mf.rope_low, "llama3 rope scaling: low_freq_factor (default 1)", 0},
-        {"rope-high-freq-factor", MT_ARG_FLOAT, &mf.rope_high, "llama3 rope scaling: high_freq_factor (default 4)", 0},
-        {"rope-original-max-pos", MT_ARG_INT, &mf.rope_orig,
-         "llama3 rope scaling: original_max_position_embeddings (default 8192)", 0},
-        {"layers", MT_ARG_INT, &mf.layers, "transformer blocks L (default 4)", 0},
-        {"dim", MT_ARG_INT, &mf.dim, "model width C (default 128)", 0},
-        {"heads", MT_ARG_INT, &mf.heads, "attention heads (default 4)", 0},
-        {"vocab", MT_ARG_INT, &mf.vocab, "vocabulary size (default: 256 for byte data, 50257 otherwise)", 0},
-        {"seq-len", MT_ARG_INT, &mf.seq_len, "context length T (default 64)", 0},
-        {"dropout", MT_ARG_FLOAT, &mf.dropout, "dropout probability (default 0)", 0},
+    };
+    mt_arg model_spec[MT_MODEL_FLAG_COUNT];
+    mt_model_flags_spec(&mf, model_spec, 1);
+    mt_arg run_spec[] = {
         {"peft", MT_ARG_STR, &peft, "parameter-efficient fine-tuning: none | lora | ia3 (adapters on a frozen base; default none)", 0},
         {"ia3-targets", MT_ARG_STR, &ia3_targets, "comma-separated Hugging Face module names IA3 scales (default: gpt2 c_attn,mlp.c_proj; llama k_proj,v_proj,down_proj)", 0},
         {"ia3-feedforward", MT_ARG_STR, &ia3_ff, "the IA3 targets scaled on their input, not their output (default: gpt2 mlp.c_proj; llama down_proj)", 0},
@@ -382,23 +302,28 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"test-nonfinite-step", MT_ARG_I64, &o.test_nonfinite_step, "test aid (fp32/bf16): the last rank finds an inf gradient at step K", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
+    /* one table, in the order of the help and of the stored run config */
+    mt_arg spec[NARGS(data_spec) + MT_MODEL_FLAG_COUNT + NARGS(run_spec)];
+    memcpy(spec, data_spec, sizeof data_spec);
+    memcpy(spec + NARGS(data_spec), model_spec, sizeof model_spec);
+    memcpy(spec + NARGS(data_spec) + MT_MODEL_FLAG_COUNT, run_spec, sizeof run_spec);
     mt_error err = {{0}};
     /* Flag errors are the same on every rank: rank 0 prints, all exit non-zero. */
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     int prc = mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err);
-    if (prc) return rank ? 1 : mt_cli_fail("train", &err);
+    if (prc) goto fail;
     if (!stored_from && !help && !ignore_stored && (o.resume || resume_auto) && o.ckpt_dir)
         return train_with_stored_config(argc, argv, o.ckpt_dir, resume_auto, print_config, rank);
     if (print_config) {
         if (mt_config_print(rank == 0 ? stdout : NULL, spec, NARGS(spec), &err))
-            return rank ? 1 : mt_cli_fail("train", &err);
+            goto fail;
         return 0;
     }
     if (resume_auto) {
         if (!o.ckpt_dir) {
             mt_errorf(&err, "--resume auto needs --ckpt-dir");
-            return rank ? 1 : mt_cli_fail("train", &err);
+            goto fail;
         }
         /* the newest checkpoint is the directory's manifest (saves replace it atomically) */
         char *man = mt_xmalloc(strlen(o.ckpt_dir) + 16, "manifest path");
@@ -424,85 +349,85 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     if (mt_opt_kind_parse(optimizer, &o.opt.kind, &err) || mt_lr_kind_parse(schedule, &o.lr.kind, &err) ||
         mt_data_order_parse(order, &o.order, &err) || mt_pp_kind_parse(pp_schedule, &o.pp_schedule, &err) ||
         mt_recompute_parse(recompute, &o.recompute, &err))
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     if (mt_dtype_parse(precision, &o.precision)) {
         mt_errorf(&err, "--precision must be fp32, bf16 or fp16, got '%s'", precision);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     if (mt_gemm_lib_parse(gemm, &o.gemm)) {
         mt_errorf(&err, "--gemm must be onednn or openblas, got '%s'", gemm);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     if (mt_dtype_parse(grad_reduce, &o.grad_reduce) || o.grad_reduce == MT_FP16) {
         mt_errorf(&err, "--grad-reduce-dtype must be fp32 or bf16, got '%s'", grad_reduce);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     if (offload) {
         if (strncmp(offload, "disk:", 5) || !offload[5]) {
             mt_errorf(&err, "--offload-optimizer must be disk:DIR (a directory for the state file), got '%s'", offload);
-            return rank ? 1 : mt_cli_fail("train", &err);
+            goto fail;
         }
         o.offload_dir = offload + 5;
     }
     if (!o.train_path) {
         mt_errorf(&err, "--train FILE is required (make one with `meshtrain tokenize`)");
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     if (strcmp(on_nonfinite, "stop") && strcmp(on_nonfinite, "skip")) {
         mt_errorf(&err, "--on-nonfinite must be stop or skip, got '%s'", on_nonfinite);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     o.on_nonfinite_skip = !strcmp(on_nonfinite, "skip");
     if (!(o.peak_gflops >= 0) || !isfinite(o.peak_gflops)) {
         mt_errorf(&err, "--peak-gflops must be a number >= 0 (0: no MFU), got %g", (double)o.peak_gflops);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     if (!(timeout > 0)) {
         mt_errorf(&err, "--timeout must be > 0 seconds, got %g", (double)timeout);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     /* micro-batch 0 stands for "unset" (--batch / --dp): given explicitly, it or a negative is a mistake */
     if (mt_arg_seen(spec, NARGS(spec), "micro-batch") && o.micro_batch < 1) {
         mt_errorf(&err, "--micro-batch must be >= 1, got %d (leave it out for --batch / --dp)", o.micro_batch);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     if (o.pp_chunks < 1) {
         mt_errorf(&err, "--pp-chunks must be >= 1, got %d", o.pp_chunks);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     if (ranks_per_node < 0) {
         mt_errorf(&err, "--ranks-per-node must be >= 1, got %d", ranks_per_node);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     mt_quant_kind qk;
     if (mt_peft_kind_parse(peft, &ad.kind, &err) || mt_quant_kind_parse(quantize_base, &qk, &err))
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     ad.quant = (int)qk;
     if (strlen(lora_targets) >= MT_ADAPTER_TEXT || strlen(freeze) >= MT_ADAPTER_TEXT) {
         mt_errorf(&err, "--lora-targets / --freeze: longer than %d characters", MT_ADAPTER_TEXT - 1);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     if (strlen(ia3_targets) >= MT_ADAPTER_TEXT || strlen(ia3_ff) >= MT_ADAPTER_TEXT) {
         mt_errorf(&err, "--ia3-targets / --ia3-feedforward: longer than %d characters", MT_ADAPTER_TEXT - 1);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     if (ad.kind != MT_PEFT_IA3 && (ia3_targets[0] || ia3_ff[0])) {
         mt_errorf(&err, "--%s needs --peft ia3", ia3_targets[0] ? "ia3-targets" : "ia3-feedforward");
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     if (ad.kind == MT_PEFT_IA3) { /* IA3 has no rank, scale or dropout: keep the config canonical */
         const char *set = ad.r != 8 ? "lora-r" : ad.alpha != 16.0f ? "lora-alpha" : ad.dropout != 0.0f ? "lora-dropout"
                         : lora_targets[0] ? "lora-targets" : ad.rslora ? "lora-use-rslora" : NULL;
         if (set) {
             mt_errorf(&err, "--%s is a LoRA setting; this run is --peft ia3", set);
-            return rank ? 1 : mt_cli_fail("train", &err);
+            goto fail;
         }
     }
     snprintf(ad.targets, sizeof ad.targets, "%s", ad.kind == MT_PEFT_IA3 ? ia3_targets : lora_targets);
     snprintf(ad.feedforward, sizeof ad.feedforward, "%s", ia3_ff);
     if (strlen(peft_train) >= MT_ADAPTER_TEXT) {
         mt_errorf(&err, "--peft-train: longer than %d characters", MT_ADAPTER_TEXT - 1);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     snprintf(ad.train_also, sizeof ad.train_also, "%s", peft_train);
     snprintf(ad.freeze, sizeof ad.freeze, "%s", freeze);
@@ -511,22 +436,22 @@ static int train_command(int argc, char **argv, const char *stored_from) {
                         : ad.targets[0] ? "lora-targets" : ad.rslora ? "lora-use-rslora" : NULL;
         if (set) {
             mt_errorf(&err, "--%s needs --peft lora", set);
-            return rank ? 1 : mt_cli_fail("train", &err);
+            goto fail;
         }
     } else if (ad.freeze[0]) {
         mt_errorf(&err, "--freeze and --peft %s: --peft already freezes the whole base", peft);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
-    if (mt_adapter_spec_validate(&ad, &err)) return rank ? 1 : mt_cli_fail("train", &err);
+    if (mt_adapter_spec_validate(&ad, &err)) goto fail;
     /* the settings every checkpoint stores, so that --resume DIR needs nothing else */
     char *run_config = o.ckpt_dir ? mt_config_run_text(spec, NARGS(spec), &err) : NULL;
-    if (o.ckpt_dir && !run_config) return rank ? 1 : mt_cli_fail("train", &err);
+    if (o.ckpt_dir && !run_config) goto fail;
     o.run_config = run_config;
     o.option_prefix = "--"; /* the library names options {name}: here they are flags */
     mt_comm_ctx *ctx = mt_comm_ctx_create(timeout, &err);
     if (!ctx) {
         free(run_config);
-        return rank ? 1 : mt_cli_fail("train", &err);
+        goto fail;
     }
     if (ranks_per_node > 0) mt_comm_ctx_set_ranks_per_node(ctx, ranks_per_node, &err); /* >= 1: cannot fail */
     mt_comm *world = mt_comm_world(ctx);
@@ -586,6 +511,8 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     mt_comm_ctx_free(ctx); /* every error above is agreed by all ranks */
     free(run_config);
     return rc ? 1 : 0;
+fail: /* a flag or setup error: the same on every rank, so rank 0 says it and every rank exits 1 */
+    return rank ? 1 : mt_cli_fail("train", &err);
 }
 
 /* `--resume X` / `--resume=X`: the directory X, or NULL when X is no

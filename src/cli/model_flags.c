@@ -1,0 +1,98 @@
+/* Model flags shared by train and plan (cli/model_flags.h). */
+#include "cli/model_flags.h"
+#include "models/family.h"
+#include <stdio.h>
+#include <string.h>
+
+void mt_model_flags_spec(mt_model_flags *mf, mt_arg out[MT_MODEL_FLAG_COUNT], int with_defaults) {
+    snprintf(mf->preset_help, sizeof mf->preset_help, "preset: "); /* the families' presets, from the registry */
+    size_t n = strlen(mf->preset_help);
+    mt_family_preset_list(mf->preset_help + n, sizeof mf->preset_help - n, " | ");
+    int d = with_defaults;
+    const mt_arg spec[MT_MODEL_FLAG_COUNT] = {
+        {"model", MT_ARG_STR, &mf->preset, mf->preset_help, 0},
+        {"preset", MT_ARG_STR, &mf->preset, "the same as --model", 0},
+        {"family", MT_ARG_STR, &mf->family, "model family: gpt2 | llama (default gpt2, or the preset's)", 0},
+        {"kv-heads", MT_ARG_INT, &mf->kv_heads, "llama: key/value heads, dividing --heads (default --heads)", 0},
+        {"head-dim", MT_ARG_INT, &mf->head_dim, "llama: dimension per head (default dim / heads)", 0},
+        {"ffn-dim", MT_ARG_INT, &mf->ffn_dim, "llama: SwiGLU width (default 8 dim / 3 rounded up to 32)", 0},
+        {"rope-theta", MT_ARG_FLOAT, &mf->rope_theta, "llama: rotary base (default 10000)", 0},
+        {"norm-eps", MT_ARG_FLOAT, &mf->norm_eps, "llama: RMSNorm epsilon (default 1e-5)", 0},
+        {"tie-embeddings", MT_ARG_INT, &mf->tie, "llama: 1 = the head is the token embedding (default 0)", 0},
+        {"qkv-bias", MT_ARG_INT, &mf->qkv_bias, "llama: 1 = q/k/v projections with biases, as Qwen2 (default 0)", 0},
+        {"rope-scaling", MT_ARG_STR, &mf->rope_scaling, "llama: none | llama3 (Llama 3.1 frequency scaling)", 0},
+        {"rope-factor", MT_ARG_FLOAT, &mf->rope_factor, "llama3 rope scaling: factor (default 8)", 0},
+        {"rope-low-freq-factor", MT_ARG_FLOAT, &mf->rope_low, "llama3 rope scaling: low_freq_factor (default 1)", 0},
+        {"rope-high-freq-factor", MT_ARG_FLOAT, &mf->rope_high, "llama3 rope scaling: high_freq_factor (default 4)", 0},
+        {"rope-original-max-pos", MT_ARG_INT, &mf->rope_orig,
+         "llama3 rope scaling: original_max_position_embeddings (default 8192)", 0},
+        {"layers", MT_ARG_INT, &mf->layers, d ? "transformer blocks L (default 4)" : "transformer blocks L", 0},
+        {"dim", MT_ARG_INT, &mf->dim, d ? "model width C (default 128)" : "model width C", 0},
+        {"heads", MT_ARG_INT, &mf->heads, d ? "attention heads (default 4)" : "attention heads", 0},
+        {"vocab", MT_ARG_INT, &mf->vocab,
+         d ? "vocabulary size (default: 256 for byte data, 50257 otherwise)" : "vocabulary size", 0},
+        {"seq-len", MT_ARG_INT, &mf->seq_len, d ? "context length T (default 64)" : "context length T", 0},
+        {"dropout", MT_ARG_FLOAT, &mf->dropout, "dropout probability (default 0)", 0},
+    };
+    memcpy(out, spec, sizeof spec);
+}
+
+int mt_model_flags_apply(const mt_model_flags *mf, const mt_arg *spec, int nspec, int base_given, mt_model_config *cfg,
+                         mt_error *err) {
+#define SEEN(name) mt_arg_seen(spec, nspec, name)
+    if (mf->preset && !base_given) {
+        if (mt_model_config_preset(mf->preset, cfg, err)) return -1;
+    }
+    const int preset = mf->preset || base_given; /* a whole config to start from: unset flags keep its values */
+    if (mf->family) {
+        mt_family_id f;
+        if (mt_family_parse(mf->family, &f, err)) return -1;
+        if (preset && f != cfg->family)
+            return mt_errorf(err, "--family %s contradicts the %s preset '%s'", mf->family, mt_family_name(cfg->family),
+                             mf->preset);
+        if (f != cfg->family) mt_model_config_defaults(cfg, f);
+    }
+    if (SEEN("layers")) cfg->n_layer = mf->layers;
+    if (SEEN("dim")) cfg->n_embd = mf->dim;
+    if (SEEN("heads")) cfg->n_head = mf->heads;
+    if (SEEN("seq-len")) cfg->seq_len = mf->seq_len;
+    const char *llama_only[] = {"kv-heads", "head-dim", "ffn-dim", "rope-theta", "norm-eps", "tie-embeddings", "qkv-bias",
+                                "rope-scaling", "rope-factor", "rope-low-freq-factor", "rope-high-freq-factor",
+                                "rope-original-max-pos"};
+    for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++)
+        if (SEEN(llama_only[i]) && cfg->family != MT_FAMILY_LLAMA)
+            return mt_errorf(err, "--%s applies to --family llama (this model is %s)", llama_only[i],
+                             mt_family_name(cfg->family));
+    if (cfg->family == MT_FAMILY_LLAMA) {
+        /* unset shapes follow the width: plain multi-head attention, C / H per
+         * head, and the SwiGLU width 8C/3 rounded up to a multiple of 32 */
+        if (SEEN("kv-heads")) cfg->n_kv_head = mf->kv_heads;
+        else if (!preset || SEEN("heads")) cfg->n_kv_head = cfg->n_head;
+        if (SEEN("head-dim")) cfg->head_dim = mf->head_dim;
+        else if (!preset || SEEN("dim") || SEEN("heads")) cfg->head_dim = cfg->n_head > 0 ? cfg->n_embd / cfg->n_head : 0;
+        if (SEEN("ffn-dim")) cfg->ffn_dim = mf->ffn_dim;
+        else if (!preset || SEEN("dim")) cfg->ffn_dim = (8 * cfg->n_embd / 3 + 31) / 32 * 32;
+        if (SEEN("rope-theta")) cfg->rope_theta = mf->rope_theta;
+        if (SEEN("norm-eps")) cfg->norm_eps = mf->norm_eps;
+        if (SEEN("tie-embeddings")) cfg->tie_embeddings = mf->tie;
+        if (SEEN("qkv-bias")) cfg->qkv_bias = mf->qkv_bias;
+        if (SEEN("rope-scaling")) {
+            if (!strcmp(mf->rope_scaling, "none")) cfg->rope_scaling = 0;
+            else if (!strcmp(mf->rope_scaling, "llama3")) cfg->rope_scaling = 1;
+            else return mt_errorf(err, "--rope-scaling must be none or llama3, got '%s'", mf->rope_scaling);
+        }
+        if (cfg->rope_scaling && !cfg->rope_factor) { /* Llama 3.1's values unless given */
+            cfg->rope_factor = 8.0f;
+            cfg->rope_low_freq_factor = 1.0f;
+            cfg->rope_high_freq_factor = 4.0f;
+            cfg->rope_original_max_pos = 8192;
+        }
+        if (SEEN("rope-factor")) cfg->rope_factor = mf->rope_factor;
+        if (SEEN("rope-low-freq-factor")) cfg->rope_low_freq_factor = mf->rope_low;
+        if (SEEN("rope-high-freq-factor")) cfg->rope_high_freq_factor = mf->rope_high;
+        if (SEEN("rope-original-max-pos")) cfg->rope_original_max_pos = mf->rope_orig;
+        if (cfg->max_pos < cfg->seq_len) cfg->max_pos = cfg->seq_len;
+    }
+#undef SEEN
+    return 0;
+}
