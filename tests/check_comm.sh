@@ -131,6 +131,18 @@ for op in reduce_scatter allgather broadcast barrier recv; do
     else fail "SIGSTOP before $op (rc $RC, ${ELAPSED}s)"; show stop_$op; fi
 done
 
+# ---- a slow operation is not a dead peer: an all-reduce that takes many
+# timeouts, every rank inside it and answering, completes (one warning line
+# says so) instead of aborting with "the MPI library is stuck"
+run slow 2 slow 0.02 384
+took=$(grep -o "comm_driver slow: rank 0: all-reduce of 384 MB took [0-9.]* s" "$TMP/slow.out" | grep -o "[0-9.]* s$" | grep -o "[0-9.]*")
+good=$(grep -c "comm_driver slow: rank .*, 0 wrong values" "$TMP/slow.out")
+if [ $RC -eq 0 ] && [ "$good" -eq 2 ] && [ -n "$took" ] && lt 0.04 "$took" &&
+    grep -q "warning: allreduce #[0-9]* on group 'world' .* every rank of the group is inside it and answering: a slow link, not a dead peer" "$TMP/slow.out" &&
+    ! grep -q "timeout:" "$TMP/slow.out"; then
+    ok "all-reduce of 384 MB over ${took}s under a 0.02 s timeout: completed, one slow-link warning"
+else fail "slow all-reduce (rc $RC, $good of 2 ranks, took ${took:-?}s)"; show slow; fi
+
 # ---- bench-comm
 run bench 4 bench --min-bytes 1K --max-bytes 256K --iters 3 --warmup 1 --factor 4
 rows=$(grep -cE "^  (allreduce|reduce_scatter|allgather|broadcast) +[0-9]+ +[0-9]+ .* ok$" "$TMP/bench.out")

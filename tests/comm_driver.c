@@ -10,6 +10,9 @@
  *                                        reduce_scatter, allgather, broadcast,
  *                                        barrier; or recv: rank+1 receives
  *                                        from it); the others must time out
+ *   comm_driver slow TIMEOUT MB          an all-reduce of MB megabytes that takes
+ *                                        longer than TIMEOUT: every rank is inside
+ *                                        it and answering, so it must complete
  *   comm_driver overhead                 per-call cost vs plain MPI
  *   comm_driver bench [flags]            meshtrain bench-comm
  * Prints "comm_driver <mode>: rank R: N checks, M failed"; exit 1 on failure. */
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "comm/comm.h"
 #include "parallel/mesh.h"
@@ -281,7 +285,9 @@ static int mode_mesh(mt_comm_ctx *ctx, int argc, char **argv) {
     mt_error err = {{0}};
     mt_comm *w = mt_comm_world(ctx);
     if (mt_mesh_init(&m, w, &s, &err)) {
-        if (mt_comm_rank(w) == 0) fprintf(stderr, "meshtrain: error: %s\n", err.msg);
+        char shown[MT_ERROR_LEN]; /* as the CLI says it: {option} names as --option */
+        mt_cli_render(err.msg, shown, sizeof shown);
+        if (mt_comm_rank(w) == 0) fprintf(stderr, "meshtrain: error: %s\n", shown);
         return 2; /* every rank returns: clean exit */
     }
     int r = m.rank, W = m.world_size;
@@ -339,6 +345,37 @@ static int mode_stall(mt_comm_ctx *ctx, int argc, char **argv) {
     mt_comm_barrier(w); /* a broadcast may complete without the victim */
     printf("comm_driver stall: rank %d: UNEXPECTED: collective completed\n", r);
     return 1;
+}
+
+static int mode_slow(mt_comm_ctx *ctx, int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: comm_driver slow TIMEOUT MB\n");
+        return 2;
+    }
+    double timeout = atof(argv[2]), mb = atof(argv[3]);
+    mt_comm *w = mt_comm_world(ctx);
+    int r = mt_comm_rank(w), n = mt_comm_size(w);
+    size_t count = (size_t)(mb * 1048576.0 / sizeof(float));
+    float *buf = malloc(count * sizeof(float));
+    if (!buf) {
+        fprintf(stderr, "comm_driver slow: out of memory for %.0f MB\n", mb);
+        return 2;
+    }
+    for (size_t i = 0; i < count; i++) buf[i] = (float)(r + 1) + (float)(i % 7); /* pre-touched */
+    mt_comm_barrier(w); /* under the default timeout: the ranks enter the all-reduce together */
+    double saved = mt_comm_ctx_timeout(ctx);
+    mt_comm_ctx_set_timeout(ctx, timeout);
+    double t0 = MPI_Wtime();
+    mt_comm_allreduce(w, buf, buf, count);
+    double dt = MPI_Wtime() - t0;
+    mt_comm_ctx_set_timeout(ctx, saved);
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++)
+        if (buf[i] != (float)(n * (n + 1) / 2) + (float)n * (float)(i % 7)) bad++;
+    free(buf);
+    printf("comm_driver slow: rank %d: all-reduce of %.0f MB took %.2f s under a %.2f s timeout, %zu wrong values\n", r,
+           mb, dt, timeout, bad);
+    return bad ? 1 : 0;
 }
 
 static double time_loop(int which, MPI_Comm raw, mt_comm *c, float *buf, int cnt, int iters) {
@@ -433,6 +470,7 @@ int main(int argc, char **argv) {
         if (!strcmp(mode, "collectives")) rc = mode_collectives(ctx);
         else if (!strcmp(mode, "mesh")) rc = mode_mesh(ctx, argc, argv);
         else if (!strcmp(mode, "stall")) rc = mode_stall(ctx, argc, argv);
+        else if (!strcmp(mode, "slow")) rc = mode_slow(ctx, argc, argv);
         else if (!strcmp(mode, "overhead")) rc = mode_overhead(ctx);
         else {
             fprintf(stderr, "comm_driver: unknown mode '%s'\n", mode);

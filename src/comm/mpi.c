@@ -28,6 +28,8 @@ enum { TAG_QUERY = 101, TAG_REPLY = 102 };
  * where the scheduler put them; sleeping, 52 ms every run). With a core per
  * rank spinning is faster (sleeps cost tp's many small collectives ~25%). */
 #define OVERSUBSCRIBED_SLEEP_NS 30000L
+/* A wait whose ranks all answer goes on for at most this many timeouts. */
+#define MT_COMM_SLOW_TIMEOUTS 10
 
 typedef struct {
     int64_t qid;
@@ -61,6 +63,7 @@ struct mt_comm_ctx {
     int world_rank, world_size;
     int *node_of;      /* [world_size] node of each world rank (the world rank of its first rank) */
     double timeout_s;
+    int slow_warned;   /* said once that a slow operation is waited on */
     int64_t next_id;
     mt_comm *world;
     mt_comm **comms;
@@ -432,7 +435,17 @@ static void describe_op(linebuf *b, const mt_comm_req *r) {
                (unsigned long long)r->seq, c->name, c->size, r->bytes);
 }
 
-static _Noreturn void on_timeout(mt_comm_req *r, double waited) {
+/* What the group's ranks said when a wait passed its deadline: the text
+ * naming each rank that did not arrive, and whether every rank answered
+ * (alive, reachable over the network) and had entered the operation (then
+ * it is in flight: a slow link or a large transfer, not a dead peer). */
+typedef struct {
+    int all_answered, all_arrived;
+    uint64_t signature; /* the answers' states: a change between two diagnoses is progress */
+    char text[2048];
+} diagnosis;
+
+static void diagnose(mt_comm_req *r, double waited, diagnosis *d) {
     mt_comm *c = r->comm;
     mt_comm_ctx *x = c->ctx;
     int n = c->size, p2p = (r->kind == MT_COMM_SEND || r->kind == MT_COMM_RECV);
@@ -453,7 +466,9 @@ static _Noreturn void on_timeout(mt_comm_req *r, double waited) {
                 continue;
             state[t] = 1;
         }
-        double end = MPI_Wtime() + fmin(2.0, fmax(0.2, 0.1 * x->timeout_s));
+        /* at least 1 s: a peer inside a large transfer answers between MPI_Test calls, each of which
+           may move (and reduce) a large block */
+        double end = MPI_Wtime() + fmin(2.0, fmax(1.0, 0.1 * x->timeout_s));
         for (;;) {
             int pending = 0;
             for (int t = 0; t < n; t++) {
@@ -470,22 +485,36 @@ static _Noreturn void on_timeout(mt_comm_req *r, double waited) {
             sched_yield();
         }
     }
-    char text[2048];
-    linebuf b = {text, sizeof text, 0};
-    text[0] = 0;
+    linebuf b = {d->text, sizeof d->text, 0};
+    d->text[0] = 0;
+    d->all_answered = state != NULL;
+    d->all_arrived = state != NULL;
+    d->signature = 1469598103934665603ull;
     lb_add(&b, "meshtrain: rank %d: timeout: ", x->world_rank);
     describe_op(&b, r);
-    lb_add(&b, " waited %.1f s (timeout %.0f s); did not arrive:", waited, x->timeout_s);
+    lb_add(&b, " waited %.1f s (timeout %g s); did not arrive:", waited, x->timeout_s);
     int nmiss = 0;
     for (int t = 0; t < n; t++) {
         if (t == c->rank || (p2p && t != r->peer)) continue;
         if (!state) break;
         int st = state[t];
-        if (st == 2 && !p2p && rep[t].entered >= (int64_t)r->seq) continue; /* arrived */
+        if (st == 2) {
+            const int64_t v[5] = {t, rep[t].entered, rep[t].cur_kind, rep[t].cur_seq, rep[t].cur_peer};
+            for (int i = 0; i < 5; i++) d->signature = (d->signature ^ (uint64_t)v[i]) * 1099511628211ull;
+        } else {
+            d->all_answered = 0;
+        }
+        /* a collective's peer has arrived when it entered it (or went beyond); a send's or a receive's
+           when it waits in the matching receive or send with this rank on this group */
+        int arrived = st == 2 && (p2p ? rep[t].cur_kind == (r->kind == MT_COMM_SEND ? MT_COMM_RECV : MT_COMM_SEND) &&
+                                            rep[t].cur_peer == c->rank && !strcmp(rep[t].cur_name, c->name)
+                                      : rep[t].entered >= (int64_t)r->seq);
+        if (arrived) continue;
+        d->all_arrived = 0;
         if (nmiss++ >= 16) continue;
         lb_add(&b, "%s %d (world rank %d: ", nmiss > 1 ? ";" : "", t, c->world_ranks[t]);
         if (st != 2) {
-            lb_add(&b, "no response -- stopped, dead or busy outside communication)");
+            lb_add(&b, "no response -- stopped, dead, unreachable or busy outside communication)");
             continue;
         }
         if (!p2p) lb_add(&b, "entered %lld collectives here, ", (long long)rep[t].entered);
@@ -501,7 +530,9 @@ static _Noreturn void on_timeout(mt_comm_req *r, double waited) {
         }
     }
     if (!state) lb_add(&b, " (unknown: out of memory for the diagnosis)");
-    else if (nmiss == 0) lb_add(&b, " none (all answered as arrived: the MPI library is stuck)");
+    else if (nmiss == 0)
+        lb_add(&b, " none: every rank is inside it and answering, yet it did not complete in %d timeouts -- a link "
+                   "too slow for this timeout, or the MPI library is stuck", MT_COMM_SLOW_TIMEOUTS);
     else if (nmiss > 16) lb_add(&b, "; and %d more", nmiss - 16);
     if (!p2p && state) {
         lb_add(&b, "; arrived:");
@@ -509,8 +540,21 @@ static _Noreturn void on_timeout(mt_comm_req *r, double waited) {
             if (t == c->rank || (state[t] == 2 && rep[t].entered >= (int64_t)r->seq))
                 lb_add(&b, " %d", t);
     }
+    if (d->all_answered) { /* every query was received and answered: no request is left in flight */
+        for (int t = 0; t < n; t++)
+            if (sq[t] != MPI_REQUEST_NULL) MPI_Wait(&sq[t], MPI_STATUS_IGNORE);
+        free(rep);
+        free(rq);
+        free(sq);
+        free(state);
+    } /* else a late reply may still land in these buffers: the caller aborts, and they stay */
+}
+
+static _Noreturn void on_timeout(const mt_comm_req *r, diagnosis *d) {
+    mt_comm_ctx *x = r->comm->ctx;
+    linebuf b = {d->text, sizeof d->text, strlen(d->text)};
     lb_add(&b, "; aborting");
-    fprintf(stderr, "%s\n", text);
+    fprintf(stderr, "%s\n", d->text);
     fflush(stderr);
     /* Linger for one grace period, still answering queries: the other
      * survivors reach their deadlines at about the same time, and the first
@@ -588,6 +632,8 @@ void mt_comm_wait(mt_comm_req *r) {
     mt_comm *c = r->comm;
     mt_comm_ctx *x = c->ctx;
     double t0 = now(), deadline = t0 + x->timeout_s;
+    uint64_t last_signature = 0;
+    int extended = 0;
     x->cur_comm = c;
     x->cur_kind = r->kind;
     x->cur_seq = r->seq;
@@ -599,7 +645,30 @@ void mt_comm_wait(mt_comm_req *r) {
         if (flag) break;
         service(x);
         double t = now();
-        if (t > deadline) on_timeout(r, t - t0);
+        if (t > deadline) {
+            /* The deadline counts time without a sign of progress: every
+             * rank inside the operation and answering is a transfer in
+             * flight (a slow link), and answers that changed since the last
+             * deadline are ranks moving on; both wait another timeout, up to
+             * MT_COMM_SLOW_TIMEOUTS of them. Silence, or the same answers
+             * twice, is a stalled or dead peer. */
+            diagnosis d;
+            diagnose(r, t - t0, &d);
+            int moving = d.all_arrived || (d.all_answered && (!extended || d.signature != last_signature));
+            if (!moving || ++extended >= MT_COMM_SLOW_TIMEOUTS) on_timeout(r, &d);
+            if (d.all_arrived && !x->slow_warned) {
+                x->slow_warned = 1;
+                linebuf b = {d.text, sizeof d.text, 0};
+                lb_add(&b, "meshtrain: rank %d: warning: ", x->world_rank);
+                describe_op(&b, r);
+                lb_add(&b, " has taken %.1f s (timeout %g s), but every rank of the group is inside it and "
+                           "answering: a slow link, not a dead peer; waiting on", now() - t0, x->timeout_s);
+                fprintf(stderr, "%s\n", d.text);
+                fflush(stderr);
+            }
+            last_signature = d.signature;
+            deadline = now() + x->timeout_s;
+        }
         if (spins >= SPINS_BEFORE_YIELD) {
             if (x->oversubscribed) {
                 struct timespec ts = {0, OVERSUBSCRIBED_SLEEP_NS};
