@@ -15,13 +15,9 @@
 # 0). Megatron's 16-bit figure s*b*h*(34 + 5as/h) (Korthikanti et al. 2022)
 # is printed beside ours, with and without the 5as/h term.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus text
 
 # name: h a s b dropout layer-pair steps
 SHAPES="s1:32:2:16:2:0:2,4:2 s2:64:4:32:3:0.1:2,4:2 s3:48:6:24:1:0.1:2,4:2 gpt2:768:12:1024:1:0:1,2:0"

@@ -8,12 +8,10 @@
 #  - under cosine decay a changed --steps (or any run's --lr) is refused
 #    naming both values, and accepted with --allow-schedule-change.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain
-W=$(mktemp -d); trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$W"' EXIT; pid=
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+pid=; on_exit 'kill -9 $pid 2>/dev/null || true'
+corpus d
 T="--train $W/d_train.bin --layers 2 --dim 32 --heads 4 --seq-len 32 --batch 8 --steps 400 --lr-schedule cosine --warmup 10 --log-every 0"
 losses() { grep -o '"step":[0-9]*,"loss":[^,]*' "$1"; }
 $M train $T --metrics $W/straight.jsonl >/dev/null

@@ -7,11 +7,8 @@
 # applied to the fp32 weights of a plain export, byte for byte; the other
 # tensors equal the plain export; config.json carries the quantization_config.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+corpus text
 $M train --train $W/text_train.bin --layers 2 --dim 128 --heads 4 --seq-len 32 --steps 0 --ckpt-dir $W/gpt2 --log-every 0 >/dev/null
 $M train --train $W/text_train.bin --family llama --layers 2 --dim 128 --heads 4 --kv-heads 2 --seq-len 32 --steps 0 \
     --ckpt-dir $W/llama --log-every 0 >/dev/null

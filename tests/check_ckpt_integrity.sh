@@ -14,14 +14,10 @@
 #    claiming ~49 G parameters, a 512 KB safetensors header naming 4000
 #    layers, a manifest whose config claims 4000 layers of width 8192.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=$PWD/${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3; TAMPER="$PY tests/ckpt_tamper.py"
-MPI="mpirun --oversubscribe"; [ "$(id -u)" = 0 ] && MPI="$MPI --allow-run-as-root"
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+M=$PWD/$M; TAMPER="$PY tests/ckpt_tamper.py"
+corpus d
 T="--train $W/d_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 --lr 1e-3 --log-every 0"
 # (a resume in one process says --dp 1: the checkpoint's stored settings say dp 2)
 $MPI -np 2 $M train $T --steps 3 --dp 2 --zero 1 --ckpt-dir $W/good >/dev/null

@@ -12,14 +12,10 @@
 #    saving or loading exceeds what it holds plus one unit's fp32 parameters;
 #  - `ckpt verify` passes and `ckpt info` names the saving layout.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=$PWD/${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-MPI="mpirun --oversubscribe"; [ "$(id -u)" = 0 ] && MPI="$MPI --allow-run-as-root"
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+M=$PWD/$M
+corpus d
 T="--train $W/d_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 --lr 1e-3 --log-every 0"
 same() { # REF GOT BOUND: the last 5 losses of REF equal GOT's 5 (bound 0: bitwise)
     $PY - $W/$1.jsonl $W/$2.jsonl $2 $3 <<'PY'

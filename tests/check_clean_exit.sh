@@ -8,12 +8,9 @@
 # Also: range checks name the flag; tokenize creates its output directory;
 # a pipeline with one microbatch per step prints a hint.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus
 $M tokenize --tokenizer byte --out $W/new/dir/d $W/corpus.txt >/dev/null
 [ -f $W/new/dir/d_train.bin ] || { echo "FAIL: tokenize did not create its output directory"; exit 1; }
 echo "ok   tokenize --out new/dir/d created new/dir"

@@ -2,10 +2,7 @@
 # The CLI rejects bad flags and bad input files with a one-line error that
 # names the problem (and a non-zero exit), never a crash or a hang.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-fails=0
+. "$(dirname "$0")/lib.sh"
 expect_error() { # expect_error "words" command...
     local words=$1; shift
     if timeout 60 "$@" >"$W/out" 2>"$W/err"; then

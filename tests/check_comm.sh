@@ -15,11 +15,8 @@
 #   - bench-comm prints a row per size with a passing correctness check.
 # Leftover processes (the stopped rank) are killed by pid.
 set -u
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/lib.sh"
 
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 ok() { echo "ok: $*"; }
 
 # ---- build the driver with the Makefile's own flags
@@ -39,7 +36,7 @@ else # MPICH (hydra)
     LAUNCH=(mpiexec -n) RECOVER=(-disable-auto-cleanup)
 fi
 
-TMP=$(mktemp -d)
+TMP=$W
 cleanup_pids() { # kill exactly the driver processes this script started
     local f pid
     for f in "$TMP"/pids/pid.*; do
@@ -49,7 +46,7 @@ cleanup_pids() { # kill exactly the driver processes this script started
         rm -f "$f"
     done
 }
-trap 'cleanup_pids; rm -rf "$TMP"' EXIT
+on_exit cleanup_pids
 
 # run NAME NP [launcher flags --] ARGS...: output in $TMP/NAME.out, sets RC and ELAPSED
 run() {

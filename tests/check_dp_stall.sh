@@ -5,14 +5,10 @@
 #    stalled collective and world rank 2 as the one that did not arrive;
 #  - SIGKILL one rank: the job ends non-zero (the launcher notices).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain
-W=$(mktemp -d); victim=
-trap '[ -n "$victim" ] && kill -CONT $victim 2>/dev/null; rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+victim=; on_exit '[ -n "$victim" ] && kill -CONT $victim 2>/dev/null'
+corpus text
 T="--train $W/text_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 --steps 1000000 --log-every 0"
 for sig in STOP KILL; do
     mpirun --oversubscribe -np 4 $M train $T --dp 4 --zero 3 --timeout 5 >$W/out 2>$W/err & mp=$!

@@ -17,18 +17,12 @@
 #    (see check_train.sh);
 #  - bad layouts fail on every rank with one message from rank 0.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
+one_thread
 STEPS=${DPZ_STEPS:-20}
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-. tests/train_compare.sh
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+corpus text
 BASE="--train $W/text_train.bin --layers 2 --dim 65 --heads 5 --seq-len 33 --lr 1e-3 --dropout 0.1 --grad-clip 1.0 --log-every 0 --batch 48 --steps $STEPS --timeout 30"
 T="$BASE --optimizer sgd --lr 0.05 --momentum 0.9"
-MPI="mpirun --oversubscribe"
 
 $M train $T --ckpt-dir $W/ref --metrics $W/ref.jsonl >/dev/null
 $M export --ckpt $W/ref --format safetensors --out $W/ref.safetensors >/dev/null

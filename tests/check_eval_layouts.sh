@@ -7,17 +7,12 @@
 # first eval-batches x eval-batch sequences of the shard, in order). An
 # --eval-batch that is not a multiple of the micro-batch is refused.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus d
 B="--train $W/d_train.bin --val $W/d_val.bin --layers 2 --dim 32 --heads 4 --seq-len 32 --batch 8 --log-every 0"
 $M train $B --steps 3 --ckpt-dir $W/ck >/dev/null
 T="$B --init-from $W/ck --steps 1 --lr 0 --eval-every 1 --eval-batches 8"
-MPI="mpirun --oversubscribe"
 run() { # name np flags...
     local name=$1 np=$2; shift 2
     $MPI -np $np $M train $T "$@" --metrics $W/$name.jsonl >/dev/null

@@ -5,5 +5,5 @@
 # kept corpus without a crash, leak, UB or out-of-memory (tests/fuzz/run.sh;
 # `make fuzz FUZZ_S=600` for the long runs). Needs clang (scripts/setup.sh).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 FUZZ_S=${FUZZ_S:-3} bash tests/fuzz/run.sh

@@ -10,11 +10,8 @@
 #  - a config.json missing a required key, a tensor of the wrong shape and
 #    an unsupported model_type each give one clear line.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+corpus d
 same_dir() { # A B: the same files with the same bytes
     diff <(cd $1 && ls) <(cd $2 && ls) >/dev/null || { echo "file lists differ: $(ls $1) vs $(ls $2)"; exit 1; }
     for f in $(cd $1 && ls); do cmp -s $1/$f $2/$f || { echo "$1/$f and $2/$f differ"; exit 1; }; done

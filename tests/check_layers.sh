@@ -4,8 +4,7 @@
 # different folders (tests/layers.py). Then the checker itself: a planted
 # upward include, a sideways one and a cross-folder circle must each fail.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. "$(dirname "$0")/lib.sh"
 python3 tests/layers.py src docs/design.md || exit 1
 plant() { # plant NAME FILE LINE: the tree with LINE appended to FILE must be refused
     rm -rf "$W/src" && cp -r src "$W/src" && echo "$3" >> "$W/src/$2"

@@ -6,7 +6,6 @@
 # parameters agree to 1e-6 of their magnitude (1e-5 of their
 # displacement over the 10 steps), the maps to 1e-7.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-${MT_BUILD:-build}/tests/test_lean_optim --dump "$W/run.bin"
-/usr/bin/python3 tests/lean_optim_ref.py "$W/run.bin"
+. "$(dirname "$0")/lib.sh"
+$BUILD/tests/test_lean_optim --dump "$W/run.bin"
+$PY tests/lean_optim_ref.py "$W/run.bin"

@@ -60,14 +60,11 @@
 #      adafactor with momentum: that plus 4 bytes per parameter.
 # LEAN_QUALITY_SEEDS="1 2 3" runs fewer seeds (a quicker look).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3; MPI="mpirun --oversubscribe -np 2"
+. "$(dirname "$0")/lib.sh"
+one_thread
+MPI="$MPI -np 2"
 SEEDS=${LEAN_QUALITY_SEEDS:-1 2 3 4 5}
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+corpus text
 L=4; C=256; T=64
 RUN="--train $W/text_train.bin --val $W/text_val.bin --layers $L --dim $C --heads 4 --seq-len $T --batch 8
      --steps 300 --warmup 20 --lr-schedule cosine --eval-every 300 --eval-batches 16 --log-every 0 --dp 2 --zero 0"

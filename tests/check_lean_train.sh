@@ -11,14 +11,9 @@
 #    (codes + one fp32 absmax per 2048-block per moment), Adafactor under 5%
 #    of AdamW's 8 per parameter.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3; MPI="mpirun --oversubscribe"
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-. tests/train_compare.sh
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus text
 T="--train $W/text_train.bin --layers 2 --dim 65 --heads 5 --seq-len 32 --batch 12 --micro-batch 4 --steps 20 --log-every 0 --lr 1e-3 --dropout 0.1"
 $M train $T --optimizer adafactor --metrics $W/af.jsonl --report-json $W/af.json >/dev/null
 for z in 1 3; do

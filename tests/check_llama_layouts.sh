@@ -11,12 +11,8 @@
 # uninterrupted run's losses, `generate` decodes from it, and the
 # constraints are refused with their messages.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-MPI="mpirun --oversubscribe"; [ "$(id -u)" = 0 ] && MPI="$MPI --allow-run-as-root"
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+corpus d
 B="--train $W/d_train.bin --family llama --layers 4 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 96 --seq-len 32
    --batch 8 --steps 20 --lr 2e-3 --log-every 0"
 compare() { # REF RUN BOUND

@@ -10,11 +10,8 @@
 # random norm weights: untied; Llama 3.1 rope scaling; q/k/v biases
 # (Qwen2); a tied head.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+corpus d
 L=2; C=64; H=4; KV=2; F=96; V=300; T=32; B=4; STEPS=10
 OPT="--batch $B --steps $STEPS --lr 1e-3 --warmup 3 --lr-schedule cosine --min-lr 1e-4 --grad-clip 0.5 --weight-decay 0.1
      --beta1 0.9 --beta2 0.95 --eps 1e-8"

@@ -7,12 +7,8 @@
 # Also --freeze without adapters (the embeddings and the first block) under
 # dp2 x tp2 against one process.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+corpus text
 $M train --train $W/text_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --steps 0 --ckpt-dir $W/gpt2 --log-every 0 >/dev/null
 $M train --train $W/text_train.bin --family llama --layers 2 --dim 64 --heads 4 --kv-heads 1 --seq-len 32 --steps 0 \
     --ckpt-dir $W/llama --log-every 0 >/dev/null

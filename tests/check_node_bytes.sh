@@ -15,20 +15,15 @@
 #    activations stay inside the node, the dp all-reduce crosses;
 #  - --ranks-per-node -1 is refused with one line.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus text
 T="--train $W/text_train.bin --layers 2 --dim 32 --heads 4 --seq-len 32 --batch 8 --steps 3 --log-every 0 --timeout 30"
-MPI="mpirun --oversubscribe -np 4"
+MPI="$MPI -np 4"
 $MPI $M train $T --dp 4 --zero 3 --report-json $W/one.json --metrics $W/one.jsonl >/dev/null
 $MPI $M train $T --dp 4 --zero 3 --ranks-per-node 2 --report-json $W/two.json --metrics $W/two.jsonl >/dev/null
 $MPI $M train $T --dp 2 --pp 2 --micro-batch 2 --ranks-per-node 2 --report-json $W/pp.json >/dev/null
-losses() { grep -o '"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*' "$1"; }
-cmp <(losses $W/one.jsonl) <(losses $W/two.jsonl) || { echo "--ranks-per-node changed the losses"; exit 1; }
+cmp <(step_losses $W/one.jsonl) <(step_losses $W/two.jsonl) || { echo "--ranks-per-node changed the losses"; exit 1; }
 $PY - $W <<'PY'
 import json, sys
 W = sys.argv[1]

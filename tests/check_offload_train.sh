@@ -17,15 +17,10 @@
 #    state is byte for byte the in-memory one and resumes to the same losses;
 #  - a malformed flag or a missing directory fails with one error line.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3; MPI="mpirun --oversubscribe"
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-. tests/train_compare.sh
+. "$(dirname "$0")/lib.sh"
+one_thread
 mkdir -p $W/off
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+corpus text
 T="--train $W/text_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 --steps 5 --dropout 0.1 --log-every 0"
 OFF="--offload-optimizer disk:$W/off --offload-buffer-mb 0.015625"
 losses() { cut -d, -f1-2 "$1"; }

@@ -8,12 +8,8 @@
 # block, an fp32 scale per 256 blocks and one offset per matrix: <= 4.13 bits
 # per quantized weight) -- for one process and per rank of dp2 ZeRO-3.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+corpus text
 L=2; C=256; T=32; R=8
 $M train --train $W/text_train.bin --layers $L --dim $C --heads 4 --seq-len $T --steps 0 --ckpt-dir $W/base --log-every 0 >/dev/null
 RUN="--train $W/text_train.bin --init-from $W/base --batch 4 --steps 2 --log-every 0 --peft lora --lora-r $R --lora-targets all-linear"

@@ -18,16 +18,10 @@
 #    LayerNorm and a replica of the tied wte (and wpe, which stays zero-grad);
 #  - bad pipeline flags fail with one message.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
+one_thread
 STEPS=${PP_STEPS:-20}
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-. tests/train_compare.sh
-MPI="mpirun --oversubscribe"
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+corpus text
 BASE="--train $W/text_train.bin --layers 8 --dim 32 --heads 4 --seq-len 32 --optimizer sgd --lr 0.05 --momentum 0.9 --dropout 0.1 --grad-clip 1.0 --log-every 0 --micro-batch 2 --steps $STEPS --timeout 30"
 
 declare -A have_ref

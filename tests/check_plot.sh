@@ -6,9 +6,7 @@
 # two curves each); --labels; and one-line errors for a missing file, a
 # line that is not JSON, a file without steps, a wrong --labels count.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. "$(dirname "$0")/lib.sh"
 $PY - $W <<'PY'
 import json, math, sys
 W = sys.argv[1]
@@ -67,8 +65,7 @@ err "has no step lines" $W/nostep.jsonl --out $W/x.png
 err "--labels names 1 runs but 2 files were given" $W/a.jsonl $W/b.jsonl --labels one --out $W/x.png
 # MFU: train --peak-gflops puts it in the metrics (model GFLOP/s over the ranks' peak); plot then
 # draws a fifth panel
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+corpus text
 $M train --train $W/text_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --steps 5 --log-every 0 \
     --peak-gflops 50 --metrics $W/m.jsonl >/dev/null
 $PY - $W/m.jsonl <<'PY'

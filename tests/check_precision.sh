@@ -14,16 +14,10 @@
 #    tensor's largest value: bf16 keeps 8 significant bits);
 #  - bad precision flags fail with one message.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
+. "$(dirname "$0")/lib.sh"
+one_thread
 STEPS=${PRECISION_STEPS:-300}
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-. tests/train_compare.sh
-MPI="mpirun --oversubscribe"
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+corpus text
 
 echo "== $STEPS steps, L4 C256: validation loss against fp32 =="
 Q="--train $W/text_train.bin --val $W/text_val.bin --layers 4 --dim 256 --heads 4 --seq-len 64 --batch 8

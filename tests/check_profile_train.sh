@@ -5,13 +5,9 @@
 # trainer's optimizer are all timed, GEMM GFLOP/s is positive, and rank 0
 # prints the mean table at the end; on dp=2 the gradient wait is a category.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus text
 mpirun --oversubscribe -np 2 $M train --train $W/text_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 \
     --steps 3 --log-every 0 --dp 2 --profile --metrics $W/m.jsonl >$W/out.txt
 grep -q "profile, mean of 3 steps" $W/out.txt || { cat $W/out.txt; exit 1; }

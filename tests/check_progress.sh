@@ -8,12 +8,9 @@
 #    with '\r' and the last one ends in a newline;
 #  - a --log-file that cannot be opened is one clear error.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus d
 T="--train $W/d_train.bin --val $W/d_val.bin --layers 2 --dim 32 --heads 4 --seq-len 32 --batch 8 --steps 6"
 $M train $T --log-every 2 --eval-every 3 --ckpt-dir $W/ck --ckpt-every 3 --log-file $W/run.log --metrics $W/m.jsonl > $W/out
 grep -E '^step ' $W/out > $W/steps.out

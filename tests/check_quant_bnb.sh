@@ -6,7 +6,6 @@
 # 1x7, 5x13 (odd count), 256x300 (1200 blocks: a nested tail), an all-zero
 # block and row, an all-zero tail, ties, 1e30, 1e-30 and subnormal weights.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-${MT_BUILD:-build}/tests/test_quant_nf4 --dump $W
-/usr/bin/python3 tests/quant_ref.py $W
+. "$(dirname "$0")/lib.sh"
+$BUILD/tests/test_quant_nf4 --dump $W
+$PY tests/quant_ref.py $W

@@ -5,11 +5,9 @@
 # in an empty directory holding two text files (Debian fortunes) and a link
 # to the build.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-ROOT=$PWD; B=${MT_BUILD:-build}
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. "$(dirname "$0")/lib.sh"
+one_thread
+ROOT=$PWD
 awk '/^## Using it/{u=1} u && /^```sh/{f=1; next} f && /^```/{exit} f' README.md > $W/block.sh
 [ "$(grep -c '^MODEL=' $W/block.sh)" = 1 ] && [ "$(grep -c '^STEPS=' $W/block.sh)" = 1 ] ||
     { echo "FAIL: the README block lost its MODEL= or STEPS= line"; exit 1; }
@@ -17,10 +15,10 @@ sed -i 's/^MODEL=.*/MODEL="--layers 4 --dim 48 --heads 6 --seq-len 32"/; s/^STEP
 # the rest of the block must use the small sizes: no other model size in it
 grep -n -- '--layers 6\|--dim 384' $W/block.sh && { echo "FAIL: the block has sizes outside MODEL="; exit 1; }
 sed -i 's/--layers 4 --dim 256 --heads 8 --kv-heads 2 --seq-len 256/--layers 2 --dim 32 --heads 4 --kv-heads 2 --seq-len 32/' $W/block.sh
-bash tests/corpus.sh $W/corpus.txt
+corpus
 head -c 300000 $W/corpus.txt > $W/a.txt; tail -c 100000 $W/corpus.txt > $W/b.txt
-ln -s "$ROOT/$B" $W/build
-[ "$B" = build ] || ln -s "$ROOT/$B" $W/build # MT_BUILD: the block says build/
+ln -s "$ROOT/$BUILD" $W/build
+[ "$BUILD" = build ] || ln -s "$ROOT/$BUILD" $W/build # MT_BUILD: the block says build/
 ln -s "$ROOT/deps" $W/deps 2>/dev/null || true
 cd $W
 { echo 'set -euo pipefail'; echo 'make() { :; }'; cat block.sh; } > run.sh

@@ -12,13 +12,9 @@
 #    exactly the attention output and log-sum-exp of every block (one shared
 #    copy is scratch).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3; MPI="mpirun --oversubscribe"
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus text
 T="--train $W/text_train.bin --layers 4 --dim 64 --heads 4 --seq-len 32 --batch 8 --micro-batch 4 --dropout 0.1 --log-every 0"
 for r in none selective full; do
     $M train $T --steps 1 --recompute $r --dump-grads $W/g_$r.bin --report-json $W/m_$r.json >/dev/null

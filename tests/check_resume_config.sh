@@ -16,19 +16,14 @@
 #      and `ckpt verify` fail with one error line; --ignore-stored-config
 #      resumes with the flags.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus d
 fail() { echo "FAIL: $*"; exit 1; }
 F="--train $W/d_train.bin --val $W/d_val.bin --layers 2 --dim 32 --heads 4 --seq-len 32 --batch 8 --micro-batch 4
    --lr 1e-3 --warmup 2 --min-lr 1e-4 --weight-decay 0.05 --beta2 0.99 --grad-clip 0.5 --dropout 0.1 --seed 7
    --data-order sequential --eval-every 3 --eval-batches 2 --log-every 0"
-losses() { grep -o '"\(loss\|val_loss\)":[^,}]*\(,"lr":[^,]*,"grad_norm":[^,]*\)\?' "$1"; }
-after() { grep -E "\"step\":([$1-9]|[1-9][0-9])," "$2" | losses /dev/stdin; } # lines of steps >= $1 (one digit)
+after() { grep -E "\"step\":([$1-9]|[1-9][0-9])," "$2" | step_val_losses /dev/stdin; } # lines of steps >= $1 (one digit)
 
 # (a)
 $M train $F --steps 10 --metrics $W/straight.jsonl >/dev/null
@@ -43,15 +38,15 @@ for c in b c old bad; do cp -r $W/ck $W/ck_$c; done
 $M train --resume $W/ck --steps 10 --metrics $W/run.jsonl > $W/a.out # output paths never come from the checkpoint
 grep -q "^settings from $W/ck/config-000006.yaml, the run config stored in the checkpoint" $W/a.out || fail "no settings line: $(cat $W/a.out)"
 grep -q "^resumed from $W/ck at step 6" $W/a.out || fail "no resume line"
-cmp <(losses $W/straight.jsonl) <(losses $W/run.jsonl) || fail "the resumed run differs from the uninterrupted one"
+cmp <(step_val_losses $W/straight.jsonl) <(step_val_losses $W/run.jsonl) || fail "the resumed run differs from the uninterrupted one"
 [ "$(ls $W/ck | tr '\n' ' ')" = "config-000010.yaml manifest.json tensors-000010-r00000.bin " ] || fail "after the resume: $(ls $W/ck)"
 grep -q '^  steps: 10$' $W/ck/config-000010.yaml || fail "the new checkpoint's config does not say steps 10"
-echo "ok   (a) --resume DIR --steps 10 (and --metrics) alone: $(losses $W/run.jsonl | wc -l) losses bitwise equal to the uninterrupted run; the stored config is --print-config's and verified"
+echo "ok   (a) --resume DIR --steps 10 (and --metrics) alone: $(step_val_losses $W/run.jsonl | wc -l) losses bitwise equal to the uninterrupted run; the stored config is --print-config's and verified"
 
 # (b)
 $M train --resume $W/ck_b --steps 10 --log-every 2 --metrics $W/b.jsonl > $W/b.out
 [ "$(grep -c '^step  *[0-9]*/10 | loss' $W/b.out)" = 2 ] || fail "--log-every 2 on resume: $(cat $W/b.out)"
-cmp <(after 7 $W/straight.jsonl) <(losses $W/b.jsonl) || fail "--log-every/--metrics override changed the losses"
+cmp <(after 7 $W/straight.jsonl) <(step_val_losses $W/b.jsonl) || fail "--log-every/--metrics override changed the losses"
 mpirun -np 2 $M train --resume $W/ck_c --steps 8 --dp 2 --metrics $W/c.jsonl > $W/c.out
 grep -q "dp 2 | tp 1" $W/c.out && grep -q "^resumed from $W/ck_c at step 6" $W/c.out || fail "--dp 2: $(cat $W/c.out)"
 grep -q "the layout is the one the flags give" $W/c.out || fail "no layout note: $(cat $W/c.out)"
@@ -70,7 +65,7 @@ set +e; o=$($M train --resume $W/ck_old --steps 10 2>&1); rc=$?; set -e
 $M train $F --steps 10 --ckpt-dir $W/ck_old --resume --metrics $W/old.jsonl > $W/old.out
 grep -q "^checkpoint $W/ck_old stores no run config (saved by an older meshtrain): the flags given decide the run" $W/old.out ||
     fail "no 'stores no run config' line: $(cat $W/old.out)"
-cmp <(after 7 $W/straight.jsonl) <(losses $W/old.jsonl) || fail "the resume without a stored config differs"
+cmp <(after 7 $W/straight.jsonl) <(step_val_losses $W/old.jsonl) || fail "the resume without a stored config differs"
 echo "ok   (c) without a stored config: verify ok, --resume with the flags as before, bitwise"
 
 # (d)
@@ -87,5 +82,5 @@ one_error "$WANT" $M train --resume $W/ck_bad --steps 10
 one_error "$WANT" mpirun -q -np 2 $M train --resume $W/ck_bad --steps 10
 one_error "$WANT" $M ckpt verify $W/ck_bad
 $M train $F --steps 10 --resume $W/ck_bad --ignore-stored-config --metrics $W/bad.jsonl >/dev/null
-cmp <(after 7 $W/straight.jsonl) <(losses $W/bad.jsonl) || fail "--ignore-stored-config"
+cmp <(after 7 $W/straight.jsonl) <(step_val_losses $W/bad.jsonl) || fail "--ignore-stored-config"
 echo "ok   (d) --ignore-stored-config resumes with the flags, bitwise"

@@ -14,15 +14,9 @@
 #  - resume: a --layers that differs from the checkpoint names both values; a
 #    different --optimizer is refused with "trained with --optimizer".
 set -uo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPI="mpirun --oversubscribe -np 2"
-W=$(mktemp -d)
-cleanup() { mountpoint -q "$W/full" 2>/dev/null && umount "$W/full"; rm -rf "$W"; }
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails+1)); }
+. "$(dirname "$0")/lib.sh"
+MPI="$MPI -np 2"
+on_exit 'mountpoint -q "$W/full" 2>/dev/null && umount "$W/full"'
 expect_error() { # expect_error "words" command...: non-zero exit, words on stderr, no crash or hang
     local words=$1; shift
     if timeout 120 "$@" >"$W/out" 2>"$W/err"; then fail "exit 0: $*"; return 1; fi
@@ -31,7 +25,7 @@ expect_error() { # expect_error "words" command...: non-zero exit, words on stde
     if ! grep -q -- "$words" "$W/err"; then fail "message lacks '$words': $*"; cat "$W/err"; return 1; fi
     echo "ok: $(grep -m1 -- "$words" "$W/err")"
 }
-bash tests/corpus.sh $W/corpus.txt
+corpus
 head -c 300000 $W/corpus.txt > $W/small.txt
 $M tokenize --tokenizer byte --out $W/d $W/small.txt >/dev/null
 D="--train $W/d_train.bin --layers 1 --dim 16 --heads 2 --seq-len 16 --batch 4 --log-every 0"
@@ -100,7 +94,7 @@ expect_error "tensor wte.weight holds a non-finite value" $M import --format saf
 expect_error "tensor wte.weight holds a non-finite value" $M import --format llmc --in $W/m.llmc --heads 2 --out $W/imp2
 
 # a checkpoint holding a NaN (written by the test program through the checkpoint API)
-${MT_BUILD:-build}/tests/test_nonfinite_ckpt $W/nanck || fail "writing the NaN checkpoint"
+$BUILD/tests/test_nonfinite_ckpt $W/nanck || fail "writing the NaN checkpoint"
 expect_error "holds inf/NaN values in tensor ln_f.weight" $M train --train $W/d_train.bin --log-every 0 --steps 1 --init-from $W/nanck
 expect_error "the loss of batch 0 of .* is nan (not finite)" $M eval --ckpt $W/nanck --val $W/d_val.bin
 expect_error "the logits of generated token 1 are not finite" $M generate --ckpt $W/nanck --tokens 5

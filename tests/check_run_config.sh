@@ -9,13 +9,9 @@
 #  - an unknown section, an unknown key, a key in the wrong section and
 #    invalid YAML are one error line naming the file and line.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus d
 F="--train $W/d_train.bin --val $W/d_val.bin --layers 2 --dim 32 --heads 4 --seq-len 32 --batch 8 --steps 6 --lr 1e-3 --warmup 2 --lr-schedule cosine --min-lr 1e-4 --dropout 0.1 --eval-every 3 --log-every 0"
 cat > $W/run.yaml <<YAML
 # the same run as \$F
@@ -35,14 +31,13 @@ logging:
   eval-every: 3
   log-every: 0
 YAML
-losses() { grep -o '"\(loss\|val_loss\)":[^,}]*\(,"lr":[^,]*,"grad_norm":[^,]*\)\?' "$1"; }
 $M train $F --metrics $W/flags.jsonl >/dev/null
 $M train --config $W/run.yaml --metrics $W/conf.jsonl >/dev/null
-cmp <(losses $W/flags.jsonl) <(losses $W/conf.jsonl) || { echo "FAIL: the config run differs from the flag run"; exit 1; }
+cmp <(step_val_losses $W/flags.jsonl) <(step_val_losses $W/conf.jsonl) || { echo "FAIL: the config run differs from the flag run"; exit 1; }
 mpirun -np 2 $M train $F --dp 2 --zero 1 --metrics $W/flags2.jsonl >/dev/null
 mpirun -np 2 $M train --config=$W/run.yaml --dp=2 --zero=1 --metrics $W/conf2.jsonl >/dev/null
-cmp <(losses $W/flags2.jsonl) <(losses $W/conf2.jsonl) || { echo "FAIL: dp2: the config run differs"; exit 1; }
-echo "ok   --config run.yaml = the same flags, bitwise ($(losses $W/conf.jsonl | wc -l) losses; also dp2 ZeRO-1 with --config= and --dp=2)"
+cmp <(step_val_losses $W/flags2.jsonl) <(step_val_losses $W/conf2.jsonl) || { echo "FAIL: dp2: the config run differs"; exit 1; }
+echo "ok   --config run.yaml = the same flags, bitwise ($(step_val_losses $W/conf.jsonl | wc -l) losses; also dp2 ZeRO-1 with --config= and --dp=2)"
 $M train --config $W/run.yaml --print-config > $W/p1.yaml
 $M train --config $W/p1.yaml --print-config > $W/p2.yaml
 cmp $W/p1.yaml $W/p2.yaml || { echo "FAIL: --print-config does not round-trip"; diff $W/p1.yaml $W/p2.yaml; exit 1; }

@@ -3,12 +3,8 @@
 # form and activation peaks for small cases; --trace writes valid Chrome trace
 # JSON whose spans equal the schedule; bad flags are one-line errors (exit 1).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 make -s build/meshtrain >/dev/null || { echo "FAIL: make build/meshtrain"; exit 1; }
-M=${MT_BUILD:-build}/meshtrain
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 expect_line() { # expect_line FILE "exact line"
     if grep -qxF -- "$2" "$1"; then echo "ok: $2"; else fail "missing line '$2' in:"; cat "$1"; fi
 }

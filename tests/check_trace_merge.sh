@@ -4,12 +4,8 @@
 # rank 1's 20000 spans cross several 1 MiB pieces), and a file that cannot be
 # created is one clear error on every rank, with a non-zero exit and no hang.
 set -u
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/lib.sh"
 make -s build/tests/test_trace >/dev/null || { echo "FAIL: make build/tests/test_trace"; exit 1; }
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 for np in 1 2 3; do
     if ! timeout 60 mpirun -np $np build/tests/test_trace --merge "$W/t$np.json" >"$W/out" 2>&1; then

@@ -6,11 +6,8 @@
 #    identical final parameters (bitwise);
 #  - eval and generate run on the checkpoint.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+corpus text
 T="--train $W/text_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --lr 1e-3 --dropout 0.1 --grad-clip 1.0 --log-every 0"
 
 echo "== gradient accumulation =="

@@ -5,12 +5,8 @@
 # 20 steps), and a checkpoint written under tp 3 holds the 256 rows and
 # resumes in one process on the uninterrupted run's losses.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-MPI="mpirun --oversubscribe"; [ "$(id -u)" = 0 ] && MPI="$MPI --allow-run-as-root"
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/d $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+corpus d
 compare() { # REF RUN
     $PY - $W/$1.jsonl $W/$2.jsonl $2 <<'PY'
 import json, sys

@@ -24,13 +24,9 @@
 #    bytes is the held bytes, and the peak total at most the held total plus
 #    one block.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus text
 T="--train $W/text_train.bin --layers 13 --dim 256 --heads 4 --seq-len 32 --batch 4 --steps 2 --log-every 0 --timeout 60"
 for z in 0 1 2 3; do
     mpirun --oversubscribe -np 4 $M train $T --dp 4 --zero $z --report-json $W/fp32_z$z.json >/dev/null

@@ -11,20 +11,15 @@
 #    held: the params bytes grow by the hpz bytes per microbatch;
 #  - a group that does not divide the shard group, or --zero 1, is refused.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus text
 T="--train $W/text_train.bin --layers 2 --dim 40 --heads 4 --seq-len 32 --batch 8 --steps 20 --log-every 0 --dropout 0.1 --timeout 30 --dp 4 --zero 3 --ranks-per-node 2"
-MPI="mpirun --oversubscribe -np 4"
-losses() { grep -o '"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*' "$1"; }
+MPI="$MPI -np 4"
 for prec in fp32 bf16; do
     $MPI $M train $T --precision $prec --metrics $W/z3.jsonl --report-json $W/z3.json --ckpt-dir $W/z3 >/dev/null
     $MPI $M train $T --precision $prec --zeropp-hpz 2 --metrics $W/hpz.jsonl --report-json $W/hpz.json --ckpt-dir $W/hpz >/dev/null
-    cmp <(losses $W/z3.jsonl) <(losses $W/hpz.jsonl) || { echo "$prec: hpZ losses differ from ZeRO-3"; exit 1; }
+    cmp <(step_losses $W/z3.jsonl) <(step_losses $W/hpz.jsonl) || { echo "$prec: hpZ losses differ from ZeRO-3"; exit 1; }
     for r in 0 1 2 3; do
         f=tensors-000020-r0000$r.bin
         cmp $W/z3/$f $W/hpz/$f || { echo "$prec: rank $r checkpoint differs"; exit 1; }

@@ -3,7 +3,6 @@
 # re-implementation (tests/zeropp_quant_ref.py): tails, exact ties, an
 # all-zero block, 1e30 and 1e-30 magnitudes, blocks of 256 and 64.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-${MT_BUILD:-build}/tests/test_zeropp_quant --dump $W
-/usr/bin/python3 tests/zeropp_quant_ref.py $W
+. "$(dirname "$0")/lib.sh"
+$BUILD/tests/test_zeropp_quant --dump $W
+$PY tests/zeropp_quant_ref.py $W

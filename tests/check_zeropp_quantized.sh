@@ -12,15 +12,11 @@
 #  - --zero 1 with --zeropp-qwz or --zeropp-qgz is refused.
 # The step time of each variant is printed (not asserted: one shared machine).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-bash tests/corpus.sh $W/corpus.txt
-$M tokenize --tokenizer byte --out $W/text $W/corpus.txt >/dev/null
+. "$(dirname "$0")/lib.sh"
+one_thread
+corpus text
 T="--train $W/text_train.bin --val $W/text_val.bin --layers 2 --dim 48 --heads 4 --seq-len 32 --batch 16 --steps 300 --lr 5e-4 --log-every 0 --eval-every 300 --eval-batches 8 --timeout 60 --dp 4 --zero 3 --ranks-per-node 2"
-MPI="mpirun --oversubscribe -np 4"
+MPI="$MPI -np 4"
 run() { # name flags...
     local name=$1; shift
     $MPI $M train $T "$@" --metrics $W/$name.jsonl --report-json $W/$name.json >/dev/null
@@ -55,12 +51,11 @@ ok &= inter <= 0.27
 print(f"{'ok  ' if inter <= 0.27 else 'FAIL'} qwZ+hpZ+qgZ inter-node bytes {inter:.3f}x plain ZeRO-3 (bound 0.27)")
 sys.exit(0 if ok else 1)
 PY
-losses() { grep -o '"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*' "$1"; }
 T="${T/--ranks-per-node 2/--ranks-per-node 3}"; T="${T/--steps 300/--steps 20}"
 out=$($MPI $M train $T --metrics $W/p.jsonl 2>&1)
 $MPI $M train $T --zeropp-qgz --metrics $W/f.jsonl > $W/f.out 2>&1
 [ "$(grep -c 'note: --zeropp-qgz needs the same number' $W/f.out)" = 1 ] || { echo "FAIL: no single fallback notice: $(cat $W/f.out)"; exit 1; }
-cmp <(losses $W/p.jsonl) <(losses $W/f.jsonl) || { echo "FAIL: the qgZ fallback changed the losses"; exit 1; }
+cmp <(step_losses $W/p.jsonl) <(step_losses $W/f.jsonl) || { echo "FAIL: the qgZ fallback changed the losses"; exit 1; }
 echo "ok   nodes of 3 on 4 ranks: qgZ falls back to the plain reduce-scatter with one notice, 20 losses bitwise"
 for f in --zeropp-qwz --zeropp-qgz; do
     set +e; out=$($MPI $M train $T --steps 1 --zero 1 $f 2>&1); rc=$?; set -e
