@@ -12,27 +12,6 @@
 
 static char g_root[256];
 
-static char *rd(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (fread(b, 1, (size_t)n, f) != (size_t)n) { fclose(f); free(b); return NULL; }
-    fclose(f);
-    b[n] = 0;
-    if (len) *len = (size_t)n;
-    return b;
-}
-
-static void wr(const char *path, const void *data, size_t len) {
-    FILE *f = fopen(path, "wb");
-    if (!f) { perror(path); exit(1); }
-    fwrite(data, 1, len, f);
-    fclose(f);
-}
-
 static int count_files(const char *dir, const char *prefix) {
     DIR *d = opendir(dir);
     int n = 0;
@@ -41,19 +20,6 @@ static int count_files(const char *dir, const char *prefix) {
         if (e->d_name[0] != '.' && strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
     if (d) closedir(d);
     return n;
-}
-
-static void rm_rf(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[512];
-    while (d && (e = readdir(d))) {
-        if (e->d_name[0] == '.' && (e->d_name[1] == 0 || (e->d_name[1] == '.' && e->d_name[2] == 0))) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    if (d) closedir(d);
-    rmdir(dir);
 }
 
 /* A small model-like set of tensors whose values encode (tensor, index). */
@@ -180,7 +146,7 @@ static void test_save_validation(void) {
     expect_open_error(dir, "does not exist", __LINE__);
     char f[400];
     snprintf(f, sizeof f, "%s/file", g_root);
-    wr(f, "x", 1);
+    spit(f, "x", 1);
     CHECK(mt_ckpt_save(f, 1, "{}", g_t, NT, &e) == -1 && strstr(e.msg, "not a directory"), "%s", e.msg);
 }
 
@@ -215,9 +181,9 @@ static void test_crash_phases(void) {
     /* Leftover temp files from some earlier crash do not disturb loading. */
     char p[400];
     snprintf(p, sizeof p, "%s/manifest.json.tmp", dir);
-    wr(p, "{garbage", 8);
+    spit(p, "{garbage", 8);
     snprintf(p, sizeof p, "%s/tensors-000999.bin.tmp", dir);
-    wr(p, "junk", 4);
+    spit(p, "junk", 4);
     mt_ckpt *ck = mt_ckpt_open(dir, &e);
     CHECK(ck && mt_ckpt_step(ck) == 140 && tensors_match(ck), "leftover temps: %s", e.msg);
     mt_ckpt_close(ck);
@@ -239,17 +205,17 @@ static int g_reseal = 1;
  * (replace `from` by `to`, which must occur) and, unless g_reseal is 0, its
  * checksum recomputed. */
 static void edited_copy(const char *src, const char *dst, const char *from, const char *to) {
-    rm_rf(dst);
+    rm_tree(dst);
     mkdir(dst, 0755);
     char p[400], q[400];
     size_t n;
     snprintf(p, sizeof p, "%s/tensors-000001.bin", src);
-    char *data = rd(p, &n);
+    char *data = slurp(p, &n);
     snprintf(q, sizeof q, "%s/tensors-000001.bin", dst);
-    wr(q, data, n);
+    spit(q, data, n);
     free(data);
     snprintf(p, sizeof p, "%s/manifest.json", src);
-    char *m = rd(p, &n);
+    char *m = slurp(p, &n);
     char *hit = from ? strstr(m, from) : NULL;
     if (from && !hit) { fprintf(stderr, "edit target '%s' not in manifest\n", from); exit(1); }
     snprintf(q, sizeof q, "%s/manifest.json", dst);
@@ -261,7 +227,7 @@ static void edited_copy(const char *src, const char *dst, const char *from, cons
         strcat(out, hit + strlen(from));
     } else strcpy(out, m);
     if (g_reseal) reseal(out);
-    wr(q, out, strlen(out));
+    spit(q, out, strlen(out));
     free(out);
     free(m);
 }
@@ -278,15 +244,15 @@ static void test_corruption(void) {
     edited_copy(good, bad, NULL, NULL);
     snprintf(p, sizeof p, "%s/tensors-000001.bin", bad);
     size_t n;
-    char *d = rd(p, &n);
+    char *d = slurp(p, &n);
     d[n / 2] ^= 0x10;
-    wr(p, d, n);
+    spit(p, d, n);
     expect_open_error(bad, "checksum mismatch", __LINE__);
     mt_ckpt *ck = mt_ckpt_open_ex(bad, MT_CKPT_NO_VERIFY, &e);
     CHECK(ck != NULL, "NO_VERIFY skips checksums: %s", e.msg);
     mt_ckpt_close(ck);
     /* Truncated data file. */
-    wr(p, d, n - 4);
+    spit(p, d, n - 4);
     expect_open_error(bad, "truncated or replaced", __LINE__);
     free(d);
     /* Missing data file. */
@@ -295,11 +261,11 @@ static void test_corruption(void) {
     /* Truncated / invalid manifest. */
     edited_copy(good, bad, NULL, NULL);
     snprintf(p, sizeof p, "%s/manifest.json", bad);
-    char *m = rd(p, &n);
-    wr(p, m, n / 2);
+    char *m = slurp(p, &n);
+    spit(p, m, n / 2);
     expect_open_error(bad, "is not valid JSON: JSON parse error at byte", __LINE__);
     free(m);
-    wr(p, "[]", 2);
+    spit(p, "[]", 2);
     expect_open_error(bad, "not a JSON object", __LINE__);
 
     struct { const char *from, *to, *want; } edits[] = {
@@ -344,9 +310,9 @@ static void test_corruption(void) {
      * wrong value). */
     edited_copy(good, bad, NULL, NULL);
     snprintf(p, sizeof p, "%s/tensors-000001.bin", bad);
-    d = rd(p, &n);
+    d = slurp(p, &n);
     d[4 * 3 + 1] ^= 0x01; /* element 3 of the first tensor */
-    wr(p, d, n);
+    spit(p, d, n);
     free(d);
     ck = mt_ckpt_open_ex(bad, MT_CKPT_NO_VERIFY, &e);
     CHECK(ck != NULL, "%s", e.msg);
@@ -375,9 +341,9 @@ static void test_multi_piece(void) {
     memcpy(b, full + 70, 120);
     memcpy(b + 120, full + 40, 120);
     snprintf(p, sizeof p, "%s/tensors-000005-r00000.bin", dir);
-    wr(p, a, sizeof a);
+    spit(p, a, sizeof a);
     snprintf(p, sizeof p, "%s/tensors-000005-r00001.bin", dir);
-    wr(p, b, sizeof b);
+    spit(p, b, sizeof b);
     char man[2048];
     snprintf(man, sizeof man,
              "{\"format\":\"meshtrain-checkpoint\",\"version\":1,\"step\":5,\"state\":{},"
@@ -389,7 +355,7 @@ static void test_multi_piece(void) {
              "{\"file\":1,\"offset\":0,\"start\":70,\"numel\":30}]}]}",
              mt_ckpt_checksum(a, sizeof a), mt_ckpt_checksum(b, sizeof b));
     snprintf(p, sizeof p, "%s/manifest.json", dir);
-    wr(p, man, strlen(man));
+    spit(p, man, strlen(man));
     mt_error e = {{0}};
     mt_ckpt *ck = mt_ckpt_open(dir, &e);
     CHECK(ck != NULL, "%s", e.msg);
@@ -442,9 +408,9 @@ static void test_run_config(void) {
     const char *c3 = "schedule:\n  steps: 3\n", *c4 = "schedule:\n  steps: 4\n";
     CHECK(save_with_config(dir, 3, c3, &e) == 0, "%s", e.msg);
     snprintf(p, sizeof p, "%s/config-000099.yaml.tmp.123", dir); /* a crashed save's leftover */
-    wr(p, "x", 1);
+    spit(p, "x", 1);
     snprintf(p, sizeof p, "%s/config-notes.yaml", dir); /* not a name the writer uses: kept */
-    wr(p, "x", 1);
+    spit(p, "x", 1);
     CHECK(save_with_config(dir, 4, c4, &e) == 0, "%s", e.msg);
     CHECK(count_files(dir, "config-0") == 1, "old run configs removed (%d left)", count_files(dir, "config-0"));
     CHECK(count_files(dir, "config-notes") == 1, "a user's file is kept");
@@ -456,7 +422,7 @@ static void test_run_config(void) {
     CHECK(mt_ckpt_read_run_config(ck, &text, &e) == 0 && text && !strcmp(text, c4), "read back: %s", e.msg);
     free(text);
     snprintf(p, sizeof p, "%s/config-000004.yaml", dir);
-    wr(p, "schedule:\n  steps: 5\n", strlen(c4)); /* same size, other bytes */
+    spit(p, "schedule:\n  steps: 5\n", strlen(c4)); /* same size, other bytes */
     CHECK(mt_ckpt_read_run_config(ck, &text, &e) == -1 && strstr(e.msg, "was changed after the save") && !text,
           "changed: %s", e.msg);
     unlink(p);
@@ -489,7 +455,7 @@ static void test_checksum(void) {
 
 int main(void) {
     snprintf(g_root, sizeof g_root, "/tmp/mt_test_ckpt_XXXXXX");
-    if (!mkdtemp(g_root)) { perror("mkdtemp"); return 1; }
+    tl_mkdtemp(g_root);
     test_checksum();
     test_round_trip();
     test_save_validation();
@@ -503,7 +469,7 @@ int main(void) {
     char p[400];
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", g_root, subs[i]);
-        rm_rf(p);
+        rm_tree(p);
     }
     snprintf(p, sizeof p, "%s/file", g_root);
     unlink(p);

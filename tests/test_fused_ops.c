@@ -6,6 +6,7 @@
  * attention kernels against the BLAS attention (multi-head and grouped-query,
  * with and without dropout);
  * each also at 1 and 2 threads, which must agree bit for bit. */
+#define TL_LCG_SEED 0x9E3779B97F4A7C15ULL
 #include "ops/ops.h"
 #include "ops/attention_impl.h"
 #include "testlib.h"
@@ -17,28 +18,10 @@
 
 #define TOL 1e-5
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static double urand(void) {
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
-}
-static float *falloc(size_t n) {
-    float *p = calloc(n ? n : 1, sizeof(float));
-    if (!p) {
-        fprintf(stderr, "test_fused_ops: out of memory for %zu floats\n", n);
-        exit(2);
-    }
-    return p;
-}
 static float *frandn(size_t n, float a) {
     float *x = falloc(n);
-    for (size_t i = 0; i < n; i++) x[i] = (float)((urand() * 2.0 - 1.0) * a);
+    fill(x, n, a);
     return x;
-}
-static float *fcopy(const float *x, size_t n) {
-    float *y = falloc(n);
-    memcpy(y, x, n * sizeof(float));
-    return y;
 }
 
 /* max |a-b| / max(1, |b|) over n elements */
@@ -62,7 +45,7 @@ static void test_residual_layernorm(int N, int C, int with_bias, int threads) {
     float *rres = falloc((size_t)N * C), *rout = falloc((size_t)N * C), *rmean = falloc(N), *rrstd = falloc(N);
     op_residual_layernorm_forward(res, out, mean, rstd, x, br, with_bias ? bias : NULL, w, b, N, C);
     /* unfused: the branch's bias added first (as the GEMM does), then op_add, then LayerNorm */
-    float *brb = fcopy(br, (size_t)N * C);
+    float *brb = fdup(br, (size_t)N * C);
     if (with_bias)
         for (int n = 0; n < N; n++)
             for (int c = 0; c < C; c++) brb[(size_t)n * C + c] += bias[c];
@@ -87,9 +70,9 @@ static void test_bias_gelu(int N, int OC, int threads) {
     omp_set_num_threads(threads);
     size_t n = (size_t)N * OC;
     float *pre0 = frandn(n, 4), *bias = frandn(OC, 1), *dout = frandn(n, 1), *db0 = frandn(OC, 1);
-    float *pre = fcopy(pre0, n), *out = falloc(n);
+    float *pre = fdup(pre0, n), *out = falloc(n);
     op_bias_gelu_forward(pre, out, bias, N, OC);
-    float *rpre = fcopy(pre0, n), *rout = falloc(n);
+    float *rpre = fdup(pre0, n), *rout = falloc(n);
     for (int r = 0; r < N; r++)
         for (int j = 0; j < OC; j++) rpre[(size_t)r * OC + j] += bias[j];
     op_gelu_forward(rout, rpre, n);
@@ -98,9 +81,9 @@ static void test_bias_gelu(int N, int OC, int threads) {
     CHECK_ARR(what, pre, rpre, n);
     CHECK_ARR(what, out, rout, n);
     /* backward, in place (dpre aliases dout, as the model calls it) */
-    float *g = fcopy(dout, n), *db = fcopy(db0, OC);
+    float *g = fdup(dout, n), *db = fdup(db0, OC);
     op_gelu_bias_backward(g, db, pre, g, N, OC);
-    float *rg = falloc(n), *rdb = fcopy(db0, OC);
+    float *rg = falloc(n), *rdb = fdup(db0, OC);
     op_gelu_backward(rg, rpre, dout, n);
     op_matmul_backward(MT_GEMM_DEFAULT, NULL, NULL, rdb, rg, NULL, NULL, N, 1, OC, 0); /* the unfused bias sum */
     snprintf(what, sizeof what, "gelu+bias bwd N=%d OC=%d threads=%d", N, OC, threads);
@@ -108,7 +91,7 @@ static void test_bias_gelu(int N, int OC, int threads) {
     CHECK_ARR(what, db, rdb, OC);
     CHECK(memcmp(db, rdb, OC * sizeof(float)) == 0, "%s: bias gradient not bitwise equal to the matmul's", what);
     /* without bias: plain GELU */
-    float *p2 = fcopy(pre0, n), *o2 = falloc(n), *r2 = falloc(n);
+    float *p2 = fdup(pre0, n), *o2 = falloc(n), *r2 = falloc(n);
     op_bias_gelu_forward(p2, o2, NULL, N, OC);
     op_gelu_forward(r2, pre0, n);
     CHECK_ARR("gelu without bias", o2, r2, n);
@@ -145,7 +128,7 @@ static void test_softmax_xent(int N, int V, int Vp, float spread, float shift, i
     for (int i = 0; i < N; i++) tg[i] = i % 7 == 3 ? -1 : (int32_t)(urand() * V);
     const float scale = 1.0f / (float)N;
     double *rloss = calloc((size_t)N, sizeof(double));
-    float *rgrad = falloc(n), *loss = falloc(N), *g = fcopy(x, n), *lossonly = falloc(N), *xo = fcopy(x, n);
+    float *rgrad = falloc(n), *loss = falloc(N), *g = fdup(x, n), *lossonly = falloc(N), *xo = fdup(x, n);
     if (!rloss) exit(2);
     xent_oracle(x, tg, N, V, Vp, scale, rloss, rgrad);
     op_softmax_xent(g, loss, tg, N, V, Vp, scale);
@@ -177,7 +160,7 @@ static void test_softmax_xent(int N, int V, int Vp, float spread, float shift, i
     /* vocab-parallel: 3 uneven shards of the V columns give the same losses and gradient */
     int cut[4] = {0, V / 5, V / 5 + V / 2, V};
     float *mx = falloc(3 * (size_t)N), *se = falloc(3 * (size_t)N), *xt = falloc(3 * (size_t)N);
-    float *lse = falloc(N), *gs = fcopy(x, n);
+    float *lse = falloc(N), *gs = fdup(x, n);
     for (int s = 0; s < 3; s++)
         op_xent_shard_stats(x + cut[s], mx + (size_t)s * N, se + (size_t)s * N, xt + (size_t)s * N, tg, N,
                             cut[s + 1] - cut[s], Vp, cut[s]);
@@ -240,11 +223,11 @@ static void test_thread_invariance(void) {
         omp_set_num_threads(t + 1);
         float *res = falloc((size_t)N * C), *out = falloc((size_t)N * C), *mr = falloc(2 * (size_t)N);
         op_residual_layernorm_forward(res, out, mr, mr + N, x, br, bias, w, b, N, C);
-        float *pre = fcopy(x, (size_t)N * OC), *ge = falloc((size_t)N * OC);
+        float *pre = fdup(x, (size_t)N * OC), *ge = falloc((size_t)N * OC);
         op_bias_gelu_forward(pre, ge, bias, N, OC);
-        float *gd = fcopy(d, (size_t)N * OC), *db = falloc(OC);
+        float *gd = fdup(d, (size_t)N * OC), *db = falloc(OC);
         op_gelu_bias_backward(gd, db, pre, gd, N, OC);
-        float *l = fcopy(lg, (size_t)N * Vp), *loss = falloc(N);
+        float *l = fdup(lg, (size_t)N * Vp), *loss = falloc(N);
         op_softmax_xent(l, loss, tg, N, V, Vp, 0.5f);
         float *set[8] = {res, out, mr, pre, ge, gd, db, l};
         memcpy(o[t], set, sizeof set);

@@ -22,26 +22,6 @@ static char *P(const char *a, const char *b) { /* static ring of paths */
     return p;
 }
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)len + 1);
-    if (!b || fread(b, 1, (size_t)len, f) != (size_t)len) { fclose(f); free(b); return NULL; }
-    fclose(f);
-    b[len] = 0;
-    *n = (size_t)len;
-    return b;
-}
-
-static void spit(const char *path, const void *d, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(d, 1, n, f) != n) { perror(path); exit(1); }
-    fclose(f);
-}
-
 static int exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
@@ -54,22 +34,6 @@ static int same_file(const char *a, const char *b) {
     free(x);
     free(y);
     return same;
-}
-
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[1024];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            struct stat st;
-            if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) rm_tree(p);
-            else unlink(p);
-        }
-    closedir(d);
-    rmdir(dir);
 }
 
 static void cp_tree(const char *from, const char *to) {
@@ -524,7 +488,7 @@ static void test_errors(void) {
 
 int main(void) {
     snprintf(g_root, sizeof g_root, "/tmp/mt_test_hf_dir_XXXXXX");
-    if (!mkdtemp(g_root)) { perror("mkdtemp"); return 1; }
+    tl_mkdtemp(g_root);
     test_round_trips();
     test_exact_bytes();
     test_large();

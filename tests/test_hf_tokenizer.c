@@ -18,13 +18,7 @@
 #include "testlib.h"
 
 static uint64_t rng_state = 0x243F6A8885A308D3ull;
-static uint32_t rnd(uint32_t n) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return n ? (uint32_t)(z % n) : 0;
-}
+static uint32_t rnd(uint32_t n) { return rng_below(&rng_state, n); }
 
 static double now(void) {
     struct timespec ts;
@@ -410,10 +404,7 @@ static void test_real(const char *pkg, int32_t vocab, int32_t eot, const char *s
 
 int main(void) {
     strcpy(tmpdir, "/tmp/mt_test_hf_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    tl_mkdtemp(tmpdir);
     snprintf(json_path, sizeof json_path, "%s/tokenizer.json", tmpdir);
     test_small();
     unlink(json_path);

@@ -49,26 +49,6 @@ static int same_weights(const mt_weights *a, const mt_weights *b) {
     return 1;
 }
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)len + 1);
-    if (fread(b, 1, (size_t)len, f) != (size_t)len) { fclose(f); free(b); return NULL; }
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
-static void spit(const char *path, const void *d, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) { perror(path); exit(1); }
-    fwrite(d, 1, n, f);
-    fclose(f);
-}
-
 /* ---- a raw safetensors builder for crafting (malformed) files ---- */
 typedef struct {
     char name[96];
@@ -535,23 +515,9 @@ static void test_cli(const mt_weights *src) {
     mt_ckpt_close(c);
 }
 
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) { unlink(dir); return; }
-    struct dirent *e;
-    char p[600];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        rm_tree(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 int main(void) {
     snprintf(g_root, sizeof g_root, "/tmp/mt_test_interop_XXXXXX");
-    if (!mkdtemp(g_root)) { perror("mkdtemp"); return 1; }
+    tl_mkdtemp(g_root);
     mt_model_config cfg = tiny();
     mt_weights src;
     mt_weights_alloc(&src, &cfg);

@@ -26,12 +26,7 @@ static mt_unit_layout test_unit(void) {
     static mt_unit_layout u; /* built once, read by every test (its tensors stay reachable) */
     if (u.n_tensors) return u;
     u.role = MT_UNIT_BLOCK;
-    add_tensor(&u, "w1", 2, 37, 23, 1);
-    add_tensor(&u, "b1", 1, 37, 1, 0);
-    add_tensor(&u, "w2", 2, 5, 41, 1);
-    add_tensor(&u, "g", 1, 41, 1, 0);
-    add_tensor(&u, "row", 2, 1, 17, 1);
-    add_tensor(&u, "w3", 2, 2, 3, 1);
+    add_test_tensors(&u);
     return u;
 }
 

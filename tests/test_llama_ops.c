@@ -10,6 +10,7 @@
  * over each group). Determinism: GQA with NKV == NH is bit for bit
  * op_attention_forward/backward, and every kernel gives the same bits on 1
  * and 2 threads. Each comparison prints its measured maximum error. */
+#define TL_LCG_SEED 0x2545F4914F6CDD1DULL
 #include "ops/ops.h"
 #include "testlib.h"
 #include <math.h>
@@ -18,43 +19,8 @@
 #include <stdlib.h>
 
 /* ---------- helpers ---------- */
-static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
-static double urand(void) { /* [0,1) */
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
-}
-static float frand(float a) { return (float)((urand() * 2.0 - 1.0) * a); }
-static float *falloc(size_t n) {
-    float *p = calloc(n ? n : 1, sizeof(float));
-    if (!p) {
-        fprintf(stderr, "test_llama_ops: out of memory for %zu floats\n", n);
-        exit(2);
-    }
-    return p;
-}
-static double *dalloc(size_t n) {
-    double *p = calloc(n ? n : 1, sizeof(double));
-    if (!p) {
-        fprintf(stderr, "test_llama_ops: out of memory for %zu doubles\n", n);
-        exit(2);
-    }
-    return p;
-}
-static void fill(float *x, size_t n, float a) {
-    for (size_t i = 0; i < n; i++) x[i] = frand(a);
-}
 static void fill_nan(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = NAN;
-}
-static float *fdup(const float *x, size_t n) {
-    float *y = falloc(n);
-    memcpy(y, x, n * sizeof(float));
-    return y;
-}
-static double dotw(const float *x, const float *w, size_t n) {
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += (double)x[i] * w[i];
-    return s;
 }
 /* max |a - ref| / max(1, |ref|) (NaN counts as infinite), printed, and
  * one CHECK against tol */

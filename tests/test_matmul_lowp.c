@@ -2,6 +2,7 @@
  * conversions (named cases, independent round-to-nearest-even oracles, the
  * vectorised arrays against the scalar reference bit for bit) and the bf16
  * linear layer against an fp32-exact reference on the bf16-rounded inputs. */
+#define TL_LCG_SEED 0x9e3779b97f4a7c15ULL
 #include "core/dtype.h"
 #include "core/error.h"
 #include "ops/matmul_lowp.h"
@@ -11,12 +12,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
-static uint32_t rand32(void) {
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (uint32_t)(rng_state >> 32);
-}
-static float frand(float a) { return (float)(((double)rand32() / 4294967296.0 * 2.0 - 1.0) * a); }
+static uint32_t rand32(void) { return (uint32_t)(lcg_next() >> 32); }
+/* [-a, a) from the top 32 bits (the kernel tests' frand takes 53) */
+static float frand32(float a) { return (float)(((double)rand32() / 4294967296.0 * 2.0 - 1.0) * a); }
 static void *xalloc(size_t bytes) { return mt_xmalloc(bytes ? bytes : 1, "test buffer"); }
 
 /* ---------- dtype helpers ---------- */
@@ -247,7 +245,7 @@ static size_t check_ref(const char *what, const float *got, const ref_t *r, size
 
 static void fill_bf16(mt_bf16 *h, float *f, size_t n) { /* random bf16 values and their fp32 copies */
     for (size_t i = 0; i < n; i++) {
-        h[i] = mt_fp32_to_bf16(frand(1.0f));
+        h[i] = mt_fp32_to_bf16(frand32(1.0f));
         f[i] = mt_bf16_to_fp32(h[i]);
     }
 }
@@ -258,7 +256,7 @@ static void test_matmul_bf16(int N, int C, int OC, int threads) {
     mt_bf16 *inp = xalloc(nc * 2), *w = xalloc(oc * 2), *dout = xalloc(no * 2);
     float *finp = xalloc(nc * 4), *fw = xalloc(oc * 4), *fdout = xalloc(no * 4), *bias = xalloc(OC * 4);
     fill_bf16(inp, finp, nc); fill_bf16(w, fw, oc); fill_bf16(dout, fdout, no);
-    for (int o = 0; o < OC; o++) bias[o] = frand(1.0f);
+    for (int o = 0; o < OC; o++) bias[o] = frand32(1.0f);
     size_t mx = no > nc ? no : nc;
     mx = mx > oc ? mx : oc;
     ref_t r = {xalloc(mx * sizeof(double)), xalloc(mx * sizeof(double))};
@@ -283,9 +281,9 @@ static void test_matmul_bf16(int N, int C, int OC, int threads) {
 
     float *dinp = xalloc(nc * 4), *dw = xalloc(oc * 4), *db = xalloc(OC * 4);
     float *dinp0 = xalloc(nc * 4), *dw0 = xalloc(oc * 4), *db0 = xalloc(OC * 4);
-    for (size_t i = 0; i < nc; i++) dinp0[i] = frand(1.0f);
-    for (size_t i = 0; i < oc; i++) dw0[i] = frand(1.0f);
-    for (int o = 0; o < OC; o++) db0[o] = frand(1.0f);
+    for (size_t i = 0; i < nc; i++) dinp0[i] = frand32(1.0f);
+    for (size_t i = 0; i < oc; i++) dw0[i] = frand32(1.0f);
+    for (int o = 0; o < OC; o++) db0[o] = frand32(1.0f);
     for (int acc = 0; acc < 2; acc++) {
         if (acc) memcpy(dinp, dinp0, nc * 4);
         else for (size_t i = 0; i < nc; i++) dinp[i] = NAN; /* overwritten, never read */
@@ -362,10 +360,10 @@ static void test_accumulate_16(int threads) {
     for (int k = 0; k < 2; k++) {
         mt_dtype t = k ? MT_FP16 : MT_BF16;
         for (size_t i = 0; i < n; i++) {
-            float a = frand(4.0f), b = frand(4.0f);
+            float a = frand32(4.0f), b = frand32(4.0f);
             acc[i] = ref[i] = t == MT_BF16 ? mt_fp32_to_bf16(a) : mt_fp32_to_fp16(a);
             x[i] = b;
-            dst[i] = want[i] = frand(1.0f);
+            dst[i] = want[i] = frand32(1.0f);
         }
         mt_accumulate_16(t, acc, x, n);
         mt_add_from_16(t, dst, ref, n);

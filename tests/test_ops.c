@@ -1,6 +1,7 @@
 /* Kernel tests: every forward/backward of src/ops against naive double
  * references, finite differences of the fp32 kernels, attention dropout
  * (mask consistency and kept fraction), optimizer steps, determinism. */
+#define TL_LCG_SEED 0x12345678ULL
 #include "ops/ops.h"
 #include "testlib.h"
 #include <math.h>
@@ -9,19 +10,6 @@
 #include <stdlib.h>
 
 /* ---------- helpers ---------- */
-static uint64_t rng_state = 0x12345678ULL;
-static double urand(void) { /* [0,1) */
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
-}
-static float frand(float a) { return (float)((urand() * 2.0 - 1.0) * a); }
-static float *falloc(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
-static double *dalloc(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
-static void fill(float *x, size_t n, float a) { for (size_t i = 0; i < n; i++) x[i] = frand(a); }
-static float *fdup(const float *x, size_t n) { float *y = falloc(n); memcpy(y, x, n * sizeof(float)); return y; }
-static double dotw(const float *x, const float *w, size_t n) {
-    double s = 0; for (size_t i = 0; i < n; i++) s += (double)x[i] * w[i]; return s;
-}
 /* compares arrays with CHECK_CLOSE, but counts one CHECK per array to keep output short */
 static void check_arr(const char *what, const float *a, const double *ref, size_t n, double tol) {
     size_t bad = 0, worst = 0; double wd = 0;

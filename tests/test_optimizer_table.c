@@ -32,12 +32,7 @@ static mt_unit_layout test_unit(void) {
     u.role = MT_UNIT_BLOCK;
     u.t = unit_tensors;
     u.cap = 6;
-    add_tensor(&u, "w1", 2, 37, 23, 1);
-    add_tensor(&u, "b1", 1, 37, 1, 0);
-    add_tensor(&u, "w2", 2, 5, 41, 1);
-    add_tensor(&u, "g", 1, 41, 1, 0);
-    add_tensor(&u, "row", 2, 1, 17, 1);
-    add_tensor(&u, "w3", 2, 2, 3, 1);
+    add_test_tensors(&u);
     return u;
 }
 
@@ -382,10 +377,7 @@ int main(void) {
             test_entry_range(&c, 300, 1000, MT_BF16);
         }
     char dir[] = "/tmp/mt-optim-table-XXXXXX";
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    tl_mkdtemp(dir);
     for (int k = 0; k < MT_OPT_N_KINDS; k++) {
         test_rank_state((mt_opt_kind)k, MT_FP32, dir);
         test_rank_state((mt_opt_kind)k, MT_BF16, dir);

@@ -39,15 +39,6 @@ static void fill(float *x, int64_t rows, int64_t cols, int kind, float mag, uint
         for (int64_t i = 0; i < n; i++) x[i] *= powf(10.0f, (float)((i / cols) % 7 - 3));
 }
 
-static int write_file(const char *dir, const char *name, const char *ext, const void *p, size_t bytes) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    size_t w = fwrite(p, 1, bytes, f);
-    return (fclose(f) != 0 || w != bytes) ? -1 : 0;
-}
-
 /* tile API = full dequantization, bit for bit, for row ranges starting
  * mid-block, and with a row stride wider than the matrix */
 static void check_tiles_nf4(const char *name, const mt_nf4 *q, const float *full) {

@@ -45,10 +45,7 @@ static void expect_reject(const char *what, const char *w1, const char *w2, cons
 
 int main(void) {
     strcpy(dir, "/tmp/mt_test_shard_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    tl_mkdtemp(dir);
     snprintf(path, sizeof path, "%s/s.bin", dir);
     mt_error err = {{0}};
 

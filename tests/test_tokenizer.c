@@ -13,13 +13,7 @@
 #include "testlib.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(uint32_t n) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return n ? (uint32_t)(z % n) : 0;
-}
+static uint32_t rnd(uint32_t n) { return rng_below(&rng_state, n); }
 
 static size_t put_utf8(unsigned char *o, uint32_t cp) {
     if (cp < 0x80) {
@@ -332,7 +326,7 @@ static void test_gpt2(const char *dir) {
 
 static char tmpdir[64];
 
-static void write_file(const char *name, const char *text) {
+static void write_text(const char *name, const char *text) {
     char p[256];
     snprintf(p, sizeof p, "%s/%s", tmpdir, name);
     FILE *f = fopen(p, "wb");
@@ -375,15 +369,12 @@ static void expect_load_error(const char *what, const char *w1, const char *w2) 
 
 static void test_bad_vocab(void) {
     strcpy(tmpdir, "/tmp/mt_test_tok_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        exit(1);
-    }
+    tl_mkdtemp(tmpdir);
     printf("vocabulary rejections:\n");
     expect_load_error("no files", "no readable encoder.json", "npm install");
     const char *merges = "#version: 0.2\na b\nab c\n";
-    write_file("encoder.json", tiny_encoder("", -1));
-    write_file("vocab.bpe", merges);
+    write_text("encoder.json", tiny_encoder("", -1));
+    write_text("vocab.bpe", merges);
     /* the tiny vocabulary itself is fine */
     mt_error err;
     mt_tokenizer *t = mt_tokenizer_gpt2(tmpdir, &err);
@@ -394,52 +385,52 @@ static void test_bad_vocab(void) {
         CHECK(encodes_to(t, "xabcab", 6, want, 3), "tiny encoding");
         mt_tokenizer_free(t);
     }
-    write_file("vocab.bpe", "#version: 0.2\na b\nab c"); /* no final newline: the last line is dropped, as in the references */
+    write_text("vocab.bpe", "#version: 0.2\na b\nab c"); /* no final newline: the last line is dropped, as in the references */
     t = mt_tokenizer_gpt2(tmpdir, &err);
     if (t) {
         int32_t want[2] = {256, 'c'};
         CHECK(encodes_to(t, "abc", 3, want, 2), "last line without newline dropped");
         mt_tokenizer_free(t);
     }
-    write_file("vocab.bpe", merges);
+    write_text("vocab.bpe", merges);
 
-    write_file("encoder.json", "{\"a\": 0, ");
+    write_text("encoder.json", "{\"a\": 0, ");
     expect_load_error("truncated JSON", "malformed JSON", "encoder.json");
-    write_file("encoder.json", "[1, 2]");
+    write_text("encoder.json", "[1, 2]");
     expect_load_error("not an object", "JSON object", NULL);
-    write_file("encoder.json", tiny_encoder(", \"abcd\": 5", -1));
+    write_text("encoder.json", tiny_encoder(", \"abcd\": 5", -1));
     expect_load_error("duplicate id", "duplicate id 5", "abcd");
-    write_file("encoder.json", tiny_encoder(", \"abcd\": 1000", -1));
+    write_text("encoder.json", tiny_encoder(", \"abcd\": 1000", -1));
     expect_load_error("id out of range", "1000", "0..259");
-    write_file("encoder.json", tiny_encoder(", \"abcd\": 1.5", -1));
+    write_text("encoder.json", tiny_encoder(", \"abcd\": 1.5", -1));
     expect_load_error("fractional id", "1.5", NULL);
-    write_file("encoder.json", tiny_encoder(", \"abcd\": \"x\"", -1));
+    write_text("encoder.json", tiny_encoder(", \"abcd\": \"x\"", -1));
     expect_load_error("string id", "abcd", "not a number");
-    write_file("encoder.json", tiny_encoder(", \"ab\": 259", -1));
+    write_text("encoder.json", tiny_encoder(", \"ab\": 259", -1));
     expect_load_error("duplicate token", "'ab' appears twice", NULL);
-    write_file("encoder.json", tiny_encoder(", \"\\u0400\": 259", -1));
+    write_text("encoder.json", tiny_encoder(", \"\\u0400\": 259", -1));
     expect_load_error("outside alphabet", "U+0400", "alphabet");
     char *e = tiny_encoder("", 'q');
     char *q = strstr(e, "\"<|endoftext|>\": 258"); /* keep ids contiguous: EOT takes q's id */
     if (q) memcpy(q, "\"<|endoftext|>\": 113", 20);
-    write_file("encoder.json", e);
+    write_text("encoder.json", e);
     expect_load_error("missing byte", "byte 0x71", NULL);
     e = tiny_encoder("", -1);
     q = strstr(e, "<|endoftext|>");
     if (q) memcpy(q, "<|endoftexx|>", 13);
-    write_file("encoder.json", e);
+    write_text("encoder.json", e);
     expect_load_error("missing EOT", "<|endoftext|>", NULL);
 
-    write_file("encoder.json", tiny_encoder("", -1));
-    write_file("vocab.bpe", "#version: 0.2\na b\nab z9\n");
+    write_text("encoder.json", tiny_encoder("", -1));
+    write_text("vocab.bpe", "#version: 0.2\na b\nab z9\n");
     expect_load_error("unknown symbol", "line 3", "'z9' is not a token");
-    write_file("vocab.bpe", "#version: 0.2\na b\nb c\n");
+    write_text("vocab.bpe", "#version: 0.2\na b\nb c\n");
     expect_load_error("unknown merge", "gives 'bc'", "not a token");
-    write_file("vocab.bpe", "#version: 0.2\na b c\n");
+    write_text("vocab.bpe", "#version: 0.2\na b c\n");
     expect_load_error("three symbols", "line 2", "found 3");
-    write_file("vocab.bpe", "");
+    write_text("vocab.bpe", "");
     expect_load_error("empty merges", "empty file", NULL);
-    write_file("vocab.bpe", "#version: 0.2\n");
+    write_text("vocab.bpe", "#version: 0.2\n");
     expect_load_error("no merges", "no merges", NULL);
     char p[256];
     snprintf(p, sizeof p, "%s/vocab.bpe", tmpdir);

@@ -11,32 +11,6 @@
 #include "core/trace.h"
 #include "testlib.h"
 
-/* Reads a whole file into a NUL-terminated malloc'd buffer. */
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0, got;
-    do {
-        if (n + 4096 + 1 > cap) {
-            cap = 2 * cap + 8192;
-            char *b = realloc(buf, cap);
-            if (!b) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = b;
-        }
-        got = fread(buf + n, 1, 4096, f);
-        n += got;
-    } while (got > 0);
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
 static mt_json_doc *parse_file(const char *path) {
     size_t len = 0;
     char *text = slurp(path, &len);

@@ -28,15 +28,6 @@ static void fill(float *x, size_t n, size_t block, int bits, int kind, float mag
         for (size_t i = block; i < n && i < 2 * block; i++) x[i] = 0.0f;
 }
 
-static int write_file(const char *dir, const char *name, const char *ext, const void *p, size_t bytes) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.%s", dir, name, ext);
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    size_t w = fwrite(p, 1, bytes, f);
-    return (fclose(f) != 0 || w != bytes) ? -1 : 0;
-}
-
 int main(int argc, char **argv) {
     const char *dump = argc == 3 && !strcmp(argv[1], "--dump") ? argv[2] : NULL;
     static const struct {

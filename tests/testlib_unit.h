@@ -1,5 +1,5 @@
-/* Test helpers shared by the optimizer tests: a seeded splitmix64 stream
- * and a unit builder for hand-made layouts (no tp, no padding). */
+/* Test helpers shared by the optimizer tests: a unit builder for hand-made
+ * layouts (no tp, no padding) and the unit they step. */
 #ifndef MT_TESTLIB_UNIT_H
 #define MT_TESTLIB_UNIT_H
 #include <stdint.h>
@@ -7,15 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nn/unit.h"
-
-static inline uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-/* Uniform in [-1, 1). */
-static inline float rng_sym(uint64_t *s) { return (float)((double)(rng_next(s) >> 11) / 4503599627370496.0 - 1.0); }
+#include "testlib.h"
 
 /* Appends a tensor of r x c (ndim 2) or r (ndim 1) elements to u, growing
  * u->t when it is full (a fixed array with room to spare is never grown;
@@ -36,5 +28,17 @@ static inline void add_tensor(mt_unit_layout *u, const char *name, int ndim, int
     t->numel = (size_t)(r * t->shape[1]);
     t->weight_decay = decay;
     u->numel += t->numel;
+}
+
+/* The optimizer tests' unit (1157 elements): matrices whose rows are not a
+ * multiple of any block or shard size, vectors, a [1, n] matrix (unfactored)
+ * and a tiny matrix. */
+static inline void add_test_tensors(mt_unit_layout *u) {
+    add_tensor(u, "w1", 2, 37, 23, 1);
+    add_tensor(u, "b1", 1, 37, 1, 0);
+    add_tensor(u, "w2", 2, 5, 41, 1);
+    add_tensor(u, "g", 1, 41, 1, 0);
+    add_tensor(u, "row", 2, 1, 17, 1);
+    add_tensor(u, "w3", 2, 2, 3, 1);
 }
 #endif
