@@ -15,11 +15,9 @@
 #  (7) sizes that cannot fit in memory are refused at once with one line
 #      giving the bytes needed and the machine's.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=$(realpath "${MT_BUILD:-build}/meshtrain")
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. "$(dirname "$0")/lib.sh"
+one_thread
+M=$(realpath "$M")
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 one_error() { # WANT COMMAND...: non-zero exit within 20 s, exactly one stderr line containing WANT, no MPI abort

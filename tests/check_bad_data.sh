@@ -7,11 +7,7 @@
 # (tokenize and generate), and 60k added tokens sharing a first byte (100 KB
 # tokenized in well under 5 s, the ids a Python reference's).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. "$(dirname "$0")/lib.sh"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails+1)); }
 # expect_error "words..." -- command...: a non-zero exit that is no crash

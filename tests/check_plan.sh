@@ -18,11 +18,8 @@
 #     ZeRO paper's 7.5B example at N_d=64: model states 120 / 31.4 / 16.6 /
 #     1.88 GB per GPU for stages 0-3.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-M=${MT_BUILD:-build}/meshtrain; PY=/usr/bin/python3
-W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+. "$(dirname "$0")/lib.sh"
+one_thread
 
 # ---- 2. the published record (fast: no training) ----
 tail -n +3 tests/plan_megatron.tsv | while IFS=$'\t' read -r P a h L t p g B pub; do
