@@ -128,6 +128,14 @@ for op in reduce_scatter allgather broadcast barrier recv; do
     else fail "SIGSTOP before $op (rc $RC, ${ELAPSED}s)"; show stop_$op; fi
 done
 
+# mismatched calls (rank 0 broadcasts where the others all-reduce, under the
+# same number) are named as such at the first deadline, not waited on as slow
+run mismatch 4 stall stop 0 2 mismatch
+if [ $RC -ne 0 ] && lt "$ELAPSED" 9 && grep -q "the ranks' calls do not match" "$TMP/mismatch.out" &&
+    ! grep -q "a slow link" "$TMP/mismatch.out"; then
+    ok "mismatched collectives: named as such, ${ELAPSED}s"
+else fail "mismatched collectives (rc $RC, ${ELAPSED}s)"; show mismatch; fi
+
 # ---- a slow operation is not a dead peer: an all-reduce that takes many
 # timeouts, every rank inside it and answering, completes (one warning line
 # says so) instead of aborting with "the MPI library is stuck"

@@ -4,7 +4,8 @@
  *                                        odd sizes, in place, non-blocking,
  *                                        counters vs the documented formulas
  *   comm_driver mesh DP PP TP [G]        mesh groups vs the coordinate math
- *   comm_driver stall stop|kill RANK TIMEOUT [OP]
+ *   comm_driver stall stop|kill RANK TIMEOUT [OP]   (OP mismatch: RANK
+ *                                        broadcasts where the others all-reduce)
  *                                        RANK stops/kills itself before
  *                                        collective #3 (OP: allreduce,
  *                                        reduce_scatter, allgather, broadcast,
@@ -333,8 +334,12 @@ static int mode_stall(mt_comm_ctx *ctx, int argc, char **argv) {
     mt_comm_allreduce(w, buf, buf, 1024); /* #1 */
     mt_comm_allreduce(w, buf, buf, 1024); /* #2 */
     fflush(stdout);
-    if (r == victim) raise(sig);
-    if (!strcmp(op, "reduce_scatter")) mt_comm_reduce_scatter(w, buf, buf, 1024 / (size_t)n);
+    if (!strcmp(op, "mismatch")) { /* no signal: the victim calls a broadcast where the others all-reduce */
+        if (r == victim) mt_comm_broadcast(w, buf, 4096, 0);
+        else mt_comm_allreduce(w, buf, buf, 1024);
+    } else if (r == victim) raise(sig);
+    if (!strcmp(op, "mismatch")) ;
+    else if (!strcmp(op, "reduce_scatter")) mt_comm_reduce_scatter(w, buf, buf, 1024 / (size_t)n);
     else if (!strcmp(op, "allgather")) mt_comm_allgather(w, buf + r * 256, buf, 1024);
     else if (!strcmp(op, "broadcast")) mt_comm_broadcast(w, buf, 4096, 0);
     else if (!strcmp(op, "barrier")) mt_comm_barrier(w);

@@ -441,6 +441,7 @@ static void describe_op(linebuf *b, const mt_comm_req *r) {
  * it is in flight: a slow link or a large transfer, not a dead peer). */
 typedef struct {
     int all_answered, all_arrived;
+    int mismatch; /* a rank waits in another collective under this one's number: no wait helps */
     uint64_t signature; /* the answers' states: a change between two diagnoses is progress */
     char text[2048];
 } diagnosis;
@@ -489,6 +490,7 @@ static void diagnose(mt_comm_req *r, double waited, diagnosis *d) {
     d->text[0] = 0;
     d->all_answered = state != NULL;
     d->all_arrived = state != NULL;
+    d->mismatch = 0;
     d->signature = 1469598103934665603ull;
     lb_add(&b, "meshtrain: rank %d: timeout: ", x->world_rank);
     describe_op(&b, r);
@@ -506,9 +508,16 @@ static void diagnose(mt_comm_req *r, double waited, diagnosis *d) {
         }
         /* a collective's peer has arrived when it entered it (or went beyond); a send's or a receive's
            when it waits in the matching receive or send with this rank on this group */
-        int arrived = st == 2 && (p2p ? rep[t].cur_kind == (r->kind == MT_COMM_SEND ? MT_COMM_RECV : MT_COMM_SEND) &&
-                                            rep[t].cur_peer == c->rank && !strcmp(rep[t].cur_name, c->name)
-                                      : rep[t].entered >= (int64_t)r->seq);
+        /* a rank waiting in another kind of collective under this one's number on this group made a
+           different call: the calls do not match, which no wait resolves */
+        int mismatched = st == 2 && !p2p && rep[t].cur_kind >= 0 && rep[t].cur_kind != r->kind &&
+                         rep[t].cur_kind != MT_COMM_SEND && rep[t].cur_kind != MT_COMM_RECV &&
+                         rep[t].cur_seq == (int64_t)r->seq && !strcmp(rep[t].cur_name, c->name);
+        int arrived = st == 2 && !mismatched &&
+                      (p2p ? rep[t].cur_kind == (r->kind == MT_COMM_SEND ? MT_COMM_RECV : MT_COMM_SEND) &&
+                                 rep[t].cur_peer == c->rank && !strcmp(rep[t].cur_name, c->name)
+                           : rep[t].entered >= (int64_t)r->seq);
+        if (mismatched) d->mismatch = 1;
         if (arrived) continue;
         d->all_arrived = 0;
         if (nmiss++ >= 16) continue;
@@ -524,7 +533,8 @@ static void diagnose(mt_comm_req *r, double waited, diagnosis *d) {
                 lb_add(&b, " with rank %lld", (long long)rep[t].cur_peer);
             else
                 lb_add(&b, " #%lld", (long long)rep[t].cur_seq);
-            lb_add(&b, " on group '%s')", rep[t].cur_name);
+            lb_add(&b, " on group '%s'%s)", rep[t].cur_name,
+                   mismatched ? " -- a different collective under the same number: the ranks' calls do not match" : "");
         } else {
             lb_add(&b, "alive, not waiting)");
         }
@@ -654,7 +664,7 @@ void mt_comm_wait(mt_comm_req *r) {
              * twice, is a stalled or dead peer. */
             diagnosis d;
             diagnose(r, t - t0, &d);
-            int moving = d.all_arrived || (d.all_answered && (!extended || d.signature != last_signature));
+            int moving = !d.mismatch && (d.all_arrived || (d.all_answered && (!extended || d.signature != last_signature)));
             if (!moving || ++extended >= MT_COMM_SLOW_TIMEOUTS) on_timeout(r, &d);
             if (d.all_arrived && !x->slow_warned) {
                 x->slow_warned = 1;
