@@ -456,10 +456,12 @@ static void agree_step_boundary(mt_trainer *tr, int64_t flags[3]) {
     mt_comm_allreduce_ctl(tr->world, flags, flags, 3, MT_COMM_I64, MT_COMM_SUM);
 }
 
-/* Rank 0's metrics failure, made everyone's (collective). */
+/* Rank 0's metrics failure, if any, made everyone's: collective, every rank
+ * calls it (only rank 0 knows whether a write failed). */
 static int metrics_failure(mt_trainer *tr, mt_error *err) {
-    if (tr->rank == 0) *err = tr->metrics_err;
-    return agree(tr->world, tr->rank == 0 ? -1 : 0, err);
+    int failed = tr->rank == 0 && tr->metrics_failed;
+    if (failed) *err = tr->metrics_err;
+    return agree(tr->world, failed ? -1 : 0, err);
 }
 
 /* A checkpoint, and a line saying where and how long it took. */
@@ -574,7 +576,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     }
     if (tr->line_open) mt_train_progress(tr, 0, "%s", ""); /* end the terminal's step line */
     if (rc) return -1;
-    if (tr->metrics_failed && metrics_failure(tr, err)) return -1; /* a val_loss line failed */
+    if (metrics_failure(tr, err)) return -1; /* a val_loss line failed */
     if (tr->model.prof && tr->rank == 0 && tr->prof.steps > 0) {
         printf("profile of rank 0, mean per step (%s):\n", tr->prof.steps > 1 ? "all steps" : "one step");
         mt_profile_print_summary(&tr->prof, stdout);
@@ -583,7 +585,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
      * is how an initial model is written for export). Every non-finite state
      * returned above, so what is saved here is finite. */
     if (o->ckpt_dir && saved != tr->step && save_with_line(tr, err)) return -1;
-    if (tr->metrics_failed && metrics_failure(tr, err)) return -1; /* the {log-file} line of the save */
+    if (metrics_failure(tr, err)) return -1; /* the {log-file} line of the save */
     rc = 0;
     if (tr->metrics) {
         if (fclose(tr->metrics) != 0)
