@@ -171,6 +171,13 @@ void mt_comm_ctx_set_timeout(mt_comm_ctx *ctx, double timeout_s);
 double mt_comm_ctx_timeout(const mt_comm_ctx *ctx);
 /* The world communicator (name "world"), owned by the context. */
 mt_comm *mt_comm_world(mt_comm_ctx *ctx);
+/* Seconds this process has spent inside waits and tests on every
+ * communicator of c's context (the sum of all wait_s counters, kept as one
+ * running total; never reset): the difference over a step is the step's
+ * time waiting in communication. */
+double mt_comm_wait_total_s(const mt_comm *c);
+/* This process's host (MPI_Get_processor_name), truncated to n - 1 bytes. */
+void mt_comm_host_name(char *buf, size_t n);
 
 /* ---- communicators ---- */
 /* Collective over parent: like MPI_Comm_split. Members with the same color

@@ -80,6 +80,7 @@ struct mt_comm_ctx {
     int cur_peer;
     MPI_Op bf16_sum; /* the sum of two bf16 vectors (gradients reduced in bf16) */
     int oversubscribed; /* more ranks share this node's memory than it has online CPUs */
+    double wait_s;      /* time inside waits and tests, every communicator (mt_comm_wait_total_s) */
 };
 
 static const char *const kind_names[MT_COMM_NKIND] = {
@@ -337,6 +338,15 @@ void mt_comm_ctx_set_timeout(mt_comm_ctx *x, double t) {
 }
 double mt_comm_ctx_timeout(const mt_comm_ctx *x) { return x->timeout_s; }
 mt_comm *mt_comm_world(mt_comm_ctx *x) { return x->world; }
+double mt_comm_wait_total_s(const mt_comm *c) { return c->ctx->wait_s; }
+
+void mt_comm_host_name(char *buf, size_t n) {
+    char name[MPI_MAX_PROCESSOR_NAME + 1];
+    int len = 0;
+    if (MPI_Get_processor_name(name, &len) != MPI_SUCCESS || len < 0) len = 0;
+    name[len < MPI_MAX_PROCESSOR_NAME ? len : MPI_MAX_PROCESSOR_NAME] = 0;
+    snprintf(buf, n, "%s", len ? name : "?");
+}
 
 void mt_comm_ctx_free(mt_comm_ctx *x) {
     if (!x) return;
@@ -633,7 +643,9 @@ int mt_comm_test(mt_comm_req *r) {
     CK(c, "MPI_Test", MPI_Test(&r->req, &flag, &st), "%s", kind_names[r->kind]);
     service(c->ctx);
     if (flag) finish(r, &st);
-    c->stats.k[r->kind].wait_s += now() - t0;
+    double dt = now() - t0;
+    c->stats.k[r->kind].wait_s += dt;
+    c->ctx->wait_s += dt;
     return flag;
 }
 
@@ -691,7 +703,9 @@ void mt_comm_wait(mt_comm_req *r) {
     x->cur_comm = NULL;
     x->cur_kind = -1;
     finish(r, &st);
-    c->stats.k[r->kind].wait_s += now() - t0;
+    double dt = now() - t0;
+    c->stats.k[r->kind].wait_s += dt;
+    x->wait_s += dt;
 }
 
 void mt_comm_waitall(mt_comm_req *r, int n) {
