@@ -1,29 +1,39 @@
 /* What rank 0 writes while training: {metrics} lines, progress lines on
  * the terminal and in {log-file} (train/progress.h). */
 #include "train/progress.h"
+#include "core/error.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* One line of {metrics} (rank 0). A failed write (a full disk) is
+/* One line of {metrics} (rank 0), of any length (the straggler report's
+ * per-rank arrays grow with the world). A failed write (a full disk) is
  * remembered and ends the run at the step boundary on every rank. */
 void mt_train_metrics_line(mt_trainer *tr, const char *fmt, ...) {
     if (!tr->metrics || tr->metrics_failed) return;
-    char line[512];
+    char small[512], *line = small;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof line) { /* a programming error: the lines are short */
+    if (n >= 0 && (size_t)n >= sizeof small) {
+        line = mt_xmalloc((size_t)n + 1, "a metrics line");
+        va_start(ap, fmt);
+        vsnprintf(line, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    if (n < 0) { /* a programming error: a bad format */
         tr->metrics_failed = 1;
-        mt_errorf(&tr->metrics_err, "a {metrics} line does not fit %zu bytes", sizeof line);
+        mt_errorf(&tr->metrics_err, "a {metrics} line could not be formatted");
     } else if (fputs(line, tr->metrics) == EOF || fflush(tr->metrics) != 0) {
         tr->metrics_failed = 1;
         mt_errorf(&tr->metrics_err, "writing {metrics} file '%s' failed: %s (is the disk full?)", tr->o.metrics_path,
                   strerror(errno));
     }
+    if (line != small) free(line);
 }
 
 /* A progress line of rank 0: on a terminal, step lines (step_line 1; 2 for
