@@ -203,7 +203,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     mt_train_opts_defaults(&o);
     mt_model_flags mf;
     memset(&mf, 0, sizeof mf);
-    const char *on_nonfinite = "stop";
+    const char *on_nonfinite = "stop", *slow_rank = NULL;
     const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *offload = NULL, *precision = "fp32", *grad_reduce = "fp32", *gemm = "onednn";
     int64_t seed = (int64_t)o.seed;
     int help = 0;
@@ -300,6 +300,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
                                                     "with its step number, or is left out and counted in --metrics "
                                                     "skipped_steps (default stop; fp32/bf16 -- fp16 skips by its loss scaler)", 0},
         {"test-nonfinite-step", MT_ARG_I64, &o.test_nonfinite_step, "test aid (fp32/bf16): the last rank finds an inf gradient at step K", 0},
+        {"test-slow-rank", MT_ARG_STR, &slow_rank, "test aid: R:MS makes rank R sleep MS milliseconds at the start of every step, outside communication (a straggler)", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
     /* one table, in the order of the help and of the stored run config */
@@ -378,6 +379,14 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         goto fail;
     }
     o.on_nonfinite_skip = !strcmp(on_nonfinite, "skip");
+    if (slow_rank) {
+        int used = 0;
+        if (sscanf(slow_rank, "%d:%d%n", &o.test_slow_rank, &o.test_slow_ms, &used) != 2 || slow_rank[used] ||
+            o.test_slow_rank < 0 || o.test_slow_ms < 0) {
+            mt_errorf(&err, "--test-slow-rank must be R:MS (a rank and milliseconds per step, both >= 0), got '%s'", slow_rank);
+            goto fail;
+        }
+    }
     if (!(o.peak_gflops >= 0) || !isfinite(o.peak_gflops)) {
         mt_errorf(&err, "--peak-gflops must be a number >= 0 (0: no MFU), got %g", (double)o.peak_gflops);
         goto fail;

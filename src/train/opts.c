@@ -59,6 +59,9 @@ int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
                               "use adamw or adamw8bit",
                          optimizer->name, op->mesh.tp);
     if (mt_mesh_check(&op->mesh, world_size, err)) return -1;
+    if (op->test_slow_ms < 0 || (op->test_slow_ms > 0 && (op->test_slow_rank < 0 || op->test_slow_rank >= world_size)))
+        return mt_errorf(err, "{test-slow-rank} R:MS needs a rank R in [0, %d) and MS >= 0, got %d:%d", world_size,
+                         op->test_slow_rank, op->test_slow_ms);
     if (op->zero < 0 || op->zero > 3) return mt_errorf(err, "{zero} must be 0, 1, 2 or 3, got %d", op->zero);
     if (!(op->bucket_mb >= 0)) return mt_errorf(err, "{bucket-mb} must be >= 0 MB, got %g", (double)op->bucket_mb);
     if (op->bucket_mb > 0 && op->zero != 0)

@@ -57,6 +57,8 @@ typedef struct {
     int64_t loss_scale_window; /* fp16: clean steps per doubling of the scale */
     int64_t test_overflow_step; /* test aid: the last rank finds an inf gradient at this step (1-based; 0 = never) */
     int64_t test_nonfinite_step; /* test aid (fp32/bf16): the same, for {on-nonfinite} */
+    int test_slow_rank, test_slow_ms; /* test aid: world rank test_slow_rank sleeps test_slow_ms ms at the start of
+                                         every step, outside communication (0 ms = off) */
     int on_nonfinite_skip; /* {on-nonfinite} skip: a step with a non-finite loss or gradient is left out
                               (default stop: the run ends with the step number) */
     int zeropp_hpz;        /* ZeRO++ hpZ group (consecutive ranks of the shard group; 0 = off): see zero.h */

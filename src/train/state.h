@@ -18,6 +18,7 @@
 #include "parallel/pipeline_schedule.h"
 #include "parallel/zero.h"
 #include "train/opts.h"
+#include "train/straggler.h"
 
 typedef struct {
     mt_train_opts o;
@@ -65,6 +66,7 @@ typedef struct {
     FILE *log_file;
     int tty, line_open;         /* stdout is a terminal; a '\r' step line is on screen without its newline */
     double run_t0;              /* when mt_trainer_run started (elapsed time and ETA) */
+    mt_straggler straggler;     /* every rank's step and wait times, the slow-rank warning (train/straggler.h) */
     char base_dir[4096]; /* where the frozen tensors were read from ({init-from}, or the base a resumed run recorded) */
 } mt_trainer;
 

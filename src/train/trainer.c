@@ -191,6 +191,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (agree(world, mt_train_check_footprint(op, world, err), err)) return -1;
     if (mt_mesh_init(&tr->mesh, world, &op->mesh, err)) return -1;
     tr->mesh_ok = 1;
+    mt_straggler_init(&tr->straggler, world, &tr->mesh.shape);
     tr->dp_rank = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
     tr->tp.comm = mt_mesh_comm(&tr->mesh, MT_AXIS_TP);
     tr->tp.size = op->mesh.tp;
@@ -352,6 +353,10 @@ double mt_trainer_step(mt_trainer *tr) {
     const float scale = fp16 ? tr->scaler.st.scale : 1.0f;
     float dscale = (float)(1.0 / count) * scale;
     int64_t t_step = mt_trace_now_ns();
+    if (o->test_slow_ms > 0 && tr->rank == o->test_slow_rank) { /* test aid: a straggler, outside communication */
+        struct timespec ts = {o->test_slow_ms / 1000, (long)(o->test_slow_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) && errno == EINTR) {}
+    }
     mt_zero_begin_step(z, m);
     uint64_t g0 = (uint64_t)tr->step * (uint64_t)o->batch;
     double exposed0 = z->exposed_s;
@@ -447,13 +452,14 @@ double mt_trainer_eval(mt_trainer *tr) {
 }
 
 /* The step boundary: every rank learns whether any rank found non-finite
- * parameters, failed to write {metrics}, or got SIGINT/SIGTERM (one
- * all-reduce of three flags; a signal may reach one rank only). */
-static void agree_step_boundary(mt_trainer *tr, int64_t flags[3]) {
+ * parameters, failed to write {metrics}, or got SIGINT/SIGTERM, and every
+ * rank's step and wait times of this step (the straggler report): one
+ * all-reduce (train/straggler.h); a signal may reach one rank only. */
+static void agree_step_boundary(mt_trainer *tr, int64_t flags[3], double step_ms, double wait_ms) {
     flags[0] = tr->params_nonfinite;
     flags[1] = tr->metrics_failed;
     flags[2] = mt_stop_signal_pending() != 0;
-    mt_comm_allreduce_ctl(tr->world, flags, flags, 3, MT_COMM_I64, MT_COMM_SUM);
+    mt_straggler_boundary(&tr->straggler, tr->world, flags, step_ms, wait_ms);
 }
 
 /* Rank 0's metrics failure, if any, made everyone's: collective, every rank
@@ -485,10 +491,10 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     tr->run_t0 = mt_clock_s();
     int64_t first_step = tr->step;
     while (tr->step < o->steps) {
-        double t0 = mt_clock_s();
+        double t0 = mt_clock_s(), wait0 = mt_comm_wait_total_s(tr->world);
         float lr = mt_lr_at(&o->lr, tr->step);
         double loss = mt_trainer_step(tr);
-        double ms = (mt_clock_s() - t0) * 1e3;
+        double ms = (mt_clock_s() - t0) * 1e3, wait_ms = (mt_comm_wait_total_s(tr->world) - wait0) * 1e3;
         tr->step_s += ms * 1e-3;
         if (tr->model.prof) {
             mt_profile_end_step(&tr->prof, (long)tr->step, ms * 1e-3);
@@ -512,6 +518,10 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
             rc = mt_errorf(err, "loss became %g at step %lld; lower {lr} or enable {grad-clip}", loss, (long long)tr->step);
             break;
         }
+        /* the boundary comes before this step's lines, which carry every rank's times: a failed write of
+         * them is agreed at the next boundary (or after the last step) */
+        int64_t flags[3];
+        agree_step_boundary(tr, flags, ms, wait_ms);
         if (tr->grad_nonfinite && o->log_every > 0)
             mt_train_progress(tr, 0, "step %lld: loss %g, gradient norm %g: not finite, update skipped ({on-nonfinite} skip; "
                             "%lld steps skipped so far)",
@@ -522,6 +532,9 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
                      "elapsed %s | eta %s",
                      (long long)tr->step, (long long)o->steps, loss, (double)lr, tr->last_norm, ms, tps, gflops,
                      mt_duration_text(el, sizeof el, elapsed), mt_duration_text(et, sizeof et, eta));
+        char slow[512];
+        if (tr->rank == 0 && mt_straggler_check(&tr->straggler, tr->step, slow, sizeof slow) && o->log_every > 0)
+            mt_train_progress(tr, 0, "%s", slow);
         if (tr->metrics) {
             char extra[128] = "";
             if (o->precision == MT_FP16) /* the scale after this step's decision, and the skips so far */
@@ -536,12 +549,11 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
             }
             mt_train_metrics_line(tr,
                          "{\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%.17g,\"ms\":%.3f,\"tokens_per_s\":%.1f,"
-                         "\"gflops\":%.3f,\"elapsed_s\":%.3f,\"eta_s\":%.3f%s}\n",
+                         "\"gflops\":%.3f,\"elapsed_s\":%.3f,\"eta_s\":%.3f%s%s}\n",
                          (long long)tr->step, mt_json_number_text(nb, sizeof nb, loss), (double)lr,
-                         isfinite(tr->last_norm) ? tr->last_norm : -1.0, ms, tps, gflops, elapsed, eta, extra);
+                         isfinite(tr->last_norm) ? tr->last_norm : -1.0, ms, tps, gflops, elapsed, eta, extra,
+                         mt_straggler_metrics(&tr->straggler));
         }
-        int64_t flags[3];
-        agree_step_boundary(tr, flags);
         if (flags[0]) {
             const char *bad = owned_nonfinite_tensor(tr);
             rc = mt_errorf(err, "step %lld: parameters are not finite after the update (%lld rank%s%s%s); stopped, no "
@@ -576,7 +588,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     }
     if (tr->line_open) mt_train_progress(tr, 0, "%s", ""); /* end the terminal's step line */
     if (rc) return -1;
-    if (metrics_failure(tr, err)) return -1; /* a val_loss line failed */
+    if (metrics_failure(tr, err)) return -1; /* the last step's lines, a val_loss line */
     if (tr->model.prof && tr->rank == 0 && tr->prof.steps > 0) {
         printf("profile of rank 0, mean per step (%s):\n", tr->prof.steps > 1 ? "all steps" : "one step");
         mt_profile_print_summary(&tr->prof, stdout);
@@ -643,6 +655,7 @@ void mt_trainer_free(mt_trainer *tr) {
     }
     mt_tp_free_pieces(&tr->tp);
     if (tr->mesh_ok) mt_mesh_free(&tr->mesh);
+    mt_straggler_free(&tr->straggler);
     mt_trainer_accounting_free(tr);
     mt_loader_free(&tr->train_ld);
     mt_loader_free(&tr->val_ld);
