@@ -18,6 +18,7 @@ STEPS=1500
 T="--train $W/e_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --batch 8 --steps $STEPS --timeout 5 --log-every 0"
 PLAN="--cpu --cpu-gflops 100 --cpu-bw 3.5 --cpu-cores 2 --mem-gb 1"
 export ELASTIC_TEST_TAG=$W # in the ranks' environment: which processes are this test's
+export MESHTRAIN=$M # the build under test (MT_BUILD)
 el_pid=; on_exit 'kill $el_pid 2>/dev/null || true'
 
 # the probe: after the job has died, keep the checkpoint the restart starts from, and report host b lost
