@@ -82,9 +82,9 @@ $PY - $W/el.jsonl $W/after.jsonl $ck $STEPS <<'PY' || fail "the restarted run's 
 import json, sys
 rows = [l for l in open(sys.argv[1]) if '"loss"' in l]
 steps = [json.loads(l)["step"] for l in rows]
-cut = max(i for i in range(len(steps)) if i == 0 or steps[i] <= steps[i - 1])  # where the restart began
-after = steps[cut:]
 ck, n = int(sys.argv[3]), int(sys.argv[4])
+cut = max(i for i in range(len(steps)) if steps[i] == ck + 1)  # where the restart began (metrics are appended)
+after = steps[cut:]
 assert after == list(range(ck + 1, n + 1)), f"steps after the restart: {after[:3]}..{after[-3:]}, expected {ck + 1}..{n}"
 assert steps[:cut][-1] >= ck, "the first launch stopped before the checkpoint"
 open(sys.argv[2], "w").writelines(rows[cut:])
