@@ -2,8 +2,8 @@
  * one or more --metrics files, drawn with PLplot (its pngcairo device) in
  * four panels -- training loss, validation loss, learning rate and tokens/s
  * over steps, and MFU when the metrics have it (train --peak-gflops) -- every run in its own colour, with a legend (the file names,
- * or --labels). The lines are read with the project's JSON reader; a line
- * that is not JSON is an error naming the file and line. File tool: no MPI. */
+ * or --labels). The lines are read by cli/metrics_read.c; a line that is
+ * not JSON is an error naming the file and line. File tool: no MPI. */
 #include <errno.h>
 #include <math.h>
 #include <plplot.h>
@@ -12,65 +12,17 @@
 #include <string.h>
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/metrics_read.h"
 #include "core/error.h"
-#include "core/json.h"
 
 #define MAX_RUNS 8
-enum { P_LOSS, P_VAL, P_LR, P_TPS, P_MFU, N_PANELS };
-static const char *const panel_key[N_PANELS] = {"loss", "val_loss", "lr", "tokens_per_s", "mfu"};
+enum { P_LOSS = MT_METRIC_LOSS, P_MFU = MT_METRIC_MFU, N_PANELS = MT_METRIC_COUNT }; /* a panel per curve */
 static const char *const panel_title[N_PANELS] = {"training loss", "validation loss", "learning rate", "tokens/s",
                                                   "MFU (train --peak-gflops)"};
+/* the curves are doubles handed to PLplot as they are */
+_Static_assert(sizeof(PLFLT) == sizeof(double), "PLplot built with single-precision PLFLT");
 
-typedef struct {
-    PLFLT *x[N_PANELS], *y[N_PANELS];
-    int n[N_PANELS], cap[N_PANELS];
-} run_curves;
-
-static void push(run_curves *c, int p, double x, double y) {
-    if (c->n[p] == c->cap[p]) {
-        c->cap[p] = c->cap[p] ? 2 * c->cap[p] : 256;
-        c->x[p] = realloc(c->x[p], (size_t)c->cap[p] * sizeof(PLFLT));
-        c->y[p] = realloc(c->y[p], (size_t)c->cap[p] * sizeof(PLFLT));
-        if (!c->x[p] || !c->y[p]) mt_die("out of memory reading metrics (%d points)", c->cap[p]);
-    }
-    c->x[p][c->n[p]] = x;
-    c->y[p][c->n[p]] = y;
-    c->n[p]++;
-}
-
-/* Every {"step": ..., key: number} of the file, per panel. */
-static int read_run(const char *path, run_curves *c, mt_error *err) {
-    FILE *f = fopen(path, "r");
-    if (!f) return mt_errorf(err, "cannot open %s: %s", path, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int lineno = 0, rc = 0, steps = 0;
-    while (!rc && (len = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
-        if (len == 0) continue;
-        mt_error e = {{0}};
-        mt_json_doc *d = mt_json_parse(line, (size_t)len, 16, &e);
-        if (!d) {
-            rc = mt_errorf(err, "%s line %d is not JSON (%s); is it a --metrics file?", path, lineno, e.msg);
-            break;
-        }
-        const mt_json *o = mt_json_root(d);
-        double step, v;
-        if (mt_json_get_double(o, "step", &step, NULL) == 0) {
-            for (int p = 0; p < N_PANELS; p++)
-                if (mt_json_get_double(o, panel_key[p], &v, NULL) == 0 && isfinite(v)) push(c, p, step, v);
-            steps++;
-        }
-        mt_json_free(d);
-    }
-    free(line);
-    if (!rc && ferror(f)) rc = mt_errorf(err, "reading %s failed: %s", path, strerror(errno));
-    fclose(f);
-    if (!rc && steps == 0) rc = mt_errorf(err, "%s has no step lines (no \"step\" field): nothing to plot", path);
-    return rc;
-}
+typedef mt_metrics_curves run_curves;
 
 static int has_device(const char *name) {
     const char *menu[128], *devs[128];
@@ -138,7 +90,7 @@ int mt_cli_plot(int argc, char **argv) {
     run_curves runs[MAX_RUNS];
     memset(runs, 0, sizeof runs);
     int rc = 0;
-    for (int r = 0; r < nfiles && !rc; r++) rc = read_run(files[r], &runs[r], &err);
+    for (int r = 0; r < nfiles && !rc; r++) rc = mt_metrics_read(files[r], &runs[r], &err);
     if (!rc && !has_device("pngcairo"))
         rc = mt_errorf(&err, "PLplot has no pngcairo device: install Debian's plplot-driver-cairo (scripts/setup.sh)");
     FILE *probe = rc ? NULL : fopen(out, "wb"); /* a clear error before PLplot opens it */
@@ -195,11 +147,7 @@ int mt_cli_plot(int argc, char **argv) {
         plend();
         printf("plot: wrote %s (%dx%d; %d run%s)\n", out, width, height, nfiles, nfiles > 1 ? "s" : "");
     }
-    for (int r = 0; r < nfiles; r++)
-        for (int p = 0; p < N_PANELS; p++) {
-            free(runs[r].x[p]);
-            free(runs[r].y[p]);
-        }
+    for (int r = 0; r < nfiles; r++) mt_metrics_curves_free(&runs[r]);
     free(label_copy);
     return rc ? mt_cli_fail("plot", &err) : 0;
 }
