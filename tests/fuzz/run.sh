@@ -6,7 +6,10 @@
 # scratch directory; the kept corpus is not changed). Prints executions
 # per target; exits 1 if any target crashed, leaked, hit UB, timed out or
 # ran out of memory (its reproducer is kept under build-fuzz/crashes/).
-# FUZZ_TARGETS="json shard" limits the targets.
+# FUZZ_TARGETS="json shard" limits the targets. A parser that lives in
+# src/cli/ (not in the library) is compiled into its target from the
+# sources that cli_extra names, with the libraries it names (libyaml is the
+# CLI's alone).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=${FUZZ_S:-60}
@@ -22,12 +25,26 @@ targets=${FUZZ_TARGETS:-$(ls tests/fuzz/fuzz_*.c | sed 's|.*/fuzz_||; s|\.c$||' 
 mkdir -p $B/fuzz $B/crashes
 export LSAN_OPTIONS=suppressions=$PWD/tests/asan/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# target -> the src/cli/ sources and -l libraries it needs beyond libmeshtrain.a
+declare -A cli_extra=(
+    [run_config]="src/cli/config_file.c src/cli/args.c src/cli/model_flags.c -lyaml"
+    [metrics]="src/cli/metrics_read.c"
+)
 failed=()
 for t in $targets; do
     bin=$B/fuzz/fuzz_$t
-    if [ ! -x $bin ] || [ tests/fuzz/fuzz_$t.c -nt $bin ] || [ $B/libmeshtrain.a -nt $bin ]; then
+    srcs=(); libs=()
+    for w in ${cli_extra[$t]:-}; do
+        case $w in *.c) srcs+=("$w") ;; *) libs+=("$w") ;; esac
+    done
+    stale=0 deps=(tests/fuzz/fuzz_$t.c $B/libmeshtrain.a)
+    [ ${#srcs[@]} -eq 0 ] || deps+=("${srcs[@]}" src/cli/*.h)
+    for f in "${deps[@]}"; do
+        [ "$f" -nt $bin ] && stale=1
+    done
+    if [ ! -x $bin ] || [ $stale = 1 ]; then
         OMPI_CC=clang mpicc $CFLAGS -O1 -fsanitize=fuzzer $SAN -Wno-unused-command-line-argument -Itests/fuzz \
-            -o $bin tests/fuzz/fuzz_$t.c $B/libmeshtrain.a -fopenmp $LDLIBS
+            -o $bin tests/fuzz/fuzz_$t.c ${srcs[@]+"${srcs[@]}"} $B/libmeshtrain.a -fopenmp $LDLIBS ${libs[@]+"${libs[@]}"}
     fi
     work=$(mktemp -d); scratch=$(mktemp -d); mkdir -p $B/crashes/$t
     set +e
