@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 M=build/meshtrain; C=tests/fuzz/corpus
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-rm -rf $C; mkdir -p $C/{json,shard,safetensors,llmc,hf_config,bpe,hf_tokenizer,manifest,peft_config}
+rm -rf $C; mkdir -p $C/{json,shard,safetensors,llmc,hf_config,bpe,hf_tokenizer,manifest,peft_config,run_config,metrics}
 printf 'It was the best of times, it was the worst of times.\n' > $W/a.txt
 $M tokenize --tokenizer byte --out $W/d $W/a.txt >/dev/null
 cp $W/d_train.bin $C/shard/byte_u16
@@ -52,4 +52,18 @@ cp $W/tok $C/hf_tokenizer/tiny
 # peft adapter configs: a LoRA one and an IA3 one
 printf '%s' '{"peft_type":"LORA","r":4,"lora_alpha":8,"lora_dropout":0.05,"target_modules":["c_attn","q_proj","down_proj"],"use_rslora":false,"bias":"none"}' > $C/peft_config/lora
 printf '%s' '{"peft_type":"IA3","target_modules":"all-linear","feedforward_modules":["mlp.c_proj","down_proj"]}' > $C/peft_config/ia3
+# train's run configs: the example files, a checkpoint's stored one and the metrics of that
+# run (validation, MFU and per-step profile lines), and --print-config with strings the
+# writer must quote and escape (a tab, a newline, quotes, a backslash, U+2028, "~", "null").
+# The scratch directory's name is replaced by runs/tiny: the same bytes on every regeneration.
+for f in configs/*.yaml; do cp $f $C/run_config/example_$(basename $f .yaml); done
+$M train --train $W/d_train.bin --val $W/d_train.bin --layers 1 --dim 8 --heads 2 --seq-len 8 --vocab 128 --batch 2 \
+    --steps 4 --eval-every 2 --eval-batches 1 --peak-gflops 10 --profile --log-every 0 --ckpt-dir $W/rc \
+    --metrics $W/m.jsonl >/dev/null
+sed "s|$W|runs/tiny|g" $W/rc/config-000004.yaml > $C/run_config/checkpoint
+cp $W/m.jsonl $C/metrics/profile_val_mfu
+$M train --print-config --family llama --layers 2 --dim 32 --heads 4 --kv-heads 2 --rope-scaling llama3 --peft lora \
+    --lora-targets q_proj,v_proj --peft-train '^wte' --micro-batch 1 --lr-schedule cosine --min-lr 3e-5 --warmup 2 \
+    --zero 2 --dp 2 --precision bf16 --train $'runs/a b\tc\nd "\xc3\xa9" \\x\xe2\x80\xa8' --metrics 'runs/m: 1.jsonl' \
+    --log-file '~' --trace null > $C/run_config/print_config_quoted
 du -sh $C
