@@ -9,7 +9,8 @@
 # FUZZ_TARGETS="json shard" limits the targets. A parser that lives in
 # src/cli/ (not in the library) is compiled into its target from the
 # sources that cli_extra names, with the libraries it names (libyaml is the
-# CLI's alone).
+# CLI's alone). tests/fuzz/<target>.dict, where there is one, is the
+# target's libFuzzer dictionary.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=${FUZZ_S:-60}
@@ -46,10 +47,12 @@ for t in $targets; do
         OMPI_CC=clang mpicc $CFLAGS -O1 -fsanitize=fuzzer $SAN -Wno-unused-command-line-argument -Itests/fuzz \
             -o $bin tests/fuzz/fuzz_$t.c ${srcs[@]+"${srcs[@]}"} $B/libmeshtrain.a -fopenmp $LDLIBS ${libs[@]+"${libs[@]}"}
     fi
+    dict=() # tokens of a grammar the fuzzer cannot see into (an uninstrumented library's)
+    [ -f tests/fuzz/$t.dict ] && dict=(-dict=$PWD/tests/fuzz/$t.dict)
     work=$(mktemp -d); scratch=$(mktemp -d); mkdir -p $B/crashes/$t
     set +e
     ( cd $B/crashes/$t && MT_FUZZ_TMP=$scratch "$OLDPWD/$bin" -max_total_time=$S -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
-        -print_final_stats=1 "$work" "$OLDPWD/tests/fuzz/corpus/$t" ) > $B/fuzz/$t.log 2>&1
+        -print_final_stats=1 ${dict[@]+"${dict[@]}"} "$work" "$OLDPWD/tests/fuzz/corpus/$t" ) > $B/fuzz/$t.log 2>&1
     rc=$?
     set -e
     rm -rf "$work" "$scratch"
