@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # `make fuzz FUZZ_S=N`: builds the library with clang (libFuzzer
 # instrumentation, ASan, UBSan) into build-fuzz/, links every target
-# tests/fuzz/fuzz_*.c, and runs each for N seconds (default 60) starting
-# from its kept corpus tests/fuzz/corpus/<target>/ (new inputs go to a
-# scratch directory; the kept corpus is not changed). Prints executions
-# per target; exits 1 if any target crashed, leaked, hit UB, timed out or
-# ran out of memory (its reproducer is kept under build-fuzz/crashes/).
+# tests/fuzz/fuzz_*.c (json, shard, safetensors, llmc, hf_config, bpe,
+# hf_tokenizer, manifest, peft_config; run_config: train's YAML run config
+# and its writers; metrics: the --metrics files plot reads), and runs each
+# for N seconds (default 60) starting from its kept corpus
+# tests/fuzz/corpus/<target>/ (new inputs go to a scratch directory; the
+# kept corpus is not changed). Prints executions per target; exits 1 if
+# any target crashed, leaked, hit UB, timed out or ran out of memory (its
+# reproducer is kept under build-fuzz/crashes/).
 # FUZZ_TARGETS="json shard" limits the targets. A parser that lives in
 # src/cli/ (not in the library) is compiled into its target from the
 # sources that cli_extra names, with the libraries it names (libyaml is the
