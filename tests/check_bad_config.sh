@@ -7,7 +7,8 @@
 #      leading tab, quotes, YAML's special words and characters, non-ASCII;
 #      a path with a newline trains and resumes); a name that is not UTF-8,
 #      a float flag beyond the 32-bit float range, a duplicate YAML key or
-#      section, --micro-batch -1 / 0 and --pp-chunks 0 are one error line;
+#      section, a second YAML document (ignored before), --micro-batch -1 / 0
+#      and --pp-chunks 0 are one error line;
 #  (6) SIGTERM sent every 10 ms from the start of the final save, and from
 #      step 1 on (the first stops the run, the others reach the steps, the
 #      stop's save and the exit), until the process ends: exit 0, the usual
@@ -102,6 +103,13 @@ printf 'model:\n  layers: 1\noptimizer:\n  lr: 1e-3\nmodel:\n  dim: 16\n' >$W/du
 one_error "dup.yaml line 5: section 'model' is given twice (also line 1)" $M train $D --config $W/dup.yaml
 printf 'optimizer:\n  lr: "1e-3\\0"\n' >$W/nul.yaml
 one_error "nul.yaml line 2: the value of key 'lr' holds a NUL character" $M train $D --config $W/nul.yaml
+printf 'schedule: {steps: 2}\n---\nschedule: {steps: 3}\n' >$W/two.yaml
+one_error "two.yaml line 2: a second YAML document" $M train $D --config $W/two.yaml
+printf 'schedule: {steps: 2}\n---\n: : [ {\n' >$W/two.yaml
+one_error "two.yaml line 3: not valid YAML" $M train $D --config $W/two.yaml
+printf -- '---\nschedule: {steps: 2}\n...\n# the end\n' >$W/one.yaml
+$M train --config $W/one.yaml --print-config | grep -qx '  steps: 2' && echo "ok   one document between --- and ... reads" ||
+    fail "a single document between --- and ... is not read"
 
 echo "== (6) SIGTERM during a save =="
 # a model whose checkpoint (300 MB) takes a good fraction of a second to write

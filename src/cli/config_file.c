@@ -154,6 +154,16 @@ static int read_yaml(yaml_parser_t *p, const char *path, mt_config_args *out, mt
         }
     }
     yaml_document_delete(&doc);
+    /* the loader stops after one document: what follows a "---" would be silently ignored, valid or not */
+    if (!rc && !yaml_parser_load(p, &doc))
+        return mt_errorf(err, "%s line %zu: not valid YAML: %s", path, p->problem_mark.line + 1,
+                         p->problem ? p->problem : "parse error");
+    if (!rc) {
+        if (yaml_document_get_root_node(&doc))
+            rc = mt_errorf(err, "%s line %zu: a second YAML document: a config file holds one (the settings after "
+                                "the '---' would be ignored)", path, doc.start_mark.line + 1);
+        yaml_document_delete(&doc);
+    }
     return rc;
 }
 

@@ -66,4 +66,5 @@ $M train --print-config --family llama --layers 2 --dim 32 --heads 4 --kv-heads 
     --lora-targets q_proj,v_proj --peft-train '^wte' --micro-batch 1 --lr-schedule cosine --min-lr 3e-5 --warmup 2 \
     --zero 2 --dp 2 --precision bf16 --train $'runs/a b\tc\nd "\xc3\xa9" \\x\xe2\x80\xa8' --metrics 'runs/m: 1.jsonl' \
     --log-file '~' --trace null > $C/run_config/print_config_quoted
+printf -- '---\nschedule: {steps: 2}\n---\nschedule: {steps: 3}\n...\n' > $C/run_config/two_documents
 du -sh $C
