@@ -258,6 +258,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"metrics", MT_ARG_STR, &o.metrics_path, "append one JSON object per step/eval to this file", 0},
         {"ckpt-dir", MT_ARG_STR, &o.ckpt_dir, "checkpoint directory", 0},
         {"ckpt-every", MT_ARG_I64, &o.ckpt_every, "save a checkpoint every K steps (and at the end)", 0},
+        {"ckpt-async", MT_ARG_FLAG, &o.ckpt_async, "the --ckpt-every saves: snapshot the state at the step, write it from a thread while training goes on (the manifest follows at a later step boundary; the final save stays synchronous)", 0},
         {"resume", MT_ARG_FLAG, &o.resume, "continue from the checkpoint in --ckpt-dir, whose stored settings are the defaults (--config and flags override them); `--resume DIR`: the same with --ckpt-dir DIR; `--resume auto`: if there is one, else start fresh", 0},
         {"ignore-stored-config", MT_ARG_FLAG, &ignore_stored, "resume without the settings stored in the checkpoint (the flags and --config decide, as for checkpoints saved before they were stored)", 0},
         {"resume-auto", MT_ARG_FLAG, &resume_auto, "the same as --resume auto", 0},

@@ -120,5 +120,6 @@ int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
     if (op->log_every < 0) return mt_errorf(err, "{log-every} must be >= 0 (0 = quiet), got %d", op->log_every);
     if (op->init_from && op->resume) return mt_errorf(err, "{init-from} and {resume} cannot be combined");
     if (op->resume && !op->ckpt_dir) return mt_errorf(err, "{resume} needs {ckpt-dir}");
+    if (op->ckpt_async && !op->ckpt_dir) return mt_errorf(err, "{ckpt-async} needs {ckpt-dir} (and {ckpt-every} K)");
     return 0;
 }

@@ -26,6 +26,7 @@ typedef struct {
     const char *metrics_path;
     const char *ckpt_dir;
     int64_t ckpt_every;
+    int ckpt_async;      /* {ckpt-async}: {ckpt-every} saves are written by a thread while training goes on */
     int resume;
     const char *init_from;
     int64_t eval_every;

@@ -20,6 +20,8 @@
 #include "train/opts.h"
 #include "train/straggler.h"
 
+typedef struct mt_ckpt_async mt_ckpt_async; /* {ckpt-async}'s snapshot and writer (train_io.c) */
+
 typedef struct {
     mt_train_opts o;
     mt_mem mem;
@@ -67,6 +69,7 @@ typedef struct {
     int tty, line_open;         /* stdout is a terminal; a '\r' step line is on screen without its newline */
     double run_t0;              /* when mt_trainer_run started (elapsed time and ETA) */
     mt_straggler straggler;     /* every rank's step and wait times, the slow-rank warning (train/straggler.h) */
+    mt_ckpt_async *ckpt_async;  /* NULL until the first {ckpt-async} save */
     char base_dir[4096]; /* where the frozen tensors were read from ({init-from}, or the base a resumed run recorded) */
 } mt_trainer;
 

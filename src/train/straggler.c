@@ -11,9 +11,9 @@ void mt_straggler_init(mt_straggler *s, mt_comm *world, const mt_mesh_shape *sha
     s->n = mt_comm_size(world);
     s->rank = mt_comm_rank(world);
     size_t n = (size_t)s->n;
-    s->vec = mt_xcalloc(3 + 2 * n, sizeof(double), "straggler report");
-    s->step_ms = s->vec + 3;
-    s->wait_ms = s->vec + 3 + n;
+    s->vec = mt_xcalloc(MT_STRAGGLER_FLAGS + 2 * n, sizeof(double), "straggler report");
+    s->step_ms = s->vec + MT_STRAGGLER_FLAGS;
+    s->wait_ms = s->vec + MT_STRAGGLER_FLAGS + n;
     if (s->n == 1) return;
     s->compute_ms = mt_xcalloc(n, sizeof(double), "straggler report");
     s->scratch = mt_xcalloc(n, sizeof(double), "straggler report");
@@ -52,16 +52,16 @@ void mt_straggler_free(mt_straggler *s) {
     memset(s, 0, sizeof *s);
 }
 
-void mt_straggler_boundary(mt_straggler *s, mt_comm *world, int64_t flags[3], double step_ms, double wait_ms) {
-    size_t len = s->n > 1 ? 3 + 2 * (size_t)s->n : 3;
+void mt_straggler_boundary(mt_straggler *s, mt_comm *world, int64_t flags[MT_STRAGGLER_FLAGS], double step_ms, double wait_ms) {
+    size_t len = s->n > 1 ? MT_STRAGGLER_FLAGS + 2 * (size_t)s->n : MT_STRAGGLER_FLAGS;
     memset(s->vec, 0, len * sizeof(double));
-    for (int i = 0; i < 3; i++) s->vec[i] = (double)flags[i];
+    for (int i = 0; i < MT_STRAGGLER_FLAGS; i++) s->vec[i] = (double)flags[i];
     if (s->n > 1) {
         s->step_ms[s->rank] = step_ms;
         s->wait_ms[s->rank] = wait_ms;
     }
     mt_comm_allreduce_ctl(world, s->vec, s->vec, len, MT_COMM_F64, MT_COMM_SUM);
-    for (int i = 0; i < 3; i++) flags[i] = (int64_t)s->vec[i];
+    for (int i = 0; i < MT_STRAGGLER_FLAGS; i++) flags[i] = (int64_t)s->vec[i];
     for (int r = 0; r < s->n && s->n > 1; r++) {
         double c = s->step_ms[r] - s->wait_ms[r];
         s->compute_ms[r] = c > 0 ? c : 0;

@@ -38,14 +38,16 @@ typedef struct {
     size_t text_cap;
 } mt_straggler;
 
+#define MT_STRAGGLER_FLAGS 4
+
 /* Collective over world (gathers the host names). */
 void mt_straggler_init(mt_straggler *s, mt_comm *world, const mt_mesh_shape *shape);
 void mt_straggler_free(mt_straggler *s);
-/* The step boundary (collective over world): sums flags[0..2] over the ranks
- * and brings every rank's step and wait times (ms) to every rank, in one
- * all-reduce of 3 + 2n doubles (each rank fills its own two slots, the
+/* The step boundary (collective over world): sums flags[0..MT_STRAGGLER_FLAGS)
+ * over the ranks and brings every rank's step and wait times (ms) to every
+ * rank, in one all-reduce of MT_STRAGGLER_FLAGS + 2n doubles (each rank fills its own two slots, the
  * others are 0, so the sums are the values exactly). */
-void mt_straggler_boundary(mt_straggler *s, mt_comm *world, int64_t flags[3], double step_ms, double wait_ms);
+void mt_straggler_boundary(mt_straggler *s, mt_comm *world, int64_t flags[MT_STRAGGLER_FLAGS], double step_ms, double wait_ms);
 /* The {metrics} fields of the last step, starting with a comma ("" when
  * n == 1): "rank_step_ms":[...],"rank_wait_ms":[...] up to
  * MT_STRAGGLER_ARRAY_MAX ranks, else "rank_compute_ms_stats" and

@@ -2,6 +2,10 @@
 #include "train/pipeline_step.h"
 #include "ckpt/checkpoint.h"
 #include "data/shard.h"
+#include "core/clock.h"
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,20 +370,6 @@ static int tensor_index(const mt_layout *l, int u, int i, int s, int ns) {
     return k + i * (1 + ns) + 1 + s;
 }
 
-typedef struct {
-    mt_ckpt_file_writer *fw;
-    const mt_layout *l;
-    int u, s, ns;
-    const float *src; /* the unit's elements from `lo` on */
-    size_t lo;
-} write_ctx;
-
-static int write_run(void *vc, size_t local, const mt_tensor *t, int ti, uint64_t gstart, size_t n, mt_error *err) {
-    (void)t;
-    write_ctx *c = vc;
-    return mt_ckpt_file_put(c->fw, tensor_index(c->l, c->u, ti, c->s, c->ns), gstart, c->src + (local - c->lo), n, err);
-}
-
 /* This rank's part of the writing: the owned range [lo, hi) of unit u is
  * split over the ranks that hold the same range (stage 0: the dp group;
  * stages 1-3: the replica group of hybrid sharding), so no element is
@@ -465,32 +455,38 @@ static char *saved_with_json(const mt_trainer *tr) {
     return w.buf;
 }
 
-/* Collective: every rank writes the pieces it owns (its ZeRO range of the
- * units its pipeline stage holds, the tp slices only the first rank of each
- * slice's group writes; parameters as the fp32 master) in tp-1 coordinates
- * to its own file, in parallel; rank 0 gathers every file's size, checksum
- * and pieces and writes the manifest last. No rank holds more than one
- * owned shard extra (a streamed optimizer state's). */
-int mt_trainer_save(mt_trainer *tr, mt_error *err) {
-    const mt_layout *l = &tr->model.layout;
+/* The data file stem for tr->step, chosen by rank 0 (collective). */
+static int save_begin(mt_trainer *tr, char base[96], mt_error *err) {
     mt_comm *world = tr->mesh.world;
-    int W = mt_comm_size(world), me = mt_comm_rank(world);
-    int ns = mt_opt_states_count(&tr->optim);
-    const char *dir = tr->o.ckpt_dir;
-    char base[96], name[128];
-    memset(base, 0, sizeof base);
-    int rc = me == 0 ? mt_ckpt_data_base(dir, tr->step, base, sizeof base, err) : 0;
+    memset(base, 0, 96);
+    int rc = mt_comm_rank(world) == 0 ? mt_ckpt_data_base(tr->o.ckpt_dir, tr->step, base, 96, err) : 0;
     if (agree_io(world, rc, err)) return -1;
-    mt_comm_broadcast(world, base, sizeof base, 0);
-    snprintf(name, sizeof name, "%s-r%05d.bin", base, me);
+    mt_comm_broadcast(world, base, 96, 0);
+    return 0;
+}
 
-    size_t sb = 1;
-    for (int u = 0; u < l->n_units; u++) sb = mt_zero_state_len(&tr->zero, u) > sb ? mt_zero_state_len(&tr->zero, u) : sb;
-    float *shard = mt_mem_alloc(&tr->mem, MT_MEM_SCRATCH, sb * sizeof(float), "checkpoint state shard");
-    mt_ckpt_file_entry fe;
-    memset(&fe, 0, sizeof fe);
-    mt_ckpt_file_writer *fw = mt_ckpt_file_begin(dir, name, err);
-    rc = fw ? 0 : -1;
+/* What this rank puts into its file, in order: fn(ctx, tensor index,
+ * first stored element, source, count) for every run of the owned range it
+ * writes (shard: a buffer of the longest state shard, for opt_shard). */
+typedef int (*put_fn)(void *ctx, int tensor, uint64_t gstart, const float *src, size_t n, mt_error *err);
+typedef struct {
+    const mt_layout *l;
+    int u, s, ns;
+    const float *src; /* the unit's elements from `lo` on */
+    size_t lo;
+    put_fn put;
+    void *pctx;
+} write_ctx;
+
+static int write_run(void *vc, size_t local, const mt_tensor *t, int ti, uint64_t gstart, size_t n, mt_error *err) {
+    (void)t;
+    write_ctx *c = vc;
+    return c->put(c->pctx, tensor_index(c->l, c->u, ti, c->s, c->ns), gstart, c->src + (local - c->lo), n, err);
+}
+
+static int for_each_put(mt_trainer *tr, float *shard, put_fn put, void *pctx, mt_error *err) {
+    const mt_layout *l = &tr->model.layout;
+    int ns = mt_opt_states_count(&tr->optim), rc = 0;
     for (int u = 0; u < l->n_units && !rc; u++) {
         if (!mt_zero_state_len(&tr->zero, u) || tr->pp_rank != mt_pipeline_unit_rank(tr, u)) continue;
         size_t lo, hi, a, b;
@@ -504,22 +500,42 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
                 src = opt_shard(tr, u, MT_OPT_STREAM_MASTER, shard);
             else if (s < 0) src = p;
             else src = opt_shard(tr, u, s, shard);
-            write_ctx c = {fw, l, u, s, ns, src, lo};
+            write_ctx c = {l, u, s, ns, src, lo, put, pctx};
             rc = for_each_run(l, u, a, b, 1, write_run, &c, err);
         }
     }
-    if (!rc) rc = mt_ckpt_file_finish(fw, &fe, err);
-    mt_mem_free(&tr->mem, MT_MEM_SCRATCH, shard, sb * sizeof(float));
-    if (agree_io(world, rc, err)) {
-        mt_ckpt_file_free(fw);
-        return -1;
-    }
+    return rc;
+}
+
+static int put_file(void *ctx, int tensor, uint64_t gstart, const float *src, size_t n, mt_error *err) {
+    return mt_ckpt_file_put(ctx, tensor, gstart, src, n, err);
+}
+
+static size_t state_shard_len(mt_trainer *tr) {
+    size_t sb = 1;
+    for (int u = 0; u < tr->model.layout.n_units; u++)
+        sb = mt_zero_state_len(&tr->zero, u) > sb ? mt_zero_state_len(&tr->zero, u) : sb;
+    return sb;
+}
+
+/* Collective: rc is this rank's outcome of writing its file fe (named
+ * "<base>-r<rank>.bin"); rank 0 gathers every file's size, checksum and
+ * pieces and writes the manifest of step `step` with state st last. */
+static int save_commit(mt_trainer *tr, const char *base, int64_t step, const char *st, int rc,
+                       const mt_ckpt_file_entry *fe, mt_error *err) {
+    const mt_layout *l = &tr->model.layout;
+    mt_comm *world = tr->mesh.world;
+    int W = mt_comm_size(world), me = mt_comm_rank(world);
+    int ns = mt_opt_states_count(&tr->optim);
+    const char *dir = tr->o.ckpt_dir;
+    char name[128];
+    if (agree_io(world, rc, err)) return -1;
     /* rank 0 gathers every file's entry */
-    uint64_t head[3] = {(uint64_t)fe.npieces, fe.bytes, fe.checksum};
+    uint64_t head[3] = {(uint64_t)fe->npieces, fe->bytes, fe->checksum};
     uint64_t *heads = mt_xcalloc((size_t)W * 3, sizeof(uint64_t), "checkpoint file table");
     mt_comm_allgather(world, head, heads, sizeof head);
     if (me != 0) {
-        if (fe.npieces) mt_comm_send(world, fe.pieces, (size_t)fe.npieces * sizeof(mt_ckpt_piece), 0, 0);
+        if (fe->npieces) mt_comm_send(world, fe->pieces, (size_t)fe->npieces * sizeof(mt_ckpt_piece), 0, 0);
     } else {
         mt_ckpt_file_entry *files = mt_xcalloc((size_t)W, sizeof *files, "checkpoint file table");
         mt_ckpt_piece **pcs = mt_xcalloc((size_t)W, sizeof *pcs, "checkpoint piece lists");
@@ -528,7 +544,7 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
             size_t np = (size_t)heads[3 * r];
             snprintf(names[r], 128, "%s-r%05d.bin", base, r);
             if (r == 0) {
-                files[0] = fe;
+                files[0] = *fe;
                 continue;
             }
             pcs[r] = mt_xmalloc((np ? np : 1) * sizeof(mt_ckpt_piece), "checkpoint piece list");
@@ -549,15 +565,13 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
                     decls[k].name = tn[k];
                     stored_shape(t, &decls[k].ndim, decls[k].shape);
                 }
-        char *st = state_json(tr), *sw = saved_with_json(tr);
+        char *sw = saved_with_json(tr);
         mt_ckpt_text_entry conf; /* the run's settings, so that {resume} DIR needs nothing else */
         if (tr->o.run_config) {
             mt_ckpt_run_config_name(base, name, sizeof name);
             rc = mt_ckpt_write_text(dir, name, tr->o.run_config, &conf, err);
         }
-        if (!rc)
-            rc = mt_ckpt_write_manifest(dir, tr->step, st, sw, decls, nt, files, W, tr->o.run_config ? &conf : NULL, err);
-        free(st);
+        if (!rc) rc = mt_ckpt_write_manifest(dir, step, st, sw, decls, nt, files, W, tr->o.run_config ? &conf : NULL, err);
         free(sw);
         free(decls);
         free(tn);
@@ -567,8 +581,182 @@ int mt_trainer_save(mt_trainer *tr, mt_error *err) {
         free(files);
     }
     free(heads);
-    mt_ckpt_file_free(fw);
     return agree_io(world, rc, err);
+}
+
+/* Collective: every rank writes the pieces it owns (its ZeRO range of the
+ * units its pipeline stage holds, the tp slices only the first rank of each
+ * slice's group writes; parameters as the fp32 master) in tp-1 coordinates
+ * to its own file, in parallel; rank 0 gathers every file's size, checksum
+ * and pieces and writes the manifest last. No rank holds more than one
+ * owned shard extra (a streamed optimizer state's). */
+int mt_trainer_save(mt_trainer *tr, mt_error *err) {
+    if (mt_trainer_save_async_finish(tr, 1, err)) return -1; /* never two saves at once */
+    char base[96], name[128];
+    if (save_begin(tr, base, err)) return -1;
+    snprintf(name, sizeof name, "%s-r%05d.bin", base, mt_comm_rank(tr->mesh.world));
+    size_t sb = state_shard_len(tr);
+    float *shard = mt_mem_alloc(&tr->mem, MT_MEM_SCRATCH, sb * sizeof(float), "checkpoint state shard");
+    mt_ckpt_file_entry fe;
+    memset(&fe, 0, sizeof fe);
+    mt_ckpt_file_writer *fw = mt_ckpt_file_begin(tr->o.ckpt_dir, name, err);
+    int rc = fw ? 0 : -1;
+    if (!rc) rc = for_each_put(tr, shard, put_file, fw, err);
+    if (!rc) rc = mt_ckpt_file_finish(fw, &fe, err);
+    mt_mem_free(&tr->mem, MT_MEM_SCRATCH, shard, sb * sizeof(float));
+    char *st = state_json(tr);
+    rc = save_commit(tr, base, tr->step, st, rc, &fe, err);
+    free(st);
+    mt_ckpt_file_free(fw);
+    return rc;
+}
+
+/* ---- asynchronous save ({ckpt-async}) ----
+ *
+ * mt_trainer_save_async copies this rank's pieces (the same runs, in the
+ * same order, as mt_trainer_save writes) into one host buffer allocated at
+ * the first save, captures the state JSON, and starts a writer thread that
+ * puts them into this rank's data file (temporary, fsync, rename: no MPI).
+ * The manifest, the commit point, is written on the main thread by
+ * mt_trainer_save_async_finish once every rank's writer is done. The file
+ * the thread writes is named for a step no manifest references yet, so a
+ * crash while it writes leaves the previous checkpoint as it was. */
+typedef struct {
+    int tensor;
+    uint64_t gstart;
+    size_t off, n;
+} snap_run;
+
+struct mt_ckpt_async {
+    float *buf, *shard;      /* the snapshot (cap floats); opt_shard's buffer (shard_len floats) */
+    size_t cap, shard_len, used;
+    snap_run *runs;
+    int nruns, runs_cap;
+    /* the save in flight */
+    int inflight, threaded;
+    pthread_t thread;
+    atomic_int done;         /* the writer has finished (rc and fe are set) */
+    int rc;
+    mt_error err;
+    char base[96], name[128], *st, *dir;
+    int64_t step;
+    mt_ckpt_file_writer *fw;
+    mt_ckpt_file_entry fe;
+    double t0;
+};
+
+static int put_count(void *ctx, int tensor, uint64_t gstart, const float *src, size_t n, mt_error *err) {
+    (void)tensor, (void)gstart, (void)src, (void)err;
+    mt_ckpt_async *a = ctx;
+    a->cap += n + 16; /* each piece starts on a 64-byte boundary in the buffer too */
+    a->runs_cap++;
+    return 0;
+}
+
+static int put_snap(void *ctx, int tensor, uint64_t gstart, const float *src, size_t n, mt_error *err) {
+    mt_ckpt_async *a = ctx;
+    size_t off = (a->used + 15) & ~(size_t)15;
+    if (a->nruns >= a->runs_cap || off + n > a->cap)
+        return mt_errorf(err, "checkpoint snapshot: the owned state grew after the first save (internal error)");
+    memcpy(a->buf + off, src, n * sizeof(float));
+    a->runs[a->nruns++] = (snap_run){tensor, gstart, off, n};
+    a->used = off + n;
+    return 0;
+}
+
+static void *writer_main(void *arg) {
+    mt_ckpt_async *a = arg;
+    int rc = 0;
+    for (int i = 0; i < a->nruns && !rc; i++)
+        rc = mt_ckpt_file_put(a->fw, a->runs[i].tensor, a->runs[i].gstart, a->buf + a->runs[i].off, a->runs[i].n, &a->err);
+    if (!rc) rc = mt_ckpt_file_finish(a->fw, &a->fe, &a->err);
+    a->rc = rc;
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+int mt_trainer_save_async(mt_trainer *tr, mt_error *err) {
+    if (mt_trainer_save_async_finish(tr, 1, err)) return -1;
+    mt_ckpt_async *a = tr->ckpt_async;
+    if (!a) { /* the first save: the buffers, sized for this layout's runs (the same at every save) */
+        a = tr->ckpt_async = mt_xcalloc(1, sizeof *a, "checkpoint snapshot");
+        a->shard_len = state_shard_len(tr);
+        a->shard = mt_mem_alloc(&tr->mem, MT_MEM_SCRATCH, a->shard_len * sizeof(float), "checkpoint state shard");
+        if (for_each_put(tr, a->shard, put_count, a, err)) return -1;
+        a->cap = a->cap ? a->cap : 1;
+        a->buf = mt_mem_alloc(&tr->mem, MT_MEM_SCRATCH, a->cap * sizeof(float), "checkpoint snapshot");
+        a->runs = mt_xcalloc((size_t)(a->runs_cap ? a->runs_cap : 1), sizeof *a->runs, "checkpoint snapshot runs");
+    }
+    if (save_begin(tr, a->base, err)) return -1;
+    snprintf(a->name, sizeof a->name, "%s-r%05d.bin", a->base, mt_comm_rank(tr->mesh.world));
+    a->t0 = mt_clock_s();
+    a->used = 0;
+    a->nruns = 0;
+    int rc = for_each_put(tr, a->shard, put_snap, a, err);
+    if (!rc) {
+        a->fw = mt_ckpt_file_begin(tr->o.ckpt_dir, a->name, err);
+        rc = a->fw ? 0 : -1;
+    }
+    if (agree_io(tr->mesh.world, rc, err)) {
+        mt_ckpt_file_free(a->fw);
+        a->fw = NULL;
+        return -1;
+    }
+    a->st = state_json(tr);
+    a->step = tr->step;
+    a->rc = 0;
+    memset(&a->err, 0, sizeof a->err);
+    memset(&a->fe, 0, sizeof a->fe);
+    atomic_store(&a->done, 0);
+    /* signals go to the training thread (which records them), never to the writer */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    a->threaded = pthread_create(&a->thread, NULL, writer_main, a) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!a->threaded) writer_main(a); /* no thread to be had: written now, committed as usual */
+    a->inflight = 1;
+    return 0;
+}
+
+int mt_trainer_save_async_busy(const mt_trainer *tr) {
+    const mt_ckpt_async *a = tr->ckpt_async;
+    return a && a->inflight && !atomic_load(&a->done);
+}
+
+int64_t mt_trainer_save_async_step(const mt_trainer *tr, double *started) {
+    const mt_ckpt_async *a = tr->ckpt_async;
+    if (!a || !a->inflight) return -1;
+    if (started) *started = a->t0;
+    return a->step;
+}
+
+int mt_trainer_save_async_finish(mt_trainer *tr, int commit, mt_error *err) {
+    mt_ckpt_async *a = tr->ckpt_async;
+    if (!a || !a->inflight) return 0;
+    if (a->threaded) pthread_join(a->thread, NULL);
+    a->inflight = 0;
+    int rc = 0;
+    if (commit) {
+        if (a->rc && err) *err = a->err;
+        rc = save_commit(tr, a->base, a->step, a->st, a->rc, &a->fe, err);
+    }
+    free(a->st);
+    a->st = NULL;
+    mt_ckpt_file_free(a->fw); /* an uncommitted file stays: the next save's manifest removes it */
+    a->fw = NULL;
+    return rc;
+}
+
+void mt_trainer_save_async_free(mt_trainer *tr) {
+    mt_ckpt_async *a = tr->ckpt_async;
+    if (!a) return;
+    mt_trainer_save_async_finish(tr, 0, NULL);
+    if (a->buf) mt_mem_free(&tr->mem, MT_MEM_SCRATCH, a->buf, a->cap * sizeof(float));
+    if (a->shard) mt_mem_free(&tr->mem, MT_MEM_SCRATCH, a->shard, a->shard_len * sizeof(float));
+    free(a->runs);
+    free(a);
+    tr->ckpt_async = NULL;
 }
 
 void mt_train_dump_grads(mt_trainer *tr, const char *path) {

@@ -22,6 +22,23 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
 int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err);
 /* Collective: a checkpoint of the run's state in its checkpoint directory. */
 int mt_trainer_save(mt_trainer *tr, mt_error *err);
+/* {ckpt-async}. Collective: snapshots the state mt_trainer_save would write
+ * into a host buffer (allocated at the first call, accounted as scratch)
+ * and starts a thread writing this rank's data file from it; the manifest is
+ * written later, on this thread, by mt_trainer_save_async_finish. A save
+ * still in flight is finished (committed) first: at most one is. */
+int mt_trainer_save_async(mt_trainer *tr, mt_error *err);
+/* This rank's writer is still writing (0: none in flight, or done). */
+int mt_trainer_save_async_busy(const mt_trainer *tr);
+/* The step of the save in flight and when its snapshot started, or -1. */
+int64_t mt_trainer_save_async_step(const mt_trainer *tr, double *started);
+/* Collective (every rank has the same save in flight or none): waits for
+ * this rank's writer; commit: the ranks agree and rank 0 writes the manifest
+ * (the checkpoint is then complete), else the files are left uncommitted
+ * (the next save removes them). No save in flight: returns 0 at once. */
+int mt_trainer_save_async_finish(mt_trainer *tr, int commit, mt_error *err);
+/* Waits for a writer still running (nothing committed) and frees the buffers. */
+void mt_trainer_save_async_free(mt_trainer *tr);
 /* Test aid: writes the current gradients as raw fp32 in layout order. */
 void mt_train_dump_grads(mt_trainer *tr, const char *path);
 

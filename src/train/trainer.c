@@ -452,13 +452,15 @@ double mt_trainer_eval(mt_trainer *tr) {
 }
 
 /* The step boundary: every rank learns whether any rank found non-finite
- * parameters, failed to write {metrics}, or got SIGINT/SIGTERM, and every
+ * parameters, failed to write {metrics}, got SIGINT/SIGTERM, or is still
+ * writing a {ckpt-async} checkpoint, and every
  * rank's step and wait times of this step (the straggler report): one
  * all-reduce (train/straggler.h); a signal may reach one rank only. */
-static void agree_step_boundary(mt_trainer *tr, int64_t flags[3], double step_ms, double wait_ms) {
+static void agree_step_boundary(mt_trainer *tr, int64_t flags[MT_STRAGGLER_FLAGS], double step_ms, double wait_ms) {
     flags[0] = tr->params_nonfinite;
     flags[1] = tr->metrics_failed;
     flags[2] = mt_stop_signal_pending() != 0;
+    flags[3] = mt_trainer_save_async_busy(tr);
     mt_straggler_boundary(&tr->straggler, tr->world, flags, step_ms, wait_ms);
 }
 
@@ -476,6 +478,30 @@ static int save_with_line(mt_trainer *tr, mt_error *err) {
     if (mt_trainer_save(tr, err)) return -1;
     if (tr->o.log_every > 0) mt_train_progress(tr, 0, "step %5lld | checkpoint saved to %s in %.2f s", (long long)tr->step,
                                       tr->o.ckpt_dir, mt_clock_s() - t0);
+    return 0;
+}
+
+/* Collective: the {ckpt-async} save in flight, if any, completed (its
+ * writers waited for) and committed, and a line saying so. */
+static int async_commit_with_line(mt_trainer *tr, mt_error *err) {
+    double started;
+    int64_t step = mt_trainer_save_async_step(tr, &started);
+    if (step < 0) return 0;
+    if (mt_trainer_save_async_finish(tr, 1, err)) return -1;
+    if (tr->o.log_every > 0)
+        mt_train_progress(tr, 0, "step %5lld | checkpoint of step %lld saved to %s (%.2f s after its snapshot)",
+                          (long long)tr->step, (long long)step, tr->o.ckpt_dir, mt_clock_s() - started);
+    return 0;
+}
+
+/* {ckpt-async}: a snapshot now, written in the background. */
+static int save_async_with_line(mt_trainer *tr, mt_error *err) {
+    if (async_commit_with_line(tr, err)) return -1; /* the one in flight first */
+    double t0 = mt_clock_s();
+    if (mt_trainer_save_async(tr, err)) return -1;
+    if (tr->o.log_every > 0)
+        mt_train_progress(tr, 0, "step %5lld | checkpoint snapshot taken in %.2f s, writing to %s in the background",
+                          (long long)tr->step, mt_clock_s() - t0, tr->o.ckpt_dir);
     return 0;
 }
 
@@ -520,7 +546,7 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
         }
         /* the boundary comes before this step's lines, which carry every rank's times: a failed write of
          * them is agreed at the next boundary (or after the last step) */
-        int64_t flags[3];
+        int64_t flags[MT_STRAGGLER_FLAGS];
         agree_step_boundary(tr, flags, ms, wait_ms);
         if (tr->grad_nonfinite && o->log_every > 0)
             mt_train_progress(tr, 0, "step %lld: loss %g, gradient norm %g: not finite, update skipped ({on-nonfinite} skip; "
@@ -577,15 +603,21 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
             mt_train_progress(tr, 0, "step %5lld | val_loss %.6f", (long long)tr->step, vl);
             mt_train_metrics_line(tr, "{\"step\":%lld,\"val_loss\":%.17g}\n", (long long)tr->step, vl);
         }
+        /* {ckpt-async}: every rank's writer is done (no rank busy): the manifest now */
+        if (!flags[3] && (rc = async_commit_with_line(tr, err))) break;
         if (flags[2]) {
             tr->stopped_by_signal = 1;
             break;
         }
         if (o->ckpt_dir && o->ckpt_every > 0 && tr->step % o->ckpt_every == 0) {
-            if ((rc = save_with_line(tr, err))) break;
+            if ((rc = o->ckpt_async ? save_async_with_line(tr, err) : save_with_line(tr, err))) break;
             saved = tr->step;
         }
     }
+    /* a save still in flight: committed when the run goes on to its end (the final save follows, after it),
+     * else only waited for (its files stay uncommitted; the previous checkpoint stands) */
+    if (!rc && async_commit_with_line(tr, err)) rc = -1;
+    mt_trainer_save_async_finish(tr, 0, NULL);
     if (tr->line_open) mt_train_progress(tr, 0, "%s", ""); /* end the terminal's step line */
     if (rc) return -1;
     if (metrics_failure(tr, err)) return -1; /* the last step's lines, a val_loss line */
@@ -644,6 +676,7 @@ int mt_trainer_write_trace(mt_trainer *tr, mt_error *err) {
 }
 
 void mt_trainer_free(mt_trainer *tr) {
+    mt_trainer_save_async_free(tr); /* before the buffers it reads go */
     if (tr->trace) mt_trace_free(tr->trace);
     if (tr->metrics) fclose(tr->metrics);
     if (tr->log_file) fclose(tr->log_file);
