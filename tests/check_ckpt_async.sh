@@ -10,7 +10,9 @@
 #     steps: `ckpt verify` passes on the directory every time, and
 #     --resume auto carries on from it (to the end, verified);
 #  4. dp2 ZeRO-1 (two files, one per rank): losses and files equal the
-#     synchronous run's.
+#     synchronous run's;
+#  5. SIGTERM just after a snapshot (a save likely in flight): exit 0 with a
+#     committed, verified checkpoint of the step it stopped at.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 one_thread
@@ -87,6 +89,19 @@ for f in tensors-000012-r00000.bin tensors-000012-r00001.bin; do
 done
 $M ckpt verify $W/da >/dev/null || fail "dp2: verify"
 ok $f0 "4: dp2 ZeRO-1 --ckpt-async: losses, the manifest and both ranks' files bitwise equal to the synchronous run's"
+
+# 5. SIGTERM while a save is being written: it is committed, the final save follows, exit 0
+f0=$fails
+$M train $B --steps 200 --log-every 1 --ckpt-dir $W/t --ckpt-every 2 --ckpt-async >$W/t.out 2>&1 &
+pid=$!
+for t in $(seq 1 300); do grep -aq "checkpoint snapshot" $W/t.out && break; sleep 0.05; done
+sleep 0.05; kill -TERM $pid; wait $pid; rc=$?; pid=
+[ $rc -eq 0 ] || fail "SIGTERM during an async save: exit status $rc"
+grep -aq "^stopped by a signal after step" $W/t.out || fail "SIGTERM: no 'stopped by a signal' line"
+$M ckpt verify $W/t >/dev/null 2>&1 || fail "SIGTERM: ckpt verify"
+n=$(grep -ao "stopped by a signal after step [0-9]*" $W/t.out | grep -o "[0-9]*$")
+grep -q "\"step\":$n," $W/t/manifest.json || fail "SIGTERM: the checkpoint is not of step $n"
+ok $f0 "5: SIGTERM just after a snapshot: exit 0, a verified checkpoint of step $n"
 
 o=$($M train $T --steps 2 --ckpt-async 2>&1) && fail "--ckpt-async without --ckpt-dir accepted" ||
     { grep -q -- "--ckpt-async needs --ckpt-dir" <<<"$o" || fail "refusal: $o"; }
