@@ -93,7 +93,7 @@ else fail "bad shard group (rc $RC)"; show badshard; fi
 
 # ---- failures: SIGSTOP, timeout 5 s
 run stop 4 stall stop 2 5
-pat="meshtrain: rank [013]: timeout: allreduce #3 on group 'world' (size 4, 4096 bytes) waited 5.0 s .*did not arrive: 2 (world rank 2: no response"
+pat="meshtrain: rank [013]: timeout: allreduce #3 on group 'world' (size 4, 4096 bytes) waited 5.0 s .*did not arrive: 2 (world rank 2 on host [^:]*: no response"
 n=$(grep -c "$pat" "$TMP/stop.out")
 if [ $RC -ne 0 ] && [ "$n" -eq 3 ] && lt "$ELAPSED" 12 && lt 5 "$ELAPSED" && ! grep -q UNEXPECTED "$TMP/stop.out"; then
     ok "SIGSTOP of rank 2: 3 survivors named it, exit $RC after ${ELAPSED}s"
@@ -109,7 +109,7 @@ else fail "SIGKILL default (rc $RC, ${ELAPSED}s)"; show killdef; fi
 # (Open MPI's mpirun returns 0 after MPI_Abort in this mode, so the exit
 # status is not asserted; the abort line is.)
 run killrec 4 --extra "${RECOVER[0]}" stall kill 1 5
-pat="meshtrain: rank [023]: timeout: allreduce #3 on group 'world' (size 4, 4096 bytes) .*did not arrive: 1 (world rank 1: no response"
+pat="meshtrain: rank [023]: timeout: allreduce #3 on group 'world' (size 4, 4096 bytes) .*did not arrive: 1 (world rank 1 on host [^:]*: no response"
 n=$(grep -c "$pat" "$TMP/killrec.out")
 if [ "$n" -ge 1 ] && lt "$ELAPSED" 12 && ! grep -q UNEXPECTED "$TMP/killrec.out"; then
     ok "SIGKILL of rank 1 with launcher recovery: $n survivors named it after ${ELAPSED}s"
@@ -122,7 +122,7 @@ for op in reduce_scatter allgather broadcast barrier recv; do
     what="$op #3 on group 'world'"
     [ $op = recv ] && what="recv from rank 0 (world rank 0) on group 'world' (size 4, 16 bytes)"
     if [ $RC -ne 0 ] && lt "$ELAPSED" 9 &&
-        grep -q "timeout: .*did not arrive: .*0 (world rank 0: no response" "$TMP/stop_$op.out" &&
+        grep -q "timeout: .*did not arrive: .*0 (world rank 0 on host [^:]*: no response" "$TMP/stop_$op.out" &&
         grep -q "timeout: $what" "$TMP/stop_$op.out"; then
         ok "SIGSTOP before $op: named, ${ELAPSED}s"
     else fail "SIGSTOP before $op (rc $RC, ${ELAPSED}s)"; show stop_$op; fi

@@ -24,7 +24,7 @@ for sig in STOP KILL; do
     [ $rc -ne 0 ] || { echo "SIG$sig: job exited 0"; exit 1; }
     [ $took -le 20 ] || { echo "SIG$sig: job took ${took}s to end"; exit 1; }
     if [ $sig = STOP ]; then
-        grep -q "timeout: .* on group .*did not arrive: 2 (world rank 2: no response" $W/err ||
+        grep -q "timeout: .* on group .*did not arrive: 2 (world rank 2 on host [^:]*: no response" $W/err ||
             { echo "no message naming rank 2:"; cat $W/err; exit 1; }
     fi
     echo "SIG$sig of rank 2: all ranks ended (rc $rc) after ${took}s"

@@ -57,11 +57,14 @@ struct mt_comm {
     mt_comm_stats stats;
 };
 
+#define HOST_LEN 48
+
 struct mt_comm_ctx {
     MPI_Comm diag;
     MPI_Group world_group;
     int world_rank, world_size;
     int *node_of;      /* [world_size] node of each world rank (the world rank of its first rank) */
+    char (*host_of)[HOST_LEN]; /* [world_size] each world rank's host (MPI_Get_processor_name, truncated) */
     double timeout_s;
     int slow_warned;   /* said once that a slow operation is waited on */
     int64_t next_id;
@@ -307,6 +310,13 @@ mt_comm_ctx *mt_comm_ctx_create(double timeout_s, mt_error *err) {
     x->oversubscribed = cpus > 0 && local > cpus;
     CK(x->world, "MPI_Comm_free", MPI_Comm_free(&shm), "node group");
     CK(x->world, "MPI_Allgather", MPI_Allgather(&first, 1, MPI_INT, x->node_of, 1, MPI_INT, w), "node table");
+    /* Hosts, by name: a timeout names the host of each rank that did not arrive. */
+    x->host_of = calloc((size_t)x->world_size, HOST_LEN);
+    if (!x->host_of) usage_fail(x->world, "out of memory allocating the host table (%d ranks)", x->world_size);
+    char host[HOST_LEN];
+    mt_comm_host_name(host, sizeof host);
+    CK(x->world, "MPI_Allgather", MPI_Allgather(host, HOST_LEN, MPI_CHAR, x->host_of, HOST_LEN, MPI_CHAR, w),
+       "host table");
     CK(x->world, "MPI_Op_create", MPI_Op_create(bf16_sum_fn, 1, &x->bf16_sum), "bf16 sum");
     CK(x->world, "MPI_Irecv", MPI_Irecv(&x->q_in, (int)sizeof x->q_in, MPI_BYTE, MPI_ANY_SOURCE,
                                         TAG_QUERY, x->diag, &x->q_req),
@@ -368,6 +378,7 @@ void mt_comm_ctx_free(mt_comm_ctx *x) {
     CK(NULL, "MPI_Group_free", MPI_Group_free(&x->world_group), "world group");
     free(x->comms);
     free(x->node_of);
+    free(x->host_of);
     free(x);
 }
 
@@ -531,7 +542,8 @@ static void diagnose(mt_comm_req *r, double waited, diagnosis *d) {
         if (arrived) continue;
         d->all_arrived = 0;
         if (nmiss++ >= 16) continue;
-        lb_add(&b, "%s %d (world rank %d: ", nmiss > 1 ? ";" : "", t, c->world_ranks[t]);
+        lb_add(&b, "%s %d (world rank %d on host %s: ", nmiss > 1 ? ";" : "", t, c->world_ranks[t],
+               x->host_of[c->world_ranks[t]]);
         if (st != 2) {
             lb_add(&b, "no response -- stopped, dead, unreachable or busy outside communication)");
             continue;
