@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A stalled or dead rank ends a data-parallel training run on every rank:
 #  - SIGSTOP one of 4 ranks (dp=4, ZeRO-3) mid-run: every rank exits
-#    non-zero within --timeout (5 s) + grace, and the messages name the
+#    non-zero within two --timeouts (5 s each; a peer silent at two deadlines in a row) + grace, and the messages name the
 #    stalled collective and world rank 2 as the one that did not arrive;
 #  - SIGKILL one rank: the job ends non-zero (the launcher notices).
 set -euo pipefail

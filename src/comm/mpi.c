@@ -667,7 +667,7 @@ void mt_comm_wait(mt_comm_req *r) {
     mt_comm_ctx *x = c->ctx;
     double t0 = now(), deadline = t0 + x->timeout_s;
     uint64_t last_signature = 0;
-    int extended = 0;
+    int extended = 0, silent = 0;
     x->cur_comm = c;
     x->cur_kind = r->kind;
     x->cur_seq = r->seq;
@@ -689,7 +689,21 @@ void mt_comm_wait(mt_comm_req *r) {
             diagnosis d;
             diagnose(r, t - t0, &d);
             int moving = !d.mismatch && (d.all_arrived || (d.all_answered && (!extended || d.signature != last_signature)));
-            if (!moving || ++extended >= MT_COMM_SLOW_TIMEOUTS) on_timeout(r, &d);
+            /* Silence once is not yet a dead peer: over a slow link the query and its answer queue
+               behind the operation's own bytes, for longer than the diagnosis waits. A peer silent
+               at two deadlines in a row is stalled, dead or unreachable. */
+            if (!moving && !d.mismatch && !d.all_answered && !silent++) {
+                deadline = now() + x->timeout_s;
+                continue;
+            }
+            if (moving) silent = 0;
+            if (!moving || ++extended >= MT_COMM_SLOW_TIMEOUTS) {
+                /* the operation may have completed while the diagnosis waited for answers (over a slow
+                   link a query queues behind the operation's own bytes): that is progress, not a timeout */
+                CK(c, "MPI_Test", MPI_Test(&r->req, &flag, &st), "waiting for %s", kind_names[r->kind]);
+                if (flag) break;
+                on_timeout(r, &d);
+            }
             if (d.all_arrived && !x->slow_warned) {
                 x->slow_warned = 1;
                 linebuf b = {d.text, sizeof d.text, 0};
