@@ -29,6 +29,12 @@
  *      queries of others and collects replies. A reply carries the peer's
  *      count of collectives entered on that group and what it is waiting in
  *      right now (group, collective, sequence number);
+ *   2a. waits on (a new deadline, up to MT_COMM_SLOW_TIMEOUTS in all) when
+ *      the diagnosis shows progress: every rank inside the operation (a slow
+ *      link), answers changed since the last deadline, or the operation
+ *      completed meanwhile; and once when some peer did not answer (over a
+ *      slow link the query queues behind the operation's own bytes) -- a
+ *      peer silent at two deadlines in a row is stalled or dead;
  *   3. prints ONE line to stderr naming the collective, its sequence number,
  *      the group (name and size), the bytes, the time waited, and the ranks
  *      that did not arrive -- peers that did not answer (stopped, dead, or
@@ -40,13 +46,13 @@
  *      survivors reach their deadlines at about the same time and the first
  *      MPI_Abort kills them: this lets each print its line), then calls
  *      MPI_Abort (exit MT_COMM_EXIT_TIMEOUT).
- * So a stalled job ends about timeout + 2 grace periods after the stall
- * (6 s for a 5 s timeout). Collectives on a group are entered in the same
+ * So a stalled job ends about 2 timeouts + 3 grace periods after the stall
+ * (about 12 s for a 5 s timeout). Collectives on a group are entered in the same
  * order on every member (MPI requires it), so "entered >= my sequence
  * number" is exactly "arrived". Example (one line):
  *   meshtrain: rank 1: timeout: allreduce #3 on group 'world' (size 4,
- *   4096 bytes) waited 5.0 s (timeout 5 s); did not arrive: 2 (world rank 2:
- *   no response -- stopped, dead or busy outside communication); arrived:
+ *   4096 bytes) waited 11.0 s (timeout 5 s); did not arrive: 2 (world rank 2
+ *   on host node7: no response -- stopped, dead or busy outside communication); arrived:
  *   0 1 3; aborting
  *
  * Normal-path cost: zero extra messages. Each poll iteration adds one
