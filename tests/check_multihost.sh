@@ -85,7 +85,6 @@ $MPIH $W/rank.sh $MB $T --steps 10 --dp 2 --tp 2 --metrics $W/mh.jsonl --timeout
 losses_within $W/one.jsonl $W/mh.jsonl "dp2 x tp2 on hosts $P""a,$P""b" || fail "losses differ"
 echo "($((SECONDS - t0)) s)"
 
-
 # 2. the links limited to $RATE each way (tc tbf at both ends; this kernel has
 # no netem, so no delay): with a timeout shorter than the gradient all-reduce
 # takes over them no deadline fires, and the step time is reported
@@ -103,7 +102,7 @@ $MPIH $W/rank.sh $MB $T --steps 4 --dp 2 --tp 2 --bucket-mb 64 --metrics $W/slow
     >$W/slow.out 2>&1 || fail "the run over the shaped links exited with $?"
 grep -q "timeout:" $W/slow.out && fail "a deadline fired over the slow links: $(grep -m1 timeout: $W/slow.out | cut -c1-300)"
 [ "$(grep -c '"step"' $W/slow.jsonl)" = 4 ] || fail "not 4 steps over the shaped links"
-grep -m1 "warning: .*slow link" $W/slow.out | cut -c1-200
+grep -m1 "warning: .*slow link" $W/slow.out | cut -c1-200 | grep . || fail "no slow-link warning over the shaped links"
 ms=$(grep -o '"ms":[0-9.]*' $W/slow.jsonl | cut -d: -f2 | tr '\n' ' ')
 echo "shaped links ($RATE, --timeout $TMO): step ms: $ms ($((SECONDS - t0)) s)"
 $PY -c "import sys; ms = [float(x) for x in sys.argv[1:]]; sys.exit(0 if max(ms[1:]) > 1000 * $TMO else 1)" $ms ||
