@@ -117,8 +117,6 @@ typedef struct mt_family {
  * table there; adding a family is a folder here plus one line of it. */
 const mt_family *mt_family_get(mt_family_id id);
 int mt_family_count(void);
-/* The id of a registered family (its position in the table). */
-mt_family_id mt_family_id_of(const mt_family *f);
 /* The family whose hf_model_types lists model_type; -1 with err listing them. */
 int mt_family_of_hf_model_type(const char *model_type, mt_family_id *out, mt_error *err);
 /* Every family's presets, sep between them, into buf (for help texts). */

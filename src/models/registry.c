@@ -20,12 +20,6 @@ const mt_family *mt_family_get(mt_family_id id) {
     return families[id];
 }
 
-mt_family_id mt_family_id_of(const mt_family *f) {
-    for (int i = 0; i < N_FAMILIES; i++)
-        if (families[i] == f) return (mt_family_id)i;
-    mt_die("model family %s is not in the registry (models/registry.c)", f->name);
-}
-
 const char *mt_family_name(mt_family_id f) { return (unsigned)f < (unsigned)N_FAMILIES ? families[f]->name : "?"; }
 
 enum { LIST_NAMES, LIST_PRESETS, LIST_HF_TYPES };
