@@ -289,10 +289,6 @@ void mt_bpe_pair_set(mt_bpe *b, int32_t a, int32_t c, int32_t rank, int32_t merg
 
 /* ---- loading ---- */
 
-int mt_bpe_read_file(const char *path, char **data, size_t *len, mt_error *err) {
-    return mt_read_file(path, SIZE_MAX, data, len, err);
-}
-
 const char *mt_bpe_show(const void *src, size_t n, char *buf, size_t cap) {
     const unsigned char *s = src;
     size_t o = 0;
@@ -308,7 +304,7 @@ const char *mt_bpe_show(const void *src, size_t n, char *buf, size_t cap) {
 static int load_encoder(mt_bpe *b, const char *path, const int16_t cp_to_byte[ALPHABET_MAX], mt_error *err) {
     char *text;
     size_t len;
-    if (mt_bpe_read_file(path, &text, &len, err)) return -1;
+    if (mt_read_file(path, SIZE_MAX, &text, &len, err)) return -1;
     mt_error jerr;
     mt_json_doc *doc = mt_json_parse(text, len, 64, &jerr);
     free(text);
@@ -399,7 +395,7 @@ static int is_js_ascii_space(unsigned char c) { return c == ' ' || c == '\t' || 
 static int load_merges(mt_bpe *b, const char *path, const int16_t cp_to_byte[ALPHABET_MAX], mt_error *err) {
     char *text;
     size_t len;
-    if (mt_bpe_read_file(path, &text, &len, err)) return -1;
+    if (mt_read_file(path, SIZE_MAX, &text, &len, err)) return -1;
     int rc = -1;
     unsigned char *buf = NULL;
     char s1[96], s2[96], s3[96];

@@ -102,7 +102,6 @@ void mt_bpe_build_alphabet(uint32_t byte_to_cp[256], int16_t cp_to_byte[MT_BPE_A
  * point (0xFFFFFFFF for invalid UTF-8). */
 long mt_bpe_from_alphabet(const int16_t cp_to_byte[MT_BPE_ALPHABET_MAX], const unsigned char *s, size_t n,
                           unsigned char *out, uint32_t *bad_cp);
-int mt_bpe_read_file(const char *path, char **data, size_t *len, mt_error *err);
 /* s[0..n) for an error message, truncated and with control bytes escaped. */
 const char *mt_bpe_show(const void *s, size_t n, char *buf, size_t cap);
 

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "core/fileio.h"
 #include "core/json.h"
 #include "data/bpe_impl.h"
 
@@ -480,7 +481,7 @@ mt_bpe *mt_bpe_load_hf(const char *path, mt_error *err) {
                   path, strerror(errno));
         return NULL;
     }
-    if (mt_bpe_read_file(path, &text, &len, err)) return NULL;
+    if (mt_read_file(path, SIZE_MAX, &text, &len, err)) return NULL;
     mt_error jerr;
     mt_json_doc *doc = mt_json_parse(text, len, 64, &jerr);
     free(text);
