@@ -19,8 +19,13 @@ void mt_train_metrics_line(mt_trainer *tr, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n >= sizeof small) {
-        line = mt_xmalloc((size_t)n + 1, "a metrics line");
+    if (n >= 0 && (size_t)n >= sizeof small) { /* the trainer's line buffer, grown to the longest line so far */
+        if ((size_t)n + 1 > tr->metrics_line_cap) {
+            free(tr->metrics_line);
+            tr->metrics_line = mt_xmalloc((size_t)n + 1, "a metrics line");
+            tr->metrics_line_cap = (size_t)n + 1;
+        }
+        line = tr->metrics_line;
         va_start(ap, fmt);
         vsnprintf(line, (size_t)n + 1, fmt, ap);
         va_end(ap);
@@ -33,7 +38,6 @@ void mt_train_metrics_line(mt_trainer *tr, const char *fmt, ...) {
         mt_errorf(&tr->metrics_err, "writing {metrics} file '%s' failed: %s (is the disk full?)", tr->o.metrics_path,
                   strerror(errno));
     }
-    if (line != small) free(line);
 }
 
 /* A progress line of rank 0: on a terminal, step lines (step_line 1; 2 for

@@ -63,6 +63,8 @@ typedef struct {
     /* {metrics} is written by rank 0; a failed write is agreed at the step boundary */
     int metrics_failed;
     mt_error metrics_err;
+    char *metrics_line;         /* a line longer than the stack buffer (per-rank arrays): grown, never per step */
+    size_t metrics_line_cap;
     int stopped_by_signal;      /* the run ended early on SIGINT/SIGTERM (after a checkpoint if {ckpt-dir}) */
     /* progress (rank 0): {log-file}, and on a terminal one updating step line */
     FILE *log_file;

@@ -679,6 +679,7 @@ void mt_trainer_free(mt_trainer *tr) {
     mt_trainer_save_async_free(tr); /* before the buffers it reads go */
     if (tr->trace) mt_trace_free(tr->trace);
     if (tr->metrics) fclose(tr->metrics);
+    free(tr->metrics_line);
     if (tr->log_file) fclose(tr->log_file);
     mt_opt_states_free(&tr->optim);
     mt_pipeline_free(tr);
