@@ -7,6 +7,7 @@
  * match user messages) through one pre-posted MPI_Irecv(ANY_SOURCE); every
  * poll iteration tests it and answers from a small pool of reply buffers. */
 #include "comm/comm.h"
+#include "core/checksum.h"
 #include <limits.h>
 #include <math.h>
 #include <sched.h>
@@ -512,7 +513,8 @@ static void diagnose(mt_comm_req *r, double waited, diagnosis *d) {
     d->all_answered = state != NULL;
     d->all_arrived = state != NULL;
     d->mismatch = 0;
-    d->signature = 1469598103934665603ull;
+    mt_checksum answers;
+    mt_checksum_init(&answers);
     lb_add(&b, "meshtrain: rank %d: timeout: ", x->world_rank);
     describe_op(&b, r);
     lb_add(&b, " waited %.1f s (timeout %g s); did not arrive:", waited, x->timeout_s);
@@ -523,7 +525,7 @@ static void diagnose(mt_comm_req *r, double waited, diagnosis *d) {
         int st = state[t];
         if (st == 2) {
             const int64_t v[5] = {t, rep[t].entered, rep[t].cur_kind, rep[t].cur_seq, rep[t].cur_peer};
-            for (int i = 0; i < 5; i++) d->signature = (d->signature ^ (uint64_t)v[i]) * 1099511628211ull;
+            mt_checksum_update(&answers, v, sizeof v);
         } else {
             d->all_answered = 0;
         }
@@ -561,6 +563,7 @@ static void diagnose(mt_comm_req *r, double waited, diagnosis *d) {
             lb_add(&b, "alive, not waiting)");
         }
     }
+    d->signature = mt_checksum_final(&answers);
     if (!state) lb_add(&b, " (unknown: out of memory for the diagnosis)");
     else if (nmiss == 0)
         lb_add(&b, " none: every rank is inside it and answering, yet it did not complete in %d timeouts -- a link "
