@@ -94,7 +94,8 @@ echo "== resume under sharding =="
 $MPI -np 2 $M train $T --dp 2 --zero 3 --ckpt-dir $W/straight --metrics $W/straight.jsonl >/dev/null
 $MPI -np 2 $M train ${T/--steps $STEPS/--steps 10} --dp 2 --zero 3 --ckpt-dir $W/res --metrics $W/res.jsonl >/dev/null
 cp -r $W/res $W/res4; cp $W/res.jsonl $W/res4.jsonl
-$MPI -np 2 $M train $T --dp 2 --zero 3 --ckpt-dir $W/res --resume --metrics $W/res.jsonl | grep -q "resumed from"
+$MPI -np 2 $M train $T --dp 2 --zero 3 --ckpt-dir $W/res --resume --metrics $W/res.jsonl >$W/resume.out
+grep -q "resumed from" $W/resume.out
 cut -d, -f1-2 $W/straight.jsonl > $W/s.txt; cut -d, -f1-2 $W/res.jsonl > $W/r.txt
 diff $W/s.txt $W/r.txt && echo "dp2 zero3 resume: losses bitwise identical"
 $MPI -np 4 $M train $T --dp 4 --zero 1 --ckpt-dir $W/res4 --resume --metrics $W/res4.jsonl >/dev/null

@@ -19,7 +19,8 @@ for name, n, scale in [("a", 300, 1.0), ("b", 120, 1.3)]:
             if s % 50 == 0:
                 f.write(json.dumps({"step": s, "val_loss": scale * (2.2 + 3 * math.exp(-s / 60))}) + "\n")
 PY
-$M plot $W/a.jsonl $W/b.jsonl --out $W/c.png --width 900 --height 700 --labels "dp2 ZeRO-3,one process" | grep -q "wrote $W/c.png (900x700; 2 runs)"
+$M plot $W/a.jsonl $W/b.jsonl --out $W/c.png --width 900 --height 700 --labels "dp2 ZeRO-3,one process" >$W/plot.out
+grep -qF "wrote $W/c.png (900x700; 2 runs)" $W/plot.out
 $PY - $W/c.png <<'PY'
 import struct, sys, zlib
 b = open(sys.argv[1], "rb").read()
@@ -75,5 +76,6 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
 assert len(rows) == 5 and all(abs(r["mfu"] - r["gflops"] / 50) <= 0.0005 / 50 + 1e-6 for r in rows), rows[0]
 print(f"mfu in the metrics: {rows[-1]['mfu']:.4f} (= {rows[-1]['gflops']} GFLOP/s / 50)")
 PY
-$M plot $W/m.jsonl --out $W/mfu.png | grep -q "wrote $W/mfu.png"
+$M plot $W/m.jsonl --out $W/mfu.png >$W/plot.out
+grep -qF "wrote $W/mfu.png" $W/plot.out
 [ -s $W/mfu.png ] && echo "plot with the MFU panel written"

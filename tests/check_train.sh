@@ -41,7 +41,8 @@ done
 echo "== resume =="
 $M train $T --batch 8 --steps 20 --ckpt-dir $W/straight --ckpt-every 5 --metrics $W/straight.jsonl >/dev/null
 $M train $T --batch 8 --steps 10 --ckpt-dir $W/resumed --metrics $W/resumed.jsonl >/dev/null
-$M train $T --batch 8 --steps 20 --ckpt-dir $W/resumed --resume --metrics $W/resumed.jsonl | grep -q "resumed from"
+$M train $T --batch 8 --steps 20 --ckpt-dir $W/resumed --resume --metrics $W/resumed.jsonl >$W/resume.out
+grep -q "resumed from" $W/resume.out
 cut -d, -f1-2 $W/straight.jsonl > $W/s.txt; cut -d, -f1-2 $W/resumed.jsonl > $W/r.txt
 [ "$(wc -l < $W/s.txt)" = 20 ] || { echo "expected 20 metric lines"; exit 1; }
 diff $W/s.txt $W/r.txt && echo "losses bitwise identical over 20 steps"
@@ -53,7 +54,8 @@ if $M train $T --batch 4 --steps 30 --ckpt-dir $W/resumed --resume 2>$W/err.txt;
 grep -q "resuming needs the same batch" $W/err.txt
 
 echo "== eval / generate =="
-$M eval --ckpt $W/straight --val $W/text_val.bin --batches 4 | grep -q "val_loss"
+$M eval --ckpt $W/straight --val $W/text_val.bin --batches 4 >$W/eval.out
+grep -q "val_loss" $W/eval.out
 $M generate --ckpt $W/straight --prompt "ROMEO:" --tokens 10 --seed 3 > $W/g1.txt
 $M generate --ckpt $W/straight --prompt "ROMEO:" --tokens 10 --seed 3 > $W/g2.txt
 cmp $W/g1.txt $W/g2.txt && head -c 6 $W/g1.txt | grep -q "ROMEO:" && echo "generation deterministic for a seed"
