@@ -2,14 +2,16 @@
 # Multi-host runs across network namespaces (docs/usage.md "Multi-host"):
 # the test makes a launcher namespace holding a bridge (10.213.77.1/24) and two
 # host namespaces (10.213.77.2 and .3, each its own hostname) joined to it by
-# veth links; mpirun runs in the launcher namespace with --hostfile and
+# links of the test's own: a TAP device on the bridge and one in the host,
+# joined by a delay line (tests/delay_line.c: this kernel has no netem) that
+# passes every frame both ways after a set delay; mpirun runs in the launcher namespace with --hostfile and
 # reaches the hosts through an rsh agent that enters their namespace; Open MPI
 # speaks TCP only on that subnet, so every byte between hosts crosses the
 # links. Everything is removed at the end. Cases:
 #  1. dp2 x tp2 on 4 ranks, tp inside a host and dp across the two: the
 #     per-step losses equal one process's (1e-5 relative);
-#  2. the links limited to a few Mbit/s (tc tbf; this kernel has no netem, so
-#     no delay line) with a --timeout shorter than a step's gradient
+#  2. the links delayed (25 ms each way, so 50 ms round trips) and limited to a
+#     few Mbit/s (tc tbf) with a --timeout shorter than a step's gradient
 #     all-reduce takes: the run completes, no deadline fires, a warning names
 #     the slow link, and the step time is printed;
 #  3. host b's link taken down mid-run: every rank exits within the deadline
@@ -29,6 +31,8 @@ if ! ip netns add $C 2>$W/ns.err; then
     exit 77
 fi
 on_exit "ip netns del $C"
+DL=$W/delay_line
+cc -std=c11 -O2 -Wall -Wextra -Werror -o $DL tests/delay_line.c || { fail "cannot build tests/delay_line.c"; exit 1; }
 ip -n $C link set lo up
 ip -n $C link add br0 type bridge && ip -n $C addr add $NET.1/24 dev br0 && ip -n $C link set br0 up ||
     { echo "SKIP: cannot make a bridge in a network namespace"; exit 77; }
@@ -39,9 +43,9 @@ for h in $HOSTS; do
     on_exit "ip netns del $P$h"
     on_exit "ip netns pids $P$h | xargs -r kill -9" # what is left in it is this test's (run first)
     ip -n $P$h link set lo up
-    ip -n $C link add v$h type veth peer name eth0 netns $P$h &&
-        ip -n $C link set v$h master br0 && ip -n $C link set v$h up &&
-        ip -n $P$h addr add $NET.$i/24 dev eth0 && ip -n $P$h link set eth0 up || { fail "veth for $h"; exit 1; }
+    ip -n $C tuntap add dev v$h mode tap && ip -n $C link set v$h master br0 && ip -n $C link set v$h up &&
+        ip -n $P$h tuntap add dev eth0 mode tap && ip -n $P$h addr add $NET.$i/24 dev eth0 &&
+        ip -n $P$h link set eth0 up || { echo "SKIP: cannot make TAP devices in network namespaces"; exit 77; }
     echo "$NET.$i $P$h" >>$W/hosts
     echo "$NET.$i slots=2" >>$W/hostfile
     i=$((i + 1))
@@ -63,6 +67,25 @@ cat >$W/rank.sh <<EOF
 exec "\$@" 2> >(tee -a "\$MT_ERRDIR/err.\$OMPI_COMM_WORLD_RANK" >&2)
 EOF
 chmod +x $W/rank.sh
+# links MS: (re)joins each host's TAP to its bridge port through a delay line of MS ms each way
+DLPIDS=
+links() {
+    local h i
+    [ -n "$DLPIDS" ] && { kill $DLPIDS; wait $DLPIDS 2>/dev/null; }
+    DLPIDS=
+    for h in $HOSTS; do
+        ip netns exec $C $DL $1 v$h - eth0 /var/run/netns/$P$h 2>>$W/delay_line.log &
+        DLPIDS="$DLPIDS $!"
+    done
+    for h in $HOSTS; do # the link is up when both TAPs have a carrier
+        for i in $(seq 100); do
+            ip -n $P$h link show eth0 >$W/l1; ip -n $C link show v$h >$W/l2
+            grep -q LOWER_UP $W/l1 && grep -q LOWER_UP $W/l2 && break
+            sleep 0.05
+        done
+    done
+}
+on_exit '[ -n "$DLPIDS" ] && kill $DLPIDS 2>/dev/null'
 MPIH="ip netns exec $C mpirun --hostfile $W/hostfile -np 4 --mca plm_rsh_agent $W/agent --mca plm_rsh_no_tree_spawn 1
  --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include $NET.0/24 --mca oob_tcp_if_include $NET.0/24
  -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x MT_ERRDIR -x MT_TEST_TAG"
@@ -78,6 +101,7 @@ T="train --train $W/m_train.bin --layers 2 --dim 64 --heads 4 --seq-len 32 --bat
 
 # 1. dp2 x tp2 across two hosts = one process
 t0=$SECONDS
+links 0
 $M $T --steps 10 --metrics $W/one.jsonl >$W/one.out 2>&1 || { fail "one process"; cat $W/one.out; }
 MT_ERRDIR=$W/c1; mkdir -p $MT_ERRDIR
 $MPIH $W/rank.sh $MB $T --steps 10 --dp 2 --tp 2 --metrics $W/mh.jsonl --timeout 20 >$W/mh.out 2>&1 ||
@@ -85,11 +109,12 @@ $MPIH $W/rank.sh $MB $T --steps 10 --dp 2 --tp 2 --metrics $W/mh.jsonl --timeout
 losses_within $W/one.jsonl $W/mh.jsonl "dp2 x tp2 on hosts $P""a,$P""b" || fail "losses differ"
 echo "($((SECONDS - t0)) s)"
 
-# 2. the links limited to $RATE each way (tc tbf at both ends; this kernel has
-# no netem, so no delay): with a timeout shorter than the gradient all-reduce
-# takes over them no deadline fires, and the step time is reported
+# 2. the links delayed by DELAY ms each way and limited to $RATE (tc tbf at
+# both ends): with a timeout shorter than the gradient all-reduce takes over
+# them no deadline fires, and the step time is reported
 t0=$SECONDS
-RATE=${MT_MULTIHOST_RATE:-2mbit} TMO=1
+RATE=${MT_MULTIHOST_RATE:-2mbit} DELAY=${MT_MULTIHOST_DELAY_MS:-25} TMO=1
+links $DELAY
 for h in $HOSTS; do
     for d in "$C v$h" "$P$h eth0"; do
         set -- $d
@@ -104,7 +129,7 @@ grep -q "timeout:" $W/slow.out && fail "a deadline fired over the slow links: $(
 [ "$(grep -c '"step"' $W/slow.jsonl)" = 4 ] || fail "not 4 steps over the shaped links"
 grep -m1 "warning: .*slow link" $W/slow.out | cut -c1-200 | grep . || fail "no slow-link warning over the shaped links"
 ms=$(grep -o '"ms":[0-9.]*' $W/slow.jsonl | cut -d: -f2 | tr '\n' ' ')
-echo "shaped links ($RATE, --timeout $TMO): step ms: $ms ($((SECONDS - t0)) s)"
+echo "shaped links ($DELAY ms each way, $RATE, --timeout $TMO): step ms: $ms ($((SECONDS - t0)) s)"
 $PY -c "import sys; ms = [float(x) for x in sys.argv[1:]]; sys.exit(0 if max(ms[1:]) > 1000 * $TMO else 1)" $ms ||
     fail "no step took longer than the timeout ($TMO s): the link limit did not bite"
 
@@ -114,6 +139,7 @@ $PY -c "import sys; ms = [float(x) for x in sys.argv[1:]]; sys.exit(0 if max(ms[
 # ranks that did not answer and their host; and mpirun exits too
 for h in $HOSTS; do tc -n $C qdisc del dev v$h root; tc -n $P$h qdisc del dev eth0 root; done
 t0=$SECONDS
+links 0
 [ -n "${MT_MULTIHOST_RETRIES2-4}" ] && for n in $C ${P}a ${P}b; do ip netns exec $n sysctl -qw net.ipv4.tcp_retries2=${MT_MULTIHOST_RETRIES2-4}; done
 TMO=3 RBOUND=12 LINKMCA=${MT_MULTIHOST_LINKMCA-"--mca oob_tcp_keepalive_time 4 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3"} MBOUND=${MT_MULTIHOST_MPIRUN_BOUND:-20}
 MT_ERRDIR=$W/c3; mkdir -p $MT_ERRDIR

@@ -468,25 +468,74 @@ typedef struct {
     char text[2048];
 } diagnosis;
 
-static void diagnose(mt_comm_req *r, double waited, diagnosis *d) {
+/* The status queries of one wait, one per peer at a time. A query and its
+ * answer travel behind the operation's own bytes; over a slow link the answer
+ * can take longer than a diagnosis waits, so a query stays posted across the
+ * wait's later deadlines and its late answer still counts: a peer is silent
+ * only when nothing of it arrived since the last deadline. */
+typedef struct {
+    int n;
+    int64_t first_qid;      /* the wait's first query: a reply to an older one is discarded */
+    reply_msg *rep;         /* [n] the latest answer of each peer */
+    query_msg *q;           /* [n] the query in flight to each peer (its send buffer) */
+    MPI_Request *rq, *sq;   /* [n] its answer's receive and its send */
+    int *state;             /* [n] 0 never asked, 1 asked (in flight), 2 answered this round */
+} queries;
+
+static int queries_open(queries *qs, int n) {
+    memset(qs, 0, sizeof *qs);
+    qs->n = n;
+    qs->rep = calloc((size_t)n, sizeof *qs->rep);
+    qs->q = calloc((size_t)n, sizeof *qs->q);
+    qs->rq = malloc((size_t)n * sizeof *qs->rq);
+    qs->sq = malloc((size_t)n * sizeof *qs->sq);
+    qs->state = calloc((size_t)n, sizeof *qs->state);
+    if (!qs->rep || !qs->q || !qs->rq || !qs->sq || !qs->state) return 0;
+    for (int t = 0; t < n; t++) qs->rq[t] = qs->sq[t] = MPI_REQUEST_NULL;
+    return 1;
+}
+
+/* After the wait: a receive still posted is cancelled (its late answer, if it
+ * comes, is discarded by the next wait's first_qid), the sends complete (the
+ * peers are alive: the operation finished), and the buffers go. */
+static void queries_close(queries *qs) {
+    if (qs->rep && qs->q && qs->rq && qs->sq && qs->state)
+        for (int t = 0; t < qs->n; t++) {
+            if (qs->rq[t] != MPI_REQUEST_NULL) {
+                MPI_Cancel(&qs->rq[t]);
+                MPI_Wait(&qs->rq[t], MPI_STATUS_IGNORE);
+            }
+            if (qs->sq[t] != MPI_REQUEST_NULL) MPI_Wait(&qs->sq[t], MPI_STATUS_IGNORE);
+        }
+    free(qs->rep);
+    free(qs->q);
+    free(qs->rq);
+    free(qs->sq);
+    free(qs->state);
+    memset(qs, 0, sizeof *qs);
+}
+
+static void diagnose(mt_comm_req *r, double waited, queries *qs, diagnosis *d) {
     mt_comm *c = r->comm;
     mt_comm_ctx *x = c->ctx;
     int n = c->size, p2p = (r->kind == MT_COMM_SEND || r->kind == MT_COMM_RECV);
-    reply_msg *rep = calloc((size_t)n, sizeof *rep);
-    MPI_Request *rq = malloc((size_t)n * sizeof *rq);
-    MPI_Request *sq = malloc((size_t)n * sizeof *sq);
-    int *state = calloc((size_t)n, sizeof *state); /* 0 not asked, 1 asked, 2 answered */
-    query_msg q = {((int64_t)x->world_rank << 32) | ++x->next_qid, c->id};
-    if (rep && rq && sq && state) {
+    int *state = qs->state; /* NULL: out of memory for the queries */
+    const reply_msg *rep = qs->rep;
+    if (state) {
+        if (!qs->first_qid) qs->first_qid = ((int64_t)x->world_rank << 32) | (x->next_qid + 1);
         for (int t = 0; t < n; t++) {
-            rq[t] = sq[t] = MPI_REQUEST_NULL;
             if (t == c->rank || (p2p && t != r->peer)) continue;
+            if (state[t] == 1) continue; /* the last query is still in flight: its answer counts when it comes */
             int w = c->world_ranks[t];
-            if (MPI_Irecv(&rep[t], (int)sizeof rep[t], MPI_BYTE, w, TAG_REPLY, x->diag, &rq[t]) !=
+            if (qs->sq[t] != MPI_REQUEST_NULL) MPI_Wait(&qs->sq[t], MPI_STATUS_IGNORE); /* answered: delivered */
+            qs->q[t] = (query_msg){((int64_t)x->world_rank << 32) | ++x->next_qid, c->id};
+            if (MPI_Irecv(&qs->rep[t], (int)sizeof qs->rep[t], MPI_BYTE, w, TAG_REPLY, x->diag, &qs->rq[t]) !=
                     MPI_SUCCESS ||
-                MPI_Isend(&q, (int)sizeof q, MPI_BYTE, w, TAG_QUERY, x->diag, &sq[t]) !=
-                    MPI_SUCCESS)
+                MPI_Isend(&qs->q[t], (int)sizeof qs->q[t], MPI_BYTE, w, TAG_QUERY, x->diag, &qs->sq[t]) !=
+                    MPI_SUCCESS) {
+                state[t] = 0;
                 continue;
+            }
             state[t] = 1;
         }
         /* at least 1 s: a peer inside a large transfer answers between MPI_Test calls, each of which
@@ -497,11 +546,17 @@ static void diagnose(mt_comm_req *r, double waited, diagnosis *d) {
             for (int t = 0; t < n; t++) {
                 if (state[t] != 1) continue;
                 int f = 0;
-                if (MPI_Test(&rq[t], &f, MPI_STATUS_IGNORE) == MPI_SUCCESS && f &&
-                    rep[t].qid == q.qid)
-                    state[t] = 2;
-                else
+                if (MPI_Test(&qs->rq[t], &f, MPI_STATUS_IGNORE) != MPI_SUCCESS || !f) {
                     pending++;
+                } else if (qs->rep[t].qid >= qs->first_qid) {
+                    state[t] = 2;
+                } else { /* an answer to an earlier wait's query: not this one's, listen again */
+                    if (MPI_Irecv(&qs->rep[t], (int)sizeof qs->rep[t], MPI_BYTE, c->world_ranks[t], TAG_REPLY,
+                                  x->diag, &qs->rq[t]) != MPI_SUCCESS)
+                        state[t] = 0;
+                    else
+                        pending++;
+                }
             }
             service(x);
             if (!pending || MPI_Wtime() > end) break;
@@ -524,7 +579,8 @@ static void diagnose(mt_comm_req *r, double waited, diagnosis *d) {
         if (!state) break;
         int st = state[t];
         if (st == 2) {
-            const int64_t v[5] = {t, rep[t].entered, rep[t].cur_kind, rep[t].cur_seq, rep[t].cur_peer};
+            const reply_msg *a = &qs->rep[t];
+            const int64_t v[5] = {t, a->entered, a->cur_kind, a->cur_seq, a->cur_peer};
             mt_checksum_update(&answers, v, sizeof v);
         } else {
             d->all_answered = 0;
@@ -575,14 +631,9 @@ static void diagnose(mt_comm_req *r, double waited, diagnosis *d) {
             if (t == c->rank || (state[t] == 2 && rep[t].entered >= (int64_t)r->seq))
                 lb_add(&b, " %d", t);
     }
-    if (d->all_answered) { /* every query was received and answered: no request is left in flight */
+    if (state) /* the next deadline asks those that answered again */
         for (int t = 0; t < n; t++)
-            if (sq[t] != MPI_REQUEST_NULL) MPI_Wait(&sq[t], MPI_STATUS_IGNORE);
-        free(rep);
-        free(rq);
-        free(sq);
-        free(state);
-    } /* else a late reply may still land in these buffers: the caller aborts, and they stay */
+            if (state[t] == 2) state[t] = 0;
 }
 
 static _Noreturn void on_timeout(const mt_comm_req *r, diagnosis *d) {
@@ -671,6 +722,7 @@ void mt_comm_wait(mt_comm_req *r) {
     double t0 = now(), deadline = t0 + x->timeout_s;
     uint64_t last_signature = 0;
     int extended = 0, silent = 0;
+    queries qs = {0}; /* opened at the first deadline: the hot path allocates nothing */
     x->cur_comm = c;
     x->cur_kind = r->kind;
     x->cur_seq = r->seq;
@@ -690,7 +742,8 @@ void mt_comm_wait(mt_comm_req *r) {
              * MT_COMM_SLOW_TIMEOUTS of them. Silence, or the same answers
              * twice, is a stalled or dead peer. */
             diagnosis d;
-            diagnose(r, t - t0, &d);
+            if (!qs.n && !queries_open(&qs, c->size)) queries_close(&qs);
+            diagnose(r, t - t0, &qs, &d);
             int moving = !d.mismatch && (d.all_arrived || (d.all_answered && (!extended || d.signature != last_signature)));
             /* Silence once is not yet a dead peer: over a slow link the query and its answer queue
                behind the operation's own bytes, for longer than the diagnosis waits. A peer silent
@@ -731,6 +784,7 @@ void mt_comm_wait(mt_comm_req *r) {
     }
     x->cur_comm = NULL;
     x->cur_kind = -1;
+    queries_close(&qs);
     finish(r, &st);
     double dt = now() - t0;
     c->stats.k[r->kind].wait_s += dt;
