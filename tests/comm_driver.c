@@ -17,6 +17,7 @@
  *   comm_driver overhead                 per-call cost vs plain MPI
  *   comm_driver bench [flags]            meshtrain bench-comm
  * Prints "comm_driver <mode>: rank R: N checks, M failed"; exit 1 on failure. */
+#include <mpi.h> /* the raw MPI the overhead mode compares with, and the launcher setup */
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>

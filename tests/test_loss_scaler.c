@@ -9,9 +9,9 @@
  * rank only makes every rank skip, with equal scales everywhere. */
 #include <fenv.h>
 #include <float.h>
-#include <mpi.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include "comm/comm.h"
 #include "optim/loss_scaler.h"
 #include "testlib.h"
 
@@ -299,12 +299,11 @@ int main(int argc, char **argv) {
     test_state();
     test_scan();
 
-    int provided;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-        fprintf(stderr, "test_loss_scaler: MPI_Init failed (is Open MPI installed? see scripts/setup.sh)\n");
+    mt_error err = {{0}};
+    if (mt_comm_process_init(&argc, &argv, &err)) {
+        fprintf(stderr, "test_loss_scaler: %s (is Open MPI installed? see scripts/setup.sh)\n", err.msg);
         return 1;
     }
-    mt_error err = {{0}};
     mt_comm_ctx *ctx = mt_comm_ctx_create(30, &err);
     CHECK(ctx != NULL, "communicator context: %s", err.msg);
     int rank = 0;
@@ -313,7 +312,7 @@ int main(int argc, char **argv) {
         rank = mt_comm_rank(mt_comm_world(ctx));
         mt_comm_ctx_free(ctx);
     }
-    MPI_Finalize();
+    mt_comm_process_finalize();
     if (rank != 0 && !tl_failed) return 0; /* one summary line per run */
     TEST_MAIN_END("test_loss_scaler");
 }

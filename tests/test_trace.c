@@ -188,16 +188,15 @@ static void test_usage(void) {
 /* Under mpirun: rank 0 records 5 spans into 3 slots (2 dropped), rank 1
  * 20000 spans (a fragment of several pieces), others 4; merged into path. */
 static int merge_mode(int argc, char **argv) {
-    int provided;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-        fprintf(stderr, "test_trace: MPI_Init failed\n");
+    mt_error err = {{0}};
+    if (mt_comm_process_init(&argc, &argv, &err)) {
+        fprintf(stderr, "test_trace: %s\n", err.msg);
         return 1;
     }
-    mt_error err = {{0}};
     mt_comm_ctx *ctx = mt_comm_ctx_create(20, &err);
     if (!ctx) {
         fprintf(stderr, "test_trace: %s\n", err.msg);
-        MPI_Finalize();
+        mt_comm_process_finalize();
         return 1;
     }
     mt_comm *w = mt_comm_world(ctx);
@@ -218,7 +217,7 @@ static int merge_mode(int argc, char **argv) {
     if (rc) fprintf(stderr, "test_trace: rank %d: %s\n", rank, err.msg);
     else printf("test_trace: rank %d: merged into %s\n", rank, argv[2]);
     mt_comm_ctx_free(ctx);
-    MPI_Finalize();
+    mt_comm_process_finalize();
     return rc ? 1 : 0;
 }
 

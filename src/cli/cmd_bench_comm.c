@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "core/strlist.h"
 #include "comm/comm.h"
+#include "core/clock.h"
 #include "core/mem.h"
 
 enum { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER, OP_BROADCAST, OP_N };
@@ -120,8 +121,7 @@ int mt_cli_bench_comm(int argc, char **argv) {
         {"help", MT_ARG_FLAG, &help, "print this help", 0},
     };
     int nspec = (int)(sizeof spec / sizeof spec[0]);
-    int wrank = 0;
-    if (MPI_Comm_rank(MPI_COMM_WORLD, &wrank) != MPI_SUCCESS) wrank = 0;
+    int wrank = mt_comm_process_rank();
     mt_error err = {{0}};
     size_t minb = 0, maxb = 0;
     int want[OP_N];
@@ -182,9 +182,9 @@ int mt_cli_bench_comm(int argc, char **argv) {
             size_t bytes = count * sizeof(float);
             for (int i = 0; i < warmup; i++) run_op(w, op, send, recv, count);
             mt_comm_barrier(w);
-            double t0 = MPI_Wtime();
+            double t0 = mt_clock_s();
             for (int i = 0; i < iters; i++) run_op(w, op, send, recv, count);
-            double t = (MPI_Wtime() - t0) / iters;
+            double t = (mt_clock_s() - t0) / iters;
             mt_comm_allreduce_ctl(w, &t, &t, 1, MT_COMM_F64, MT_COMM_MAX);
             int64_t wrong = check_op(w, op, send, recv, count);
             mt_comm_allreduce_ctl(w, &wrong, &wrong, 1, MT_COMM_I64, MT_COMM_SUM);

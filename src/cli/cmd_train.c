@@ -161,8 +161,7 @@ static int train_with_stored_config(int argc, char **argv, const char *dir, int 
         return rank ? 1 : mt_cli_fail("train", &err);
     }
     free(text);
-    int world = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int world = mt_comm_process_size();
     long dp = stored_size(&conf, "dp"), tp = stored_size(&conf, "tp"), pp = stored_size(&conf, "pp");
     char line[MT_ERROR_LEN + 256], outputs[160];
     int n = snprintf(line, sizeof line, "settings from %s, the run config stored in the checkpoint (--config and flags "
@@ -311,8 +310,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     memcpy(spec + NARGS(data_spec) + MT_MODEL_FLAG_COUNT, run_spec, sizeof run_spec);
     mt_error err = {{0}};
     /* Flag errors are the same on every rank: rank 0 prints, all exit non-zero. */
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int rank = mt_comm_process_rank();
     int prc = mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err);
     if (prc) goto fail;
     if (!stored_from && !help && !ignore_stored && (o.resume || resume_auto) && o.ckpt_dir)
@@ -544,8 +542,7 @@ static const char *resume_dir(int argc, char **argv, int *i) {
 int mt_cli_train(int argc, char **argv) {
     mt_config_args conf = {0};
     mt_error err = {{0}};
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int rank = mt_comm_process_rank();
     for (int i = 1; i < argc; i++) {
         const char *path = !strcmp(argv[i], "--config") && i + 1 < argc ? argv[i + 1]
                            : !strncmp(argv[i], "--config=", 9)       ? argv[i] + 9

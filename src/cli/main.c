@@ -1,30 +1,11 @@
 /* meshtrain: command-line entry point. Subcommands that run the model or
- * talk to other ranks start MPI; file tools (tokenize, export, import) don't. */
+ * talk to other ranks start the process's communication (MPI, or the
+ * one-process local backend); file tools (tokenize, export, import) don't. */
 #include "cli/cli.h"
-#include <mpi.h>
+#include "comm/comm.h"
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-/* After a command failed on this rank: did it fail on every rank (an error
- * all of them know -- flags, files, a layout mismatch -- which rank 0 has
- * printed)? The ranks that failed meet in one all-reduce; a rank that did
- * not fail never joins, nor does one still waiting in a collective for a
- * peer, so after a few seconds the answer is no. */
-static int failed_on_every_rank(void) {
-    int mine = 1, all = 0, done = 0;
-    MPI_Request req;
-    if (MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req) != MPI_SUCCESS) return 0;
-    double t0 = MPI_Wtime();
-    while (!done && MPI_Wtime() - t0 < 5.0) {
-        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return 0;
-        if (!done) {
-            struct timespec pause = {0, 1000000};
-            nanosleep(&pause, NULL);
-        }
-    }
-    return done && all == 1;
-}
 
 static void usage(void) {
     puts("usage: meshtrain <command> [flags]   (meshtrain <command> --help for flags)\n"
@@ -65,31 +46,29 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name)) continue;
         if (cmds[i].needs_mpi) {
-            int provided;
-            if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-                fprintf(stderr, "meshtrain: error: MPI_Init failed; is the MPI installation working?\n");
+            mt_error err = {{0}};
+            if (mt_comm_process_init(&argc, &argv, &err)) {
+                fprintf(stderr, "meshtrain: error: %s\n", err.msg);
                 return 1;
             }
         }
         int rc = cmds[i].fn(argc - 1, argv + 1);
         if (cmds[i].needs_mpi) {
-            int world = 1;
-            MPI_Comm_size(MPI_COMM_WORLD, &world);
             fflush(stdout);
             fflush(stderr);
-            if (rc && world > 1 && !failed_on_every_rank()) {
+            /* after a failure here: did it fail on every rank (an error all of them know -- flags, files, a
+             * layout mismatch -- which rank 0 has printed)? */
+            if (rc && mt_comm_process_size() > 1 && !mt_comm_process_all_failed(5.0)) {
                 /* Other ranks may be waiting for this one: end them all.
                  * A rank other than 0 first gives rank 0 two seconds to
                  * print its message; aborting at once could cut it off. */
-                int me = 0;
-                MPI_Comm_rank(MPI_COMM_WORLD, &me);
-                if (me != 0) {
+                if (mt_comm_process_rank() != 0) {
                     struct timespec pause = {2, 0};
                     nanosleep(&pause, NULL);
                 }
-                MPI_Abort(MPI_COMM_WORLD, rc);
+                mt_comm_process_abort(rc);
             }
-            MPI_Finalize();
+            mt_comm_process_finalize();
         }
         return rc;
     }

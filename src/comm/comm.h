@@ -6,8 +6,8 @@
  * in blocking and non-blocking forms, with per-communicator counters.
  *
  * Process context. All communicators of a process belong to one
- * mt_comm_ctx (created once after MPI_Init, owned by the caller, freed before
- * MPI_Finalize). It holds the timeout, a private duplicate of MPI_COMM_WORLD
+ * mt_comm_ctx (created once after mt_comm_process_init, owned by the caller,
+ * freed before mt_comm_process_finalize). It holds the timeout, a private duplicate of MPI_COMM_WORLD
  * used only for failure diagnosis, and the list of live communicators.
  *
  * Errors. MPI errors never reach the caller: every communicator has
@@ -98,18 +98,34 @@
  * (blocking forms) or inside mt_comm_wait/mt_comm_test (non-blocking forms).
  * Groups of size 1 never touch MPI (copies only).
  *
+ * Backends. comm.h names no MPI type: a build links one implementation.
+ * mpi.c (`make`, compiled with mpicc) runs any number of processes over MPI;
+ * local.c (`make MPI=0`, the plain C compiler, no libmpi) runs exactly one
+ * process, whose every group has size 1 (copies only, as above), and refuses
+ * a launcher that started more. Nothing outside src/comm/ includes <mpi.h>
+ * or names an MPI symbol (tests/check_comm_seam.sh): the CLI starts and ends
+ * the process through mt_comm_process_*.
+ *
+ * Streams. Every non-blocking operation has a form ending in `_on` that also
+ * takes an mt_comm_stream (NULL: the host, which is what the forms without
+ * `_on` pass). The stream is the hook of device training (issue 29): there
+ * the operation is ordered after the work queued on the stream so far, it
+ * signals an event on completion, and mt_comm_test/mt_comm_wait poll that
+ * event under the same deadlines and diagnosis as above. No backend of this
+ * build implements streams: a non-NULL stream is refused with one line
+ * (a programming error, like a bad root), and the host path is unchanged.
+ *
  * Threads: all calls of one context must come from one thread. */
 #ifndef MT_COMM_COMM_H
 #define MT_COMM_COMM_H
-#include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include "core/dtype.h"
 #include "core/error.h"
 
-#define MT_COMM_EXIT_TIMEOUT 3 /* MPI_Abort code after a timeout */
-#define MT_COMM_EXIT_MPI 4     /* MPI_Abort code after a failed MPI call */
+#define MT_COMM_EXIT_TIMEOUT 3 /* exit status of the job after a timeout */
+#define MT_COMM_EXIT_MPI 4     /* exit status after a failed MPI call or a bad communication call */
 #define MT_COMM_DEFAULT_TIMEOUT_S 60.0
 #define MT_COMM_NAME_LEN 48
 
@@ -143,26 +159,55 @@ typedef struct {
 
 typedef struct mt_comm_ctx mt_comm_ctx;
 typedef struct mt_comm mt_comm;
+/* A device stream (a cudaStream_t under issue 29's device backend); only
+ * ever handled by pointer, NULL being the host. */
+typedef struct mt_comm_stream mt_comm_stream;
 
 /* A non-blocking operation in flight. Owned by the caller (e.g. one per
  * gradient bucket); zero-initialise or leave it from a previous wait. The
- * buffers of the operation must stay untouched until it completes. */
+ * buffers of the operation must stay untouched until it completes. Callers
+ * read `active` at most; the rest is the backend's (`handle` holds its
+ * request, e.g. an MPI_Request, as opaque bytes). */
 typedef struct {
-    MPI_Request req;
+    mt_comm_stream *stream; /* what the operation is ordered on; NULL: the host */
     mt_comm *comm;
     int kind;          /* mt_comm_kind */
     int peer;          /* send/recv: group rank of the peer; else -1 */
     int active;        /* 1 between start and completion */
     uint64_t seq;      /* collective sequence number on comm (1-based) */
     size_t bytes;      /* payload bytes (for messages) */
+    _Alignas(8) unsigned char handle[16];
 } mt_comm_req;
 
+/* ---- process ---- */
+/* Starts this process's communication (MPI_Init_thread with funneled
+ * threads; the local backend checks that no launcher started more than one
+ * process). Call once, before anything else here; argc/argv as main's.
+ * Returns 0, or -1 with err filled (nothing to finalize then). */
+int mt_comm_process_init(int *argc, char ***argv, mt_error *err);
+/* Ends it (MPI_Finalize): after every context is freed. */
+void mt_comm_process_finalize(void);
+/* Ends every process of the job with exit status `code` (MPI_Abort). */
+_Noreturn void mt_comm_process_abort(int code);
+/* This process's rank and the number of processes in the job (the world);
+ * 0 and 1 before mt_comm_process_init or in the local backend. */
+int mt_comm_process_rank(void);
+int mt_comm_process_size(void);
+/* After a failure on this rank: did every rank of the job fail? The ranks
+ * that failed meet in one all-reduce; a rank that did not fail never joins
+ * (nor one still waiting in a collective for a peer), so after wait_s
+ * seconds the answer is no. 1 in a one-process job. */
+int mt_comm_process_all_failed(double wait_s);
+/* Whether a launcher (mpirun, mpiexec) started this process; a singleton or
+ * the local backend: 0. */
+int mt_comm_process_launched(void);
+
 /* ---- context ---- */
-/* Requires MPI to be initialised. timeout_s <= 0 selects the default (60 s).
- * Collective over MPI_COMM_WORLD. Returns NULL with err filled on failure. */
+/* Requires mt_comm_process_init. timeout_s <= 0 selects the default (60 s).
+ * Collective over the world. Returns NULL with err filled on failure. */
 mt_comm_ctx *mt_comm_ctx_create(double timeout_s, mt_error *err);
 /* Frees the context and its world communicator; every other communicator
- * must have been freed. Call before MPI_Finalize. */
+ * must have been freed. Call before mt_comm_process_finalize. */
 void mt_comm_ctx_free(mt_comm_ctx *ctx);
 /* Nodes of ranks_per_node consecutive world ranks instead of the shared-
  * memory groups; call before creating the groups whose traffic it should
@@ -204,8 +249,6 @@ const char *mt_comm_kind_name(mt_comm_kind k); /* "allreduce", "reduce_scatter",
 uint64_t mt_comm_bytes_sent(mt_comm_kind k, uint64_t payload, int n, int is_root);
 /* Prints one line per kind with calls, payload and sent bytes, wait time. */
 void mt_comm_print_stats(const mt_comm *c, FILE *f);
-/* Escape hatch for code that needs the raw communicator (e.g. MPI-IO). */
-MPI_Comm mt_comm_mpi(const mt_comm *c);
 
 /* ---- blocking operations ---- (send == recv means in place) */
 /* recv[i] = sum over ranks of send[i], i < count. */
@@ -245,6 +288,22 @@ void mt_comm_ibroadcast(mt_comm *c, void *buf, size_t bytes, int root, mt_comm_r
 void mt_comm_isend(mt_comm *c, const void *buf, size_t bytes, int peer, int tag,
                    mt_comm_req *r);
 void mt_comm_irecv(mt_comm *c, void *buf, size_t bytes, int peer, int tag, mt_comm_req *r);
+/* The same, ordered on a stream (see "Streams" above; NULL: the host, as the
+ * forms without `_on`). */
+void mt_comm_iallreduce_on(mt_comm *c, const float *send, float *recv, size_t count, mt_comm_stream *s,
+                           mt_comm_req *r);
+void mt_comm_ireduce_scatter_on(mt_comm *c, const float *send, float *recv, size_t count, mt_comm_stream *s,
+                                mt_comm_req *r);
+void mt_comm_iallreduce_bf16_on(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count, mt_comm_stream *s,
+                                mt_comm_req *r);
+void mt_comm_ireduce_scatter_bf16_on(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count,
+                                     mt_comm_stream *s, mt_comm_req *r);
+void mt_comm_iallgather_on(mt_comm *c, const void *send, void *recv, size_t bytes, mt_comm_stream *s,
+                           mt_comm_req *r);
+void mt_comm_ibroadcast_on(mt_comm *c, void *buf, size_t bytes, int root, mt_comm_stream *s, mt_comm_req *r);
+void mt_comm_isend_on(mt_comm *c, const void *buf, size_t bytes, int peer, int tag, mt_comm_stream *s,
+                      mt_comm_req *r);
+void mt_comm_irecv_on(mt_comm *c, void *buf, size_t bytes, int peer, int tag, mt_comm_stream *s, mt_comm_req *r);
 /* Progresses the operation (and the MPI library); returns 1 once complete
  * (also for an inactive request), 0 otherwise. Never blocks. */
 int mt_comm_test(mt_comm_req *r);

@@ -8,6 +8,7 @@
  * poll iteration tests it and answers from a small pool of reply buffers. */
 #include "comm/comm.h"
 #include "core/checksum.h"
+#include <mpi.h>
 #include <limits.h>
 #include <math.h>
 #include <sched.h>
@@ -87,14 +88,6 @@ struct mt_comm_ctx {
     double wait_s;      /* time inside waits and tests, every communicator (mt_comm_wait_total_s) */
 };
 
-static const char *const kind_names[MT_COMM_NKIND] = {
-    "allreduce", "allreduce_ctl", "reduce_scatter", "allgather",
-    "broadcast", "send",          "recv",           "barrier", "alltoall"};
-
-const char *mt_comm_kind_name(mt_comm_kind k) {
-    return (unsigned)k < MT_COMM_NKIND ? kind_names[k] : "?";
-}
-
 /* ------------------------------------------------------------------ errors */
 
 static int my_world_rank(const mt_comm *c) {
@@ -154,42 +147,64 @@ static int to_int(const mt_comm *c, size_t n, const char *what) {
     return (int)n;
 }
 
-/* ------------------------------------------------------------------ counters */
+/* ------------------------------------------------------------------ process */
 
-uint64_t mt_comm_bytes_sent(mt_comm_kind k, uint64_t payload, int n, int is_root) {
-    if (n <= 1) return 0;
-    uint64_t un = (uint64_t)n;
-    switch (k) {
-    case MT_COMM_ALLREDUCE:
-    case MT_COMM_ALLREDUCE_CTL: return 2 * (un - 1) * payload / un;
-    case MT_COMM_REDUCE_SCATTER:
-    case MT_COMM_ALLGATHER:
-    case MT_COMM_ALLTOALL: return (un - 1) * (payload / un);
-    case MT_COMM_BROADCAST: return is_root ? payload : 0;
-    case MT_COMM_SEND: return payload;
-    default: return 0;
-    }
+int mt_comm_process_init(int *argc, char ***argv, mt_error *err) {
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return mt_errorf(err, "MPI_Init failed; is the MPI installation working?");
+    return 0;
 }
+
+void mt_comm_process_finalize(void) {
+    if (MPI_Finalize() != MPI_SUCCESS)
+        fprintf(stderr, "meshtrain: rank %d: warning: MPI_Finalize failed\n", my_world_rank(NULL));
+}
+
+_Noreturn void mt_comm_process_abort(int code) { abort_job(code); }
+
+int mt_comm_process_rank(void) {
+    int inited = 0, r = 0;
+    if (MPI_Initialized(&inited) != MPI_SUCCESS || !inited || MPI_Comm_rank(MPI_COMM_WORLD, &r) != MPI_SUCCESS)
+        return 0;
+    return r;
+}
+
+int mt_comm_process_size(void) {
+    int inited = 0, n = 1;
+    if (MPI_Initialized(&inited) != MPI_SUCCESS || !inited || MPI_Comm_size(MPI_COMM_WORLD, &n) != MPI_SUCCESS)
+        return 1;
+    return n;
+}
+
+int mt_comm_process_all_failed(double wait_s) {
+    if (mt_comm_process_size() == 1) return 1;
+    int mine = 1, all = 0, done = 0;
+    MPI_Request req;
+    if (MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req) != MPI_SUCCESS) return 0;
+    double t0 = MPI_Wtime();
+    while (!done && MPI_Wtime() - t0 < wait_s) {
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return 0;
+        if (!done) {
+            struct timespec pause = {0, 1000000};
+            nanosleep(&pause, NULL);
+        }
+    }
+    return done && all == 1;
+}
+
+/* mpirun (Open MPI), mpiexec (MPICH hydra); a singleton sets neither */
+int mt_comm_process_launched(void) { return getenv("OMPI_COMM_WORLD_RANK") || getenv("PMI_RANK"); }
+
+/* ------------------------------------------------------------------ counters */
 
 const mt_comm_stats *mt_comm_get_stats(const mt_comm *c) { return &c->stats; }
 void mt_comm_reset_stats(mt_comm *c) { memset(&c->stats, 0, sizeof c->stats); }
 int mt_comm_rank(const mt_comm *c) { return c->rank; }
 int mt_comm_size(const mt_comm *c) { return c->size; }
 const char *mt_comm_name(const mt_comm *c) { return c->name; }
-MPI_Comm mt_comm_mpi(const mt_comm *c) { return c->comm; }
 int mt_comm_world_rank_of(const mt_comm *c, int r) {
     return (r >= 0 && r < c->size) ? c->world_ranks[r] : -1;
-}
-
-void mt_comm_print_stats(const mt_comm *c, FILE *f) {
-    for (int k = 0; k < MT_COMM_NKIND; k++) {
-        const mt_comm_counter *q = &c->stats.k[k];
-        if (!q->calls) continue;
-        fprintf(f, "  %-8s %-15s calls %8llu  payload %14llu B  sent %14llu B  wait %9.3f s\n",
-                c->name, kind_names[k], (unsigned long long)q->calls,
-                (unsigned long long)q->payload_bytes, (unsigned long long)q->bytes_sent,
-                q->wait_s);
-    }
 }
 
 /* ------------------------------------------------------------------ context */
@@ -450,10 +465,10 @@ static void describe_op(linebuf *b, const mt_comm_req *r) {
     const mt_comm *c = r->comm;
     if (r->kind == MT_COMM_SEND || r->kind == MT_COMM_RECV)
         lb_add(b, "%s %s rank %d (world rank %d) on group '%s' (size %d, %zu bytes)",
-               kind_names[r->kind], r->kind == MT_COMM_SEND ? "to" : "from", r->peer,
+               mt_comm_kind_name(r->kind), r->kind == MT_COMM_SEND ? "to" : "from", r->peer,
                c->world_ranks[r->peer], c->name, c->size, r->bytes);
     else
-        lb_add(b, "%s #%llu on group '%s' (size %d, %zu bytes)", kind_names[r->kind],
+        lb_add(b, "%s #%llu on group '%s' (size %d, %zu bytes)", mt_comm_kind_name(r->kind),
                (unsigned long long)r->seq, c->name, c->size, r->bytes);
 }
 
@@ -608,7 +623,7 @@ static void diagnose(mt_comm_req *r, double waited, queries *qs, diagnosis *d) {
         }
         if (!p2p) lb_add(&b, "entered %lld collectives here, ", (long long)rep[t].entered);
         if (rep[t].cur_kind >= 0 && rep[t].cur_kind < MT_COMM_NKIND) {
-            lb_add(&b, "waiting in %s", kind_names[rep[t].cur_kind]);
+            lb_add(&b, "waiting in %s", mt_comm_kind_name(rep[t].cur_kind));
             if (rep[t].cur_kind == MT_COMM_SEND || rep[t].cur_kind == MT_COMM_RECV)
                 lb_add(&b, " with rank %lld", (long long)rep[t].cur_peer);
             else
@@ -657,12 +672,41 @@ static _Noreturn void on_timeout(const mt_comm_req *r, diagnosis *d) {
 
 static double now(void) { return MPI_Wtime(); }
 
-static void begin(mt_comm *c, mt_comm_req *r, int kind, int peer, size_t payload, uint64_t sent) {
+/* The MPI_Request of an operation lives in the request's opaque handle
+ * (comm.h names no MPI type); copied in and out, never aliased. */
+_Static_assert(sizeof(MPI_Request) <= sizeof(((mt_comm_req *)0)->handle), "mt_comm_req.handle too small for an MPI_Request");
+static MPI_Request req_of(const mt_comm_req *r) {
+    MPI_Request q;
+    memcpy(&q, r->handle, sizeof q);
+    return q;
+}
+static void set_req(mt_comm_req *r, MPI_Request q) { memcpy(r->handle, &q, sizeof q); }
+static int test_req(mt_comm_req *r, int *flag, MPI_Status *st) {
+    MPI_Request q = req_of(r);
+    int rc = MPI_Test(&q, flag, st);
+    set_req(r, q);
+    return rc;
+}
+/* Starts an MPI operation whose call writes its request to q, into r. */
+#define START(c, r, fn, call, ...)            \
+    do {                                      \
+        MPI_Request q = MPI_REQUEST_NULL;     \
+        CK((c), fn, call, __VA_ARGS__);       \
+        set_req((r), q);                      \
+    } while (0)
+
+static void begin(mt_comm *c, mt_comm_req *r, int kind, int peer, size_t payload, uint64_t sent,
+                  mt_comm_stream *stream) {
     if (r->active)
         usage_fail(c, "%s started on a request that is still in flight (%s on '%s'); wait for it "
                       "first, and zero-initialise new requests",
-                   kind_names[kind], kind_names[r->kind], r->comm ? r->comm->name : "?");
-    r->req = MPI_REQUEST_NULL;
+                   mt_comm_kind_name(kind), mt_comm_kind_name(r->kind), r->comm ? r->comm->name : "?");
+    /* the hook of device training (comm.h, "Streams"): no backend here orders on a stream */
+    if (stream)
+        usage_fail(c, "%s ordered on a device stream, but this build's MPI backend has no device streams; "
+                      "pass no stream (NULL) for host buffers", mt_comm_kind_name(kind));
+    set_req(r, MPI_REQUEST_NULL);
+    r->stream = stream;
     r->comm = c;
     r->kind = kind;
     r->peer = peer;
@@ -706,7 +750,7 @@ int mt_comm_test(mt_comm_req *r) {
     double t0 = now();
     int flag = 0;
     MPI_Status st;
-    CK(c, "MPI_Test", MPI_Test(&r->req, &flag, &st), "%s", kind_names[r->kind]);
+    CK(c, "MPI_Test", test_req(r, &flag, &st), "%s", mt_comm_kind_name(r->kind));
     service(c->ctx);
     if (flag) finish(r, &st);
     double dt = now() - t0;
@@ -730,7 +774,7 @@ void mt_comm_wait(mt_comm_req *r) {
     MPI_Status st;
     for (long spins = 0;; spins++) {
         int flag = 0;
-        CK(c, "MPI_Test", MPI_Test(&r->req, &flag, &st), "waiting for %s", kind_names[r->kind]);
+        CK(c, "MPI_Test", test_req(r, &flag, &st), "waiting for %s", mt_comm_kind_name(r->kind));
         if (flag) break;
         service(x);
         double t = now();
@@ -756,7 +800,7 @@ void mt_comm_wait(mt_comm_req *r) {
             if (!moving || ++extended >= MT_COMM_SLOW_TIMEOUTS) {
                 /* the operation may have completed while the diagnosis waited for answers (over a slow
                    link a query queues behind the operation's own bytes): that is progress, not a timeout */
-                CK(c, "MPI_Test", MPI_Test(&r->req, &flag, &st), "waiting for %s", kind_names[r->kind]);
+                CK(c, "MPI_Test", test_req(r, &flag, &st), "waiting for %s", mt_comm_kind_name(r->kind));
                 if (flag) break;
                 on_timeout(r, &d);
             }
@@ -791,9 +835,6 @@ void mt_comm_wait(mt_comm_req *r) {
     x->wait_s += dt;
 }
 
-void mt_comm_waitall(mt_comm_req *r, int n) {
-    for (int i = 0; i < n; i++) mt_comm_wait(&r[i]);
-}
 
 /* ------------------------------------------------------------------ operations */
 
@@ -819,145 +860,120 @@ typedef struct {
 static sum_kind fp32_sum(void) { return (sum_kind){sizeof(float), MPI_FLOAT, MPI_SUM, "floats"}; }
 static sum_kind bf16_sum(const mt_comm *c) { return (sum_kind){sizeof(mt_bf16), MPI_UINT16_T, c->ctx->bf16_sum, "bf16 values"}; }
 
-static void start_allreduce(mt_comm *c, const void *send, void *recv, size_t count, sum_kind k, mt_comm_req *r) {
+static void start_allreduce(mt_comm *c, const void *send, void *recv, size_t count, sum_kind k, mt_comm_stream *s,
+                            mt_comm_req *r) {
     size_t B = count * k.esize;
-    begin(c, r, MT_COMM_ALLREDUCE, -1, B, mt_comm_bytes_sent(MT_COMM_ALLREDUCE, B, c->size, 0));
+    begin(c, r, MT_COMM_ALLREDUCE, -1, B, mt_comm_bytes_sent(MT_COMM_ALLREDUCE, B, c->size, 0), s);
     if (c->size == 1) {
         if (send != recv && count) memmove(recv, send, B);
         return;
     }
-    CK(c, "MPI_Iallreduce",
+    START(c, r, "MPI_Iallreduce",
        MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, to_int(c, count, "count"), k.type, k.op, c->comm,
-                      &r->req),
+                      &q),
        "%zu %s", count, k.what);
 }
 
 static void start_reduce_scatter(mt_comm *c, const void *send, void *recv, size_t count, sum_kind k,
-                                 mt_comm_req *r) {
+                                 mt_comm_stream *s, mt_comm_req *r) {
     size_t B = count * k.esize * (size_t)c->size;
-    begin(c, r, MT_COMM_REDUCE_SCATTER, -1, B, mt_comm_bytes_sent(MT_COMM_REDUCE_SCATTER, B, c->size, 0));
+    begin(c, r, MT_COMM_REDUCE_SCATTER, -1, B, mt_comm_bytes_sent(MT_COMM_REDUCE_SCATTER, B, c->size, 0), s);
     if (c->size == 1) {
         if (send != recv && count) memmove(recv, send, count * k.esize);
         return;
     }
-    CK(c, "MPI_Ireduce_scatter_block",
+    START(c, r, "MPI_Ireduce_scatter_block",
        MPI_Ireduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, to_int(c, count, "block count"), k.type,
-                                 k.op, c->comm, &r->req),
+                                 k.op, c->comm, &q),
        "%zu %s per block", count, k.what);
 }
 
-void mt_comm_iallreduce(mt_comm *c, const float *send, float *recv, size_t count, mt_comm_req *r) {
-    start_allreduce(c, send, recv, count, fp32_sum(), r);
+void mt_comm_iallreduce_on(mt_comm *c, const float *send, float *recv, size_t count, mt_comm_stream *s,
+                           mt_comm_req *r) {
+    start_allreduce(c, send, recv, count, fp32_sum(), s, r);
 }
 
-void mt_comm_ireduce_scatter(mt_comm *c, const float *send, float *recv, size_t count, mt_comm_req *r) {
-    start_reduce_scatter(c, send, recv, count, fp32_sum(), r);
+void mt_comm_ireduce_scatter_on(mt_comm *c, const float *send, float *recv, size_t count, mt_comm_stream *s,
+                                mt_comm_req *r) {
+    start_reduce_scatter(c, send, recv, count, fp32_sum(), s, r);
 }
 
-void mt_comm_iallreduce_bf16(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count, mt_comm_req *r) {
-    start_allreduce(c, send, recv, count, bf16_sum(c), r);
+void mt_comm_iallreduce_bf16_on(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count, mt_comm_stream *s,
+                                mt_comm_req *r) {
+    start_allreduce(c, send, recv, count, bf16_sum(c), s, r);
 }
 
-void mt_comm_ireduce_scatter_bf16(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count, mt_comm_req *r) {
-    start_reduce_scatter(c, send, recv, count, bf16_sum(c), r);
+void mt_comm_ireduce_scatter_bf16_on(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count,
+                                     mt_comm_stream *s, mt_comm_req *r) {
+    start_reduce_scatter(c, send, recv, count, bf16_sum(c), s, r);
 }
 
-void mt_comm_iallgather(mt_comm *c, const void *send, void *recv, size_t bytes,
-                        mt_comm_req *r) {
+void mt_comm_iallgather_on(mt_comm *c, const void *send, void *recv, size_t bytes, mt_comm_stream *s,
+                           mt_comm_req *r) {
     size_t B = bytes * (size_t)c->size;
-    begin(c, r, MT_COMM_ALLGATHER, -1, B, mt_comm_bytes_sent(MT_COMM_ALLGATHER, B, c->size, 0));
+    begin(c, r, MT_COMM_ALLGATHER, -1, B, mt_comm_bytes_sent(MT_COMM_ALLGATHER, B, c->size, 0), s);
     char *mine = (char *)recv + (size_t)c->rank * bytes;
     if (c->size == 1) {
         if (send != recv && bytes) memmove(recv, send, bytes);
         return;
     }
-    CK(c, "MPI_Iallgather",
+    START(c, r, "MPI_Iallgather",
        MPI_Iallgather(send == mine ? MPI_IN_PLACE : send, to_int(c, bytes, "block bytes"),
-                      MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm, &r->req),
+                      MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm, &q),
        "%zu bytes per block", bytes);
 }
 
 static void ialltoall(mt_comm *c, const void *send, void *recv, size_t bytes, mt_comm_req *r) {
     size_t B = bytes * (size_t)c->size;
-    begin(c, r, MT_COMM_ALLTOALL, -1, B, mt_comm_bytes_sent(MT_COMM_ALLTOALL, B, c->size, 0));
+    begin(c, r, MT_COMM_ALLTOALL, -1, B, mt_comm_bytes_sent(MT_COMM_ALLTOALL, B, c->size, 0), NULL);
     if (c->size == 1) {
         if (bytes) memmove(recv, send, bytes);
         return;
     }
-    CK(c, "MPI_Ialltoall",
-       MPI_Ialltoall(send, to_int(c, bytes, "block bytes"), MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm, &r->req),
+    START(c, r, "MPI_Ialltoall",
+       MPI_Ialltoall(send, to_int(c, bytes, "block bytes"), MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm, &q),
        "%zu bytes per block", bytes);
 }
 
-void mt_comm_ibroadcast(mt_comm *c, void *buf, size_t bytes, int root, mt_comm_req *r) {
+void mt_comm_ibroadcast_on(mt_comm *c, void *buf, size_t bytes, int root, mt_comm_stream *s, mt_comm_req *r) {
     check_root(c, root, "broadcast root");
     begin(c, r, MT_COMM_BROADCAST, -1, bytes,
-          mt_comm_bytes_sent(MT_COMM_BROADCAST, bytes, c->size, c->rank == root));
+          mt_comm_bytes_sent(MT_COMM_BROADCAST, bytes, c->size, c->rank == root), s);
     if (c->size == 1) return;
-    CK(c, "MPI_Ibcast",
-       MPI_Ibcast(buf, to_int(c, bytes, "bytes"), MPI_BYTE, root, c->comm, &r->req),
+    START(c, r, "MPI_Ibcast",
+       MPI_Ibcast(buf, to_int(c, bytes, "bytes"), MPI_BYTE, root, c->comm, &q),
        "%zu bytes from root %d", bytes, root);
 }
 
-void mt_comm_isend(mt_comm *c, const void *buf, size_t bytes, int peer, int tag,
-                   mt_comm_req *r) {
+void mt_comm_isend_on(mt_comm *c, const void *buf, size_t bytes, int peer, int tag, mt_comm_stream *s,
+                      mt_comm_req *r) {
     check_root(c, peer, "send destination");
     check_tag(c, tag);
-    begin(c, r, MT_COMM_SEND, peer, bytes, mt_comm_bytes_sent(MT_COMM_SEND, bytes, c->size, 0));
-    CK(c, "MPI_Isend",
-       MPI_Isend(buf, to_int(c, bytes, "bytes"), MPI_BYTE, peer, tag, c->comm, &r->req),
+    begin(c, r, MT_COMM_SEND, peer, bytes, mt_comm_bytes_sent(MT_COMM_SEND, bytes, c->size, 0), s);
+    START(c, r, "MPI_Isend",
+       MPI_Isend(buf, to_int(c, bytes, "bytes"), MPI_BYTE, peer, tag, c->comm, &q),
        "%zu bytes to rank %d, tag %d", bytes, peer, tag);
 }
 
-void mt_comm_irecv(mt_comm *c, void *buf, size_t bytes, int peer, int tag, mt_comm_req *r) {
+void mt_comm_irecv_on(mt_comm *c, void *buf, size_t bytes, int peer, int tag, mt_comm_stream *s, mt_comm_req *r) {
     check_root(c, peer, "recv source");
     check_tag(c, tag);
-    begin(c, r, MT_COMM_RECV, peer, bytes, 0);
-    CK(c, "MPI_Irecv",
-       MPI_Irecv(buf, to_int(c, bytes, "bytes"), MPI_BYTE, peer, tag, c->comm, &r->req),
+    begin(c, r, MT_COMM_RECV, peer, bytes, 0, s);
+    START(c, r, "MPI_Irecv",
+       MPI_Irecv(buf, to_int(c, bytes, "bytes"), MPI_BYTE, peer, tag, c->comm, &q),
        "%zu bytes from rank %d, tag %d", bytes, peer, tag);
 }
 
-/* Blocking forms: start + wait (so they time out like everything else). */
-void mt_comm_allreduce(mt_comm *c, const float *send, float *recv, size_t count) {
-    mt_comm_req r = {0};
-    mt_comm_iallreduce(c, send, recv, count, &r);
-    mt_comm_wait(&r);
-}
-void mt_comm_reduce_scatter(mt_comm *c, const float *send, float *recv, size_t count) {
-    mt_comm_req r = {0};
-    mt_comm_ireduce_scatter(c, send, recv, count, &r);
-    mt_comm_wait(&r);
-}
-void mt_comm_allgather(mt_comm *c, const void *send, void *recv, size_t bytes) {
-    mt_comm_req r = {0};
-    mt_comm_iallgather(c, send, recv, bytes, &r);
-    mt_comm_wait(&r);
-}
+/* The blocking forms of the operations with a non-blocking one are in common.c. */
 void mt_comm_alltoall(mt_comm *c, const void *send, void *recv, size_t bytes) {
     mt_comm_req r = {0};
     ialltoall(c, send, recv, bytes, &r);
     mt_comm_wait(&r);
 }
-void mt_comm_broadcast(mt_comm *c, void *buf, size_t bytes, int root) {
-    mt_comm_req r = {0};
-    mt_comm_ibroadcast(c, buf, bytes, root, &r);
-    mt_comm_wait(&r);
-}
-void mt_comm_send(mt_comm *c, const void *buf, size_t bytes, int peer, int tag) {
-    mt_comm_req r = {0};
-    mt_comm_isend(c, buf, bytes, peer, tag, &r);
-    mt_comm_wait(&r);
-}
-void mt_comm_recv(mt_comm *c, void *buf, size_t bytes, int peer, int tag) {
-    mt_comm_req r = {0};
-    mt_comm_irecv(c, buf, bytes, peer, tag, &r);
-    mt_comm_wait(&r);
-}
 void mt_comm_barrier(mt_comm *c) {
     mt_comm_req r = {0};
-    begin(c, &r, MT_COMM_BARRIER, -1, 0, 0);
-    if (c->size > 1) CK(c, "MPI_Ibarrier", MPI_Ibarrier(c->comm, &r.req), "barrier");
+    begin(c, &r, MT_COMM_BARRIER, -1, 0, 0, NULL);
+    if (c->size > 1) START(c, &r, "MPI_Ibarrier", MPI_Ibarrier(c->comm, &q), "barrier");
     mt_comm_wait(&r);
 }
 
@@ -981,13 +997,13 @@ void mt_comm_allreduce_ctl(mt_comm *c, const void *send, void *recv, size_t coun
     size_t B = count * es;
     mt_comm_req r = {0};
     begin(c, &r, MT_COMM_ALLREDUCE_CTL, -1, B,
-          mt_comm_bytes_sent(MT_COMM_ALLREDUCE_CTL, B, c->size, 0));
+          mt_comm_bytes_sent(MT_COMM_ALLREDUCE_CTL, B, c->size, 0), NULL);
     if (c->size == 1) {
         if (send != recv && count) memmove(recv, send, B);
     } else {
-        CK(c, "MPI_Iallreduce",
+        START(c, &r, "MPI_Iallreduce",
            MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, to_int(c, count, "count"), mdt,
-                          mop, c->comm, &r.req),
+                          mop, c->comm, &q),
            "%zu control values", count);
     }
     mt_comm_wait(&r);

@@ -43,7 +43,7 @@
  *          with [lo, hi) from mt_zero_owned.
  *   step:  mt_adafactor_update(&s[u], &h, &layout.units[u], p, g, lr, t, coef,
  *          allreduce_sum, ctx) with p, g from mt_zero_owned; allreduce_sum sums
- *          doubles in place over the shard group (MPI_SUM; a no-op for stage 0
+ *          doubles in place over the shard group (a no-op for stage 0
  *          or a group of one; under hybrid sharding the replicas hold the same
  *          gradient shard and need no sum across them). Every rank of the
  *          shard group must call it for every unit, even with hi == lo.

@@ -260,8 +260,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     }
     /* one process started directly on a terminal: Open MPI gives its ranks a pseudo-terminal even when
      * mpirun's own output goes to a file, so under a launcher the lines stay plain */
-    tr->tty = tr->rank == 0 && mt_comm_size(world) == 1 && isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_RANK") &&
-              !getenv("PMI_RANK"); /* mpirun (Open MPI), mpiexec (MPICH hydra); a singleton sets neither */
+    tr->tty = tr->rank == 0 && mt_comm_size(world) == 1 && isatty(STDOUT_FILENO) && !mt_comm_process_launched();
     return agree(world, rc, err);
 }
 
