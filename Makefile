@@ -3,8 +3,19 @@
 # builds everything with AddressSanitizer + UndefinedBehaviorSanitizer into
 # build-asan/ and runs the unit tests and the short scripted tests there;
 # `make fuzz FUZZ_S=N` runs every libFuzzer target of tests/fuzz/ N seconds.
+# `make MPI=0` builds without MPI into build-nompi/: the plain C compiler, no
+# libmpi, src/comm/local.c instead of src/comm/mpi.c (one process; what the
+# GPU build uses on a machine without Open MPI).
+MPI     ?= 1
+ifeq ($(MPI),0)
+BUILD   ?= build-nompi
+CC      := cc
+COMM_BACKEND_SKIP := src/comm/mpi.c
+else
 BUILD   ?= build
 CC      := mpicc
+COMM_BACKEND_SKIP := src/comm/local.c
+endif
 OPT     ?= -O2
 CFLAGS  := -std=c11 $(OPT) -g -march=native -fopenmp -fno-math-errno \
            -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -Isrc -Iinclude \
@@ -15,7 +26,7 @@ LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
 PLPLOT_CFLAGS := $(shell pkg-config --cflags plplot 2>/dev/null || echo -I/usr/include/plplot)
 CLI_LDLIBS := -lplplot -lyaml
 
-LIB_SRC := $(shell find src -name '*.c' -not -path 'src/cli/*' | sort)
+LIB_SRC := $(filter-out $(COMM_BACKEND_SKIP),$(shell find src -name '*.c' -not -path 'src/cli/*' | sort))
 CLI_SRC := $(shell find src/cli -name '*.c' | sort)
 TEST_SRC := $(wildcard tests/test_*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -97,7 +108,7 @@ print-ldlibs:
 	@echo $(LDLIBS)
 
 clean:
-	rm -rf build build-asan build-fuzz build-cuda
+	rm -rf build build-asan build-fuzz build-cuda build-nompi
 
 $(DEP_FILES):
 -include $(wildcard $(DEP_FILES))

@@ -47,8 +47,8 @@ int main(int argc, char **argv) {
         if (strcmp(cmd, cmds[i].name)) continue;
         if (cmds[i].needs_mpi) {
             mt_error err = {{0}};
-            if (mt_comm_process_init(&argc, &argv, &err)) {
-                fprintf(stderr, "meshtrain: error: %s\n", err.msg);
+            if (mt_comm_process_init(&argc, &argv, &err)) { /* refused on every rank: rank 0 says why */
+                if (mt_comm_process_rank() == 0) fprintf(stderr, "meshtrain: error: %s\n", err.msg);
                 return 1;
             }
         }
