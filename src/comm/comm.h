@@ -7,8 +7,9 @@
  *
  * Process context. All communicators of a process belong to one
  * mt_comm_ctx (created once after mt_comm_process_init, owned by the caller,
- * freed before mt_comm_process_finalize). It holds the timeout, a private duplicate of MPI_COMM_WORLD
- * used only for failure diagnosis, and the list of live communicators.
+ * freed before mt_comm_process_finalize). It holds the timeout, a private
+ * duplicate of MPI_COMM_WORLD used only for failure diagnosis, and the list
+ * of live communicators.
  *
  * Errors. MPI errors never reach the caller: every communicator has
  * MPI_ERRORS_RETURN and every MPI call is checked; a failure prints one line
@@ -190,7 +191,9 @@ void mt_comm_process_finalize(void);
 /* Ends every process of the job with exit status `code` (MPI_Abort). */
 _Noreturn void mt_comm_process_abort(int code);
 /* This process's rank and the number of processes in the job (the world);
- * 0 and 1 before mt_comm_process_init or in the local backend. */
+ * 0 and 1 before mt_comm_process_init, and in the local backend (whose
+ * process refused by mt_comm_process_init answers the rank its launcher gave
+ * it, so that one process says why). */
 int mt_comm_process_rank(void);
 int mt_comm_process_size(void);
 /* After a failure on this rank: did every rank of the job fail? The ranks
@@ -198,8 +201,8 @@ int mt_comm_process_size(void);
  * (nor one still waiting in a collective for a peer), so after wait_s
  * seconds the answer is no. 1 in a one-process job. */
 int mt_comm_process_all_failed(double wait_s);
-/* Whether a launcher (mpirun, mpiexec) started this process; a singleton or
- * the local backend: 0. */
+/* Whether a launcher (mpirun, mpiexec) started this process (one of one,
+ * for the local backend); a singleton: 0. */
 int mt_comm_process_launched(void);
 
 /* ---- context ---- */
