@@ -38,7 +38,7 @@ HEADERS := $(shell find src include -name '*.h')
 DEPFLAGS = -MMD -MP -MF $(@:%.o=%.d)
 DEP_FILES = $(LIB_OBJ:%.o=%.d) $(CLI_OBJ:%.o=%.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d)
 
-.PHONY: all test bench clean asan fuzz cuda print-cflags print-ldlibs
+.PHONY: all test bench clean asan fuzz cuda gpu gpu-emu gpu-pack print-cflags print-ldlibs
 all: $(BUILD)/libmeshtrain.a $(BUILD)/meshtrain $(TEST_BIN)
 
 $(BUILD)/obj/src/cli/cmd_plot.o: CFLAGS += $(PLPLOT_CFLAGS)
@@ -72,30 +72,63 @@ asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 EXTRA_CFLAGS="$(SAN)" EXTRA_LDFLAGS="$(SAN)" all
 	MT_BUILD=build-asan bash tests/asan/run.sh
 
-# `make cuda`: the CUDA kernels (src/cuda/*.cu) and the GPU tests (tests/gpu/*.cu, which compare
-# them with the CPU library) with nvcc from /usr/local/cuda into build-cuda/; the CPU build never
-# needs CUDA. Run the tests with `bash tests/gpu/run.sh` (skipped where no GPU exists).
+# ---- CUDA (docs/usage.md, "GPU kernels"); the CPU build never needs it.
+# `make gpu`: src/cuda/*.cu and the kernel tests (tests/gpu/test_*.cu, which compare every kernel
+# with the CPU op of build/libmeshtrain.a) with nvcc from /usr/local/cuda, sm_90 plus PTX, warnings
+# as errors, into build-gpu/; `make gpu-pack`: those binaries, tests/gpu/run.sh and the shared
+# libraries they need beyond CUDA and libc, in build-gpu-pack/ (carried to a bare GPU machine).
+# `make gpu-emu`: the same sources with the host C++ compiler against the CPU emulation
+# (src/cuda/emu/), plus the emulation's own test (tests/gpu/emu_*.cu), into build-gpu-emu/ and, with ASan +
+# UBSan, build-gpu-emu/asan/; tests/check_gpu_emu.sh runs them.
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-NVFLAGS   := -O2 -std=c++17 $(CUDA_ARCH) -fmad=false -prec-div=true -prec-sqrt=true -Isrc -Xcompiler -Wall,-Werror
-CUDA_SRC  := $(wildcard src/cuda/*.cu)
-CUDA_OBJ  := $(CUDA_SRC:%.cu=build-cuda/obj/%.o)
-GPU_TESTS := $(patsubst tests/gpu/%.cu,build-cuda/tests/gpu/%,$(wildcard tests/gpu/*.cu))
-cuda: $(GPU_TESTS)
-build-cuda/obj/%.o: %.cu $(HEADERS)
+NVFLAGS   := -O2 -std=c++17 $(CUDA_ARCH) -fmad=false -prec-div=true -prec-sqrt=true -Isrc -Itests \
+             -Xcompiler -Wall,-Wextra -Werror all-warnings
+CUDA_SRC  := $(sort $(wildcard src/cuda/*.cu))
+CUDA_HDR  := $(shell find src/cuda -name '*.h') src/core/philox.h src/core/dtype.h src/ops/ops.h
+GPU_TEST_SRC := $(wildcard tests/gpu/test_*.cu)
+# the test binaries use only ops/ and core/ of the library: no MPI, no libyaml
+GPU_LDLIBS := $(LDLIBS) -fopenmp -lpthread
+GPU_OBJ   := $(CUDA_SRC:%.cu=build-gpu/obj/%.o)
+GPU_TESTS := $(GPU_TEST_SRC:tests/gpu/%.cu=build-gpu/tests/%)
+gpu: $(GPU_TESTS)
+cuda: gpu
+build-gpu/obj/%.o: %.cu $(CUDA_HDR)
 	@mkdir -p $(dir $@)
 	@echo "NVCC $<"
 	@$(NVCC) $(NVFLAGS) -c $< -o $@
-build-cuda/obj/tests/gpu/%.o: tests/gpu/%.cu $(HEADERS)
-	@mkdir -p $(dir $@)
-	@echo "NVCC $<"
-	@$(NVCC) $(NVFLAGS) -c $< -o $@
-build-cuda/tests/gpu/%: build-cuda/obj/tests/gpu/%.o $(CUDA_OBJ) build/libmeshtrain.a
+build-gpu/tests/%: build-gpu/obj/tests/gpu/%.o $(GPU_OBJ) $(BUILD)/libmeshtrain.a
 	@mkdir -p $(dir $@)
 	@echo "LD $@"
-	@mpicxx -fopenmp -o $@ $^ $(LDLIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
-.SECONDARY: $(CUDA_OBJ)
+	@g++ -o $@ $^ $(GPU_LDLIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+gpu-pack: gpu
+	bash tests/gpu/pack.sh build-gpu-pack
+
+EMU_FLAGS := -std=c++17 -O2 -g -DMT_CUDA_EMU -ffp-contract=off -Wall -Wextra -Werror -Isrc -Itests -pthread
+EMU_SAN   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+EMU_SRC   := $(CUDA_SRC) src/cuda/emu/emu.cc
+EMU_TEST_SRC := $(GPU_TEST_SRC) $(wildcard tests/gpu/emu_*.cu)
+EMU_OBJ   := $(patsubst %,build-gpu-emu/obj/%.o,$(EMU_SRC))
+EMU_TESTS := $(foreach t,$(notdir $(EMU_TEST_SRC:.cu=)),build-gpu-emu/tests/$(t) build-gpu-emu/asan/tests/$(t))
+gpu-emu: $(EMU_TESTS)
+build-gpu-emu/obj/%.o: % $(CUDA_HDR)
+	@mkdir -p $(dir $@)
+	@echo "EMU $<"
+	@g++ $(EMU_FLAGS) -x c++ -c $< -o $@
+build-gpu-emu/asan/obj/%.o: % $(CUDA_HDR)
+	@mkdir -p $(dir $@)
+	@echo "EMU-ASAN $<"
+	@g++ $(EMU_FLAGS) $(EMU_SAN) -x c++ -c $< -o $@
+build-gpu-emu/tests/%: build-gpu-emu/obj/tests/gpu/%.cu.o $(EMU_OBJ) $(BUILD)/libmeshtrain.a
+	@mkdir -p $(dir $@)
+	@echo "LD $@"
+	@g++ -pthread -o $@ $^ $(GPU_LDLIBS)
+build-gpu-emu/asan/tests/%: build-gpu-emu/asan/obj/tests/gpu/%.cu.o $(EMU_OBJ:build-gpu-emu/%=build-gpu-emu/asan/%) $(BUILD)/libmeshtrain.a
+	@mkdir -p $(dir $@)
+	@echo "LD $@"
+	@g++ $(EMU_SAN) -pthread -o $@ $^ $(GPU_LDLIBS)
+.SECONDARY: $(GPU_OBJ) $(EMU_OBJ) $(EMU_OBJ:build-gpu-emu/%=build-gpu-emu/asan/%)
 
 FUZZ_S ?= 60
 fuzz:
@@ -108,7 +141,7 @@ print-ldlibs:
 	@echo $(LDLIBS)
 
 clean:
-	rm -rf build build-asan build-fuzz build-cuda build-nompi
+	rm -rf build build-asan build-fuzz build-cuda build-nompi build-gpu build-gpu-emu build-gpu-pack
 
 $(DEP_FILES):
 -include $(wildcard $(DEP_FILES))

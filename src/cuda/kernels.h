@@ -1,32 +1,148 @@
-/* CUDA kernels of the ops table (issue: GPU backend), host-callable launchers
- * on device pointers and a stream. Built only by `make cuda` (nvcc from
- * /usr/local/cuda); the CPU build never includes this. Each kernel has a test
- * against its CPU reference in tests/gpu/test_kernels.cu.
+/* The CUDA kernels of one training step of GPT-2 and Llama, fp32 (and bf16
+ * storage where natural), as C-callable launchers. Each mirrors the CPU op
+ * of ops/ops.h of the same name: the context first (cuda/context.h), then
+ * the CPU op's arguments in its order, device pointers for tensors (host
+ * scalars stay host scalars). Launchers only queue work on ctx->stream and
+ * return 0 or an error code (mt_cuda_error_string). No launcher allocates:
+ * workspaces are sized by the *_scratch functions and passed in.
  *
- * Numerics: compiled with -fmad=false and IEEE division/sqrt, so the AdamW
- * update is the CPU's operation for operation (ops/optim_update.c, constants
- * computed on the host the same way); GELU uses CUDA's expf (within a few
- * ulp of the CPU's vector exp); LayerNorm reduces in another order. */
+ * Numerics (tests/gpu/test_kernels.cu checks each against the CPU op):
+ *  - element-wise kernels are the CPU's operations in the CPU's order
+ *    (no fused multiply-add: nvcc -fmad=false, host -ffp-contract=off; the
+ *    CPU's own exp, cuda/device_math.h), so their results are bitwise the
+ *    CPU's: GELU, bias+GELU, SwiGLU, RoPE, residual adds, dropout (the
+ *    same Philox coordinates, cuda/philox_device.h), AdamW/Adam/SGD and
+ *    their 16-bit forms, bf16/fp16 conversions;
+ *  - column sums taken row by row in order (bias gradients, LayerNorm and
+ *    RMSNorm weight gradients, embedding gradients) are bitwise too;
+ *  - row reductions (norm statistics, softmax) use a fixed tree over the
+ *    block: deterministic, within a few ulp of the CPU's order;
+ *  - sums of squares: two stages in a fixed order, in double;
+ *  - GEMMs (cuBLAS, fp32 accumulation, no TF32) round as cuBLAS does.
+ * No atomics anywhere: every result is the same from run to run. */
 #ifndef MT_CUDA_KERNELS_H
 #define MT_CUDA_KERNELS_H
 #include <stddef.h>
 #include <stdint.h>
+#include "cuda/context.h"
+#include "cuda/gemm.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
+#include "core/philox.h" /* mt_dropout (a C header: C linkage) */
 
-typedef struct CUstream_st *mt_cuda_stream; /* cudaStream_t */
+/* ---- linear layers through the GEMM wrapper (row-major as the CPU ops) */
+int mt_cuda_matmul_forward(const mt_cuda_ctx *c, float *out, const float *inp, const float *w, const float *bias,
+                           int N, int C, int OC);
+/* flags: 1 = dinp accumulates (MT_ACC_DINP), 2 = dw overwritten (MT_SET_DW); NULL outputs are skipped */
+int mt_cuda_matmul_backward(const mt_cuda_ctx *c, float *dinp, float *dw, float *dbias, const float *dout,
+                            const float *inp, const float *w, int N, int C, int OC, int flags);
+/* bf16 operands (inp, w), fp32 accumulation; out fp32 or bf16 (out_t), bias fp32 (may be NULL) */
+int mt_cuda_matmul_forward_bf16(const mt_cuda_ctx *c, void *out, mt_cuda_dtype out_t, const uint16_t *inp,
+                                const uint16_t *w, const float *bias, int N, int C, int OC);
+/* dinp (fp32) = dout16 . w16 (accumulates with flag 1); dw (fp32) (+)= dout16^T inp16; dbias += column sums */
+int mt_cuda_matmul_backward_bf16(const mt_cuda_ctx *c, float *dinp, float *dw, float *dbias, const uint16_t *dout,
+                                 const uint16_t *inp, const uint16_t *w, int N, int C, int OC, int flags);
 
-/* 0 on success, else the CUDA error's code (message from mt_cuda_error_string). */
-int mt_cuda_gelu_forward(float *out, const float *inp, size_t n, mt_cuda_stream s);
-int mt_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n, mt_cuda_stream s);
-/* LayerNorm over rows of C (eps 1e-5, biased variance): out, mean, rstd as op_layernorm_forward. */
-int mt_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                              int N, int C, mt_cuda_stream s);
-/* AdamW on a flat range, as op_adamw_update (step 1-based). */
-int mt_cuda_adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
-                         float eps, float weight_decay, int64_t step, float grad_scale, mt_cuda_stream s);
-const char *mt_cuda_error_string(int code);
+/* ---- normalisation */
+int mt_cuda_layernorm_forward(const mt_cuda_ctx *c, float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int N, int C);
+int mt_cuda_layernorm_backward(const mt_cuda_ctx *c, float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean, const float *rstd, int N, int C);
+int mt_cuda_residual_layernorm_forward(const mt_cuda_ctx *c, float *res, float *out, float *mean, float *rstd,
+                                       const float *x, const float *branch, const float *branch_bias, const float *w,
+                                       const float *b, int N, int C);
+int mt_cuda_rmsnorm_forward(const mt_cuda_ctx *c, float *out, float *rstd, const float *inp, const float *w, int N,
+                            int C, float eps);
+int mt_cuda_rmsnorm_backward(const mt_cuda_ctx *c, float *dinp, float *dw, const float *dout, const float *inp,
+                             const float *w, const float *rstd, int N, int C);
+/* res = x + branch; out = rmsnorm(res) (op_residual_add then op_rmsnorm_forward) */
+int mt_cuda_residual_rmsnorm_forward(const mt_cuda_ctx *c, float *res, float *out, float *rstd, const float *x,
+                                     const float *branch, const float *w, int N, int C, float eps);
+
+/* ---- activations */
+int mt_cuda_gelu_forward(const mt_cuda_ctx *c, float *out, const float *inp, size_t n);
+int mt_cuda_gelu_backward(const mt_cuda_ctx *c, float *dinp, const float *inp, const float *dout, size_t n);
+int mt_cuda_bias_gelu_forward(const mt_cuda_ctx *c, float *pre, float *out, const float *bias, int N, int OC);
+int mt_cuda_gelu_bias_backward(const mt_cuda_ctx *c, float *dpre, float *dbias, const float *pre, const float *dout,
+                               int N, int OC);
+int mt_cuda_swiglu_forward(const mt_cuda_ctx *c, float *out, const float *gate_up, int N, int F);
+int mt_cuda_swiglu_backward(const mt_cuda_ctx *c, float *dgate_up, const float *dout, const float *gate_up, int N,
+                            int F);
+/* tables from op_rope_table, copied to the device once */
+int mt_cuda_rope_apply(const mt_cuda_ctx *c, float *x, int N, int T, int nh, int HS, size_t ld, const float *cos_t,
+                       const float *sin_t, int inverse);
+/* x[i,:] *= dropout scale of (sample_ids[(row0+i)/T], position (row0+i)%T, group 0, element c), as GPT-2's
+ * residual dropout; sample_ids on the device */
+int mt_cuda_dropout_rows(const mt_cuda_ctx *c, float *x, const mt_dropout *d, const uint64_t *sample_ids, size_t row0,
+                         int n, int T, int C);
+
+/* ---- causal attention with grouped-query heads (NKV == NH: multi-head),
+ * qkv rows [Q: NH*HS | K: NKV*HS | V: NKV*HS]. The simple version: per query
+ * head, strided-batched GEMMs over the batch and a softmax kernel, with a
+ * B*T*T-float score matrix in the scratch (mt_cuda_attention_scratch_floats);
+ * lse [B,NH,T] as the CPU's. */
+typedef struct {
+    mt_dropout d;               /* d.p == 0: no dropout */
+    const uint64_t *sample_ids; /* [B], on the device */
+    int head0;
+} mt_cuda_attn_dropout;
+size_t mt_cuda_attention_scratch_floats(int B, int T, int NH, int NKV, int HS);
+int mt_cuda_attention_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B, int T, int NH,
+                                  int NKV, int HS, const mt_cuda_attn_dropout *drop, float *scratch);
+int mt_cuda_attention_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv,
+                                   const float *out, const float *lse, int B, int T, int NH, int NKV, int HS,
+                                   const mt_cuda_attn_dropout *drop, float *scratch);
+
+/* ---- fused softmax + cross-entropy (+ gradient in place, or rounded to bf16) */
+int mt_cuda_softmax_xent(const mt_cuda_ctx *c, float *logits, float *losses, const int32_t *targets, int N, int V,
+                         int Vp, float dlogits_scale);
+int mt_cuda_softmax_xent_bf16(const mt_cuda_ctx *c, const float *logits, uint16_t *dlogits, float *losses,
+                              const int32_t *targets, int N, int V, int Vp, float dlogits_scale);
+
+/* ---- embeddings (backward without atomics: a thread per column walks the rows in order) */
+int mt_cuda_embed_forward(const mt_cuda_ctx *c, float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                          int B, int T, int C, int pos0);
+int mt_cuda_embed_backward(const mt_cuda_ctx *c, float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                           int B, int T, int C, int pos0);
+int mt_cuda_embed_shard_forward(const mt_cuda_ctx *c, float *out, const int32_t *tokens, const float *wte, int v0,
+                                int Vl, int N, int C);
+int mt_cuda_embed_shard_backward(const mt_cuda_ctx *c, float *dwte, float *dwpe, const float *dout,
+                                 const int32_t *tokens, int v0, int Vl, int B, int T, int C);
+
+/* ---- element-wise helpers */
+int mt_cuda_add(const mt_cuda_ctx *c, float *out, const float *a, const float *b, size_t n);
+int mt_cuda_residual_add(const mt_cuda_ctx *c, float *res, const float *x, const float *branch, const float *bias,
+                         int N, int C);
+int mt_cuda_accumulate(const mt_cuda_ctx *c, float *acc, const float *x, size_t n);
+int mt_cuda_zero(const mt_cuda_ctx *c, float *x, size_t n);
+int mt_cuda_scale(const mt_cuda_ctx *c, float *x, float s, size_t n);
+/* dt: 1 bf16, 2 fp16 (mt_dtype's values) */
+int mt_cuda_convert_to_16(const mt_cuda_ctx *c, int dt, uint16_t *dst, const float *src, size_t n);
+int mt_cuda_convert_from_16(const mt_cuda_ctx *c, int dt, float *dst, const uint16_t *src, size_t n);
+
+/* ---- reductions: *out (device double) = sum of x^2, in two fixed-order
+ * stages (MT_CUDA_SUMSQ_BLOCKS partial sums in `partials`, then one block);
+ * the same double for any run. */
+#define MT_CUDA_SUMSQ_BLOCKS 256
+int mt_cuda_sumsq(const mt_cuda_ctx *c, double *out, const float *x, size_t n, double *partials);
+int mt_cuda_sumsq_16(const mt_cuda_ctx *c, double *out, int dt, const uint16_t *x, size_t n, double *partials);
+/* *flag (device int) is set to 1 when x holds an inf or NaN (left as it is otherwise: clear it once per step) */
+int mt_cuda_nonfinite(const mt_cuda_ctx *c, int *flag, const float *x, size_t n);
+
+/* ---- optimizer updates on a flat range (bitwise the CPU's) */
+int mt_cuda_adamw_update(const mt_cuda_ctx *c, float *p, const float *g, float *m, float *v, size_t n, float lr,
+                         float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
+int mt_cuda_adam_update(const mt_cuda_ctx *c, float *p, const float *g, float *m, float *v, size_t n, float lr,
+                        float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
+int mt_cuda_adamw_update_16(const mt_cuda_ctx *c, float *p, const uint16_t *g16, uint16_t *p16, int dt, float *m,
+                            float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                            int64_t step, float grad_scale);
+int mt_cuda_adam_update_16(const mt_cuda_ctx *c, float *p, const uint16_t *g16, uint16_t *p16, int dt, float *m,
+                           float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                           int64_t step, float grad_scale);
+int mt_cuda_sgd_update(const mt_cuda_ctx *c, float *p, const float *g, float *buf, size_t n, float lr, float momentum,
+                       float weight_decay, int64_t step, float grad_scale);
 
 #ifdef __cplusplus
 }

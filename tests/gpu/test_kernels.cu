@@ -1,31 +1,39 @@
-// Every CUDA kernel against its CPU reference (the ops of libmeshtrain) on
-// random inputs: AdamW bitwise (10 steps), GELU forward/backward and
-// LayerNorm within a few ulp-scale relative error. Exit 77 (skipped) when no
-// CUDA device is present, 1 on a mismatch or a CUDA error.
-#include <cuda_runtime.h>
+// Every CUDA kernel of src/cuda against its CPU reference (the ops of
+// build/libmeshtrain.a), on odd sizes, with outputs poisoned (NaN bytes)
+// before each launch. Element-wise kernels and in-order column sums must be
+// bitwise the CPU's; reductions and GEMMs within the stated relative bound
+// (max |gpu - cpu| / max |cpu|). Built with nvcc (`make gpu`, real GPU) and
+// against the CPU emulation (`make gpu-emu`). Exit 0 all passed, 1 a
+// mismatch or error, 77 no device.
+#include "cuda/compat.h"
+#include "cuda/kernels.h"
+#include "cuda/philox_device.h"
+#include "cuda/device_math.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <vector>
 extern "C" {
+#include "core/philox.h"
 #include "ops/ops.h"
 }
-#include "cuda/kernels.h"
 
-static int failures = 0;
+static int failures = 0, checks = 0;
+static mt_cuda_ctx ctx;
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
+#define CK(call)                                                                                          \
+    do {                                                                                                  \
+        int e_ = (int)(call);                                                                             \
+        if (e_ != 0) {                                                                                    \
+            fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, mt_cuda_error_string(e_)); \
+            exit(1);                                                                                      \
+        }                                                                                                 \
     } while (0)
 
-static float *rnd(size_t n, unsigned seed, float scale) {
-    float *x = (float *)malloc(n * sizeof(float));
-    unsigned s = seed;
+static std::vector<float> rnd(size_t n, unsigned seed, float scale) {
+    std::vector<float> x(n);
+    unsigned s = seed * 2654435761u + 1;
     for (size_t i = 0; i < n; i++) {
         s = s * 1664525u + 1013904223u;
         x[i] = scale * ((float)(s >> 8) / 16777216.0f * 2.0f - 1.0f);
@@ -33,25 +41,421 @@ static float *rnd(size_t n, unsigned seed, float scale) {
     return x;
 }
 
-static float *to_dev(const float *h, size_t n) {
-    float *d;
-    CK(cudaMalloc(&d, n * sizeof(float)));
-    CK(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+// device buffers: made from host data, or poisoned (0xFF bytes: NaN floats)
+template <typename T> static T *dev(const std::vector<T> &h) {
+    T *d;
+    CK(cudaMalloc(&d, h.size() * sizeof(T) + 1));
+    CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
     return d;
 }
+template <typename T> static T *poisoned(size_t n) {
+    T *d;
+    CK(cudaMalloc(&d, n * sizeof(T) + 1));
+    CK(cudaMemset(d, 0xFF, n * sizeof(T)));
+    return d;
+}
+template <typename T> static std::vector<T> host(const T *d, size_t n) {
+    CK(mt_cuda_sync(&ctx));
+    std::vector<T> h(n);
+    CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+}
 
-static void from_dev(float *h, const float *d, size_t n) { CK(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost)); }
+static void report(bool ok, const char *what, const char *detail) {
+    checks++;
+    failures += !ok;
+    printf("%s %-34s %s\n", ok ? "ok  " : "FAIL", what, detail);
+}
 
-static void compare(const char *what, const float *cpu, const float *gpu, size_t n, double tol) {
+template <typename T> static void bitwise(const char *what, const std::vector<T> &cpu, const std::vector<T> &gpu) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < cpu.size(); i++)
+        if (memcmp(&cpu[i], &gpu[i], sizeof(T))) {
+            if (!bad) first = i;
+            bad++;
+        }
+    char d[160];
+    if (bad && sizeof(T) == 4)
+        snprintf(d, sizeof d, "%zu of %zu differ (first %zu: cpu %.9g gpu %.9g)", bad, cpu.size(), first,
+                 (double)*(const float *)&cpu[first], (double)*(const float *)&gpu[first]);
+    else snprintf(d, sizeof d, bad ? "%zu of %zu differ" : "bitwise equal (%zu values)", bad ? bad : cpu.size(), cpu.size());
+    report(!bad, what, d);
+}
+
+static void within(const char *what, const std::vector<float> &cpu, const std::vector<float> &gpu, double tol) {
     double worst = 0, mx = 0;
-    for (size_t i = 0; i < n; i++) {
+    bool nan = false;
+    for (size_t i = 0; i < cpu.size(); i++) {
+        if (isnan(gpu[i]) != isnan(cpu[i])) nan = true;
         worst = fmax(worst, fabs((double)cpu[i] - gpu[i]));
         mx = fmax(mx, fabs((double)cpu[i]));
     }
     double rel = worst / (mx > 0 ? mx : 1);
-    int ok = rel <= tol;
-    printf("%s %-28s max|diff|/max|cpu| %.2e (bound %.0e)\n", ok ? "ok  " : "FAIL", what, rel, tol);
-    failures += !ok;
+    char d[128];
+    snprintf(d, sizeof d, "rel %.2e (bound %.0e)%s", rel, tol, nan ? " NaN mismatch" : "");
+    report(!nan && rel <= tol, what, d);
+}
+
+static void test_elementwise(void) {
+    const int N = 37, OC = 67, F = 45;
+    size_t n = (size_t)N * OC;
+    std::vector<float> x = rnd(n, 1, 4.0f), dy = rnd(n, 2, 1.0f), bias = rnd(OC, 3, 0.5f);
+    float *dx = dev(x), *ddy = dev(dy), *dbias = dev(bias), *o = poisoned<float>(n);
+    std::vector<float> ref(n);
+    op_gelu_forward(ref.data(), x.data(), n);
+    CK(mt_cuda_gelu_forward(&ctx, o, dx, n));
+    bitwise("gelu forward", ref, host(o, n));
+    op_gelu_backward(ref.data(), x.data(), dy.data(), n);
+    CK(mt_cuda_gelu_backward(&ctx, o, dx, ddy, n));
+    bitwise("gelu backward", ref, host(o, n));
+    // bias + GELU, and its backward with the bias gradient (accumulating onto a start value)
+    std::vector<float> pre = x, out(n), db = rnd(OC, 4, 1.0f);
+    op_bias_gelu_forward(pre.data(), out.data(), bias.data(), N, OC);
+    float *dpre = dev(x);
+    CK(mt_cuda_bias_gelu_forward(&ctx, dpre, o, dbias, N, OC));
+    bitwise("bias+gelu forward (pre)", pre, host(dpre, n));
+    bitwise("bias+gelu forward (out)", out, host(o, n));
+    std::vector<float> dpre_ref(n), dbr = db;
+    op_gelu_bias_backward(dpre_ref.data(), dbr.data(), pre.data(), dy.data(), N, OC);
+    float *ddb = dev(db);
+    CK(mt_cuda_gelu_bias_backward(&ctx, o, ddb, dpre, ddy, N, OC));
+    bitwise("gelu+bias backward (dpre)", dpre_ref, host(o, n));
+    bitwise("gelu+bias backward (dbias)", dbr, host(ddb, OC));
+    // SwiGLU, gates far into both tails
+    std::vector<float> gu = rnd((size_t)N * 2 * F, 5, 30.0f), d2 = rnd((size_t)N * F, 6, 1.0f);
+    std::vector<float> sw((size_t)N * F), dsw((size_t)N * 2 * F);
+    float *dgu = dev(gu), *dd2 = dev(d2), *o2 = poisoned<float>((size_t)N * 2 * F);
+    op_swiglu_forward(sw.data(), gu.data(), N, F);
+    CK(mt_cuda_swiglu_forward(&ctx, o2, dgu, N, F));
+    bitwise("swiglu forward", sw, host(o2, (size_t)N * F));
+    op_swiglu_backward(dsw.data(), d2.data(), gu.data(), N, F);
+    CK(mt_cuda_swiglu_backward(&ctx, o2, dd2, dgu, N, F));
+    bitwise("swiglu backward", dsw, host(o2, (size_t)N * 2 * F));
+    // residual adds, accumulate, scale
+    std::vector<float> a = rnd(n, 7, 1.0f), r(n);
+    float *da = dev(a);
+    op_residual_add(r.data(), x.data(), a.data(), bias.data(), N, OC);
+    CK(mt_cuda_residual_add(&ctx, o, dx, da, dbias, N, OC));
+    bitwise("residual add (+bias)", r, host(o, n));
+    op_add(r.data(), x.data(), a.data(), n);
+    CK(mt_cuda_residual_add(&ctx, o, dx, da, NULL, N, OC));
+    bitwise("residual add", r, host(o, n));
+    op_accumulate(r.data(), a.data(), n);
+    CK(mt_cuda_accumulate(&ctx, o, da, n));
+    op_scale(r.data(), 0.37f, n);
+    CK(mt_cuda_scale(&ctx, o, 0.37f, n));
+    bitwise("accumulate, scale", r, host(o, n));
+    // RoPE on 3 of 5 heads of a wider row, forward and inverse
+    const int T = 7, nh = 3, HS = 10;
+    size_t ld = 5 * HS;
+    std::vector<float> inv(HS / 2), ct((size_t)T * HS / 2), st((size_t)T * HS / 2), q = rnd((size_t)N * ld, 8, 1.0f);
+    op_rope_inv_freq(inv.data(), HS, 10000.0f, NULL);
+    op_rope_table(ct.data(), st.data(), inv.data(), T, HS);
+    float *dct = dev(ct), *dst = dev(st), *dq = dev(q);
+    op_rope_apply(q.data(), N, T, nh, HS, ld, ct.data(), st.data(), 0);
+    CK(mt_cuda_rope_apply(&ctx, dq, N, T, nh, HS, ld, dct, dst, 0));
+    bitwise("rope", q, host(dq, q.size()));
+    op_rope_apply(q.data(), N, T, nh, HS, ld, ct.data(), st.data(), 1);
+    CK(mt_cuda_rope_apply(&ctx, dq, N, T, nh, HS, ld, dct, dst, 1));
+    bitwise("rope inverse", q, host(dq, q.size()));
+    // dropout rows (GPT-2's residual dropout) from the CPU's Philox coordinates
+    std::vector<uint64_t> ids = {5, 1ull << 33, 77, 9, 123456, 3};
+    mt_dropout d = {0.3f, 0x1234567890ull, 17, 4, MT_DROPOUT_MLP_RESID};
+    std::vector<float> dr = a, s(OC);
+    size_t row0 = 3;
+    for (int i = 0; i < N; i++) {
+        size_t rr = row0 + i;
+        mt_dropout_row_scales(s.data(), &d, ids[rr / T], (uint32_t)(rr % T), 0, 0, OC);
+        for (int c = 0; c < OC; c++) dr[(size_t)i * OC + c] *= s[c];
+    }
+    uint64_t *dids = dev(ids);
+    CK(mt_cuda_dropout_rows(&ctx, da, &d, dids, row0, N, T, OC));
+    bitwise("dropout rows", dr, host(da, n));
+    // Philox itself and a dropout row, host side of the device header, against core/philox.c
+    bool same = true;
+    for (uint32_t k = 0; k < 1000; k++) {
+        mt_u32x4 c1 = mt_philox4x32(k, k * 7, ~k, k << 9, 0xdeadbeef, k * 3);
+        mt_dev_u32x4 c2 = mt_dev_philox4x32(k, k * 7, ~k, k << 9, 0xdeadbeef, k * 3);
+        same = same && !memcmp(c1.v, c2.v, sizeof c1.v);
+    }
+    report(same, "philox (host side of the header)", same ? "bitwise equal (1000 counters)" : "differs");
+    // conversions: every bf16/fp16 class (normals, subnormals, ties, inf, NaN, overflow)
+    std::vector<float> cv = rnd(4099, 9, 70000.0f);
+    const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00001u, 0xff812345u, 0x00000001u, 0x80400000u,
+                                0x3f808000u, 0x3f818000u, 0x477ff000u, 0x477fefffu, 0x33000000u, 0x387fe000u};
+    for (size_t i = 0; i < sizeof special / 4; i++) memcpy(&cv[i], &special[i], 4);
+    for (size_t i = 12; i < 200; i++) cv[i] *= 1e-9f;
+    float *dcv = dev(cv);
+    for (int dt = 1; dt <= 2; dt++) {
+        std::vector<uint16_t> h16(cv.size());
+        std::vector<float> back(cv.size());
+        mt_convert_to_16((mt_dtype)dt, h16.data(), cv.data(), cv.size());
+        mt_convert_from_16((mt_dtype)dt, back.data(), h16.data(), cv.size());
+        uint16_t *d16 = poisoned<uint16_t>(cv.size());
+        float *dback = poisoned<float>(cv.size());
+        CK(mt_cuda_convert_to_16(&ctx, dt, d16, dcv, cv.size()));
+        CK(mt_cuda_convert_from_16(&ctx, dt, dback, d16, cv.size()));
+        bitwise(dt == 1 ? "fp32 -> bf16" : "fp32 -> fp16", h16, host(d16, cv.size()));
+        bitwise(dt == 1 ? "bf16 -> fp32" : "fp16 -> fp32", back, host(dback, cv.size()));
+    }
+}
+
+static void test_norms(void) {
+    const int N = 37, C = 83;
+    size_t n = (size_t)N * C;
+    std::vector<float> x = rnd(n, 11, 2.0f), w = rnd(C, 12, 1.0f), b = rnd(C, 13, 0.3f), dy = rnd(n, 14, 1.0f);
+    for (size_t i = 0; i < n; i++) x[i] += 0.5f; // a mean away from 0
+    std::vector<float> out(n), mean(N), rstd(N);
+    float *dx = dev(x), *dw = dev(w), *db = dev(b), *ddy = dev(dy);
+    float *o = poisoned<float>(n), *dm = poisoned<float>(N), *dr = poisoned<float>(N);
+    op_layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    CK(mt_cuda_layernorm_forward(&ctx, o, dm, dr, dx, dw, db, N, C));
+    within("layernorm forward", out, host(o, n), 2e-6);
+    within("layernorm mean", mean, host(dm, N), 2e-6);
+    within("layernorm rstd", rstd, host(dr, N), 2e-6);
+    // backward from the CPU's own statistics (so dw/db compare bitwise), dinp accumulating
+    std::vector<float> dinp = rnd(n, 15, 0.1f), gw = rnd(C, 16, 0.1f), gb = rnd(C, 17, 0.1f);
+    float *ddinp = dev(dinp), *dgw = dev(gw), *dgb = dev(gb), *cm = dev(mean), *cr = dev(rstd);
+    op_layernorm_backward(dinp.data(), gw.data(), gb.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
+    CK(mt_cuda_layernorm_backward(&ctx, ddinp, dgw, dgb, ddy, dx, dw, cm, cr, N, C));
+    within("layernorm backward dinp", dinp, host(ddinp, n), 1e-5);
+    bitwise("layernorm backward dw", gw, host(dgw, C));
+    bitwise("layernorm backward db", gb, host(dgb, C));
+    // fused residual + LayerNorm
+    std::vector<float> br = rnd(n, 18, 1.0f), bias = rnd(C, 19, 0.2f), res(n);
+    float *dbr = dev(br), *dbias = dev(bias), *dres = poisoned<float>(n);
+    op_residual_layernorm_forward(res.data(), out.data(), mean.data(), rstd.data(), x.data(), br.data(), bias.data(),
+                                  w.data(), b.data(), N, C);
+    CK(mt_cuda_residual_layernorm_forward(&ctx, dres, o, dm, dr, dx, dbr, dbias, dw, db, N, C));
+    bitwise("residual+layernorm (res)", res, host(dres, n));
+    within("residual+layernorm (out)", out, host(o, n), 2e-6);
+    // RMSNorm
+    const float eps = 1e-6f;
+    op_rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+    CK(mt_cuda_rmsnorm_forward(&ctx, o, dr, dx, dw, N, C, eps));
+    within("rmsnorm forward", out, host(o, n), 2e-6);
+    within("rmsnorm rstd", rstd, host(dr, N), 2e-6);
+    CK(cudaMemcpy(cr, rstd.data(), N * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(ddinp, dinp.data(), n * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dgw, gw.data(), C * 4, cudaMemcpyHostToDevice));
+    op_rmsnorm_backward(dinp.data(), gw.data(), dy.data(), x.data(), w.data(), rstd.data(), N, C);
+    CK(mt_cuda_rmsnorm_backward(&ctx, ddinp, dgw, ddy, dx, dw, cr, N, C));
+    within("rmsnorm backward dinp", dinp, host(ddinp, n), 1e-5);
+    bitwise("rmsnorm backward dw", gw, host(dgw, C));
+    op_residual_add(res.data(), x.data(), br.data(), NULL, N, C);
+    op_rmsnorm_forward(out.data(), rstd.data(), res.data(), w.data(), N, C, eps);
+    CK(mt_cuda_residual_rmsnorm_forward(&ctx, dres, o, dr, dx, dbr, dw, N, C, eps));
+    bitwise("residual+rmsnorm (res)", res, host(dres, n));
+    within("residual+rmsnorm (out)", out, host(o, n), 2e-6);
+}
+
+static void test_matmul(void) {
+    const int N = 29, C = 53, OC = 41;
+    std::vector<float> x = rnd((size_t)N * C, 21, 1.0f), w = rnd((size_t)OC * C, 22, 0.3f), b = rnd(OC, 23, 0.5f);
+    std::vector<float> dy = rnd((size_t)N * OC, 24, 1.0f), out((size_t)N * OC);
+    float *dx = dev(x), *dw = dev(w), *db = dev(b), *ddy = dev(dy), *o = poisoned<float>((size_t)N * OC);
+    op_matmul_forward(MT_GEMM_DEFAULT, out.data(), x.data(), w.data(), b.data(), N, C, OC);
+    CK(mt_cuda_matmul_forward(&ctx, o, dx, dw, db, N, C, OC));
+    within("matmul forward (+bias)", out, host(o, out.size()), 1e-6);
+    std::vector<float> dinp = rnd((size_t)N * C, 25, 0.1f), gw = rnd((size_t)OC * C, 26, 0.1f), gb = rnd(OC, 27, 0.1f);
+    float *ddinp = dev(dinp), *dgw = dev(gw), *dgb = dev(gb);
+    op_matmul_backward(MT_GEMM_DEFAULT, dinp.data(), gw.data(), gb.data(), dy.data(), x.data(), w.data(), N, C, OC, 1);
+    CK(mt_cuda_matmul_backward(&ctx, ddinp, dgw, dgb, ddy, dx, dw, N, C, OC, 1));
+    within("matmul backward dinp (+=)", dinp, host(ddinp, dinp.size()), 1e-6);
+    within("matmul backward dw (+=)", gw, host(dgw, gw.size()), 1e-6);
+    within("matmul backward dbias", gb, host(dgb, OC), 1e-6);
+    float *pd = poisoned<float>(dinp.size()), *pw = poisoned<float>(gw.size());
+    op_matmul_backward(MT_GEMM_DEFAULT, dinp.data(), gw.data(), NULL, dy.data(), x.data(), w.data(), N, C, OC, 2);
+    CK(mt_cuda_matmul_backward(&ctx, pd, pw, NULL, ddy, dx, dw, N, C, OC, 2));
+    within("matmul backward dinp (=, poisoned)", dinp, host(pd, dinp.size()), 1e-6);
+    within("matmul backward dw (=, poisoned)", gw, host(pw, gw.size()), 1e-6);
+    // bf16 operands, fp32 accumulation: against the fp32 GEMM of the rounded operands
+    std::vector<uint16_t> x16(x.size()), w16(w.size());
+    mt_convert_fp32_to_bf16(x16.data(), x.data(), x.size());
+    mt_convert_fp32_to_bf16(w16.data(), w.data(), w.size());
+    std::vector<float> xr(x.size()), wr(w.size());
+    mt_convert_bf16_to_fp32(xr.data(), x16.data(), x.size());
+    mt_convert_bf16_to_fp32(wr.data(), w16.data(), w.size());
+    op_matmul_forward(MT_GEMM_DEFAULT, out.data(), xr.data(), wr.data(), b.data(), N, C, OC);
+    uint16_t *dx16 = dev(x16), *dw16 = dev(w16), *o16 = poisoned<uint16_t>(out.size());
+    CK(mt_cuda_matmul_forward_bf16(&ctx, o, MT_CUDA_F32, dx16, dw16, db, N, C, OC));
+    within("matmul bf16 -> fp32", out, host(o, out.size()), 1e-6);
+    CK(mt_cuda_matmul_forward_bf16(&ctx, o16, MT_CUDA_BF16, dx16, dw16, NULL, N, C, OC));
+    std::vector<uint16_t> g16 = host(o16, out.size());
+    std::vector<float> g(out.size()), nob(out.size());
+    mt_convert_bf16_to_fp32(g.data(), g16.data(), g.size());
+    op_matmul_forward(MT_GEMM_DEFAULT, nob.data(), xr.data(), wr.data(), NULL, N, C, OC);
+    within("matmul bf16 -> bf16", nob, g, 4e-3); // one bf16 rounding: 2^-8 relative
+    std::vector<uint16_t> dy16(dy.size());
+    mt_convert_fp32_to_bf16(dy16.data(), dy.data(), dy.size());
+    std::vector<float> dyr(dy.size());
+    mt_convert_bf16_to_fp32(dyr.data(), dy16.data(), dy.size());
+    uint16_t *ddy16 = dev(dy16);
+    op_matmul_backward(MT_GEMM_DEFAULT, dinp.data(), gw.data(), gb.data(), dyr.data(), xr.data(), wr.data(), N, C, OC, 2);
+    std::vector<float> gb0 = host(dgb, OC);
+    for (int i = 0; i < OC; i++) gb[i] = gb0[i];
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < OC; i++) gb[i] += dyr[(size_t)r * OC + i];
+    CK(mt_cuda_matmul_backward_bf16(&ctx, pd, pw, dgb, ddy16, dx16, dw16, N, C, OC, 2));
+    within("matmul bf16 backward dinp", dinp, host(pd, dinp.size()), 1e-6);
+    within("matmul bf16 backward dw", gw, host(pw, gw.size()), 1e-6);
+    bitwise("matmul bf16 backward dbias", gb, host(dgb, OC));
+    // the wrapper refuses what cuBLAS would: mixed A/B types, a short leading dimension
+    int e1 = mt_cuda_gemm(&ctx, 'N', 'N', 4, 4, 4, 1, dx, MT_CUDA_F32, 4, 0, dx16, MT_CUDA_BF16, 4, 0, 0, o, MT_CUDA_F32, 4, 0, 1);
+    int e2 = mt_cuda_gemm(&ctx, 'N', 'N', 4, 4, 4, 1, dx, MT_CUDA_F32, 3, 0, dx, MT_CUDA_F32, 4, 0, 0, o, MT_CUDA_F32, 4, 0, 1);
+    report(e1 == MT_CUDA_BLAS_ERROR + 7 && e2 == MT_CUDA_BLAS_ERROR + 7, "gemm argument checks",
+           e1 ? mt_cuda_error_string(e1) : "accepted a mixed-type GEMM");
+}
+
+static void test_attention(int NH, int NKV, float p) {
+    const int B = 2, T = 13, HS = 8;
+    int ld = (NH + 2 * NKV) * HS;
+    size_t nq = (size_t)B * T * ld, no = (size_t)B * T * NH * HS, nl = (size_t)B * NH * T;
+    std::vector<float> qkv = rnd(nq, 31 + NKV, 1.5f), dout = rnd(no, 32, 1.0f), out(no), lse(nl), dqkv(nq);
+    std::vector<uint64_t> ids = {11, 4};
+    mt_attn_dropout cd = {{p, 99, 3, 2, MT_DROPOUT_ATTN_PROBS}, ids.data(), 1};
+    std::vector<float> scratch(op_attention_scratch_floats_gqa(B, T, NH, NKV, HS, 64));
+    op_attention_forward_gqa(out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HS, &cd, scratch.data());
+    op_attention_backward_gqa(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS, &cd,
+                              scratch.data());
+    uint64_t *dids = dev(ids);
+    mt_cuda_attn_dropout gd = {cd.d, dids, 1};
+    float *dq = dev(qkv), *ddo = dev(dout), *o = poisoned<float>(no), *l = poisoned<float>(nl),
+          *dd = poisoned<float>(nq), *s = poisoned<float>(mt_cuda_attention_scratch_floats(B, T, NH, NKV, HS));
+    CK(mt_cuda_attention_forward_gqa(&ctx, o, l, dq, B, T, NH, NKV, HS, &gd, s));
+    CK(mt_cuda_attention_backward_gqa(&ctx, dd, ddo, dq, o, l, B, T, NH, NKV, HS, &gd, s));
+    char name[96];
+    snprintf(name, sizeof name, "attention NH %d NKV %d p %.1f out", NH, NKV, p);
+    within(name, out, host(o, no), 1e-5);
+    snprintf(name, sizeof name, "attention NH %d NKV %d p %.1f lse", NH, NKV, p);
+    within(name, lse, host(l, nl), 1e-6);
+    snprintf(name, sizeof name, "attention NH %d NKV %d p %.1f dqkv", NH, NKV, p);
+    within(name, dqkv, host(dd, nq), 1e-5);
+}
+
+static void test_xent(void) {
+    const int N = 9, V = 301, Vp = 320;
+    std::vector<float> x = rnd((size_t)N * Vp, 41, 8.0f), loss(N);
+    std::vector<int32_t> t = {0, 300, -1, 17, 150, 299, 1, -1, 42};
+    std::vector<float> g = x;
+    float *dx = dev(x), *dl = poisoned<float>(N);
+    int32_t *dt = dev(t);
+    op_softmax_xent(g.data(), loss.data(), t.data(), N, V, Vp, 1.0f / 7);
+    CK(mt_cuda_softmax_xent(&ctx, dx, dl, dt, N, V, Vp, 1.0f / 7));
+    within("softmax+xent loss", loss, host(dl, N), 1e-6);
+    within("softmax+xent dlogits", g, host(dx, g.size()), 1e-6);
+    std::vector<uint16_t> g16(x.size());
+    float *dx2 = dev(x);
+    uint16_t *d16 = poisoned<uint16_t>(x.size());
+    op_softmax_xent_bf16(x.data(), g16.data(), loss.data(), t.data(), N, V, Vp, 1.0f / 7);
+    CK(mt_cuda_softmax_xent_bf16(&ctx, dx2, d16, dl, dt, N, V, Vp, 1.0f / 7));
+    std::vector<uint16_t> h16 = host(d16, x.size());
+    std::vector<float> a(x.size()), b(x.size());
+    mt_convert_bf16_to_fp32(a.data(), g16.data(), a.size());
+    mt_convert_bf16_to_fp32(b.data(), h16.data(), b.size());
+    within("softmax+xent bf16 dlogits", a, b, 4e-3);
+    bitwise("softmax+xent bf16: logits kept", x, host(dx2, x.size()));
+}
+
+static void test_embed(void) {
+    const int V = 50, B = 3, T = 11, C = 83, maxT = 16, pos0 = 2;
+    std::vector<float> wte = rnd((size_t)V * C, 51, 1.0f), wpe = rnd((size_t)maxT * C, 52, 0.1f), out((size_t)B * T * C);
+    std::vector<int32_t> tok(B * T);
+    for (int i = 0; i < B * T; i++) tok[i] = (i * 7) % 13; // repeated tokens
+    float *dwte = dev(wte), *dwpe = dev(wpe), *o = poisoned<float>(out.size());
+    int32_t *dtok = dev(tok);
+    op_embed_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, T, C, pos0);
+    CK(mt_cuda_embed_forward(&ctx, o, dtok, dwte, dwpe, B, T, C, pos0));
+    bitwise("embed forward", out, host(o, out.size()));
+    std::vector<float> dy = rnd(out.size(), 53, 1.0f), gte = rnd(wte.size(), 54, 0.1f), gpe = rnd(wpe.size(), 55, 0.1f);
+    float *ddy = dev(dy), *dgte = dev(gte), *dgpe = dev(gpe);
+    op_embed_backward(gte.data(), gpe.data(), dy.data(), tok.data(), B, T, C, pos0);
+    CK(mt_cuda_embed_backward(&ctx, dgte, dgpe, ddy, dtok, B, T, C, pos0));
+    bitwise("embed backward dwte", gte, host(dgte, gte.size()));
+    bitwise("embed backward dwpe", gpe, host(dgpe, gpe.size()));
+    const int v0 = 5, Vl = 6;
+    op_embed_shard_forward(out.data(), tok.data(), wte.data() + (size_t)v0 * C, v0, Vl, B * T, C);
+    CK(mt_cuda_embed_shard_forward(&ctx, o, dtok, dwte + (size_t)v0 * C, v0, Vl, B * T, C));
+    bitwise("embed shard forward", out, host(o, out.size()));
+    op_embed_shard_backward(gte.data() + (size_t)v0 * C, NULL, dy.data(), tok.data(), v0, Vl, B, T, C);
+    CK(mt_cuda_embed_shard_backward(&ctx, dgte + (size_t)v0 * C, NULL, ddy, dtok, v0, Vl, B, T, C));
+    bitwise("embed shard backward", gte, host(dgte, gte.size()));
+}
+
+static void test_reductions(void) {
+    const size_t n = 70001;
+    std::vector<float> x = rnd(n, 61, 3.0f);
+    float *dx = dev(x);
+    double *out = poisoned<double>(1), *part = poisoned<double>(MT_CUDA_SUMSQ_BLOCKS);
+    double ref = op_sumsq(x.data(), n);
+    CK(mt_cuda_sumsq(&ctx, out, dx, n, part));
+    double g1 = host(out, 1)[0];
+    CK(mt_cuda_sumsq(&ctx, out, dx, n, part));
+    double g2 = host(out, 1)[0];
+    char d[128];
+    snprintf(d, sizeof d, "rel %.2e (bound 1e-12), two runs %s", fabs(g1 - ref) / ref, g1 == g2 ? "equal" : "DIFFER");
+    report(fabs(g1 - ref) / ref <= 1e-12 && g1 == g2, "sumsq (two-stage, double)", d);
+    std::vector<uint16_t> x16(n);
+    mt_convert_fp32_to_bf16(x16.data(), x.data(), n);
+    uint16_t *d16 = dev(x16);
+    double ref16 = op_sumsq_16(MT_BF16, x16.data(), n);
+    CK(mt_cuda_sumsq_16(&ctx, out, 1, d16, n, part));
+    double g16 = host(out, 1)[0];
+    snprintf(d, sizeof d, "rel %.2e (bound 1e-12)", fabs(g16 - ref16) / ref16);
+    report(fabs(g16 - ref16) / ref16 <= 1e-12, "sumsq bf16", d);
+    int zero = 0, *flag = dev(std::vector<int>(1, 0));
+    CK(mt_cuda_nonfinite(&ctx, flag, dx, n));
+    int f1 = host(flag, 1)[0];
+    float inf = INFINITY;
+    CK(cudaMemcpy(dx + 12345, &inf, 4, cudaMemcpyHostToDevice));
+    CK(mt_cuda_nonfinite(&ctx, flag, dx, n));
+    int f2 = host(flag, 1)[0];
+    CK(cudaMemcpy(flag, &zero, 4, cudaMemcpyHostToDevice));
+    float nan = NAN;
+    CK(cudaMemcpy(dx + 12345, &nan, 4, cudaMemcpyHostToDevice));
+    CK(mt_cuda_nonfinite(&ctx, flag, dx, n));
+    int f3 = host(flag, 1)[0];
+    report(f1 == 0 && f2 == 1 && f3 == 1, "non-finite flag", f1 == 0 && f2 == 1 && f3 == 1 ? "finite 0, inf 1, NaN 1" : "wrong");
+}
+
+static void test_optim(void) {
+    const size_t n = 1031;
+    std::vector<float> p = rnd(n, 71, 0.5f), g = rnd(n, 72, 0.01f), m(n, 0.0f), v(n, 0.0f);
+    float *dp = dev(p), *dg = dev(g), *dm = dev(m), *dv = dev(v);
+    std::vector<float> p2 = p, m2 = m, v2 = v;
+    float *dp2 = dev(p), *dm2 = dev(m), *dv2 = dev(v);
+    for (int step = 1; step <= 10; step++) {
+        op_adamw_update(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f);
+        CK(mt_cuda_adamw_update(&ctx, dp, dg, dm, dv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f));
+        op_adam_update(p2.data(), g.data(), m2.data(), v2.data(), n, 3e-3f, 0.8f, 0.99f, 1e-6f, 0.01f, step, 1.0f);
+        CK(mt_cuda_adam_update(&ctx, dp2, dg, dm2, dv2, n, 3e-3f, 0.8f, 0.99f, 1e-6f, 0.01f, step, 1.0f));
+    }
+    bitwise("adamw 10 steps (p)", p, host(dp, n));
+    bitwise("adamw 10 steps (m)", m, host(dm, n));
+    bitwise("adamw 10 steps (v)", v, host(dv, n));
+    bitwise("adam 10 steps (p)", p2, host(dp2, n));
+    std::vector<float> buf(n, 0.0f), p3 = p;
+    float *db = dev(buf), *dp3 = dev(p3);
+    for (int step = 1; step <= 5; step++) {
+        op_sgd_update(p3.data(), g.data(), buf.data(), n, 0.1f, 0.9f, 0.01f, step, 0.7f);
+        CK(mt_cuda_sgd_update(&ctx, dp3, dg, db, n, 0.1f, 0.9f, 0.01f, step, 0.7f));
+    }
+    bitwise("sgd momentum 5 steps", p3, host(dp3, n));
+    for (int dt = 1; dt <= 2; dt++) {
+        std::vector<uint16_t> g16(n), p16(n);
+        mt_convert_to_16((mt_dtype)dt, g16.data(), g.data(), n);
+        std::vector<float> pm = p, mm(n, 0.0f), vm(n, 0.0f);
+        float *dpm = dev(pm), *dmm = dev(mm), *dvm = dev(vm);
+        uint16_t *dg16 = dev(g16), *dp16 = poisoned<uint16_t>(n);
+        for (int step = 1; step <= 3; step++) {
+            op_adamw_update_16(pm.data(), g16.data(), p16.data(), (mt_dtype)dt, mm.data(), vm.data(), n, 1e-3f, 0.9f,
+                               0.95f, 1e-8f, 0.1f, step, 1.0f);
+            CK(mt_cuda_adamw_update_16(&ctx, dpm, dg16, dp16, dt, dmm, dvm, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step,
+                                       1.0f));
+        }
+        bitwise(dt == 1 ? "adamw bf16 3 steps (master)" : "adamw fp16 3 steps (master)", pm, host(dpm, n));
+        bitwise(dt == 1 ? "adamw bf16 3 steps (p16)" : "adamw fp16 3 steps (p16)", p16, host(dp16, n));
+    }
 }
 
 int main(void) {
@@ -65,49 +469,19 @@ int main(void) {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s\n", prop.name);
-    const size_t n = 1 << 20;
-    // GELU
-    float *x = rnd(n, 1, 4.0f), *dy = rnd(n, 2, 1.0f), *y = (float *)malloc(n * 4), *yg = (float *)malloc(n * 4);
-    float *dx, *dxg = (float *)malloc(n * 4);
-    float *d_x = to_dev(x, n), *d_dy = to_dev(dy, n), *d_y;
-    CK(cudaMalloc(&d_y, n * 4));
-    op_gelu_forward(y, x, n);
-    if (mt_cuda_gelu_forward(d_y, d_x, n, 0)) failures++;
-    from_dev(yg, d_y, n);
-    compare("gelu forward", y, yg, n, 1e-6);
-    dx = (float *)malloc(n * 4);
-    op_gelu_backward(dx, x, dy, n);
-    if (mt_cuda_gelu_backward(d_y, d_x, d_dy, n, 0)) failures++;
-    from_dev(dxg, d_y, n);
-    compare("gelu backward", dx, dxg, n, 1e-6);
-    // LayerNorm
-    int N = 512, C = 768;
-    float *w = rnd(C, 3, 1.0f), *b = rnd(C, 4, 0.1f), *o = (float *)malloc((size_t)N * C * 4), *og = (float *)malloc((size_t)N * C * 4);
-    float mean[512], rstd[512], meang[512], rstdg[512];
-    op_layernorm_forward(o, mean, rstd, x, w, b, N, C);
-    float *d_w = to_dev(w, C), *d_b = to_dev(b, C), *d_m, *d_r;
-    CK(cudaMalloc(&d_m, N * 4));
-    CK(cudaMalloc(&d_r, N * 4));
-    if (mt_cuda_layernorm_forward(d_y, d_m, d_r, d_x, d_w, d_b, N, C, 0)) failures++;
-    from_dev(og, d_y, (size_t)N * C);
-    from_dev(meang, d_m, N);
-    from_dev(rstdg, d_r, N);
-    compare("layernorm forward", o, og, (size_t)N * C, 1e-5);
-    compare("layernorm mean", mean, meang, N, 1e-5);
-    compare("layernorm rstd", rstd, rstdg, N, 1e-5);
-    // AdamW, 10 steps: bitwise
-    float *p = rnd(n, 5, 0.5f), *g = rnd(n, 6, 0.01f), *m = (float *)calloc(n, 4), *v = (float *)calloc(n, 4);
-    float *d_p = to_dev(p, n), *d_g = to_dev(g, n), *d_mm = to_dev(m, n), *d_v = to_dev(v, n);
-    for (int step = 1; step <= 10; step++) {
-        op_adamw_update(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f);
-        if (mt_cuda_adamw_update(d_p, d_g, d_mm, d_v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f, 0)) failures++;
-    }
-    float *pg = (float *)malloc(n * 4);
-    from_dev(pg, d_p, n);
-    int same = memcmp(p, pg, n * 4) == 0;
-    printf("%s adamw 10 steps               %s\n", same ? "ok  " : "FAIL", same ? "bitwise equal" : "differs");
-    failures += !same;
-    CK(cudaDeviceSynchronize());
-    printf("%d kernel checks failed\n", failures);
+    CK(mt_cuda_ctx_init(&ctx));
+    test_elementwise();
+    test_norms();
+    test_matmul();
+    test_attention(4, 4, 0.0f); // GPT-2: multi-head
+    test_attention(4, 2, 0.0f); // Llama: grouped-query
+    test_attention(6, 2, 0.2f); // with attention dropout
+    test_xent();
+    test_embed();
+    test_reductions();
+    test_optim();
+    CK(mt_cuda_sync(&ctx));
+    mt_cuda_ctx_destroy(&ctx);
+    printf("%d of %d kernel checks failed\n", failures, checks);
     return failures ? 1 : 0;
 }

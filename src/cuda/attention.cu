@@ -1,0 +1,152 @@
+// Causal attention with grouped-query heads, the simple version
+// (cuda/kernels.h): per query head h (kv head h / (NH/NKV)), GEMMs batched
+// over the batch through the GEMM wrapper and row kernels for the softmax,
+// with the scores of one head, B x T x T floats, in the scratch.
+//   forward:  S = scale K Q^T;  P = exp(S - lse) on j <= i (lse saved);
+//             Pd = P * dropout scale;  out_h = Pd V
+//   backward: S, P, Pd recomputed;  dPd = dout_h V^T;  dP = dPd * dropout scale;
+//             D_i = sum_j P_ij dP_ij;  dS = P (dP - D);
+//             dV += Pd^T dout_h;  dQ_h = scale dS K;  dK += scale dS^T Q_h
+// dK and dV of a kv head sum its query heads in head order (the first
+// overwrites): deterministic. Dropout coordinates: (sample, query i, head0 + h, key j).
+#include "cuda/kernels.h"
+#include "cuda/device_math.h"
+#include "cuda/launch_util.h"
+#include "cuda/philox_device.h"
+#include <float.h>
+#include <math.h>
+
+struct drop_args {
+    mt_dev_dropout d;
+    const uint64_t *sample_ids;
+    uint32_t group;
+};
+
+// One query row (b, i) of one head: S row -> P row (in place, or Pd where dropout is on); lse saved.
+__global__ static void softmax_fwd(float *S, float *lse, int T, int NH, int h, drop_args dr) {
+    __shared__ float red[MT_ROW_THREADS];
+    int b = blockIdx.x / T, i = blockIdx.x % T;
+    float *s = S + (size_t)blockIdx.x * T;
+    float mx = -FLT_MAX;
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) mx = s[j] > mx ? s[j] : mx;
+    mx = mt_block_max(mx, red);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) sum += mt_dev_expf(s[j] - mx);
+    sum = mt_block_sum(sum, red);
+    float l = mx + logf(sum);
+    for (int j = threadIdx.x; j < T; j += blockDim.x) {
+        float p = j <= i ? mt_dev_expf(s[j] - l) : 0.0f;
+        if (dr.d.on && j <= i) p *= mt_dev_dropout_scale(&dr.d, dr.sample_ids[b], (uint32_t)i, dr.group, (uint32_t)j);
+        s[j] = p;
+    }
+    if (threadIdx.x == 0) lse[((size_t)b * NH + h) * T + i] = l;
+}
+
+// Backward row (b, i): S holds the scores, dP holds dPd; leaves Pd in S and dS in dP.
+__global__ static void softmax_bwd(float *S, float *dP, const float *lse, int T, int NH, int h, drop_args dr) {
+    __shared__ float red[MT_ROW_THREADS];
+    int b = blockIdx.x / T, i = blockIdx.x % T;
+    float *s = S + (size_t)blockIdx.x * T, *dp = dP + (size_t)blockIdx.x * T;
+    float l = lse[((size_t)b * NH + h) * T + i], D = 0.0f;
+    for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+        float ds = dr.d.on ? mt_dev_dropout_scale(&dr.d, dr.sample_ids[b], (uint32_t)i, dr.group, (uint32_t)j) : 1.0f;
+        float p = mt_dev_expf(s[j] - l), g = dp[j] * ds;
+        D += p * g;
+    }
+    D = mt_block_sum(D, red);
+    for (int j = threadIdx.x; j < T; j += blockDim.x) {
+        if (j > i) {
+            s[j] = 0.0f;
+            dp[j] = 0.0f;
+            continue;
+        }
+        float ds = dr.d.on ? mt_dev_dropout_scale(&dr.d, dr.sample_ids[b], (uint32_t)i, dr.group, (uint32_t)j) : 1.0f;
+        float p = mt_dev_expf(s[j] - l);
+        dp[j] = p * (dp[j] * ds - D);
+        s[j] = p * ds;
+    }
+}
+
+static drop_args make_drop(const mt_cuda_attn_dropout *drop, int h) {
+    drop_args a;
+    const mt_dropout *d = drop ? &drop->d : NULL;
+    a.d = mt_dev_dropout_make(d ? d->p : 0.0f, d ? d->seed : 0, d ? d->step : 0, d ? d->layer : 0, d ? d->site : 0);
+    a.sample_ids = drop ? drop->sample_ids : NULL;
+    a.group = (uint32_t)((drop ? drop->head0 : 0) + h);
+    return a;
+}
+
+extern "C" size_t mt_cuda_attention_scratch_floats(int B, int T, int NH, int NKV, int HS) {
+    (void)NH;
+    (void)NKV;
+    (void)HS;
+    return 2 * (size_t)B * T * T;
+}
+
+// S (B x [T x T] row-major) = scale Q_h K^T: column-major S^T = K Q^T
+static int scores(const mt_cuda_ctx *c, float *S, const float *qkv, int B, int T, int ld, int HS, int h, int kv, int NH,
+                  float scale) {
+    const float *Q = qkv + (size_t)h * HS, *K = qkv + (size_t)(NH + kv) * HS;
+    long long sx = (long long)T * ld, sS = (long long)T * T;
+    return mt_cuda_gemm(c, 'T', 'N', T, T, HS, scale, K, MT_CUDA_F32, ld, sx, Q, MT_CUDA_F32, ld, sx, 0.0f, S,
+                        MT_CUDA_F32, T, sS, B);
+}
+
+extern "C" int mt_cuda_attention_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B,
+                                             int T, int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop,
+                                             float *scratch) {
+    if (B <= 0 || T <= 0) return 0;
+    if (NKV <= 0 || NH % NKV) return (int)cudaErrorInvalidValue;
+    int G = NH / NKV, ld = (NH + 2 * NKV) * HS, ldo = NH * HS;
+    float scale = 1.0f / sqrtf((float)HS), *S = scratch;
+    long long sx = (long long)T * ld, sS = (long long)T * T, so = (long long)T * ldo;
+    for (int h = 0; h < NH; h++) {
+        int kv = h / G;
+        int e = scores(c, S, qkv, B, T, ld, HS, h, kv, NH, scale);
+        if (e) return e;
+        MT_LAUNCH(softmax_fwd, B * T, MT_ROW_THREADS, 0, mt_stream(c), S, lse, T, NH, h, make_drop(drop, h));
+        if ((e = mt_launch_status())) return e;
+        // out_h^T (HS x T) = V^T (HS x T) Pd^T: Pd row-major is the column-major Pd^T
+        const float *V = qkv + (size_t)(NH + NKV + kv) * HS;
+        e = mt_cuda_gemm(c, 'N', 'N', HS, T, T, 1.0f, V, MT_CUDA_F32, ld, sx, S, MT_CUDA_F32, T, sS, 0.0f,
+                         out + (size_t)h * HS, MT_CUDA_F32, ldo, so, B);
+        if (e) return e;
+    }
+    return 0;
+}
+
+extern "C" int mt_cuda_attention_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv,
+                                              const float *out, const float *lse, int B, int T, int NH, int NKV,
+                                              int HS, const mt_cuda_attn_dropout *drop, float *scratch) {
+    (void)out;
+    if (B <= 0 || T <= 0) return 0;
+    if (NKV <= 0 || NH % NKV) return (int)cudaErrorInvalidValue;
+    int G = NH / NKV, ld = (NH + 2 * NKV) * HS, ldo = NH * HS;
+    float scale = 1.0f / sqrtf((float)HS), *S = scratch, *dP = scratch + (size_t)B * T * T;
+    long long sx = (long long)T * ld, sS = (long long)T * T, so = (long long)T * ldo;
+    for (int h = 0; h < NH; h++) {
+        int kv = h / G;
+        float beta_kv = h % G == 0 ? 0.0f : 1.0f; // the group's first query head overwrites dK, dV
+        const float *Q = qkv + (size_t)h * HS, *K = qkv + (size_t)(NH + kv) * HS,
+                    *V = qkv + (size_t)(NH + NKV + kv) * HS, *dO = dout + (size_t)h * HS;
+        float *dQ = dqkv + (size_t)h * HS, *dK = dqkv + (size_t)(NH + kv) * HS, *dV = dqkv + (size_t)(NH + NKV + kv) * HS;
+        int e = scores(c, S, qkv, B, T, ld, HS, h, kv, NH, scale);
+        // dPd (row-major) = dO V^T: column-major dPd^T = V dO^T
+        if (!e) e = mt_cuda_gemm(c, 'T', 'N', T, T, HS, 1.0f, V, MT_CUDA_F32, ld, sx, dO, MT_CUDA_F32, ldo, so, 0.0f, dP,
+                                 MT_CUDA_F32, T, sS, B);
+        if (e) return e;
+        MT_LAUNCH(softmax_bwd, B * T, MT_ROW_THREADS, 0, mt_stream(c), S, dP, lse, T, NH, h, make_drop(drop, h));
+        if ((e = mt_launch_status())) return e;
+        // dV^T (HS x T) += dO^T (HS x T) Pd
+        e = mt_cuda_gemm(c, 'N', 'T', HS, T, T, 1.0f, dO, MT_CUDA_F32, ldo, so, S, MT_CUDA_F32, T, sS, beta_kv,
+                         dV, MT_CUDA_F32, ld, sx, B);
+        // dQ^T (HS x T) = scale K^T dS^T
+        if (!e) e = mt_cuda_gemm(c, 'N', 'N', HS, T, T, scale, K, MT_CUDA_F32, ld, sx, dP, MT_CUDA_F32, T, sS, 0.0f, dQ,
+                                 MT_CUDA_F32, ld, sx, B);
+        // dK^T (HS x T) += scale Q^T dS
+        if (!e) e = mt_cuda_gemm(c, 'N', 'T', HS, T, T, scale, Q, MT_CUDA_F32, ld, sx, dP, MT_CUDA_F32, T, sS,
+                                 beta_kv, dK, MT_CUDA_F32, ld, sx, B);
+        if (e) return e;
+    }
+    return 0;
+}

@@ -1,0 +1,36 @@
+/* The CUDA backend's context: the stream every kernel of a process runs on
+ * and the GEMM handle bound to it (cuBLAS under nvcc, the emulation's CPU
+ * GEMM under `make gpu-emu`). Every launcher takes it first, then the CPU
+ * op's arguments in the CPU op's order (ops/ops.h), device pointers for
+ * tensors. Launchers return 0 or an error code for mt_cuda_error_string:
+ * a CUDA runtime error (< 10000) or 10000 + a cuBLAS status. They only
+ * queue work: results are visible after mt_cuda_sync (or an event). */
+#ifndef MT_CUDA_CONTEXT_H
+#define MT_CUDA_CONTEXT_H
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *mt_cuda_stream; /* cudaStream_t */
+
+typedef struct mt_cuda_ctx {
+    mt_cuda_stream stream;
+    void *blas; /* cublasHandle_t (NULL under the emulation) */
+} mt_cuda_ctx;
+
+#define MT_CUDA_BLAS_ERROR 10000
+
+/* A new stream and GEMM handle on the current device (fp32 GEMMs without
+ * TF32: CUBLAS_COMPUTE_32F, default math mode). */
+int mt_cuda_ctx_init(mt_cuda_ctx *ctx);
+void mt_cuda_ctx_destroy(mt_cuda_ctx *ctx);
+/* Waits for the context's stream; returns its first error. */
+int mt_cuda_sync(const mt_cuda_ctx *ctx);
+const char *mt_cuda_error_string(int code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

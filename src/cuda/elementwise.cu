@@ -1,0 +1,209 @@
+// Element-wise kernels (cuda/kernels.h): one thread per element, the CPU
+// op's arithmetic (cuda/device_math.h); the bias-gradient sums by a thread
+// per column walking the rows in order, as the CPU's.
+#include "cuda/kernels.h"
+#include "cuda/device_math.h"
+#include "cuda/launch_util.h"
+#include "cuda/philox_device.h"
+
+#define EW_INDEX(i, n)                                          \
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; \
+    if (i >= (n)) return
+
+__global__ static void gelu_fwd(float *out, const float *inp, size_t n) {
+    EW_INDEX(i, n);
+    out[i] = mt_dev_gelu(inp[i]);
+}
+
+__global__ static void gelu_bwd(float *dinp, const float *inp, const float *dout, size_t n) {
+    EW_INDEX(i, n);
+    dinp[i] = mt_dev_gelu_grad(inp[i]) * dout[i];
+}
+
+__global__ static void bias_gelu_fwd(float *pre, float *out, const float *bias, size_t n, int OC) {
+    EW_INDEX(i, n);
+    float x = pre[i];
+    if (bias) {
+        x = x + bias[i % OC];
+        pre[i] = x;
+    }
+    out[i] = mt_dev_gelu(x);
+}
+
+__global__ static void gelu_bias_bwd(float *dpre, float *dbias, const float *pre, const float *dout, int N, int OC) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= OC) return;
+    float acc = dbias ? dbias[j] : 0.0f;
+    for (int n = 0; n < N; n++) {
+        size_t i = (size_t)n * OC + j;
+        float v = mt_dev_gelu_grad(pre[i]) * dout[i];
+        dpre[i] = v;
+        acc += v;
+    }
+    if (dbias) dbias[j] = acc;
+}
+
+__global__ static void swiglu_fwd(float *out, const float *gate_up, size_t n, int F) {
+    EW_INDEX(i, n);
+    size_t row = i / F, j = i % F;
+    const float *g = gate_up + row * 2 * F;
+    float si;
+    (void)mt_dev_sig_silu(g[j], &si);
+    out[i] = si * g[F + j];
+}
+
+__global__ static void swiglu_bwd(float *dgate_up, const float *dout, const float *gate_up, size_t n, int F) {
+    EW_INDEX(i, n);
+    size_t row = i / F, j = i % F;
+    const float *g = gate_up + row * 2 * F;
+    float *dg = dgate_up + row * 2 * F;
+    float si, s = mt_dev_sig_silu(g[j], &si), dj = dout[i];
+    float gj = g[j], uj = g[F + j];
+    dg[j] = dj * uj * s * (1.0f + gj * (1.0f - s));
+    dg[F + j] = dj * si;
+}
+
+__global__ static void rope(float *x, size_t n, int T, int nh, int h, size_t ld, const float *cos_t,
+                            const float *sin_t, float sgn) {
+    EW_INDEX(e, n); // e = (row, head, j)
+    int j = (int)(e % h);
+    size_t rk = e / h;
+    int k = (int)(rk % nh);
+    size_t i = rk / nh;
+    size_t tj = (size_t)(i % T) * h + j;
+    float *a = x + i * ld + (size_t)k * 2 * h, *b = a + h;
+    float sj = sgn * sin_t[tj], cj = cos_t[tj], aj = a[j], bj = b[j];
+    a[j] = aj * cj - bj * sj;
+    b[j] = bj * cj + aj * sj;
+}
+
+__global__ static void dropout_rows(float *x, mt_dev_dropout d, const uint64_t *sample_ids, size_t row0, size_t n,
+                                    int T, int C) {
+    EW_INDEX(e, n);
+    size_t r = row0 + e / C;
+    x[e] *= mt_dev_dropout_scale(&d, sample_ids[r / T], (uint32_t)(r % T), 0, (uint32_t)(e % C));
+}
+
+__global__ static void add(float *out, const float *a, const float *b, size_t n) {
+    EW_INDEX(i, n);
+    out[i] = a[i] + b[i];
+}
+
+__global__ static void residual_add(float *res, const float *x, const float *branch, const float *bias, size_t n,
+                                    int C) {
+    EW_INDEX(i, n);
+    res[i] = x[i] + (branch[i] + bias[i % C]);
+}
+
+__global__ static void accumulate(float *acc, const float *x, size_t n) {
+    EW_INDEX(i, n);
+    acc[i] += x[i];
+}
+
+__global__ static void scale(float *x, float s, size_t n) {
+    EW_INDEX(i, n);
+    x[i] *= s;
+}
+
+__global__ static void to_16(int dt, uint16_t *dst, const float *src, size_t n) {
+    EW_INDEX(i, n);
+    dst[i] = mt_dev_narrow16(dt, src[i]);
+}
+
+__global__ static void from_16(int dt, float *dst, const uint16_t *src, size_t n) {
+    EW_INDEX(i, n);
+    dst[i] = mt_dev_widen16(dt, src[i]);
+}
+
+// every thread that sees a non-finite value stores the same 1: no atomics needed
+__global__ static void nonfinite(int *flag, const float *x, size_t n) {
+    EW_INDEX(i, n);
+    if ((mt_dev_f32_bits(x[i]) & 0x7f800000u) == 0x7f800000u) *flag = 1;
+}
+
+#define EW_LAUNCH(kernel, n, ...)                                                                       \
+    do {                                                                                                \
+        if ((n) > 0) MT_LAUNCH(kernel, mt_blocks_for((n), MT_EW_THREADS), MT_EW_THREADS, 0, mt_stream(c), __VA_ARGS__); \
+        return mt_launch_status();                                                                      \
+    } while (0)
+
+extern "C" int mt_cuda_gelu_forward(const mt_cuda_ctx *c, float *out, const float *inp, size_t n) {
+    EW_LAUNCH(gelu_fwd, n, out, inp, n);
+}
+
+extern "C" int mt_cuda_gelu_backward(const mt_cuda_ctx *c, float *dinp, const float *inp, const float *dout, size_t n) {
+    EW_LAUNCH(gelu_bwd, n, dinp, inp, dout, n);
+}
+
+extern "C" int mt_cuda_bias_gelu_forward(const mt_cuda_ctx *c, float *pre, float *out, const float *bias, int N,
+                                         int OC) {
+    size_t n = (size_t)N * OC;
+    EW_LAUNCH(bias_gelu_fwd, n, pre, out, bias, n, OC);
+}
+
+extern "C" int mt_cuda_gelu_bias_backward(const mt_cuda_ctx *c, float *dpre, float *dbias, const float *pre,
+                                          const float *dout, int N, int OC) {
+    if (OC > 0) MT_LAUNCH(gelu_bias_bwd, mt_blocks_for(OC, MT_COL_THREADS), MT_COL_THREADS, 0, mt_stream(c), dpre,
+                          dbias, pre, dout, N, OC);
+    return mt_launch_status();
+}
+
+extern "C" int mt_cuda_swiglu_forward(const mt_cuda_ctx *c, float *out, const float *gate_up, int N, int F) {
+    size_t n = (size_t)N * F;
+    EW_LAUNCH(swiglu_fwd, n, out, gate_up, n, F);
+}
+
+extern "C" int mt_cuda_swiglu_backward(const mt_cuda_ctx *c, float *dgate_up, const float *dout, const float *gate_up,
+                                       int N, int F) {
+    size_t n = (size_t)N * F;
+    EW_LAUNCH(swiglu_bwd, n, dgate_up, dout, gate_up, n, F);
+}
+
+extern "C" int mt_cuda_rope_apply(const mt_cuda_ctx *c, float *x, int N, int T, int nh, int HS, size_t ld,
+                                  const float *cos_t, const float *sin_t, int inverse) {
+    int h = HS / 2;
+    size_t n = (size_t)N * nh * h;
+    float sgn = inverse ? -1.0f : 1.0f;
+    EW_LAUNCH(rope, n, x, n, T, nh, h, ld, cos_t, sin_t, sgn);
+}
+
+extern "C" int mt_cuda_dropout_rows(const mt_cuda_ctx *c, float *x, const mt_dropout *d, const uint64_t *sample_ids,
+                                    size_t row0, int n_rows, int T, int C) {
+    if (d->p <= 0.0f) return 0;
+    mt_dev_dropout dd = mt_dev_dropout_make(d->p, d->seed, d->step, d->layer, d->site);
+    size_t n = (size_t)n_rows * C;
+    EW_LAUNCH(dropout_rows, n, x, dd, sample_ids, row0, n, T, C);
+}
+
+extern "C" int mt_cuda_add(const mt_cuda_ctx *c, float *out, const float *a, const float *b, size_t n) {
+    EW_LAUNCH(add, n, out, a, b, n);
+}
+
+extern "C" int mt_cuda_residual_add(const mt_cuda_ctx *c, float *res, const float *x, const float *branch,
+                                    const float *bias, int N, int C) {
+    size_t n = (size_t)N * C;
+    if (!bias) EW_LAUNCH(add, n, res, x, branch, n);
+    EW_LAUNCH(residual_add, n, res, x, branch, bias, n, C);
+}
+
+extern "C" int mt_cuda_accumulate(const mt_cuda_ctx *c, float *acc, const float *x, size_t n) {
+    EW_LAUNCH(accumulate, n, acc, x, n);
+}
+
+extern "C" int mt_cuda_zero(const mt_cuda_ctx *c, float *x, size_t n) {
+    return n ? (int)cudaMemsetAsync(x, 0, n * sizeof(float), mt_stream(c)) : 0;
+}
+
+extern "C" int mt_cuda_scale(const mt_cuda_ctx *c, float *x, float s, size_t n) { EW_LAUNCH(scale, n, x, s, n); }
+
+extern "C" int mt_cuda_convert_to_16(const mt_cuda_ctx *c, int dt, uint16_t *dst, const float *src, size_t n) {
+    EW_LAUNCH(to_16, n, dt, dst, src, n);
+}
+
+extern "C" int mt_cuda_convert_from_16(const mt_cuda_ctx *c, int dt, float *dst, const uint16_t *src, size_t n) {
+    EW_LAUNCH(from_16, n, dt, dst, src, n);
+}
+
+extern "C" int mt_cuda_nonfinite(const mt_cuda_ctx *c, int *flag, const float *x, size_t n) {
+    EW_LAUNCH(nonfinite, n, flag, x, n);
+}

@@ -1,0 +1,667 @@
+// The emulation's runtime (see emu.h): streams as worker threads with task
+// queues, a block's threads as ucontext fibers, barriers in the scheduler.
+#include "cuda/emu/emu.h"
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <ucontext.h>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define MT_EMU_ASAN 1
+#endif
+
+namespace mt_emu {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// ---- errors: the last error per host thread, as the runtime keeps it
+thread_local cudaError_t last_error = cudaSuccess;
+cudaError_t fail(cudaError_t e) {
+    if (e != cudaSuccess) last_error = e;
+    return e;
+}
+
+// ---- device memory: host memory in an address-ordered table
+std::mutex mem_mu;
+std::map<uintptr_t, size_t> allocations; // start -> bytes
+size_t allocated_bytes = 0;
+const size_t emu_total_bytes = (size_t)64 << 30;
+
+// ---- streams
+struct stream;
+struct task {
+    std::function<void()> fn;
+    std::vector<std::pair<stream *, uint64_t>> after; // run only once these streams completed that many tasks
+};
+
+struct stream {
+    bool legacy = false, blocking = true;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<task> queue;
+    uint64_t enqueued = 0, completed = 0;
+    bool stop = false;
+    std::thread worker;
+
+    void run() {
+        for (;;) {
+            task t;
+            {
+                std::unique_lock<std::mutex> lk(mu);
+                cv.wait(lk, [&] { return stop || !queue.empty(); });
+                if (queue.empty()) return;
+                t = std::move(queue.front());
+            }
+            for (auto &w : t.after) w.first->wait_for(w.second);
+            t.fn();
+            std::lock_guard<std::mutex> lk(mu);
+            queue.pop_front();
+            completed++;
+            cv.notify_all();
+        }
+    }
+    uint64_t push(task t) {
+        std::lock_guard<std::mutex> lk(mu);
+        queue.push_back(std::move(t));
+        cv.notify_all();
+        return ++enqueued;
+    }
+    void wait_for(uint64_t n) {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return completed >= n; });
+    }
+    uint64_t tail() {
+        std::lock_guard<std::mutex> lk(mu);
+        return enqueued;
+    }
+    bool done_up_to(uint64_t n) {
+        std::lock_guard<std::mutex> lk(mu);
+        return completed >= n;
+    }
+    void start() { worker = std::thread([this] { run(); }); }
+    void finish() {
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            stop = true;
+            cv.notify_all();
+        }
+        worker.join();
+    }
+};
+
+struct registry {
+    std::mutex mu;
+    stream legacy_stream;
+    std::vector<stream *> streams; // created ones, alive
+    registry() {
+        legacy_stream.legacy = true;
+        legacy_stream.start();
+    }
+    ~registry() {
+        for (stream *s : streams) {
+            s->finish();
+            delete s;
+        }
+        legacy_stream.finish();
+    }
+};
+registry &reg() {
+    static registry r;
+    return r;
+}
+
+stream *stream_of(cudaStream_t s) { return s ? reinterpret_cast<stream *>(s) : &reg().legacy_stream; }
+
+// The legacy default stream's implicit synchronisation: its work waits for
+// all blocking streams' earlier work, and theirs waits for its earlier work.
+cudaError_t enqueue(cudaStream_t hs, std::function<void()> fn) {
+    stream *s = stream_of(hs);
+    task t;
+    t.fn = std::move(fn);
+    registry &r = reg();
+    {
+        std::lock_guard<std::mutex> lk(r.mu);
+        if (s->legacy) {
+            for (stream *o : r.streams)
+                if (o->blocking) t.after.push_back({o, o->tail()});
+        } else if (s->blocking) {
+            t.after.push_back({&r.legacy_stream, r.legacy_stream.tail()});
+        }
+    }
+    s->push(std::move(t));
+    return cudaSuccess;
+}
+
+void sync_all() {
+    registry &r = reg();
+    std::vector<std::pair<stream *, uint64_t>> marks;
+    {
+        std::lock_guard<std::mutex> lk(r.mu);
+        marks.push_back({&r.legacy_stream, r.legacy_stream.tail()});
+        for (stream *o : r.streams) marks.push_back({o, o->tail()});
+    }
+    for (auto &m : marks) m.first->wait_for(m.second);
+}
+
+// ---- events: a position in a stream's queue plus the time it was reached
+struct event {
+    stream *s = nullptr;
+    uint64_t seq = 0;
+    std::shared_ptr<clock_type::time_point> when = std::make_shared<clock_type::time_point>();
+};
+
+// ---- fibers and the block scheduler
+enum fiber_state { RUNNABLE, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
+enum schedule_kind { SCHED_FORWARD, SCHED_REVERSE };
+
+const size_t fiber_stack_bytes = 256 * 1024;
+
+struct warp_state {
+    int arrived = 0;
+    unsigned gen = 0;
+    uint64_t slots[2][32];
+};
+
+struct fiber {
+    ucontext_t ctx;
+    fiber_state state = RUNNABLE;
+    uint3 tid;
+    int linear = 0;
+    unsigned warp_gen = 0; // generation of the warp barrier it waits at
+};
+
+struct block_runner {
+    // per worker thread: reused stacks, the running block
+    std::vector<char *> stacks;
+    std::vector<fiber> fibers;
+    std::vector<warp_state> warps;
+    std::vector<char> shared_mem;
+    ucontext_t main_ctx;
+    const std::function<void()> *body = nullptr;
+    uint3 bid;
+    dim3 bdim, gdim;
+    int current = -1, nthreads = 0, ndone = 0, at_block = 0;
+    schedule_kind sched = SCHED_FORWARD;
+#ifdef MT_EMU_ASAN
+    void *main_fake_stack = nullptr;
+    const void *main_stack_bottom = nullptr;
+    size_t main_stack_size = 0;
+#endif
+    ~block_runner() {
+        for (char *s : stacks) free(s);
+    }
+};
+thread_local block_runner *runner = nullptr;
+
+schedule_kind schedule_from_env() {
+    const char *e = getenv("MT_EMU_SCHEDULE");
+    if (!e || !*e || !strcmp(e, "forward")) return SCHED_FORWARD;
+    if (!strcmp(e, "reverse")) return SCHED_REVERSE;
+    fprintf(stderr, "mt_emu: MT_EMU_SCHEDULE=%s is not a schedule; use forward or reverse\n", e);
+    exit(2);
+}
+
+[[noreturn]] void die_in_kernel(const char *what) {
+    block_runner *r = runner;
+    fprintf(stderr, "mt_emu: %s (block %u,%u,%u thread %u,%u,%u)\n", what, r->bid.x, r->bid.y, r->bid.z,
+            r->fibers[r->current].tid.x, r->fibers[r->current].tid.y, r->fibers[r->current].tid.z);
+    abort();
+}
+
+void switch_to_main() {
+    block_runner *r = runner;
+    fiber &f = r->fibers[r->current];
+#ifdef MT_EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(f.state == DONE ? nullptr : &fake, r->main_stack_bottom, r->main_stack_size);
+    swapcontext(&f.ctx, &r->main_ctx);
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+    swapcontext(&f.ctx, &r->main_ctx);
+#endif
+}
+
+void fiber_entry() {
+#ifdef MT_EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &runner->main_stack_bottom, &runner->main_stack_size);
+#endif
+    (*runner->body)();
+    runner->fibers[runner->current].state = DONE;
+    switch_to_main();
+    abort(); // a finished fiber is never resumed
+}
+
+void resume(block_runner *r, int k) {
+    r->current = k;
+#ifdef MT_EMU_ASAN
+    __sanitizer_start_switch_fiber(&r->main_fake_stack, r->stacks[k], fiber_stack_bytes);
+    swapcontext(&r->main_ctx, &r->fibers[k].ctx);
+    __sanitizer_finish_switch_fiber(r->main_fake_stack, nullptr, nullptr);
+#else
+    swapcontext(&r->main_ctx, &r->fibers[k].ctx);
+#endif
+    r->current = -1;
+}
+
+// A warp's barrier is complete when every lane that has not returned arrived.
+void maybe_release_warp(block_runner *r, int w) {
+    int lo = w * 32, hi = std::min(lo + 32, r->nthreads), live = 0, waiting = 0;
+    for (int k = lo; k < hi; k++) {
+        if (r->fibers[k].state != DONE) live++;
+        if (r->fibers[k].state == AT_WARP_BARRIER) waiting++;
+    }
+    if (waiting == 0 || waiting < live) return;
+    for (int k = lo; k < hi; k++)
+        if (r->fibers[k].state == AT_WARP_BARRIER) r->fibers[k].state = RUNNABLE;
+    r->warps[w].arrived = 0;
+    r->warps[w].gen++;
+}
+
+void maybe_release_block(block_runner *r) {
+    if (r->at_block == 0 || r->at_block < r->nthreads - r->ndone) return;
+    for (auto &f : r->fibers)
+        if (f.state == AT_BLOCK_BARRIER) f.state = RUNNABLE;
+    r->at_block = 0;
+}
+
+void run_block(block_runner *r) {
+    int n = r->nthreads;
+    if ((int)r->stacks.size() < n) {
+        while ((int)r->stacks.size() < n) {
+            char *st = (char *)malloc(fiber_stack_bytes);
+            if (!st) {
+                fprintf(stderr, "mt_emu: out of memory for fiber stacks\n");
+                abort();
+            }
+            r->stacks.push_back(st);
+        }
+    }
+    r->fibers.assign(n, fiber());
+    r->warps.assign((n + 31) / 32, warp_state());
+    r->ndone = 0;
+    r->at_block = 0;
+    for (int k = 0; k < n; k++) {
+        fiber &f = r->fibers[k];
+        f.linear = k;
+        f.tid = {(unsigned)(k % r->bdim.x), (unsigned)(k / r->bdim.x % r->bdim.y),
+                 (unsigned)(k / (r->bdim.x * r->bdim.y))};
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = r->stacks[k];
+        f.ctx.uc_stack.ss_size = fiber_stack_bytes;
+        f.ctx.uc_link = nullptr;
+        makecontext(&f.ctx, fiber_entry, 0);
+    }
+    while (r->ndone < n) {
+        bool ran = false;
+        for (int i = 0; i < n; i++) {
+            int k = r->sched == SCHED_FORWARD ? i : n - 1 - i;
+            fiber &f = r->fibers[k];
+            if (f.state != RUNNABLE) continue;
+            ran = true;
+            resume(r, k);
+            if (f.state == DONE) {
+                r->ndone++;
+                maybe_release_warp(r, k / 32);
+                maybe_release_block(r);
+            } else if (f.state == AT_BLOCK_BARRIER) {
+                maybe_release_block(r);
+            } else if (f.state == AT_WARP_BARRIER) {
+                maybe_release_warp(r, k / 32);
+            }
+        }
+        if (!ran && r->ndone < n) {
+            fprintf(stderr,
+                    "mt_emu: deadlock in block %u,%u,%u: threads wait at different barriers "
+                    "(a __syncthreads or warp shuffle not reached by every thread)\n",
+                    r->bid.x, r->bid.y, r->bid.z);
+            abort();
+        }
+    }
+}
+
+void run_grid(dim3 grid, dim3 block, size_t shmem, const std::function<void()> &body, schedule_kind sched) {
+    thread_local std::unique_ptr<block_runner> mine;
+    if (!mine) mine.reset(new block_runner());
+    block_runner *r = mine.get();
+    runner = r;
+    r->body = &body;
+    r->bdim = block;
+    r->gdim = grid;
+    r->nthreads = (int)(block.x * block.y * block.z);
+    r->sched = sched;
+    r->shared_mem.assign(shmem ? shmem : 1, (char)0xFF);
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++) {
+                r->bid = {x, y, z};
+                run_block(r);
+            }
+    runner = nullptr;
+}
+
+cudaError_t copy_check(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0) return cudaSuccess;
+    if (!dst || !src) return cudaErrorInvalidValue;
+    bool dd = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    bool sd = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if ((int)kind < 0 || (int)kind > 4) return cudaErrorInvalidMemcpyDirection;
+    if (dd && !is_device_range(dst, bytes)) return cudaErrorInvalidValue;
+    if (sd && !is_device_range(src, bytes)) return cudaErrorInvalidValue;
+    return cudaSuccess;
+}
+
+} // namespace
+
+bool is_device_range(const void *p, size_t bytes) {
+    std::lock_guard<std::mutex> lk(mem_mu);
+    uintptr_t a = (uintptr_t)p;
+    auto it = allocations.upper_bound(a);
+    if (it == allocations.begin()) return false;
+    --it;
+    return a >= it->first && a + bytes <= it->first + it->second;
+}
+
+const uint3 &thread_idx() { return runner->fibers[runner->current].tid; }
+const uint3 &block_idx() { return runner->bid; }
+const dim3 &block_dim() { return runner->bdim; }
+const dim3 &grid_dim() { return runner->gdim; }
+void *dynamic_shared() { return runner->shared_mem.data(); }
+int lane_id() { return runner->fibers[runner->current].linear % 32; }
+
+void sync_block() {
+    block_runner *r = runner;
+    r->fibers[r->current].state = AT_BLOCK_BARRIER;
+    r->at_block++;
+    switch_to_main();
+}
+
+void sync_warp() {
+    block_runner *r = runner;
+    fiber &f = r->fibers[r->current];
+    f.state = AT_WARP_BARRIER;
+    f.warp_gen = r->warps[f.linear / 32].gen;
+    switch_to_main();
+}
+
+uint64_t warp_exchange(uint64_t v, int src) {
+    block_runner *r = runner;
+    int me = r->current, w = me / 32;
+    // two slot sets by barrier generation: a lane that runs ahead into the
+    // next exchange writes the other set, not one a slower lane still reads
+    unsigned gen = r->warps[w].gen;
+    r->warps[w].slots[gen & 1][me % 32] = v;
+    sync_warp();
+    int s = w * 32 + src;
+    if (src < 0 || src >= 32 || s >= r->nthreads) return v;
+    if (r->fibers[s].state == DONE && s != me) die_in_kernel("warp shuffle reads a lane that has returned");
+    return r->warps[w].slots[gen & 1][src];
+}
+
+void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body) {
+    size_t threads = (size_t)block.x * block.y * block.z;
+    if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
+        grid.y > 65535 || grid.z > 65535) {
+        fail(cudaErrorInvalidConfiguration);
+        return;
+    }
+    if (shmem > 227 * 1024) {
+        fail(cudaErrorInvalidValue);
+        return;
+    }
+    schedule_kind sched = schedule_from_env();
+    enqueue(s, [grid, block, shmem, body = std::move(body), sched] { run_grid(grid, block, shmem, body, sched); });
+}
+
+cudaError_t enqueue_host(cudaStream_t s, std::function<void()> fn) { return enqueue(s, std::move(fn)); }
+
+} // namespace mt_emu
+
+using namespace mt_emu;
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+    if (!ptr) return fail(cudaErrorInvalidValue);
+    size_t round = (bytes + 255) / 256 * 256;
+    void *p = aligned_alloc(256, round ? round : 256);
+    if (!p) return fail(cudaErrorMemoryAllocation);
+    memset(p, 0xFF, round ? round : 256); // NaN as floats: unwritten reads show
+    {
+        std::lock_guard<std::mutex> lk(mem_mu);
+        allocations[(uintptr_t)p] = bytes ? bytes : 1;
+        allocated_bytes += round;
+    }
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr) {
+    if (!ptr) return cudaSuccess;
+    sync_all(); // as the runtime, cudaFree waits for the device
+    std::lock_guard<std::mutex> lk(mem_mu);
+    auto it = allocations.find((uintptr_t)ptr);
+    if (it == allocations.end()) return fail(cudaErrorInvalidDevicePointer);
+    allocated_bytes -= (it->second + 255) / 256 * 256;
+    allocations.erase(it);
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
+    if (!ptr) return fail(cudaErrorInvalidValue);
+    *ptr = aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+    return *ptr ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFreeHost(void *ptr) {
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
+    cudaError_t e = copy_check(dst, src, bytes, kind);
+    if (e != cudaSuccess) return fail(e);
+    if (bytes == 0) return cudaSuccess;
+    return enqueue(s, [dst, src, bytes] { memmove(dst, src, bytes); });
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, 0);
+    if (e != cudaSuccess) return e;
+    return cudaStreamSynchronize(0);
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t s) {
+    if (bytes == 0) return cudaSuccess;
+    if (!is_device_range(dst, bytes)) return fail(cudaErrorInvalidValue);
+    return enqueue(s, [dst, value, bytes] { memset(dst, value, bytes); });
+}
+
+cudaError_t cudaMemset(void *dst, int value, size_t bytes) { return cudaMemsetAsync(dst, value, bytes, 0); }
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    std::lock_guard<std::mutex> lk(mem_mu);
+    if (total_bytes) *total_bytes = emu_total_bytes;
+    if (free_bytes) *free_bytes = emu_total_bytes - std::min(allocated_bytes, emu_total_bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *hs, unsigned flags) {
+    if (!hs) return fail(cudaErrorInvalidValue);
+    stream *s = new stream();
+    s->blocking = !(flags & cudaStreamNonBlocking);
+    s->start();
+    registry &r = reg();
+    std::lock_guard<std::mutex> lk(r.mu);
+    r.streams.push_back(s);
+    *hs = reinterpret_cast<cudaStream_t>(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *hs) { return cudaStreamCreateWithFlags(hs, cudaStreamDefault); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t hs) {
+    if (!hs) return fail(cudaErrorInvalidResourceHandle);
+    stream *s = reinterpret_cast<stream *>(hs);
+    registry &r = reg();
+    {
+        std::lock_guard<std::mutex> lk(r.mu);
+        auto it = std::find(r.streams.begin(), r.streams.end(), s);
+        if (it == r.streams.end()) return fail(cudaErrorInvalidResourceHandle);
+        r.streams.erase(it);
+    }
+    s->finish(); // its queued work completes first, as the runtime's does
+    delete s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t hs) {
+    stream *s = stream_of(hs);
+    s->wait_for(s->tail());
+    return cudaSuccess;
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *userData) {
+    if (!fn) return fail(cudaErrorInvalidValue);
+    return enqueue(s, [fn, userData] { fn(userData); });
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *he, unsigned flags) {
+    (void)flags;
+    if (!he) return fail(cudaErrorInvalidValue);
+    *he = reinterpret_cast<cudaEvent_t>(new event());
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *he) { return cudaEventCreateWithFlags(he, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t he) {
+    delete reinterpret_cast<event *>(he);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t he, cudaStream_t hs) {
+    if (!he) return fail(cudaErrorInvalidResourceHandle);
+    event *e = reinterpret_cast<event *>(he);
+    auto when = std::make_shared<clock_type::time_point>();
+    enqueue(hs, [when] { *when = clock_type::now(); });
+    e->s = stream_of(hs);
+    e->seq = e->s->tail();
+    e->when = when;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t he) {
+    event *e = reinterpret_cast<event *>(he);
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    if (e->s) e->s->wait_for(e->seq);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t he) {
+    event *e = reinterpret_cast<event *>(he);
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    return !e->s || e->s->done_up_to(e->seq) ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    event *ea = reinterpret_cast<event *>(a), *eb = reinterpret_cast<event *>(b);
+    if (!ms || !ea || !eb || !ea->s || !eb->s) return fail(cudaErrorInvalidValue);
+    if (!ea->s->done_up_to(ea->seq) || !eb->s->done_up_to(eb->seq)) return fail(cudaErrorNotReady);
+    *ms = std::chrono::duration<float, std::milli>(*eb->when - *ea->when).count();
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t hs, cudaEvent_t he, unsigned flags) {
+    (void)flags;
+    event *e = reinterpret_cast<event *>(he);
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    if (!e->s) return cudaSuccess;
+    stream *es = e->s;
+    uint64_t seq = e->seq;
+    return enqueue(hs, [es, seq] { es->wait_for(seq); });
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    sync_all();
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    }
+    return "cudaErrorUnknown";
+}
+
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    }
+    return "unrecognized error code";
+}
+
+cudaError_t cudaGetDeviceCount(int *n) {
+    if (!n) return fail(cudaErrorInvalidValue);
+    *n = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+
+cudaError_t cudaGetDevice(int *dev) {
+    if (!dev) return fail(cudaErrorInvalidValue);
+    *dev = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
+    if (!p || dev != 0) return fail(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    const char *sched = getenv("MT_EMU_SCHEDULE");
+    snprintf(p->name, sizeof p->name, "meshtrain CPU emulation (schedule %s)", sched && *sched ? sched : "forward");
+    p->totalGlobalMem = emu_total_bytes;
+    p->sharedMemPerBlock = 48 * 1024;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->multiProcessorCount = 1;
+    p->major = 9;
+    p->minor = 0;
+    return cudaSuccess;
+}

@@ -1,0 +1,47 @@
+/* What the kernel sources share (private to src/cuda): grid sizing, the
+ * launch status, and the fixed-order block reduction. */
+#ifndef MT_CUDA_LAUNCH_UTIL_H
+#define MT_CUDA_LAUNCH_UTIL_H
+#include "cuda/compat.h"
+#include "cuda/context.h"
+#include <stddef.h>
+
+#define MT_EW_THREADS 256  /* element-wise kernels: one thread per element */
+#define MT_ROW_THREADS 256 /* row kernels: one block per row; a power of two */
+#define MT_COL_THREADS 128 /* column kernels: one thread per column */
+
+static inline unsigned mt_blocks_for(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
+static inline cudaStream_t mt_stream(const mt_cuda_ctx *c) { return (cudaStream_t)c->stream; }
+/* The launch's error (a bad configuration), as the launchers return it. */
+static inline int mt_launch_status(void) { return (int)cudaGetLastError(); }
+
+/* Sum of v over the MT_ROW_THREADS threads of the block, by a fixed tree in
+ * shared memory red[MT_ROW_THREADS]: the same order every run. Every thread
+ * of the block must call it; all get the total. */
+template <typename T> __device__ static inline T mt_block_sum(T v, T *red) {
+    int t = threadIdx.x;
+    red[t] = v;
+    __syncthreads();
+    for (int s = MT_ROW_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) red[t] += red[t + s];
+        __syncthreads();
+    }
+    T r = red[0];
+    __syncthreads(); // red is reused by the next call
+    return r;
+}
+
+template <typename T> __device__ static inline T mt_block_max(T v, T *red) {
+    int t = threadIdx.x;
+    red[t] = v;
+    __syncthreads();
+    for (int s = MT_ROW_THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) red[t] = red[t] > red[t + s] ? red[t] : red[t + s];
+        __syncthreads();
+    }
+    T r = red[0];
+    __syncthreads();
+    return r;
+}
+
+#endif

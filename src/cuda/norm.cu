@@ -1,0 +1,169 @@
+// LayerNorm and RMSNorm (cuda/kernels.h): forward one block per row (the
+// statistics by mt_block_sum's fixed tree), backward's dinp one block per
+// row, its weight/bias gradients a thread per column walking the rows in
+// order (the CPU's order, so bitwise the CPU's given the same dinp inputs).
+#include "cuda/kernels.h"
+#include "cuda/launch_util.h"
+
+#define LN_EPS 1e-5f
+
+// One row: res (if x) = x + (branch + bias) first; then the LayerNorm of the row.
+__global__ static void layernorm_fwd(float *res, float *out, float *mean, float *rstd, const float *x,
+                                     const float *branch, const float *branch_bias, const float *inp, const float *w,
+                                     const float *b, int C) {
+    __shared__ float red[MT_ROW_THREADS];
+    size_t row = blockIdx.x;
+    const float *xi = inp + row * C;
+    if (res) { // fused residual: this thread's columns of res, read back only by this thread
+        float *r = res + row * C;
+        const float *a = x + row * C, *br = branch + row * C;
+        for (int j = threadIdx.x; j < C; j += blockDim.x) r[j] = branch_bias ? a[j] + (br[j] + branch_bias[j]) : a[j] + br[j];
+        xi = r;
+    }
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) s += xi[j];
+    float m = mt_block_sum(s, red) / (float)C;
+    float v = 0.0f;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) {
+        float d = xi[j] - m;
+        v += d * d;
+    }
+    float rs = 1.0f / sqrtf(mt_block_sum(v, red) / (float)C + LN_EPS);
+    float *o = out + row * C;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) o[j] = (xi[j] - m) * rs * w[j] + b[j];
+    if (threadIdx.x == 0) {
+        if (mean) mean[row] = m;
+        if (rstd) rstd[row] = rs;
+    }
+}
+
+__global__ static void layernorm_bwd_rows(float *dinp, const float *dout, const float *inp, const float *w,
+                                          const float *mean, const float *rstd, int C) {
+    __shared__ float red[MT_ROW_THREADS];
+    size_t row = blockIdx.x;
+    const float *x = inp + row * C, *d = dout + row * C;
+    float m = mean[row], r = rstd[row], sg = 0.0f, sgx = 0.0f;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) {
+        float xh = (x[j] - m) * r, g = d[j] * w[j];
+        sg += g;
+        sgx += g * xh;
+    }
+    sg = mt_block_sum(sg, red) / (float)C;
+    sgx = mt_block_sum(sgx, red) / (float)C;
+    float *di = dinp + row * C;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) {
+        float xh = (x[j] - m) * r;
+        di[j] += r * (d[j] * w[j] - sg - xh * sgx);
+    }
+}
+
+__global__ static void layernorm_bwd_cols(float *dw, float *db, const float *dout, const float *inp,
+                                          const float *mean, const float *rstd, int N, int C) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= C) return;
+    float aw = dw ? dw[j] : 0.0f, ab = db ? db[j] : 0.0f;
+    for (int n = 0; n < N; n++) {
+        size_t i = (size_t)n * C + j;
+        if (dw) aw += dout[i] * ((inp[i] - mean[n]) * rstd[n]);
+        if (db) ab += dout[i];
+    }
+    if (dw) dw[j] = aw;
+    if (db) db[j] = ab;
+}
+
+__global__ static void rmsnorm_fwd(float *res, float *out, float *rstd, const float *x, const float *branch,
+                                   const float *inp, const float *w, int C, float eps) {
+    __shared__ float red[MT_ROW_THREADS];
+    size_t row = blockIdx.x;
+    const float *xi = inp + row * C;
+    if (res) {
+        float *r = res + row * C;
+        const float *a = x + row * C, *br = branch + row * C;
+        for (int j = threadIdx.x; j < C; j += blockDim.x) r[j] = a[j] + br[j];
+        xi = r;
+    }
+    float ss = 0.0f;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) ss += xi[j] * xi[j];
+    float r = 1.0f / sqrtf(mt_block_sum(ss, red) / (float)C + eps);
+    float *o = out + row * C;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) o[j] = w[j] * (xi[j] * r);
+    if (threadIdx.x == 0) rstd[row] = r;
+}
+
+__global__ static void rmsnorm_bwd_rows(float *dinp, const float *dout, const float *inp, const float *w,
+                                        const float *rstd, int C) {
+    __shared__ float red[MT_ROW_THREADS];
+    size_t row = blockIdx.x;
+    const float *x = inp + row * C, *d = dout + row * C;
+    float r = rstd[row], sgx = 0.0f;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) sgx += d[j] * w[j] * (x[j] * r);
+    sgx = mt_block_sum(sgx, red) / (float)C;
+    float *di = dinp + row * C;
+    for (int j = threadIdx.x; j < C; j += blockDim.x) di[j] += r * (d[j] * w[j] - (x[j] * r) * sgx);
+}
+
+__global__ static void rmsnorm_bwd_cols(float *dw, const float *dout, const float *inp, const float *rstd, int N,
+                                        int C) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= C) return;
+    float a = dw[j];
+    for (int n = 0; n < N; n++) {
+        size_t i = (size_t)n * C + j;
+        a += dout[i] * (inp[i] * rstd[n]);
+    }
+    dw[j] = a;
+}
+
+extern "C" int mt_cuda_layernorm_forward(const mt_cuda_ctx *c, float *out, float *mean, float *rstd,
+                                         const float *inp, const float *w, const float *b, int N, int C) {
+    if (N > 0) MT_LAUNCH(layernorm_fwd, N, MT_ROW_THREADS, 0, mt_stream(c), (float *)NULL, out, mean, rstd,
+                         (const float *)NULL, (const float *)NULL, (const float *)NULL, inp, w, b, C);
+    return mt_launch_status();
+}
+
+extern "C" int mt_cuda_residual_layernorm_forward(const mt_cuda_ctx *c, float *res, float *out, float *mean,
+                                                  float *rstd, const float *x, const float *branch,
+                                                  const float *branch_bias, const float *w, const float *b, int N,
+                                                  int C) {
+    if (N > 0) MT_LAUNCH(layernorm_fwd, N, MT_ROW_THREADS, 0, mt_stream(c), res, out, mean, rstd, x, branch,
+                         branch_bias, (const float *)res, w, b, C);
+    return mt_launch_status();
+}
+
+extern "C" int mt_cuda_layernorm_backward(const mt_cuda_ctx *c, float *dinp, float *dw, float *db, const float *dout,
+                                          const float *inp, const float *w, const float *mean, const float *rstd,
+                                          int N, int C) {
+    if (N <= 0) return 0;
+    if (dinp) MT_LAUNCH(layernorm_bwd_rows, N, MT_ROW_THREADS, 0, mt_stream(c), dinp, dout, inp, w, mean, rstd, C);
+    int e = mt_launch_status();
+    if (e || (!dw && !db)) return e;
+    MT_LAUNCH(layernorm_bwd_cols, mt_blocks_for(C, MT_COL_THREADS), MT_COL_THREADS, 0, mt_stream(c), dw, db, dout, inp,
+              mean, rstd, N, C);
+    return mt_launch_status();
+}
+
+extern "C" int mt_cuda_rmsnorm_forward(const mt_cuda_ctx *c, float *out, float *rstd, const float *inp,
+                                       const float *w, int N, int C, float eps) {
+    if (N > 0) MT_LAUNCH(rmsnorm_fwd, N, MT_ROW_THREADS, 0, mt_stream(c), (float *)NULL, out, rstd,
+                         (const float *)NULL, (const float *)NULL, inp, w, C, eps);
+    return mt_launch_status();
+}
+
+extern "C" int mt_cuda_residual_rmsnorm_forward(const mt_cuda_ctx *c, float *res, float *out, float *rstd,
+                                                const float *x, const float *branch, const float *w, int N, int C,
+                                                float eps) {
+    if (N > 0) MT_LAUNCH(rmsnorm_fwd, N, MT_ROW_THREADS, 0, mt_stream(c), res, out, rstd, x, branch,
+                         (const float *)res, w, C, eps);
+    return mt_launch_status();
+}
+
+extern "C" int mt_cuda_rmsnorm_backward(const mt_cuda_ctx *c, float *dinp, float *dw, const float *dout,
+                                        const float *inp, const float *w, const float *rstd, int N, int C) {
+    if (N <= 0) return 0;
+    if (dinp) MT_LAUNCH(rmsnorm_bwd_rows, N, MT_ROW_THREADS, 0, mt_stream(c), dinp, dout, inp, w, rstd, C);
+    int e = mt_launch_status();
+    if (e || !dw) return e;
+    MT_LAUNCH(rmsnorm_bwd_cols, mt_blocks_for(C, MT_COL_THREADS), MT_COL_THREADS, 0, mt_stream(c), dw, dout, inp, rstd,
+              N, C);
+    return mt_launch_status();
+}
