@@ -128,7 +128,9 @@ build-gpu-emu/asan/tests/%: build-gpu-emu/asan/obj/tests/gpu/%.cu.o $(EMU_OBJ:bu
 	@mkdir -p $(dir $@)
 	@echo "LD $@"
 	@g++ $(EMU_SAN) -pthread -o $@ $^ $(GPU_LDLIBS)
-.SECONDARY: $(GPU_OBJ) $(EMU_OBJ) $(EMU_OBJ:build-gpu-emu/%=build-gpu-emu/asan/%)
+.SECONDARY: $(GPU_OBJ) $(EMU_OBJ) $(EMU_OBJ:build-gpu-emu/%=build-gpu-emu/asan/%) \
+  $(GPU_TEST_SRC:%.cu=build-gpu/obj/%.o) $(patsubst %,build-gpu-emu/obj/%.o,$(EMU_TEST_SRC)) \
+  $(patsubst %,build-gpu-emu/asan/obj/%.o,$(EMU_TEST_SRC))
 
 FUZZ_S ?= 60
 fuzz:

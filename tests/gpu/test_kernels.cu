@@ -21,6 +21,7 @@ extern "C" {
 
 static int failures = 0, checks = 0;
 static mt_cuda_ctx ctx;
+static std::vector<void *> buffers; // freed at the end
 
 #define CK(call)                                                                                          \
     do {                                                                                                  \
@@ -44,13 +45,15 @@ static std::vector<float> rnd(size_t n, unsigned seed, float scale) {
 // device buffers: made from host data, or poisoned (0xFF bytes: NaN floats)
 template <typename T> static T *dev(const std::vector<T> &h) {
     T *d;
-    CK(cudaMalloc(&d, h.size() * sizeof(T) + 1));
+    CK(cudaMalloc(&d, h.size() * sizeof(T)));
+    buffers.push_back(d);
     CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
     return d;
 }
 template <typename T> static T *poisoned(size_t n) {
     T *d;
-    CK(cudaMalloc(&d, n * sizeof(T) + 1));
+    CK(cudaMalloc(&d, n * sizeof(T)));
+    buffers.push_back(d);
     CK(cudaMemset(d, 0xFF, n * sizeof(T)));
     return d;
 }
@@ -481,6 +484,7 @@ int main(void) {
     test_reductions();
     test_optim();
     CK(mt_cuda_sync(&ctx));
+    for (void *b : buffers) CK(cudaFree(b));
     mt_cuda_ctx_destroy(&ctx);
     printf("%d of %d kernel checks failed\n", failures, checks);
     return failures ? 1 : 0;

@@ -170,6 +170,7 @@ struct warp_state {
     int arrived = 0;
     unsigned gen = 0;
     uint64_t slots[2][32];
+    unsigned stamp[2][32]; // the generation each slot was written in
 };
 
 struct fiber {
@@ -400,10 +401,12 @@ uint64_t warp_exchange(uint64_t v, int src) {
     // next exchange writes the other set, not one a slower lane still reads
     unsigned gen = r->warps[w].gen;
     r->warps[w].slots[gen & 1][me % 32] = v;
+    r->warps[w].stamp[gen & 1][me % 32] = gen + 1;
     sync_warp();
     int s = w * 32 + src;
     if (src < 0 || src >= 32 || s >= r->nthreads) return v;
-    if (r->fibers[s].state == DONE && s != me) die_in_kernel("warp shuffle reads a lane that has returned");
+    if (r->warps[w].stamp[gen & 1][src] != gen + 1)
+        die_in_kernel("warp shuffle reads a lane that did not take part (it returned or diverged)");
     return r->warps[w].slots[gen & 1][src];
 }
 
@@ -430,14 +433,16 @@ using namespace mt_emu;
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     if (!ptr) return fail(cudaErrorInvalidValue);
-    size_t round = (bytes + 255) / 256 * 256;
-    void *p = aligned_alloc(256, round ? round : 256);
-    if (!p) return fail(cudaErrorMemoryAllocation);
-    memset(p, 0xFF, round ? round : 256); // NaN as floats: unwritten reads show
+    // exactly `bytes` (256-byte aligned, as the runtime's): under ASan a
+    // kernel's access one past the end is reported
+    size_t n = bytes ? bytes : 1;
+    void *p = nullptr;
+    if (posix_memalign(&p, 256, n)) return fail(cudaErrorMemoryAllocation);
+    memset(p, 0xFF, n); // NaN as floats: unwritten reads show
     {
         std::lock_guard<std::mutex> lk(mem_mu);
-        allocations[(uintptr_t)p] = bytes ? bytes : 1;
-        allocated_bytes += round;
+        allocations[(uintptr_t)p] = n;
+        allocated_bytes += n;
     }
     *ptr = p;
     return cudaSuccess;
@@ -449,7 +454,7 @@ cudaError_t cudaFree(void *ptr) {
     std::lock_guard<std::mutex> lk(mem_mu);
     auto it = allocations.find((uintptr_t)ptr);
     if (it == allocations.end()) return fail(cudaErrorInvalidDevicePointer);
-    allocated_bytes -= (it->second + 255) / 256 * 256;
+    allocated_bytes -= it->second;
     allocations.erase(it);
     free(ptr);
     return cudaSuccess;

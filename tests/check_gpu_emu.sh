@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The CUDA kernels on the CPU emulation (`make gpu-emu`, docs/usage.md "GPU kernels"):
+#  - tests/gpu/test_kernels.cu (every kernel against its CPU op) passes under both thread
+#    schedules, plain and with ASan + UBSan;
+#  - tests/gpu/emu_shim.cu (the emulation's own checks) passes under both schedules, and each of
+#    its two planted missing __syncthreads gives a wrong result under at least one schedule;
+#  - its planted out-of-bounds write is reported by ASan (heap-buffer-overflow in the kernel).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+make -s gpu-emu > "$W/build.log" 2>&1 || { tail -n 30 "$W/build.log"; echo "FAIL: make gpu-emu"; exit 1; }
+export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+for s in forward reverse; do
+    for b in build-gpu-emu build-gpu-emu/asan; do
+        MT_EMU_SCHEDULE=$s $b/tests/test_kernels > "$W/kernels.txt" 2>&1 ||
+            { grep -v '^ok' "$W/kernels.txt" | tail -n 30; echo "FAIL: $b/tests/test_kernels, schedule $s"; exit 1; }
+        echo "$b/tests/test_kernels, schedule $s: $(tail -n 1 "$W/kernels.txt")"
+        MT_EMU_SCHEDULE=$s $b/tests/emu_shim > "$W/shim-$s-${b//\//_}.txt" 2>&1 ||
+            { cat "$W/shim-$s-${b//\//_}.txt"; echo "FAIL: $b/tests/emu_shim, schedule $s"; exit 1; }
+    done
+    grep -h '^planted' "$W/shim-$s-build-gpu-emu.txt" | sed "s/^/schedule $s: /"
+done
+for bug in tree-sum-without-barrier broadcast-without-barrier; do
+    cat "$W"/shim-*.txt > "$W/all.txt"
+    grep -q "^planted $bug: caught" "$W/all.txt" || { echo "FAIL: the planted $bug was missed by both schedules"; exit 1; }
+done
+if build-gpu-emu/asan/tests/emu_shim oob > "$W/oob.txt" 2>&1; then
+    cat "$W/oob.txt"; echo "FAIL: the planted out-of-bounds write was not reported"; exit 1
+fi
+grep -q 'heap-buffer-overflow' "$W/oob.txt" && grep -q 'in write_past_end' "$W/oob.txt" ||
+    { cat "$W/oob.txt"; echo "FAIL: the out-of-bounds run failed without ASan's report"; exit 1; }
+echo "ASan reported the planted out-of-bounds write: $(grep -m1 'ERROR: AddressSanitizer' "$W/oob.txt" | sed 's/ on address.*//')"
+echo "check_gpu_emu: ok"
