@@ -4,7 +4,8 @@
 #    schedules, plain and with ASan + UBSan;
 #  - tests/gpu/emu_shim.cu (the emulation's own checks) passes under both schedules, and each of
 #    its two planted missing __syncthreads gives a wrong result under at least one schedule;
-#  - its planted out-of-bounds write is reported by ASan (heap-buffer-overflow in the kernel).
+#  - its planted out-of-bounds write is reported by ASan (heap-buffer-overflow in the kernel);
+#  - tests/gpu/torch_bench.py runs its CPU smoke test (tiny model, eager).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 make -s gpu-emu > "$W/build.log" 2>&1 || { tail -n 30 "$W/build.log"; echo "FAIL: make gpu-emu"; exit 1; }
@@ -29,4 +30,8 @@ fi
 grep -q 'heap-buffer-overflow' "$W/oob.txt" && grep -q 'in write_past_end' "$W/oob.txt" ||
     { cat "$W/oob.txt"; echo "FAIL: the out-of-bounds run failed without ASan's report"; exit 1; }
 echo "ASan reported the planted out-of-bounds write: $(grep -m1 'ERROR: AddressSanitizer' "$W/oob.txt" | sed 's/ on address.*//')"
+# tests/gpu/torch_bench.py (the device's PyTorch baseline) runs here on a tiny model: eager, manual attention
+$PY tests/gpu/torch_bench.py --tiny > "$W/bench.txt" 2>&1 || { cat "$W/bench.txt"; echo "FAIL: torch_bench.py --tiny"; exit 1; }
+tail -n 1 "$W/bench.txt" | $PY -c 'import json, sys; r = json.load(sys.stdin)["results"][0]; assert r["tokens_per_s"] > 0 and 0 < r["loss"] < 10, r'
+echo "torch_bench.py --tiny: $(head -n 1 "$W/bench.txt")"
 echo "check_gpu_emu: ok"
