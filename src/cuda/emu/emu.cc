@@ -1,5 +1,5 @@
 // The emulation's runtime (see emu.h): streams as worker threads with task
-// queues, a block's threads as ucontext fibers, barriers in the scheduler.
+// queues, a block's threads as fibers, barriers in the scheduler.
 #include "cuda/emu/emu.h"
 #include <algorithm>
 #include <chrono>
@@ -11,8 +11,10 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <ucontext.h>
 #include <vector>
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -23,6 +25,70 @@ namespace mt_emu {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+
+// ---- fiber contexts. On x86-64 a switch saves the callee-saved registers,
+// MXCSR and the x87 control word on the current stack and swaps stack
+// pointers (a few ns; swapcontext's signal-mask system calls made a switch
+// about 1 us, and a block barrier costs one switch per thread); elsewhere
+// ucontext.
+#if defined(__x86_64__)
+extern "C" void mt_emu_switch(void **save_sp, void *to_sp);
+asm(R"(
+    .text
+    .p2align 4
+    .type mt_emu_switch, @function
+mt_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size mt_emu_switch, .-mt_emu_switch
+)");
+struct fiber_ctx {
+    void *sp = nullptr;
+};
+void ctx_switch(fiber_ctx *save, fiber_ctx *to) { mt_emu_switch(&save->sp, to->sp); }
+// A new context that starts in entry() on [stack, stack + size): the frame
+// mt_emu_switch pops, returning into entry with the stack aligned as a call's.
+void ctx_make(fiber_ctx *c, char *stack, size_t size, void (*entry)()) {
+    uintptr_t top = ((uintptr_t)stack + size) & ~(uintptr_t)15;
+    uint64_t *sp = (uint64_t *)top;
+    *--sp = 0;                  // entry's return address: it never returns
+    *--sp = (uint64_t)entry;    // popped by ret
+    for (int i = 0; i < 6; i++) *--sp = 0; // rbp rbx r12 r13 r14 r15
+    *--sp = 0x037F00001F80ull;  // MXCSR default (low), x87 control word default (high)
+    c->sp = sp;
+}
+#else
+struct fiber_ctx {
+    ucontext_t uc;
+};
+void ctx_switch(fiber_ctx *save, fiber_ctx *to) { swapcontext(&save->uc, &to->uc); }
+void ctx_make(fiber_ctx *c, char *stack, size_t size, void (*entry)()) {
+    getcontext(&c->uc);
+    c->uc.uc_stack.ss_sp = stack;
+    c->uc.uc_stack.ss_size = size;
+    c->uc.uc_link = nullptr;
+    makecontext(&c->uc, entry, 0);
+}
+#endif
 
 // ---- errors: the last error per host thread, as the runtime keeps it
 thread_local cudaError_t last_error = cudaSuccess;
@@ -174,7 +240,7 @@ struct warp_state {
 };
 
 struct fiber {
-    ucontext_t ctx;
+    fiber_ctx ctx;
     fiber_state state = RUNNABLE;
     uint3 tid;
     int linear = 0;
@@ -187,7 +253,7 @@ struct block_runner {
     std::vector<fiber> fibers;
     std::vector<warp_state> warps;
     std::vector<char> shared_mem;
-    ucontext_t main_ctx;
+    fiber_ctx main_ctx;
     const std::function<void()> *body = nullptr;
     uint3 bid;
     dim3 bdim, gdim;
@@ -225,10 +291,10 @@ void switch_to_main() {
 #ifdef MT_EMU_ASAN
     void *fake = nullptr;
     __sanitizer_start_switch_fiber(f.state == DONE ? nullptr : &fake, r->main_stack_bottom, r->main_stack_size);
-    swapcontext(&f.ctx, &r->main_ctx);
+    ctx_switch(&f.ctx, &r->main_ctx);
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #else
-    swapcontext(&f.ctx, &r->main_ctx);
+    ctx_switch(&f.ctx, &r->main_ctx);
 #endif
 }
 
@@ -246,10 +312,10 @@ void resume(block_runner *r, int k) {
     r->current = k;
 #ifdef MT_EMU_ASAN
     __sanitizer_start_switch_fiber(&r->main_fake_stack, r->stacks[k], fiber_stack_bytes);
-    swapcontext(&r->main_ctx, &r->fibers[k].ctx);
+    ctx_switch(&r->main_ctx, &r->fibers[k].ctx);
     __sanitizer_finish_switch_fiber(r->main_fake_stack, nullptr, nullptr);
 #else
-    swapcontext(&r->main_ctx, &r->fibers[k].ctx);
+    ctx_switch(&r->main_ctx, &r->fibers[k].ctx);
 #endif
     r->current = -1;
 }
@@ -296,11 +362,7 @@ void run_block(block_runner *r) {
         f.linear = k;
         f.tid = {(unsigned)(k % r->bdim.x), (unsigned)(k / r->bdim.x % r->bdim.y),
                  (unsigned)(k / (r->bdim.x * r->bdim.y))};
-        getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = r->stacks[k];
-        f.ctx.uc_stack.ss_size = fiber_stack_bytes;
-        f.ctx.uc_link = nullptr;
-        makecontext(&f.ctx, fiber_entry, 0);
+        ctx_make(&f.ctx, r->stacks[k], fiber_stack_bytes, fiber_entry);
     }
     while (r->ndone < n) {
         bool ran = false;
