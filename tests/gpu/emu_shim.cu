@@ -3,6 +3,8 @@
 //   emu_shim            the checks below; exit 0 when every one holds
 //   emu_shim oob        a kernel writing one float past its cudaMalloc
 //                       buffer (the ASan build must report it)
+//   emu_shim divergent  a kernel whose threads wait at two different
+//                       __syncthreads (the emulation must stop it)
 // Checks: 2-D blocks and grids, dynamic shared memory, warp shuffles
 // (xor, down, up, broadcast), a block reduction right under both
 // schedules; two planted missing __syncthreads, each caught (a wrong
@@ -87,6 +89,13 @@ __global__ static void write_past_end(float *x, int n) {
     if (threadIdx.x == 0) x[n] = 1.0f; // one past the allocation: the planted out-of-bounds write
 }
 
+// threads 0-31 pass an extra barrier the others skip: the planted divergent __syncthreads
+__global__ static void divergent(float *x) {
+    if (threadIdx.x < 32) __syncthreads();
+    __syncthreads();
+    x[threadIdx.x] = 1.0f;
+}
+
 static void host_sleep(void *) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
 
 int main(int argc, char **argv) {
@@ -99,6 +108,14 @@ int main(int argc, char **argv) {
         cudaDeviceSynchronize();
         cudaFree(x);
         printf("the out-of-bounds write was not reported\n");
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "divergent")) {
+        float *x;
+        cudaMalloc(&x, 64 * sizeof(float));
+        MT_LAUNCH(divergent, 1, 64, 0, 0, x);
+        cudaDeviceSynchronize();
+        printf("the divergent __syncthreads was not reported\n");
         return 0;
     }
     // 2-D grid of 2-D blocks

@@ -245,6 +245,8 @@ struct fiber {
     uint3 tid;
     int linear = 0;
     unsigned warp_gen = 0; // generation of the warp barrier it waits at
+    const char *bar_file = nullptr; // the __syncthreads it waits at
+    int bar_line = 0;
 };
 
 struct block_runner {
@@ -336,6 +338,19 @@ void maybe_release_warp(block_runner *r, int w) {
 
 void maybe_release_block(block_runner *r) {
     if (r->at_block == 0 || r->at_block < r->nthreads - r->ndone) return;
+    const fiber *first = nullptr;
+    for (auto &f : r->fibers) {
+        if (f.state != AT_BLOCK_BARRIER) continue;
+        if (!first) first = &f;
+        else if (f.bar_line != first->bar_line || strcmp(f.bar_file, first->bar_file)) {
+            fprintf(stderr,
+                    "mt_emu: divergent __syncthreads in block %u,%u,%u: thread %d waits at %s:%d, thread %d at "
+                    "%s:%d\n",
+                    r->bid.x, r->bid.y, r->bid.z, first->linear, first->bar_file, first->bar_line, f.linear,
+                    f.bar_file, f.bar_line);
+            abort();
+        }
+    }
     for (auto &f : r->fibers)
         if (f.state == AT_BLOCK_BARRIER) f.state = RUNNABLE;
     r->at_block = 0;
@@ -441,9 +456,11 @@ const dim3 &grid_dim() { return runner->gdim; }
 void *dynamic_shared() { return runner->shared_mem.data(); }
 int lane_id() { return runner->fibers[runner->current].linear % 32; }
 
-void sync_block() {
+void sync_block(const char *file, int line) {
     block_runner *r = runner;
     r->fibers[r->current].state = AT_BLOCK_BARRIER;
+    r->fibers[r->current].bar_file = file;
+    r->fibers[r->current].bar_line = line;
     r->at_block++;
     switch_to_main();
 }

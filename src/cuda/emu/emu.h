@@ -11,7 +11,8 @@
  *  - a block's threads run as fibers (ucontext) on the worker; a fiber
  *    runs until it reaches a barrier (__syncthreads, __syncwarp, a warp
  *    shuffle) or returns; the barrier releases when every thread of the
- *    block (of the warp) that has not returned arrived;
+ *    block (of the warp) that has not returned arrived; threads waiting at
+ *    different __syncthreads lines stop the run ("divergent __syncthreads");
  *  - the order in which runnable fibers are resumed is the schedule,
  *    chosen at run time by MT_EMU_SCHEDULE: "forward" (default: thread 0
  *    first) or "reverse" (the last thread of the block first). A missing
@@ -140,7 +141,10 @@ const uint3 &block_idx();
 const dim3 &block_dim();
 const dim3 &grid_dim();
 void *dynamic_shared();
-void sync_block();
+/* A block barrier at the kernel's source line (a __syncthreads): all threads
+ * that have not returned must wait at the same line, or the emulation stops
+ * with a "divergent __syncthreads" message (undefined behaviour in CUDA). */
+void sync_block(const char *file, int line);
 /* Warp exchange: deposits v for this lane, waits for the warp, returns the
  * value lane src deposited (this lane's own v when src is not a lane of
  * the block). */
@@ -167,7 +171,7 @@ template <typename T> static inline T from_bits(uint64_t b) {
 #define gridDim (::mt_emu::grid_dim())
 static const int warpSize = 32;
 
-static inline void __syncthreads(void) { ::mt_emu::sync_block(); }
+#define __syncthreads() ::mt_emu::sync_block(__FILE__, __LINE__)
 static inline void __syncwarp(unsigned mask = 0xffffffffu) {
     (void)mask;
     ::mt_emu::sync_warp();
