@@ -94,6 +94,17 @@ int mt_cuda_attention_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const floa
                                    const float *out, const float *lse, int B, int T, int NH, int NKV, int HS,
                                    const mt_cuda_attn_dropout *drop, float *scratch);
 
+/* The same without the T x T matrix and without scratch (attention_flash.cu:
+ * the online softmax, a thread per query row, dK/dV by a thread per key row
+ * over its query heads in order; HS <= MT_CUDA_FLASH_MAX_HS). Same outputs,
+ * same dropout coordinates; out must be the forward's for the backward. */
+#define MT_CUDA_FLASH_MAX_HS 128
+int mt_cuda_attention_flash_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B, int T,
+                                        int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop);
+int mt_cuda_attention_flash_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv,
+                                         const float *out, const float *lse, int B, int T, int NH, int NKV, int HS,
+                                         const mt_cuda_attn_dropout *drop);
+
 /* ---- fused softmax + cross-entropy (+ gradient in place, or rounded to bf16) */
 int mt_cuda_softmax_xent(const mt_cuda_ctx *c, float *logits, float *losses, const int32_t *targets, int N, int V,
                          int Vp, float dlogits_scale);

@@ -310,8 +310,8 @@ static void test_matmul(void) {
            e1 ? mt_cuda_error_string(e1) : "accepted a mixed-type GEMM");
 }
 
-static void test_attention(int NH, int NKV, float p) {
-    const int B = 2, T = 13, HS = 8;
+static void test_attention(int NH, int NKV, float p, int T = 13, int HS = 8) {
+    const int B = 2;
     int ld = (NH + 2 * NKV) * HS;
     size_t nq = (size_t)B * T * ld, no = (size_t)B * T * NH * HS, nl = (size_t)B * NH * T;
     std::vector<float> qkv = rnd(nq, 31 + NKV, 1.5f), dout = rnd(no, 32, 1.0f), out(no), lse(nl), dqkv(nq);
@@ -329,11 +329,27 @@ static void test_attention(int NH, int NKV, float p) {
     CK(mt_cuda_attention_backward_gqa(&ctx, dd, ddo, dq, o, l, B, T, NH, NKV, HS, &gd, s));
     char name[96];
     snprintf(name, sizeof name, "attention NH %d NKV %d p %.1f out", NH, NKV, p);
+    if (HS != 8) snprintf(name, sizeof name, "attention T %d HS %d out", T, HS);
     within(name, out, host(o, no), 1e-5);
     snprintf(name, sizeof name, "attention NH %d NKV %d p %.1f lse", NH, NKV, p);
+    if (HS != 8) snprintf(name, sizeof name, "attention T %d HS %d lse", T, HS);
     within(name, lse, host(l, nl), 1e-6);
     snprintf(name, sizeof name, "attention NH %d NKV %d p %.1f dqkv", NH, NKV, p);
+    if (HS != 8) snprintf(name, sizeof name, "attention T %d HS %d dqkv", T, HS);
     within(name, dqkv, host(dd, nq), 1e-5);
+    // the flash form: the same outputs without scratch
+    float *fo = poisoned<float>(no), *fl = poisoned<float>(nl), *fd = poisoned<float>(nq);
+    CK(mt_cuda_attention_flash_forward_gqa(&ctx, fo, fl, dq, B, T, NH, NKV, HS, &gd));
+    CK(mt_cuda_attention_flash_backward_gqa(&ctx, fd, ddo, dq, fo, fl, B, T, NH, NKV, HS, &gd));
+    snprintf(name, sizeof name, "flash attn NH %d NKV %d p %.1f out", NH, NKV, p);
+    if (HS != 8) snprintf(name, sizeof name, "flash attn T %d HS %d out", T, HS);
+    within(name, out, host(fo, no), 1e-5);
+    snprintf(name, sizeof name, "flash attn NH %d NKV %d p %.1f lse", NH, NKV, p);
+    if (HS != 8) snprintf(name, sizeof name, "flash attn T %d HS %d lse", T, HS);
+    within(name, lse, host(fl, nl), 1e-6);
+    snprintf(name, sizeof name, "flash attn NH %d NKV %d p %.1f dqkv", NH, NKV, p);
+    if (HS != 8) snprintf(name, sizeof name, "flash attn T %d HS %d dqkv", T, HS);
+    within(name, dqkv, host(fd, nq), 1e-5);
 }
 
 static void test_xent(void) {
@@ -479,6 +495,7 @@ int main(void) {
     test_attention(4, 4, 0.0f); // GPT-2: multi-head
     test_attention(4, 2, 0.0f); // Llama: grouped-query
     test_attention(6, 2, 0.2f); // with attention dropout
+    test_attention(2, 1, 0.1f, 37, 64); // a GPT-2-sized head, longer rows
     test_xent();
     test_embed();
     test_reductions();
