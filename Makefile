@@ -84,7 +84,7 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVFLAGS   := -O2 -std=c++17 $(CUDA_ARCH) -fmad=false -prec-div=true -prec-sqrt=true -Isrc -Itests \
-             -Xcompiler -Wall,-Wextra -Werror all-warnings
+             -Xcompiler -Wall,-Wextra,-ffp-contract=off -Werror all-warnings
 CUDA_SRC  := $(sort $(wildcard src/cuda/*.cu))
 CUDA_HDR  := $(shell find src/cuda -name '*.h') src/core/philox.h src/core/dtype.h src/ops/ops.h
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.cu)

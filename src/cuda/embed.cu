@@ -4,6 +4,7 @@
 // are the CPU's bits; parallel over columns only (C threads), which is the
 // price of determinism without sorting the tokens first.
 #include "cuda/kernels.h"
+#include "cuda/device_math.h"
 #include "cuda/launch_util.h"
 #include <limits.h>
 
@@ -18,6 +19,20 @@ __global__ static void embed_fwd(float *out, const int32_t *tokens, const float 
         return;
     }
     out[e] = wte[(size_t)r * C + c] + wpe[(size_t)(pos0 + (int)(row % T)) * C + c];
+}
+
+__global__ static void embed_fwd_16(float *out, const int32_t *tokens, int dt, const uint16_t *wte, int v0, int Vl,
+                                    size_t n, int C) {
+    size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    int r = tokens[e / C] - v0;
+    out[e] = r >= 0 && r < Vl ? mt_dev_widen16(dt, wte[(size_t)r * C + e % C]) : 0.0f;
+}
+
+__global__ static void add_positions(float *out, const float *wpe, size_t row0, size_t n, int T, int C) {
+    size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    out[e] += wpe[((row0 + e / C) % (size_t)T) * C + e % C];
 }
 
 __global__ static void embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int v0, int Vl,
@@ -65,4 +80,21 @@ extern "C" int mt_cuda_embed_shard_forward(const mt_cuda_ctx *c, float *out, con
 extern "C" int mt_cuda_embed_shard_backward(const mt_cuda_ctx *c, float *dwte, float *dwpe, const float *dout,
                                             const int32_t *tokens, int v0, int Vl, int B, int T, int C) {
     return bwd(c, dwte, dwpe, dout, tokens, v0, Vl, B * T, T, C, 0);
+}
+
+extern "C" int mt_cuda_embed_shard_forward_16(const mt_cuda_ctx *c, float *out, const int32_t *tokens, int dt,
+                                              const uint16_t *wte, int v0, int Vl, int N, int C) {
+    if (dt != 1 && dt != 2) return (int)cudaErrorInvalidValue;
+    size_t n = (size_t)N * C;
+    if (n) MT_LAUNCH(embed_fwd_16, mt_blocks_for(n, MT_EW_THREADS), MT_EW_THREADS, 0, mt_stream(c), out, tokens, dt,
+                     wte, v0, Vl, n, C);
+    return mt_launch_status();
+}
+
+extern "C" int mt_cuda_add_positions(const mt_cuda_ctx *c, float *out, const float *wpe, size_t row0, int n_rows, int T,
+                                     int C) {
+    size_t n = (size_t)n_rows * C;
+    if (n) MT_LAUNCH(add_positions, mt_blocks_for(n, MT_EW_THREADS), MT_EW_THREADS, 0, mt_stream(c), out, wpe, row0,
+                     n, T, C);
+    return mt_launch_status();
 }

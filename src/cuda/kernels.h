@@ -118,6 +118,11 @@ int mt_cuda_embed_backward(const mt_cuda_ctx *c, float *dwte, float *dwpe, const
                            int B, int T, int C, int pos0);
 int mt_cuda_embed_shard_forward(const mt_cuda_ctx *c, float *out, const int32_t *tokens, const float *wte, int v0,
                                 int Vl, int N, int C);
+/* the lookup from a 16-bit wte (dt 1 bf16, 2 fp16), each row widened */
+int mt_cuda_embed_shard_forward_16(const mt_cuda_ctx *c, float *out, const int32_t *tokens, int dt, const uint16_t *wte,
+                                   int v0, int Vl, int N, int C);
+/* out[i,:] += wpe[(row0 + i) % T,:] for n rows */
+int mt_cuda_add_positions(const mt_cuda_ctx *c, float *out, const float *wpe, size_t row0, int n, int T, int C);
 int mt_cuda_embed_shard_backward(const mt_cuda_ctx *c, float *dwte, float *dwpe, const float *dout,
                                  const int32_t *tokens, int v0, int Vl, int B, int T, int C);
 
@@ -138,6 +143,9 @@ int mt_cuda_convert_from_16(const mt_cuda_ctx *c, int dt, float *dst, const uint
 #define MT_CUDA_SUMSQ_BLOCKS 256
 int mt_cuda_sumsq(const mt_cuda_ctx *c, double *out, const float *x, size_t n, double *partials);
 int mt_cuda_sumsq_16(const mt_cuda_ctx *c, double *out, int dt, const uint16_t *x, size_t n, double *partials);
+/* dst = src rounded to dt, and *out = the sum of squares of the rounded values (as op_round_to_16_sumsq) */
+int mt_cuda_round_to_16_sumsq(const mt_cuda_ctx *c, double *out, int dt, uint16_t *dst, const float *src, size_t n,
+                              double *partials);
 /* *flag (device int) is set to 1 when x holds an inf or NaN (left as it is otherwise: clear it once per step) */
 int mt_cuda_nonfinite(const mt_cuda_ctx *c, int *flag, const float *x, size_t n);
 

@@ -42,3 +42,9 @@ extern "C" int mt_cuda_sumsq_16(const mt_cuda_ctx *c, double *out, int dt, const
     if (dt != 1 && dt != 2) return (int)cudaErrorInvalidValue;
     return sumsq(c, out, x, dt, n, partials);
 }
+
+extern "C" int mt_cuda_round_to_16_sumsq(const mt_cuda_ctx *c, double *out, int dt, uint16_t *dst, const float *src,
+                                         size_t n, double *partials) {
+    int e = mt_cuda_convert_to_16(c, dt, dst, src, n);
+    return e ? e : mt_cuda_sumsq_16(c, out, dt, dst, n, partials);
+}

@@ -399,6 +399,17 @@ static void test_embed(void) {
     op_embed_shard_backward(gte.data() + (size_t)v0 * C, NULL, dy.data(), tok.data(), v0, Vl, B, T, C);
     CK(mt_cuda_embed_shard_backward(&ctx, dgte + (size_t)v0 * C, NULL, ddy, dtok, v0, Vl, B, T, C));
     bitwise("embed shard backward", gte, host(dgte, gte.size()));
+    for (int dt = 1; dt <= 2; dt++) {
+        std::vector<uint16_t> w16(wte.size());
+        mt_convert_to_16((mt_dtype)dt, w16.data(), wte.data(), wte.size());
+        uint16_t *dw16 = dev(w16);
+        op_embed_shard_forward_16(out.data(), tok.data(), (mt_dtype)dt, w16.data() + (size_t)v0 * C, v0, Vl, B * T, C);
+        CK(mt_cuda_embed_shard_forward_16(&ctx, o, dtok, dt, dw16 + (size_t)v0 * C, v0, Vl, B * T, C));
+        bitwise(dt == 1 ? "embed shard forward from bf16" : "embed shard forward from fp16", out, host(o, out.size()));
+    }
+    op_add_positions(out.data(), wpe.data(), 5, B * T - 5, T, C);
+    CK(mt_cuda_add_positions(&ctx, o, dwpe, 5, B * T - 5, T, C));
+    bitwise("add positions", out, host(o, out.size()));
 }
 
 static void test_reductions(void) {
@@ -422,6 +433,14 @@ static void test_reductions(void) {
     double g16 = host(out, 1)[0];
     snprintf(d, sizeof d, "rel %.2e (bound 1e-12)", fabs(g16 - ref16) / ref16);
     report(fabs(g16 - ref16) / ref16 <= 1e-12, "sumsq bf16", d);
+    std::vector<uint16_t> r16(n);
+    double refr = op_round_to_16_sumsq(MT_FP16, r16.data(), x.data(), n);
+    uint16_t *dr16 = poisoned<uint16_t>(n);
+    CK(mt_cuda_round_to_16_sumsq(&ctx, out, 2, dr16, dx, n, part));
+    double gr = host(out, 1)[0];
+    bitwise("round to fp16 (+ sumsq)", r16, host(dr16, n));
+    snprintf(d, sizeof d, "rel %.2e (bound 1e-12)", fabs(gr - refr) / refr);
+    report(fabs(gr - refr) / refr <= 1e-12, "round to fp16: sumsq", d);
     int zero = 0, *flag = dev(std::vector<int>(1, 0));
     CK(mt_cuda_nonfinite(&ctx, flag, dx, n));
     int f1 = host(flag, 1)[0];
