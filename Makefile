@@ -77,6 +77,7 @@ asan:
 # with the CPU op of build/libmeshtrain.a) with nvcc from /usr/local/cuda, sm_90 plus PTX, warnings
 # as errors, into build-gpu/; `make gpu-pack`: those binaries, tests/gpu/run.sh and the shared
 # libraries they need beyond CUDA and libc, in build-gpu-pack/ (carried to a bare GPU machine).
+# A register spill is a build error (-Xptxas -warn-spills with -Werror).
 # `make gpu-emu`: the same sources with the host C++ compiler against the CPU emulation
 # (src/cuda/emu/), plus the emulation's own test (tests/gpu/emu_*.cu), into build-gpu-emu/ and, with ASan +
 # UBSan, build-gpu-emu/asan/; tests/check_gpu_emu.sh runs them.
@@ -84,7 +85,7 @@ CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVFLAGS   := -O2 -std=c++17 $(CUDA_ARCH) -fmad=false -prec-div=true -prec-sqrt=true -Isrc -Itests \
-             -Xcompiler -Wall,-Wextra,-ffp-contract=off -Werror all-warnings
+             -Xcompiler -Wall,-Wextra,-ffp-contract=off -Xptxas -warn-spills -Werror all-warnings
 CUDA_SRC  := $(sort $(wildcard src/cuda/*.cu))
 CUDA_HDR  := $(shell find src/cuda -name '*.h') src/core/philox.h src/core/dtype.h src/ops/ops.h
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.cu)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA kernels on the CPU emulation (`make gpu-emu`, docs/usage.md "GPU kernels"):
+#  - every launcher of src/cuda/kernels.h is called in tests/gpu/test_kernels.cu;
 #  - tests/gpu/test_kernels.cu (every kernel against its CPU op) passes under both thread
 #    schedules, plain and with ASan + UBSan;
 #  - tests/gpu/emu_shim.cu (the emulation's own checks) passes under both schedules, and each of
@@ -9,6 +10,11 @@
 #  - tests/gpu/torch_bench.py runs its CPU smoke test (tiny model, eager).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+# every launcher declared in src/cuda/kernels.h is called by the kernel test
+grep -o 'mt_cuda_[a-z0-9_]*(' src/cuda/kernels.h | sort -u | tr -d '(' > "$W/launchers"
+missing=$(while read -r f; do grep -q "$f(" tests/gpu/test_kernels.cu || echo "$f"; done < "$W/launchers")
+[ -z "$missing" ] || { echo "FAIL: launchers without a test in tests/gpu/test_kernels.cu: $missing"; exit 1; }
+echo "all $(wc -l < "$W/launchers") launchers of src/cuda/kernels.h are called by tests/gpu/test_kernels.cu"
 make -s gpu-emu > "$W/build.log" 2>&1 || { tail -n 30 "$W/build.log"; echo "FAIL: make gpu-emu"; exit 1; }
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 for s in forward reverse; do

@@ -143,11 +143,19 @@ static void test_elementwise(void) {
     op_add(r.data(), x.data(), a.data(), n);
     CK(mt_cuda_residual_add(&ctx, o, dx, da, NULL, N, OC));
     bitwise("residual add", r, host(o, n));
+    op_add(r.data(), a.data(), x.data(), n);
+    CK(mt_cuda_add(&ctx, o, da, dx, n));
+    bitwise("add", r, host(o, n));
     op_accumulate(r.data(), a.data(), n);
     CK(mt_cuda_accumulate(&ctx, o, da, n));
     op_scale(r.data(), 0.37f, n);
     CK(mt_cuda_scale(&ctx, o, 0.37f, n));
     bitwise("accumulate, scale", r, host(o, n));
+    CK(mt_cuda_zero(&ctx, o, n - 1));
+    std::vector<float> z = host(o, n);
+    bool zeroed = z[n - 1] == r[n - 1];
+    for (size_t i = 0; i + 1 < n; i++) zeroed = zeroed && z[i] == 0.0f && !signbit(z[i]);
+    report(zeroed, "zero", zeroed ? "n-1 values +0, the last untouched" : "wrong");
     // RoPE on 3 of 5 heads of a wider row, forward and inverse
     const int T = 7, nh = 3, HS = 10;
     size_t ld = 5 * HS;
@@ -493,6 +501,13 @@ static void test_optim(void) {
         }
         bitwise(dt == 1 ? "adamw bf16 3 steps (master)" : "adamw fp16 3 steps (master)", pm, host(dpm, n));
         bitwise(dt == 1 ? "adamw bf16 3 steps (p16)" : "adamw fp16 3 steps (p16)", p16, host(dp16, n));
+        for (int step = 4; step <= 5; step++) { // Adam (L2 penalty) on the same state
+            op_adam_update_16(pm.data(), g16.data(), p16.data(), (mt_dtype)dt, mm.data(), vm.data(), n, 2e-3f, 0.9f,
+                              0.99f, 1e-8f, 0.05f, step, 0.9f);
+            CK(mt_cuda_adam_update_16(&ctx, dpm, dg16, dp16, dt, dmm, dvm, n, 2e-3f, 0.9f, 0.99f, 1e-8f, 0.05f, step,
+                                      0.9f));
+        }
+        bitwise(dt == 1 ? "adam bf16 2 more steps (p16)" : "adam fp16 2 more steps (p16)", p16, host(dp16, n));
     }
 }
 
