@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The device run (docs/usage.md, "GPU kernels"): on a machine with an NVIDIA GPU,
 #  1. probe: nvidia-smi, the test binary's libraries (ldd), compute-sanitizer;
-#  2. every CUDA kernel against its CPU reference (test_kernels);
-#  3. compute-sanitizer memcheck and racecheck on the kernel tests;
+#  2. every CUDA kernel against its CPU reference (test_kernels), and 10 training steps of a
+#     1-layer GPT-2 and Llama composed of the kernels against the CPU ops (test_step);
+#  3. compute-sanitizer memcheck on both, racecheck on the kernel tests;
 #  4. tests/gpu/torch_bench.py (PyTorch GPT-2 124M, eager and compiled) if PyTorch sees the GPU
 #     and MT_GPU_BENCH is not 0;
-# and writes a compact report: $OUT/gpu-report.txt plus one log per step (5 files), or
+# and writes a compact report: $OUT/gpu-report.txt plus one log per step (7 files), or
 # ./gpu-report/ when OUT is unset. Runs from a `make gpu-pack` folder (bin/, lib.tar.xz) or from
 # the repository (build-gpu/tests, built by `make gpu` if missing). Without a GPU it prints one
 # line and exits 77 (skipped, never passed); exit 1 when a step failed.
@@ -56,8 +57,10 @@ say "probe: every library found ($(grep -c . "$out/probe.log") in probe.log)"
 san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 step "kernel tests" 120 kernels.log "$bin/test_kernels"
 grep '^FAIL' "$out/kernels.log" | tee -a "$rep"
+step "training steps (GPT-2, Llama) vs the CPU ops" 120 steps.log "$bin/test_step"
 if [ -n "$san" ]; then
-    step "memcheck" 240 memcheck.log "$san" --tool memcheck --error-exitcode 3 "$bin/test_kernels"
+    step "memcheck" 240 memcheck.log sh -c "'$san' --tool memcheck --error-exitcode 3 '$bin/test_kernels' &&
+        '$san' --tool memcheck --error-exitcode 3 '$bin/test_step'"
     step "racecheck" 300 racecheck.log "$san" --tool racecheck --error-exitcode 3 "$bin/test_kernels"
 else
     say "FAIL: no compute-sanitizer (memcheck and racecheck did not run)"; rc=1
