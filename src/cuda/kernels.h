@@ -37,9 +37,12 @@ int mt_cuda_matmul_forward(const mt_cuda_ctx *c, float *out, const float *inp, c
 /* flags: 1 = dinp accumulates (MT_ACC_DINP), 2 = dw overwritten (MT_SET_DW); NULL outputs are skipped */
 int mt_cuda_matmul_backward(const mt_cuda_ctx *c, float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC, int flags);
-/* bf16 operands (inp, w), fp32 accumulation; out fp32 or bf16 (out_t), bias fp32 (may be NULL) */
-int mt_cuda_matmul_forward_bf16(const mt_cuda_ctx *c, void *out, mt_cuda_dtype out_t, const uint16_t *inp,
-                                const uint16_t *w, const float *bias, int N, int C, int OC);
+/* bf16 operands (inp, w), fp32 accumulation, fp32 out (ops/matmul_lowp.h's op_matmul_forward_bf16); bias fp32 or NULL */
+int mt_cuda_matmul_forward_bf16(const mt_cuda_ctx *c, float *out, const uint16_t *inp, const uint16_t *w,
+                                const float *bias, int N, int C, int OC);
+/* the same with the output rounded to bf16 (cuBLAS's bf16 C: alpha * acc rounded once, then + bias rounded) */
+int mt_cuda_matmul_forward_bf16_out16(const mt_cuda_ctx *c, uint16_t *out, const uint16_t *inp, const uint16_t *w,
+                                      const float *bias, int N, int C, int OC);
 /* dinp (fp32) = dout16 . w16 (accumulates with flag 1); dw (fp32) (+)= dout16^T inp16; dbias += column sums */
 int mt_cuda_matmul_backward_bf16(const mt_cuda_ctx *c, float *dinp, float *dw, float *dbias, const uint16_t *dout,
                                  const uint16_t *inp, const uint16_t *w, int N, int C, int OC, int flags);

@@ -59,9 +59,14 @@ extern "C" int mt_cuda_matmul_backward(const mt_cuda_ctx *c, float *dinp, float 
     return backward(c, dinp, dw, dbias, dout, inp, w, MT_CUDA_F32, N, C, OC, flags);
 }
 
-extern "C" int mt_cuda_matmul_forward_bf16(const mt_cuda_ctx *c, void *out, mt_cuda_dtype out_t, const uint16_t *inp,
-                                           const uint16_t *w, const float *bias, int N, int C, int OC) {
-    return forward(c, out, out_t, inp, w, MT_CUDA_BF16, bias, N, C, OC);
+extern "C" int mt_cuda_matmul_forward_bf16(const mt_cuda_ctx *c, float *out, const uint16_t *inp, const uint16_t *w,
+                                           const float *bias, int N, int C, int OC) {
+    return forward(c, out, MT_CUDA_F32, inp, w, MT_CUDA_BF16, bias, N, C, OC);
+}
+
+extern "C" int mt_cuda_matmul_forward_bf16_out16(const mt_cuda_ctx *c, uint16_t *out, const uint16_t *inp,
+                                                 const uint16_t *w, const float *bias, int N, int C, int OC) {
+    return forward(c, out, MT_CUDA_BF16, inp, w, MT_CUDA_BF16, bias, N, C, OC);
 }
 
 extern "C" int mt_cuda_matmul_backward_bf16(const mt_cuda_ctx *c, float *dinp, float *dw, float *dbias,

@@ -17,6 +17,7 @@
 extern "C" {
 #include "core/philox.h"
 #include "ops/ops.h"
+#include "ops/matmul_lowp.h"
 }
 
 static int failures = 0, checks = 0;
@@ -280,37 +281,28 @@ static void test_matmul(void) {
     CK(mt_cuda_matmul_backward(&ctx, pd, pw, NULL, ddy, dx, dw, N, C, OC, 2));
     within("matmul backward dinp (=, poisoned)", dinp, host(pd, dinp.size()), 1e-6);
     within("matmul backward dw (=, poisoned)", gw, host(pw, gw.size()), 1e-6);
-    // bf16 operands, fp32 accumulation: against the fp32 GEMM of the rounded operands
-    std::vector<uint16_t> x16(x.size()), w16(w.size());
+    // bf16 operands, fp32 accumulation: against ops/matmul_lowp.h (oneDNN's bf16 GEMMs)
+    std::vector<uint16_t> x16(x.size()), w16(w.size()), dy16(dy.size());
     mt_convert_fp32_to_bf16(x16.data(), x.data(), x.size());
     mt_convert_fp32_to_bf16(w16.data(), w.data(), w.size());
-    std::vector<float> xr(x.size()), wr(w.size());
-    mt_convert_bf16_to_fp32(xr.data(), x16.data(), x.size());
-    mt_convert_bf16_to_fp32(wr.data(), w16.data(), w.size());
-    op_matmul_forward(MT_GEMM_DEFAULT, out.data(), xr.data(), wr.data(), b.data(), N, C, OC);
-    uint16_t *dx16 = dev(x16), *dw16 = dev(w16), *o16 = poisoned<uint16_t>(out.size());
-    CK(mt_cuda_matmul_forward_bf16(&ctx, o, MT_CUDA_F32, dx16, dw16, db, N, C, OC));
-    within("matmul bf16 -> fp32", out, host(o, out.size()), 1e-6);
-    CK(mt_cuda_matmul_forward_bf16(&ctx, o16, MT_CUDA_BF16, dx16, dw16, NULL, N, C, OC));
-    std::vector<uint16_t> g16 = host(o16, out.size());
-    std::vector<float> g(out.size()), nob(out.size());
-    mt_convert_bf16_to_fp32(g.data(), g16.data(), g.size());
-    op_matmul_forward(MT_GEMM_DEFAULT, nob.data(), xr.data(), wr.data(), NULL, N, C, OC);
-    within("matmul bf16 -> bf16", nob, g, 4e-3); // one bf16 rounding: 2^-8 relative
-    std::vector<uint16_t> dy16(dy.size());
     mt_convert_fp32_to_bf16(dy16.data(), dy.data(), dy.size());
-    std::vector<float> dyr(dy.size());
-    mt_convert_bf16_to_fp32(dyr.data(), dy16.data(), dy.size());
-    uint16_t *ddy16 = dev(dy16);
-    op_matmul_backward(MT_GEMM_DEFAULT, dinp.data(), gw.data(), gb.data(), dyr.data(), xr.data(), wr.data(), N, C, OC, 2);
-    std::vector<float> gb0 = host(dgb, OC);
-    for (int i = 0; i < OC; i++) gb[i] = gb0[i];
-    for (int r = 0; r < N; r++)
-        for (int i = 0; i < OC; i++) gb[i] += dyr[(size_t)r * OC + i];
-    CK(mt_cuda_matmul_backward_bf16(&ctx, pd, pw, dgb, ddy16, dx16, dw16, N, C, OC, 2));
-    within("matmul bf16 backward dinp", dinp, host(pd, dinp.size()), 1e-6);
-    within("matmul bf16 backward dw", gw, host(pw, gw.size()), 1e-6);
-    bitwise("matmul bf16 backward dbias", gb, host(dgb, OC));
+    uint16_t *dx16 = dev(x16), *dw16 = dev(w16), *ddy16 = dev(dy16), *o16 = poisoned<uint16_t>(out.size());
+    op_matmul_forward_bf16(out.data(), x16.data(), w16.data(), b.data(), N, C, OC);
+    CK(mt_cuda_matmul_forward_bf16(&ctx, o, dx16, dw16, db, N, C, OC));
+    within("matmul bf16 forward (+bias)", out, host(o, out.size()), 1e-6);
+    op_matmul_forward_bf16(out.data(), x16.data(), w16.data(), NULL, N, C, OC);
+    CK(mt_cuda_matmul_forward_bf16_out16(&ctx, o16, dx16, dw16, NULL, N, C, OC));
+    std::vector<uint16_t> g16 = host(o16, out.size());
+    std::vector<float> g(out.size());
+    mt_convert_bf16_to_fp32(g.data(), g16.data(), g.size());
+    within("matmul bf16 forward -> bf16", out, g, 4e-3); // one bf16 rounding: 2^-8 relative
+    std::vector<float> gb2 = host(dgb, OC);
+    CK(cudaMemcpy(pw, gw.data(), gw.size() * 4, cudaMemcpyHostToDevice));
+    op_matmul_backward_bf16(dinp.data(), gw.data(), gb2.data(), dy16.data(), x16.data(), w16.data(), N, C, OC, 1);
+    CK(mt_cuda_matmul_backward_bf16(&ctx, pd, pw, dgb, ddy16, dx16, dw16, N, C, OC, 1));
+    within("matmul bf16 backward dinp (+=)", dinp, host(pd, dinp.size()), 1e-6);
+    within("matmul bf16 backward dw (+=)", gw, host(pw, gw.size()), 1e-6);
+    within("matmul bf16 backward dbias", gb2, host(dgb, OC), 1e-6);
     // the wrapper refuses what cuBLAS would: mixed A/B types, a short leading dimension
     int e1 = mt_cuda_gemm(&ctx, 'N', 'N', 4, 4, 4, 1, dx, MT_CUDA_F32, 4, 0, dx16, MT_CUDA_BF16, 4, 0, 0, o, MT_CUDA_F32, 4, 0, 1);
     int e2 = mt_cuda_gemm(&ctx, 'N', 'N', 4, 4, 4, 1, dx, MT_CUDA_F32, 3, 0, dx, MT_CUDA_F32, 4, 0, 0, o, MT_CUDA_F32, 4, 0, 1);
