@@ -11,8 +11,9 @@
 // result) under at least one schedule -- the one this run uses
 // (MT_EMU_SCHEDULE) is reported, and tests/check_gpu_emu.sh requires each
 // bug caught by one of the two; asynchronous streams: a copy read before
-// its stream is synchronised is stale, an event orders two streams; error
-// codes and strings of a bad launch and a bad copy.
+// its stream is synchronised is stale, an event orders two streams, the
+// legacy stream waits for a blocking stream, event queries and timing;
+// error codes and strings of a bad launch and a bad copy.
 #include "cuda/compat.h"
 #include <chrono>
 #include <stdio.h>
@@ -193,6 +194,29 @@ int main(int argc, char **argv) {
     cudaMemcpyAsync(h, a, n * sizeof(float), cudaMemcpyDeviceToHost, s2);
     cudaStreamSynchronize(s2);
     check(h[0] == 4.0f && h[n - 1] == 4.0f, "cudaStreamWaitEvent orders a second stream after the first");
+    // the legacy default stream waits for a blocking stream's earlier work
+    cudaLaunchHostFunc(s1, host_sleep, NULL);
+    MT_LAUNCH(slow_fill, (n + 127) / 128, 128, 0, s1, a, n, 5.0f);
+    cudaMemcpy(h, a, n * sizeof(float), cudaMemcpyDeviceToHost);
+    check(h[0] == 5.0f && h[n - 1] == 5.0f, "cudaMemcpy (legacy stream) waits for a blocking stream's kernel");
+    // events: timing, and a query before the work is done
+    cudaEvent_t t0, t1;
+    cudaEventCreate(&t0);
+    cudaEventCreate(&t1);
+    cudaEventRecord(t0, s1);
+    cudaLaunchHostFunc(s1, host_sleep, NULL);
+    cudaMemsetAsync(a, 0, n * sizeof(float), s1);
+    cudaEventRecord(t1, s1);
+    bool pending = cudaEventQuery(t1) == cudaErrorNotReady;
+    cudaEventSynchronize(t1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, t0, t1);
+    cudaMemcpyAsync(h, a, n * sizeof(float), cudaMemcpyDeviceToHost, s1);
+    cudaStreamSynchronize(s1);
+    check(pending && cudaEventQuery(t1) == cudaSuccess && ms >= 190.0f && h[n - 1] == 0.0f,
+          "cudaEventQuery not ready, then ready; elapsed time covers a 200 ms task; cudaMemsetAsync ordered");
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
     // errors
     MT_LAUNCH(add_one, 1, 2048, 0, 0, a, n);
     cudaError_t e = cudaGetLastError();
