@@ -8,7 +8,8 @@
 #  - tests/gpu/emu_shim.cu (the emulation's own checks) passes under both schedules, and each of
 #    its two planted missing __syncthreads gives a wrong result under at least one schedule;
 #  - its planted out-of-bounds write is reported by ASan (heap-buffer-overflow in the kernel), its
-#    planted divergent __syncthreads stops the emulation with a message naming both lines;
+#    planted divergent __syncthreads stops the emulation with a message naming both lines, and its
+#    planted deadlock (half a warp at __syncthreads, half in a shuffle) is reported;
 #  - tests/gpu/torch_bench.py runs its CPU smoke test (tiny model, eager).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -47,6 +48,11 @@ if build-gpu-emu/tests/emu_shim divergent > "$W/div.txt" 2>&1; then
 fi
 grep -q 'divergent __syncthreads' "$W/div.txt" || { cat "$W/div.txt"; echo "FAIL: no divergent-barrier message"; exit 1; }
 echo "stopped the planted divergent barrier: $(grep -m1 'divergent __syncthreads' "$W/div.txt")"
+if build-gpu-emu/tests/emu_shim deadlock > "$W/dead.txt" 2>&1; then
+    cat "$W/dead.txt"; echo "FAIL: the planted deadlock was not stopped"; exit 1
+fi
+grep -q 'mt_emu: deadlock' "$W/dead.txt" || { cat "$W/dead.txt"; echo "FAIL: no deadlock message"; exit 1; }
+echo "stopped the planted deadlock: $(grep -m1 'mt_emu: deadlock' "$W/dead.txt")"
 # tests/gpu/torch_bench.py (the device's PyTorch baseline) runs here on a tiny model: eager, manual attention
 $PY tests/gpu/torch_bench.py --tiny > "$W/bench.txt" 2>&1 || { cat "$W/bench.txt"; echo "FAIL: torch_bench.py --tiny"; exit 1; }
 tail -n 1 "$W/bench.txt" | $PY -c 'import json, sys; r = json.load(sys.stdin)["results"][0]; assert r["tokens_per_s"] > 0 and 0 < r["loss"] < 10, r'

@@ -5,6 +5,8 @@
 //                       buffer (the ASan build must report it)
 //   emu_shim divergent  a kernel whose threads wait at two different
 //                       __syncthreads (the emulation must stop it)
+//   emu_shim deadlock   half a warp at __syncthreads, the other half in a
+//                       shuffle: no barrier can complete (must be reported)
 // Checks: 2-D blocks and grids, dynamic shared memory, warp shuffles
 // (xor, down, up, broadcast), a block reduction right under both
 // schedules; two planted missing __syncthreads, each caught (a wrong
@@ -97,6 +99,14 @@ __global__ static void divergent(float *x) {
     x[threadIdx.x] = 1.0f;
 }
 
+// lanes 0-15 wait at the block barrier, lanes 16-31 in a shuffle that needs lanes 0-15: a hang on a GPU
+__global__ static void deadlock(float *x) {
+    float v = x[threadIdx.x];
+    if (threadIdx.x < 16) __syncthreads();
+    else v = __shfl_xor_sync(0xffffffffu, v, 1);
+    x[threadIdx.x] = v;
+}
+
 static void host_sleep(void *) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
 
 int main(int argc, char **argv) {
@@ -117,6 +127,15 @@ int main(int argc, char **argv) {
         MT_LAUNCH(divergent, 1, 64, 0, 0, x);
         cudaDeviceSynchronize();
         printf("the divergent __syncthreads was not reported\n");
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "deadlock")) {
+        float *x;
+        cudaMalloc(&x, 32 * sizeof(float));
+        cudaMemset(x, 0, 32 * sizeof(float));
+        MT_LAUNCH(deadlock, 1, 32, 0, 0, x);
+        cudaDeviceSynchronize();
+        printf("the deadlock was not reported\n");
         return 0;
     }
     // 2-D grid of 2-D blocks
