@@ -137,7 +137,7 @@ static void test_bitwise(const char *dir, size_t budget, int with_master) {
             for (int u = 0; u < nu; u++)
                 rc |= mt_offload_write(o, r * nu + u, 2, 0, off.hi[r][u] - off.lo[r][u], off.p[u] + off.lo[r][u], &err);
     CHECK(rc == 0, "writing the masters: %s", err.msg);
-    mt_opt_hparams h = {MT_OPT_ADAMW, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.0f};
+    mt_opt_hparams h = {MT_OPT_ADAMW, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.0f, 0.0f, 0.0f};
     for (int t = 1; t <= 5; t++) {
         fill_grads(&ref, t);
         fill_grads(&off, t);
@@ -201,7 +201,7 @@ static void test_overlap(const char *dir) {
         mt_offload_set_io_delay_us(o, 1000);
         mt_offload_set_synchronous(o, sync);
         fill_grads(&pr, 1);
-        step_ctx c = {&pr, {MT_OPT_ADAMW, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.0f}, 1e-3f, 1.0f, 1, 0, 1, 3e-3};
+        step_ctx c = {&pr, {MT_OPT_ADAMW, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.0f, 0.0f, 0.0f}, 1e-3f, 1.0f, 1, 0, 1, 3e-3};
         rc = mt_offload_stream(o, 0, 0, n, update_chunk, &c, &err);
         CHECK(rc == 0, "%s", err.msg);
         mt_offload_stats st;
@@ -244,7 +244,7 @@ static void report_real_overlap(const char *dir) {
     c.unit.numel = n;
     c.unit.t[0] = (mt_tensor){.name = "w", .ndim = 2, .shape = {2048, 2048}, .offset = 0, .numel = n, .weight_decay = 1,
                               .init_std = 0.02f, .init_rows = 2048};
-    c.h = (mt_opt_hparams){MT_OPT_ADAMW, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.0f};
+    c.h = (mt_opt_hparams){MT_OPT_ADAMW, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.0f, 0.0f, 0.0f};
     for (int sync = 1; sync >= 0; sync--) {
         mt_error err;
         mt_offload *o;

@@ -60,7 +60,9 @@ static mt_opt_target target_of(buffers *b) {
 }
 
 static mt_opt_config config_of(mt_opt_kind k, float af_beta1) {
-    mt_opt_config c = {{k, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.05f, 0.9f}, af_beta1, 0, 1.0f};
+    /* AdaGrad with a decaying rate and a non-zero start of its sum (both PyTorch options) */
+    float lr_decay = k == MT_OPT_ADAGRAD ? 0.1f : 0.0f, acc0 = k == MT_OPT_ADAGRAD ? 0.1f : 0.0f;
+    mt_opt_config c = {{k, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.05f, 0.9f, lr_decay, acc0}, af_beta1, 0, 1.0f};
     return c;
 }
 

@@ -166,6 +166,9 @@ def main():
                     ("beta2", float, 0.95), ("eps", float, 1e-8), ("grad_clip", float, 1.0)]:
         ap.add_argument("--" + k.replace("_", "-"), type=t, default=d)
     ap.add_argument("--lr-schedule", default="constant")
+    ap.add_argument("--optimizer", default="adamw", choices=["adamw", "adagrad"])
+    ap.add_argument("--lr-decay", type=float, default=0.0)  # adagrad
+    ap.add_argument("--initial-accumulator", type=float, default=0.0)  # adagrad
     ap.add_argument("--lora", default=None)
     ap.add_argument("--ia3", default=None)
     a = ap.parse_args()
@@ -187,8 +190,12 @@ def main():
         trained = nodecay = model.lora_order  # vectors: not decayed, as meshtrain decays only 2-D tensors
         decay = []
     groups = ([{"params": decay, "weight_decay": a.weight_decay}] if decay else []) + ([{"params": nodecay, "weight_decay": 0.0}] if nodecay else [])
-    opt = torch.optim.AdamW(groups,
-                            lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
+    if a.optimizer == "adagrad":
+        opt = torch.optim.Adagrad(groups, lr=a.lr, lr_decay=a.lr_decay, eps=a.eps,
+                                  initial_accumulator_value=a.initial_accumulator, foreach=False)
+    else:
+        opt = torch.optim.AdamW(groups,
+                                lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
     B, T = a.batch, a.seq_len
     nb = (len(tokens) - 1) // (B * T)
     losses, norms = [], []

@@ -213,5 +213,11 @@ void op_adam_update_16(float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt
  * p -= lr*buf), g' = g*grad_scale + weight_decay*p. */
 void op_sgd_update(float *p, const float *g, float *buf, size_t n, float lr, float momentum,
                    float weight_decay, int64_t step, float grad_scale);
+/* AdaGrad (PyTorch torch.optim.Adagrad): g' = g*grad_scale + weight_decay*p;
+ * sum = initial_accumulator + g'*g' on step 1 (the fresh state is zeros),
+ * sum += g'*g' after; p += (-clr * g') / (sqrt(sum) + eps) with
+ * clr = lr / (1 + (step - 1) * lr_decay) computed in double. */
+void op_adagrad_update(float *p, const float *g, float *sum, size_t n, float lr, float lr_decay,
+                       float initial_accumulator, float eps, float weight_decay, int64_t step, float grad_scale);
 
 #endif

@@ -4,6 +4,7 @@
  *          p -= (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps)
  *   Adam:  g += wd*p, then the same without the decoupled decay
  *   SGD:   g += wd*p; buf = g (first step) or momentum*buf + g; p -= lr*buf
+ *   AdaGrad: g += wd*p; sum += g*g (first step: init + g*g); p += (-clr*g) / (sqrt(sum) + eps)
  * with bc_i = 1 - beta_i^step computed in double (as Python does) and every
  * gradient first multiplied by grad_scale. */
 #include "ops/ops.h"
@@ -154,5 +155,28 @@ void op_sgd_update(float *p, const float *g, float *buf, size_t n, float lr, flo
         float b = first ? gi : momentum * buf[i] + gi;
         buf[i] = b;
         p[i] -= lr * b;
+    }
+}
+
+/* PyTorch 1.13's _single_tensor_adagrad: state_sum starts at
+ * initial_accumulator and takes addcmul_(g, g, value=1); the parameter takes
+ * addcdiv_(g, sqrt(sum) + eps, value=-clr), which computes p + (-clr * g) / std
+ * in float with clr rounded from Python's double. The fresh state here is
+ * zeros (ZeRO padding, disk offload), so step 1 writes init + g*g -- the same
+ * bits as PyTorch's init + 1*g*g. The weight decay (PyTorch's add with
+ * alpha, an explicit fmadd in its vector kernel) and the sum (its addcmul,
+ * contracted into a fused multiply-add where PyTorch's kernels are compiled
+ * with FMA) are fused here too: bitwise PyTorch's results on an FMA CPU
+ * (tests/check_adagrad.sh counts the unequal elements). */
+void op_adagrad_update(float *p, const float *g, float *sum, size_t n, float lr, float lr_decay,
+                       float initial_accumulator, float eps, float weight_decay, int64_t step, float grad_scale) {
+    float neg_clr = (float)-((double)lr / (1.0 + (double)(step - 1) * (double)lr_decay));
+    int first = step <= 1;
+#pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float gi = fmaf(p[i], weight_decay, g[i] * grad_scale);
+        float s = fmaf(gi, gi, first ? initial_accumulator : sum[i]);
+        sum[i] = s;
+        p[i] = p[i] + neg_clr * gi / (sqrtf(s) + eps);
     }
 }

@@ -10,7 +10,8 @@ int mt_opt_kind_parse(const char *s, mt_opt_kind *out, mt_error *err) {
     else if (!strcmp(s, "sgd")) *out = MT_OPT_SGD;
     else if (!strcmp(s, "adafactor")) *out = MT_OPT_ADAFACTOR;
     else if (!strcmp(s, "adamw8bit")) *out = MT_OPT_ADAMW8BIT;
-    else return mt_errorf(err, "unknown {optimizer} '%s' (expected adamw, adam, sgd, adafactor or adamw8bit)", s);
+    else if (!strcmp(s, "adagrad")) *out = MT_OPT_ADAGRAD;
+    else return mt_errorf(err, "unknown {optimizer} '%s' (expected adamw, adam, sgd, adafactor, adamw8bit or adagrad)", s);
     return 0;
 }
 
@@ -21,6 +22,7 @@ const char *mt_opt_kind_name(mt_opt_kind k) {
     case MT_OPT_SGD: return "sgd";
     case MT_OPT_ADAFACTOR: return "adafactor";
     case MT_OPT_ADAMW8BIT: return "adamw8bit";
+    case MT_OPT_ADAGRAD: return "adagrad";
     }
     return "?";
 }
@@ -62,6 +64,11 @@ static void update_tensors(const mt_opt_hparams *h, const mt_unit_layout *unit, 
             if (g16) mt_die("mt_opt_update_range_16: SGD has no 16-bit update (mt_opt_has_update_16)");
             op_sgd_update(p + o, g + o, state[0] + o, n, lr, h->momentum, wd, step, grad_scale);
             break;
+        case MT_OPT_ADAGRAD:
+            if (g16) mt_die("mt_opt_update_range_16: AdaGrad has no 16-bit update (mt_opt_has_update_16)");
+            op_adagrad_update(p + o, g + o, state[0] + o, n, lr, h->lr_decay, h->initial_accumulator, h->eps, wd,
+                              step, grad_scale);
+            break;
         case MT_OPT_ADAFACTOR:
         case MT_OPT_ADAMW8BIT:
             mt_die("mt_opt_update_range cannot update optimizer %s: its state lives in optim/%s.h; call "
@@ -83,7 +90,7 @@ void mt_opt_update_range_16(const mt_opt_hparams *h, const mt_unit_layout *unit,
     update_tensors(h, unit, begin, end, p, NULL, g16, p16, dt, state, lr, step, grad_scale);
 }
 
-/* ---- The elementwise entries: AdamW, Adam, SGD ----
+/* ---- The elementwise entries: AdamW, Adam, SGD, AdaGrad ----
  * Their state is n_streams fp32 buffers of len floats (the caller's padded
  * stream length; the update touches the first end - begin). */
 struct mt_opt_state {
@@ -112,6 +119,7 @@ static mt_opt_state *elementwise_init(const mt_opt_kind kind, size_t begin, size
 ELEMENTWISE_INIT(adamw_init, MT_OPT_ADAMW)
 ELEMENTWISE_INIT(adam_init, MT_OPT_ADAM)
 ELEMENTWISE_INIT(sgd_init, MT_OPT_SGD)
+ELEMENTWISE_INIT(adagrad_init, MT_OPT_ADAGRAD)
 
 static void elementwise_free(mt_opt_state *s, mt_mem *mem) {
     if (!s) return;
@@ -177,6 +185,11 @@ static const mt_optimizer optimizer_adam = {
 static const mt_optimizer optimizer_sgd = {
     .kind = MT_OPT_SGD, .name = "sgd", .n_streams = 1,
     .streams = {{"momentum", MT_OPT_ENC_FP32}}, .init = sgd_init, ELEMENTWISE_FNS};
+/* "sum": the sum of squared gradients including the initial accumulator
+ * (PyTorch's state_sum); zeros before the first step, which writes it whole. */
+static const mt_optimizer optimizer_adagrad = {
+    .kind = MT_OPT_ADAGRAD, .name = "adagrad", .n_streams = 1,
+    .streams = {{"sum", MT_OPT_ENC_FP32}}, .init = adagrad_init, ELEMENTWISE_FNS};
 
 int mt_opt_config_check(const mt_opt_config *c, mt_error *err) {
     int af = c->h.kind == MT_OPT_ADAFACTOR;
@@ -187,6 +200,13 @@ int mt_opt_config_check(const mt_opt_config *c, mt_error *err) {
         return mt_errorf(err, "{weight-decay} must be a finite number >= 0, got %g", (double)c->h.weight_decay);
     if (!(c->h.momentum >= 0.0f && c->h.momentum < 1.0f))
         return mt_errorf(err, "{momentum} must be in [0, 1), got %g", (double)c->h.momentum);
+    if (!(c->h.lr_decay >= 0.0f && isfinite(c->h.lr_decay)))
+        return mt_errorf(err, "{adagrad-lr-decay} must be a finite number >= 0, got %g", (double)c->h.lr_decay);
+    if (!(c->h.initial_accumulator >= 0.0f && isfinite(c->h.initial_accumulator)))
+        return mt_errorf(err, "{adagrad-initial-accumulator} must be a finite number >= 0, got %g",
+                         (double)c->h.initial_accumulator);
+    if ((c->h.lr_decay != 0.0f || c->h.initial_accumulator != 0.0f) && c->h.kind != MT_OPT_ADAGRAD)
+        return mt_errorf(err, "{adagrad-lr-decay} and {adagrad-initial-accumulator} apply to {optimizer} adagrad");
     if (!(c->adafactor_beta1 >= 0.0f && c->adafactor_beta1 < 1.0f))
         return mt_errorf(err, "{adafactor-beta1} must be in [0, 1), got %g", (double)c->adafactor_beta1);
     if (c->adafactor_beta1 > 0.0f && !af)
@@ -205,6 +225,7 @@ const mt_optimizer *mt_optimizer_get(mt_opt_kind k) {
     case MT_OPT_SGD: return &optimizer_sgd;
     case MT_OPT_ADAFACTOR: return &mt_optimizer_adafactor;
     case MT_OPT_ADAMW8BIT: return &mt_optimizer_adamw8bit;
+    case MT_OPT_ADAGRAD: return &optimizer_adagrad;
     }
     mt_die("mt_optimizer_get: no optimizer of kind %d", (int)k);
 }

@@ -11,24 +11,26 @@
 #include "core/mem.h"
 #include "nn/unit.h"
 
-typedef enum { MT_OPT_ADAMW = 0, MT_OPT_ADAM, MT_OPT_SGD, MT_OPT_ADAFACTOR, MT_OPT_ADAMW8BIT } mt_opt_kind;
-#define MT_OPT_N_KINDS 5
+typedef enum { MT_OPT_ADAMW = 0, MT_OPT_ADAM, MT_OPT_SGD, MT_OPT_ADAFACTOR, MT_OPT_ADAMW8BIT, MT_OPT_ADAGRAD } mt_opt_kind;
+#define MT_OPT_N_KINDS 6
 
 typedef struct {
     mt_opt_kind kind;
     float lr, beta1, beta2, eps, weight_decay, momentum;
+    float lr_decay;            /* AdaGrad: this step's lr / (1 + (t - 1) * lr_decay) */
+    float initial_accumulator; /* AdaGrad: the sum of squares' starting value */
 } mt_opt_hparams;
 
 int mt_opt_kind_parse(const char *s, mt_opt_kind *out, mt_error *err);
 const char *mt_opt_kind_name(mt_opt_kind k);
 /* The entry's number of state streams and their names (see mt_optimizer). */
 int mt_opt_state_count(mt_opt_kind k);
-const char *mt_opt_state_name(mt_opt_kind k, int i); /* "m", "v", "momentum" */
+const char *mt_opt_state_name(mt_opt_kind k, int i); /* "m", "v", "momentum", "sum" */
 /* 1 for the kinds whose state is not plain fp32 per element (Adafactor,
  * 8-bit AdamW): not mt_optimizer.elementwise. */
 int mt_opt_is_lean(mt_opt_kind k);
 
-/* The per-element update of AdamW, Adam and SGD: params[i] for i in
+/* The per-element update of AdamW, Adam, SGD and AdaGrad: params[i] for i in
  * [begin, end) of unit `unit` (indices into the unit's flat buffer); p, g,
  * state[k] point at element `begin`. lr is this step's rate; step is
  * 1-based; grad_scale multiplies gradients (clipping). Other kinds die:

@@ -16,7 +16,7 @@ void mt_train_opts_defaults(mt_train_opts *o) {
     o->micro_batch = 0; /* = batch */
     o->steps = 10;
     o->seed = 1337;
-    o->opt = (mt_opt_hparams){MT_OPT_ADAMW, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.9f};
+    o->opt = (mt_opt_hparams){MT_OPT_ADAMW, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.9f, 0.0f, 0.0f};
     o->lr = (mt_lr_schedule){MT_LR_CONSTANT, 3e-4f, 0.0f, 0, 0};
     o->grad_clip = 1.0f;
     o->adafactor_clip = 1.0f;
