@@ -17,7 +17,7 @@ static void usage(void) {
          "  export      checkpoint -> Hugging Face directory, safetensors, llm.c model file, or PEFT adapter\n"
          "  import      Hugging Face directory / safetensors / llm.c file / PEFT adapter (onto --base) -> checkpoint\n"
          "  merge       fold a LoRA (or --freeze) checkpoint into its base: a checkpoint of the whole model\n"
-         "  quantize    checkpoint -> Hugging Face directory in bitsandbytes' NF4 / int8 layout\n"
+         "  quantize    checkpoint -> Hugging Face directory in bitsandbytes' NF4 / int8 layout, or by GPTQ in the GPTQ layout\n"
          "  ckpt        verify a checkpoint's checksums, or print what it holds (ckpt verify|info CKPT)\n"
          "  bench-comm  collective bandwidth (run under mpirun)\n"
          "  schedule    print and check a pipeline schedule (timeline, bubble, activation peaks)\n"
@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
         {"tokenize", mt_cli_tokenize, 0}, {"export", mt_cli_export, 0}, {"import", mt_cli_import, 0},
         {"bench-comm", mt_cli_bench_comm, 1},      {"schedule", mt_cli_schedule, 0},
         {"ckpt", mt_cli_ckpt, 0},         {"plot", mt_cli_plot, 0},         {"plan", mt_cli_plan, 0},
-        {"merge", mt_cli_merge, 0},       {"quantize", mt_cli_quantize, 0},
+        {"merge", mt_cli_merge, 0},       {"quantize", mt_cli_quantize, 1},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name)) continue;

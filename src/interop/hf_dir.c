@@ -267,6 +267,15 @@ int mt_hf_dir_read_f32(mt_hf_dir *d, const char *name, float *dst, size_t n, mt_
     return mt_st_read_f32(d->files[r->file], e, dst, err);
 }
 
+int mt_hf_dir_read_raw(mt_hf_dir *d, const char *name, const char *dtype, void *dst, size_t n, mt_error *err) {
+    const tref *r = find_ref(d, name);
+    if (!r) return mt_errorf(err, "%s: no tensor '%.120s'", d->dir, name);
+    if ((uint64_t)n != r->e->numel)
+        return mt_errorf(err, "%s: tensor '%.120s' has %" PRIu64 " elements, expected %zu (shape mismatch?)", d->dir,
+                         name, r->e->numel, n);
+    return mt_st_read_raw(d->files[r->file], r->e, dtype, dst, err);
+}
+
 /* ================= writing ================= */
 
 typedef struct {

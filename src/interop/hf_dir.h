@@ -86,6 +86,9 @@ int mt_hf_dir_find(const mt_hf_dir *d, const char *name, int *ndim, int64_t *sha
 /* Reads a whole tensor into dst as fp32 (from F32, BF16 or F16). n must be
  * its element count. 0 or -1 with err. */
 int mt_hf_dir_read_f32(mt_hf_dir *d, const char *name, float *dst, size_t n, mt_error *err);
+/* Reads a whole tensor's bytes as stored (n elements of safetensors dtype
+ * `dtype`, e.g. "I32"; any other dtype is an error naming the tensor). */
+int mt_hf_dir_read_raw(mt_hf_dir *d, const char *name, const char *dtype, void *dst, size_t n, mt_error *err);
 
 /* ---- writing ---- */
 

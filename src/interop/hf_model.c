@@ -1,6 +1,7 @@
 #include "interop/hf_model.h"
 #include "core/strlist.h"
 #include "interop/hf_dir.h"
+#include "interop/gptq.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,13 +85,24 @@ static int family_of(const mt_json *o, mt_model_config *cfg, mt_error *err) {
     return 0;
 }
 
-/* Tensor t of the model is in the directory with the shape config.json implies. */
+/* A GPTQ directory (gptq_bits > 0) holds HF weight `name` as a quantized layer. */
+static int gptq_layer(const mt_hf_dir *hd, int gptq_bits, const char *name) {
+    char q[160];
+    size_t n = strlen(name);
+    if (!gptq_bits || n < 8 || strcmp(name + n - 7, ".weight") || n + 2 > sizeof q) return 0;
+    snprintf(q, sizeof q, "%.*s.qweight", (int)(n - 7), name);
+    return mt_hf_dir_find(hd, q, NULL, NULL, NULL) >= 0;
+}
+
+/* Tensor t of the model is in the directory with the shape config.json
+ * implies (a GPTQ layer's four tensors are checked when it is read). */
 static int check_tensor(const mt_hf_dir *hd, const mt_family *f, const mt_model_config *cfg, const mt_tensor *t,
-                        const char *dir, mt_error *err) {
+                        const char *dir, int gptq_bits, mt_error *err) {
     char name[128];
     int ndim, tr, fnd = 0;
     int64_t shape[2], fshape[8] = {0};
     hf_form(f, cfg, t, name, sizeof name, &ndim, shape, &tr);
+    if (gptq_layer(hd, gptq_bits, name)) return 0;
     if (mt_hf_dir_find(hd, name, &fnd, fshape, err) < 0)
         return mt_errorf(err, "%s: tensor '%s' is missing (a %s model of this config.json needs it)", dir, name, f->name);
     int64_t want1 = ndim == 2 ? shape[1] : 1, got1 = fnd == 2 ? fshape[1] : 1;
@@ -119,8 +131,10 @@ int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
     const mt_json *cj = mt_hf_dir_config(hd);
     mt_model_config cfg;
     mt_error e2 = {{0}};
+    int gbits = 0;
     int rc = mt_hf_config_read(cj, &cfg, &e2);
     if (!rc) rc = mt_model_config_validate(&cfg, &e2);
+    if (!rc) rc = mt_gptq_config_bits(cj, &gbits, &e2);
     if (rc) mt_errorf(err, "%s/config.json: %s", dir, e2.msg);
     const mt_family *f = rc ? NULL : mt_family_get(cfg.family);
     /* every tensor present with its shape before the model is allocated: a
@@ -130,7 +144,7 @@ int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
         mt_model_layout_build(&cfg, 1, 0, &full);
         for (int u = 0; u < full.n_units && !rc; u++)
             for (int i = 0; i < full.units[u].n_tensors && !rc; i++)
-                rc = check_tensor(hd, f, &cfg, &full.units[u].t[i], dir, err);
+                rc = check_tensor(hd, f, &cfg, &full.units[u].t[i], dir, gbits, err);
         mt_layout_free(&full);
     }
     if (rc) {
@@ -152,6 +166,10 @@ int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
             hf_form(f, &cfg, t, name, sizeof name, &ndim, shape, &tr); /* present with this shape: checked above */
             size_t n = (size_t)shape[0] * (size_t)(ndim == 2 ? shape[1] : 1);
             float *dst = out->unit[u] + t->offset; /* padding rows stay zero */
+            if (gptq_layer(hd, gbits, name)) { /* dequantized, in our [out, in] layout already */
+                rc = mt_gptq_read_layer(hd, name, gbits, t->gshape[0], t->gshape[1], dst, err) < 0 ? -1 : 0;
+                continue;
+            }
             rc = mt_hf_dir_read_f32(hd, name, tr ? tmp : dst, n, err);
             if (!rc && tr) mt_transpose_f32(dst, tmp, shape[0], shape[1]);
             for (size_t k = 0; k < n && !rc; k++)
@@ -167,7 +185,7 @@ int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
                 char name[128];
                 int tr;
                 f->hf_name(&cfg, L->units[u].t[i].name, name, sizeof name, &tr);
-                known = !strcmp(name, nm);
+                known = !strcmp(name, nm) || (gbits && mt_gptq_is_layer_tensor(name, nm));
             }
         if (!known) rc = mt_errorf(err, "%s: unexpected tensor '%s' (not a parameter of this %s config)", dir, nm, f->name);
     }

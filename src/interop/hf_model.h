@@ -16,7 +16,8 @@ int mt_hf_export(const char *dir, const mt_weights *w, mt_dtype dtype, size_t sh
 /* Reads dir into freshly allocated weights (free with mt_weights_free):
  * model_type picks the family; every tensor of the family's layout must be
  * present with its shape, no other (but known buffers) may be, and every
- * value must be finite. */
+ * value must be finite. A GPTQ directory (interop/gptq.h) is read with its
+ * quantized layers dequantized to fp32. */
 int mt_hf_import(const char *dir, mt_weights *out, mt_error *err);
 /* A parsed config.json into cfg: the family by model_type (gpt2, llama,
  * qwen2), the family's reader, seq_len/max_pos defaults and the padded

@@ -199,6 +199,12 @@ static float half_to_float(uint16_t h) {
     return out;
 }
 
+int mt_st_read_raw(const mt_st_file *f, const mt_st_entry *e, const char *dtype, void *dst, mt_error *err) {
+    if (strcmp(e->dtype, dtype))
+        return mt_errorf(err, "%s: tensor '%.80s' has dtype %s; expected %s", f->path, e->name, e->dtype, dtype);
+    return mt_pread_all(f->fd, dst, (size_t)(e->end - e->begin), f->data_start + e->begin, f->path, err);
+}
+
 int mt_st_read_f32(const mt_st_file *f, const mt_st_entry *e, float *dst, mt_error *err) {
     uint64_t off = f->data_start + e->begin;
     if (strcmp(e->dtype, "F32") == 0) return mt_pread_all(f->fd, dst, (size_t)e->numel * 4, off, f->path, err);
@@ -263,7 +269,7 @@ mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n
             return NULL;
         }
         const char *dt = specs[i].raw_dtype ? specs[i].raw_dtype : st_dtype_name(specs[i].dtype);
-        if (specs[i].raw_dtype && strcmp(dt, "U8") && strcmp(dt, "I8")) dt = NULL;
+        if (specs[i].raw_dtype && !dtype_size(dt)) dt = NULL;
         if (!dt) {
             mt_jw_free(&jw);
             mt_errorf(err, "safetensors writer: tensor '%s' has dtype value %d; expected MT_FP32, MT_BF16 or MT_FP16", specs[i].name,
@@ -271,7 +277,7 @@ mt_st_writer *mt_st_writer_open(const char *path, const mt_st_spec *specs, int n
             return NULL;
         }
         all_f32 &= specs[i].dtype == MT_FP32 && !specs[i].raw_dtype;
-        uint64_t numel = 1, esz = specs[i].raw_dtype ? 1 : mt_dtype_size(specs[i].dtype);
+        uint64_t numel = 1, esz = specs[i].raw_dtype ? (uint64_t)dtype_size(dt) : mt_dtype_size(specs[i].dtype);
         for (int d = 0; d < specs[i].ndim; d++) numel *= (uint64_t)specs[i].shape[d];
         mt_jw_key(&jw, specs[i].name);
         mt_jw_begin_object(&jw);

@@ -50,6 +50,9 @@ const mt_st_entry *mt_st_find(const mt_st_file *f, const char *name);
 const mt_json *mt_st_metadata(const mt_st_file *f);
 /* Reads a whole F32, F16 or BF16 tensor as fp32 into dst (numel floats). */
 int mt_st_read_f32(const mt_st_file *f, const mt_st_entry *e, float *dst, mt_error *err);
+/* Reads a whole tensor's bytes (numel * element size) into dst as stored,
+ * refusing any dtype but `dtype` (e.g. "I32"). */
+int mt_st_read_raw(const mt_st_file *f, const mt_st_entry *e, const char *dtype, void *dst, mt_error *err);
 
 /* Writer: declares all tensors up front, then receives their data in
  * declaration order through any number of put calls. Header entries and
@@ -60,7 +63,8 @@ typedef struct {
     int ndim;
     int64_t shape[MT_ST_MAX_DIM];
     mt_dtype dtype; /* MT_FP32 (0, so zero-initialised specs stay F32), MT_BF16 or MT_FP16 */
-    const char *raw_dtype; /* instead: "U8" or "I8" (one byte per element; written with mt_st_writer_put_bytes) */
+    const char *raw_dtype; /* instead: any safetensors dtype ("U8", "I8", "I32", "F16", ...), its bytes written with
+                              mt_st_writer_put_bytes */
 } mt_st_spec;
 
 typedef struct mt_st_writer mt_st_writer;

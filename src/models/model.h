@@ -118,6 +118,11 @@ typedef struct mt_model {
     int dlogits16;          /* 1: the last head forward (bf16, tp 1) wrote dL/dlogits into op16[1]
                                in bf16 and left acts.logits as logits */
     float *opf[2], *wbuf;   /* fp16: the rounded operands and weight in fp32 */
+    /* Calibration (GPTQ: train/gptq_run.h): sees the input [N, C] of every
+     * linear layer mt_unit_linear_fwd runs (declared tensors k..k+n-1 of unit
+     * u) before its GEMM; NULL: none. */
+    void (*linear_input_hook)(void *ctx, int u, int k, int n, const float *inp, int N, int C);
+    void *linear_input_ctx;
 } mt_model;
 
 /* The part of the model one process holds (a pipeline stage, or several

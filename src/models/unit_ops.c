@@ -164,6 +164,7 @@ void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
         mt_ia3_scale_input(m, u, k, m->ia3_x, inp, N, C);
         x = m->ia3_x;
     }
+    if (m->linear_input_hook) m->linear_input_hook(m->linear_input_ctx, u, k, n, x, N, C);
     if (t0->quant) quant_forward(m, u, k, n, out, x, bias, N, C, OC);
     else mt_unit_linear_forward(m, out, x, mt_model_tensor_data(m, u, k), bias, N, C, OC);
     if (!m->lora_scratch && !m->ia3_x) return;
