@@ -228,6 +228,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"lora-targets", MT_ARG_STR, &lora_targets, "comma-separated Hugging Face module names LoRA adapts (e.g. q_proj,v_proj; c_attn), or all-linear (default: gpt2 c_attn, llama q_proj,v_proj)", 0},
         {"lora-use-rslora", MT_ARG_FLAG, &ad.rslora, "scale by alpha / sqrt(r) (rank-stabilised LoRA)", 0},
         {"quantize-base", MT_ARG_STR, &quantize_base, "store the frozen base's linear weights quantized: none | nf4 (QLoRA: bitsandbytes' NormalFloat4, blocks of 64) | int8 (per output row); needs --peft lora or --freeze (default none)", 0},
+        {"int8-threshold", MT_ARG_FLOAT, &ad.int8_threshold, "with --quantize-base int8: LLM.int8()'s decomposition, input columns with |x| >= T (6.0 in the paper) in fp32 and the rest as int8 x int8 products with per-row activation scales (default 0: the dequantized weights in an fp32 GEMM)", 0},
         {"double-quant", MT_ARG_FLAG, &ad.double_quant, "with --quantize-base nf4: quantize the block absmaxes to 8 bits too (about 4.127 bits per weight instead of 4.5)", 0},
         {"peft-train", MT_ARG_STR, &peft_train, "with --peft: base tensors also trained in full, a PCRE2 pattern over Hugging Face names (peft's modules_to_save; e.g. '^wte' for GPT-2's tied embedding and head)", 0},
         {"freeze", MT_ARG_STR, &freeze, "freeze the tensors whose Hugging Face name matches this regular expression (PCRE2; without --peft): no gradient, no optimizer state", 0},

@@ -25,7 +25,7 @@ static const struct {
                "seq-len", "dropout", "rope-theta", "norm-eps", "tie-embeddings", "qkv-bias", "rope-scaling",
                "rope-factor", "rope-low-freq-factor", "rope-high-freq-factor", "rope-original-max-pos", "init-from"}},
     {"data", {"train", "val", "data-order"}},
-    {"peft", {"peft", "lora-r", "lora-alpha", "lora-dropout", "lora-targets", "lora-use-rslora", "ia3-targets", "ia3-feedforward", "peft-train", "freeze", "quantize-base", "double-quant"}},
+    {"peft", {"peft", "lora-r", "lora-alpha", "lora-dropout", "lora-targets", "lora-use-rslora", "ia3-targets", "ia3-feedforward", "peft-train", "freeze", "quantize-base", "double-quant", "int8-threshold"}},
     {"optimizer", {"optimizer", "lr", "weight-decay", "beta1", "beta2", "eps", "momentum", "grad-clip",
                    "adafactor-beta1", "adafactor-scale-parameter", "adafactor-clip", "adagrad-lr-decay",
                    "adagrad-initial-accumulator", "offload-optimizer",

@@ -1,4 +1,5 @@
 #include "models/model.h"
+#include "ops/matmul_int8.h"
 #include "quant/qweight.h"
 #include "ops/ops.h"
 #include <omp.h>
@@ -160,6 +161,9 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
         if (m->held[u] && !part->defer_params) mt_model_materialize_unit(m, u, 1);
     alloc_frozen(m);
     size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T;
+    if (m->qcols && cfg->adapters.int8_threshold > 0.0f) /* LLM.int8()'s decomposition (ops/matmul_int8.h) */
+        m->i8scratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, op_int8_outlier_scratch_bytes((int)N, m->qcols),
+                                    "int8 activations and outlier columns");
     m->recompute = part->recompute;
     alloc_shared(m, N);
     m->n_slots = part->act_slots > 0 ? part->act_slots : 1;
@@ -278,6 +282,7 @@ static void alloc_frozen(mt_model *m) {
             if (mt_model_set_quantized(m, u, i, w, &err)) mt_die("%s", err.msg);
             free(w);
             qmax = (size_t)t->shape[1] > qmax ? (size_t)t->shape[1] : qmax;
+            m->qcols = (int)qmax;
             if (t->split == MT_TP_COLS && (size_t)t->gshape[1] > m->qrow_floats) m->qrow_floats = (size_t)t->gshape[1];
         }
         if (!ul->frozen_numel) continue;
@@ -331,7 +336,7 @@ void mt_model_free(mt_model *m) {
             }
         free(m->qw[u]);
     }
-    free(m->qw); free(m->qtile); free(m->qtile16); free(m->qrow);
+    free(m->qw); free(m->qtile); free(m->qtile16); free(m->qrow); free(m->i8scratch);
     free(m->frozen); free(m->frozen16); free(m->frozen16_version); free(m->gsink); free(m->lora_scratch);
     free(m->ia3_x); free(m->ia3_d); free(m->ia3_y);
     free(m->op16[0]); free(m->op16[1]); free(m->opf[0]); free(m->opf[1]); free(m->wbuf);

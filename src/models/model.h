@@ -86,6 +86,8 @@ typedef struct mt_model {
     size_t qtile_floats;
     uint16_t *qtile16; /* the same tile in bf16 ({precision} bf16: dequantized straight into the GEMM's operand) */
     float *qrow;      /* one whole row of a quantized weight cut by columns (tp), its slice then copied */
+    int qcols;        /* the most input columns of a quantized weight */
+    void *i8scratch;  /* {int8-threshold} > 0: LLM.int8()'s int8 activations and outlier columns */
     size_t qrow_floats;
     float *gsink;     /* where the backward of a frozen norm or bias writes its (unused) gradient */
     float *lora_scratch; /* LoRA's [N, in] dropped-out input and [N, r] x2 (NULL: no adapters) */

@@ -7,6 +7,7 @@
 #include "models/ia3.h"
 #include "quant/qweight.h"
 #include "ops/matmul_lowp.h"
+#include "ops/matmul_int8.h"
 #include "ops/ops.h"
 #include <string.h>
 
@@ -101,6 +102,12 @@ static void quant_forward(mt_model *m, int u, int k, int n, float *out, const fl
         const mt_tensor *t = mt_unit_tensor(&m->layout.units[u], k + i);
         const mt_qweight *q = qweight_of(m, u, k + i);
         int rows = (int)t->shape[0], tr = (int)(m->qtile_floats / (size_t)C);
+        if (m->i8scratch && q->kind == MT_QUANT_INT8) { /* LLM.int8(): int8 x int8 and fp32 outlier columns */
+            MT_TIMED(m->prof, MT_PROF_GEMM, op_int8_outlier_matmul(m->gemm, out + col0, OC, inp, N, C, q->i8.q, q->i8.scb, rows,
+                                                                m->cfg.adapters.int8_threshold, m->i8scratch));
+            col0 += rows;
+            continue;
+        }
         for (int r0 = 0; r0 < rows; r0 += tr) {
             int nr = rows - r0 < tr ? rows - r0 : tr;
             if (bf) {

@@ -35,6 +35,10 @@ int mt_adapter_spec_validate(const mt_adapter_spec *s, mt_error *err) {
         return mt_errorf(err, "{quantize-base} %s stores a frozen base: it needs {peft} lora or {freeze}",
                          mt_quant_kind_name((mt_quant_kind)s->quant));
     if (s->double_quant && s->quant != MT_QUANT_NF4) return mt_errorf(err, "{double-quant} goes with {quantize-base} nf4");
+    if (!(s->int8_threshold >= 0.0f) || isnan(s->int8_threshold))
+        return mt_errorf(err, "{int8-threshold} must be >= 0 (got %g)", (double)s->int8_threshold);
+    if (s->int8_threshold > 0.0f && s->quant != MT_QUANT_INT8)
+        return mt_errorf(err, "{int8-threshold} goes with {quantize-base} int8");
     if (s->train_also[0] && s->kind == MT_PEFT_NONE) return mt_errorf(err, "{peft-train} goes with {peft} lora|ia3");
     for (int k = 0; k < 2; k++) {
         const char *pat = k ? s->train_also : s->freeze;
@@ -73,6 +77,9 @@ void mt_adapter_spec_write_json(mt_json_writer *w, const mt_adapter_spec *s) {
     if (s->quant) {
         mt_jw_key(w, "quantize_base"); mt_jw_string(w, mt_quant_kind_name((mt_quant_kind)s->quant));
         mt_jw_key(w, "double_quant"); mt_jw_int(w, s->double_quant);
+        if (s->int8_threshold > 0.0f) { /* absent: 0, as checkpoints from before it */
+            mt_jw_key(w, "int8_threshold"); mt_jw_float(w, s->int8_threshold);
+        }
     }
     mt_jw_end_object(w);
 }
@@ -110,6 +117,9 @@ int mt_adapter_spec_read_json(const mt_json *o, mt_adapter_spec *s, mt_error *er
             mt_json_get_int64(o, "double_quant", &dq, err))
             return -1;
         s->quant = (int)k, s->double_quant = dq != 0;
+        double th = 0.0;
+        if (mt_json_get(o, "int8_threshold") && mt_json_get_double(o, "int8_threshold", &th, err)) return -1;
+        s->int8_threshold = (float)th;
     }
     return mt_adapter_spec_validate(s, err);
 }

@@ -27,6 +27,9 @@ typedef struct {
     int quant;                      /* {quantize-base}: the frozen linear weights of the blocks stored as
                                        mt_quant_kind (quant/qweight.h: 0 none, 1 nf4, 2 int8) */
     int double_quant;               /* {double-quant} (nf4): the block absmaxes quantized to 8 bits */
+    float int8_threshold;           /* {int8-threshold} (int8): > 0 runs LLM.int8()'s decomposition (input
+                                       columns with |x| >= it in fp32, the rest int8 x int8: ops/matmul_int8.h);
+                                       0: the dequantized weight in an fp32 GEMM */
 } mt_adapter_spec;
 
 int mt_peft_kind_parse(const char *s, mt_peft_kind *out, mt_error *err);

@@ -58,6 +58,9 @@ int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
                               "(factored row/column moments) of a tensor-parallel slice would need a sum over tp; "
                               "use adamw or adamw8bit",
                          optimizer->name, op->mesh.tp);
+    if (op->cfg.adapters.int8_threshold > 0.0f && op->mesh.tp > 1)
+        return mt_errorf(err, "{int8-threshold} runs LLM.int8() on whole weight rows of one process: it needs {tp} 1, "
+                              "got {tp} %d", op->mesh.tp);
     if (mt_mesh_check(&op->mesh, world_size, err)) return -1;
     if (op->test_slow_ms < 0 || (op->test_slow_ms > 0 && (op->test_slow_rank < 0 || op->test_slow_rank >= world_size)))
         return mt_errorf(err, "{test-slow-rank} R:MS needs a rank R in [0, %d) and MS >= 0, got %d:%d", world_size,

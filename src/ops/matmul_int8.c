@@ -1,0 +1,74 @@
+/* LLM.int8()'s mixed-precision decomposition (see matmul_int8.h). */
+#include "ops/matmul_int8.h"
+#include <math.h>
+#include <string.h>
+
+#define INV127 ((float)7.874015718698502e-3)        /* quant/int8.h's dequantization constant */
+#define INV127SQ ((float)6.2000124000248e-05)       /* 1 / 127^2, bitsandbytes' int8_mm_dequant constant */
+#define WTILE 64                                    /* weight rows dequantized per outlier GEMM */
+
+static size_t up64(size_t b) { return (b + 63) / 64 * 64; }
+
+size_t op_int8_outlier_scratch_bytes(int N, int C) {
+    size_t n = (size_t)N, c = (size_t)C;
+    return up64(n * c) /* xq */ + up64(n * 4) /* row absmax */ + up64(c * 4) /* outlier columns */ +
+           up64(n * c * 4) /* outlier inputs */ + up64((size_t)WTILE * c * 4) /* dequantized weight tile */;
+}
+
+int op_int8_outlier_matmul(mt_gemm_lib lib, float *out, int ldo, const float *x, int N, int C, const int8_t *wq,
+                           const float *scb, int R, float threshold, void *scratch) {
+    char *p = scratch;
+    int8_t *xq = (int8_t *)p;
+    p += up64((size_t)N * C);
+    float *xa = (float *)p;
+    p += up64((size_t)N * 4);
+    int32_t *cols = (int32_t *)p;
+    p += up64((size_t)C * 4);
+    float *xsub = (float *)p;
+    p += up64((size_t)N * C * 4);
+    float *wt = (float *)p;
+    /* the outlier columns, ascending: xq's first row serves as the flags */
+    memset(xq, 0, (size_t)C);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < C; j++)
+            if (fabsf(x[(size_t)i * C + j]) >= threshold) xq[j] = 1;
+    int n_out = 0;
+    for (int j = 0; j < C; j++)
+        if (xq[j]) cols[n_out++] = j;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *xi = x + (size_t)i * C;
+        float a = 0.0f;
+        for (int j = 0; j < C; j++) {
+            float v = fabsf(xi[j]);
+            if (v < threshold && v > a) a = v;
+        }
+        xa[i] = a;
+        int8_t *qi = xq + (size_t)i * C;
+        float s = a > 0.0f ? 127.0f / a : 0.0f;
+        for (int j = 0; j < C; j++) /* an element at or above the threshold lies in an outlier column: 0 */
+            qi[j] = fabsf(xi[j]) < threshold ? (int8_t)nearbyintf(xi[j] * s) : 0;
+        for (int k = 0; k < n_out; k++) {
+            qi[cols[k]] = 0;
+            xsub[(size_t)i * n_out + k] = xi[cols[k]];
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const int8_t *qi = xq + (size_t)i * C;
+        for (int o = 0; o < R; o++) {
+            const int8_t *wo = wq + (size_t)o * C;
+            int32_t acc = 0;
+            for (int j = 0; j < C; j++) acc += (int32_t)qi[j] * (int32_t)wo[j];
+            out[(size_t)i * ldo + o] = (float)acc * xa[i] * scb[o] * INV127SQ;
+        }
+    }
+    for (int r0 = 0; r0 < R && n_out > 0; r0 += WTILE) { /* out[:, r0..] += xsub . wt^T */
+        int nr = R - r0 < WTILE ? R - r0 : WTILE;
+        for (int o = 0; o < nr; o++)
+            for (int k = 0; k < n_out; k++)
+                wt[(size_t)o * n_out + k] = ((float)wq[(size_t)(r0 + o) * C + cols[k]] * scb[r0 + o]) * INV127;
+        op_sgemm(lib, 'N', 'T', N, nr, n_out, 1.0f, xsub, n_out, wt, n_out, 1.0f, out + r0, ldo);
+    }
+    return n_out;
+}
