@@ -104,13 +104,16 @@ void mt_gptq_result_free(mt_gptq_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Sorts column indices by decreasing diagonal (stable: ties keep index order,
- * as torch.argsort(descending=True) does on this CPU for distinct values). */
-static const double *sort_diag;
-static int64_t sort_n;
-static int by_diag_desc(const void *a, const void *b) {
+/* Column indices by decreasing Hessian diagonal, ties in index order (a
+ * stable descending sort, as tests/gptq_ref.py's). ctx: the H and its size. */
+typedef struct {
+    const double *h;
+    int64_t n;
+} diag_order;
+static int by_diag_desc(const void *a, const void *b, void *ctx) {
+    const diag_order *d = ctx;
     int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    double di = sort_diag[(int64_t)i * (sort_n + 1)], dj = sort_diag[(int64_t)j * (sort_n + 1)];
+    double di = d->h[(int64_t)i * (d->n + 1)], dj = d->h[(int64_t)j * (d->n + 1)];
     return di > dj ? -1 : di < dj ? 1 : (i > j) - (i < j);
 }
 
@@ -137,8 +140,8 @@ int mt_gptq_quantize(const mt_gptq_opts *o, const float *w, int64_t rows, int64_
         if (H[c * cols + c] == 0.0) H[c * cols + c] = 1.0, dead[c] = 1; /* an input always 0: its weights are 0 */
     }
     if (o->act_order) {
-        sort_diag = H, sort_n = cols;
-        qsort(r->perm, (size_t)cols, sizeof(int32_t), by_diag_desc);
+        diag_order d = {H, cols};
+        qsort_r(r->perm, (size_t)cols, sizeof(int32_t), by_diag_desc, &d);
     }
     for (int64_t i = 0; i < rows; i++)
         for (int64_t c = 0; c < cols; c++) {

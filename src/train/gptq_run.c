@@ -40,6 +40,17 @@ void mt_gptq_results_free(const mt_weights *w, mt_gptq_result **res) {
     free(res);
 }
 
+/* The input of block l for global sample g: the embedding of its tokens (l
+ * == 0), or its cached output of block l - 1. */
+static void set_input(mt_model *m, const mt_fwd_ctx *fc, const uint32_t *tokens, int64_t g, int l, const float *cached,
+                      size_t act) {
+    int T = m->acts.T;
+    for (int t = 0; t < T; t++) m->acts.tokens[t] = (int32_t)tokens[g * T + t], m->acts.targets[t] = -1;
+    m->acts.sample_ids[0] = (uint64_t)g;
+    if (l == 0) mt_unit_forward(m, 0, fc);
+    else memcpy(mt_model_block_out(m, l - 1), cached, act * sizeof(float));
+}
+
 int mt_gptq_run(mt_weights *w, const uint32_t *tokens, size_t ntok, int samples, const mt_gptq_opts *o,
                 mt_comm *world, int verbose, mt_gptq_result ***res_out, mt_error *err) {
     *res_out = NULL;
@@ -77,20 +88,11 @@ int mt_gptq_run(mt_weights *w, const uint32_t *tokens, size_t ntok, int samples,
     m.linear_input_ctx = &cb;
     mt_fwd_ctx fc = {0, 0};
     int rc = 0;
-    /* the input of block l for local sample s: the embedding (l == 0) or the cache */
-#define SET_INPUT(l, s)                                                                                            \
-    do {                                                                                                           \
-        int64_t g_ = (int64_t)rank + (int64_t)(s) * ranks;                                                         \
-        for (int t_ = 0; t_ < T; t_++) m.acts.tokens[t_] = (int32_t)tokens[g_ * T + t_], m.acts.targets[t_] = -1; \
-        m.acts.sample_ids[0] = (uint64_t)g_;                                                                       \
-        if ((l) == 0) mt_unit_forward(&m, 0, &fc);                                                                 \
-        else memcpy(mt_model_block_out(&m, (l) - 1), cache + (size_t)(s) * act, act * sizeof(float));            \
-    } while (0)
     for (int l = 0; l < L && !rc; l++) {
         int u = l + 1;
         cb.unit = u;
         for (int s = 0; s < mine; s++) {
-            SET_INPUT(l, s);
+            set_input(&m, &fc, tokens, rank + s * ranks, l, cache + (size_t)s * act, act);
             mt_unit_forward(&m, u, &fc);
         }
         cb.unit = -1;
@@ -124,12 +126,11 @@ int mt_gptq_run(mt_weights *w, const uint32_t *tokens, size_t ntok, int samples,
         cb.n = 0;
         if (l + 1 < L)
             for (int s = 0; s < mine && !rc; s++) { /* the next block's inputs, through the quantized block */
-                SET_INPUT(l, s);
+                set_input(&m, &fc, tokens, rank + s * ranks, l, cache + (size_t)s * act, act);
                 mt_unit_forward(&m, u, &fc);
                 memcpy(cache + (size_t)s * act, mt_model_block_out(&m, l), act * sizeof(float));
             }
     }
-#undef SET_INPUT
     free(cache);
     mt_model_free(&m);
     if (rc) mt_gptq_results_free(w, res);
