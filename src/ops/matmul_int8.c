@@ -58,7 +58,8 @@ int op_int8_outlier_matmul(mt_gemm_lib lib, float *out, int ldo, const float *x,
         const int8_t *qi = xq + (size_t)i * C;
         for (int o = 0; o < R; o++) {
             const int8_t *wo = wq + (size_t)o * C;
-            int32_t acc = 0;
+            int32_t acc = 0; /* exact: any summation order gives the same integer */
+#pragma omp simd reduction(+ : acc)
             for (int j = 0; j < C; j++) acc += (int32_t)qi[j] * (int32_t)wo[j];
             out[(size_t)i * ldo + o] = (float)acc * xa[i] * scb[o] * INV127SQ;
         }
