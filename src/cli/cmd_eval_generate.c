@@ -8,6 +8,7 @@
 #include "train/generate.h"
 #include "train/train_io.h"
 #include "optim/loss_scaler.h"
+#include "core/fileio.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,12 +16,109 @@
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* The checkpoint's model for the decoder (batch 1): a LoRA / --freeze
+ * checkpoint merged (the decoder reads whole weights); info->cfg becomes
+ * the decoded model's. */
+static int load_for_decoding(const char *ckpt, mt_ckpt_info *info, mt_model *m, mt_mem *mem, mt_error *err) {
+    if (!mt_adapter_spec_active(&info->cfg.adapters)) {
+        mt_model_create(m, &info->cfg, 1, 1, 0, mem);
+        return mt_model_load_checkpoint(m, ckpt, err);
+    }
+    mt_weights w, merged;
+    mt_ckpt *ck = mt_ckpt_open(ckpt, err);
+    if (!ck) return -1;
+    int rc = mt_weights_from_ckpt(ck, &w, err);
+    mt_ckpt_close(ck);
+    if (rc) return -1;
+    rc = mt_weights_load_frozen(&w, err);
+    if (!rc) rc = mt_peft_merge(&w, &merged, err);
+    mt_weights_free(&w);
+    if (rc) return -1;
+    info->cfg = merged.cfg;
+    mt_model_create(m, &info->cfg, 1, 1, 0, mem);
+    for (int u = 0; u < m->layout.n_units; u++)
+        memcpy(m->params[u], merged.unit[u], m->layout.units[u].numel * sizeof(float));
+    mt_weights_free(&merged);
+    return 0;
+}
+
+/* eval --dump-logits: the logits after each token of ids_path (whitespace-
+ * separated ids) as little-endian float32 [n, vocab_size] to out (written
+ * whole or not at all), through the decoder with its KV cache (what
+ * generate runs); then `greedy` argmax tokens continue the sequence and are
+ * printed, one line "greedy: ID ...". For comparing with another program
+ * position by position (tests/check_gguf.sh: llama.cpp on the GGUF export). */
+static int dump_logits(const char *ckpt, const char *ids_path, const char *out, int greedy, mt_error *err) {
+    mt_ckpt_info info;
+    if (mt_train_ckpt_peek(ckpt, &info, err)) return -1;
+    info.cfg.dropout = 0.0f;
+    char *text = NULL;
+    size_t len = 0;
+    if (mt_read_file(ids_path, 1 << 26, &text, &len, err)) return -1;
+    mt_tokens ids = {0};
+    for (char *p = text, *e;; p = e) {
+        while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == ',') p++;
+        if (!*p) break;
+        long v = strtol(p, &e, 10);
+        if (e == p || v < 0 || v >= info.cfg.vocab_size) {
+            free(text);
+            mt_tokens_free(&ids);
+            return mt_errorf(err, "%s: '%.20s' is not a token id of this model (0 to %d)", ids_path, p,
+                             info.cfg.vocab_size - 1);
+        }
+        mt_tokens_push(&ids, (int32_t)v);
+    }
+    free(text);
+    if (ids.len == 0 || ids.len + (size_t)greedy > (size_t)info.cfg.seq_len) {
+        mt_tokens_free(&ids);
+        return mt_errorf(err, "%s holds %zu ids; with %d greedy tokens they must be 1 to the context of %d", ids_path,
+                         ids.len, greedy, info.cfg.seq_len);
+    }
+    mt_mem mem;
+    memset(&mem, 0, sizeof mem);
+    mt_model m;
+    if (load_for_decoding(ckpt, &info, &m, &mem, err)) {
+        mt_tokens_free(&ids);
+        return -1;
+    }
+    mt_decoder g;
+    mt_decoder_init(&g, &info.cfg, &m.layout, m.params);
+    char *tmp = NULL;
+    FILE *f = mt_fopen_temp(out, &tmp, err);
+    int failed = !f;
+    const float *logits = NULL;
+    for (size_t i = 0; i < ids.len && !failed; i++) {
+        logits = mt_decoder_step(&g, ids.data[i]);
+        failed = !logits || fwrite(logits, sizeof(float), (size_t)info.cfg.vocab_size, f) != (size_t)info.cfg.vocab_size;
+    }
+    int rc = f ? mt_fcommit_temp(f, tmp, out, failed, err) : -1;
+    if (!rc && greedy > 0) {
+        printf("greedy:");
+        for (int i = 0; i < greedy && logits; i++) {
+            int32_t best = 0;
+            for (int v = 1; v < info.cfg.vocab_size; v++)
+                if (logits[v] > logits[best]) best = v;
+            printf(" %d", best);
+            logits = i + 1 < greedy ? mt_decoder_step(&g, best) : NULL;
+        }
+        printf("\n");
+    }
+    mt_decoder_free(&g);
+    mt_model_free(&m);
+    mt_tokens_free(&ids);
+    return rc;
+}
+
 int mt_cli_eval(int argc, char **argv) {
-    const char *ckpt = NULL, *val = NULL;
-    int batch = 8, batches = 0, help = 0;
+    const char *ckpt = NULL, *val = NULL, *dump = NULL, *ids = NULL;
+    int batch = 8, batches = 0, help = 0, greedy = 0;
     mt_arg spec[] = {
         {"ckpt", MT_ARG_STR, &ckpt, "checkpoint directory", 0},
         {"val", MT_ARG_STR, &val, "token shard to evaluate on", 0},
+        {"dump-logits", MT_ARG_STR, &dump, "instead: write the logits after each token of --ids as float32 "
+                                           "[tokens, vocab] to this file (a --peft run merged)", 0},
+        {"ids", MT_ARG_STR, &ids, "with --dump-logits: a text file of token ids", 0},
+        {"greedy", MT_ARG_INT, &greedy, "with --dump-logits: then print this many greedy tokens' ids", 0},
         {"batch", MT_ARG_INT, &batch, "sequences per forward pass (default 8)", 0},
         {"batches", MT_ARG_INT, &batches, "evaluate at most this many batches (default: the whole file)", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
@@ -28,8 +126,14 @@ int mt_cli_eval(int argc, char **argv) {
     mt_error err = {{0}};
     if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return mt_cli_fail("eval", &err);
     if (help) {
-        mt_args_usage("eval", "--ckpt DIR --val FILE", spec, NARGS(spec));
+        mt_args_usage("eval", "--ckpt DIR --val FILE | --ckpt DIR --dump-logits FILE --ids FILE", spec, NARGS(spec));
         return 0;
+    }
+    if (dump || ids || greedy) {
+        if (!ckpt || !dump || !ids || val) mt_errorf(&err, "--dump-logits FILE goes with --ckpt DIR and --ids FILE (not --val)");
+        else if (greedy < 0) mt_errorf(&err, "--greedy must be >= 0, got %d", greedy);
+        else if (!dump_logits(ckpt, ids, dump, greedy, &err)) return 0;
+        return mt_cli_fail("eval", &err);
     }
     if (!ckpt || !val) {
         mt_errorf(&err, "--ckpt DIR and --val FILE are required");
@@ -121,27 +225,7 @@ int mt_cli_generate(int argc, char **argv) {
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model m;
-    if (mt_adapter_spec_active(&info.cfg.adapters)) {
-        /* a LoRA / --freeze checkpoint: decode the merged model (the decoder reads whole weights) */
-        mt_weights w, merged;
-        mt_ckpt *ck = mt_ckpt_open(ckpt, &err);
-        if (!ck) return mt_cli_fail("generate", &err);
-        int rc = mt_weights_from_ckpt(ck, &w, &err);
-        mt_ckpt_close(ck);
-        if (rc) return mt_cli_fail("generate", &err);
-        rc = mt_weights_load_frozen(&w, &err);
-        if (!rc) rc = mt_peft_merge(&w, &merged, &err);
-        mt_weights_free(&w);
-        if (rc) return mt_cli_fail("generate", &err);
-        info.cfg = merged.cfg;
-        mt_model_create(&m, &info.cfg, 1, 1, 0, &mem);
-        for (int u = 0; u < m.layout.n_units; u++)
-            memcpy(m.params[u], merged.unit[u], m.layout.units[u].numel * sizeof(float));
-        mt_weights_free(&merged);
-    } else {
-        mt_model_create(&m, &info.cfg, 1, 1, 0, &mem);
-        if (mt_model_load_checkpoint(&m, ckpt, &err)) return mt_cli_fail("generate", &err);
-    }
+    if (load_for_decoding(ckpt, &info, &m, &mem, &err)) return mt_cli_fail("generate", &err);
     mt_layout layout;
     mt_model_layout_build(&info.cfg, 1, 0, &layout);
     int32_t *ptok = NULL;

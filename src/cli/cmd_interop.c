@@ -1,6 +1,8 @@
 /* meshtrain export / import: checkpoint <-> a Hugging Face model directory
- * (any family), a GPT-2 safetensors file, or an llm.c model file. See
- * interop/hf_model.h, interop/safetensors.h and interop/llmc.h for the formats. */
+ * (any family), a GPT-2 safetensors file, or an llm.c model file; export
+ * also to GGUF (llama.cpp: the model, or a LoRA run's adapter alone). See
+ * interop/hf_model.h, interop/safetensors.h, interop/llmc.h and
+ * interop/gguf_model.h for the formats. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,16 +12,71 @@
 #include "interop/llmc.h"
 #include "interop/safetensors.h"
 #include "interop/peft.h"
+#include "interop/gguf_model.h"
+#include "core/fileio.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "optim/loss_scaler.h"
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static int check_format(const char *fmt, mt_error *err) {
-    if (!fmt) return mt_errorf(err, "--format is required (hf, safetensors, llmc or peft)");
+/* export --format gguf | gguf-lora: the model (a {peft} / {freeze} run
+ * merged into its base first, a QLoRA base dequantized) or a LoRA run's
+ * adapter alone, as llama.cpp loads them. */
+static int export_gguf(const char *ckpt, const char *format, const char *out, const char *dtype, const char *tokenizer,
+                       const char *vocab_dir, const char *template_file, mt_error *err) {
+    mt_gguf_export_opts o = {MT_GGUF_F32, tokenizer, vocab_dir, NULL, NULL};
+    int lora = !strcmp(format, "gguf-lora");
+    if (mt_gguf_type_parse(!strcmp(dtype, "fp32") ? "f32" : !strcmp(dtype, "fp16") ? "f16" : dtype, &o.dtype))
+        return mt_errorf(err, "--dtype for --format gguf must be f32, f16, bf16, q8_0 or q4_0, got '%s' (K-quants such "
+                              "as q4_k_m are not written)", dtype);
+    if (lora && o.dtype != MT_GGUF_F32) return mt_errorf(err, "--format gguf-lora writes f32 adapters; drop --dtype %s", dtype);
+    char *tmpl = NULL;
+    size_t tl = 0;
+    if (template_file && mt_read_file(template_file, 1 << 24, &tmpl, &tl, err)) return -1;
+    o.chat_template = tmpl;
+    mt_ckpt *ck = mt_ckpt_open(ckpt, err);
+    if (!ck) {
+        free(tmpl);
+        return -1;
+    }
+    mt_weights w, merged;
+    int rc = mt_weights_from_ckpt(ck, &w, err);
+    mt_ckpt_close(ck);
+    if (rc) {
+        free(tmpl);
+        return -1;
+    }
+    if (!o.tokenizer) o.tokenizer = w.cfg.vocab_size == 256 || w.cfg.family != MT_FAMILY_GPT2 ? "byte" : "gpt2";
+    o.name = ckpt;
+    if (lora) {
+        rc = mt_gguf_export_lora(out, &w, ckpt, err);
+    } else if (mt_adapter_spec_active(&w.cfg.adapters)) {
+        rc = mt_weights_load_frozen(&w, err);
+        if (!rc) rc = mt_peft_merge(&w, &merged, err);
+        if (!rc) {
+            rc = mt_gguf_export(out, &merged, &o, err);
+            mt_weights_free(&merged);
+        }
+    } else {
+        rc = mt_gguf_export(out, &w, &o, err);
+    }
+    if (!rc)
+        printf("exported %s (%s, %d layers, %d dim, %d heads, vocab %d) to %s as %s%s%s\n", ckpt,
+               mt_gguf_arch(&w.cfg, NULL), w.cfg.n_layer, w.cfg.n_embd, w.cfg.n_head, w.cfg.vocab_size, out,
+               lora ? "a LoRA adapter GGUF" : "GGUF ", lora ? "" : mt_gguf_type_name(o.dtype),
+               lora || !mt_adapter_spec_active(&w.cfg.adapters) ? "" : " (adapters merged)");
+    mt_weights_free(&w);
+    free(tmpl);
+    return rc;
+}
+
+static int check_format(const char *fmt, int exporting, mt_error *err) {
+    const char *list = exporting ? "hf, safetensors, llmc, peft, gguf or gguf-lora" : "hf, safetensors, llmc or peft";
+    if (!fmt) return mt_errorf(err, "--format is required (%s)", list);
     if (strcmp(fmt, "hf") != 0 && strcmp(fmt, "safetensors") != 0 && strcmp(fmt, "llmc") != 0 && strcmp(fmt, "peft") != 0)
-        return mt_errorf(err, "--format must be hf, safetensors, llmc or peft, got '%s'", fmt);
+        return mt_errorf(err, "--format must be %s, got '%s'%s", list, fmt,
+                         !exporting && !strncmp(fmt, "gguf", 4) ? " (GGUF is written by export only)" : "");
     return 0;
 }
 
@@ -48,16 +105,26 @@ static int check_finite(const mt_weights *w, const char *in, mt_error *err) {
 }
 
 int mt_cli_export(int argc, char **argv) {
-    const char *ckpt = NULL, *format = NULL, *out = NULL, *dtype = "fp32";
+    const char *ckpt = NULL, *format = NULL, *out = NULL, *dtype = "fp32", *tokenizer = NULL, *vocab_dir = NULL,
+               *chat_template = NULL;
     int help = 0;
     float shard_mb = 0.0f;
     mt_arg spec[] = {
         {"ckpt", MT_ARG_STR, &ckpt, "checkpoint directory to read", 0},
         {"format", MT_ARG_STR, &format, "hf (a Hugging Face model directory, any family), safetensors (one GPT-2 "
                                         "file, Hugging Face names), llmc (llm.c fp32 model file) or peft (a --peft lora "
-                                        "run's adapters as a Hugging Face peft directory)", 0},
+                                        "run's adapters as a Hugging Face peft directory), gguf (llama.cpp's model "
+                                        "file; a --peft / --freeze run merged into its base) or gguf-lora (a --peft "
+                                        "lora run's adapter as a llama.cpp LoRA adapter GGUF)", 0},
         {"out", MT_ARG_STR, &out, "output file (hf: directory)", 0},
-        {"dtype", MT_ARG_STR, &dtype, "hf: tensor type fp32 | bf16 | fp16 (default fp32)", 0},
+        {"dtype", MT_ARG_STR, &dtype, "hf: tensor type fp32 | bf16 | fp16 (default fp32); gguf: the matrices' "
+                                      "type f32 | f16 | bf16 | q8_0 | q4_0 (norms and biases stay f32)", 0},
+        {"tokenizer", MT_ARG_STR, &tokenizer, "gguf: the tokenizer written into the file: byte | gpt2 | "
+                                              "hf:PATH/tokenizer.json (default: gpt2 for a GPT-2 of vocabulary "
+                                              "50257 and more, else byte)", 0},
+        {"vocab-dir", MT_ARG_STR, &vocab_dir, "gguf with --tokenizer gpt2: directory with encoder.json and vocab.bpe", 0},
+        {"chat-template", MT_ARG_STR, &chat_template, "gguf: a file holding the Jinja chat template to embed "
+                                                      "(default: tokenizer_config.json's beside tokenizer.json)", 0},
         {"shard-mb", MT_ARG_FLOAT, &shard_mb, "hf: split the weights into files of at most this many MB with "
                                               "model.safetensors.index.json (default: one file)", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
@@ -65,12 +132,19 @@ int mt_cli_export(int argc, char **argv) {
     mt_error err = {{0}};
     if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return mt_cli_fail("export", &err);
     if (help) {
-        mt_args_usage("export", "--ckpt DIR --format hf|safetensors|llmc --out FILE|DIR", spec, NARGS(spec));
+        mt_args_usage("export", "--ckpt DIR --format hf|safetensors|llmc|peft|gguf|gguf-lora --out FILE|DIR", spec, NARGS(spec));
         return 0;
     }
     if (!ckpt) { mt_errorf(&err, "--ckpt DIR is required"); return mt_cli_fail("export", &err); }
     if (!out) { mt_errorf(&err, "--out FILE is required"); return mt_cli_fail("export", &err); }
-    if (check_format(format, &err)) return mt_cli_fail("export", &err);
+    if (format && (!strcmp(format, "gguf") || !strcmp(format, "gguf-lora")))
+        return export_gguf(ckpt, format, out, dtype, tokenizer, vocab_dir, chat_template, &err) ? mt_cli_fail("export", &err)
+                                                                                                  : 0;
+    if (tokenizer || vocab_dir || chat_template) {
+        mt_errorf(&err, "--tokenizer, --vocab-dir and --chat-template go with --format gguf");
+        return mt_cli_fail("export", &err);
+    }
+    if (check_format(format, 1, &err)) return mt_cli_fail("export", &err);
     mt_dtype dt = MT_FP32;
     if (mt_dtype_parse(dtype, &dt)) {
         mt_errorf(&err, "--dtype must be fp32, bf16 or fp16, got '%s'", dtype);
@@ -120,7 +194,7 @@ int mt_cli_import(int argc, char **argv) {
         mt_args_usage("import", "--format hf|safetensors|llmc --in FILE|DIR [--heads H] --out DIR", spec, NARGS(spec));
         return 0;
     }
-    if (check_format(format, &err)) return mt_cli_fail("import", &err);
+    if (check_format(format, 0, &err)) return mt_cli_fail("import", &err);
     if (!in) { mt_errorf(&err, "--in FILE is required"); return mt_cli_fail("import", &err); }
     if (!out) { mt_errorf(&err, "--out DIR is required"); return mt_cli_fail("import", &err); }
     if (mt_arg_seen(spec, NARGS(spec), "heads") && heads < 1) {
