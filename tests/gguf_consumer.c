@@ -13,6 +13,9 @@
  *       of every position on; writes them as float32 [n, n_vocab] to OUT;
  *       then GREEDY argmax tokens, one at a time, printed "greedy: ID ...";
  *       with LORA, the adapter GGUF applied at scale 1
+ *   gguf_consumer LIB MODEL quantize OUT q8_0|q4_0
+ *       llama.cpp's own quantizer (llama_model_quantize, "pure": every
+ *       matrix of the type) from MODEL (f32) to OUT
  *   gguf_consumer LIB MODEL tokenize TEXTFILE
  *       llama.cpp's tokenizer (from the GGUF) on the file's bytes, no
  *       special-token insertion (add_special false, parse_special true):
@@ -101,6 +104,28 @@ int main(int argc, char **argv) {
     log_set(quiet_log, NULL);
     load_backends(dir);
     backend_init();
+    if (!strcmp(argv[3], "quantize")) {
+        if (argc < 6) return 2;
+        params_blob (*quant_defaults)(void) = sym(lib, "llama_model_quantize_default_params");
+        uint32_t (*quantize)(const char *, const char *, const void *) = sym(lib, "llama_model_quantize");
+        params_blob qp = quant_defaults();
+        /* nthread, ftype, output_tensor_type, token_embedding_type (int32
+         * each), then the flags allow_requantize, quantize_output_tensor,
+         * only_copy, pure: defaults 0, 1, 0, 0, checked before pure is set */
+        if (qp.bytes[16] != 0 || qp.bytes[17] != 1 || qp.bytes[18] != 0 || qp.bytes[19] != 0) {
+            fprintf(stderr, "gguf_consumer: llama_model_quantize_params is not laid out as expected\n");
+            return 2;
+        }
+        int32_t ftype = !strcmp(argv[5], "q8_0") ? 7 : !strcmp(argv[5], "q4_0") ? 2 : -1;
+        if (ftype < 0) return 2;
+        memcpy(qp.bytes + 4, &ftype, 4);
+        qp.bytes[19] = 1; /* pure: every matrix of the type, as meshtrain writes them */
+        if (quantize(argv[2], argv[4], qp.bytes)) {
+            fprintf(stderr, "gguf_consumer: llama_model_quantize failed\n");
+            return 1;
+        }
+        return 0;
+    }
     params_blob mp = model_defaults();
     void *model = load_model(argv[2], mp);
     if (!model) {

@@ -114,7 +114,9 @@ static int add_tensor(mt_gguf_writer *gw, const mt_model_config *cfg, const char
         data = tmp;
     }
     int64_t ne[2] = {t->ndim == 2 ? cols : rows, rows};
-    return mt_gguf_add_tensor(gw, name, t->ndim, ne, t->ndim == 2 ? dtype : MT_GGUF_F32, data, err);
+    /* GPT-2's position table stays f32, as llama.cpp's converter and quantizer keep it */
+    int matrix = t->ndim == 2 && strcmp(name, "position_embd.weight");
+    return mt_gguf_add_tensor(gw, name, t->ndim, ne, matrix ? dtype : MT_GGUF_F32, data, err);
 }
 
 static void add_hparams(mt_gguf_writer *gw, const mt_model_config *c, const char *arch, uint32_t file_type,
