@@ -9,10 +9,11 @@
  * context parameters.
  *
  *   gguf_consumer LIB MODEL logits IDS OUT [GREEDY [LORA]]
- *       evaluates the ids of the text file IDS in one batch with the logits
- *       of every position on; writes them as float32 [n, n_vocab] to OUT;
- *       then GREEDY argmax tokens, one at a time, printed "greedy: ID ...";
- *       with LORA, the adapter GGUF applied at scale 1
+ *       evaluates each line of ids of the text file IDS as a sequence of its
+ *       own (a fresh context) in one batch with the logits of every
+ *       position on; writes them all as float32 [n, n_vocab] to OUT; then
+ *       GREEDY argmax tokens continue the last line, one at a time, printed
+ *       "greedy: ID ..."; with LORA, the adapter GGUF applied at scale 1
  *   gguf_consumer LIB MODEL quantize OUT q8_0|q4_0
  *       llama.cpp's own quantizer (llama_model_quantize, "pure": every
  *       matrix of the type) from MODEL (f32) to OUT
@@ -101,6 +102,7 @@ int main(int argc, char **argv) {
     int32_t (*tokenize)(const void *, const char *, int32_t, llama_token *, int32_t, bool, bool) = sym(lib, "llama_tokenize");
     int32_t (*decode)(void *, llama_batch) = sym(lib, "llama_decode");
     float *(*logits_ith)(void *, int32_t) = sym(lib, "llama_get_logits_ith");
+    void (*free_context)(void *) = sym(lib, "llama_free");
     log_set(quiet_log, NULL);
     load_backends(dir);
     backend_init();
@@ -120,6 +122,8 @@ int main(int argc, char **argv) {
         if (ftype < 0) return 2;
         memcpy(qp.bytes + 4, &ftype, 4);
         qp.bytes[19] = 1; /* pure: every matrix of the type, as meshtrain writes them */
+        int32_t one_thread = 1;
+        memcpy(qp.bytes, &one_thread, 4);
         if (quantize(argv[2], argv[4], qp.bytes)) {
             fprintf(stderr, "gguf_consumer: llama_model_quantize failed\n");
             return 1;
@@ -154,15 +158,7 @@ int main(int argc, char **argv) {
     }
     int greedy = argc > 6 ? atoi(argv[6]) : 0;
     llama_token *ids = malloc((len / 2 + 2 + (size_t)greedy) * sizeof *ids);
-    int32_t n = 0;
-    for (char *p = text, *e;; p = e) {
-        long v = strtol(p, &e, 10);
-        if (e == p) break;
-        ids[n++] = (llama_token)v;
-    }
-    params_blob cp = context_defaults();
-    uint32_t ctx_fields[3] = {(uint32_t)(n + greedy + 8), 512, 512}; /* n_ctx, n_batch, n_ubatch */
-    memcpy(cp.bytes, ctx_fields, sizeof ctx_fields);
+    params_blob cp = context_defaults(); /* n_ctx, n_batch, n_ubatch (bytes 0..11) are set per sequence */
     /* The KV cache is f16 by default, which alone moves f32 logits by ~1e-4:
      * it is made f32, and flash attention (flash_attn_type at byte 52) is
      * turned off, as it rounds the queries to f16 on the CPU. type_k and type_v sit at bytes
@@ -181,66 +177,95 @@ int main(int argc, char **argv) {
                         "bytes 28, 52, 104, 108): another llama.cpp version\n", at28, at52, at104, at108);
         return 2;
     }
-    int32_t f32 = 0;
+    int32_t f32 = 0, one_thread = 1; /* n_threads, n_threads_batch (bytes 28, 32): the test machine has few cores */
+    memcpy(cp.bytes + 28, &one_thread, 4);
+    memcpy(cp.bytes + 32, &one_thread, 4);
     memcpy(cp.bytes + 104, &f32, 4);
     memcpy(cp.bytes + 108, &f32, 4);
     memcpy(cp.bytes + 52, &f32, 4); /* flash_attn_type disabled: on the CPU it rounds Q to f16 */
-    void *ctx = init_context(model, cp);
-    if (!ctx) {
-        fprintf(stderr, "gguf_consumer: llama_init_from_model failed\n");
-        return 1;
-    }
+    void *lora = NULL;
     if (argc > 7) {
         void *(*lora_init)(void *, const char *) = sym(lib, "llama_adapter_lora_init");
-        int32_t (*set_loras)(void *, void **, size_t, float *) = sym(lib, "llama_set_adapters_lora");
-        void *ad = lora_init(model, argv[7]);
-        float scale = 1.0f;
-        if (!ad || set_loras(ctx, &ad, 1, &scale)) {
-            fprintf(stderr, "gguf_consumer: llama.cpp could not apply the LoRA adapter %s\n", argv[7]);
+        lora = lora_init(model, argv[7]);
+        if (!lora) {
+            fprintf(stderr, "gguf_consumer: llama.cpp could not load the LoRA adapter %s\n", argv[7]);
             return 1;
         }
-    }
-    int32_t *pos = malloc((size_t)n * sizeof *pos), *nseq = malloc((size_t)n * sizeof *nseq), seq0 = 0;
-    int32_t **seq = malloc((size_t)n * sizeof *seq);
-    int8_t *want = malloc((size_t)n);
-    for (int32_t i = 0; i < n; i++) {
-        pos[i] = i;
-        nseq[i] = 1;
-        seq[i] = &seq0;
-        want[i] = 1;
-    }
-    llama_batch b = {n, ids, NULL, pos, nseq, seq, want};
-    if (decode(ctx, b)) {
-        fprintf(stderr, "gguf_consumer: llama_decode failed\n");
-        return 1;
     }
     FILE *out = fopen(argv[5], "wb");
     if (!out) {
         perror(argv[5]);
         return 2;
     }
-    for (int32_t i = 0; i < n; i++)
-        if (fwrite(logits_ith(ctx, i), sizeof(float), (size_t)V, out) != (size_t)V) return 2;
-    if (fclose(out)) return 2;
-    if (greedy > 0) {
-        printf("greedy:");
-        const float *lg = logits_ith(ctx, n - 1);
-        for (int g = 0; g < greedy; g++) {
-            llama_token best = 0;
-            for (int32_t v = 1; v < V; v++)
-                if (lg[v] > lg[best]) best = v;
-            printf(" %d", best);
-            if (g + 1 == greedy) break;
-            int32_t p = n + g;
-            int8_t one = 1;
-            llama_batch s = {1, &best, NULL, &p, nseq, seq, &one};
-            if (decode(ctx, s)) {
-                fprintf(stderr, "gguf_consumer: llama_decode failed at generated token %d\n", g + 1);
+    /* each line of IDS is a sequence of its own, in a fresh context */
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        int32_t n = 0;
+        for (char *p = line, *e;; p = e) {
+            long v = strtol(p, &e, 10);
+            if (e == p) break;
+            ids[n++] = (llama_token)v;
+        }
+        if (!n) continue;
+        int last = !next || !*next;
+        uint32_t ctx_fields[3] = {(uint32_t)(n + greedy + 8), 512, 512}; /* n_ctx, n_batch, n_ubatch */
+        memcpy(cp.bytes, ctx_fields, sizeof ctx_fields);
+        void *ctx = init_context(model, cp);
+        if (!ctx) {
+            fprintf(stderr, "gguf_consumer: llama_init_from_model failed\n");
+            return 1;
+        }
+        if (lora) {
+            int32_t (*set_loras)(void *, void **, size_t, float *) = sym(lib, "llama_set_adapters_lora");
+            float scale = 1.0f;
+            if (set_loras(ctx, &lora, 1, &scale)) {
+                fprintf(stderr, "gguf_consumer: llama.cpp could not apply the LoRA adapter %s\n", argv[7]);
                 return 1;
             }
-            lg = logits_ith(ctx, -1);
         }
-        printf("\n");
+        int32_t *pos = malloc((size_t)n * sizeof *pos), *nseq = malloc((size_t)n * sizeof *nseq), seq0 = 0;
+        int32_t **seq = malloc((size_t)n * sizeof *seq);
+        int8_t *want = malloc((size_t)n);
+        for (int32_t i = 0; i < n; i++) {
+            pos[i] = i;
+            nseq[i] = 1;
+            seq[i] = &seq0;
+            want[i] = 1;
+        }
+        llama_batch b = {n, ids, NULL, pos, nseq, seq, want};
+        if (decode(ctx, b)) {
+            fprintf(stderr, "gguf_consumer: llama_decode failed\n");
+            return 1;
+        }
+        for (int32_t i = 0; i < n; i++)
+            if (fwrite(logits_ith(ctx, i), sizeof(float), (size_t)V, out) != (size_t)V) return 2;
+        if (greedy > 0 && last) {
+            printf("greedy:");
+            const float *lg = logits_ith(ctx, n - 1);
+            for (int g = 0; g < greedy; g++) {
+                llama_token best = 0;
+                for (int32_t v = 1; v < V; v++)
+                    if (lg[v] > lg[best]) best = v;
+                printf(" %d", best);
+                if (g + 1 == greedy) break;
+                int32_t p = n + g;
+                int8_t one = 1;
+                llama_batch s = {1, &best, NULL, &p, nseq, seq, &one};
+                if (decode(ctx, s)) {
+                    fprintf(stderr, "gguf_consumer: llama_decode failed at generated token %d\n", g + 1);
+                    return 1;
+                }
+                lg = logits_ith(ctx, -1);
+            }
+            printf("\n");
+        }
+        free_context(ctx);
+        free(pos);
+        free(nseq);
+        free(seq);
+        free(want);
     }
+    if (fclose(out)) return 2;
     return 0;
 }

@@ -43,10 +43,11 @@ static int load_for_decoding(const char *ckpt, mt_ckpt_info *info, mt_model *m, 
 }
 
 /* eval --dump-logits: the logits after each token of ids_path (whitespace-
- * separated ids) as little-endian float32 [n, vocab_size] to out (written
- * whole or not at all), through the decoder with its KV cache (what
- * generate runs); then `greedy` argmax tokens continue the sequence and are
- * printed, one line "greedy: ID ...". For comparing with another program
+ * separated ids; each line a sequence of its own, from position 0) as
+ * little-endian float32 [n, vocab_size] to out (written whole or not at
+ * all), through the decoder with its KV cache (what generate runs); then
+ * `greedy` argmax tokens continue the last sequence and are printed, one
+ * line "greedy: ID ...". For comparing with another program
  * position by position (tests/check_gguf.sh: llama.cpp on the GGUF export). */
 static int dump_logits(const char *ckpt, const char *ids_path, const char *out, int greedy, mt_error *err) {
     mt_ckpt_info info;
@@ -55,24 +56,36 @@ static int dump_logits(const char *ckpt, const char *ids_path, const char *out, 
     char *text = NULL;
     size_t len = 0;
     if (mt_read_file(ids_path, 1 << 26, &text, &len, err)) return -1;
-    mt_tokens ids = {0};
+    mt_tokens ids = {0}, ends = {0}; /* ends: where each line's sequence ends in ids */
+    size_t longest = 0, start = 0;
     for (char *p = text, *e;; p = e) {
-        while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == ',') p++;
-        if (!*p) break;
+        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == ',') p++;
+        if (*p == '\n' || !*p) {
+            if (ids.len > start) {
+                mt_tokens_push(&ends, (int32_t)ids.len);
+                longest = ids.len - start > longest ? ids.len - start : longest;
+                start = ids.len;
+            }
+            if (!*p) break;
+            e = p + 1;
+            continue;
+        }
         long v = strtol(p, &e, 10);
         if (e == p || v < 0 || v >= info.cfg.vocab_size) {
             free(text);
             mt_tokens_free(&ids);
+            mt_tokens_free(&ends);
             return mt_errorf(err, "%s: '%.20s' is not a token id of this model (0 to %d)", ids_path, p,
                              info.cfg.vocab_size - 1);
         }
         mt_tokens_push(&ids, (int32_t)v);
     }
     free(text);
-    if (ids.len == 0 || ids.len + (size_t)greedy > (size_t)info.cfg.seq_len) {
+    if (ids.len == 0 || longest + (size_t)greedy > (size_t)info.cfg.seq_len) {
         mt_tokens_free(&ids);
-        return mt_errorf(err, "%s holds %zu ids; with %d greedy tokens they must be 1 to the context of %d", ids_path,
-                         ids.len, greedy, info.cfg.seq_len);
+        mt_tokens_free(&ends);
+        return mt_errorf(err, "%s: each line must hold 1 to %d ids (the context, less %d greedy tokens); the longest "
+                              "holds %zu", ids_path, info.cfg.seq_len - greedy, greedy, longest);
     }
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
@@ -87,7 +100,9 @@ static int dump_logits(const char *ckpt, const char *ids_path, const char *out, 
     FILE *f = mt_fopen_temp(out, &tmp, err);
     int failed = !f;
     const float *logits = NULL;
-    for (size_t i = 0; i < ids.len && !failed; i++) {
+    for (size_t i = 0, line = 0; i < ids.len && !failed; i++) {
+        if (line > 0 && i == (size_t)ends.data[line - 1]) g.pos = 0; /* a new sequence */
+        if (i + 1 == (size_t)ends.data[line]) line++;
         logits = mt_decoder_step(&g, ids.data[i]);
         failed = !logits || fwrite(logits, sizeof(float), (size_t)info.cfg.vocab_size, f) != (size_t)info.cfg.vocab_size;
     }
@@ -106,6 +121,7 @@ static int dump_logits(const char *ckpt, const char *ids_path, const char *out, 
     mt_decoder_free(&g);
     mt_model_free(&m);
     mt_tokens_free(&ids);
+    mt_tokens_free(&ends);
     return rc;
 }
 
