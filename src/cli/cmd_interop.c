@@ -13,6 +13,7 @@
 #include "interop/safetensors.h"
 #include "interop/peft.h"
 #include "interop/gguf_model.h"
+#include "interop/hf_dir_tokenizer.h"
 #include "core/fileio.h"
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -121,9 +122,10 @@ int mt_cli_export(int argc, char **argv) {
                                       "type f32 | f16 | bf16 | q8_0 | q4_0 (norms and biases stay f32)", 0},
         {"tokenizer", MT_ARG_STR, &tokenizer, "gguf: the tokenizer written into the file: byte | gpt2 | "
                                               "hf:PATH/tokenizer.json (default: gpt2 for a GPT-2 of vocabulary "
-                                              "50257 and more, else byte)", 0},
+                                              "50257 and more, else byte); hf: also write its tokenizer files, "
+                                              "tokenizer_config.json and generation_config.json", 0},
         {"vocab-dir", MT_ARG_STR, &vocab_dir, "gguf with --tokenizer gpt2: directory with encoder.json and vocab.bpe", 0},
-        {"chat-template", MT_ARG_STR, &chat_template, "gguf: a file holding the Jinja chat template to embed "
+        {"chat-template", MT_ARG_STR, &chat_template, "gguf, hf: a file holding the Jinja chat template to embed "
                                                       "(default: tokenizer_config.json's beside tokenizer.json)", 0},
         {"shard-mb", MT_ARG_FLOAT, &shard_mb, "hf: split the weights into files of at most this many MB with "
                                               "model.safetensors.index.json (default: one file)", 0},
@@ -140,8 +142,12 @@ int mt_cli_export(int argc, char **argv) {
     if (format && (!strcmp(format, "gguf") || !strcmp(format, "gguf-lora")))
         return export_gguf(ckpt, format, out, dtype, tokenizer, vocab_dir, chat_template, &err) ? mt_cli_fail("export", &err)
                                                                                                   : 0;
-    if (tokenizer || vocab_dir || chat_template) {
-        mt_errorf(&err, "--tokenizer, --vocab-dir and --chat-template go with --format gguf");
+    if ((tokenizer || vocab_dir || chat_template) && (!format || strcmp(format, "hf"))) {
+        mt_errorf(&err, "--tokenizer, --vocab-dir and --chat-template go with --format gguf or hf");
+        return mt_cli_fail("export", &err);
+    }
+    if ((vocab_dir || chat_template) && !tokenizer) {
+        mt_errorf(&err, "--vocab-dir and --chat-template go with --tokenizer for --format hf");
         return mt_cli_fail("export", &err);
     }
     if (check_format(format, 1, &err)) return mt_cli_fail("export", &err);
@@ -164,15 +170,21 @@ int mt_cli_export(int argc, char **argv) {
     if (!rc && strcmp(format, "peft") && mt_adapter_spec_active(&w.cfg.adapters))
         rc = mt_errorf(&err, "%s holds only what a --peft / --freeze run trained: export the adapters with --format "
                              "peft, or fold them into the base first (`meshtrain merge --ckpt %s --out DIR`)", ckpt, ckpt);
+    char *tmpl = NULL;
+    size_t tl = 0;
+    if (!rc && chat_template && mt_read_file(chat_template, 1 << 24, &tmpl, &tl, &err)) rc = -1;
     if (!rc)
         rc = strcmp(format, "peft") == 0 ? mt_peft_export(out, &w, &err)
-             : strcmp(format, "hf") == 0     ? mt_hf_export(out, &w, dt, (size_t)((double)shard_mb * 1048576.0), &err)
+             : strcmp(format, "hf") == 0     ? mt_hf_export(out, &w, dt, (size_t)((double)shard_mb * 1048576.0), &err) ||
+                                               (tokenizer && mt_hf_dir_write_tokenizer(out, tokenizer, vocab_dir, tmpl,
+                                                                                       w.cfg.seq_len, &err))
              : strcmp(format, "llmc") == 0 ? mt_llmc_export(out, &w, &err)
                                            : mt_safetensors_export_gpt2(out, &w, &err);
     if (!rc)
         printf("exported %s (%d layers, %d dim, %d heads, vocab %d, %zu parameters) to %s as %s\n", ckpt,
                w.cfg.n_layer, w.cfg.n_embd, w.cfg.n_head, w.cfg.vocab_size, w.layout.total_params, out, format);
     mt_weights_free(&w);
+    free(tmpl);
     return rc ? mt_cli_fail("export", &err) : 0;
 }
 

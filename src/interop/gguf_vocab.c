@@ -37,8 +37,7 @@ static void vocab_free(vocab *v) {
     free(v->chat_template);
 }
 
-/* GPT-2's byte alphabet: byte b as the UTF-8 of its code point. */
-static size_t byte_char(unsigned b, char out[4]) {
+size_t mt_bytelevel_char(unsigned b, char out[2]) {
     unsigned cp = b;
     if (!((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF))) {
         unsigned k = 0; /* the rank of b among the bytes not printable */
@@ -71,7 +70,7 @@ static int byte_vocab(vocab *v, mt_error *err) {
         return mt_errorf(err, "the byte tokenizer has 256 tokens, the model's vocabulary only %d: pass the tokenizer it was trained with", v->n);
     for (unsigned b = 0; b < 256 && (int)b < v->n; b++) {
         char c[4];
-        size_t k = byte_char(b, c);
+        size_t k = mt_bytelevel_char(b, c);
         v->tok[b] = dup_n(c, k);
         v->type[b] = TT_NORMAL;
     }

@@ -24,6 +24,11 @@
 #define MT_INTEROP_GGUF_VOCAB_H
 #include "interop/gguf.h"
 
+/* GPT-2's byte alphabet (byte-level BPE): byte b as the UTF-8 of its code
+ * point (b itself when printable, else 256 + its rank among the others);
+ * returns the length, 1 or 2. */
+size_t mt_bytelevel_char(unsigned b, char out[2]);
+
 int mt_gguf_add_vocab(mt_gguf_writer *w, const char *spec, const char *vocab_dir, int vocab_size,
                       const char *chat_template, mt_error *err);
 
