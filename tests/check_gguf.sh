@@ -180,3 +180,7 @@ expect_failure "outside the model's vocabulary of 256" $M export --ckpt $W/llama
 none_left
 expect_failure "needs a --peft lora checkpoint" $M export --ckpt $W/llama --format gguf-lora --out $W/bad/x.gguf
 none_left
+$M train --train $W/d_train.bin --family llama --layers 1 --dim 32 --heads 2 --vocab 300 --seq-len 16 --steps 0 \
+    --log-every 0 --ckpt-dir $W/v300 >/dev/null
+expect_failure "not known from its vocabulary of 300: pass --tokenizer" $M export --ckpt $W/v300 --format gguf --out $W/bad/x.gguf
+none_left

@@ -48,7 +48,15 @@ static int export_gguf(const char *ckpt, const char *format, const char *out, co
         free(tmpl);
         return -1;
     }
-    if (!o.tokenizer) o.tokenizer = w.cfg.vocab_size == 256 || w.cfg.family != MT_FAMILY_GPT2 ? "byte" : "gpt2";
+    /* a default only where the vocabulary says which: a wrong tokenizer would load and talk garbage */
+    if (!o.tokenizer) o.tokenizer = w.cfg.vocab_size == 256 ? "byte" : w.cfg.vocab_size == 50257 ? "gpt2" : NULL;
+    if (!o.tokenizer && !lora) {
+        mt_errorf(err, "which tokenizer %s was trained with is not known from its vocabulary of %d: pass "
+                       "--tokenizer byte|gpt2|hf:PATH/tokenizer.json", ckpt, w.cfg.vocab_size);
+        mt_weights_free(&w);
+        free(tmpl);
+        return -1;
+    }
     o.name = ckpt;
     if (lora) {
         rc = mt_gguf_export_lora(out, &w, ckpt, err);
@@ -121,8 +129,8 @@ int mt_cli_export(int argc, char **argv) {
         {"dtype", MT_ARG_STR, &dtype, "hf: tensor type fp32 | bf16 | fp16 (default fp32); gguf: the matrices' "
                                       "type f32 | f16 | bf16 | q8_0 | q4_0 (norms and biases stay f32)", 0},
         {"tokenizer", MT_ARG_STR, &tokenizer, "gguf: the tokenizer written into the file: byte | gpt2 | "
-                                              "hf:PATH/tokenizer.json (default: gpt2 for a GPT-2 of vocabulary "
-                                              "50257 and more, else byte); hf: also write its tokenizer files, "
+                                              "hf:PATH/tokenizer.json (default: byte for a vocabulary of 256, gpt2 "
+                                              "for 50257, else required); hf: also write its tokenizer files, "
                                               "tokenizer_config.json and generation_config.json", 0},
         {"vocab-dir", MT_ARG_STR, &vocab_dir, "gguf with --tokenizer gpt2: directory with encoder.json and vocab.bpe", 0},
         {"chat-template", MT_ARG_STR, &chat_template, "gguf, hf: a file holding the Jinja chat template to embed "
