@@ -6,7 +6,10 @@
 # and a tied Qwen2-shaped model (q/k/v biases), each briefly trained:
 #  - f32: llama.cpp's logits at every position of a held-out window equal
 #    meshtrain's (eval --dump-logits) within 1e-4 (max abs over positions
-#    and vocabulary), and 32 greedy tokens are identical;
+#    and vocabulary), and 32 greedy tokens are identical; GPT-2 within 1e-4
+#    of the largest logit, as llama.cpp's CPU GELU is an f16 table: a
+#    float64 GPT-2 (tests/gguf_gpt2_ref.py) equals meshtrain within 1e-4,
+#    and with that table emulated equals llama.cpp within 1e-4;
 #  - f16 / bf16 / q8_0 / q4_0: mean NLL of llama.cpp on a held-out shard
 #    window within 0.5% / 1% / 1% / 5% of f32's; the q8_0 and q4_0 tensors
 #    are byte for byte what llama.cpp's own quantizer makes of the f32 file;
@@ -60,6 +63,12 @@ for fam in gpt2 llama qwen2; do
     # llama.cpp's CPU GELU reads a table at the input rounded to f16 (ggml-cpu/vec.h, GGML_GELU_FP16):
     # for GPT-2 the bound is 1e-4 relative to the largest logit; SiLU (Llama) is computed in f32
     $G close $W/mt.bin $W/lc.bin $V 1e-4 "$fam f32" $([ $fam = gpt2 ] && echo rel)
+    if [ $fam = gpt2 ]; then # that table is the whole difference: a float64 GPT-2 on the GGUF's tensors
+        $PY tests/gguf_gpt2_ref.py $W/gpt2.f32.gguf $W/prompt.txt $W/ref.bin --heads 4
+        $PY tests/gguf_gpt2_ref.py $W/gpt2.f32.gguf $W/prompt.txt $W/ref16.bin --heads 4 --gelu-f16
+        $G close $W/ref.bin $W/mt.bin $V 1e-4 "gpt2 f32: meshtrain vs a float64 reference"
+        $G close $W/ref16.bin $W/lc.bin $V 1e-4 "gpt2 f32: llama.cpp vs the reference with ggml's f16 GELU table"
+    fi
     cmp -s $W/mt_greedy.txt $W/lc_greedy.txt || { echo "$fam: greedy tokens differ:"; cat $W/mt_greedy.txt $W/lc_greedy.txt; exit 1; }
     echo "$fam f32: 32 greedy tokens identical ($(cut -c9- $W/lc_greedy.txt | cut -d' ' -f1-12) ...)"
     ref=$(mean_nll $W/$fam.f32.gguf lc)
