@@ -7,7 +7,8 @@
 # linear layer, the tied embedding trained too), and show the validation loss on that corpus before and
 # after; then fine-tune the whole model for the same steps for comparison,
 # export the adapter as a Hugging Face peft directory, fold it into the
-# base, and print a sample.
+# base, export the merged model as a q8_0 GGUF for llama.cpp, and print a
+# sample.
 # Environment: BASE (default runs/demo/ckpt), STEPS (default 120), RANKS (2),
 # FULL=0 skips the full fine-tuning comparison.
 set -euo pipefail
@@ -40,6 +41,8 @@ if [ "${FULL:-1}" != 0 ]; then
 fi
 build/meshtrain export --ckpt $O/qlora --format peft --out $O/adapter
 build/meshtrain merge --ckpt $O/qlora --out $O/merged --data $O/licenses_val.bin
+build/meshtrain export --ckpt $O/qlora --format gguf --dtype q8_0 --out $O/model.q8_0.gguf
+echo "for llama.cpp (the QLoRA run merged, q8_0): llama-cli -m $O/model.q8_0.gguf -p 'This program is free software'"
 echo "---- sample of the fine-tuned model ----"
 build/meshtrain generate --ckpt $O/qlora --prompt "This program is free software" --tokens 60 --temperature 0.8 \
     --top-k 40 --seed 7

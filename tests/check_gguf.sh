@@ -83,6 +83,14 @@ for fam in gpt2 llama qwen2; do
     done
 done
 
+echo "== llama: head dim x heads != dim (attention.key_length), one kv head, tied =="
+nice $M train --train $W/d_train.bin $MODEL --family llama --kv-heads 1 --head-dim 32 --tie-embeddings 1 --steps 30 \
+    --ckpt-dir $W/hd32 >/dev/null
+$M export --ckpt $W/hd32 --format gguf --out $W/hd32.gguf >/dev/null
+$M eval --ckpt $W/hd32 --dump-logits $W/mt.bin --ids $W/prompt.txt
+$C $W/hd32.gguf logits $W/prompt.txt $W/lc.bin
+$G close $W/mt.bin $W/lc.bin $V 1e-4 "llama head dim 32 x 4 heads, dim 64, 1 kv head, tied f32"
+
 echo "== LoRA: the adapter GGUF applied by llama.cpp onto the base GGUF; QLoRA merged =="
 for fam in llama gpt2; do
     T=$([ $fam = llama ] && echo all-linear || echo c_attn)
