@@ -110,9 +110,7 @@ static int dump_logits(const char *ckpt, const char *ids_path, const char *out, 
     if (!rc && greedy > 0) {
         printf("greedy:");
         for (int i = 0; i < greedy && logits; i++) {
-            int32_t best = 0;
-            for (int v = 1; v < info.cfg.vocab_size; v++)
-                if (logits[v] > logits[best]) best = v;
+            int32_t best = mt_sample(logits, info.cfg.vocab_size, 0.0f, 0, 0, 0, NULL); /* temperature 0: argmax */
             printf(" %d", best);
             logits = i + 1 < greedy ? mt_decoder_step(&g, best) : NULL;
         }

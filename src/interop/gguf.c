@@ -1,13 +1,13 @@
 #include "interop/gguf.h"
 #include "core/dtype.h"
 #include "core/fileio.h"
-#include <math.h>
+#include "quant/ggml_blocks.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define GGUF_ALIGN 32
-#define QK 32 /* values per Q8_0 / Q4_0 block */
+#define QK MT_GGML_QK /* values per Q8_0 / Q4_0 block */
 
 /* GGUF value types (the specification's gguf_type). */
 enum { GV_U32 = 4, GV_I32 = 5, GV_F32 = 6, GV_BOOL = 7, GV_STRING = 8, GV_ARRAY = 9 };
@@ -98,64 +98,23 @@ uint32_t mt_gguf_file_type(mt_gguf_type t) {
     return 0;
 }
 
-static void encode_q8_0(const float *x, size_t n, unsigned char *out) {
-    for (size_t b = 0; b < n / QK; b++, x += QK, out += 2 + QK) {
-        float amax = 0.0f;
-        for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[j]));
-        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        mt_fp16 h = mt_fp32_to_fp16(d);
-        memcpy(out, &h, 2);
-        for (int j = 0; j < QK; j++) out[2 + j] = (unsigned char)(int8_t)roundf(x[j] * id);
-    }
-}
-
-static void encode_q4_0(const float *x, size_t n, unsigned char *out) {
-    for (size_t b = 0; b < n / QK; b++, x += QK, out += 2 + QK / 2) {
-        float amax = 0.0f, m = 0.0f; /* m: the value of largest magnitude, with its sign */
-        for (int j = 0; j < QK; j++)
-            if (fabsf(x[j]) > amax) {
-                amax = fabsf(x[j]);
-                m = x[j];
-            }
-        float d = m / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        mt_fp16 h = mt_fp32_to_fp16(d);
-        memcpy(out, &h, 2);
-        for (int j = 0; j < QK / 2; j++) {
-            int q0 = (int)(int8_t)(x[j] * id + 8.5f), q1 = (int)(int8_t)(x[QK / 2 + j] * id + 8.5f);
-            q0 = q0 < 15 ? q0 : 15;
-            q1 = q1 < 15 ? q1 : 15;
-            out[2 + j] = (unsigned char)(q0 | (q1 << 4));
-        }
-    }
-}
-
 void mt_gguf_encode(mt_gguf_type t, const float *x, size_t n, void *out) {
     switch (t) {
     case MT_GGUF_F32: memcpy(out, x, n * 4); break;
     case MT_GGUF_F16: mt_convert_fp32_to_fp16(out, x, n); break;
     case MT_GGUF_BF16: mt_convert_fp32_to_bf16(out, x, n); break;
-    case MT_GGUF_Q8_0: encode_q8_0(x, n, out); break;
-    case MT_GGUF_Q4_0: encode_q4_0(x, n, out); break;
+    case MT_GGUF_Q8_0: mt_ggml_q8_0_encode(x, n, out); break;
+    case MT_GGUF_Q4_0: mt_ggml_q4_0_encode(x, n, out); break;
     }
 }
 
 void mt_gguf_decode(mt_gguf_type t, const void *in, size_t n, float *x) {
-    const unsigned char *p = in;
     switch (t) {
-    case MT_GGUF_F32: memcpy(x, in, n * 4); return;
-    case MT_GGUF_F16: mt_convert_fp16_to_fp32(x, in, n); return;
-    case MT_GGUF_BF16: mt_convert_bf16_to_fp32(x, in, n); return;
-    case MT_GGUF_Q8_0:
-    case MT_GGUF_Q4_0: break;
-    }
-    size_t bb = mt_gguf_block_bytes(t);
-    for (size_t b = 0; b < n / QK; b++, p += bb, x += QK) {
-        mt_fp16 h;
-        memcpy(&h, p, 2);
-        float d = mt_fp16_to_fp32(h);
-        for (int j = 0; j < QK; j++)
-            x[j] = t == MT_GGUF_Q8_0 ? d * (float)(int8_t)p[2 + j]
-                                     : d * (float)(((j < QK / 2 ? p[2 + j] : p[2 + j - QK / 2] >> 4) & 15) - 8);
+    case MT_GGUF_F32: memcpy(x, in, n * 4); break;
+    case MT_GGUF_F16: mt_convert_fp16_to_fp32(x, in, n); break;
+    case MT_GGUF_BF16: mt_convert_bf16_to_fp32(x, in, n); break;
+    case MT_GGUF_Q8_0: mt_ggml_q8_0_decode(in, n, x); break;
+    case MT_GGUF_Q4_0: mt_ggml_q4_0_decode(in, n, x); break;
     }
 }
 

@@ -6,13 +6,10 @@
  * (general.alignment's default). All little-endian.
  *
  * Tensor types: F32, F16, BF16 (rounded to nearest even, core/dtype.h) and
- * the block formats Q8_0 (32 values: an fp16 scale d = amax/127 and 32 int8
- * round(x/d)) and Q4_0 (32 values: an fp16 scale d = m/-8 where m is the
- * value of largest magnitude, and 16 bytes whose low nibbles hold values
- * 0..15 and high nibbles 16..31, each min(15, trunc(x/d + 8.5)); a value is
- * (q - 8) d) -- the rounding of ggml's reference quantizers, so a file
- * equals what llama.cpp's own quantizer writes for these types. A block
- * type needs rows (ne[0]) that are a multiple of 32.
+ * the block formats Q8_0 and Q4_0 of quant/ggml_blocks.h (the rounding of
+ * ggml's reference quantizers, so a file equals what llama.cpp's own
+ * quantizer writes for these types). A block type needs rows (ne[0]) that
+ * are a multiple of 32.
  *
  * The writer keeps the metadata and the encoded tensors in memory and
  * writes the file whole under a temporary name, renamed into place only
