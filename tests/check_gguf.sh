@@ -18,6 +18,9 @@
 #    model's logits within 1e-4; a QLoRA (nf4) run exports merged;
 #  - llama.cpp's tokenizer from the GGUF encodes a test text to meshtrain's
 #    ids: byte, GPT-2 BPE, Llama 3 and Qwen3 tokenizer.json;
+#  - chat: a toy ChatML model (tests/gguf_chat_data.py) exported as q8_0
+#    with its tokenizer.json; llama.cpp applies the chat template it reads
+#    from the GGUF, answers as trained and stops at the EOS <|im_end|>;
 #  - Hugging Face directories exported with --tokenizer carry the tokenizer
 #    files, tokenizer_config.json (chat template, EOS) and
 #    generation_config.json; the byte tokenizer's tokenizer.json encodes as
@@ -145,6 +148,28 @@ assert open(sys.argv[2]).read() == cfg["chat_template"], "the chat template diff
 assert open(sys.argv[3]).read().split()[3] == "151645", "EOS is not <|im_end|> (151645)"
 print(f"qwen3: chat template ({len(cfg['chat_template'])} bytes) and EOS <|im_end|> as in tokenizer_config.json")
 PY
+
+echo "== chat through llama.cpp: its template from the GGUF, the answer stops at EOS =="
+# a toy chat model: ChatML conversations with fixed answers, a byte tokenizer.json with the ChatML tokens
+mkdir $W/chat
+$PY tests/gguf_chat_data.py $D/tokenizer-qwen3/models/tokenizer.json $W/chat
+CT=hf:$W/chat/tokenizer.json
+$M tokenize --tokenizer $CT --out $W/chat/c $W/chat/chats.txt >/dev/null
+nice $M train --train $W/chat/c_train.bin --family llama --layers 2 --dim 64 --heads 4 --kv-heads 2 --vocab 259 \
+    --seq-len 64 --batch 8 --lr 3e-3 --steps 200 --log-every 0 --ckpt-dir $W/chat/ck >/dev/null
+$M export --ckpt $W/chat/ck --format gguf --dtype q8_0 --tokenizer $CT --out $W/chat/m.gguf >/dev/null
+for qa in "What color is the sky?|Blue." "Name a fruit.|A pear." "Say hello.|Hello there!"; do
+    printf "%s\n" "${qa%|*}" >$W/chat/q.txt
+    $C $W/chat/m.gguf chat $W/chat/q.txt 40 >$W/chat/out.txt
+    grep -qx "answer: ${qa#*|}" $W/chat/out.txt && grep -q "^stop: end of generation token" $W/chat/out.txt ||
+        { echo "llama.cpp's chat:"; cat $W/chat/out.txt; exit 1; }
+    # meshtrain's own greedy continuation of the same prompt: the answer, then <|im_end|>
+    $M generate --ckpt $W/chat/ck --tokenizer $CT --temperature 0 --tokens 20 \
+        --prompt "$(sed -n 's/^prompt: //p' $W/chat/out.txt; sed -n '2,/^answer:/p' $W/chat/out.txt | sed '$d')
+" >$W/chat/mt.txt
+    grep -qF "${qa#*|}<|im_end|>" $W/chat/mt.txt || { echo "meshtrain's continuation:"; cat $W/chat/mt.txt; exit 1; }
+    echo "chat (q8_0 GGUF): '${qa%|*}' -> '${qa#*|}', $(sed -n 's/^stop: //p' $W/chat/out.txt); meshtrain's greedy continuation the same"
+done
 
 echo "== Hugging Face directories with their tokenizer files =="
 for t in byte gpt2 qwen3; do

@@ -21,6 +21,11 @@
  *       llama.cpp's tokenizer (from the GGUF) on the file's bytes, no
  *       special-token insertion (add_special false, parse_special true):
  *       "ids: ID ..."
+ *   gguf_consumer LIB MODEL chat MESSAGE_FILE MAX
+ *       one user message (the file's text) through the GGUF's chat template
+ *       (llama_chat_apply_template), then greedy tokens until an
+ *       end-of-generation token or MAX: prints "prompt: ...", "answer: ..."
+ *       and "stop: end of generation token|token limit after N tokens"
  *   gguf_consumer LIB MODEL special TEMPLATE_OUT
  *       prints "bos ID eos ID" (-1: none) as llama.cpp reads them, and
  *       writes the chat template it finds to TEMPLATE_OUT (empty: none)
@@ -46,6 +51,23 @@ typedef struct {
 typedef struct {
     unsigned char bytes[4096];
 } params_blob;
+
+/* A batch of n tokens of sequence 0 at positions pos0.. (pos0 < 0: from 0),
+ * the last one's logits wanted (static storage: one batch at a time). */
+static llama_batch llama_batch_one(int32_t n, llama_token *ids, int32_t pos0) {
+    static int32_t pos[4096], nseq[4096], seq0 = 0;
+    static int32_t *seq[4096];
+    static int8_t want[4096];
+    if (n > 4096) exit(2);
+    for (int32_t i = 0; i < n; i++) {
+        pos[i] = (pos0 < 0 ? 0 : pos0) + i;
+        nseq[i] = 1;
+        seq[i] = &seq0;
+        want[i] = i == n - 1;
+    }
+    llama_batch b = {n, ids, NULL, pos, nseq, seq, want};
+    return b;
+}
 
 static void *sym(void *lib, const char *name) {
     void *p = dlsym(lib, name);
@@ -164,7 +186,7 @@ int main(int argc, char **argv) {
         printf("\n");
         return 0;
     }
-    if (strcmp(argv[3], "logits") || argc < 6) {
+    if ((strcmp(argv[3], "logits") && strcmp(argv[3], "chat")) || argc < 6) {
         fprintf(stderr, "gguf_consumer: unknown command %s\n", argv[3]);
         return 2;
     }
@@ -195,6 +217,60 @@ int main(int argc, char **argv) {
     memcpy(cp.bytes + 104, &f32, 4);
     memcpy(cp.bytes + 108, &f32, 4);
     memcpy(cp.bytes + 52, &f32, 4); /* flash_attn_type disabled: on the CPU it rounds Q to f16 */
+    if (!strcmp(argv[3], "chat")) {
+        typedef struct {
+            const char *role, *content;
+        } chat_message;
+        const char *(*chat_template)(const void *, const char *) = sym(lib, "llama_model_chat_template");
+        int32_t (*apply)(const char *, const chat_message *, size_t, bool, char *, int32_t) =
+            sym(lib, "llama_chat_apply_template");
+        bool (*is_eog)(const void *, llama_token) = sym(lib, "llama_vocab_is_eog");
+        int32_t (*piece)(const void *, llama_token, char *, int32_t, int32_t, bool) = sym(lib, "llama_token_to_piece");
+        int max_new = atoi(argv[5]);
+        while (len && (text[len - 1] == '\n')) text[--len] = 0;
+        const char *tmpl = chat_template(model, NULL);
+        if (!tmpl) {
+            fprintf(stderr, "gguf_consumer: the model has no chat template\n");
+            return 1;
+        }
+        chat_message msg = {"user", text};
+        char *prompt = malloc(2 * len + 4096);
+        int32_t pl = apply(tmpl, &msg, 1, true, prompt, (int32_t)(2 * len + 4096));
+        if (pl < 0 || pl >= (int32_t)(2 * len + 4096)) {
+            fprintf(stderr, "gguf_consumer: llama_chat_apply_template failed (%d)\n", pl);
+            return 1;
+        }
+        prompt[pl] = 0;
+        llama_token *ids = malloc(((size_t)pl + (size_t)max_new + 16) * sizeof *ids);
+        int32_t n = tokenize(vocab, prompt, pl, ids, pl + 16, false, true);
+        uint32_t ctx_fields[3] = {(uint32_t)(n + max_new + 8), 512, 512};
+        memcpy(cp.bytes, ctx_fields, sizeof ctx_fields);
+        void *ctx = n > 0 ? init_context(model, cp) : NULL;
+        if (!ctx) {
+            fprintf(stderr, "gguf_consumer: cannot evaluate the prompt\n");
+            return 1;
+        }
+        llama_batch b = llama_batch_one(n, ids, -1);
+        if (decode(ctx, b)) return 1;
+        printf("prompt: %s", prompt);
+        printf("answer: ");
+        int g = 0, eog = 0;
+        for (; g < max_new; g++) {
+            const float *lg = logits_ith(ctx, -1);
+            llama_token best = 0;
+            for (int32_t v = 1; v < V; v++)
+                if (lg[v] > lg[best]) best = v;
+            if ((eog = is_eog(vocab, best))) break;
+            char buf[256];
+            int32_t k = piece(vocab, best, buf, sizeof buf, 0, false);
+            if (k > 0) fwrite(buf, 1, (size_t)k, stdout);
+            ids[n + g] = best;
+            llama_batch s = llama_batch_one(1, ids + n + g, n + g);
+            if (decode(ctx, s)) return 1;
+        }
+        printf("\nstop: %s after %d tokens\n", eog ? "end of generation token" : "token limit", g);
+        return 0;
+    }
     void *lora = NULL;
     if (argc > 7) {
         void *(*lora_init)(void *, const char *) = sym(lib, "llama_adapter_lora_init");
