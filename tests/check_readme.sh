@@ -25,7 +25,7 @@ cd $W
 if ! bash run.sh > out.txt 2> err.txt; then
     echo "FAIL: the README block stopped; last lines:"; tail -n 15 out.txt err.txt; exit 1
 fi
-for f in data/mytext_train.bin run.jsonl run.log ckpt/manifest.json t.json model.safetensors ckpt-hf/manifest.json hfdir/config.json curves.png; do
+for f in data/mytext_train.bin run.jsonl run.log ckpt/manifest.json t.json model.safetensors model.gguf ckpt-hf/manifest.json hfdir/config.json curves.png; do
     [ -s $f ] || { echo "FAIL: the block did not write $f"; exit 1; }
 done
 echo "ok   README 'Using it' ran end to end ($(grep -c . block.sh) lines; $(grep -c '^step' run.log) progress lines in run.log)"
