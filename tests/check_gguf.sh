@@ -202,6 +202,8 @@ mkdir $W/bad
 none_left() { [ -z "$(ls -A $W/bad)" ] || { echo "left behind: $(ls -A $W/bad)"; exit 1; }; }
 expect_failure "must be f32, f16, bf16, q8_0 or q4_0" $M export --ckpt $W/llama --format gguf --dtype q4_k_m --out $W/bad/x.gguf
 none_left
+expect_failure "shard-mb goes with --format hf" $M export --ckpt $W/llama --format gguf --shard-mb 1 --out $W/bad/x.gguf
+none_left
 $M train --train $W/d_train.bin --family gpt2 --layers 1 --dim 48 --heads 4 --vocab $V --seq-len 16 --steps 0 \
     --log-every 0 --ckpt-dir $W/d48 >/dev/null
 expect_failure "rows of 48 values, which q8_0 cannot store" $M export --ckpt $W/d48 --format gguf --dtype q8_0 --out $W/bad/x.gguf

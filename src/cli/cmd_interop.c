@@ -147,6 +147,10 @@ int mt_cli_export(int argc, char **argv) {
     }
     if (!ckpt) { mt_errorf(&err, "--ckpt DIR is required"); return mt_cli_fail("export", &err); }
     if (!out) { mt_errorf(&err, "--out FILE is required"); return mt_cli_fail("export", &err); }
+    if (format && (!strcmp(format, "gguf") || !strcmp(format, "gguf-lora")) && mt_arg_seen(spec, NARGS(spec), "shard-mb")) {
+        mt_errorf(&err, "--shard-mb goes with --format hf (a GGUF is one file)");
+        return mt_cli_fail("export", &err);
+    }
     if (format && (!strcmp(format, "gguf") || !strcmp(format, "gguf-lora")))
         return export_gguf(ckpt, format, out, dtype, tokenizer, vocab_dir, chat_template, &err) ? mt_cli_fail("export", &err)
                                                                                                   : 0;

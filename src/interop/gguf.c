@@ -41,8 +41,9 @@ typedef struct {
     int ndim;
     int64_t ne[4];
     mt_gguf_type type;
-    unsigned char *data;
-    size_t bytes;
+    const float *src; /* the caller's values (borrowed), or owned */
+    float *owned;
+    size_t n, bytes;
 } tensor;
 
 struct mt_gguf_writer {
@@ -124,7 +125,7 @@ void mt_gguf_writer_free(mt_gguf_writer *w) {
     if (!w) return;
     for (size_t i = 0; i < w->n_t; i++) {
         free(w->t[i].name);
-        free(w->t[i].data);
+        free(w->t[i].owned);
     }
     free(w->t);
     free(w->kv.data);
@@ -171,16 +172,21 @@ void mt_gguf_kv_i32_array(mt_gguf_writer *w, const char *key, size_t n, const in
     put(&w->kv, v, n * 4);
 }
 
-int mt_gguf_add_tensor(mt_gguf_writer *w, const char *name, int ndim, const int64_t *ne, mt_gguf_type t,
-                       const float *data, mt_error *err) {
-    if (ndim < 1 || ndim > 4) return mt_errorf(err, "GGUF tensor %s: %d dimensions (1 to 4 are possible)", name, ndim);
+static int add(mt_gguf_writer *w, const char *name, int ndim, const int64_t *ne, mt_gguf_type t, const float *data,
+               float *owned, mt_error *err) {
+    if (ndim < 1 || ndim > 4) {
+        free(owned);
+        return mt_errorf(err, "GGUF tensor %s: %d dimensions (1 to 4 are possible)", name, ndim);
+    }
     size_t n = 1;
     for (int i = 0; i < ndim; i++) n *= (size_t)ne[i];
     int bs = mt_gguf_block_size(t);
-    if (ne[0] % bs)
+    if (ne[0] % bs) {
+        free(owned);
         return mt_errorf(err, "tensor %s has rows of %lld values, which %s cannot store (its blocks hold %d values: "
                               "the row length must be a multiple of %d); choose f32, f16 or bf16",
                          name, (long long)ne[0], mt_gguf_type_name(t), bs, bs);
+    }
     if (w->n_t == w->cap_t) {
         w->cap_t = w->cap_t ? 2 * w->cap_t : 64;
         tensor *nt = realloc(w->t, w->cap_t * sizeof *nt);
@@ -195,10 +201,21 @@ int mt_gguf_add_tensor(mt_gguf_writer *w, const char *name, int ndim, const int6
     d->ndim = ndim;
     for (int i = 0; i < ndim; i++) d->ne[i] = ne[i];
     d->type = t;
+    d->n = n;
     d->bytes = n / (size_t)bs * mt_gguf_block_bytes(t);
-    d->data = mt_xmalloc(d->bytes ? d->bytes : 1, "GGUF tensor data");
-    mt_gguf_encode(t, data, n, d->data);
+    d->src = data;
+    d->owned = owned;
     return 0;
+}
+
+int mt_gguf_add_tensor(mt_gguf_writer *w, const char *name, int ndim, const int64_t *ne, mt_gguf_type t,
+                       const float *data, mt_error *err) {
+    return add(w, name, ndim, ne, t, data, NULL, err);
+}
+
+int mt_gguf_add_tensor_owned(mt_gguf_writer *w, const char *name, int ndim, const int64_t *ne, mt_gguf_type t,
+                             float *data, mt_error *err) {
+    return add(w, name, ndim, ne, t, data, data, err); /* freed on error too */
 }
 
 static size_t align_up(size_t x) { return (x + GGUF_ALIGN - 1) / GGUF_ALIGN * GGUF_ALIGN; }
@@ -229,11 +246,17 @@ int mt_gguf_write(const mt_gguf_writer *w, const char *path, mt_error *err) {
         return -1;
     }
     int failed = fwrite(h.data, 1, h.len, f) != h.len;
+    /* tensors are encoded one at a time into one buffer: the file is never whole in memory */
+    size_t maxb = 1;
+    for (size_t i = 0; i < w->n_t; i++) maxb = w->t[i].bytes > maxb ? w->t[i].bytes : maxb;
+    unsigned char *enc = mt_xmalloc(maxb, "GGUF encoding buffer");
     for (size_t i = 0; i < w->n_t && !failed; i++) {
         const tensor *t = &w->t[i];
-        failed = fwrite(t->data, 1, t->bytes, f) != t->bytes ||
+        mt_gguf_encode(t->type, t->src, t->n, enc);
+        failed = fwrite(enc, 1, t->bytes, f) != t->bytes ||
                  fwrite(zeros, 1, align_up(t->bytes) - t->bytes, f) != align_up(t->bytes) - t->bytes;
     }
+    free(enc);
     free(h.data);
     return mt_fcommit_temp(f, tmp, path, failed, err);
 }

@@ -11,9 +11,11 @@
  * quantizer writes for these types). A block type needs rows (ne[0]) that
  * are a multiple of 32.
  *
- * The writer keeps the metadata and the encoded tensors in memory and
- * writes the file whole under a temporary name, renamed into place only
- * when complete (no partial file is ever left at the path). */
+ * The writer keeps the metadata in memory and the tensors as the caller's
+ * fp32 values, encoding one tensor at a time while writing (memory: the
+ * model once, plus one encoded tensor); the file is written under a
+ * temporary name and renamed into place only when complete (no partial
+ * file is ever left at the path). */
 #ifndef MT_INTEROP_GGUF_H
 #define MT_INTEROP_GGUF_H
 #include <stddef.h>
@@ -57,9 +59,14 @@ void mt_gguf_kv_i32_array(mt_gguf_writer *w, const char *key, size_t n, const in
 
 /* A tensor of ndim (1..4) dimensions ne[] (ne[0] fastest: a row-major
  * [rows, cols] matrix is ne = {cols, rows}) from fp32 data, stored as t.
+ * data is borrowed: it must stay valid and unchanged until mt_gguf_write.
  * -1 with err when a block type does not divide ne[0]. */
 int mt_gguf_add_tensor(mt_gguf_writer *w, const char *name, int ndim, const int64_t *ne, mt_gguf_type t,
                        const float *data, mt_error *err);
+/* The same, the writer taking data (malloc'd) over: freed with the writer,
+ * or at once on error. */
+int mt_gguf_add_tensor_owned(mt_gguf_writer *w, const char *name, int ndim, const int64_t *ne, mt_gguf_type t,
+                             float *data, mt_error *err);
 
 /* Writes the file atomically (temporary name, fsync, rename). */
 int mt_gguf_write(const mt_gguf_writer *w, const char *path, mt_error *err);

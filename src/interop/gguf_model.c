@@ -101,7 +101,7 @@ static void permute_rows(float *dst, const float *src, int64_t rows, int64_t col
 /* One tensor of ours: rows (padding stripped for the vocabulary), the
  * llama permutation, stored as dtype if 2-D. */
 static int add_tensor(mt_gguf_writer *gw, const mt_model_config *cfg, const char *arch, const mt_tensor *t,
-                      const float *data, mt_gguf_type dtype, float *tmp, mt_error *err) {
+                      const float *data, mt_gguf_type dtype, mt_error *err) {
     char name[160];
     int perm;
     if (gguf_name(cfg, arch, t->name, name, sizeof name, &perm))
@@ -109,14 +109,13 @@ static int add_tensor(mt_gguf_writer *gw, const mt_model_config *cfg, const char
                               "GGUF", t->name, arch);
     int64_t rows = t->gshape[0], cols = t->ndim == 2 ? t->gshape[1] : 1;
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output.weight")) rows = cfg->vocab_size;
-    if (perm) {
-        permute_rows(tmp, data, rows, cols, mt_model_head_dim(cfg));
-        data = tmp;
-    }
     int64_t ne[2] = {t->ndim == 2 ? cols : rows, rows};
     /* GPT-2's position table stays f32, as llama.cpp's converter and quantizer keep it */
-    int matrix = t->ndim == 2 && strcmp(name, "position_embd.weight");
-    return mt_gguf_add_tensor(gw, name, t->ndim, ne, matrix ? dtype : MT_GGUF_F32, data, err);
+    mt_gguf_type type = t->ndim == 2 && strcmp(name, "position_embd.weight") ? dtype : MT_GGUF_F32;
+    if (!perm) return mt_gguf_add_tensor(gw, name, t->ndim, ne, type, data, err);
+    float *p = mt_xmalloc((size_t)(rows * cols) * sizeof(float), "GGUF permuted rows");
+    permute_rows(p, data, rows, cols, mt_model_head_dim(cfg));
+    return mt_gguf_add_tensor_owned(gw, name, t->ndim, ne, type, p, err);
 }
 
 static void add_hparams(mt_gguf_writer *gw, const mt_model_config *c, const char *arch, uint32_t file_type,
@@ -157,21 +156,17 @@ int mt_gguf_export(const char *path, const mt_weights *w, const mt_gguf_export_o
     mt_gguf_writer *gw = mt_gguf_writer_new();
     add_hparams(gw, c, arch, mt_gguf_file_type(o->dtype), o->name);
     int rc = mt_gguf_add_vocab(gw, o->tokenizer, o->vocab_dir, c->vocab_size, o->chat_template, err);
-    size_t maxn = 1;
-    for (int u = 0; u < w->layout.n_units; u++)
-        for (int i = 0; i < w->layout.units[u].n_tensors; i++)
-            if (w->layout.units[u].t[i].gnumel > maxn) maxn = w->layout.units[u].t[i].gnumel;
-    float *tmp = mt_xmalloc(maxn * sizeof(float), "GGUF permutation buffer");
     for (int u = 0; u < w->layout.n_units && !rc; u++)
         for (int i = 0; i < w->layout.units[u].n_tensors && !rc; i++) {
             const mt_tensor *t = &w->layout.units[u].t[i];
-            rc = add_tensor(gw, c, arch, t, w->unit[u] + t->offset, o->dtype, tmp, err);
+            rc = add_tensor(gw, c, arch, t, w->unit[u] + t->offset, o->dtype, err);
         }
     if (!rc && c->family == MT_FAMILY_LLAMA && c->rope_scaling) {
         /* llama.cpp divides each base frequency by rope_freqs[j]: Llama 3.1's
          * factor per frequency, as the converter computes it (1 for short
          * wavelengths, factor for long ones, interpolated between) */
         int hd = mt_model_head_dim(c);
+        float *tmp = mt_xmalloc((size_t)(hd / 2) * sizeof(float), "rope_freqs");
         double old = c->rope_original_max_pos, lo = old / c->rope_low_freq_factor, hi = old / c->rope_high_freq_factor;
         for (int j = 0; j < hd / 2; j++) {
             double f = 1.0 / pow(c->rope_theta, 2.0 * j / hd), wavelen = 2.0 * M_PI / f;
@@ -179,9 +174,8 @@ int mt_gguf_export(const char *path, const mt_weights *w, const mt_gguf_export_o
             tmp[j] = wavelen < hi ? 1.0f : wavelen > lo ? c->rope_factor : (float)(1.0 / ((1.0 - sm) / c->rope_factor + sm));
         }
         int64_t ne[1] = {hd / 2};
-        rc = mt_gguf_add_tensor(gw, "rope_freqs.weight", 1, ne, MT_GGUF_F32, tmp, err);
+        rc = mt_gguf_add_tensor_owned(gw, "rope_freqs.weight", 1, ne, MT_GGUF_F32, tmp, err);
     }
-    free(tmp);
     if (!rc) rc = mt_gguf_write(gw, path, err);
     mt_gguf_writer_free(gw);
     return rc;
@@ -201,11 +195,6 @@ int mt_gguf_export_lora(const char *path, const mt_weights *w, const char *name,
     mt_gguf_kv_string(gw, "adapter.type", "lora");
     mt_gguf_kv_f32(gw, "adapter.lora.alpha", mt_lora_scale(&c->adapters) * (float)c->adapters.r);
     int rc = 0, n = 0;
-    size_t maxn = 1;
-    for (int u = 0; u < w->layout.n_units; u++)
-        for (int i = 0; i < w->layout.units[u].n_tensors; i++)
-            if (w->layout.units[u].t[i].gnumel > maxn) maxn = w->layout.units[u].t[i].gnumel;
-    float *tmp = mt_xmalloc(maxn * sizeof(float), "GGUF permutation buffer");
     for (int u = 0; u < w->layout.n_units && !rc; u++)
         for (int i = 0; i < w->layout.units[u].n_tensors && !rc; i++) {
             const mt_tensor *a = &w->layout.units[u].t[i];
@@ -235,15 +224,15 @@ int mt_gguf_export_lora(const char *path, const mt_weights *w, const char *name,
             snprintf(full, sizeof full, "%s.lora_a", g);
             rc = mt_gguf_add_tensor(gw, full, 2, nea, MT_GGUF_F32, w->unit[u] + a->offset, err);
             const float *bd = w->unit[ub] + b->offset;
-            if (perm) {
-                permute_rows(tmp, bd, out, r, mt_model_head_dim(c));
-                bd = tmp;
-            }
             snprintf(full, sizeof full, "%s.lora_b", g);
-            if (!rc) rc = mt_gguf_add_tensor(gw, full, 2, neb, MT_GGUF_F32, bd, err);
+            if (!rc && !perm) rc = mt_gguf_add_tensor(gw, full, 2, neb, MT_GGUF_F32, bd, err);
+            if (!rc && perm) { /* B's rows are the target's output rows: permuted as the base's are */
+                float *p = mt_xmalloc((size_t)(out * r) * sizeof(float), "GGUF permuted rows");
+                permute_rows(p, bd, out, r, mt_model_head_dim(c));
+                rc = mt_gguf_add_tensor_owned(gw, full, 2, neb, MT_GGUF_F32, p, err);
+            }
             n++;
         }
-    free(tmp);
     if (!rc && !n) rc = mt_errorf(err, "the checkpoint holds no LoRA tensors");
     if (!rc) rc = mt_gguf_write(gw, path, err);
     mt_gguf_writer_free(gw);
