@@ -18,6 +18,7 @@ typedef struct {
 } buf;
 
 static void put(buf *b, const void *p, size_t n) {
+    if (!n) return; /* p may be NULL then (an empty metadata buffer) */
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n) cap *= 2;
