@@ -9,7 +9,7 @@
 # to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PKGS="build-essential libopenmpi-dev openmpi-bin libopenblas-openmp-dev libdnnl-dev libpcre2-dev libicu-dev nodejs npm fortunes python3-torch python3-numpy clang libclang-rt-14-dev libplplot-dev plplot-driver-cairo libyaml-dev"
+PKGS="build-essential libopenmpi-dev openmpi-bin libopenblas-openmp-dev libdnnl-dev libpcre2-dev libicu-dev nodejs npm fortunes python3-torch python3-numpy python3-jinja2 clang libclang-rt-14-dev libplplot-dev plplot-driver-cairo libyaml-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

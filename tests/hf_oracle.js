@@ -7,6 +7,9 @@
 //       prints FILE's ids (read as UTF-8), one per line, from
 //       encode(text, add_special_tokens = false): no BOS/EOS from the
 //       post_processor, special tokens written in the text still matched
+//   node hf_oracle.js DEPS encode-list TOKENIZER_JSON IN.json OUT.json
+//       IN.json a list of strings; writes OUT.json, the list of their ids
+//       (as encode above)
 //   node hf_oracle.js DEPS text TOKENIZER_JSON CORPUS BYTES SEED OUT [raw]
 //       writes OUT: CORPUS's first lines (up to about BYTES/2 bytes) then
 //       seeded random text up to about BYTES bytes (mixed scripts, emoji,
@@ -111,6 +114,12 @@ async function main() {
     const enc = await tk.encode(text, null, { addSpecialTokens: false });
     const ids = enc.getIds();
     process.stdout.write(ids.join('\n') + (ids.length ? '\n' : ''));
+  } else if (mode === 'encode-list') {
+    const tk = loadTokenizer(deps, json);
+    const texts = JSON.parse(fs.readFileSync(rest[0], 'utf8'));
+    const out = [];
+    for (const t of texts) out.push((await tk.encode(t, null, { addSpecialTokens: false })).getIds());
+    fs.writeFileSync(rest[1], JSON.stringify(out));
   } else if (mode === 'text') {
     const [corpus, bytesArg, seedArg, out, raw] = rest;
     const bytes = parseInt(bytesArg, 10), next = rng(parseInt(seedArg, 10));

@@ -143,7 +143,7 @@ int main(void) {
     write_raw(path, (int32_t[]){20240326, 1, 8}, 256, tok, 8);
     expect_reject("model file", "magic 20240326", "model file", NULL);
     write_raw(path, (int32_t[]){MT_SHARD_MAGIC, 2, 8}, 256, tok, 8);
-    expect_reject("bad version", "version 2", "version 1", NULL);
+    expect_reject("bad version", "version 2", "versions 1 (llm.c) and 101", NULL);
     write_raw(path, (int32_t[]){MT_SHARD_MAGIC, 1, 8}, 256, tok, 5);
     expect_reject("truncated", "truncated", "8 tokens", "1034 bytes");
     write_raw(path, (int32_t[]){MT_SHARD_MAGIC, 1, 5}, 256, tok, 8);
@@ -152,6 +152,38 @@ int main(void) {
     expect_reject("zero tokens", "zero tokens", NULL, NULL);
     write_raw(path, (int32_t[]){MT_SHARD_MAGIC, 1, -3}, 256, tok, 8);
     expect_reject("negative", "negative", "-3", NULL);
+    /* the loss-mask extension: round trip (uint16 and uint32), a plain
+     * shard has no flags, and a window length the count does not fit is refused */
+    {
+        int32_t xt[9] = {5, 6, 7, 8, 9, 10, 11, 12, 0};
+        uint8_t xf[9] = {MT_TOK_DOC, MT_TOK_LOSS, MT_TOK_LOSS, MT_TOK_PAD, MT_TOK_DOC, 0, MT_TOK_LOSS, MT_TOK_PAD,
+                         MT_TOK_PAD};
+        uint8_t *fb = NULL;
+        int win = -1;
+        snprintf(path, sizeof path, "%s/x.bin", dir);
+        for (int wide = 0; wide < 2; wide++) {
+            xt[1] = wide ? 100000 : 6;
+            CHECK(mt_shard_write_ext(path, xt, xf, 9, 4, 2, &err) == 0, "ext write: %s", err.msg);
+            mt_shard s;
+            CHECK(mt_shard_open(&s, path, &err) == 0 && s.flags && s.window == 4 && s.n_docs == 2 && s.n == 9 &&
+                      !memcmp(s.flags, xf, 9) && (wide ? s.tokens32 != NULL : s.tokens != NULL),
+                  "ext open (wide %d): %s", wide, err.msg);
+            mt_shard_close(&s);
+            CHECK(mt_shard_read_ext(path, &back, &n, NULL, &fb, &win, &err) == 0 && n == 9 && win == 4 && fb &&
+                      !memcmp(fb, xf, 9) && back[1] == (uint32_t)xt[1],
+                  "ext read: %s", err.msg);
+            free(back);
+            free(fb);
+        }
+        CHECK(mt_shard_write_ext(path, xt, xf, 8, 4, 2, &err) == -1 && strstr(err.msg, "whole windows of 4"),
+              "8 tokens in windows of 4 (+1) accepted: %s", err.msg);
+        CHECK(mt_shard_write(path, xt, 9, &err) == 0 && mt_shard_read_ext(path, &back, &n, NULL, &fb, &win, &err) == 0 &&
+                  fb == NULL && win == 0,
+              "plain shard with flags: %s", err.msg);
+        free(back);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/bad.bin", dir);
+    }
     /* a directory is not a shard */
     snprintf(path, sizeof path, "%s", dir);
     expect_reject("directory", "not a regular file", NULL, NULL);

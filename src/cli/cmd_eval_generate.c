@@ -162,9 +162,13 @@ int mt_cli_eval(int argc, char **argv) {
     info.cfg.dropout = 0.0f;
     uint32_t *tok = NULL;
     size_t n = 0;
+    uint8_t *flags = NULL;
+    int window = 0;
     mt_loader ld;
     if (mt_train_read_tokens(val, info.cfg.vocab_size, &tok, &n, &err) ||
-        mt_loader_init(&ld, tok, n, info.cfg.seq_len, batch, MT_ORDER_SEQUENTIAL, 0, info.cfg.vocab_size, &err))
+        mt_loader_init(&ld, tok, n, info.cfg.seq_len, batch, MT_ORDER_SEQUENTIAL, 0, info.cfg.vocab_size, &err) ||
+        mt_train_read_flags(val, &flags, &window, &err) ||
+        (flags && mt_loader_set_flags(&ld, flags, window, val, &err)))
         return mt_cli_fail("eval", &err);
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
@@ -185,12 +189,17 @@ int mt_cli_eval(int argc, char **argv) {
         }
         sum += l;
     }
-    double tokens = (double)nb * batch * info.cfg.seq_len;
+    double tokens = (double)mt_loader_count(&ld, 0, nb * batch); /* the counted targets (all without a loss mask) */
+    if (tokens == 0) {
+        mt_errorf(&err, "%s has no counted target (its loss mask is empty) in the %d batches evaluated", val, nb);
+        return mt_cli_fail("eval", &err);
+    }
     printf("val_loss %.6f over %d batches (%.0f tokens) of %s at step %lld\n", sum / tokens, nb, tokens, val,
            (long long)info.step);
     mt_model_free(&m);
     mt_loader_free(&ld);
     free(tok);
+    free(flags);
     return 0;
 }
 

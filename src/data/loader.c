@@ -1,5 +1,6 @@
 #include "data/loader.h"
 #include "core/philox.h"
+#include "data/shard.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,27 @@ size_t mt_loader_sample_start(mt_loader *ld, uint64_t g) {
     return (size_t)ld->perm[g % ld->n_windows] * T;
 }
 
+int mt_loader_set_flags(mt_loader *ld, const uint8_t *flags, int window, const char *path, mt_error *err) {
+    if (window > 0 && window != ld->T)
+        return mt_errorf(err,
+                         "%s holds samples laid out in windows of %d tokens, but {seq-len} is %d: tokenize it again "
+                         "with {seq-len} %d, or train with {seq-len} %d",
+                         path, window, ld->T, ld->T, window);
+    ld->flags = flags;
+    return 0;
+}
+
+int64_t mt_loader_count(mt_loader *ld, uint64_t g0, int count) {
+    int T = ld->T;
+    if (!ld->flags) return (int64_t)count * T;
+    int64_t c = 0;
+    for (int s = 0; s < count; s++) {
+        const uint8_t *f = ld->flags + mt_loader_sample_start(ld, g0 + (uint64_t)s) + 1;
+        for (int t = 0; t < T; t++) c += f[t] & MT_TOK_LOSS;
+    }
+    return c;
+}
+
 void mt_loader_fill(mt_loader *ld, uint64_t g0, int count, int32_t *inputs, int32_t *targets, uint64_t *sample_ids) {
     int T = ld->T;
     for (int s = 0; s < count; s++) {
@@ -91,6 +113,11 @@ void mt_loader_fill(mt_loader *ld, uint64_t g0, int count, int32_t *inputs, int3
         for (int t = 0; t < T; t++) {
             inputs[(size_t)s * T + t] = src[t];
             targets[(size_t)s * T + t] = src[t + 1];
+        }
+        if (ld->flags) {
+            const uint8_t *f = ld->flags + start + 1;
+            for (int t = 0; t < T; t++)
+                if (!(f[t] & MT_TOK_LOSS)) targets[(size_t)s * T + t] = -1;
         }
         if (sample_ids) sample_ids[s] = g0 + (uint64_t)s;
     }

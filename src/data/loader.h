@@ -8,7 +8,12 @@
  *               the end (then it wraps to the start); sample i at +i*T.
  *   shuffled:   the stream is cut into W = (n-1)/T windows (window w starts
  *               at w*T); epoch e = g / W visits them in a permutation drawn
- *               from (seed, e) (Fisher-Yates on Philox numbers). */
+ *               from (seed, e) (Fisher-Yates on Philox numbers).
+ * With loss masks (an extended shard's flags, data/shard.h) a target whose
+ * token is not a counted target (MT_TOK_LOSS clear) is delivered as -1,
+ * which the cross-entropy ignores; mt_loader_count gives the number of
+ * counted targets of a range of samples, so the trainer can normalise the
+ * loss by the global batch's count before any rank computes. */
 #ifndef MT_DATA_LOADER_H
 #define MT_DATA_LOADER_H
 #include <stddef.h>
@@ -27,6 +32,7 @@ typedef struct {
     size_t n_batches;    /* sequential: nb */
     uint32_t *perm;      /* shuffled: permutation of the current epoch */
     int64_t perm_epoch;  /* epoch the permutation belongs to (-1: none) */
+    const uint8_t *flags; /* per-token MT_TOK_* flags (mt_loader_set_flags), NULL: every target counts */
 } mt_loader;
 
 int mt_data_order_parse(const char *s, mt_data_order *out, mt_error *err);
@@ -36,6 +42,14 @@ const char *mt_data_order_name(mt_data_order o); /* "shuffled" | "sequential" */
 int mt_loader_init(mt_loader *ld, const uint32_t *tokens, size_t n_tokens, int T, int B, mt_data_order order,
                    uint64_t seed, int vocab_size, mt_error *err);
 void mt_loader_free(mt_loader *ld);
+/* Attaches the per-token flags of an extended shard (flags[n_tokens],
+ * owned by the caller). window is the shard's window length: it must be 0
+ * or equal to T (else -1 with a message naming both, from `path`), so the
+ * samples are the windows they were laid out for. */
+int mt_loader_set_flags(mt_loader *ld, const uint8_t *flags, int window, const char *path, mt_error *err);
+/* The number of counted targets of global samples g0 .. g0+count-1
+ * (count*T without flags). */
+int64_t mt_loader_count(mt_loader *ld, uint64_t g0, int count);
 /* Token offset of global sample g's window. */
 size_t mt_loader_sample_start(mt_loader *ld, uint64_t g);
 /* Fills inputs/targets [count, T] for global samples g0 .. g0+count-1. */

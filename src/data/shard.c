@@ -44,16 +44,26 @@ int mt_shard_open(mt_shard *s, const char *path, mt_error *err) {
     const char *bad = NULL;
     char msg[MT_ERROR_LEN];
     int wide = h[0] == MT_SHARD_MAGIC_U32;
-    long long count = h[2], want = MT_SHARD_HEADER_BYTES + (wide ? 4 : 2) * (long long)h[2];
+    int ext = h[1] == (wide ? MT_SHARD_VERSION_U32_EXT : MT_SHARD_VERSION_EXT);
+    long long count = h[2], want = MT_SHARD_HEADER_BYTES + ((wide ? 4 : 2) + (ext ? 1 : 0)) * (long long)h[2];
     if (h[0] != MT_SHARD_MAGIC && !wide) {
         snprintf(msg, sizeof msg, "token shard %s has magic %d, expected %d (uint16 ids) or %d (uint32 ids); %s", path,
                  (int)h[0], MT_SHARD_MAGIC, MT_SHARD_MAGIC_U32,
                  h[0] == LLMC_MODEL_MAGIC ? "this is an llm.c model file, not a token shard"
                                           : "not an llm.c token shard");
         bad = msg;
-    } else if (h[1] != (wide ? MT_SHARD_VERSION_U32 : MT_SHARD_VERSION)) {
-        snprintf(msg, sizeof msg, "token shard %s (magic %d) has version %d; only version %d is supported", path,
-                 (int)h[0], (int)h[1], wide ? MT_SHARD_VERSION_U32 : MT_SHARD_VERSION);
+    } else if (h[1] != (wide ? MT_SHARD_VERSION_U32 : MT_SHARD_VERSION) && !ext) {
+        snprintf(msg, sizeof msg, "token shard %s (magic %d) has version %d; only versions %d (llm.c) and %d (with loss "
+                 "masks) are supported", path, (int)h[0], (int)h[1], wide ? MT_SHARD_VERSION_U32 : MT_SHARD_VERSION,
+                 wide ? MT_SHARD_VERSION_U32_EXT : MT_SHARD_VERSION_EXT);
+        bad = msg;
+    } else if (ext && h[3] != MT_SHARD_EXT_REVISION) {
+        snprintf(msg, sizeof msg, "token shard %s has loss-mask extension revision %d; only %d is supported (written by "
+                 "a newer meshtrain?)", path, (int)h[3], MT_SHARD_EXT_REVISION);
+        bad = msg;
+    } else if (ext && (h[4] < 0 || h[5] < 0)) {
+        snprintf(msg, sizeof msg, "token shard %s has a negative window length %d or document count %d in its header",
+                 path, (int)h[4], (int)h[5]);
         bad = msg;
     } else if (count < 0) {
         snprintf(msg, sizeof msg, "token shard %s has a negative token count %lld in its header", path, count);
@@ -70,6 +80,11 @@ int mt_shard_open(mt_shard *s, const char *path, mt_error *err) {
         snprintf(msg, sizeof msg,
                  "token shard %s has %lld bytes, more than the %lld its header's %lld tokens need (%lld extra)", path,
                  size, want, count, size - want);
+        bad = msg;
+    } else if (ext && h[4] > 0 && (count - 1) % h[4] != 0) {
+        snprintf(msg, sizeof msg,
+                 "token shard %s: its %lld tokens are not whole windows of %d plus one, as its header's window "
+                 "length says", path, count, (int)h[4]);
         bad = msg;
     }
     if (bad) {
@@ -89,6 +104,11 @@ int mt_shard_open(mt_shard *s, const char *path, mt_error *err) {
         for (size_t i = 0; i < s->n; i++) mx = s->tokens[i] > mx ? s->tokens[i] : mx;
     }
     s->max_token = mx;
+    if (ext) {
+        s->flags = (const uint8_t *)data + (size_t)count * (wide ? 4 : 2);
+        s->window = h[4];
+        s->n_docs = h[5];
+    }
     return 0;
 }
 
@@ -98,6 +118,11 @@ void mt_shard_close(mt_shard *s) {
 }
 
 int mt_shard_read(const char *path, uint32_t **tokens, size_t *n, uint32_t *max_token, mt_error *err) {
+    return mt_shard_read_ext(path, tokens, n, max_token, NULL, NULL, err);
+}
+
+int mt_shard_read_ext(const char *path, uint32_t **tokens, size_t *n, uint32_t *max_token, uint8_t **flags,
+                      int *window, mt_error *err) {
     mt_shard s;
     if (mt_shard_open(&s, path, err)) return -1;
     uint32_t *t = mt_xmalloc(s.n * sizeof *t, "token shard contents");
@@ -107,6 +132,14 @@ int mt_shard_read(const char *path, uint32_t **tokens, size_t *n, uint32_t *max_
     *tokens = t;
     *n = s.n;
     if (max_token) *max_token = s.max_token;
+    if (flags) {
+        *flags = NULL;
+        if (s.flags) {
+            *flags = mt_xmalloc(s.n, "token shard flags");
+            memcpy(*flags, s.flags, s.n);
+        }
+    }
+    if (window) *window = s.window;
     mt_shard_close(&s);
     return 0;
 }
@@ -157,11 +190,15 @@ static void sync_parent_dir(const char *path) {
 }
 
 /* Writes the shard from either an int32 or a uint16 array. */
-static int write_shard(const char *path, const int32_t *t32, const uint16_t *t16, size_t n, mt_error *err) {
+static int write_shard(const char *path, const int32_t *t32, const uint16_t *t16, const uint8_t *flags, size_t n,
+                       int window, int64_t n_docs, mt_error *err) {
     if (n == 0) return mt_errorf(err, "refusing to write token shard %s with zero tokens", path);
     if ((long long)n > MT_SHARD_MAX_TOKENS || n > (SIZE_MAX - MT_SHARD_HEADER_BYTES) / 4)
         return mt_errorf(err, "cannot write token shard %s: %zu tokens exceed the format's limit of %lld per file", path,
                          n, MT_SHARD_MAX_TOKENS);
+    if (flags && (window < 0 || (window > 0 && (n - 1) % (size_t)window) || n_docs < 0 || n_docs > INT32_MAX))
+        return mt_errorf(err, "cannot write token shard %s: %zu tokens are not whole windows of %d plus one, or %lld "
+                         "documents are out of range", path, n, window, (long long)n_docs);
     int wide = 0; /* an id over 65535: llm.c's uint32 layout */
     if (t32)
         for (size_t i = 0; i < n; i++) {
@@ -180,6 +217,12 @@ static int write_shard(const char *path, const int32_t *t32, const uint16_t *t16
     }
     int32_t header[MT_SHARD_HEADER_INTS] = {wide ? MT_SHARD_MAGIC_U32 : MT_SHARD_MAGIC,
                                             wide ? MT_SHARD_VERSION_U32 : MT_SHARD_VERSION, (int32_t)n};
+    if (flags) {
+        header[1] = wide ? MT_SHARD_VERSION_U32_EXT : MT_SHARD_VERSION_EXT;
+        header[3] = MT_SHARD_EXT_REVISION;
+        header[4] = window;
+        header[5] = (int32_t)n_docs;
+    }
     int rc = write_all(fd, header, sizeof header);
     if (t16) {
         if (!rc) rc = write_all(fd, t16, n * sizeof *t16);
@@ -194,6 +237,7 @@ static int write_shard(const char *path, const int32_t *t32, const uint16_t *t16
             i += k;
         }
     }
+    if (flags && !rc) rc = write_all(fd, flags, n);
     const char *what = "write";
     if (!rc && fsync(fd)) {
         rc = -1;
@@ -222,9 +266,14 @@ static int write_shard(const char *path, const int32_t *t32, const uint16_t *t16
 }
 
 int mt_shard_write(const char *path, const int32_t *tokens, size_t n, mt_error *err) {
-    return write_shard(path, tokens, NULL, n, err);
+    return write_shard(path, tokens, NULL, NULL, n, 0, 0, err);
+}
+
+int mt_shard_write_ext(const char *path, const int32_t *tokens, const uint8_t *flags, size_t n, int window,
+                       int64_t n_docs, mt_error *err) {
+    return write_shard(path, tokens, NULL, flags, n, window, n_docs, err);
 }
 
 int mt_shard_write_u16(const char *path, const uint16_t *tokens, size_t n, mt_error *err) {
-    return write_shard(path, NULL, tokens, n, err);
+    return write_shard(path, NULL, tokens, NULL, n, 0, 0, err);
 }

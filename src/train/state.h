@@ -28,6 +28,7 @@ typedef struct {
     mt_model model;
     mt_opt_states optim;    /* the optimizer: its state streams per unit (optim/opt_state.h) */
     uint32_t *train_tokens, *val_tokens;
+    uint8_t *train_flags, *val_flags; /* loss masks of extended shards, NULL for plain ones */
     size_t n_train, n_val;
     mt_loader train_ld, val_ld;
     int has_val;

@@ -33,6 +33,20 @@ int mt_train_read_tokens(const char *path, int vocab_size, uint32_t **tokens, si
     return 0;
 }
 
+int mt_train_read_flags(const char *path, uint8_t **flags, int *window, mt_error *err) {
+    mt_shard s;
+    *flags = NULL;
+    *window = 0;
+    if (mt_shard_open(&s, path, err)) return -1;
+    if (s.flags) {
+        *flags = mt_xmalloc(s.n, "token shard flags");
+        memcpy(*flags, s.flags, s.n);
+        *window = s.window;
+    }
+    mt_shard_close(&s);
+    return 0;
+}
+
 /* ---- tensors in checkpoint (tp-1) coordinates ---- */
 
 /* The stored shape of a tensor: its tp-1 shape with the rows a checkpoint

@@ -14,6 +14,10 @@ typedef struct {
  * a line naming the file, the position and the id); 0 skips the check (for
  * a caller that infers the vocabulary from the data). */
 int mt_train_read_tokens(const char *path, int vocab_size, uint32_t **tokens, size_t *n, mt_error *err);
+/* An extended shard's per-token flags (data/shard.h: the loss mask and
+ * document starts) as a malloc'd *flags and its window length; NULL and 0
+ * for a plain shard. */
+int mt_train_read_flags(const char *path, uint8_t **flags, int *window, mt_error *err);
 /* Reads the model config and step of a checkpoint directory. */
 int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err);
 /* Loads parameters (and, when resuming, optimizer state and step). */

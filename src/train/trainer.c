@@ -146,11 +146,18 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
     if (mt_loader_init(&tr->train_ld, tr->train_tokens, tr->n_train, op->cfg.seq_len, op->batch, op->order, op->seed,
                        op->cfg.vocab_size, err))
         return -1;
+    int window;
+    if (mt_train_read_flags(op->train_path, &tr->train_flags, &window, err) ||
+        (tr->train_flags && mt_loader_set_flags(&tr->train_ld, tr->train_flags, window, op->train_path, err)))
+        return -1;
     if (op->val_path) {
         if (mt_train_read_tokens(op->val_path, op->cfg.vocab_size, &tr->val_tokens, &tr->n_val, err)) return -1;
         /* windows of one sequence: sample g is the g-th window whatever the micro-batch (layout-free eval) */
         if (mt_loader_init(&tr->val_ld, tr->val_tokens, tr->n_val, op->cfg.seq_len, 1, MT_ORDER_SEQUENTIAL, op->seed,
                            op->cfg.vocab_size, err))
+            return -1;
+        if (mt_train_read_flags(op->val_path, &tr->val_flags, &window, err) ||
+            (tr->val_flags && mt_loader_set_flags(&tr->val_ld, tr->val_flags, window, op->val_path, err)))
             return -1;
         tr->has_val = 1;
     }
@@ -342,15 +349,17 @@ double mt_trainer_step(mt_trainer *tr) {
     mt_model *m = &tr->model;
     mt_zero *z = &tr->zero;
     mt_train_opts *o = &tr->o;
-    int T = o->cfg.seq_len;
-    /* The loader never yields ignored (-1) targets, so the loss is the mean
-     * over all B*T targets of the global batch; gradients are scaled by the
-     * global count, so the data-parallel reduction is a sum. */
-    double count = (double)o->batch * T;
+    /* The loss is the mean over the counted targets of the whole global
+     * batch (all B*T of them without a loss mask): every rank counts them
+     * in the loader, whatever its share, and the gradients are scaled by
+     * that global count, so the data-parallel reduction is a sum and any
+     * layout or accumulation equals one process. A batch without a counted
+     * target contributes nothing. */
+    double count = (double)mt_loader_count(&tr->train_ld, (uint64_t)tr->step * (uint64_t)o->batch, o->batch);
     /* fp16: the loss (so every gradient) is multiplied by the loss scale */
     const int fp16 = o->precision == MT_FP16;
     const float scale = fp16 ? tr->scaler.st.scale : 1.0f;
-    float dscale = (float)(1.0 / count) * scale;
+    float dscale = count > 0 ? (float)(1.0 / count) * scale : 0.0f;
     int64_t t_step = mt_trace_now_ns();
     if (o->test_slow_ms > 0 && tr->rank == o->test_slow_rank) { /* test aid: a straggler, outside communication */
         struct timespec ts = {o->test_slow_ms / 1000, (long)(o->test_slow_ms % 1000) * 1000000L};
@@ -417,7 +426,7 @@ double mt_trainer_step(mt_trainer *tr) {
     mt_trace_span_args(tr->trace, "step", "step", 1, t_step, t, "step", tr->step + 1, NULL, 0);
     tr->step++;
     tr->last_norm = norm;
-    tr->last_loss = loss_sum / count;
+    tr->last_loss = count > 0 ? loss_sum / count : 0.0;
     return tr->last_loss;
 }
 
@@ -432,7 +441,7 @@ double mt_trainer_step(mt_trainer *tr) {
  * micro-batch, dealt round-robin over the dp ranks, and the chunk sums
  * added in double (orders differ only in double rounding). */
 double mt_trainer_eval(mt_trainer *tr) {
-    int b = tr->o.micro_batch, T = tr->o.cfg.seq_len, dp = tr->dp;
+    int b = tr->o.micro_batch, dp = tr->dp;
     int E = tr->o.eval_batch > 0 ? tr->o.eval_batch : tr->o.batch;
     int nb = tr->o.eval_batches > 0 ? tr->o.eval_batches : 1;
     int64_t chunks = (int64_t)nb * E / b; /* E % b == 0 (mt_trainer_init) */
@@ -447,7 +456,8 @@ double mt_trainer_eval(mt_trainer *tr) {
     }
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &sum, &sum, 1, MT_COMM_F64, MT_COMM_SUM);
     mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_PP), &sum, &sum, 1, MT_COMM_F64, MT_COMM_SUM);
-    return sum / ((double)nb * E * T);
+    double count = (double)mt_loader_count(&tr->val_ld, 0, nb * E); /* the val loader's samples are single windows */
+    return count > 0 ? sum / count : 0.0;
 }
 
 /* The step boundary: every rank learns whether any rank found non-finite
@@ -694,4 +704,6 @@ void mt_trainer_free(mt_trainer *tr) {
     mt_loader_free(&tr->val_ld);
     free(tr->train_tokens);
     free(tr->val_tokens);
+    free(tr->train_flags);
+    free(tr->val_flags);
 }
