@@ -68,7 +68,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_ref import lr_at, read_shard  # noqa: E402  (the GPT-2 parity test's data order and schedule)
+from torch_ref import lr_at, read_shard_mask  # noqa: E402  (the GPT-2 parity test's data order and schedule)
 
 BIAS_OF = {"q_proj": True, "k_proj": True, "v_proj": True, "o_proj": False}
 
@@ -360,7 +360,7 @@ def flat_grads(model, vocab_rows, order):
 def cmd_train(a):
     model = load(a.model)
     V = model.cfg.V
-    tokens = read_shard(a.data)
+    tokens, counted = read_shard_mask(a.data)
     if tokens.size and tokens.max() >= V:
         raise SystemExit(f"token {tokens.max()} is outside the vocabulary of {V}")
     params = model.params()
@@ -381,7 +381,9 @@ def cmd_train(a):
     for step in range(a.steps):
         start = (step % nb) * B * T
         buf = torch.tensor(tokens[start:start + B * T + 1])
-        x, y = buf[:-1].view(B, T), buf[1:].view(B, T)
+        x, y = buf[:-1].view(B, T), buf[1:].view(B, T).clone()
+        if counted is not None:  # the loss mask: ignore_index targets, the mean over the counted ones
+            y[~torch.tensor(counted[start + 1:start + B * T + 1]).view(B, T)] = -100
         opt.zero_grad(set_to_none=True)
         loss = model(x, y)
         loss.backward()

@@ -41,6 +41,19 @@ def read_shard(path):
         assert header[0] == 20240520 and header[1] == 1
         return np.frombuffer(f.read(), dtype=np.uint16)[: header[2]].astype(np.int64)
 
+def read_shard_mask(path):
+    """A token shard's ids and, for meshtrain's extended shards (versions
+    101 / 107, data/shard.h), whether each token is a counted target (None
+    for a plain shard)."""
+    with open(path, "rb") as f:
+        h = np.frombuffer(f.read(256 * 4), dtype=np.int32)
+        n, wide, ext = int(h[2]), h[1] in (7, 107), h[1] in (101, 107)
+        assert h[1] in (1, 7, 101, 107), f"{path}: shard version {h[1]}"
+        toks = np.frombuffer(f.read((4 if wide else 2) * n), dtype=np.uint32 if wide else np.uint16).astype(np.int64)
+        counted = (np.frombuffer(f.read(n), dtype=np.uint8) & 1).astype(bool) if ext else None
+    return toks, counted
+
+
 class GPT(torch.nn.Module):
     def __init__(self, w, L, H, V, Vp):
         super().__init__()
@@ -175,7 +188,7 @@ def main():
     torch.set_num_threads(1)
     Vp = (a.vocab + 127) // 128 * 128
     model = GPT(read_safetensors(a.weights), a.layers, a.heads, a.vocab, Vp)
-    tokens = read_shard(a.data)
+    tokens, counted = read_shard_mask(a.data)
     names = model.order()
     decay = [model.p[n] for n in names if model.p[n].dim() == 2]
     nodecay = [model.p[n] for n in names if model.p[n].dim() < 2]
@@ -203,7 +216,9 @@ def main():
         start = (step % nb) * B * T
         buf = torch.tensor(tokens[start:start + B * T + 1])
         x = buf[:-1].view(B, T)
-        y = buf[1:].view(B, T)
+        y = buf[1:].view(B, T).clone()
+        if counted is not None:  # the loss mask: ignored targets, the mean over the counted ones
+            y[~torch.tensor(counted[start + 1:start + B * T + 1]).view(B, T)] = -1
         opt.zero_grad(set_to_none=True)
         loss = model(x, y)
         loss.backward()
