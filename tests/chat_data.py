@@ -118,8 +118,12 @@ def byte_decoder():
 
 def token_bytes(tokjson):
     j = json.load(open(tokjson, encoding="utf-8"))
-    bd = byte_decoder()
-    out = {i: bytes(bd[ch] for ch in t) for t, i in j["model"]["vocab"].items()}
+    if j["model"].get("byte_fallback"):  # SentencePiece style: U+2581 is a space, <0xAB> a byte
+        out = {i: bytes([int(t[3:5], 16)]) if re.fullmatch(r"<0x[0-9A-F]{2}>", t) else t.replace("\u2581", " ").encode()
+               for t, i in j["model"]["vocab"].items()}
+    else:
+        bd = byte_decoder()
+        out = {i: bytes(bd[ch] for ch in t) for t, i in j["model"]["vocab"].items()}
     for a in j.get("added_tokens", []):
         out[a["id"]] = a["content"].encode()
     return out

@@ -262,10 +262,14 @@ static void test_refusals(void) {
                    "model type 'Unigram' is not supported", "only byte-level BPE");
     expect_refusal("WordPiece", "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}", "'WordPiece'",
                    "only byte-level BPE");
-    expect_refusal(
-        "byte_fallback",
-        "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {\"<0x00>\": 0}, \"merges\": []}}",
-        "byte_fallback", "SentencePiece");
+    expect_refusal("byte_fallback with ByteLevel",
+                   "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {\"<0x00>\": 0}, \"merges\": []}, "
+                   "\"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
+                   "pre_tokenizer 'ByteLevel' with a byte_fallback BPE", "Metaspace");
+    expect_refusal("byte_fallback with Lowercase",
+                   "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": {\"<0x00>\": 0}, \"merges\": []}, "
+                   "\"normalizer\": {\"type\": \"Lowercase\"}}",
+                   "normalizer 'Lowercase'", "Prepend and Replace");
     expect_refusal(
         "Metaspace",
         make_json(vocab, "\"a b\"", NULL, NULL, NULL, "{\"type\": \"Metaspace\", \"replacement\": \"\\u2581\"}", NULL),

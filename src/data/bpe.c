@@ -193,6 +193,7 @@ mt_bpe_flavor mt_bpe_get_flavor(const mt_bpe *b) { return b->flavor; }
 int mt_bpe_vocab_size(const mt_bpe *b) { return b->n_vocab; }
 int32_t mt_bpe_eot(const mt_bpe *b) { return b->eot; }
 int32_t mt_bpe_byte_token(const mt_bpe *b, unsigned char byte) { return b->byte_tok[byte]; }
+int mt_bpe_decode_strips_space(const mt_bpe *b) { return b->sp && b->sp_strip_first; }
 
 const unsigned char *mt_bpe_token_bytes(const mt_bpe *b, int32_t id, size_t *len) {
     if (id < 0 || id >= b->n_vocab || (b->tok_kind && b->tok_kind[id] == MT_BPE_TOK_NONE)) return NULL;
@@ -584,6 +585,7 @@ void mt_bpe_free(mt_bpe *b) {
     free(b->u16a);
     free(b->u16b);
     mt_bytes_free(&b->nfc_out);
+    mt_bytes_free(&b->sp_norm);
     free(b);
 }
 
@@ -1104,6 +1106,112 @@ static const unsigned char *to_nfc(mt_bpe *b, const unsigned char *s, size_t n, 
     return b->nfc_out.data;
 }
 
+/* ---- SentencePiece-style BPE ---- */
+
+static void sp_grow(mt_bpe *b, size_t n) {
+    if (n <= b->scap) return;
+    b->scap = n;
+    b->sid = mt_bpe_xrealloc(b->sid, n, sizeof *b->sid, "BPE symbols");
+    b->snext = mt_bpe_xrealloc(b->snext, n, sizeof *b->snext, "BPE symbol links");
+    b->sprev = mt_bpe_xrealloc(b->sprev, n, sizeof *b->sprev, "BPE symbol links");
+    b->mpos = mt_bpe_xrealloc(b->mpos, n, sizeof *b->mpos, "BPE merge positions");
+}
+
+/* One word (valid UTF-8), as the tokenizers library's BPE with byte_fallback
+ * starts it: each character its token, else its bytes' <0xXX> tokens (when
+ * all exist), else the unknown token (consecutive ones fused with
+ * fuse_unk); then merge_hf. */
+static void sp_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out) {
+    if (n == 0) return;
+    if (n > INT32_MAX / 4) mt_die("BPE word of %zu bytes is too long", n);
+    sp_grow(b, n);
+    int32_t k = 0, unk_open = 0;
+    for (size_t i = 0; i < n;) {
+        size_t l = mt_utf8_seq_len(w + i, n - i);
+        if (!l) l = 1;
+        int32_t id = mt_bpe_str_lookup(b, w + i, l);
+        int bytes_ok = 1;
+        for (size_t j = 0; j < l; j++) bytes_ok &= b->byte_tok[w[i + j]] >= 0;
+        if (id >= 0) {
+            b->sid[k++] = id;
+            unk_open = 0;
+        } else if (bytes_ok) {
+            for (size_t j = 0; j < l; j++) b->sid[k++] = b->byte_tok[w[i + j]];
+            unk_open = 0;
+        } else if (b->unk >= 0 && !(unk_open && b->fuse_unk)) {
+            b->sid[k++] = b->unk;
+            unk_open = 1;
+        }
+        i += l;
+    }
+    for (int32_t i = 0; i < k; i++) {
+        b->snext[i] = i + 1 < k ? i + 1 : -1;
+        b->sprev[i] = i - 1;
+    }
+    if (k == 0) return;
+    size_t hn = 0;
+    for (int32_t i = 0; i + 1 < k; i++) push_pair(b, &hn, i);
+    merge_hf(b, hn);
+    for (int32_t p = 0; p >= 0; p = b->snext[p]) mt_tokens_push(out, b->sid[p]);
+}
+
+/* A word through the cache (words of Metaspace's split are short). */
+static void sp_word_cached(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out) {
+    if (n > CACHE_WORD_MAX) {
+        sp_word(b, w, n, out);
+        return;
+    }
+    uint64_t h = hash_bytes(w, n);
+    if (b->ctab) {
+        centry *e = cache_slot(b, h, w, n);
+        if (e->key_len) {
+            for (size_t i = 0; i < e->tok_len; i++) mt_tokens_push(out, b->ctoks.data[e->tok_off + i]);
+            return;
+        }
+    }
+    if (b->ckeys.len > UINT32_MAX / 2 || b->ctoks.len > UINT32_MAX / 2) cache_clear(b);
+    size_t start = out->len;
+    sp_word(b, w, n, out);
+    cache_insert(b, h, w, n, out->data + start, out->len - start);
+}
+
+/* The normalized run: Metaspace's split cuts it before every space (the
+ * space begins the next word); else it is one word. */
+static int sp_words(mt_bpe *b, const unsigned char *s, size_t n, mt_tokens *out, mt_error *err) {
+    (void)err;
+    if (b->piece_fn) {
+        b->piece_fn(b->piece_ctx, s, n);
+        return 0;
+    }
+    if (!b->sp_split) {
+        sp_word(b, s, n, out);
+        return 0;
+    }
+    size_t a = 0;
+    for (size_t i = 1; i <= n; i++)
+        if (i == n || s[i] == ' ') {
+            sp_word_cached(b, s + a, i - a, out);
+            a = i;
+        }
+    return 0;
+}
+
+/* A valid UTF-8 run between added tokens: the space prepended as the
+ * normalizer or Metaspace say (spaces are the vocabulary's U+2581 already),
+ * normalized added tokens taken out, the rest encoded. */
+static int sp_encode_run(mt_bpe *b, const unsigned char *s, size_t n, mt_tokens *out, mt_error *err) {
+    int pre = (b->sp_prepend && n > 0) ||
+              ((b->sp_meta == 1 || (b->sp_meta == 2 && s == b->enc_start)) && n > 0 && s[0] != ' ');
+    b->sp_norm.len = 0;
+    if (pre) mt_bytes_append(&b->sp_norm, " ", 1);
+    mt_bytes_append(&b->sp_norm, s, n);
+    /* the scratch is reused by the next run: work on a copy of the pointer's data length */
+    const unsigned char *t = b->sp_norm.data;
+    size_t tn = b->sp_norm.len;
+    if (b->n_added_kind[1]) return split_added(b, 1, t, tn, sp_words, out, err);
+    return sp_words(b, t, tn, out, err);
+}
+
 /* ---- text ---- */
 
 static int pretokenize_all(mt_bpe *b, const unsigned char *s, size_t n, mt_tokens *out, mt_error *err) {
@@ -1113,6 +1221,7 @@ static int pretokenize_all(mt_bpe *b, const unsigned char *s, size_t n, mt_token
 /* A valid UTF-8 run: normalize, take out the added tokens that match the
  * normalized text, pre-tokenize the rest. */
 static int encode_valid_run(mt_bpe *b, const unsigned char *s, size_t n, mt_tokens *out, mt_error *err) {
+    if (b->sp) return sp_encode_run(b, s, n, out, err);
     if (b->nfc && !(s = to_nfc(b, s, n, &n, err))) return -1;
     if (b->n_added_kind[1]) return split_added(b, 1, s, n, pretokenize_all, out, err);
     return pretokenize(b, 0, s, n, out, err);
@@ -1126,13 +1235,18 @@ static int encode_gap(mt_bpe *b, const unsigned char *text, size_t len, mt_token
         size_t j = i, l;
         while (j < len && (l = mt_utf8_seq_len(text + j, len - j)) > 0) j += l;
         if (j > i && encode_valid_run(b, text + i, j - i, out, err)) return -1;
-        if (j < len) mt_tokens_push(out, b->byte_tok[text[j++]]); /* an invalid byte stands alone */
+        if (j < len) { /* an invalid byte stands alone */
+            int32_t id = b->byte_tok[text[j++]];
+            if (id >= 0) mt_tokens_push(out, id);
+            else if (b->unk >= 0) mt_tokens_push(out, b->unk);
+        }
         i = j;
     }
     return 0;
 }
 
 int mt_bpe_encode(mt_bpe *b, const unsigned char *text, size_t len, mt_tokens *out, mt_error *err) {
+    b->enc_start = text;
     if (b->n_added_kind[0]) return split_added(b, 0, text, len, encode_gap, out, err);
     return encode_gap(b, text, len, out, err);
 }

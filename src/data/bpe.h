@@ -26,6 +26,9 @@ int32_t mt_bpe_eot(const mt_bpe *b);
  * tokenizer.json vocabulary). */
 const unsigned char *mt_bpe_token_bytes(const mt_bpe *b, int32_t id, size_t *len);
 int32_t mt_bpe_byte_token(const mt_bpe *b, unsigned char byte);
+/* SentencePiece-style BPE: decoding drops one space at the start of the
+ * text (the one the encoder prepends). */
+int mt_bpe_decode_strips_space(const mt_bpe *b);
 
 /* Encodes any byte string (see tokenizer.h for invalid UTF-8). */
 int mt_bpe_encode(mt_bpe *b, const unsigned char *text, size_t len, mt_tokens *out, mt_error *err);

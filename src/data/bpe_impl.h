@@ -70,6 +70,19 @@ struct mt_bpe {
     void (*piece_fn)(void *ctx, const unsigned char *s, size_t n);
     void *piece_ctx;
     int nfc;                 /* normalize each text run to NFC before pre-tokenization */
+    /* SentencePiece-style BPE (byte_fallback; see hf_tokenizer.c): tokens
+     * hold the text they stand for (the vocabulary's U+2581 as a space),
+     * the <0xXX> tokens are byte_tok[XX] (kind BYTE, not looked up by
+     * string), and a text run is encoded whole, not pre-tokenized */
+    int sp;
+    int sp_prepend;          /* 1: a space before every non-empty run (the Prepend normalizer) */
+    int sp_meta;             /* Metaspace: 0 none, 1 prepend always, 2 first run only, 3 never */
+    int sp_split;            /* Metaspace split: words begin at each space */
+    int sp_strip_first;      /* decoding drops the space the encoder prepended */
+    int32_t unk;             /* the unknown token, -1 none */
+    int fuse_unk;
+    const unsigned char *enc_start; /* the text mt_bpe_encode was given (Metaspace "first") */
+    mt_bytes sp_norm;        /* scratch: a run with its prepended space */
     mt_bpe_added *added;
     size_t n_added;
     unsigned char *added_bytes;
@@ -93,7 +106,7 @@ struct mt_bpe {
     mt_bytes nfc_out;
 };
 
-enum { MT_BPE_TOK_NONE = 0, MT_BPE_TOK_MODEL = 1, MT_BPE_TOK_ADDED = 2 };
+enum { MT_BPE_TOK_NONE = 0, MT_BPE_TOK_MODEL = 1, MT_BPE_TOK_ADDED = 2, MT_BPE_TOK_BYTE = 3 };
 
 void *mt_bpe_xrealloc(void *p, size_t n, size_t size, const char *what);
 void mt_bpe_build_alphabet(uint32_t byte_to_cp[256], int16_t cp_to_byte[MT_BPE_ALPHABET_MAX]);

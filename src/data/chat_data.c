@@ -130,6 +130,11 @@ static int encode_spans(mt_chat_data *d, sample_buf *s, const char *text, size_t
     for (size_t i = start; i < s->tok->len && exact; i++) {
         size_t l;
         const unsigned char *b = mt_tokenizer_token_bytes(d->tk, s->tok->data[i], &l);
+        if (b && l > 0 && b[0] == ' ' && (off + l > n || memcmp(text + off, b, l)) && off + l - 1 <= n &&
+            !memcmp(text + off, b + 1, l - 1)) { /* SentencePiece: the space the tokenizer put before a run */
+            b++;
+            l--;
+        }
         if (!b || off + l > n || memcmp(text + off, b, l)) {
             exact = 0;
             break;

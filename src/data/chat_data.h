@@ -16,9 +16,11 @@
  * completion), all (every token but a sample's first), last (the last
  * answer only). A token counts when any of its bytes lies in a trained
  * range; tokens are those of the whole rendered conversation (identical to
- * the tokenizer's encoding of the text a Jinja template renders), except
- * where the tokenizer normalises (decode(encode(x)) != x): then the answers
- * and the text between them are encoded one piece at a time.
+ * the tokenizer's encoding of the text a Jinja template renders), whose
+ * bytes are found by walking the token texts along the rendered text (a
+ * SentencePiece tokenizer's prepended space stands for no byte); where the
+ * tokens do not spell the text (a normalising tokenizer: NFC), the answers
+ * and the text between them are encoded one piece at a time instead.
  *
  * Each sample becomes one window of T tokens ({seq-len}): its tokens, then
  * padding (never counted). A sample longer than T is dropped, truncated to T

@@ -4,11 +4,22 @@
  * alphabet, with a pre_tokenizer that is ByteLevel (add_prefix_space false;
  * use_regex true runs GPT-2's regex) or a Sequence of Split steps (a Regex or
  * String pattern, behavior Isolated, not inverted) ending in ByteLevel:
- * GPT-2, Llama 3, Qwen2/3 and the like. Refused with a one-line message:
- * other model types (Unigram, WordPiece, WordLevel), BPE without ByteLevel
- * (SentencePiece style: byte_fallback, "▁"), dropout, subword prefixes or
- * suffixes, normalizers other than NFC, decoders other than ByteLevel, and
- * added tokens with single_word.
+ * GPT-2, Llama 3, Qwen2/3 and the like. And SentencePiece-style BPE
+ * (model.byte_fallback true: Llama 2, Mistral, TinyLlama): a vocabulary in
+ * UTF-8 with U+2581 for the space and <0x00>..<0xFF> byte tokens, the
+ * normalizer Prepend(U+2581) + Replace(" " -> U+2581) without a
+ * pre-tokenizer (Llama 2's file), or a Metaspace pre-tokenizer (replacement
+ * U+2581, prepend_scheme always / first / never, split or not); every text
+ * run between added tokens is one word (split: words begin at each space)
+ * whose characters are their tokens, else their bytes' tokens, else the
+ * unknown token (fused with fuse_unk), merged as below. Its tokens are held
+ * as the text they stand for (U+2581 as a space, <0xAB> as the byte), so
+ * decoding concatenates them and drops the space the encoder prepended at
+ * the start. Refused with a one-line message: other model types (Unigram,
+ * WordPiece, WordLevel), dropout, subword prefixes or suffixes, normalizers
+ * other than NFC (byte-level) or Prepend/Replace (SentencePiece style),
+ * decoders other than ByteLevel (byte-level), vocabularies holding a plain
+ * space (SentencePiece style), and added tokens with single_word.
  *
  * How it encodes (the tokenizers library's order): added tokens (special or
  * not) are found in the raw text first, leftmost-longest, and emitted as
@@ -95,7 +106,8 @@ static int is_true(const mt_json *o, const char *key) {
 }
 
 #define ONLY_BYTE_LEVEL                                                                                                \
-    "only byte-level BPE (model.type \"BPE\" with a ByteLevel pre-tokenizer, as GPT-2, Llama 3, Qwen2/3) is supported"
+    "only byte-level BPE (model.type \"BPE\" with a ByteLevel pre-tokenizer, as GPT-2, Llama 3, Qwen2/3) and "          \
+    "SentencePiece-style BPE (byte_fallback, as Llama 2, Mistral, TinyLlama) are supported"
 
 static int add_pattern(mt_bpe *b, const char *path, const mt_json *pat, size_t step, mt_error *err) {
     const mt_json *re = mt_json_get(pat, "Regex"), *lit = mt_json_get(pat, "String");
@@ -116,7 +128,37 @@ static int add_pattern(mt_bpe *b, const char *path, const mt_json *pat, size_t s
     return mt_errorf(err, "%s: pattern must be {\"Regex\": \"...\"} or {\"String\": \"...\"}", what);
 }
 
+/* SentencePiece style: none (the normalizer prepends and replaces), or
+ * Metaspace with the replacement U+2581. */
+static int read_sp_pre_tokenizer(mt_bpe *b, const char *path, const mt_json *pt, mt_error *err) {
+    if (!pt || pt->type == MT_JSON_NULL) return 0;
+    const char *t = type_of(pt);
+    if (t && !strcmp(t, "Sequence")) {
+        const mt_json *steps = mt_json_get(pt, "pretokenizers");
+        if (!steps || steps->type != MT_JSON_ARRAY || steps->count != 1)
+            return mt_errorf(err, "%s: a byte_fallback BPE's pre_tokenizer Sequence must hold exactly one Metaspace", path);
+        pt = steps->child;
+        t = type_of(pt);
+    }
+    if (!t || strcmp(t, "Metaspace"))
+        return mt_errorf(err, "%s: pre_tokenizer '%s' with a byte_fallback BPE is not supported (none or Metaspace are)",
+                         path, t ? t : "(no type)");
+    const mt_json *rep = mt_json_get(pt, "replacement"), *ps = mt_json_get(pt, "prepend_scheme"),
+                  *aps = mt_json_get(pt, "add_prefix_space"), *sp = mt_json_get(pt, "split");
+    if (!rep || rep->type != MT_JSON_STRING || strcmp(rep->str, "\xE2\x96\x81"))
+        return mt_errorf(err, "%s: Metaspace replacement must be U+2581", path);
+    if (ps && ps->type == MT_JSON_STRING)
+        b->sp_meta = !strcmp(ps->str, "always") ? 1 : !strcmp(ps->str, "first") ? 2 : !strcmp(ps->str, "never") ? 3 : -1;
+    else
+        b->sp_meta = aps && aps->type == MT_JSON_BOOL && !aps->boolean ? 3 : 1; /* older files: add_prefix_space */
+    if (b->sp_meta < 0) return mt_errorf(err, "%s: Metaspace prepend_scheme '%s' is unknown", path, ps->str);
+    b->sp_split = !sp || sp->type != MT_JSON_BOOL || sp->boolean; /* the library's default is true */
+    b->sp_strip_first = b->sp_meta != 3;
+    return 0;
+}
+
 static int read_pre_tokenizer(mt_bpe *b, const char *path, const mt_json *pt, mt_error *err) {
+    if (b->sp) return read_sp_pre_tokenizer(b, path, pt, err);
     if (!pt || pt->type == MT_JSON_NULL)
         return mt_errorf(err, "%s: no pre_tokenizer, so not byte-level; " ONLY_BYTE_LEVEL, path);
     const mt_json *steps = pt;
@@ -189,11 +231,28 @@ static int read_normalizer(mt_bpe *b, const char *path, const mt_json *nz, mt_er
             if (read_normalizer(b, path, x, err)) return -1;
         return 0;
     }
-    if (t && !strcmp(t, "NFC")) {
+    if (t && !strcmp(t, "NFC") && !b->sp) {
         b->nfc = 1;
         return 0;
     }
-    return mt_errorf(err, "%s: normalizer '%s' is not supported (only NFC or none)", path, t ? t : "(no type)");
+    if (b->sp && t && !strcmp(t, "Prepend")) { /* Llama 2's: U+2581 before every non-empty run */
+        const mt_json *p = mt_json_get(nz, "prepend");
+        if (!p || p->type != MT_JSON_STRING || strcmp(p->str, "\xE2\x96\x81"))
+            return mt_errorf(err, "%s: normalizer Prepend must prepend U+2581", path);
+        b->sp_prepend = 1;
+        b->sp_strip_first = 1;
+        return 0;
+    }
+    if (b->sp && t && !strcmp(t, "Replace")) { /* spaces as U+2581: our tokens hold spaces already */
+        const mt_json *pat = mt_json_get(nz, "pattern"), *str = pat ? mt_json_get(pat, "String") : NULL,
+                      *c = mt_json_get(nz, "content");
+        if (!str || str->type != MT_JSON_STRING || strcmp(str->str, " ") || !c || c->type != MT_JSON_STRING ||
+            strcmp(c->str, "\xE2\x96\x81"))
+            return mt_errorf(err, "%s: normalizer Replace must replace \" \" by U+2581", path);
+        return 0;
+    }
+    return mt_errorf(err, "%s: normalizer '%s' is not supported (%s)", path, t ? t : "(no type)",
+                     b->sp ? "with byte_fallback: Prepend and Replace of spaces by U+2581" : "only NFC or none");
 }
 
 /* A model.vocab or added_tokens id: an integer in [0, HF_MAX_VOCAB). */
@@ -204,6 +263,32 @@ static int read_id(const mt_json *v, const char *path, const char *what, const c
                          mt_bpe_show(name, strlen(name), s1, sizeof s1),
                          v && v->type == MT_JSON_NUMBER ? v->num_text : "(not a number)", HF_MAX_VOCAB - 1);
     return 0;
+}
+
+/* A SentencePiece token's text: U+2581 as a space; out has room for n bytes. */
+static size_t sp_text(const char *s, size_t n, unsigned char *out) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i + 2 < n && (unsigned char)s[i] == 0xE2 && (unsigned char)s[i + 1] == 0x96 && (unsigned char)s[i + 2] == 0x81) {
+            out[k++] = ' ';
+            i += 2;
+        } else
+            out[k++] = (unsigned char)s[i];
+    }
+    return k;
+}
+
+/* "<0xAB>" -> 0xAB, else -1. */
+static int sp_byte_token(const char *s, size_t n) {
+    if (n != 6 || memcmp(s, "<0x", 3) || s[5] != '>') return -1;
+    int v = 0;
+    for (int i = 3; i < 5; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
 }
 
 /* One merge: "a b" or ["a", "b"] -> pair (ids) and the merged id. */
@@ -230,8 +315,14 @@ static int read_merge(mt_bpe *b, const char *path, const int16_t *cp_to_byte, co
     } else
         return mt_errorf(err, "%s: model.merges[%zu] is neither \"a b\" nor [\"a\", \"b\"]", path, index);
     uint32_t bad;
-    long ra = mt_bpe_from_alphabet(cp_to_byte, (const unsigned char *)sa, la, buf, &bad);
-    long rc = ra < 0 ? -1 : mt_bpe_from_alphabet(cp_to_byte, (const unsigned char *)sc, lc, buf + ra, &bad);
+    long ra, rc;
+    if (b->sp) {
+        ra = (long)sp_text(sa, la, buf);
+        rc = (long)sp_text(sc, lc, buf + ra);
+    } else {
+        ra = mt_bpe_from_alphabet(cp_to_byte, (const unsigned char *)sa, la, buf, &bad);
+        rc = ra < 0 ? -1 : mt_bpe_from_alphabet(cp_to_byte, (const unsigned char *)sc, lc, buf + ra, &bad);
+    }
     *ia = ra <= 0 ? -1 : mt_bpe_str_lookup(b, buf, (size_t)ra);
     *ic = rc <= 0 ? -1 : mt_bpe_str_lookup(b, buf + ra, (size_t)rc);
     if (*ia < 0 || *ic < 0)
@@ -252,11 +343,10 @@ static int read_model(mt_bpe *b, const char *path, const mt_json *root, mt_error
     const char *mt = type_of(model);
     if (!mt) return mt_errorf(err, "%s: model has no \"type\"; " ONLY_BYTE_LEVEL, path);
     if (strcmp(mt, "BPE")) return mt_errorf(err, "%s: model type '%s' is not supported: " ONLY_BYTE_LEVEL, path, mt);
-    if (is_true(model, "byte_fallback"))
-        return mt_errorf(err,
-                         "%s: a BPE with byte_fallback (SentencePiece style, as Llama 2 or Mistral) is not "
-                         "supported: " ONLY_BYTE_LEVEL,
-                         path);
+    b->sp = is_true(model, "byte_fallback"); /* SentencePiece style: Llama 2, Mistral, TinyLlama */
+    b->fuse_unk = is_true(model, "fuse_unk");
+    b->unk = -1;
+    for (int c = 0; c < 256; c++) b->byte_tok[c] = -1; /* sp: the <0xXX> tokens there are */
     const mt_json *d = mt_json_get(model, "dropout");
     if (d && d->type == MT_JSON_NUMBER && d->number != 0.0)
         return mt_errorf(err, "%s: BPE dropout %s makes encoding random; not supported", path, d->num_text);
@@ -342,7 +432,21 @@ static int read_model(mt_bpe *b, const char *path, const mt_json *root, mt_error
         const mt_json *m = by_id[i], *c = added_by_id[i];
         long l = -1;
         uint32_t bad = 0;
-        if (m) {
+        int byte_tok = m && b->sp ? sp_byte_token(m->key, m->key_len) : -1;
+        if (m && b->sp) {
+            if (memchr(m->key, ' ', m->key_len)) {
+                mt_errorf(err, "%s: model.vocab token %d '%s' holds a plain space, which a byte_fallback BPE (spaces "
+                          "written U+2581) cannot tell from U+2581; not supported", path, (int)i,
+                          mt_bpe_show(m->key, m->key_len, s1, sizeof s1));
+                goto out;
+            }
+            if (byte_tok >= 0) {
+                b->tok_bytes[off] = (unsigned char)byte_tok; /* <0xAB> stands for the byte */
+                b->byte_tok[byte_tok] = i;
+                l = 1;
+            } else
+                l = (long)sp_text(m->key, m->key_len, b->tok_bytes + off);
+        } else if (m) {
             l = mt_bpe_from_alphabet(cp_to_byte, (const unsigned char *)m->key, m->key_len, b->tok_bytes + off, &bad);
             if (l == 0) {
                 mt_errorf(err, "%s: model.vocab has the empty string (id %d)", path, (int)i);
@@ -370,7 +474,9 @@ static int read_model(mt_bpe *b, const char *path, const mt_json *root, mt_error
         }
         /* a model token (looked up by merges and ignore_merges) when its
          * vocab string is in the alphabet; an added token only, otherwise */
-        if (l > 0)
+        if (l > 0 && byte_tok >= 0)
+            b->tok_kind[i] = MT_BPE_TOK_BYTE;
+        else if (l > 0)
             b->tok_kind[i] = MT_BPE_TOK_MODEL;
         else if (c)
             b->tok_kind[i] = MT_BPE_TOK_ADDED;
@@ -380,12 +486,25 @@ static int read_model(mt_bpe *b, const char *path, const mt_json *root, mt_error
             off += (size_t)l;
     }
     b->tok_off[b->n_vocab] = (uint32_t)off;
+    if (b->sp) {
+        const mt_json *u = mt_json_get(model, "unk_token");
+        if (u && u->type == MT_JSON_STRING) {
+            const mt_json *uv = mt_json_get(vocab, u->str);
+            int64_t uid;
+            if (!uv || mt_json_int64(uv, &uid)) {
+                mt_errorf(err, "%s: model.unk_token '%s' is not in model.vocab", path,
+                          mt_bpe_show(u->str, u->str_len, s1, sizeof s1));
+                goto out;
+            }
+            b->unk = (int32_t)uid;
+        }
+    }
     int32_t d0, d1;
     if (mt_bpe_build_str_table(b, &d0, &d1)) {
         mt_errorf(err, "%s: model.vocab tokens %d and %d are the same string", path, (int)d0, (int)d1);
         goto out;
     }
-    for (int c = 0; c < 256; c++) {
+    for (int c = 0; c < 256 && !b->sp; c++) {
         unsigned char byte = (unsigned char)c;
         b->byte_tok[c] = mt_bpe_str_lookup(b, &byte, 1);
         if (b->byte_tok[c] < 0) {
@@ -501,7 +620,7 @@ mt_bpe *mt_bpe_load_hf(const char *path, mt_error *err) {
     if (read_pre_tokenizer(b, path, mt_json_get(root, "pre_tokenizer"), err)) goto fail;
     const mt_json *dec = mt_json_get(root, "decoder");
     const char *dt = dec ? type_of(dec) : NULL;
-    if (dec && dec->type != MT_JSON_NULL && (!dt || strcmp(dt, "ByteLevel"))) {
+    if (!b->sp && dec && dec->type != MT_JSON_NULL && (!dt || strcmp(dt, "ByteLevel"))) {
         mt_errorf(err, "%s: decoder '%s' is not ByteLevel; " ONLY_BYTE_LEVEL, path, dt ? dt : "(no type)");
         goto fail;
     }
@@ -509,8 +628,8 @@ mt_bpe *mt_bpe_load_hf(const char *path, mt_error *err) {
     if (mt_bpe_index_added(b, path, err)) goto fail;
     /* end of text: Llama 3's or GPT-2/Qwen's, when there is one */
     b->eot = -1;
-    static const char *eots[] = {"<|end_of_text|>", "<|endoftext|>"};
-    for (int e = 0; e < 2 && b->eot < 0; e++) {
+    static const char *eots[] = {"<|end_of_text|>", "<|endoftext|>", "</s>"};
+    for (int e = 0; e < 3 && b->eot < 0; e++) {
         size_t el = strlen(eots[e]);
         for (size_t i = 0; i < b->n_added && b->eot < 0; i++)
             if (b->added[i].len == el && !memcmp(b->added_bytes + b->added[i].off, eots[e], el))

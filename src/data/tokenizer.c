@@ -95,6 +95,7 @@ const unsigned char *mt_tokenizer_token_bytes(const mt_tokenizer *t, int32_t id,
 }
 
 int mt_tokenizer_decode(const mt_tokenizer *t, const int32_t *tokens, size_t n, mt_bytes *out, mt_error *err) {
+    size_t start = out->len;
     for (size_t i = 0; i < n; i++) {
         size_t l;
         const unsigned char *s = mt_tokenizer_token_bytes(t, tokens[i], &l);
@@ -106,6 +107,11 @@ int mt_tokenizer_decode(const mt_tokenizer *t, const int32_t *tokens, size_t n, 
                              mt_tokenizer_name(t), mt_tokenizer_vocab_size(t));
         }
         mt_bytes_append(out, s, l);
+    }
+    /* SentencePiece style: the space the encoder put before the text */
+    if (t->bpe && mt_bpe_decode_strips_space(t->bpe) && out->len > start && out->data[start] == ' ') {
+        memmove(out->data + start, out->data + start + 1, out->len - start - 1);
+        out->len--;
     }
     return 0;
 }

@@ -7,13 +7,15 @@
  *    Encoding equals the npm package `gpt-3-encoder` token for token on any
  *    valid UTF-8 text, including its quirks (see bpe.c).
  *  - hf: a byte-level BPE read from a Hugging Face tokenizer.json (Llama 3,
- *    Qwen2/3, GPT-2 style; see hf_tokenizer.c for what is accepted).
+ *    Qwen2/3, GPT-2 style), or a SentencePiece-style BPE with byte_fallback
+ *    (Llama 2, Mistral, TinyLlama); see hf_tokenizer.c for what is accepted.
  *    Encoding equals the tokenizers library's encode(text,
  *    add_special_tokens=False) on valid UTF-8: added tokens such as
  *    <|begin_of_text|> or <|im_start|> written in the text become their ids;
  *    no BOS/EOS is ever added. Vocabulary size is the largest id + 1.
  *
- * Exactness: decode(encode(x)) == x for ANY byte string x (for hf with an
+ * Exactness (byte-level; SentencePiece style round-trips text without
+ * added tokens, as its own decoder does): decode(encode(x)) == x for ANY byte string x (for hf with an
  * NFC normalizer, as Qwen's: for x already in NFC, otherwise NFC(x); and
  * an added token with lstrip/rstrip drops the whitespace it strips). The
  * pre-tokenizers work on Unicode text, so the input is split into maximal
@@ -54,9 +56,9 @@ mt_tokenizer *mt_tokenizer_byte(void);
  * file is missing or malformed. vocab_dir NULL means
  * mt_tokenizer_find_gpt2_vocab. */
 mt_tokenizer *mt_tokenizer_gpt2(const char *vocab_dir, mt_error *err);
-/* Loads a byte-level BPE tokenizer.json; NULL (and a one-line err) when the
- * file is missing, malformed, or of another kind (Unigram, WordPiece,
- * SentencePiece-style BPE: refused, naming what it is). */
+/* Loads a BPE tokenizer.json (byte-level or SentencePiece style); NULL (and
+ * a one-line err) when the file is missing, malformed, or of another kind
+ * (Unigram, WordPiece: refused, naming what it is). */
 mt_tokenizer *mt_tokenizer_hf(const char *tokenizer_json_path, mt_error *err);
 /* By name: "byte", "gpt2" (vocab_dir as above, ignored otherwise) or
  * "hf:PATH/tokenizer.json". */
