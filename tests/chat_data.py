@@ -138,11 +138,16 @@ def read_shard(path):
     flags = raw[1024 + w * n:]
     assert len(flags) == n and (n - 1) % T == 0
     samples = []
-    for s in range((n - 1) // T):
-        ids = [t for t, f in zip(toks[s * T:(s + 1) * T], flags[s * T:(s + 1) * T]) if not f & 4]
-        cnt = [bool(f & 1) for f in flags[s * T:s * T + len(ids)]]
-        assert flags[s * T] & 2 and not flags[s * T] & 1, f"{path}: window {s} does not start a document"
-        samples.append((ids, cnt))
+    for s in range((n - 1) // T):  # the documents of each window (several when packed), padding left out
+        assert flags[s * T] & 2, f"{path}: window {s} does not start a document"
+        for t in range(s * T, (s + 1) * T):
+            if flags[t] & 4:
+                continue
+            if flags[t] & 2:
+                assert not flags[t] & 1, f"{path}: token {t} starts a document and is counted"
+                samples.append(([], []))
+            samples[-1][0].append(toks[t])
+            samples[-1][1].append(bool(flags[t] & 1))
     return samples
 
 

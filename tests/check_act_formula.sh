@@ -44,10 +44,11 @@ def ours(r, s, b, h, a, e=E):
     return e * s * b * per_row
 
 def non_layer(s, b, h):
-    """tokens + targets (int32), sample ids (u64), embedding output, ln_f
-    output + mean/rstd, row losses, logits [N, Vp] (fp32)."""
+    """tokens + targets + packed samples' document starts and positions
+    (int32), sample ids (u64), embedding output, ln_f output + mean/rstd,
+    row losses, logits [N, Vp] (fp32)."""
     n = s * b
-    return 8 * n + 8 * b + E * n * h + E * n * (h + 2) + E * n + E * n * VP
+    return 16 * n + 8 * b + E * n * h + E * n * (h + 2) + E * n + E * n * VP
 
 def megatron(s, b, h, a, attn=True):
     """Korthikanti et al. 2022, bytes per layer at 16 bits: s*b*h*(34 + 5as/h)."""

@@ -7,7 +7,8 @@
 # assistant, last) or every token but the first (all) -- tests/chat_data.py.
 # Llama 3 and Qwen3 with their published tokenizer_config.json (the renderer
 # chosen by matching its chat_template), the other families named with
-# --chat-template on the Llama 3 tokenizer with their special tokens added.
+# --chat-template on the Llama 3 tokenizer with their special tokens added;
+# once packed (--packing).
 # Then text and prompt/completion samples, the bad inputs (one error line
 # naming the file and line, no shard written) and the overlong policies.
 set -euo pipefail
@@ -24,11 +25,11 @@ $PY tests/chat_data.py gen $W/think.jsonl 150 3 think
 mkdir -p $W/sp
 $PY tests/chat_data.py specials $L3/tokenizer.json $W/sp/tokenizer.json
 
-# run TEMPLATE TOKENIZER_DIR DATA TRAIN_ON [CONFIG]: named unless CONFIG (then matched from it)
+# run TEMPLATE TOKENIZER_DIR DATA TRAIN_ON [CONFIG]: named unless CONFIG (then matched from it); $PACK
 run() {
     local tpl=$1 tk=$2 data=$3 on=$4 cfg=${5:-} named="--chat-template $1"
     [ -n "$cfg" ] && named=""
-    $M tokenize --format jsonl --tokenizer hf:$tk/tokenizer.json $named --train-on $on --seq-len 512 \
+    $M tokenize --format jsonl --tokenizer hf:$tk/tokenizer.json $named --train-on $on --seq-len 512 ${PACK:-} \
         --out $W/$tpl $W/$data.jsonl >$W/tok.log
     if [ -n "$cfg" ]; then grep -q "chat template $tpl (matched" $W/tok.log || { cat $W/tok.log; exit 1; }; fi
     $PY tests/chat_data.py check $tpl $tk/tokenizer.json $W/$data.jsonl $W/$tpl $W $on $cfg
@@ -42,6 +43,10 @@ run gemma $W/sp nosys assistant
 run zephyr $W/sp sys assistant
 run llama3 $L3 sys last $L3/tokenizer_config.json
 run chatml $Q3 sys all
+# packed: several conversations a window, each one's tokens and mask the same
+PACK=--packing run qwen3 $Q3 think assistant $Q3/tokenizer_config.json
+grep -q "packed: 150 samples in [0-9]* windows" $W/tok.log || { cat $W/tok.log; exit 1; }
+sed -n 3p $W/tok.log
 
 # text and prompt/completion samples: BOS (Llama 3 has one) + text + EOS;
 # the completion and the EOS counted

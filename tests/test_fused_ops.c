@@ -191,7 +191,7 @@ static void test_flash_attention(int B, int T, int NH, int NKV, int HS, float p,
     const int C = NH * HS;
     const size_t nq = (size_t)B * T * (NH + 2 * NKV) * HS, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     uint64_t sids[3] = {7, 1000003, 99};
-    mt_attn_dropout dr = {{p, 1234, 5, 2, MT_DROPOUT_ATTN_PROBS}, sids, 1};
+    mt_attn_dropout dr = {{p, 1234, 5, 2, MT_DROPOUT_ATTN_PROBS}, sids, 1, NULL};
     const mt_attn_dropout *drp = p > 0 ? &dr : NULL;
     float *qkv = frandn(nq, 2), *dout = frandn(no, 1);
     float *fs = falloc(op_attention_flash_scratch_floats(B, T, NH, NKV, HS, threads));

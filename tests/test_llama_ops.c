@@ -504,7 +504,7 @@ static void test_gqa_case(int B, int T, int NH, int NKV, int HS, float p, int do
     const size_t W = (size_t)(NH + 2 * NKV) * HS, nq = (size_t)B * T * W, no = (size_t)B * T * NH * HS;
     const size_t nl = (size_t)B * NH * T;
     uint64_t sids[3] = {987654321ULL, 4000000007ULL, 11};
-    mt_attn_dropout dr = {{p, 77, 4, 1, MT_DROPOUT_ATTN_PROBS}, sids, 3};
+    mt_attn_dropout dr = {{p, 77, 4, 1, MT_DROPOUT_ATTN_PROBS}, sids, 3, NULL};
     const mt_attn_dropout *drp = p > 0 ? &dr : NULL;
     float *qkv = falloc(nq), *dout = falloc(no);
     fill(qkv, nq, 1.5f);

@@ -515,7 +515,7 @@ static void test_attention_case(int B, int T, int NH, int HS, float p, int do_fd
     const int C = NH * HS;
     const size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
     uint64_t sids[4] = {123456789012ULL, 4000000001ULL, 5, 17};
-    mt_attn_dropout dr = {{p, 42, 3, 1, MT_DROPOUT_ATTN_PROBS}, sids, 2};
+    mt_attn_dropout dr = {{p, 42, 3, 1, MT_DROPOUT_ATTN_PROBS}, sids, 2, NULL};
     const mt_attn_dropout *drp = p > 0 ? &dr : NULL;
     float *qkv = falloc(nq), *out = falloc(no), *lse = falloc((size_t)B * NH * T), *dout = falloc(no), *dqkv = falloc(nq);
     fill(qkv, nq, 1.5f); fill(dout, no, 1);
@@ -558,7 +558,7 @@ static void test_attention_keep_fraction(void) {
     const int B = 2, T = 128, NH = 2, HS = 4, C = NH * HS;
     const float p = 0.1f;
     uint64_t sids[2] = {7, 8};
-    mt_attn_dropout dr = {{p, 99, 1, 0, MT_DROPOUT_ATTN_PROBS}, sids, 0};
+    mt_attn_dropout dr = {{p, 99, 1, 0, MT_DROPOUT_ATTN_PROBS}, sids, 0, NULL};
     float *qkv = falloc((size_t)B * T * 3 * C), *out = falloc((size_t)B * T * C), *lse = falloc((size_t)B * NH * T);
     for (int n = 0; n < B * T; n++)
         for (int c = 0; c < C; c++) {

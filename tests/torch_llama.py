@@ -68,7 +68,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_ref import lr_at, read_shard_mask  # noqa: E402  (the GPT-2 parity test's data order and schedule)
+from torch_ref import doc_layout, doc_mask, lr_at, read_shard_mask  # noqa: E402  (the GPT-2 parity test's data order and schedule)
 
 BIAS_OF = {"q_proj": True, "k_proj": True, "v_proj": True, "o_proj": False}
 
@@ -208,14 +208,15 @@ def rms_norm(x, w, eps):
     return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
-def attention_gqa(q, k, v):
+def attention_gqa(q, k, v, mask=None):
     """q [B,H,T,hd], k/v [B,KV,T,hd]: query head h attends with kv head
-    h // (H/KV) (grouped views, no copies); causal; scale 1/sqrt(hd)."""
+    h // (H/KV) (grouped views, no copies); causal (or mask [B,1,T,T]: the
+    block-diagonal one of packed documents); scale 1/sqrt(hd)."""
     B, H, T, hd = q.shape
     KV = k.shape[1]
     qg = q.view(B, KV, H // KV, T, hd)
     att = (qg @ k.unsqueeze(2).transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    mask = torch.ones(T, T, dtype=torch.bool).tril() if mask is None else mask.unsqueeze(1)
     att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
     return (att @ v.unsqueeze(2)).view(B, H, T, hd)
 
@@ -274,10 +275,14 @@ class Llama(torch.nn.Module):
             y = y + self.lora_scale * F.linear(F.linear(x, ab[0]), ab[1])
         return y
 
-    def logits(self, idx, attention=attention_gqa):
+    def logits(self, idx, attention=attention_gqa, docs=None):
         c = self.cfg
         B, T = idx.shape
         cos, sin = rope_cos_sin(T, c.hd, c.theta, c.rope)
+        mask = None
+        if docs is not None:  # packed: positions restart at each document, attention stays inside it
+            cos, sin = cos[docs[1]].unsqueeze(1), sin[docs[1]].unsqueeze(1)
+            mask = doc_mask(docs[0])
         x = F.embedding(idx, self.w("model.embed_tokens.weight"))
         for i in range(c.L):
             g = lambda s: self.w(f"model.layers.{i}.{s}")
@@ -289,7 +294,7 @@ class Llama(torch.nn.Module):
             v = self.lin(h, i, "self_attn.v_proj", b("v_proj")).view(B, T, c.KV, c.hd).transpose(1, 2)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
-            y = attention(q, k, v).transpose(1, 2).reshape(B, T, c.H * c.hd)
+            y = (attention(q, k, v) if mask is None else attention(q, k, v, mask)).transpose(1, 2).reshape(B, T, c.H * c.hd)
             x = x + self.lin(y, i, "self_attn.o_proj", b("o_proj"))
             h = rms_norm(x, g("post_attention_layernorm.weight"), c.eps)
             x = x + self.lin(F.silu(self.lin(h, i, "mlp.gate_proj")) * self.lin(h, i, "mlp.up_proj"), i, "mlp.down_proj")
@@ -297,8 +302,8 @@ class Llama(torch.nn.Module):
         head = self.w("model.embed_tokens.weight" if c.tie else "lm_head.weight")
         return F.linear(x, head)
 
-    def forward(self, idx, targets):
-        lg = self.logits(idx)
+    def forward(self, idx, targets, docs=None):
+        lg = self.logits(idx, docs=docs)
         return F.cross_entropy(lg.reshape(-1, self.cfg.V), targets.reshape(-1))
 
 
@@ -360,7 +365,7 @@ def flat_grads(model, vocab_rows, order):
 def cmd_train(a):
     model = load(a.model)
     V = model.cfg.V
-    tokens, counted = read_shard_mask(a.data)
+    tokens, counted, starts = read_shard_mask(a.data, docs=True)
     if tokens.size and tokens.max() >= V:
         raise SystemExit(f"token {tokens.max()} is outside the vocabulary of {V}")
     params = model.params()
@@ -385,7 +390,7 @@ def cmd_train(a):
         if counted is not None:  # the loss mask: ignore_index targets, the mean over the counted ones
             y[~torch.tensor(counted[start + 1:start + B * T + 1]).view(B, T)] = -100
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        loss = model(x, y, doc_layout(starts[start:start + B * T], B, T) if starts is not None else None)
         loss.backward()
         if step == 0 and a.out_grads and a.lora:
             assert all(p.grad is None for p in model.p.values()), "a frozen base got gradients"

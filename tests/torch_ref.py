@@ -41,17 +41,44 @@ def read_shard(path):
         assert header[0] == 20240520 and header[1] == 1
         return np.frombuffer(f.read(), dtype=np.uint16)[: header[2]].astype(np.int64)
 
-def read_shard_mask(path):
+def read_shard_mask(path, docs=False):
     """A token shard's ids and, for meshtrain's extended shards (versions
     101 / 107, data/shard.h), whether each token is a counted target (None
-    for a plain shard)."""
+    for a plain shard); with docs also whether each token starts a
+    document (None for a plain shard)."""
     with open(path, "rb") as f:
         h = np.frombuffer(f.read(256 * 4), dtype=np.int32)
         n, wide, ext = int(h[2]), h[1] in (7, 107), h[1] in (101, 107)
         assert h[1] in (1, 7, 101, 107), f"{path}: shard version {h[1]}"
         toks = np.frombuffer(f.read((4 if wide else 2) * n), dtype=np.uint32 if wide else np.uint16).astype(np.int64)
-        counted = (np.frombuffer(f.read(n), dtype=np.uint8) & 1).astype(bool) if ext else None
+        flags = np.frombuffer(f.read(n), dtype=np.uint8) if ext else None
+    counted = (flags & 1).astype(bool) if ext else None
+    if docs:
+        return toks, counted, (flags & 2).astype(bool) if ext else None
     return toks, counted
+
+
+def doc_layout(starts, B, T):
+    """Packed samples: per row of a [B, T] batch (windows of T) the index
+    where its document begins, and its position in the document."""
+    ds = np.zeros((B, T), dtype=np.int64)
+    for b in range(B):
+        cur = 0
+        for t in range(T):
+            if starts[b * T + t]:
+                cur = t
+            ds[b, t] = cur
+    ds = torch.tensor(ds)
+    return ds, torch.arange(T)[None, :] - ds
+
+
+def doc_mask(ds):
+    """The block-diagonal causal mask [B, 1, T, T]: query i sees keys
+    ds[i] <= j <= i."""
+    T = ds.shape[1]
+    j = torch.arange(T)[None, None, :]
+    i = torch.arange(T)[None, :, None]
+    return ((j <= i) & (j >= ds[:, :, None])).unsqueeze(1)
 
 
 class GPT(torch.nn.Module):
@@ -132,12 +159,17 @@ class GPT(torch.nn.Module):
             y = y + self.lora_scale * F.linear(F.linear(x, ab[0]), ab[1])
         return y
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets, docs=None):
         p = self.p
         B, T = idx.shape
         C = p["wpe"].shape[1]
         H = self.H
-        x = p["wte"][idx] + p["wpe"][:T]
+        if docs is None:
+            x = p["wte"][idx] + p["wpe"][:T]
+            mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        else:  # packed: positions restart at each document, attention stays inside it
+            x = p["wte"][idx] + p["wpe"][docs[1]]
+            mask = doc_mask(docs[0])
         for l in range(self.L):
             g = lambda k: p[f"h{l}_{k}"]
             h = F.layer_norm(x, (C,), g("ln_1_weight"), g("ln_1_bias"), 1e-5)
@@ -147,7 +179,6 @@ class GPT(torch.nn.Module):
             k = k.view(B, T, H, C // H).transpose(1, 2)
             v = v.view(B, T, H, C // H).transpose(1, 2)
             att = (q @ k.transpose(-2, -1)) / math.sqrt(C // H)
-            mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
             att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
             y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
             x = x + self.linear(y, l, "attn_c_proj")
@@ -188,7 +219,7 @@ def main():
     torch.set_num_threads(1)
     Vp = (a.vocab + 127) // 128 * 128
     model = GPT(read_safetensors(a.weights), a.layers, a.heads, a.vocab, Vp)
-    tokens, counted = read_shard_mask(a.data)
+    tokens, counted, starts = read_shard_mask(a.data, docs=True)
     names = model.order()
     decay = [model.p[n] for n in names if model.p[n].dim() == 2]
     nodecay = [model.p[n] for n in names if model.p[n].dim() < 2]
@@ -220,7 +251,8 @@ def main():
         if counted is not None:  # the loss mask: ignored targets, the mean over the counted ones
             y[~torch.tensor(counted[start + 1:start + B * T + 1]).view(B, T)] = -1
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        docs = doc_layout(starts[start:start + B * T], B, T) if starts is not None else None
+        loss = model(x, y, docs)
         loss.backward()
         if step == 0:
             assert not (a.lora or a.ia3) or all(q.grad is None for q in model.p.values()), "a frozen base got gradients"

@@ -181,6 +181,7 @@ int mt_cli_eval(int argc, char **argv) {
     double sum = 0;
     for (int k = 0; k < nb; k++) {
         mt_loader_fill(&ld, (uint64_t)k * batch, batch, m.acts.tokens, m.acts.targets, m.acts.sample_ids);
+        m.acts.packed = mt_loader_fill_docs(&ld, (uint64_t)k * batch, batch, m.acts.doc_start, m.acts.pos);
         double l = mt_model_forward(&m, &fc, 0.0f);
         if (!isfinite(l)) { /* a loss of inf/NaN is no measurement: say where it came from */
             mt_errorf(&err, "the loss of batch %d of %s is %g (not finite): the weights of %s produce inf/NaN logits", k,

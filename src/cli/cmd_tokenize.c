@@ -8,9 +8,10 @@
  * 3's 128256 ids, Qwen's 151669): see data/shard.h.
  *
  * --format jsonl reads instruction / chat data instead (data/chat_data.h):
- * one sample a line, each laid out in a window of --seq-len tokens with a
- * loss mask, written as extended shards; the last --val-fraction of the
- * samples go to the validation shard. */
+ * one sample a line, each laid out in a window of --seq-len tokens (or,
+ * with --packing, several a window) with a loss mask and document starts,
+ * written as extended shards; the last --val-fraction of the windows go to
+ * the validation shard. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@ static int make_prefix_dir(const char *prefix, mt_error *err) {
 
 typedef struct {
     const char *tok_name, *chat_template, *train_on, *overlong, *prefix;
-    int seq_len;
+    int seq_len, packing;
     float val_fraction;
 } jsonl_opts;
 
@@ -54,6 +55,7 @@ static int tokenize_jsonl(const jsonl_opts *o, char **files, int nfiles, mt_toke
     memset(&d, 0, sizeof d);
     d.tk = tk;
     d.seq_len = o->seq_len;
+    d.packing = o->packing;
     if (mt_train_on_parse(o->train_on, &d.train_on, err) || mt_overlong_parse(o->overlong, &d.overlong, err)) return -1;
     /* the model's tokenizer_config.json, beside its tokenizer.json */
     mt_tokenizer_config tc;
@@ -99,12 +101,14 @@ static int tokenize_jsonl(const jsonl_opts *o, char **files, int nfiles, mt_toke
         free(text);
         if (arc) goto out;
     }
-    if (d.samples < 2) {
-        mt_errorf(err, "%lld sample%s kept (%lld dropped as longer than {seq-len} %d); the train and val shards need at "
-                  "least one each", (long long)d.samples, d.samples == 1 ? "" : "s", (long long)d.dropped, d.seq_len);
+    mt_chat_data_finish(&d);
+    if (d.windows < 2) {
+        mt_errorf(err, "%lld sample%s kept (%lld dropped as longer than {seq-len} %d) fill %lld window%s; the train and "
+                  "val shards need at least one each", (long long)d.samples, d.samples == 1 ? "" : "s",
+                  (long long)d.dropped, d.seq_len, (long long)d.windows, d.windows == 1 ? "" : "s");
         goto out;
     }
-    int64_t S = d.samples, S_val = llround((double)o->val_fraction * (double)S);
+    int64_t S = d.windows, S_val = llround((double)o->val_fraction * (double)S);
     if (S_val < 1) S_val = 1;
     if (S_val > S - 1) S_val = S - 1;
     int64_t S_train = S - S_val;
@@ -145,7 +149,7 @@ static int tokenize_jsonl(const jsonl_opts *o, char **files, int nfiles, mt_toke
     if (wrc) goto out;
     printf("tokenize: %s tokenizer (vocabulary %d), format jsonl: %d file%s, %lld bytes, %lld lines -> %lld samples",
            o->tok_name, mt_tokenizer_vocab_size(tk), nfiles, nfiles == 1 ? "" : "s", (long long)d.bytes,
-           (long long)d.lines, (long long)S);
+           (long long)d.lines, (long long)d.samples);
     if (d.has_template) printf(", chat template %s%s", mt_chat_template_name(d.tpl), tmpl_from);
     printf(" in %.2f s (%.1f MB/s)\n", secs, secs > 0 ? 1e-6 * (double)d.bytes / secs : 0.0);
     printf("tokenize: train on %s: %lld of %lld sample tokens are counted targets; overlong samples (over %d tokens): "
@@ -154,9 +158,10 @@ static int tokenize_jsonl(const jsonl_opts *o, char **files, int nfiles, mt_toke
     if (d.piecewise)
         printf("tokenize: %lld samples encoded answer by answer (the tokenizer normalises the text)\n",
                (long long)d.piecewise);
-    printf("tokenize: one sample per window of %d tokens: packing efficiency %.1f%% (non-padding tokens)\n", d.seq_len,
+    printf("tokenize: %s: %lld samples in %lld windows of %d tokens, packing efficiency %.1f%% (non-padding tokens)\n",
+           d.packing ? "packed" : "one sample per window", (long long)d.samples, (long long)S, d.seq_len,
            100.0 * (double)d.sample_tokens / (double)n_all);
-    printf("tokenize: wrote %s_train.bin (%lld samples) and %s_val.bin (%lld samples)\n", o->prefix, (long long)S_train,
+    printf("tokenize: wrote %s_train.bin (%lld windows) and %s_val.bin (%lld windows)\n", o->prefix, (long long)S_train,
            o->prefix, (long long)S_val);
     rc = 0;
 out:
@@ -169,7 +174,7 @@ int mt_cli_tokenize(int argc, char **argv) {
     const char *tok_name = NULL, *vocab_dir = NULL, *prefix = NULL, *format = "text", *chat_template = NULL,
                *train_on = "assistant", *overlong = "drop";
     float val_fraction = 0.1f;
-    int help = 0, seq_len = 0;
+    int help = 0, seq_len = 0, packing = 0;
     mt_arg spec[] = {
         {"tokenizer", MT_ARG_STR, &tok_name, "byte | gpt2 | hf:PATH/tokenizer.json (required)", 0},
         {"vocab-dir", MT_ARG_STR, &vocab_dir,
@@ -189,6 +194,8 @@ int mt_cli_tokenize(int argc, char **argv) {
          "the tokenizer.json)", 0},
         {"train-on", MT_ARG_STR, &train_on, "jsonl: which tokens the loss counts: assistant (default) | all | last", 0},
         {"overlong", MT_ARG_STR, &overlong, "jsonl: a sample longer than --seq-len: drop (default) | truncate | error", 0},
+        {"packing", MT_ARG_FLAG, &packing,
+         "jsonl: pack samples into the --seq-len windows (attention and positions stay inside each sample)", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
     int nspec = (int)(sizeof spec / sizeof spec[0]);
@@ -229,8 +236,8 @@ int mt_cli_tokenize(int argc, char **argv) {
         mt_errorf(&err, "--format must be text or jsonl, got '%s'", format);
         return mt_cli_fail("tokenize", &err);
     }
-    if (!jsonl && (seq_len || chat_template || strcmp(train_on, "assistant") || strcmp(overlong, "drop"))) {
-        mt_errorf(&err, "--seq-len, --chat-template, --train-on and --overlong apply to --format jsonl only");
+    if (!jsonl && (seq_len || packing || chat_template || strcmp(train_on, "assistant") || strcmp(overlong, "drop"))) {
+        mt_errorf(&err, "--seq-len, --packing, --chat-template, --train-on and --overlong apply to --format jsonl only");
         return mt_cli_fail("tokenize", &err);
     }
     if (jsonl && seq_len < 2) {
@@ -242,7 +249,7 @@ int mt_cli_tokenize(int argc, char **argv) {
     mt_tokenizer *tk = mt_tokenizer_open(tok_name, vocab_dir, &err);
     if (!tk) return mt_cli_fail("tokenize", &err);
     if (jsonl) {
-        jsonl_opts jo = {tok_name, chat_template, train_on, overlong, prefix, seq_len, val_fraction};
+        jsonl_opts jo = {tok_name, chat_template, train_on, overlong, prefix, seq_len, packing, val_fraction};
         int jrc = tokenize_jsonl(&jo, files, nfiles, tk, &err);
         mt_tokenizer_free(tk);
         return jrc ? mt_cli_fail("tokenize", &err) : 0;

@@ -249,21 +249,44 @@ static int sample_of(mt_chat_data *d, const mt_json *o, sample_buf *s, mt_error 
     return mt_errorf(err, "the sample has none of \"text\", \"prompt\" and \"completion\", or \"messages\"");
 }
 
-/* Appends sample s as one window of seq_len tokens. */
-static void add_window(mt_chat_data *d, const sample_buf *s, size_t n) {
-    size_t T = (size_t)d->seq_len, at = d->tokens.len;
-    for (size_t i = 0; i < T; i++) mt_tokens_push(&d->tokens, i < n ? s->tok->data[i] : d->pad);
+static void grow_flags(mt_chat_data *d) {
     if (d->tokens.len > d->flags_cap) {
         d->flags_cap = d->tokens.cap;
         d->flags = realloc(d->flags, d->flags_cap);
         if (!d->flags) mt_die("out of memory for token flags (%zu bytes)", d->flags_cap);
     }
-    for (size_t i = 0; i < T; i++) {
-        uint8_t f = i < n ? s->fl[i] : MT_TOK_PAD;
-        if (i == 0) f = MT_TOK_DOC; /* nothing in the window predicts a sample's first token */
+}
+
+/* Pads the open window to seq_len tokens. */
+static void close_window(mt_chat_data *d) {
+    size_t T = (size_t)d->seq_len;
+    if (!d->win_used) return;
+    size_t at = d->tokens.len;
+    for (size_t i = d->win_used; i < T; i++) mt_tokens_push(&d->tokens, d->pad);
+    grow_flags(d);
+    memset(d->flags + at, MT_TOK_PAD, T - d->win_used);
+    d->win_used = 0;
+}
+
+void mt_chat_data_finish(mt_chat_data *d) { close_window(d); }
+
+/* Appends sample s (its first n tokens): in a window of its own, or packed
+ * after the samples of the open window when it fits. */
+static void add_window(mt_chat_data *d, const sample_buf *s, size_t n) {
+    size_t T = (size_t)d->seq_len;
+    if (!d->packing || d->win_used + n > T) close_window(d);
+    if (d->win_used == 0) d->windows++;
+    size_t at = d->tokens.len;
+    for (size_t i = 0; i < n; i++) mt_tokens_push(&d->tokens, s->tok->data[i]);
+    grow_flags(d);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t f = s->fl[i];
+        if (i == 0) f = MT_TOK_DOC; /* nothing predicts a sample's first token */
         d->flags[at + i] = f;
         d->counted += f & MT_TOK_LOSS;
     }
+    d->win_used += n;
+    if (!d->packing) close_window(d);
     d->samples++;
     d->sample_tokens += (int64_t)n;
 }

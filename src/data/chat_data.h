@@ -23,9 +23,13 @@
  * and the text between them are encoded one piece at a time instead.
  *
  * Each sample becomes one window of T tokens ({seq-len}): its tokens, then
- * padding (never counted). A sample longer than T is dropped, truncated to T
- * or an error ({overlong}). Every error is one line naming the file and the
- * line. */
+ * padding (never counted). With {packing}, samples go one after the other
+ * into the open window while they fit (the next one opens a new window; the
+ * rest of the old one is padding); each sample's first token is marked as a
+ * document start, so attention stays inside it and positions restart
+ * there. A sample longer than T is dropped, truncated to T or an error
+ * ({overlong}). Every error is one line naming the file and the line.
+ * mt_chat_data_finish closes the last window. */
 #ifndef MT_DATA_CHAT_DATA_H
 #define MT_DATA_CHAT_DATA_H
 #include <stddef.h>
@@ -60,11 +64,14 @@ typedef struct {
     mt_train_on train_on;
     int seq_len;
     mt_overlong overlong;
+    int packing;             /* several samples a window (first fit in file order) */
     /* out: samples as windows of seq_len tokens */
     mt_tokens tokens;
     uint8_t *flags;          /* MT_TOK_* per token */
     size_t flags_cap;
     int64_t samples, dropped, truncated, piecewise, lines;
+    int64_t windows;         /* windows written (== samples without packing) */
+    size_t win_used;         /* packing: tokens in the open window */
     int64_t sample_tokens;   /* non-padding tokens */
     int64_t counted;         /* counted targets */
     int64_t bytes;
@@ -82,6 +89,8 @@ int32_t mt_tokenizer_single_id(mt_tokenizer *tk, const char *s);
 /* Appends the samples of a JSONL file's contents (path names it in
  * errors). */
 int mt_chat_data_add_jsonl(mt_chat_data *d, const char *path, const char *text, size_t len, mt_error *err);
+/* Pads the open window of packing (no-op otherwise). */
+void mt_chat_data_finish(mt_chat_data *d);
 void mt_chat_data_free(mt_chat_data *d);
 
 #endif

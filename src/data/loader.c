@@ -91,7 +91,26 @@ int mt_loader_set_flags(mt_loader *ld, const uint8_t *flags, int window, const c
                          "with {seq-len} %d, or train with {seq-len} %d",
                          path, window, ld->T, ld->T, window);
     ld->flags = flags;
+    ld->packed = 0;
+    if (window > 0) /* a document starting inside a window */
+        for (size_t i = 0; i < ld->n_tokens && !ld->packed; i++)
+            ld->packed = (flags[i] & MT_TOK_DOC) && i % (size_t)window != 0;
     return 0;
+}
+
+int mt_loader_fill_docs(mt_loader *ld, uint64_t g0, int count, int32_t *doc_start, int32_t *pos) {
+    if (!ld->packed) return 0;
+    int T = ld->T;
+    for (int s = 0; s < count; s++) {
+        const uint8_t *f = ld->flags + mt_loader_sample_start(ld, g0 + (uint64_t)s);
+        int cur = 0;
+        for (int t = 0; t < T; t++) {
+            if (f[t] & MT_TOK_DOC) cur = t;
+            doc_start[(size_t)s * T + t] = cur;
+            pos[(size_t)s * T + t] = t - cur;
+        }
+    }
+    return 1;
 }
 
 int64_t mt_loader_count(mt_loader *ld, uint64_t g0, int count) {

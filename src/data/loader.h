@@ -33,6 +33,7 @@ typedef struct {
     uint32_t *perm;      /* shuffled: permutation of the current epoch */
     int64_t perm_epoch;  /* epoch the permutation belongs to (-1: none) */
     const uint8_t *flags; /* per-token MT_TOK_* flags (mt_loader_set_flags), NULL: every target counts */
+    int packed;           /* some window holds more than one document (a sample starts inside it) */
 } mt_loader;
 
 int mt_data_order_parse(const char *s, mt_data_order *out, mt_error *err);
@@ -47,6 +48,11 @@ void mt_loader_free(mt_loader *ld);
  * or equal to T (else -1 with a message naming both, from `path`), so the
  * samples are the windows they were laid out for. */
 int mt_loader_set_flags(mt_loader *ld, const uint8_t *flags, int window, const char *path, mt_error *err);
+/* For packed windows: per row of global samples g0 .. g0+count-1 the
+ * index in its window where its document begins (doc_start) and its
+ * position in that document (pos). Returns ld->packed (0: nothing written;
+ * every window is one document). */
+int mt_loader_fill_docs(mt_loader *ld, uint64_t g0, int count, int32_t *doc_start, int32_t *pos);
 /* The number of counted targets of global samples g0 .. g0+count-1
  * (count*T without flags). */
 int64_t mt_loader_count(mt_loader *ld, uint64_t g0, int count);

@@ -37,7 +37,9 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
     a->tokens = mt_mem_alloc(mem, MT_MEM_ACTS, N * sizeof(int32_t), "tokens");
     a->targets = mt_mem_alloc(mem, MT_MEM_ACTS, N * sizeof(int32_t), "targets");
     a->sample_ids = mt_mem_alloc(mem, MT_MEM_ACTS, (size_t)B * sizeof(uint64_t), "sample ids");
-    a->bytes += N * 2 * sizeof(int32_t) + (size_t)B * sizeof(uint64_t);
+    a->doc_start = mt_mem_alloc(mem, MT_MEM_ACTS, N * sizeof(int32_t), "document starts");
+    a->pos = mt_mem_alloc(mem, MT_MEM_ACTS, N * sizeof(int32_t), "positions");
+    a->bytes += N * 4 * sizeof(int32_t) + (size_t)B * sizeof(uint64_t);
     size_t n = resid_rows(m, N);
     if (part->own_input) a->encoded = acts_alloc(m, a, n * C, "embedding output");
     a->blocks = mt_xcalloc(L, sizeof(mt_block_acts), "block activations");
@@ -208,7 +210,7 @@ void mt_model_use_slot(mt_model *m, int k) {
 }
 
 static void free_slot(mt_acts *a, int L, mt_block_acts *shared) {
-    free(a->tokens); free(a->targets); free(a->sample_ids); free(a->encoded);
+    free(a->tokens); free(a->targets); free(a->sample_ids); free(a->doc_start); free(a->pos); free(a->encoded);
     for (int i = 0; i < L; i++)
         for (int k = 0; k < MT_MAX_BLOCK_BUFS; k++)
             if (a->blocks[i].b[k] != shared->b[k]) free(a->blocks[i].b[k]);

@@ -32,6 +32,11 @@ typedef struct {
     int B, T;
     int32_t *tokens, *targets;  /* [N] */
     uint64_t *sample_ids;       /* [B] global sample index of each row (dropout coordinates) */
+    /* packed samples (several documents a window), filled with the tokens:
+     * each row's document's first index in its window and the row's
+     * position in its document; used only when packed is set */
+    int32_t *doc_start, *pos;   /* [N] */
+    int packed;
     float *encoded;             /* the input unit's output [N,C] */
     mt_block_acts *blocks;      /* [L] */
     float *head[MT_MAX_HEAD_BUFS]; /* the output unit's buffers (mt_family.head_bufs) */

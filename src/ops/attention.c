@@ -109,6 +109,7 @@ void op_attention_blas_forward(float *out, float *lse, const float *qkv, int B, 
     const size_t W = (size_t)(NH + 2 * NKV) * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const int use_drop = dropout_on(drop);
+    const int32_t *doc = drop ? drop->doc_start : NULL;
     const int nt = omp_get_max_threads();
     const size_t ptf = per_thread_floats(T, HS);
     float *wsbase = scratch + op_attention_gqa_partial_floats(B, T, NH, NKV, HS);
@@ -130,28 +131,29 @@ void op_attention_blas_forward(float *out, float *lse, const float *qkv, int B, 
                         HS, 0.0f, S, T);
             for (int i = i0; i < i1; i++) {
                 float *s = S + (size_t)(i - i0) * T;
-                const int n = i + 1;
+                const int n = i + 1, lo = doc ? doc[(size_t)b * T + i] : 0; /* keys lo..i: its document's */
                 float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-                for (int j = 0; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+                for (int j = lo; j < n; j++) mx = s[j] > mx ? s[j] : mx;
                 float sum = 0.0f;
                 if (use_drop) {
                     mt_dropout_block_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i,
                                             (uint32_t)(drop->head0 + h), 0, (n + 3) / 4);
 #pragma omp simd reduction(+ : sum)
-                    for (int j = 0; j < n; j++) {
+                    for (int j = lo; j < n; j++) {
                         float e = mt_vexpf(s[j] - mx);
                         s[j] = e * rs[j];
                         sum += e;
                     }
                 } else {
 #pragma omp simd reduction(+ : sum)
-                    for (int j = 0; j < n; j++) {
+                    for (int j = lo; j < n; j++) {
                         float e = mt_vexpf(s[j] - mx);
                         s[j] = e;
                         sum += e;
                     }
                 }
+                for (int j = 0; j < lo; j++) s[j] = 0.0f;
                 lrow[i] = mx + logf(sum);
                 rinv[i - i0] = 1.0f / sum;
                 for (int j = n; j < i1; j++) s[j] = 0.0f;
@@ -177,6 +179,7 @@ void op_attention_blas_backward(float *dqkv, const float *dout, const float *qkv
     const size_t W = (size_t)(NH + 2 * NKV) * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const int use_drop = dropout_on(drop);
+    const int32_t *doc = drop ? drop->doc_start : NULL;
     const int nt = omp_get_max_threads();
     const size_t ptf = per_thread_floats(T, HS);
     float *part = scratch, *wsbase = scratch + op_attention_gqa_partial_floats(B, T, NH, NKV, HS);
@@ -209,11 +212,13 @@ void op_attention_blas_backward(float *dqkv, const float *dout, const float *qkv
                 float D = 0.0f;
                 for (int k = 0; k < HS; k++) D += g[k] * o[k];
                 const float L = lrow[i];
+                const int lo = doc ? doc[(size_t)b * T + i] : 0;
+                for (int j = 0; j < lo; j++) s[j] = dp[j] = 0.0f;
                 if (use_drop) {
                     mt_dropout_block_scales(rs, &drop->d, drop->sample_ids[b], (uint32_t)i,
                                             (uint32_t)(drop->head0 + h), 0, (n + 3) / 4);
 #pragma omp simd
-                    for (int j = 0; j < n; j++) {
+                    for (int j = lo; j < n; j++) {
                         float p = mt_vexpf(s[j] - L);
                         float pd = p * rs[j];
                         dp[j] = p * (dp[j] * rs[j] - D);
@@ -221,7 +226,7 @@ void op_attention_blas_backward(float *dqkv, const float *dout, const float *qkv
                     }
                 } else {
 #pragma omp simd
-                    for (int j = 0; j < n; j++) {
+                    for (int j = lo; j < n; j++) {
                         float p = mt_vexpf(s[j] - L);
                         dp[j] = p * (dp[j] - D);
                         s[j] = p;

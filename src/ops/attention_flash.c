@@ -23,7 +23,11 @@
  *   ds = scale p (dp - D_i), D_i = dO_i . O_i;
  *   dQ_i += sum_j ds_j K_j; dV_j += sum_i pd_ij dO_i; dK_j += sum_i ds_ij Q_i.
  * Dropout scales of a strip come from the same Philox blocks as the BLAS
- * path's (key j's block is j / 4), so both draw the same mask. */
+ * path's (key j's block is j / 4), so both draw the same mask.
+ * Packed documents (mt_attn_dropout.doc_start): row i's keys start at its
+ * document's first row lo_i; blocks and strips wholly before the lowest
+ * lo of a row block are skipped, the others masked per lane like the
+ * causal edge: variable-length blocks on the diagonal, no T x T mask. */
 #include "ops/attention_impl.h"
 #include "ops/vmath.h"
 #include <float.h>
@@ -118,24 +122,24 @@ INL void strips(__m512 s[R][4], const float *A, size_t lda, const float *BT, int
  * of m, l (per row) and the output accumulators o[r][v]. */
 INL void fwd_block(const float *Q, const float *KT, const float *V, size_t ld, int Tp, int HS, int i0, int nr, int j0,
                    float scale, float m[R], __m512 l[R], __m512 o[R][MAX_NV], float *pbuf, float *rs,
-                   const mt_attn_dropout *drop, int b, int h, const int NV, const int NS) {
+                   const mt_attn_dropout *drop, int b, int h, const int lo[R], const int NV, const int NS) {
     __m512 s[R][4];
     strips(s, Q, ld, KT, Tp, HS, i0, nr, j0, NS);
-    const __m512 sc = _mm512_set1_ps(scale), lo = _mm512_set1_ps(-FLT_MAX);
+    const __m512 sc = _mm512_set1_ps(scale), neg = _mm512_set1_ps(-FLT_MAX);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
-        if (r >= nr || i0 + r < j0) { /* row past the end, or no key of this block reaches it */
+        if (r >= nr || i0 + r < j0 || lo[r] >= j0 + KS * NS) { /* past the end, or no key here is its */
 #pragma GCC unroll 4
             for (int q = 0; q < NS; q++) _mm512_storeu_ps(pbuf + r * KB + 16 * q, _mm512_setzero_ps());
             continue;
         }
         const int i = i0 + r;
         __mmask16 k[4];
-        __m512 bm = lo;
+        __m512 bm = neg;
 #pragma GCC unroll 4
         for (int q = 0; q < NS; q++) {
-            k[q] = lanes(i - (j0 + 16 * q) + 1);
-            s[r][q] = _mm512_mask_blend_ps(k[q], lo, _mm512_mul_ps(s[r][q], sc));
+            k[q] = lanes(i - (j0 + 16 * q) + 1) & (__mmask16)~lanes(lo[r] - (j0 + 16 * q)); /* its document's keys */
+            s[r][q] = _mm512_mask_blend_ps(k[q], neg, _mm512_mul_ps(s[r][q], sc));
             bm = _mm512_max_ps(bm, s[r][q]);
         }
         const float mb = _mm512_reduce_max_ps(bm), mn = mb > m[r] ? mb : m[r];
@@ -175,7 +179,8 @@ INL void fwd_block(const float *Q, const float *KT, const float *V, size_t ld, i
 }
 
 INL void fwd_head(float *out, float *lse, const float *qkv, int b, int h, int T, int NH, int NKV, int HS,
-                  const mt_attn_dropout *drop, float *ws, const int NV) {
+                  const mt_attn_dropout *drop, const int32_t *doc, float *ws, const int NV) {
+    const int32_t *ds = doc ? doc + (size_t)b * T : NULL;
     const int C = NH * HS, Tp = round_up(T, KB), kv = h / (NH / NKV);
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t th = (size_t)Tp * HS;
@@ -197,12 +202,17 @@ INL void fwd_head(float *out, float *lse, const float *qkv, int b, int h, int T,
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++) o[r][v] = _mm512_setzero_ps();
         }
-        for (int j0 = 0; j0 < i0 + nr; j0 += KB) {
+        int lo[R], lo_min = T;
+        for (int r = 0; r < R; r++) {
+            lo[r] = ds && r < nr ? ds[i0 + r] : 0;
+            if (r < nr && lo[r] < lo_min) lo_min = lo[r];
+        }
+        for (int j0 = lo_min / KB * KB; j0 < i0 + nr; j0 += KB) {
             const int ns = (i0 + nr - j0 + KS - 1) / KS;
-            if (ns >= 4) fwd_block(Q, KT, V, ld, Tp, HS, i0, nr, j0, scale, m, l, o, pbuf, rs, drop, b, h, NV, 4);
-            else if (ns == 3) fwd_block(Q, KT, V, ld, Tp, HS, i0, nr, j0, scale, m, l, o, pbuf, rs, drop, b, h, NV, 3);
-            else if (ns == 2) fwd_block(Q, KT, V, ld, Tp, HS, i0, nr, j0, scale, m, l, o, pbuf, rs, drop, b, h, NV, 2);
-            else fwd_block(Q, KT, V, ld, Tp, HS, i0, nr, j0, scale, m, l, o, pbuf, rs, drop, b, h, NV, 1);
+            if (ns >= 4) fwd_block(Q, KT, V, ld, Tp, HS, i0, nr, j0, scale, m, l, o, pbuf, rs, drop, b, h, lo, NV, 4);
+            else if (ns == 3) fwd_block(Q, KT, V, ld, Tp, HS, i0, nr, j0, scale, m, l, o, pbuf, rs, drop, b, h, lo, NV, 3);
+            else if (ns == 2) fwd_block(Q, KT, V, ld, Tp, HS, i0, nr, j0, scale, m, l, o, pbuf, rs, drop, b, h, lo, NV, 2);
+            else fwd_block(Q, KT, V, ld, Tp, HS, i0, nr, j0, scale, m, l, o, pbuf, rs, drop, b, h, lo, NV, 1);
         }
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
@@ -218,12 +228,12 @@ INL void fwd_head(float *out, float *lse, const float *qkv, int b, int h, int T,
 }
 
 static void flash_forward_head(float *out, float *lse, const float *qkv, int b, int h, int T, int NH, int NKV,
-                               int HS, const mt_attn_dropout *drop, float *ws) {
+                               int HS, const mt_attn_dropout *drop, const int32_t *doc, float *ws) {
     switch (HS / 16) {
-    case 1: fwd_head(out, lse, qkv, b, h, T, NH, NKV, HS, drop, ws, 1); break;
-    case 2: fwd_head(out, lse, qkv, b, h, T, NH, NKV, HS, drop, ws, 2); break;
-    case 3: fwd_head(out, lse, qkv, b, h, T, NH, NKV, HS, drop, ws, 3); break;
-    default: fwd_head(out, lse, qkv, b, h, T, NH, NKV, HS, drop, ws, 4); break;
+    case 1: fwd_head(out, lse, qkv, b, h, T, NH, NKV, HS, drop, doc, ws, 1); break;
+    case 2: fwd_head(out, lse, qkv, b, h, T, NH, NKV, HS, drop, doc, ws, 2); break;
+    case 3: fwd_head(out, lse, qkv, b, h, T, NH, NKV, HS, drop, doc, ws, 3); break;
+    default: fwd_head(out, lse, qkv, b, h, T, NH, NKV, HS, drop, doc, ws, 4); break;
     }
 }
 
@@ -253,19 +263,19 @@ INL void strips_sdp(__m512 s[R], __m512 dp[R], const float *Q, size_t ld, const 
 INL void bwd_strip(const float *Q, const float *K, size_t ld, const float *KT, const float *VT, const float *dO,
                    size_t ldo, float *dQ, float *dK, float *dV, const float *lrow, const float *D, int Tp, int HS,
                    int i0, int nr, int j0, float scale, float *pbuf, float *dsbuf, float *rs,
-                   const mt_attn_dropout *drop, int b, int h, const int NV) {
+                   const mt_attn_dropout *drop, int b, int h, const int lo[R], const int NV) {
     __m512 s[R], dp[R];
     strips_sdp(s, dp, Q, ld, dO, ldo, KT, VT, Tp, HS, i0, nr, j0);
     const __m512 sc = _mm512_set1_ps(scale);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         const int i = i0 + r;
-        if (r >= nr || i < j0) {
+        if (r >= nr || i < j0 || lo[r] >= j0 + KS) {
             _mm512_storeu_ps(pbuf + r * KS, _mm512_setzero_ps());
             _mm512_storeu_ps(dsbuf + r * KS, _mm512_setzero_ps());
             continue;
         }
-        const __mmask16 k = lanes(i - j0 + 1);
+        const __mmask16 k = lanes(i - j0 + 1) & (__mmask16)~lanes(lo[r] - j0); /* its document's keys */
         const __m512 sv = _mm512_mul_ps(s[r], sc);
         __m512 p = _mm512_maskz_mov_ps(k, mt_vexp16(_mm512_sub_ps(sv, _mm512_set1_ps(lrow[i]))));
         __m512 pd = p, dpv = dp[r];
@@ -354,8 +364,9 @@ INL void bwd_strip(const float *Q, const float *K, size_t ld, const float *KT, c
 }
 
 INL void bwd_head(float *dqkv, float *part, const float *dout, const float *qkv, const float *out, const float *lse,
-                  int B, int b, int h, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop, float *ws,
-                  const int NV) {
+                  int B, int b, int h, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
+                  const int32_t *doc, float *ws, const int NV) {
+    const int32_t *ds = doc ? doc + (size_t)b * T : NULL;
     const int C = NH * HS, Tp = round_up(T, KB), kv = h / (NH / NKV);
     const float scale = 1.0f / sqrtf((float)HS);
     const size_t th = (size_t)Tp * HS;
@@ -383,9 +394,14 @@ INL void bwd_head(float *dqkv, float *part, const float *dout, const float *qkv,
                 dv = _mm512_fmadd_ps(_mm512_loadu_ps(g + 16 * v), _mm512_loadu_ps(o + 16 * v), dv);
             D[r] = _mm512_reduce_add_ps(dv);
         }
-        for (int j0 = 0; j0 < i0 + nr; j0 += KS)
+        int lo[R], lo_min = T;
+        for (int r = 0; r < R; r++) {
+            lo[r] = ds && r < nr ? ds[i0 + r] : 0;
+            if (r < nr && lo[r] < lo_min) lo_min = lo[r];
+        }
+        for (int j0 = lo_min / KS * KS; j0 < i0 + nr; j0 += KS)
             bwd_strip(Q, K, ld, KT, VT, dO, ldo, dQ, dK, dV, lrow, D, Tp, HS, i0, nr, j0, scale, pbuf, dsbuf, rs,
-                      drop, b, h, NV);
+                      drop, b, h, lo, NV);
     }
     size_t ldk, ldv;
     float *kdst = op_attention_gqa_dkv_dst(dqkv, part, b, h, 0, B, T, NH, NKV, HS, &ldk);
@@ -396,23 +412,24 @@ INL void bwd_head(float *dqkv, float *part, const float *dout, const float *qkv,
 
 static void flash_backward_head(float *dqkv, float *part, const float *dout, const float *qkv, const float *out,
                                 const float *lse, int B, int b, int h, int T, int NH, int NKV, int HS,
-                                const mt_attn_dropout *drop, float *ws) {
+                                const mt_attn_dropout *drop, const int32_t *doc, float *ws) {
     switch (HS / 16) {
-    case 1: bwd_head(dqkv, part, dout, qkv, out, lse, B, b, h, T, NH, NKV, HS, drop, ws, 1); break;
-    case 2: bwd_head(dqkv, part, dout, qkv, out, lse, B, b, h, T, NH, NKV, HS, drop, ws, 2); break;
-    case 3: bwd_head(dqkv, part, dout, qkv, out, lse, B, b, h, T, NH, NKV, HS, drop, ws, 3); break;
-    default: bwd_head(dqkv, part, dout, qkv, out, lse, B, b, h, T, NH, NKV, HS, drop, ws, 4); break;
+    case 1: bwd_head(dqkv, part, dout, qkv, out, lse, B, b, h, T, NH, NKV, HS, drop, doc, ws, 1); break;
+    case 2: bwd_head(dqkv, part, dout, qkv, out, lse, B, b, h, T, NH, NKV, HS, drop, doc, ws, 2); break;
+    case 3: bwd_head(dqkv, part, dout, qkv, out, lse, B, b, h, T, NH, NKV, HS, drop, doc, ws, 3); break;
+    default: bwd_head(dqkv, part, dout, qkv, out, lse, B, b, h, T, NH, NKV, HS, drop, doc, ws, 4); break;
     }
 }
 
 void op_attention_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
                                 const mt_attn_dropout *drop, float *scratch) {
     const mt_attn_dropout *d = drop && drop->d.p > 0.0f ? drop : NULL;
+    const int32_t *doc = drop ? drop->doc_start : NULL;
     const size_t ptf = per_thread(T, HS);
     float *wsbase = scratch + op_attention_gqa_partial_floats(B, T, NH, NKV, HS);
 #pragma omp parallel for schedule(static)
     for (int task = 0; task < B * NH; task++)
-        flash_forward_head(out, lse, qkv, task / NH, task % NH, T, NH, NKV, HS, d,
+        flash_forward_head(out, lse, qkv, task / NH, task % NH, T, NH, NKV, HS, d, doc,
                            wsbase + ptf * (size_t)omp_get_thread_num());
 }
 
@@ -420,11 +437,12 @@ void op_attention_flash_backward(float *dqkv, const float *dout, const float *qk
                                  const float *lse, int B, int T, int NH, int NKV, int HS,
                                  const mt_attn_dropout *drop, float *scratch) {
     const mt_attn_dropout *d = drop && drop->d.p > 0.0f ? drop : NULL;
+    const int32_t *doc = drop ? drop->doc_start : NULL;
     const size_t ptf = per_thread(T, HS);
     float *part = scratch, *wsbase = scratch + op_attention_gqa_partial_floats(B, T, NH, NKV, HS);
 #pragma omp parallel for schedule(static)
     for (int task = 0; task < B * NH; task++)
-        flash_backward_head(dqkv, part, dout, qkv, out, lse, B, task / NH, task % NH, T, NH, NKV, HS, d,
+        flash_backward_head(dqkv, part, dout, qkv, out, lse, B, task / NH, task % NH, T, NH, NKV, HS, d, doc,
                             wsbase + ptf * (size_t)omp_get_thread_num());
     op_attention_gqa_reduce(dqkv, part, B, T, NH, NKV, HS);
 }

@@ -77,6 +77,10 @@ typedef struct {
     mt_dropout d;               /* d.p == 0 disables; d.site = MT_DROPOUT_ATTN_PROBS */
     const uint64_t *sample_ids; /* [B] global sample index of each batch row */
     int head0;                  /* global index of local head 0 (tensor parallelism) */
+    /* packed samples: [B*T] the position in its window where each row's
+     * document begins; a query attends to the keys of its document only
+     * (from there to itself). NULL: the window is one document. */
+    const int32_t *doc_start;
 } mt_attn_dropout;
 
 /* Workspace in floats that the caller allocates once and passes to both passes. */

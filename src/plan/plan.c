@@ -169,7 +169,7 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
  * where the family states its buffers: mt_family.plan_act_floats): per
  * block and microbatch of N = b s rows (n = N / t under sequence
  * parallelism, else N) the family's floats, plus per microbatch the tokens,
- * targets (int32) and sample ids (u64), the embedding output n C, and with
+ * targets, packed samples' document starts and positions (int32) and sample ids (u64), the embedding output n C, and with
  * the output unit the family's head floats, and once the logits N Vp / t. A
  * 1F1B pipeline's first stage holds min(pp, m) microbatches. At stage 1
  * (check_act_formula.sh asserts the same forms against measurement):
@@ -189,7 +189,7 @@ static double act_bytes(const mt_model_config *cfg, const mt_plan_cluster *c, co
         int rc = y->recompute == MT_PLAN_RC_NONE ? 0 : y->recompute == MT_PLAN_RC_SELECTIVE ? 1 : 2;
         fam->plan_act_floats(cfg, rc, N, n, t, &per_layer, &output);
         double layers = L / (p * v) * v;
-        double slot = 8 * N + 8 * b + 4 * (n * h + layers * per_layer);
+        double slot = 16 * N + 8 * b + 4 * (n * h + layers * per_layer);
         if (p == 1) slot += 4 * output;
         int slots = p == 1 ? 1 : (p < m ? p : m);
         double logits = p == 1 ? 4 * N * (double)(mt_model_vocab_rows(cfg, y->tp) / y->tp) : 0;

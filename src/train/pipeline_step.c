@@ -160,6 +160,7 @@ static int is_last_stage(const mt_trainer *tr, int c) { return mt_pp_is_last_sta
 static void fill(mt_trainer *tr, mt_loader *ld, uint64_t first) {
     mt_acts *a = &tr->model.acts;
     mt_loader_fill(ld, first, a->B, a->tokens, a->targets, a->sample_ids);
+    a->packed = mt_loader_fill_docs(ld, first, a->B, a->doc_start, a->pos); /* packed samples: documents, positions */
 }
 
 /* A stage boundary's message: the residual-stream rows this rank holds. */

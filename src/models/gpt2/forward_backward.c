@@ -19,6 +19,7 @@
 #include "models/gpt2/gpt2.h"
 #include "models/unit_ops.h"
 #include "ops/ops.h"
+#include "ops/positions.h"
 #include <string.h>
 
 #define EMBED_LAYER_ID 0xFFFu
@@ -93,7 +94,7 @@ static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
     int C = cfg->n_embd, N = a->B * a->T;
     const mt_tensor *wte = mt_unit_tensor(u, MT_T_WTE);
     const float *wte_p = mt_model_tensor_data(m, 0, MT_T_WTE), *wpe_p = mt_model_tensor_data(m, 0, MT_T_WPE);
-    if (m->precision == MT_FP32 && m->layout.tp == 1) {
+    if (m->precision == MT_FP32 && m->layout.tp == 1 && !a->packed) {
         MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_forward(a->encoded, a->tokens, wte_p, wpe_p, a->B, a->T, C, 0));
     } else { /* a lookup of this rank's vocabulary rows (vocabulary-parallel: masked, summed over tp),
                 then the positions */
@@ -108,7 +109,11 @@ static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
             mt_unit_tp_scatter(m, part);
             MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
         }
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_positions(a->encoded, wpe_p, mt_unit_resid_row0(m), mt_unit_resid_n(m), a->T, C));
+        if (a->packed) /* packed samples: each document's positions start at 0 */
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_positions_at(a->encoded, wpe_p, a->pos + mt_unit_resid_row0(m),
+                                                                      mt_unit_resid_n(m), C));
+        else
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_positions(a->encoded, wpe_p, mt_unit_resid_row0(m), mt_unit_resid_n(m), a->T, C));
     }
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, a->encoded);
 }
@@ -124,7 +129,7 @@ static void attention_core_forward(mt_model *m, int layer, const mt_fwd_ctx *fc)
     mt_block_acts *ba = &a->blocks[layer];
     int C = m->cfg.n_embd, NH = m->cfg.n_head, NHl = NH / m->layout.tp;
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
-                          m->layout.tp_rank * NHl};
+                          m->layout.tp_rank * NHl, a->packed ? a->doc_start : NULL};
     MT_TIMED(m->prof, MT_PROF_ATTENTION,
           op_attention_forward(ba->b[GB_ATTY], ba->b[GB_ATT_LSE], ba->b[GB_QKV], a->B, a->T, NHl, C / NH, &ad, m->gs.attn_scratch));
 }
@@ -248,7 +253,7 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
                           C, dwf);
     int NHl = NH / tp;
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
-                          m->layout.tp_rank * NHl};
+                          m->layout.tp_rank * NHl, a->packed ? a->doc_start : NULL};
     MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_backward(gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY], ba->b[GB_ATT_LSE], B, T, NHl,
                                                    C / NH, &ad, gs->attn_scratch));
     const float *ln1 = mt_unit_tp_gather(m, ba->b[GB_LN1], gs->gathered);
@@ -270,15 +275,20 @@ static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
     float *dwte = mt_model_tensor_grad_or_sink(m, 0, MT_T_WTE), *dwpe = mt_model_tensor_grad_or_sink(m, 0, MT_T_WPE);
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, m->gs.dresid);
     if (m->layout.tp == 1) {
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_backward(dwte, dwpe, m->gs.dresid, a->tokens, a->B, a->T, cfg->n_embd, 0));
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_backward(dwte, a->packed ? NULL : dwpe, m->gs.dresid, a->tokens,
+                                                                 a->B, a->T, cfg->n_embd, 0));
+        if (a->packed)
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_positions_backward_at(dwpe, m->gs.dresid, a->pos, a->B * a->T, cfg->n_embd));
         return;
     }
     /* Every rank's vocabulary rows take the gradient of all N rows; wpe's
      * gradient from all rows is then complete on every rank. */
     const float *dfull = mt_unit_tp_gather(m, m->gs.dresid, m->gs.gathered);
     int Vl = (int)mt_unit_tensor(u, MT_T_WTE)->shape[0];
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_backward(dwte, dwpe, dfull,
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_backward(dwte, a->packed ? NULL : dwpe, dfull,
                                                        a->tokens, m->layout.tp_rank * Vl, Vl, a->B, a->T, cfg->n_embd));
+    if (a->packed)
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_positions_backward_at(dwpe, dfull, a->pos, a->B * a->T, cfg->n_embd));
 }
 
 

@@ -14,6 +14,7 @@
 #include "models/model.h"
 #include "models/unit_ops.h"
 #include "ops/ops.h"
+#include "ops/positions.h"
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,17 +76,24 @@ static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
 static void rope(mt_model *m, float *qkv, const dims *d, int inverse) {
     int N = m->acts.B * m->acts.T;
     const float *cs = m->gs.f[LS_COS], *sn = m->gs.f[LS_SIN];
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
-        op_rope_apply(qkv, N, m->acts.T, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse);
-        op_rope_apply(qkv + (size_t)d->nh * d->hd, N, m->acts.T, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse);
-    });
+    if (m->acts.packed) /* packed samples: each document's positions start at 0 */
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
+            op_rope_apply_at(qkv, N, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
+            op_rope_apply_at(qkv + (size_t)d->nh * d->hd, N, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
+        });
+    else
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
+            op_rope_apply(qkv, N, m->acts.T, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse);
+            op_rope_apply(qkv + (size_t)d->nh * d->hd, N, m->acts.T, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse);
+        });
 }
 
 static void attention_core_forward(mt_model *m, int layer) {
     mt_acts *a = &m->acts;
     mt_block_acts *ba = &a->blocks[layer];
     dims d = local_dims(m);
-    mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0};
+    mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0,
+                            a->packed ? a->doc_start : NULL};
     MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_forward_gqa(ba->b[LB_ATTY], ba->b[LB_LSE], ba->b[LB_QKV], a->B, a->T,
                                                             d.nh, d.nkv, d.hd, &none, m->gs.attn_scratch));
 }
@@ -156,7 +164,8 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
                                                        P(ix.post_norm), ba->b[LB_RSTD2], n, C));
     /* attention branch: dresid now holds dL/dres2 */
     row_parallel_backward(m, U, ix.o, fc, gs->f[LS_DATTY], gs->dresid, ba->b[LB_ATTY], d.nh * d.hd, C, dwf);
-    mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0};
+    mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0,
+                            a->packed ? a->doc_start : NULL};
     MT_TIMED(m->prof, MT_PROF_ATTENTION,
              op_attention_backward_gqa(gs->f[LS_DQKV], gs->f[LS_DATTY], ba->b[LB_QKV], ba->b[LB_ATTY], ba->b[LB_LSE],
                                        a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
