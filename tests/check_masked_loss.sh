@@ -12,6 +12,8 @@
 #  3. masks really mask: a random prompt and an answer of one repeated
 #     byte: answer-only training drives the loss near 0, all-token training
 #     cannot (the prompt is unpredictable).
+#  4. generate --chat renders a prompt with the template, answers as trained
+#     and stops at the end of turn.
 # 1 and 2 run twice: one sample per window, and packed (--packing: several
 # samples a window; the references attend through the explicit
 # block-diagonal causal mask with positions restarting at each sample).
@@ -141,4 +143,27 @@ assert a < 0.05, f"answer-only training ends at loss {a:.4f}, not near 0"
 assert b > 1.0, f"all-token training ends at loss {b:.4f}: the random prompt cannot be learnt"
 print(f"answer-only training: loss {a:.4f} (last 5 steps); all tokens: {b:.4f}")
 PY
+
+echo "== 4. generate --chat =="
+# "say D" -> "DDD" in zephyr's template: the trained model answers through
+# the template and stops at the end-of-turn text (</s>, several byte tokens)
+$PY - $W/say.jsonl <<'PY'
+import json, random, sys
+r = random.Random(5)
+with open(sys.argv[1], "w") as f:
+    for _ in range(512):
+        a = r.randint(0, 9)
+        f.write(json.dumps({"messages": [{"role": "user", "content": f"say {a}"},
+                                         {"role": "assistant", "content": f"{a}{a}{a}"}]}) + "\n")
+PY
+$M tokenize --format jsonl --tokenizer byte --chat-template zephyr --seq-len $T --out $W/say $W/say.jsonl >/dev/null
+$M train --train $W/say_train.bin --family llama --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 96 \
+    --seq-len $T --vocab 256 --batch 16 --steps 150 --lr 3e-3 --log-every 0 --ckpt-dir $W/say_ck >/dev/null
+for a in 3 7; do
+    $M generate --ckpt $W/say_ck --chat --chat-template zephyr --prompt "say $a" --temperature 0 --tokens 30 >$W/ans.txt
+    [ "$(cat $W/ans.txt)" = "$a$a$a" ] || { echo "generate --chat 'say $a' answered: $(od -c $W/ans.txt | head -3)"; exit 1; }
+    echo "say $a -> $(cat $W/ans.txt) (stopped at </s>)"
+done
+expect_failure "chat needs a chat template: name one with --chat-template" \
+    $M generate --ckpt $W/say_ck --chat --prompt "say 1" --tokens 5
 echo "masked loss OK"

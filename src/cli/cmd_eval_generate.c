@@ -2,6 +2,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "interop/peft.h"
+#include "data/chat_data.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
 #include "models/model.h"
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -204,9 +206,33 @@ int mt_cli_eval(int argc, char **argv) {
     return 0;
 }
 
+/* --chat's template: named, or matched from the tokenizer_config.json beside
+ * an hf tokenizer.json. */
+static int mt_generate_chat_template(const char *tokenizer, const char *name, mt_chat_template *t, mt_error *err) {
+    if (name) return mt_chat_template_parse(name, t, err);
+    if (strncmp(tokenizer, "hf:", 3))
+        return mt_errorf(err, "--chat needs a chat template: name one with --chat-template %s", mt_chat_template_names());
+    const char *j = tokenizer + 3, *slash = strrchr(j, '/');
+    char path[4096];
+    snprintf(path, sizeof path, "%.*stokenizer_config.json", slash ? (int)(slash - j + 1) : 0, j);
+    mt_tokenizer_config tc;
+    if (access(path, F_OK))
+        return mt_errorf(err, "--chat needs a chat template: there is no %s; name one with --chat-template %s", path,
+                         mt_chat_template_names());
+    if (mt_tokenizer_config_read(path, &tc, err)) return -1;
+    if (!tc.chat_template) {
+        mt_tokenizer_config_free(&tc);
+        return mt_errorf(err, "--chat needs a chat template: %s has none; name one with --chat-template %s", path,
+                         mt_chat_template_names());
+    }
+    int rc = mt_chat_template_match(tc.chat_template, strlen(tc.chat_template), t, err);
+    mt_tokenizer_config_free(&tc);
+    return rc;
+}
+
 int mt_cli_generate(int argc, char **argv) {
-    const char *ckpt = NULL, *prompt = "", *tokenizer = NULL, *vocab_dir = NULL;
-    int ntok = 64, top_k = 0, help = 0;
+    const char *ckpt = NULL, *prompt = "", *tokenizer = NULL, *vocab_dir = NULL, *chat_template = NULL;
+    int ntok = 64, top_k = 0, help = 0, chat = 0;
     float temperature = 1.0f;
     int64_t seed = 1337;
     mt_arg spec[] = {
@@ -219,10 +245,19 @@ int mt_cli_generate(int argc, char **argv) {
         {"tokenizer", MT_ARG_STR, &tokenizer,
          "byte | gpt2 | hf:PATH/tokenizer.json (default: byte if the vocabulary is 256, else gpt2)", 0},
         {"vocab-dir", MT_ARG_STR, &vocab_dir, "directory with encoder.json and vocab.bpe (gpt2)", 0},
+        {"chat", MT_ARG_FLAG, &chat,
+         "the prompt is a user turn: render it with the chat template, answer, stop at the end-of-turn token", 0},
+        {"chat-template", MT_ARG_STR, &chat_template,
+         "with --chat: llama3|llama2|mistral|chatml|qwen3|gemma|zephyr (default: matched from tokenizer_config.json "
+         "beside an hf tokenizer.json)", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
     mt_error err = {{0}};
     if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return mt_cli_fail("generate", &err);
+    if (chat_template && !chat) {
+        mt_errorf(&err, "--chat-template applies to --chat only");
+        return mt_cli_fail("generate", &err);
+    }
     if (help) {
         mt_args_usage("generate", "--ckpt DIR [--prompt TEXT] [--tokens N]", spec, NARGS(spec));
         return 0;
@@ -254,7 +289,23 @@ int mt_cli_generate(int argc, char **argv) {
     mt_model_layout_build(&info.cfg, 1, 0, &layout);
     int32_t *ptok = NULL;
     size_t np = 0;
-    if (mt_tokenizer_encode(tk, (const unsigned char *)prompt, strlen(prompt), &ptok, &np, &err))
+    mt_bytes rendered = {0};
+    const char *eot_text = NULL; /* --chat: the answer ends at the template's end of turn */
+    int32_t eot_id = -1;
+    if (chat) {
+        mt_chat_template tpl;
+        if (mt_generate_chat_template(tokenizer, chat_template, &tpl, &err)) return mt_cli_fail("generate", &err);
+        mt_chat_msg msg = {MT_ROLE_USER, prompt, strlen(prompt)};
+        mt_chat_span none;
+        int ns;
+        if (mt_chat_render(tpl, &msg, 1, &rendered, &none, &ns, &err)) return mt_cli_fail("generate", &err);
+        const char *gp = mt_chat_template_generation_prompt(tpl);
+        mt_bytes_append(&rendered, gp, strlen(gp));
+        eot_text = mt_chat_template_eot(tpl);
+        eot_id = mt_tokenizer_single_id(tk, eot_text);
+        prompt = ""; /* the answer alone is printed */
+        if (mt_tokenizer_encode(tk, rendered.data, rendered.len, &ptok, &np, &err)) return mt_cli_fail("generate", &err);
+    } else if (mt_tokenizer_encode(tk, (const unsigned char *)prompt, strlen(prompt), &ptok, &np, &err))
         return mt_cli_fail("generate", &err);
     if (np == 0 && mt_tokenizer_eot(tk) >= 0) {
         ptok = realloc(ptok, sizeof(int32_t));
@@ -291,10 +342,20 @@ int mt_cli_generate(int argc, char **argv) {
             return mt_cli_fail("generate", &err);
         }
         int32_t next = mt_sample(logits, info.cfg.vocab_size, temperature, top_k, (uint64_t)seed, (uint64_t)i, work);
-        out.len = 0;
-        if (mt_tokenizer_decode(tk, &next, 1, &out, &err)) return mt_cli_fail("generate", &err);
-        fwrite(out.data, 1, out.len, stdout);
-        fflush(stdout);
+        if (chat) { /* the answer is printed whole: its end-of-turn text may take several tokens */
+            if (next == eot_id) break;
+            if (mt_tokenizer_decode(tk, &next, 1, &out, &err)) return mt_cli_fail("generate", &err);
+            size_t el = strlen(eot_text);
+            if (out.len >= el && !memcmp(out.data + out.len - el, eot_text, el)) {
+                out.len -= el;
+                break;
+            }
+        } else {
+            out.len = 0;
+            if (mt_tokenizer_decode(tk, &next, 1, &out, &err)) return mt_cli_fail("generate", &err);
+            fwrite(out.data, 1, out.len, stdout);
+            fflush(stdout);
+        }
         hist[nh++] = next;
         if (g.pos >= T) {
             g.pos = 0;
@@ -303,6 +364,8 @@ int mt_cli_generate(int argc, char **argv) {
             logits = mt_decoder_step(&g, next);
         }
     }
+    if (chat) fwrite(out.data, 1, out.len, stdout);
+    mt_bytes_free(&rendered);
     fputc('\n', stdout);
     free(hist);
     mt_bytes_free(&out);

@@ -8,6 +8,12 @@ static const char *const NAMES[MT_CHAT_COUNT] = {"llama3", "llama2", "mistral", 
 static const char *const EOTS[MT_CHAT_COUNT] = {"<|eot_id|>", "</s>", "</s>", "<|im_end|>", "<|im_end|>",
                                                 "<end_of_turn>", "</s>"};
 
+static const char *const GEN[MT_CHAT_COUNT] = {"<|start_header_id|>assistant<|end_header_id|>\n\n", "", "",
+                                               "<|im_start|>assistant\n", "<|im_start|>assistant\n",
+                                               "<start_of_turn>model\n", "<|assistant|>\n"};
+
+const char *mt_chat_template_generation_prompt(mt_chat_template t) { return (unsigned)t < MT_CHAT_COUNT ? GEN[t] : ""; }
+
 const char *mt_chat_template_name(mt_chat_template t) { return (unsigned)t < MT_CHAT_COUNT ? NAMES[t] : "?"; }
 const char *mt_chat_template_names(void) { return "llama3|llama2|mistral|chatml|qwen3|gemma|zephyr"; }
 const char *mt_chat_template_eot(mt_chat_template t) { return (unsigned)t < MT_CHAT_COUNT ? EOTS[t] : ""; }

@@ -72,6 +72,13 @@ int mt_chat_template_match(const char *jinja, size_t len, mt_chat_template *out,
 /* The text of the end-of-turn token that closes an answer ("<|eot_id|>"). */
 const char *mt_chat_template_eot(mt_chat_template t);
 
+/* What the template writes after a conversation for the model to answer
+ * (add_generation_prompt): "<|start_header_id|>assistant<|end_header_id|>\n\n"
+ * (llama3), "<|im_start|>assistant\n" (chatml, qwen3), "<start_of_turn>model\n"
+ * (gemma), "<|assistant|>\n" (zephyr), "" (llama2, mistral: the answer
+ * follows [/INST]). */
+const char *mt_chat_template_generation_prompt(mt_chat_template t);
+
 /* Renders msgs[0..n) into *out (appended) and the answers' ranges into
  * spans (room for n; *n_spans set), offsets relative to out's length on
  * entry. -1 with a one-line error (without a file name: the caller adds
