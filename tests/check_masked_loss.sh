@@ -8,7 +8,8 @@
 #  2. the loss is the mean over the counted targets of the whole global
 #     batch, so every layout equals one process to 1e-5: micro-batches 1, 2
 #     and 4 (accumulation), dp2 ZeRO-3, dp2 x tp2 with sequence parallelism,
-#     pp2 1F1B, dp2 x tp2 x pp2;
+#     pp2 1F1B, dp2 x tp2 x pp2 (Llama); dp2 x tp2 with sequence
+#     parallelism and pp2 (GPT-2);
 #  3. masks really mask: a random prompt and an answer of one repeated
 #     byte: answer-only training drives the loss near 0, all-token training
 #     cannot (the prompt is unpredictable).
@@ -118,6 +119,18 @@ for k, n in (("loss", 12), ("val_loss", 2)):
     out.append(f"{n} {k}es within {worst:.2g}")
 print(f"{sys.argv[3]}: " + ", ".join(out) + " of one process")
 PY
+done
+# GPT-2 (learned positions, its embedding under tp and sequence parallelism)
+GB="--train $W/m_train.bin --layers 2 --dim 64 --heads 4 --seq-len $T --vocab 256 --batch 8 --steps 8 --lr 2e-3 --log-every 0"
+$MPI -np 1 $M train $GB --metrics $W/g_one.jsonl >/dev/null
+for lay in "gpt2_dp2_tp2_sp 4 --dp 2 --tp 2 --sequence-parallel" "gpt2_pp2 2 --pp 2 --micro-batch 2"; do
+    set -- $lay
+    name=$1 n=$2; shift 2
+    $MPI -np $n $M train $GB "$@" --metrics $W/$name.jsonl >/dev/null
+    grep -v val_loss $W/g_one.jsonl >$W/a.jsonl
+    grep -v val_loss $W/$name.jsonl >$W/b.jsonl
+    losses_within $W/a.jsonl $W/b.jsonl $name
+    echo
 done
 done
 
