@@ -34,7 +34,8 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 HEADERS := $(shell find src include -name '*.h')
 # each object depends on the headers it includes (-MMD -MP: build/obj/**/*.d), not on every header;
-# an object without its .d (a build directory from before) is rebuilt
+# an object without its .d (a build directory from before) is rebuilt. clang writes the .d after the
+# object, which would leave every object older than its .d and rebuilt each time: the object is touched
 DEPFLAGS = -MMD -MP -MF $(@:%.o=%.d)
 DEP_FILES = $(LIB_OBJ:%.o=%.d) $(CLI_OBJ:%.o=%.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d)
 
@@ -45,7 +46,7 @@ $(BUILD)/obj/src/cli/cmd_plot.o: CFLAGS += $(PLPLOT_CFLAGS)
 $(BUILD)/obj/%.o: %.c $(BUILD)/obj/%.d
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
-	@$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+	@$(CC) $(CFLAGS) $(DEPFLAGS) -c $< -o $@ && touch $@
 
 $(BUILD)/libmeshtrain.a: $(LIB_OBJ)
 	@mkdir -p $(BUILD)
@@ -59,7 +60,7 @@ $(BUILD)/meshtrain: $(CLI_OBJ) $(BUILD)/libmeshtrain.a
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libmeshtrain.a $(BUILD)/obj/tests/%.d
 	@mkdir -p $(BUILD)/tests $(BUILD)/obj/tests
 	@echo "LD $@"
-	@$(CC) $(CFLAGS) -MMD -MP -MF $(BUILD)/obj/tests/$*.d -Itests -o $@ $< $(BUILD)/libmeshtrain.a $(LDFLAGS) $(LDLIBS)
+	@$(CC) $(CFLAGS) -MMD -MP -MF $(BUILD)/obj/tests/$*.d -Itests -o $@ $< $(BUILD)/libmeshtrain.a $(LDFLAGS) $(LDLIBS) && touch $@
 
 test: all
 	bash tests/run_all.sh

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 M=build/meshtrain; C=tests/fuzz/corpus
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-rm -rf $C; mkdir -p $C/{json,shard,safetensors,llmc,hf_config,bpe,hf_tokenizer,manifest,peft_config,run_config,metrics}
+rm -rf $C; mkdir -p $C/{json,shard,safetensors,llmc,hf_config,bpe,hf_tokenizer,manifest,peft_config,run_config,metrics,chat_jsonl}
 printf 'It was the best of times, it was the worst of times.\n' > $W/a.txt
 $M tokenize --tokenizer byte --out $W/d $W/a.txt >/dev/null
 cp $W/d_train.bin $C/shard/byte_u16
@@ -67,4 +67,7 @@ $M train --print-config --family llama --layers 2 --dim 32 --heads 4 --kv-heads 
     --zero 2 --dp 2 --precision bf16 --train $'runs/a b\tc\nd "\xc3\xa9" \\x\xe2\x80\xa8' --metrics 'runs/m: 1.jsonl' \
     --log-file '~' --trace null > $C/run_config/print_config_quoted
 printf -- '---\nschedule: {steps: 2}\n---\nschedule: {steps: 3}\n...\n' > $C/run_config/two_documents
+# chat JSONL (fuzz_chat_jsonl): two setting bytes, then the file
+printf '\x00\x40{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello!"}]}\n{"prompt":"2+2=","completion":"4"}\n{"text":"plain text sample"}\n' >$C/chat_jsonl/mixed
+printf '\x2b\x10{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},{"role":"assistant","content":"d"}]}\n{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}]}\n' >$C/chat_jsonl/packed
 du -sh $C

@@ -3,7 +3,8 @@
 # instrumentation, ASan, UBSan) into build-fuzz/, links every target
 # tests/fuzz/fuzz_*.c (json, shard, safetensors, llmc, hf_config, bpe,
 # hf_tokenizer, manifest, peft_config; run_config: train's YAML run config
-# and its writers; metrics: the --metrics files plot reads), and runs each
+# and its writers; metrics: the --metrics files plot reads; chat_jsonl:
+# tokenize's instruction/chat JSONL), and runs each
 # for N seconds (default 60) starting from its kept corpus
 # tests/fuzz/corpus/<target>/ (new inputs go to a scratch directory; the
 # kept corpus is not changed). Prints executions per target; exits 1 if
