@@ -12,14 +12,16 @@ void mt_model_flags_spec(mt_model_flags *mf, mt_arg out[MT_MODEL_FLAG_COUNT], in
     const mt_arg spec[MT_MODEL_FLAG_COUNT] = {
         {"model", MT_ARG_STR, &mf->preset, mf->preset_help, 0},
         {"preset", MT_ARG_STR, &mf->preset, "the same as --model", 0},
-        {"family", MT_ARG_STR, &mf->family, "model family: gpt2 | llama (default gpt2, or the preset's)", 0},
-        {"kv-heads", MT_ARG_INT, &mf->kv_heads, "llama: key/value heads, dividing --heads (default --heads)", 0},
-        {"head-dim", MT_ARG_INT, &mf->head_dim, "llama: dimension per head (default dim / heads)", 0},
-        {"ffn-dim", MT_ARG_INT, &mf->ffn_dim, "llama: SwiGLU width (default 8 dim / 3 rounded up to 32)", 0},
-        {"rope-theta", MT_ARG_FLOAT, &mf->rope_theta, "llama: rotary base (default 10000)", 0},
+        {"family", MT_ARG_STR, &mf->family, "model family: gpt2 | llama | falcon (default gpt2, or the preset's)", 0},
+        {"kv-heads", MT_ARG_INT, &mf->kv_heads, "llama, falcon: key/value heads, dividing --heads (default llama --heads, falcon 1)", 0},
+        {"head-dim", MT_ARG_INT, &mf->head_dim, "llama, falcon: dimension per head (default dim / heads)", 0},
+        {"ffn-dim", MT_ARG_INT, &mf->ffn_dim, "llama: SwiGLU width (default 8 dim / 3 rounded up to 32); falcon: MLP width (default 4 dim)", 0},
+        {"rope-theta", MT_ARG_FLOAT, &mf->rope_theta, "llama, falcon: rotary base (default 10000)", 0},
         {"norm-eps", MT_ARG_FLOAT, &mf->norm_eps, "llama: RMSNorm epsilon (default 1e-5)", 0},
-        {"tie-embeddings", MT_ARG_INT, &mf->tie, "llama: 1 = the head is the token embedding (default 0)", 0},
+        {"tie-embeddings", MT_ARG_INT, &mf->tie, "llama, falcon: 1 = the head is the token embedding (default llama 0, falcon 1)", 0},
         {"qkv-bias", MT_ARG_INT, &mf->qkv_bias, "llama: 1 = q/k/v projections with biases, as Qwen2 (default 0)", 0},
+        {"block-norms", MT_ARG_INT, &mf->block_norms,
+         "falcon: LayerNorms per block, 1 = one shared (Falcon-7B), 2 = ln_attn and ln_mlp (40B/180B; default 1)", 0},
         {"rope-scaling", MT_ARG_STR, &mf->rope_scaling, "llama: none | llama3 (Llama 3.1 frequency scaling)", 0},
         {"rope-factor", MT_ARG_FLOAT, &mf->rope_factor, "llama3 rope scaling: factor (default 8)", 0},
         {"rope-low-freq-factor", MT_ARG_FLOAT, &mf->rope_low, "llama3 rope scaling: low_freq_factor (default 1)", 0},
@@ -59,10 +61,30 @@ int mt_model_flags_apply(const mt_model_flags *mf, const mt_arg *spec, int nspec
     const char *llama_only[] = {"kv-heads", "head-dim", "ffn-dim", "rope-theta", "norm-eps", "tie-embeddings", "qkv-bias",
                                 "rope-scaling", "rope-factor", "rope-low-freq-factor", "rope-high-freq-factor",
                                 "rope-original-max-pos"};
-    for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++)
-        if (SEEN(llama_only[i]) && cfg->family != MT_FAMILY_LLAMA)
-            return mt_errorf(err, "--%s applies to --family llama (this model is %s)", llama_only[i],
-                             mt_family_name(cfg->family));
+    const char *also_falcon[] = {"kv-heads", "head-dim", "ffn-dim", "rope-theta", "tie-embeddings"};
+    for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++) {
+        int falcon_too = 0;
+        for (size_t j = 0; j < sizeof also_falcon / sizeof also_falcon[0]; j++)
+            falcon_too |= !strcmp(llama_only[i], also_falcon[j]);
+        if (SEEN(llama_only[i]) && cfg->family != MT_FAMILY_LLAMA && !(falcon_too && cfg->family == MT_FAMILY_FALCON))
+            return mt_errorf(err, "--%s applies to --family llama%s (this model is %s)", llama_only[i],
+                             falcon_too ? " or falcon" : "", mt_family_name(cfg->family));
+    }
+    if (SEEN("block-norms") && cfg->family != MT_FAMILY_FALCON)
+        return mt_errorf(err, "--block-norms applies to --family falcon (this model is %s)", mt_family_name(cfg->family));
+    if (cfg->family == MT_FAMILY_FALCON) {
+        /* unset shapes follow the width: multi-query attention, C / H per head, the MLP 4C wide */
+        if (SEEN("kv-heads")) cfg->n_kv_head = mf->kv_heads;
+        else if (!preset) cfg->n_kv_head = 1;
+        if (SEEN("head-dim")) cfg->head_dim = mf->head_dim;
+        else if (!preset || SEEN("dim") || SEEN("heads")) cfg->head_dim = cfg->n_head > 0 ? cfg->n_embd / cfg->n_head : 0;
+        if (SEEN("ffn-dim")) cfg->ffn_dim = mf->ffn_dim;
+        else if (!preset || SEEN("dim")) cfg->ffn_dim = 4 * cfg->n_embd;
+        if (SEEN("rope-theta")) cfg->rope_theta = mf->rope_theta;
+        if (SEEN("tie-embeddings")) cfg->tie_embeddings = mf->tie;
+        if (SEEN("block-norms")) cfg->block_norms = mf->block_norms;
+        if (cfg->max_pos < cfg->seq_len) cfg->max_pos = cfg->seq_len;
+    }
     if (cfg->family == MT_FAMILY_LLAMA) {
         /* unset shapes follow the width: plain multi-head attention, C / H per
          * head, and the SwiGLU width 8C/3 rounded up to a multiple of 32 */

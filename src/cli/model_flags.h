@@ -1,6 +1,6 @@
 /* The model flags train and plan share: a preset or family, the shape
  * (--layers --dim --heads --vocab --seq-len --dropout) and the Llama
- * family's own (--kv-heads, --ffn-dim, RoPE, ...), and how they make a
+ * and Falcon families' own (--kv-heads, --ffn-dim, RoPE, --block-norms, ...), and how they make a
  * model config. */
 #ifndef MT_CLI_MODEL_FLAGS_H
 #define MT_CLI_MODEL_FLAGS_H
@@ -11,12 +11,12 @@ typedef struct {
     const char *preset, *family, *rope_scaling;
     int layers, dim, heads, vocab, seq_len;
     float dropout;
-    int kv_heads, head_dim, ffn_dim, tie, qkv_bias, rope_orig;
+    int kv_heads, head_dim, ffn_dim, tie, qkv_bias, rope_orig, block_norms;
     float rope_theta, norm_eps, rope_factor, rope_low, rope_high;
     char preset_help[512];
 } mt_model_flags;
 
-#define MT_MODEL_FLAG_COUNT 21
+#define MT_MODEL_FLAG_COUNT 22
 /* The flags' entries (MT_MODEL_FLAG_COUNT of them) into out, bound to mf;
  * with_defaults: the help texts name train's defaults of the shape. */
 void mt_model_flags_spec(mt_model_flags *mf, mt_arg out[MT_MODEL_FLAG_COUNT], int with_defaults);

@@ -13,7 +13,7 @@
 
 /* A family's position in the registry's table (models/registry.c); the two
  * names are for the code that means one of them (family-specific flags). */
-typedef enum { MT_FAMILY_GPT2 = 0, MT_FAMILY_LLAMA = 1 } mt_family_id;
+typedef enum { MT_FAMILY_GPT2 = 0, MT_FAMILY_LLAMA = 1, MT_FAMILY_FALCON = 2 } mt_family_id;
 
 typedef struct {
     int n_layer;
@@ -36,6 +36,8 @@ typedef struct {
     int max_pos;      /* max_position_embeddings (exported; >= seq_len) */
     int tie_embeddings; /* 1: the output head is the token embedding */
     int qkv_bias;     /* 1: q, k and v projections have biases (Qwen2) */
+    /* Falcon family (also n_kv_head, head_dim, ffn_dim, norm_eps, rope_theta, max_pos, tie_embeddings) */
+    int block_norms;  /* LayerNorms before the parallel attention and MLP: 1 shared (Falcon-7B), 2 (ln_attn, ln_mlp) */
     /* What is trained: frozen tensors and adapters (nn/adapter_spec.h); all zero: everything */
     mt_adapter_spec adapters;
 } mt_model_config;

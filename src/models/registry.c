@@ -6,10 +6,12 @@
 #include <string.h>
 #include "models/gpt2/gpt2.h"
 #include "models/llama/llama.h"
+#include "models/falcon/falcon.h"
 
 static const mt_family *const families[] = {
     [MT_FAMILY_GPT2] = &mt_family_gpt2,
     [MT_FAMILY_LLAMA] = &mt_family_llama,
+    [MT_FAMILY_FALCON] = &mt_family_falcon,
 };
 #define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
 

@@ -132,6 +132,18 @@ void op_rope_apply(float *x, int N, int T, int nh, int HS, size_t ld, const floa
 void op_swiglu_forward(float *out, const float *gate_up, int N, int F);
 void op_swiglu_backward(float *dgate_up, const float *dout, const float *gate_up, int N, int F);
 
+/* ---- GELU, exact erf form (PyTorch's default, Falcon's "gelu"): out = x Phi(x);
+ * the backward overwrites dinp = gelu'(inp) * dout (dinp may alias dout). */
+void op_gelu_erf_forward(float *out, const float *inp, size_t n);
+void op_gelu_erf_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* ---- Falcon's fused q|k|v rows [N, n_groups (G + 2) hd]: grouped, each group
+ * G query heads, its key head, its value head; planar, all query heads, then
+ * the key heads, then the value heads (the attention kernels' form). dst and
+ * src must not overlap. */
+void op_qkv_grouped_to_planar(float *planar, const float *grouped, int N, int n_groups, int G, int hd);
+void op_qkv_planar_to_grouped(float *grouped, const float *planar, int N, int n_groups, int G, int hd);
+
 /* ---- fused softmax + cross-entropy over the vocabulary
  * logits [N, Vp]; only the first V columns take part. targets[i] == -1 is
  * ignored (loss 0, gradient 0). losses[i] = logsumexp(logits[i,:V]) -

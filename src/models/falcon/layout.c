@@ -1,0 +1,78 @@
+/* Falcon's unit layout and tensor-parallel constraints. */
+#include "models/falcon/falcon.h"
+#include <stdio.h>
+
+int mt_falcon_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
+    if (tp < 1) return mt_errorf(err, "{tp} must be >= 1, got %d", tp);
+    int kv = mt_model_kv_heads(cfg);
+    if (kv % tp)
+        return mt_errorf(err, "{tp} %d does not divide the %d key/value heads: falcon's fused query_key_value is cut "
+                              "into whole (query heads, key, value) groups, one per kv head; choose a tp that divides "
+                              "the kv heads (multi-query falcon: tp 1)", tp, kv);
+    if (cfg->ffn_dim % tp)
+        return mt_errorf(err, "{tp} %d does not divide the MLP width {ffn-dim} %d; choose a tp that divides it", tp,
+                         cfg->ffn_dim);
+    return 0;
+}
+
+mt_falcon_block_index mt_falcon_block_tensors(const mt_model_config *cfg) {
+    if (cfg->block_norms == 2) return (mt_falcon_block_index){0, 1, 2, 3, 4, 5, 6, 7};
+    return (mt_falcon_block_index){0, 1, -1, -1, 2, 3, 4, 5};
+}
+
+void mt_falcon_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_layout *out) {
+    int L = cfg->n_layer;
+    int64_t C = cfg->n_embd, hd = mt_model_head_dim(cfg), QW = (int64_t)cfg->n_head * hd,
+            QKV = QW + 2 * (int64_t)mt_model_kv_heads(cfg) * hd, F = cfg->ffn_dim;
+    const float std = 0.02f;
+    mt_layout_init(out, L + 2, tp, tp_rank);
+    char name[MT_TENSOR_NAME_LEN];
+
+    out->units[0].role = MT_UNIT_INPUT;
+    mt_tensor *emb = mt_unit_add_tensor(out, 0, "transformer.word_embeddings.weight", mt_model_vocab_rows(cfg, tp), C, 2,
+                                        1, std, MT_TP_ROWS);
+    emb->init_rows = cfg->vocab_size;
+    emb->ckpt_rows = cfg->padded_vocab;
+    emb->read_16bit_only = 1;
+    emb->grad_by_one_gemm = cfg->tie_embeddings; /* tied: the head's GEMM writes it before the lookup adds rows */
+
+    for (int l = 0; l < L; l++) {
+        int u = 1 + l;
+        out->units[u].role = MT_UNIT_BLOCK;
+        out->units[u].layer = l;
+        out->units[u].sp_partial = 1;
+#define T(suffix, rows, cols, nd, decay, sd, split) \
+    (snprintf(name, sizeof name, "transformer.h.%d.%s", l, suffix), mt_unit_add_tensor(out, u, name, rows, cols, nd, decay, sd, split))
+        if (cfg->block_norms == 2) {
+            T("ln_attn.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
+            T("ln_attn.bias", C, 1, 1, 0, 0.0f, MT_TP_REPLICATED);
+            T("ln_mlp.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
+            T("ln_mlp.bias", C, 1, 1, 0, 0.0f, MT_TP_REPLICATED);
+        } else {
+            T("input_layernorm.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
+            T("input_layernorm.bias", C, 1, 1, 0, 0.0f, MT_TP_REPLICATED);
+        }
+        /* whole (q heads, k, v) groups per rank: tp divides the kv heads (tp_check) */
+        mt_tensor *mats[4];
+        mats[0] = T("self_attention.query_key_value.weight", QKV, C, 2, 1, std, MT_TP_ROWS);
+        mats[1] = T("self_attention.dense.weight", C, QW, 2, 1, std, MT_TP_COLS);
+        mats[2] = T("mlp.dense_h_to_4h.weight", F, C, 2, 1, std, MT_TP_ROWS);
+        mats[3] = T("mlp.dense_4h_to_h.weight", C, F, 2, 1, std, MT_TP_COLS);
+#undef T
+        for (int i = 0; i < 4; i++) mats[i]->read_16bit_only = mats[i]->grad_by_one_gemm = 1;
+    }
+    int h = L + 1;
+    out->units[h].role = MT_UNIT_OUTPUT;
+    out->units[h].sp_partial = 1;
+    mt_unit_add_tensor(out, h, "transformer.ln_f.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
+    mt_unit_add_tensor(out, h, "transformer.ln_f.bias", C, 1, 1, 0, 0.0f, MT_TP_REPLICATED);
+    if (cfg->tie_embeddings) {
+        mt_unit_add_shared(out, h, "lm_head.weight", "transformer.word_embeddings.weight");
+    } else {
+        mt_tensor *head = mt_unit_add_tensor(out, h, "lm_head.weight", mt_model_vocab_rows(cfg, tp), C, 2, 1, std, MT_TP_ROWS);
+        head->init_rows = cfg->vocab_size;
+        head->ckpt_rows = cfg->padded_vocab;
+        head->read_16bit_only = head->grad_by_one_gemm = 1;
+    }
+    mt_layout_finish(out);
+}
