@@ -54,7 +54,7 @@ int mt_falcon_config_validate(const mt_model_config *c, mt_error *err) {
         return mt_errorf(err, "head dimension %d must be even and in 2..1024 (rotary embeddings rotate pairs)", c->head_dim);
     if (c->ffn_dim < 1 || c->ffn_dim > (1 << 20)) return mt_errorf(err, "{ffn-dim} must be in 1..1048576, got %d", c->ffn_dim);
     if (c->block_norms != 1 && c->block_norms != 2)
-        return mt_errorf(err, "falcon block norms must be 1 (one input_layernorm) or 2 (ln_attn and ln_mlp), got %d",
+        return mt_errorf(err, "{block-norms} must be 1 (one input_layernorm) or 2 (ln_attn and ln_mlp), got %d",
                          c->block_norms);
     if (c->norm_eps != 1e-5f)
         return mt_errorf(err, "falcon layer_norm_epsilon %g is not supported (meshtrain's LayerNorm uses 1e-5, "
