@@ -220,12 +220,12 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     mt_model_flags_spec(&mf, model_spec, 1);
     mt_arg run_spec[] = {
         {"peft", MT_ARG_STR, &peft, "parameter-efficient fine-tuning: none | lora | ia3 (adapters on a frozen base; default none)", 0},
-        {"ia3-targets", MT_ARG_STR, &ia3_targets, "comma-separated Hugging Face module names IA3 scales (default: gpt2 c_attn,mlp.c_proj; llama k_proj,v_proj,down_proj)", 0},
+        {"ia3-targets", MT_ARG_STR, &ia3_targets, "comma-separated Hugging Face module names IA3 scales (default: gpt2 c_attn,mlp.c_proj; llama k_proj,v_proj,down_proj; falcon query_key_value,dense_4h_to_h)", 0},
         {"ia3-feedforward", MT_ARG_STR, &ia3_ff, "the IA3 targets scaled on their input, not their output (default: gpt2 mlp.c_proj; llama down_proj)", 0},
         {"lora-r", MT_ARG_INT, &ad.r, "LoRA rank r (default 8)", 0},
         {"lora-alpha", MT_ARG_FLOAT, &ad.alpha, "LoRA alpha: the update is scaled by alpha / r (default 16)", 0},
         {"lora-dropout", MT_ARG_FLOAT, &ad.dropout, "dropout on the LoRA input (default 0)", 0},
-        {"lora-targets", MT_ARG_STR, &lora_targets, "comma-separated Hugging Face module names LoRA adapts (e.g. q_proj,v_proj; c_attn), or all-linear (default: gpt2 c_attn, llama q_proj,v_proj)", 0},
+        {"lora-targets", MT_ARG_STR, &lora_targets, "comma-separated Hugging Face module names LoRA adapts (e.g. q_proj,v_proj; c_attn), or all-linear (default: gpt2 c_attn, llama q_proj,v_proj, falcon query_key_value)", 0},
         {"lora-use-rslora", MT_ARG_FLAG, &ad.rslora, "scale by alpha / sqrt(r) (rank-stabilised LoRA)", 0},
         {"quantize-base", MT_ARG_STR, &quantize_base, "store the frozen base's linear weights quantized: none | nf4 (QLoRA: bitsandbytes' NormalFloat4, blocks of 64) | int8 (per output row); needs --peft lora or --freeze (default none)", 0},
         {"int8-threshold", MT_ARG_FLOAT, &ad.int8_threshold, "with --quantize-base int8: LLM.int8()'s decomposition, input columns with |x| >= T (6.0 in the paper) in fp32 and the rest as int8 x int8 products with per-row activation scales (default 0: the dequantized weights in an fp32 GEMM)", 0},
