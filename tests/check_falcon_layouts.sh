@@ -5,8 +5,9 @@
 # parallelism, pp2, dp2 ZeRO-3, dp2 x tp2 (untied head), full and selective
 # recomputation; multi-query with one LayerNorm (Falcon-7B's form) under
 # dp2 ZeRO-3, pp2 and full recomputation. Then a tp2 x pp2 checkpoint
-# resumes in one process, `generate` decodes from it, and tp that cuts a kv
-# group is refused with its message.
+# resumes in one process, `generate` decodes from it, the activation bytes
+# per block equal the planner's closed form (mt_falcon_plan_act_floats) in
+# every recompute mode, and tp that cuts a kv group is refused with its message.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 corpus d
@@ -48,6 +49,26 @@ $M generate --ckpt $W/ck --prompt "The " --tokens 16 --temperature 0 > $W/gen.tx
 cat $W/gen.txt
 [ "$(wc -c < $W/gen.txt)" -gt 10 ] || { echo "generate printed too little"; exit 1; }
 
+echo "== activation bytes per block: the closed form of mt_falcon_plan_act_floats =="
+for norms in 1 2; do for r in none selective full; do for L in 2 4; do
+    $M train --train $W/d_train.bin --family falcon --layers $L --dim 64 --heads 4 --kv-heads 2 --block-norms $norms \
+        --ffn-dim 96 --seq-len 16 --batch 6 --micro-batch 3 --recompute $r --steps 0 --log-every 0 \
+        --report-json $W/act-$norms-$r-$L.json >/dev/null
+done; done; done
+$PY - $W <<'PY'
+import json, sys
+w = sys.argv[1]
+N = n = 3 * 16; C, a, hd, kv, F = 64, 4, 16, 2, 96
+Q, Wq = a * hd, (a + 2 * kv) * hd
+for k in (1, 2):
+    kept = k * (n * C + 2 * n) + n * C
+    want = {"none": kept + N * (Wq + Q + a + 2 * F), "selective": kept + N * (Wq + 2 * F), "full": n * C}
+    for r, f in want.items():
+        acts = [json.load(open(f"{w}/act-{k}-{r}-{L}.json"))["memory"]["activations"] for L in (2, 4)]
+        got = (acts[1] - acts[0]) / 2
+        print(f"block norms {k}, recompute {r}: {got:.0f} bytes per block, closed form {4 * f}")
+        assert got == 4 * f
+PY
 echo "== constraints =="
 expect_failure() { # PATTERN CMD...
     local pat=$1; shift

@@ -119,7 +119,7 @@ int mt_cli_plan(int argc, char **argv) {
     const char *peft = "none", *targets = "", *qbase = "none";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
     mt_arg hf_spec[] = {
-        {"hf-config", MT_ARG_STR, &hf_config, "a Hugging Face config.json (gpt2, llama, qwen2); the model flags given override it", 0},
+        {"hf-config", MT_ARG_STR, &hf_config, "a Hugging Face config.json (gpt2, llama, qwen2, falcon); the model flags given override it", 0},
     };
     mt_arg plan_spec[] = {
         {"global-batch", MT_ARG_INT, &global_batch, "sequences per optimizer step (required)", 0},

@@ -90,3 +90,23 @@ int mt_falcon_config_read_json(const mt_json *obj, mt_model_config *c, mt_error 
 #undef FLOAT
     return 0;
 }
+
+/* The floats falcon/forward_backward.c's buffer table keeps, per block and
+ * microbatch of N rows (n local under sequence parallelism over t ranks;
+ * k = block_norms, Q = n_head hd, W = (n_head + 2 kv) hd, a heads, F the MLP):
+ *   none       k (n C + 2 n) + n C + N (W + Q + a + 2 F) / t
+ *   selective  k (n C + 2 n) + n C + N (W + 2 F) / t   (attention output and lse recomputed)
+ *   full       n C                                     (the block's output)
+ * and the output unit's ln_f n (C + 2) and row losses N. */
+void mt_falcon_plan_act_floats(const mt_model_config *cfg, int recompute, double N, double n, double t,
+                               double *per_block, double *output) {
+    double C = cfg->n_embd, hd = mt_model_head_dim(cfg), a = cfg->n_head, Q = a * hd,
+           W = (a + 2.0 * mt_model_kv_heads(cfg)) * hd, F = cfg->ffn_dim, k = cfg->block_norms;
+    double kept = k * (n * C + 2 * n) + n * C;
+    switch (recompute) {
+    case 0: *per_block = kept + N * (W + Q + a + 2 * F) / t; break;
+    case 1: *per_block = kept + N * (W + 2 * F) / t; break;
+    default: *per_block = n * C; break;
+    }
+    *output = n * (C + 2) + N;
+}

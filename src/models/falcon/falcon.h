@@ -44,6 +44,9 @@ void mt_falcon_config_defaults(mt_model_config *c);
 int mt_falcon_config_validate(const mt_model_config *c, mt_error *err);
 void mt_falcon_config_write_json(mt_json_writer *w, const mt_model_config *c);
 int mt_falcon_config_read_json(const mt_json *obj, mt_model_config *c, mt_error *err);
+/* This engine's activation floats of a block and of the output unit (mt_family.plan_act_floats). */
+void mt_falcon_plan_act_floats(const mt_model_config *cfg, int recompute, double N, double n, double t,
+                               double *per_block, double *output);
 
 /* One decode step (falcon/decode.c). */
 size_t mt_falcon_decode_cache_floats(const mt_model_config *cfg);

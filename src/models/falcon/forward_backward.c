@@ -329,4 +329,5 @@ const mt_family mt_family_falcon = {
     .config_validate = mt_falcon_config_validate,
     .config_write_json = mt_falcon_config_write_json,
     .config_read_json = mt_falcon_config_read_json,
+    .plan_act_floats = mt_falcon_plan_act_floats,
 };
