@@ -2,9 +2,11 @@
 # The Falcon family on the layouts (20 steps, dropout off) against one
 # process, losses to 1e-5 relative: grouped attention with two LayerNorms
 # (4 heads, 2 kv groups; new_decoder_architecture) under tp2 with sequence
-# parallelism, pp2, dp2 ZeRO-3, dp2 x tp2 (untied head), full and selective
-# recomputation; multi-query with one LayerNorm (Falcon-7B's form) under
-# dp2 ZeRO-3, pp2 and full recomputation. Then a tp2 x pp2 checkpoint
+# parallelism, tp4 (each group on 2 ranks), pp2, dp2 ZeRO-3, dp2 x tp2
+# (untied head), full and selective recomputation; multi-query with one
+# LayerNorm (Falcon-7B's form) under dp2 ZeRO-3, pp2 with full
+# recomputation, tp2 with sequence parallelism and tp4 (its one kv group
+# replicated on every rank). Then a tp2 x pp2 checkpoint
 # resumes in one process, `generate` decodes from it, the activation bytes
 # per block equal the planner's closed form (mt_falcon_plan_act_floats) in
 # every recompute mode, and tp that cuts a kv group is refused with its message.
@@ -40,6 +42,10 @@ run gqa_untied_dp2_tp2 4 $GQA --tie-embeddings 0 --dp 2 --tp 2 --zero 1;  compar
 run mq_one 1 $MQ
 run mq_dp2_zero3 2 $MQ --dp 2 --zero 3;                       compare mq_one mq_dp2_zero3 1e-5
 run mq_pp2 2 $MQ --pp 2 --micro-batch 2 --recompute full;     compare mq_one mq_pp2 1e-5
+# tp beyond the kv heads: the one kv group (multi-query) on 2 and 4 ranks, the two groups on 4
+run mq_tp2_sp 2 $MQ --tp 2 --sequence-parallel;               compare mq_one mq_tp2_sp 1e-5
+run mq_tp4 4 $MQ --tp 4 --zero 1;                             compare mq_one mq_tp4 1e-5
+run gqa_tp4 4 $GQA --tp 4 --sequence-parallel;                compare gqa_one gqa_tp4 1e-5
 
 echo "== resume across layouts, generate =="
 nice $MPI -np 4 $M train $B $GQA --steps 10 --tp 2 --pp 2 --micro-batch 2 --ckpt-dir $W/ck --metrics $W/resumed.jsonl >/dev/null
@@ -76,7 +82,7 @@ expect_failure() { # PATTERN CMD...
     grep -q -- "$pat" $W/err.txt || { echo "expected '$pat' in:"; cat $W/err.txt; exit 1; }
     echo "refused: $(grep -m1 -- "$pat" $W/err.txt)"
 }
-expect_failure "does not divide the 1 key/value heads" $MPI -np 2 $M train $B $MQ --tp 2 --steps 1
+expect_failure "tp must divide the kv heads or be a multiple" $MPI -np 2 $M train $B --heads 6 --dim 96 --kv-heads 3 --tp 2 --steps 1
 expect_failure "block-norms applies to --family falcon" $M train --train $W/d_train.bin --block-norms 2 --steps 1
 expect_failure "block-norms must be 1" $M train $B --block-norms 3 --steps 1
 expect_failure "dropout} is not supported\|dropout is not supported" $M train $B --dropout 0.1 --steps 1

@@ -7,7 +7,8 @@
 # 1e-5 relative. Then LoRA trained by meshtrain from the base (the family's
 # default target query_key_value, and all-linear under tp2) exports a peft
 # adapter whose keys and target_modules name Falcon's modules, and
-# export -> import -> export is byte-identical.
+# export -> import -> export is byte-identical; multi-query LoRA under tp2
+# equals one process.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 corpus d
@@ -106,4 +107,16 @@ $M export --ckpt $W/all2 --format peft --out $W/all_peft2 >/dev/null
 cmp $W/all_peft/adapter_model.safetensors $W/all_peft2/adapter_model.safetensors
 cmp $W/all_peft/adapter_config.json $W/all_peft2/adapter_config.json
 echo "peft export -> import -> export byte-identical"
+# multi-query under tp2: the one kv group, and LoRA's pair on query_key_value, on both ranks
+MQ="--train $W/d_train.bin --family falcon --layers 2 --dim 64 --heads 4 --kv-heads 1 --seq-len 32 --batch 4 --steps 10
+    --lr 2e-3 --log-every 0 $LORA --lora-targets all-linear"
+$M train $MQ --metrics $W/mq1.jsonl >/dev/null
+$MPI -np 2 $M train $MQ --tp 2 --metrics $W/mq2.jsonl >/dev/null
+$PY - $W/mq1.jsonl $W/mq2.jsonl <<'PY'
+import json, sys
+a, b = ([json.loads(x)["loss"] for x in open(f) if '"loss"' in x] for f in sys.argv[1:])
+worst = max(abs(x - y) / y for x, y in zip(a, b))
+print(f"multi-query LoRA all-linear: {a[0]:.4f} -> {a[-1]:.4f}, tp2 within {worst:.2g} of one process")
+assert len(a) == len(b) == 10 and worst <= 1e-5 and a[-1] < a[0]
+PY
 echo OK

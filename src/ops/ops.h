@@ -137,12 +137,13 @@ void op_swiglu_backward(float *dgate_up, const float *dout, const float *gate_up
 void op_gelu_erf_forward(float *out, const float *inp, size_t n);
 void op_gelu_erf_backward(float *dinp, const float *inp, const float *dout, size_t n);
 
-/* ---- Falcon's fused q|k|v rows [N, n_groups (G + 2) hd]: grouped, each group
- * G query heads, its key head, its value head; planar, all query heads, then
- * the key heads, then the value heads (the attention kernels' form). dst and
- * src must not overlap. */
-void op_qkv_grouped_to_planar(float *planar, const float *grouped, int N, int n_groups, int G, int hd);
-void op_qkv_planar_to_grouped(float *grouped, const float *planar, int N, int n_groups, int G, int hd);
+/* ---- Falcon's fused q|k|v rows: grouped [N, n_groups (G + 2) hd], each group
+ * G query heads, its key head, its value head; planar [N, n_groups (nq + 2) hd],
+ * the groups' query heads [q0, q0 + nq), then the key heads, then the value
+ * heads (the attention kernels' form). planar_to_grouped writes the other
+ * query heads as zeros. dst and src must not overlap. */
+void op_qkv_grouped_to_planar(float *planar, const float *grouped, int N, int n_groups, int G, int q0, int nq, int hd);
+void op_qkv_planar_to_grouped(float *grouped, const float *planar, int N, int n_groups, int G, int q0, int nq, int hd);
 
 /* ---- fused softmax + cross-entropy over the vocabulary
  * logits [N, Vp]; only the first V columns take part. targets[i] == -1 is

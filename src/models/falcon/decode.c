@@ -58,7 +58,7 @@ void mt_falcon_decode_step(mt_decoder *d, int32_t token) {
             xm = b.xm;
         }
         op_matmul_forward(MT_GEMM_DEFAULT, b.grouped, b.xa, P(ix.qkv), NULL, 1, C, qkvw);
-        op_qkv_grouped_to_planar(b.qkv, b.grouped, 1, KV, G, hd);
+        op_qkv_grouped_to_planar(b.qkv, b.grouped, 1, KV, G, 0, G, hd);
         op_rope_apply(b.qkv, 1, 1, NH, hd, (size_t)qkvw, cs, sn, 0);
         op_rope_apply(b.qkv + QW, 1, 1, KV, hd, (size_t)qkvw, cs, sn, 0);
         memcpy(kc + (size_t)t * KW, b.qkv + QW, (size_t)KW * sizeof(float));

@@ -5,8 +5,10 @@
  *           q|k|v = planar(query_key_value(a)), rotated by RoPE
  *           out = x + (dense_4h_to_h(gelu(dense_h_to_4h(b))) + dense(attn(q, k, v)))
  *   output: loss = xent(ln_f(x) . lm_head^T)   (lm_head may be word_embeddings)
- * Tensor parallelism: query_key_value (whole kv groups) and dense_h_to_4h
- * column-parallel, dense and dense_4h_to_h row-parallel with their two
+ * Tensor parallelism: query_key_value (whole kv groups; with more ranks
+ * than kv heads a group's ranks compute all its query heads and take their
+ * share, the planar copy's zeros keeping the others' gradient out) and
+ * dense_h_to_4h column-parallel, dense and dense_4h_to_h row-parallel with their two
  * partial outputs summed before the one reduction of the block (the
  * branches are parallel), the embedding and head vocabulary-parallel. */
 #include "models/falcon/falcon.h"
@@ -22,15 +24,22 @@ enum { FH_XF, FH_MEANF, FH_RSTDF, FH_COUNT };
 /* scratch: the grouped q|k|v (the GEMM's rows, forward and backward) and the gradients */
 enum { FS_DATTY, FS_DQKV, FS_QKVG, FS_DPRE, FS_COS, FS_SIN };
 
-/* Local (this tp rank's) widths: nkv groups of G query heads. */
+/* Local (this tp rank's) widths: nkv groups of G query heads in the GEMM's
+ * grouped rows (width gw), of which query heads [q0, q0 + nq) are this
+ * rank's (all G unless tp > kv heads: a group replicated on G / nq ranks);
+ * nh query heads and the planar q|k|v width qkv. */
 typedef struct {
-    int C, hd, nh, nkv, G, qkv, F;
+    int C, hd, nh, nkv, G, q0, nq, gw, qkv, F;
 } dims;
 
 static dims local_dims(const mt_model *m) {
     const mt_model_config *c = &m->cfg;
-    int tp = m->layout.tp, kv = mt_model_kv_heads(c);
-    dims d = {c->n_embd, mt_model_head_dim(c), c->n_head / tp, kv / tp, c->n_head / kv, 0, c->ffn_dim / tp};
+    int tp = m->layout.tp, kv = mt_model_kv_heads(c), rep = tp > kv ? tp / kv : 1;
+    dims d = {c->n_embd, mt_model_head_dim(c), c->n_head / tp, tp > kv ? 1 : kv / tp, c->n_head / kv, 0, 0, 0, 0,
+              c->ffn_dim / tp};
+    d.nq = d.G / rep;
+    d.q0 = (m->layout.tp_rank % rep) * d.nq;
+    d.gw = d.nkv * (d.G + 2) * d.hd;
     d.qkv = (d.nh + 2 * d.nkv) * d.hd;
     return d;
 }
@@ -101,7 +110,7 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_forward(ba->b[FB_X1], ba->b[FB_MEAN1], ba->b[FB_RSTD1], x,
                                                         P(ix.ln_attn_w), P(ix.ln_attn_b), n, C));
     const float *x1 = mt_unit_tp_gather(m, ba->b[FB_X1], m->gs.gathered);
-    mt_unit_linear_fwd(m, U, ix.qkv, fc, grouped, x1, NULL, N, C, d.qkv);
+    mt_unit_linear_fwd(m, U, ix.qkv, fc, grouped, x1, NULL, N, C, d.gw);
     if (two) {
         MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_forward(ba->b[FB_X2], ba->b[FB_MEAN2], ba->b[FB_RSTD2], x,
                                                             P(ix.ln_mlp_w), P(ix.ln_mlp_b), n, C));
@@ -110,7 +119,7 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     mt_unit_linear_fwd(m, U, ix.h_to_4h, fc, ba->b[FB_PRE], x1, NULL, N, C, d.F);
     MT_TIMED(m->prof, MT_PROF_GELU, op_gelu_erf_forward(ba->b[FB_ACT], ba->b[FB_PRE], (size_t)N * d.F));
     mt_unit_linear_fwd(m, U, ix.four_h_to_h, fc, mlp_out, ba->b[FB_ACT], NULL, N, d.F, C);
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_qkv_grouped_to_planar(ba->b[FB_QKV], grouped, N, d.nkv, d.G, d.hd));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_qkv_grouped_to_planar(ba->b[FB_QKV], grouped, N, d.nkv, d.G, d.q0, d.nq, d.hd));
     rope(m, ba->b[FB_QKV], &d, 0);
     attention_core_forward(m, layer);
     mt_unit_linear_fwd(m, U, ix.dense, fc, attn_out, ba->b[FB_ATTY], NULL, N, d.nh * d.hd, C);
@@ -165,9 +174,9 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
              op_attention_backward_gqa(gs->f[FS_DQKV], gs->f[FS_DATTY], ba->b[FB_QKV], ba->b[FB_ATTY], ba->b[FB_LSE],
                                        a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
     rope(m, gs->f[FS_DQKV], &d, 1);
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_qkv_planar_to_grouped(gs->f[FS_QKVG], gs->f[FS_DQKV], N, d.nkv, d.G, d.hd));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_qkv_planar_to_grouped(gs->f[FS_QKVG], gs->f[FS_DQKV], N, d.nkv, d.G, d.q0, d.nq, d.hd));
     const float *x1 = mt_unit_tp_gather(m, ba->b[FB_X1], gs->gathered);
-    mt_unit_linear_bwd(m, U, ix.qkv, fc, gs->dln, NULL, gs->f[FS_QKVG], x1, N, C, d.qkv, dwf | (two ? 0 : MT_ACC_DINP));
+    mt_unit_linear_bwd(m, U, ix.qkv, fc, gs->dln, NULL, gs->f[FS_QKVG], x1, N, C, d.gw, dwf | (two ? 0 : MT_ACC_DINP));
     mt_unit_tp_scatter(m, gs->dln);
     MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(ix.ln_attn_w), G(ix.ln_attn_b), gs->dln, x,
                                                          P(ix.ln_attn_w), ba->b[FB_MEAN1], ba->b[FB_RSTD1], n, C));
@@ -243,7 +252,8 @@ static size_t head_buf_floats(const mt_model *m, int i, size_t N) {
 static void scratch_floats(const mt_model *m, size_t N, size_t out[MT_FAMILY_SCRATCH]) {
     dims d = local_dims(m);
     out[FS_DATTY] = N * (size_t)(d.nh * d.hd);
-    out[FS_DQKV] = out[FS_QKVG] = N * (size_t)d.qkv;
+    out[FS_DQKV] = N * (size_t)d.qkv;
+    out[FS_QKVG] = N * (size_t)d.gw;
     out[FS_DPRE] = N * (size_t)d.F;
     out[FS_COS] = out[FS_SIN] = (size_t)m->acts.T * (size_t)(d.hd / 2);
 }
@@ -266,7 +276,7 @@ static size_t attention_scratch_floats(const mt_model *m, int B, int T) {
 
 static void gemm_extents(const mt_model *m, int own_output, size_t *wmax, size_t *wnum) {
     dims d = local_dims(m);
-    size_t C = (size_t)d.C, qkv = (size_t)d.qkv, F = (size_t)d.F, o = (size_t)(d.nh * d.hd);
+    size_t C = (size_t)d.C, qkv = (size_t)d.gw, F = (size_t)d.F, o = (size_t)(d.nh * d.hd);
     *wmax = C;
     size_t widths[3] = {qkv, F, o};
     for (int i = 0; i < 3; i++) *wmax = widths[i] > *wmax ? widths[i] : *wmax;

@@ -4,11 +4,14 @@
 
 int mt_falcon_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
     if (tp < 1) return mt_errorf(err, "{tp} must be >= 1, got %d", tp);
+    if (cfg->n_head % tp)
+        return mt_errorf(err, "{tp} %d does not divide the %d attention heads (each tp rank holds whole heads); "
+                              "choose a tp that divides {heads}", tp, cfg->n_head);
     int kv = mt_model_kv_heads(cfg);
-    if (kv % tp)
-        return mt_errorf(err, "{tp} %d does not divide the %d key/value heads: falcon's fused query_key_value is cut "
-                              "into whole (query heads, key, value) groups, one per kv head; choose a tp that divides "
-                              "the kv heads (multi-query falcon: tp 1)", tp, kv);
+    if (tp <= kv ? kv % tp : tp % kv)
+        return mt_errorf(err, "{tp} %d and the %d key/value heads: falcon's fused query_key_value is cut into whole "
+                              "(query heads, key, value) groups, so tp must divide the kv heads or be a multiple of "
+                              "them (each group then replicated on tp / kv ranks); choose such a tp", tp, kv);
     if (cfg->ffn_dim % tp)
         return mt_errorf(err, "{tp} %d does not divide the MLP width {ffn-dim} %d; choose a tp that divides it", tp,
                          cfg->ffn_dim);
@@ -25,6 +28,7 @@ void mt_falcon_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_
     int64_t C = cfg->n_embd, hd = mt_model_head_dim(cfg), QW = (int64_t)cfg->n_head * hd,
             QKV = QW + 2 * (int64_t)mt_model_kv_heads(cfg) * hd, F = cfg->ffn_dim;
     const float std = 0.02f;
+    int kv_rep = tp > mt_model_kv_heads(cfg) ? tp / mt_model_kv_heads(cfg) : 1;
     mt_layout_init(out, L + 2, tp, tp_rank);
     char name[MT_TENSOR_NAME_LEN];
 
@@ -52,9 +56,11 @@ void mt_falcon_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_
             T("input_layernorm.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
             T("input_layernorm.bias", C, 1, 1, 0, 0.0f, MT_TP_REPLICATED);
         }
-        /* whole (q heads, k, v) groups per rank: tp divides the kv heads (tp_check) */
+        /* whole (q heads, k, v) groups per rank; tp > kv heads: each group on tp / kv consecutive ranks, which
+           compute all its query heads, use their share and sum the gradient */
         mt_tensor *mats[4];
         mats[0] = T("self_attention.query_key_value.weight", QKV, C, 2, 1, std, MT_TP_ROWS);
+        mt_unit_set_tp_replicas(out, u, kv_rep);
         mats[1] = T("self_attention.dense.weight", C, QW, 2, 1, std, MT_TP_COLS);
         mats[2] = T("mlp.dense_h_to_4h.weight", F, C, 2, 1, std, MT_TP_ROWS);
         mats[3] = T("mlp.dense_4h_to_h.weight", C, F, 2, 1, std, MT_TP_COLS);
