@@ -23,10 +23,13 @@ Subcommands:
       config.json (the real Falcon form: mq = multi_query, one LayerNorm, as
       Falcon-7B; gqa = new_decoder_architecture with KV groups and two
       LayerNorms, as Falcon-40B; mha = neither) and model.safetensors (fp32):
-      matrices N(0, 0.02), LayerNorm weights 1 + 0.1 N(0,1), biases 0.1 N(0,1),
+      matrices N(0, std) (--std, default 0.02), LayerNorm weights 1 + 0.1 N(0,1), biases 0.1 N(0,1),
       drawn in the order below.
   train --model DIR --data SHARD ... [--lora ADAPTER_DIR] --out-json F --out-grads G
       as tests/torch_llama.py train (meshtrain's batches, AdamW, clipping, schedule).
+  generate --model DIR --prompt-ids 1,2,3 [--tokens N]
+      greedy decoding, the full forward recomputed for every new token (no
+      cache); prints the generated ids, comma-separated.
 
 Gradient dump order = meshtrain's layout (models/falcon/layout.c):
   transformer.word_embeddings.weight [V, C]
@@ -209,7 +212,7 @@ def cmd_init(a):
         elif name.endswith(".bias"):
             t = 0.1 * r
         else:
-            t = 0.02 * r
+            t = a.std * r
         tensors.append((name, t))
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "config.json"), "w") as f:
@@ -261,6 +264,18 @@ def cmd_train(a):
         json.dump({"losses": losses, "grad_norms": norms}, f)
 
 
+@torch.no_grad()
+def cmd_generate(a):
+    model = load(a.model)
+    seq = [int(t) for t in a.prompt_ids.split(",") if t.strip()]
+    out = []
+    for _ in range(a.tokens):
+        t = int(model.logits(torch.tensor([seq]))[0, -1].argmax())
+        seq.append(t)
+        out.append(t)
+    print(",".join(map(str, out)))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -268,7 +283,8 @@ def main(argv=None):
     p.add_argument("--out", required=True)
     p.add_argument("--form", default="mq", choices=["mq", "gqa", "mha"])
     for k, t, d in [("layers", int, 2), ("dim", int, 64), ("heads", int, 4), ("kv_heads", int, 2), ("ffn", int, 0),
-                    ("vocab", int, 256), ("max_pos", int, 64), ("tie", int, 1), ("seed", int, 1337)]:
+                    ("vocab", int, 256), ("max_pos", int, 64), ("tie", int, 1), ("seed", int, 1337),
+                    ("std", float, 0.02)]:
         p.add_argument("--" + k.replace("_", "-"), type=t, default=d)
     p = sub.add_parser("train")
     for k in ["model", "data", "out_json"]:
@@ -281,9 +297,13 @@ def main(argv=None):
                     ("grad_clip", float, 1.0), ("grad_vocab_rows", int, 0)]:
         p.add_argument("--" + k.replace("_", "-"), type=t, default=d)
     p.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine"])
+    p = sub.add_parser("generate")
+    p.add_argument("--model", required=True)
+    p.add_argument("--prompt-ids", required=True)
+    p.add_argument("--tokens", type=int, default=16)
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    {"init": cmd_init, "train": cmd_train}[a.cmd](a)
+    {"init": cmd_init, "train": cmd_train, "generate": cmd_generate}[a.cmd](a)
 
 
 if __name__ == "__main__":
