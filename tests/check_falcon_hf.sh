@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Falcon Hugging Face directories of the real Falcon form (written by the
 # reference tests/torch_falcon.py: multi_query as Falcon-7B, grouped
-# new_decoder_architecture as Falcon-40B):
+# new_decoder_architecture as Falcon-40B, here with bias: true):
 #  - import -> export gives every tensor bit for bit and export -> import ->
 #    export is byte-identical (config.json and weights);
 #  - the export read back by the PyTorch reference gives meshtrain's step-0
@@ -10,7 +10,7 @@
 #    greedy decoding by full forwards, both forms;
 #  - the older RefinedWebModel config keys (n_embed, n_head, n_layer) read to
 #    the same model;
-#  - alibi, linear biases, sequential blocks, another activation or epsilon
+#  - alibi, sequential blocks, another activation or epsilon
 #    are refused with one clear line each.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -19,9 +19,9 @@ same_dir() { # A B: the same files with the same bytes
     diff <(cd $1 && ls) <(cd $2 && ls) >/dev/null || { echo "file lists differ: $(ls $1) vs $(ls $2)"; exit 1; }
     for f in $(cd $1 && ls); do cmp -s $1/$f $2/$f || { echo "$1/$f and $2/$f differ"; exit 1; }; done
 }
-for form in mq gqa; do
+for form in mq gqa; do # the grouped one with bias: true
     $PY tests/torch_falcon.py init --out $W/src_$form --form $form --layers 2 --dim 64 --heads 4 --kv-heads 2 --vocab 300 \
-        --max-pos 32 --tie $([ $form = mq ] && echo 1 || echo 0) --seed 3
+        --max-pos 32 --tie $([ $form = mq ] && echo 1 || echo 0) --bias $([ $form = mq ] && echo 0 || echo 1) --seed 3
     $M import --format hf --in $W/src_$form --out $W/ck_$form >/dev/null
     $M export --ckpt $W/ck_$form --format hf --out $W/hf1_$form >/dev/null
     $M import --format hf --in $W/hf1_$form --out $W/ck2_$form >/dev/null
@@ -106,7 +106,6 @@ bad() { # NAME SED PATTERN
     expect_failure "$3" $M import --format hf --in $W/bad_$1 --out $W/x_$1
 }
 bad alibi 's/"alibi": false/"alibi": true/' "alibi true is not supported"
-bad bias 's/"bias": false/"bias": true/' "bias true is not supported"
 bad sequential 's/"parallel_attn": true/"parallel_attn": false/' "parallel_attn false is not supported"
 bad activation 's/"activation": "gelu"/"activation": "relu"/' "activation 'relu' is not supported"
 bad eps 's/"layer_norm_epsilon": 1e-05/"layer_norm_epsilon": 1e-06/' "layer_norm_epsilon 1e-06 is not supported"

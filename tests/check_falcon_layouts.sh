@@ -6,7 +6,8 @@
 # (untied head), full and selective recomputation; multi-query with one
 # LayerNorm (Falcon-7B's form) under dp2 ZeRO-3, pp2 with full
 # recomputation, tp2 with sequence parallelism and tp4 (its one kv group
-# replicated on every rank). Then a tp2 x pp2 checkpoint
+# replicated on every rank); with linear biases (bias: true) under tp2 with
+# and without sequence parallelism. Then a tp2 x pp2 checkpoint
 # resumes in one process, `generate` decodes from it, the activation bytes
 # per block equal the planner's closed form (mt_falcon_plan_act_floats) in
 # every recompute mode, and tp that cuts a kv group is refused with its message.
@@ -46,6 +47,11 @@ run mq_pp2 2 $MQ --pp 2 --micro-batch 2 --recompute full;     compare mq_one mq_
 run mq_tp2_sp 2 $MQ --tp 2 --sequence-parallel;               compare mq_one mq_tp2_sp 1e-5
 run mq_tp4 4 $MQ --tp 4 --zero 1;                             compare mq_one mq_tp4 1e-5
 run gqa_tp4 4 $GQA --tp 4 --sequence-parallel;                compare gqa_one gqa_tp4 1e-5
+# every linear with a bias: the row-parallel ones added once, their gradients from the rows held
+run bias_one 1 $MQ --linear-bias 1
+run bias_tp2_sp 2 $MQ --linear-bias 1 --tp 2 --sequence-parallel;  compare bias_one bias_tp2_sp 1e-5
+run bias_gqa_one 1 $GQA --linear-bias 1
+run bias_gqa_tp2 2 $GQA --linear-bias 1 --tp 2 --zero 1;      compare bias_gqa_one bias_gqa_tp2 1e-5
 
 echo "== resume across layouts, generate =="
 nice $MPI -np 4 $M train $B $GQA --steps 10 --tp 2 --pp 2 --micro-batch 2 --ckpt-dir $W/ck --metrics $W/resumed.jsonl >/dev/null

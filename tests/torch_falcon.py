@@ -15,11 +15,11 @@ transformers: the model follows transformers' FalconForCausalLM:
     kv head h // (H/KV); dense; MLP dense_4h_to_h(gelu(dense_h_to_4h(m)))
     with exact (erf) GELU; out = (mlp + attn) + x;
   ln_f; lm_head tied to word_embeddings (or its own); mean cross-entropy.
-LayerNorms with bias, eps layer_norm_epsilon; no linear biases.
+LayerNorms with bias, eps layer_norm_epsilon; the four linears with biases when bias: true.
 
 Subcommands:
   init --out DIR --layers L --dim C --heads H --kv-heads KV --form mq|gqa|mha
-       --ffn F --vocab V --max-pos T --tie 0|1 --seed S
+       --ffn F --vocab V --max-pos T --tie 0|1 [--bias 0|1] --seed S
       config.json (the real Falcon form: mq = multi_query, one LayerNorm, as
       Falcon-7B; gqa = new_decoder_architecture with KV groups and two
       LayerNorms, as Falcon-40B; mha = neither) and model.safetensors (fp32):
@@ -36,7 +36,8 @@ Gradient dump order = meshtrain's layout (models/falcon/layout.c):
   per layer i (transformer.h.i.): input_layernorm.weight/.bias [C] (or
     ln_attn.weight/.bias, ln_mlp.weight/.bias), self_attention.query_key_value.weight
     [(H + 2 KV) hd, C], self_attention.dense.weight [C, H hd],
-    mlp.dense_h_to_4h.weight [F, C], mlp.dense_4h_to_h.weight [C, F]
+    mlp.dense_h_to_4h.weight [F, C], mlp.dense_4h_to_h.weight [C, F], each
+    followed by its bias with bias: true
   transformer.ln_f.weight, transformer.ln_f.bias [C]
   lm_head.weight [V, C] (untied only)
 """
@@ -58,8 +59,9 @@ class Cfg:
         self.V = j["vocab_size"]
         self.new_arch = bool(j.get("new_decoder_architecture", False))
         self.multi_query = bool(j.get("multi_query", True))
-        if j.get("alibi") or j.get("bias") or not j.get("parallel_attn", True):
-            raise SystemExit("alibi, bias and sequential blocks are not modelled here")
+        if j.get("alibi") or not j.get("parallel_attn", True):
+            raise SystemExit("alibi and sequential blocks are not modelled here")
+        self.bias = bool(j.get("bias", False))
         if self.new_arch:
             self.KV = g("num_kv_heads", "n_head_kv", d=self.H)
         else:
@@ -80,9 +82,12 @@ def tensor_specs(c):
         lns = ["ln_attn", "ln_mlp"] if c.norms == 2 else ["input_layernorm"]
         for ln in lns:
             out += [(p + ln + ".weight", [C]), (p + ln + ".bias", [C])]
-        out += [(p + "self_attention.query_key_value.weight", [(c.H + 2 * c.KV) * hd, C]),
-                (p + "self_attention.dense.weight", [C, c.H * hd]),
-                (p + "mlp.dense_h_to_4h.weight", [c.F, C]), (p + "mlp.dense_4h_to_h.weight", [C, c.F])]
+        for mod, rows, cols in [("self_attention.query_key_value", (c.H + 2 * c.KV) * hd, C),
+                                ("self_attention.dense", C, c.H * hd), ("mlp.dense_h_to_4h", c.F, C),
+                                ("mlp.dense_4h_to_h", C, c.F)]:
+            out.append((p + mod + ".weight", [rows, cols]))
+            if c.bias:
+                out.append((p + mod + ".bias", [rows]))
     out += [("transformer.ln_f.weight", [C]), ("transformer.ln_f.bias", [C])]
     if not c.tie:
         out.append(("lm_head.weight", [c.V, C]))
@@ -128,7 +133,8 @@ class Falcon(torch.nn.Module):
                     self.lora_params += [A, B]
 
     def lin(self, x, i, mod):
-        y = F.linear(x, self.w(f"transformer.h.{i}.{mod}.weight"))
+        y = F.linear(x, self.w(f"transformer.h.{i}.{mod}.weight"),
+                     self.w(f"transformer.h.{i}.{mod}.bias") if self.cfg.bias else None)  # FalconLinear: x W^T + b
         ab = self.lora.get(f"{i}.{mod}")
         if ab is not None:
             y = y + self.lora_scale * F.linear(F.linear(x, ab[0]), ab[1])
@@ -190,7 +196,7 @@ def load(d):
 
 def cmd_init(a):
     j = {"architectures": ["FalconForCausalLM"], "model_type": "falcon", "activation": "gelu", "alibi": False,
-         "bias": False, "parallel_attn": True, "hidden_size": a.dim, "num_attention_heads": a.heads,
+         "bias": bool(a.bias), "parallel_attn": True, "hidden_size": a.dim, "num_attention_heads": a.heads,
          "num_hidden_layers": a.layers, "layer_norm_epsilon": 1e-5, "rope_theta": 10000.0,
          "vocab_size": a.vocab, "max_position_embeddings": a.max_pos, "tie_word_embeddings": bool(a.tie),
          "attention_dropout": 0.0, "hidden_dropout": 0.0, "torch_dtype": "float32"}
@@ -284,7 +290,7 @@ def main(argv=None):
     p.add_argument("--form", default="mq", choices=["mq", "gqa", "mha"])
     for k, t, d in [("layers", int, 2), ("dim", int, 64), ("heads", int, 4), ("kv_heads", int, 2), ("ffn", int, 0),
                     ("vocab", int, 256), ("max_pos", int, 64), ("tie", int, 1), ("seed", int, 1337),
-                    ("std", float, 0.02)]:
+                    ("std", float, 0.02), ("bias", int, 0)]:
         p.add_argument("--" + k.replace("_", "-"), type=t, default=d)
     p = sub.add_parser("train")
     for k in ["model", "data", "out_json"]:

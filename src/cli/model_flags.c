@@ -22,6 +22,7 @@ void mt_model_flags_spec(mt_model_flags *mf, mt_arg out[MT_MODEL_FLAG_COUNT], in
         {"qkv-bias", MT_ARG_INT, &mf->qkv_bias, "llama: 1 = q/k/v projections with biases, as Qwen2 (default 0)", 0},
         {"block-norms", MT_ARG_INT, &mf->block_norms,
          "falcon: LayerNorms per block, 1 = one shared (Falcon-7B), 2 = ln_attn and ln_mlp (40B/180B; default 1)", 0},
+        {"linear-bias", MT_ARG_INT, &mf->linear_bias, "falcon: 1 = every linear of a block has a bias (HF bias: true; default 0)", 0},
         {"rope-scaling", MT_ARG_STR, &mf->rope_scaling, "llama: none | llama3 (Llama 3.1 frequency scaling)", 0},
         {"rope-factor", MT_ARG_FLOAT, &mf->rope_factor, "llama3 rope scaling: factor (default 8)", 0},
         {"rope-low-freq-factor", MT_ARG_FLOAT, &mf->rope_low, "llama3 rope scaling: low_freq_factor (default 1)", 0},
@@ -70,8 +71,11 @@ int mt_model_flags_apply(const mt_model_flags *mf, const mt_arg *spec, int nspec
             return mt_errorf(err, "--%s applies to --family llama%s (this model is %s)", llama_only[i],
                              falcon_too ? " or falcon" : "", mt_family_name(cfg->family));
     }
-    if (SEEN("block-norms") && cfg->family != MT_FAMILY_FALCON)
-        return mt_errorf(err, "--block-norms applies to --family falcon (this model is %s)", mt_family_name(cfg->family));
+    const char *falcon_only[] = {"block-norms", "linear-bias"};
+    for (size_t i = 0; i < sizeof falcon_only / sizeof falcon_only[0]; i++)
+        if (SEEN(falcon_only[i]) && cfg->family != MT_FAMILY_FALCON)
+            return mt_errorf(err, "--%s applies to --family falcon (this model is %s)", falcon_only[i],
+                             mt_family_name(cfg->family));
     if (cfg->family == MT_FAMILY_FALCON) {
         /* unset shapes follow the width: multi-query attention, C / H per head, the MLP 4C wide */
         if (SEEN("kv-heads")) cfg->n_kv_head = mf->kv_heads;
@@ -83,6 +87,7 @@ int mt_model_flags_apply(const mt_model_flags *mf, const mt_arg *spec, int nspec
         if (SEEN("rope-theta")) cfg->rope_theta = mf->rope_theta;
         if (SEEN("tie-embeddings")) cfg->tie_embeddings = mf->tie;
         if (SEEN("block-norms")) cfg->block_norms = mf->block_norms;
+        if (SEEN("linear-bias")) cfg->linear_bias = mf->linear_bias;
         if (cfg->max_pos < cfg->seq_len) cfg->max_pos = cfg->seq_len;
     }
     if (cfg->family == MT_FAMILY_LLAMA) {

@@ -38,6 +38,7 @@ typedef struct {
     int qkv_bias;     /* 1: q, k and v projections have biases (Qwen2) */
     /* Falcon family (also n_kv_head, head_dim, ffn_dim, norm_eps, rope_theta, max_pos, tie_embeddings) */
     int block_norms;  /* LayerNorms before the parallel attention and MLP: 1 shared (Falcon-7B), 2 (ln_attn, ln_mlp) */
+    int linear_bias;  /* 1: every linear of a block has a bias (Falcon's bias: true) */
     /* What is trained: frozen tensors and adapters (nn/adapter_spec.h); all zero: everything */
     mt_adapter_spec adapters;
 } mt_model_config;

@@ -62,7 +62,8 @@ int mt_falcon_config_validate(const mt_model_config *c, mt_error *err) {
     if (!(c->rope_theta > 1.0f && isfinite(c->rope_theta)))
         return mt_errorf(err, "{rope-theta} must be a finite number > 1, got %g", (double)c->rope_theta);
     if (c->rope_scaling) return mt_errorf(err, "rope scaling is not supported by the falcon family");
-    if (c->qkv_bias) return mt_errorf(err, "linear biases are not supported by the falcon family (bias: false only)");
+    if (c->qkv_bias) return mt_errorf(err, "q/k/v-only biases are not a falcon form (linear_bias: every linear or none)");
+    if (c->linear_bias != 0 && c->linear_bias != 1) return mt_errorf(err, "falcon linear_bias must be 0 or 1");
     if (c->tie_embeddings != 0 && c->tie_embeddings != 1) return mt_errorf(err, "{tie-embeddings} must be 0 or 1");
     if (c->dropout != 0.0f) return mt_errorf(err, "{dropout} is not supported by the falcon family (it trains without dropout)");
     return 0;
@@ -77,6 +78,7 @@ void mt_falcon_config_write_json(mt_json_writer *w, const mt_model_config *c) {
     mt_jw_key(w, "rope_theta"); mt_jw_double(w, c->rope_theta);
     mt_jw_key(w, "max_pos"); mt_jw_int(w, c->max_pos);
     mt_jw_key(w, "tie_embeddings"); mt_jw_int(w, c->tie_embeddings);
+    if (c->linear_bias) { mt_jw_key(w, "linear_bias"); mt_jw_int(w, c->linear_bias); }
 }
 
 int mt_falcon_config_read_json(const mt_json *obj, mt_model_config *c, mt_error *err) {
@@ -86,6 +88,7 @@ int mt_falcon_config_read_json(const mt_json *obj, mt_model_config *c, mt_error 
         INT("block_norms", block_norms) || FLOAT("norm_eps", norm_eps) || FLOAT("rope_theta", rope_theta) ||
         INT("max_pos", max_pos) || INT("tie_embeddings", tie_embeddings))
         return -1;
+    if (mt_json_get(obj, "linear_bias") && INT("linear_bias", linear_bias)) return -1;
 #undef INT
 #undef FLOAT
     return 0;

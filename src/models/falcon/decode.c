@@ -50,6 +50,7 @@ void mt_falcon_decode_step(mt_decoder *d, int32_t token) {
         const mt_unit_layout *u = &d->l->units[1 + l];
         const float *p = d->params[1 + l];
 #define P(i) (p + u->t[i].offset)
+#define B(i) ((i) >= 0 ? P(i) : NULL)
         float *kc = b.k + (size_t)l * T * KW, *vc = b.v + (size_t)l * T * KW;
         op_layernorm_forward(b.xa, b.stats, b.stats + 1, b.x, P(ix.ln_attn_w), P(ix.ln_attn_b), 1, C);
         const float *xm = b.xa;
@@ -57,7 +58,7 @@ void mt_falcon_decode_step(mt_decoder *d, int32_t token) {
             op_layernorm_forward(b.xm, b.stats + 2, b.stats + 3, b.x, P(ix.ln_mlp_w), P(ix.ln_mlp_b), 1, C);
             xm = b.xm;
         }
-        op_matmul_forward(MT_GEMM_DEFAULT, b.grouped, b.xa, P(ix.qkv), NULL, 1, C, qkvw);
+        op_matmul_forward(MT_GEMM_DEFAULT, b.grouped, b.xa, P(ix.qkv), B(ix.qkv_b), 1, C, qkvw);
         op_qkv_grouped_to_planar(b.qkv, b.grouped, 1, KV, G, 0, G, hd);
         op_rope_apply(b.qkv, 1, 1, NH, hd, (size_t)qkvw, cs, sn, 0);
         op_rope_apply(b.qkv + QW, 1, 1, KV, hd, (size_t)qkvw, cs, sn, 0);
@@ -67,13 +68,14 @@ void mt_falcon_decode_step(mt_decoder *d, int32_t token) {
             size_t kh = (size_t)(h / G) * hd;
             mt_decode_attend(b.qkv + (size_t)h * hd, kc + kh, vc + kh, (size_t)KW, t, hd, b.scores, b.att + (size_t)h * hd);
         }
-        op_matmul_forward(MT_GEMM_DEFAULT, b.tmp, b.att, P(ix.dense), NULL, 1, QW, C);
-        op_matmul_forward(MT_GEMM_DEFAULT, b.pre, xm, P(ix.h_to_4h), NULL, 1, C, F);
+        op_matmul_forward(MT_GEMM_DEFAULT, b.tmp, b.att, P(ix.dense), B(ix.dense_b), 1, QW, C);
+        op_matmul_forward(MT_GEMM_DEFAULT, b.pre, xm, P(ix.h_to_4h), B(ix.h_to_4h_b), 1, C, F);
         op_gelu_erf_forward(b.act, b.pre, (size_t)F);
-        op_matmul_forward(MT_GEMM_DEFAULT, b.xa, b.act, P(ix.four_h_to_h), NULL, 1, F, C); /* xa is free here */
+        op_matmul_forward(MT_GEMM_DEFAULT, b.xa, b.act, P(ix.four_h_to_h), B(ix.four_h_to_h_b), 1, F, C); /* xa is free here */
         op_add(b.tmp, b.xa, b.tmp, (size_t)C); /* mlp + attention, then the residual */
         op_add(b.x, b.x, b.tmp, (size_t)C);
 #undef P
+#undef B
     }
     int H = c->n_layer + 1;
     const mt_unit_layout *hu = &d->l->units[H];

@@ -8,7 +8,7 @@
  * two (new_decoder_architecture: ln_attn and ln_mlp, block_norms 2);
  * LayerNorms with bias (eps 1e-5), rotary embeddings in the half-split
  * convention, multi-query (one kv head) or grouped-query attention, exact
- * (erf) GELU, no linear biases, no dropout, the head tied to the embedding
+ * (erf) GELU, linear biases or none (bias: true / false), no dropout, the head tied to the embedding
  * or not. Tensor names are Hugging Face's; linear weights are [out, in].
  *
  * query_key_value is one tensor stored as Hugging Face stores it: per kv
@@ -24,9 +24,11 @@
 enum { MT_F_EMBED = 0 };
 extern const mt_family mt_family_falcon;
 
-/* Index of a block tensor by role (ln_mlp_w/b are -1 with one norm). */
+/* Index of a block tensor by role (ln_mlp_w/b are -1 with one norm; the
+ * linears' biases -1 without linear_bias: each bias follows its weight). */
 typedef struct {
-    int ln_attn_w, ln_attn_b, ln_mlp_w, ln_mlp_b, qkv, dense, h_to_4h, four_h_to_h;
+    int ln_attn_w, ln_attn_b, ln_mlp_w, ln_mlp_b, qkv, qkv_b, dense, dense_b, h_to_4h, h_to_4h_b, four_h_to_h,
+        four_h_to_h_b;
 } mt_falcon_block_index;
 mt_falcon_block_index mt_falcon_block_tensors(const mt_model_config *cfg);
 

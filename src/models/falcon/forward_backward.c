@@ -107,27 +107,31 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     const float *x = block_input(m, layer);
     float *grouped = m->gs.f[FS_QKVG], *attn_out = m->gs.dtmp, *mlp_out = m->gs.dln; /* free during forward */
 #define P(i) mt_model_tensor_data(m, U, i)
+#define B(i) ((i) >= 0 ? P(i) : NULL)
+#define RB(i) ((i) >= 0 && m->layout.tp_rank == 0 ? P(i) : NULL) /* a row-parallel bias: in one rank's partial sum */
     MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_forward(ba->b[FB_X1], ba->b[FB_MEAN1], ba->b[FB_RSTD1], x,
                                                         P(ix.ln_attn_w), P(ix.ln_attn_b), n, C));
     const float *x1 = mt_unit_tp_gather(m, ba->b[FB_X1], m->gs.gathered);
-    mt_unit_linear_fwd(m, U, ix.qkv, fc, grouped, x1, NULL, N, C, d.gw);
+    mt_unit_linear_fwd(m, U, ix.qkv, fc, grouped, x1, B(ix.qkv_b), N, C, d.gw);
     if (two) {
         MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_forward(ba->b[FB_X2], ba->b[FB_MEAN2], ba->b[FB_RSTD2], x,
                                                             P(ix.ln_mlp_w), P(ix.ln_mlp_b), n, C));
         x1 = mt_unit_tp_gather(m, ba->b[FB_X2], m->gs.gathered);
     }
-    mt_unit_linear_fwd(m, U, ix.h_to_4h, fc, ba->b[FB_PRE], x1, NULL, N, C, d.F);
+    mt_unit_linear_fwd(m, U, ix.h_to_4h, fc, ba->b[FB_PRE], x1, B(ix.h_to_4h_b), N, C, d.F);
     MT_TIMED(m->prof, MT_PROF_GELU, op_gelu_erf_forward(ba->b[FB_ACT], ba->b[FB_PRE], (size_t)N * d.F));
-    mt_unit_linear_fwd(m, U, ix.four_h_to_h, fc, mlp_out, ba->b[FB_ACT], NULL, N, d.F, C);
+    mt_unit_linear_fwd(m, U, ix.four_h_to_h, fc, mlp_out, ba->b[FB_ACT], RB(ix.four_h_to_h_b), N, d.F, C);
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_qkv_grouped_to_planar(ba->b[FB_QKV], grouped, N, d.nkv, d.G, d.q0, d.nq, d.hd));
     rope(m, ba->b[FB_QKV], &d, 0);
     attention_core_forward(m, layer);
-    mt_unit_linear_fwd(m, U, ix.dense, fc, attn_out, ba->b[FB_ATTY], NULL, N, d.nh * d.hd, C);
+    mt_unit_linear_fwd(m, U, ix.dense, fc, attn_out, ba->b[FB_ATTY], RB(ix.dense_b), N, d.nh * d.hd, C);
     /* HF: mlp_output += attention_output; the tp ranks' partial sums reduced once */
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add(attn_out, mlp_out, attn_out, (size_t)N * C));
     mt_unit_tp_scatter(m, attn_out);
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_residual_add(ba->b[FB_OUT], x, attn_out, NULL, n, C));
 #undef P
+#undef B
+#undef RB
 }
 
 static void block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc) {
@@ -136,12 +140,17 @@ static void block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     else if (m->recompute == MT_RECOMPUTE_SELECTIVE) attention_core_forward(m, layer);
 }
 
-/* A row-parallel layer's backward (no bias): the output gradient of all N rows. */
-static void row_parallel_backward(mt_model *m, int u, int wk, const mt_fwd_ctx *fc, float *dinp, const float *dbranch,
-                                  const float *inp, int IC, int C, int flags) {
+/* A row-parallel layer's backward: its input and weight gradients need the
+ * output gradient of all N rows (gathered under sequence parallelism); its
+ * replicated bias takes the rows held here (under sequence parallelism a
+ * partial sum, completed by the tp reduction of replicated gradients). */
+static void row_parallel_backward(mt_model *m, int u, int wk, const mt_fwd_ctx *fc, float *dinp, float *dbias,
+                                  const float *dbranch, const float *inp, int IC, int C, int flags) {
     int N = m->acts.B * m->acts.T;
     const float *dfull = mt_unit_tp_gather(m, dbranch, m->gs.gathered);
-    mt_unit_linear_bwd(m, u, wk, fc, dinp, NULL, dfull, inp, N, IC, C, flags);
+    mt_unit_linear_bwd(m, u, wk, fc, dinp, mt_tp_sp(m->tp) ? NULL : dbias, dfull, inp, N, IC, C, flags);
+    if (dbias && mt_tp_sp(m->tp))
+        mt_unit_linear_backward(m, NULL, NULL, dbias, dbranch, NULL, NULL, mt_unit_resid_n(m), IC, C, 0);
 }
 
 static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
@@ -156,13 +165,16 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     int dwf = m->grad_fresh[1 + layer] ? MT_SET_DW : 0;
 #define P(i) mt_model_tensor_data(m, U, i)
 #define G(i) mt_model_tensor_grad_or_sink(m, U, i)
+#define GB(i) ((i) >= 0 ? mt_model_tensor_grad(m, U, i) : NULL) /* a bias: NULL when absent or frozen */
     /* dresid holds dL/dout, both branches' output gradient: both read it before a norm's backward adds to it */
-    row_parallel_backward(m, U, ix.four_h_to_h, fc, gs->f[FS_DPRE], gs->dresid, ba->b[FB_ACT], d.F, C, dwf);
-    row_parallel_backward(m, U, ix.dense, fc, gs->f[FS_DATTY], gs->dresid, ba->b[FB_ATTY], d.nh * d.hd, C, dwf);
+    row_parallel_backward(m, U, ix.four_h_to_h, fc, gs->f[FS_DPRE], GB(ix.four_h_to_h_b), gs->dresid, ba->b[FB_ACT], d.F,
+                          C, dwf);
+    row_parallel_backward(m, U, ix.dense, fc, gs->f[FS_DATTY], GB(ix.dense_b), gs->dresid, ba->b[FB_ATTY], d.nh * d.hd,
+                          C, dwf);
     /* MLP branch */
     MT_TIMED(m->prof, MT_PROF_GELU, op_gelu_erf_backward(gs->f[FS_DPRE], ba->b[FB_PRE], gs->f[FS_DPRE], (size_t)N * d.F));
     const float *xm = mt_unit_tp_gather(m, ba->b[two ? FB_X2 : FB_X1], gs->gathered);
-    mt_unit_linear_bwd(m, U, ix.h_to_4h, fc, gs->dln, NULL, gs->f[FS_DPRE], xm, N, C, d.F, dwf);
+    mt_unit_linear_bwd(m, U, ix.h_to_4h, fc, gs->dln, GB(ix.h_to_4h_b), gs->f[FS_DPRE], xm, N, C, d.F, dwf);
     if (two) {
         mt_unit_tp_scatter(m, gs->dln);
         MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(ix.ln_mlp_w), G(ix.ln_mlp_b), gs->dln, x,
@@ -176,12 +188,14 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     rope(m, gs->f[FS_DQKV], &d, 1);
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_qkv_planar_to_grouped(gs->f[FS_QKVG], gs->f[FS_DQKV], N, d.nkv, d.G, d.q0, d.nq, d.hd));
     const float *x1 = mt_unit_tp_gather(m, ba->b[FB_X1], gs->gathered);
-    mt_unit_linear_bwd(m, U, ix.qkv, fc, gs->dln, NULL, gs->f[FS_QKVG], x1, N, C, d.gw, dwf | (two ? 0 : MT_ACC_DINP));
+    mt_unit_linear_bwd(m, U, ix.qkv, fc, gs->dln, GB(ix.qkv_b), gs->f[FS_QKVG], x1, N, C, d.gw,
+                       dwf | (two ? 0 : MT_ACC_DINP));
     mt_unit_tp_scatter(m, gs->dln);
     MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(ix.ln_attn_w), G(ix.ln_attn_b), gs->dln, x,
                                                          P(ix.ln_attn_w), ba->b[FB_MEAN1], ba->b[FB_RSTD1], n, C));
 #undef P
 #undef G
+#undef GB
 }
 
 /* The head's weight: its own lm_head (tensor 2 of the output unit), or the embedding it is tied to. */

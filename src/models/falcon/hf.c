@@ -21,7 +21,7 @@ void mt_falcon_hf_config_write(const mt_model_config *c, const char *torch_dtype
     mt_jw_key(w, "model_type"); mt_jw_string(w, "falcon");
     mt_jw_key(w, "activation"); mt_jw_string(w, "gelu");
     mt_jw_key(w, "alibi"); mt_jw_bool(w, 0);
-    mt_jw_key(w, "bias"); mt_jw_bool(w, 0);
+    mt_jw_key(w, "bias"); mt_jw_bool(w, c->linear_bias);
     mt_jw_key(w, "parallel_attn"); mt_jw_bool(w, 1);
     mt_jw_key(w, "new_decoder_architecture"); mt_jw_bool(w, new_arch);
     mt_jw_key(w, "multi_query"); mt_jw_bool(w, kv == 1);
@@ -83,7 +83,7 @@ int mt_falcon_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err
         flag_of(o, "tie_word_embeddings", 1, &c->tie_embeddings, err))
         return -1;
     if (alibi) return mt_errorf(err, "alibi true is not supported (meshtrain's falcon uses rotary embeddings)");
-    if (bias) return mt_errorf(err, "bias true is not supported (meshtrain's falcon has no linear biases)");
+    c->linear_bias = bias;
     if (!parallel)
         return mt_errorf(err, "parallel_attn false is not supported (meshtrain's falcon runs attention and MLP in "
                               "parallel)");

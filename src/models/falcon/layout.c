@@ -19,8 +19,11 @@ int mt_falcon_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
 }
 
 mt_falcon_block_index mt_falcon_block_tensors(const mt_model_config *cfg) {
-    if (cfg->block_norms == 2) return (mt_falcon_block_index){0, 1, 2, 3, 4, 5, 6, 7};
-    return (mt_falcon_block_index){0, 1, -1, -1, 2, 3, 4, 5};
+    int k = cfg->block_norms == 2 ? 4 : 2, b = cfg->linear_bias ? 1 : 0;
+    mt_falcon_block_index x = {0, 1, -1, -1, k, -1, k + 1 + b, -1, k + 2 + 2 * b, -1, k + 3 + 3 * b, -1};
+    if (cfg->block_norms == 2) x.ln_mlp_w = 2, x.ln_mlp_b = 3;
+    if (b) x.qkv_b = x.qkv + 1, x.dense_b = x.dense + 1, x.h_to_4h_b = x.h_to_4h + 1, x.four_h_to_h_b = x.four_h_to_h + 1;
+    return x;
 }
 
 void mt_falcon_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_layout *out) {
@@ -58,12 +61,22 @@ void mt_falcon_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_
         }
         /* whole (q heads, k, v) groups per rank; tp > kv heads: each group on tp / kv consecutive ranks, which
            compute all its query heads, use their share and sum the gradient */
+        /* a bias after each weight: column-parallel ones cut as their rows, row-parallel ones replicated
+           (added once: by tp rank 0's partial output) */
+        int bias = cfg->linear_bias;
         mt_tensor *mats[4];
         mats[0] = T("self_attention.query_key_value.weight", QKV, C, 2, 1, std, MT_TP_ROWS);
         mt_unit_set_tp_replicas(out, u, kv_rep);
+        if (bias) {
+            T("self_attention.query_key_value.bias", QKV, 1, 1, 0, 0.0f, MT_TP_ROWS);
+            mt_unit_set_tp_replicas(out, u, kv_rep);
+        }
         mats[1] = T("self_attention.dense.weight", C, QW, 2, 1, std, MT_TP_COLS);
+        if (bias) T("self_attention.dense.bias", C, 1, 1, 0, 0.0f, MT_TP_REPLICATED);
         mats[2] = T("mlp.dense_h_to_4h.weight", F, C, 2, 1, std, MT_TP_ROWS);
+        if (bias) T("mlp.dense_h_to_4h.bias", F, 1, 1, 0, 0.0f, MT_TP_ROWS);
         mats[3] = T("mlp.dense_4h_to_h.weight", C, F, 2, 1, std, MT_TP_COLS);
+        if (bias) T("mlp.dense_4h_to_h.bias", C, 1, 1, 0, 0.0f, MT_TP_REPLICATED);
 #undef T
         for (int i = 0; i < 4; i++) mats[i]->read_16bit_only = mats[i]->grad_by_one_gemm = 1;
     }
