@@ -6,10 +6,11 @@
 # (sequential order) with AdamW + clipping + warmup/cosine:
 #   step-0 loss to 1e-6 relative, every gradient tensor to 1e-5 (max abs
 #   diff / max abs), 10 losses to 1e-5 relative.
-# Four models: multi_query with one LayerNorm (Falcon-7B), tied;
+# Five models: multi_query with one LayerNorm (Falcon-7B), tied;
 # new_decoder_architecture with 2 kv groups and ln_attn/ln_mlp (Falcon-40B),
 # untied; neither (per-head q,k,v groups), tied, with ffn_hidden_size;
-# multi_query with bias: true (every linear with a bias).
+# multi_query with bias: true (every linear with a bias); grouped with one
+# LayerNorm (num_ln_in_parallel_attn 1).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 corpus d
@@ -17,8 +18,8 @@ L=2; C=64; H=4; V=300; T=32; B=4; STEPS=10
 OPT="--batch $B --steps $STEPS --lr 1e-3 --warmup 3 --lr-schedule cosine --min-lr 1e-4 --grad-clip 0.5 --weight-decay 0.1
      --beta1 0.9 --beta2 0.95 --eps 1e-8"
 declare -A CASES=([mq]="--form mq --tie 1" [gqa]="--form gqa --kv-heads 2 --tie 0" [mha]="--form mha --tie 1 --ffn 160"
-                  [mq_bias]="--form mq --tie 1 --bias 1")
-for c in mq gqa mha mq_bias; do
+                  [mq_bias]="--form mq --tie 1 --bias 1" [gqa_one_norm]="--form gqa --kv-heads 2 --norms 1 --tie 1")
+for c in mq gqa mha mq_bias gqa_one_norm; do
     $PY tests/torch_falcon.py init --out $W/hf_$c --layers $L --dim $C --heads $H --vocab $V --max-pos $T --seed 7 ${CASES[$c]}
     $M import --format hf --in $W/hf_$c --out $W/ck_$c >/dev/null
     $M train --train $W/d_train.bin --init-from $W/ck_$c $OPT --data-order sequential --dump-grads $W/mt_$c.bin \

@@ -19,10 +19,11 @@ LayerNorms with bias, eps layer_norm_epsilon; the four linears with biases when 
 
 Subcommands:
   init --out DIR --layers L --dim C --heads H --kv-heads KV --form mq|gqa|mha
-       --ffn F --vocab V --max-pos T --tie 0|1 [--bias 0|1] --seed S
+       --ffn F --vocab V --max-pos T --tie 0|1 [--bias 0|1] [--norms 1|2] --seed S
       config.json (the real Falcon form: mq = multi_query, one LayerNorm, as
       Falcon-7B; gqa = new_decoder_architecture with KV groups and two
-      LayerNorms, as Falcon-40B; mha = neither) and model.safetensors (fp32):
+      LayerNorms, as Falcon-40B, or one with --norms 1 (num_ln_in_parallel_attn);
+      mha = neither) and model.safetensors (fp32):
       matrices N(0, std) (--std, default 0.02), LayerNorm weights 1 + 0.1 N(0,1), biases 0.1 N(0,1),
       drawn in the order below.
   train --model DIR --data SHARD ... [--lora ADAPTER_DIR] --out-json F --out-grads G
@@ -204,6 +205,8 @@ def cmd_init(a):
         j.update(multi_query=True, new_decoder_architecture=False)
     elif a.form == "gqa":
         j.update(multi_query=False, new_decoder_architecture=True, num_kv_heads=a.kv_heads)
+        if a.norms:
+            j["num_ln_in_parallel_attn"] = a.norms
     else:
         j.update(multi_query=False, new_decoder_architecture=False)
     if a.ffn:
@@ -290,7 +293,7 @@ def main(argv=None):
     p.add_argument("--form", default="mq", choices=["mq", "gqa", "mha"])
     for k, t, d in [("layers", int, 2), ("dim", int, 64), ("heads", int, 4), ("kv_heads", int, 2), ("ffn", int, 0),
                     ("vocab", int, 256), ("max_pos", int, 64), ("tie", int, 1), ("seed", int, 1337),
-                    ("std", float, 0.02), ("bias", int, 0)]:
+                    ("std", float, 0.02), ("bias", int, 0), ("norms", int, 0)]:
         p.add_argument("--" + k.replace("_", "-"), type=t, default=d)
     p = sub.add_parser("train")
     for k in ["model", "data", "out_json"]:
