@@ -27,7 +27,8 @@ Subcommands:
       matrices N(0, std) (--std, default 0.02), LayerNorm weights 1 + 0.1 N(0,1), biases 0.1 N(0,1),
       drawn in the order below.
   train --model DIR --data SHARD ... [--lora ADAPTER_DIR] --out-json F --out-grads G
-      as tests/torch_llama.py train (meshtrain's batches, AdamW, clipping, schedule).
+      as tests/torch_llama.py train (meshtrain's batches, AdamW, clipping, schedule;
+      an extended shard's loss mask and packed documents as there).
   generate --model DIR --prompt-ids 1,2,3 [--tokens N]
       greedy decoding, the full forward recomputed for every new token (no
       cache); prints the generated ids, comma-separated.
@@ -47,7 +48,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_ref import lr_at, read_shard  # noqa: E402
+from torch_ref import doc_layout, doc_mask, lr_at, read_shard_mask  # noqa: E402
 from torch_llama import write_safetensors, read_safetensors, rope_cos_sin, rotate_half  # noqa: E402
 
 
@@ -155,12 +156,15 @@ class Falcon(torch.nn.Module):
         f = fused.view(B, T, c.H + 2, c.hd)
         return f[..., :-2, :], f[..., [-2], :], f[..., [-1], :]
 
-    def logits(self, idx):
+    def logits(self, idx, docs=None):
         c = self.cfg
         B, T = idx.shape
         cos, sin = rope_cos_sin(T, c.hd, c.theta)
         x = F.embedding(idx, self.w("transformer.word_embeddings.weight"))
         mask = torch.ones(T, T, dtype=torch.bool).tril()
+        if docs is not None:  # packed: positions restart at each document, attention stays inside it
+            cos, sin = cos[docs[1]].unsqueeze(1), sin[docs[1]].unsqueeze(1)
+            mask = doc_mask(docs[0])
         for i in range(c.L):
             g = lambda s: self.w(f"transformer.h.{i}.{s}")
             ln = lambda name: F.layer_norm(x, (c.C,), g(name + ".weight"), g(name + ".bias"), c.eps)
@@ -185,8 +189,8 @@ class Falcon(torch.nn.Module):
         head = self.w("transformer.word_embeddings.weight" if c.tie else "lm_head.weight")
         return F.linear(x, head)
 
-    def forward(self, idx, targets):
-        return F.cross_entropy(self.logits(idx).reshape(-1, self.cfg.V), targets.reshape(-1))
+    def forward(self, idx, targets, docs=None):
+        return F.cross_entropy(self.logits(idx, docs).reshape(-1, self.cfg.V), targets.reshape(-1))
 
 
 def load(d):
@@ -232,7 +236,7 @@ def cmd_init(a):
 
 def cmd_train(a):
     model = load(a.model)
-    tokens = read_shard(a.data)
+    tokens, counted, starts = read_shard_mask(a.data, docs=True)
     if tokens.size and tokens.max() >= model.cfg.V:
         raise SystemExit(f"token {tokens.max()} is outside the vocabulary of {model.cfg.V}")
     params = model.params()
@@ -250,9 +254,11 @@ def cmd_train(a):
     for step in range(a.steps):
         start = (step % nb) * B * T
         buf = torch.tensor(tokens[start:start + B * T + 1])
-        x, y = buf[:-1].view(B, T), buf[1:].view(B, T)
+        x, y = buf[:-1].view(B, T), buf[1:].view(B, T).clone()
+        if counted is not None:  # the loss mask: ignore_index targets, the mean over the counted ones
+            y[~torch.tensor(counted[start + 1:start + B * T + 1]).view(B, T)] = -100
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        loss = model(x, y, doc_layout(starts[start:start + B * T], B, T) if starts is not None else None)
         loss.backward()
         if step == 0 and a.out_grads:
             parts = []

@@ -15,6 +15,7 @@
 #include "models/model.h"
 #include "models/unit_ops.h"
 #include "ops/ops.h"
+#include "ops/positions.h"
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,17 +83,24 @@ static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
 static void rope(mt_model *m, float *qkv, const dims *d, int inverse) {
     int N = m->acts.B * m->acts.T;
     const float *cs = m->gs.f[FS_COS], *sn = m->gs.f[FS_SIN];
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
-        op_rope_apply(qkv, N, m->acts.T, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse);
-        op_rope_apply(qkv + (size_t)d->nh * d->hd, N, m->acts.T, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse);
-    });
+    if (m->acts.packed) /* packed samples: each document's positions start at 0 */
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
+            op_rope_apply_at(qkv, N, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
+            op_rope_apply_at(qkv + (size_t)d->nh * d->hd, N, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
+        });
+    else
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
+            op_rope_apply(qkv, N, m->acts.T, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse);
+            op_rope_apply(qkv + (size_t)d->nh * d->hd, N, m->acts.T, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse);
+        });
 }
 
 static void attention_core_forward(mt_model *m, int layer) {
     mt_acts *a = &m->acts;
     mt_block_acts *ba = &a->blocks[layer];
     dims d = local_dims(m);
-    mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0};
+    mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0,
+                            a->packed ? a->doc_start : NULL};
     MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_forward_gqa(ba->b[FB_ATTY], ba->b[FB_LSE], ba->b[FB_QKV], a->B, a->T,
                                                             d.nh, d.nkv, d.hd, &none, m->gs.attn_scratch));
 }
@@ -181,7 +189,8 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
                                                              P(ix.ln_mlp_w), ba->b[FB_MEAN2], ba->b[FB_RSTD2], n, C));
     }
     /* attention branch; with one norm its input gradient adds to the MLP's */
-    mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0};
+    mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0,
+                            a->packed ? a->doc_start : NULL};
     MT_TIMED(m->prof, MT_PROF_ATTENTION,
              op_attention_backward_gqa(gs->f[FS_DQKV], gs->f[FS_DATTY], ba->b[FB_QKV], ba->b[FB_ATTY], ba->b[FB_LSE],
                                        a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
