@@ -53,7 +53,7 @@ static void test_closed_form(void) {
     memset(&mem, 0, sizeof mem);
     mt_opt_state *s = op->init(&c, &u, 0, 1, 1, &mem);
     float p = 0.5f, g = -0.25f;
-    mt_opt_target tg = {&p, MT_FP32, NULL, NULL, plain_grad, no_round, &g, NULL, NULL};
+    mt_opt_target tg = {&p, MT_FP32, NULL, NULL, plain_grad, no_round, &g, .sum = NULL, .sum_ctx = NULL, .be = BE};
     double pd = 0.5;
     for (int k = 1; k <= 20; k++) {
         op->step(s, &c, &u, &tg, 0.1f, k, 1.0f);
@@ -105,7 +105,7 @@ static int dump(const char *path) {
     double hp[4] = {c.h.lr_decay, c.h.initial_accumulator, c.h.eps, c.h.weight_decay};
     fwrite(hp, 8, 4, f);
     fwrite(p, 4, n, f);
-    mt_opt_target tg = {p, MT_FP32, NULL, NULL, plain_grad, no_round, g, NULL, NULL};
+    mt_opt_target tg = {p, MT_FP32, NULL, NULL, plain_grad, no_round, g, .sum = NULL, .sum_ctx = NULL, .be = BE};
     for (int t = 1; t <= steps; t++) {
         float lr = 1e-2f * (1.0f + 0.1f * (float)t), scale = t % 3 ? 1.0f : 0.625f;
         for (size_t i = 0; i < n; i++) g[i] = (i % 5 ? 1.0f : 1e-3f) * rng_sym(&r);

@@ -43,14 +43,14 @@ static void test_residual_layernorm(int N, int C, int with_bias, int threads) {
     float *w = frandn(C, 1), *b = frandn(C, 1);
     float *res = falloc((size_t)N * C), *out = falloc((size_t)N * C), *mean = falloc(N), *rstd = falloc(N);
     float *rres = falloc((size_t)N * C), *rout = falloc((size_t)N * C), *rmean = falloc(N), *rrstd = falloc(N);
-    op_residual_layernorm_forward(res, out, mean, rstd, x, br, with_bias ? bias : NULL, w, b, N, C);
+    op_residual_layernorm_forward(BE, res, out, mean, rstd, x, br, with_bias ? bias : NULL, w, b, N, C);
     /* unfused: the branch's bias added first (as the GEMM does), then op_add, then LayerNorm */
     float *brb = fdup(br, (size_t)N * C);
     if (with_bias)
         for (int n = 0; n < N; n++)
             for (int c = 0; c < C; c++) brb[(size_t)n * C + c] += bias[c];
-    op_add(rres, x, brb, (size_t)N * C);
-    op_layernorm_forward(rout, rmean, rrstd, rres, w, b, N, C);
+    op_add(BE, rres, x, brb, (size_t)N * C);
+    op_layernorm_forward(BE, rout, rmean, rrstd, rres, w, b, N, C);
     char what[96];
     snprintf(what, sizeof what, "residual+layernorm N=%d C=%d bias=%d threads=%d", N, C, with_bias, threads);
     CHECK_ARR(what, res, rres, (size_t)N * C);
@@ -59,7 +59,7 @@ static void test_residual_layernorm(int N, int C, int with_bias, int threads) {
     CHECK_ARR(what, rstd, rrstd, N);
     /* residual add alone */
     float *r2 = falloc((size_t)N * C);
-    op_residual_add(r2, x, br, with_bias ? bias : NULL, N, C);
+    op_residual_add(BE, r2, x, br, with_bias ? bias : NULL, N, C);
     CHECK_ARR("residual add", r2, rres, (size_t)N * C);
     free(x); free(br); free(bias); free(w); free(b); free(res); free(out); free(mean); free(rstd);
     free(rres); free(rout); free(rmean); free(rrstd); free(brb); free(r2);
@@ -71,29 +71,29 @@ static void test_bias_gelu(int N, int OC, int threads) {
     size_t n = (size_t)N * OC;
     float *pre0 = frandn(n, 4), *bias = frandn(OC, 1), *dout = frandn(n, 1), *db0 = frandn(OC, 1);
     float *pre = fdup(pre0, n), *out = falloc(n);
-    op_bias_gelu_forward(pre, out, bias, N, OC);
+    op_bias_gelu_forward(BE, pre, out, bias, N, OC);
     float *rpre = fdup(pre0, n), *rout = falloc(n);
     for (int r = 0; r < N; r++)
         for (int j = 0; j < OC; j++) rpre[(size_t)r * OC + j] += bias[j];
-    op_gelu_forward(rout, rpre, n);
+    op_gelu_forward(BE, rout, rpre, n);
     char what[80];
     snprintf(what, sizeof what, "bias+gelu fwd N=%d OC=%d threads=%d", N, OC, threads);
     CHECK_ARR(what, pre, rpre, n);
     CHECK_ARR(what, out, rout, n);
     /* backward, in place (dpre aliases dout, as the model calls it) */
     float *g = fdup(dout, n), *db = fdup(db0, OC);
-    op_gelu_bias_backward(g, db, pre, g, N, OC);
+    op_gelu_bias_backward(BE, g, db, pre, g, N, OC);
     float *rg = falloc(n), *rdb = fdup(db0, OC);
-    op_gelu_backward(rg, rpre, dout, n);
-    op_matmul_backward(MT_GEMM_DEFAULT, NULL, NULL, rdb, rg, NULL, NULL, N, 1, OC, 0); /* the unfused bias sum */
+    op_gelu_backward(BE, rg, rpre, dout, n);
+    op_matmul_backward(BE, NULL, NULL, rdb, rg, NULL, NULL, N, 1, OC, 0); /* the unfused bias sum */
     snprintf(what, sizeof what, "gelu+bias bwd N=%d OC=%d threads=%d", N, OC, threads);
     CHECK_ARR(what, g, rg, n);
     CHECK_ARR(what, db, rdb, OC);
     CHECK(memcmp(db, rdb, OC * sizeof(float)) == 0, "%s: bias gradient not bitwise equal to the matmul's", what);
     /* without bias: plain GELU */
     float *p2 = fdup(pre0, n), *o2 = falloc(n), *r2 = falloc(n);
-    op_bias_gelu_forward(p2, o2, NULL, N, OC);
-    op_gelu_forward(r2, pre0, n);
+    op_bias_gelu_forward(BE, p2, o2, NULL, N, OC);
+    op_gelu_forward(BE, r2, pre0, n);
     CHECK_ARR("gelu without bias", o2, r2, n);
     free(pre0); free(bias); free(dout); free(db0); free(pre); free(out); free(rpre); free(rout);
     free(g); free(db); free(rg); free(rdb); free(p2); free(o2); free(r2);
@@ -131,8 +131,8 @@ static void test_softmax_xent(int N, int V, int Vp, float spread, float shift, i
     float *rgrad = falloc(n), *loss = falloc(N), *g = fdup(x, n), *lossonly = falloc(N), *xo = fdup(x, n);
     if (!rloss) exit(2);
     xent_oracle(x, tg, N, V, Vp, scale, rloss, rgrad);
-    op_softmax_xent(g, loss, tg, N, V, Vp, scale);
-    op_softmax_xent(xo, lossonly, tg, N, V, Vp, 0.0f);
+    op_softmax_xent(BE, g, loss, tg, N, V, Vp, scale);
+    op_softmax_xent(BE, xo, lossonly, tg, N, V, Vp, 0.0f);
     char what[112];
     snprintf(what, sizeof what, "softmax+xent N=%d V=%d Vp=%d spread=%g shift=%g threads=%d", N, V, Vp, spread,
              shift, threads);
@@ -150,7 +150,7 @@ static void test_softmax_xent(int N, int V, int Vp, float spread, float shift, i
     uint16_t *g16 = malloc(n * sizeof(uint16_t)), *r16 = malloc(n * sizeof(uint16_t));
     float *loss16 = falloc(N);
     if (!g16 || !r16) exit(2);
-    op_softmax_xent_bf16(xo, g16, loss16, tg, N, V, Vp, scale);
+    op_softmax_xent_bf16(BE, xo, g16, loss16, tg, N, V, Vp, scale);
     mt_convert_fp32_to_bf16(r16, g, n);
     CHECK(memcmp(g16, r16, n * sizeof(uint16_t)) == 0, "%s: bf16 gradient is not the fp32 one rounded", what);
     CHECK(memcmp(loss16, loss, (size_t)N * sizeof(float)) == 0, "%s: bf16 form's losses differ", what);
@@ -162,17 +162,16 @@ static void test_softmax_xent(int N, int V, int Vp, float spread, float shift, i
     float *mx = falloc(3 * (size_t)N), *se = falloc(3 * (size_t)N), *xt = falloc(3 * (size_t)N);
     float *lse = falloc(N), *gs = fdup(x, n);
     for (int s = 0; s < 3; s++)
-        op_xent_shard_stats(x + cut[s], mx + (size_t)s * N, se + (size_t)s * N, xt + (size_t)s * N, tg, N,
+        op_xent_shard_stats(BE, x + cut[s], mx + (size_t)s * N, se + (size_t)s * N, xt + (size_t)s * N, tg, N,
                             cut[s + 1] - cut[s], Vp, cut[s]);
-    op_xent_combine_lse(lse, mx, se, 3, N, N);
+    op_xent_combine_lse(BE, lse, mx, se, 3, N, N);
     double lw = 0.0;
     for (int i = 0; i < N; i++) {
         double l = tg[i] < 0 ? 0.0 : (double)lse[i] - (xt[i] + xt[N + i] + xt[2 * N + i]);
         lw = fmax(lw, fabs(l - rloss[i]) / fmax(1.0, fabs(rloss[i])));
     }
     CHECK(lw <= TOL, "%s: vocab-parallel loss relative error %.3g", what, lw);
-    for (int s = 0; s < 3; s++)
-        op_xent_shard_grad(gs + cut[s], lse, tg, N, cut[s + 1] - cut[s], Vp, cut[s], scale);
+    for (int s = 0; s < 3; s++) op_xent_shard_grad(BE, gs + cut[s], lse, tg, N, cut[s + 1] - cut[s], Vp, cut[s], scale);
     double pw = 0.0;
     for (int i = 0; i < N; i++)
         for (int j = 0; j < V; j++) {
@@ -194,14 +193,14 @@ static void test_flash_attention(int B, int T, int NH, int NKV, int HS, float p,
     mt_attn_dropout dr = {{p, 1234, 5, 2, MT_DROPOUT_ATTN_PROBS}, sids, 1, NULL};
     const mt_attn_dropout *drp = p > 0 ? &dr : NULL;
     float *qkv = frandn(nq, 2), *dout = frandn(no, 1);
-    float *fs = falloc(op_attention_flash_scratch_floats(B, T, NH, NKV, HS, threads));
-    float *bs = falloc(op_attention_blas_scratch_floats(B, T, NH, NKV, HS, threads));
+    float *fs = falloc(op_attention_flash_scratch_floats(BE, B, T, NH, NKV, HS));
+    float *bs = falloc(op_attention_blas_scratch_floats(BE, B, T, NH, NKV, HS));
     float *fo = falloc(no), *fl = falloc(nl), *fd = frandn(nq, 1), *bo = falloc(no), *bl = falloc(nl), *bd = falloc(nq);
-    CHECK(op_attention_flash_supported(T, HS), "flash kernels should take T=%d HS=%d", T, HS);
-    op_attention_flash_forward(fo, fl, qkv, B, T, NH, NKV, HS, drp, fs);
-    op_attention_blas_forward(bo, bl, qkv, B, T, NH, NKV, HS, drp, bs);
-    op_attention_flash_backward(fd, dout, qkv, fo, fl, B, T, NH, NKV, HS, drp, fs); /* fd pre-filled: overwritten */
-    op_attention_blas_backward(bd, dout, qkv, bo, bl, B, T, NH, NKV, HS, drp, bs);
+    CHECK(op_attention_flash_supported(BE, T, HS), "flash kernels should take T=%d HS=%d", T, HS);
+    op_attention_flash_forward(BE, fo, fl, qkv, B, T, NH, NKV, HS, drp, fs);
+    op_attention_blas_forward(BE, bo, bl, qkv, B, T, NH, NKV, HS, drp, bs);
+    op_attention_flash_backward(BE, fd, dout, qkv, fo, fl, B, T, NH, NKV, HS, drp, fs); /* fd pre-filled: overwritten */
+    op_attention_blas_backward(BE, bd, dout, qkv, bo, bl, B, T, NH, NKV, HS, drp, bs);
     char what[96];
     snprintf(what, sizeof what, "flash attention B%d T%d NH%d NKV%d HS%d p%g threads=%d", B, T, NH, NKV, HS, p,
              threads);
@@ -222,13 +221,13 @@ static void test_thread_invariance(void) {
     for (int t = 0; t < 2; t++) {
         omp_set_num_threads(t + 1);
         float *res = falloc((size_t)N * C), *out = falloc((size_t)N * C), *mr = falloc(2 * (size_t)N);
-        op_residual_layernorm_forward(res, out, mr, mr + N, x, br, bias, w, b, N, C);
+        op_residual_layernorm_forward(BE, res, out, mr, mr + N, x, br, bias, w, b, N, C);
         float *pre = fdup(x, (size_t)N * OC), *ge = falloc((size_t)N * OC);
-        op_bias_gelu_forward(pre, ge, bias, N, OC);
+        op_bias_gelu_forward(BE, pre, ge, bias, N, OC);
         float *gd = fdup(d, (size_t)N * OC), *db = falloc(OC);
-        op_gelu_bias_backward(gd, db, pre, gd, N, OC);
+        op_gelu_bias_backward(BE, gd, db, pre, gd, N, OC);
         float *l = fdup(lg, (size_t)N * Vp), *loss = falloc(N);
-        op_softmax_xent(l, loss, tg, N, V, Vp, 0.5f);
+        op_softmax_xent(BE, l, loss, tg, N, V, Vp, 0.5f);
         float *set[8] = {res, out, mr, pre, ge, gd, db, l};
         memcpy(o[t], set, sizeof set);
         free(loss);

@@ -47,9 +47,10 @@ int main(int argc, char **argv) {
     mt_error err;
     CHECK(mt_int8w_init(&q, w, R, C, &err) == 0, "%s", err.msg);
     mt_int8w_dequant(&q, wd);
-    void *scratch = aligned_alloc(64, op_int8_outlier_scratch_bytes(N, C));
-    int n6 = op_int8_outlier_matmul(MT_GEMM_OPENBLAS, out6, R, x, N, C, q.q, q.scb, R, 6.0f, scratch);
-    int ni = op_int8_outlier_matmul(MT_GEMM_OPENBLAS, outi, R, x, N, C, q.q, q.scb, R, 1e30f, scratch);
+    mt_backend ob = mt_backend_cpu(MT_GEMM_OPENBLAS);
+    void *scratch = aligned_alloc(64, op_int8_outlier_scratch_bytes(&ob, N, C));
+    int n6 = op_int8_outlier_matmul(&ob, out6, R, x, N, C, q.q, q.scb, R, 6.0f, scratch);
+    int ni = op_int8_outlier_matmul(&ob, outi, R, x, N, C, q.q, q.scb, R, 1e30f, scratch);
     CHECK(n6 == 3 && ni == 0, "outlier columns: %d at threshold 6 (want 3: 5, 40, 77), %d above every activation", n6, ni);
     /* the plain int8 product from its definition */
     for (int i = 0; i < N; i++) {
@@ -71,7 +72,7 @@ int main(int argc, char **argv) {
      * weight dequantized (mt_int8w_dequant_rows), dout . W in an sgemm */
     float *tile = falloc(R * C);
     mt_int8w_dequant_rows(&q, 0, R, C, tile);
-    op_sgemm(MT_GEMM_OPENBLAS, 'N', 'N', N, C, R, 1.0f, dout, R, tile, C, 0.0f, dinp, C);
+    op_sgemm(&ob, 'N', 'N', N, C, R, 1.0f, dout, R, tile, C, 0.0f, dinp, C);
     free(tile);
     if (argc == 3 && !strcmp(argv[1], "--dump")) {
         FILE *f = fopen(argv[2], "wb");

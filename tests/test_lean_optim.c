@@ -231,7 +231,7 @@ static void test_adam8bit_state_and_first_step(void) {
     mt_opt_hparams h = adamw_h();
     float *s32[2] = {m32, v32};
     mt_adam8bit_update(&s, &h, &u, p, g, 1e-2f, 1, 0.5f);
-    mt_opt_update_range(&h, &u, 0, n, p32, g, s32, 1e-2f, 1, 0.5f);
+    mt_opt_update_range(BE, &h, &u, 0, n, p32, g, s32, 1e-2f, 1, 0.5f);
     CHECK(!memcmp(p, p32, n * 4), "step 1 params equal fp32 AdamW bitwise (quantisation happens after)");
     mt_adam8bit_get_state(&s, 1, st);
     int v_ok = 1, zero_ok = 1;
@@ -313,7 +313,7 @@ static void test_adam8bit_step_equals_fp32_then_quantise(void) {
     mt_adam8bit_get_state(&s, 1, v32);
     mt_opt_hparams h = adamw_h();
     float *st[2] = {m32, v32};
-    mt_opt_update_range(&h, &u, b0, n, p32, g, st, 3e-3f, 7, 0.8f);
+    mt_opt_update_range(BE, &h, &u, b0, n, p32, g, st, 3e-3f, 7, 0.8f);
     mt_adam8bit_update(&s, &h, &u, p, g, 3e-3f, 7, 0.8f);
     int codes_ok = 1;
     for (size_t b = 0; b < s.n_blocks; b++) {
@@ -408,7 +408,7 @@ static void test_adam8bit_tracks_fp32(void) {
         fill_samples(&r, wstar, d, B, Xb, yb); /* a fresh noisy batch */
         float lr = 2e-2f * (1.0f - (float)(t - 1) / steps);
         regression_grad(w32, Xb, yb, B, d, g);
-        mt_opt_update_range(&h, &u, 0, (size_t)d, w32, g, st, lr, t, 1.0f);
+        mt_opt_update_range(BE, &h, &u, 0, (size_t)d, w32, g, st, lr, t, 1.0f);
         regression_grad(w8, Xb, yb, B, d, g);
         mt_adam8bit_update(&s, &h, &u, w8, g, lr, t, 1.0f);
     }
@@ -476,7 +476,7 @@ static void *rank_main(void *arg) {
         for (int u = 0; u < j->n_units; u++) {
             mt_adafactor *s = &j->st[u];
             float lr = 1e-2f * (float)(11 - t) / 10.0f, coef = t == 3 ? 0.25f : 1.0f;
-            mt_adafactor_update(s, j->h, &j->units[u], j->p[u] + s->begin, j->g[t - 1][u] + s->begin, lr, t, coef,
+            mt_adafactor_update(BE, s, j->h, &j->units[u], j->p[u] + s->begin, j->g[t - 1][u] + s->begin, lr, t, coef,
                                 j->fr ? fake_allreduce : NULL, j->fr);
         }
     return NULL;
@@ -701,7 +701,7 @@ static int dump(const char *path) {
             double lc[2] = {lr, coef};
             fwrite(lc, sizeof lc, 1, f);
             fwrite(g, 4, n, f);
-            mt_adafactor_update(&st, &h, &u, p, g, lr, t, coef, NULL, NULL);
+            mt_adafactor_update(BE, &st, &h, &u, p, g, lr, t, coef, NULL, NULL);
         }
         fwrite(p, 4, n, f);
         mt_adafactor_free(&st, NULL);

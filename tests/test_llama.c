@@ -96,8 +96,8 @@ static void test_rope(void) {
      * head_dim 128: high frequencies unchanged, low ones divided by 8 */
     float plain[64], scaled[64];
     mt_rope_scaling s = {1, 8.0f, 1.0f, 4.0f, 8192};
-    op_rope_inv_freq(plain, 128, 500000.0f, NULL);
-    op_rope_inv_freq(scaled, 128, 500000.0f, &s);
+    op_rope_inv_freq(BE, plain, 128, 500000.0f, NULL);
+    op_rope_inv_freq(BE, scaled, 128, 500000.0f, &s);
     CHECK(scaled[0] == plain[0] && scaled[10] == plain[10], "high frequencies kept");
     CHECK_CLOSE(scaled[63], plain[63] / 8.0f, 1e-7);
     int mid = 0;
@@ -106,9 +106,9 @@ static void test_rope(void) {
     /* rotation then inverse rotation is the identity; the rotation keeps norms */
     enum { T = 5, NH = 3, HS = 8 };
     float cs[T * HS / 2], sn[T * HS / 2], x[T * NH * HS], y[T * NH * HS];
-    op_rope_table(cs, sn, plain + 60, T, HS); /* any frequencies */
+    op_rope_table(BE, cs, sn, plain + 60, T, HS); /* any frequencies */
     for (int i = 0; i < T * NH * HS; i++) x[i] = y[i] = sinf(0.37f * (float)i) + 0.1f;
-    op_rope_apply(y, T, T, NH, HS, NH * HS, cs, sn, 0);
+    op_rope_apply(BE, y, T, T, NH, HS, NH * HS, cs, sn, 0);
     double n0 = 0, n1 = 0, back = 0;
     for (int i = 0; i < T * NH * HS; i++) n0 += (double)x[i] * x[i], n1 += (double)y[i] * y[i];
     CHECK_CLOSE(n1, n0, 1e-6);
@@ -117,7 +117,7 @@ static void test_rope(void) {
     double a = (double)(1.0f * (plain + 60)[1]); /* position 1, pair 1 */
     double want = x[NH * HS + 1] * cos(a) - x[NH * HS + 1 + HS / 2] * sin(a);
     CHECK_CLOSE(y[NH * HS + 1], want, 1e-6);
-    op_rope_apply(y, T, T, NH, HS, NH * HS, cs, sn, 1);
+    op_rope_apply(BE, y, T, T, NH, HS, NH * HS, cs, sn, 1);
     for (int i = 0; i < T * NH * HS; i++) back = fmax(back, fabs((double)y[i] - x[i]));
     CHECK(back < 1e-6, "inverse: %.3g", back);
 }
@@ -139,7 +139,7 @@ static void gradcheck(mt_model_config c, const char *what) {
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model m;
-    mt_model_create(&m, &c, 2, 8, 7, &mem);
+    mt_model_create(&m, BE, &c, 2, 8, 7, &mem);
     for (int u = 0; u < m.layout.n_units; u++) /* larger weights than 0.02 so the loss moves measurably */
         for (size_t i = 0; i < m.layout.units[u].numel; i++) {
             mt_u32x4 r = mt_philox4x32((uint32_t)i, (uint32_t)u, 3, 0, 11, 0);
@@ -189,11 +189,11 @@ static void decode_vs_forward(mt_model_config c, const char *what) {
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model m;
-    mt_model_create(&m, &c, 1, T, 5, &mem);
+    mt_model_create(&m, BE, &c, 1, T, 5, &mem);
     for (int u = 0; u < m.layout.n_units; u++) /* weights large enough for peaked, varied predictions */
         for (size_t i = 0; i < m.layout.units[u].numel; i++) m.params[u][i] *= 8.0f;
     mt_decoder d;
-    mt_decoder_init(&d, &c, &m.layout, m.params);
+    mt_decoder_init(&d, BE, &c, &m.layout, m.params);
     int32_t seq[T + 1];
     seq[0] = 7;
     int distinct = 0;

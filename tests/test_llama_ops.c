@@ -53,7 +53,7 @@ static void rms_ref(double *out, double *rstd, const float *x, const float *w, i
 }
 static double rms_loss(const float *x, const float *w, const float *R, int N, int C, float eps) {
     float *o = falloc((size_t)N * C), *r = falloc(N);
-    op_rmsnorm_forward(o, r, x, w, N, C, eps);
+    op_rmsnorm_forward(BE, o, r, x, w, N, C, eps);
     double L = dotw(o, R, (size_t)N * C);
     free(o);
     free(r);
@@ -71,7 +71,7 @@ static void test_rmsnorm(int N, int C, float eps) {
     x[0] = x[1] = 0.0f; /* a row with a few zeros; the row of all zeros below */
     if (N > 2)
         for (int c = 0; c < C; c++) x[(size_t)2 * C + c] = 0.0f;
-    op_rmsnorm_forward(out, rstd, x, w, N, C, eps);
+    op_rmsnorm_forward(BE, out, rstd, x, w, N, C, eps);
     double *ro = dalloc(NC), *rr = dalloc(N);
     rms_ref(ro, rr, x, w, N, C, eps);
     check_arr("forward out", out, ro, NC, 1e-5);
@@ -101,15 +101,15 @@ static void test_rmsnorm(int N, int C, float eps) {
         }
     }
     float *dx_null = fdup(dx, NC);
-    op_rmsnorm_backward(dx, dw, dout, x, w, rstd, N, C);
+    op_rmsnorm_backward(BE, dx, dw, dout, x, w, rstd, N, C);
     check_arr("backward dinp (accumulated)", dx, rdx, NC, 1e-5);
     check_arr("backward dw (accumulated)", dw, rdw, C, 1e-5);
-    op_rmsnorm_backward(dx_null, NULL, dout, x, w, rstd, N, C);
+    op_rmsnorm_backward(BE, dx_null, NULL, dout, x, w, rstd, N, C);
     CHECK(same_bits(dx_null, dx, NC), "rmsnorm backward with dw NULL gives another dinp");
     /* finite differences of the fp32 forward (gradients from zero) */
     memset(dx, 0, NC * 4);
     memset(dw, 0, (size_t)C * 4);
-    op_rmsnorm_backward(dx, dw, dout, x, w, rstd, N, C);
+    op_rmsnorm_backward(BE, dx, dw, dout, x, w, rstd, N, C);
     const float h = 1e-2f;
     int bad = 0;
     double wfd = 0;
@@ -141,11 +141,11 @@ static void test_rmsnorm(int N, int C, float eps) {
     /* 1 and 2 threads: the same bits (dw: every column summed over the rows in order) */
     float *o2 = falloc(NC), *r2 = falloc(N), *g1 = falloc(NC + C), *g2 = falloc(NC + C);
     omp_set_num_threads(1);
-    op_rmsnorm_forward(out, rstd, x, w, N, C, eps);
-    op_rmsnorm_backward(g1, g1 + NC, dout, x, w, rstd, N, C);
+    op_rmsnorm_forward(BE, out, rstd, x, w, N, C, eps);
+    op_rmsnorm_backward(BE, g1, g1 + NC, dout, x, w, rstd, N, C);
     omp_set_num_threads(2);
-    op_rmsnorm_forward(o2, r2, x, w, N, C, eps);
-    op_rmsnorm_backward(g2, g2 + NC, dout, x, w, r2, N, C);
+    op_rmsnorm_forward(BE, o2, r2, x, w, N, C, eps);
+    op_rmsnorm_backward(BE, g2, g2 + NC, dout, x, w, r2, N, C);
     CHECK(same_bits(out, o2, NC) && same_bits(rstd, r2, N), "rmsnorm forward differs between 1 and 2 threads");
     CHECK(same_bits(g1, g2, NC + C), "rmsnorm backward differs between 1 and 2 threads");
     free(x); free(w); free(out); free(rstd); free(dout); free(ro); free(rr); free(dx); free(dw); free(rdx);
@@ -189,10 +189,10 @@ static void test_rope_freq(void) {
     mt_rope_scaling s = {1, 8.0f, 1.0f, 4.0f, 8192};
     float f[H], plain[H];
     double r[H];
-    op_rope_inv_freq(plain, HS, 500000.0f, NULL);
+    op_rope_inv_freq(BE, plain, HS, 500000.0f, NULL);
     inv_freq_ref(r, HS, 500000.0, NULL);
     check_arr("inv_freq theta 5e5 HS 64 (no scaling)", plain, r, H, 1e-6);
-    op_rope_inv_freq(f, HS, 500000.0f, &s);
+    op_rope_inv_freq(BE, f, HS, 500000.0f, &s);
     inv_freq_ref(r, HS, 500000.0, &s);
     {
         double w = 0; /* relative: the frequencies go down to 1e-6 */
@@ -213,7 +213,7 @@ static void test_rope_freq(void) {
     const uint32_t *tv[2] = {torch_inv_theta5e5, torch_inv_theta1e4};
     const float th[2] = {500000.0f, 10000.0f};
     for (int k = 0; k < 2; k++) {
-        op_rope_inv_freq(f, HS, th[k], &s);
+        op_rope_inv_freq(BE, f, HS, th[k], &s);
         int diff = 0;
         for (int j = 0; j < H; j++) {
             uint32_t b;
@@ -225,7 +225,7 @@ static void test_rope_freq(void) {
     }
     /* type 0 is no scaling */
     mt_rope_scaling none = {0, 8.0f, 1.0f, 4.0f, 8192};
-    op_rope_inv_freq(f, HS, 500000.0f, &none);
+    op_rope_inv_freq(BE, f, HS, 500000.0f, &none);
     CHECK(same_bits(f, plain, H), "rope scaling type 0 changed the frequencies");
 }
 
@@ -235,8 +235,8 @@ static void test_rope_apply(int B, int T, int NH, int NKV, int HS) {
     const size_t ld = (size_t)(NH + 2 * NKV) * HS + 3; /* a fused qkv row and 3 floats more */
     mt_rope_scaling s = {1, 8.0f, 1.0f, 4.0f, 8192};
     float *inv = falloc(H), *ct = falloc((size_t)T * H), *st = falloc((size_t)T * H);
-    op_rope_inv_freq(inv, HS, 500000.0f, &s);
-    op_rope_table(ct, st, inv, T, HS);
+    op_rope_inv_freq(BE, inv, HS, 500000.0f, &s);
+    op_rope_table(BE, ct, st, inv, T, HS);
     /* the tables: cos/sin of the fp32 angle (float)t * inv_freq, rounded from double */
     int tab_bad = 0;
     double wsc = 0;
@@ -256,8 +256,8 @@ static void test_rope_apply(int B, int T, int NH, int NKV, int HS) {
     fill(x, n, 1.5f);
     memcpy(y, x, n * 4);
     float *q = y, *k = y + (size_t)NH * HS;
-    op_rope_apply(q, N, T, NH, HS, ld, ct, st, 0);
-    op_rope_apply(k, N, T, NKV, HS, ld, ct, st, 0);
+    op_rope_apply(BE, q, N, T, NH, HS, ld, ct, st, 0);
+    op_rope_apply(BE, k, N, T, NKV, HS, ld, ct, st, 0);
     /* reference: the rotation of each (j, j + H) pair of the q and k heads, from the tables in double */
     double *ref = dalloc(n);
     int rest_changed = 0;
@@ -296,8 +296,8 @@ static void test_rope_apply(int B, int T, int NH, int NKV, int HS) {
     }
     /* inverse(apply(x)) == x */
     float *z = fdup(y, n);
-    op_rope_apply(z, N, T, NH, HS, ld, ct, st, 1);
-    op_rope_apply(z + (size_t)NH * HS, N, T, NKV, HS, ld, ct, st, 1);
+    op_rope_apply(BE, z, N, T, NH, HS, ld, ct, st, 1);
+    op_rope_apply(BE, z + (size_t)NH * HS, N, T, NKV, HS, ld, ct, st, 1);
     double *xd = dalloc(n);
     for (size_t i = 0; i < n; i++) xd[i] = x[i];
     check_arr("inverse(apply(x)) vs x", z, xd, n, 1e-6);
@@ -306,20 +306,20 @@ static void test_rope_apply(int B, int T, int NH, int NKV, int HS) {
     fill(a, n, 1.0f);
     fill(bb, n, 1.0f);
     float *Ra = fdup(a, n), *Rtb = fdup(bb, n);
-    op_rope_apply(Ra, N, T, NH + NKV, HS, ld, ct, st, 0); /* q and k heads are contiguous: one call */
-    op_rope_apply(Rtb, N, T, NH + NKV, HS, ld, ct, st, 1);
+    op_rope_apply(BE, Ra, N, T, NH + NKV, HS, ld, ct, st, 0); /* q and k heads are contiguous: one call */
+    op_rope_apply(BE, Rtb, N, T, NH + NKV, HS, ld, ct, st, 1);
     double l = dotw(Ra, bb, n), r = dotw(a, Rtb, n), e = fabs(l - r) / fmax(1, fabs(l));
     printf("  %-58s max err %.3g\n", "transpose: <R a, b> vs <a, R^T b>", e);
     CHECK(e < 1e-6, "rope backward is not the transpose: %.9g vs %.9g", l, r);
     float *y2 = fdup(x, n);
-    op_rope_apply(y2, N, T, NH + NKV, HS, ld, ct, st, 0);
+    op_rope_apply(BE, y2, N, T, NH + NKV, HS, ld, ct, st, 0);
     CHECK(same_bits(y, y2, n), "rope on q then k differs from one call over both");
     /* 1 and 2 threads */
     float *u1 = fdup(x, n), *u2 = fdup(x, n);
     omp_set_num_threads(1);
-    op_rope_apply(u1, N, T, NH, HS, ld, ct, st, 0);
+    op_rope_apply(BE, u1, N, T, NH, HS, ld, ct, st, 0);
     omp_set_num_threads(2);
-    op_rope_apply(u2, N, T, NH, HS, ld, ct, st, 0);
+    op_rope_apply(BE, u2, N, T, NH, HS, ld, ct, st, 0);
     CHECK(same_bits(u1, u2, n), "rope differs between 1 and 2 threads");
     free(inv); free(ct); free(st); free(x); free(y); free(ref); free(z); free(xd); free(a); free(bb); free(Ra);
     free(Rtb); free(y2); free(u1); free(u2);
@@ -350,10 +350,10 @@ static void test_swiglu(int N, int F) {
             rd[(size_t)i * 2 * F + j] = d * u * s * (1 + gg * (1 - s));
             rd[(size_t)i * 2 * F + F + j] = d * si;
         }
-    op_swiglu_forward(out, gu, N, F);
+    op_swiglu_forward(BE, out, gu, N, F);
     check_arr("forward", out, ro, NF, 2e-6);
     fill_nan(dgu, 2 * NF); /* overwritten */
-    op_swiglu_backward(dgu, dout, gu, N, F);
+    op_swiglu_backward(BE, dgu, dout, gu, N, F);
     check_arr("backward dgate|dup", dgu, rd, 2 * NF, 2e-6);
     int nonfinite = 0;
     for (size_t i = 0; i < NF; i++) nonfinite += !isfinite(out[i]);
@@ -374,8 +374,8 @@ static void test_swiglu(int N, int F) {
             const float h = j < F ? 1e-2f : 1e-1f; /* up enters linearly */
             row[0][j] += h;
             row[1][j] -= h;
-            op_swiglu_forward(o[0], row[0], 1, F);
-            op_swiglu_forward(o[1], row[1], 1, F);
+            op_swiglu_forward(BE, o[0], row[0], 1, F);
+            op_swiglu_forward(BE, o[1], row[1], 1, F);
             const float *R = dout + (size_t)i * F;
             double fd = (dotw(o[0], R, F) - dotw(o[1], R, F)) / (2.0 * h);
             double e = fabs(fd - dgu[(size_t)i * 2 * F + j]) / fmax(1, fabs(fd));
@@ -387,11 +387,11 @@ static void test_swiglu(int N, int F) {
     /* 1 and 2 threads */
     float *o1 = falloc(NF), *o2 = falloc(NF), *d1 = falloc(2 * NF), *d2 = falloc(2 * NF);
     omp_set_num_threads(1);
-    op_swiglu_forward(o1, gu, N, F);
-    op_swiglu_backward(d1, dout, gu, N, F);
+    op_swiglu_forward(BE, o1, gu, N, F);
+    op_swiglu_backward(BE, d1, dout, gu, N, F);
     omp_set_num_threads(2);
-    op_swiglu_forward(o2, gu, N, F);
-    op_swiglu_backward(d2, dout, gu, N, F);
+    op_swiglu_forward(BE, o2, gu, N, F);
+    op_swiglu_backward(BE, d2, dout, gu, N, F);
     CHECK(same_bits(o1, o2, NF) && same_bits(d1, d2, 2 * NF), "swiglu differs between 1 and 2 threads");
     free(gu); free(out); free(dout); free(dgu); free(ro); free(rd); free(o1); free(o2); free(d1); free(d2);
 }
@@ -492,7 +492,7 @@ static void gqa_ref(double *out, double *lse, double *dqkv, const float *qkv, co
 static double gqa_loss(const float *qkv, const float *R, int B, int T, int NH, int NKV, int HS,
                        const mt_attn_dropout *dr, float *scratch) {
     float *out = falloc((size_t)B * T * NH * HS), *lse = falloc((size_t)B * NH * T);
-    op_attention_forward_gqa(out, lse, qkv, B, T, NH, NKV, HS, dr, scratch);
+    op_attention_forward_gqa(BE, out, lse, qkv, B, T, NH, NKV, HS, dr, scratch);
     double L = dotw(out, R, (size_t)B * T * NH * HS);
     free(out);
     free(lse);
@@ -509,19 +509,19 @@ static void test_gqa_case(int B, int T, int NH, int NKV, int HS, float p, int do
     float *qkv = falloc(nq), *dout = falloc(no);
     fill(qkv, nq, 1.5f);
     fill(dout, no, 1.0f);
-    const size_t ns = op_attention_scratch_floats_gqa(B, T, NH, NKV, HS, 2);
+    const size_t ns = op_attention_scratch_floats_gqa(BE, B, T, NH, NKV, HS);
     float *scratch = falloc(ns), *out = falloc(no), *lse = falloc(nl), *dqkv = falloc(nq);
     omp_set_num_threads(2);
     fill_nan(scratch, ns);
     fill_nan(out, no);
-    op_attention_forward_gqa(out, lse, qkv, B, T, NH, NKV, HS, drp, scratch);
+    op_attention_forward_gqa(BE, out, lse, qkv, B, T, NH, NKV, HS, drp, scratch);
     double *ro = dalloc(no), *rl = dalloc(nl), *rd = dalloc(nq);
     gqa_ref(ro, rl, rd, qkv, dout, B, T, NH, NKV, HS, drp);
     check_arr("forward out", out, ro, no, 1e-5);
     check_arr("forward lse", lse, rl, nl, 1e-5);
     fill_nan(scratch, ns);
     fill_nan(dqkv, nq); /* overwritten, every element */
-    op_attention_backward_gqa(dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drp, scratch);
+    op_attention_backward_gqa(BE, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drp, scratch);
     check_arr("backward dq|dk|dv", dqkv, rd, nq, 1e-5);
     {
         /* dK and dV alone: the group sums */
@@ -536,17 +536,17 @@ static void test_gqa_case(int B, int T, int NH, int NKV, int HS, float p, int do
     /* 1 thread: the same bits */
     float *out1 = falloc(no), *lse1 = falloc(nl), *dq1 = falloc(nq);
     omp_set_num_threads(1);
-    op_attention_forward_gqa(out1, lse1, qkv, B, T, NH, NKV, HS, drp, scratch);
-    op_attention_backward_gqa(dq1, dout, qkv, out1, lse1, B, T, NH, NKV, HS, drp, scratch);
+    op_attention_forward_gqa(BE, out1, lse1, qkv, B, T, NH, NKV, HS, drp, scratch);
+    op_attention_backward_gqa(BE, dq1, dout, qkv, out1, lse1, B, T, NH, NKV, HS, drp, scratch);
     omp_set_num_threads(2);
     CHECK(same_bits(out, out1, no) && same_bits(lse, lse1, nl), "gqa forward differs between 1 and 2 threads");
     CHECK(same_bits(dqkv, dq1, nq), "gqa backward differs between 1 and 2 threads");
     /* NKV == NH: the multi-head calls, bit for bit (their scratch) */
     if (NKV == NH) {
-        CHECK(op_attention_scratch_floats(B, T, NH, HS, 2) == ns, "scratch sizes differ for NKV == NH");
+        CHECK(op_attention_scratch_floats(BE, B, T, NH, HS) == ns, "scratch sizes differ for NKV == NH");
         float *out2 = falloc(no), *lse2 = falloc(nl), *dq2 = falloc(nq);
-        op_attention_forward(out2, lse2, qkv, B, T, NH, HS, drp, scratch);
-        op_attention_backward(dq2, dout, qkv, out2, lse2, B, T, NH, HS, drp, scratch);
+        op_attention_forward(BE, out2, lse2, qkv, B, T, NH, HS, drp, scratch);
+        op_attention_backward(BE, dq2, dout, qkv, out2, lse2, B, T, NH, HS, drp, scratch);
         CHECK(same_bits(out, out2, no) && same_bits(lse, lse2, nl) && same_bits(dqkv, dq2, nq),
               "gqa with NKV == NH differs from op_attention_forward/backward");
         free(out2); free(lse2); free(dq2);

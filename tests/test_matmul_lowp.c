@@ -264,7 +264,7 @@ static void test_matmul_bf16(int N, int C, int OC, int threads) {
 
     for (int withb = 0; withb < 2; withb++) {
         for (size_t i = 0; i < no; i++) out[i] = NAN; /* overwritten, never read */
-        op_matmul_forward_bf16(out, inp, w, withb ? bias : NULL, N, C, OC);
+        op_matmul_forward_bf16(BE, out, inp, w, withb ? bias : NULL, N, C, OC);
         for (int n = 0; n < N; n++)
             for (int o = 0; o < OC; o++) {
                 double s = withb ? bias[o] : 0.0, m = fabs(s);
@@ -275,7 +275,7 @@ static void test_matmul_bf16(int N, int C, int OC, int threads) {
                 r.val[(size_t)n * OC + o] = s; r.mag[(size_t)n * OC + o] = m;
             }
         check_ref(withb ? "fwd+bias" : "fwd", out, &r, no, C + 1, threads);
-        op_matmul_forward_bf16(out2, inp, w, withb ? bias : NULL, N, C, OC);
+        op_matmul_forward_bf16(BE, out2, inp, w, withb ? bias : NULL, N, C, OC);
         CHECK(memcmp(out, out2, no * 4) == 0, "forward deterministic (%d threads)", threads);
     }
 
@@ -288,7 +288,7 @@ static void test_matmul_bf16(int N, int C, int OC, int threads) {
         if (acc) memcpy(dinp, dinp0, nc * 4);
         else for (size_t i = 0; i < nc; i++) dinp[i] = NAN; /* overwritten, never read */
         memcpy(dw, dw0, oc * 4); memcpy(db, db0, OC * 4);
-        op_matmul_backward_bf16(dinp, dw, db, dout, inp, w, N, C, OC, acc);
+        op_matmul_backward_bf16(BE, dinp, dw, db, dout, inp, w, N, C, OC, acc);
         for (int n = 0; n < N; n++)
             for (int c = 0; c < C; c++) {
                 double s = acc ? dinp0[(size_t)n * C + c] : 0.0, m = fabs(s);
@@ -319,16 +319,16 @@ static void test_matmul_bf16(int N, int C, int OC, int threads) {
     /* NULL outputs are skipped; the others are as with all three */
     float *dw2 = xalloc(oc * 4), *dinp2 = xalloc(nc * 4), *db2 = xalloc(OC * 4);
     memcpy(dw2, dw0, oc * 4);
-    op_matmul_backward_bf16(NULL, dw2, NULL, dout, inp, w, N, C, OC, 0);
+    op_matmul_backward_bf16(BE, NULL, dw2, NULL, dout, inp, w, N, C, OC, 0);
     CHECK(memcmp(dw2, dw, oc * 4) == 0, "dw alone equals dw with the others (%d threads)", threads);
     memcpy(dinp2, dinp0, nc * 4); memcpy(db2, db0, OC * 4);
-    op_matmul_backward_bf16(dinp2, NULL, db2, dout, inp, w, N, C, OC, 1);
+    op_matmul_backward_bf16(BE, dinp2, NULL, db2, dout, inp, w, N, C, OC, 1);
     CHECK(memcmp(dinp2, dinp, nc * 4) == 0 && memcmp(db2, db, OC * 4) == 0, "dinp, dbias without dw");
     /* MT_SET_DW: dw written over whatever the buffer held (NaN), equal to
      * adding into zeros */
     for (size_t i = 0; i < oc; i++) dw[i] = 0.0f, dw2[i] = NAN;
-    op_matmul_backward_bf16(NULL, dw, NULL, dout, inp, w, N, C, OC, 0);
-    op_matmul_backward_bf16(NULL, dw2, NULL, dout, inp, w, N, C, OC, MT_SET_DW);
+    op_matmul_backward_bf16(BE, NULL, dw, NULL, dout, inp, w, N, C, OC, 0);
+    op_matmul_backward_bf16(BE, NULL, dw2, NULL, dout, inp, w, N, C, OC, MT_SET_DW);
     int same = 1;
     for (size_t i = 0; i < oc; i++) same &= dw2[i] == dw[i];
     CHECK(same, "dw with MT_SET_DW equals dw added into zeros (%d threads)", threads);
@@ -341,11 +341,11 @@ static void test_matmul_bf16(int N, int C, int OC, int threads) {
 static void test_empty_k(void) {
     float out[6], bias[3] = {1, 2, 3}, dinp[2] = {5, 6}, dw[3] = {7, 8, 9};
     mt_bf16 in = 0, w = 0, dout[6] = {0};
-    op_matmul_forward_bf16(out, &in, &w, bias, 2, 0, 3);
+    op_matmul_forward_bf16(BE, out, &in, &w, bias, 2, 0, 3);
     CHECK(out[0] == 1 && out[2] == 3 && out[3] == 1 && out[5] == 3, "C = 0 forward gives the bias");
-    op_matmul_backward_bf16(dinp, NULL, NULL, dout, &in, &w, 2, 1, 0, 0);
+    op_matmul_backward_bf16(BE, dinp, NULL, NULL, dout, &in, &w, 2, 1, 0, 0);
     CHECK(dinp[0] == 0 && dinp[1] == 0, "OC = 0: dinp cleared");
-    op_matmul_backward_bf16(NULL, dw, NULL, dout, &in, &w, 0, 1, 3, 0);
+    op_matmul_backward_bf16(BE, NULL, dw, NULL, dout, &in, &w, 0, 1, 3, 0);
     CHECK(dw[0] == 7 && dw[2] == 9, "N = 0: dw unchanged");
 }
 

@@ -28,7 +28,7 @@ static void gradcheck(float dropout) {
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model m;
-    mt_model_create(&m, &cfg, 2, 6, 42, &mem);
+    mt_model_create(&m, BE, &cfg, 2, 6, 42, &mem);
     /* larger weights than 0.02 so the loss moves measurably */
     for (int u = 0; u < m.layout.n_units; u++)
         for (size_t i = 0; i < m.layout.units[u].numel; i++) m.params[u][i] *= 5.0f;
@@ -78,8 +78,8 @@ static void accumulation(void) {
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model big, small;
-    mt_model_create(&big, &cfg, 4, 8, 9, &mem);
-    mt_model_create(&small, &cfg, 2, 8, 9, &mem);
+    mt_model_create(&big, BE, &cfg, 4, 8, 9, &mem);
+    mt_model_create(&small, BE, &cfg, 2, 8, 9, &mem);
     fill_batch(&big, 37, 11);
     mt_fwd_ctx fc = {1, 2};
     double count = 4 * 8 - 1;

@@ -99,10 +99,10 @@ static void update_chunk(void *vctx, int region, float *const *st, size_t off, s
     if (c->with_master) {
         /* stream 2: the fp32 master; the model keeps a (here: exact) copy */
         float *ms[2] = {st[0], st[1]};
-        mt_opt_update_range(&c->h, &pr->gl.units[u], lo, lo + n, st[2], pr->g[u] + lo, ms, c->lr, c->t, c->coef);
+        mt_opt_update_range(BE, &c->h, &pr->gl.units[u], lo, lo + n, st[2], pr->g[u] + lo, ms, c->lr, c->t, c->coef);
         memcpy(pr->p[u] + lo, st[2], n * sizeof(float));
     } else {
-        mt_opt_update_range(&c->h, &pr->gl.units[u], lo, lo + n, pr->p[u] + lo, pr->g[u] + lo, st, c->lr, c->t,
+        mt_opt_update_range(BE, &c->h, &pr->gl.units[u], lo, lo + n, pr->p[u] + lo, pr->g[u] + lo, st, c->lr, c->t,
                             c->coef);
     }
     if (c->sleep_per_chunk_s > 0) {
@@ -146,7 +146,9 @@ static void test_bitwise(const char *dir, size_t budget, int with_master) {
             for (int u = 0; u < nu; u++) {
                 size_t lo = ref.lo[r][u], hi = ref.hi[r][u];
                 float *st[2] = {ref.m[u] + lo, ref.v[u] + lo};
-                if (hi > lo) mt_opt_update_range(&h, &ref.gl.units[u], lo, hi, ref.p[u] + lo, ref.g[u] + lo, st, lr, t, coef);
+                if (hi > lo)
+                    mt_opt_update_range(BE, &h, &ref.gl.units[u], lo, hi, ref.p[u] + lo, ref.g[u] + lo, st, lr, t,
+                                        coef);
             }
         step_ctx c = {&off, h, lr, coef, t, with_master, -1, 0.0};
         rc = mt_offload_stream_all(o, update_chunk, &c, &err);
@@ -228,7 +230,7 @@ typedef struct {
 static void flat_update(void *vctx, int region, float *const *st, size_t off, size_t n) {
     flat_ctx *c = vctx;
     (void)region;
-    mt_opt_update_range(&c->h, &c->unit, off, off + n, c->p + off, c->g + off, st, 1e-3f, 1, 1.0f);
+    mt_opt_update_range(BE, &c->h, &c->unit, off, off + n, c->p + off, c->g + off, st, 1e-3f, 1, 1.0f);
 }
 static void report_real_overlap(const char *dir) {
     size_t n = (size_t)4 << 20;

@@ -22,11 +22,12 @@ static void check_arr(const char *what, const float *a, const double *ref, size_
 }
 /* ---------- matmul ---------- */
 static void test_matmul(mt_gemm_lib lib, int N, int C, int OC) {
+    mt_backend lb = mt_backend_cpu(lib);
     float *inp = falloc(N * C), *w = falloc(OC * C), *bias = falloc(OC), *out = falloc(N * OC), *dout = falloc(N * OC);
     fill(inp, N * C, 1); fill(w, OC * C, 1); fill(bias, OC, 1); fill(dout, N * OC, 1);
     double *ref = dalloc(N * OC);
     for (int withb = 0; withb < 2; withb++) {
-        op_matmul_forward(lib, out, inp, w, withb ? bias : NULL, N, C, OC);
+        op_matmul_forward(&lb, out, inp, w, withb ? bias : NULL, N, C, OC);
         for (int n = 0; n < N; n++)
             for (int o = 0; o < OC; o++) {
                 double s = withb ? bias[o] : 0;
@@ -40,7 +41,7 @@ static void test_matmul(mt_gemm_lib lib, int N, int C, int OC) {
     fill(dinp0, N * C, 1); fill(dw0, OC * C, 1); fill(db0, OC, 1);
     for (int acc = 0; acc < 2; acc++) {
         memcpy(dinp, dinp0, N * C * 4); memcpy(dw, dw0, OC * C * 4); memcpy(db, db0, OC * 4);
-        op_matmul_backward(lib, dinp, dw, db, dout, inp, w, N, C, OC, acc);
+        op_matmul_backward(&lb, dinp, dw, db, dout, inp, w, N, C, OC, acc);
         double *rdi = dalloc(N * C), *rdw = dalloc(OC * C), *rdb = dalloc(OC);
         for (int n = 0; n < N; n++)
             for (int c = 0; c < C; c++) {
@@ -66,15 +67,15 @@ static void test_matmul(mt_gemm_lib lib, int N, int C, int OC) {
     /* NULL outputs are skipped: dw alone gives the same dw */
     float *dw1 = fdup(dw0, OC * C);
     memcpy(dw, dw0, OC * C * 4);
-    op_matmul_backward(lib, dinp, dw, NULL, dout, inp, w, N, C, OC, 0);
-    op_matmul_backward(lib, NULL, dw1, NULL, dout, inp, w, N, C, OC, 0);
+    op_matmul_backward(&lb, dinp, dw, NULL, dout, inp, w, N, C, OC, 0);
+    op_matmul_backward(&lb, NULL, dw1, NULL, dout, inp, w, N, C, OC, 0);
     CHECK(!memcmp(dw, dw1, (size_t)OC * C * 4), "%s: dw with dinp skipped differs", mt_gemm_lib_name(lib));
     /* MT_SET_DW writes dw whatever its buffer held (NaN here): the same
      * values as adding into zeros */
     float *dwz = falloc(OC * C);
     for (int i = 0; i < OC * C; i++) dw1[i] = NAN;
-    op_matmul_backward(lib, NULL, dwz, NULL, dout, inp, w, N, C, OC, 0);
-    op_matmul_backward(lib, NULL, dw1, NULL, dout, inp, w, N, C, OC, MT_SET_DW);
+    op_matmul_backward(&lb, NULL, dwz, NULL, dout, inp, w, N, C, OC, 0);
+    op_matmul_backward(&lb, NULL, dw1, NULL, dout, inp, w, N, C, OC, MT_SET_DW);
     int same = 1;
     for (int i = 0; i < OC * C; i++) same &= dw1[i] == dwz[i];
     CHECK(same, "%s: dw written with MT_SET_DW differs from dw added into zeros", mt_gemm_lib_name(lib));
@@ -85,13 +86,14 @@ static void test_matmul(mt_gemm_lib lib, int N, int C, int OC) {
 
 /* No products: with C = 0 out is the bias; with N = 0 dw gets nothing added. */
 static void test_matmul_empty(mt_gemm_lib lib) {
+    mt_backend lb = mt_backend_cpu(lib);
     float bias[3] = {1, 2, 3}, out[6] = {9, 9, 9, 9, 9, 9}, dw[1] = {5}, dout[2] = {1, 1}, in[1] = {0};
-    op_matmul_forward(lib, out, in, in, bias, 2, 0, 3);
+    op_matmul_forward(&lb, out, in, in, bias, 2, 0, 3);
     CHECK(out[0] == 1 && out[2] == 3 && out[3] == 1 && out[5] == 3, "%s: C=0 forward is not the bias",
           mt_gemm_lib_name(lib));
-    op_matmul_backward(lib, NULL, dw, NULL, dout, in, in, 0, 1, 1, 0);
+    op_matmul_backward(&lb, NULL, dw, NULL, dout, in, in, 0, 1, 1, 0);
     CHECK(dw[0] == 5, "%s: no rows changed dw to %g", mt_gemm_lib_name(lib), (double)dw[0]);
-    op_matmul_backward(lib, NULL, dw, NULL, dout, in, in, 0, 1, 1, MT_SET_DW);
+    op_matmul_backward(&lb, NULL, dw, NULL, dout, in, in, 0, 1, 1, MT_SET_DW);
     CHECK(dw[0] == 0, "%s: no rows with MT_SET_DW left dw at %g, not 0", mt_gemm_lib_name(lib), (double)dw[0]);
 }
 
@@ -110,7 +112,7 @@ static void ln_ref(double *out, const float *x, const float *w, const float *b, 
 }
 static double ln_loss(const float *x, const float *w, const float *b, const float *R, int N, int C) {
     float *o = falloc(N * C), *m = falloc(N), *r = falloc(N);
-    op_layernorm_forward(o, m, r, x, w, b, N, C);
+    op_layernorm_forward(BE, o, m, r, x, w, b, N, C);
     double L = dotw(o, R, N * C);
     free(o); free(m); free(r);
     return L;
@@ -120,7 +122,7 @@ static void test_layernorm(void) {
     float *x = falloc(N * C), *w = falloc(C), *b = falloc(C), *out = falloc(N * C), *mean = falloc(N), *rstd = falloc(N);
     fill(x, N * C, 2); for (int i = 0; i < N * C; i++) x[i] += 0.5f;
     fill(w, C, 1); fill(b, C, 1);
-    op_layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    op_layernorm_forward(BE, out, mean, rstd, x, w, b, N, C);
     double *ro = dalloc(N * C), *rm = dalloc(N), *rr = dalloc(N);
     ln_ref(ro, x, w, b, N, C, rm, rr);
     check_arr("ln fwd", out, ro, N * C, 1e-5);
@@ -131,7 +133,7 @@ static void test_layernorm(void) {
     float *dx = falloc(N * C), *dw = falloc(C), *db = falloc(C);
     fill(dx, N * C, 1); fill(dw, C, 1); fill(db, C, 1);
     float *dx0 = fdup(dx, N * C), *dw0 = fdup(dw, C), *db0 = fdup(db, C);
-    op_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C);
+    op_layernorm_backward(BE, dx, dw, db, dout, x, w, mean, rstd, N, C);
     double *rdx = dalloc(N * C), *rdw = dalloc(C), *rdb = dalloc(C);
     for (int c = 0; c < C; c++) { rdw[c] = dw0[c]; rdb[c] = db0[c]; }
     for (int n = 0; n < N; n++) {
@@ -152,7 +154,7 @@ static void test_layernorm(void) {
     check_arr("ln db", db, rdb, C, 1e-5);
     /* finite differences of the fp32 forward (gradients from zero) */
     memset(dx, 0, N * C * 4); memset(dw, 0, C * 4); memset(db, 0, C * 4);
-    op_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C);
+    op_layernorm_backward(BE, dx, dw, db, dout, x, w, mean, rstd, N, C);
     const float h = 1e-2f;
     int bad = 0;
     for (int i = 0; i < N * C; i += 3) {
@@ -184,10 +186,10 @@ static void test_layernorm(void) {
         float *x2 = falloc(N2 * C2), *w2 = falloc(C2), *b2 = falloc(C2), *o2 = falloc(N2 * C2), *m2 = falloc(N2),
               *r2 = falloc(N2), *d2 = falloc(N2 * C2);
         fill(x2, N2 * C2, 1); fill(w2, C2, 1); fill(b2, C2, 1); fill(d2, N2 * C2, 1);
-        op_layernorm_forward(o2, m2, r2, x2, w2, b2, N2, C2);
+        op_layernorm_forward(BE, o2, m2, r2, x2, w2, b2, N2, C2);
         float *g1 = falloc(N2 * C2 + 2 * C2), *g2 = falloc(N2 * C2 + 2 * C2);
-        op_layernorm_backward(g1, g1 + N2 * C2, g1 + N2 * C2 + C2, d2, x2, w2, m2, r2, N2, C2);
-        op_layernorm_backward(g2, g2 + N2 * C2, g2 + N2 * C2 + C2, d2, x2, w2, m2, r2, N2, C2);
+        op_layernorm_backward(BE, g1, g1 + N2 * C2, g1 + N2 * C2 + C2, d2, x2, w2, m2, r2, N2, C2);
+        op_layernorm_backward(BE, g2, g2 + N2 * C2, g2 + N2 * C2 + C2, d2, x2, w2, m2, r2, N2, C2);
         CHECK(memcmp(g1, g2, (N2 * C2 + 2 * C2) * 4) == 0, "layernorm backward not deterministic");
         free(x2); free(w2); free(b2); free(o2); free(m2); free(r2); free(d2); free(g1); free(g2);
     }
@@ -207,21 +209,21 @@ static void test_gelu(void) {
     for (size_t i = 0; i < n; i++) x[i] = -12.0f + 24.0f * (float)i / (float)(n - 1);
     x[0] = -100.0f; x[1] = 100.0f; x[2] = 0.0f; x[3] = -1e-30f;
     fill(d, n, 1);
-    op_gelu_forward(y, x, n);
+    op_gelu_forward(BE, y, x, n);
     double *r = dalloc(n), *rd = dalloc(n);
     for (size_t i = 0; i < n; i++) { r[i] = gelu_ref(x[i]); rd[i] = gelu_dref(x[i]) * d[i]; }
     check_arr("gelu fwd", y, r, n, 2e-6);
-    op_gelu_backward(dx, x, d, n);
+    op_gelu_backward(BE, dx, x, d, n);
     check_arr("gelu bwd", dx, rd, n, 2e-6);
     /* in place: dinp aliases dout */
     float *d2 = fdup(d, n);
-    op_gelu_backward(d2, x, d2, n);
+    op_gelu_backward(BE, d2, x, d2, n);
     CHECK(memcmp(d2, dx, n * 4) == 0, "gelu backward in place differs");
     /* finite differences of the fp32 forward */
     int bad = 0;
     for (size_t i = 4; i < n; i += 37) {
         float hx = 1e-2f, a[2] = {x[i] + hx, x[i] - hx}, o[2];
-        op_gelu_forward(o, a, 2);
+        op_gelu_forward(BE, o, a, 2);
         double fd = ((double)o[0] - o[1]) / (2.0 * hx);
         double an = dx[i] / d[i];
         if (fabs(fd - an) > 2e-3 * fmax(1, fabs(an))) { bad++; fprintf(stderr, "gelu fd x=%g %g vs %g\n", x[i], fd, an); }
@@ -252,10 +254,10 @@ static void test_softmax_xent(void) {
             rg[n * Vp + j] = (tg[n] < 0 || j >= V) ? 0 : sc * (exp(lg0[n * Vp + j] - lse) - (j == tg[n]));
     }
     /* loss only: logits untouched */
-    op_softmax_xent(lg, loss, tg, N, V, Vp, 0.0f);
+    op_softmax_xent(BE, lg, loss, tg, N, V, Vp, 0.0f);
     check_arr("xent loss", loss, rl, N, 1e-5);
     CHECK(memcmp(lg, lg0, N * Vp * 4) == 0, "logits modified with dlogits_scale 0");
-    op_softmax_xent(lg, loss, tg, N, V, Vp, sc);
+    op_softmax_xent(BE, lg, loss, tg, N, V, Vp, sc);
     check_arr("xent loss (grad pass)", loss, rl, N, 1e-5);
     check_arr("xent dlogits", lg, rg, N * Vp, 1e-6);
     /* finite differences of the fp32 loss sum */
@@ -267,7 +269,7 @@ static void test_softmax_xent(void) {
             int32_t t2[2] = {tg[n], tg[n]};
             memcpy(row[0], lg0 + n * Vp, Vp * 4); memcpy(row[1], lg0 + n * Vp, Vp * 4);
             row[0][j] += h; row[1][j] -= h;
-            op_softmax_xent(&row[0][0], l2, t2, 2, V, Vp, 0.0f);
+            op_softmax_xent(BE, &row[0][0], l2, t2, 2, V, Vp, 0.0f);
             double fd = ((double)l2[0] - l2[1]) / (2 * h) * sc;
             if (fabs(fd - lg[n * Vp + j]) > 2e-3 * sc) { bad++; fprintf(stderr, "xent fd [%d,%d] %g vs %g\n", n, j, fd, lg[n * Vp + j]); }
         }
@@ -283,7 +285,7 @@ static void test_embed(void) {
     for (int i = 0; i < B * T; i++) tok[i] = (i * 7) % 5 * 8; /* repeated tokens */
     float *wte = falloc(V * C), *wpe = falloc(maxT * C), *out = falloc(B * T * C), *d = falloc(B * T * C);
     fill(wte, V * C, 1); fill(wpe, maxT * C, 1); fill(d, B * T * C, 1);
-    op_embed_forward(out, tok, wte, wpe, B, T, C, pos0);
+    op_embed_forward(BE, out, tok, wte, wpe, B, T, C, pos0);
     double *r = dalloc(B * T * C);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
@@ -301,7 +303,7 @@ static void test_embed(void) {
                 rte[tok[b * T + t] * C + c] += d[(b * T + t) * C + c];
                 rpe[(pos0 + t) * C + c] += d[(b * T + t) * C + c];
             }
-    op_embed_backward(dwte, dwpe, d, tok, B, T, C, pos0);
+    op_embed_backward(BE, dwte, dwpe, d, tok, B, T, C, pos0);
     check_arr("embed dwte", dwte, rte, V * C, 1e-6);
     check_arr("embed dwpe", dwpe, rpe, maxT * C, 1e-6);
     free(wte); free(wpe); free(out); free(d); free(r); free(dwte); free(dwpe); free(rte); free(rpe);
@@ -312,22 +314,25 @@ static void test_elementwise(void) {
     const size_t n = 100003;
     float *a = falloc(n), *b = falloc(n), *o = falloc(n);
     fill(a, n, 1); fill(b, n, 1);
-    op_add(o, a, b, n);
+    op_add(BE, o, a, b, n);
     int bad = 0;
     for (size_t i = 0; i < n; i++) bad += o[i] != a[i] + b[i];
     CHECK(bad == 0, "op_add");
     float *c = fdup(a, n);
-    op_accumulate(c, b, n);
+    op_accumulate(BE, c, b, n);
     CHECK(memcmp(c, o, n * 4) == 0, "op_accumulate");
-    op_scale(c, 0.5f, n);
+    op_scale(BE, c, 0.5f, n);
     bad = 0;
     for (size_t i = 0; i < n; i++) bad += c[i] != o[i] * 0.5f;
     CHECK(bad == 0, "op_scale");
     double s = 0;
     for (size_t i = 0; i < n; i++) s += (double)a[i] * a[i];
-    CHECK_CLOSE(op_sumsq(a, n), s, 1e-12);
-    CHECK(op_sumsq(a, n) == op_sumsq(a, n), "op_sumsq deterministic");
-    CHECK_CLOSE(op_sumsq(a, 5), (double)a[0] * a[0] + (double)a[1] * a[1] + (double)a[2] * a[2] + (double)a[3] * a[3] + (double)a[4] * a[4], 1e-12);
+    CHECK_CLOSE(op_sumsq(BE, a, n), s, 1e-12);
+    CHECK(op_sumsq(BE, a, n) == op_sumsq(BE, a, n), "op_sumsq deterministic");
+    CHECK_CLOSE(op_sumsq(BE, a, 5),
+                (double)a[0] * a[0] + (double)a[1] * a[1] + (double)a[2] * a[2] + (double)a[3] * a[3] +
+                    (double)a[4] * a[4],
+                1e-12);
     free(a); free(b); free(o); free(c);
 }
 
@@ -342,9 +347,9 @@ static void test_optim(void) {
         for (size_t i = 0; i < n; i++) { rp[i] = p[i]; rm[i] = 0; rv[i] = 0; }
         for (int step = 1; step <= 3; step++) {
             fill(g, n, 1);
-            if (kind == 0) op_adamw_update(p, g, m, v, n, lr, b1, b2, eps, wd, step, gs);
-            else if (kind == 1) op_adam_update(p, g, m, v, n, lr, b1, b2, eps, wd, step, gs);
-            else op_sgd_update(p, g, m, n, lr, mom, wd, step, gs);
+            if (kind == 0) op_adamw_update(BE, p, g, m, v, n, lr, b1, b2, eps, wd, step, gs);
+            else if (kind == 1) op_adam_update(BE, p, g, m, v, n, lr, b1, b2, eps, wd, step, gs);
+            else op_sgd_update(BE, p, g, m, n, lr, mom, wd, step, gs);
             double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
             for (size_t i = 0; i < n; i++) {
                 double gi = (double)g[i] * gs;
@@ -369,7 +374,7 @@ static void test_optim(void) {
     /* SGD without momentum, buf NULL */
     fill(p, n, 1); fill(g, n, 1);
     for (size_t i = 0; i < n; i++) rp[i] = p[i] - lr * ((double)g[i] * gs + wd * p[i]);
-    op_sgd_update(p, g, NULL, n, lr, 0.0f, wd, 1, gs);
+    op_sgd_update(BE, p, g, NULL, n, lr, 0.0f, wd, 1, gs);
     check_arr("sgd no momentum", p, rp, n, 1e-6);
     free(p); free(m); free(v); free(g); free(rp); free(rm); free(rv);
 }
@@ -396,11 +401,12 @@ static void test_optim_16_n(size_t n) {
                 for (size_t i = 3; i < n; i += 11) g[i] *= 1e-6f;  /* fp16 subnormals */
                 g[5] = 0.0f;
                 mt_convert_to_16(dt, g16, g, n);
-                if (kind == 0) op_adamw_update_16(p, g16, p16, dt, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
-                else op_adam_update_16(p, g16, p16, dt, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+                if (kind == 0)
+                    op_adamw_update_16(BE, p, g16, p16, dt, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+                else op_adam_update_16(BE, p, g16, p16, dt, m, v, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
                 mt_convert_from_16(dt, gw, g16, n);
-                if (kind == 0) op_adamw_update(p2, gw, m2, v2, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
-                else op_adam_update(p2, gw, m2, v2, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+                if (kind == 0) op_adamw_update(BE, p2, gw, m2, v2, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+                else op_adam_update(BE, p2, gw, m2, v2, n, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
                 mt_convert_to_16(dt, r16, p2, n);
                 CHECK(!memcmp(p, p2, n * 4) && !memcmp(m, m2, n * 4) && !memcmp(v, v2, n * 4),
                       "%s %s step %d: one-pass master or moments differ from the three passes", mt_dtype_name(dt),
@@ -432,9 +438,9 @@ static void test_round_sumsq(void) {
             fill(x, n, 3);
             const float special[6] = {1e-40f, -3e-39f, 3.3895e38f, 1.00390625f, -1.01171875f, 65519.0f};
             for (int i = 0; i < 6 && n >= 64; i++) x[7 * i] = x[n - 1 - i] = special[i];
-            double s = op_round_to_16_sumsq(dts[d], a, x, n);
+            double s = op_round_to_16_sumsq(BE, dts[d], a, x, n);
             mt_convert_to_16(dts[d], b, x, n);
-            double r = op_sumsq_16(dts[d], b, n);
+            double r = op_sumsq_16(BE, dts[d], b, n);
             CHECK(!memcmp(a, b, n * 2), "%s n=%zu: one-pass rounding differs", mt_dtype_name(dts[d]), n);
             CHECK(s == r, "%s n=%zu: one-pass sum of squares %.17g, op_sumsq_16 %.17g", mt_dtype_name(dts[d]), n, s, r);
             free(x); free(a); free(b);
@@ -505,7 +511,7 @@ static void attn_ref(double *out, double *lse, double *dqkv, const float *qkv, c
 static double attn_loss(const float *qkv, const float *R, int B, int T, int NH, int HS, const mt_attn_dropout *dr,
                         float *scratch) {
     float *out = falloc((size_t)B * T * NH * HS), *lse = falloc((size_t)B * NH * T);
-    op_attention_forward(out, lse, qkv, B, T, NH, HS, dr, scratch);
+    op_attention_forward(BE, out, lse, qkv, B, T, NH, HS, dr, scratch);
     double L = dotw(out, R, (size_t)B * T * NH * HS);
     free(out); free(lse);
     return L;
@@ -519,8 +525,8 @@ static void test_attention_case(int B, int T, int NH, int HS, float p, int do_fd
     const mt_attn_dropout *drp = p > 0 ? &dr : NULL;
     float *qkv = falloc(nq), *out = falloc(no), *lse = falloc((size_t)B * NH * T), *dout = falloc(no), *dqkv = falloc(nq);
     fill(qkv, nq, 1.5f); fill(dout, no, 1);
-    float *scratch = falloc(op_attention_scratch_floats(B, T, NH, HS, omp_get_max_threads()));
-    op_attention_forward(out, lse, qkv, B, T, NH, HS, drp, scratch);
+    float *scratch = falloc(op_attention_scratch_floats(BE, B, T, NH, HS));
+    op_attention_forward(BE, out, lse, qkv, B, T, NH, HS, drp, scratch);
     double *ro = dalloc(no), *rl = dalloc((size_t)B * NH * T), *rd = dalloc(nq);
     attn_ref(ro, rl, rd, qkv, dout, B, T, NH, HS, drp);
     char nm[96];
@@ -528,13 +534,13 @@ static void test_attention_case(int B, int T, int NH, int HS, float p, int do_fd
     check_arr(nm, out, ro, no, 1e-5);
     check_arr("attn lse", lse, rl, (size_t)B * NH * T, 1e-5);
     fill(dqkv, nq, 1); /* must be overwritten */
-    op_attention_backward(dqkv, dout, qkv, out, lse, B, T, NH, HS, drp, scratch);
+    op_attention_backward(BE, dqkv, dout, qkv, out, lse, B, T, NH, HS, drp, scratch);
     snprintf(nm, sizeof nm, "attn bwd B%d T%d NH%d HS%d p%g", B, T, NH, HS, p);
     check_arr(nm, dqkv, rd, nq, 1e-5);
     /* determinism */
     float *dq2 = falloc(nq), *out2 = falloc(no), *lse2 = falloc((size_t)B * NH * T);
-    op_attention_forward(out2, lse2, qkv, B, T, NH, HS, drp, scratch);
-    op_attention_backward(dq2, dout, qkv, out2, lse2, B, T, NH, HS, drp, scratch);
+    op_attention_forward(BE, out2, lse2, qkv, B, T, NH, HS, drp, scratch);
+    op_attention_backward(BE, dq2, dout, qkv, out2, lse2, B, T, NH, HS, drp, scratch);
     CHECK(memcmp(out, out2, no * 4) == 0 && memcmp(dqkv, dq2, nq * 4) == 0, "attention not deterministic");
     if (do_fd) {
         int bad = 0;
@@ -565,8 +571,8 @@ static void test_attention_keep_fraction(void) {
             qkv[(size_t)n * 3 * C + C + c] = frand(1);
             qkv[(size_t)n * 3 * C + 2 * C + c] = 1.0f;
         }
-    float *scratch = falloc(op_attention_scratch_floats(B, T, NH, HS, omp_get_max_threads()));
-    op_attention_forward(out, lse, qkv, B, T, NH, HS, &dr, scratch);
+    float *scratch = falloc(op_attention_scratch_floats(BE, B, T, NH, HS));
+    op_attention_forward(BE, out, lse, qkv, B, T, NH, HS, &dr, scratch);
     double kept = 0, total = 0;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
@@ -579,7 +585,7 @@ static void test_attention_keep_fraction(void) {
     /* a different step draws a different mask */
     float *out2 = falloc((size_t)B * T * C);
     dr.d.step = 2;
-    op_attention_forward(out2, lse, qkv, B, T, NH, HS, &dr, scratch);
+    op_attention_forward(BE, out2, lse, qkv, B, T, NH, HS, &dr, scratch);
     CHECK(memcmp(out, out2, (size_t)B * T * C * 4) != 0, "dropout mask does not depend on step");
     free(qkv); free(out); free(out2); free(lse); free(scratch);
 }

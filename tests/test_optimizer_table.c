@@ -55,7 +55,7 @@ static void buf_round(void *ctx, size_t off, size_t n, const float *master) {
     if (b->dt != MT_FP32) mt_convert_to_16(b->dt, b->p16 + off, master, n);
 }
 static mt_opt_target target_of(buffers *b) {
-    mt_opt_target tg = {b->p, b->dt, b->g16, b->p16, buf_grad, buf_round, b, NULL, NULL};
+    mt_opt_target tg = {b->p, b->dt, b->g16, b->p16, buf_grad, buf_round, b, NULL, NULL, BE};
     return tg;
 }
 
@@ -97,14 +97,14 @@ static void ref_step(reference *r, const mt_opt_config *c, const mt_unit_layout 
                      float lr, int64_t t, float scale) {
     size_t n = e - b;
     if (x->dt != MT_FP32 && mt_opt_has_update_16(c->h.kind)) {
-        mt_opt_update_range_16(&c->h, u, b, e, x->p, x->g16, x->p16, x->dt, r->st, lr, t, scale);
+        mt_opt_update_range_16(BE, &c->h, u, b, e, x->p, x->g16, x->p16, x->dt, r->st, lr, t, scale);
         return;
     }
     const float *g = buf_grad(x, 0, n);
     switch (c->h.kind) {
-    case MT_OPT_ADAFACTOR: mt_adafactor_update(&r->af, &r->afh, u, x->p, g, lr, t, scale, NULL, NULL); break;
+    case MT_OPT_ADAFACTOR: mt_adafactor_update(BE, &r->af, &r->afh, u, x->p, g, lr, t, scale, NULL, NULL); break;
     case MT_OPT_ADAMW8BIT: mt_adam8bit_update(&r->q8, &c->h, u, x->p, g, lr, t, scale); break;
-    default: mt_opt_update_range(&c->h, u, b, e, x->p, g, r->st, lr, t, scale);
+    default: mt_opt_update_range(BE, &c->h, u, b, e, x->p, g, r->st, lr, t, scale);
     }
     buf_round(x, 0, n, x->p);
 }

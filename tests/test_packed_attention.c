@@ -42,15 +42,15 @@ static void check_packed(int flash, int B, int T, int NH, int NKV, int HS, const
     }
     uint64_t sids[4] = {1, 2, 3, 4};
     mt_attn_dropout dr = {{0.0f, 1, 0, 0, MT_DROPOUT_ATTN_PROBS}, sids, 0, doc};
-    size_t sc = flash ? op_attention_flash_scratch_floats(B, T, NH, NKV, HS, threads)
-                      : op_attention_blas_scratch_floats(B, T, NH, NKV, HS, threads);
+    size_t sc = flash ? op_attention_flash_scratch_floats(BE, B, T, NH, NKV, HS)
+                      : op_attention_blas_scratch_floats(BE, B, T, NH, NKV, HS);
     float *scr = falloc(sc), *o = falloc(no), *l = falloc(nl), *d = falloc(nq);
     if (flash) {
-        op_attention_flash_forward(o, l, qkv, B, T, NH, NKV, HS, &dr, scr);
-        op_attention_flash_backward(d, dout, qkv, o, l, B, T, NH, NKV, HS, &dr, scr);
+        op_attention_flash_forward(BE, o, l, qkv, B, T, NH, NKV, HS, &dr, scr);
+        op_attention_flash_backward(BE, d, dout, qkv, o, l, B, T, NH, NKV, HS, &dr, scr);
     } else {
-        op_attention_blas_forward(o, l, qkv, B, T, NH, NKV, HS, &dr, scr);
-        op_attention_blas_backward(d, dout, qkv, o, l, B, T, NH, NKV, HS, &dr, scr);
+        op_attention_blas_forward(BE, o, l, qkv, B, T, NH, NKV, HS, &dr, scr);
+        op_attention_blas_backward(BE, d, dout, qkv, o, l, B, T, NH, NKV, HS, &dr, scr);
     }
     /* reference: each document alone (B = 1, T = its length), same kernel */
     float *ro = falloc(no), *rl = falloc(nl), *rd = falloc(nq);
@@ -64,11 +64,11 @@ static void check_packed(int flash, int B, int T, int NH, int NKV, int HS, const
             memcpy(sq, qkv + ((size_t)b * T + t0) * W, (size_t)n * W * sizeof(float));
             memcpy(sg, dout + ((size_t)b * T + t0) * C, (size_t)n * C * sizeof(float));
             if (flash) {
-                op_attention_flash_forward(so, sl, sq, 1, n, NH, NKV, HS, NULL, ss);
-                op_attention_flash_backward(sd, sg, sq, so, sl, 1, n, NH, NKV, HS, NULL, ss);
+                op_attention_flash_forward(BE, so, sl, sq, 1, n, NH, NKV, HS, NULL, ss);
+                op_attention_flash_backward(BE, sd, sg, sq, so, sl, 1, n, NH, NKV, HS, NULL, ss);
             } else {
-                op_attention_blas_forward(so, sl, sq, 1, n, NH, NKV, HS, NULL, ss);
-                op_attention_blas_backward(sd, sg, sq, so, sl, 1, n, NH, NKV, HS, NULL, ss);
+                op_attention_blas_forward(BE, so, sl, sq, 1, n, NH, NKV, HS, NULL, ss);
+                op_attention_blas_backward(BE, sd, sg, sq, so, sl, 1, n, NH, NKV, HS, NULL, ss);
             }
             memcpy(ro + ((size_t)b * T + t0) * C, so, (size_t)n * C * sizeof(float));
             memcpy(rd + ((size_t)b * T + t0) * W, sd, (size_t)n * W * sizeof(float));
@@ -94,24 +94,24 @@ static void check_positions(void) {
           *y = falloc((size_t)N * nh * HS), *row = falloc((size_t)nh * HS);
     for (int i = 0; i < Tmax * HS / 2; i++) cs[i] = rng_sym(&s), sn[i] = rng_sym(&s);
     for (int i = 0; i < N * nh * HS; i++) x[i] = y[i] = rng_sym(&s);
-    op_rope_apply_at(y, N, nh, HS, (size_t)nh * HS, cs, sn, 0, pos);
+    op_rope_apply_at(BE, y, N, nh, HS, (size_t)nh * HS, cs, sn, 0, pos);
     int ok = 1;
     for (int i = 0; i < N; i++) { /* row i alone, at position pos[i], through the plain op (T large) */
         memcpy(row, x + (size_t)i * nh * HS, (size_t)nh * HS * sizeof(float));
-        op_rope_apply(row, 1, 1, nh, HS, (size_t)nh * HS, cs + (size_t)pos[i] * HS / 2, sn + (size_t)pos[i] * HS / 2, 0);
+        op_rope_apply(BE, row, 1, 1, nh, HS, (size_t)nh * HS, cs + (size_t)pos[i] * HS / 2, sn + (size_t)pos[i] * HS / 2, 0);
         ok &= !memcmp(row, y + (size_t)i * nh * HS, (size_t)nh * HS * sizeof(float));
     }
     CHECK(ok, "op_rope_apply_at differs from op_rope_apply at the row's position");
     float *wpe = falloc((size_t)Tmax * C), *out = falloc((size_t)N * C), *dw = falloc((size_t)Tmax * C);
     double *ref = dalloc((size_t)Tmax * C);
     for (int i = 0; i < Tmax * C; i++) wpe[i] = rng_sym(&s);
-    op_add_positions_at(out, wpe, pos, N, C);
+    op_add_positions_at(BE, out, wpe, pos, N, C);
     ok = 1;
     for (int i = 0; i < N; i++)
         for (int c = 0; c < C; c++) ok &= out[(size_t)i * C + c] == wpe[(size_t)pos[i] * C + c];
     CHECK(ok, "op_add_positions_at: out[i] != wpe[pos[i]]");
     for (int i = 0; i < N * C; i++) out[i] = rng_sym(&s);
-    op_positions_backward_at(dw, out, pos, N, C);
+    op_positions_backward_at(BE, dw, out, pos, N, C);
     for (int i = 0; i < N; i++)
         for (int c = 0; c < C; c++) ref[(size_t)pos[i] * C + c] += out[(size_t)i * C + c];
     double w = 0;

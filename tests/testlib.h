@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <omp.h>
+#include "device/backend.h"
 
 static int tl_checks, tl_failed;
 #define CHECK(cond, ...)                                                          \
@@ -34,6 +36,16 @@ static int tl_checks, tl_failed;
         printf("%s: %d checks, %d failed\n", name, tl_checks, tl_failed);         \
         return tl_failed ? 1 : 0;                                                 \
     } while (0)
+
+/* BE: the CPU backend the kernel tests run on (the default GEMM library),
+ * at the OpenMP thread count current where it is used (tests that vary
+ * the count get a backend sized for it). */
+static inline mt_backend *tl_backend(void) {
+    static mt_backend be;
+    be = mt_backend_cpu(MT_GEMM_DEFAULT);
+    return &be;
+}
+#define BE tl_backend()
 
 /* ---- random numbers: a splitmix64 stream over the caller's state */
 static inline uint64_t rng_next(uint64_t *s) {

@@ -21,9 +21,10 @@
 /* The checkpoint's model for the decoder (batch 1): a LoRA / --freeze
  * checkpoint merged (the decoder reads whole weights); info->cfg becomes
  * the decoded model's. */
-static int load_for_decoding(const char *ckpt, mt_ckpt_info *info, mt_model *m, mt_mem *mem, mt_error *err) {
+static int load_for_decoding(const char *ckpt, mt_ckpt_info *info, mt_model *m, mt_backend *be, mt_mem *mem,
+                             mt_error *err) {
     if (!mt_adapter_spec_active(&info->cfg.adapters)) {
-        mt_model_create(m, &info->cfg, 1, 1, 0, mem);
+        mt_model_create(m, be, &info->cfg, 1, 1, 0, mem);
         return mt_model_load_checkpoint(m, ckpt, err);
     }
     mt_weights w, merged;
@@ -37,7 +38,7 @@ static int load_for_decoding(const char *ckpt, mt_ckpt_info *info, mt_model *m, 
     mt_weights_free(&w);
     if (rc) return -1;
     info->cfg = merged.cfg;
-    mt_model_create(m, &info->cfg, 1, 1, 0, mem);
+    mt_model_create(m, be, &info->cfg, 1, 1, 0, mem);
     for (int u = 0; u < m->layout.n_units; u++)
         memcpy(m->params[u], merged.unit[u], m->layout.units[u].numel * sizeof(float));
     mt_weights_free(&merged);
@@ -89,15 +90,16 @@ static int dump_logits(const char *ckpt, const char *ids_path, const char *out, 
         return mt_errorf(err, "%s: each line must hold 1 to %d ids (the context, less %d greedy tokens); the longest "
                               "holds %zu", ids_path, info.cfg.seq_len - greedy, greedy, longest);
     }
+    mt_backend be = mt_backend_cpu(MT_GEMM_DEFAULT);
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model m;
-    if (load_for_decoding(ckpt, &info, &m, &mem, err)) {
+    if (load_for_decoding(ckpt, &info, &m, &be, &mem, err)) {
         mt_tokens_free(&ids);
         return -1;
     }
     mt_decoder g;
-    mt_decoder_init(&g, &info.cfg, &m.layout, m.params);
+    mt_decoder_init(&g, m.be, &info.cfg, &m.layout, m.params);
     char *tmp = NULL;
     FILE *f = mt_fopen_temp(out, &tmp, err);
     int failed = !f;
@@ -172,10 +174,11 @@ int mt_cli_eval(int argc, char **argv) {
         mt_train_read_flags(val, &flags, &window, &err) ||
         (flags && mt_loader_set_flags(&ld, flags, window, val, &err)))
         return mt_cli_fail("eval", &err);
+    mt_backend be = mt_backend_cpu(MT_GEMM_DEFAULT);
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model m;
-    mt_model_create(&m, &info.cfg, batch, info.cfg.seq_len, 0, &mem);
+    mt_model_create(&m, &be, &info.cfg, batch, info.cfg.seq_len, 0, &mem);
     if (mt_model_load_checkpoint(&m, ckpt, &err)) return mt_cli_fail("eval", &err);
     int nb = (int)ld.n_batches;
     if (batches > 0 && batches < nb) nb = batches;
@@ -281,10 +284,11 @@ int mt_cli_generate(int argc, char **argv) {
                   mt_tokenizer_vocab_size(tk), info.cfg.vocab_size);
         return mt_cli_fail("generate", &err);
     }
+    mt_backend be = mt_backend_cpu(MT_GEMM_DEFAULT);
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model m;
-    if (load_for_decoding(ckpt, &info, &m, &mem, &err)) return mt_cli_fail("generate", &err);
+    if (load_for_decoding(ckpt, &info, &m, &be, &mem, &err)) return mt_cli_fail("generate", &err);
     mt_layout layout;
     mt_model_layout_build(&info.cfg, 1, 0, &layout);
     int32_t *ptok = NULL;
@@ -314,7 +318,7 @@ int mt_cli_generate(int argc, char **argv) {
         np = 1;
     }
     mt_decoder g;
-    mt_decoder_init(&g, &info.cfg, &m.layout, m.params);
+    mt_decoder_init(&g, m.be, &info.cfg, &m.layout, m.params);
     float *work = mt_xcalloc((size_t)info.cfg.padded_vocab, sizeof(float), "sampling work");
     mt_bytes out = {0};
     fputs(prompt, stdout);

@@ -96,11 +96,12 @@ int mt_cli_merge(int argc, char **argv) {
     /* the adapted model and the merged one on the same batch */
     mt_model_config cfg = w.cfg, mcfg = merged.cfg;
     cfg.dropout = mcfg.dropout = 0.0f;
+    mt_backend be = mt_backend_cpu(MT_GEMM_DEFAULT);
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model a, b;
-    mt_model_create(&a, &cfg, batch, cfg.seq_len, 0, &mem);
-    mt_model_create(&b, &mcfg, batch, mcfg.seq_len, 0, &mem);
+    mt_model_create(&a, &be, &cfg, batch, cfg.seq_len, 0, &mem);
+    mt_model_create(&b, &be, &mcfg, batch, mcfg.seq_len, 0, &mem);
     for (int u = 0; u < a.layout.n_units && !rc; u++) {
         memcpy(a.params[u], w.unit[u], a.layout.units[u].numel * sizeof(float));
         memcpy(b.params[u], merged.unit[u], b.layout.units[u].numel * sizeof(float));

@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mt_decoder_init(mt_decoder *d, const mt_model_config *cfg, const mt_layout *l, float *const *params) {
+void mt_decoder_init(mt_decoder *d, mt_backend *be, const mt_model_config *cfg, const mt_layout *l,
+                     float *const *params) {
     memset(d, 0, sizeof *d);
     d->cfg = *cfg;
     d->fam = mt_family_get(cfg->family);
+    d->be = be;
     d->l = l;
     d->params = params;
     d->cache = mt_xcalloc(d->fam->decode_cache_floats(cfg), sizeof(float), "KV cache");

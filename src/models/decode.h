@@ -6,12 +6,14 @@
 #ifndef MT_MODELS_DECODE_H
 #define MT_MODELS_DECODE_H
 #include <stdint.h>
+#include "device/backend.h"
 #include "models/config.h"
 #include "models/family.h"
 
 typedef struct mt_decoder {
     mt_model_config cfg;
     const mt_family *fam;
+    mt_backend *be; /* the backend of its kernels (not owned) */
     const mt_layout *l;
     float *const *params;  /* [n_units] full parameters */
     float *cache;          /* the family's KV cache and row scratch (decode_cache_floats) */
@@ -25,7 +27,8 @@ typedef struct mt_decoder {
 void mt_decode_attend(const float *q, const float *kc, const float *vc, size_t ld, int t, int hd, float *scores,
                       float *out);
 
-void mt_decoder_init(mt_decoder *d, const mt_model_config *cfg, const mt_layout *l, float *const *params);
+void mt_decoder_init(mt_decoder *d, mt_backend *be, const mt_model_config *cfg, const mt_layout *l,
+                     float *const *params);
 void mt_decoder_free(mt_decoder *d);
 /* Feeds one token at d->pos; returns the logits of the next token
  * ([padded_vocab], first vocab_size valid), or NULL at the context limit or

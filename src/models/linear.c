@@ -72,13 +72,12 @@ void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w
     switch (m->precision) {
     case MT_BF16:
         mt_convert_fp32_to_bf16(m->op16[0], inp, ni);
-        op_matmul_forward_bf16(out, m->op16[0], mt_model_weight16(m, w), bias, N, C, OC);
+        op_matmul_forward_bf16(m->be, out, m->op16[0], mt_model_weight16(m, w), bias, N, C, OC);
         break;
     case MT_FP16:
-        op_matmul_forward(m->gemm, out, fp16_rounded(m, m->opf[0], inp, ni), fp16_weight(m, w, nw), bias, N, C, OC);
+        op_matmul_forward(m->be, out, fp16_rounded(m, m->opf[0], inp, ni), fp16_weight(m, w, nw), bias, N, C, OC);
         break;
-    default:
-        op_matmul_forward(m->gemm, out, inp, w, bias, N, C, OC);
+    default: op_matmul_forward(m->be, out, inp, w, bias, N, C, OC);
     }
 }
 
@@ -86,13 +85,14 @@ void mt_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_
                                   const float *w, int N, int C, int OC, int flags) {
     if (m->precision != MT_BF16) mt_die("mt_linear_backward_dout_bf16: the model's precision is not bf16");
     if (dw) mt_convert_fp32_to_bf16(m->op16[0], inp, (size_t)N * C);
-    op_matmul_backward_bf16(dinp, dw, NULL, dout, m->op16[0], dinp ? mt_model_weight16(m, w) : NULL, N, C, OC, flags);
+    op_matmul_backward_bf16(m->be, dinp, dw, NULL, dout, m->op16[0], dinp ? mt_model_weight16(m, w) : NULL, N, C, OC,
+                            flags);
 }
 
 void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int flags) {
     if (m->precision == MT_FP32 || (!dinp && !dw)) {
-        op_matmul_backward(m->gemm, dinp, dw, dbias, dout, inp, w, N, C, OC, flags);
+        op_matmul_backward(m->be, dinp, dw, dbias, dout, inp, w, N, C, OC, flags);
         return;
     }
     size_t ni = (size_t)N * C, no = (size_t)N * OC, nw = (size_t)OC * C;
@@ -102,7 +102,7 @@ void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const
     } else {
         const float *d = fp16_rounded(m, m->opf[1], dout, no);
         const float *x = dw ? fp16_rounded(m, m->opf[0], inp, ni) : NULL;
-        op_matmul_backward(m->gemm, dinp, dw, NULL, d, x, dinp ? fp16_weight(m, w, nw) : NULL, N, C, OC, flags);
+        op_matmul_backward(m->be, dinp, dw, NULL, d, x, dinp ? fp16_weight(m, w, nw) : NULL, N, C, OC, flags);
     }
-    if (dbias) op_matmul_backward(m->gemm, NULL, NULL, dbias, dout, NULL, NULL, N, C, OC, 0);
+    if (dbias) op_matmul_backward(m->be, NULL, NULL, dbias, dout, NULL, NULL, N, C, OC, 0);
 }

@@ -68,7 +68,7 @@ static const float *adapter_h(mt_model *m, int u, int k, const mt_fwd_ctx *fc, c
         MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, drop_input(m, &d, k, x, m->lora_scratch, inp, N));
         xd = m->lora_scratch;
     }
-    MT_TIMED(m->prof, MT_PROF_GEMM, op_matmul_forward(m->gemm, h, xd, x->A, NULL, N, x->in_cols, x->r));
+    MT_TIMED(m->prof, MT_PROF_GEMM, op_matmul_forward(m->be, h, xd, x->A, NULL, N, x->in_cols, x->r));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * x->in_cols * x->r);
     if (x->row_parallel) {
         double t0 = mt_prof_begin(m->prof);
@@ -87,7 +87,8 @@ void mt_lora_forward(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *out
     if (x.row_parallel && m->layout.tp_rank != 0) return; /* rank 0 adds B h once to the partial sums */
     /* out[:, col0:col0+R] += s h B^T, in place (the fused output's column block) */
     float s = mt_lora_scale(&m->cfg.adapters);
-    MT_TIMED(m->prof, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'T', N, x.out_rows, x.r, s, h, x.r, x.B, x.r, 1.0f, out + col0, OC));
+    MT_TIMED(m->prof, MT_PROF_GEMM,
+             op_sgemm(m->be, 'N', 'T', N, x.out_rows, x.r, s, h, x.r, x.B, x.r, 1.0f, out + col0, OC));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * x.r * x.out_rows);
 }
 
@@ -105,8 +106,9 @@ void mt_lora_backward(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *di
      * column block of dout */
     const float *dy = dout + col0;
     int add_db = !(x.row_parallel && sp && m->layout.tp_rank != 0);
-    if (add_db) MT_TIMED(m->prof, MT_PROF_GEMM, op_sgemm(m->gemm, 'T', 'N', R, x.r, N, s, dy, OC, h, x.r, 1.0f, x.dB, x.r));
-    MT_TIMED(m->prof, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'N', N, x.r, R, s, dy, OC, x.B, x.r, 0.0f, dh, x.r));
+    if (add_db)
+        MT_TIMED(m->prof, MT_PROF_GEMM, op_sgemm(m->be, 'T', 'N', R, x.r, N, s, dy, OC, h, x.r, 1.0f, x.dB, x.r));
+    MT_TIMED(m->prof, MT_PROF_GEMM, op_sgemm(m->be, 'N', 'N', N, x.r, R, s, dy, OC, x.B, x.r, 0.0f, dh, x.r));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * x.r * R * (1 + add_db));
     double t0;
     const float *dh_for_a = dh;
@@ -119,20 +121,21 @@ void mt_lora_backward(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *di
         mt_prof_end(m->prof, MT_PROF_ALLREDUCE, t1);
         dh_for_a = dh_sum;
     }
-    MT_TIMED(m->prof, MT_PROF_GEMM, op_matmul_backward(m->gemm, NULL, x.dA, NULL, dh_for_a, xd, NULL, N, C, x.r, 0));
+    MT_TIMED(m->prof, MT_PROF_GEMM, op_matmul_backward(m->be, NULL, x.dA, NULL, dh_for_a, xd, NULL, N, C, x.r, 0));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * x.r);
     if (!dinp) return;
     mt_dropout d = lora_dropout(m, u, fc);
     if (d.p > 0) { /* d(dropped input) = dh A, then the mask: into the dropout scratch, added to dinp */
         float *dxd = m->lora_scratch;
-        MT_TIMED(m->prof, MT_PROF_GEMM, op_matmul_backward(m->gemm, dxd, NULL, NULL, dh, NULL, x.A, N, C, x.r, 0));
+        MT_TIMED(m->prof, MT_PROF_GEMM, op_matmul_backward(m->be, dxd, NULL, NULL, dh, NULL, x.A, N, C, x.r, 0));
         MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, drop_input(m, &d, k, &x, dxd, dxd, N));
         t0 = mt_prof_begin(m->prof);
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < (size_t)N * C; i++) dinp[i] += dxd[i];
         mt_prof_end(m->prof, MT_PROF_ELEMENTWISE, t0);
     } else {
-        MT_TIMED(m->prof, MT_PROF_GEMM, op_matmul_backward(m->gemm, dinp, NULL, NULL, dh, NULL, x.A, N, C, x.r, MT_ACC_DINP));
+        MT_TIMED(m->prof, MT_PROF_GEMM,
+                 op_matmul_backward(m->be, dinp, NULL, NULL, dh, NULL, x.A, N, C, x.r, MT_ACC_DINP));
     }
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * x.r);
 }

@@ -78,7 +78,6 @@ static void alloc_frozen(mt_model *m);
 
 static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
     m->precision = part->precision;
-    m->gemm = part->gemm;
     m->param_version = 1;
     const mt_layout *l = &m->layout;
     m->w16 = mt_xcalloc((size_t)l->n_units, sizeof(uint16_t *), "16-bit parameter table");
@@ -134,14 +133,17 @@ static void alloc_lora(mt_model *m, size_t N) {
     m->lora_scratch = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, N * (in + 2 * r) * sizeof(float), "LoRA scratch");
 }
 
-void mt_model_create(mt_model *m, const mt_model_config *cfg, int B, int T, uint64_t seed, mt_mem *mem) {
-    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, MT_GEMM_DEFAULT, 0};
+void mt_model_create(mt_model *m, mt_backend *be, const mt_model_config *cfg, int B, int T, uint64_t seed,
+                     mt_mem *mem) {
+    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, be, 0};
     mt_model_create_part(m, cfg, B, T, seed, mem, &whole);
 }
 
 void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T, uint64_t seed, mt_mem *mem,
                           const mt_model_part *part) {
     memset(m, 0, sizeof *m);
+    if (!part->be) mt_die("mt_model_create_part: the part names no backend (mt_model_part.be)");
+    m->be = part->be;
     m->mem = mem;
     m->seed = seed;
     m->tp = part->tp;
@@ -164,7 +166,7 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     alloc_frozen(m);
     size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T;
     if (m->qcols && cfg->adapters.int8_threshold > 0.0f) /* LLM.int8()'s decomposition (ops/matmul_int8.h) */
-        m->i8scratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, op_int8_outlier_scratch_bytes((int)N, m->qcols),
+        m->i8scratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, op_int8_outlier_scratch_bytes(m->be, (int)N, m->qcols),
                                     "int8 activations and outlier columns");
     m->recompute = part->recompute;
     alloc_shared(m, N);
@@ -196,8 +198,7 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     }
     g->attn_scratch_floats = m->fam->attention_scratch_floats
                                  ? m->fam->attention_scratch_floats(m, B, T)
-                                 : op_attention_scratch_floats(B, T, cfg->n_head / tp, mt_model_head_dim(cfg),
-                                                               omp_get_max_threads());
+                                 : op_attention_scratch_floats(m->be, B, T, cfg->n_head / tp, mt_model_head_dim(cfg));
     alloc_lowp(m, part, N);
     alloc_lora(m, N);
     g->attn_scratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, g->attn_scratch_floats * sizeof(float), "attention scratch");

@@ -117,7 +117,7 @@ typedef struct mt_model {
     const mt_tp *tp;  /* tensor parallelism (NULL: none); not owned */
     /* {precision} (model/linear.c): GEMM operands in 16 bits */
     mt_dtype precision;
-    mt_gemm_lib gemm;       /* {gemm}: the fp32 GEMM library (ops.h) */
+    mt_backend *be;         /* the backend every kernel runs on (device/backend.h); not owned */
     uint16_t **w16;         /* [n_units] bf16/fp16 copies of the parameters (NULL fields under fp32) */
     uint64_t *w16_version;  /* [n_units] param_version each copy was made at */
     uint64_t param_version; /* bumped by mt_model_params_changed */
@@ -143,7 +143,7 @@ typedef struct {
     mt_recompute recompute;
     const mt_tp *tp;                /* tensor parallelism (NULL: none): the layout is this tp rank's slice */
     mt_dtype precision;             /* GEMM operand type (MT_FP32: plain fp32) */
-    mt_gemm_lib gemm;               /* the fp32 GEMM library (MT_GEMM_DEFAULT) */
+    mt_backend *be;                 /* the backend of the kernels (not owned; must outlive the model) */
     int defer_params;               /* 1: held units get no parameter or gradient buffers at creation;
                                        the ZeRO layer materialises one unit at a time
                                        (mt_model_materialize_unit) and keeps only its storage, so the
@@ -153,7 +153,7 @@ typedef struct {
 /* Builds the layout and allocates params, grads, activations for
  * microbatches of B x T and backward scratch. Parameters are initialised
  * from seed (a function of seed, tensor name and element index). */
-void mt_model_create(mt_model *m, const mt_model_config *cfg, int B, int T, uint64_t seed, mt_mem *mem);
+void mt_model_create(mt_model *m, mt_backend *be, const mt_model_config *cfg, int B, int T, uint64_t seed, mt_mem *mem);
 /* The same for part of the model: only the units of the part are allocated
  * (params[u] == NULL otherwise), and part->act_slots activation slots, each
  * with the activations of the held blocks, the input buffer of each held

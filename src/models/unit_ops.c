@@ -103,7 +103,7 @@ static void quant_forward(mt_model *m, int u, int k, int n, float *out, const fl
         const mt_qweight *q = qweight_of(m, u, k + i);
         int rows = (int)t->shape[0], tr = (int)(m->qtile_floats / (size_t)C);
         if (m->i8scratch && q->kind == MT_QUANT_INT8) { /* LLM.int8(): int8 x int8 and fp32 outlier columns */
-            MT_TIMED(m->prof, MT_PROF_GEMM, op_int8_outlier_matmul(m->gemm, out + col0, OC, inp, N, C, q->i8.q, q->i8.scb, rows,
+            MT_TIMED(m->prof, MT_PROF_GEMM, op_int8_outlier_matmul(m->be, out + col0, OC, inp, N, C, q->i8.q, q->i8.scb, rows,
                                                                 m->cfg.adapters.int8_threshold, m->i8scratch));
             col0 += rows;
             continue;
@@ -112,12 +112,13 @@ static void quant_forward(mt_model *m, int u, int k, int n, float *out, const fl
             int nr = rows - r0 < tr ? rows - r0 : tr;
             if (bf) {
                 MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile16, 1));
-                MT_TIMED(m->prof, MT_PROF_GEMM, op_gemm_bf16('N', 'T', N, nr, C, m->op16[0], C, m->qtile16, C, 0.0f,
-                                                      out + col0 + r0, OC));
+                MT_TIMED(
+                    m->prof, MT_PROF_GEMM,
+                    op_gemm_bf16(m->be, 'N', 'T', N, nr, C, m->op16[0], C, m->qtile16, C, 0.0f, out + col0 + r0, OC));
             } else {
                 MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile, 0));
-                MT_TIMED(m->prof, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'T', N, nr, C, 1.0f, inp, C, m->qtile, C, 0.0f,
-                                                   out + col0 + r0, OC));
+                MT_TIMED(m->prof, MT_PROF_GEMM,
+                         op_sgemm(m->be, 'N', 'T', N, nr, C, 1.0f, inp, C, m->qtile, C, 0.0f, out + col0 + r0, OC));
             }
         }
         col0 += rows;
@@ -146,12 +147,13 @@ static void quant_backward(mt_model *m, int u, int k, int n, float *dinp, float 
             int nr = rows - r0 < tr ? rows - r0 : tr;
             if (bf) {
                 MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile16, 1));
-                MT_TIMED(m->prof, MT_PROF_GEMM, op_gemm_bf16('N', 'N', N, C, nr, m->op16[1] + col0 + r0, OC, m->qtile16, C,
-                                                      beta, dinp, C));
+                MT_TIMED(
+                    m->prof, MT_PROF_GEMM,
+                    op_gemm_bf16(m->be, 'N', 'N', N, C, nr, m->op16[1] + col0 + r0, OC, m->qtile16, C, beta, dinp, C));
             } else {
                 MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile, 0));
-                MT_TIMED(m->prof, MT_PROF_GEMM, op_sgemm(m->gemm, 'N', 'N', N, C, nr, 1.0f, dout + col0 + r0, OC, m->qtile, C,
-                                                   beta, dinp, C));
+                MT_TIMED(m->prof, MT_PROF_GEMM,
+                         op_sgemm(m->be, 'N', 'N', N, C, nr, 1.0f, dout + col0 + r0, OC, m->qtile, C, beta, dinp, C));
             }
             beta = 1.0f;
         }
@@ -273,13 +275,13 @@ static void vocab_parallel_xent(mt_model *m, int Vl, float dlogits_scale) {
     if (Vr < 0) Vr = 0;
     float *st = m->gs.xent_stats, *mine = st + (size_t)m->layout.tp_rank * 3 * N, *lse = m->gs.xent_lse;
     double t0 = mt_prof_begin(m->prof);
-    op_xent_shard_stats(a->logits, mine, mine + N, mine + 2 * N, a->targets, N, Vr, Vl, v0);
+    op_xent_shard_stats(m->be, a->logits, mine, mine + N, mine + 2 * N, a->targets, N, Vr, Vl, v0);
     mt_prof_end(m->prof, MT_PROF_SOFTMAX_XENT, t0);
     t0 = mt_prof_begin(m->prof);
     mt_tp_allgather(m->tp, mine, st, (size_t)3 * N);
     mt_prof_end(m->prof, MT_PROF_ALLGATHER, t0);
     t0 = mt_prof_begin(m->prof);
-    op_xent_combine_lse(lse, st, st + N, S, N, 3 * N);
+    op_xent_combine_lse(m->be, lse, st, st + N, S, N, 3 * N);
     for (int i = 0; i < N; i++) {
         float xt = 0.0f;
         for (int s = 0; s < S; s++) xt += st[(size_t)s * 3 * N + 2 * (size_t)N + i];
@@ -287,7 +289,7 @@ static void vocab_parallel_xent(mt_model *m, int Vl, float dlogits_scale) {
         a->losses[i] = a->targets[i] < 0 ? 0.0f : lse[i] - xt;
     }
     if (dlogits_scale != 0.0f) {
-        op_xent_shard_grad(a->logits, lse, a->targets, N, Vr, Vl, v0, dlogits_scale);
+        op_xent_shard_grad(m->be, a->logits, lse, a->targets, N, Vr, Vl, v0, dlogits_scale);
         if (Vr < Vl)
             for (int i = 0; i < N; i++) memset(a->logits + (size_t)i * Vl + Vr, 0, (size_t)(Vl - Vr) * sizeof(float));
     }
@@ -307,11 +309,13 @@ double mt_unit_logits_loss(mt_model *m, const float *x, const float *w, int Vl, 
     /* bf16: the gradient goes straight into the head's bf16 GEMM operand */
     m->dlogits16 = m->layout.tp == 1 && m->precision == MT_BF16 && dlogits_scale != 0.0f;
     if (m->dlogits16)
-        MT_TIMED(m->prof, MT_PROF_SOFTMAX_XENT, op_softmax_xent_bf16(a->logits, m->op16[1], a->losses, a->targets, N,
-                                                              cfg->vocab_size, cfg->padded_vocab, dlogits_scale));
+        MT_TIMED(m->prof, MT_PROF_SOFTMAX_XENT,
+                 op_softmax_xent_bf16(m->be, a->logits, m->op16[1], a->losses, a->targets, N, cfg->vocab_size,
+                                      cfg->padded_vocab, dlogits_scale));
     else if (m->layout.tp == 1)
-        MT_TIMED(m->prof, MT_PROF_SOFTMAX_XENT, op_softmax_xent(a->logits, a->losses, a->targets, N, cfg->vocab_size,
-                                                         cfg->padded_vocab, dlogits_scale));
+        MT_TIMED(m->prof, MT_PROF_SOFTMAX_XENT,
+                 op_softmax_xent(m->be, a->logits, a->losses, a->targets, N, cfg->vocab_size, cfg->padded_vocab,
+                                 dlogits_scale));
     else
         vocab_parallel_xent(m, Vl, dlogits_scale);
     double sum = 0.0;

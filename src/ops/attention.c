@@ -50,47 +50,46 @@ static size_t per_thread_floats(int T, int HS) {
     return (n + 15) & ~(size_t)15;
 }
 
-size_t op_attention_blas_scratch_floats(int B, int T, int NH, int NKV, int HS, int nthreads) {
-    if (nthreads < 1) nthreads = 1;
+size_t op_attention_blas_scratch_floats(mt_backend *be, int B, int T, int NH, int NKV, int HS) {
+    size_t nthreads = be->nthreads > 1 ? (size_t)be->nthreads : 1;
     return op_attention_gqa_partial_floats(B, T, NH, NKV, HS) + per_thread_floats(T, HS) * (size_t)nthreads;
 }
 
-size_t op_attention_scratch_floats_gqa(int B, int T, int NH, int NKV, int HS, int nthreads) {
-    if (op_attention_flash_supported(T, HS)) return op_attention_flash_scratch_floats(B, T, NH, NKV, HS, nthreads);
-    return op_attention_blas_scratch_floats(B, T, NH, NKV, HS, nthreads);
+size_t op_attention_scratch_floats_gqa(mt_backend *be, int B, int T, int NH, int NKV, int HS) {
+    if (op_attention_flash_supported(be, T, HS)) return op_attention_flash_scratch_floats(be, B, T, NH, NKV, HS);
+    return op_attention_blas_scratch_floats(be, B, T, NH, NKV, HS);
 }
 
-void op_attention_forward_gqa(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
-                              const mt_attn_dropout *drop, float *scratch) {
+void op_attention_forward_gqa(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
+                              int HS, const mt_attn_dropout *drop, float *scratch) {
     if (NKV < 1 || NH % NKV) mt_die("attention: %d query heads do not split into %d kv groups", NH, NKV);
-    if (op_attention_flash_supported(T, HS))
-        op_attention_flash_forward(out, lse, qkv, B, T, NH, NKV, HS, drop, scratch);
-    else
-        op_attention_blas_forward(out, lse, qkv, B, T, NH, NKV, HS, drop, scratch);
+    if (op_attention_flash_supported(be, T, HS))
+        op_attention_flash_forward(be, out, lse, qkv, B, T, NH, NKV, HS, drop, scratch);
+    else op_attention_blas_forward(be, out, lse, qkv, B, T, NH, NKV, HS, drop, scratch);
 }
 
-void op_attention_backward_gqa(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                               int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop, float *scratch) {
+void op_attention_backward_gqa(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                               const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
+                               float *scratch) {
     if (NKV < 1 || NH % NKV) mt_die("attention: %d query heads do not split into %d kv groups", NH, NKV);
-    if (op_attention_flash_supported(T, HS))
-        op_attention_flash_backward(dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drop, scratch);
-    else
-        op_attention_blas_backward(dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drop, scratch);
+    if (op_attention_flash_supported(be, T, HS))
+        op_attention_flash_backward(be, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drop, scratch);
+    else op_attention_blas_backward(be, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drop, scratch);
 }
 
-size_t op_attention_scratch_floats(int B, int T, int NH, int HS, int nthreads) {
-    return op_attention_scratch_floats_gqa(B, T, NH, NH, HS, nthreads);
+size_t op_attention_scratch_floats(mt_backend *be, int B, int T, int NH, int HS) {
+    return op_attention_scratch_floats_gqa(be, B, T, NH, NH, HS);
 }
 
-void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
+void op_attention_forward(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
                           const mt_attn_dropout *drop, float *scratch) {
-    op_attention_forward_gqa(out, lse, qkv, B, T, NH, NH, HS, drop, scratch);
+    op_attention_forward_gqa(be, out, lse, qkv, B, T, NH, NH, HS, drop, scratch);
 }
 
-void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                           const float *lse, int B, int T, int NH, int HS,
-                           const mt_attn_dropout *drop, float *scratch) {
-    op_attention_backward_gqa(dqkv, dout, qkv, out, lse, B, T, NH, NH, HS, drop, scratch);
+void op_attention_backward(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                           const float *lse, int B, int T, int NH, int HS, const mt_attn_dropout *drop,
+                           float *scratch) {
+    op_attention_backward_gqa(be, dqkv, dout, qkv, out, lse, B, T, NH, NH, HS, drop, scratch);
 }
 
 static int dropout_on(const mt_attn_dropout *drop) { return drop && drop->d.p > 0.0f; }
@@ -103,14 +102,14 @@ static void scatter(float *dst, const float *src, int T, int HS, size_t ld) {
     for (int t = 0; t < T; t++) memcpy(dst + (size_t)t * ld, src + (size_t)t * HS, (size_t)HS * sizeof(float));
 }
 
-void op_attention_blas_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
-                               const mt_attn_dropout *drop, float *scratch) {
+void op_attention_blas_forward(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
+                               int HS, const mt_attn_dropout *drop, float *scratch) {
     const int C = NH * HS, grp = NH / NKV;
     const size_t W = (size_t)(NH + 2 * NKV) * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const int use_drop = dropout_on(drop);
     const int32_t *doc = drop ? drop->doc_start : NULL;
-    const int nt = omp_get_max_threads();
+    const int nt = be->nthreads > 1 ? be->nthreads : 1;
     const size_t ptf = per_thread_floats(T, HS);
     float *wsbase = scratch + op_attention_gqa_partial_floats(B, T, NH, NKV, HS);
     int saved = mt_blas_threads_enter();
@@ -172,15 +171,15 @@ void op_attention_blas_forward(float *out, float *lse, const float *qkv, int B, 
     mt_blas_threads_leave(saved);
 }
 
-void op_attention_blas_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                const float *lse, int B, int T, int NH, int NKV, int HS,
-                                const mt_attn_dropout *drop, float *scratch) {
+void op_attention_blas_backward(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
+                                float *scratch) {
     const int C = NH * HS, grp = NH / NKV;
     const size_t W = (size_t)(NH + 2 * NKV) * HS;
     const float scale = 1.0f / sqrtf((float)HS);
     const int use_drop = dropout_on(drop);
     const int32_t *doc = drop ? drop->doc_start : NULL;
-    const int nt = omp_get_max_threads();
+    const int nt = be->nthreads > 1 ? be->nthreads : 1;
     const size_t ptf = per_thread_floats(T, HS);
     float *part = scratch, *wsbase = scratch + op_attention_gqa_partial_floats(B, T, NH, NKV, HS);
     int saved = mt_blas_threads_enter();
@@ -250,5 +249,5 @@ void op_attention_blas_backward(float *dqkv, const float *dout, const float *qkv
         scatter(vdst, dV, T, HS, ldv);
     }
     mt_blas_threads_leave(saved);
-    op_attention_gqa_reduce(dqkv, part, B, T, NH, NKV, HS);
+    op_attention_gqa_reduce(be, dqkv, part, B, T, NH, NKV, HS);
 }

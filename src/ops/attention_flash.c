@@ -44,15 +44,15 @@
 
 static int round_up(int n, int q) { return (n + q - 1) / q * q; }
 
-int op_attention_flash_supported(int T, int HS) { return HS % 16 == 0 && HS / 16 <= MAX_NV && T >= 1; }
+int op_attention_flash_supported(mt_backend *be, int T, int HS) { return HS % 16 == 0 && HS / 16 <= MAX_NV && T >= 1; }
 
 static size_t per_thread(int T, int HS) {
     size_t th = (size_t)round_up(T, KB) * HS;
     return 4 * th + (size_t)2 * R * KB + KB + 64;
 }
 
-size_t op_attention_flash_scratch_floats(int B, int T, int NH, int NKV, int HS, int nthreads) {
-    if (nthreads < 1) nthreads = 1;
+size_t op_attention_flash_scratch_floats(mt_backend *be, int B, int T, int NH, int NKV, int HS) {
+    size_t nthreads = be->nthreads > 1 ? (size_t)be->nthreads : 1;
     return op_attention_gqa_partial_floats(B, T, NH, NKV, HS) + per_thread(T, HS) * (size_t)nthreads;
 }
 
@@ -421,48 +421,52 @@ static void flash_backward_head(float *dqkv, float *part, const float *dout, con
     }
 }
 
-void op_attention_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
-                                const mt_attn_dropout *drop, float *scratch) {
+void op_attention_flash_forward(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
+                                int HS, const mt_attn_dropout *drop, float *scratch) {
     const mt_attn_dropout *d = drop && drop->d.p > 0.0f ? drop : NULL;
     const int32_t *doc = drop ? drop->doc_start : NULL;
     const size_t ptf = per_thread(T, HS);
     float *wsbase = scratch + op_attention_gqa_partial_floats(B, T, NH, NKV, HS);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(be->nthreads > 1 ? be->nthreads : 1)
     for (int task = 0; task < B * NH; task++)
         flash_forward_head(out, lse, qkv, task / NH, task % NH, T, NH, NKV, HS, d, doc,
                            wsbase + ptf * (size_t)omp_get_thread_num());
 }
 
-void op_attention_flash_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                 const float *lse, int B, int T, int NH, int NKV, int HS,
-                                 const mt_attn_dropout *drop, float *scratch) {
+void op_attention_flash_backward(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                 const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
+                                 float *scratch) {
     const mt_attn_dropout *d = drop && drop->d.p > 0.0f ? drop : NULL;
     const int32_t *doc = drop ? drop->doc_start : NULL;
     const size_t ptf = per_thread(T, HS);
     float *part = scratch, *wsbase = scratch + op_attention_gqa_partial_floats(B, T, NH, NKV, HS);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(be->nthreads > 1 ? be->nthreads : 1)
     for (int task = 0; task < B * NH; task++)
         flash_backward_head(dqkv, part, dout, qkv, out, lse, B, task / NH, task % NH, T, NH, NKV, HS, d, doc,
                             wsbase + ptf * (size_t)omp_get_thread_num());
-    op_attention_gqa_reduce(dqkv, part, B, T, NH, NKV, HS);
+    op_attention_gqa_reduce(be, dqkv, part, B, T, NH, NKV, HS);
 }
 #else
-int op_attention_flash_supported(int T, int HS) {
+int op_attention_flash_supported(mt_backend *be, int T, int HS) {
     (void)T;
     (void)HS;
     return 0;
 }
-size_t op_attention_flash_scratch_floats(int B, int T, int NH, int NKV, int HS, int nthreads) {
-    (void)B; (void)T; (void)NH; (void)NKV; (void)HS; (void)nthreads;
+size_t op_attention_flash_scratch_floats(mt_backend *be, int B, int T, int NH, int NKV, int HS) {
+    (void)B;
+    (void)T;
+    (void)NH;
+    (void)NKV;
+    (void)HS;
     return 0;
 }
-void op_attention_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
-                                const mt_attn_dropout *drop, float *scratch) {
+void op_attention_flash_forward(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
+                                int HS, const mt_attn_dropout *drop, float *scratch) {
     (void)out; (void)lse; (void)qkv; (void)B; (void)T; (void)NH; (void)NKV; (void)HS; (void)drop; (void)scratch;
 }
-void op_attention_flash_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                 const float *lse, int B, int T, int NH, int NKV, int HS,
-                                 const mt_attn_dropout *drop, float *scratch) {
+void op_attention_flash_backward(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                 const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
+                                 float *scratch) {
     (void)dqkv; (void)dout; (void)qkv; (void)out; (void)lse; (void)B; (void)T; (void)NH; (void)NKV; (void)HS;
     (void)drop; (void)scratch;
 }

@@ -22,7 +22,7 @@ float *op_attention_gqa_dkv_dst(float *dqkv, float *part, int b, int h, int kind
     return part + (kind * nslot + ((size_t)b * NKV + kv) * (g - 1) + (j - 1)) * TH;
 }
 
-void op_attention_gqa_reduce(float *dqkv, const float *part, int B, int T, int NH, int NKV, int HS) {
+void op_attention_gqa_reduce(mt_backend *be, float *dqkv, const float *part, int B, int T, int NH, int NKV, int HS) {
     const int g = NH / NKV;
     if (g == 1) return;
     const size_t W = (size_t)(NH + 2 * NKV) * HS, TH = (size_t)T * HS, nslot = (size_t)B * NKV * (g - 1);

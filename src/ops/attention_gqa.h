@@ -8,6 +8,7 @@
 #ifndef MT_OPS_ATTENTION_GQA_H
 #define MT_OPS_ATTENTION_GQA_H
 #include <stddef.h>
+#include "device/backend.h"
 
 /* Floats of the partial dK/dV slots at the start of the scratch (0 when
  * NKV == NH), a multiple of 16 so the per-thread areas after them stay
@@ -19,6 +20,6 @@ size_t op_attention_gqa_partial_floats(int B, int T, int NH, int NKV, int HS);
 float *op_attention_gqa_dkv_dst(float *dqkv, float *part, int b, int h, int kind, int B, int T, int NH, int NKV,
                                 int HS, size_t *ld);
 /* dqkv's K and V blocks += the slots, rows in parallel, slots in order. */
-void op_attention_gqa_reduce(float *dqkv, const float *part, int B, int T, int NH, int NKV, int HS);
+void op_attention_gqa_reduce(mt_backend *be, float *dqkv, const float *part, int B, int T, int NH, int NKV, int HS);
 
 #endif

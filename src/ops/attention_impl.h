@@ -13,19 +13,19 @@
 #include "ops/attention_gqa.h"
 #include "ops/ops.h"
 
-int op_attention_flash_supported(int T, int HS);
-size_t op_attention_flash_scratch_floats(int B, int T, int NH, int NKV, int HS, int nthreads);
-void op_attention_flash_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
-                                const mt_attn_dropout *drop, float *scratch);
-void op_attention_flash_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                 const float *lse, int B, int T, int NH, int NKV, int HS,
-                                 const mt_attn_dropout *drop, float *scratch);
+int op_attention_flash_supported(mt_backend *be, int T, int HS);
+size_t op_attention_flash_scratch_floats(mt_backend *be, int B, int T, int NH, int NKV, int HS);
+void op_attention_flash_forward(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
+                                int HS, const mt_attn_dropout *drop, float *scratch);
+void op_attention_flash_backward(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                 const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
+                                 float *scratch);
 
-size_t op_attention_blas_scratch_floats(int B, int T, int NH, int NKV, int HS, int nthreads);
-void op_attention_blas_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
-                               const mt_attn_dropout *drop, float *scratch);
-void op_attention_blas_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                const float *lse, int B, int T, int NH, int NKV, int HS,
-                                const mt_attn_dropout *drop, float *scratch);
+size_t op_attention_blas_scratch_floats(mt_backend *be, int B, int T, int NH, int NKV, int HS);
+void op_attention_blas_forward(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
+                               int HS, const mt_attn_dropout *drop, float *scratch);
+void op_attention_blas_backward(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
+                                float *scratch);
 
 #endif

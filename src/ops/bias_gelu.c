@@ -11,7 +11,7 @@
 #include "ops/gelu_math.h"
 #include <omp.h>
 
-void op_bias_gelu_forward(float *pre, float *out, const float *bias, int N, int OC) {
+void op_bias_gelu_forward(mt_backend *be, float *pre, float *out, const float *bias, int N, int OC) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *p = pre + (size_t)n * OC, *o = out + (size_t)n * OC;
@@ -29,7 +29,8 @@ void op_bias_gelu_forward(float *pre, float *out, const float *bias, int N, int 
     }
 }
 
-void op_gelu_bias_backward(float *dpre, float *dbias, const float *pre, const float *dout, int N, int OC) {
+void op_gelu_bias_backward(mt_backend *be, float *dpre, float *dbias, const float *pre, const float *dout, int N,
+                           int OC) {
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();

@@ -10,14 +10,14 @@
 
 #define PAR_MIN 32768 /* below this, threads cost more than they save */
 
-void op_add(float *out, const float *a, const float *b, size_t n) {
+void op_add(mt_backend *be, float *out, const float *a, const float *b, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-void op_residual_add(float *res, const float *x, const float *branch, const float *bias, int N, int C) {
+void op_residual_add(mt_backend *be, float *res, const float *x, const float *branch, const float *bias, int N, int C) {
     if (!bias) {
-        op_add(res, x, branch, (size_t)N * C);
+        op_add(be, res, x, branch, (size_t)N * C);
         return;
     }
 #pragma omp parallel for schedule(static) if ((size_t)N * C >= PAR_MIN)
@@ -29,17 +29,17 @@ void op_residual_add(float *res, const float *x, const float *branch, const floa
     }
 }
 
-void op_accumulate(float *acc, const float *x, size_t n) {
+void op_accumulate(mt_backend *be, float *acc, const float *x, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) acc[i] += x[i];
 }
 
-void op_zero(float *x, size_t n) {
+void op_zero(mt_backend *be, float *x, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) x[i] = 0.0f;
 }
 
-void op_scale(float *x, float s, size_t n) {
+void op_scale(mt_backend *be, float *x, float s, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
@@ -160,11 +160,11 @@ static double sumsq(const void *x, mt_dtype dt, const float *round_from, size_t 
     return part[0];
 }
 
-double op_sumsq(const float *x, size_t n) { return sumsq(x, MT_FP32, NULL, n); }
+double op_sumsq(mt_backend *be, const float *x, size_t n) { return sumsq(x, MT_FP32, NULL, n); }
 
-double op_sumsq_16(mt_dtype dt, const uint16_t *x, size_t n) { return sumsq(x, dt, NULL, n); }
+double op_sumsq_16(mt_backend *be, mt_dtype dt, const uint16_t *x, size_t n) { return sumsq(x, dt, NULL, n); }
 
 /* The same split and order as op_sumsq_16, so the same double. */
-double op_round_to_16_sumsq(mt_dtype dt, uint16_t *dst, const float *src, size_t n) {
+double op_round_to_16_sumsq(mt_backend *be, mt_dtype dt, uint16_t *dst, const float *src, size_t n) {
     return sumsq(dst, dt, src, n);
 }

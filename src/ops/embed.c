@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-void op_embed_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
+void op_embed_forward(mt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
                       int T, int C, int pos0) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < B * T; n++) {
@@ -19,7 +19,8 @@ void op_embed_forward(float *out, const int32_t *tokens, const float *wte, const
     }
 }
 
-void op_embed_shard_forward(float *out, const int32_t *tokens, const float *wte, int v0, int Vl, int N, int C) {
+void op_embed_shard_forward(mt_backend *be, float *out, const int32_t *tokens, const float *wte, int v0, int Vl, int N,
+                            int C) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         int r = tokens[n] - v0;
@@ -32,8 +33,8 @@ void op_embed_shard_forward(float *out, const int32_t *tokens, const float *wte,
     }
 }
 
-void op_embed_shard_forward_16(float *out, const int32_t *tokens, mt_dtype dt, const uint16_t *wte, int v0, int Vl,
-                               int N, int C) {
+void op_embed_shard_forward_16(mt_backend *be, float *out, const int32_t *tokens, mt_dtype dt, const uint16_t *wte,
+                               int v0, int Vl, int N, int C) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         int r = tokens[n] - v0;
@@ -43,7 +44,7 @@ void op_embed_shard_forward_16(float *out, const int32_t *tokens, mt_dtype dt, c
     }
 }
 
-void op_add_positions(float *out, const float *wpe, size_t row0, int n, int T, int C) {
+void op_add_positions(mt_backend *be, float *out, const float *wpe, size_t row0, int n, int T, int C) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         const float *p = wpe + (size_t)((row0 + (size_t)i) % (size_t)T) * C;
@@ -72,8 +73,8 @@ static void embed_backward_cols(float *dwte, float *dwpe, const float *dout, con
     }
 }
 
-void op_embed_shard_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int v0, int Vl,
-                             int B, int T, int C) {
+void op_embed_shard_backward(mt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int v0,
+                             int Vl, int B, int T, int C) {
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -83,8 +84,8 @@ void op_embed_shard_backward(float *dwte, float *dwpe, const float *dout, const 
     }
 }
 
-void op_embed_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
-                       int T, int C, int pos0) {
+void op_embed_backward(mt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T,
+                       int C, int pos0) {
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();

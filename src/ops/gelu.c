@@ -5,12 +5,12 @@
 
 #define PAR_MIN 16384
 
-void op_gelu_forward(float *out, const float *inp, size_t n) {
+void op_gelu_forward(mt_backend *be, float *out, const float *inp, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = mt_gelu1(inp[i]);
 }
 
-void op_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+void op_gelu_backward(mt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) dinp[i] = mt_gelu_grad1(inp[i]) * dout[i];
 }

@@ -14,7 +14,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
-void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+void op_layernorm_forward(mt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
                           const float *b, int N, int C) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
@@ -26,7 +26,7 @@ void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
  * threads for dinp, then columns split across threads for dw/db (each
  * thread walks all rows for its columns in order: deterministic for any
  * thread count, and no per-call allocation). */
-void op_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+void op_layernorm_backward(mt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                            const float *w, const float *mean, const float *rstd, int N, int C) {
 #pragma omp parallel
     {

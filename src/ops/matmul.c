@@ -17,15 +17,6 @@
 #include <dnnl.h>
 #include <string.h>
 
-int mt_gemm_lib_parse(const char *name, mt_gemm_lib *out) {
-    if (!strcmp(name, "onednn")) *out = MT_GEMM_ONEDNN;
-    else if (!strcmp(name, "openblas")) *out = MT_GEMM_OPENBLAS;
-    else return -1;
-    return 0;
-}
-
-const char *mt_gemm_lib_name(mt_gemm_lib lib) { return lib == MT_GEMM_OPENBLAS ? "openblas" : "onednn"; }
-
 /* The row-major sgemm of one slab, on the calling thread. */
 static void openblas_slab(char transa, char transb, int M, int N, int K, const void *A, int lda, const void *B,
                           int ldb, float beta, float *C, int ldc) {
@@ -48,11 +39,11 @@ static const mt_slab_kind *slabs_of(mt_gemm_lib lib) {
     return lib == MT_GEMM_OPENBLAS ? &openblas_slabs : &onednn_slabs;
 }
 
-void op_sgemm(mt_gemm_lib lib, char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+void op_sgemm(mt_backend *be, char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     int saved = mt_blas_threads_enter();
-    if (lib == MT_GEMM_OPENBLAS) {
+    if (be->gemm == MT_GEMM_OPENBLAS) {
         cblas_sgemm(CblasRowMajor, transa == 'T' ? CblasTrans : CblasNoTrans, transb == 'T' ? CblasTrans : CblasNoTrans,
                     M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     } else {
@@ -64,16 +55,16 @@ void op_sgemm(mt_gemm_lib lib, char transa, char transb, int M, int N, int K, fl
     mt_blas_threads_leave(saved);
 }
 
-void op_matmul_forward(mt_gemm_lib lib, float *out, const float *inp, const float *w, const float *bias, int N, int C,
+void op_matmul_forward(mt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C,
                        int OC) {
     int saved = mt_blas_threads_enter();
-    mt_slabs_forward(slabs_of(lib), out, inp, w, bias, N, C, OC);
+    mt_slabs_forward(slabs_of(be->gemm), out, inp, w, bias, N, C, OC);
     mt_blas_threads_leave(saved);
 }
 
-void op_matmul_backward(mt_gemm_lib lib, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+void op_matmul_backward(mt_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int flags) {
     int saved = mt_blas_threads_enter();
-    mt_slabs_backward(slabs_of(lib), dinp, dw, dbias, dout, inp, w, N, C, OC, flags);
+    mt_slabs_backward(slabs_of(be->gemm), dinp, dw, dbias, dout, inp, w, N, C, OC, flags);
     mt_blas_threads_leave(saved);
 }

@@ -9,13 +9,13 @@
 
 static size_t up64(size_t b) { return (b + 63) / 64 * 64; }
 
-size_t op_int8_outlier_scratch_bytes(int N, int C) {
+size_t op_int8_outlier_scratch_bytes(mt_backend *be, int N, int C) {
     size_t n = (size_t)N, c = (size_t)C;
     return up64(n * c) /* xq */ + up64(n * 4) /* row absmax */ + up64(c * 4) /* outlier columns */ +
            up64(n * c * 4) /* outlier inputs */ + up64((size_t)WTILE * c * 4) /* dequantized weight tile */;
 }
 
-int op_int8_outlier_matmul(mt_gemm_lib lib, float *out, int ldo, const float *x, int N, int C, const int8_t *wq,
+int op_int8_outlier_matmul(mt_backend *be, float *out, int ldo, const float *x, int N, int C, const int8_t *wq,
                            const float *scb, int R, float threshold, void *scratch) {
     char *p = scratch;
     int8_t *xq = (int8_t *)p;
@@ -69,7 +69,7 @@ int op_int8_outlier_matmul(mt_gemm_lib lib, float *out, int ldo, const float *x,
         for (int o = 0; o < nr; o++)
             for (int k = 0; k < n_out; k++)
                 wt[(size_t)o * n_out + k] = ((float)wq[(size_t)(r0 + o) * C + cols[k]] * scb[r0 + o]) * INV127;
-        op_sgemm(lib, 'N', 'T', N, nr, n_out, 1.0f, xsub, n_out, wt, n_out, 1.0f, out + r0, ldo);
+        op_sgemm(be, 'N', 'T', N, nr, n_out, 1.0f, xsub, n_out, wt, n_out, 1.0f, out + r0, ldo);
     }
     return n_out;
 }

@@ -18,12 +18,12 @@
 #include "ops/ops.h"
 
 /* Bytes of the scratch op_int8_outlier_matmul needs for N rows of C inputs. */
-size_t op_int8_outlier_scratch_bytes(int N, int C);
+size_t op_int8_outlier_scratch_bytes(mt_backend *be, int N, int C);
 /* out[i * ldo + o] (o < R) = the decomposition above of x [N, C] against the
  * R x C codes wq with row absmaxes scb (assigned, no bias). scratch: 64-byte
- * aligned, op_int8_outlier_scratch_bytes(N, C). Returns the number of
+ * aligned, op_int8_outlier_scratch_bytes(be, N, C). Returns the number of
  * outlier columns. */
-int op_int8_outlier_matmul(mt_gemm_lib lib, float *out, int ldo, const float *x, int N, int C, const int8_t *wq,
+int op_int8_outlier_matmul(mt_backend *be, float *out, int ldo, const float *x, int N, int C, const int8_t *wq,
                            const float *scb, int R, float threshold, void *scratch);
 
 #endif

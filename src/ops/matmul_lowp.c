@@ -20,8 +20,10 @@ dnnl_status_t dnnl_gemm_bf16bf16f32(char transa, char transb, dnnl_dim_t M, dnnl
                                     const mt_bf16 *A, dnnl_dim_t lda, const mt_bf16 *B, dnnl_dim_t ldb, float beta,
                                     float *C, dnnl_dim_t ldc);
 
-void op_gemm_bf16(char transa, char transb, int M, int N, int K, const mt_bf16 *A, int lda, const mt_bf16 *B,
-                  int ldb, float beta, float *C, int ldc) {
+/* The CPU GEMM of op_gemm_bf16, on the calling thread (the slab driver's
+ * threads call it too). */
+static void gemm_bf16(char transa, char transb, int M, int N, int K, const mt_bf16 *A, int lda, const mt_bf16 *B,
+                      int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { /* no products: C = beta C (beta 0 clears, whatever C held) */
         mt_gemm_scale_only(M, N, beta, C, ldc);
@@ -33,20 +35,25 @@ void op_gemm_bf16(char transa, char transb, int M, int N, int K, const mt_bf16 *
                transb, M, N, K, lda, ldb, ldc);
 }
 
-/* op_gemm_bf16 in the slab driver's operand-agnostic form. */
+void op_gemm_bf16(mt_backend *be, char transa, char transb, int M, int N, int K, const mt_bf16 *A, int lda,
+                  const mt_bf16 *B, int ldb, float beta, float *C, int ldc) {
+    gemm_bf16(transa, transb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* gemm_bf16 in the slab driver's operand-agnostic form. */
 static void bf16_slab(char transa, char transb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
                       float beta, float *C, int ldc) {
-    op_gemm_bf16(transa, transb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    gemm_bf16(transa, transb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 static const mt_slab_kind bf16_slabs = {bf16_slab, sizeof(mt_bf16)};
 
-void op_matmul_forward_bf16(float *out, const mt_bf16 *inp, const mt_bf16 *w, const float *bias, int N, int C,
-                            int OC) {
+void op_matmul_forward_bf16(mt_backend *be, float *out, const mt_bf16 *inp, const mt_bf16 *w, const float *bias, int N,
+                            int C, int OC) {
     mt_slabs_forward(&bf16_slabs, out, inp, w, bias, N, C, OC);
 }
 
-void op_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const mt_bf16 *dout, const mt_bf16 *inp,
-                             const mt_bf16 *w, int N, int C, int OC, int flags) {
+void op_matmul_backward_bf16(mt_backend *be, float *dinp, float *dw, float *dbias, const mt_bf16 *dout,
+                             const mt_bf16 *inp, const mt_bf16 *w, int N, int C, int OC, int flags) {
     mt_slabs_backward(&bf16_slabs, dinp, dw, dbias, dout, inp, w, N, C, OC, flags);
 }

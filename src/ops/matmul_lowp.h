@@ -15,17 +15,17 @@
 #include "core/dtype.h"
 #include "ops/ops.h" /* the backward flags */
 
-void op_matmul_forward_bf16(float *out, const mt_bf16 *inp, const mt_bf16 *w, const float *bias, int N, int C,
-                            int OC);
-void op_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const mt_bf16 *dout, const mt_bf16 *inp,
-                             const mt_bf16 *w, int N, int C, int OC, int flags);
+void op_matmul_forward_bf16(mt_backend *be, float *out, const mt_bf16 *inp, const mt_bf16 *w, const float *bias, int N,
+                            int C, int OC);
+void op_matmul_backward_bf16(mt_backend *be, float *dinp, float *dw, float *dbias, const mt_bf16 *dout,
+                             const mt_bf16 *inp, const mt_bf16 *w, int N, int C, int OC, int flags);
 
 /* One row-major GEMM, C[M,N] = op(A) . op(B) + beta C with op = transpose
  * where trans is 'T', bf16 A and B, fp32 C: the call the two ops above make
  * on each thread's slab (exposed for bench/gemm_rate.c).
  * Runs on the calling thread inside a parallel region, threaded by the
  * library outside one. Handles empty shapes (K == 0 scales C by beta). */
-void op_gemm_bf16(char transa, char transb, int M, int N, int K, const mt_bf16 *A, int lda, const mt_bf16 *B,
-                  int ldb, float beta, float *C, int ldc);
+void op_gemm_bf16(mt_backend *be, char transa, char transb, int M, int N, int K, const mt_bf16 *A, int lda,
+                  const mt_bf16 *B, int ldb, float beta, float *C, int ldc);
 
 #endif

@@ -11,23 +11,16 @@
 #include <stdint.h>
 #include "core/dtype.h"
 #include "core/philox.h"
+#include "device/backend.h"
 
 /* ---- linear layer: out[N,OC] = inp[N,C] . w[OC,C]^T + bias[OC] (bias may be NULL)
- * The fp32 GEMMs run on the library `lib` ({gemm}): oneDNN's sgemm by
- * default, measured 5-14% faster than OpenBLAS's on every linear shape of
- * the model on this CPU (docs/usage.md, "The fp32 GEMM library"). The two
- * round differently, so results are reproducible per library. */
-typedef enum { MT_GEMM_ONEDNN = 0, MT_GEMM_OPENBLAS } mt_gemm_lib;
-#define MT_GEMM_DEFAULT MT_GEMM_ONEDNN
-/* "onednn" | "openblas"; 0, or -1 for any other name. */
-int mt_gemm_lib_parse(const char *name, mt_gemm_lib *out);
-const char *mt_gemm_lib_name(mt_gemm_lib lib);
+ * The fp32 GEMMs run on the backend's library be->gemm (device/backend.h). */
 /* Row-major C[M,N] = alpha op(A) op(B) + beta C with leading dimensions
  * (op: 'N' or 'T'), on the library's own threads: the strided GEMMs of
  * LoRA (a column block of a fused output) and of quantized weight tiles. */
-void op_sgemm(mt_gemm_lib lib, char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+void op_sgemm(mt_backend *be, char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc);
-void op_matmul_forward(mt_gemm_lib lib, float *out, const float *inp, const float *w, const float *bias, int N, int C,
+void op_matmul_forward(mt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C,
                        int OC);
 /* dinp[N,C] (+)= dout . w  (accumulates with MT_ACC_DINP in flags, else overwrites; NULL skips)
  * dw[OC,C] (+)= dout^T . inp  (accumulates unless MT_SET_DW);  dbias[OC] += column sums of dout (NULL skips) */
@@ -35,36 +28,37 @@ enum {
     MT_ACC_DINP = 1, /* dinp += instead of = */
     MT_SET_DW = 2    /* dw = instead of +=: its buffer need not be cleared first */
 };
-void op_matmul_backward(mt_gemm_lib lib, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+void op_matmul_backward(mt_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int flags);
 
 /* ---- LayerNorm over the last dim (eps 1e-5, biased variance as PyTorch)
  * mean/rstd [N] are saved for backward. */
-void op_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+void op_layernorm_forward(mt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
                           const float *b, int N, int C);
 /* dinp[N,C] += ..., dw[C] += ..., db[C] += ... */
-void op_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+void op_layernorm_backward(mt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                            const float *w, const float *mean, const float *rstd, int N, int C);
 
 /* ---- fused residual add + LayerNorm (one pass over the rows):
  * res = x + (branch + branch_bias)   (branch_bias [C] may be NULL)
  * out = layernorm(res) as op_layernorm_forward, mean/rstd saved.
  * Equals op_add followed by op_layernorm_forward (with the bias in the GEMM). */
-void op_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x,
-                                   const float *branch, const float *branch_bias, const float *w,
-                                   const float *b, int N, int C);
+void op_residual_layernorm_forward(mt_backend *be, float *res, float *out, float *mean, float *rstd, const float *x,
+                                   const float *branch, const float *branch_bias, const float *w, const float *b, int N,
+                                   int C);
 
 /* ---- GELU, tanh approximation (GPT-2's "gelu_new") */
-void op_gelu_forward(float *out, const float *inp, size_t n);
+void op_gelu_forward(mt_backend *be, float *out, const float *inp, size_t n);
 /* dinp = gelu'(inp) * dout (overwrites; dinp may alias dout) */
-void op_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void op_gelu_backward(mt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
 /* Fused bias + GELU on [N, OC] rows: pre += bias (the linear layer's bias,
  * so the GEMM runs without it; NULL skips), out = gelu(pre). */
-void op_bias_gelu_forward(float *pre, float *out, const float *bias, int N, int OC);
+void op_bias_gelu_forward(mt_backend *be, float *pre, float *out, const float *bias, int N, int OC);
 /* Its backward: dpre = gelu'(pre) * dout (dpre may alias dout) and
  * dbias[OC] += column sums of dpre (NULL skips), in one pass; the sums are
  * taken row by row in order, as op_matmul_backward's dbias. */
-void op_gelu_bias_backward(float *dpre, float *dbias, const float *pre, const float *dout, int N, int OC);
+void op_gelu_bias_backward(mt_backend *be, float *dpre, float *dbias, const float *pre, const float *dout, int N,
+                           int OC);
 
 /* ---- causal multi-head self-attention core
  * qkv [B,T,3*NH*HS]: per row the Q block (NH heads of HS), then K, then V.
@@ -84,13 +78,12 @@ typedef struct {
 } mt_attn_dropout;
 
 /* Workspace in floats that the caller allocates once and passes to both passes. */
-size_t op_attention_scratch_floats(int B, int T, int NH, int HS, int nthreads);
-void op_attention_forward(float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
+size_t op_attention_scratch_floats(mt_backend *be, int B, int T, int NH, int HS);
+void op_attention_forward(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
                           const mt_attn_dropout *drop, float *scratch);
 /* dqkv [B,T,3*NH*HS] is overwritten. */
-void op_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                           const float *lse, int B, int T, int NH, int HS,
-                           const mt_attn_dropout *drop, float *scratch);
+void op_attention_backward(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                           const float *lse, int B, int T, int NH, int HS, const mt_attn_dropout *drop, float *scratch);
 
 /* Grouped-query attention (Llama): qkv rows [Q: NH*HS | K: NKV*HS | V: NKV*HS],
  * NH % NKV == 0, query head h reads kv head h / (NH/NKV) in place; out and
@@ -100,16 +93,18 @@ void op_attention_backward(float *dqkv, const float *dout, const float *qkv, con
  * for bit. Dropout coordinates use the query head (head0 + h). Scratch:
  * op_attention_scratch_floats_gqa (the multi-head one plus, for NKV < NH,
  * 2 B (NH - NKV) T HS floats of partial dK/dV). */
-size_t op_attention_scratch_floats_gqa(int B, int T, int NH, int NKV, int HS, int nthreads);
-void op_attention_forward_gqa(float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV, int HS,
-                              const mt_attn_dropout *drop, float *scratch);
-void op_attention_backward_gqa(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                               int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop, float *scratch);
+size_t op_attention_scratch_floats_gqa(mt_backend *be, int B, int T, int NH, int NKV, int HS);
+void op_attention_forward_gqa(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
+                              int HS, const mt_attn_dropout *drop, float *scratch);
+void op_attention_backward_gqa(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                               const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
+                               float *scratch);
 
 /* ---- RMSNorm (Llama; statistics in fp32): rstd[n] = 1/sqrt(mean(x^2) + eps),
  * out = w * (x * rstd). Backward accumulates: dinp += ..., dw += ... (NULL skips). */
-void op_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
-void op_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+void op_rmsnorm_forward(mt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                        float eps);
+void op_rmsnorm_backward(mt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                          const float *rstd, int N, int C);
 
 /* ---- rotary position embeddings, half-split pairs (j, j + HS/2) */
@@ -119,18 +114,18 @@ typedef struct {
     int original_max_position;
 } mt_rope_scaling;
 /* inv_freq[HS/2] = 1/theta^(2j/HS) (fp32), then the scaling when s->type == 1. */
-void op_rope_inv_freq(float *inv_freq, int HS, float theta, const mt_rope_scaling *s);
+void op_rope_inv_freq(mt_backend *be, float *inv_freq, int HS, float theta, const mt_rope_scaling *s);
 /* cos/sin tables [T][HS/2] of the angles (float)t * inv_freq[j]. */
-void op_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int T, int HS);
+void op_rope_table(mt_backend *be, float *cos_t, float *sin_t, const float *inv_freq, int T, int HS);
 /* Rotates in place heads [0, nh) of HS dims at x + i*ld of each of N rows,
  * row i at position i % T; inverse rotates back (the backward). */
-void op_rope_apply(float *x, int N, int T, int nh, int HS, size_t ld, const float *cos_t, const float *sin_t,
-                   int inverse);
+void op_rope_apply(mt_backend *be, float *x, int N, int T, int nh, int HS, size_t ld, const float *cos_t,
+                   const float *sin_t, int inverse);
 
 /* ---- SwiGLU: gate_up rows [gate F | up F]; out[N,F] = silu(gate) * up;
  * the backward overwrites dgate_up [N,2F]. */
-void op_swiglu_forward(float *out, const float *gate_up, int N, int F);
-void op_swiglu_backward(float *dgate_up, const float *dout, const float *gate_up, int N, int F);
+void op_swiglu_forward(mt_backend *be, float *out, const float *gate_up, int N, int F);
+void op_swiglu_backward(mt_backend *be, float *dgate_up, const float *dout, const float *gate_up, int N, int F);
 
 /* ---- GELU, exact erf form (PyTorch's default, Falcon's "gelu"): out = x Phi(x);
  * the backward overwrites dinp = gelu'(inp) * dout (dinp may alias dout). */
@@ -151,14 +146,14 @@ void op_qkv_planar_to_grouped(float *grouped, const float *planar, int N, int n_
  * logits[i,target]. If dlogits_scale != 0 the logits are overwritten in
  * place with dL/dlogits = dlogits_scale * (softmax - onehot) (0 on padding
  * columns and ignored rows), so the probabilities are written once. */
-void op_softmax_xent(float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
+void op_softmax_xent(mt_backend *be, float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
                      float dlogits_scale);
 /* The same, the gradient written rounded to bf16 into dlogits [N, Vp] (bit
  * for bit op_softmax_xent's values, rounded) and the logits left as they
  * are: the bf16 head's GEMMs read it without a conversion pass over the
  * N x Vp floats. */
-void op_softmax_xent_bf16(const float *logits, mt_bf16 *dlogits, float *losses, const int32_t *targets, int N, int V,
-                          int Vp, float dlogits_scale);
+void op_softmax_xent_bf16(mt_backend *be, const float *logits, mt_bf16 *dlogits, float *losses, const int32_t *targets,
+                          int N, int V, int Vp, float dlogits_scale);
 /* Vocab-parallel form (a process holds logit columns [v0, v0 + Vl) of every
  * row, row stride ld; targets are global ids):
  * 1. op_xent_shard_stats: per row the shard's max mx[i], sum of exp(x - mx)
@@ -170,71 +165,72 @@ void op_softmax_xent_bf16(const float *logits, mt_bf16 *dlogits, float *losses, 
  *    loss = lse - xt. A shard with no real column has se = 0.
  * 3. op_xent_shard_grad overwrites the shard with scale * (softmax - onehot)
  *    (0 on rows whose target is -1), writing each element once. */
-void op_xent_shard_stats(const float *logits, float *mx, float *se, float *xt, const int32_t *targets, int N,
-                         int Vl, int ld, int v0);
-void op_xent_combine_lse(float *lse, const float *mx, const float *se, int S, int N, int ld);
-void op_xent_shard_grad(float *logits, const float *lse, const int32_t *targets, int N, int Vl, int ld, int v0,
-                        float scale);
+void op_xent_shard_stats(mt_backend *be, const float *logits, float *mx, float *se, float *xt, const int32_t *targets,
+                         int N, int Vl, int ld, int v0);
+void op_xent_combine_lse(mt_backend *be, float *lse, const float *mx, const float *se, int S, int N, int ld);
+void op_xent_shard_grad(mt_backend *be, float *logits, const float *lse, const int32_t *targets, int N, int Vl, int ld,
+                        int v0, float scale);
 
 /* ---- embeddings: out[b,t,:] = wte[tok[b,t],:] + wpe[pos0 + t,:] */
-void op_embed_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
+void op_embed_forward(mt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
                       int T, int C, int pos0);
 /* dwte[tok] += dout ; dwpe[pos0+t] += sum over b of dout  (deterministic) */
-void op_embed_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
-                       int T, int C, int pos0);
+void op_embed_backward(mt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T,
+                       int C, int pos0);
 /* Vocabulary-parallel forms: this process holds wte rows [v0, v0 + Vl).
  * out[n,:] = wte[tok[n] - v0,:] for tokens it holds, 0 for the others (the
  * tp ranks' outputs sum to the full lookup); the backward adds only to the
  * rows held (dwpe as op_embed_backward; NULL skips). */
-void op_embed_shard_forward(float *out, const int32_t *tokens, const float *wte, int v0, int Vl, int N, int C);
+void op_embed_shard_forward(mt_backend *be, float *out, const int32_t *tokens, const float *wte, int v0, int Vl, int N,
+                            int C);
 /* The same lookup from a 16-bit wte (dt bf16 or fp16), each row widened. */
-void op_embed_shard_forward_16(float *out, const int32_t *tokens, mt_dtype dt, const uint16_t *wte, int v0, int Vl,
-                               int N, int C);
-void op_embed_shard_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int v0, int Vl,
-                             int B, int T, int C);
+void op_embed_shard_forward_16(mt_backend *be, float *out, const int32_t *tokens, mt_dtype dt, const uint16_t *wte,
+                               int v0, int Vl, int N, int C);
+void op_embed_shard_backward(mt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int v0,
+                             int Vl, int B, int T, int C);
 /* out[i,:] += wpe[(row0 + i) % T,:] for the n rows i of a row range starting
  * at microbatch row row0 (rows are (sample, position) with T positions). */
-void op_add_positions(float *out, const float *wpe, size_t row0, int n, int T, int C);
+void op_add_positions(mt_backend *be, float *out, const float *wpe, size_t row0, int n, int T, int C);
 
 /* ---- element-wise helpers */
-void op_add(float *out, const float *a, const float *b, size_t n);           /* out = a + b */
+void op_add(mt_backend *be, float *out, const float *a, const float *b, size_t n); /* out = a + b */
 /* res[N,C] = x + (branch + bias)  (bias [C] may be NULL: op_add) */
-void op_residual_add(float *res, const float *x, const float *branch, const float *bias, int N, int C);
-void op_accumulate(float *acc, const float *x, size_t n);                    /* acc += x */
-void op_zero(float *x, size_t n); /* x = 0 (threaded: a gradient buffer is hundreds of MB) */
-void op_scale(float *x, float s, size_t n);                                  /* x *= s */
-double op_sumsq(const float *x, size_t n);                                   /* sum x^2 in double */
-double op_sumsq_16(mt_dtype dt, const uint16_t *x, size_t n);              /* the same for bf16/fp16 values */
-/* dst = src rounded to dt (bf16/fp16), returning op_sumsq_16(dt, dst, n)
+void op_residual_add(mt_backend *be, float *res, const float *x, const float *branch, const float *bias, int N, int C);
+void op_accumulate(mt_backend *be, float *acc, const float *x, size_t n); /* acc += x */
+void op_zero(mt_backend *be, float *x, size_t n);           /* x = 0 (threaded: a gradient buffer is hundreds of MB) */
+void op_scale(mt_backend *be, float *x, float s, size_t n); /* x *= s */
+double op_sumsq(mt_backend *be, const float *x, size_t n);  /* sum x^2 in double */
+double op_sumsq_16(mt_backend *be, mt_dtype dt, const uint16_t *x, size_t n); /* the same for bf16/fp16 values */
+/* dst = src rounded to dt (bf16/fp16), returning op_sumsq_16(be, dt, dst, n)
  * bit for bit, in one pass (the rounding of a gradient and its norm). */
-double op_round_to_16_sumsq(mt_dtype dt, uint16_t *dst, const float *src, size_t n);
+double op_round_to_16_sumsq(mt_backend *be, mt_dtype dt, uint16_t *dst, const float *src, size_t n);
 
 /* ---- optimizer updates on a flat range (PyTorch semantics).
  * grad_scale multiplies every gradient first (clipping coefficient).
  * step is 1-based (bias corrections). */
-void op_adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+void op_adamw_update(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                      float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
 /* Adam with L2 penalty: g' = g*grad_scale + weight_decay * p */
-void op_adam_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+void op_adam_update(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
 /* The same two updates under mixed precision, in one pass: the gradient g16
  * and the rounded result p16 are 16-bit of type dt (MT_BF16 or MT_FP16), p
  * the fp32 master; bitwise equal to widening g16, updating and rounding p. */
-void op_adamw_update_16(float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v, size_t n,
-                        float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+void op_adamw_update_16(mt_backend *be, float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v,
+                        size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                         float grad_scale);
-void op_adam_update_16(float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v, size_t n,
-                       float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+void op_adam_update_16(mt_backend *be, float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v,
+                       size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                        float grad_scale);
 /* SGD with momentum (PyTorch: buf = momentum*buf + g', first step buf = g';
  * p -= lr*buf), g' = g*grad_scale + weight_decay*p. */
-void op_sgd_update(float *p, const float *g, float *buf, size_t n, float lr, float momentum,
+void op_sgd_update(mt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float momentum,
                    float weight_decay, int64_t step, float grad_scale);
 /* AdaGrad (PyTorch torch.optim.Adagrad): g' = g*grad_scale + weight_decay*p;
  * sum = initial_accumulator + g'*g' on step 1 (the fresh state is zeros),
  * sum += g'*g' after; p += (-clr * g') / (sqrt(sum) + eps) with
  * clr = lr / (1 + (step - 1) * lr_decay) computed in double. */
-void op_adagrad_update(float *p, const float *g, float *sum, size_t n, float lr, float lr_decay,
+void op_adagrad_update(mt_backend *be, float *p, const float *g, float *sum, size_t n, float lr, float lr_decay,
                        float initial_accumulator, float eps, float weight_decay, int64_t step, float grad_scale);
 
 #endif

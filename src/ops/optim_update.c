@@ -44,12 +44,12 @@ static void adam_core(float *p, const float *g, float *m, float *v, size_t n, ad
     for (size_t i = 0; i < n; i++) p[i] = adam_element(&c, p[i], g[i], &m[i], &v[i]);
 }
 
-void op_adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+void op_adamw_update(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                      float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
     adam_core(p, g, m, v, n, adam_setup(lr, beta1, beta2, eps, weight_decay, 0.0f, step, grad_scale));
 }
 
-void op_adam_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+void op_adam_update(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
     adam_core(p, g, m, v, n, adam_setup(lr, beta1, beta2, eps, 0.0f, weight_decay, step, grad_scale));
 }
@@ -129,19 +129,19 @@ static void adam_core_16(float *p, const uint16_t *g16, uint16_t *p16, mt_dtype 
     }
 }
 
-void op_adamw_update_16(float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v, size_t n,
-                        float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+void op_adamw_update_16(mt_backend *be, float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v,
+                        size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                         float grad_scale) {
     adam_core_16(p, g16, p16, dt, m, v, n, adam_setup(lr, beta1, beta2, eps, weight_decay, 0.0f, step, grad_scale));
 }
 
-void op_adam_update_16(float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v, size_t n,
-                       float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+void op_adam_update_16(mt_backend *be, float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v,
+                       size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                        float grad_scale) {
     adam_core_16(p, g16, p16, dt, m, v, n, adam_setup(lr, beta1, beta2, eps, 0.0f, weight_decay, step, grad_scale));
 }
 
-void op_sgd_update(float *p, const float *g, float *buf, size_t n, float lr, float momentum,
+void op_sgd_update(mt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float momentum,
                    float weight_decay, int64_t step, float grad_scale) {
     if (momentum == 0.0f || buf == NULL) {
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
@@ -168,7 +168,7 @@ void op_sgd_update(float *p, const float *g, float *buf, size_t n, float lr, flo
  * contracted into a fused multiply-add where PyTorch's kernels are compiled
  * with FMA) are fused here too: bitwise PyTorch's results on an FMA CPU
  * (tests/check_adagrad.sh counts the unequal elements). */
-void op_adagrad_update(float *p, const float *g, float *sum, size_t n, float lr, float lr_decay,
+void op_adagrad_update(mt_backend *be, float *p, const float *g, float *sum, size_t n, float lr, float lr_decay,
                        float initial_accumulator, float eps, float weight_decay, int64_t step, float grad_scale) {
     float neg_clr = (float)-((double)lr / (1.0 + (double)(step - 1) * (double)lr_decay));
     int first = step <= 1;

@@ -2,7 +2,7 @@
 #include "ops/positions.h"
 #include <omp.h>
 
-void op_rope_apply_at(float *x, int N, int nh, int HS, size_t ld, const float *cos_t, const float *sin_t, int inverse,
+void op_rope_apply_at(mt_backend *be, float *x, int N, int nh, int HS, size_t ld, const float *cos_t, const float *sin_t, int inverse,
                       const int32_t *pos) {
     int h = HS / 2;
     float sgn = inverse ? -1.0f : 1.0f;
@@ -21,7 +21,7 @@ void op_rope_apply_at(float *x, int N, int nh, int HS, size_t ld, const float *c
     }
 }
 
-void op_add_positions_at(float *out, const float *wpe, const int32_t *pos, int n, int C) {
+void op_add_positions_at(mt_backend *be, float *out, const float *wpe, const int32_t *pos, int n, int C) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         const float *p = wpe + (size_t)pos[i] * C;
@@ -31,7 +31,7 @@ void op_add_positions_at(float *out, const float *wpe, const int32_t *pos, int n
     }
 }
 
-void op_positions_backward_at(float *dwpe, const float *dout, const int32_t *pos, int N, int C) {
+void op_positions_backward_at(mt_backend *be, float *dwpe, const float *dout, const int32_t *pos, int N, int C) {
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();

@@ -7,14 +7,15 @@
 #define MT_OPS_POSITIONS_H
 #include <stddef.h>
 #include <stdint.h>
+#include "device/backend.h"
 
 /* op_rope_apply with row i at position pos[i] (i < N). */
-void op_rope_apply_at(float *x, int N, int nh, int HS, size_t ld, const float *cos_t, const float *sin_t, int inverse,
+void op_rope_apply_at(mt_backend *be, float *x, int N, int nh, int HS, size_t ld, const float *cos_t, const float *sin_t, int inverse,
                       const int32_t *pos);
 /* out[i] += wpe[pos[i]] for i < n. */
-void op_add_positions_at(float *out, const float *wpe, const int32_t *pos, int n, int C);
+void op_add_positions_at(mt_backend *be, float *out, const float *wpe, const int32_t *pos, int n, int C);
 /* dwpe[pos[i]] += dout[i] for i < N, rows in order (threads split the
  * columns, so the sums do not depend on the thread count). */
-void op_positions_backward_at(float *dwpe, const float *dout, const int32_t *pos, int N, int C);
+void op_positions_backward_at(mt_backend *be, float *dwpe, const float *dout, const int32_t *pos, int N, int C);
 
 #endif

@@ -9,9 +9,9 @@
 #include "ops/ops.h"
 #include "ops/layernorm_row.h"
 
-void op_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd, const float *x,
-                                   const float *branch, const float *branch_bias, const float *w,
-                                   const float *b, int N, int C) {
+void op_residual_layernorm_forward(mt_backend *be, float *res, float *out, float *mean, float *rstd, const float *x,
+                                   const float *branch, const float *branch_bias, const float *w, const float *b, int N,
+                                   int C) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *xi = x + (size_t)n * C, *br = branch + (size_t)n * C;

@@ -8,7 +8,8 @@
 #include <math.h>
 #include <omp.h>
 
-void op_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+void op_rmsnorm_forward(mt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                        float eps) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -23,7 +24,7 @@ void op_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *
     }
 }
 
-void op_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+void op_rmsnorm_backward(mt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                          const float *rstd, int N, int C) {
 #pragma omp parallel
     {

@@ -12,7 +12,7 @@
 #include "ops/ops.h"
 #include <math.h>
 
-void op_rope_inv_freq(float *inv_freq, int HS, float theta, const mt_rope_scaling *s) {
+void op_rope_inv_freq(mt_backend *be, float *inv_freq, int HS, float theta, const mt_rope_scaling *s) {
     int h = HS / 2;
     for (int j = 0; j < h; j++) inv_freq[j] = 1.0f / powf(theta, (float)(2 * j) / (float)HS);
     if (!s || s->type != 1) return;
@@ -38,7 +38,7 @@ void op_rope_inv_freq(float *inv_freq, int HS, float theta, const mt_rope_scalin
     }
 }
 
-void op_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int T, int HS) {
+void op_rope_table(mt_backend *be, float *cos_t, float *sin_t, const float *inv_freq, int T, int HS) {
     int h = HS / 2;
     for (int t = 0; t < T; t++)
         for (int j = 0; j < h; j++) {
@@ -48,8 +48,8 @@ void op_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int T, int
         }
 }
 
-void op_rope_apply(float *x, int N, int T, int nh, int HS, size_t ld, const float *cos_t, const float *sin_t,
-                   int inverse) {
+void op_rope_apply(mt_backend *be, float *x, int N, int T, int nh, int HS, size_t ld, const float *cos_t,
+                   const float *sin_t, int inverse) {
     int h = HS / 2;
     float sgn = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static)

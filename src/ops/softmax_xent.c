@@ -148,18 +148,18 @@ static void softmax_xent(float *logits, mt_bf16 *d16, float *losses, const int32
     }
 }
 
-void op_softmax_xent(float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
+void op_softmax_xent(mt_backend *be, float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
                      float dlogits_scale) {
     softmax_xent(logits, NULL, losses, targets, N, V, Vp, dlogits_scale);
 }
 
-void op_softmax_xent_bf16(const float *logits, mt_bf16 *dlogits, float *losses, const int32_t *targets, int N, int V,
-                          int Vp, float dlogits_scale) {
+void op_softmax_xent_bf16(mt_backend *be, const float *logits, mt_bf16 *dlogits, float *losses, const int32_t *targets,
+                          int N, int V, int Vp, float dlogits_scale) {
     softmax_xent((float *)logits, dlogits, losses, targets, N, V, Vp, dlogits_scale);
 }
 
-void op_xent_shard_stats(const float *logits, float *mx, float *se, float *xt, const int32_t *targets, int N,
-                         int Vl, int ld, int v0) {
+void op_xent_shard_stats(mt_backend *be, const float *logits, float *mx, float *se, float *xt, const int32_t *targets,
+                         int N, int Vl, int ld, int v0) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * ld;
@@ -169,7 +169,7 @@ void op_xent_shard_stats(const float *logits, float *mx, float *se, float *xt, c
     }
 }
 
-void op_xent_combine_lse(float *lse, const float *mx, const float *se, int S, int N, int ld) {
+void op_xent_combine_lse(mt_backend *be, float *lse, const float *mx, const float *se, int S, int N, int ld) {
     for (int n = 0; n < N; n++) {
         float M = -FLT_MAX;
         for (int s = 0; s < S; s++) M = mx[(size_t)s * ld + n] > M ? mx[(size_t)s * ld + n] : M;
@@ -180,8 +180,8 @@ void op_xent_combine_lse(float *lse, const float *mx, const float *se, int S, in
     }
 }
 
-void op_xent_shard_grad(float *logits, const float *lse, const int32_t *targets, int N, int Vl, int ld, int v0,
-                        float scale) {
+void op_xent_shard_grad(mt_backend *be, float *logits, const float *lse, const int32_t *targets, int N, int Vl, int ld,
+                        int v0, float scale) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *x = logits + (size_t)n * ld;

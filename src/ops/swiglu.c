@@ -20,7 +20,7 @@ static inline float sig_silu(float g, float *silu) {
     return (pos ? 1.0f : e) / d;
 }
 
-void op_swiglu_forward(float *out, const float *gate_up, int N, int F) {
+void op_swiglu_forward(mt_backend *be, float *out, const float *gate_up, int N, int F) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *g = gate_up + (size_t)i * 2 * F, *u = g + F;
@@ -34,7 +34,7 @@ void op_swiglu_forward(float *out, const float *gate_up, int N, int F) {
     }
 }
 
-void op_swiglu_backward(float *dgate_up, const float *dout, const float *gate_up, int N, int F) {
+void op_swiglu_backward(mt_backend *be, float *dgate_up, const float *dout, const float *gate_up, int N, int F) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *g = gate_up + (size_t)i * 2 * F, *u = g + F, *d = dout + (size_t)i * F;

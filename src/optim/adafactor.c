@@ -145,9 +145,9 @@ static void column_factors(const float *C, size_t cols, float *cf) {
 }
 static float row_factor(const float *R, double r_mean, size_t row) { return (float)sqrt(r_mean / (double)R[row]); }
 
-void mt_adafactor_second_moment(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
-                                const float *p, const float *g, float grad_scale, int64_t step, const double *sums,
-                                double *sq) {
+void mt_adafactor_second_moment(mt_backend *be, mt_adafactor *s, const mt_adafactor_hparams *h,
+                                const mt_unit_layout *unit, const float *p, const float *g, float grad_scale,
+                                int64_t step, const double *sums, double *sq) {
     check_unit(s, unit);
     double beta2 = 1.0 - pow((double)step, (double)h->decay_rate), omb2 = 1.0 - beta2, eps1 = h->eps1;
     memset(sq, 0, mt_adafactor_sq_len(s) * sizeof(double));
@@ -157,7 +157,7 @@ void mt_adafactor_second_moment(mt_adafactor *s, const mt_adafactor_hparams *h, 
         int mine = overlap(t, s->begin, s->end, &a, &b);
         double acc = 0.0;
         if (mine && h->scale_parameter) /* the owned part of the tensor's sum of squares, for RMS(X) */
-            sq[s->n_tensors + i] = op_sumsq(p + (a - s->begin), b - a);
+            sq[s->n_tensors + i] = op_sumsq(be, p + (a - s->begin), b - a);
         if (s->factored[i]) {
             /* every rank updates its replica of R and C from the summed sums */
             float *R = s->rc + s->rc_off[i], *C = R + rows;
@@ -242,13 +242,13 @@ void mt_adafactor_apply(mt_adafactor *s, const mt_adafactor_hparams *h, const mt
     }
 }
 
-void mt_adafactor_update(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, float *p,
-                         const float *g, float lr, int64_t step, float grad_scale, mt_allreduce_sum_fn allreduce_sum,
-                         void *ctx) {
+void mt_adafactor_update(mt_backend *be, mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
+                         float *p, const float *g, float lr, int64_t step, float grad_scale,
+                         mt_allreduce_sum_fn allreduce_sum, void *ctx) {
     double *sums = s->red, *sq = s->red + s->n_rc;
     mt_adafactor_row_col_sums(s, h, unit, g, grad_scale, sums);
     if (allreduce_sum) allreduce_sum(ctx, sums, s->n_rc);
-    mt_adafactor_second_moment(s, h, unit, p, g, grad_scale, step, sums, sq);
+    mt_adafactor_second_moment(be, s, h, unit, p, g, grad_scale, step, sums, sq);
     if (allreduce_sum) allreduce_sum(ctx, sq, mt_adafactor_sq_len(s));
     mt_adafactor_apply(s, h, unit, p, g, grad_scale, lr, sq);
 }
@@ -344,7 +344,7 @@ static void entry_step(mt_opt_state *s, const mt_opt_config *c, const mt_unit_la
     adafactor_state *a = (adafactor_state *)s;
     size_t n = a->s.end - a->s.begin;
     const float *g = tg->grad(tg->ctx, 0, n);
-    mt_adafactor_update(&a->s, &a->h, unit, tg->p, g, lr, t, grad_scale, tg->sum, tg->sum_ctx);
+    mt_adafactor_update(tg->be, &a->s, &a->h, unit, tg->p, g, lr, t, grad_scale, tg->sum, tg->sum_ctx);
     tg->round(tg->ctx, 0, n, tg->p);
 }
 

@@ -109,16 +109,16 @@ size_t mt_adafactor_sq_len(const mt_adafactor *s);   /* doubles in phase 2's buf
 /* Phases (see above); g, p point at element begin. */
 void mt_adafactor_row_col_sums(const mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
                                const float *g, float grad_scale, double *sums);
-void mt_adafactor_second_moment(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
-                                const float *p, const float *g, float grad_scale, int64_t step, const double *sums,
-                                double *sq);
+void mt_adafactor_second_moment(mt_backend *be, mt_adafactor *s, const mt_adafactor_hparams *h,
+                                const mt_unit_layout *unit, const float *p, const float *g, float grad_scale,
+                                int64_t step, const double *sums, double *sq);
 void mt_adafactor_apply(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, float *p,
                         const float *g, float grad_scale, float lr, const double *sq);
 
 /* The three phases with allreduce_sum between them (NULL: no sharding). */
-void mt_adafactor_update(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, float *p,
-                         const float *g, float lr, int64_t step, float grad_scale, mt_allreduce_sum_fn allreduce_sum,
-                         void *ctx);
+void mt_adafactor_update(mt_backend *be, mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
+                         float *p, const float *g, float lr, int64_t step, float grad_scale,
+                         mt_allreduce_sum_fn allreduce_sum, void *ctx);
 
 /* Checkpoint streams, k = 0 ("m") or 1 ("v"), as described above. */
 void mt_adafactor_get_state(const mt_adafactor *s, const mt_unit_layout *unit, int k, float *dst);

@@ -361,7 +361,8 @@ static void update_block(const q8_map *qm, const q8_map *qv, const step_args *s,
 #else
     (void)next_run;
     float *st[2] = {mb, vb};
-    mt_opt_update_range(&s->h, unit, u0, u0 + len, p, g, st, s->lr, s->step, s->grad_scale);
+    mt_backend cpu = mt_backend_cpu(MT_GEMM_DEFAULT); /* this entry's state and kernels are the CPU's */
+    mt_opt_update_range(&cpu, &s->h, unit, u0, u0 + len, p, g, st, s->lr, s->step, s->grad_scale);
     *m_absmax = quantize_with(qm, mb, len, mc);
     *v_absmax = quantize_with(qv, vb, len, vc);
 #endif

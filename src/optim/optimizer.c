@@ -37,9 +37,9 @@ const char *mt_opt_state_name(mt_opt_kind k, int i) { return mt_optimizer_get(k)
 
 /* The per-tensor ranges of [begin, end) with their weight decay: the update
  * of mt_opt_update_range (g16 NULL) or mt_opt_update_range_16. */
-static void update_tensors(const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end, float *p,
-                           const float *g, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *const *state,
-                           float lr, int64_t step, float grad_scale) {
+static void update_tensors(mt_backend *be, const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin,
+                           size_t end, float *p, const float *g, const uint16_t *g16, uint16_t *p16, mt_dtype dt,
+                           float *const *state, float lr, int64_t step, float grad_scale) {
     for (int i = 0; i < unit->n_tensors; i++) {
         const mt_tensor *t = &unit->t[i];
         size_t a = t->offset > begin ? t->offset : begin;
@@ -52,21 +52,21 @@ static void update_tensors(const mt_opt_hparams *h, const mt_unit_layout *unit, 
         case MT_OPT_ADAM: { /* decoupled weight decay, or L2 */
             int decoupled = h->kind == MT_OPT_ADAMW;
             if (g16)
-                (decoupled ? op_adamw_update_16 : op_adam_update_16)(p + o, g16 + o, p16 + o, dt, state[0] + o,
+                (decoupled ? op_adamw_update_16 : op_adam_update_16)(be, p + o, g16 + o, p16 + o, dt, state[0] + o,
                                                                      state[1] + o, n, lr, h->beta1, h->beta2, h->eps,
                                                                      wd, step, grad_scale);
             else
-                (decoupled ? op_adamw_update : op_adam_update)(p + o, g + o, state[0] + o, state[1] + o, n, lr,
+                (decoupled ? op_adamw_update : op_adam_update)(be, p + o, g + o, state[0] + o, state[1] + o, n, lr,
                                                                h->beta1, h->beta2, h->eps, wd, step, grad_scale);
             break;
         }
         case MT_OPT_SGD:
             if (g16) mt_die("mt_opt_update_range_16: SGD has no 16-bit update (mt_opt_has_update_16)");
-            op_sgd_update(p + o, g + o, state[0] + o, n, lr, h->momentum, wd, step, grad_scale);
+            op_sgd_update(be, p + o, g + o, state[0] + o, n, lr, h->momentum, wd, step, grad_scale);
             break;
         case MT_OPT_ADAGRAD:
             if (g16) mt_die("mt_opt_update_range_16: AdaGrad has no 16-bit update (mt_opt_has_update_16)");
-            op_adagrad_update(p + o, g + o, state[0] + o, n, lr, h->lr_decay, h->initial_accumulator, h->eps, wd,
+            op_adagrad_update(be, p + o, g + o, state[0] + o, n, lr, h->lr_decay, h->initial_accumulator, h->eps, wd,
                               step, grad_scale);
             break;
         case MT_OPT_ADAFACTOR:
@@ -78,16 +78,15 @@ static void update_tensors(const mt_opt_hparams *h, const mt_unit_layout *unit, 
     }
 }
 
-void mt_opt_update_range(const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end,
-                         float *p, const float *g, float *const *state, float lr, int64_t step,
-                         float grad_scale) {
-    update_tensors(h, unit, begin, end, p, g, NULL, NULL, MT_FP32, state, lr, step, grad_scale);
+void mt_opt_update_range(mt_backend *be, const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end,
+                         float *p, const float *g, float *const *state, float lr, int64_t step, float grad_scale) {
+    update_tensors(be, h, unit, begin, end, p, g, NULL, NULL, MT_FP32, state, lr, step, grad_scale);
 }
 
-void mt_opt_update_range_16(const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end, float *p,
-                            const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *const *state, float lr,
-                            int64_t step, float grad_scale) {
-    update_tensors(h, unit, begin, end, p, NULL, g16, p16, dt, state, lr, step, grad_scale);
+void mt_opt_update_range_16(mt_backend *be, const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin,
+                            size_t end, float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *const *state,
+                            float lr, int64_t step, float grad_scale) {
+    update_tensors(be, h, unit, begin, end, p, NULL, g16, p16, dt, state, lr, step, grad_scale);
 }
 
 /* ---- The elementwise entries: AdamW, Adam, SGD, AdaGrad ----
@@ -135,10 +134,11 @@ static void elementwise_step_streams(const mt_opt_config *c, const mt_unit_layou
                                      int64_t t, float grad_scale) {
     size_t b = begin + off;
     if (tg->dt != MT_FP32 && mt_opt_has_update_16(c->h.kind)) {
-        mt_opt_update_range_16(&c->h, unit, b, b + n, p, tg->g16 + off, tg->p16 + off, tg->dt, st, lr, t, grad_scale);
+        mt_opt_update_range_16(tg->be, &c->h, unit, b, b + n, p, tg->g16 + off, tg->p16 + off, tg->dt, st, lr, t,
+                               grad_scale);
         return;
     }
-    mt_opt_update_range(&c->h, unit, b, b + n, p, tg->grad(tg->ctx, off, n), st, lr, t, grad_scale);
+    mt_opt_update_range(tg->be, &c->h, unit, b, b + n, p, tg->grad(tg->ctx, off, n), st, lr, t, grad_scale);
     tg->round(tg->ctx, off, n, p);
 }
 

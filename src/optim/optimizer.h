@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/mem.h"
+#include "device/backend.h"
 #include "nn/unit.h"
 
 typedef enum { MT_OPT_ADAMW = 0, MT_OPT_ADAM, MT_OPT_SGD, MT_OPT_ADAFACTOR, MT_OPT_ADAMW8BIT, MT_OPT_ADAGRAD } mt_opt_kind;
@@ -35,18 +36,17 @@ int mt_opt_is_lean(mt_opt_kind k);
  * state[k] point at element `begin`. lr is this step's rate; step is
  * 1-based; grad_scale multiplies gradients (clipping). Other kinds die:
  * their state is not per element (use the table). */
-void mt_opt_update_range(const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end,
-                         float *p, const float *g, float *const *state, float lr, int64_t step,
-                         float grad_scale);
+void mt_opt_update_range(mt_backend *be, const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end,
+                         float *p, const float *g, float *const *state, float lr, int64_t step, float grad_scale);
 /* Mixed precision (Adam and AdamW: mt_opt_has_update_16): the same update
  * with the gradient read from g16 and the updated fp32 master p rounded
  * into p16 in the same pass (16-bit type dt; g16 and p16 point at element
  * `begin` like p). Bitwise equal to widening, mt_opt_update_range and
  * rounding. */
 int mt_opt_has_update_16(mt_opt_kind k);
-void mt_opt_update_range_16(const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin, size_t end, float *p,
-                            const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *const *state, float lr,
-                            int64_t step, float grad_scale);
+void mt_opt_update_range_16(mt_backend *be, const mt_opt_hparams *h, const mt_unit_layout *unit, size_t begin,
+                            size_t end, float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *const *state,
+                            float lr, int64_t step, float grad_scale);
 
 /* ---- The optimizer table ----
  * An optimizer is an entry: its named state streams and the functions that
@@ -100,6 +100,7 @@ typedef struct {
     void (*round)(void *ctx, size_t off, size_t n, const float *master);
     void *ctx;
     mt_allreduce_sum_fn sum;   /* whole-tensor statistics (Adafactor); NULL: the range is the whole unit */
+    mt_backend *be;            /* the backend the update kernels run on */
     void *sum_ctx;
 } mt_opt_target;
 

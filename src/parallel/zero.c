@@ -43,6 +43,7 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     const mt_layout *l = &m->layout;
     z->stage = stage;
     z->mem = mem;
+    z->be = m->be;
     z->dp = mt_mesh_comm(mesh, MT_AXIS_DP);
     z->shard = mt_mesh_comm(mesh, MT_AXIS_SHARD);
     z->replica = mt_mesh_comm(mesh, MT_AXIS_REPLICA);
@@ -159,8 +160,8 @@ void mt_zero_begin_step(mt_zero *z, mt_model *m) {
     for (int u = 0; u < z->n_units && mixed(z); u++) z->mp.g16_used[u] = z->mp.g16_sumsq_ok[u] = 0;
     for (int u = 0; u < z->n_units && !mixed(z); u++) {
         if (!z->numel[u]) continue;
-        if (z->full_g[u]) op_zero(z->full_g[u], z->stage == 0 ? z->numel[u] : padded(z, u));
-        if (z->gshard[u]) op_zero(z->gshard[u], z->S[u]);
+        if (z->full_g[u]) op_zero(z->be, z->full_g[u], z->stage == 0 ? z->numel[u] : padded(z, u));
+        if (z->gshard[u]) op_zero(z->be, z->gshard[u], z->S[u]);
     }
 }
 
@@ -213,7 +214,7 @@ static int grad_by_one_gemm(const mt_tensor *t) { return t->grad_by_one_gemm; }
 static void open_fresh_slot(mt_zero *z, mt_model *m, int u, float *slot) {
     size_t b, e;
     for (run_cursor c = {0, 0}; next_run(&m->layout.units[u], padded(z, u), grad_by_one_gemm, &c, &b, &e);)
-        op_zero(slot + b, e - b);
+        op_zero(z->be, slot + b, e - b);
     m->grads[u] = slot;
     m->grad_fresh[u] = 1;
 }
@@ -266,7 +267,7 @@ static void drain(mt_zero *z, int v) {
     if (!z->gslot[v]) return;
     wait_grad(z, v);
     float *slot = z->gslot[v];
-    if (!mixed(z)) op_add(z->gshard[v], z->gshard[v], slot, z->S[v]);
+    if (!mixed(z)) op_add(z->be, z->gshard[v], z->gshard[v], slot, z->S[v]);
     else mt_zero_drain_mixed(z, v, slot);
     z->gslot[v] = NULL;
     z->mp.gslot16[v] = NULL;
@@ -297,7 +298,7 @@ static void open_grad0(mt_zero *z, mt_model *m, int from_head) {
         open_fresh_slot(z, m, 0, z->gunit0);
         return;
     }
-    op_zero(z->gunit0, padded(z, 0));
+    op_zero(z->be, z->gunit0, padded(z, 0));
     m->grads[0] = z->gunit0;
     m->grad_fresh[0] = 0;
 }
@@ -376,7 +377,8 @@ void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
 
 /* Sum of squares of the owned gradient elements [off, off + n) of unit u. */
 static double owned_sumsq(const mt_zero *z, int u, size_t off, size_t n) {
-    return mixed(z) ? op_sumsq_16(z->mp.dt16, z->mp.g16[u] + off, n) : op_sumsq(grad_shard(z, u) + off, n);
+    return mixed(z) ? op_sumsq_16(z->be, z->mp.dt16, z->mp.g16[u] + off, n)
+                    : op_sumsq(z->be, grad_shard(z, u) + off, n);
 }
 
 /* Sum of squares of the owned shard of unit u over the tensors this rank

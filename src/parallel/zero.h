@@ -117,6 +117,7 @@ typedef struct {
     mt_comm_req preq[2];
     int seq_len, seq_i;            /* stage 3: gather sequence of this microbatch */
     mt_mem *mem;
+    mt_backend *be;                /* the model's backend (not owned) */
     int no_overlap;                /* measurement aid: wait for each reduction at once */
     double exposed_s;              /* time spent waiting for gradient reductions */
     mt_zero_buckets bk;            /* stage 0 buckets (parallel/zero_buckets.c) */

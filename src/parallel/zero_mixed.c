@@ -137,7 +137,7 @@ static void add_into_16(mt_zero *z, int u, const float *x, size_t n) {
 void mt_zero_drain_mixed(mt_zero *z, int v, float *slot) {
     if (z->stage <= 1) { /* the reduced sum of every microbatch, i.e. the owned gradient (S
                             elements): rounded once, its norm taken in the same pass */
-        z->mp.g16_sumsq[v] = op_round_to_16_sumsq(z->mp.dt16, z->mp.g16[v], slot, z->S[v]);
+        z->mp.g16_sumsq[v] = op_round_to_16_sumsq(z->be, z->mp.dt16, z->mp.g16[v], slot, z->S[v]);
         z->mp.g16_sumsq_ok[v] = 1;
         z->mp.g16_used[v] = 1;
     } else {

@@ -73,7 +73,7 @@ void mt_zero_qgz_reduce_scatter(mt_zero *z, int u, float *slot) {
     for (int jp = 0; jp < G; jp++)
         for (int a = 0; a < A; a++) {
             get(z->qg_recv + ((size_t)jp * A + a) * R, S, z->qg_tmp);
-            op_add(z->qg_partial + (size_t)a * S, z->qg_partial + (size_t)a * S, z->qg_tmp, S);
+            op_add(z->be, z->qg_partial + (size_t)a * S, z->qg_partial + (size_t)a * S, z->qg_tmp, S);
         }
     /* hop 2: the node sum of shard a*G + j to node a */
     for (int a = 0; a < A; a++) put(z->qg_partial + (size_t)a * S, S, z->qg_send + (size_t)a * R);
@@ -81,7 +81,7 @@ void mt_zero_qgz_reduce_scatter(mt_zero *z, int u, float *slot) {
     memset(slot, 0, S * sizeof(float));
     for (int a = 0; a < A; a++) {
         get(z->qg_recv + (size_t)a * R, S, z->qg_tmp);
-        op_add(slot, slot, z->qg_tmp, S);
+        op_add(z->be, slot, slot, z->qg_tmp, S);
     }
 }
 

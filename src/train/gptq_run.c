@@ -71,10 +71,11 @@ int mt_gptq_run(mt_weights *w, const uint32_t *tokens, size_t ntok, int samples,
     cfg.dropout = 0.0f;
     int rank = mt_comm_rank(world), ranks = mt_comm_size(world);
     int mine = samples / ranks + (rank < samples % ranks);
+    mt_backend be = mt_backend_cpu(MT_GEMM_DEFAULT); /* this subcommand's process: the CPU */
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_model m;
-    mt_model_create(&m, &cfg, 1, T, 0, &mem);
+    mt_model_create(&m, &be, &cfg, 1, T, 0, &mem);
     for (int u = 0; u < m.layout.n_units; u++)
         memcpy(m.params[u], w->unit[u], m.layout.units[u].numel * sizeof(float));
     mt_model_params_changed(&m);

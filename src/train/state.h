@@ -25,6 +25,7 @@ typedef struct mt_ckpt_async mt_ckpt_async; /* {ckpt-async}'s snapshot and write
 typedef struct {
     mt_train_opts o;
     mt_mem mem;
+    mt_backend be; /* the device every kernel of this process runs on */
     mt_model model;
     mt_opt_states optim;    /* the optimizer: its state streams per unit (optim/opt_state.h) */
     uint32_t *train_tokens, *val_tokens;

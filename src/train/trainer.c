@@ -213,7 +213,8 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     int rc = mt_pipeline_plan(tr, &part, own_layer, err);
     part.tp = &tr->tp;
     part.precision = op->precision;
-    part.gemm = op->gemm;
+    tr->be = mt_backend_cpu(op->gemm);
+    part.be = &tr->be;
     part.defer_params = 1; /* ZeRO's init materialises one unit at a time: no full fp32 model at start-up */
     if (!rc) mt_model_create_part(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem, &part);
     free(own_layer);
@@ -319,6 +320,7 @@ static void owned_target(void *ctx, int u, mt_opt_target *tg) {
     tg->grad = owned_grad;
     tg->round = owned_round;
     tg->ctx = &a->unit;
+    tg->be = &a->tr->be;
     /* whole-tensor statistics are summed over the ranks sharing a unit
      * (ZeRO >= 1 shards it; the replicas of hybrid sharding hold equal shards) */
     if (a->tr->o.zero >= 1 && mt_comm_size(z->shard) > 1) {

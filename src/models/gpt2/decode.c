@@ -26,23 +26,23 @@ void mt_gpt2_decode_step(mt_decoder *d, int32_t token) {
         const float *p = d->params[1 + l];
 #define P(i) (p + u->t[i].offset)
         float *kc = kcache + (size_t)l * T * C, *vc = vcache + (size_t)l * T * C;
-        op_layernorm_forward(ln, mean, rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), 1, C);
-        op_matmul_forward(MT_GEMM_DEFAULT, qkv, ln, P(MT_T_QKV_W), P(MT_T_QKV_B), 1, C, 3 * C);
+        op_layernorm_forward(d->be, ln, mean, rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), 1, C);
+        op_matmul_forward(d->be, qkv, ln, P(MT_T_QKV_W), P(MT_T_QKV_B), 1, C, 3 * C);
         memcpy(kc + (size_t)t * C, qkv + C, (size_t)C * sizeof(float));
         memcpy(vc + (size_t)t * C, qkv + 2 * C, (size_t)C * sizeof(float));
         for (int h = 0; h < NH; h++)
             mt_decode_attend(qkv + h * HS, kc + h * HS, vc + h * HS, (size_t)C, t, HS, scores, att + h * HS);
-        op_matmul_forward(MT_GEMM_DEFAULT, tmp, att, P(MT_T_ATTPROJ_W), P(MT_T_ATTPROJ_B), 1, C, C);
+        op_matmul_forward(d->be, tmp, att, P(MT_T_ATTPROJ_W), P(MT_T_ATTPROJ_B), 1, C, C);
         for (int c = 0; c < C; c++) x[c] += tmp[c];
-        op_layernorm_forward(ln, mean, rstd, x, P(MT_T_LN2_W), P(MT_T_LN2_B), 1, C);
-        op_matmul_forward(MT_GEMM_DEFAULT, fc, ln, P(MT_T_FC_W), P(MT_T_FC_B), 1, C, 4 * C);
-        op_gelu_forward(fcg, fc, (size_t)4 * C);
-        op_matmul_forward(MT_GEMM_DEFAULT, tmp, fcg, P(MT_T_FCPROJ_W), P(MT_T_FCPROJ_B), 1, 4 * C, C);
+        op_layernorm_forward(d->be, ln, mean, rstd, x, P(MT_T_LN2_W), P(MT_T_LN2_B), 1, C);
+        op_matmul_forward(d->be, fc, ln, P(MT_T_FC_W), P(MT_T_FC_B), 1, C, 4 * C);
+        op_gelu_forward(d->be, fcg, fc, (size_t)4 * C);
+        op_matmul_forward(d->be, tmp, fcg, P(MT_T_FCPROJ_W), P(MT_T_FCPROJ_B), 1, 4 * C, C);
         for (int c = 0; c < C; c++) x[c] += tmp[c];
 #undef P
     }
     const mt_unit_layout *hu = &d->l->units[cfg->n_layer + 1];
     const float *hp = d->params[cfg->n_layer + 1];
-    op_layernorm_forward(ln, mean, rstd, x, hp + hu->t[MT_T_LNF_W].offset, hp + hu->t[MT_T_LNF_B].offset, 1, C);
-    op_matmul_forward(MT_GEMM_DEFAULT, d->logits, ln, wte, NULL, 1, C, cfg->padded_vocab);
+    op_layernorm_forward(d->be, ln, mean, rstd, x, hp + hu->t[MT_T_LNF_W].offset, hp + hu->t[MT_T_LNF_B].offset, 1, C);
+    op_matmul_forward(d->be, d->logits, ln, wte, NULL, 1, C, cfg->padded_vocab);
 }

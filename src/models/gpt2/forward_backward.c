@@ -95,25 +95,26 @@ static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
     const mt_tensor *wte = mt_unit_tensor(u, MT_T_WTE);
     const float *wte_p = mt_model_tensor_data(m, 0, MT_T_WTE), *wpe_p = mt_model_tensor_data(m, 0, MT_T_WPE);
     if (m->precision == MT_FP32 && m->layout.tp == 1 && !a->packed) {
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_forward(a->encoded, a->tokens, wte_p, wpe_p, a->B, a->T, C, 0));
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_forward(m->be, a->encoded, a->tokens, wte_p, wpe_p, a->B, a->T, C, 0));
     } else { /* a lookup of this rank's vocabulary rows (vocabulary-parallel: masked, summed over tp),
                 then the positions */
         int Vl = (int)wte->shape[0], v0 = m->layout.tp_rank * Vl;
         float *part = m->layout.tp == 1 ? a->encoded : m->gs.dtmp;
         if (m->precision == MT_FP32)
-            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_forward(part, a->tokens, wte_p, v0, Vl, N, C));
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_forward(m->be, part, a->tokens, wte_p, v0, Vl, N, C));
         else /* wte is read in 16 bits: just the rows looked up are widened */
-            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_forward_16(part, a->tokens, m->precision,
-                                                                 mt_model_weight16(m, wte_p), v0, Vl, N, C));
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
+                     op_embed_shard_forward_16(m->be, part, a->tokens, m->precision, mt_model_weight16(m, wte_p), v0,
+                                               Vl, N, C));
         if (m->layout.tp > 1) {
             mt_unit_tp_scatter(m, part);
             MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
         }
         if (a->packed) /* packed samples: each document's positions start at 0 */
-            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_positions_at(a->encoded, wpe_p, a->pos + mt_unit_resid_row0(m),
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_positions_at(m->be, a->encoded, wpe_p, a->pos + mt_unit_resid_row0(m),
                                                                       mt_unit_resid_n(m), C));
         else
-            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_positions(a->encoded, wpe_p, mt_unit_resid_row0(m), mt_unit_resid_n(m), a->T, C));
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_positions(m->be, a->encoded, wpe_p, mt_unit_resid_row0(m), mt_unit_resid_n(m), a->T, C));
     }
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, a->encoded);
 }
@@ -131,7 +132,8 @@ static void attention_core_forward(mt_model *m, int layer, const mt_fwd_ctx *fc)
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
                           m->layout.tp_rank * NHl, a->packed ? a->doc_start : NULL};
     MT_TIMED(m->prof, MT_PROF_ATTENTION,
-          op_attention_forward(ba->b[GB_ATTY], ba->b[GB_ATT_LSE], ba->b[GB_QKV], a->B, a->T, NHl, C / NH, &ad, m->gs.attn_scratch));
+             op_attention_forward(m->be, ba->b[GB_ATTY], ba->b[GB_ATT_LSE], ba->b[GB_QKV], a->B, a->T, NHl, C / NH, &ad,
+                                  m->gs.attn_scratch));
 }
 
 static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
@@ -149,7 +151,8 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     const int drop = dropout_on(m, fc), bias_in_gemm = drop && tp == 1, bias_after = drop && tp > 1;
 #define P(i) mt_model_tensor_data(m, U, i)
     MT_TIMED(m->prof, MT_PROF_LAYERNORM,
-          op_layernorm_forward(ba->b[GB_LN1], ba->b[GB_LN1_MEAN], ba->b[GB_LN1_RSTD], x, P(MT_T_LN1_W), P(MT_T_LN1_B), n, C));
+             op_layernorm_forward(m->be, ba->b[GB_LN1], ba->b[GB_LN1_MEAN], ba->b[GB_LN1_RSTD], x, P(MT_T_LN1_W),
+                                  P(MT_T_LN1_B), n, C));
     const float *ln1 = mt_unit_tp_gather(m, ba->b[GB_LN1], m->gs.gathered);
     mt_unit_linear_fwd(m, U, MT_T_QKV_W, fc, ba->b[GB_QKV], ln1, P(MT_T_QKV_B), N, C, 3 * C / tp);
     attention_core_forward(m, layer, fc);
@@ -158,16 +161,19 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     if (bias_after) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_ATTPROJ_B), n, C));
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, tmp);
     MT_TIMED(m->prof, MT_PROF_LAYERNORM,
-          op_residual_layernorm_forward(ba->b[GB_RES2], ba->b[GB_LN2], ba->b[GB_LN2_MEAN], ba->b[GB_LN2_RSTD], x, tmp,
-                                        drop ? NULL : P(MT_T_ATTPROJ_B), P(MT_T_LN2_W), P(MT_T_LN2_B), n, C));
+             op_residual_layernorm_forward(m->be, ba->b[GB_RES2], ba->b[GB_LN2], ba->b[GB_LN2_MEAN], ba->b[GB_LN2_RSTD],
+                                           x, tmp, drop ? NULL : P(MT_T_ATTPROJ_B), P(MT_T_LN2_W), P(MT_T_LN2_B), n,
+                                           C));
     const float *ln2 = mt_unit_tp_gather(m, ba->b[GB_LN2], m->gs.gathered);
     mt_unit_linear_fwd(m, U, MT_T_FC_W, fc, ba->b[GB_FCH], ln2, NULL, N, C, 4 * C / tp);
-    MT_TIMED(m->prof, MT_PROF_GELU, op_bias_gelu_forward(ba->b[GB_FCH], ba->b[GB_FCH_GELU], P(MT_T_FC_B), N, 4 * C / tp));
+    MT_TIMED(m->prof, MT_PROF_GELU,
+             op_bias_gelu_forward(m->be, ba->b[GB_FCH], ba->b[GB_FCH_GELU], P(MT_T_FC_B), N, 4 * C / tp));
     mt_unit_linear_fwd(m, U, MT_T_FCPROJ_W, fc, tmp, ba->b[GB_FCH_GELU], bias_in_gemm ? P(MT_T_FCPROJ_B) : NULL, N, 4 * C / tp, C);
     mt_unit_tp_scatter(m, tmp);
     if (bias_after) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_FCPROJ_B), n, C));
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, tmp);
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_residual_add(ba->b[GB_RES3], ba->b[GB_RES2], tmp, drop ? NULL : P(MT_T_FCPROJ_B), n, C));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
+             op_residual_add(m->be, ba->b[GB_RES3], ba->b[GB_RES2], tmp, drop ? NULL : P(MT_T_FCPROJ_B), n, C));
 #undef P
 }
 
@@ -179,8 +185,9 @@ static double output_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_sc
     int wu, wk;
     const mt_tensor *wt = mt_unit_output_weight(m, -1, &wu, &wk); /* lm_head.weight: wte */
     MT_TIMED(m->prof, MT_PROF_LAYERNORM,
-             op_layernorm_forward(a->head[GH_LNF], a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD], a->blocks[L - 1].b[GB_RES3],
-                                  mt_model_tensor_data(m, L + 1, MT_T_LNF_W), mt_model_tensor_data(m, L + 1, MT_T_LNF_B), n, C));
+             op_layernorm_forward(m->be, a->head[GH_LNF], a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD],
+                                  a->blocks[L - 1].b[GB_RES3], mt_model_tensor_data(m, L + 1, MT_T_LNF_W),
+                                  mt_model_tensor_data(m, L + 1, MT_T_LNF_B), n, C));
     return mt_unit_logits_loss(m, a->head[GH_LNF], mt_model_tensor_data(m, wu, wk), (int)wt->shape[0], dlogits_scale);
 }
 
@@ -195,7 +202,7 @@ static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
                             (int)wt->shape[0], m->grad_fresh[wu] ? MT_SET_DW : 0);
     double t0 = mt_prof_begin(m->prof);
     memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));
-    op_layernorm_backward(m->gs.dresid, mt_model_tensor_grad_or_sink(m, L + 1, MT_T_LNF_W),
+    op_layernorm_backward(m->be, m->gs.dresid, mt_model_tensor_grad_or_sink(m, L + 1, MT_T_LNF_W),
                           mt_model_tensor_grad_or_sink(m, L + 1, MT_T_LNF_B), m->gs.dln, a->blocks[L - 1].b[GB_RES3],
                           mt_model_tensor_data(m, L + 1, MT_T_LNF_W), a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD], n, C);
     mt_prof_end(m->prof, MT_PROF_LAYERNORM, t0);
@@ -241,12 +248,14 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     const float *dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID);
     row_parallel_backward(m, U, MT_T_FCPROJ_W, fc, gs->f[GS_DFCH], GB(MT_T_FCPROJ_B), dbranch, ba->b[GB_FCH_GELU],
                           4 * C / tp, C, dwf);
-    MT_TIMED(m->prof, MT_PROF_GELU, op_gelu_bias_backward(gs->f[GS_DFCH], G(MT_T_FC_B), ba->b[GB_FCH], gs->f[GS_DFCH], N, 4 * C / tp));
+    MT_TIMED(m->prof, MT_PROF_GELU,
+             op_gelu_bias_backward(m->be, gs->f[GS_DFCH], G(MT_T_FC_B), ba->b[GB_FCH], gs->f[GS_DFCH], N, 4 * C / tp));
     const float *ln2 = mt_unit_tp_gather(m, ba->b[GB_LN2], gs->gathered); /* sequence parallelism: gathered again */
     mt_unit_linear_bwd(m, U, MT_T_FC_W, fc, gs->dln, NULL, gs->f[GS_DFCH], ln2, N, C, 4 * C / tp, dwf);
     mt_unit_tp_scatter(m, gs->dln);
-    MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->b[GB_RES2],
-                                                   P(MT_T_LN2_W), ba->b[GB_LN2_MEAN], ba->b[GB_LN2_RSTD], n, C));
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+             op_layernorm_backward(m->be, gs->dresid, G(MT_T_LN2_W), G(MT_T_LN2_B), gs->dln, ba->b[GB_RES2],
+                                   P(MT_T_LN2_W), ba->b[GB_LN2_MEAN], ba->b[GB_LN2_RSTD], n, C));
     /* Attention branch: dresid now holds dL/dres2. */
     dbranch = branch_grad(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID);
     row_parallel_backward(m, U, MT_T_ATTPROJ_W, fc, gs->f[GS_DATTY], GB(MT_T_ATTPROJ_B), dbranch, ba->b[GB_ATTY], C / tp,
@@ -254,13 +263,14 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     int NHl = NH / tp;
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
                           m->layout.tp_rank * NHl, a->packed ? a->doc_start : NULL};
-    MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_backward(gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY], ba->b[GB_ATT_LSE], B, T, NHl,
+    MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_backward(m->be, gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY], ba->b[GB_ATT_LSE], B, T, NHl,
                                                    C / NH, &ad, gs->attn_scratch));
     const float *ln1 = mt_unit_tp_gather(m, ba->b[GB_LN1], gs->gathered);
     mt_unit_linear_bwd(m, U, MT_T_QKV_W, fc, gs->dln, GB(MT_T_QKV_B), gs->f[GS_DQKV], ln1, N, C, 3 * C / tp, dwf);
     mt_unit_tp_scatter(m, gs->dln);
-    MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x,
-                                                   P(MT_T_LN1_W), ba->b[GB_LN1_MEAN], ba->b[GB_LN1_RSTD], n, C));
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+             op_layernorm_backward(m->be, gs->dresid, G(MT_T_LN1_W), G(MT_T_LN1_B), gs->dln, x, P(MT_T_LN1_W),
+                                   ba->b[GB_LN1_MEAN], ba->b[GB_LN1_RSTD], n, C));
 #undef P
 #undef G
 #undef GB
@@ -275,20 +285,20 @@ static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
     float *dwte = mt_model_tensor_grad_or_sink(m, 0, MT_T_WTE), *dwpe = mt_model_tensor_grad_or_sink(m, 0, MT_T_WPE);
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, m->gs.dresid);
     if (m->layout.tp == 1) {
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_backward(dwte, a->packed ? NULL : dwpe, m->gs.dresid, a->tokens,
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_backward(m->be, dwte, a->packed ? NULL : dwpe, m->gs.dresid, a->tokens,
                                                                  a->B, a->T, cfg->n_embd, 0));
         if (a->packed)
-            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_positions_backward_at(dwpe, m->gs.dresid, a->pos, a->B * a->T, cfg->n_embd));
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_positions_backward_at(m->be, dwpe, m->gs.dresid, a->pos, a->B * a->T, cfg->n_embd));
         return;
     }
     /* Every rank's vocabulary rows take the gradient of all N rows; wpe's
      * gradient from all rows is then complete on every rank. */
     const float *dfull = mt_unit_tp_gather(m, m->gs.dresid, m->gs.gathered);
     int Vl = (int)mt_unit_tensor(u, MT_T_WTE)->shape[0];
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_backward(dwte, a->packed ? NULL : dwpe, dfull,
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_backward(m->be, dwte, a->packed ? NULL : dwpe, dfull,
                                                        a->tokens, m->layout.tp_rank * Vl, Vl, a->B, a->T, cfg->n_embd));
     if (a->packed)
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_positions_backward_at(dwpe, dfull, a->pos, a->B * a->T, cfg->n_embd));
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_positions_backward_at(m->be, dwpe, dfull, a->pos, a->B * a->T, cfg->n_embd));
 }
 
 

@@ -40,8 +40,8 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
     if (t == 0) { /* the rotation tables of every position, once */
         mt_rope_scaling s = {c->rope_scaling, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
                              c->rope_original_max_pos};
-        op_rope_inv_freq(b.inv, hd, c->rope_theta, &s);
-        op_rope_table(b.cos, b.sin, b.inv, T, hd);
+        op_rope_inv_freq(d->be, b.inv, hd, c->rope_theta, &s);
+        op_rope_table(d->be, b.cos, b.sin, b.inv, T, hd);
     }
     const float *cs = b.cos + (size_t)t * (hd / 2), *sn = b.sin + (size_t)t * (hd / 2); /* this position's row */
     mt_llama_block_index ix = mt_llama_block_tensors(c);
@@ -52,28 +52,28 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
         const float *p = d->params[1 + l];
 #define P(i) (p + u->t[i].offset)
         float *kc = b.k + (size_t)l * T * KW, *vc = b.v + (size_t)l * T * KW;
-        op_rmsnorm_forward(b.xn, b.rstd, b.x, P(ix.in_norm), 1, C, c->norm_eps);
-        op_matmul_forward(MT_GEMM_DEFAULT, b.qkv, b.xn, P(ix.q), ix.qb >= 0 ? P(ix.qb) : NULL, 1, C, qkvw);
-        op_rope_apply(b.qkv, 1, 1, NH, hd, (size_t)qkvw, cs, sn, 0);
-        op_rope_apply(b.qkv + QW, 1, 1, KV, hd, (size_t)qkvw, cs, sn, 0);
+        op_rmsnorm_forward(d->be, b.xn, b.rstd, b.x, P(ix.in_norm), 1, C, c->norm_eps);
+        op_matmul_forward(d->be, b.qkv, b.xn, P(ix.q), ix.qb >= 0 ? P(ix.qb) : NULL, 1, C, qkvw);
+        op_rope_apply(d->be, b.qkv, 1, 1, NH, hd, (size_t)qkvw, cs, sn, 0);
+        op_rope_apply(d->be, b.qkv + QW, 1, 1, KV, hd, (size_t)qkvw, cs, sn, 0);
         memcpy(kc + (size_t)t * KW, b.qkv + QW, (size_t)KW * sizeof(float));
         memcpy(vc + (size_t)t * KW, b.qkv + QW + KW, (size_t)KW * sizeof(float));
         for (int h = 0; h < NH; h++) { /* query head h reads kv head h * KV / NH */
             size_t kh = (size_t)(h / (NH / KV)) * hd;
             mt_decode_attend(b.qkv + (size_t)h * hd, kc + kh, vc + kh, (size_t)KW, t, hd, b.scores, b.att + (size_t)h * hd);
         }
-        op_matmul_forward(MT_GEMM_DEFAULT, b.tmp, b.att, P(ix.o), NULL, 1, QW, C);
+        op_matmul_forward(d->be, b.tmp, b.att, P(ix.o), NULL, 1, QW, C);
         for (int i = 0; i < C; i++) b.x[i] += b.tmp[i];
-        op_rmsnorm_forward(b.xn, b.rstd, b.x, P(ix.post_norm), 1, C, c->norm_eps);
-        op_matmul_forward(MT_GEMM_DEFAULT, b.gu, b.xn, P(ix.gate), NULL, 1, C, 2 * F);
-        op_swiglu_forward(b.h, b.gu, 1, F);
-        op_matmul_forward(MT_GEMM_DEFAULT, b.tmp, b.h, P(ix.down), NULL, 1, F, C);
+        op_rmsnorm_forward(d->be, b.xn, b.rstd, b.x, P(ix.post_norm), 1, C, c->norm_eps);
+        op_matmul_forward(d->be, b.gu, b.xn, P(ix.gate), NULL, 1, C, 2 * F);
+        op_swiglu_forward(d->be, b.h, b.gu, 1, F);
+        op_matmul_forward(d->be, b.tmp, b.h, P(ix.down), NULL, 1, F, C);
         for (int i = 0; i < C; i++) b.x[i] += b.tmp[i];
 #undef P
     }
     int H = c->n_layer + 1;
     const mt_unit_layout *hu = &d->l->units[H];
-    op_rmsnorm_forward(b.xn, b.rstd, b.x, d->params[H] + hu->t[0].offset, 1, C, c->norm_eps);
+    op_rmsnorm_forward(d->be, b.xn, b.rstd, b.x, d->params[H] + hu->t[0].offset, 1, C, c->norm_eps);
     const float *w = hu->n_shared ? emb : d->params[H] + hu->t[1].offset;
-    op_matmul_forward(MT_GEMM_DEFAULT, d->logits, b.xn, w, NULL, 1, C, c->padded_vocab);
+    op_matmul_forward(d->be, d->logits, b.xn, w, NULL, 1, C, c->padded_vocab);
 }

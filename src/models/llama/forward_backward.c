@@ -50,10 +50,11 @@ static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
     int C = m->cfg.n_embd, N = a->B * a->T, Vl = (int)t->shape[0], v0 = m->layout.tp_rank * Vl;
     float *part = m->layout.tp == 1 ? a->encoded : m->gs.dtmp; /* a masked lookup, summed over tp */
     if (m->precision == MT_FP32)
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_forward(part, a->tokens, w, v0, Vl, N, C));
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_forward(m->be, part, a->tokens, w, v0, Vl, N, C));
     else /* read in 16 bits: just the rows looked up are widened */
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
-                 op_embed_shard_forward_16(part, a->tokens, m->precision, mt_model_weight16(m, w), v0, Vl, N, C));
+        MT_TIMED(
+            m->prof, MT_PROF_ELEMENTWISE,
+            op_embed_shard_forward_16(m->be, part, a->tokens, m->precision, mt_model_weight16(m, w), v0, Vl, N, C));
     if (m->layout.tp > 1) {
         mt_unit_tp_scatter(m, part);
         MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
@@ -68,8 +69,9 @@ static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
     if (!dw) return; /* a frozen embedding: nothing before it to feed */
     int Vl = (int)t->shape[0];
     const float *dfull = mt_unit_tp_gather(m, m->gs.dresid, m->gs.gathered); /* every rank's rows take all N */
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_backward(dw, NULL, dfull, a->tokens,
-                                                             m->layout.tp_rank * Vl, Vl, a->B, a->T, m->cfg.n_embd));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
+             op_embed_shard_backward(m->be, dw, NULL, dfull, a->tokens, m->layout.tp_rank * Vl, Vl, a->B, a->T,
+                                     m->cfg.n_embd));
 }
 
 /* q and k of every row rotated by their positions (inverse: the backward). */
@@ -78,13 +80,13 @@ static void rope(mt_model *m, float *qkv, const dims *d, int inverse) {
     const float *cs = m->gs.f[LS_COS], *sn = m->gs.f[LS_SIN];
     if (m->acts.packed) /* packed samples: each document's positions start at 0 */
         MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
-            op_rope_apply_at(qkv, N, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
-            op_rope_apply_at(qkv + (size_t)d->nh * d->hd, N, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
+            op_rope_apply_at(m->be, qkv, N, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
+            op_rope_apply_at(m->be, qkv + (size_t)d->nh * d->hd, N, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
         });
     else
         MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
-            op_rope_apply(qkv, N, m->acts.T, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse);
-            op_rope_apply(qkv + (size_t)d->nh * d->hd, N, m->acts.T, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse);
+            op_rope_apply(m->be, qkv, N, m->acts.T, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse);
+            op_rope_apply(m->be, qkv + (size_t)d->nh * d->hd, N, m->acts.T, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse);
         });
 }
 
@@ -94,7 +96,7 @@ static void attention_core_forward(mt_model *m, int layer) {
     dims d = local_dims(m);
     mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0,
                             a->packed ? a->doc_start : NULL};
-    MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_forward_gqa(ba->b[LB_ATTY], ba->b[LB_LSE], ba->b[LB_QKV], a->B, a->T,
+    MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_forward_gqa(m->be, ba->b[LB_ATTY], ba->b[LB_LSE], ba->b[LB_QKV], a->B, a->T,
                                                             d.nh, d.nkv, d.hd, &none, m->gs.attn_scratch));
 }
 
@@ -109,21 +111,23 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     const float *x = block_input(m, layer);
     float *tmp = m->gs.dtmp; /* a branch's output; scratch is free during forward */
 #define P(i) mt_model_tensor_data(m, U, i)
-    MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_rmsnorm_forward(ba->b[LB_X1], ba->b[LB_RSTD1], x, P(ix.in_norm), n, C, eps));
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+             op_rmsnorm_forward(m->be, ba->b[LB_X1], ba->b[LB_RSTD1], x, P(ix.in_norm), n, C, eps));
     const float *x1 = mt_unit_tp_gather(m, ba->b[LB_X1], m->gs.gathered);
     mt_unit_linear_fwd(m, U, ix.q, fc, ba->b[LB_QKV], x1, ix.qb >= 0 ? P(ix.qb) : NULL, N, C, d.qkv);
     rope(m, ba->b[LB_QKV], &d, 0);
     attention_core_forward(m, layer);
     mt_unit_linear_fwd(m, U, ix.o, fc, tmp, ba->b[LB_ATTY], NULL, N, d.nh * d.hd, C);
     mt_unit_tp_scatter(m, tmp);
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_residual_add(ba->b[LB_RES2], x, tmp, NULL, n, C));
-    MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_rmsnorm_forward(ba->b[LB_X2], ba->b[LB_RSTD2], ba->b[LB_RES2], P(ix.post_norm), n, C, eps));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_residual_add(m->be, ba->b[LB_RES2], x, tmp, NULL, n, C));
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+             op_rmsnorm_forward(m->be, ba->b[LB_X2], ba->b[LB_RSTD2], ba->b[LB_RES2], P(ix.post_norm), n, C, eps));
     const float *x2 = mt_unit_tp_gather(m, ba->b[LB_X2], m->gs.gathered);
     mt_unit_linear_fwd(m, U, ix.gate, fc, ba->b[LB_GU], x2, NULL, N, C, 2 * d.F);
-    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_forward(ba->b[LB_H], ba->b[LB_GU], N, d.F));
+    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_forward(m->be, ba->b[LB_H], ba->b[LB_GU], N, d.F));
     mt_unit_linear_fwd(m, U, ix.down, fc, tmp, ba->b[LB_H], NULL, N, d.F, C);
     mt_unit_tp_scatter(m, tmp);
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_residual_add(ba->b[LB_RES3], ba->b[LB_RES2], tmp, NULL, n, C));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_residual_add(m->be, ba->b[LB_RES3], ba->b[LB_RES2], tmp, NULL, n, C));
 #undef P
 }
 
@@ -156,26 +160,27 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
 #define G(i) mt_model_tensor_grad_or_sink(m, U, i)
     /* MLP branch: dresid holds dL/dres3, the branch output's gradient too */
     row_parallel_backward(m, U, ix.down, fc, gs->f[LS_DH], gs->dresid, ba->b[LB_H], d.F, C, dwf);
-    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_backward(gs->f[LS_DGU], gs->f[LS_DH], ba->b[LB_GU], N, d.F));
+    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_backward(m->be, gs->f[LS_DGU], gs->f[LS_DH], ba->b[LB_GU], N, d.F));
     const float *x2 = mt_unit_tp_gather(m, ba->b[LB_X2], gs->gathered); /* sequence parallelism: gathered again */
     mt_unit_linear_bwd(m, U, ix.gate, fc, gs->dln, NULL, gs->f[LS_DGU], x2, N, C, 2 * d.F, dwf);
     mt_unit_tp_scatter(m, gs->dln);
-    MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_rmsnorm_backward(gs->dresid, G(ix.post_norm), gs->dln, ba->b[LB_RES2],
-                                                       P(ix.post_norm), ba->b[LB_RSTD2], n, C));
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+             op_rmsnorm_backward(m->be, gs->dresid, G(ix.post_norm), gs->dln, ba->b[LB_RES2], P(ix.post_norm),
+                                 ba->b[LB_RSTD2], n, C));
     /* attention branch: dresid now holds dL/dres2 */
     row_parallel_backward(m, U, ix.o, fc, gs->f[LS_DATTY], gs->dresid, ba->b[LB_ATTY], d.nh * d.hd, C, dwf);
     mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0,
                             a->packed ? a->doc_start : NULL};
     MT_TIMED(m->prof, MT_PROF_ATTENTION,
-             op_attention_backward_gqa(gs->f[LS_DQKV], gs->f[LS_DATTY], ba->b[LB_QKV], ba->b[LB_ATTY], ba->b[LB_LSE],
-                                       a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
+             op_attention_backward_gqa(m->be, gs->f[LS_DQKV], gs->f[LS_DATTY], ba->b[LB_QKV], ba->b[LB_ATTY],
+                                       ba->b[LB_LSE], a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
     rope(m, gs->f[LS_DQKV], &d, 1);
     const float *x1 = mt_unit_tp_gather(m, ba->b[LB_X1], gs->gathered);
     mt_unit_linear_bwd(m, U, ix.q, fc, gs->dln, ix.qb >= 0 ? mt_model_tensor_grad(m, U, ix.qb) : NULL, gs->f[LS_DQKV], x1,
                        N, C, d.qkv, dwf);
     mt_unit_tp_scatter(m, gs->dln);
-    MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_rmsnorm_backward(gs->dresid, G(ix.in_norm), gs->dln, x, P(ix.in_norm),
-                                                       ba->b[LB_RSTD1], n, C));
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+             op_rmsnorm_backward(m->be, gs->dresid, G(ix.in_norm), gs->dln, x, P(ix.in_norm), ba->b[LB_RSTD1], n, C));
 #undef P
 #undef G
 }
@@ -188,9 +193,9 @@ static double output_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_sc
     mt_acts *a = &m->acts;
     int H = m->layout.n_units - 1, L = m->cfg.n_layer, wu, wk;
     const mt_tensor *wt = head_weight(m, &wu, &wk);
-    MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_rmsnorm_forward(a->head[LH_XF], a->head[LH_RSTDF], a->blocks[L - 1].b[LB_RES3],
-                                                      mt_model_tensor_data(m, H, 0),
-                                                      mt_unit_resid_n(m), m->cfg.n_embd, m->cfg.norm_eps));
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+             op_rmsnorm_forward(m->be, a->head[LH_XF], a->head[LH_RSTDF], a->blocks[L - 1].b[LB_RES3],
+                                mt_model_tensor_data(m, H, 0), mt_unit_resid_n(m), m->cfg.n_embd, m->cfg.norm_eps));
     return mt_unit_logits_loss(m, a->head[LH_XF], mt_model_tensor_data(m, wu, wk), (int)wt->shape[0], dlogits_scale);
 }
 
@@ -203,8 +208,8 @@ static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
                             (int)wt->shape[0], m->grad_fresh[wu] ? MT_SET_DW : 0);
     double t0 = mt_prof_begin(m->prof);
     memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));
-    op_rmsnorm_backward(m->gs.dresid, mt_model_tensor_grad_or_sink(m, H, 0), m->gs.dln, a->blocks[L - 1].b[LB_RES3],
-                        mt_model_tensor_data(m, H, 0), a->head[LH_RSTDF], n, C);
+    op_rmsnorm_backward(m->be, m->gs.dresid, mt_model_tensor_grad_or_sink(m, H, 0), m->gs.dln,
+                        a->blocks[L - 1].b[LB_RES3], mt_model_tensor_data(m, H, 0), a->head[LH_RSTDF], n, C);
     mt_prof_end(m->prof, MT_PROF_LAYERNORM, t0);
 }
 
@@ -256,14 +261,14 @@ static void init_model(mt_model *m) {
     mt_rope_scaling s = {c->rope_scaling, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
                          c->rope_original_max_pos};
     float *inv = mt_xcalloc((size_t)hd / 2, sizeof(float), "rope frequencies");
-    op_rope_inv_freq(inv, hd, c->rope_theta, &s);
-    op_rope_table(m->gs.f[LS_COS], m->gs.f[LS_SIN], inv, m->acts.T, hd);
+    op_rope_inv_freq(m->be, inv, hd, c->rope_theta, &s);
+    op_rope_table(m->be, m->gs.f[LS_COS], m->gs.f[LS_SIN], inv, m->acts.T, hd);
     free(inv);
 }
 
 static size_t attention_scratch_floats(const mt_model *m, int B, int T) {
     dims d = local_dims(m);
-    return op_attention_scratch_floats_gqa(B, T, d.nh, d.nkv, d.hd, omp_get_max_threads());
+    return op_attention_scratch_floats_gqa(m->be, B, T, d.nh, d.nkv, d.hd);
 }
 
 static void gemm_extents(const mt_model *m, int own_output, size_t *wmax, size_t *wnum) {

@@ -1,0 +1,59 @@
+/* The backend context every kernel takes (ops/ and, later, the CUDA
+ * kernels): which device runs it and that device's handles. One per process,
+ * made by the trainer (or a test) and passed down as `be`; nothing in it is
+ * global. The CPU backend wraps today's ops/: the fp32 GEMM library, the
+ * thread count its OpenMP kernels and their per-thread scratch are sized
+ * for, and the scalars its reductions accumulate. A CUDA backend fills
+ * `stream` and `gemm_handle` (cudaStream_t, cublasHandle_t) and a kernel
+ * table (ops/kernel_table.h) behind the same op_* names. */
+#ifndef MT_DEVICE_BACKEND_H
+#define MT_DEVICE_BACKEND_H
+#include <stddef.h>
+
+typedef enum { MT_DEVICE_CPU = 0, MT_DEVICE_CUDA } mt_device_kind;
+
+/* The fp32 GEMM library of the CPU backend ({gemm}): oneDNN's sgemm by
+ * default, measured 5-14% faster than OpenBLAS's on every linear shape of
+ * the model on this CPU (docs/usage.md, "The fp32 GEMM library"). The two
+ * round differently, so results are reproducible per library. */
+typedef enum { MT_GEMM_ONEDNN = 0, MT_GEMM_OPENBLAS } mt_gemm_lib;
+#define MT_GEMM_DEFAULT MT_GEMM_ONEDNN
+/* "onednn" | "openblas"; 0, or -1 for any other name. */
+int mt_gemm_lib_parse(const char *name, mt_gemm_lib *out);
+const char *mt_gemm_lib_name(mt_gemm_lib lib);
+
+/* The scalars a step's reductions accumulate in the backend (on a GPU:
+ * device memory, read by the host at a sync point, mt_backend_read_scalars).
+ * Each is a double, summed in the order the kernels run, so the CPU values
+ * are the ones the host loops computed before. */
+typedef enum {
+    MT_SCALAR_LOSS_SUM = 0, /* sum of per-token losses of the step's microbatches */
+    MT_SCALAR_GRAD_SUMSQ,   /* sum of squares of the gradients this rank counts */
+    MT_SCALAR_NONFINITE,    /* != 0: a gradient element was Inf or NaN */
+    MT_SCALAR_COUNT
+} mt_scalar;
+
+struct mt_kernel_table; /* ops/kernel_table.h */
+
+typedef struct mt_backend {
+    mt_device_kind kind;
+    mt_gemm_lib gemm;  /* CPU: the fp32 GEMM library */
+    int nthreads;      /* CPU: OpenMP threads of the kernels; per-thread scratch is sized for this many */
+    void *stream;      /* CUDA: the cudaStream_t kernels and copies are queued on (NULL on the CPU) */
+    void *gemm_handle; /* CUDA: the cublasHandle_t bound to stream (NULL on the CPU) */
+    /* NULL: the CPU kernels of ops/; else the table of another device's
+     * kernels, which each op_* hands its call to (ops/kernel_table.h). */
+    const struct mt_kernel_table *kernels;
+    double scalars[MT_SCALAR_COUNT]; /* accumulated by ops (op_scalar_*); host-readable on the CPU */
+} mt_backend;
+
+/* The CPU backend on library gemm with the current OpenMP thread count. */
+mt_backend mt_backend_cpu(mt_gemm_lib gemm);
+const char *mt_device_kind_name(mt_device_kind k);
+/* Sets the scalars to 0 (the start of a step). */
+void mt_backend_clear_scalars(mt_backend *be);
+/* The sync point: waits for the kernels queued so far and copies the
+ * scalars to out[MT_SCALAR_COUNT] (the CPU's are already there). */
+void mt_backend_read_scalars(mt_backend *be, double *out);
+
+#endif
