@@ -31,6 +31,7 @@
  *   dS = P (dP - D); dV += Pd^T dO_b; dQ_b = scale dS K; dK += scale dS^T Q_b.
  * Each (b, head) task is computed independently by one thread and writes
  * its own outputs, so results do not depend on the thread count. */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include "ops/attention_impl.h"
 #include "core/error.h"
@@ -56,12 +57,14 @@ size_t op_attention_blas_scratch_floats(mt_backend *be, int B, int T, int NH, in
 }
 
 size_t op_attention_scratch_floats_gqa(mt_backend *be, int B, int T, int NH, int NKV, int HS) {
+    MT_DISPATCH_RET(be, attention_scratch_floats_gqa, be, B, T, NH, NKV, HS);
     if (op_attention_flash_supported(be, T, HS)) return op_attention_flash_scratch_floats(be, B, T, NH, NKV, HS);
     return op_attention_blas_scratch_floats(be, B, T, NH, NKV, HS);
 }
 
 void op_attention_forward_gqa(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
                               int HS, const mt_attn_dropout *drop, float *scratch) {
+    MT_DISPATCH(be, attention_forward_gqa, be, out, lse, qkv, B, T, NH, NKV, HS, drop, scratch);
     if (NKV < 1 || NH % NKV) mt_die("attention: %d query heads do not split into %d kv groups", NH, NKV);
     if (op_attention_flash_supported(be, T, HS))
         op_attention_flash_forward(be, out, lse, qkv, B, T, NH, NKV, HS, drop, scratch);
@@ -71,6 +74,7 @@ void op_attention_forward_gqa(mt_backend *be, float *out, float *lse, const floa
 void op_attention_backward_gqa(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
                                const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
                                float *scratch) {
+    MT_DISPATCH(be, attention_backward_gqa, be, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drop, scratch);
     if (NKV < 1 || NH % NKV) mt_die("attention: %d query heads do not split into %d kv groups", NH, NKV);
     if (op_attention_flash_supported(be, T, HS))
         op_attention_flash_backward(be, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drop, scratch);
@@ -78,17 +82,20 @@ void op_attention_backward_gqa(mt_backend *be, float *dqkv, const float *dout, c
 }
 
 size_t op_attention_scratch_floats(mt_backend *be, int B, int T, int NH, int HS) {
+    MT_DISPATCH_RET(be, attention_scratch_floats, be, B, T, NH, HS);
     return op_attention_scratch_floats_gqa(be, B, T, NH, NH, HS);
 }
 
 void op_attention_forward(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
                           const mt_attn_dropout *drop, float *scratch) {
+    MT_DISPATCH(be, attention_forward, be, out, lse, qkv, B, T, NH, HS, drop, scratch);
     op_attention_forward_gqa(be, out, lse, qkv, B, T, NH, NH, HS, drop, scratch);
 }
 
 void op_attention_backward(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
                            const float *lse, int B, int T, int NH, int HS, const mt_attn_dropout *drop,
                            float *scratch) {
+    MT_DISPATCH(be, attention_backward, be, dqkv, dout, qkv, out, lse, B, T, NH, HS, drop, scratch);
     op_attention_backward_gqa(be, dqkv, dout, qkv, out, lse, B, T, NH, NH, HS, drop, scratch);
 }
 

@@ -7,11 +7,13 @@
  * no column is summed by two threads, and each dbias[j] receives the rows
  * in the same order as op_matmul_backward's bias sum, so both agree bit for
  * bit for any thread count. */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include "ops/gelu_math.h"
 #include <omp.h>
 
 void op_bias_gelu_forward(mt_backend *be, float *pre, float *out, const float *bias, int N, int OC) {
+    MT_DISPATCH(be, bias_gelu_forward, be, pre, out, bias, N, OC);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *p = pre + (size_t)n * OC, *o = out + (size_t)n * OC;
@@ -31,6 +33,7 @@ void op_bias_gelu_forward(mt_backend *be, float *pre, float *out, const float *b
 
 void op_gelu_bias_backward(mt_backend *be, float *dpre, float *dbias, const float *pre, const float *dout, int N,
                            int OC) {
+    MT_DISPATCH(be, gelu_bias_backward, be, dpre, dbias, pre, dout, N, OC);
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();

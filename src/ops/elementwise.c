@@ -2,6 +2,7 @@
  * region per call; the inner loops vectorise. op_sumsq reduces per-thread
  * double partials in thread order, so it is deterministic for a fixed
  * thread count. */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include <omp.h>
 #ifdef __AVX512F__
@@ -11,11 +12,13 @@
 #define PAR_MIN 32768 /* below this, threads cost more than they save */
 
 void op_add(mt_backend *be, float *out, const float *a, const float *b, size_t n) {
+    MT_DISPATCH(be, add, be, out, a, b, n);
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 void op_residual_add(mt_backend *be, float *res, const float *x, const float *branch, const float *bias, int N, int C) {
+    MT_DISPATCH(be, residual_add, be, res, x, branch, bias, N, C);
     if (!bias) {
         op_add(be, res, x, branch, (size_t)N * C);
         return;
@@ -30,16 +33,19 @@ void op_residual_add(mt_backend *be, float *res, const float *x, const float *br
 }
 
 void op_accumulate(mt_backend *be, float *acc, const float *x, size_t n) {
+    MT_DISPATCH(be, accumulate, be, acc, x, n);
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) acc[i] += x[i];
 }
 
 void op_zero(mt_backend *be, float *x, size_t n) {
+    MT_DISPATCH(be, zero, be, x, n);
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) x[i] = 0.0f;
 }
 
 void op_scale(mt_backend *be, float *x, float s, size_t n) {
+    MT_DISPATCH(be, scale, be, x, s, n);
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
@@ -160,11 +166,18 @@ static double sumsq(const void *x, mt_dtype dt, const float *round_from, size_t 
     return part[0];
 }
 
-double op_sumsq(mt_backend *be, const float *x, size_t n) { return sumsq(x, MT_FP32, NULL, n); }
+double op_sumsq(mt_backend *be, const float *x, size_t n) {
+    MT_DISPATCH_RET(be, sumsq, be, x, n);
+    return sumsq(x, MT_FP32, NULL, n);
+}
 
-double op_sumsq_16(mt_backend *be, mt_dtype dt, const uint16_t *x, size_t n) { return sumsq(x, dt, NULL, n); }
+double op_sumsq_16(mt_backend *be, mt_dtype dt, const uint16_t *x, size_t n) {
+    MT_DISPATCH_RET(be, sumsq_16, be, dt, x, n);
+    return sumsq(x, dt, NULL, n);
+}
 
 /* The same split and order as op_sumsq_16, so the same double. */
 double op_round_to_16_sumsq(mt_backend *be, mt_dtype dt, uint16_t *dst, const float *src, size_t n) {
+    MT_DISPATCH_RET(be, round_to_16_sumsq, be, dt, dst, src, n);
     return sumsq(dst, dt, src, n);
 }

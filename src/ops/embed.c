@@ -2,6 +2,7 @@
  * backward is parallel over channel ranges: every thread walks all tokens in
  * order for its own columns, so there are no races on repeated tokens and
  * the sums are deterministic for any thread count. */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include <omp.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 
 void op_embed_forward(mt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
                       int T, int C, int pos0) {
+    MT_DISPATCH(be, embed_forward, be, out, tokens, wte, wpe, B, T, C, pos0);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < B * T; n++) {
         int t = n % T;
@@ -21,6 +23,7 @@ void op_embed_forward(mt_backend *be, float *out, const int32_t *tokens, const f
 
 void op_embed_shard_forward(mt_backend *be, float *out, const int32_t *tokens, const float *wte, int v0, int Vl, int N,
                             int C) {
+    MT_DISPATCH(be, embed_shard_forward, be, out, tokens, wte, v0, Vl, N, C);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         int r = tokens[n] - v0;
@@ -35,6 +38,7 @@ void op_embed_shard_forward(mt_backend *be, float *out, const int32_t *tokens, c
 
 void op_embed_shard_forward_16(mt_backend *be, float *out, const int32_t *tokens, mt_dtype dt, const uint16_t *wte,
                                int v0, int Vl, int N, int C) {
+    MT_DISPATCH(be, embed_shard_forward_16, be, out, tokens, dt, wte, v0, Vl, N, C);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         int r = tokens[n] - v0;
@@ -45,6 +49,7 @@ void op_embed_shard_forward_16(mt_backend *be, float *out, const int32_t *tokens
 }
 
 void op_add_positions(mt_backend *be, float *out, const float *wpe, size_t row0, int n, int T, int C) {
+    MT_DISPATCH(be, add_positions, be, out, wpe, row0, n, T, C);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         const float *p = wpe + (size_t)((row0 + (size_t)i) % (size_t)T) * C;
@@ -75,6 +80,7 @@ static void embed_backward_cols(float *dwte, float *dwpe, const float *dout, con
 
 void op_embed_shard_backward(mt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int v0,
                              int Vl, int B, int T, int C) {
+    MT_DISPATCH(be, embed_shard_backward, be, dwte, dwpe, dout, tokens, v0, Vl, B, T, C);
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -86,6 +92,7 @@ void op_embed_shard_backward(mt_backend *be, float *dwte, float *dwpe, const flo
 
 void op_embed_backward(mt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B, int T,
                        int C, int pos0) {
+    MT_DISPATCH(be, embed_backward, be, dwte, dwpe, dout, tokens, B, T, C, pos0);
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();

@@ -7,6 +7,7 @@
  * The dw/db sums are accumulated per thread over a static row range into a
  * private partial, then reduced over threads in thread order, column-parallel:
  * deterministic for a fixed thread count. */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include "ops/layernorm_row.h"
 #include "core/error.h"
@@ -16,6 +17,7 @@
 
 void op_layernorm_forward(mt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
                           const float *b, int N, int C) {
+    MT_DISPATCH(be, layernorm_forward, be, out, mean, rstd, inp, w, b, N, C);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
         layernorm_row(out + (size_t)n * C, mean ? mean + n : NULL, rstd ? rstd + n : NULL, inp + (size_t)n * C, w, b,
@@ -28,6 +30,7 @@ void op_layernorm_forward(mt_backend *be, float *out, float *mean, float *rstd, 
  * thread count, and no per-call allocation). */
 void op_layernorm_backward(mt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                            const float *w, const float *mean, const float *rstd, int N, int C) {
+    MT_DISPATCH(be, layernorm_backward, be, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();

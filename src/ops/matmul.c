@@ -9,6 +9,7 @@
  * pthreads build blas_threads.h makes it so). Letting OpenBLAS's own pthread
  * pool run next to OpenMP's spinning workers cost ~35% on 2 cores
  * (measured); with one pool there is no such contention. */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include "core/error.h"
 #include "ops/blas_threads.h"
@@ -41,6 +42,7 @@ static const mt_slab_kind *slabs_of(mt_gemm_lib lib) {
 
 void op_sgemm(mt_backend *be, char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc) {
+    MT_DISPATCH(be, sgemm, be, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (M <= 0 || N <= 0) return;
     int saved = mt_blas_threads_enter();
     if (be->gemm == MT_GEMM_OPENBLAS) {
@@ -57,6 +59,7 @@ void op_sgemm(mt_backend *be, char transa, char transb, int M, int N, int K, flo
 
 void op_matmul_forward(mt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C,
                        int OC) {
+    MT_DISPATCH(be, matmul_forward, be, out, inp, w, bias, N, C, OC);
     int saved = mt_blas_threads_enter();
     mt_slabs_forward(slabs_of(be->gemm), out, inp, w, bias, N, C, OC);
     mt_blas_threads_leave(saved);
@@ -64,6 +67,7 @@ void op_matmul_forward(mt_backend *be, float *out, const float *inp, const float
 
 void op_matmul_backward(mt_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC, int flags) {
+    MT_DISPATCH(be, matmul_backward, be, dinp, dw, dbias, dout, inp, w, N, C, OC, flags);
     int saved = mt_blas_threads_enter();
     mt_slabs_backward(slabs_of(be->gemm), dinp, dw, dbias, dout, inp, w, N, C, OC, flags);
     mt_blas_threads_leave(saved);

@@ -11,6 +11,7 @@
  *
  * Threading as op_matmul_forward (linear_slabs.h): each OpenMP thread one
  * slab of the output, the library serial inside the parallel region. */
+#include "ops/kernel_table.h"
 #include "ops/matmul_lowp.h"
 #include "core/error.h"
 #include "ops/linear_slabs.h"
@@ -37,6 +38,7 @@ static void gemm_bf16(char transa, char transb, int M, int N, int K, const mt_bf
 
 void op_gemm_bf16(mt_backend *be, char transa, char transb, int M, int N, int K, const mt_bf16 *A, int lda,
                   const mt_bf16 *B, int ldb, float beta, float *C, int ldc) {
+    MT_DISPATCH(be, gemm_bf16, be, transa, transb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     gemm_bf16(transa, transb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -50,10 +52,12 @@ static const mt_slab_kind bf16_slabs = {bf16_slab, sizeof(mt_bf16)};
 
 void op_matmul_forward_bf16(mt_backend *be, float *out, const mt_bf16 *inp, const mt_bf16 *w, const float *bias, int N,
                             int C, int OC) {
+    MT_DISPATCH(be, matmul_forward_bf16, be, out, inp, w, bias, N, C, OC);
     mt_slabs_forward(&bf16_slabs, out, inp, w, bias, N, C, OC);
 }
 
 void op_matmul_backward_bf16(mt_backend *be, float *dinp, float *dw, float *dbias, const mt_bf16 *dout,
                              const mt_bf16 *inp, const mt_bf16 *w, int N, int C, int OC, int flags) {
+    MT_DISPATCH(be, matmul_backward_bf16, be, dinp, dw, dbias, dout, inp, w, N, C, OC, flags);
     mt_slabs_backward(&bf16_slabs, dinp, dw, dbias, dout, inp, w, N, C, OC, flags);
 }

@@ -7,6 +7,7 @@
  *   AdaGrad: g += wd*p; sum += g*g (first step: init + g*g); p += (-clr*g) / (sqrt(sum) + eps)
  * with bc_i = 1 - beta_i^step computed in double (as Python does) and every
  * gradient first multiplied by grad_scale. */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include <math.h>
 #include <omp.h>
@@ -46,11 +47,13 @@ static void adam_core(float *p, const float *g, float *m, float *v, size_t n, ad
 
 void op_adamw_update(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                      float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
+    MT_DISPATCH(be, adamw_update, be, p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
     adam_core(p, g, m, v, n, adam_setup(lr, beta1, beta2, eps, weight_decay, 0.0f, step, grad_scale));
 }
 
 void op_adam_update(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, int64_t step, float grad_scale) {
+    MT_DISPATCH(be, adam_update, be, p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
     adam_core(p, g, m, v, n, adam_setup(lr, beta1, beta2, eps, 0.0f, weight_decay, step, grad_scale));
 }
 
@@ -132,17 +135,22 @@ static void adam_core_16(float *p, const uint16_t *g16, uint16_t *p16, mt_dtype 
 void op_adamw_update_16(mt_backend *be, float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v,
                         size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                         float grad_scale) {
+    MT_DISPATCH(be, adamw_update_16, be, p, g16, p16, dt, m, v, n, lr, beta1, beta2, eps, weight_decay, step,
+                grad_scale);
     adam_core_16(p, g16, p16, dt, m, v, n, adam_setup(lr, beta1, beta2, eps, weight_decay, 0.0f, step, grad_scale));
 }
 
 void op_adam_update_16(mt_backend *be, float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m, float *v,
                        size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
                        float grad_scale) {
+    MT_DISPATCH(be, adam_update_16, be, p, g16, p16, dt, m, v, n, lr, beta1, beta2, eps, weight_decay, step,
+                grad_scale);
     adam_core_16(p, g16, p16, dt, m, v, n, adam_setup(lr, beta1, beta2, eps, 0.0f, weight_decay, step, grad_scale));
 }
 
 void op_sgd_update(mt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float momentum,
                    float weight_decay, int64_t step, float grad_scale) {
+    MT_DISPATCH(be, sgd_update, be, p, g, buf, n, lr, momentum, weight_decay, step, grad_scale);
     if (momentum == 0.0f || buf == NULL) {
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)
         for (size_t i = 0; i < n; i++) p[i] -= lr * (g[i] * grad_scale + weight_decay * p[i]);

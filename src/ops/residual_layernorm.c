@@ -6,12 +6,14 @@
  * row normalisation is op_layernorm_forward's own (layernorm_row.h), so the
  * result equals the unfused pair. Rows are
  * split over threads (one parallel region). */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include "ops/layernorm_row.h"
 
 void op_residual_layernorm_forward(mt_backend *be, float *res, float *out, float *mean, float *rstd, const float *x,
                                    const float *branch, const float *branch_bias, const float *w, const float *b, int N,
                                    int C) {
+    MT_DISPATCH(be, residual_layernorm_forward, be, res, out, mean, rstd, x, branch, branch_bias, w, b, N, C);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *xi = x + (size_t)n * C, *br = branch + (size_t)n * C;

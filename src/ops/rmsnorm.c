@@ -4,12 +4,14 @@
  *   dinp += rstd * (g - xh * mean(g * xh)),  dw += sum over rows of dout * xh
  * The dw sum runs over rows in order within each thread's block of columns,
  * so it does not depend on the thread count (as op_layernorm_backward). */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include <math.h>
 #include <omp.h>
 
 void op_rmsnorm_forward(mt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C,
                         float eps) {
+    MT_DISPATCH(be, rmsnorm_forward, be, out, rstd, inp, w, N, C, eps);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -26,6 +28,7 @@ void op_rmsnorm_forward(mt_backend *be, float *out, float *rstd, const float *in
 
 void op_rmsnorm_backward(mt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                          const float *rstd, int N, int C) {
+    MT_DISPATCH(be, rmsnorm_backward, be, dinp, dw, dout, inp, w, rstd, N, C);
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();

@@ -9,10 +9,12 @@
  * come from double, correctly rounded, within one ulp of torch's.
  * The rotation is orthogonal, so the backward is the inverse rotation
  * (angle -a): dpre = R^T dpost. */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include <math.h>
 
 void op_rope_inv_freq(mt_backend *be, float *inv_freq, int HS, float theta, const mt_rope_scaling *s) {
+    MT_DISPATCH(be, rope_inv_freq, be, inv_freq, HS, theta, s);
     int h = HS / 2;
     for (int j = 0; j < h; j++) inv_freq[j] = 1.0f / powf(theta, (float)(2 * j) / (float)HS);
     if (!s || s->type != 1) return;
@@ -39,6 +41,7 @@ void op_rope_inv_freq(mt_backend *be, float *inv_freq, int HS, float theta, cons
 }
 
 void op_rope_table(mt_backend *be, float *cos_t, float *sin_t, const float *inv_freq, int T, int HS) {
+    MT_DISPATCH(be, rope_table, be, cos_t, sin_t, inv_freq, T, HS);
     int h = HS / 2;
     for (int t = 0; t < T; t++)
         for (int j = 0; j < h; j++) {
@@ -50,6 +53,7 @@ void op_rope_table(mt_backend *be, float *cos_t, float *sin_t, const float *inv_
 
 void op_rope_apply(mt_backend *be, float *x, int N, int T, int nh, int HS, size_t ld, const float *cos_t,
                    const float *sin_t, int inverse) {
+    MT_DISPATCH(be, rope_apply, be, x, N, T, nh, HS, ld, cos_t, sin_t, inverse);
     int h = HS / 2;
     float sgn = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static)

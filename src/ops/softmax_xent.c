@@ -13,6 +13,7 @@
  * exponentials, then scales them in a second pass), at the price of a
  * second exp per element, which is cheaper than a pass over a 200 KB row.
  * Rows with target -1 are ignored (loss 0, gradient 0). */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include "core/error.h"
 #include "ops/vmath.h"
@@ -150,16 +151,19 @@ static void softmax_xent(float *logits, mt_bf16 *d16, float *losses, const int32
 
 void op_softmax_xent(mt_backend *be, float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
                      float dlogits_scale) {
+    MT_DISPATCH(be, softmax_xent, be, logits, losses, targets, N, V, Vp, dlogits_scale);
     softmax_xent(logits, NULL, losses, targets, N, V, Vp, dlogits_scale);
 }
 
 void op_softmax_xent_bf16(mt_backend *be, const float *logits, mt_bf16 *dlogits, float *losses, const int32_t *targets,
                           int N, int V, int Vp, float dlogits_scale) {
+    MT_DISPATCH(be, softmax_xent_bf16, be, logits, dlogits, losses, targets, N, V, Vp, dlogits_scale);
     softmax_xent((float *)logits, dlogits, losses, targets, N, V, Vp, dlogits_scale);
 }
 
 void op_xent_shard_stats(mt_backend *be, const float *logits, float *mx, float *se, float *xt, const int32_t *targets,
                          int N, int Vl, int ld, int v0) {
+    MT_DISPATCH(be, xent_shard_stats, be, logits, mx, se, xt, targets, N, Vl, ld, v0);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = logits + (size_t)n * ld;
@@ -170,6 +174,7 @@ void op_xent_shard_stats(mt_backend *be, const float *logits, float *mx, float *
 }
 
 void op_xent_combine_lse(mt_backend *be, float *lse, const float *mx, const float *se, int S, int N, int ld) {
+    MT_DISPATCH(be, xent_combine_lse, be, lse, mx, se, S, N, ld);
     for (int n = 0; n < N; n++) {
         float M = -FLT_MAX;
         for (int s = 0; s < S; s++) M = mx[(size_t)s * ld + n] > M ? mx[(size_t)s * ld + n] : M;
@@ -182,6 +187,7 @@ void op_xent_combine_lse(mt_backend *be, float *lse, const float *mx, const floa
 
 void op_xent_shard_grad(mt_backend *be, float *logits, const float *lse, const int32_t *targets, int N, int Vl, int ld,
                         int v0, float scale) {
+    MT_DISPATCH(be, xent_shard_grad, be, logits, lse, targets, N, Vl, ld, v0, scale);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *x = logits + (size_t)n * ld;

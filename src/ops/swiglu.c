@@ -9,6 +9,7 @@
  * so a large negative gate gives sigmoid 0 and silu -0 instead of the
  * huge g * exp(-88) a clamped exp(-g) would. exp is ops/vmath.h's, which
  * vectorises (0 below -87, where the exact value is below 2^-125). */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include "ops/vmath.h"
 
@@ -21,6 +22,7 @@ static inline float sig_silu(float g, float *silu) {
 }
 
 void op_swiglu_forward(mt_backend *be, float *out, const float *gate_up, int N, int F) {
+    MT_DISPATCH(be, swiglu_forward, be, out, gate_up, N, F);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *g = gate_up + (size_t)i * 2 * F, *u = g + F;
@@ -35,6 +37,7 @@ void op_swiglu_forward(mt_backend *be, float *out, const float *gate_up, int N, 
 }
 
 void op_swiglu_backward(mt_backend *be, float *dgate_up, const float *dout, const float *gate_up, int N, int F) {
+    MT_DISPATCH(be, swiglu_backward, be, dgate_up, dout, gate_up, N, F);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *g = gate_up + (size_t)i * 2 * F, *u = g + F, *d = dout + (size_t)i * F;

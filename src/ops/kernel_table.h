@@ -1,0 +1,133 @@
+/* The kernel table of a device backend other than the CPU: one function
+ * pointer per op_* of ops.h and matmul_lowp.h, with the op's signature.
+ *
+ * Why a table and not a link-time choice: one binary runs either device
+ * ({device} cpu or cuda), the GPU tests compare each CUDA kernel with its
+ * CPU op in one process, and an op a device does not have yet is a NULL
+ * entry that fails with one line naming it rather than a link error or a
+ * host loop on device memory. Callers never see the table: they call the
+ * op_* names with the backend, and each CPU op begins with MT_DISPATCH,
+ * which hands the call to be->kernels when the backend has a table (NULL
+ * for the CPU backend: one predictable branch per kernel call, nothing per
+ * element). A CUDA backend fills a table with its launchers (src/cuda/)
+ * and sets mt_backend.kernels to it. */
+#ifndef MT_OPS_KERNEL_TABLE_H
+#define MT_OPS_KERNEL_TABLE_H
+#include "device/backend.h"
+#include "ops/matmul_lowp.h"
+#include "ops/ops.h"
+
+struct mt_kernel_table {
+    /* ops/ops.h */
+    void (*sgemm)(mt_backend *be, char transa, char transb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc);
+    void (*matmul_forward)(mt_backend *be, float *out, const float *inp, const float *w, const float *bias, int N,
+                           int C, int OC);
+    void (*matmul_backward)(mt_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                            const float *w, int N, int C, int OC, int flags);
+    void (*layernorm_forward)(mt_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                              const float *b, int N, int C);
+    void (*layernorm_backward)(mt_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                               const float *w, const float *mean, const float *rstd, int N, int C);
+    void (*residual_layernorm_forward)(mt_backend *be, float *res, float *out, float *mean, float *rstd, const float *x,
+                                       const float *branch, const float *branch_bias, const float *w, const float *b,
+                                       int N, int C);
+    void (*gelu_forward)(mt_backend *be, float *out, const float *inp, size_t n);
+    void (*gelu_backward)(mt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+    void (*bias_gelu_forward)(mt_backend *be, float *pre, float *out, const float *bias, int N, int OC);
+    void (*gelu_bias_backward)(mt_backend *be, float *dpre, float *dbias, const float *pre, const float *dout, int N,
+                               int OC);
+    size_t (*attention_scratch_floats)(mt_backend *be, int B, int T, int NH, int HS);
+    void (*attention_forward)(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
+                              const mt_attn_dropout *drop, float *scratch);
+    void (*attention_backward)(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                               const float *lse, int B, int T, int NH, int HS, const mt_attn_dropout *drop,
+                               float *scratch);
+    size_t (*attention_scratch_floats_gqa)(mt_backend *be, int B, int T, int NH, int NKV, int HS);
+    void (*attention_forward_gqa)(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH,
+                                  int NKV, int HS, const mt_attn_dropout *drop, float *scratch);
+    void (*attention_backward_gqa)(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                   const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
+                                   float *scratch);
+    void (*rmsnorm_forward)(mt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                            float eps);
+    void (*rmsnorm_backward)(mt_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
+                             const float *w, const float *rstd, int N, int C);
+    void (*rope_inv_freq)(mt_backend *be, float *inv_freq, int HS, float theta, const mt_rope_scaling *s);
+    void (*rope_table)(mt_backend *be, float *cos_t, float *sin_t, const float *inv_freq, int T, int HS);
+    void (*rope_apply)(mt_backend *be, float *x, int N, int T, int nh, int HS, size_t ld, const float *cos_t,
+                       const float *sin_t, int inverse);
+    void (*swiglu_forward)(mt_backend *be, float *out, const float *gate_up, int N, int F);
+    void (*swiglu_backward)(mt_backend *be, float *dgate_up, const float *dout, const float *gate_up, int N, int F);
+    void (*softmax_xent)(mt_backend *be, float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
+                         float dlogits_scale);
+    void (*softmax_xent_bf16)(mt_backend *be, const float *logits, mt_bf16 *dlogits, float *losses,
+                              const int32_t *targets, int N, int V, int Vp, float dlogits_scale);
+    void (*xent_shard_stats)(mt_backend *be, const float *logits, float *mx, float *se, float *xt,
+                             const int32_t *targets, int N, int Vl, int ld, int v0);
+    void (*xent_combine_lse)(mt_backend *be, float *lse, const float *mx, const float *se, int S, int N, int ld);
+    void (*xent_shard_grad)(mt_backend *be, float *logits, const float *lse, const int32_t *targets, int N, int Vl,
+                            int ld, int v0, float scale);
+    void (*embed_forward)(mt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,
+                          int T, int C, int pos0);
+    void (*embed_backward)(mt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int B,
+                           int T, int C, int pos0);
+    void (*embed_shard_forward)(mt_backend *be, float *out, const int32_t *tokens, const float *wte, int v0, int Vl,
+                                int N, int C);
+    void (*embed_shard_forward_16)(mt_backend *be, float *out, const int32_t *tokens, mt_dtype dt, const uint16_t *wte,
+                                   int v0, int Vl, int N, int C);
+    void (*embed_shard_backward)(mt_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                                 int v0, int Vl, int B, int T, int C);
+    void (*add_positions)(mt_backend *be, float *out, const float *wpe, size_t row0, int n, int T, int C);
+    void (*add)(mt_backend *be, float *out, const float *a, const float *b, size_t n);
+    void (*residual_add)(mt_backend *be, float *res, const float *x, const float *branch, const float *bias, int N,
+                         int C);
+    void (*accumulate)(mt_backend *be, float *acc, const float *x, size_t n);
+    void (*zero)(mt_backend *be, float *x, size_t n);
+    void (*scale)(mt_backend *be, float *x, float s, size_t n);
+    double (*sumsq)(mt_backend *be, const float *x, size_t n);
+    double (*sumsq_16)(mt_backend *be, mt_dtype dt, const uint16_t *x, size_t n);
+    double (*round_to_16_sumsq)(mt_backend *be, mt_dtype dt, uint16_t *dst, const float *src, size_t n);
+    void (*adamw_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
+    void (*adam_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+                        float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
+    void (*adamw_update_16)(mt_backend *be, float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m,
+                            float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                            int64_t step, float grad_scale);
+    void (*adam_update_16)(mt_backend *be, float *p, const uint16_t *g16, uint16_t *p16, mt_dtype dt, float *m,
+                           float *v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                           int64_t step, float grad_scale);
+    void (*sgd_update)(mt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float momentum,
+                       float weight_decay, int64_t step, float grad_scale);
+    /* ops/matmul_lowp.h */
+    void (*matmul_forward_bf16)(mt_backend *be, float *out, const mt_bf16 *inp, const mt_bf16 *w, const float *bias,
+                                int N, int C, int OC);
+    void (*matmul_backward_bf16)(mt_backend *be, float *dinp, float *dw, float *dbias, const mt_bf16 *dout,
+                                 const mt_bf16 *inp, const mt_bf16 *w, int N, int C, int OC, int flags);
+    void (*gemm_bf16)(mt_backend *be, char transa, char transb, int M, int N, int K, const mt_bf16 *A, int lda,
+                      const mt_bf16 *B, int ldb, float beta, float *C, int ldc);
+};
+typedef struct mt_kernel_table mt_kernel_table;
+
+/* Dies with one line: op_<name> has no kernel on be's device yet. */
+void mt_kernel_missing(const mt_backend *be, const char *name);
+
+/* The first statement of a CPU op: with a table, its entry runs instead. */
+#define MT_DISPATCH(be, name, ...)                                                                                     \
+    do {                                                                                                               \
+        if ((be)->kernels) {                                                                                           \
+            if (!(be)->kernels->name) mt_kernel_missing((be), #name);                                                  \
+            (be)->kernels->name(__VA_ARGS__);                                                                          \
+            return;                                                                                                    \
+        }                                                                                                              \
+    } while (0)
+#define MT_DISPATCH_RET(be, name, ...)                                                                                 \
+    do {                                                                                                               \
+        if ((be)->kernels) {                                                                                           \
+            if (!(be)->kernels->name) mt_kernel_missing((be), #name);                                                  \
+            return (be)->kernels->name(__VA_ARGS__);                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+#endif
