@@ -100,8 +100,8 @@ typedef struct {
     void (*round)(void *ctx, size_t off, size_t n, const float *master);
     void *ctx;
     mt_allreduce_sum_fn sum;   /* whole-tensor statistics (Adafactor); NULL: the range is the whole unit */
-    mt_backend *be;            /* the backend the update kernels run on */
     void *sum_ctx;
+    mt_backend *be;            /* the backend the update kernels run on */
 } mt_opt_target;
 
 typedef struct mt_opt_state mt_opt_state; /* one unit range's state, defined by its entry */
