@@ -7,6 +7,7 @@
 #define MT_CORE_MEM_H
 #include <stddef.h>
 
+#define MT_MEM_PLACE_SLOTS 3 /* MT_PLACE_N */
 typedef enum {
     MT_MEM_PARAMS = 0, /* parameters used in compute (and fp32 masters in fp32 mode) */
     MT_MEM_GRADS,      /* gradient buffers */
@@ -18,15 +19,47 @@ typedef enum {
     MT_MEM_NCAT
 } mt_mem_cat;
 
+/* Where a buffer lives. The CPU backend has one memory: every placement is
+ * host memory, recorded under the placement it was asked for, so the
+ * accounting a device backend will show (its device bytes, its pinned
+ * staging buffers) is already visible and tested on the CPU. */
+typedef enum {
+    MT_PLACE_HOST = 0, /* host memory the CPU reads (data, checkpoints, host staging) */
+    MT_PLACE_PINNED,   /* page-locked host memory a device copies from and to asynchronously */
+    MT_PLACE_DEVICE,   /* the kernels' memory: tensors, their gradients, optimizer state, scratch */
+    MT_PLACE_N
+} mt_mem_place;
+
+/* How a device backend allocates the placements it owns (device/backend.h
+ * installs it); NULL in mt_mem: host memory for every placement. alloc
+ * returns zeroed memory or NULL. */
 typedef struct {
-    size_t cur[MT_MEM_NCAT];
+    void *(*alloc)(void *ctx, mt_mem_place pl, size_t bytes);
+    void (*free)(void *ctx, mt_mem_place pl, void *p);
+    void *ctx;
+} mt_mem_allocator;
+
+typedef struct {
+    size_t cur[MT_MEM_NCAT]; /* bytes held per category, every placement together */
     size_t peak[MT_MEM_NCAT];
     size_t peak_total;
+    size_t placed[MT_MEM_PLACE_SLOTS][MT_MEM_NCAT]; /* bytes held per placement and category */
+    size_t placed_peak[MT_MEM_PLACE_SLOTS];         /* peak bytes per placement */
+    const mt_mem_allocator *allocator;              /* a device backend's; NULL: host memory */
 } mt_mem;
 
 const char *mt_mem_cat_name(mt_mem_cat c);
+const char *mt_mem_place_name(mt_mem_place pl);
+/* Host memory (MT_PLACE_HOST). */
 void *mt_mem_alloc(mt_mem *m, mt_mem_cat cat, size_t bytes, const char *what);
 void mt_mem_free(mt_mem *m, mt_mem_cat cat, void *p, size_t bytes);
+/* Memory at placement pl, through m->allocator when it has one (else host
+ * memory, aligned, zeroed and pre-touched as mt_mem_alloc's); freed with the
+ * placement and category it was allocated with (a mismatch dies). */
+void *mt_mem_alloc_at(mt_mem *m, mt_mem_place pl, mt_mem_cat cat, size_t bytes, const char *what);
+void mt_mem_free_at(mt_mem *m, mt_mem_place pl, mt_mem_cat cat, void *p, size_t bytes);
+/* Bytes held at placement pl, every category together. */
+size_t mt_mem_placed_total(const mt_mem *m, mt_mem_place pl);
 size_t mt_mem_total(const mt_mem *m);
 /* Accounts bytes a library allocated itself (held 1) or released (held 0). */
 void mt_mem_note(mt_mem *m, mt_mem_cat cat, size_t bytes, int held);

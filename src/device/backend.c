@@ -18,6 +18,8 @@ mt_backend mt_backend_cpu(mt_gemm_lib gemm) {
     return be;
 }
 
+void mt_backend_attach_mem(const mt_backend *be, mt_mem *mem) { mem->allocator = be->allocator; }
+
 void mt_backend_clear_scalars(mt_backend *be) {
     for (int i = 0; i < MT_SCALAR_COUNT; i++) be->scalars[i] = 0.0;
 }

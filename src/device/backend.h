@@ -9,6 +9,7 @@
 #ifndef MT_DEVICE_BACKEND_H
 #define MT_DEVICE_BACKEND_H
 #include <stddef.h>
+#include "core/mem.h"
 
 typedef enum { MT_DEVICE_CPU = 0, MT_DEVICE_CUDA } mt_device_kind;
 
@@ -44,12 +45,18 @@ typedef struct mt_backend {
     /* NULL: the CPU kernels of ops/; else the table of another device's
      * kernels, which each op_* hands its call to (ops/kernel_table.h). */
     const struct mt_kernel_table *kernels;
+    /* How this device allocates MT_PLACE_DEVICE / MT_PLACE_PINNED memory
+     * (cudaMalloc, cudaMallocHost); NULL: host memory (the CPU backend). */
+    const mt_mem_allocator *allocator;
     double scalars[MT_SCALAR_COUNT]; /* accumulated by ops (op_scalar_*); host-readable on the CPU */
 } mt_backend;
 
 /* The CPU backend on library gemm with the current OpenMP thread count. */
 mt_backend mt_backend_cpu(mt_gemm_lib gemm);
 const char *mt_device_kind_name(mt_device_kind k);
+/* Makes mem allocate through the backend's allocator (every later
+ * mt_mem_alloc_at of a device or pinned buffer). */
+void mt_backend_attach_mem(const mt_backend *be, mt_mem *mem);
 /* Sets the scalars to 0 (the start of a step). */
 void mt_backend_clear_scalars(mt_backend *be);
 /* The sync point: waits for the kernels queued so far and copies the

@@ -9,7 +9,7 @@
 
 static float *acts_alloc(mt_model *m, mt_acts *a, size_t n, const char *what) {
     a->bytes += n * sizeof(float);
-    return mt_mem_alloc(m->mem, MT_MEM_ACTS, n * sizeof(float), what);
+    return mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_ACTS, n * sizeof(float), what);
 }
 
 static int holds_layer(const mt_model_part *p, int l) { return !p->own_layer || p->own_layer[l]; }
@@ -34,11 +34,11 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
     mt_mem *mem = m->mem;
     a->B = B;
     a->T = T;
-    a->tokens = mt_mem_alloc(mem, MT_MEM_ACTS, N * sizeof(int32_t), "tokens");
-    a->targets = mt_mem_alloc(mem, MT_MEM_ACTS, N * sizeof(int32_t), "targets");
-    a->sample_ids = mt_mem_alloc(mem, MT_MEM_ACTS, (size_t)B * sizeof(uint64_t), "sample ids");
-    a->doc_start = mt_mem_alloc(mem, MT_MEM_ACTS, N * sizeof(int32_t), "document starts");
-    a->pos = mt_mem_alloc(mem, MT_MEM_ACTS, N * sizeof(int32_t), "positions");
+    a->tokens = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, N * sizeof(int32_t), "tokens");
+    a->targets = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, N * sizeof(int32_t), "targets");
+    a->sample_ids = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, (size_t)B * sizeof(uint64_t), "sample ids");
+    a->doc_start = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, N * sizeof(int32_t), "document starts");
+    a->pos = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, N * sizeof(int32_t), "positions");
     a->bytes += N * 4 * sizeof(int32_t) + (size_t)B * sizeof(uint64_t);
     size_t n = resid_rows(m, N);
     if (part->own_input) a->encoded = acts_alloc(m, a, n * C, "embedding output");
@@ -66,8 +66,9 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
 static void alloc_shared(mt_model *m, size_t N) {
     for (int k = 0; k < m->fam->n_block_bufs; k++)
         if (!block_owns(m, k))
-            m->shared.b[k] = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, m->fam->block_buf_floats(m, k, N) * sizeof(float),
-                                          m->fam->block_bufs[k].name);
+            m->shared.b[k] =
+                mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH,
+                                m->fam->block_buf_floats(m, k, N) * sizeof(float), m->fam->block_bufs[k].name);
 }
 
 /* {precision} bf16/fp16: the 16-bit parameter copies (accounted as
@@ -84,19 +85,26 @@ static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
     m->w16_version = mt_xcalloc((size_t)l->n_units, sizeof(uint64_t), "16-bit parameter table");
     if (m->precision == MT_FP32) return;
     if (m->precision == MT_BF16 && m->qtile) /* quantized weights dequantize straight into bf16 operands */
-        m->qtile16 = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, m->qtile_floats * sizeof(uint16_t), "dequantized bf16 tile");
+        m->qtile16 = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, m->qtile_floats * sizeof(uint16_t),
+                                     "dequantized bf16 tile");
     size_t wmax, wnum;
     m->fam->gemm_extents(m, part->own_output, &wmax, &wnum);
     for (int u = 0; u < l->n_units; u++)
         if (m->params[u])
-            m->w16[u] = mt_mem_alloc(m->mem, MT_MEM_PARAMS, l->units[u].numel * sizeof(uint16_t), "16-bit parameters");
+            m->w16[u] = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, l->units[u].numel * sizeof(uint16_t),
+                                        "16-bit parameters");
     for (int u = 0; u < l->n_units; u++)
         if (m->frozen[u])
-            m->frozen16[u] = mt_mem_alloc(m->mem, MT_MEM_FROZEN, l->units[u].frozen_numel * sizeof(uint16_t), "16-bit frozen parameters");
-    for (int k = 0; k < 2; k++) m->op16[k] = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, N * wmax * sizeof(uint16_t), "16-bit operands");
+            m->frozen16[u] = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_FROZEN,
+                                             l->units[u].frozen_numel * sizeof(uint16_t), "16-bit frozen parameters");
+    for (int k = 0; k < 2; k++)
+        m->op16[k] =
+            mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, N * wmax * sizeof(uint16_t), "16-bit operands");
     if (m->precision == MT_FP16) {
-        for (int k = 0; k < 2; k++) m->opf[k] = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, N * wmax * sizeof(float), "fp16-rounded operands");
-        m->wbuf = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, wnum * sizeof(float), "fp16-rounded weight");
+        for (int k = 0; k < 2; k++)
+            m->opf[k] = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, N * wmax * sizeof(float),
+                                        "fp16-rounded operands");
+        m->wbuf = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, wnum * sizeof(float), "fp16-rounded weight");
     }
 }
 
@@ -124,13 +132,14 @@ static void alloc_lora(mt_model *m, size_t N) {
         m->fam->gemm_extents(m, 0, &wmax, &wnum);
         for (int k = 0; k < 3; k++) {
             float **b = k == 0 ? &m->ia3_x : k == 1 ? &m->ia3_d : &m->ia3_y;
-            *b = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, N * wmax * sizeof(float), "IA3 scratch");
+            *b = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, N * wmax * sizeof(float), "IA3 scratch");
         }
     }
     if (!r) return;
     m->lora_scratch_floats[0] = N * in;
     m->lora_scratch_floats[1] = N * r;
-    m->lora_scratch = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, N * (in + 2 * r) * sizeof(float), "LoRA scratch");
+    m->lora_scratch =
+        mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, N * (in + 2 * r) * sizeof(float), "LoRA scratch");
 }
 
 void mt_model_create(mt_model *m, mt_backend *be, const mt_model_config *cfg, int B, int T, uint64_t seed,
@@ -166,7 +175,7 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     alloc_frozen(m);
     size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T;
     if (m->qcols && cfg->adapters.int8_threshold > 0.0f) /* LLM.int8()'s decomposition (ops/matmul_int8.h) */
-        m->i8scratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, op_int8_outlier_scratch_bytes(m->be, (int)N, m->qcols),
+        m->i8scratch = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, op_int8_outlier_scratch_bytes(m->be, (int)N, m->qcols),
                                     "int8 activations and outlier columns");
     m->recompute = part->recompute;
     alloc_shared(m, N);
@@ -175,33 +184,37 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     float *logits = NULL;
     if (part->own_output) {
         size_t vl = (size_t)(mt_model_vocab_rows(cfg, tp) / tp); /* this rank's vocabulary columns */
-        logits = mt_mem_alloc(mem, MT_MEM_ACTS, N * vl * sizeof(float), "logits");
+        logits = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, N * vl * sizeof(float), "logits");
         m->slots[0].bytes += N * vl * sizeof(float);
     }
     for (int k = 0; k < m->n_slots; k++) alloc_slot(m, &m->slots[k], part, B, T, logits);
     m->acts = m->slots[0];
 
     mt_grad_scratch *g = &m->gs;
-    g->dresid = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "dresid");
-    g->dtmp = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "dtmp");
-    g->dln = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "dln");
+    g->dresid = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, N * C * sizeof(float), "dresid");
+    g->dtmp = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, N * C * sizeof(float), "dtmp");
+    g->dln = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, N * C * sizeof(float), "dln");
     size_t fs[MT_FAMILY_SCRATCH] = {0};
     m->fam->scratch_floats(m, N, fs);
     for (int k = 0; k < MT_FAMILY_SCRATCH; k++)
-        if (fs[k]) g->f[k] = mt_mem_alloc(mem, MT_MEM_SCRATCH, fs[k] * sizeof(float), "backward scratch");
+        if (fs[k])
+            g->f[k] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, fs[k] * sizeof(float), "backward scratch");
     size_t row = C > (size_t)T ? C : (size_t)T;
-    g->drop_row = mt_mem_alloc(mem, MT_MEM_SCRATCH, row * sizeof(float), "dropout row");
-    if (mt_tp_sp(part->tp)) g->gathered = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * C * sizeof(float), "gathered rows");
+    g->drop_row = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, row * sizeof(float), "dropout row");
+    if (mt_tp_sp(part->tp))
+        g->gathered = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, N * C * sizeof(float), "gathered rows");
     if (tp > 1 && part->own_output) {
-        g->xent_stats = mt_mem_alloc(mem, MT_MEM_SCRATCH, (size_t)tp * 3 * N * sizeof(float), "cross-entropy stats");
-        g->xent_lse = mt_mem_alloc(mem, MT_MEM_SCRATCH, N * sizeof(float), "cross-entropy lse");
+        g->xent_stats = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, (size_t)tp * 3 * N * sizeof(float),
+                                        "cross-entropy stats");
+        g->xent_lse = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, N * sizeof(float), "cross-entropy lse");
     }
     g->attn_scratch_floats = m->fam->attention_scratch_floats
                                  ? m->fam->attention_scratch_floats(m, B, T)
                                  : op_attention_scratch_floats(m->be, B, T, cfg->n_head / tp, mt_model_head_dim(cfg));
     alloc_lowp(m, part, N);
     alloc_lora(m, N);
-    g->attn_scratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, g->attn_scratch_floats * sizeof(float), "attention scratch");
+    g->attn_scratch = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, g->attn_scratch_floats * sizeof(float),
+                                      "attention scratch");
     if (m->fam->init_model) m->fam->init_model(m);
 }
 
@@ -289,47 +302,58 @@ static void alloc_frozen(mt_model *m) {
             if (t->split == MT_TP_COLS && (size_t)t->gshape[1] > m->qrow_floats) m->qrow_floats = (size_t)t->gshape[1];
         }
         if (!ul->frozen_numel) continue;
-        m->frozen[u] = mt_mem_alloc(m->mem, MT_MEM_FROZEN, ul->frozen_numel * sizeof(float), "frozen parameters");
+        m->frozen[u] = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_FROZEN, ul->frozen_numel * sizeof(float),
+                                       "frozen parameters");
         mt_unit_init_frozen(l, u, m->frozen[u], m->seed);
         for (int i = 0; i < ul->n_frozen; i++) /* norms and biases; an embedding beside a trained one */
             if ((ul->ft[i].ndim == 1 || (ul->role == MT_UNIT_INPUT && ul->numel)) && ul->ft[i].numel > sink)
                 sink = ul->ft[i].numel;
     }
-    if (sink) m->gsink = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, sink * sizeof(float), "frozen gradient sink");
+    if (sink)
+        m->gsink =
+            mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, sink * sizeof(float), "frozen gradient sink");
     if (qmax) { /* tiles of whole rows, about 256 KB */
         m->qtile_floats = qmax > MT_QTILE_FLOATS ? qmax : MT_QTILE_FLOATS;
-        m->qtile = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, m->qtile_floats * sizeof(float), "dequantized weight tile");
+        m->qtile = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, m->qtile_floats * sizeof(float),
+                                   "dequantized weight tile");
     }
-    if (m->qrow_floats) m->qrow = mt_mem_alloc(m->mem, MT_MEM_SCRATCH, m->qrow_floats * sizeof(float), "dequantized weight row");
+    if (m->qrow_floats)
+        m->qrow = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, m->qrow_floats * sizeof(float),
+                                  "dequantized weight row");
 }
 
 float *mt_model_materialize_unit(mt_model *m, int u, int with_grads) {
     if (!m->held[u]) return NULL;
     size_t n = m->layout.units[u].numel;
     if (!m->params[u]) {
-        m->params[u] = mt_mem_alloc(m->mem, MT_MEM_PARAMS, n * sizeof(float), "parameters");
+        m->params[u] = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, n * sizeof(float), "parameters");
         mt_unit_init_params(&m->layout, u, m->params[u], m->seed);
     }
-    if (with_grads && !m->grads[u]) m->grads[u] = mt_mem_alloc(m->mem, MT_MEM_GRADS, n * sizeof(float), "gradients");
+    if (with_grads && !m->grads[u])
+        m->grads[u] = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_GRADS, n * sizeof(float), "gradients");
     return m->params[u];
 }
 
 void mt_model_free(mt_model *m) {
     const mt_layout *l = &m->layout;
     for (int u = 0; u < l->n_units; u++) {
-        mt_mem_free(m->mem, MT_MEM_PARAMS, m->params[u], l->units[u].numel * sizeof(float));
-        mt_mem_free(m->mem, MT_MEM_GRADS, m->grads[u], l->units[u].numel * sizeof(float));
+        mt_mem_free_at(m->mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, m->params[u], l->units[u].numel * sizeof(float));
+        mt_mem_free_at(m->mem, MT_PLACE_DEVICE, MT_MEM_GRADS, m->grads[u], l->units[u].numel * sizeof(float));
     }
     if (m->w16) {
         for (int u = 0; u < l->n_units; u++)
-            if (m->w16[u]) mt_mem_free(m->mem, MT_MEM_PARAMS, m->w16[u], l->units[u].numel * sizeof(uint16_t));
+            if (m->w16[u])
+                mt_mem_free_at(m->mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, m->w16[u], l->units[u].numel * sizeof(uint16_t));
         free(m->w16);
     }
     free(m->w16_version);
     for (int u = 0; u < l->n_units; u++) {
-        if (m->frozen && m->frozen[u]) mt_mem_free(m->mem, MT_MEM_FROZEN, m->frozen[u], l->units[u].frozen_numel * sizeof(float));
+        if (m->frozen && m->frozen[u])
+            mt_mem_free_at(m->mem, MT_PLACE_DEVICE, MT_MEM_FROZEN, m->frozen[u],
+                           l->units[u].frozen_numel * sizeof(float));
         if (m->frozen16 && m->frozen16[u])
-            mt_mem_free(m->mem, MT_MEM_FROZEN, m->frozen16[u], l->units[u].frozen_numel * sizeof(uint16_t));
+            mt_mem_free_at(m->mem, MT_PLACE_DEVICE, MT_MEM_FROZEN, m->frozen16[u],
+                           l->units[u].frozen_numel * sizeof(uint16_t));
     }
     for (int u = 0; m->qw && u < l->n_units; u++) {
         for (int i = 0; m->qw[u] && i < l->units[u].n_frozen; i++)

@@ -51,13 +51,17 @@ static void setup(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_
     s->n_m = nm;
     s->state_bytes = (s->n_rc + s->n_v + nm) * sizeof(float);
     if (own_storage) {
-        s->rc = mt_mem_alloc(mem, MT_MEM_OPTIM, s->n_rc * sizeof(float), "Adafactor row/column moments");
-        s->v = mt_mem_alloc(mem, MT_MEM_OPTIM, s->n_v * sizeof(float), "Adafactor second moment");
-        s->m = nm ? mt_mem_alloc(mem, MT_MEM_OPTIM, nm * sizeof(float), "Adafactor momentum") : NULL;
+        s->rc = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, s->n_rc * sizeof(float),
+                                "Adafactor row/column moments");
+        s->v = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, s->n_v * sizeof(float), "Adafactor second moment");
+        s->m =
+            nm ? mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, nm * sizeof(float), "Adafactor momentum") : NULL;
     }
-    s->col_factor = mt_mem_alloc(mem, MT_MEM_SCRATCH, s->cf_len * sizeof(float), "Adafactor column factors");
+    s->col_factor =
+        mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, s->cf_len * sizeof(float), "Adafactor column factors");
     s->red_len = s->n_rc + 2 * (size_t)s->n_tensors;
-    s->red = mt_mem_alloc(mem, MT_MEM_SCRATCH, s->red_len * sizeof(double), "Adafactor reduction buffer");
+    s->red = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, s->red_len * sizeof(double),
+                             "Adafactor reduction buffer");
 }
 
 void mt_adafactor_init(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, size_t begin,
@@ -67,12 +71,12 @@ void mt_adafactor_init(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_
 
 void mt_adafactor_free(mt_adafactor *s, mt_mem *mem) {
     if (s->owns_storage) {
-        mt_mem_free(mem, MT_MEM_OPTIM, s->rc, s->n_rc * sizeof(float));
-        mt_mem_free(mem, MT_MEM_OPTIM, s->v, s->n_v * sizeof(float));
-        mt_mem_free(mem, MT_MEM_OPTIM, s->m, s->n_m * sizeof(float));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, s->rc, s->n_rc * sizeof(float));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, s->v, s->n_v * sizeof(float));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, s->m, s->n_m * sizeof(float));
     }
-    mt_mem_free(mem, MT_MEM_SCRATCH, s->col_factor, s->cf_len * sizeof(float));
-    mt_mem_free(mem, MT_MEM_SCRATCH, s->red, s->red_len * sizeof(double));
+    mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, s->col_factor, s->cf_len * sizeof(float));
+    mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, s->red, s->red_len * sizeof(double));
     free(s->factored);
     free(s->rc_off);
     free(s->v_off);

@@ -402,12 +402,12 @@ static void attach(mt_adam8bit *s, void *block) {
 
 void mt_adam8bit_init(mt_adam8bit *s, size_t begin, size_t end, mt_mem *mem) {
     layout_of(s, begin, end);
-    s->mem_block = mt_mem_alloc(mem, MT_MEM_OPTIM, s->bytes, "8-bit AdamW state");
+    s->mem_block = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, s->bytes, "8-bit AdamW state");
     attach(s, s->mem_block);
 }
 
 void mt_adam8bit_free(mt_adam8bit *s, mt_mem *mem) {
-    mt_mem_free(mem, MT_MEM_OPTIM, s->mem_block, s->bytes);
+    mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, s->mem_block, s->bytes);
     memset(s, 0, sizeof *s);
 }
 

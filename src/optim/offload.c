@@ -208,7 +208,8 @@ int mt_offload_start(mt_offload *o, mt_error *err) {
     o->chunk = chunk;
     if (size_file(o, err)) return -1;
     o->slot_bytes = (size_t)kmax * chunk * sizeof(float);
-    for (int s = 0; s < 2; s++) o->slot[s] = mt_mem_alloc(o->mem, MT_MEM_OPTIM, o->slot_bytes, "optimizer offload buffer");
+    for (int s = 0; s < 2; s++)
+        o->slot[s] = mt_mem_alloc_at(o->mem, MT_PLACE_PINNED, MT_MEM_OPTIM, o->slot_bytes, "optimizer offload buffer");
     int rc = pthread_create(&o->thread, NULL, io_main, o);
     if (rc) return mt_errorf(err, "cannot start the optimizer offload I/O thread: %s", strerror(rc));
     o->thread_running = 1;
@@ -354,7 +355,7 @@ void mt_offload_close(mt_offload *o) {
     pthread_cond_destroy(&o->job_cv);
     pthread_cond_destroy(&o->done_cv);
     pthread_mutex_destroy(&o->mu);
-    for (int s = 0; s < 2; s++) mt_mem_free(o->mem, MT_MEM_OPTIM, o->slot[s], o->slot_bytes);
+    for (int s = 0; s < 2; s++) mt_mem_free_at(o->mem, MT_PLACE_PINNED, MT_MEM_OPTIM, o->slot[s], o->slot_bytes);
     close(o->fd);
     free(o->regions);
     free(o->dir);

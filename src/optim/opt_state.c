@@ -39,7 +39,7 @@ int mt_opt_states_init(mt_opt_states *o, const mt_opt_config *c, const mt_unit_l
             mx = o->words[u] > mx ? o->words[u] : mx;
         }
         o->resident_bytes = (mx ? mx : 1) * sizeof(float);
-        o->resident = mt_mem_alloc(mem, MT_MEM_OPTIM, o->resident_bytes, "paged optimizer state");
+        o->resident = mt_mem_alloc_at(mem, MT_PLACE_PINNED, MT_MEM_OPTIM, o->resident_bytes, "paged optimizer state");
         for (int u = 0; u < n_units; u++)
             if (mt_offload_add_region(o->offload, o->words[u], 1, err) < 0) return -1;
         return mt_offload_start(o->offload, err);
@@ -56,7 +56,7 @@ void mt_opt_states_free(mt_opt_states *o) {
     if (o->offload) mt_offload_close(o->offload);
     for (int u = 0; o->state && u < o->n_units; u++)
         if (o->state[u]) o->entry->free(o->state[u], o->mem);
-    mt_mem_free(o->mem, MT_MEM_OPTIM, o->resident, o->resident_bytes);
+    mt_mem_free_at(o->mem, MT_PLACE_PINNED, MT_MEM_OPTIM, o->resident, o->resident_bytes);
     free(o->words);
     free(o->state);
     free(o->begin);

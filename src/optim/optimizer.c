@@ -104,7 +104,8 @@ static mt_opt_state *elementwise_init(const mt_opt_kind kind, size_t begin, size
     s->end = end;
     s->len = len;
     s->n = mt_opt_state_count(kind);
-    for (int k = 0; k < s->n; k++) s->st[k] = mt_mem_alloc(mem, MT_MEM_OPTIM, len * sizeof(float), "optimizer state");
+    for (int k = 0; k < s->n; k++)
+        s->st[k] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, len * sizeof(float), "optimizer state");
     return s;
 }
 
@@ -122,7 +123,7 @@ ELEMENTWISE_INIT(adagrad_init, MT_OPT_ADAGRAD)
 
 static void elementwise_free(mt_opt_state *s, mt_mem *mem) {
     if (!s) return;
-    for (int k = 0; k < s->n; k++) mt_mem_free(mem, MT_MEM_OPTIM, s->st[k], s->len * sizeof(float));
+    for (int k = 0; k < s->n; k++) mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, s->st[k], s->len * sizeof(float));
     free(s);
 }
 

@@ -94,33 +94,40 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
             continue;
         }
         if (z->own_full_p) {
-            z->full_p[u] = mt_mem_alloc(mem, MT_MEM_PARAMS, P * sizeof(float), "parameters (padded)");
+            z->full_p[u] =
+                mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, P * sizeof(float), "parameters (padded)");
             memcpy(z->full_p[u], m->params[u], z->numel[u] * sizeof(float));
         } else { /* stage 3 */
-            z->pshard[u] = mt_mem_alloc(mem, MT_MEM_PARAMS, z->S[u] * sizeof(float), "parameter shard");
+            z->pshard[u] =
+                mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, z->S[u] * sizeof(float), "parameter shard");
             if (e > b) memcpy(z->pshard[u], m->params[u] + b, (e - b) * sizeof(float));
         }
-        mt_mem_free(mem, MT_MEM_PARAMS, m->params[u], z->numel[u] * sizeof(float));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, m->params[u], z->numel[u] * sizeof(float));
         m->params[u] = z->full_p[u];
-        mt_mem_free(mem, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
         m->grads[u] = NULL;
         if (z->own_full_g) {
-            z->full_g[u] = mt_mem_alloc(mem, MT_MEM_GRADS, P * sizeof(float), "gradients (padded)");
+            z->full_g[u] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_GRADS, P * sizeof(float), "gradients (padded)");
             m->grads[u] = z->full_g[u];
         } else {
-            z->gshard[u] = mt_mem_alloc(mem, MT_MEM_GRADS, z->S[u] * sizeof(float), "gradient shard");
+            z->gshard[u] =
+                mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_GRADS, z->S[u] * sizeof(float), "gradient shard");
         }
     }
     if (stage == 0 && bucket_bytes > 0) mt_zero_build_buckets(z, m, bucket_bytes);
     if (stage >= 2) {
-        z->gunit0 = mt_mem_alloc(mem, MT_MEM_COMM, padded(z, 0) * sizeof(float), "unit-0 gradient buffer");
+        z->gunit0 =
+            mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, padded(z, 0) * sizeof(float), "unit-0 gradient buffer");
         for (int k = 0; k < 2; k++)
-            z->gpool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(float), "gradient pool");
+            z->gpool[k] =
+                mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->pool_len * sizeof(float), "gradient pool");
     }
     if (stage == 3) {
-        z->punit0 = mt_mem_alloc(mem, MT_MEM_COMM, padded(z, 0) * sizeof(float), "unit-0 gathered parameters");
+        z->punit0 = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, padded(z, 0) * sizeof(float),
+                                    "unit-0 gathered parameters");
         for (int k = 0; k < 2; k++)
-            z->ppool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(float), "parameter gather pool");
+            z->ppool[k] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->pool_len * sizeof(float),
+                                          "parameter gather pool");
     }
     return 0;
 }
@@ -134,19 +141,19 @@ void mt_zero_free(mt_zero *z, mt_model *m) {
     if (mixed(z)) mt_zero_free_mixed(z, m);
     for (int u = 0; u < z->n_units && !mixed(z); u++) {
         size_t P = padded(z, u);
-        if (z->own_full_p) mt_mem_free(mem, MT_MEM_PARAMS, z->full_p[u], P * sizeof(float));
-        if (z->own_full_g) mt_mem_free(mem, MT_MEM_GRADS, z->full_g[u], P * sizeof(float));
-        mt_mem_free(mem, MT_MEM_PARAMS, z->pshard[u], z->S[u] * sizeof(float));
-        mt_mem_free(mem, MT_MEM_GRADS, z->gshard[u], z->S[u] * sizeof(float));
+        if (z->own_full_p) mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, z->full_p[u], P * sizeof(float));
+        if (z->own_full_g) mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_GRADS, z->full_g[u], P * sizeof(float));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, z->pshard[u], z->S[u] * sizeof(float));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_GRADS, z->gshard[u], z->S[u] * sizeof(float));
         if (z->stage > 0) m->params[u] = m->grads[u] = NULL; /* not the model's to free any more */
         if (z->bk.gflat) m->grads[u] = NULL;
     }
     mt_zero_free_buckets(z);
-    mt_mem_free(mem, MT_MEM_COMM, z->gunit0, padded(z, 0) * sizeof(float));
-    mt_mem_free(mem, MT_MEM_COMM, z->punit0, padded(z, 0) * sizeof(float));
+    mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->gunit0, padded(z, 0) * sizeof(float));
+    mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->punit0, padded(z, 0) * sizeof(float));
     for (int k = 0; k < 2; k++) {
-        mt_mem_free(mem, MT_MEM_COMM, z->gpool[k], z->pool_len * sizeof(float));
-        mt_mem_free(mem, MT_MEM_COMM, z->ppool[k], z->pool_len * sizeof(float));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->gpool[k], z->pool_len * sizeof(float));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->ppool[k], z->pool_len * sizeof(float));
     }
     free(z->numel); free(z->S); free(z->full_p); free(z->full_g); free(z->pshard); free(z->gshard);
     free(z->gslot); free(z->mp.gslot16); free(z->mp.g16_used); free(z->mp.g16_sumsq); free(z->mp.g16_sumsq_ok); free(z->greq); free(z->in_norm);

@@ -21,9 +21,10 @@ void mt_zero_build_buckets(mt_zero *z, mt_model *m, size_t bytes) {
         off[u] = z->bk.gflat_len;
         z->bk.gflat_len += z->numel[u];
     }
-    z->bk.gflat = mt_mem_alloc(z->mem, MT_MEM_GRADS, z->bk.gflat_len * sizeof(float), "gradients (bucketed)");
+    z->bk.gflat =
+        mt_mem_alloc_at(z->mem, MT_PLACE_DEVICE, MT_MEM_GRADS, z->bk.gflat_len * sizeof(float), "gradients (bucketed)");
     for (int u = 0; u < U; u++) {
-        mt_mem_free(z->mem, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
+        mt_mem_free_at(z->mem, MT_PLACE_DEVICE, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
         m->grads[u] = z->full_g[u] = z->bk.gflat + off[u];
     }
     int hi = U - 1;
@@ -49,6 +50,6 @@ void mt_zero_start_bucket(mt_zero *z, int unit) {
 }
 
 void mt_zero_free_buckets(mt_zero *z) {
-    mt_mem_free(z->mem, MT_MEM_GRADS, z->bk.gflat, z->bk.gflat_len * sizeof(float));
+    mt_mem_free_at(z->mem, MT_PLACE_DEVICE, MT_MEM_GRADS, z->bk.gflat, z->bk.gflat_len * sizeof(float));
     free(z->bk.bucket_lo); free(z->bk.bucket_off); free(z->bk.bucket_len);
 }

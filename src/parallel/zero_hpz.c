@@ -30,7 +30,8 @@ int mt_zero_enable_hpz(mt_zero *z, const mt_model *m, int group, mt_error *err) 
     for (int u = 1; u < z->n_units; u++) {
         if (!z->numel[u]) continue;
         z->hpz_len[u] = (size_t)z->n * z->S[u] / (size_t)group;
-        z->hpz_part[u] = mt_mem_alloc(z->mem, MT_MEM_PARAMS, z->hpz_len[u] * elt(z), "hpZ secondary parameter part");
+        z->hpz_part[u] = mt_mem_alloc_at(z->mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, z->hpz_len[u] * elt(z),
+                                         "hpZ secondary parameter part");
     }
     return 0;
 }
@@ -46,7 +47,8 @@ void mt_zero_hpz_start_gather(mt_zero *z, int u, void *pool, mt_comm_req *req) {
 
 void mt_zero_hpz_free(mt_zero *z) {
     if (!z->hpz) return;
-    for (int u = 1; u < z->n_units; u++) mt_mem_free(z->mem, MT_MEM_PARAMS, z->hpz_part[u], z->hpz_len[u] * elt(z));
+    for (int u = 1; u < z->n_units; u++)
+        mt_mem_free_at(z->mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, z->hpz_part[u], z->hpz_len[u] * elt(z));
     free(z->hpz_part);
     free(z->hpz_len);
     z->hpz_part = NULL;

@@ -30,59 +30,66 @@ void mt_zero_init_mixed(mt_zero *z, mt_model *m) {
         size_t S = z->S[u], b, e;
         owned_range(z, u, &b, &e);
         z->mp.gscratch_len = S > z->mp.gscratch_len ? S : z->mp.gscratch_len;
-        z->mp.master[u] = mt_mem_alloc(mem, MT_MEM_OPTIM, S * sizeof(float), "fp32 master parameters");
+        z->mp.master[u] =
+            mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, S * sizeof(float), "fp32 master parameters");
         memset(z->mp.master[u], 0, S * sizeof(float));
         if (e > b) memcpy(z->mp.master[u], m->params[u] + b, (e - b) * sizeof(float));
         size_t np = p16_len(z, u), ng = g16_len(z, u);
-        z->mp.p16[u] = mt_mem_alloc(mem, MT_MEM_PARAMS, np * sizeof(uint16_t), "16-bit parameters");
+        z->mp.p16[u] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, np * sizeof(uint16_t), "16-bit parameters");
         memset(z->mp.p16[u], 0, np * sizeof(uint16_t));
         if (z->stage == 3) mt_convert_to_16(z->mp.dt16, z->mp.p16[u], z->mp.master[u], S);
         else mt_convert_to_16(z->mp.dt16, z->mp.p16[u], m->params[u], z->numel[u]);
-        z->mp.g16[u] = mt_mem_alloc(mem, MT_MEM_GRADS, ng * sizeof(uint16_t), "16-bit gradients");
+        z->mp.g16[u] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_GRADS, ng * sizeof(uint16_t), "16-bit gradients");
         memset(z->mp.g16[u], 0, ng * sizeof(uint16_t));
-        mt_mem_free(mem, MT_MEM_PARAMS, m->params[u], z->numel[u] * sizeof(float));
-        mt_mem_free(mem, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
-        if (m->w16[u]) mt_mem_free(mem, MT_MEM_PARAMS, m->w16[u], z->numel[u] * sizeof(uint16_t));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, m->params[u], z->numel[u] * sizeof(float));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
+        if (m->w16[u]) mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, m->w16[u], z->numel[u] * sizeof(uint16_t));
         m->params[u] = m->grads[u] = NULL;
         m->w16[u] = NULL;
     }
     size_t P0 = padded(z, 0);
-    z->punit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(float), "unit-0 fp32 parameters");
-    z->gunit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(float), "unit-0 gradient buffer");
+    z->punit0 = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, P0 * sizeof(float), "unit-0 fp32 parameters");
+    z->gunit0 = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, P0 * sizeof(float), "unit-0 gradient buffer");
     for (int k = 0; k < 2; k++) {
-        z->ppool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(float), "fp32 parameter pool");
-        z->gpool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(float), "gradient pool");
+        z->ppool[k] =
+            mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->pool_len * sizeof(float), "fp32 parameter pool");
+        z->gpool[k] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->pool_len * sizeof(float), "gradient pool");
     }
     if (z->stage == 3) {
-        z->mp.p16unit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(uint16_t), "unit-0 gathered 16-bit parameters");
+        z->mp.p16unit0 = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, P0 * sizeof(uint16_t),
+                                         "unit-0 gathered 16-bit parameters");
         for (int k = 0; k < 2; k++)
-            z->mp.p16pool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(uint16_t), "16-bit parameter gather pool");
+            z->mp.p16pool[k] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->pool_len * sizeof(uint16_t),
+                                               "16-bit parameter gather pool");
     }
     if (z->stage >= 2 && z->mp.reduce16) {
-        z->mp.g16unit0 = mt_mem_alloc(mem, MT_MEM_COMM, P0 * sizeof(uint16_t), "unit-0 bf16 gradient buffer");
+        z->mp.g16unit0 =
+            mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, P0 * sizeof(uint16_t), "unit-0 bf16 gradient buffer");
         for (int k = 0; k < 2; k++)
-            z->mp.g16pool[k] = mt_mem_alloc(mem, MT_MEM_COMM, z->pool_len * sizeof(uint16_t), "bf16 gradient pool");
+            z->mp.g16pool[k] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->pool_len * sizeof(uint16_t),
+                                               "bf16 gradient pool");
     }
-    z->mp.gscratch = mt_mem_alloc(mem, MT_MEM_SCRATCH, z->mp.gscratch_len * sizeof(float), "owned gradient in fp32");
+    z->mp.gscratch = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, z->mp.gscratch_len * sizeof(float),
+                                     "owned gradient in fp32");
 }
 
 void mt_zero_free_mixed(mt_zero *z, mt_model *m) {
     mt_mem *mem = z->mem;
     size_t P0 = padded(z, 0);
     for (int u = 0; u < z->n_units; u++) {
-        mt_mem_free(mem, MT_MEM_OPTIM, z->mp.master[u], z->S[u] * sizeof(float));
-        mt_mem_free(mem, MT_MEM_PARAMS, z->mp.p16[u], p16_len(z, u) * sizeof(uint16_t));
-        mt_mem_free(mem, MT_MEM_GRADS, z->mp.g16[u], g16_len(z, u) * sizeof(uint16_t));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, z->mp.master[u], z->S[u] * sizeof(float));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, z->mp.p16[u], p16_len(z, u) * sizeof(uint16_t));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_GRADS, z->mp.g16[u], g16_len(z, u) * sizeof(uint16_t));
         m->params[u] = m->grads[u] = NULL; /* pooled buffers: not the model's to free */
         m->w16[u] = NULL;
     }
-    mt_mem_free(mem, MT_MEM_COMM, z->mp.p16unit0, P0 * sizeof(uint16_t));
-    mt_mem_free(mem, MT_MEM_COMM, z->mp.g16unit0, P0 * sizeof(uint16_t));
+    mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->mp.p16unit0, P0 * sizeof(uint16_t));
+    mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->mp.g16unit0, P0 * sizeof(uint16_t));
     for (int k = 0; k < 2; k++) {
-        mt_mem_free(mem, MT_MEM_COMM, z->mp.p16pool[k], z->pool_len * sizeof(uint16_t));
-        mt_mem_free(mem, MT_MEM_COMM, z->mp.g16pool[k], z->pool_len * sizeof(uint16_t));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->mp.p16pool[k], z->pool_len * sizeof(uint16_t));
+        mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->mp.g16pool[k], z->pool_len * sizeof(uint16_t));
     }
-    mt_mem_free(mem, MT_MEM_SCRATCH, z->mp.gscratch, z->mp.gscratch_len * sizeof(float));
+    mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, z->mp.gscratch, z->mp.gscratch_len * sizeof(float));
     free(z->mp.p16); free(z->mp.g16); free(z->mp.master);
 }
 
@@ -188,7 +195,7 @@ void mt_zero_round_owned_params(mt_zero *z, int u, size_t off, size_t n, const f
 
 void mt_zero_release_master(mt_zero *z, int u) {
     if (!mixed(z) || !z->mp.master[u]) return;
-    mt_mem_free(z->mem, MT_MEM_OPTIM, z->mp.master[u], z->S[u] * sizeof(float));
+    mt_mem_free_at(z->mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, z->mp.master[u], z->S[u] * sizeof(float));
     z->mp.master[u] = NULL;
 }
 

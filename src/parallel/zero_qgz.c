@@ -55,10 +55,13 @@ int mt_zero_enable_qgz(mt_zero *z, mt_error *err) {
     size_t smax = 1;
     for (int u = 0; u < z->n_units; u++) smax = z->S[u] > smax ? z->S[u] : smax;
     z->qg_smax = smax;
-    z->qg_send = mt_mem_alloc(z->mem, MT_MEM_COMM, (size_t)n * mt_zero_qgz_record_bytes(smax), "qgZ send records");
-    z->qg_recv = mt_mem_alloc(z->mem, MT_MEM_COMM, (size_t)n * mt_zero_qgz_record_bytes(smax), "qgZ receive records");
-    z->qg_partial = mt_mem_alloc(z->mem, MT_MEM_COMM, (size_t)(n / G) * smax * sizeof(float), "qgZ node sums");
-    z->qg_tmp = mt_mem_alloc(z->mem, MT_MEM_COMM, smax * sizeof(float), "qgZ dequantized shard");
+    z->qg_send = mt_mem_alloc_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, (size_t)n * mt_zero_qgz_record_bytes(smax),
+                                 "qgZ send records");
+    z->qg_recv = mt_mem_alloc_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, (size_t)n * mt_zero_qgz_record_bytes(smax),
+                                 "qgZ receive records");
+    z->qg_partial =
+        mt_mem_alloc_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, (size_t)(n / G) * smax * sizeof(float), "qgZ node sums");
+    z->qg_tmp = mt_mem_alloc_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, smax * sizeof(float), "qgZ dequantized shard");
     return 0;
 }
 
@@ -88,10 +91,10 @@ void mt_zero_qgz_reduce_scatter(mt_zero *z, int u, float *slot) {
 void mt_zero_qgz_free(mt_zero *z) {
     if (!z->qgz_intra) return;
     int n = z->n, G = mt_comm_size(z->qgz_intra);
-    mt_mem_free(z->mem, MT_MEM_COMM, z->qg_send, (size_t)n * mt_zero_qgz_record_bytes(z->qg_smax));
-    mt_mem_free(z->mem, MT_MEM_COMM, z->qg_recv, (size_t)n * mt_zero_qgz_record_bytes(z->qg_smax));
-    mt_mem_free(z->mem, MT_MEM_COMM, z->qg_partial, (size_t)(n / G) * z->qg_smax * sizeof(float));
-    mt_mem_free(z->mem, MT_MEM_COMM, z->qg_tmp, z->qg_smax * sizeof(float));
+    mt_mem_free_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->qg_send, (size_t)n * mt_zero_qgz_record_bytes(z->qg_smax));
+    mt_mem_free_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->qg_recv, (size_t)n * mt_zero_qgz_record_bytes(z->qg_smax));
+    mt_mem_free_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->qg_partial, (size_t)(n / G) * z->qg_smax * sizeof(float));
+    mt_mem_free_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->qg_tmp, z->qg_smax * sizeof(float));
     mt_comm_free(z->qgz_intra);
     mt_comm_free(z->qgz_inter);
     z->qgz_intra = z->qgz_inter = NULL;

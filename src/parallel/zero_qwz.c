@@ -21,10 +21,11 @@ int mt_zero_enable_qwz(mt_zero *z, mt_error *err) {
     for (int u = 0; u < z->n_units; u++) smax = z->S[u] > smax ? z->S[u] : smax;
     z->qrec_max = mt_zero_qwz_record_bytes(smax);
     for (int k = 0; k < 2; k++) {
-        z->qsend[k] = mt_mem_alloc(z->mem, MT_MEM_COMM, z->qrec_max, "qwZ send record");
-        z->qrecv[k] = mt_mem_alloc(z->mem, MT_MEM_COMM, z->qrec_max * (size_t)z->n, "qwZ receive records");
+        z->qsend[k] = mt_mem_alloc_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->qrec_max, "qwZ send record");
+        z->qrecv[k] =
+            mt_mem_alloc_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->qrec_max * (size_t)z->n, "qwZ receive records");
     }
-    z->qtmp = mt_mem_alloc(z->mem, MT_MEM_COMM, smax * sizeof(float), "qwZ shard in fp32");
+    z->qtmp = mt_mem_alloc_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, smax * sizeof(float), "qwZ shard in fp32");
     z->qwz = 1;
     return 0;
 }
@@ -60,9 +61,9 @@ void mt_zero_qwz_free(mt_zero *z) {
     size_t smax = 1;
     for (int u = 0; u < z->n_units; u++) smax = z->S[u] > smax ? z->S[u] : smax;
     for (int k = 0; k < 2; k++) {
-        mt_mem_free(z->mem, MT_MEM_COMM, z->qsend[k], z->qrec_max);
-        mt_mem_free(z->mem, MT_MEM_COMM, z->qrecv[k], z->qrec_max * (size_t)z->n);
+        mt_mem_free_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->qsend[k], z->qrec_max);
+        mt_mem_free_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->qrecv[k], z->qrec_max * (size_t)z->n);
     }
-    mt_mem_free(z->mem, MT_MEM_COMM, z->qtmp, smax * sizeof(float));
+    mt_mem_free_at(z->mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->qtmp, smax * sizeof(float));
     z->qwz = 0;
 }

@@ -214,6 +214,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     part.tp = &tr->tp;
     part.precision = op->precision;
     tr->be = mt_backend_cpu(op->gemm);
+    mt_backend_attach_mem(&tr->be, &tr->mem);
     part.be = &tr->be;
     part.defer_params = 1; /* ZeRO's init materialises one unit at a time: no full fp32 model at start-up */
     if (!rc) mt_model_create_part(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem, &part);
