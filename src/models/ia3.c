@@ -8,35 +8,18 @@ static const float *vec(const mt_model *m, int u, int k) {
 
 void mt_ia3_scale_input(mt_model *m, int u, int k, float *xs, const float *x, int N, int C) {
     const float *l = vec(m, u, k);
-    double t0 = mt_prof_begin(m->prof);
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++)
-#pragma omp simd
-        for (int j = 0; j < C; j++) xs[(size_t)i * C + j] = x[(size_t)i * C + j] * l[j];
-    mt_prof_end(m->prof, MT_PROF_ELEMENTWISE, t0);
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_scale_cols(m->be, xs, x, l, N, C));
 }
 
 void mt_ia3_scale_output(mt_model *m, int u, int k, float *out, int N, int OC, int col0) {
     const float *l = vec(m, u, k);
     int R = (int)mt_unit_tensor(&m->layout.units[u], k)->shape[0];
-    double t0 = mt_prof_begin(m->prof);
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++)
-#pragma omp simd
-        for (int j = 0; j < R; j++) out[(size_t)i * OC + col0 + j] *= l[j];
-    mt_prof_end(m->prof, MT_PROF_ELEMENTWISE, t0);
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_scale_cols_in_place(m->be, out, l, N, OC, col0, R));
 }
 
 void mt_ia3_grad(mt_model *m, int u, int k, const float *a, int lda, int col0, const float *b, int N, int n) {
     float *dl = mt_model_tensor_grad(m, u, mt_unit_tensor(&m->layout.units[u], k)->ia3 - 1);
     if (!dl) return;
-    double t0 = mt_prof_begin(m->prof);
-    /* column sums in a fixed order (row blocks summed in sequence): the same on every layout */
-#pragma omp parallel for schedule(static)
-    for (int j = 0; j < n; j++) {
-        double s = 0;
-        for (int i = 0; i < N; i++) s += (double)a[(size_t)i * lda + col0 + j] * (double)b[(size_t)i * n + j];
-        dl[j] += (float)s;
-    }
-    mt_prof_end(m->prof, MT_PROF_ELEMENTWISE, t0);
+    /* column sums in a fixed order (rows summed in sequence): the same on every layout */
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_col_dot_acc(m->be, dl, a, lda, col0, b, N, n));
 }

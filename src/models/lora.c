@@ -43,19 +43,7 @@ static mt_dropout lora_dropout(const mt_model *m, int u, const mt_fwd_ctx *fc) {
 /* dst = x with the adapter's dropout applied (row i is microbatch row i). */
 static void drop_input(const mt_model *m, const mt_dropout *d, int k, const lora_target *x, float *dst, const float *src,
                        int N) {
-    int C = x->in_cols, T = m->acts.T;
-    const uint64_t *ids = m->acts.sample_ids;
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) {
-        float s[64];
-        const float *in = src + (size_t)i * C;
-        float *o = dst + (size_t)i * C;
-        for (int c0 = 0; c0 < C; c0 += 64) {
-            int n = C - c0 < 64 ? C - c0 : 64;
-            mt_dropout_row_scales(s, d, ids[i / T], (uint32_t)(i % T), (uint32_t)k, x->in_col0 + (uint32_t)c0, n);
-            for (int j = 0; j < n; j++) o[c0 + j] = in[c0 + j] * s[j];
-        }
-    }
+    op_dropout_feature_rows(m->be, dst, src, d, m->acts.sample_ids, N, m->acts.T, x->in_cols, (uint32_t)k, x->in_col0);
 }
 
 /* h = dropout(x) A^T (summed over tp for a row-parallel target); returns
@@ -110,12 +98,11 @@ void mt_lora_backward(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *di
         MT_TIMED(m->prof, MT_PROF_GEMM, op_sgemm(m->be, 'T', 'N', R, x.r, N, s, dy, OC, h, x.r, 1.0f, x.dB, x.r));
     MT_TIMED(m->prof, MT_PROF_GEMM, op_sgemm(m->be, 'N', 'N', N, x.r, R, s, dy, OC, x.B, x.r, 0.0f, dh, x.r));
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * x.r * R * (1 + add_db));
-    double t0;
     const float *dh_for_a = dh;
     float *dh_sum = NULL;
     if (x.col_parallel && !sp) { /* A is whole: its gradient needs dh summed over the tp ranks */
         dh_sum = h; /* h is dead once dB is formed */
-        memcpy(dh_sum, dh, (size_t)N * x.r * sizeof(float));
+        op_copy(m->be, dh_sum, dh, (size_t)N * x.r);
         double t1 = mt_prof_begin(m->prof);
         mt_tp_allreduce(m->tp, dh_sum, (size_t)N * (size_t)x.r);
         mt_prof_end(m->prof, MT_PROF_ALLREDUCE, t1);
@@ -129,10 +116,7 @@ void mt_lora_backward(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *di
         float *dxd = m->lora_scratch;
         MT_TIMED(m->prof, MT_PROF_GEMM, op_matmul_backward(m->be, dxd, NULL, NULL, dh, NULL, x.A, N, C, x.r, 0));
         MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, drop_input(m, &d, k, &x, dxd, dxd, N));
-        t0 = mt_prof_begin(m->prof);
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < (size_t)N * C; i++) dinp[i] += dxd[i];
-        mt_prof_end(m->prof, MT_PROF_ELEMENTWISE, t0);
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_accumulate(m->be, dinp, dxd, (size_t)N * C));
     } else {
         MT_TIMED(m->prof, MT_PROF_GEMM,
                  op_matmul_backward(m->be, dinp, NULL, NULL, dh, NULL, x.A, N, C, x.r, MT_ACC_DINP));

@@ -84,8 +84,8 @@ static void dequant_local_rows(mt_model *m, const mt_tensor *t, const mt_qweight
             r = e;
         } else { /* cut by columns: the whole row in fp32, then this rank's columns */
             mt_qweight_rows(q, fr, 1, gc, m->qrow);
-            if (bf16) mt_convert_fp32_to_bf16(ob + (r - r0) * lc, m->qrow + fc, (size_t)lc);
-            else memcpy(of + (r - r0) * lc, m->qrow + fc, (size_t)lc * sizeof(float));
+            if (bf16) op_to_16(m->be, MT_BF16, ob + (r - r0) * lc, m->qrow + fc, (size_t)lc);
+            else op_copy(m->be, of + (r - r0) * lc, m->qrow + fc, (size_t)lc);
             r++;
         }
     }
@@ -97,7 +97,7 @@ static void dequant_local_rows(mt_model *m, const mt_tensor *t, const mt_qweight
 static void quant_forward(mt_model *m, int u, int k, int n, float *out, const float *inp, const float *bias, int N, int C,
                           int OC) {
     int col0 = 0, bf = m->qtile16 != NULL; /* bf16: operands in bf16, fp32 accumulation, as the other linears */
-    if (bf) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, mt_convert_fp32_to_bf16(m->op16[0], inp, (size_t)N * C));
+    if (bf) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_to_16(m->be, MT_BF16, m->op16[0], inp, (size_t)N * C));
     for (int i = 0; i < n; i++) {
         const mt_tensor *t = mt_unit_tensor(&m->layout.units[u], k + i);
         const mt_qweight *q = qweight_of(m, u, k + i);
@@ -124,13 +124,7 @@ static void quant_forward(mt_model *m, int u, int k, int n, float *out, const fl
         col0 += rows;
     }
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC);
-    if (bias) {
-        double t0 = mt_prof_begin(m->prof);
-#pragma omp parallel for schedule(static)
-        for (int i = 0; i < N; i++)
-            for (int j = 0; j < OC; j++) out[(size_t)i * OC + j] += bias[j];
-        mt_prof_end(m->prof, MT_PROF_ELEMENTWISE, t0);
-    }
+    if (bias) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_bias_rows(m->be, out, bias, N, OC));
 }
 
 /* Its backward: the input gradient only (a quantized weight is frozen). */
@@ -138,7 +132,7 @@ static void quant_backward(mt_model *m, int u, int k, int n, float *dinp, float 
                            int OC, int flags) {
     float beta = (flags & MT_ACC_DINP) ? 1.0f : 0.0f;
     int col0 = 0, bf = m->qtile16 != NULL;
-    if (bf && dinp) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, mt_convert_fp32_to_bf16(m->op16[1], dout, (size_t)N * OC));
+    if (bf && dinp) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_to_16(m->be, MT_BF16, m->op16[1], dout, (size_t)N * OC));
     for (int i = 0; i < n && dinp; i++) {
         const mt_tensor *t = mt_unit_tensor(&m->layout.units[u], k + i);
         const mt_qweight *q = qweight_of(m, u, k + i);
@@ -199,7 +193,7 @@ void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
             int R = (int)t->shape[0];
             if (t->ia3 && !t->ia3_input) {
                 if (!copied) {
-                    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, memcpy(m->ia3_d, dout, (size_t)N * OC * sizeof(float)));
+                    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_copy(m->be, m->ia3_d, dout, (size_t)N * OC));
                     copied = 1;
                 }
                 const float *b = t->bias_of ? mt_model_tensor_data(m, u, t->bias_of - 1) : NULL;
@@ -224,14 +218,7 @@ void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
         mt_ia3_grad(m, u, k, m->ia3_x, C, 0, inp, N, C);
         const float *l = mt_model_tensor_data(m, u, t0->ia3 - 1);
         int acc = (flags & MT_ACC_DINP) != 0;
-        double t1 = mt_prof_begin(m->prof);
-#pragma omp parallel for schedule(static)
-        for (int i = 0; i < N; i++)
-            for (int j = 0; j < C; j++) {
-                float v = m->ia3_x[(size_t)i * C + j] * l[j];
-                dinp[(size_t)i * C + j] = acc ? dinp[(size_t)i * C + j] + v : v;
-            }
-        mt_prof_end(m->prof, MT_PROF_ELEMENTWISE, t1);
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_scale_cols_into(m->be, dinp, m->ia3_x, l, N, C, acc));
     }
     if (!m->lora_scratch) return;
     int col0 = 0;
@@ -282,16 +269,10 @@ static void vocab_parallel_xent(mt_model *m, int Vl, float dlogits_scale) {
     mt_prof_end(m->prof, MT_PROF_ALLGATHER, t0);
     t0 = mt_prof_begin(m->prof);
     op_xent_combine_lse(m->be, lse, st, st + N, S, N, 3 * N);
-    for (int i = 0; i < N; i++) {
-        float xt = 0.0f;
-        for (int s = 0; s < S; s++) xt += st[(size_t)s * 3 * N + 2 * (size_t)N + i];
-        if (a->targets[i] >= cfg->vocab_size) mt_die("cross-entropy: target %d of row %d out of range [0,%d)", a->targets[i], i, cfg->vocab_size);
-        a->losses[i] = a->targets[i] < 0 ? 0.0f : lse[i] - xt;
-    }
+    op_xent_losses_from_stats(m->be, a->losses, lse, st, S, N, a->targets, cfg->vocab_size);
     if (dlogits_scale != 0.0f) {
         op_xent_shard_grad(m->be, a->logits, lse, a->targets, N, Vr, Vl, v0, dlogits_scale);
-        if (Vr < Vl)
-            for (int i = 0; i < N; i++) memset(a->logits + (size_t)i * Vl + Vr, 0, (size_t)(Vl - Vr) * sizeof(float));
+        if (Vr < Vl) op_zero_cols(m->be, a->logits, N, (size_t)Vl, Vr, Vl - Vr);
     }
     mt_prof_end(m->prof, MT_PROF_SOFTMAX_XENT, t0);
 }

@@ -88,6 +88,25 @@ struct mt_kernel_table {
     double (*sumsq)(mt_backend *be, const float *x, size_t n);
     double (*sumsq_16)(mt_backend *be, mt_dtype dt, const uint16_t *x, size_t n);
     double (*round_to_16_sumsq)(mt_backend *be, mt_dtype dt, uint16_t *dst, const float *src, size_t n);
+    void (*copy)(mt_backend *be, float *dst, const float *src, size_t n);
+    void (*copy_bytes)(mt_backend *be, void *dst, const void *src, size_t bytes);
+    void (*zero_bytes)(mt_backend *be, void *x, size_t bytes);
+    void (*copy_to_host)(mt_backend *be, void *host, const void *src, size_t bytes);
+    void (*copy_from_host)(mt_backend *be, void *dst, const void *host, size_t bytes);
+    void (*zero_cols)(mt_backend *be, float *x, int N, size_t ld, int c0, int nc);
+    void (*to_16)(mt_backend *be, mt_dtype dt, uint16_t *dst, const float *src, size_t n);
+    void (*from_16)(mt_backend *be, mt_dtype dt, float *dst, const uint16_t *src, size_t n);
+    void (*dropout_rows)(mt_backend *be, float *x, const mt_dropout *d, const uint64_t *sample_ids, size_t row0, int n,
+                         int T, int C);
+    void (*dropout_feature_rows)(mt_backend *be, float *dst, const float *src, const mt_dropout *d,
+                                 const uint64_t *sample_ids, int N, int T, int C, uint32_t site_layer, uint32_t col0);
+    void (*add_bias_rows)(mt_backend *be, float *x, const float *bias, int N, int C);
+    void (*scale_cols)(mt_backend *be, float *dst, const float *src, const float *l, int N, int C);
+    void (*scale_cols_in_place)(mt_backend *be, float *x, const float *l, int N, int ld, int col0, int R);
+    void (*scale_cols_into)(mt_backend *be, float *dst, const float *src, const float *l, int N, int C, int accumulate);
+    void (*col_dot_acc)(mt_backend *be, float *dl, const float *a, int lda, int col0, const float *b, int N, int n);
+    void (*xent_losses_from_stats)(mt_backend *be, float *losses, const float *lse, const float *stats, int S, int N,
+                                   const int32_t *targets, int V);
     void (*adamw_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                          float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
     void (*adam_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,

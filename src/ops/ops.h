@@ -205,6 +205,41 @@ double op_sumsq_16(mt_backend *be, mt_dtype dt, const uint16_t *x, size_t n); /*
  * bit for bit, in one pass (the rounding of a gradient and its norm). */
 double op_round_to_16_sumsq(mt_backend *be, mt_dtype dt, uint16_t *dst, const float *src, size_t n);
 
+/* ---- tensor data movement (device memory under a device backend; host memory on the CPU) */
+void op_copy(mt_backend *be, float *dst, const float *src, size_t n);              /* dst = src, n floats */
+void op_copy_bytes(mt_backend *be, void *dst, const void *src, size_t bytes);      /* between device buffers */
+void op_zero_bytes(mt_backend *be, void *x, size_t bytes);                         /* x = 0 bytewise */
+void op_copy_to_host(mt_backend *be, void *host, const void *src, size_t bytes);   /* device -> host */
+void op_copy_from_host(mt_backend *be, void *dst, const void *host, size_t bytes); /* host -> device */
+/* x[i, c0 .. c0 + nc) = 0 for the N rows of stride ld (a shard's padding columns). */
+void op_zero_cols(mt_backend *be, float *x, int N, size_t ld, int c0, int nc);
+/* dst = src rounded to dt (MT_BF16 or MT_FP16, round to nearest even); and widened back. */
+void op_to_16(mt_backend *be, mt_dtype dt, uint16_t *dst, const float *src, size_t n);
+void op_from_16(mt_backend *be, mt_dtype dt, float *dst, const uint16_t *src, size_t n);
+
+/* ---- row-wise helpers of the layers ([N, C] rows, row-major)
+ * x[i,:] *= keep/(1-p) for the n rows i starting at microbatch row row0; a
+ * row is (sample_ids[row / T], position row % T) (residual-stream dropout). */
+void op_dropout_rows(mt_backend *be, float *x, const mt_dropout *d, const uint64_t *sample_ids, size_t row0, int n,
+                     int T, int C);
+/* dst = src with an adapter's input dropout: row i is microbatch row i,
+ * column j feature col0 + j, drawn at layer coordinate site_layer. */
+void op_dropout_feature_rows(mt_backend *be, float *dst, const float *src, const mt_dropout *d,
+                             const uint64_t *sample_ids, int N, int T, int C, uint32_t site_layer, uint32_t col0);
+void op_add_bias_rows(mt_backend *be, float *x, const float *bias, int N, int C); /* x[i,:] += bias */
+/* dst[i,j] = src[i,j] * l[j] ([N, C]) */
+void op_scale_cols(mt_backend *be, float *dst, const float *src, const float *l, int N, int C);
+/* x[i, col0 + j] *= l[j] for j < R, rows of stride ld */
+void op_scale_cols_in_place(mt_backend *be, float *x, const float *l, int N, int ld, int col0, int R);
+/* dst[i,j] (+)= src[i,j] * l[j] (accumulate != 0: added) */
+void op_scale_cols_into(mt_backend *be, float *dst, const float *src, const float *l, int N, int C, int accumulate);
+/* dl[j] += sum over rows i of a[i, col0 + j] * b[i, j] (a of stride lda, b of n), in double, rows in order */
+void op_col_dot_acc(mt_backend *be, float *dl, const float *a, int lda, int col0, const float *b, int N, int n);
+/* Vocabulary-parallel losses: losses[i] = lse[i] - (sum over the S shards'
+ * target logits stats[s*3N + 2N + i], in shard order), 0 for target -1. */
+void op_xent_losses_from_stats(mt_backend *be, float *losses, const float *lse, const float *stats, int S, int N,
+                               const int32_t *targets, int V);
+
 /* ---- optimizer updates on a flat range (PyTorch semantics).
  * grad_scale multiplies every gradient first (clipping coefficient).
  * step is 1-based (bias corrections). */

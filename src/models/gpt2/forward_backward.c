@@ -41,50 +41,23 @@ static mt_dropout make_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t
     return d;
 }
 
-/* x[i,:] *= keep/(1-p) for the n rows i starting at microbatch row row0;
- * a row is (sample_ids[row / T], position row % T). */
-static void dropout_rows(float *x, const mt_dropout *d, const uint64_t *sample_ids, size_t row0, int n, int T, int C) {
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < n; i++) {
-        float s[64];
-        size_t r = row0 + (size_t)i;
-        size_t b = r / (size_t)T, t = r % (size_t)T;
-        float *row = x + (size_t)i * C;
-        for (int c0 = 0; c0 < C; c0 += 64) {
-            int k = C - c0 < 64 ? C - c0 : 64;
-            mt_dropout_block_scales(s, d, sample_ids[b], (uint32_t)t, 0, (uint32_t)c0 / 4, (k + 3) / 4);
-            for (int j = 0; j < k; j++) row[c0 + j] *= s[j];
-        }
-    }
-}
-
 /* Applies the (layer, site) dropout to the residual-stream rows of x held
  * here, if it is on. */
 static void apply_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site, float *x) {
     mt_dropout d = make_dropout(m, fc, layer, site);
     if (d.p > 0.0f)
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, dropout_rows(x, &d, m->acts.sample_ids, mt_unit_resid_row0(m), mt_unit_resid_n(m), m->acts.T,
-                                                m->cfg.n_embd));
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
+                 op_dropout_rows(m->be, x, &d, m->acts.sample_ids, mt_unit_resid_row0(m), mt_unit_resid_n(m), m->acts.T,
+                                 m->cfg.n_embd));
 }
 
 /* The gradient of a residual branch's output given dL/d(residual) in
  * gs.dresid: dresid itself without dropout, else a dropout-scaled copy. */
 static const float *branch_grad(mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site) {
     if (!dropout_on(m, fc)) return m->gs.dresid;
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, memcpy(m->gs.dtmp, m->gs.dresid, mt_model_resid_floats(m) * sizeof(float)));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_copy(m->be, m->gs.dtmp, m->gs.dresid, mt_model_resid_floats(m)));
     apply_dropout(m, fc, layer, site, m->gs.dtmp);
     return m->gs.dtmp;
-}
-
-/* x[i,:] += bias for n rows (a row-parallel layer's bias, added once after
- * the partial sums are reduced). */
-static void add_bias_rows(float *x, const float *bias, int n, int C) {
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < n; i++) {
-        float *r = x + (size_t)i * C;
-#pragma omp simd
-        for (int c = 0; c < C; c++) r[c] += bias[c];
-    }
 }
 
 static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
@@ -108,7 +81,7 @@ static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
                                                Vl, N, C));
         if (m->layout.tp > 1) {
             mt_unit_tp_scatter(m, part);
-            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_copy(m->be, a->encoded, part, mt_model_resid_floats(m)));
         }
         if (a->packed) /* packed samples: each document's positions start at 0 */
             MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_positions_at(m->be, a->encoded, wpe_p, a->pos + mt_unit_resid_row0(m),
@@ -158,7 +131,7 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     attention_core_forward(m, layer, fc);
     mt_unit_linear_fwd(m, U, MT_T_ATTPROJ_W, fc, tmp, ba->b[GB_ATTY], bias_in_gemm ? P(MT_T_ATTPROJ_B) : NULL, N, C / tp, C);
     mt_unit_tp_scatter(m, tmp);
-    if (bias_after) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_ATTPROJ_B), n, C));
+    if (bias_after) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_bias_rows(m->be, tmp, P(MT_T_ATTPROJ_B), n, C));
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_RESID, tmp);
     MT_TIMED(m->prof, MT_PROF_LAYERNORM,
              op_residual_layernorm_forward(m->be, ba->b[GB_RES2], ba->b[GB_LN2], ba->b[GB_LN2_MEAN], ba->b[GB_LN2_RSTD],
@@ -170,7 +143,7 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
              op_bias_gelu_forward(m->be, ba->b[GB_FCH], ba->b[GB_FCH_GELU], P(MT_T_FC_B), N, 4 * C / tp));
     mt_unit_linear_fwd(m, U, MT_T_FCPROJ_W, fc, tmp, ba->b[GB_FCH_GELU], bias_in_gemm ? P(MT_T_FCPROJ_B) : NULL, N, 4 * C / tp, C);
     mt_unit_tp_scatter(m, tmp);
-    if (bias_after) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, add_bias_rows(tmp, P(MT_T_FCPROJ_B), n, C));
+    if (bias_after) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_bias_rows(m->be, tmp, P(MT_T_FCPROJ_B), n, C));
     apply_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_MLP_RESID, tmp);
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
              op_residual_add(m->be, ba->b[GB_RES3], ba->b[GB_RES2], tmp, drop ? NULL : P(MT_T_FCPROJ_B), n, C));
@@ -201,7 +174,7 @@ static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
     mt_unit_logits_backward(m, a->head[GH_LNF], mt_model_tensor_data(m, wu, wk), mt_model_tensor_grad(m, wu, wk),
                             (int)wt->shape[0], m->grad_fresh[wu] ? MT_SET_DW : 0);
     double t0 = mt_prof_begin(m->prof);
-    memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));
+    op_zero_bytes(m->be, m->gs.dresid, (size_t)n * C * sizeof(float));
     op_layernorm_backward(m->be, m->gs.dresid, mt_model_tensor_grad_or_sink(m, L + 1, MT_T_LNF_W),
                           mt_model_tensor_grad_or_sink(m, L + 1, MT_T_LNF_B), m->gs.dln, a->blocks[L - 1].b[GB_RES3],
                           mt_model_tensor_data(m, L + 1, MT_T_LNF_W), a->head[GH_LNF_MEAN], a->head[GH_LNF_RSTD], n, C);

@@ -57,7 +57,7 @@ static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
             op_embed_shard_forward_16(m->be, part, a->tokens, m->precision, mt_model_weight16(m, w), v0, Vl, N, C));
     if (m->layout.tp > 1) {
         mt_unit_tp_scatter(m, part);
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_copy(m->be, a->encoded, part, mt_model_resid_floats(m)));
     }
 }
 
@@ -207,7 +207,7 @@ static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
     mt_unit_logits_backward(m, a->head[LH_XF], mt_model_tensor_data(m, wu, wk), mt_model_tensor_grad(m, wu, wk),
                             (int)wt->shape[0], m->grad_fresh[wu] ? MT_SET_DW : 0);
     double t0 = mt_prof_begin(m->prof);
-    memset(m->gs.dresid, 0, (size_t)n * C * sizeof(float));
+    op_zero_bytes(m->be, m->gs.dresid, (size_t)n * C * sizeof(float));
     op_rmsnorm_backward(m->be, m->gs.dresid, mt_model_tensor_grad_or_sink(m, H, 0), m->gs.dln,
                         a->blocks[L - 1].b[LB_RES3], mt_model_tensor_data(m, H, 0), a->head[LH_RSTDF], n, C);
     mt_prof_end(m->prof, MT_PROF_LAYERNORM, t0);
