@@ -7,6 +7,9 @@ src/train/ and the adapters (src/nn/) this reports
     `sizeof *p`: a struct cleared or copied is host metadata; a count times
     an element size is tensor data, which ops copy and clear: op_copy,
     op_zero, ...);
+  - a call of core/dtype's conversion loops (mt_convert_*, mt_accumulate_16,
+    mt_add_from_16, mt_transpose_f32): tensor data is converted by
+    op_to_16 / op_from_16;
   - a for loop whose body reads or writes an element of a float, bf16 or
     16-bit array (an element loop over tensor data), found by the types of
     the pointers the file declares (locals, parameters, struct fields): a
@@ -26,6 +29,7 @@ FOLDERS = ["models", "parallel", "optim", "train", "nn"]
 DATA_TYPES = r"(?:float|mt_bf16|uint16_t|mt_fp16)"
 # `float *x`, `const float *const x`, `float x[4]`: depth 1; `float **x`, `float *const *x`, `float *x[4]`: depth 2
 DECL = re.compile(r"\b" + DATA_TYPES + r"\b((?:\s*const)?(?:\s*\*(?:\s*const)?)*)\s*(\w+)\s*(\[)?")
+CONVERT = re.compile(r"\b(mt_convert_\w+|mt_accumulate_16|mt_add_from_16|mt_transpose_f32)\s*\(")
 MEMFN = re.compile(r"\b(memcpy|memmove|memset)\s*\(")
 ONE_OBJECT = re.compile(r"^sizeof\s*\(?\s*[*&]?\s*\w+(?:\s*(?:->|\.)\s*\w+)*\s*\)?$")
 
@@ -111,6 +115,8 @@ def findings(path, rel):
     out = []
     for m in re.finditer(r"^\s*#\s*pragma\s+omp\b", text, re.M):
         out.append((line_of(m.start()), "OpenMP pragma"))
+    for m in CONVERT.finditer(text):
+        out.append((line_of(m.start()), "dtype conversion " + m.group(1)))
     for m in MEMFN.finditer(text):
         a = args_of(text, m.end() - 1)
         if len(a) == 3 and ONE_OBJECT.match(a[2]):

@@ -39,16 +39,16 @@ const uint16_t *mt_model_weight16(mt_model *m, const float *w) {
     if (frozen) {
         if (m->frozen16_version[u] != m->frozen_version) {
             size_t nf = m->layout.units[u].frozen_numel;
-            if (m->precision == MT_BF16) mt_convert_fp32_to_bf16(m->frozen16[u], m->frozen[u], nf);
-            else mt_convert_fp32_to_fp16(m->frozen16[u], m->frozen[u], nf);
+            if (m->precision == MT_BF16) op_to_16(m->be, MT_BF16, m->frozen16[u], m->frozen[u], nf);
+            else op_to_16(m->be, MT_FP16, m->frozen16[u], m->frozen[u], nf);
             m->frozen16_version[u] = m->frozen_version;
         }
         return m->frozen16[u] + (w - m->frozen[u]);
     }
     size_t n = m->layout.units[u].numel;
     if (m->w16_version[u] != m->param_version) {
-        if (m->precision == MT_BF16) mt_convert_fp32_to_bf16(m->w16[u], m->params[u], n);
-        else mt_convert_fp32_to_fp16(m->w16[u], m->params[u], n);
+        if (m->precision == MT_BF16) op_to_16(m->be, MT_BF16, m->w16[u], m->params[u], n);
+        else op_to_16(m->be, MT_FP16, m->w16[u], m->params[u], n);
         m->w16_version[u] = m->param_version;
     }
     return m->w16[u] + (w - m->params[u]);
@@ -56,13 +56,13 @@ const uint16_t *mt_model_weight16(mt_model *m, const float *w) {
 
 /* fp16: x rounded to fp16 and back, into dst (fp32). */
 static const float *fp16_rounded(mt_model *m, float *dst, const float *x, size_t n) {
-    mt_convert_fp32_to_fp16(m->op16[0], x, n);
-    mt_convert_fp16_to_fp32(dst, m->op16[0], n);
+    op_to_16(m->be, MT_FP16, m->op16[0], x, n);
+    op_from_16(m->be, MT_FP16, dst, m->op16[0], n);
     return dst;
 }
 
 static const float *fp16_weight(mt_model *m, const float *w, size_t n) {
-    mt_convert_fp16_to_fp32(m->wbuf, mt_model_weight16(m, w), n);
+    op_from_16(m->be, MT_FP16, m->wbuf, mt_model_weight16(m, w), n);
     return m->wbuf;
 }
 
@@ -71,7 +71,7 @@ void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w
     size_t ni = (size_t)N * C, nw = (size_t)OC * C;
     switch (m->precision) {
     case MT_BF16:
-        mt_convert_fp32_to_bf16(m->op16[0], inp, ni);
+        op_to_16(m->be, MT_BF16, m->op16[0], inp, ni);
         op_matmul_forward_bf16(m->be, out, m->op16[0], mt_model_weight16(m, w), bias, N, C, OC);
         break;
     case MT_FP16:
@@ -84,7 +84,7 @@ void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w
 void mt_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
                                   const float *w, int N, int C, int OC, int flags) {
     if (m->precision != MT_BF16) mt_die("mt_linear_backward_dout_bf16: the model's precision is not bf16");
-    if (dw) mt_convert_fp32_to_bf16(m->op16[0], inp, (size_t)N * C);
+    if (dw) op_to_16(m->be, MT_BF16, m->op16[0], inp, (size_t)N * C);
     op_matmul_backward_bf16(m->be, dinp, dw, NULL, dout, m->op16[0], dinp ? mt_model_weight16(m, w) : NULL, N, C, OC,
                             flags);
 }
@@ -97,7 +97,7 @@ void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const
     }
     size_t ni = (size_t)N * C, no = (size_t)N * OC, nw = (size_t)OC * C;
     if (m->precision == MT_BF16) {
-        mt_convert_fp32_to_bf16(m->op16[1], dout, no);
+        op_to_16(m->be, MT_BF16, m->op16[1], dout, no);
         mt_linear_backward_dout_bf16(m, dinp, dw, m->op16[1], inp, w, N, C, OC, flags);
     } else {
         const float *d = fp16_rounded(m, m->opf[1], dout, no);

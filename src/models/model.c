@@ -413,7 +413,7 @@ void mt_model_tp_reduce_grads(mt_model *m, int u) {
 
 void mt_model_zero_grads(mt_model *m) {
     for (int u = 0; u < m->layout.n_units; u++)
-        if (m->grads[u]) memset(m->grads[u], 0, m->layout.units[u].numel * sizeof(float));
+        if (m->grads[u]) op_zero_bytes(m->be, m->grads[u], m->layout.units[u].numel * sizeof(float));
 }
 
 double mt_model_flops_per_token(const mt_model *m, int T) { return m->fam->flops_per_token(&m->cfg, &m->layout, T); }

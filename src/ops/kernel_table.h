@@ -96,6 +96,8 @@ struct mt_kernel_table {
     void (*zero_cols)(mt_backend *be, float *x, int N, size_t ld, int c0, int nc);
     void (*to_16)(mt_backend *be, mt_dtype dt, uint16_t *dst, const float *src, size_t n);
     void (*from_16)(mt_backend *be, mt_dtype dt, float *dst, const uint16_t *src, size_t n);
+    void (*accumulate_16)(mt_backend *be, mt_dtype dt, uint16_t *acc, const float *x, size_t n);
+    void (*add_from_16)(mt_backend *be, mt_dtype dt, float *dst, const uint16_t *src, size_t n);
     void (*dropout_rows)(mt_backend *be, float *x, const mt_dropout *d, const uint64_t *sample_ids, size_t row0, int n,
                          int T, int C);
     void (*dropout_feature_rows)(mt_backend *be, float *dst, const float *src, const mt_dropout *d,

@@ -216,6 +216,9 @@ void op_zero_cols(mt_backend *be, float *x, int N, size_t ld, int c0, int nc);
 /* dst = src rounded to dt (MT_BF16 or MT_FP16, round to nearest even); and widened back. */
 void op_to_16(mt_backend *be, mt_dtype dt, uint16_t *dst, const float *src, size_t n);
 void op_from_16(mt_backend *be, mt_dtype dt, float *dst, const uint16_t *src, size_t n);
+/* acc (16-bit, dt) = round(widen(acc) + x); dst += widen(src) (fp32) */
+void op_accumulate_16(mt_backend *be, mt_dtype dt, uint16_t *acc, const float *x, size_t n);
+void op_add_from_16(mt_backend *be, mt_dtype dt, float *dst, const uint16_t *src, size_t n);
 
 /* ---- row-wise helpers of the layers ([N, C] rows, row-major)
  * x[i,:] *= keep/(1-p) for the n rows i starting at microbatch row row0; a

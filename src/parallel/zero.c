@@ -96,11 +96,11 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
         if (z->own_full_p) {
             z->full_p[u] =
                 mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, P * sizeof(float), "parameters (padded)");
-            memcpy(z->full_p[u], m->params[u], z->numel[u] * sizeof(float));
+            op_copy(z->be, z->full_p[u], m->params[u], z->numel[u]);
         } else { /* stage 3 */
             z->pshard[u] =
                 mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, z->S[u] * sizeof(float), "parameter shard");
-            if (e > b) memcpy(z->pshard[u], m->params[u] + b, (e - b) * sizeof(float));
+            if (e > b) op_copy(z->be, z->pshard[u], m->params[u] + b, (e - b));
         }
         mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, m->params[u], z->numel[u] * sizeof(float));
         m->params[u] = z->full_p[u];
@@ -363,7 +363,7 @@ void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
     mt_zero_end_microbatch(z, m);
     for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
     for (int u = 0; u < z->n_units && mixed(z); u++) /* a unit without a backward this step */
-        if (z->numel[u] && !z->mp.g16_used[u]) memset(z->mp.g16[u], 0, g16_len(z, u) * sizeof(uint16_t));
+        if (z->numel[u] && !z->mp.g16_used[u]) op_zero_bytes(z->be, z->mp.g16[u], g16_len(z, u) * sizeof(uint16_t));
     if (mixed(z) && z->stage >= 1 && mt_comm_size(z->replica) > 1) {
         for (int u = 0; u < z->n_units; u++) {
             if (!z->numel[u]) continue;
@@ -430,7 +430,7 @@ void mt_zero_owned(const mt_zero *z, mt_model *m, int u, size_t *b, size_t *e, f
 float *mt_zero_owned_grad(mt_zero *z, int u, size_t off, size_t n) {
     if (!mixed(z)) return grad_shard(z, u) + off;
     /* at the scratch's start: a chunked caller reuses the same cache lines */
-    mt_convert_from_16(z->mp.dt16, z->mp.gscratch, z->mp.g16[u] + off, n);
+    op_from_16(z->be, z->mp.dt16, z->mp.gscratch, z->mp.g16[u] + off, n);
     return z->mp.gscratch;
 }
 
@@ -448,7 +448,7 @@ void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm) {
     z->mp.g16_sumsq_ok[u] = 0;
     float *g = mt_zero_owned_grad(z, u, 0, z->S[u]);
     mt_comm_allreduce(comm, g, g, z->S[u]);
-    mt_convert_to_16(z->mp.dt16, z->mp.g16[u], g, z->S[u]);
+    op_to_16(z->be, z->mp.dt16, z->mp.g16[u], g, z->S[u]);
 }
 
 size_t mt_zero_state_len(const mt_zero *z, int u) { return z->S[u]; }

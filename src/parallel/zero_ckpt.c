@@ -3,7 +3,11 @@
  * gathered from the shards of the shard group into one buffer of the unit's
  * numel elements, and a full buffer read from disk is cut back into this
  * rank's owned range (zeros past the unit's end, as at init). Collective
- * over the shard group where the stage shards; not for the hot path. */
+ * over the shard group where the stage shards; not for the hot path. dst
+ * and src are host buffers (op_copy_to_host / op_copy_from_host); the 16-bit
+ * parameters are rounded from src by op_to_16, which a device backend gets
+ * from device memory, so it will stage src first (not done yet: only the CPU
+ * backend exists). */
 #include "parallel/zero_impl.h"
 #include <string.h>
 
@@ -24,54 +28,54 @@ void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *
         return;
     }
     if (z->stage < 3) {
-        memcpy(dst, z->full_p[u], z->numel[u] * sizeof(float));
+        op_copy_to_host(z->be, dst, z->full_p[u], z->numel[u] * sizeof(float));
         return;
     }
     mt_comm_allgather(z->shard, z->pshard[u], tmp, z->S[u] * sizeof(float));
-    memcpy(dst, tmp, z->numel[u] * sizeof(float));
+    op_copy_to_host(z->be, dst, tmp, z->numel[u] * sizeof(float));
 }
 
 void mt_zero_set_full_params(mt_zero *z, mt_model *m, int u, const float *src) {
     if (mixed(z)) {
         if (z->mp.master[u]) mt_zero_set_full_state(z, u, z->mp.master[u], src);
         if (z->stage < 3) {
-            mt_convert_to_16(z->mp.dt16, z->mp.p16[u], src, z->numel[u]);
+            op_to_16(z->be, z->mp.dt16, z->mp.p16[u], src, z->numel[u]);
         } else { /* the shard; zeros past the unit's end, as at init */
             size_t b, e;
             owned_range(z, u, &b, &e);
-            memset(z->mp.p16[u], 0, z->S[u] * sizeof(uint16_t));
-            mt_convert_to_16(z->mp.dt16, z->mp.p16[u], src + b, e - b);
+            op_zero_bytes(z->be, z->mp.p16[u], z->S[u] * sizeof(uint16_t));
+            op_to_16(z->be, z->mp.dt16, z->mp.p16[u], src + b, e - b);
         }
         z->mp.punit0_version = 0;
         return;
     }
     if (z->stage < 3) {
-        memcpy(z->full_p[u], src, z->numel[u] * sizeof(float));
+        op_copy_from_host(z->be, z->full_p[u], src, z->numel[u] * sizeof(float));
         return;
     }
     size_t b, e;
     float *p, *g;
     mt_zero_owned(z, m, u, &b, &e, &p, &g);
-    memset(z->pshard[u], 0, z->S[u] * sizeof(float));
-    if (e > b) memcpy(z->pshard[u], src + b, (e - b) * sizeof(float));
+    op_zero_bytes(z->be, z->pshard[u], z->S[u] * sizeof(float));
+    if (e > b) op_copy_from_host(z->be, z->pshard[u], src + b, (e - b) * sizeof(float));
 }
 
 void mt_zero_get_full_state(mt_zero *z, int u, const float *state, float *dst, float *tmp) {
     if (z->stage == 0) {
-        memcpy(dst, state, z->numel[u] * sizeof(float));
+        op_copy_to_host(z->be, dst, state, z->numel[u] * sizeof(float));
         return;
     }
     mt_comm_allgather(z->shard, state, tmp, z->S[u] * sizeof(float));
-    memcpy(dst, tmp, z->numel[u] * sizeof(float));
+    op_copy_to_host(z->be, dst, tmp, z->numel[u] * sizeof(float));
 }
 
 void mt_zero_set_full_state(mt_zero *z, int u, float *state, const float *src) {
     if (z->stage == 0) {
-        memcpy(state, src, z->numel[u] * sizeof(float));
+        op_copy_from_host(z->be, state, src, z->numel[u] * sizeof(float));
         return;
     }
     size_t b = (size_t)z->r * z->S[u];
     size_t e = b + z->S[u] < z->numel[u] ? b + z->S[u] : z->numel[u];
-    memset(state, 0, z->S[u] * sizeof(float));
-    if (e > b) memcpy(state, src + b, (e - b) * sizeof(float));
+    op_zero_bytes(z->be, state, z->S[u] * sizeof(float));
+    if (e > b) op_copy_from_host(z->be, state, src + b, (e - b) * sizeof(float));
 }

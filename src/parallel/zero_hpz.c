@@ -38,7 +38,7 @@ int mt_zero_enable_hpz(mt_zero *z, const mt_model *m, int group, mt_error *err) 
 
 void mt_zero_hpz_keep(mt_zero *z, int u, const void *pool) {
     size_t n = z->hpz_len[u] * elt(z);
-    memcpy(z->hpz_part[u], (const char *)pool + (size_t)z->hpz_j * n, n);
+    op_copy_bytes(z->be, z->hpz_part[u], (const char *)pool + (size_t)z->hpz_j * n, n);
 }
 
 void mt_zero_hpz_start_gather(mt_zero *z, int u, void *pool, mt_comm_req *req) {

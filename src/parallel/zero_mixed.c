@@ -32,15 +32,15 @@ void mt_zero_init_mixed(mt_zero *z, mt_model *m) {
         z->mp.gscratch_len = S > z->mp.gscratch_len ? S : z->mp.gscratch_len;
         z->mp.master[u] =
             mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_OPTIM, S * sizeof(float), "fp32 master parameters");
-        memset(z->mp.master[u], 0, S * sizeof(float));
-        if (e > b) memcpy(z->mp.master[u], m->params[u] + b, (e - b) * sizeof(float));
+        op_zero_bytes(z->be, z->mp.master[u], S * sizeof(float));
+        if (e > b) op_copy(z->be, z->mp.master[u], m->params[u] + b, (e - b));
         size_t np = p16_len(z, u), ng = g16_len(z, u);
         z->mp.p16[u] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, np * sizeof(uint16_t), "16-bit parameters");
-        memset(z->mp.p16[u], 0, np * sizeof(uint16_t));
-        if (z->stage == 3) mt_convert_to_16(z->mp.dt16, z->mp.p16[u], z->mp.master[u], S);
-        else mt_convert_to_16(z->mp.dt16, z->mp.p16[u], m->params[u], z->numel[u]);
+        op_zero_bytes(z->be, z->mp.p16[u], np * sizeof(uint16_t));
+        if (z->stage == 3) op_to_16(z->be, z->mp.dt16, z->mp.p16[u], z->mp.master[u], S);
+        else op_to_16(z->be, z->mp.dt16, z->mp.p16[u], m->params[u], z->numel[u]);
         z->mp.g16[u] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_GRADS, ng * sizeof(uint16_t), "16-bit gradients");
-        memset(z->mp.g16[u], 0, ng * sizeof(uint16_t));
+        op_zero_bytes(z->be, z->mp.g16[u], ng * sizeof(uint16_t));
         mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, m->params[u], z->numel[u] * sizeof(float));
         mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_GRADS, m->grads[u], z->numel[u] * sizeof(float));
         if (m->w16[u]) mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, m->w16[u], z->numel[u] * sizeof(uint16_t));
@@ -102,7 +102,7 @@ static int read_16bit_only(const mt_tensor *t) { return t->read_16bit_only; }
 void mt_zero_widen_unit(const mt_zero *z, const mt_model *m, int u, float *buf, const uint16_t *src) {
     size_t b, e;
     for (run_cursor c = {0, 0}; next_run(&m->layout.units[u], z->numel[u], read_16bit_only, &c, &b, &e);)
-        mt_convert_from_16(z->mp.dt16, buf + b, src + b, e - b);
+        op_from_16(z->be, z->mp.dt16, buf + b, src + b, e - b);
 }
 
 /* Mixed precision, stages 0-2: widens unit u's 16-bit parameters for its
@@ -134,8 +134,8 @@ void mt_zero_widen_for_unit(mt_zero *z, mt_model *m, int u) {
 /* The 16-bit gradient of unit u += x (n elements): the first contribution
  * of a step is rounded straight in (the gradient is zero then). */
 static void add_into_16(mt_zero *z, int u, const float *x, size_t n) {
-    if (z->mp.g16_used[u]) mt_accumulate_16(z->mp.dt16, z->mp.g16[u], x, n);
-    else mt_convert_to_16(z->mp.dt16, z->mp.g16[u], x, n);
+    if (z->mp.g16_used[u]) op_accumulate_16(z->be, z->mp.dt16, z->mp.g16[u], x, n);
+    else op_to_16(z->be, z->mp.dt16, z->mp.g16[u], x, n);
     z->mp.g16_used[u] = 1;
 }
 
@@ -148,7 +148,7 @@ void mt_zero_drain_mixed(mt_zero *z, int v, float *slot) {
         z->mp.g16_sumsq_ok[v] = 1;
         z->mp.g16_used[v] = 1;
     } else {
-        if (z->mp.gslot16[v]) mt_convert_from_16(z->mp.dt16, slot, z->mp.gslot16[v], z->S[v]);
+        if (z->mp.gslot16[v]) op_from_16(z->be, z->mp.dt16, slot, z->mp.gslot16[v], z->S[v]);
         add_into_16(z, v, slot, z->S[v]);
     }
 }
@@ -168,7 +168,7 @@ void mt_zero_post_backward_mixed(mt_zero *z, mt_model *m, int unit, int last) {
             mt_zero_qgz_reduce_scatter(z, unit, slot);
         } else if (z->mp.reduce16) {
             uint16_t *s16 = slot16(z, slot);
-            mt_convert_to_16(z->mp.dt16, s16, slot, padded(z, unit));
+            op_to_16(z->be, z->mp.dt16, s16, slot, padded(z, unit));
             mt_comm_ireduce_scatter_bf16(z->shard, s16, s16, S, &z->greq[unit]);
             z->mp.gslot16[unit] = s16;
         } else {
@@ -182,7 +182,7 @@ void mt_zero_post_backward_mixed(mt_zero *z, mt_model *m, int unit, int last) {
         if (z->stage == 0) mt_comm_iallreduce_bf16(z->dp, g, g, n, &z->greq[unit]);
         else mt_comm_ireduce_scatter_bf16(z->shard, g, g, S, &z->greq[unit]);
     } else {
-        if (z->mp.g16_used[unit]) mt_add_from_16(z->mp.dt16, slot, g, n); /* the earlier microbatches */
+        if (z->mp.g16_used[unit]) op_add_from_16(z->be, z->mp.dt16, slot, g, n); /* the earlier microbatches */
         if (z->stage == 0) mt_comm_iallreduce(z->dp, slot, slot, n, &z->greq[unit]);
         else mt_comm_ireduce_scatter(z->shard, slot, slot, S, &z->greq[unit]);
         z->gslot[unit] = slot;
@@ -190,7 +190,7 @@ void mt_zero_post_backward_mixed(mt_zero *z, mt_model *m, int unit, int last) {
 }
 
 void mt_zero_round_owned_params(mt_zero *z, int u, size_t off, size_t n, const float *master) {
-    if (mixed(z) && n) mt_convert_to_16(z->mp.dt16, z->mp.p16[u] + own16(z, u) + off, master, n);
+    if (mixed(z) && n) op_to_16(z->be, z->mp.dt16, z->mp.p16[u] + own16(z, u) + off, master, n);
 }
 
 void mt_zero_release_master(mt_zero *z, int u) {

@@ -72,7 +72,7 @@ void mt_zero_qgz_reduce_scatter(mt_zero *z, int u, float *slot) {
     for (int jp = 0; jp < G; jp++)
         for (int a = 0; a < A; a++) put(slot + (size_t)(a * G + jp) * S, S, z->qg_send + ((size_t)jp * A + a) * R);
     mt_comm_alltoall(z->qgz_intra, z->qg_send, z->qg_recv, (size_t)A * R);
-    memset(z->qg_partial, 0, (size_t)A * S * sizeof(float));
+    op_zero_bytes(z->be, z->qg_partial, (size_t)A * S * sizeof(float));
     for (int jp = 0; jp < G; jp++)
         for (int a = 0; a < A; a++) {
             get(z->qg_recv + ((size_t)jp * A + a) * R, S, z->qg_tmp);
@@ -81,7 +81,7 @@ void mt_zero_qgz_reduce_scatter(mt_zero *z, int u, float *slot) {
     /* hop 2: the node sum of shard a*G + j to node a */
     for (int a = 0; a < A; a++) put(z->qg_partial + (size_t)a * S, S, z->qg_send + (size_t)a * R);
     mt_comm_alltoall(z->qgz_inter, z->qg_send, z->qg_recv, R);
-    memset(slot, 0, S * sizeof(float));
+    op_zero_bytes(z->be, slot, S * sizeof(float));
     for (int a = 0; a < A; a++) {
         get(z->qg_recv + (size_t)a * R, S, z->qg_tmp);
         op_add(z->be, slot, slot, z->qg_tmp, S);

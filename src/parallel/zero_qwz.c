@@ -34,7 +34,7 @@ void mt_zero_qwz_start_gather(mt_zero *z, int u, int slot, mt_comm_req *req) {
     size_t S = z->S[u], nb = mt_zpp_blocks(S, MT_ZPP_BLOCK), R = mt_zero_qwz_record_bytes(S);
     const float *x = z->pshard[u];
     if (mixed(z)) {
-        mt_convert_from_16(z->mp.dt16, z->qtmp, z->mp.p16[u], S);
+        op_from_16(z->be, z->mp.dt16, z->qtmp, z->mp.p16[u], S);
         x = z->qtmp;
     }
     uint8_t *rec = z->qsend[slot];
@@ -49,7 +49,7 @@ void mt_zero_qwz_finish_gather(mt_zero *z, int u, int slot, void *pool) {
         const float *scales = (const float *)(const void *)rec;
         if (mixed(z)) {
             mt_zpp_dequantize(rec + nb * sizeof(float), scales, S, MT_ZPP_BLOCK, 8, z->qtmp);
-            mt_convert_to_16(z->mp.dt16, (uint16_t *)pool + (size_t)k * S, z->qtmp, S);
+            op_to_16(z->be, z->mp.dt16, (uint16_t *)pool + (size_t)k * S, z->qtmp, S);
         } else {
             mt_zpp_dequantize(rec + nb * sizeof(float), scales, S, MT_ZPP_BLOCK, 8, (float *)pool + (size_t)k * S);
         }

@@ -28,8 +28,8 @@ void mt_gpt2_decode_step(mt_decoder *d, int32_t token) {
         float *kc = kcache + (size_t)l * T * C, *vc = vcache + (size_t)l * T * C;
         op_layernorm_forward(d->be, ln, mean, rstd, x, P(MT_T_LN1_W), P(MT_T_LN1_B), 1, C);
         op_matmul_forward(d->be, qkv, ln, P(MT_T_QKV_W), P(MT_T_QKV_B), 1, C, 3 * C);
-        memcpy(kc + (size_t)t * C, qkv + C, (size_t)C * sizeof(float));
-        memcpy(vc + (size_t)t * C, qkv + 2 * C, (size_t)C * sizeof(float));
+        op_copy(d->be, kc + (size_t)t * C, qkv + C, (size_t)C);
+        op_copy(d->be, vc + (size_t)t * C, qkv + 2 * C, (size_t)C);
         for (int h = 0; h < NH; h++)
             mt_decode_attend(qkv + h * HS, kc + h * HS, vc + h * HS, (size_t)C, t, HS, scores, att + h * HS);
         op_matmul_forward(d->be, tmp, att, P(MT_T_ATTPROJ_W), P(MT_T_ATTPROJ_B), 1, C, C);

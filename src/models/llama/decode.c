@@ -46,7 +46,7 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
     const float *cs = b.cos + (size_t)t * (hd / 2), *sn = b.sin + (size_t)t * (hd / 2); /* this position's row */
     mt_llama_block_index ix = mt_llama_block_tensors(c);
     const float *emb = d->params[0] + d->l->units[0].t[MT_L_EMBED].offset;
-    memcpy(b.x, emb + (size_t)token * C, (size_t)C * sizeof(float));
+    op_copy(d->be, b.x, emb + (size_t)token * C, (size_t)C);
     for (int l = 0; l < c->n_layer; l++) {
         const mt_unit_layout *u = &d->l->units[1 + l];
         const float *p = d->params[1 + l];
@@ -56,8 +56,8 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
         op_matmul_forward(d->be, b.qkv, b.xn, P(ix.q), ix.qb >= 0 ? P(ix.qb) : NULL, 1, C, qkvw);
         op_rope_apply(d->be, b.qkv, 1, 1, NH, hd, (size_t)qkvw, cs, sn, 0);
         op_rope_apply(d->be, b.qkv + QW, 1, 1, KV, hd, (size_t)qkvw, cs, sn, 0);
-        memcpy(kc + (size_t)t * KW, b.qkv + QW, (size_t)KW * sizeof(float));
-        memcpy(vc + (size_t)t * KW, b.qkv + QW + KW, (size_t)KW * sizeof(float));
+        op_copy(d->be, kc + (size_t)t * KW, b.qkv + QW, (size_t)KW);
+        op_copy(d->be, vc + (size_t)t * KW, b.qkv + QW + KW, (size_t)KW);
         for (int h = 0; h < NH; h++) { /* query head h reads kv head h * KV / NH */
             size_t kh = (size_t)(h / (NH / KV)) * hd;
             mt_decode_attend(b.qkv + (size_t)h * hd, kc + kh, vc + kh, (size_t)KW, t, hd, b.scores, b.att + (size_t)h * hd);
