@@ -28,21 +28,3 @@ const float *mt_decoder_step(mt_decoder *d, int32_t token) {
     d->pos++;
     return d->logits;
 }
-
-void mt_decode_attend(const float *q, const float *kc, const float *vc, size_t ld, int t, int hd, float *scores,
-                      float *out) {
-    float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY;
-    for (int j = 0; j <= t; j++) {
-        float s = 0;
-        for (int e = 0; e < hd; e++) s += q[e] * kc[(size_t)j * ld + e];
-        scores[j] = s * scale;
-        mx = fmaxf(mx, scores[j]);
-    }
-    float sum = 0;
-    for (int j = 0; j <= t; j++) sum += (scores[j] = expf(scores[j] - mx));
-    for (int e = 0; e < hd; e++) out[e] = 0;
-    for (int j = 0; j <= t; j++) {
-        float w = scores[j] / sum;
-        for (int e = 0; e < hd; e++) out[e] += w * vc[(size_t)j * ld + e];
-    }
-}

@@ -21,12 +21,6 @@ typedef struct mt_decoder {
     int pos;               /* next position */
 } mt_decoder;
 
-/* One query row's attention over the cached positions 0..t (causal, scale
- * 1/sqrt(hd)): out[hd] = softmax(q . K^T) V with K, V rows at kc + j*ld and
- * vc + j*ld (the kv head's columns); scores holds t + 1 floats. */
-void mt_decode_attend(const float *q, const float *kc, const float *vc, size_t ld, int t, int hd, float *scores,
-                      float *out);
-
 void mt_decoder_init(mt_decoder *d, mt_backend *be, const mt_model_config *cfg, const mt_layout *l,
                      float *const *params);
 void mt_decoder_free(mt_decoder *d);

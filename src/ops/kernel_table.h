@@ -49,6 +49,8 @@ struct mt_kernel_table {
     void (*attention_backward_gqa)(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
                                    const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
                                    float *scratch);
+    void (*attention_decode)(mt_backend *be, const float *q, const float *kc, const float *vc, size_t ld, int t, int hd,
+                             float *scores, float *out);
     void (*rmsnorm_forward)(mt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C,
                             float eps);
     void (*rmsnorm_backward)(mt_backend *be, float *dinp, float *dw, const float *dout, const float *inp,

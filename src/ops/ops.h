@@ -100,6 +100,12 @@ void op_attention_backward_gqa(mt_backend *be, float *dqkv, const float *dout, c
                                const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
                                float *scratch);
 
+/* ---- generation: one query row's attention over the cached positions 0..t
+ * (causal, scale 1/sqrt(hd)): out[hd] = softmax(q . K^T) V with K, V rows at
+ * kc + j*ld and vc + j*ld (the kv head's columns); scores holds t + 1 floats. */
+void op_attention_decode(mt_backend *be, const float *q, const float *kc, const float *vc, size_t ld, int t, int hd,
+                         float *scores, float *out);
+
 /* ---- RMSNorm (Llama; statistics in fp32): rstd[n] = 1/sqrt(mean(x^2) + eps),
  * out = w * (x * rstd). Backward accumulates: dinp += ..., dw += ... (NULL skips). */
 void op_rmsnorm_forward(mt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C,

@@ -20,7 +20,7 @@ void mt_gpt2_decode_step(mt_decoder *d, int32_t token) {
           *tmp = att + C, *fc = tmp + C, *fcg = fc + 4 * C, *scores = fcg + 4 * C, *mean = scores + T, *rstd = mean + 1;
     const mt_unit_layout *eu = &d->l->units[0];
     const float *wte = d->params[0] + eu->t[MT_T_WTE].offset, *wpe = d->params[0] + eu->t[MT_T_WPE].offset;
-    for (int c = 0; c < C; c++) x[c] = wte[(size_t)token * C + c] + wpe[(size_t)t * C + c];
+    op_embed_forward(d->be, x, &token, wte, wpe, 1, 1, C, t);
     for (int l = 0; l < cfg->n_layer; l++) {
         const mt_unit_layout *u = &d->l->units[1 + l];
         const float *p = d->params[1 + l];
@@ -31,7 +31,7 @@ void mt_gpt2_decode_step(mt_decoder *d, int32_t token) {
         op_copy(d->be, kc + (size_t)t * C, qkv + C, (size_t)C);
         op_copy(d->be, vc + (size_t)t * C, qkv + 2 * C, (size_t)C);
         for (int h = 0; h < NH; h++)
-            mt_decode_attend(qkv + h * HS, kc + h * HS, vc + h * HS, (size_t)C, t, HS, scores, att + h * HS);
+            op_attention_decode(d->be, qkv + h * HS, kc + h * HS, vc + h * HS, (size_t)C, t, HS, scores, att + h * HS);
         op_matmul_forward(d->be, tmp, att, P(MT_T_ATTPROJ_W), P(MT_T_ATTPROJ_B), 1, C, C);
         for (int c = 0; c < C; c++) x[c] += tmp[c];
         op_layernorm_forward(d->be, ln, mean, rstd, x, P(MT_T_LN2_W), P(MT_T_LN2_B), 1, C);

@@ -60,7 +60,8 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
         op_copy(d->be, vc + (size_t)t * KW, b.qkv + QW + KW, (size_t)KW);
         for (int h = 0; h < NH; h++) { /* query head h reads kv head h * KV / NH */
             size_t kh = (size_t)(h / (NH / KV)) * hd;
-            mt_decode_attend(b.qkv + (size_t)h * hd, kc + kh, vc + kh, (size_t)KW, t, hd, b.scores, b.att + (size_t)h * hd);
+            op_attention_decode(d->be, b.qkv + (size_t)h * hd, kc + kh, vc + kh, (size_t)KW, t, hd, b.scores,
+                                b.att + (size_t)h * hd);
         }
         op_matmul_forward(d->be, b.tmp, b.att, P(ix.o), NULL, 1, QW, C);
         for (int i = 0; i < C; i++) b.x[i] += b.tmp[i];
