@@ -103,14 +103,34 @@ def loop_body(text, i):
     return text[i:e + 1]
 
 
-def findings(path, rel):
+def field_names(src):
+    """Struct fields of tensor-data type declared in the headers under src
+    (`float *losses;`), by depth: matched after -> or . in any file."""
+    names = {1: set(), 2: set()}
+    for root, _, files in os.walk(src):
+        for f in files:
+            if not f.endswith(".h"):
+                continue
+            for line in strip_comments(open(os.path.join(root, f), encoding="utf-8").read()).split("\n"):
+                if "(" in line or not line.rstrip().endswith(";"):
+                    continue  # fields only, not prototypes
+                d = data_names(line)
+                for k in names:
+                    names[k] |= d[k]
+    names[1] -= names[2]  # a field name that is a buffer table somewhere counts only at x[u][i]
+    return names
+
+
+def findings(path, rel, fields):
     raw = open(path, encoding="utf-8").read()
     text = strip_comments(raw)
     names = data_names(text)
     alt = lambda ns: "|".join(sorted(map(re.escape, ns))) or "(?!)"
-    # an element access: x[i] or *(x + i) of a depth-1 name, x[u][i] of a depth-2 one (after ., -> or alone)
-    index = re.compile(r"(?<![\w])(" + alt(names[1]) + r")\s*\[|\*\s*\(\s*(" + alt(names[1]) + r")\s*\+|(?<![\w])(" +
-                       alt(names[2]) + r")\s*\[[^\]]*\]\s*\[")
+    # an element access: x[i] or *(x + i) of a depth-1 name, x[u][i] of a depth-2 one: the file's own
+    # names when alone, the headers' struct fields after . or ->
+    index = re.compile(r"(?<![\w>.])(" + alt(names[1]) + r")\s*\[|\*\s*\(\s*(" + alt(names[1]) +
+                       r")\s*\+|(?<![\w>.])(" + alt(names[2]) + r")\s*\[[^\]]*\]\s*\[|(?:->|\.)\s*(" +
+                       alt(fields[1]) + r")\s*\[|(?:->|\.)\s*(" + alt(fields[2]) + r")\s*\[[^\]]*\]\s*\[")
     line_of = lambda pos: text.count("\n", 0, pos) + 1
     out = []
     for m in re.finditer(r"^\s*#\s*pragma\s+omp\b", text, re.M):
@@ -122,7 +142,7 @@ def findings(path, rel):
         if len(a) == 3 and ONE_OBJECT.match(a[2]):
             continue  # one struct or object: host metadata
         out.append((line_of(m.start()), m.group(1)))
-    if index:
+    if True:
         for m in re.finditer(r"\bfor\s*\(", text):
             body = loop_body(text, m.start())
             hit = index.search(body)
@@ -150,6 +170,7 @@ def main():
     src = sys.argv[1] if len(sys.argv) > 1 else "src"
     allow = read_allow(sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file__), "seam_allow.txt"))
     bad = []
+    fields = field_names(src)
     for folder in FOLDERS:
         for root, _, files in os.walk(os.path.join(src, folder)):
             for f in sorted(files):
@@ -157,7 +178,7 @@ def main():
                     continue
                 path = os.path.join(root, f)
                 rel = os.path.relpath(path, src)
-                for fnd in findings(path, rel):
+                for fnd in findings(path, rel, fields):
                     ok = False
                     for a in allow:
                         if a[0] == rel and a[1] in fnd[3]:

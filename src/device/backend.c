@@ -24,6 +24,8 @@ void mt_backend_clear_scalars(mt_backend *be) {
     for (int i = 0; i < MT_SCALAR_COUNT; i++) be->scalars[i] = 0.0;
 }
 
+void mt_backend_clear_scalar(mt_backend *be, mt_scalar k) { be->scalars[k] = 0.0; }
+
 void mt_backend_read_scalars(mt_backend *be, double *out) {
     /* The CPU kernels have run when they return; a device backend waits
      * for its stream and copies here. */

@@ -28,9 +28,10 @@ const char *mt_gemm_lib_name(mt_gemm_lib lib);
  * Each is a double, summed in the order the kernels run, so the CPU values
  * are the ones the host loops computed before. */
 typedef enum {
-    MT_SCALAR_LOSS_SUM = 0, /* sum of per-token losses of the step's microbatches */
-    MT_SCALAR_GRAD_SUMSQ,   /* sum of squares of the gradients this rank counts */
-    MT_SCALAR_NONFINITE,    /* != 0: a gradient element was Inf or NaN */
+    MT_SCALAR_LOSS_SUM = 0,     /* sum of per-token losses of the step's microbatches */
+    MT_SCALAR_GRAD_SUMSQ,       /* sum of squares of the gradients this rank counts */
+    MT_SCALAR_NONFINITE,        /* != 0: a gradient element was Inf or NaN */
+    MT_SCALAR_PARAMS_NONFINITE, /* != 0: an updated parameter is Inf or NaN */
     MT_SCALAR_COUNT
 } mt_scalar;
 
@@ -57,8 +58,9 @@ const char *mt_device_kind_name(mt_device_kind k);
 /* Makes mem allocate through the backend's allocator (every later
  * mt_mem_alloc_at of a device or pinned buffer). */
 void mt_backend_attach_mem(const mt_backend *be, mt_mem *mem);
-/* Sets the scalars to 0 (the start of a step). */
+/* Sets the scalars to 0 (the start of a step); one of them. */
 void mt_backend_clear_scalars(mt_backend *be);
+void mt_backend_clear_scalar(mt_backend *be, mt_scalar k);
 /* The sync point: waits for the kernels queued so far and copies the
  * scalars to out[MT_SCALAR_COUNT] (the CPU's are already there). */
 void mt_backend_read_scalars(mt_backend *be, double *out);

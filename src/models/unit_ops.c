@@ -299,9 +299,7 @@ double mt_unit_logits_loss(mt_model *m, const float *x, const float *w, int Vl, 
                                  dlogits_scale));
     else
         vocab_parallel_xent(m, Vl, dlogits_scale);
-    double sum = 0.0;
-    for (int i = 0; i < N; i++) sum += a->losses[i];
-    return sum;
+    return op_sum(m->be, a->losses, (size_t)N);
 }
 
 void mt_unit_logits_backward(mt_model *m, const float *x, const float *w, float *dw, int Vl, int flags) {

@@ -111,6 +111,8 @@ struct mt_kernel_table {
     void (*col_dot_acc)(mt_backend *be, float *dl, const float *a, int lda, int col0, const float *b, int N, int n);
     void (*xent_losses_from_stats)(mt_backend *be, float *losses, const float *lse, const float *stats, int S, int N,
                                    const int32_t *targets, int V);
+    double (*sum)(mt_backend *be, const float *x, size_t n);
+    void (*nonfinite_flag)(mt_backend *be, mt_scalar slot, const float *x, size_t n);
     void (*adamw_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                          float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
     void (*adam_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,

@@ -249,6 +249,13 @@ void op_col_dot_acc(mt_backend *be, float *dl, const float *a, int lda, int col0
 void op_xent_losses_from_stats(mt_backend *be, float *losses, const float *lse, const float *stats, int S, int N,
                                const int32_t *targets, int V);
 
+/* ---- reductions the host reads
+ * sum of x in double, in order (a microbatch's loss sum; a sync point on a device) */
+double op_sum(mt_backend *be, const float *x, size_t n);
+/* be->scalars[slot] = 1 if any of x[0..n) is Inf or NaN (else unchanged):
+ * read at the next mt_backend_read_scalars. */
+void op_nonfinite_flag(mt_backend *be, mt_scalar slot, const float *x, size_t n);
+
 /* ---- optimizer updates on a flat range (PyTorch semantics).
  * grad_scale multiplies every gradient first (clipping coefficient).
  * step is 1-based (bias corrections). */

@@ -37,6 +37,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "comm/comm.h"
+#include "core/nonfinite.h" /* mt_found_nonfinite */
 #include "core/error.h"
 #include "core/json.h"
 
@@ -78,18 +79,6 @@ int mt_loss_scaler_agree(mt_comm *c, int local_found, int *first_rank);
  * far, and a hint when the scale is already at min_scale. */
 mt_loss_scale_action mt_loss_scaler_decide(mt_loss_scaler *s, mt_comm *c, int local_found, int64_t step,
                                            FILE *log);
-
-/* 1 if x[0..n) holds an inf or NaN (either sign, any NaN payload), else 0.
- * Works on the bit patterns with integer instructions, so it raises no
- * floating-point exception even on signalling NaNs; AVX-512 when the build
- * has it. One thread reads ~100 GB/s from cache and 20-30 GB/s from memory
- * (2-vCPU Xeon VM), so only arrays of MT_NONFINITE_PARALLEL_MIN floats or
- * more are split over OpenMP threads (in blocks of MT_NONFINITE_BLOCK):
- * below that a parallel region costs more than it saves, and far more when
- * a thread is descheduled on a loaded machine. */
-#define MT_NONFINITE_PARALLEL_MIN ((size_t)1 << 21)
-#define MT_NONFINITE_BLOCK ((size_t)1 << 16)
-int mt_found_nonfinite(const float *x, size_t n);
 
 /* Checkpoint state: get/set copy the struct; set (and read_json) refuse a
  * non-finite or non-positive scale or a negative count, and clamp the scale

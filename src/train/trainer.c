@@ -70,6 +70,14 @@ static int agree(mt_comm *world, int rc, mt_error *err) {
 /* The first owned parameter tensor of this rank holding an inf or NaN
  * (its name), or NULL. The owned range is what the optimizer updates; a
  * master streamed from disk is not looked at. */
+static int nonfinite(mt_trainer *tr, const float *x, size_t n) {
+    double s[MT_SCALAR_COUNT];
+    mt_backend_clear_scalar(&tr->be, MT_SCALAR_PARAMS_NONFINITE);
+    op_nonfinite_flag(&tr->be, MT_SCALAR_PARAMS_NONFINITE, x, n);
+    mt_backend_read_scalars(&tr->be, s);
+    return s[MT_SCALAR_PARAMS_NONFINITE] != 0.0;
+}
+
 static const char *owned_nonfinite_tensor(mt_trainer *tr) {
     const mt_layout *l = &tr->model.layout;
     for (int u = 0; u < l->n_units; u++) {
@@ -77,11 +85,11 @@ static const char *owned_nonfinite_tensor(mt_trainer *tr) {
         size_t lo, hi;
         float *p, *g;
         mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-        if (!p || hi <= lo || !mt_found_nonfinite(p, hi - lo)) continue;
+        if (!p || hi <= lo || !nonfinite(tr, p, hi - lo)) continue;
         for (int i = 0; i < l->units[u].n_tensors; i++) {
             const mt_tensor *t = &l->units[u].t[i];
             size_t b = t->offset > lo ? t->offset : lo, e = t->offset + t->numel < hi ? t->offset + t->numel : hi;
-            if (e > b && mt_found_nonfinite(p + (b - lo), e - b)) return t->name;
+            if (e > b && nonfinite(tr, p + (b - lo), e - b)) return t->name;
         }
         return l->units[u].t[0].name;
     }
@@ -90,16 +98,20 @@ static const char *owned_nonfinite_tensor(mt_trainer *tr) {
 
 /* 1 if this rank's owned parameters hold an inf or NaN: one vectorised read
  * of the shard the optimizer has just written (still in cache for small
- * shards); its cost is measured in docs/usage.md. */
+ * shards; its cost is measured in docs/usage.md), flagged in a backend
+ * scalar the host reads once. */
 static int owned_params_nonfinite(mt_trainer *tr) {
+    double s[MT_SCALAR_COUNT];
+    mt_backend_clear_scalar(&tr->be, MT_SCALAR_PARAMS_NONFINITE);
     for (int u = 0; u < tr->model.layout.n_units; u++) {
         if (!mt_zero_state_len(&tr->zero, u)) continue;
         size_t lo, hi;
         float *p, *g;
         mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-        if (p && hi > lo && mt_found_nonfinite(p, hi - lo)) return 1;
+        if (p && hi > lo) op_nonfinite_flag(&tr->be, MT_SCALAR_PARAMS_NONFINITE, p, hi - lo);
     }
-    return 0;
+    mt_backend_read_scalars(&tr->be, s);
+    return s[MT_SCALAR_PARAMS_NONFINITE] != 0.0;
 }
 
 /* The piece groups of tensor parallelism: ranks that hold the same piece of
