@@ -153,7 +153,8 @@ def findings(path, rel, fields):
 
 
 def read_allow(path):
-    """Entries `FILE | CODE FRAGMENT | reason`: a finding in FILE on a line containing the fragment."""
+    """Entries `FILE | CODE FRAGMENT | reason`: a finding in FILE on a line containing the fragment
+    (`*`: every finding of the file)."""
     allow = []
     for n, line in enumerate(open(path, encoding="utf-8"), 1):
         line = line.strip()
@@ -181,7 +182,7 @@ def main():
                 for fnd in findings(path, rel, fields):
                     ok = False
                     for a in allow:
-                        if a[0] == rel and a[1] in fnd[3]:
+                        if a[0] == rel and (a[1] == "*" or a[1] in fnd[3]):
                             a[3] += 1
                             ok = True
                     if not ok:
@@ -194,7 +195,10 @@ def main():
     if bad or stale:
         print(f"seam: {len(bad)} findings above ops/ (move them behind the backend, or allow-list host metadata)")
         return 1
-    print(f"seam: ok ({sum(a[3] for a in allow)} allowed host-metadata lines)")
+    pending = [a for a in allow if a[2].startswith("pending")]
+    print(f"seam: ok ({sum(a[3] for a in allow if a not in pending)} allowed host-metadata findings; "
+          f"{sum(a[3] for a in pending)} pending in {len(pending)} entries: " +
+          ", ".join(sorted({a[0] for a in pending})) + ")")
     return 0
 
 

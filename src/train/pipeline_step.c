@@ -201,7 +201,7 @@ static double forward_chunk(mt_trainer *tr, int c, const mt_fwd_ctx *fc, float d
     grads_done(tr, H, last_mb);
     int shared = mt_pipeline_shared_unit(tr);
     if (tr->pp > 1 && shared >= 0) grads_done(tr, shared, last_mb); /* the shared replica is complete too */
-    memcpy(mt_model_park(m), m->gs.dresid, act_bytes(tr));
+    op_copy_bytes(m->be, mt_model_park(m), m->gs.dresid, act_bytes(tr));
     tr->backward_s += mt_clock_s() - t0;
     return loss;
 }
@@ -210,7 +210,7 @@ static void backward_chunk(mt_trainer *tr, int c, const mt_fwd_ctx *fc, int last
     mt_model *m = &tr->model;
     mt_zero *z = &tr->zero;
     double t0 = mt_clock_s();
-    if (is_last_stage(tr, c)) memcpy(m->gs.dresid, mt_model_park(m), act_bytes(tr));
+    if (is_last_stage(tr, c)) op_copy_bytes(m->be, m->gs.dresid, mt_model_park(m), act_bytes(tr));
     for (int l = tr->chunk_hi[c] - 1; l >= tr->chunk_lo[c]; l--) {
         mt_zero_pre_backward(z, m, 1 + l); /* ZeRO-3: the params the recompute needs too */
         mt_unit_recompute(m, 1 + l, fc);
@@ -265,7 +265,7 @@ double mt_pipeline_step(mt_trainer *tr, uint64_t g0, float dscale) {
         case MT_PP_SEND_GRAD: {
             float *buf = mt_model_block_out(m, tr->chunk_lo[c] - 1); /* the received input: dead now */
             mt_comm_wait(&tr->grad_req[k]);
-            memcpy(buf, m->gs.dresid, act_bytes(tr));
+            op_copy_bytes(m->be, buf, m->gs.dresid, act_bytes(tr));
             mt_comm_isend(pc, buf, act_bytes(tr), a->peer, a->tag, &tr->grad_req[k]);
             break;
         }

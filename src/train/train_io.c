@@ -646,6 +646,7 @@ struct mt_ckpt_async {
     size_t cap, shard_len, used;
     snap_run *runs;
     int nruns, runs_cap;
+    mt_backend *be; /* the device the snapshot is copied from */
     /* the save in flight */
     int inflight, threaded;
     pthread_t thread;
@@ -672,7 +673,7 @@ static int put_snap(void *ctx, int tensor, uint64_t gstart, const float *src, si
     size_t off = (a->used + 15) & ~(size_t)15;
     if (a->nruns >= a->runs_cap || off + n > a->cap)
         return mt_errorf(err, "checkpoint snapshot: the owned state grew after the first save (internal error)");
-    memcpy(a->buf + off, src, n * sizeof(float));
+    op_copy_to_host(a->be, a->buf + off, src, n * sizeof(float));
     a->runs[a->nruns++] = (snap_run){tensor, gstart, off, n};
     a->used = off + n;
     return 0;
@@ -694,6 +695,7 @@ int mt_trainer_save_async(mt_trainer *tr, mt_error *err) {
     mt_ckpt_async *a = tr->ckpt_async;
     if (!a) { /* the first save: the buffers, sized for this layout's runs (the same at every save) */
         a = tr->ckpt_async = mt_xcalloc(1, sizeof *a, "checkpoint snapshot");
+        a->be = &tr->be;
         a->shard_len = state_shard_len(tr);
         a->shard = mt_mem_alloc(&tr->mem, MT_MEM_SCRATCH, a->shard_len * sizeof(float), "checkpoint state shard");
         if (for_each_put(tr, a->shard, put_count, a, err)) return -1;
