@@ -16,7 +16,9 @@ src/train/ and the adapters (src/nn/) this reports
     `float *x` is data at x[i] or *(x + i), a `float **x` or `float *x[4]`
     (pointers to buffers, metadata) only at x[u][i];
 except the lines of the allow-list (tests/seam_allow.txt: host metadata,
-each with its reason). Exit 1 on any finding.
+each with its reason). And every op_* of ops.h / matmul_lowp.h has its
+entry in the kernel table and hands its call to it (MT_DISPATCH) first.
+Exit 1 on any finding.
 
 usage: python3 tests/seam.py [SRC_DIR [ALLOW_LIST]]
 """
@@ -103,20 +105,24 @@ def loop_body(text, i):
     return text[i:e + 1]
 
 
+def declared_fields(text, names):
+    """Adds the declarations of tensor-data type in text that are not prototypes (`float *losses;`)."""
+    for line in text.split("\n"):
+        if "(" in line or not line.rstrip().endswith(";"):
+            continue  # fields and variables, not prototypes
+        d = data_names(line)
+        for k in names:
+            names[k] |= d[k]
+
+
 def field_names(src):
-    """Struct fields of tensor-data type declared in the headers under src
-    (`float *losses;`), by depth: matched after -> or . in any file."""
+    """Struct fields of tensor-data type declared in the headers under src,
+    by depth: matched after -> or . in any file."""
     names = {1: set(), 2: set()}
     for root, _, files in os.walk(src):
         for f in files:
-            if not f.endswith(".h"):
-                continue
-            for line in strip_comments(open(os.path.join(root, f), encoding="utf-8").read()).split("\n"):
-                if "(" in line or not line.rstrip().endswith(";"):
-                    continue  # fields only, not prototypes
-                d = data_names(line)
-                for k in names:
-                    names[k] |= d[k]
+            if f.endswith(".h"):
+                declared_fields(strip_comments(open(os.path.join(root, f), encoding="utf-8").read()), names)
     names[1] -= names[2]  # a field name that is a buffer table somewhere counts only at x[u][i]
     return names
 
@@ -125,6 +131,9 @@ def findings(path, rel, fields):
     raw = open(path, encoding="utf-8").read()
     text = strip_comments(raw)
     names = data_names(text)
+    own = {1: set(), 2: set()}
+    declared_fields(text, own)  # the file's own structs' fields
+    fields = {1: (fields[1] | own[1]) - own[2], 2: fields[2] | own[2]}
     alt = lambda ns: "|".join(sorted(map(re.escape, ns))) or "(?!)"
     # an element access: x[i] or *(x + i) of a depth-1 name, x[u][i] of a depth-2 one: the file's own
     # names when alone, the headers' struct fields after . or ->
@@ -167,6 +176,25 @@ def read_allow(path):
     return allow
 
 
+def undispatched(src):
+    """The op_* of ops.h, matmul_lowp.h and matmul_int8.h whose CPU definition does not begin by handing the call to a
+    device's kernel table (MT_DISPATCH), or that the table (ops/kernel_table.h) lacks."""
+    decl = re.compile(r"^(?:const\s+)?\w+\s*\*?\s*op_(\w+)\(", re.M)
+    names = set()
+    for h in ("ops/ops.h", "ops/matmul_lowp.h", "ops/matmul_int8.h"):
+        names |= set(decl.findall(strip_comments(open(os.path.join(src, h), encoding="utf-8").read())))
+    table = open(os.path.join(src, "ops/kernel_table.h"), encoding="utf-8").read()
+    code = "".join(open(os.path.join(src, "ops", f), encoding="utf-8").read()
+                   for f in sorted(os.listdir(os.path.join(src, "ops"))) if f.endswith(".c"))
+    out = []
+    for n in sorted(names):
+        if not re.search(r"\(\*" + n + r"\)\(", table):
+            out.append(f"seam: op_{n} has no entry in src/ops/kernel_table.h")
+        if not re.search(r"\bop_" + n + r"\([^)]*\)[^;{]*\{\s*MT_DISPATCH(?:_RET)?\(be, " + n + r",", code):
+            out.append(f"seam: op_{n} does not begin with MT_DISPATCH(be, {n}, ...)")
+    return out
+
+
 def main():
     src = sys.argv[1] if len(sys.argv) > 1 else "src"
     allow = read_allow(sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file__), "seam_allow.txt"))
@@ -189,10 +217,13 @@ def main():
                         bad.append(fnd)
     for rel, ln, what, code in sorted(bad):
         print(f"seam: src/{rel}:{ln}: {what}: {code}")
+    nodisp = undispatched(src)
+    for line in nodisp:
+        print(line)
     stale = [a for a in allow if a[3] == 0]
     for a in stale:
         print(f"seam: allow-list entry matches nothing (remove it): {a[0]} | {a[1]}")
-    if bad or stale:
+    if bad or stale or nodisp:
         print(f"seam: {len(bad)} findings above ops/ (move them behind the backend, or allow-list host metadata)")
         return 1
     pending = [a for a in allow if a[2].startswith("pending")]

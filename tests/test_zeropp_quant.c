@@ -4,6 +4,7 @@
  * (tests/zeropp_quant_ref.py) and compares byte for byte. */
 #include <math.h>
 #include <stdlib.h>
+#include "ops/ops.h"
 #include "parallel/zeropp_quant.h"
 #include "testlib.h"
 #include "testlib_unit.h"
@@ -59,8 +60,8 @@ int main(int argc, char **argv) {
         uint8_t *q = malloc(mt_zpp_code_bytes(n, bits));
         if (!x || !y || !sc || !q) abort();
         fill(x, n, block, bits, cases[c].kind, cases[c].mag, 1000 + c);
-        mt_zpp_quantize(x, n, block, bits, q, sc);
-        mt_zpp_dequantize(q, sc, n, block, bits, y);
+        op_block_quantize(BE, x, n, block, bits, q, sc);
+        op_block_dequantize(BE, q, sc, n, block, bits, y);
         /* every element within half a step of its block's scale; the block's
          * largest magnitude exact up to the scale's rounding */
         int within = 1;

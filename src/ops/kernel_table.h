@@ -14,6 +14,7 @@
 #ifndef MT_OPS_KERNEL_TABLE_H
 #define MT_OPS_KERNEL_TABLE_H
 #include "device/backend.h"
+#include "ops/matmul_int8.h"
 #include "ops/matmul_lowp.h"
 #include "ops/ops.h"
 
@@ -113,6 +114,10 @@ struct mt_kernel_table {
                                    const int32_t *targets, int V);
     double (*sum)(mt_backend *be, const float *x, size_t n);
     void (*nonfinite_flag)(mt_backend *be, mt_scalar slot, const float *x, size_t n);
+    void (*block_quantize)(mt_backend *be, const float *x, size_t n, size_t block, int bits, uint8_t *codes,
+                           float *scales);
+    void (*block_dequantize)(mt_backend *be, const uint8_t *codes, const float *scales, size_t n, size_t block,
+                             int bits, float *x);
     void (*adamw_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                          float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
     void (*adam_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
@@ -125,6 +130,8 @@ struct mt_kernel_table {
                            int64_t step, float grad_scale);
     void (*sgd_update)(mt_backend *be, float *p, const float *g, float *buf, size_t n, float lr, float momentum,
                        float weight_decay, int64_t step, float grad_scale);
+    void (*adagrad_update)(mt_backend *be, float *p, const float *g, float *sum, size_t n, float lr, float lr_decay,
+                           float initial_accumulator, float eps, float weight_decay, int64_t step, float grad_scale);
     /* ops/matmul_lowp.h */
     void (*matmul_forward_bf16)(mt_backend *be, float *out, const mt_bf16 *inp, const mt_bf16 *w, const float *bias,
                                 int N, int C, int OC);
@@ -132,6 +139,10 @@ struct mt_kernel_table {
                                  const mt_bf16 *inp, const mt_bf16 *w, int N, int C, int OC, int flags);
     void (*gemm_bf16)(mt_backend *be, char transa, char transb, int M, int N, int K, const mt_bf16 *A, int lda,
                       const mt_bf16 *B, int ldb, float beta, float *C, int ldc);
+    /* ops/matmul_int8.h */
+    size_t (*int8_outlier_scratch_bytes)(mt_backend *be, int N, int C);
+    int (*int8_outlier_matmul)(mt_backend *be, float *out, int ldo, const float *x, int N, int C, const int8_t *wq,
+                               const float *scb, int R, float threshold, void *scratch);
 };
 typedef struct mt_kernel_table mt_kernel_table;
 

@@ -1,5 +1,6 @@
 /* LLM.int8()'s mixed-precision decomposition (see matmul_int8.h). */
 #include "ops/matmul_int8.h"
+#include "ops/kernel_table.h"
 #include <math.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 static size_t up64(size_t b) { return (b + 63) / 64 * 64; }
 
 size_t op_int8_outlier_scratch_bytes(mt_backend *be, int N, int C) {
+    MT_DISPATCH_RET(be, int8_outlier_scratch_bytes, be, N, C);
     size_t n = (size_t)N, c = (size_t)C;
     return up64(n * c) /* xq */ + up64(n * 4) /* row absmax */ + up64(c * 4) /* outlier columns */ +
            up64(n * c * 4) /* outlier inputs */ + up64((size_t)WTILE * c * 4) /* dequantized weight tile */;
@@ -17,6 +19,7 @@ size_t op_int8_outlier_scratch_bytes(mt_backend *be, int N, int C) {
 
 int op_int8_outlier_matmul(mt_backend *be, float *out, int ldo, const float *x, int N, int C, const int8_t *wq,
                            const float *scb, int R, float threshold, void *scratch) {
+    MT_DISPATCH_RET(be, int8_outlier_matmul, be, out, ldo, x, N, C, wq, scb, R, threshold, scratch);
     char *p = scratch;
     int8_t *xq = (int8_t *)p;
     p += up64((size_t)N * C);

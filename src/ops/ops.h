@@ -256,6 +256,12 @@ double op_sum(mt_backend *be, const float *x, size_t n);
  * read at the next mt_backend_read_scalars. */
 void op_nonfinite_flag(mt_backend *be, mt_scalar slot, const float *x, size_t n);
 
+/* ---- ZeRO++'s block quantizers (parallel/zeropp_quant.h: the definition): x[0..n) in blocks of
+ * `block` elements, each with an fp32 scale (absmax / 127 or / 7) and int8 or packed int4 codes */
+void op_block_quantize(mt_backend *be, const float *x, size_t n, size_t block, int bits, uint8_t *codes, float *scales);
+void op_block_dequantize(mt_backend *be, const uint8_t *codes, const float *scales, size_t n, size_t block, int bits,
+                         float *x);
+
 /* ---- optimizer updates on a flat range (PyTorch semantics).
  * grad_scale multiplies every gradient first (clipping coefficient).
  * step is 1-based (bias corrections). */

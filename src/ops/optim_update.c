@@ -178,6 +178,8 @@ void op_sgd_update(mt_backend *be, float *p, const float *g, float *buf, size_t 
  * (tests/check_adagrad.sh counts the unequal elements). */
 void op_adagrad_update(mt_backend *be, float *p, const float *g, float *sum, size_t n, float lr, float lr_decay,
                        float initial_accumulator, float eps, float weight_decay, int64_t step, float grad_scale) {
+    MT_DISPATCH(be, adagrad_update, be, p, g, sum, n, lr, lr_decay, initial_accumulator, eps, weight_decay, step,
+                grad_scale);
     float neg_clr = (float)-((double)lr / (1.0 + (double)(step - 1) * (double)lr_decay));
     int first = step <= 1;
 #pragma omp parallel for simd schedule(static) if (parallel : n >= PAR_MIN)

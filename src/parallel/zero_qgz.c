@@ -26,14 +26,14 @@ size_t mt_zero_qgz_record_bytes(size_t S) {
     return mt_zpp_blocks(S, QGZ_BLOCK) * sizeof(float) + (mt_zpp_code_bytes(S, 4) + 3) / 4 * 4;
 }
 
-static void put(const float *x, size_t S, uint8_t *rec) {
+static void put(mt_zero *z, const float *x, size_t S, uint8_t *rec) {
     size_t nb = mt_zpp_blocks(S, QGZ_BLOCK);
-    mt_zpp_quantize(x, S, QGZ_BLOCK, 4, rec + nb * sizeof(float), (float *)(void *)rec);
+    op_block_quantize(z->be, x, S, QGZ_BLOCK, 4, rec + nb * sizeof(float), (float *)(void *)rec);
 }
 
-static void get(const uint8_t *rec, size_t S, float *x) {
+static void get(mt_zero *z, const uint8_t *rec, size_t S, float *x) {
     size_t nb = mt_zpp_blocks(S, QGZ_BLOCK);
-    mt_zpp_dequantize(rec + nb * sizeof(float), (const float *)(const void *)rec, S, QGZ_BLOCK, 4, x);
+    op_block_dequantize(z->be, rec + nb * sizeof(float), (const float *)(const void *)rec, S, QGZ_BLOCK, 4, x);
 }
 
 int mt_zero_enable_qgz(mt_zero *z, mt_error *err) {
@@ -70,20 +70,20 @@ void mt_zero_qgz_reduce_scatter(mt_zero *z, int u, float *slot) {
     int G = mt_comm_size(z->qgz_intra), A = mt_comm_size(z->qgz_inter);
     /* hop 1: to node peer j', its column (shards a*G + j'), a record per shard */
     for (int jp = 0; jp < G; jp++)
-        for (int a = 0; a < A; a++) put(slot + (size_t)(a * G + jp) * S, S, z->qg_send + ((size_t)jp * A + a) * R);
+        for (int a = 0; a < A; a++) put(z, slot + (size_t)(a * G + jp) * S, S, z->qg_send + ((size_t)jp * A + a) * R);
     mt_comm_alltoall(z->qgz_intra, z->qg_send, z->qg_recv, (size_t)A * R);
     op_zero_bytes(z->be, z->qg_partial, (size_t)A * S * sizeof(float));
     for (int jp = 0; jp < G; jp++)
         for (int a = 0; a < A; a++) {
-            get(z->qg_recv + ((size_t)jp * A + a) * R, S, z->qg_tmp);
+            get(z, z->qg_recv + ((size_t)jp * A + a) * R, S, z->qg_tmp);
             op_add(z->be, z->qg_partial + (size_t)a * S, z->qg_partial + (size_t)a * S, z->qg_tmp, S);
         }
     /* hop 2: the node sum of shard a*G + j to node a */
-    for (int a = 0; a < A; a++) put(z->qg_partial + (size_t)a * S, S, z->qg_send + (size_t)a * R);
+    for (int a = 0; a < A; a++) put(z, z->qg_partial + (size_t)a * S, S, z->qg_send + (size_t)a * R);
     mt_comm_alltoall(z->qgz_inter, z->qg_send, z->qg_recv, R);
     op_zero_bytes(z->be, slot, S * sizeof(float));
     for (int a = 0; a < A; a++) {
-        get(z->qg_recv + (size_t)a * R, S, z->qg_tmp);
+        get(z, z->qg_recv + (size_t)a * R, S, z->qg_tmp);
         op_add(z->be, slot, slot, z->qg_tmp, S);
     }
 }

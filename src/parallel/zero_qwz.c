@@ -38,7 +38,7 @@ void mt_zero_qwz_start_gather(mt_zero *z, int u, int slot, mt_comm_req *req) {
         x = z->qtmp;
     }
     uint8_t *rec = z->qsend[slot];
-    mt_zpp_quantize(x, S, MT_ZPP_BLOCK, 8, rec + nb * sizeof(float), (float *)(void *)rec);
+    op_block_quantize(z->be, x, S, MT_ZPP_BLOCK, 8, rec + nb * sizeof(float), (float *)(void *)rec);
     mt_comm_iallgather(z->shard, rec, z->qrecv[slot], R, req);
 }
 
@@ -48,10 +48,11 @@ void mt_zero_qwz_finish_gather(mt_zero *z, int u, int slot, void *pool) {
         const uint8_t *rec = z->qrecv[slot] + (size_t)k * R;
         const float *scales = (const float *)(const void *)rec;
         if (mixed(z)) {
-            mt_zpp_dequantize(rec + nb * sizeof(float), scales, S, MT_ZPP_BLOCK, 8, z->qtmp);
+            op_block_dequantize(z->be, rec + nb * sizeof(float), scales, S, MT_ZPP_BLOCK, 8, z->qtmp);
             op_to_16(z->be, z->mp.dt16, (uint16_t *)pool + (size_t)k * S, z->qtmp, S);
         } else {
-            mt_zpp_dequantize(rec + nb * sizeof(float), scales, S, MT_ZPP_BLOCK, 8, (float *)pool + (size_t)k * S);
+            op_block_dequantize(z->be, rec + nb * sizeof(float), scales, S, MT_ZPP_BLOCK, 8,
+                                (float *)pool + (size_t)k * S);
         }
     }
 }

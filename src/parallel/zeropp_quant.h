@@ -18,7 +18,7 @@ static inline size_t mt_zpp_blocks(size_t n, size_t block) { return (n + block -
 /* Bytes of codes: n (int8), ceil(n / 2) (int4). */
 static inline size_t mt_zpp_code_bytes(size_t n, int bits) { return bits == 8 ? n : (n + 1) / 2; }
 
-void mt_zpp_quantize(const float *x, size_t n, size_t block, int bits, uint8_t *codes, float *scales);
-void mt_zpp_dequantize(const uint8_t *codes, const float *scales, size_t n, size_t block, int bits, float *x);
+/* The quantizer and dequantizer are kernels: op_block_quantize and
+ * op_block_dequantize (ops/ops.h). */
 
 #endif

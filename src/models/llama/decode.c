@@ -64,12 +64,12 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
                                 b.att + (size_t)h * hd);
         }
         op_matmul_forward(d->be, b.tmp, b.att, P(ix.o), NULL, 1, QW, C);
-        for (int i = 0; i < C; i++) b.x[i] += b.tmp[i];
+        op_accumulate(d->be, b.x, b.tmp, (size_t)C);
         op_rmsnorm_forward(d->be, b.xn, b.rstd, b.x, P(ix.post_norm), 1, C, c->norm_eps);
         op_matmul_forward(d->be, b.gu, b.xn, P(ix.gate), NULL, 1, C, 2 * F);
         op_swiglu_forward(d->be, b.h, b.gu, 1, F);
         op_matmul_forward(d->be, b.tmp, b.h, P(ix.down), NULL, 1, F, C);
-        for (int i = 0; i < C; i++) b.x[i] += b.tmp[i];
+        op_accumulate(d->be, b.x, b.tmp, (size_t)C);
 #undef P
     }
     int H = c->n_layer + 1;

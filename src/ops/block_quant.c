@@ -1,11 +1,15 @@
-/* ZeRO++'s block quantizers; see the header for the exact definition. */
-#include "parallel/zeropp_quant.h"
+/* ZeRO++'s block quantizers (parallel/zeropp_quant.h says what they compute and which
+ * layers use them); the CPU backend's kernels. */
+#include "ops/kernel_table.h"
+#include "ops/ops.h"
 #include <math.h>
 #include <string.h>
 
-void mt_zpp_quantize(const float *x, size_t n, size_t block, int bits, uint8_t *codes, float *scales) {
+void op_block_quantize(mt_backend *be, const float *x, size_t n, size_t block, int bits, uint8_t *codes,
+                       float *scales) {
+    MT_DISPATCH(be, block_quantize, be, x, n, block, bits, codes, scales);
     const float qmax = bits == 8 ? 127.0f : 7.0f;
-    if (bits == 4) memset(codes, 0, mt_zpp_code_bytes(n, 4));
+    if (bits == 4) memset(codes, 0, (n + 1) / 2);
     for (size_t b = 0; b * block < n; b++) {
         size_t lo = b * block, hi = lo + block < n ? lo + block : n;
         float amax = 0.0f;
@@ -22,7 +26,9 @@ void mt_zpp_quantize(const float *x, size_t n, size_t block, int bits, uint8_t *
     }
 }
 
-void mt_zpp_dequantize(const uint8_t *codes, const float *scales, size_t n, size_t block, int bits, float *x) {
+void op_block_dequantize(mt_backend *be, const uint8_t *codes, const float *scales, size_t n, size_t block, int bits,
+                         float *x) {
+    MT_DISPATCH(be, block_dequantize, be, codes, scales, n, block, bits, x);
     for (size_t i = 0; i < n; i++) {
         int c;
         if (bits == 8) c = (int8_t)codes[i];
