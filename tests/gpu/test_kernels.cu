@@ -22,6 +22,13 @@ extern "C" {
 
 static int failures = 0, checks = 0;
 static mt_cuda_ctx ctx;
+/* The CPU backend of the reference ops (every op_* takes it first), at the current thread count. */
+static mt_backend *cpu_backend() {
+    static mt_backend be;
+    be = mt_backend_cpu(MT_GEMM_DEFAULT);
+    return &be;
+}
+#define CPU_BE cpu_backend()
 static std::vector<void *> buffers; // freed at the end
 
 #define CK(call)                                                                                          \
@@ -106,21 +113,21 @@ static void test_elementwise(void) {
     std::vector<float> x = rnd(n, 1, 4.0f), dy = rnd(n, 2, 1.0f), bias = rnd(OC, 3, 0.5f);
     float *dx = dev(x), *ddy = dev(dy), *dbias = dev(bias), *o = poisoned<float>(n);
     std::vector<float> ref(n);
-    op_gelu_forward(ref.data(), x.data(), n);
+    op_gelu_forward(CPU_BE, ref.data(), x.data(), n);
     CK(mt_cuda_gelu_forward(&ctx, o, dx, n));
     bitwise("gelu forward", ref, host(o, n));
-    op_gelu_backward(ref.data(), x.data(), dy.data(), n);
+    op_gelu_backward(CPU_BE, ref.data(), x.data(), dy.data(), n);
     CK(mt_cuda_gelu_backward(&ctx, o, dx, ddy, n));
     bitwise("gelu backward", ref, host(o, n));
     // bias + GELU, and its backward with the bias gradient (accumulating onto a start value)
     std::vector<float> pre = x, out(n), db = rnd(OC, 4, 1.0f);
-    op_bias_gelu_forward(pre.data(), out.data(), bias.data(), N, OC);
+    op_bias_gelu_forward(CPU_BE, pre.data(), out.data(), bias.data(), N, OC);
     float *dpre = dev(x);
     CK(mt_cuda_bias_gelu_forward(&ctx, dpre, o, dbias, N, OC));
     bitwise("bias+gelu forward (pre)", pre, host(dpre, n));
     bitwise("bias+gelu forward (out)", out, host(o, n));
     std::vector<float> dpre_ref(n), dbr = db;
-    op_gelu_bias_backward(dpre_ref.data(), dbr.data(), pre.data(), dy.data(), N, OC);
+    op_gelu_bias_backward(CPU_BE, dpre_ref.data(), dbr.data(), pre.data(), dy.data(), N, OC);
     float *ddb = dev(db);
     CK(mt_cuda_gelu_bias_backward(&ctx, o, ddb, dpre, ddy, N, OC));
     bitwise("gelu+bias backward (dpre)", dpre_ref, host(o, n));
@@ -129,27 +136,27 @@ static void test_elementwise(void) {
     std::vector<float> gu = rnd((size_t)N * 2 * F, 5, 30.0f), d2 = rnd((size_t)N * F, 6, 1.0f);
     std::vector<float> sw((size_t)N * F), dsw((size_t)N * 2 * F);
     float *dgu = dev(gu), *dd2 = dev(d2), *o2 = poisoned<float>((size_t)N * 2 * F);
-    op_swiglu_forward(sw.data(), gu.data(), N, F);
+    op_swiglu_forward(CPU_BE, sw.data(), gu.data(), N, F);
     CK(mt_cuda_swiglu_forward(&ctx, o2, dgu, N, F));
     bitwise("swiglu forward", sw, host(o2, (size_t)N * F));
-    op_swiglu_backward(dsw.data(), d2.data(), gu.data(), N, F);
+    op_swiglu_backward(CPU_BE, dsw.data(), d2.data(), gu.data(), N, F);
     CK(mt_cuda_swiglu_backward(&ctx, o2, dd2, dgu, N, F));
     bitwise("swiglu backward", dsw, host(o2, (size_t)N * 2 * F));
     // residual adds, accumulate, scale
     std::vector<float> a = rnd(n, 7, 1.0f), r(n);
     float *da = dev(a);
-    op_residual_add(r.data(), x.data(), a.data(), bias.data(), N, OC);
+    op_residual_add(CPU_BE, r.data(), x.data(), a.data(), bias.data(), N, OC);
     CK(mt_cuda_residual_add(&ctx, o, dx, da, dbias, N, OC));
     bitwise("residual add (+bias)", r, host(o, n));
-    op_add(r.data(), x.data(), a.data(), n);
+    op_add(CPU_BE, r.data(), x.data(), a.data(), n);
     CK(mt_cuda_residual_add(&ctx, o, dx, da, NULL, N, OC));
     bitwise("residual add", r, host(o, n));
-    op_add(r.data(), a.data(), x.data(), n);
+    op_add(CPU_BE, r.data(), a.data(), x.data(), n);
     CK(mt_cuda_add(&ctx, o, da, dx, n));
     bitwise("add", r, host(o, n));
-    op_accumulate(r.data(), a.data(), n);
+    op_accumulate(CPU_BE, r.data(), a.data(), n);
     CK(mt_cuda_accumulate(&ctx, o, da, n));
-    op_scale(r.data(), 0.37f, n);
+    op_scale(CPU_BE, r.data(), 0.37f, n);
     CK(mt_cuda_scale(&ctx, o, 0.37f, n));
     bitwise("accumulate, scale", r, host(o, n));
     CK(mt_cuda_zero(&ctx, o, n - 1));
@@ -161,13 +168,13 @@ static void test_elementwise(void) {
     const int T = 7, nh = 3, HS = 10;
     size_t ld = 5 * HS;
     std::vector<float> inv(HS / 2), ct((size_t)T * HS / 2), st((size_t)T * HS / 2), q = rnd((size_t)N * ld, 8, 1.0f);
-    op_rope_inv_freq(inv.data(), HS, 10000.0f, NULL);
-    op_rope_table(ct.data(), st.data(), inv.data(), T, HS);
+    op_rope_inv_freq(CPU_BE, inv.data(), HS, 10000.0f, NULL);
+    op_rope_table(CPU_BE, ct.data(), st.data(), inv.data(), T, HS);
     float *dct = dev(ct), *dst = dev(st), *dq = dev(q);
-    op_rope_apply(q.data(), N, T, nh, HS, ld, ct.data(), st.data(), 0);
+    op_rope_apply(CPU_BE, q.data(), N, T, nh, HS, ld, ct.data(), st.data(), 0);
     CK(mt_cuda_rope_apply(&ctx, dq, N, T, nh, HS, ld, dct, dst, 0));
     bitwise("rope", q, host(dq, q.size()));
-    op_rope_apply(q.data(), N, T, nh, HS, ld, ct.data(), st.data(), 1);
+    op_rope_apply(CPU_BE, q.data(), N, T, nh, HS, ld, ct.data(), st.data(), 1);
     CK(mt_cuda_rope_apply(&ctx, dq, N, T, nh, HS, ld, dct, dst, 1));
     bitwise("rope inverse", q, host(dq, q.size()));
     // dropout rows (GPT-2's residual dropout) from the CPU's Philox coordinates
@@ -220,7 +227,7 @@ static void test_norms(void) {
     std::vector<float> out(n), mean(N), rstd(N);
     float *dx = dev(x), *dw = dev(w), *db = dev(b), *ddy = dev(dy);
     float *o = poisoned<float>(n), *dm = poisoned<float>(N), *dr = poisoned<float>(N);
-    op_layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    op_layernorm_forward(CPU_BE, out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
     CK(mt_cuda_layernorm_forward(&ctx, o, dm, dr, dx, dw, db, N, C));
     within("layernorm forward", out, host(o, n), 2e-6);
     within("layernorm mean", mean, host(dm, N), 2e-6);
@@ -228,7 +235,7 @@ static void test_norms(void) {
     // backward from the CPU's own statistics (so dw/db compare bitwise), dinp accumulating
     std::vector<float> dinp = rnd(n, 15, 0.1f), gw = rnd(C, 16, 0.1f), gb = rnd(C, 17, 0.1f);
     float *ddinp = dev(dinp), *dgw = dev(gw), *dgb = dev(gb), *cm = dev(mean), *cr = dev(rstd);
-    op_layernorm_backward(dinp.data(), gw.data(), gb.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
+    op_layernorm_backward(CPU_BE, dinp.data(), gw.data(), gb.data(), dy.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
     CK(mt_cuda_layernorm_backward(&ctx, ddinp, dgw, dgb, ddy, dx, dw, cm, cr, N, C));
     within("layernorm backward dinp", dinp, host(ddinp, n), 1e-5);
     bitwise("layernorm backward dw", gw, host(dgw, C));
@@ -236,26 +243,26 @@ static void test_norms(void) {
     // fused residual + LayerNorm
     std::vector<float> br = rnd(n, 18, 1.0f), bias = rnd(C, 19, 0.2f), res(n);
     float *dbr = dev(br), *dbias = dev(bias), *dres = poisoned<float>(n);
-    op_residual_layernorm_forward(res.data(), out.data(), mean.data(), rstd.data(), x.data(), br.data(), bias.data(),
+    op_residual_layernorm_forward(CPU_BE, res.data(), out.data(), mean.data(), rstd.data(), x.data(), br.data(), bias.data(),
                                   w.data(), b.data(), N, C);
     CK(mt_cuda_residual_layernorm_forward(&ctx, dres, o, dm, dr, dx, dbr, dbias, dw, db, N, C));
     bitwise("residual+layernorm (res)", res, host(dres, n));
     within("residual+layernorm (out)", out, host(o, n), 2e-6);
     // RMSNorm
     const float eps = 1e-6f;
-    op_rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+    op_rmsnorm_forward(CPU_BE, out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
     CK(mt_cuda_rmsnorm_forward(&ctx, o, dr, dx, dw, N, C, eps));
     within("rmsnorm forward", out, host(o, n), 2e-6);
     within("rmsnorm rstd", rstd, host(dr, N), 2e-6);
     CK(cudaMemcpy(cr, rstd.data(), N * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(ddinp, dinp.data(), n * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dgw, gw.data(), C * 4, cudaMemcpyHostToDevice));
-    op_rmsnorm_backward(dinp.data(), gw.data(), dy.data(), x.data(), w.data(), rstd.data(), N, C);
+    op_rmsnorm_backward(CPU_BE, dinp.data(), gw.data(), dy.data(), x.data(), w.data(), rstd.data(), N, C);
     CK(mt_cuda_rmsnorm_backward(&ctx, ddinp, dgw, ddy, dx, dw, cr, N, C));
     within("rmsnorm backward dinp", dinp, host(ddinp, n), 1e-5);
     bitwise("rmsnorm backward dw", gw, host(dgw, C));
-    op_residual_add(res.data(), x.data(), br.data(), NULL, N, C);
-    op_rmsnorm_forward(out.data(), rstd.data(), res.data(), w.data(), N, C, eps);
+    op_residual_add(CPU_BE, res.data(), x.data(), br.data(), NULL, N, C);
+    op_rmsnorm_forward(CPU_BE, out.data(), rstd.data(), res.data(), w.data(), N, C, eps);
     CK(mt_cuda_residual_rmsnorm_forward(&ctx, dres, o, dr, dx, dbr, dw, N, C, eps));
     bitwise("residual+rmsnorm (res)", res, host(dres, n));
     within("residual+rmsnorm (out)", out, host(o, n), 2e-6);
@@ -266,18 +273,18 @@ static void test_matmul(void) {
     std::vector<float> x = rnd((size_t)N * C, 21, 1.0f), w = rnd((size_t)OC * C, 22, 0.3f), b = rnd(OC, 23, 0.5f);
     std::vector<float> dy = rnd((size_t)N * OC, 24, 1.0f), out((size_t)N * OC);
     float *dx = dev(x), *dw = dev(w), *db = dev(b), *ddy = dev(dy), *o = poisoned<float>((size_t)N * OC);
-    op_matmul_forward(MT_GEMM_DEFAULT, out.data(), x.data(), w.data(), b.data(), N, C, OC);
+    op_matmul_forward(CPU_BE, out.data(), x.data(), w.data(), b.data(), N, C, OC);
     CK(mt_cuda_matmul_forward(&ctx, o, dx, dw, db, N, C, OC));
     within("matmul forward (+bias)", out, host(o, out.size()), 1e-6);
     std::vector<float> dinp = rnd((size_t)N * C, 25, 0.1f), gw = rnd((size_t)OC * C, 26, 0.1f), gb = rnd(OC, 27, 0.1f);
     float *ddinp = dev(dinp), *dgw = dev(gw), *dgb = dev(gb);
-    op_matmul_backward(MT_GEMM_DEFAULT, dinp.data(), gw.data(), gb.data(), dy.data(), x.data(), w.data(), N, C, OC, 1);
+    op_matmul_backward(CPU_BE, dinp.data(), gw.data(), gb.data(), dy.data(), x.data(), w.data(), N, C, OC, 1);
     CK(mt_cuda_matmul_backward(&ctx, ddinp, dgw, dgb, ddy, dx, dw, N, C, OC, 1));
     within("matmul backward dinp (+=)", dinp, host(ddinp, dinp.size()), 1e-6);
     within("matmul backward dw (+=)", gw, host(dgw, gw.size()), 1e-6);
     within("matmul backward dbias", gb, host(dgb, OC), 1e-6);
     float *pd = poisoned<float>(dinp.size()), *pw = poisoned<float>(gw.size());
-    op_matmul_backward(MT_GEMM_DEFAULT, dinp.data(), gw.data(), NULL, dy.data(), x.data(), w.data(), N, C, OC, 2);
+    op_matmul_backward(CPU_BE, dinp.data(), gw.data(), NULL, dy.data(), x.data(), w.data(), N, C, OC, 2);
     CK(mt_cuda_matmul_backward(&ctx, pd, pw, NULL, ddy, dx, dw, N, C, OC, 2));
     within("matmul backward dinp (=, poisoned)", dinp, host(pd, dinp.size()), 1e-6);
     within("matmul backward dw (=, poisoned)", gw, host(pw, gw.size()), 1e-6);
@@ -287,10 +294,10 @@ static void test_matmul(void) {
     mt_convert_fp32_to_bf16(w16.data(), w.data(), w.size());
     mt_convert_fp32_to_bf16(dy16.data(), dy.data(), dy.size());
     uint16_t *dx16 = dev(x16), *dw16 = dev(w16), *ddy16 = dev(dy16), *o16 = poisoned<uint16_t>(out.size());
-    op_matmul_forward_bf16(out.data(), x16.data(), w16.data(), b.data(), N, C, OC);
+    op_matmul_forward_bf16(CPU_BE, out.data(), x16.data(), w16.data(), b.data(), N, C, OC);
     CK(mt_cuda_matmul_forward_bf16(&ctx, o, dx16, dw16, db, N, C, OC));
     within("matmul bf16 forward (+bias)", out, host(o, out.size()), 1e-6);
-    op_matmul_forward_bf16(out.data(), x16.data(), w16.data(), NULL, N, C, OC);
+    op_matmul_forward_bf16(CPU_BE, out.data(), x16.data(), w16.data(), NULL, N, C, OC);
     CK(mt_cuda_matmul_forward_bf16_out16(&ctx, o16, dx16, dw16, NULL, N, C, OC));
     std::vector<uint16_t> g16 = host(o16, out.size());
     std::vector<float> g(out.size());
@@ -298,7 +305,7 @@ static void test_matmul(void) {
     within("matmul bf16 forward -> bf16", out, g, 4e-3); // one bf16 rounding: 2^-8 relative
     std::vector<float> gb2 = host(dgb, OC);
     CK(cudaMemcpy(pw, gw.data(), gw.size() * 4, cudaMemcpyHostToDevice));
-    op_matmul_backward_bf16(dinp.data(), gw.data(), gb2.data(), dy16.data(), x16.data(), w16.data(), N, C, OC, 1);
+    op_matmul_backward_bf16(CPU_BE, dinp.data(), gw.data(), gb2.data(), dy16.data(), x16.data(), w16.data(), N, C, OC, 1);
     CK(mt_cuda_matmul_backward_bf16(&ctx, pd, pw, dgb, ddy16, dx16, dw16, N, C, OC, 1));
     within("matmul bf16 backward dinp (+=)", dinp, host(pd, dinp.size()), 1e-6);
     within("matmul bf16 backward dw (+=)", gw, host(pw, gw.size()), 1e-6);
@@ -317,9 +324,9 @@ static void test_attention(int NH, int NKV, float p, int T = 13, int HS = 8) {
     std::vector<float> qkv = rnd(nq, 31 + NKV, 1.5f), dout = rnd(no, 32, 1.0f), out(no), lse(nl), dqkv(nq);
     std::vector<uint64_t> ids = {11, 4};
     mt_attn_dropout cd = {{p, 99, 3, 2, MT_DROPOUT_ATTN_PROBS}, ids.data(), 1};
-    std::vector<float> scratch(op_attention_scratch_floats_gqa(B, T, NH, NKV, HS, 64));
-    op_attention_forward_gqa(out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HS, &cd, scratch.data());
-    op_attention_backward_gqa(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS, &cd,
+    std::vector<float> scratch(op_attention_scratch_floats_gqa(CPU_BE, B, T, NH, NKV, HS));
+    op_attention_forward_gqa(CPU_BE, out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HS, &cd, scratch.data());
+    op_attention_backward_gqa(CPU_BE, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS, &cd,
                               scratch.data());
     uint64_t *dids = dev(ids);
     mt_cuda_attn_dropout gd = {cd.d, dids, 1};
@@ -359,14 +366,14 @@ static void test_xent(void) {
     std::vector<float> g = x;
     float *dx = dev(x), *dl = poisoned<float>(N);
     int32_t *dt = dev(t);
-    op_softmax_xent(g.data(), loss.data(), t.data(), N, V, Vp, 1.0f / 7);
+    op_softmax_xent(CPU_BE, g.data(), loss.data(), t.data(), N, V, Vp, 1.0f / 7);
     CK(mt_cuda_softmax_xent(&ctx, dx, dl, dt, N, V, Vp, 1.0f / 7));
     within("softmax+xent loss", loss, host(dl, N), 1e-6);
     within("softmax+xent dlogits", g, host(dx, g.size()), 1e-6);
     std::vector<uint16_t> g16(x.size());
     float *dx2 = dev(x);
     uint16_t *d16 = poisoned<uint16_t>(x.size());
-    op_softmax_xent_bf16(x.data(), g16.data(), loss.data(), t.data(), N, V, Vp, 1.0f / 7);
+    op_softmax_xent_bf16(CPU_BE, x.data(), g16.data(), loss.data(), t.data(), N, V, Vp, 1.0f / 7);
     CK(mt_cuda_softmax_xent_bf16(&ctx, dx2, d16, dl, dt, N, V, Vp, 1.0f / 7));
     std::vector<uint16_t> h16 = host(d16, x.size());
     std::vector<float> a(x.size()), b(x.size());
@@ -383,31 +390,31 @@ static void test_embed(void) {
     for (int i = 0; i < B * T; i++) tok[i] = (i * 7) % 13; // repeated tokens
     float *dwte = dev(wte), *dwpe = dev(wpe), *o = poisoned<float>(out.size());
     int32_t *dtok = dev(tok);
-    op_embed_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, T, C, pos0);
+    op_embed_forward(CPU_BE, out.data(), tok.data(), wte.data(), wpe.data(), B, T, C, pos0);
     CK(mt_cuda_embed_forward(&ctx, o, dtok, dwte, dwpe, B, T, C, pos0));
     bitwise("embed forward", out, host(o, out.size()));
     std::vector<float> dy = rnd(out.size(), 53, 1.0f), gte = rnd(wte.size(), 54, 0.1f), gpe = rnd(wpe.size(), 55, 0.1f);
     float *ddy = dev(dy), *dgte = dev(gte), *dgpe = dev(gpe);
-    op_embed_backward(gte.data(), gpe.data(), dy.data(), tok.data(), B, T, C, pos0);
+    op_embed_backward(CPU_BE, gte.data(), gpe.data(), dy.data(), tok.data(), B, T, C, pos0);
     CK(mt_cuda_embed_backward(&ctx, dgte, dgpe, ddy, dtok, B, T, C, pos0));
     bitwise("embed backward dwte", gte, host(dgte, gte.size()));
     bitwise("embed backward dwpe", gpe, host(dgpe, gpe.size()));
     const int v0 = 5, Vl = 6;
-    op_embed_shard_forward(out.data(), tok.data(), wte.data() + (size_t)v0 * C, v0, Vl, B * T, C);
+    op_embed_shard_forward(CPU_BE, out.data(), tok.data(), wte.data() + (size_t)v0 * C, v0, Vl, B * T, C);
     CK(mt_cuda_embed_shard_forward(&ctx, o, dtok, dwte + (size_t)v0 * C, v0, Vl, B * T, C));
     bitwise("embed shard forward", out, host(o, out.size()));
-    op_embed_shard_backward(gte.data() + (size_t)v0 * C, NULL, dy.data(), tok.data(), v0, Vl, B, T, C);
+    op_embed_shard_backward(CPU_BE, gte.data() + (size_t)v0 * C, NULL, dy.data(), tok.data(), v0, Vl, B, T, C);
     CK(mt_cuda_embed_shard_backward(&ctx, dgte + (size_t)v0 * C, NULL, ddy, dtok, v0, Vl, B, T, C));
     bitwise("embed shard backward", gte, host(dgte, gte.size()));
     for (int dt = 1; dt <= 2; dt++) {
         std::vector<uint16_t> w16(wte.size());
         mt_convert_to_16((mt_dtype)dt, w16.data(), wte.data(), wte.size());
         uint16_t *dw16 = dev(w16);
-        op_embed_shard_forward_16(out.data(), tok.data(), (mt_dtype)dt, w16.data() + (size_t)v0 * C, v0, Vl, B * T, C);
+        op_embed_shard_forward_16(CPU_BE, out.data(), tok.data(), (mt_dtype)dt, w16.data() + (size_t)v0 * C, v0, Vl, B * T, C);
         CK(mt_cuda_embed_shard_forward_16(&ctx, o, dtok, dt, dw16 + (size_t)v0 * C, v0, Vl, B * T, C));
         bitwise(dt == 1 ? "embed shard forward from bf16" : "embed shard forward from fp16", out, host(o, out.size()));
     }
-    op_add_positions(out.data(), wpe.data(), 5, B * T - 5, T, C);
+    op_add_positions(CPU_BE, out.data(), wpe.data(), 5, B * T - 5, T, C);
     CK(mt_cuda_add_positions(&ctx, o, dwpe, 5, B * T - 5, T, C));
     bitwise("add positions", out, host(o, out.size()));
 }
@@ -417,7 +424,7 @@ static void test_reductions(void) {
     std::vector<float> x = rnd(n, 61, 3.0f);
     float *dx = dev(x);
     double *out = poisoned<double>(1), *part = poisoned<double>(MT_CUDA_SUMSQ_BLOCKS);
-    double ref = op_sumsq(x.data(), n);
+    double ref = op_sumsq(CPU_BE, x.data(), n);
     CK(mt_cuda_sumsq(&ctx, out, dx, n, part));
     double g1 = host(out, 1)[0];
     CK(mt_cuda_sumsq(&ctx, out, dx, n, part));
@@ -428,13 +435,13 @@ static void test_reductions(void) {
     std::vector<uint16_t> x16(n);
     mt_convert_fp32_to_bf16(x16.data(), x.data(), n);
     uint16_t *d16 = dev(x16);
-    double ref16 = op_sumsq_16(MT_BF16, x16.data(), n);
+    double ref16 = op_sumsq_16(CPU_BE, MT_BF16, x16.data(), n);
     CK(mt_cuda_sumsq_16(&ctx, out, 1, d16, n, part));
     double g16 = host(out, 1)[0];
     snprintf(d, sizeof d, "rel %.2e (bound 1e-12)", fabs(g16 - ref16) / ref16);
     report(fabs(g16 - ref16) / ref16 <= 1e-12, "sumsq bf16", d);
     std::vector<uint16_t> r16(n);
-    double refr = op_round_to_16_sumsq(MT_FP16, r16.data(), x.data(), n);
+    double refr = op_round_to_16_sumsq(CPU_BE, MT_FP16, r16.data(), x.data(), n);
     uint16_t *dr16 = poisoned<uint16_t>(n);
     CK(mt_cuda_round_to_16_sumsq(&ctx, out, 2, dr16, dx, n, part));
     double gr = host(out, 1)[0];
@@ -463,9 +470,9 @@ static void test_optim(void) {
     std::vector<float> p2 = p, m2 = m, v2 = v;
     float *dp2 = dev(p), *dm2 = dev(m), *dv2 = dev(v);
     for (int step = 1; step <= 10; step++) {
-        op_adamw_update(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f);
+        op_adamw_update(CPU_BE, p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f);
         CK(mt_cuda_adamw_update(&ctx, dp, dg, dm, dv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.5f));
-        op_adam_update(p2.data(), g.data(), m2.data(), v2.data(), n, 3e-3f, 0.8f, 0.99f, 1e-6f, 0.01f, step, 1.0f);
+        op_adam_update(CPU_BE, p2.data(), g.data(), m2.data(), v2.data(), n, 3e-3f, 0.8f, 0.99f, 1e-6f, 0.01f, step, 1.0f);
         CK(mt_cuda_adam_update(&ctx, dp2, dg, dm2, dv2, n, 3e-3f, 0.8f, 0.99f, 1e-6f, 0.01f, step, 1.0f));
     }
     bitwise("adamw 10 steps (p)", p, host(dp, n));
@@ -475,7 +482,7 @@ static void test_optim(void) {
     std::vector<float> buf(n, 0.0f), p3 = p;
     float *db = dev(buf), *dp3 = dev(p3);
     for (int step = 1; step <= 5; step++) {
-        op_sgd_update(p3.data(), g.data(), buf.data(), n, 0.1f, 0.9f, 0.01f, step, 0.7f);
+        op_sgd_update(CPU_BE, p3.data(), g.data(), buf.data(), n, 0.1f, 0.9f, 0.01f, step, 0.7f);
         CK(mt_cuda_sgd_update(&ctx, dp3, dg, db, n, 0.1f, 0.9f, 0.01f, step, 0.7f));
     }
     bitwise("sgd momentum 5 steps", p3, host(dp3, n));
@@ -486,7 +493,7 @@ static void test_optim(void) {
         float *dpm = dev(pm), *dmm = dev(mm), *dvm = dev(vm);
         uint16_t *dg16 = dev(g16), *dp16 = poisoned<uint16_t>(n);
         for (int step = 1; step <= 3; step++) {
-            op_adamw_update_16(pm.data(), g16.data(), p16.data(), (mt_dtype)dt, mm.data(), vm.data(), n, 1e-3f, 0.9f,
+            op_adamw_update_16(CPU_BE, pm.data(), g16.data(), p16.data(), (mt_dtype)dt, mm.data(), vm.data(), n, 1e-3f, 0.9f,
                                0.95f, 1e-8f, 0.1f, step, 1.0f);
             CK(mt_cuda_adamw_update_16(&ctx, dpm, dg16, dp16, dt, dmm, dvm, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step,
                                        1.0f));
@@ -494,7 +501,7 @@ static void test_optim(void) {
         bitwise(dt == 1 ? "adamw bf16 3 steps (master)" : "adamw fp16 3 steps (master)", pm, host(dpm, n));
         bitwise(dt == 1 ? "adamw bf16 3 steps (p16)" : "adamw fp16 3 steps (p16)", p16, host(dp16, n));
         for (int step = 4; step <= 5; step++) { // Adam (L2 penalty) on the same state
-            op_adam_update_16(pm.data(), g16.data(), p16.data(), (mt_dtype)dt, mm.data(), vm.data(), n, 2e-3f, 0.9f,
+            op_adam_update_16(CPU_BE, pm.data(), g16.data(), p16.data(), (mt_dtype)dt, mm.data(), vm.data(), n, 2e-3f, 0.9f,
                               0.99f, 1e-8f, 0.05f, step, 0.9f);
             CK(mt_cuda_adam_update_16(&ctx, dpm, dg16, dp16, dt, dmm, dvm, n, 2e-3f, 0.9f, 0.99f, 1e-8f, 0.05f, step,
                                       0.9f));

@@ -21,6 +21,13 @@ extern "C" {
 }
 
 static mt_cuda_ctx ctx;
+/* The CPU backend of the reference ops (every op_* takes it first), at the current thread count. */
+static mt_backend *cpu_backend() {
+    static mt_backend be;
+    be = mt_backend_cpu(MT_GEMM_DEFAULT);
+    return &be;
+}
+#define CPU_BE cpu_backend()
 static int failures = 0;
 
 #define CK(call)                                                                                          \
@@ -34,12 +41,12 @@ static int failures = 0;
 #define OP(name, ...)                                   \
     do {                                                \
         if (gpu) CK(mt_cuda_##name(&ctx, __VA_ARGS__)); \
-        else op_##name(__VA_ARGS__);                    \
+        else op_##name(CPU_BE, __VA_ARGS__);                    \
     } while (0)
 #define MM(name, ...)                                   \
     do {                                                \
         if (gpu) CK(mt_cuda_##name(&ctx, __VA_ARGS__)); \
-        else op_##name(MT_GEMM_DEFAULT, __VA_ARGS__);   \
+        else op_##name(CPU_BE, __VA_ARGS__);   \
     } while (0)
 
 // One arena per side: the same offsets on the host and on the device.
@@ -135,7 +142,7 @@ static run_result gpt2_run(bool gpu, int steps) {
     float *dlnf = a.take<float>(N * C), *dres3 = a.take<float>(N * C), *dfchg = a.take<float>(N * 4 * C);
     float *dfch = a.take<float>(N * 4 * C), *dln2 = a.take<float>(N * C), *dres2 = a.take<float>(N * C);
     float *datty = a.take<float>(N * C), *dqkv = a.take<float>(N * 3 * C), *dln1 = a.take<float>(N * C), *dx0 = a.take<float>(N * C);
-    size_t sc = gpu ? mt_cuda_attention_scratch_floats(B, T, NH, NH, HS) : op_attention_scratch_floats_gqa(B, T, NH, NH, HS, 64);
+    size_t sc = gpu ? mt_cuda_attention_scratch_floats(B, T, NH, NH, HS) : op_attention_scratch_floats_gqa(CPU_BE, B, T, NH, NH, HS);
     float *scratch = a.take<float>(sc);
     run_result out;
     for (int step = 1; step <= steps; step++) {
@@ -146,7 +153,7 @@ static run_result gpt2_run(bool gpu, int steps) {
         mt_attn_dropout cd = {d, ids.data(), 0};
         mt_cuda_attn_dropout gd = {d, dids, 0};
         if (gpu) CK(mt_cuda_attention_forward_gqa(&ctx, atty, lse, qkv, B, T, NH, NH, HS, &gd, scratch));
-        else op_attention_forward_gqa(atty, lse, qkv, B, T, NH, NH, HS, &cd, scratch);
+        else op_attention_forward_gqa(CPU_BE, atty, lse, qkv, B, T, NH, NH, HS, &cd, scratch);
         MM(matmul_forward, pr, atty, pp.projw, NULL, N, C, C);
         OP(residual_layernorm_forward, res2, ln2, m2, r2, x0, pr, pp.projb, pp.ln2w, pp.ln2b, N, C);
         MM(matmul_forward, fch, ln2, pp.fcw, NULL, N, C, 4 * C);
@@ -168,7 +175,7 @@ static run_result gpt2_run(bool gpu, int steps) {
         OP(layernorm_backward, dres2, gg.ln2w, gg.ln2b, dln2, res2, pp.ln2w, m2, r2, N, C);
         MM(matmul_backward, datty, gg.projw, gg.projb, dres2, atty, pp.projw, N, C, C, 0);
         if (gpu) CK(mt_cuda_attention_backward_gqa(&ctx, dqkv, datty, qkv, atty, lse, B, T, NH, NH, HS, &gd, scratch));
-        else op_attention_backward_gqa(dqkv, datty, qkv, atty, lse, B, T, NH, NH, HS, &cd, scratch);
+        else op_attention_backward_gqa(CPU_BE, dqkv, datty, qkv, atty, lse, B, T, NH, NH, HS, &cd, scratch);
         MM(matmul_backward, dln1, gg.qkvw, gg.qkvb, dqkv, ln1, pp.qkvw, N, C, 3 * C, 0);
         OP(zero, dx0, (size_t)N * C);
         OP(accumulate, dx0, dres2, (size_t)N * C);
@@ -210,8 +217,8 @@ static run_result llama_run(bool gpu, int steps) {
     a.put(dtok, tok);
     a.put(dtgt, tgt);
     std::vector<float> inv(LHS / 2), ct(T * LHS / 2), st(T * LHS / 2);
-    op_rope_inv_freq(inv.data(), LHS, 500000.0f, NULL);
-    op_rope_table(ct.data(), st.data(), inv.data(), T, LHS);
+    op_rope_inv_freq(CPU_BE, inv.data(), LHS, 500000.0f, NULL);
+    op_rope_table(CPU_BE, ct.data(), st.data(), inv.data(), T, LHS);
     float *dct = a.take<float>(ct.size()), *dst = a.take<float>(st.size());
     a.put(dct, ct);
     a.put(dst, st);
@@ -233,8 +240,8 @@ static run_result llama_run(bool gpu, int steps) {
         OP(rope_apply, qkv + LNH * LHS, N, T, LNKV, LHS, (size_t)ld, dct, dst, 0);
         if (gpu) CK(mt_cuda_attention_flash_forward_gqa(&ctx, atty, lse, qkv, B, T, LNH, LNKV, LHS, NULL));
         else {
-            std::vector<float> scr(op_attention_scratch_floats_gqa(B, T, LNH, LNKV, LHS, 64));
-            op_attention_forward_gqa(atty, lse, qkv, B, T, LNH, LNKV, LHS, NULL, scr.data());
+            std::vector<float> scr(op_attention_scratch_floats_gqa(CPU_BE, B, T, LNH, LNKV, LHS));
+            op_attention_forward_gqa(CPU_BE, atty, lse, qkv, B, T, LNH, LNKV, LHS, NULL, scr.data());
         }
         MM(matmul_forward, o, atty, ow, NULL, N, LC, LC);
         OP(residual_add, res2, x0, o, NULL, N, LC);
@@ -259,8 +266,8 @@ static run_result llama_run(bool gpu, int steps) {
         MM(matmul_backward, datty, gt[3], NULL, dres2, atty, ow, N, LC, LC, 0);
         if (gpu) CK(mt_cuda_attention_flash_backward_gqa(&ctx, dqkv, datty, qkv, atty, lse, B, T, LNH, LNKV, LHS, NULL));
         else {
-            std::vector<float> scr(op_attention_scratch_floats_gqa(B, T, LNH, LNKV, LHS, 64));
-            op_attention_backward_gqa(dqkv, datty, qkv, atty, lse, B, T, LNH, LNKV, LHS, NULL, scr.data());
+            std::vector<float> scr(op_attention_scratch_floats_gqa(CPU_BE, B, T, LNH, LNKV, LHS));
+            op_attention_backward_gqa(CPU_BE, dqkv, datty, qkv, atty, lse, B, T, LNH, LNKV, LHS, NULL, scr.data());
         }
         OP(rope_apply, dqkv, N, T, LNH, LHS, (size_t)ld, dct, dst, 1);
         OP(rope_apply, dqkv + LNH * LHS, N, T, LNKV, LHS, (size_t)ld, dct, dst, 1);
