@@ -77,7 +77,7 @@ int mt_gptq_run(mt_weights *w, const uint32_t *tokens, size_t ntok, int samples,
     mt_model m;
     mt_model_create(&m, &be, &cfg, 1, T, 0, &mem);
     for (int u = 0; u < m.layout.n_units; u++)
-        memcpy(m.params[u], w->unit[u], m.layout.units[u].numel * sizeof(float));
+        op_copy_from_host(&be, m.params[u], w->unit[u], m.layout.units[u].numel * sizeof(float));
     mt_model_params_changed(&m);
     mt_gptq_result **res = mt_xcalloc((size_t)w->layout.n_units, sizeof *res, "GPTQ results");
     for (int u = 0; u < w->layout.n_units; u++)
