@@ -17,6 +17,7 @@
 #include "ops/matmul_int8.h"
 #include "ops/matmul_lowp.h"
 #include "ops/ops.h"
+#include "ops/positions.h"
 
 struct mt_kernel_table {
     /* ops/ops.h */
@@ -143,6 +144,11 @@ struct mt_kernel_table {
     size_t (*int8_outlier_scratch_bytes)(mt_backend *be, int N, int C);
     int (*int8_outlier_matmul)(mt_backend *be, float *out, int ldo, const float *x, int N, int C, const int8_t *wq,
                                const float *scb, int R, float threshold, void *scratch);
+    /* ops/positions.h */
+    void (*rope_apply_at)(mt_backend *be, float *x, int N, int nh, int HS, size_t ld, const float *cos_t,
+                          const float *sin_t, int inverse, const int32_t *pos);
+    void (*add_positions_at)(mt_backend *be, float *out, const float *wpe, const int32_t *pos, int n, int C);
+    void (*positions_backward_at)(mt_backend *be, float *dwpe, const float *dout, const int32_t *pos, int N, int C);
 };
 typedef struct mt_kernel_table mt_kernel_table;
 

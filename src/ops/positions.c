@@ -1,9 +1,11 @@
 /* Positions of packed samples: see positions.h. */
 #include "ops/positions.h"
+#include "ops/kernel_table.h"
 #include <omp.h>
 
 void op_rope_apply_at(mt_backend *be, float *x, int N, int nh, int HS, size_t ld, const float *cos_t, const float *sin_t, int inverse,
                       const int32_t *pos) {
+    MT_DISPATCH(be, rope_apply_at, be, x, N, nh, HS, ld, cos_t, sin_t, inverse, pos);
     int h = HS / 2;
     float sgn = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static)
@@ -22,6 +24,7 @@ void op_rope_apply_at(mt_backend *be, float *x, int N, int nh, int HS, size_t ld
 }
 
 void op_add_positions_at(mt_backend *be, float *out, const float *wpe, const int32_t *pos, int n, int C) {
+    MT_DISPATCH(be, add_positions_at, be, out, wpe, pos, n, C);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         const float *p = wpe + (size_t)pos[i] * C;
@@ -32,6 +35,7 @@ void op_add_positions_at(mt_backend *be, float *out, const float *wpe, const int
 }
 
 void op_positions_backward_at(mt_backend *be, float *dwpe, const float *dout, const int32_t *pos, int N, int C) {
+    MT_DISPATCH(be, positions_backward_at, be, dwpe, dout, pos, N, C);
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
