@@ -323,7 +323,7 @@ static void test_attention(int NH, int NKV, float p, int T = 13, int HS = 8) {
     size_t nq = (size_t)B * T * ld, no = (size_t)B * T * NH * HS, nl = (size_t)B * NH * T;
     std::vector<float> qkv = rnd(nq, 31 + NKV, 1.5f), dout = rnd(no, 32, 1.0f), out(no), lse(nl), dqkv(nq);
     std::vector<uint64_t> ids = {11, 4};
-    mt_attn_dropout cd = {{p, 99, 3, 2, MT_DROPOUT_ATTN_PROBS}, ids.data(), 1};
+    mt_attn_dropout cd = {{p, 99, 3, 2, MT_DROPOUT_ATTN_PROBS}, ids.data(), 1, NULL}; /* no packed documents */
     std::vector<float> scratch(op_attention_scratch_floats_gqa(CPU_BE, B, T, NH, NKV, HS));
     op_attention_forward_gqa(CPU_BE, out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HS, &cd, scratch.data());
     op_attention_backward_gqa(CPU_BE, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS, &cd,

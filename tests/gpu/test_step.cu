@@ -150,7 +150,7 @@ static run_result gpt2_run(bool gpu, int steps) {
         OP(embed_forward, x0, dtok, pp.wte, pp.wpe, B, T, C, 0);
         OP(layernorm_forward, ln1, m1, r1, x0, pp.ln1w, pp.ln1b, N, C);
         MM(matmul_forward, qkv, ln1, pp.qkvw, pp.qkvb, N, C, 3 * C);
-        mt_attn_dropout cd = {d, ids.data(), 0};
+        mt_attn_dropout cd = {d, ids.data(), 0, NULL};
         mt_cuda_attn_dropout gd = {d, dids, 0};
         if (gpu) CK(mt_cuda_attention_forward_gqa(&ctx, atty, lse, qkv, B, T, NH, NH, HS, &gd, scratch));
         else op_attention_forward_gqa(CPU_BE, atty, lse, qkv, B, T, NH, NH, HS, &cd, scratch);
