@@ -25,8 +25,8 @@ static void test_gelu(size_t n) {
     fill(x, n, 6.0f);
     x[0] = 0.0f, x[1] = -10.0f, x[2] = 10.0f, x[3] = -3e-8f; /* zero, both tails, a tiny value */
     fill(dy, n, 1.0f);
-    op_gelu_erf_forward(y, x, n);
-    op_gelu_erf_backward(dx, x, dy, n);
+    op_gelu_erf_forward(BE, y, x, n);
+    op_gelu_erf_backward(BE, dx, x, dy, n);
     double wf = 0, wb = 0, wfd = 0;
     for (size_t i = 0; i < n; i++) {
         double xd = x[i];
@@ -42,13 +42,13 @@ static void test_gelu(size_t n) {
     CHECK(wfd <= 1e-6, "gelu_erf backward vs differences %.3g", wfd);
     CHECK(y[0] == 0.0f && y[1] == -0.0f && y[2] == 10.0f, "gelu(0, -10, 10) = %g %g %g", y[0], y[1], y[2]);
     memcpy(y2, dy, n * sizeof(float)); /* in place */
-    op_gelu_erf_backward(y2, x, y2, n);
+    op_gelu_erf_backward(BE, y2, x, y2, n);
     CHECK(!memcmp(y2, dx, n * sizeof(float)), "gelu_erf backward in place differs");
     omp_set_num_threads(1);
-    op_gelu_erf_forward(y2, x, n);
+    op_gelu_erf_forward(BE, y2, x, n);
     CHECK(!memcmp(y2, y, n * sizeof(float)), "gelu_erf forward differs on 1 thread");
     omp_set_num_threads(2);
-    op_gelu_erf_forward(y2, x, n);
+    op_gelu_erf_forward(BE, y2, x, n);
     CHECK(!memcmp(y2, y, n * sizeof(float)), "gelu_erf forward differs on 2 threads");
     free(x), free(y), free(dy), free(dx), free(y2);
 }
@@ -59,7 +59,7 @@ static void test_qkv_groups(int N, int n_groups, int G, int q0, int nq, int hd) 
     float *grouped = tl_calloc((size_t)N * gw, sizeof(float)), *planar = tl_calloc((size_t)N * pw, sizeof(float));
     float *back = tl_calloc((size_t)N * gw, sizeof(float)), *p1 = tl_calloc((size_t)N * pw, sizeof(float));
     fill(grouped, (size_t)N * gw, 1.0f);
-    op_qkv_grouped_to_planar(planar, grouped, N, n_groups, G, q0, nq, hd);
+    op_qkv_grouped_to_planar(BE, planar, grouped, N, n_groups, G, q0, nq, hd);
     int bad = 0;
     for (int i = 0; i < N; i++)
         for (int g = 0; g < n_groups; g++)
@@ -71,7 +71,7 @@ static void test_qkv_groups(int N, int n_groups, int G, int q0, int nq, int hd) 
                 bad += pl[((size_t)n_groups * (nq + 1) + g) * hd + e] != gr[(size_t)(G + 1) * hd + e]; /* v */
             }
     fill(back, (size_t)N * gw, 5.0f); /* every element must be written */
-    op_qkv_planar_to_grouped(back, planar, N, n_groups, G, q0, nq, hd);
+    op_qkv_planar_to_grouped(BE, back, planar, N, n_groups, G, q0, nq, hd);
     int bad_back = 0;
     for (int i = 0; i < N; i++)
         for (int g = 0; g < n_groups; g++)
@@ -82,7 +82,7 @@ static void test_qkv_groups(int N, int n_groups, int G, int q0, int nq, int hd) 
                     bad_back += back[k] != (taken ? grouped[k] : 0.0f);
                 }
     omp_set_num_threads(1);
-    op_qkv_grouped_to_planar(p1, grouped, N, n_groups, G, q0, nq, hd);
+    op_qkv_grouped_to_planar(BE, p1, grouped, N, n_groups, G, q0, nq, hd);
     omp_set_num_threads(2);
     int same = !memcmp(p1, planar, (size_t)N * pw * sizeof(float));
     printf("  qkv groups N=%d groups=%d G=%d heads [%d, %d) hd=%d: %d misplaced, %d wrong after the inverse\n", N,

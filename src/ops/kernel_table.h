@@ -63,6 +63,12 @@ struct mt_kernel_table {
                        const float *sin_t, int inverse);
     void (*swiglu_forward)(mt_backend *be, float *out, const float *gate_up, int N, int F);
     void (*swiglu_backward)(mt_backend *be, float *dgate_up, const float *dout, const float *gate_up, int N, int F);
+    void (*gelu_erf_forward)(mt_backend *be, float *out, const float *inp, size_t n);
+    void (*gelu_erf_backward)(mt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+    void (*qkv_grouped_to_planar)(mt_backend *be, float *planar, const float *grouped, int N, int n_groups, int G,
+                                  int q0, int nq, int hd);
+    void (*qkv_planar_to_grouped)(mt_backend *be, float *grouped, const float *planar, int N, int n_groups, int G,
+                                  int q0, int nq, int hd);
     void (*softmax_xent)(mt_backend *be, float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
                          float dlogits_scale);
     void (*softmax_xent_bf16)(mt_backend *be, const float *logits, mt_bf16 *dlogits, float *losses,

@@ -135,16 +135,18 @@ void op_swiglu_backward(mt_backend *be, float *dgate_up, const float *dout, cons
 
 /* ---- GELU, exact erf form (PyTorch's default, Falcon's "gelu"): out = x Phi(x);
  * the backward overwrites dinp = gelu'(inp) * dout (dinp may alias dout). */
-void op_gelu_erf_forward(float *out, const float *inp, size_t n);
-void op_gelu_erf_backward(float *dinp, const float *inp, const float *dout, size_t n);
+void op_gelu_erf_forward(mt_backend *be, float *out, const float *inp, size_t n);
+void op_gelu_erf_backward(mt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
 
 /* ---- Falcon's fused q|k|v rows: grouped [N, n_groups (G + 2) hd], each group
  * G query heads, its key head, its value head; planar [N, n_groups (nq + 2) hd],
  * the groups' query heads [q0, q0 + nq), then the key heads, then the value
  * heads (the attention kernels' form). planar_to_grouped writes the other
  * query heads as zeros. dst and src must not overlap. */
-void op_qkv_grouped_to_planar(float *planar, const float *grouped, int N, int n_groups, int G, int q0, int nq, int hd);
-void op_qkv_planar_to_grouped(float *grouped, const float *planar, int N, int n_groups, int G, int q0, int nq, int hd);
+void op_qkv_grouped_to_planar(mt_backend *be, float *planar, const float *grouped, int N, int n_groups, int G, int q0,
+                              int nq, int hd);
+void op_qkv_planar_to_grouped(mt_backend *be, float *grouped, const float *planar, int N, int n_groups, int G, int q0,
+                              int nq, int hd);
 
 /* ---- fused softmax + cross-entropy over the vocabulary
  * logits [N, Vp]; only the first V columns take part. targets[i] == -1 is

@@ -5,6 +5,7 @@
  * query heads [q0, q0 + nq) of each group (a tensor-parallel rank that
  * holds a replicated kv group uses its share of the group's query heads);
  * the backward's copy writes zeros for the group's other query heads. */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include <string.h>
 
@@ -32,10 +33,14 @@ static void convert(float *dst, const float *src, int N, int n_groups, int G, in
     }
 }
 
-void op_qkv_grouped_to_planar(float *planar, const float *grouped, int N, int n_groups, int G, int q0, int nq, int hd) {
+void op_qkv_grouped_to_planar(mt_backend *be, float *planar, const float *grouped, int N, int n_groups, int G, int q0,
+                              int nq, int hd) {
+    MT_DISPATCH(be, qkv_grouped_to_planar, be, planar, grouped, N, n_groups, G, q0, nq, hd);
     convert(planar, grouped, N, n_groups, G, q0, nq, hd, 1);
 }
 
-void op_qkv_planar_to_grouped(float *grouped, const float *planar, int N, int n_groups, int G, int q0, int nq, int hd) {
+void op_qkv_planar_to_grouped(mt_backend *be, float *grouped, const float *planar, int N, int n_groups, int G, int q0,
+                              int nq, int hd) {
+    MT_DISPATCH(be, qkv_planar_to_grouped, be, grouped, planar, N, n_groups, G, q0, nq, hd);
     convert(grouped, planar, N, n_groups, G, q0, nq, hd, 0);
 }

@@ -39,48 +39,49 @@ void mt_falcon_decode_step(mt_decoder *d, int32_t token) {
     int QW = NH * hd, KW = KV * hd, F = c->ffn_dim, qkvw = QW + 2 * KW, G = NH / KV;
     if (t == 0) { /* the rotation tables of every position, once */
         mt_rope_scaling none = {0, 0, 0, 0, 0};
-        op_rope_inv_freq(b.inv, hd, c->rope_theta, &none);
-        op_rope_table(b.cos, b.sin, b.inv, T, hd);
+        op_rope_inv_freq(d->be, b.inv, hd, c->rope_theta, &none);
+        op_rope_table(d->be, b.cos, b.sin, b.inv, T, hd);
     }
     const float *cs = b.cos + (size_t)t * (hd / 2), *sn = b.sin + (size_t)t * (hd / 2);
     mt_falcon_block_index ix = mt_falcon_block_tensors(c);
     const float *emb = d->params[0] + d->l->units[0].t[MT_F_EMBED].offset;
-    memcpy(b.x, emb + (size_t)token * C, (size_t)C * sizeof(float));
+    op_copy(d->be, b.x, emb + (size_t)token * C, (size_t)C);
     for (int l = 0; l < c->n_layer; l++) {
         const mt_unit_layout *u = &d->l->units[1 + l];
         const float *p = d->params[1 + l];
 #define P(i) (p + u->t[i].offset)
 #define B(i) ((i) >= 0 ? P(i) : NULL)
         float *kc = b.k + (size_t)l * T * KW, *vc = b.v + (size_t)l * T * KW;
-        op_layernorm_forward(b.xa, b.stats, b.stats + 1, b.x, P(ix.ln_attn_w), P(ix.ln_attn_b), 1, C);
+        op_layernorm_forward(d->be, b.xa, b.stats, b.stats + 1, b.x, P(ix.ln_attn_w), P(ix.ln_attn_b), 1, C);
         const float *xm = b.xa;
         if (ix.ln_mlp_w >= 0) {
-            op_layernorm_forward(b.xm, b.stats + 2, b.stats + 3, b.x, P(ix.ln_mlp_w), P(ix.ln_mlp_b), 1, C);
+            op_layernorm_forward(d->be, b.xm, b.stats + 2, b.stats + 3, b.x, P(ix.ln_mlp_w), P(ix.ln_mlp_b), 1, C);
             xm = b.xm;
         }
-        op_matmul_forward(MT_GEMM_DEFAULT, b.grouped, b.xa, P(ix.qkv), B(ix.qkv_b), 1, C, qkvw);
-        op_qkv_grouped_to_planar(b.qkv, b.grouped, 1, KV, G, 0, G, hd);
-        op_rope_apply(b.qkv, 1, 1, NH, hd, (size_t)qkvw, cs, sn, 0);
-        op_rope_apply(b.qkv + QW, 1, 1, KV, hd, (size_t)qkvw, cs, sn, 0);
-        memcpy(kc + (size_t)t * KW, b.qkv + QW, (size_t)KW * sizeof(float));
-        memcpy(vc + (size_t)t * KW, b.qkv + QW + KW, (size_t)KW * sizeof(float));
+        op_matmul_forward(d->be, b.grouped, b.xa, P(ix.qkv), B(ix.qkv_b), 1, C, qkvw);
+        op_qkv_grouped_to_planar(d->be, b.qkv, b.grouped, 1, KV, G, 0, G, hd);
+        op_rope_apply(d->be, b.qkv, 1, 1, NH, hd, (size_t)qkvw, cs, sn, 0);
+        op_rope_apply(d->be, b.qkv + QW, 1, 1, KV, hd, (size_t)qkvw, cs, sn, 0);
+        op_copy(d->be, kc + (size_t)t * KW, b.qkv + QW, (size_t)KW);
+        op_copy(d->be, vc + (size_t)t * KW, b.qkv + QW + KW, (size_t)KW);
         for (int h = 0; h < NH; h++) {
             size_t kh = (size_t)(h / G) * hd;
-            mt_decode_attend(b.qkv + (size_t)h * hd, kc + kh, vc + kh, (size_t)KW, t, hd, b.scores, b.att + (size_t)h * hd);
+            op_attention_decode(d->be, b.qkv + (size_t)h * hd, kc + kh, vc + kh, (size_t)KW, t, hd, b.scores,
+                                b.att + (size_t)h * hd);
         }
-        op_matmul_forward(MT_GEMM_DEFAULT, b.tmp, b.att, P(ix.dense), B(ix.dense_b), 1, QW, C);
-        op_matmul_forward(MT_GEMM_DEFAULT, b.pre, xm, P(ix.h_to_4h), B(ix.h_to_4h_b), 1, C, F);
-        op_gelu_erf_forward(b.act, b.pre, (size_t)F);
-        op_matmul_forward(MT_GEMM_DEFAULT, b.xa, b.act, P(ix.four_h_to_h), B(ix.four_h_to_h_b), 1, F, C); /* xa is free here */
-        op_add(b.tmp, b.xa, b.tmp, (size_t)C); /* mlp + attention, then the residual */
-        op_add(b.x, b.x, b.tmp, (size_t)C);
+        op_matmul_forward(d->be, b.tmp, b.att, P(ix.dense), B(ix.dense_b), 1, QW, C);
+        op_matmul_forward(d->be, b.pre, xm, P(ix.h_to_4h), B(ix.h_to_4h_b), 1, C, F);
+        op_gelu_erf_forward(d->be, b.act, b.pre, (size_t)F);
+        op_matmul_forward(d->be, b.xa, b.act, P(ix.four_h_to_h), B(ix.four_h_to_h_b), 1, F, C); /* xa is free here */
+        op_add(d->be, b.tmp, b.xa, b.tmp, (size_t)C); /* mlp + attention, then the residual */
+        op_add(d->be, b.x, b.x, b.tmp, (size_t)C);
 #undef P
 #undef B
     }
     int H = c->n_layer + 1;
     const mt_unit_layout *hu = &d->l->units[H];
-    op_layernorm_forward(b.xa, b.stats, b.stats + 1, b.x, d->params[H] + hu->t[0].offset, d->params[H] + hu->t[1].offset,
-                         1, C);
+    op_layernorm_forward(d->be, b.xa, b.stats, b.stats + 1, b.x, d->params[H] + hu->t[0].offset,
+                         d->params[H] + hu->t[1].offset, 1, C);
     const float *w = hu->n_shared ? emb : d->params[H] + hu->t[2].offset;
-    op_matmul_forward(MT_GEMM_DEFAULT, d->logits, b.xa, w, NULL, 1, C, c->padded_vocab);
+    op_matmul_forward(d->be, d->logits, b.xa, w, NULL, 1, C, c->padded_vocab);
 }

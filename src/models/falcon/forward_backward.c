@@ -57,13 +57,14 @@ static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
     int C = m->cfg.n_embd, N = a->B * a->T, Vl = (int)t->shape[0], v0 = m->layout.tp_rank * Vl;
     float *part = m->layout.tp == 1 ? a->encoded : m->gs.dtmp; /* a masked lookup, summed over tp */
     if (m->precision == MT_FP32)
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_forward(part, a->tokens, w, v0, Vl, N, C));
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_forward(m->be, part, a->tokens, w, v0, Vl, N, C));
     else
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
-                 op_embed_shard_forward_16(part, a->tokens, m->precision, mt_model_weight16(m, w), v0, Vl, N, C));
+        MT_TIMED(
+            m->prof, MT_PROF_ELEMENTWISE,
+            op_embed_shard_forward_16(m->be, part, a->tokens, m->precision, mt_model_weight16(m, w), v0, Vl, N, C));
     if (m->layout.tp > 1) {
         mt_unit_tp_scatter(m, part);
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, memcpy(a->encoded, part, mt_model_resid_floats(m) * sizeof(float)));
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_copy(m->be, a->encoded, part, mt_model_resid_floats(m)));
     }
 }
 
@@ -75,8 +76,9 @@ static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
     if (!dw) return;
     int Vl = (int)t->shape[0];
     const float *dfull = mt_unit_tp_gather(m, m->gs.dresid, m->gs.gathered);
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_backward(dw, NULL, dfull, a->tokens,
-                                                             m->layout.tp_rank * Vl, Vl, a->B, a->T, m->cfg.n_embd));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
+             op_embed_shard_backward(m->be, dw, NULL, dfull, a->tokens, m->layout.tp_rank * Vl, Vl, a->B, a->T,
+                                     m->cfg.n_embd));
 }
 
 /* q and k of every planar row rotated by their positions (inverse: the backward). */
@@ -85,13 +87,15 @@ static void rope(mt_model *m, float *qkv, const dims *d, int inverse) {
     const float *cs = m->gs.f[FS_COS], *sn = m->gs.f[FS_SIN];
     if (m->acts.packed) /* packed samples: each document's positions start at 0 */
         MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
-            op_rope_apply_at(qkv, N, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
-            op_rope_apply_at(qkv + (size_t)d->nh * d->hd, N, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
+            op_rope_apply_at(m->be, qkv, N, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
+            op_rope_apply_at(m->be, qkv + (size_t)d->nh * d->hd, N, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse,
+                             m->acts.pos);
         });
     else
         MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
-            op_rope_apply(qkv, N, m->acts.T, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse);
-            op_rope_apply(qkv + (size_t)d->nh * d->hd, N, m->acts.T, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse);
+            op_rope_apply(m->be, qkv, N, m->acts.T, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse);
+            op_rope_apply(m->be, qkv + (size_t)d->nh * d->hd, N, m->acts.T, d->nkv, d->hd, (size_t)d->qkv, cs, sn,
+                          inverse);
         });
 }
 
@@ -101,8 +105,9 @@ static void attention_core_forward(mt_model *m, int layer) {
     dims d = local_dims(m);
     mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0,
                             a->packed ? a->doc_start : NULL};
-    MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_forward_gqa(ba->b[FB_ATTY], ba->b[FB_LSE], ba->b[FB_QKV], a->B, a->T,
-                                                            d.nh, d.nkv, d.hd, &none, m->gs.attn_scratch));
+    MT_TIMED(m->prof, MT_PROF_ATTENTION,
+             op_attention_forward_gqa(m->be, ba->b[FB_ATTY], ba->b[FB_LSE], ba->b[FB_QKV], a->B, a->T, d.nh, d.nkv,
+                                      d.hd, &none, m->gs.attn_scratch));
 }
 
 static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
@@ -117,26 +122,29 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
 #define P(i) mt_model_tensor_data(m, U, i)
 #define B(i) ((i) >= 0 ? P(i) : NULL)
 #define RB(i) ((i) >= 0 && m->layout.tp_rank == 0 ? P(i) : NULL) /* a row-parallel bias: in one rank's partial sum */
-    MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_forward(ba->b[FB_X1], ba->b[FB_MEAN1], ba->b[FB_RSTD1], x,
-                                                        P(ix.ln_attn_w), P(ix.ln_attn_b), n, C));
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+             op_layernorm_forward(m->be, ba->b[FB_X1], ba->b[FB_MEAN1], ba->b[FB_RSTD1], x, P(ix.ln_attn_w),
+                                  P(ix.ln_attn_b), n, C));
     const float *x1 = mt_unit_tp_gather(m, ba->b[FB_X1], m->gs.gathered);
     mt_unit_linear_fwd(m, U, ix.qkv, fc, grouped, x1, B(ix.qkv_b), N, C, d.gw);
     if (two) {
-        MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_forward(ba->b[FB_X2], ba->b[FB_MEAN2], ba->b[FB_RSTD2], x,
-                                                            P(ix.ln_mlp_w), P(ix.ln_mlp_b), n, C));
+        MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+                 op_layernorm_forward(m->be, ba->b[FB_X2], ba->b[FB_MEAN2], ba->b[FB_RSTD2], x, P(ix.ln_mlp_w),
+                                      P(ix.ln_mlp_b), n, C));
         x1 = mt_unit_tp_gather(m, ba->b[FB_X2], m->gs.gathered);
     }
     mt_unit_linear_fwd(m, U, ix.h_to_4h, fc, ba->b[FB_PRE], x1, B(ix.h_to_4h_b), N, C, d.F);
-    MT_TIMED(m->prof, MT_PROF_GELU, op_gelu_erf_forward(ba->b[FB_ACT], ba->b[FB_PRE], (size_t)N * d.F));
+    MT_TIMED(m->prof, MT_PROF_GELU, op_gelu_erf_forward(m->be, ba->b[FB_ACT], ba->b[FB_PRE], (size_t)N * d.F));
     mt_unit_linear_fwd(m, U, ix.four_h_to_h, fc, mlp_out, ba->b[FB_ACT], RB(ix.four_h_to_h_b), N, d.F, C);
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_qkv_grouped_to_planar(ba->b[FB_QKV], grouped, N, d.nkv, d.G, d.q0, d.nq, d.hd));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
+             op_qkv_grouped_to_planar(m->be, ba->b[FB_QKV], grouped, N, d.nkv, d.G, d.q0, d.nq, d.hd));
     rope(m, ba->b[FB_QKV], &d, 0);
     attention_core_forward(m, layer);
     mt_unit_linear_fwd(m, U, ix.dense, fc, attn_out, ba->b[FB_ATTY], RB(ix.dense_b), N, d.nh * d.hd, C);
     /* HF: mlp_output += attention_output; the tp ranks' partial sums reduced once */
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add(attn_out, mlp_out, attn_out, (size_t)N * C));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add(m->be, attn_out, mlp_out, attn_out, (size_t)N * C));
     mt_unit_tp_scatter(m, attn_out);
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_residual_add(ba->b[FB_OUT], x, attn_out, NULL, n, C));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_residual_add(m->be, ba->b[FB_OUT], x, attn_out, NULL, n, C));
 #undef P
 #undef B
 #undef RB
@@ -180,28 +188,32 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     row_parallel_backward(m, U, ix.dense, fc, gs->f[FS_DATTY], GB(ix.dense_b), gs->dresid, ba->b[FB_ATTY], d.nh * d.hd,
                           C, dwf);
     /* MLP branch */
-    MT_TIMED(m->prof, MT_PROF_GELU, op_gelu_erf_backward(gs->f[FS_DPRE], ba->b[FB_PRE], gs->f[FS_DPRE], (size_t)N * d.F));
+    MT_TIMED(m->prof, MT_PROF_GELU,
+             op_gelu_erf_backward(m->be, gs->f[FS_DPRE], ba->b[FB_PRE], gs->f[FS_DPRE], (size_t)N * d.F));
     const float *xm = mt_unit_tp_gather(m, ba->b[two ? FB_X2 : FB_X1], gs->gathered);
     mt_unit_linear_bwd(m, U, ix.h_to_4h, fc, gs->dln, GB(ix.h_to_4h_b), gs->f[FS_DPRE], xm, N, C, d.F, dwf);
     if (two) {
         mt_unit_tp_scatter(m, gs->dln);
-        MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(ix.ln_mlp_w), G(ix.ln_mlp_b), gs->dln, x,
-                                                             P(ix.ln_mlp_w), ba->b[FB_MEAN2], ba->b[FB_RSTD2], n, C));
+        MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+                 op_layernorm_backward(m->be, gs->dresid, G(ix.ln_mlp_w), G(ix.ln_mlp_b), gs->dln, x, P(ix.ln_mlp_w),
+                                       ba->b[FB_MEAN2], ba->b[FB_RSTD2], n, C));
     }
     /* attention branch; with one norm its input gradient adds to the MLP's */
     mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0,
                             a->packed ? a->doc_start : NULL};
     MT_TIMED(m->prof, MT_PROF_ATTENTION,
-             op_attention_backward_gqa(gs->f[FS_DQKV], gs->f[FS_DATTY], ba->b[FB_QKV], ba->b[FB_ATTY], ba->b[FB_LSE],
-                                       a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
+             op_attention_backward_gqa(m->be, gs->f[FS_DQKV], gs->f[FS_DATTY], ba->b[FB_QKV], ba->b[FB_ATTY],
+                                       ba->b[FB_LSE], a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
     rope(m, gs->f[FS_DQKV], &d, 1);
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_qkv_planar_to_grouped(gs->f[FS_QKVG], gs->f[FS_DQKV], N, d.nkv, d.G, d.q0, d.nq, d.hd));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
+             op_qkv_planar_to_grouped(m->be, gs->f[FS_QKVG], gs->f[FS_DQKV], N, d.nkv, d.G, d.q0, d.nq, d.hd));
     const float *x1 = mt_unit_tp_gather(m, ba->b[FB_X1], gs->gathered);
     mt_unit_linear_bwd(m, U, ix.qkv, fc, gs->dln, GB(ix.qkv_b), gs->f[FS_QKVG], x1, N, C, d.gw,
                        dwf | (two ? 0 : MT_ACC_DINP));
     mt_unit_tp_scatter(m, gs->dln);
-    MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_layernorm_backward(gs->dresid, G(ix.ln_attn_w), G(ix.ln_attn_b), gs->dln, x,
-                                                         P(ix.ln_attn_w), ba->b[FB_MEAN1], ba->b[FB_RSTD1], n, C));
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+             op_layernorm_backward(m->be, gs->dresid, G(ix.ln_attn_w), G(ix.ln_attn_b), gs->dln, x, P(ix.ln_attn_w),
+                                   ba->b[FB_MEAN1], ba->b[FB_RSTD1], n, C));
 #undef P
 #undef G
 #undef GB
@@ -216,9 +228,9 @@ static double output_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_sc
     int H = m->layout.n_units - 1, L = m->cfg.n_layer, wu, wk;
     const mt_tensor *wt = head_weight(m, &wu, &wk);
     MT_TIMED(m->prof, MT_PROF_LAYERNORM,
-             op_layernorm_forward(a->head[FH_XF], a->head[FH_MEANF], a->head[FH_RSTDF], a->blocks[L - 1].b[FB_OUT],
-                                  mt_model_tensor_data(m, H, 0), mt_model_tensor_data(m, H, 1), mt_unit_resid_n(m),
-                                  m->cfg.n_embd));
+             op_layernorm_forward(m->be, a->head[FH_XF], a->head[FH_MEANF], a->head[FH_RSTDF],
+                                  a->blocks[L - 1].b[FB_OUT], mt_model_tensor_data(m, H, 0),
+                                  mt_model_tensor_data(m, H, 1), mt_unit_resid_n(m), m->cfg.n_embd));
     return mt_unit_logits_loss(m, a->head[FH_XF], mt_model_tensor_data(m, wu, wk), (int)wt->shape[0], dlogits_scale);
 }
 
@@ -230,10 +242,10 @@ static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
     mt_unit_logits_backward(m, a->head[FH_XF], mt_model_tensor_data(m, wu, wk), mt_model_tensor_grad(m, wu, wk),
                             (int)wt->shape[0], m->grad_fresh[wu] ? MT_SET_DW : 0);
     double t0 = mt_prof_begin(m->prof);
-    op_zero(m->gs.dresid, (size_t)n * C);
-    op_layernorm_backward(m->gs.dresid, mt_model_tensor_grad_or_sink(m, H, 0), mt_model_tensor_grad_or_sink(m, H, 1),
-                          m->gs.dln, a->blocks[L - 1].b[FB_OUT], mt_model_tensor_data(m, H, 0), a->head[FH_MEANF],
-                          a->head[FH_RSTDF], n, C);
+    op_zero(m->be, m->gs.dresid, (size_t)n * C);
+    op_layernorm_backward(m->be, m->gs.dresid, mt_model_tensor_grad_or_sink(m, H, 0),
+                          mt_model_tensor_grad_or_sink(m, H, 1), m->gs.dln, a->blocks[L - 1].b[FB_OUT],
+                          mt_model_tensor_data(m, H, 0), a->head[FH_MEANF], a->head[FH_RSTDF], n, C);
     mt_prof_end(m->prof, MT_PROF_LAYERNORM, t0);
 }
 
@@ -287,14 +299,14 @@ static void init_model(mt_model *m) {
     int hd = mt_model_head_dim(c);
     mt_rope_scaling none = {0, 0, 0, 0, 0};
     float *inv = mt_xcalloc((size_t)hd / 2, sizeof(float), "rope frequencies");
-    op_rope_inv_freq(inv, hd, c->rope_theta, &none);
-    op_rope_table(m->gs.f[FS_COS], m->gs.f[FS_SIN], inv, m->acts.T, hd);
+    op_rope_inv_freq(m->be, inv, hd, c->rope_theta, &none);
+    op_rope_table(m->be, m->gs.f[FS_COS], m->gs.f[FS_SIN], inv, m->acts.T, hd);
     free(inv);
 }
 
 static size_t attention_scratch_floats(const mt_model *m, int B, int T) {
     dims d = local_dims(m);
-    return op_attention_scratch_floats_gqa(B, T, d.nh, d.nkv, d.hd, omp_get_max_threads());
+    return op_attention_scratch_floats_gqa(m->be, B, T, d.nh, d.nkv, d.hd);
 }
 
 static void gemm_extents(const mt_model *m, int own_output, size_t *wmax, size_t *wnum) {
