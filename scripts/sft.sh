@@ -9,7 +9,16 @@
 # processes: training on the answers only (--train-on assistant, the
 # default) and on every token (--train-on all). Both are evaluated on the
 # answers of held-out conversations (the validation shard's mask), and both
-# answer a question through the template (`generate --chat`).
+# answer a question through the template (`generate --chat`). Then the
+# answers-only fine-tune is exported merged as a q8_0 GGUF for llama.cpp
+# (runs/sft/assistant.q8_0.gguf); when llama.cpp's library is installed
+# (npm @node-llama-cpp/linux-x64 in deps/, scripts/setup.sh; optional), it
+# answers the same question through tests/gguf_consumer.c. GPT-2's tokenizer
+# has no end-of-turn token (zephyr's </s> is three tokens), so llama.cpp
+# cannot stop at the end of the answer: the prompt is given rendered and the
+# answer cut at </s>. tests/check_chat_gguf.sh shows the whole path with a
+# tokenizer that has one (ChatML's <|im_end|>): llama.cpp applies the
+# template from the GGUF and stops at EOS.
 # Environment: BASE (default runs/demo/ckpt), STEPS (default 150), RANKS (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,3 +75,22 @@ for on in assistant all; do
     build/meshtrain generate --ckpt $O/$on --chat --chat-template zephyr --prompt "Tell me a fortune about money." \
         --tokens 60 --temperature 0.7 --top-k 40 --seed 3
 done
+
+# the fine-tune for llama.cpp: merged (NF4 base dequantized, adapters and wte folded in), q8_0
+build/meshtrain export --ckpt $O/assistant --format gguf --dtype q8_0 --out $O/assistant.q8_0.gguf
+LIB=$(ls deps/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so 2>/dev/null | head -1 || true)
+if [ -n "$LIB" ]; then
+    # the prompt and the answer within the model's 64 positions (llama.cpp does not slide the window)
+    printf '<|user|>\nTell me a fortune about money.</s>\n<|assistant|>\n' >$O/prompt.txt
+    if cc -O2 -o $O/gguf_consumer tests/gguf_consumer.c -ldl &&
+        $O/gguf_consumer "$LIB" $O/assistant.q8_0.gguf complete $O/prompt.txt 36 >$O/llama_cpp.txt 2>$O/llama_cpp.log; then
+        mt=$(build/meshtrain generate --ckpt $O/assistant --chat --chat-template zephyr \
+            --prompt "Tell me a fortune about money." --tokens 36 --temperature 0)
+        echo "---- greedy, llama.cpp on the q8_0 GGUF: $(sed -n 's/^answer: //p' $O/llama_cpp.txt | sed 's|</s>.*||')"
+        echo "---- greedy, meshtrain generate --chat:   $mt"
+    else
+        echo "sft: llama.cpp did not run the GGUF (optional step; see $O/llama_cpp.log)"
+    fi
+else
+    echo "sft: $O/assistant.q8_0.gguf is for llama.cpp (llama-cli -m ...); scripts/setup.sh installs its library to try it here"
+fi

@@ -4,18 +4,20 @@
 #    repeated and shuffled) tokenized with `tokenize --format jsonl` and the
 #    ChatML template matched from a tokenizer_config.json (a byte-level
 #    tokenizer.json with <|im_start|> <|im_end|> <|endoftext|> as added
-#    special tokens, tests/gguf_chat_data.py), answers-only loss mask, packed;
+#    special tokens, tests/gguf_chat_data.py), answers-only loss mask, packed
+#    2-3 conversations to a 128-token window (positions restart per document,
+#    as llama.cpp starts a chat at position 0);
 #  - a base model (the demo's family, GPT-2, and a Llama with GQA) trained
 #    briefly on plain text (the fortunes corpus; it never sees a ChatML token),
 #    then QLoRA-fine-tuned on the chat shards (NF4 base, LoRA on every linear
-#    layer, answers only);
+#    layer, the embedding -- and Llama's head -- trained in full, answers only);
 #  - exported merged with `export --format gguf` (f32 and q8_0), with the
 #    tokenizer, the chat template and EOS <|im_end|> from tokenizer_config.json;
 #  - llama.cpp itself (libllama of the npm package @node-llama-cpp/linux-x64,
 #    driven by tests/gguf_consumer.c chat) applies the template it reads from
 #    the GGUF and answers greedily. Asserted: each question's answer is the
-#    trained answer, generation stopped at an end-of-generation token (not
-#    at the token limit), and `meshtrain generate --chat` answers the same
+#    trained answer, generation stopped at the end-of-generation token
+#    <|im_end|> (257; not at the token limit), and `meshtrain generate --chat` answers the same
 #    (and stops before its token limit); the base model's GGUF does not
 #    (the fine-tune is what answers).
 set -euo pipefail
@@ -46,13 +48,15 @@ with open(sys.argv[1], "w") as f:
         u, a = r.choice(pairs)
         f.write(json.dumps({"messages": [{"role": "user", "content": u}, {"role": "assistant", "content": a}]}) + "\n")
 PY
-$M tokenize --format jsonl --tokenizer $CT --seq-len 64 --packing --val-fraction 0.05 --out $W/sft $W/chat.jsonl >$W/tok.log
-grep -q "chatml" $W/tok.log || { echo "tokenize did not use the ChatML template:"; cat $W/tok.log; exit 1; }
+$M tokenize --format jsonl --tokenizer $CT --seq-len 128 --packing --val-fraction 0.05 --out $W/sft $W/chat.jsonl >$W/tok.log
+grep -q "chat template chatml (matched tokenizer_config.json" $W/tok.log && grep -q "packed: 400 samples in 1[0-9][0-9] windows" $W/tok.log ||
+    { echo "tokenize did not match the ChatML template or pack two or more conversations a window:"; cat $W/tok.log; exit 1; }
+sed -n 's/^tokenize: //p' $W/tok.log | sed -n '2,3p'
 # the base's plain text, with the same tokenizer (bytes only: no ChatML token)
 corpus
 $M tokenize --tokenizer $CT --out $W/text $W/corpus.txt >/dev/null
 
-MODEL="--layers 2 --dim 64 --heads 4 --vocab 259 --seq-len 64 --batch 8 --log-every 0"
+MODEL="--layers 2 --dim 64 --heads 4 --vocab 259 --seq-len 128 --batch 8 --log-every 0"
 declare -A X=([gpt2]="--family gpt2" [llama]="--family llama --kv-heads 2 --ffn-dim 128")
 # beside the adapters, the embedding (and head) train in full, as configs/lora.yaml does for the demo:
 # the base never saw the ChatML tokens, whose rows are still the initialisation's
@@ -74,14 +78,14 @@ for fam in gpt2 llama; do
     while IFS='|' read -r q a; do
         printf "%s\n" "$q" >$W/q.txt
         for dt in f32 q8_0; do
-            $C $W/$fam.$dt.gguf chat $W/q.txt 20 >$W/out.txt
-            grep -qx "answer: $a" $W/out.txt && grep -q "^stop: end of generation token" $W/out.txt ||
+            $C $W/$fam.$dt.gguf chat $W/q.txt 40 >$W/out.txt
+            grep -qx "answer: $a" $W/out.txt && grep -q "^stop: end of generation token 257 after" $W/out.txt ||
                 { echo "$fam $dt: llama.cpp's chat for '$q' (trained: '$a'):"; cat $W/out.txt; exit 1; }
         done
-        # meshtrain's own chat: the same answer, ended by <|im_end|> before the 20-token limit
-        $M generate --ckpt $W/$fam.sft --tokenizer $CT --chat --prompt "$q" --temperature 0 --tokens 20 >$W/mt.txt
+        # meshtrain's own chat: the same answer, ended by <|im_end|> before the 40-token limit
+        $M generate --ckpt $W/$fam.sft --tokenizer $CT --chat --prompt "$q" --temperature 0 --tokens 40 >$W/mt.txt
         [ "$(cat $W/mt.txt)" = "$a" ] || { echo "$fam: generate --chat '$q' answered '$(cat $W/mt.txt)', trained '$a'"; exit 1; }
-        $C $W/$fam.base.gguf chat $W/q.txt 20 >$W/base.txt
+        $C $W/$fam.base.gguf chat $W/q.txt 40 >$W/base.txt
         if grep -qx "answer: $a" $W/base.txt; then echo "$fam: the base model already answers '$q' with '$a'"; exit 1; fi
         echo "$fam: '$q' -> '$a': llama.cpp f32 and q8_0 ($(sed -n 's/^stop: //p' $W/out.txt)), generate --chat the same; base: $(sed -n 's/^stop: //p' $W/base.txt)"
     done <<<"$PAIRS"

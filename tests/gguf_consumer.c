@@ -25,7 +25,11 @@
  *       one user message (the file's text) through the GGUF's chat template
  *       (llama_chat_apply_template), then greedy tokens until an
  *       end-of-generation token or MAX: prints "prompt: ...", "answer: ..."
- *       and "stop: end of generation token|token limit after N tokens"
+ *       and "stop: end of generation token ID|token limit after N tokens"
+ *   gguf_consumer LIB MODEL complete PROMPT_FILE MAX
+ *       as chat, but the file's text is the whole prompt, as it stands (no
+ *       template; special tokens parsed): a model whose template llama.cpp
+ *       renders otherwise than it was trained, or that has none
  *   gguf_consumer LIB MODEL special TEMPLATE_OUT
  *       prints "bos ID eos ID" (-1: none) as llama.cpp reads them, and
  *       writes the chat template it finds to TEMPLATE_OUT (empty: none)
@@ -186,7 +190,8 @@ int main(int argc, char **argv) {
         printf("\n");
         return 0;
     }
-    if ((strcmp(argv[3], "logits") && strcmp(argv[3], "chat")) || argc < 6) {
+    int chat = !strcmp(argv[3], "chat"), complete = !strcmp(argv[3], "complete");
+    if ((strcmp(argv[3], "logits") && !chat && !complete) || argc < 6) {
         fprintf(stderr, "gguf_consumer: unknown command %s\n", argv[3]);
         return 2;
     }
@@ -217,7 +222,7 @@ int main(int argc, char **argv) {
     memcpy(cp.bytes + 104, &f32, 4);
     memcpy(cp.bytes + 108, &f32, 4);
     memcpy(cp.bytes + 52, &f32, 4); /* flash_attn_type disabled: on the CPU it rounds Q to f16 */
-    if (!strcmp(argv[3], "chat")) {
+    if (chat || complete) {
         typedef struct {
             const char *role, *content;
         } chat_message;
@@ -227,20 +232,24 @@ int main(int argc, char **argv) {
         bool (*is_eog)(const void *, llama_token) = sym(lib, "llama_vocab_is_eog");
         int32_t (*piece)(const void *, llama_token, char *, int32_t, int32_t, bool) = sym(lib, "llama_token_to_piece");
         int max_new = atoi(argv[5]);
-        while (len && (text[len - 1] == '\n')) text[--len] = 0;
-        const char *tmpl = chat_template(model, NULL);
-        if (!tmpl) {
-            fprintf(stderr, "gguf_consumer: the model has no chat template\n");
-            return 1;
+        char *prompt = text;
+        int32_t pl = (int32_t)len;
+        if (chat) {
+            while (len && (text[len - 1] == '\n')) text[--len] = 0;
+            const char *tmpl = chat_template(model, NULL);
+            if (!tmpl) {
+                fprintf(stderr, "gguf_consumer: the model has no chat template\n");
+                return 1;
+            }
+            chat_message msg = {"user", text};
+            prompt = malloc(2 * len + 4096);
+            pl = apply(tmpl, &msg, 1, true, prompt, (int32_t)(2 * len + 4096));
+            if (pl < 0 || pl >= (int32_t)(2 * len + 4096)) {
+                fprintf(stderr, "gguf_consumer: llama_chat_apply_template failed (%d)\n", pl);
+                return 1;
+            }
+            prompt[pl] = 0;
         }
-        chat_message msg = {"user", text};
-        char *prompt = malloc(2 * len + 4096);
-        int32_t pl = apply(tmpl, &msg, 1, true, prompt, (int32_t)(2 * len + 4096));
-        if (pl < 0 || pl >= (int32_t)(2 * len + 4096)) {
-            fprintf(stderr, "gguf_consumer: llama_chat_apply_template failed (%d)\n", pl);
-            return 1;
-        }
-        prompt[pl] = 0;
         llama_token *ids = malloc(((size_t)pl + (size_t)max_new + 16) * sizeof *ids);
         int32_t n = tokenize(vocab, prompt, pl, ids, pl + 16, false, true);
         uint32_t ctx_fields[3] = {(uint32_t)(n + max_new + 8), 512, 512};
@@ -260,15 +269,16 @@ int main(int argc, char **argv) {
             llama_token best = 0;
             for (int32_t v = 1; v < V; v++)
                 if (lg[v] > lg[best]) best = v;
+            ids[n + g] = best;
             if ((eog = is_eog(vocab, best))) break;
             char buf[256];
             int32_t k = piece(vocab, best, buf, sizeof buf, 0, false);
             if (k > 0) fwrite(buf, 1, (size_t)k, stdout);
-            ids[n + g] = best;
             llama_batch s = llama_batch_one(1, ids + n + g, n + g);
             if (decode(ctx, s)) return 1;
         }
-        printf("\nstop: %s after %d tokens\n", eog ? "end of generation token" : "token limit", g);
+        if (eog) printf("\nstop: end of generation token %d after %d tokens\n", ids[n + g], g);
+        else printf("\nstop: token limit after %d tokens\n", g);
         return 0;
     }
     void *lora = NULL;
