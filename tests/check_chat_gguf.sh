@@ -15,7 +15,8 @@
 #    tokenizer, the chat template and EOS <|im_end|> from tokenizer_config.json;
 #  - llama.cpp itself (libllama of the npm package @node-llama-cpp/linux-x64,
 #    driven by tests/gguf_consumer.c chat) applies the template it reads from
-#    the GGUF and answers greedily. Asserted: each question's answer is the
+#    the GGUF and answers greedily. Asserted: llama.cpp's logits over a
+#    conversation equal meshtrain's within 1e-4 (f32); each question's answer is the
 #    trained answer, generation stopped at the end-of-generation token
 #    <|im_end|> (257; not at the token limit), and `meshtrain generate --chat` answers the same
 #    (and stops before its token limit); the base model's GGUF does not
@@ -75,6 +76,22 @@ for fam in gpt2 llama; do
     $C $W/$fam.f32.gguf special $W/tmpl.txt >$W/special.txt
     grep -q " eos 257$" $W/special.txt && grep -q "<|im_start|>" $W/tmpl.txt ||
         { echo "$fam: llama.cpp reads $(cat $W/special.txt) and the template '$(cat $W/tmpl.txt)'"; exit 1; }
+    # the merged fine-tune (dequantized NF4 base + adapters + trained embedding) is the same model in
+    # llama.cpp: its logits over a rendered conversation equal meshtrain's; GPT-2's through a float64
+    # reference, as llama.cpp's CPU GELU is an f16 table (tests/check_gguf.sh), which moves these
+    # larger logits by ~4e-3
+    printf '<|im_start|>user\nSay hello.<|im_end|>\n<|im_start|>assistant\nHello there!<|im_end|>\n' >$W/conv.txt
+    $C $W/$fam.f32.gguf tokenize $W/conv.txt | sed 's/^ids: //' >$W/conv_ids.txt
+    $M eval --ckpt $W/$fam.sft --dump-logits $W/mt.bin --ids $W/conv_ids.txt
+    $C $W/$fam.f32.gguf logits $W/conv_ids.txt $W/lc.bin
+    if [ $fam = gpt2 ]; then # a float64 GPT-2 on the GGUF's tensors, with and without ggml's f16 GELU table
+        $PY tests/gguf_gpt2_ref.py $W/gpt2.f32.gguf $W/conv_ids.txt $W/ref.bin --heads 4
+        $PY tests/gguf_gpt2_ref.py $W/gpt2.f32.gguf $W/conv_ids.txt $W/ref16.bin --heads 4 --gelu-f16
+        $PY tests/gguf_check.py close $W/ref.bin $W/mt.bin 259 1e-4 "gpt2 fine-tune merged: meshtrain vs a float64 reference"
+        $PY tests/gguf_check.py close $W/ref16.bin $W/lc.bin 259 1e-4 "gpt2 fine-tune merged: llama.cpp vs the reference with ggml's f16 GELU"
+    else
+        $PY tests/gguf_check.py close $W/mt.bin $W/lc.bin 259 1e-4 "$fam fine-tune merged: llama.cpp vs meshtrain, f32, $(wc -w <$W/conv_ids.txt) tokens of a conversation"
+    fi
     while IFS='|' read -r q a; do
         printf "%s\n" "$q" >$W/q.txt
         for dt in f32 q8_0; do
