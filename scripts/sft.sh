@@ -86,8 +86,14 @@ if [ -n "$LIB" ]; then
         $O/gguf_consumer "$LIB" $O/assistant.q8_0.gguf complete $O/prompt.txt 36 >$O/llama_cpp.txt 2>$O/llama_cpp.log; then
         mt=$(build/meshtrain generate --ckpt $O/assistant --chat --chat-template zephyr \
             --prompt "Tell me a fortune about money." --tokens 36 --temperature 0)
-        echo "---- greedy, llama.cpp on the q8_0 GGUF: $(sed -n 's/^answer: //p' $O/llama_cpp.txt | sed 's|</s>.*||')"
-        echo "---- greedy, meshtrain generate --chat:   $mt"
+        # llama.cpp's answer, cut where the model wrote </s>
+        lc=$(python3 -c 'import sys; t = open(sys.argv[1]).read()
+print(t.split("answer: ", 1)[1].rsplit("\nstop: ", 1)[0].split("</s>")[0])' $O/llama_cpp.txt)
+        echo "---- greedy, llama.cpp on the q8_0 GGUF ($(sed -n 's/^stop: //p' $O/llama_cpp.txt)):"
+        echo "$lc"
+        echo "---- greedy, meshtrain generate --chat:"
+        echo "$mt"
+        [ "$lc" = "$mt" ] && echo "---- the same answer" || echo "---- the answers differ (q8_0's rounding can change a greedy choice)"
     else
         echo "sft: llama.cpp did not run the GGUF (optional step; see $O/llama_cpp.log)"
     fi
