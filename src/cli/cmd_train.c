@@ -62,6 +62,9 @@ static int check_flags_match_checkpoint(const mt_arg *spec, int nspec, const mt_
         {"qkv-bias", asked->qkv_bias, ck->qkv_bias},
         {"rope-theta", asked->rope_theta, ck->rope_theta},
         {"norm-eps", asked->norm_eps, ck->norm_eps},
+        {"moe-experts", asked->num_experts, ck->num_experts},
+        {"moe-top-k", asked->moe_top_k, ck->moe_top_k},
+        {"moe-ffn-dim", asked->moe_ffn_dim, ck->moe_ffn_dim},
     };
     if ((mt_arg_seen(spec, nspec, "family") || mf->preset) && asked->family != ck->family)
         return mt_errorf(err, "%s%s selects the %s family, but the checkpoint %s holds a %s model: drop the flag (the "
@@ -252,6 +255,11 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"adagrad-lr-decay", MT_ARG_FLOAT, &o.opt.lr_decay, "AdaGrad: step t uses lr / (1 + (t - 1) * this) (default 0)", 0},
         {"adagrad-initial-accumulator", MT_ARG_FLOAT, &o.opt.initial_accumulator, "AdaGrad: the sum of squared gradients starts here (default 0; PyTorch's eps default is 1e-10, set --eps to match)", 0},
         {"grad-clip", MT_ARG_FLOAT, &o.grad_clip, "clip the global gradient L2 norm to this (0 = off, default 1)", 0},
+        {"moe-aux-coef", MT_ARG_FLOAT, &o.moe_aux_coef, "mixture of experts: load-balancing loss coefficient (default 0)", 0},
+        {"moe-z-coef", MT_ARG_FLOAT, &o.moe_z_coef, "mixture of experts: router z-loss coefficient (default 0)", 0},
+        {"moe-capacity-factor", MT_ARG_FLOAT, &o.moe_capacity,
+         "mixture of experts: an expert takes at most ceil(factor N k / E) of a microbatch's N tokens' k choices, the "
+         "rest are dropped and counted (default: dropless)", 0},
         {"data-order", MT_ARG_STR, &order, "shuffled | sequential (default shuffled)", 0},
         {"eval-every", MT_ARG_I64, &o.eval_every, "evaluate on --val every K steps (0 = only never)", 0},
         {"eval-batches", MT_ARG_INT, &o.eval_batches, "validation batches (default 8)", 0},

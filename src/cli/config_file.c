@@ -19,17 +19,19 @@
  * here (test aids) may appear in any section. */
 static const struct {
     const char *section;
-    const char *flags[28];
+    const char *flags[36];
 } sections[] = {
     {"model", {"model", "preset", "family", "layers", "dim", "heads", "kv-heads", "head-dim", "ffn-dim", "vocab",
                "seq-len", "dropout", "rope-theta", "norm-eps", "tie-embeddings", "qkv-bias", "rope-scaling",
-               "rope-factor", "rope-low-freq-factor", "rope-high-freq-factor", "rope-original-max-pos", "init-from"}},
+               "rope-factor", "rope-low-freq-factor", "rope-high-freq-factor", "rope-original-max-pos", "moe-experts",
+               "moe-top-k", "moe-ffn-dim", "moe-router", "moe-norm-topk", "init-from"}},
     {"data", {"train", "val", "data-order"}},
     {"peft", {"peft", "lora-r", "lora-alpha", "lora-dropout", "lora-targets", "lora-use-rslora", "ia3-targets", "ia3-feedforward", "peft-train", "freeze", "quantize-base", "double-quant", "int8-threshold"}},
     {"optimizer", {"optimizer", "lr", "weight-decay", "beta1", "beta2", "eps", "momentum", "grad-clip",
                    "adafactor-beta1", "adafactor-scale-parameter", "adafactor-clip", "adagrad-lr-decay",
                    "adagrad-initial-accumulator", "offload-optimizer",
                    "offload-buffer-mb"}},
+    {"moe", {"moe-aux-coef", "moe-z-coef", "moe-capacity-factor"}},
     {"schedule", {"steps", "batch", "micro-batch", "warmup", "lr-schedule", "min-lr", "seed"}},
     {"parallel", {"dp", "tp", "pp", "sequence-parallel", "pp-schedule", "pp-chunks", "pp-layers", "zero", "shard-group",
                   "bucket-mb", "zeropp-hpz", "zeropp-qwz", "zeropp-qgz", "ranks-per-node", "timeout", "recompute",

@@ -1,6 +1,7 @@
 /* Model flags shared by train and plan (cli/model_flags.h). */
 #include "cli/model_flags.h"
 #include "models/family.h"
+#include "models/llama/llama.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -29,6 +30,12 @@ void mt_model_flags_spec(mt_model_flags *mf, mt_arg out[MT_MODEL_FLAG_COUNT], in
         {"rope-high-freq-factor", MT_ARG_FLOAT, &mf->rope_high, "llama3 rope scaling: high_freq_factor (default 4)", 0},
         {"rope-original-max-pos", MT_ARG_INT, &mf->rope_orig,
          "llama3 rope scaling: original_max_position_embeddings (default 8192)", 0},
+        {"moe-experts", MT_ARG_INT, &mf->moe_experts, "llama: mixture of experts, E SwiGLU experts per block (default 0: dense)", 0},
+        {"moe-top-k", MT_ARG_INT, &mf->moe_top_k, "llama MoE: experts per token (default 2)", 0},
+        {"moe-ffn-dim", MT_ARG_INT, &mf->moe_ffn_dim, "llama MoE: each expert's SwiGLU width (default --ffn-dim)", 0},
+        {"moe-router", MT_ARG_STR, &mf->moe_router,
+         "llama MoE: mixtral (softmax over the top-k logits, default) | softmax_topk (softmax, then top-k: Qwen-MoE, OLMoE)", 0},
+        {"moe-norm-topk", MT_ARG_INT, &mf->moe_norm_topk, "llama MoE, softmax_topk: 1 = divide the k weights by their sum", 0},
         {"layers", MT_ARG_INT, &mf->layers, d ? "transformer blocks L (default 4)" : "transformer blocks L", 0},
         {"dim", MT_ARG_INT, &mf->dim, d ? "model width C (default 128)" : "model width C", 0},
         {"heads", MT_ARG_INT, &mf->heads, d ? "attention heads (default 4)" : "attention heads", 0},
@@ -61,7 +68,8 @@ int mt_model_flags_apply(const mt_model_flags *mf, const mt_arg *spec, int nspec
     if (SEEN("seq-len")) cfg->seq_len = mf->seq_len;
     const char *llama_only[] = {"kv-heads", "head-dim", "ffn-dim", "rope-theta", "norm-eps", "tie-embeddings", "qkv-bias",
                                 "rope-scaling", "rope-factor", "rope-low-freq-factor", "rope-high-freq-factor",
-                                "rope-original-max-pos"};
+                                "rope-original-max-pos", "moe-experts", "moe-top-k", "moe-ffn-dim", "moe-router",
+                                "moe-norm-topk"};
     const char *also_falcon[] = {"kv-heads", "head-dim", "ffn-dim", "rope-theta", "tie-embeddings"};
     for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++) {
         int falcon_too = 0;
@@ -119,6 +127,19 @@ int mt_model_flags_apply(const mt_model_flags *mf, const mt_arg *spec, int nspec
         if (SEEN("rope-high-freq-factor")) cfg->rope_high_freq_factor = mf->rope_high;
         if (SEEN("rope-original-max-pos")) cfg->rope_original_max_pos = mf->rope_orig;
         if (cfg->max_pos < cfg->seq_len) cfg->max_pos = cfg->seq_len;
+        if (SEEN("moe-experts")) {
+            cfg->num_experts = mf->moe_experts;
+            if (!cfg->moe_top_k) cfg->moe_top_k = 2 < mf->moe_experts ? 2 : mf->moe_experts;
+            if (!cfg->moe_ffn_dim) cfg->moe_ffn_dim = cfg->ffn_dim;
+        }
+        const char *moe_only[] = {"moe-top-k", "moe-ffn-dim", "moe-router", "moe-norm-topk"};
+        for (size_t i = 0; i < sizeof moe_only / sizeof moe_only[0]; i++)
+            if (SEEN(moe_only[i]) && !cfg->num_experts)
+                return mt_errorf(err, "--%s applies to a mixture-of-experts model (give --moe-experts E)", moe_only[i]);
+        if (SEEN("moe-top-k")) cfg->moe_top_k = mf->moe_top_k;
+        if (SEEN("moe-ffn-dim")) cfg->moe_ffn_dim = mf->moe_ffn_dim;
+        if (SEEN("moe-router") && mt_moe_router_parse(mf->moe_router, &cfg->moe_router, err)) return -1;
+        if (SEEN("moe-norm-topk")) cfg->moe_norm_topk = mf->moe_norm_topk;
     }
 #undef SEEN
     return 0;

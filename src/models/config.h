@@ -39,6 +39,17 @@ typedef struct {
     /* Falcon family (also n_kv_head, head_dim, ffn_dim, norm_eps, rope_theta, max_pos, tie_embeddings) */
     int block_norms;  /* LayerNorms before the parallel attention and MLP: 1 shared (Falcon-7B), 2 (ln_attn, ln_mlp) */
     int linear_bias;  /* 1: every linear of a block has a bias (Falcon's bias: true) */
+    /* Mixture of experts (Llama family; num_experts 0: the dense SwiGLU MLP).
+     * The MLP becomes num_experts SwiGLU experts of width moe_ffn_dim and a
+     * linear router choosing moe_top_k of them per token (ops/moe.h). */
+    int num_experts;
+    int moe_top_k;
+    int moe_ffn_dim;
+    int moe_router;      /* mt_moe_router: 0 Mixtral (softmax over the top-k logits), 1 softmax then top-k */
+    int moe_norm_topk;   /* router 1: the k weights divided by their sum (norm_topk_prob) */
+    float moe_aux_coef;  /* load-balancing loss coefficient (per block, added to the loss) */
+    float moe_z_coef;    /* router z-loss coefficient */
+    float moe_capacity;  /* capacity factor: each expert keeps ceil(factor N K / E) slots; 0: dropless */
     /* What is trained: frozen tensors and adapters (nn/adapter_spec.h); all zero: everything */
     mt_adapter_spec adapters;
 } mt_model_config;

@@ -71,6 +71,15 @@ typedef struct {
  * the gradients -- are bitwise those of `none`. */
 typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL } mt_recompute;
 
+/* Sums over the MoE blocks' forwards since the trainer last cleared them. */
+typedef struct {
+    double loss_sum;   /* the auxiliary losses in loss-sum units: sum of rows x (aux coef x aux + z coef x z) */
+    double aux, z;     /* the raw load-balancing and z losses, summed over blocks and microbatches */
+    int64_t dropped;   /* (token, choice) slots over an expert's capacity */
+    int64_t routed;    /* (token, choice) slots routed */
+    int64_t max_load;  /* the most slots one expert received in one block's microbatch */
+} mt_moe_stats;
+
 #define MT_QTILE_FLOATS 65536
 struct mt_qweight;
 
@@ -130,6 +139,9 @@ typedef struct mt_model {
      * u) before its GEMM; NULL: none. */
     void (*linear_input_hook)(void *ctx, int u, int k, int n, const float *inp, int N, int C);
     void *linear_input_ctx;
+    /* Mixture of experts: what the blocks' forwards (not their
+     * recomputation) add up; the trainer reads and clears them. */
+    mt_moe_stats moe;
 } mt_model;
 
 /* The part of the model one process holds (a pipeline stage, or several
@@ -218,6 +230,8 @@ void mt_model_zero_grads(mt_model *m);
 typedef struct mt_fwd_ctx {
     int training;   /* dropout active when training and cfg.dropout > 0 */
     uint32_t step;  /* optimizer step (dropout key) */
+    float dscale;   /* dL/d(loss sum) of the step (the output's dlogits_scale): what the backward of a loss
+                       a block adds (MoE's auxiliary losses) scales by; 0 outside training */
 } mt_fwd_ctx;
 
 /* Unit u's forward, recomputation (before its backward; see mt_recompute)

@@ -20,6 +20,9 @@ typedef struct {
     mt_opt_hparams opt;
     mt_lr_schedule lr;   /* total_steps is filled from steps */
     float grad_clip;     /* 0 = off */
+    /* mixture of experts: the model's loss terms and capacity, set on the model config whatever its source */
+    float moe_aux_coef, moe_z_coef;
+    float moe_capacity;  /* < 0: dropless (the default) */
     float peak_gflops;   /* {peak-gflops}: a rank's peak GFLOP/s; > 0 adds "mfu" to the metrics */
     mt_data_order order;
     const char *train_path, *val_path;

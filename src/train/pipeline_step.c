@@ -187,13 +187,17 @@ static double forward_chunk(mt_trainer *tr, int c, const mt_fwd_ctx *fc, float d
         mt_zero_pre_forward(z, m, 0);
         mt_unit_forward(m, 0, fc);
     }
+    double aux0 = m->moe.loss_sum;
     for (int l = tr->chunk_lo[c]; l < tr->chunk_hi[c]; l++) {
         mt_zero_pre_forward(z, m, 1 + l);
         mt_unit_forward(m, 1 + l, fc);
     }
-    if (!is_last_stage(tr, c)) return 0.0;
+    /* the losses the blocks add (MoE's auxiliary losses) count where the blocks run: the loss sums are
+       all-reduced over the pipeline */
+    double loss = m->moe.loss_sum - aux0;
+    if (!is_last_stage(tr, c)) return loss;
     mt_zero_pre_forward(z, m, H);
-    double loss = mt_model_loss_forward(m, fc, dscale);
+    loss += mt_model_loss_forward(m, fc, dscale);
     if (!backward) return loss;
     double t0 = mt_clock_s();
     mt_zero_pre_backward(z, m, H);
@@ -230,7 +234,7 @@ double mt_pipeline_step(mt_trainer *tr, uint64_t g0, float dscale) {
     mt_model *m = &tr->model;
     mt_comm *pc = mt_mesh_comm(&tr->mesh, MT_AXIS_PP);
     int b = tr->o.micro_batch, dp = tr->dp, mbs = tr->micro_steps, v = tr->sched.chunks;
-    mt_fwd_ctx fc = {1, (uint32_t)tr->step};
+    mt_fwd_ctx fc = {1, (uint32_t)tr->step, dscale};
     double loss = 0.0;
     const mt_pp_action *acts = tr->sched.actions[tr->pp_rank];
     for (int i = 0; i < tr->sched.count[tr->pp_rank]; i++) {
@@ -291,7 +295,7 @@ double mt_pipeline_eval_batch(mt_trainer *tr, uint64_t first) {
     mt_model *m = &tr->model;
     mt_comm *pc = mt_mesh_comm(&tr->mesh, MT_AXIS_PP);
     int p = tr->pp, S = p * tr->sched.chunks;
-    mt_fwd_ctx fc = {0, (uint32_t)tr->step};
+    mt_fwd_ctx fc = {0, (uint32_t)tr->step, 0.0f};
     double loss = 0.0;
     mt_model_use_slot(m, 0);
     fill(tr, &tr->val_ld, first);

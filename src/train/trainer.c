@@ -152,6 +152,10 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
                                       "first (`meshtrain merge`)", op->init_from ? "{init-from}" : "{resume}: the run in", from);
         }
     }
+    /* MoE's loss terms and capacity are the run's, whatever model it starts from */
+    op->cfg.moe_aux_coef = op->moe_aux_coef;
+    op->cfg.moe_z_coef = op->moe_z_coef;
+    op->cfg.moe_capacity = op->moe_capacity > 0.0f ? op->moe_capacity : 0.0f;
     if (mt_model_config_validate(&op->cfg, err) || mt_model_adapters_check(&op->cfg, err)) return -1;
     if (!op->train_path) return mt_errorf(err, "{train} FILE is required");
     if (mt_train_read_tokens(op->train_path, op->cfg.vocab_size, &tr->train_tokens, &tr->n_train, err)) return -1;
@@ -360,6 +364,23 @@ static void phase_done(mt_trainer *tr, int64_t *t0, mt_prof_cat cat, const char 
     *t0 = t1;
 }
 
+/* The MoE blocks' statistics of this step over the data-parallel and
+ * pipeline ranks (tp ranks route alike; each counts the same). */
+static void moe_step_stats(mt_trainer *tr) {
+    const mt_moe_stats *st = &tr->model.moe;
+    double v[4] = {st->aux, st->z, (double)st->dropped, (double)st->routed}, mx = (double)st->max_load;
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), v, v, 4, MT_COMM_F64, MT_COMM_SUM);
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_PP), v, v, 4, MT_COMM_F64, MT_COMM_SUM);
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), &mx, &mx, 1, MT_COMM_F64, MT_COMM_MAX);
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_PP), &mx, &mx, 1, MT_COMM_F64, MT_COMM_MAX);
+    double blocks = (double)tr->o.cfg.n_layer * tr->micro_steps * tr->dp; /* (block, microbatch) pairs */
+    tr->moe_aux = v[0] / blocks;
+    tr->moe_z = v[1] / blocks;
+    tr->moe_dropped = (int64_t)v[2];
+    tr->moe_routed = (int64_t)v[3];
+    tr->moe_max_load = (int64_t)mx;
+}
+
 double mt_trainer_step(mt_trainer *tr) {
     mt_model *m = &tr->model;
     mt_zero *z = &tr->zero;
@@ -381,6 +402,7 @@ double mt_trainer_step(mt_trainer *tr) {
         while (nanosleep(&ts, &ts) && errno == EINTR) {}
     }
     mt_zero_begin_step(z, m);
+    memset(&m->moe, 0, sizeof m->moe);
     uint64_t g0 = (uint64_t)tr->step * (uint64_t)o->batch;
     double exposed0 = z->exposed_s;
     double loss_sum = mt_pipeline_step(tr, g0, dscale);
@@ -410,6 +432,7 @@ double mt_trainer_step(mt_trainer *tr) {
      * (replicated tensors are counted on tp rank 0 only) */
     if (tr->tp.size > 1) mt_comm_allreduce_ctl(tr->tp.comm, &sums[1], &sums[1], 1, MT_COMM_F64, MT_COMM_SUM);
     loss_sum = sums[0];
+    if (o->cfg.num_experts) moe_step_stats(tr);
     phase_done(tr, &t, MT_PROF_ALLREDUCE, NULL, NULL);
     if (o->dump_grads && tr->step == 0 && tr->rank == 0) mt_train_dump_grads(tr, o->dump_grads);
     double norm = sqrt(sums[1]) / scale;
@@ -586,12 +609,18 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
         if (tr->rank == 0 && mt_straggler_check(&tr->straggler, tr->step, slow, sizeof slow) && o->log_every > 0)
             mt_train_progress(tr, 0, "%s", slow);
         if (tr->metrics) {
-            char extra[128] = "";
+            char extra[320] = "";
             if (o->precision == MT_FP16) /* the scale after this step's decision, and the skips so far */
                 snprintf(extra, sizeof extra, ",\"loss_scale\":%.9g,\"skipped_steps\":%lld", (double)tr->scaler.st.scale,
                          (long long)tr->scaler.st.skipped);
             else if (o->on_nonfinite_skip)
                 snprintf(extra, sizeof extra, ",\"skipped_steps\":%lld", (long long)tr->nonfinite_skipped);
+            if (o->cfg.num_experts) { /* MoE: the auxiliary losses (mean per block) and the capacity's drops */
+                size_t k = strlen(extra);
+                snprintf(extra + k, sizeof extra - k, ",\"moe_aux\":%.9g,\"moe_z\":%.9g,\"moe_dropped\":%lld,"
+                         "\"moe_max_load\":%lld", tr->moe_aux, tr->moe_z, (long long)tr->moe_dropped,
+                         (long long)tr->moe_max_load);
+            }
             if (o->peak_gflops > 0) { /* model FLOPs per second of all ranks over all ranks' peak */
                 size_t k = strlen(extra);
                 snprintf(extra + k, sizeof extra - k, ",\"mfu\":%.6f",

@@ -1,6 +1,7 @@
 /* The Llama family's configuration facts: presets, defaults, checks and the
  * keys of its own fields in a checkpoint's model config. */
 #include "models/llama/llama.h"
+#include "ops/moe.h"
 #include <math.h>
 #include <string.h>
 
@@ -72,6 +73,42 @@ int mt_llama_config_validate(const mt_model_config *c, mt_error *err) {
                          c->rope_original_max_pos);
     if (c->tie_embeddings != 0 && c->tie_embeddings != 1) return mt_errorf(err, "{tie-embeddings} must be 0 or 1");
     if (c->dropout != 0.0f) return mt_errorf(err, "{dropout} is not supported by the llama family (it trains without dropout)");
+    return mt_llama_moe_validate(c, err);
+}
+
+int mt_llama_moe_validate(const mt_model_config *c, mt_error *err) {
+    if (c->num_experts == 0) {
+        if (c->moe_aux_coef != 0.0f || c->moe_z_coef != 0.0f || c->moe_capacity != 0.0f)
+            return mt_errorf(err, "{moe-aux-coef}, {moe-z-coef} and {moe-capacity-factor} apply to a mixture-of-experts "
+                                  "model; this one is dense (no {moe-experts})");
+        return 0;
+    }
+    if (c->num_experts < 1 || c->num_experts > MT_MOE_MAX_EXPERTS)
+        return mt_errorf(err, "{moe-experts} must be in 1..%d, got %d", MT_MOE_MAX_EXPERTS, c->num_experts);
+    if (c->moe_top_k < 1 || c->moe_top_k > c->num_experts)
+        return mt_errorf(err, "{moe-top-k} %d must be in 1..%d (a token chooses among the %d experts of {moe-experts})",
+                         c->moe_top_k, c->num_experts, c->num_experts);
+    if (c->moe_ffn_dim < 1 || c->moe_ffn_dim > (1 << 20))
+        return mt_errorf(err, "{moe-ffn-dim} must be in 1..1048576, got %d", c->moe_ffn_dim);
+    if (c->moe_router != MT_MOE_ROUTER_TOPK_SOFTMAX && c->moe_router != MT_MOE_ROUTER_SOFTMAX_TOPK)
+        return mt_errorf(err, "unknown {moe-router} %d", c->moe_router);
+    if (c->moe_norm_topk != 0 && c->moe_norm_topk != 1) return mt_errorf(err, "{moe-norm-topk} must be 0 or 1");
+    if (!(c->moe_aux_coef >= 0.0f && isfinite(c->moe_aux_coef)))
+        return mt_errorf(err, "{moe-aux-coef} must be a finite number >= 0, got %g", (double)c->moe_aux_coef);
+    if (!(c->moe_z_coef >= 0.0f && isfinite(c->moe_z_coef)))
+        return mt_errorf(err, "{moe-z-coef} must be a finite number >= 0, got %g", (double)c->moe_z_coef);
+    if (!(c->moe_capacity >= 0.0f && isfinite(c->moe_capacity)))
+        return mt_errorf(err, "{moe-capacity-factor} must be a finite number > 0 (or absent: dropless), got %g",
+                         (double)c->moe_capacity);
+    return 0;
+}
+
+const char *mt_moe_router_name(int router) { return router == MT_MOE_ROUTER_TOPK_SOFTMAX ? "mixtral" : "softmax_topk"; }
+
+int mt_moe_router_parse(const char *s, int *out, mt_error *err) {
+    if (!strcmp(s, "mixtral")) *out = MT_MOE_ROUTER_TOPK_SOFTMAX;
+    else if (!strcmp(s, "softmax_topk")) *out = MT_MOE_ROUTER_SOFTMAX_TOPK;
+    else return mt_errorf(err, "{moe-router} '%s' is not one of mixtral, softmax_topk", s);
     return 0;
 }
 
@@ -84,6 +121,16 @@ void mt_llama_config_write_json(mt_json_writer *w, const mt_model_config *c) {
     mt_jw_key(w, "max_pos"); mt_jw_int(w, c->max_pos);
     mt_jw_key(w, "tie_embeddings"); mt_jw_int(w, c->tie_embeddings);
     mt_jw_key(w, "qkv_bias"); mt_jw_int(w, c->qkv_bias);
+    if (c->num_experts) { /* only for MoE configs: a dense config's JSON is unchanged */
+        mt_jw_key(w, "num_experts"); mt_jw_int(w, c->num_experts);
+        mt_jw_key(w, "moe_top_k"); mt_jw_int(w, c->moe_top_k);
+        mt_jw_key(w, "moe_ffn_dim"); mt_jw_int(w, c->moe_ffn_dim);
+        mt_jw_key(w, "moe_router"); mt_jw_string(w, mt_moe_router_name(c->moe_router));
+        mt_jw_key(w, "moe_norm_topk"); mt_jw_int(w, c->moe_norm_topk);
+        mt_jw_key(w, "moe_aux_coef"); mt_jw_double(w, c->moe_aux_coef);
+        mt_jw_key(w, "moe_z_coef"); mt_jw_double(w, c->moe_z_coef);
+        mt_jw_key(w, "moe_capacity"); mt_jw_double(w, c->moe_capacity);
+    }
     if (c->rope_scaling) {
         mt_jw_key(w, "rope_scaling");
         mt_jw_begin_object(w);
@@ -103,6 +150,15 @@ int mt_llama_config_read_json(const mt_json *obj, mt_model_config *c, mt_error *
         FLOAT(obj, "norm_eps", norm_eps) || FLOAT(obj, "rope_theta", rope_theta) || INT(obj, "max_pos", max_pos) ||
         INT(obj, "tie_embeddings", tie_embeddings) || INT(obj, "qkv_bias", qkv_bias))
         return -1;
+    if (mt_json_get(obj, "num_experts")) {
+        const char *router = NULL;
+        if (INT(obj, "num_experts", num_experts) || INT(obj, "moe_top_k", moe_top_k) ||
+            INT(obj, "moe_ffn_dim", moe_ffn_dim) || mt_json_get_string(obj, "moe_router", &router, err) ||
+            mt_moe_router_parse(router, &c->moe_router, err) || INT(obj, "moe_norm_topk", moe_norm_topk) ||
+            FLOAT(obj, "moe_aux_coef", moe_aux_coef) || FLOAT(obj, "moe_z_coef", moe_z_coef) ||
+            FLOAT(obj, "moe_capacity", moe_capacity))
+            return -1;
+    }
     const mt_json *rs = mt_json_get(obj, "rope_scaling");
     if (rs && rs->type == MT_JSON_OBJECT) {
         c->rope_scaling = 1;

@@ -13,28 +13,42 @@
 #include "models/llama/llama.h"
 #include "models/model.h"
 #include "models/unit_ops.h"
+#include "ops/moe.h"
 #include "ops/ops.h"
 #include "ops/positions.h"
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Activation buffers, head buffers and backward scratch (with the RoPE tables). */
-enum { LB_X1, LB_RSTD1, LB_QKV, LB_ATTY, LB_LSE, LB_RES2, LB_X2, LB_RSTD2, LB_GU, LB_H, LB_RES3, LB_COUNT };
+/* With experts, LB_GU and LB_H hold the sorted slots' rows (N K of them),
+ * LB_ROUTER the router's probabilities [N,E], log-sum-exp [N] and routing
+ * weights [N,K], LB_ROUTE the integers of the routing (ops/moe.h: topk
+ * [N,K], slot [N,K], order [N,K], offsets [E+1]) and LB_Y the experts'
+ * outputs [N K, C]; the dense MLP leaves these three empty. */
+enum { LB_X1, LB_RSTD1, LB_QKV, LB_ATTY, LB_LSE, LB_RES2, LB_X2, LB_RSTD2, LB_GU, LB_H, LB_RES3, LB_ROUTER, LB_ROUTE,
+       LB_Y, LB_COUNT };
 enum { LH_XF, LH_RSTDF, LH_COUNT };
 enum { LS_DATTY, LS_DQKV, LS_DGU, LS_DH, LS_COS, LS_SIN };
 
 /* Local (this tp rank's) widths. */
 typedef struct {
     int C, hd, nh, nkv, qkv, F;
+    int E, K, M; /* experts, choices per token and sorted rows (N K) per token row: M = K; 0 when dense */
 } dims;
 
 static dims local_dims(const mt_model *m) {
     const mt_model_config *c = &m->cfg;
     int tp = m->layout.tp;
     int kv = mt_model_kv_heads(c);
-    dims d = {c->n_embd, mt_model_head_dim(c), c->n_head / tp, tp > kv ? 1 : kv / tp, 0, c->ffn_dim / tp};
+    dims d = {c->n_embd, mt_model_head_dim(c), c->n_head / tp, tp > kv ? 1 : kv / tp, 0, c->ffn_dim / tp, 0, 0, 0};
     d.qkv = (d.nh + 2 * d.nkv) * d.hd;
+    if (c->num_experts) { /* F: one expert's local width */
+        d.F = c->moe_ffn_dim / tp;
+        d.E = c->num_experts;
+        d.K = d.M = c->moe_top_k;
+    }
     return d;
 }
 
@@ -100,7 +114,117 @@ static void attention_core_forward(mt_model *m, int layer) {
                                                             d.nh, d.nkv, d.hd, &none, m->gs.attn_scratch));
 }
 
-static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
+/* ---- mixture of experts: the MLP as E experts behind a router ---- */
+
+typedef struct {
+    float *probs, *lse, *topw;
+    int32_t *topk, *slot, *order, *offsets;
+} moe_route;
+
+static moe_route moe_route_of(mt_block_acts *ba, const dims *d, int N) {
+    moe_route r;
+    r.probs = ba->b[LB_ROUTER];
+    r.lse = r.probs + (size_t)N * d->E;
+    r.topw = r.lse + N;
+    r.topk = (int32_t *)ba->b[LB_ROUTE];
+    r.slot = r.topk + (size_t)N * d->K;
+    r.order = r.slot + (size_t)N * d->K;
+    r.offsets = r.order + (size_t)N * d->K;
+    return r;
+}
+
+/* out [N, C] (this tp rank's part of the sum, like a row-parallel layer's)
+ * from the gathered normed rows x2: route, sort the (token, choice) slots by
+ * expert, one GEMM per expert over its rows, combine with the routing
+ * weights. account: add the auxiliary losses to m->moe (not when
+ * recomputing). */
+static void moe_forward(mt_model *m, int layer, const mt_fwd_ctx *fc, const float *x2, float *out, int account) {
+    const mt_model_config *c = &m->cfg;
+    mt_block_acts *ba = &m->acts.blocks[layer];
+    mt_llama_block_index ix = mt_llama_block_tensors(c);
+    dims d = local_dims(m);
+    const int U = 1 + layer, N = m->acts.B * m->acts.T, C = d.C, E = d.E, K = d.K, F = d.F;
+    moe_route r = moe_route_of(ba, &d, N);
+    mt_unit_linear_fwd(m, U, ix.router, fc, r.probs, x2, NULL, N, C, E);
+    int cap = c->moe_capacity > 0.0f ? (int)ceil((double)c->moe_capacity * N * K / E) : 0;
+    int64_t dropped;
+    float *xs = m->gs.f[LS_DQKV], *gu = ba->b[LB_GU], *h = ba->b[LB_H], *y = ba->b[LB_Y];
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
+        op_moe_route_forward(r.probs, r.lse, r.topk, r.topw, N, E, K, (mt_moe_router)c->moe_router, c->moe_norm_topk);
+        dropped = op_moe_dispatch_plan(r.offsets, r.slot, r.order, r.topk, N, E, K, cap);
+        op_moe_gather(xs, x2, r.order, r.offsets[E], C);
+    });
+    for (int e = 0; e < E; e++) { /* gate|up of expert e: one GEMM over its rows */
+        int o = r.offsets[e], n = r.offsets[e + 1] - o;
+        if (n) mt_unit_linear_fwd(m, U, ix.expert + 3 * e, fc, gu + (size_t)o * 2 * F, xs + (size_t)o * C, NULL, n, C, 2 * F);
+    }
+    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_forward(m->be, h, gu, r.offsets[E], F));
+    for (int e = 0; e < E; e++) {
+        int o = r.offsets[e], n = r.offsets[e + 1] - o;
+        if (n) mt_unit_linear_fwd(m, U, ix.expert + 3 * e + 2, fc, y + (size_t)o * C, h + (size_t)o * F, NULL, n, F, C);
+    }
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_combine_forward(out, y, r.topw, r.slot, N, K, C));
+    if (!account) return;
+    double aux, z;
+    op_moe_aux_losses(&aux, &z, r.probs, r.lse, r.topk, N, E, K);
+    m->moe.loss_sum += (double)N * ((double)c->moe_aux_coef * aux + (double)c->moe_z_coef * z);
+    m->moe.aux += aux;
+    m->moe.z += z;
+    m->moe.dropped += dropped;
+    m->moe.routed += (int64_t)N * K;
+    for (int e = 0; e < E; e++) {
+        int64_t load = r.offsets[e + 1] - r.offsets[e];
+        if (load > m->moe.max_load) m->moe.max_load = load;
+    }
+}
+
+/* Its backward: dfull [N, C] the gathered gradient of the MoE output; sets
+ * dx [N, C] (this tp rank's part of the gradient of x2). */
+static void moe_backward(mt_model *m, int layer, const mt_fwd_ctx *fc, const float *x2, const float *dfull, float *dx,
+                         int dwf) {
+    const mt_model_config *c = &m->cfg;
+    mt_grad_scratch *gs = &m->gs;
+    mt_block_acts *ba = &m->acts.blocks[layer];
+    mt_llama_block_index ix = mt_llama_block_tensors(c);
+    dims d = local_dims(m);
+    const int U = 1 + layer, N = m->acts.B * m->acts.T, C = d.C, E = d.E, K = d.K, F = d.F;
+    moe_route r = moe_route_of(ba, &d, N);
+    const int M = r.offsets[E];
+    float *gu = ba->b[LB_GU], *h = ba->b[LB_H], *y = ba->b[LB_Y];
+    float *dy = gs->f[LS_DATTY], *dh = gs->f[LS_DH], *dgu = gs->f[LS_DGU], *xs = gs->f[LS_DQKV];
+    float *dtopw = dgu + (size_t)N * K * 2 * F, *dlogits = dtopw + (size_t)N * K;
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_combine_backward(dy, dtopw, dfull, y, r.topw, r.slot, N, K, C));
+    /* under tp each rank's y is its part of the experts' outputs: the weights' gradient is their sum */
+    if (m->layout.tp > 1) mt_tp_allreduce(m->tp, dtopw, (size_t)N * K);
+    for (int e = 0; e < E; e++) {
+        int o = r.offsets[e], n = r.offsets[e + 1] - o;
+        if (n) mt_unit_linear_bwd(m, U, ix.expert + 3 * e + 2, fc, dh + (size_t)o * F, NULL, dy + (size_t)o * C,
+                                  h + (size_t)o * F, n, F, C, 0);
+    }
+    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_backward(m->be, dgu, dh, gu, M, F));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_gather(xs, x2, r.order, M, C));
+    float *dxs = dy; /* dy is dead once the down projections' backward ran */
+    for (int e = 0; e < E; e++) {
+        int o = r.offsets[e], n = r.offsets[e + 1] - o;
+        if (n) mt_unit_linear_bwd(m, U, ix.expert + 3 * e, fc, dxs + (size_t)o * C, NULL, dgu + (size_t)o * 2 * F,
+                                  xs + (size_t)o * C, n, C, 2 * F, 0);
+    }
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
+        op_moe_scatter_rows(dx, dxs, r.slot, N, K, C);
+        /* the auxiliary losses entered the loss sum as N (coef x loss) per block */
+        op_moe_route_backward(dlogits, dtopw, r.probs, r.lse, r.topk, r.topw, N, E, K, (mt_moe_router)c->moe_router,
+                              c->moe_norm_topk, fc->dscale * (float)N * c->moe_aux_coef,
+                              fc->dscale * (float)N * c->moe_z_coef);
+    });
+    /* The router is whole on every tp rank and sees all N rows: its input gradient is added on tp rank 0
+       only (dx is summed over tp), and under sequence parallelism (its weight gradient summed over tp too)
+       only rank 0's counts. */
+    int tp0 = m->layout.tp_rank == 0;
+    if (!tp0 && mt_tp_sp(m->tp)) memset(dlogits, 0, (size_t)N * E * sizeof(float));
+    mt_unit_linear_bwd(m, U, ix.router, fc, tp0 ? dx : NULL, NULL, dlogits, x2, N, C, E, MT_ACC_DINP | dwf);
+}
+
+static void block_forward_account(mt_model *m, int layer, const mt_fwd_ctx *fc, int account) {
     mt_acts *a = &m->acts;
     const int U = 1 + layer;
     mt_block_acts *ba = &a->blocks[layer];
@@ -123,17 +247,23 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     MT_TIMED(m->prof, MT_PROF_LAYERNORM,
              op_rmsnorm_forward(m->be, ba->b[LB_X2], ba->b[LB_RSTD2], ba->b[LB_RES2], P(ix.post_norm), n, C, eps));
     const float *x2 = mt_unit_tp_gather(m, ba->b[LB_X2], m->gs.gathered);
-    mt_unit_linear_fwd(m, U, ix.gate, fc, ba->b[LB_GU], x2, NULL, N, C, 2 * d.F);
-    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_forward(m->be, ba->b[LB_H], ba->b[LB_GU], N, d.F));
-    mt_unit_linear_fwd(m, U, ix.down, fc, tmp, ba->b[LB_H], NULL, N, d.F, C);
+    if (d.E) {
+        moe_forward(m, layer, fc, x2, tmp, account);
+    } else {
+        mt_unit_linear_fwd(m, U, ix.gate, fc, ba->b[LB_GU], x2, NULL, N, C, 2 * d.F);
+        MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_forward(m->be, ba->b[LB_H], ba->b[LB_GU], N, d.F));
+        mt_unit_linear_fwd(m, U, ix.down, fc, tmp, ba->b[LB_H], NULL, N, d.F, C);
+    }
     mt_unit_tp_scatter(m, tmp);
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_residual_add(m->be, ba->b[LB_RES3], ba->b[LB_RES2], tmp, NULL, n, C));
 #undef P
 }
 
+static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) { block_forward_account(m, layer, fc, 1); }
+
 static void block_recompute(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     /* full: rerun the block into the shared buffers; selective: the attention core */
-    if (m->recompute == MT_RECOMPUTE_FULL) block_forward(m, layer, fc);
+    if (m->recompute == MT_RECOMPUTE_FULL) block_forward_account(m, layer, fc, 0);
     else if (m->recompute == MT_RECOMPUTE_SELECTIVE) attention_core_forward(m, layer);
 }
 
@@ -159,10 +289,20 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
 #define P(i) mt_model_tensor_data(m, U, i)
 #define G(i) mt_model_tensor_grad_or_sink(m, U, i)
     /* MLP branch: dresid holds dL/dres3, the branch output's gradient too */
-    row_parallel_backward(m, U, ix.down, fc, gs->f[LS_DH], gs->dresid, ba->b[LB_H], d.F, C, dwf);
-    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_backward(m->be, gs->f[LS_DGU], gs->f[LS_DH], ba->b[LB_GU], N, d.F));
-    const float *x2 = mt_unit_tp_gather(m, ba->b[LB_X2], gs->gathered); /* sequence parallelism: gathered again */
-    mt_unit_linear_bwd(m, U, ix.gate, fc, gs->dln, NULL, gs->f[LS_DGU], x2, N, C, 2 * d.F, dwf);
+    if (d.E) {
+        const float *dfull = mt_unit_tp_gather(m, gs->dresid, gs->gathered);
+        if (dfull == gs->gathered) { /* sequence parallelism: x2 is gathered into the same buffer next */
+            op_copy(m->be, gs->dtmp, dfull, (size_t)N * C);
+            dfull = gs->dtmp;
+        }
+        const float *x2 = mt_unit_tp_gather(m, ba->b[LB_X2], gs->gathered);
+        moe_backward(m, layer, fc, x2, dfull, gs->dln, dwf);
+    } else {
+        row_parallel_backward(m, U, ix.down, fc, gs->f[LS_DH], gs->dresid, ba->b[LB_H], d.F, C, dwf);
+        MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_backward(m->be, gs->f[LS_DGU], gs->f[LS_DH], ba->b[LB_GU], N, d.F));
+        const float *x2 = mt_unit_tp_gather(m, ba->b[LB_X2], gs->gathered); /* sequence parallelism: gathered again */
+        mt_unit_linear_bwd(m, U, ix.gate, fc, gs->dln, NULL, gs->f[LS_DGU], x2, N, C, 2 * d.F, dwf);
+    }
     mt_unit_tp_scatter(m, gs->dln);
     MT_TIMED(m->prof, MT_PROF_LAYERNORM,
              op_rmsnorm_backward(m->be, gs->dresid, G(ix.post_norm), gs->dln, ba->b[LB_RES2], P(ix.post_norm),
@@ -222,6 +362,8 @@ static const mt_act_buf block_bufs[LB_COUNT] = {
     [LB_X2] = {"rmsnorm 2", MT_OWN(1, 1, 0)},       [LB_RSTD2] = {"rmsnorm 2 rstd", MT_OWN(1, 1, 0)},
     [LB_GU] = {"gate|up", MT_OWN(1, 1, 0)},         [LB_H] = {"swiglu", MT_OWN(1, 1, 0)},
     [LB_RES3] = {"residual 3", MT_OWN(1, 1, 1)},
+    [LB_ROUTER] = {"moe router", MT_OWN(1, 1, 0)},  [LB_ROUTE] = {"moe routing", MT_OWN(1, 1, 0)},
+    [LB_Y] = {"moe expert outputs", MT_OWN(1, 1, 0)},
 };
 
 static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
@@ -232,8 +374,11 @@ static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
     case LB_QKV: return N * (size_t)d.qkv;
     case LB_ATTY: return N * (size_t)(d.nh * d.hd);
     case LB_LSE: return N * (size_t)d.nh;
-    case LB_GU: return N * 2 * (size_t)d.F;
-    case LB_H: return N * (size_t)d.F;
+    case LB_GU: return N * (d.E ? (size_t)d.M : 1) * 2 * (size_t)d.F;
+    case LB_H: return N * (d.E ? (size_t)d.M : 1) * (size_t)d.F;
+    case LB_ROUTER: return d.E ? N * ((size_t)d.E + 1 + (size_t)d.K) : 0;
+    case LB_ROUTE: return d.E ? N * 3 * (size_t)d.K + (size_t)d.E + 1 : 0; /* int32s */
+    case LB_Y: return d.E ? N * (size_t)d.M * (size_t)d.C : 0;
     default: return n * (size_t)d.C;
     }
 }
@@ -251,6 +396,13 @@ static void scratch_floats(const mt_model *m, size_t N, size_t out[MT_FAMILY_SCR
     out[LS_DQKV] = N * (size_t)d.qkv;
     out[LS_DGU] = N * 2 * (size_t)d.F;
     out[LS_DH] = N * (size_t)d.F;
+    if (d.E) { /* experts: dy and dxs, the gathered rows [N K, C]; dgu, dtopw, dlogits; dh */
+        size_t MC = N * (size_t)d.M * (size_t)d.C;
+        if (MC > out[LS_DATTY]) out[LS_DATTY] = MC;
+        if (MC > out[LS_DQKV]) out[LS_DQKV] = MC;
+        out[LS_DGU] = N * (size_t)d.M * 2 * (size_t)d.F + N * (size_t)d.K + N * (size_t)d.E;
+        out[LS_DH] = N * (size_t)d.M * (size_t)d.F;
+    }
     out[LS_COS] = out[LS_SIN] = (size_t)m->acts.T * (size_t)(d.hd / 2);
 }
 
@@ -275,9 +427,10 @@ static void gemm_extents(const mt_model *m, int own_output, size_t *wmax, size_t
     dims d = local_dims(m);
     size_t C = (size_t)d.C, qkv = (size_t)d.qkv, gu = 2 * (size_t)d.F, o = (size_t)(d.nh * d.hd);
     *wmax = C;
-    size_t widths[4] = {qkv, gu, o, (size_t)d.F};
-    for (int i = 0; i < 4; i++) *wmax = widths[i] > *wmax ? widths[i] : *wmax;
+    size_t widths[5] = {qkv, gu, o, (size_t)d.F, (size_t)d.E};
+    for (int i = 0; i < 5; i++) *wmax = widths[i] > *wmax ? widths[i] : *wmax;
     *wnum = qkv * C > gu * C ? qkv * C : gu * C;
+    if ((size_t)d.E * C > *wnum) *wnum = (size_t)d.E * C;
     if (o * C > *wnum) *wnum = o * C;
     if (own_output) {
         size_t vl = (size_t)mt_model_vocab_rows(&m->cfg, m->layout.tp) / (size_t)m->layout.tp;
@@ -293,6 +446,8 @@ static double flops_per_token(const mt_model_config *cfg, const mt_layout *l, in
     double emb = (double)mt_unit_tensor(&l->units[0], MT_L_EMBED)->gnumel;
     double n = (double)(l->gtotal_params + l->gtotal_frozen) - emb;
     if (cfg->tie_embeddings) n += emb; /* the head's GEMM */
+    if (cfg->num_experts) /* a token runs k of the E experts */
+        n -= (double)cfg->n_layer * (cfg->num_experts - cfg->moe_top_k) * 3.0 * cfg->moe_ffn_dim * cfg->n_embd;
     return 6.0 * n - 2.0 * mt_layout_frozen_matrix_params(l) + 12.0 * cfg->n_layer * (double)cfg->n_head * mt_model_head_dim(cfg) * (double)T;
 }
 
@@ -332,7 +487,7 @@ const mt_family mt_family_llama = {
     .peft_module_prefix = "",
     .ia3_feedforward = "down_proj",
     .ia3_targets = "k_proj,v_proj,down_proj",
-    .hf_model_types = "llama,qwen2",
+    .hf_model_types = "llama,qwen2,mixtral,qwen2_moe",
     .hf_ignored = "",
     .preset_names = "llama-tiny,llama3.2-1b,qwen2.5-0.5b",
     .preset = mt_llama_preset,

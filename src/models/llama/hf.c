@@ -4,20 +4,51 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Mixtral's names for the MoE tensors (ours are Qwen-MoE's): block_sparse_moe.gate, and per expert w1
+ * (gate), w3 (up), w2 (down). */
+static int mixtral_name(const char *name, char *buf, size_t cap) {
+    int l, e, n = 0;
+    char proj[16];
+    if (sscanf(name, "model.layers.%d.mlp.gate.weight%n", &l, &n) == 1 && name[n] == 0) {
+        snprintf(buf, cap, "model.layers.%d.block_sparse_moe.gate.weight", l);
+        return 1;
+    }
+    if (sscanf(name, "model.layers.%d.mlp.experts.%d.%15[a-z_].weight%n", &l, &e, proj, &n) == 3 && name[n] == 0) {
+        const char *w = !strcmp(proj, "gate_proj") ? "w1" : !strcmp(proj, "up_proj") ? "w3" : "w2";
+        snprintf(buf, cap, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", l, e, w);
+        return 1;
+    }
+    return 0;
+}
+
 void mt_llama_hf_name(const mt_model_config *cfg, const char *name, char *buf, size_t cap, int *transpose) {
-    (void)cfg;
-    snprintf(buf, cap, "%s", name);
     *transpose = 0;
+    if (cfg->num_experts && cfg->moe_router == 0 && mixtral_name(name, buf, cap)) return;
+    snprintf(buf, cap, "%s", name);
 }
 
 void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype, mt_json_writer *w) {
-    int qwen = c->qkv_bias;
+    int qwen = c->qkv_bias, mixtral = c->num_experts && c->moe_router == 0;
+    const char *arch = qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM", *type = qwen ? "qwen2" : "llama";
+    if (c->num_experts) {
+        arch = mixtral ? "MixtralForCausalLM" : "Qwen2MoeForCausalLM";
+        type = mixtral ? "mixtral" : "qwen2_moe";
+    }
     mt_jw_begin_object(w);
     mt_jw_key(w, "architectures");
     mt_jw_begin_array(w);
-    mt_jw_string(w, qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+    mt_jw_string(w, arch);
     mt_jw_end_array(w);
-    mt_jw_key(w, "model_type"); mt_jw_string(w, qwen ? "qwen2" : "llama");
+    mt_jw_key(w, "model_type"); mt_jw_string(w, type);
+    if (c->num_experts) {
+        mt_jw_key(w, mixtral ? "num_local_experts" : "num_experts"); mt_jw_int(w, c->num_experts);
+        mt_jw_key(w, "num_experts_per_tok"); mt_jw_int(w, c->moe_top_k);
+        if (!mixtral) {
+            mt_jw_key(w, "moe_intermediate_size"); mt_jw_int(w, c->moe_ffn_dim);
+            mt_jw_key(w, "norm_topk_prob"); mt_jw_bool(w, c->moe_norm_topk);
+            mt_jw_key(w, "shared_expert_intermediate_size"); mt_jw_int(w, 0);
+        }
+    }
     mt_jw_key(w, "hidden_act"); mt_jw_string(w, "silu");
     mt_jw_key(w, "hidden_size"); mt_jw_int(w, c->n_embd);
     mt_jw_key(w, "intermediate_size"); mt_jw_int(w, c->ffn_dim);
@@ -78,7 +109,26 @@ static int float_of(const mt_json *o, const char *key, float *out, mt_error *err
 int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err) {
     const char *type = NULL; /* the caller set the family and its defaults */
     if (mt_json_get_string(o, "model_type", &type, err)) return -1;
-    c->qkv_bias = !strcmp(type, "qwen2");
+    c->qkv_bias = !strcmp(type, "qwen2") || !strcmp(type, "qwen2_moe");
+    if (!strcmp(type, "mixtral") || !strcmp(type, "qwen2_moe")) {
+        int mixtral = !strcmp(type, "mixtral");
+        if (need_int(o, mixtral ? "num_local_experts" : "num_experts", &c->num_experts, err) ||
+            need_int(o, "num_experts_per_tok", &c->moe_top_k, err) ||
+            need_int(o, mixtral ? "intermediate_size" : "moe_intermediate_size", &c->moe_ffn_dim, err))
+            return -1;
+        c->moe_router = mixtral ? 0 : 1;
+        if (!mixtral && flag_of(o, "norm_topk_prob", &c->moe_norm_topk, err)) return -1;
+        const mt_json *sh = mt_json_get(o, "shared_expert_intermediate_size");
+        if (sh && sh->type != MT_JSON_NULL && !(sh->type == MT_JSON_NUMBER && sh->number == 0))
+            return mt_errorf(err, "shared_expert_intermediate_size: shared experts are not supported yet (only routed "
+                                  "experts)");
+        int every = 1, step = 1;
+        const mt_json *mlp_only = mt_json_get(o, "mlp_only_layers");
+        if (mlp_only && mlp_only->type == MT_JSON_ARRAY && mlp_only->count > 0)
+            return mt_errorf(err, "mlp_only_layers: dense layers between MoE layers are not supported (every layer is MoE)");
+        if (mt_json_get(o, "decoder_sparse_step") && need_int(o, "decoder_sparse_step", &step, err)) return -1;
+        if (step != every) return mt_errorf(err, "decoder_sparse_step %d: only every layer MoE (1) is supported", step);
+    }
     if (need_int(o, "hidden_size", &c->n_embd, err) || need_int(o, "intermediate_size", &c->ffn_dim, err) ||
         need_int(o, "num_attention_heads", &c->n_head, err) || need_int(o, "num_hidden_layers", &c->n_layer, err) ||
         need_int(o, "vocab_size", &c->vocab_size, err))

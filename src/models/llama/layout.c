@@ -12,7 +12,10 @@ int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
         return mt_errorf(err, "{tp} %d and the %d key/value heads: tp must divide the kv heads (each rank holds whole "
                               "kv heads) or be a multiple of them (each kv head is replicated on tp / kv ranks, as "
                               "Megatron does); choose such a tp", tp, kv);
-    if (cfg->ffn_dim % tp)
+    if (cfg->num_experts && cfg->moe_ffn_dim % tp)
+        return mt_errorf(err, "{tp} %d does not divide the experts' width {moe-ffn-dim} %d (each expert is cut over tp "
+                              "like the dense MLP); choose a tp that divides it", tp, cfg->moe_ffn_dim);
+    if (!cfg->num_experts && cfg->ffn_dim % tp)
         return mt_errorf(err, "{tp} %d does not divide the MLP width {ffn-dim} %d; choose a tp that divides it", tp,
                          cfg->ffn_dim);
     return 0;
@@ -20,7 +23,13 @@ int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
 
 mt_llama_block_index mt_llama_block_tensors(const mt_model_config *cfg) {
     int b = cfg->qkv_bias ? 3 : 0;
-    mt_llama_block_index x = {MT_L_IN_NORM, MT_L_Q_W, MT_L_K_W, MT_L_V_W, -1, -1, -1, 4 + b, 5 + b, 6 + b, 7 + b, 8 + b};
+    mt_llama_block_index x = {MT_L_IN_NORM, MT_L_Q_W, MT_L_K_W, MT_L_V_W, -1, -1, -1, 4 + b, 5 + b, 6 + b, 7 + b, 8 + b,
+                              -1, -1};
+    if (cfg->num_experts) {
+        x.gate = x.up = x.down = -1;
+        x.router = 6 + b;
+        x.expert = 7 + b;
+    }
     if (cfg->qkv_bias) {
         x.qb = MT_L_Q_B;
         x.kb = MT_L_K_B;
@@ -69,14 +78,38 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
         }
         mats[3] = T("self_attn.o_proj.weight", C, QW, 2, 1, std, MT_TP_COLS);
         T("post_attention_layernorm.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
-        mats[4] = T("mlp.gate_proj.weight", F, C, 2, 1, std, MT_TP_ROWS);
-        T("mlp.up_proj.weight", F, C, 2, 1, std, MT_TP_ROWS)->read_16bit_only = 1;
-        mats[5] = T("mlp.down_proj.weight", C, F, 2, 1, std, MT_TP_COLS);
+        int n_mats = 6;
+        if (cfg->num_experts) {
+            /* Qwen-MoE / OLMoE names; each expert cut over tp like the dense MLP (gate|up by rows,
+               down by columns), the router whole on every tp rank */
+            int64_t Fe = cfg->moe_ffn_dim;
+            mats[4] = T("mlp.gate.weight", cfg->num_experts, C, 2, 1, std, MT_TP_REPLICATED);
+            mats[4]->read_16bit_only = mats[4]->grad_by_one_gemm = 1;
+            n_mats = 5;
+            for (int e = 0; e < cfg->num_experts; e++) {
+                char ename[36]; /* e < 256: three digits */
+                /* an expert that gets no tokens gets no GEMM: its gradient is added into, never set */
+                snprintf(ename, sizeof ename, "mlp.experts.%d.gate_proj.weight", (unsigned char)e);
+                T(ename, Fe, C, 2, 1, std, MT_TP_ROWS)->read_16bit_only = 1;
+                snprintf(ename, sizeof ename, "mlp.experts.%d.up_proj.weight", (unsigned char)e);
+                T(ename, Fe, C, 2, 1, std, MT_TP_ROWS)->read_16bit_only = 1;
+                snprintf(ename, sizeof ename, "mlp.experts.%d.down_proj.weight", (unsigned char)e);
+                T(ename, C, Fe, 2, 1, std, MT_TP_COLS)->read_16bit_only = 1;
+            }
+        } else {
+            mats[4] = T("mlp.gate_proj.weight", F, C, 2, 1, std, MT_TP_ROWS);
+            T("mlp.up_proj.weight", F, C, 2, 1, std, MT_TP_ROWS)->read_16bit_only = 1;
+            mats[5] = T("mlp.down_proj.weight", C, F, 2, 1, std, MT_TP_COLS);
+        }
 #undef T
-        for (int i = 0; i < 6; i++) mats[i]->read_16bit_only = 1;
+        for (int i = 0; i < n_mats; i++) mats[i]->read_16bit_only = 1;
         /* each is written whole by its layer's one weight-gradient GEMM (q|k|v and gate|up share one) */
-        for (int i = 0; i < out->units[u].n_tensors; i++)
-            out->units[u].t[i].grad_by_one_gemm = out->units[u].t[i].read_16bit_only;
+        if (!cfg->num_experts)
+            for (int i = 0; i < out->units[u].n_tensors; i++)
+                out->units[u].t[i].grad_by_one_gemm = out->units[u].t[i].read_16bit_only;
+        else
+            for (int i = 0; i < out->units[u].n_tensors && i <= 6 + (cfg->qkv_bias ? 3 : 0); i++)
+                out->units[u].t[i].grad_by_one_gemm = out->units[u].t[i].read_16bit_only;
     }
     int h = L + 1;
     out->units[h].role = MT_UNIT_OUTPUT;

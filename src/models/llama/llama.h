@@ -20,8 +20,11 @@ extern const mt_family mt_family_llama;
 int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err);
 void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_layout *out);
 /* Index of a block tensor by role (the bias entries exist only with qkv_bias). */
+/* With experts (num_experts > 0) gate/up/down are -1 and the MLP is the
+ * router [E, C] then, per expert e, its gate [Fe, C], up [Fe, C] (adjacent:
+ * one GEMM) and down [C, Fe] at expert + 3e, +1, +2. */
 typedef struct {
-    int in_norm, q, k, v, qb, kb, vb, o, post_norm, gate, up, down;
+    int in_norm, q, k, v, qb, kb, vb, o, post_norm, gate, up, down, router, expert;
 } mt_llama_block_index;
 mt_llama_block_index mt_llama_block_tensors(const mt_model_config *cfg);
 
@@ -36,5 +39,10 @@ void mt_llama_config_defaults(mt_model_config *c);
 int mt_llama_config_validate(const mt_model_config *c, mt_error *err);
 void mt_llama_config_write_json(mt_json_writer *w, const mt_model_config *c);
 int mt_llama_config_read_json(const mt_json *obj, mt_model_config *c, mt_error *err);
+/* The mixture-of-experts fields (num_experts 0: nothing to check). */
+int mt_llama_moe_validate(const mt_model_config *c, mt_error *err);
+/* {moe-router}'s words: "mixtral" (mt_moe_router 0), "softmax_topk" (1). */
+const char *mt_moe_router_name(int router);
+int mt_moe_router_parse(const char *s, int *out, mt_error *err);
 
 #endif
