@@ -405,6 +405,12 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         mt_errorf(&err, "--timeout must be > 0 seconds, got %g", (double)timeout);
         goto fail;
     }
+    /* capacity 0 stands for "dropless": given explicitly, it or a negative is a mistake */
+    if (mt_arg_seen(spec, NARGS(spec), "moe-capacity-factor") && !(o.moe_capacity > 0.0f)) {
+        mt_errorf(&err, "--moe-capacity-factor must be > 0, got %g (leave it out for dropless routing)",
+                  (double)o.moe_capacity);
+        goto fail;
+    }
     /* micro-batch 0 stands for "unset" (--batch / --dp): given explicitly, it or a negative is a mistake */
     if (mt_arg_seen(spec, NARGS(spec), "micro-batch") && o.micro_batch < 1) {
         mt_errorf(&err, "--micro-batch must be >= 1, got %d (leave it out for --batch / --dp)", o.micro_batch);

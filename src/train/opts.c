@@ -19,7 +19,6 @@ void mt_train_opts_defaults(mt_train_opts *o) {
     o->opt = (mt_opt_hparams){MT_OPT_ADAMW, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.9f, 0.0f, 0.0f};
     o->lr = (mt_lr_schedule){MT_LR_CONSTANT, 3e-4f, 0.0f, 0, 0};
     o->grad_clip = 1.0f;
-    o->moe_capacity = -1.0f;
     o->adafactor_clip = 1.0f;
     o->order = MT_ORDER_SHUFFLED;
     o->eval_batches = 8;
@@ -113,7 +112,7 @@ int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
     if (!isfinite(op->lr.min_lr))
         return mt_errorf(err, "{min-lr} is not finite as a 32-bit float (got %g; at most 3.4e38)", (double)op->lr.min_lr);
     if (!(op->lr.min_lr >= 0)) return mt_errorf(err, "{min-lr} must be >= 0, got %g", (double)op->lr.min_lr);
-    if (!(op->moe_capacity < 0.0f || (op->moe_capacity > 0.0f && isfinite(op->moe_capacity))))
+    if (!(op->moe_capacity >= 0.0f && isfinite(op->moe_capacity)))
         return mt_errorf(err, "{moe-capacity-factor} must be a finite number > 0, got %g (leave it out for dropless "
                               "routing)", (double)op->moe_capacity);
     if (!(op->grad_clip >= 0 && isfinite(op->grad_clip)))

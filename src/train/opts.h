@@ -22,7 +22,7 @@ typedef struct {
     float grad_clip;     /* 0 = off */
     /* mixture of experts: the model's loss terms and capacity, set on the model config whatever its source */
     float moe_aux_coef, moe_z_coef;
-    float moe_capacity;  /* < 0: dropless (the default) */
+    float moe_capacity;  /* 0: dropless (the default) */
     float peak_gflops;   /* {peak-gflops}: a rank's peak GFLOP/s; > 0 adds "mfu" to the metrics */
     mt_data_order order;
     const char *train_path, *val_path;

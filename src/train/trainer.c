@@ -155,7 +155,7 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
     /* MoE's loss terms and capacity are the run's, whatever model it starts from */
     op->cfg.moe_aux_coef = op->moe_aux_coef;
     op->cfg.moe_z_coef = op->moe_z_coef;
-    op->cfg.moe_capacity = op->moe_capacity > 0.0f ? op->moe_capacity : 0.0f;
+    op->cfg.moe_capacity = op->moe_capacity;
     if (mt_model_config_validate(&op->cfg, err) || mt_model_adapters_check(&op->cfg, err)) return -1;
     if (!op->train_path) return mt_errorf(err, "{train} FILE is required");
     if (mt_train_read_tokens(op->train_path, op->cfg.vocab_size, &tr->train_tokens, &tr->n_train, err)) return -1;
