@@ -9,7 +9,8 @@
 #   reported aux loss to 1e-5.
 # Cases: Mixtral routing (softmax over the top-2 logits), Qwen-MoE routing
 # (softmax then top-2) with and without norm_topk_prob, and a capacity factor
-# that drops tokens (their count equals the reference's).
+# that drops tokens (their count equals the reference's). Then greedy
+# generation with the KV cache equals the reference's greedy decoding.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 corpus d
@@ -69,5 +70,24 @@ for l in range(L):
 sizes += [("model.norm.weight", C), ("lm_head.weight", Vp * C)]
 parity.compare_grads(f"{w}/mt_{c}.bin", f"{w}/ref_{c}.bin", sizes, 1e-5, label=f"{c} gradients")
 PY
+done
+echo "== generate =="
+# greedy KV-cache decoding (models/llama/decode.c's MoE step) against the reference's full forward per token
+for t in "mixtral --norm-topk 0" "qwen2_moe --norm-topk 1"; do
+    $PY tests/torch_moe.py init --out $W/gen --type $t --layers $L --dim $C --heads $H --kv-heads $KV --experts $E \
+        --top-k $K --moe-ffn $FE --vocab 256 --max-pos $T --seed 5
+    rm -rf $W/gen_ck
+    $M import --format hf --in $W/gen --out $W/gen_ck >/dev/null
+    $M generate --ckpt $W/gen_ck --prompt "The " --tokens 16 --temperature 0 > $W/gen.txt
+    $PY tests/torch_moe.py generate --model $W/gen --prompt-ids 84,104,101,32 --tokens 16 > $W/gen_ref.txt
+    $PY - $W/gen.txt $W/gen_ref.txt "$t" <<'PY'
+import sys
+d = open(sys.argv[1], "rb").read()
+got = list((d[:-1] if d.endswith(b"\n") else d)[4:])  # generate ends its text with one newline
+ref = [int(x) for x in open(sys.argv[2]).read().split(",")]
+assert got == ref, f"{sys.argv[3]}: generated {got}, the reference {ref}"
+print(f"{sys.argv[3].split()[0]}: 16 greedy tokens equal the reference's")
+PY
+    rm -rf $W/gen
 done
 echo "moe parity OK"

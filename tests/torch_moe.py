@@ -31,6 +31,9 @@ Subcommands:
       writes {"losses", "grad_norms", "aux"} and the first step's gradients in
       meshtrain's layout order (embed, per layer: input norm, q, k, v, [q/k/v
       biases], o, post norm, router, per expert gate, up, down; norm, lm_head).
+  generate --model DIR --prompt-ids 1,2,3 [--tokens N]
+      greedy decoding, the full forward for every new token (no cache); prints
+      the new ids, comma-separated.
 """
 import argparse, json, math, os, sys
 import torch
@@ -162,6 +165,7 @@ class MoeLlama(torch.nn.Module):
             self.dropped += dropped
         x = rms_norm(x, self.w("model.norm.weight"), c.eps)
         lg = F.linear(x, self.w("model.embed_tokens.weight" if c.tie else "lm_head.weight"))
+        self.last_logits = lg
         self.aux = sum(auxes) / len(auxes)
         return F.cross_entropy(lg.reshape(-1, c.V), targets.reshape(-1)) + extra
 
@@ -241,6 +245,21 @@ def cmd_train(a):
         json.dump({"losses": losses, "grad_norms": norms, "aux": auxes, "dropped": drops}, f)
 
 
+@torch.no_grad()
+def cmd_generate(a):
+    """Greedy decoding recomputing the full forward per token (no cache); prints the new ids."""
+    model = load(a.model)
+    seq = [int(t) for t in a.prompt_ids.split(",")]
+    out = []
+    for _ in range(a.tokens):
+        idx = torch.tensor([seq])
+        model(idx, idx)  # the logits are kept by the hook below
+        t = int(model.last_logits[0, -1].argmax())
+        seq.append(t)
+        out.append(t)
+    print(",".join(map(str, out)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -261,9 +280,13 @@ def main():
                     ("z_coef", float, 0.0), ("capacity_factor", float, 0.0)]:
         p.add_argument("--" + k.replace("_", "-"), type=t, default=d)
     p.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine"])
+    p = sub.add_parser("generate")
+    p.add_argument("--model", required=True)
+    p.add_argument("--prompt-ids", required=True)
+    p.add_argument("--tokens", type=int, default=16)
     a = ap.parse_args()
     torch.set_num_threads(1)
-    {"init": cmd_init, "train": cmd_train}[a.cmd](a)
+    {"init": cmd_init, "train": cmd_train, "generate": cmd_generate}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -3,23 +3,29 @@
  * only, and query head h attends with kv head h * n_kv / n_head. */
 #include "models/decode.h"
 #include "models/llama/llama.h"
+#include "ops/moe.h"
 #include "ops/ops.h"
 #include <math.h>
 #include <string.h>
 
 typedef struct {
     float *k, *v, *x, *xn, *qkv, *att, *tmp, *gu, *h, *scores, *rstd, *inv, *cos, *sin;
+    float *probs, *topw, *route, *y; /* MoE: probabilities and log-sum-exp, weights, chosen experts and slots
+                                        (int32), the chosen experts' outputs [K, C]; empty when dense */
 } bufs;
 
 /* Cache and row scratch, carved from mt_decoder.cache in this order. */
 static size_t carve(const mt_model_config *c, float *base, bufs *b) {
     size_t C = (size_t)c->n_embd, T = (size_t)c->seq_len, L = (size_t)c->n_layer, hd = (size_t)mt_model_head_dim(c);
-    size_t KW = (size_t)mt_model_kv_heads(c) * hd, QW = (size_t)c->n_head * hd, F = (size_t)c->ffn_dim;
-    size_t sizes[14] = {L * T * KW, L * T * KW, C, C, QW + 2 * KW, QW, C, 2 * F, F, T, 1, hd / 2, T * hd / 2, T * hd / 2};
-    float **slots[14] = {&b->k, &b->v, &b->x, &b->xn, &b->qkv, &b->att, &b->tmp, &b->gu, &b->h, &b->scores, &b->rstd,
-                         &b->inv, &b->cos, &b->sin};
+    size_t KW = (size_t)mt_model_kv_heads(c) * hd, QW = (size_t)c->n_head * hd;
+    size_t F = (size_t)(c->num_experts ? c->moe_ffn_dim : c->ffn_dim), E = (size_t)c->num_experts,
+           K = E ? (size_t)c->moe_top_k : 0;
+    size_t sizes[18] = {L * T * KW, L * T * KW, C, C, QW + 2 * KW, QW, C, 2 * F, F, T, 1, hd / 2, T * hd / 2, T * hd / 2,
+                        E ? E + 1 : 0, K, 2 * K, K * C};
+    float **slots[18] = {&b->k, &b->v, &b->x, &b->xn, &b->qkv, &b->att, &b->tmp, &b->gu, &b->h, &b->scores, &b->rstd,
+                         &b->inv, &b->cos, &b->sin, &b->probs, &b->topw, &b->route, &b->y};
     size_t off = 0;
-    for (int i = 0; i < 14; i++) {
+    for (int i = 0; i < 18; i++) {
         if (base) *slots[i] = base + off;
         off += sizes[i];
     }
@@ -36,7 +42,7 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
     bufs b;
     carve(c, d->cache, &b);
     int C = c->n_embd, T = c->seq_len, t = d->pos, hd = mt_model_head_dim(c), NH = c->n_head, KV = mt_model_kv_heads(c);
-    int QW = NH * hd, KW = KV * hd, F = c->ffn_dim, qkvw = QW + 2 * KW;
+    int QW = NH * hd, KW = KV * hd, F = c->num_experts ? c->moe_ffn_dim : c->ffn_dim, qkvw = QW + 2 * KW;
     if (t == 0) { /* the rotation tables of every position, once */
         mt_rope_scaling s = {c->rope_scaling, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
                              c->rope_original_max_pos};
@@ -66,9 +72,25 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
         op_matmul_forward(d->be, b.tmp, b.att, P(ix.o), NULL, 1, QW, C);
         op_accumulate(d->be, b.x, b.tmp, (size_t)C);
         op_rmsnorm_forward(d->be, b.xn, b.rstd, b.x, P(ix.post_norm), 1, C, c->norm_eps);
-        op_matmul_forward(d->be, b.gu, b.xn, P(ix.gate), NULL, 1, C, 2 * F);
-        op_swiglu_forward(d->be, b.h, b.gu, 1, F);
-        op_matmul_forward(d->be, b.tmp, b.h, P(ix.down), NULL, 1, F, C);
+        if (c->num_experts) { /* the k chosen experts (dropless: capacity applies to training microbatches) */
+            int E = c->num_experts, K = c->moe_top_k;
+            int32_t *topk = (int32_t *)b.route, *slot = topk + K;
+            op_matmul_forward(d->be, b.probs, b.xn, P(ix.router), NULL, 1, C, E);
+            op_moe_route_forward(b.probs, b.probs + E, topk, b.topw, 1, E, K, (mt_moe_router)c->moe_router,
+                                 c->moe_norm_topk);
+            for (int k = 0; k < K; k++) {
+                int e = topk[k];
+                op_matmul_forward(d->be, b.gu, b.xn, P(ix.expert + 3 * e), NULL, 1, C, 2 * F);
+                op_swiglu_forward(d->be, b.h, b.gu, 1, F);
+                op_matmul_forward(d->be, b.y + (size_t)k * C, b.h, P(ix.expert + 3 * e + 2), NULL, 1, F, C);
+                slot[k] = k;
+            }
+            op_moe_combine_forward(b.tmp, b.y, b.topw, slot, 1, K, C);
+        } else {
+            op_matmul_forward(d->be, b.gu, b.xn, P(ix.gate), NULL, 1, C, 2 * F);
+            op_swiglu_forward(d->be, b.h, b.gu, 1, F);
+            op_matmul_forward(d->be, b.tmp, b.h, P(ix.down), NULL, 1, F, C);
+        }
         op_accumulate(d->be, b.x, b.tmp, (size_t)C);
 #undef P
     }
