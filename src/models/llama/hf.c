@@ -51,7 +51,7 @@ void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype,
     }
     mt_jw_key(w, "hidden_act"); mt_jw_string(w, "silu");
     mt_jw_key(w, "hidden_size"); mt_jw_int(w, c->n_embd);
-    mt_jw_key(w, "intermediate_size"); mt_jw_int(w, c->ffn_dim);
+    mt_jw_key(w, "intermediate_size"); mt_jw_int(w, mixtral ? c->moe_ffn_dim : c->ffn_dim); /* Mixtral: the experts' */
     mt_jw_key(w, "num_attention_heads"); mt_jw_int(w, c->n_head);
     mt_jw_key(w, "num_key_value_heads"); mt_jw_int(w, mt_model_kv_heads(c));
     mt_jw_key(w, "head_dim"); mt_jw_int(w, mt_model_head_dim(c));
