@@ -146,7 +146,7 @@ static void gradcheck(mt_model_config c, const char *what) {
             m.params[u][i] = m.params[u][i] * 3.0f + 0.05f * ((float)(r.v[0] >> 8) / 16777216.0f - 0.5f);
         }
     fill_batch(&m, c.vocab_size, 3);
-    mt_fwd_ctx fc = {1, 0, 0.0f};
+    mt_fwd_ctx fc = {1, 0, 0.0f, 0.0f};
     double count = 16;
     mt_model_zero_grads(&m);
     mt_model_forward(&m, &fc, (float)(1.0 / count));
@@ -211,7 +211,7 @@ static void decode_vs_forward(mt_model_config c, const char *what) {
         m.acts.targets[t] = 0;
     }
     m.acts.sample_ids[0] = 0;
-    mt_fwd_ctx fc = {0, 0, 0.0f};
+    mt_fwd_ctx fc = {0, 0, 0.0f, 0.0f};
     mt_model_forward(&m, &fc, 0.0f);
     int agree = 0;
     for (int t = 0; t < T; t++) {

@@ -33,7 +33,7 @@ static void gradcheck(float dropout) {
     for (int u = 0; u < m.layout.n_units; u++)
         for (size_t i = 0; i < m.layout.units[u].numel; i++) m.params[u][i] *= 5.0f;
     fill_batch(&m, cfg.vocab_size, 3);
-    mt_fwd_ctx fc = {1, 5, 0.0f};
+    mt_fwd_ctx fc = {1, 5, 0.0f, 0.0f};
     double count = 2 * 6 - 1;
     mt_model_zero_grads(&m);
     mt_model_forward(&m, &fc, (float)(1.0 / count));
@@ -81,7 +81,7 @@ static void accumulation(void) {
     mt_model_create(&big, BE, &cfg, 4, 8, 9, &mem);
     mt_model_create(&small, BE, &cfg, 2, 8, 9, &mem);
     fill_batch(&big, 37, 11);
-    mt_fwd_ctx fc = {1, 2, 0.0f};
+    mt_fwd_ctx fc = {1, 2, 0.0f, 0.0f};
     double count = 4 * 8 - 1;
     mt_model_zero_grads(&big);
     double lb = mt_model_forward(&big, &fc, (float)(1.0 / count));

@@ -182,7 +182,7 @@ int mt_cli_eval(int argc, char **argv) {
     if (mt_model_load_checkpoint(&m, ckpt, &err)) return mt_cli_fail("eval", &err);
     int nb = (int)ld.n_batches;
     if (batches > 0 && batches < nb) nb = batches;
-    mt_fwd_ctx fc = {0, 0, 0.0f};
+    mt_fwd_ctx fc = {0, 0, 0.0f, 0.0f};
     double sum = 0;
     for (int k = 0; k < nb; k++) {
         mt_loader_fill(&ld, (uint64_t)k * batch, batch, m.acts.tokens, m.acts.targets, m.acts.sample_ids);

@@ -39,7 +39,7 @@ static int fill_batch(mt_model *m, const char *data, int V, mt_error *err) {
 
 /* The logits of a model over one batch, into out [N, V]. */
 static void logits_of(mt_model *m, float *out) {
-    mt_fwd_ctx fc = {0, 0, 0.0f};
+    mt_fwd_ctx fc = {0, 0, 0.0f, 0.0f};
     mt_model_forward(m, &fc, 0.0f);
     size_t N = (size_t)m->acts.B * (size_t)m->acts.T, V = (size_t)m->cfg.vocab_size, Vp = (size_t)m->cfg.padded_vocab;
     for (size_t i = 0; i < N; i++) memcpy(out + i * V, m->acts.logits + i * Vp, V * sizeof(float));

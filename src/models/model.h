@@ -232,6 +232,10 @@ typedef struct mt_fwd_ctx {
     uint32_t step;  /* optimizer step (dropout key) */
     float dscale;   /* dL/d(loss sum) of the step (the output's dlogits_scale): what the backward of a loss
                        a block adds (MoE's auxiliary losses) scales by; 0 outside training */
+    float block_loss_weight; /* the loss-sum weight of a loss a block adds for this microbatch (MoE's
+                                auxiliary losses): the global batch's counted targets over its microbatches,
+                                so they enter the mean loss as their mean over the microbatches (N rows
+                                without a loss mask); 0: N */
 } mt_fwd_ctx;
 
 /* Unit u's forward, recomputation (before its backward; see mt_recompute)

@@ -87,7 +87,7 @@ int mt_gptq_run(mt_weights *w, const uint32_t *tokens, size_t ntok, int samples,
     calib cb = {.unit = -1};
     m.linear_input_hook = on_linear_input;
     m.linear_input_ctx = &cb;
-    mt_fwd_ctx fc = {0, 0, 0.0f};
+    mt_fwd_ctx fc = {0, 0, 0.0f, 0.0f};
     int rc = 0;
     for (int l = 0; l < L && !rc; l++) {
         int u = l + 1;

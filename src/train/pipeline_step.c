@@ -234,7 +234,7 @@ double mt_pipeline_step(mt_trainer *tr, uint64_t g0, float dscale) {
     mt_model *m = &tr->model;
     mt_comm *pc = mt_mesh_comm(&tr->mesh, MT_AXIS_PP);
     int b = tr->o.micro_batch, dp = tr->dp, mbs = tr->micro_steps, v = tr->sched.chunks;
-    mt_fwd_ctx fc = {1, (uint32_t)tr->step, dscale};
+    mt_fwd_ctx fc = {1, (uint32_t)tr->step, dscale, tr->block_loss_weight};
     double loss = 0.0;
     const mt_pp_action *acts = tr->sched.actions[tr->pp_rank];
     for (int i = 0; i < tr->sched.count[tr->pp_rank]; i++) {
@@ -295,7 +295,7 @@ double mt_pipeline_eval_batch(mt_trainer *tr, uint64_t first) {
     mt_model *m = &tr->model;
     mt_comm *pc = mt_mesh_comm(&tr->mesh, MT_AXIS_PP);
     int p = tr->pp, S = p * tr->sched.chunks;
-    mt_fwd_ctx fc = {0, (uint32_t)tr->step, 0.0f};
+    mt_fwd_ctx fc = {0, (uint32_t)tr->step, 0.0f, 0.0f};
     double loss = 0.0;
     mt_model_use_slot(m, 0);
     fill(tr, &tr->val_ld, first);

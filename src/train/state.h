@@ -39,6 +39,7 @@ typedef struct {
     /* MoE (num_experts > 0): the last step's mean load-balancing and z losses per block and microbatch,
        the slots dropped over capacity and routed (all ranks), the largest expert load of one block */
     double moe_aux, moe_z;
+    float block_loss_weight; /* this step's mt_fwd_ctx.block_loss_weight */
     int64_t moe_dropped, moe_routed, moe_max_load;
     double step_s, backward_s; /* summed over the steps run by this process */
     int64_t steps_run;

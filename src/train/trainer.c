@@ -403,6 +403,8 @@ double mt_trainer_step(mt_trainer *tr) {
     }
     mt_zero_begin_step(z, m);
     memset(&m->moe, 0, sizeof m->moe);
+    /* a block's loss (MoE's auxiliary losses) counts as its mean over the global batch's microbatches */
+    tr->block_loss_weight = (float)(count / ((double)tr->micro_steps * tr->dp));
     uint64_t g0 = (uint64_t)tr->step * (uint64_t)o->batch;
     double exposed0 = z->exposed_s;
     double loss_sum = mt_pipeline_step(tr, g0, dscale);

@@ -167,7 +167,8 @@ static void moe_forward(mt_model *m, int layer, const mt_fwd_ctx *fc, const floa
     if (!account) return;
     double aux, z;
     op_moe_aux_losses(&aux, &z, r.probs, r.lse, r.topk, N, E, K);
-    m->moe.loss_sum += (double)N * ((double)c->moe_aux_coef * aux + (double)c->moe_z_coef * z);
+    double w = fc->block_loss_weight > 0.0f ? (double)fc->block_loss_weight : (double)N;
+    m->moe.loss_sum += w * ((double)c->moe_aux_coef * aux + (double)c->moe_z_coef * z);
     m->moe.aux += aux;
     m->moe.z += z;
     m->moe.dropped += dropped;
@@ -211,10 +212,10 @@ static void moe_backward(mt_model *m, int layer, const mt_fwd_ctx *fc, const flo
     }
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
         op_moe_scatter_rows(dx, dxs, r.slot, N, K, C);
-        /* the auxiliary losses entered the loss sum as N (coef x loss) per block */
+        /* the auxiliary losses entered the loss sum as w (coef x loss) per block */
+        float w = fc->block_loss_weight > 0.0f ? fc->block_loss_weight : (float)N;
         op_moe_route_backward(dlogits, dtopw, r.probs, r.lse, r.topk, r.topw, N, E, K, (mt_moe_router)c->moe_router,
-                              c->moe_norm_topk, fc->dscale * (float)N * c->moe_aux_coef,
-                              fc->dscale * (float)N * c->moe_z_coef);
+                              c->moe_norm_topk, fc->dscale * w * c->moe_aux_coef, fc->dscale * w * c->moe_z_coef);
     });
     /* The router is whole on every tp rank and sees all N rows: its input gradient is added on tp rank 0
        only (dx is summed over tp), and under sequence parallelism (its weight gradient summed over tp too)
