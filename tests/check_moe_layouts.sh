@@ -7,7 +7,9 @@
 # process's losses (aux included; at the same micro-batch size, since the
 # aux losses and the capacity are per microbatch) to 1e-5 relative and the same aux losses
 # and dropped counts; bf16 dp2 ZeRO-2 tracks bf16 in one process to 1e-3.
-# Then the MoE checks refuse bad input with one line each.
+# A checkpoint written under tp2 x pp2 resumes in one process and under dp2
+# ZeRO-3 to the uninterrupted run's losses. Then the MoE checks refuse bad
+# input with one line each.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 corpus d
@@ -47,6 +49,19 @@ run cap_one 1 --moe-capacity-factor 0.8 --micro-batch 4
 run cap_dp2 2 --moe-capacity-factor 0.8 --dp 2 --zero 2;       compare cap_one cap_dp2 1e-5
 run bf16_one 1 --precision bf16 --micro-batch 4
 run bf16_dp2 2 --precision bf16 --dp 2 --zero 2;               compare bf16_one bf16_dp2 1e-3
+
+echo "== resume across layouts =="
+# 6 steps under tp2 x pp2, the next 6 in one process and under dp2 ZeRO-3: the uninterrupted run's losses
+$MPI -np 4 $M train $B --steps 6 --tp 2 --pp 2 --micro-batch 4 --ckpt-dir $W/ck --metrics $W/first.jsonl >/dev/null
+resume() { # NAME NP LAYOUT...: the second 6 steps from a copy of the checkpoint
+    local name=$1 n=$2; shift 2
+    rm -rf $W/ck_$name; cp -r $W/ck $W/ck_$name
+    $MPI -np $n $M train $B --micro-batch 4 "$@" --ckpt-dir $W/ck_$name --resume --metrics $W/second_$name.jsonl >/dev/null
+    cat $W/first.jsonl $W/second_$name.jsonl > $W/resumed_$name.jsonl
+    compare one resumed_$name 1e-5
+}
+resume one_process 1
+resume dp2_zero3 2 --dp 2 --zero 3
 
 echo "== bad input =="
 expect_failure "must be in 1..4" $M train $B --moe-top-k 5
