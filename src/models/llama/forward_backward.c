@@ -452,6 +452,18 @@ static double flops_per_token(const mt_model_config *cfg, const mt_layout *l, in
     return 6.0 * n - 2.0 * mt_layout_frozen_matrix_params(l) + 12.0 * cfg->n_layer * (double)cfg->n_head * mt_model_head_dim(cfg) * (double)T;
 }
 
+/* The planner's forward FLOPs per token of a block's matrices: 2 x the block's parameters (what it
+ * assumes without this entry), less the experts a token does not run. */
+static double plan_block_matrix_flops(const mt_model_config *cfg) {
+    mt_layout l;
+    mt_model_layout_build(cfg, 1, 0, &l);
+    double w = 2.0 * (double)l.units[1].gnumel;
+    mt_layout_free(&l);
+    if (cfg->num_experts)
+        w -= 2.0 * (cfg->num_experts - cfg->moe_top_k) * 3.0 * cfg->moe_ffn_dim * cfg->n_embd;
+    return w;
+}
+
 size_t mt_llama_decode_cache_floats(const mt_model_config *cfg);
 void mt_llama_decode_step(struct mt_decoder *d, int32_t token);
 
@@ -479,6 +491,7 @@ const mt_family mt_family_llama = {
     .block_backward = block_backward,
     .input_backward = input_backward,
     .flops_per_token = flops_per_token,
+    .plan_block_matrix_flops = plan_block_matrix_flops,
     .decode_cache_floats = mt_llama_decode_cache_floats,
     .hf_name = mt_llama_hf_name,
     .hf_config_write = mt_llama_hf_config_write,
