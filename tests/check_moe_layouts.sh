@@ -6,7 +6,7 @@
 # full and selective recomputation, and a capacity factor under dp2 give one
 # process's losses (aux included; at the same micro-batch size, since the
 # aux losses and the capacity are per microbatch) to 1e-5 relative and the same aux losses
-# and dropped counts; bf16 dp2 ZeRO-2 tracks bf16 in one process to 1e-3.
+# and dropped counts and per-layer expert loads; bf16 dp2 ZeRO-2 tracks bf16 in one process to 1e-3.
 # A checkpoint written under tp2 x pp2 resumes in one process and under dp2
 # ZeRO-3 to the uninterrupted run's losses. Then the MoE checks refuse bad
 # input with one line each.
@@ -29,6 +29,11 @@ assert worst <= bound, f"{sys.argv[3]}: losses {worst:.3g} relative apart (bound
 assert waux <= bound, f"{sys.argv[3]}: aux losses {waux:.3g} relative apart (bound {bound})"
 if bound <= 1e-5:
     assert [x["moe_dropped"] for x in a] == [y["moe_dropped"] for y in b], f"{sys.argv[3]}: dropped counts differ"
+    assert [x["moe_load"] for x in a] == [y["moe_load"] for y in b], f"{sys.argv[3]}: expert loads differ"
+for y in b:  # every choice of the step's 8 x 32 tokens (top-2, 4 layers) is kept or dropped
+    assert len(y["moe_load"]) == 4 and all(len(r) == 4 for r in y["moe_load"]), y["moe_load"]
+    assert sum(map(sum, y["moe_load"])) + y["moe_dropped"] == 4 * 8 * 32 * 2, (y["moe_load"], y["moe_dropped"])
+    assert max(map(max, y["moe_load"])) <= y["moe_max_load"] * 8, y["moe_max_load"]
 assert b[-1]["loss"] < 0.9 * b[0]["loss"], f"{sys.argv[3]}: not training"
 print(f"{sys.argv[3]}: {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}, within {worst:.2g} of one process (aux {waux:.2g}, "
       f"dropped {sum(y['moe_dropped'] for y in b)})")

@@ -336,6 +336,8 @@ float *mt_model_materialize_unit(mt_model *m, int u, int with_grads) {
 
 void mt_model_free(mt_model *m) {
     const mt_layout *l = &m->layout;
+    free(m->moe_load);
+    m->moe_load = NULL;
     for (int u = 0; u < l->n_units; u++) {
         mt_mem_free_at(m->mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, m->params[u], l->units[u].numel * sizeof(float));
         mt_mem_free_at(m->mem, MT_PLACE_DEVICE, MT_MEM_GRADS, m->grads[u], l->units[u].numel * sizeof(float));

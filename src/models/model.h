@@ -142,6 +142,7 @@ typedef struct mt_model {
     /* Mixture of experts: what the blocks' forwards (not their
      * recomputation) add up; the trainer reads and clears them. */
     mt_moe_stats moe;
+    int64_t *moe_load; /* [n_layer][num_experts] rows each expert received (NULL: dense); the trainer clears it */
 } mt_model;
 
 /* The part of the model one process holds (a pipeline stage, or several

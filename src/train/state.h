@@ -40,6 +40,8 @@ typedef struct {
        the slots dropped over capacity and routed (all ranks), the largest expert load of one block */
     double moe_aux, moe_z;
     float block_loss_weight; /* this step's mt_fwd_ctx.block_loss_weight */
+    int64_t *moe_load;       /* [n_layer][num_experts] the step's rows per expert, all ranks (NULL: dense) */
+    char *moe_load_json;     /* its metrics field, ",\"moe_load\":[[...],...]" */
     int64_t moe_dropped, moe_routed, moe_max_load;
     double step_s, backward_s; /* summed over the steps run by this process */
     int64_t steps_run;

@@ -224,6 +224,12 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     tr->pp = op->mesh.pp;
     tr->pp_rank = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_PP));
     tr->micro_steps = op->batch / (op->micro_batch * tr->dp);
+    if (op->cfg.num_experts) {
+        size_t n = (size_t)op->cfg.n_layer * (size_t)op->cfg.num_experts;
+        tr->moe_load = mt_xcalloc(n, sizeof(int64_t), "expert loads");
+        tr->moe_load_json = mt_xmalloc(32 + n * 22 + (size_t)op->cfg.n_layer * 4, "the expert loads' metrics field");
+        tr->moe_load_json[0] = 0;
+    }
     mt_model_part part;
     unsigned char *own_layer = mt_xcalloc((size_t)op->cfg.n_layer, 1, "layer ownership");
     int rc = mt_pipeline_plan(tr, &part, own_layer, err);
@@ -379,6 +385,22 @@ static void moe_step_stats(mt_trainer *tr) {
     tr->moe_dropped = (int64_t)v[2];
     tr->moe_routed = (int64_t)v[3];
     tr->moe_max_load = (int64_t)mx;
+    /* rows per expert and layer, summed over the microbatches and data-parallel ranks (each pipeline stage
+       counts its own layers) */
+    int L = tr->o.cfg.n_layer, E = tr->o.cfg.num_experts;
+    size_t n = (size_t)L * (size_t)E;
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), tr->model.moe_load, tr->moe_load, n, MT_COMM_I64,
+                          MT_COMM_SUM);
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_PP), tr->moe_load, tr->moe_load, n, MT_COMM_I64, MT_COMM_SUM);
+    char *p = tr->moe_load_json;
+    p += sprintf(p, ",\"moe_load\":[");
+    for (int l = 0; l < L; l++) {
+        *p++ = l ? ',' : '[';
+        if (l) *p++ = '[';
+        for (int e = 0; e < E; e++) p += sprintf(p, e ? ",%lld" : "%lld", (long long)tr->moe_load[(size_t)l * E + e]);
+        *p++ = ']';
+    }
+    sprintf(p, "]");
 }
 
 double mt_trainer_step(mt_trainer *tr) {
@@ -403,6 +425,7 @@ double mt_trainer_step(mt_trainer *tr) {
     }
     mt_zero_begin_step(z, m);
     memset(&m->moe, 0, sizeof m->moe);
+    if (m->moe_load) memset(m->moe_load, 0, (size_t)o->cfg.n_layer * (size_t)o->cfg.num_experts * sizeof(int64_t));
     /* a block's loss (MoE's auxiliary losses) counts as its mean over the global batch's microbatches */
     tr->block_loss_weight = (float)(count / ((double)tr->micro_steps * tr->dp));
     uint64_t g0 = (uint64_t)tr->step * (uint64_t)o->batch;
@@ -630,10 +653,10 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
             }
             mt_train_metrics_line(tr,
                          "{\"step\":%lld,\"loss\":%s,\"lr\":%.9g,\"grad_norm\":%.17g,\"ms\":%.3f,\"tokens_per_s\":%.1f,"
-                         "\"gflops\":%.3f,\"elapsed_s\":%.3f,\"eta_s\":%.3f%s%s}\n",
+                         "\"gflops\":%.3f,\"elapsed_s\":%.3f,\"eta_s\":%.3f%s%s%s}\n",
                          (long long)tr->step, mt_json_number_text(nb, sizeof nb, loss), (double)lr,
                          isfinite(tr->last_norm) ? tr->last_norm : -1.0, ms, tps, gflops, elapsed, eta, extra,
-                         mt_straggler_metrics(&tr->straggler));
+                         tr->moe_load_json ? tr->moe_load_json : "", mt_straggler_metrics(&tr->straggler));
         }
         if (flags[0]) {
             const char *bad = owned_nonfinite_tensor(tr);
@@ -735,6 +758,8 @@ void mt_trainer_free(mt_trainer *tr) {
     if (tr->trace) mt_trace_free(tr->trace);
     if (tr->metrics) fclose(tr->metrics);
     free(tr->metrics_line);
+    free(tr->moe_load);
+    free(tr->moe_load_json);
     if (tr->log_file) fclose(tr->log_file);
     mt_opt_states_free(&tr->optim);
     mt_pipeline_free(tr);

@@ -176,6 +176,7 @@ static void moe_forward(mt_model *m, int layer, const mt_fwd_ctx *fc, const floa
     for (int e = 0; e < E; e++) {
         int64_t load = r.offsets[e + 1] - r.offsets[e];
         if (load > m->moe.max_load) m->moe.max_load = load;
+        m->moe_load[(size_t)layer * E + e] += load;
     }
 }
 
@@ -417,6 +418,8 @@ static void init_model(mt_model *m) {
     op_rope_inv_freq(m->be, inv, hd, c->rope_theta, &s);
     op_rope_table(m->be, m->gs.f[LS_COS], m->gs.f[LS_SIN], inv, m->acts.T, hd);
     free(inv);
+    if (c->num_experts)
+        m->moe_load = mt_xcalloc((size_t)c->n_layer * (size_t)c->num_experts, sizeof(int64_t), "expert loads");
 }
 
 static size_t attention_scratch_floats(const mt_model *m, int B, int T) {
