@@ -7,7 +7,8 @@
 # process's losses (aux included; at the same micro-batch size, since the
 # aux losses and the capacity are per microbatch) to 1e-5 relative and the same aux losses
 # and dropped counts and per-layer expert loads; bf16 dp2 ZeRO-2 tracks bf16 in one process to 1e-3.
-# A checkpoint written under tp2 x pp2 resumes in one process and under dp2
+# LoRA on every expert (and q_proj) of a frozen base: dp2 ZeRO-2 and tp2
+# equal one process. A checkpoint written under tp2 x pp2 resumes in one process and under dp2
 # ZeRO-3 to the uninterrupted run's losses. Then the MoE checks refuse bad
 # input with one line each.
 set -euo pipefail
@@ -67,6 +68,14 @@ resume() { # NAME NP LAYOUT...: the second 6 steps from a copy of the checkpoint
 }
 resume one_process 1
 resume dp2_zero3 2 --dp 2 --zero 3
+
+echo "== LoRA on the experts =="
+# adapters on every expert's w1/w3/w2 (Mixtral's module names) and q_proj of a frozen MoE base (lm_head trained too)
+$M train $B --steps 0 --ckpt-dir $W/base >/dev/null
+LORA="--init-from $W/base --peft lora --lora-r 4 --lora-alpha 8 --lora-targets w1,w3,w2,q_proj --peft-train lm_head --lr 1e-2"
+run lora_one 1 $LORA --micro-batch 4
+run lora_dp2 2 $LORA --dp 2 --zero 2;                          compare lora_one lora_dp2 1e-5
+run lora_tp2 2 $LORA --tp 2 --micro-batch 4;                   compare lora_one lora_tp2 1e-5
 
 echo "== bad input =="
 expect_failure "must be in 1..4" $M train $B --moe-top-k 5
