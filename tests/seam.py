@@ -16,7 +16,7 @@ src/train/ and the adapters (src/nn/) this reports
     `float *x` is data at x[i] or *(x + i), a `float **x` or `float *x[4]`
     (pointers to buffers, metadata) only at x[u][i];
 except the lines of the allow-list (tests/seam_allow.txt: host metadata,
-each with its reason). And every op_* of ops.h, matmul_lowp.h, matmul_int8.h and positions.h has its
+each with its reason). And every op_* of ops.h, matmul_lowp.h, matmul_int8.h, positions.h and moe.h has its
 entry in the kernel table and hands its call to it (MT_DISPATCH) first.
 Exit 1 on any finding.
 
@@ -177,12 +177,12 @@ def read_allow(path):
 
 
 def undispatched(src):
-    """The op_* of ops.h, matmul_lowp.h, matmul_int8.h and positions.h whose CPU definition does not begin
+    """The op_* of ops.h, matmul_lowp.h, matmul_int8.h, positions.h and moe.h whose CPU definition does not begin
     by handing the call to a device's kernel table (MT_DISPATCH), or that the table (ops/kernel_table.h)
     lacks."""
     decl = re.compile(r"^(?:const\s+)?\w+\s*\*?\s*op_(\w+)\(", re.M)
     names = set()
-    for h in ("ops/ops.h", "ops/matmul_lowp.h", "ops/matmul_int8.h", "ops/positions.h"):
+    for h in ("ops/ops.h", "ops/matmul_lowp.h", "ops/matmul_int8.h", "ops/positions.h", "ops/moe.h"):
         names |= set(decl.findall(strip_comments(open(os.path.join(src, h), encoding="utf-8").read())))
     table = open(os.path.join(src, "ops/kernel_table.h"), encoding="utf-8").read()
     code = "".join(open(os.path.join(src, "ops", f), encoding="utf-8").read()

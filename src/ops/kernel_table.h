@@ -1,5 +1,6 @@
 /* The kernel table of a device backend other than the CPU: one function
- * pointer per op_* of ops.h and matmul_lowp.h, with the op's signature.
+ * pointer per op_* of ops.h, matmul_lowp.h, matmul_int8.h, positions.h and
+ * moe.h, with the op's signature.
  *
  * Why a table and not a link-time choice: one binary runs either device
  * ({device} cpu or cuda), the GPU tests compare each CUDA kernel with its
@@ -16,6 +17,7 @@
 #include "device/backend.h"
 #include "ops/matmul_int8.h"
 #include "ops/matmul_lowp.h"
+#include "ops/moe.h"
 #include "ops/ops.h"
 #include "ops/positions.h"
 
@@ -155,6 +157,22 @@ struct mt_kernel_table {
                           const float *sin_t, int inverse, const int32_t *pos);
     void (*add_positions_at)(mt_backend *be, float *out, const float *wpe, const int32_t *pos, int n, int C);
     void (*positions_backward_at)(mt_backend *be, float *dwpe, const float *dout, const int32_t *pos, int N, int C);
+    /* ops/moe.h */
+    void (*moe_route_forward)(mt_backend *be, float *probs, float *lse, int32_t *topk, float *topw, int N, int E, int K,
+                              mt_moe_router router, int norm_topk);
+    int64_t (*moe_dispatch_plan)(mt_backend *be, int32_t *offsets, int32_t *slot, int32_t *order, const int32_t *topk,
+                                 int N, int E, int K, int capacity);
+    void (*moe_gather)(mt_backend *be, float *xs, const float *x, const int32_t *order, int M, int C);
+    void (*moe_combine_forward)(mt_backend *be, float *out, const float *y, const float *topw, const int32_t *slot,
+                                int N, int K, int C);
+    void (*moe_combine_backward)(mt_backend *be, float *dy, float *dtopw, const float *dout, const float *y,
+                                 const float *topw, const int32_t *slot, int N, int K, int C);
+    void (*moe_scatter_rows)(mt_backend *be, float *dx, const float *dxs, const int32_t *slot, int N, int K, int C);
+    void (*moe_aux_losses)(mt_backend *be, double *aux, double *z, const float *probs, const float *lse,
+                           const int32_t *topk, int N, int E, int K);
+    void (*moe_route_backward)(mt_backend *be, float *dlogits, const float *dtopw, const float *probs, const float *lse,
+                               const int32_t *topk, const float *topw, int N, int E, int K, mt_moe_router router,
+                               int norm_topk, float ga, float gz);
 };
 typedef struct mt_kernel_table mt_kernel_table;
 

@@ -3,11 +3,13 @@
  * integers: cheap next to the expert GEMMs) so the sorted order never
  * depends on the thread count. */
 #include "ops/moe.h"
+#include "ops/kernel_table.h"
 #include <math.h>
 #include <string.h>
 
-void op_moe_route_forward(float *probs, float *lse, int32_t *topk, float *topw, int N, int E, int K,
+void op_moe_route_forward(mt_backend *be, float *probs, float *lse, int32_t *topk, float *topw, int N, int E, int K,
                           mt_moe_router router, int norm_topk) {
+    MT_DISPATCH(be, moe_route_forward, be, probs, lse, topk, topw, N, E, K, router, norm_topk);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *p = probs + (size_t)n * E;
@@ -42,8 +44,9 @@ void op_moe_route_forward(float *probs, float *lse, int32_t *topk, float *topw, 
     }
 }
 
-int64_t op_moe_dispatch_plan(int32_t *offsets, int32_t *slot, int32_t *order, const int32_t *topk, int N, int E, int K,
-                             int capacity) {
+int64_t op_moe_dispatch_plan(mt_backend *be, int32_t *offsets, int32_t *slot, int32_t *order, const int32_t *topk,
+                             int N, int E, int K, int capacity) {
+    MT_DISPATCH_RET(be, moe_dispatch_plan, be, offsets, slot, order, topk, N, E, K, capacity);
     int32_t fill[MT_MOE_MAX_EXPERTS];
     memset(fill, 0, (size_t)E * sizeof fill[0]);
     size_t S = (size_t)N * K;
@@ -69,12 +72,15 @@ int64_t op_moe_dispatch_plan(int32_t *offsets, int32_t *slot, int32_t *order, co
     return dropped;
 }
 
-void op_moe_gather(float *xs, const float *x, const int32_t *order, int M, int C) {
+void op_moe_gather(mt_backend *be, float *xs, const float *x, const int32_t *order, int M, int C) {
+    MT_DISPATCH(be, moe_gather, be, xs, x, order, M, C);
 #pragma omp parallel for schedule(static)
     for (int m = 0; m < M; m++) memcpy(xs + (size_t)m * C, x + (size_t)order[m] * C, (size_t)C * sizeof(float));
 }
 
-void op_moe_combine_forward(float *out, const float *y, const float *topw, const int32_t *slot, int N, int K, int C) {
+void op_moe_combine_forward(mt_backend *be, float *out, const float *y, const float *topw, const int32_t *slot, int N,
+                            int K, int C) {
+    MT_DISPATCH(be, moe_combine_forward, be, out, y, topw, slot, N, K, C);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *o = out + (size_t)n * C;
@@ -90,8 +96,9 @@ void op_moe_combine_forward(float *out, const float *y, const float *topw, const
     }
 }
 
-void op_moe_combine_backward(float *dy, float *dtopw, const float *dout, const float *y, const float *topw,
-                             const int32_t *slot, int N, int K, int C) {
+void op_moe_combine_backward(mt_backend *be, float *dy, float *dtopw, const float *dout, const float *y,
+                             const float *topw, const int32_t *slot, int N, int K, int C) {
+    MT_DISPATCH(be, moe_combine_backward, be, dy, dtopw, dout, y, topw, slot, N, K, C);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C;
@@ -115,7 +122,8 @@ void op_moe_combine_backward(float *dy, float *dtopw, const float *dout, const f
     }
 }
 
-void op_moe_scatter_rows(float *dx, const float *dxs, const int32_t *slot, int N, int K, int C) {
+void op_moe_scatter_rows(mt_backend *be, float *dx, const float *dxs, const int32_t *slot, int N, int K, int C) {
+    MT_DISPATCH(be, moe_scatter_rows, be, dx, dxs, slot, N, K, C);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *o = dx + (size_t)n * C;
@@ -135,8 +143,9 @@ static void choice_counts(int32_t *count, const int32_t *topk, int N, int E, int
     for (size_t i = 0; i < (size_t)N * K; i++) count[topk[i]]++;
 }
 
-void op_moe_aux_losses(double *aux, double *z, const float *probs, const float *lse, const int32_t *topk, int N, int E,
-                       int K) {
+void op_moe_aux_losses(mt_backend *be, double *aux, double *z, const float *probs, const float *lse,
+                       const int32_t *topk, int N, int E, int K) {
+    MT_DISPATCH(be, moe_aux_losses, be, aux, z, probs, lse, topk, N, E, K);
     int32_t count[MT_MOE_MAX_EXPERTS];
     double P[MT_MOE_MAX_EXPERTS];
     choice_counts(count, topk, N, E, K);
@@ -153,9 +162,10 @@ void op_moe_aux_losses(double *aux, double *z, const float *probs, const float *
     *z = zs / N;
 }
 
-void op_moe_route_backward(float *dlogits, const float *dtopw, const float *probs, const float *lse,
+void op_moe_route_backward(mt_backend *be, float *dlogits, const float *dtopw, const float *probs, const float *lse,
                            const int32_t *topk, const float *topw, int N, int E, int K, mt_moe_router router,
                            int norm_topk, float ga, float gz) {
+    MT_DISPATCH(be, moe_route_backward, be, dlogits, dtopw, probs, lse, topk, topw, N, E, K, router, norm_topk, ga, gz);
     int32_t count[MT_MOE_MAX_EXPERTS];
     choice_counts(count, topk, N, E, K);
     /* d aux / d probs[n,e] = E count_e / (K N^2), the same for every row */

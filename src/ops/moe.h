@@ -11,6 +11,7 @@
  * builds the same order. */
 #ifndef MT_OPS_MOE_H
 #define MT_OPS_MOE_H
+#include "device/backend.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,7 +29,7 @@ typedef enum { MT_MOE_ROUTER_TOPK_SOFTMAX = 0, MT_MOE_ROUTER_SOFTMAX_TOPK = 1 } 
  * on return; lse [N] the logits' log-sum-exp; topk [N,K] the chosen experts
  * in decreasing logit order (ties: the lower expert index first); topw
  * [N,K] their weights by the convention above. */
-void op_moe_route_forward(float *probs, float *lse, int32_t *topk, float *topw, int N, int E, int K,
+void op_moe_route_forward(mt_backend *be, float *probs, float *lse, int32_t *topk, float *topw, int N, int E, int K,
                           mt_moe_router router, int norm_topk);
 
 /* The dispatch plan of topk [N,K]: offsets [E+1] (expert e's sorted rows
@@ -37,19 +38,20 @@ void op_moe_route_forward(float *probs, float *lse, int32_t *topk, float *topw, 
  * offsets[E] used). capacity > 0 keeps at most that many slots per expert
  * (the lowest token indices, as Switch Transformer drops the late ones);
  * <= 0 drops nothing. Returns the number of dropped slots. */
-int64_t op_moe_dispatch_plan(int32_t *offsets, int32_t *slot, int32_t *order, const int32_t *topk, int N, int E, int K,
-                             int capacity);
+int64_t op_moe_dispatch_plan(mt_backend *be, int32_t *offsets, int32_t *slot, int32_t *order, const int32_t *topk,
+                             int N, int E, int K, int capacity);
 /* xs[m] = x[order[m]] for the M sorted rows (C floats each). */
-void op_moe_gather(float *xs, const float *x, const int32_t *order, int M, int C);
+void op_moe_gather(mt_backend *be, float *xs, const float *x, const int32_t *order, int M, int C);
 /* out[n] = sum_k topw[n,k] * y[slot[n,k]] over the kept slots (in k order;
  * a token whose slots were all dropped gets 0). */
-void op_moe_combine_forward(float *out, const float *y, const float *topw, const int32_t *slot, int N, int K, int C);
+void op_moe_combine_forward(mt_backend *be, float *out, const float *y, const float *topw, const int32_t *slot, int N,
+                            int K, int C);
 /* Its backward: dy[slot[n,k]] = topw[n,k] * dout[n]; dtopw[n,k] = dout[n] . y[slot[n,k]]
  * (0 for a dropped slot). */
-void op_moe_combine_backward(float *dy, float *dtopw, const float *dout, const float *y, const float *topw,
-                             const int32_t *slot, int N, int K, int C);
+void op_moe_combine_backward(mt_backend *be, float *dy, float *dtopw, const float *dout, const float *y,
+                             const float *topw, const int32_t *slot, int N, int K, int C);
 /* The gather's backward: dx[n] = sum_k dxs[slot[n,k]] over the kept slots (set, not added). */
-void op_moe_scatter_rows(float *dx, const float *dxs, const int32_t *slot, int N, int K, int C);
+void op_moe_scatter_rows(mt_backend *be, float *dx, const float *dxs, const int32_t *slot, int N, int K, int C);
 
 /* The auxiliary losses of one routing (Switch/GShard load balancing, as
  * Megatron-LM normalises it: 1 when the load and the probabilities are
@@ -57,12 +59,12 @@ void op_moe_scatter_rows(float *dx, const float *dxs, const int32_t *slot, int N
  *   aux = E * sum_e f_e P_e,  f_e = (slots choosing e) / (N K),  P_e = mean_n probs[n,e]
  *   z   = mean_n lse[n]^2
  * (f_e counts the routing's choices, dropped slots included). */
-void op_moe_aux_losses(double *aux, double *z, const float *probs, const float *lse, const int32_t *topk, int N, int E,
-                       int K);
+void op_moe_aux_losses(mt_backend *be, double *aux, double *z, const float *probs, const float *lse,
+                       const int32_t *topk, int N, int E, int K);
 /* The router's backward: dlogits [N,E] (set) from dtopw [N,K] (the loss's
  * gradient with respect to the routing weights), plus ga * daux/dlogits and
  * gz * dz/dlogits (ga, gz: the loss's gradient with respect to aux and z). */
-void op_moe_route_backward(float *dlogits, const float *dtopw, const float *probs, const float *lse,
+void op_moe_route_backward(mt_backend *be, float *dlogits, const float *dtopw, const float *probs, const float *lse,
                            const int32_t *topk, const float *topw, int N, int E, int K, mt_moe_router router,
                            int norm_topk, float ga, float gz);
 

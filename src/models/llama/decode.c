@@ -76,16 +76,19 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
             int E = c->num_experts, K = c->moe_top_k;
             int32_t *topk = (int32_t *)b.route, *slot = topk + K;
             op_matmul_forward(d->be, b.probs, b.xn, P(ix.router), NULL, 1, C, E);
-            op_moe_route_forward(b.probs, b.probs + E, topk, b.topw, 1, E, K, (mt_moe_router)c->moe_router,
+            op_moe_route_forward(d->be, b.probs, b.probs + E, topk, b.topw, 1, E, K, (mt_moe_router)c->moe_router,
                                  c->moe_norm_topk);
+            int32_t chosen[MT_MOE_MAX_EXPERTS], slots[MT_MOE_MAX_EXPERTS]; /* host: which weights the GEMMs read */
+            op_copy_to_host(d->be, chosen, topk, (size_t)K * sizeof(int32_t));
             for (int k = 0; k < K; k++) {
-                int e = topk[k];
+                int e = chosen[k];
                 op_matmul_forward(d->be, b.gu, b.xn, P(ix.expert + 3 * e), NULL, 1, C, 2 * F);
                 op_swiglu_forward(d->be, b.h, b.gu, 1, F);
                 op_matmul_forward(d->be, b.y + (size_t)k * C, b.h, P(ix.expert + 3 * e + 2), NULL, 1, F, C);
-                slot[k] = k;
+                slots[k] = k;
             }
-            op_moe_combine_forward(b.tmp, b.y, b.topw, slot, 1, K, C);
+            op_copy_from_host(d->be, slot, slots, (size_t)K * sizeof(int32_t));
+            op_moe_combine_forward(d->be, b.tmp, b.y, b.topw, slot, 1, K, C);
         } else {
             op_matmul_forward(d->be, b.gu, b.xn, P(ix.gate), NULL, 1, C, 2 * F);
             op_swiglu_forward(d->be, b.h, b.gu, 1, F);

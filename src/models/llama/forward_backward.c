@@ -148,25 +148,28 @@ static void moe_forward(mt_model *m, int layer, const mt_fwd_ctx *fc, const floa
     mt_unit_linear_fwd(m, U, ix.router, fc, r.probs, x2, NULL, N, C, E);
     int cap = c->moe_capacity > 0.0f ? (int)ceil((double)c->moe_capacity * N * K / E) : 0;
     int64_t dropped;
+    int32_t off[MT_MOE_MAX_EXPERTS + 1]; /* the plan's expert offsets on the host: the GEMMs' row counts */
     float *xs = m->gs.f[LS_DQKV], *gu = ba->b[LB_GU], *h = ba->b[LB_H], *y = ba->b[LB_Y];
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
-        op_moe_route_forward(r.probs, r.lse, r.topk, r.topw, N, E, K, (mt_moe_router)c->moe_router, c->moe_norm_topk);
-        dropped = op_moe_dispatch_plan(r.offsets, r.slot, r.order, r.topk, N, E, K, cap);
-        op_moe_gather(xs, x2, r.order, r.offsets[E], C);
+        op_moe_route_forward(m->be, r.probs, r.lse, r.topk, r.topw, N, E, K, (mt_moe_router)c->moe_router,
+                             c->moe_norm_topk);
+        dropped = op_moe_dispatch_plan(m->be, r.offsets, r.slot, r.order, r.topk, N, E, K, cap);
+        op_copy_to_host(m->be, off, r.offsets, (size_t)(E + 1) * sizeof(int32_t));
+        op_moe_gather(m->be, xs, x2, r.order, off[E], C);
     });
     for (int e = 0; e < E; e++) { /* gate|up of expert e: one GEMM over its rows */
-        int o = r.offsets[e], n = r.offsets[e + 1] - o;
+        int o = off[e], n = off[e + 1] - o;
         if (n) mt_unit_linear_fwd(m, U, ix.expert + 3 * e, fc, gu + (size_t)o * 2 * F, xs + (size_t)o * C, NULL, n, C, 2 * F);
     }
-    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_forward(m->be, h, gu, r.offsets[E], F));
+    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_forward(m->be, h, gu, off[E], F));
     for (int e = 0; e < E; e++) {
-        int o = r.offsets[e], n = r.offsets[e + 1] - o;
+        int o = off[e], n = off[e + 1] - o;
         if (n) mt_unit_linear_fwd(m, U, ix.expert + 3 * e + 2, fc, y + (size_t)o * C, h + (size_t)o * F, NULL, n, F, C);
     }
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_combine_forward(out, y, r.topw, r.slot, N, K, C));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_combine_forward(m->be, out, y, r.topw, r.slot, N, K, C));
     if (!account) return;
     double aux, z;
-    op_moe_aux_losses(&aux, &z, r.probs, r.lse, r.topk, N, E, K);
+    op_moe_aux_losses(m->be, &aux, &z, r.probs, r.lse, r.topk, N, E, K);
     double w = fc->block_loss_weight > 0.0f ? (double)fc->block_loss_weight : (double)N;
     m->moe.loss_sum += w * ((double)c->moe_aux_coef * aux + (double)c->moe_z_coef * z);
     m->moe.aux += aux;
@@ -174,7 +177,7 @@ static void moe_forward(mt_model *m, int layer, const mt_fwd_ctx *fc, const floa
     m->moe.dropped += dropped;
     m->moe.routed += (int64_t)N * K;
     for (int e = 0; e < E; e++) {
-        int64_t load = r.offsets[e + 1] - r.offsets[e];
+        int64_t load = off[e + 1] - off[e];
         if (load > m->moe.max_load) m->moe.max_load = load;
         m->moe_load[(size_t)layer * E + e] += load;
     }
@@ -191,38 +194,42 @@ static void moe_backward(mt_model *m, int layer, const mt_fwd_ctx *fc, const flo
     dims d = local_dims(m);
     const int U = 1 + layer, N = m->acts.B * m->acts.T, C = d.C, E = d.E, K = d.K, F = d.F;
     moe_route r = moe_route_of(ba, &d, N);
-    const int M = r.offsets[E];
+    int32_t off[MT_MOE_MAX_EXPERTS + 1];
+    op_copy_to_host(m->be, off, r.offsets, (size_t)(E + 1) * sizeof(int32_t));
+    const int M = off[E];
     float *gu = ba->b[LB_GU], *h = ba->b[LB_H], *y = ba->b[LB_Y];
     float *dy = gs->f[LS_DATTY], *dh = gs->f[LS_DH], *dgu = gs->f[LS_DGU], *xs = gs->f[LS_DQKV];
     float *dtopw = dgu + (size_t)N * K * 2 * F, *dlogits = dtopw + (size_t)N * K;
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_combine_backward(dy, dtopw, dfull, y, r.topw, r.slot, N, K, C));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
+             op_moe_combine_backward(m->be, dy, dtopw, dfull, y, r.topw, r.slot, N, K, C));
     /* under tp each rank's y is its part of the experts' outputs: the weights' gradient is their sum */
     if (m->layout.tp > 1) mt_tp_allreduce(m->tp, dtopw, (size_t)N * K);
     for (int e = 0; e < E; e++) {
-        int o = r.offsets[e], n = r.offsets[e + 1] - o;
+        int o = off[e], n = off[e + 1] - o;
         if (n) mt_unit_linear_bwd(m, U, ix.expert + 3 * e + 2, fc, dh + (size_t)o * F, NULL, dy + (size_t)o * C,
                                   h + (size_t)o * F, n, F, C, 0);
     }
     MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_backward(m->be, dgu, dh, gu, M, F));
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_gather(xs, x2, r.order, M, C));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_gather(m->be, xs, x2, r.order, M, C));
     float *dxs = dy; /* dy is dead once the down projections' backward ran */
     for (int e = 0; e < E; e++) {
-        int o = r.offsets[e], n = r.offsets[e + 1] - o;
+        int o = off[e], n = off[e + 1] - o;
         if (n) mt_unit_linear_bwd(m, U, ix.expert + 3 * e, fc, dxs + (size_t)o * C, NULL, dgu + (size_t)o * 2 * F,
                                   xs + (size_t)o * C, n, C, 2 * F, 0);
     }
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
-        op_moe_scatter_rows(dx, dxs, r.slot, N, K, C);
+        op_moe_scatter_rows(m->be, dx, dxs, r.slot, N, K, C);
         /* the auxiliary losses entered the loss sum as w (coef x loss) per block */
         float w = fc->block_loss_weight > 0.0f ? fc->block_loss_weight : (float)N;
-        op_moe_route_backward(dlogits, dtopw, r.probs, r.lse, r.topk, r.topw, N, E, K, (mt_moe_router)c->moe_router,
-                              c->moe_norm_topk, fc->dscale * w * c->moe_aux_coef, fc->dscale * w * c->moe_z_coef);
+        op_moe_route_backward(m->be, dlogits, dtopw, r.probs, r.lse, r.topk, r.topw, N, E, K,
+                              (mt_moe_router)c->moe_router, c->moe_norm_topk, fc->dscale * w * c->moe_aux_coef,
+                              fc->dscale * w * c->moe_z_coef);
     });
     /* The router is whole on every tp rank and sees all N rows: its input gradient is added on tp rank 0
        only (dx is summed over tp), and under sequence parallelism (its weight gradient summed over tp too)
        only rank 0's counts. */
     int tp0 = m->layout.tp_rank == 0;
-    if (!tp0 && mt_tp_sp(m->tp)) memset(dlogits, 0, (size_t)N * E * sizeof(float));
+    if (!tp0 && mt_tp_sp(m->tp)) op_zero(m->be, dlogits, (size_t)N * E);
     mt_unit_linear_bwd(m, U, ix.router, fc, tp0 ? dx : NULL, NULL, dlogits, x2, N, C, E, MT_ACC_DINP | dwf);
 }
 
