@@ -56,7 +56,7 @@ ok $f0 "2: resume from the async checkpoint of step 14: steps 15-28 and the fina
 
 # 3. kill -9 at random moments during background writes of a 39 MB checkpoint
 B="--train $W/d_train.bin --layers 4 --dim 256 --heads 4 --seq-len 32 --batch 4 --steps 80 --log-every 0"
-kills=0 verified=0 midwrite=0 f0=$fails
+kills=0 verified=0 midwrite=0 had=0 f0=$fails
 for i in 1 2 3 4 5; do
     $M train $B --ckpt-dir $W/k --ckpt-every 2 --ckpt-async --resume auto --log-every 1 >$W/k$i.out 2>&1 &
     pid=$!
@@ -67,14 +67,19 @@ for i in 1 2 3 4 5; do
     # a data file (or its temporary) the manifest does not name: killed during a save
     for f in $W/k/tensors-*; do [ -e "$f" ] && ! grep -q "\"$(basename "${f%.tmp}")\"" $W/k/manifest.json 2>/dev/null &&
         { midwrite=$((midwrite + 1)); break; }; done
+    # a kill before the first save committed leaves none (there was no previous one); once one exists, every
+    # later kill leaves the previous or the new one, verified
     if [ -e $W/k/manifest.json ]; then
+        had=1
         v=$($M ckpt verify $W/k 2>&1) && verified=$((verified + 1)) || fail "kill $i: ckpt verify: $v"
+    elif [ $had = 1 ]; then
+        fail "kill $i: the checkpoint an earlier run had committed is gone"
     fi
 done
 $M train $B --ckpt-dir $W/k --ckpt-every 2 --ckpt-async --resume auto >$W/kend.out 2>&1 || fail "the last resume: $(tail -3 $W/kend.out)"
 $M ckpt verify $W/k >/dev/null 2>&1 || fail "verify after the last resume"
 grep -q '"step":80' $W/k/manifest.json || fail "the last resume did not reach step 80"
-[ "$verified" -eq 5 ] || fail "only $verified of the kills left a checkpoint to verify"
+[ "$verified" -ge 3 ] || fail "only $verified of the kills came after a committed checkpoint (a loaded machine?)"
 ok $f0 "3: $kills kill -9 at random moments (saves every 2 steps, 39 MB): ckpt verify passed $verified times ($midwrite killed with a save not yet committed); --resume auto finished at step 80, verified"
 
 # 4. dp2 ZeRO-1
