@@ -88,14 +88,29 @@ CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=c
 NVFLAGS   := -O2 -std=c++17 $(CUDA_ARCH) -fmad=false -prec-div=true -prec-sqrt=true -Isrc -Itests \
              -Xcompiler -Wall,-Wextra,-ffp-contract=off -Xptxas -warn-spills -Werror all-warnings
 CUDA_SRC  := $(sort $(wildcard src/cuda/*.cu))
-CUDA_HDR  := $(shell find src/cuda -name '*.h') src/core/philox.h src/core/dtype.h src/ops/ops.h
+CUDA_HDR  := $(shell find src/cuda -name '*.h') src/core/philox.h src/core/dtype.h src/ops/ops.h \
+             src/ops/kernel_table.h src/device/backend.h src/core/mem.h src/core/error.h
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.cu)
 # the test binaries use only ops/ and core/ of the library: no MPI, no libyaml
 GPU_LDLIBS := $(LDLIBS) -fopenmp -lpthread
 GPU_OBJ   := $(CUDA_SRC:%.cu=build-gpu/obj/%.o)
 GPU_TESTS := $(GPU_TEST_SRC:tests/gpu/%.cu=build-gpu/tests/%)
-gpu: $(GPU_TESTS)
+# the CLI of both GPU builds: the one-process library and CLI of `make MPI=0` (build-nompi/), the CUDA
+# objects (src/cuda/backend.cu is {device} cuda), linked with the C++ driver
+NOMPI_CLI_OBJ := $(CLI_SRC:%.c=build-nompi/obj/%.o)
+.PHONY: nompi-objs
+nompi-objs:
+	@$(MAKE) -s --no-print-directory MPI=0 build-nompi/libmeshtrain.a $(NOMPI_CLI_OBJ)
+ifneq ($(MPI),0)
+build-nompi/libmeshtrain.a $(NOMPI_CLI_OBJ): nompi-objs ;
+endif
+GPU_CLI_LDLIBS := $(LDLIBS) $(CLI_LDLIBS) -fopenmp -lpthread
+gpu: $(GPU_TESTS) build-gpu/meshtrain
 cuda: gpu
+build-gpu/meshtrain: $(GPU_OBJ) nompi-objs
+	@echo "LD $@"
+	@g++ -o $@ $(NOMPI_CLI_OBJ) $(GPU_OBJ) build-nompi/libmeshtrain.a $(GPU_CLI_LDLIBS) \
+	  -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
 build-gpu/obj/%.o: %.cu $(CUDA_HDR)
 	@mkdir -p $(dir $@)
 	@echo "NVCC $<"
@@ -113,7 +128,10 @@ EMU_SRC   := $(CUDA_SRC) src/cuda/emu/emu.cc
 EMU_TEST_SRC := $(GPU_TEST_SRC) $(wildcard tests/gpu/emu_*.cu)
 EMU_OBJ   := $(patsubst %,build-gpu-emu/obj/%.o,$(EMU_SRC))
 EMU_TESTS := $(foreach t,$(notdir $(EMU_TEST_SRC:.cu=)),build-gpu-emu/tests/$(t) build-gpu-emu/asan/tests/$(t))
-gpu-emu: $(EMU_TESTS)
+gpu-emu: $(EMU_TESTS) build-gpu-emu/meshtrain
+build-gpu-emu/meshtrain: $(EMU_OBJ) nompi-objs
+	@echo "LD $@"
+	@g++ -pthread -o $@ $(NOMPI_CLI_OBJ) $(EMU_OBJ) build-nompi/libmeshtrain.a $(GPU_CLI_LDLIBS)
 build-gpu-emu/obj/%.o: % $(CUDA_HDR)
 	@mkdir -p $(dir $@)
 	@echo "EMU $<"

@@ -206,7 +206,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     mt_model_flags mf;
     memset(&mf, 0, sizeof mf);
     const char *on_nonfinite = "stop", *slow_rank = NULL;
-    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *offload = NULL, *precision = "fp32", *grad_reduce = "fp32", *gemm = "onednn";
+    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *offload = NULL, *precision = "fp32", *grad_reduce = "fp32", *gemm = "onednn", *device = "cpu";
     int64_t seed = (int64_t)o.seed;
     int help = 0;
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
@@ -302,6 +302,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"bucket-mb", MT_ARG_FLOAT, &o.bucket_mb, "zero 0: all-reduce gradients in buckets of >= MB of whole units, in backward order (default 0 = one per unit)", 0},
         {"no-overlap", MT_ARG_FLAG, &o.no_overlap, "measurement aid: wait for each unit's gradient reduction at once (no overlap with backward)", 0},
         {"precision", MT_ARG_STR, &precision, "fp32 | bf16 | fp16: parameters, gradients and GEMM operands in 16 bits; fp32 master weights (owned ZeRO shard), optimizer state and accumulation (default fp32)", 0},
+        {"device", MT_ARG_STR, &device, "cpu | cuda: where the kernels run (default cpu; cuda needs a `make gpu` or `make gpu-emu` build, one process; docs/usage.md, \"Training on a GPU\")", 0},
         {"gemm", MT_ARG_STR, &gemm, "onednn | openblas: the library of the fp32 GEMMs in the linear layers (default onednn, the faster here; docs/usage.md)", 0},
         {"grad-reduce-dtype", MT_ARG_STR, &grad_reduce, "fp32 | bf16 (with --precision bf16): dtype of the gradient collectives (default fp32)", 0},
         {"loss-scale", MT_ARG_FLOAT, &o.loss_scale, "fp16: initial dynamic loss scale (default 65536)", 0},
@@ -363,6 +364,10 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         goto fail;
     if (mt_dtype_parse(precision, &o.precision)) {
         mt_errorf(&err, "--precision must be fp32, bf16 or fp16, got '%s'", precision);
+        goto fail;
+    }
+    if (mt_device_kind_parse(device, &o.device)) {
+        mt_errorf(&err, "--device must be cpu or cuda, got '%s'", device);
         goto fail;
     }
     if (mt_gemm_lib_parse(gemm, &o.gemm)) {
@@ -510,11 +515,12 @@ static int train_command(int argc, char **argv, const char *stored_from) {
                        mt_family_name(c->family), mt_model_kv_heads(c), mt_model_head_dim(c), c->ffn_dim,
                        (double)c->rope_theta, c->rope_scaling ? " (llama3 scaling)" : "",
                        c->tie_embeddings ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "");
-            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | tp %d%s | pp %d (%s) | zero %d | recompute %s | %s lr %.3g | precision %s | fp32 gemm %s\n",
+            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | tp %d%s | pp %d (%s) | zero %d | recompute %s | %s lr %.3g | precision %s | %s %s\n",
                    c->n_layer, c->n_embd, c->n_head, c->vocab_size, c->padded_vocab, c->seq_len,
                    tr.model.layout.gtotal_params, tr.o.batch, tr.o.batch / (tr.o.micro_batch * tr.dp), tr.o.micro_batch,
                    tr.dp, tr.tp.size, tr.o.sequence_parallel ? " + sp" : "", tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute), mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr,
-                   mt_dtype_name(tr.o.precision), mt_gemm_lib_name(tr.o.gemm));
+                   mt_dtype_name(tr.o.precision), tr.o.device == MT_DEVICE_CUDA ? "device" : "fp32 gemm",
+                   tr.o.device == MT_DEVICE_CUDA ? "cuda" : mt_gemm_lib_name(tr.o.gemm));
             if (mt_adapter_spec_active(&c->adapters))
                 printf("trained: %zu parameters (%s%s%s); frozen: %zu%s%s\n", tr.model.layout.gtotal_params,
                        c->adapters.kind == MT_PEFT_NONE ? "--freeze '" : mt_peft_kind_name(c->adapters.kind),

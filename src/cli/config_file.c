@@ -36,7 +36,7 @@ static const struct {
     {"parallel", {"dp", "tp", "pp", "sequence-parallel", "pp-schedule", "pp-chunks", "pp-layers", "zero", "shard-group",
                   "bucket-mb", "zeropp-hpz", "zeropp-qwz", "zeropp-qgz", "ranks-per-node", "timeout", "recompute",
                   "no-overlap"}},
-    {"precision", {"precision", "gemm", "grad-reduce-dtype", "loss-scale", "loss-scale-window"}},
+    {"precision", {"precision", "device", "gemm", "grad-reduce-dtype", "loss-scale", "loss-scale-window"}},
     {"checkpoint", {"ckpt-dir", "ckpt-every", "ckpt-async", "resume", "allow-schedule-change", "on-nonfinite"}},
     {"logging", {"metrics", "peak-gflops", "log-file", "log-every", "eval-every", "eval-batches", "eval-batch", "profile", "trace",
                  "report-json"}},

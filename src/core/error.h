@@ -17,7 +17,12 @@ int mt_errorf(mt_error *e, const char *fmt, ...) __attribute__((format(printf, 2
 
 /* Prints "meshtrain: fatal: <msg>" to stderr and exits the process with
  * status 2. Under MPI the launcher then tears the job down. */
-_Noreturn void mt_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#ifdef __cplusplus /* the CUDA sources include this header (cuda/backend.cu) */
+[[noreturn]]
+#else
+_Noreturn
+#endif
+void mt_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Library messages (and comments) name a run's options in braces,
  * "{micro-batch} 3 must divide {batch} 8", never as one front end's flags:

@@ -11,7 +11,7 @@
 #ifdef MT_CUDA_EMU
 #include "cuda/emu/emu.h"
 #define MT_LAUNCH(kernel, grid, block, shmem, stream, ...) \
-    ::mt_emu::launch((grid), (block), (shmem), (stream), [=]() { kernel(__VA_ARGS__); })
+    ::mt_emu::launch_kernel((grid), (block), (shmem), (stream), kernel, __VA_ARGS__)
 #define MT_DYNAMIC_SHARED(T, name) T *name = (T *)::mt_emu::dynamic_shared()
 #else
 #include <cuda_runtime.h>

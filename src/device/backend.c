@@ -13,6 +13,38 @@ const char *mt_gemm_lib_name(mt_gemm_lib lib) { return lib == MT_GEMM_OPENBLAS ?
 
 const char *mt_device_kind_name(mt_device_kind k) { return k == MT_DEVICE_CUDA ? "cuda" : "cpu"; }
 
+int mt_device_kind_parse(const char *name, mt_device_kind *out) {
+    if (!strcmp(name, "cpu")) *out = MT_DEVICE_CPU;
+    else if (!strcmp(name, "cuda")) *out = MT_DEVICE_CUDA;
+    else return -1;
+    return 0;
+}
+
+/* The CUDA backend's entry points. Weak here so that the CPU build links
+ * without CUDA and refuses {device} cuda; src/cuda/backend.cu (linked into
+ * the `make gpu` and `make gpu-emu` binaries) defines the real ones. */
+__attribute__((weak)) int mt_cuda_backend_open(mt_backend *be, mt_error *err) {
+    (void)be;
+    return mt_errorf(err, "{device} cuda: this meshtrain was built without CUDA: build it with `make gpu` (a GPU "
+                          "machine) or `make gpu-emu` (the CPU emulation), or use {device} cpu");
+}
+__attribute__((weak)) void mt_cuda_backend_close(mt_backend *be) { (void)be; }
+__attribute__((weak)) void mt_cuda_backend_sync(mt_backend *be) { (void)be; }
+
+int mt_backend_open(mt_backend *be, mt_device_kind kind, mt_gemm_lib gemm, mt_error *err) {
+    *be = mt_backend_cpu(gemm);
+    if (kind == MT_DEVICE_CPU) return 0;
+    return mt_cuda_backend_open(be, err);
+}
+
+void mt_backend_close(mt_backend *be) {
+    if (be->kind == MT_DEVICE_CUDA) mt_cuda_backend_close(be);
+}
+
+void mt_backend_sync(mt_backend *be) {
+    if (be->kind == MT_DEVICE_CUDA) mt_cuda_backend_sync(be);
+}
+
 mt_backend mt_backend_cpu(mt_gemm_lib gemm) {
     mt_backend be = {.kind = MT_DEVICE_CPU, .gemm = gemm, .nthreads = omp_get_max_threads()};
     return be;

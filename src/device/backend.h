@@ -9,6 +9,7 @@
 #ifndef MT_DEVICE_BACKEND_H
 #define MT_DEVICE_BACKEND_H
 #include <stddef.h>
+#include "core/error.h"
 #include "core/mem.h"
 
 typedef enum { MT_DEVICE_CPU = 0, MT_DEVICE_CUDA } mt_device_kind;
@@ -54,6 +55,18 @@ typedef struct mt_backend {
 
 /* The CPU backend on library gemm with the current OpenMP thread count. */
 mt_backend mt_backend_cpu(mt_gemm_lib gemm);
+/* The backend of device kind ({device} cpu | cuda): the CPU's, or the CUDA
+ * backend (src/cuda/backend.cu: a stream, a GEMM handle, its kernel table
+ * and allocator) in a build that has one (`make gpu`, `make gpu-emu`);
+ * elsewhere {device} cuda is refused with one line. 0 or -1 with err set. */
+int mt_backend_open(mt_backend *be, mt_device_kind kind, mt_gemm_lib gemm, mt_error *err);
+/* Releases a device backend (after every buffer of its memory was freed). */
+void mt_backend_close(mt_backend *be);
+/* Waits for the work queued on the device: the host is about to write or
+ * read memory its kernels use (a no-op on the CPU). */
+void mt_backend_sync(mt_backend *be);
+/* "cpu" | "cuda": 0, or -1 for any other name. */
+int mt_device_kind_parse(const char *name, mt_device_kind *out);
 const char *mt_device_kind_name(mt_device_kind k);
 /* Makes mem allocate through the backend's allocator (every later
  * mt_mem_alloc_at of a device or pinned buffer). */

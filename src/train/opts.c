@@ -39,7 +39,34 @@ mt_opt_config mt_train_opts_optimizer_config(const mt_train_opts *o) {
     return c;
 }
 
+/* What the CUDA backend does not run yet (its kernel table has no entry for
+ * the ops these need, or they need more than one process): refused before
+ * the run starts, naming the option, rather than failing mid-step. */
+static int check_cuda(const mt_train_opts *op, int world_size, mt_error *err) {
+    const char *what = NULL;
+    const mt_adapter_spec *a = &op->cfg.adapters;
+    if (world_size > 1 || op->mesh.dp > 1) what = "more than one process ({dp} > 1)";
+    else if (op->mesh.tp > 1) what = "{tp} > 1 (the vocabulary-parallel loss and tensor-parallel layers)";
+    else if (op->mesh.pp > 1) what = "{pp} > 1";
+    else if (a->kind != MT_PEFT_NONE) what = a->kind == MT_PEFT_LORA ? "{peft} lora" : "{peft} ia3";
+    else if (a->quant) what = "{quantize-base}";
+    else if (a->int8_threshold > 0.0f) what = "{int8-threshold}";
+    else if (op->zeropp_hpz || op->zeropp_qwz || op->zeropp_qgz) what = "ZeRO++ ({zeropp-hpz}, {zeropp-qwz}, {zeropp-qgz})";
+    else if (op->opt.kind != MT_OPT_ADAMW && op->opt.kind != MT_OPT_ADAM && op->opt.kind != MT_OPT_SGD)
+        what = op->opt.kind == MT_OPT_ADAFACTOR ? "{optimizer} adafactor"
+               : op->opt.kind == MT_OPT_ADAGRAD ? "{optimizer} adagrad"
+                                                : "{optimizer} adamw8bit";
+    else if (op->offload_dir) what = "{offload-optimizer}";
+    else if (op->precision == MT_FP16) what = "{precision} fp16";
+    else if (op->dump_grads) what = "{dump-grads}";
+    if (!what) return 0;
+    return mt_errorf(err, "%s is not yet supported on {device} cuda (it runs adamw, adam or sgd on one GPU, fp32 or "
+                          "bf16, without adapters): use {device} cpu for it",
+                     what);
+}
+
 int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
+    if (op->device == MT_DEVICE_CUDA && check_cuda(op, world_size, err)) return -1;
     if (op->sequence_parallel && op->mesh.tp < 2)
         return mt_errorf(err, "{sequence-parallel} splits the tensor-parallel group's rows: it needs {tp} > 1, got {tp} %d",
                          op->mesh.tp);

@@ -159,6 +159,7 @@ static int is_last_stage(const mt_trainer *tr, int c) { return mt_pp_is_last_sta
  * sample ids: dropout masks are keyed by them). */
 static void fill(mt_trainer *tr, mt_loader *ld, uint64_t first) {
     mt_acts *a = &tr->model.acts;
+    mt_backend_sync(&tr->be); /* the previous microbatch's kernels may still read them */
     mt_loader_fill(ld, first, a->B, a->tokens, a->targets, a->sample_ids);
     a->packed = mt_loader_fill_docs(ld, first, a->B, a->doc_start, a->pos); /* packed samples: documents, positions */
 }

@@ -235,7 +235,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     int rc = mt_pipeline_plan(tr, &part, own_layer, err);
     part.tp = &tr->tp;
     part.precision = op->precision;
-    tr->be = mt_backend_cpu(op->gemm);
+    if (!rc && mt_backend_open(&tr->be, op->device, op->gemm, err)) rc = -1;
     mt_backend_attach_mem(&tr->be, &tr->mem);
     part.be = &tr->be;
     part.defer_params = 1; /* ZeRO's init materialises one unit at a time: no full fp32 model at start-up */
@@ -777,4 +777,5 @@ void mt_trainer_free(mt_trainer *tr) {
     free(tr->val_tokens);
     free(tr->train_flags);
     free(tr->val_flags);
+    mt_backend_close(&tr->be); /* after every buffer of its memory */
 }

@@ -131,6 +131,13 @@ namespace mt_emu {
  * one), then queues the grid on the stream. body is the kernel call with
  * its arguments captured by value. */
 void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body);
+/* A kernel launch as `kernel<<<>>>(args...)`: the arguments are evaluated
+ * and copied now, at the launch (a pointer argument's target may be gone
+ * when the queued kernel runs, as on a GPU), and passed to every thread. */
+template <class... P, class... A>
+void launch_kernel(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, void (*kernel)(P...), A... args) {
+    launch(grid, block, shmem, s, [=]() { kernel(args...); });
+}
 /* Queues host work on a stream (the emulated cuBLAS computes there). */
 cudaError_t enqueue_host(cudaStream_t s, std::function<void()> fn);
 /* Whether [p, p + bytes) lies inside one device allocation. */
