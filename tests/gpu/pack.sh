@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # `make gpu-pack`: a folder to carry to a bare GPU machine (CUDA 13 and PyTorch there; no Open
-# MPI, oneDNN, OpenBLAS): the GPU test binaries of build-gpu/tests, tests/gpu/run.sh and
-# torch_bench.py, and every shared library the binaries need that is neither CUDA's nor libc's
-# (found with ldd), xz-compressed into lib.tar.xz (run.sh unpacks it into a temporary folder).
+# MPI, oneDNN, OpenBLAS): the GPU test binaries of build-gpu/tests and the one-process CLI
+# build-gpu/meshtrain, tests/gpu/run.sh, torch_bench.py and compare_losses.py, every shared
+# library the binaries need that is neither CUDA's nor libc's (found with ldd), xz-compressed into
+# lib.tar.xz (run.sh unpacks it into a temporary folder), and the whole-step parity's inputs: the
+# byte-level corpus tokens (data/d_train.bin) and the CPU build's losses of every run of
+# tests/gpu/parity_runs.txt (golden/NAME.jsonl, trained here by build/meshtrain).
 # Usage: bash tests/gpu/pack.sh DIR   (fails if DIR would exceed 48 MiB)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: pack.sh DIR}
 rm -rf "$out" && mkdir -p "$out/bin" "$out/lib.d"
-cp build-gpu/tests/* "$out/bin/"
-cp tests/gpu/run.sh tests/gpu/torch_bench.py "$out/"
+cp build-gpu/tests/* build-gpu/meshtrain "$out/bin/"
+cp tests/gpu/run.sh tests/gpu/torch_bench.py tests/gpu/compare_losses.py tests/gpu/parity_runs.txt "$out/"
+bash tests/gpu/golden.sh build/meshtrain "$out"
 for b in "$out"/bin/*; do
     ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
 done | sort -u | while read -r lib; do

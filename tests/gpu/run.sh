@@ -3,10 +3,15 @@
 #  1. probe: nvidia-smi, the test binary's libraries (ldd), compute-sanitizer;
 #  2. every CUDA kernel against its CPU reference (test_kernels), and 10 training steps of a
 #     1-layer GPT-2 and Llama composed of the kernels against the CPU ops (test_step);
-#  3. compute-sanitizer memcheck on both, racecheck on the kernel tests;
-#  4. tests/gpu/torch_bench.py (PyTorch GPT-2 124M, eager and compiled) if PyTorch sees the GPU
+#  3. whole-step parity through the CLI: `meshtrain train --device cuda` (build-gpu/meshtrain) on
+#     every run of parity_runs.txt (GPT-2 and Llama GQA, fp32, 10 AdamW steps), each step's loss
+#     and gradient norm within 1e-5 relative of the CPU build's (golden/, made by golden.sh);
+#  4. the speed of `meshtrain train --device cuda`: GPT-2 124M, bf16, T=1024 (tokens/s, MFU over
+#     989 TFLOP/s), unless MT_GPU_BENCH is 0;
+#  5. compute-sanitizer memcheck on the kernel and step tests, racecheck on the kernel tests;
+#  6. tests/gpu/torch_bench.py (PyTorch GPT-2 124M, eager and compiled) if PyTorch sees the GPU
 #     and MT_GPU_BENCH is not 0;
-# and writes a compact report: $OUT/gpu-report.txt plus one log per step (7 files), or
+# and writes a compact report: $OUT/gpu-report.txt plus one log per step (8 files), or
 # ./gpu-report/ when OUT is unset. Runs from a `make gpu-pack` folder (bin/, lib.tar.xz) or from
 # the repository (build-gpu/tests, built by `make gpu` if missing). Without a GPU it prints one
 # line and exits 77 (skipped, never passed); exit 1 when a step failed.
@@ -17,7 +22,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
     exit 77
 fi
 if [ -d "$here/bin" ]; then # a gpu-pack folder
-    bin=$here/bin bench=$here/torch_bench.py
+    bin=$here/bin bench=$here/torch_bench.py gold=$here
     libdir=$(mktemp -d)
     trap 'rm -rf "$libdir"' EXIT
     tar -C "$libdir" -xJf "$here/lib.tar.xz" 2>/dev/null ||
@@ -27,9 +32,14 @@ if [ -d "$here/bin" ]; then # a gpu-pack folder
 else # the repository
     root=$(cd "$here/../.." && pwd)
     bin=$root/build-gpu/tests bench=$here/torch_bench.py
-    [ -x "$bin/test_kernels" ] || make -C "$root" -s gpu || { echo "FAIL: make gpu"; exit 1; }
+    [ -x "$bin/test_kernels" ] && [ -x "$root/build-gpu/meshtrain" ] || make -C "$root" -s gpu || { echo "FAIL: make gpu"; exit 1; }
+    cp "$root/build-gpu/meshtrain" "$bin/"
+    gold=$(mktemp -d)
+    trap 'rm -rf "$gold"' EXIT
+    bash "$here/golden.sh" "$root/build/meshtrain" "$gold" || { echo "FAIL: the golden CPU losses (make; golden.sh)"; exit 1; }
     export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 fi
+tmp=$(mktemp -d)
 out=${OUT:-$PWD/gpu-report}
 mkdir -p "$out"
 rep=$out/gpu-report.txt
@@ -52,12 +62,70 @@ missing=$(ldd "$bin/test_kernels" | grep 'not found' || true)
 if [ -n "$missing" ]; then
     say "FAIL probe: libraries not found:"; say "$missing"; exit 1
 fi
-ldd "$bin/test_kernels" | awk '{print $1, $3}' > "$out/probe.log"
-say "probe: every library found ($(grep -c . "$out/probe.log") in probe.log)"
+missing=$(ldd "$bin/meshtrain" | grep 'not found' || true)
+if [ -n "$missing" ]; then
+    say "FAIL probe: libraries of meshtrain not found:"; say "$missing"; exit 1
+fi
+say "probe: every library of test_kernels ($(ldd "$bin/test_kernels" | grep -c '=>')) and meshtrain ($(ldd "$bin/meshtrain" | grep -c '=>')) found"
 san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 step "kernel tests" 120 kernels.log "$bin/test_kernels"
 grep '^FAIL' "$out/kernels.log" | tee -a "$rep"
 step "training steps (GPT-2, Llama) vs the CPU ops" 120 steps.log "$bin/test_step"
+# 3. whole-step parity through the CLI, against the CPU build's losses
+parity() {
+    local common name flags r=0
+    common=$(awk '$1 == "COMMON" {$1 = ""; print}' "$here/parity_runs.txt")
+    while read -r name flags; do
+        echo "== $name: train --device cuda $common $flags"
+        # shellcheck disable=SC2086
+        "$bin/meshtrain" train --train "$gold/data/d_train.bin" $common $flags --device cuda \
+            --metrics "$tmp/$name.jsonl" || { echo "FAIL $name: train exited $?"; r=1; continue; }
+        python3 "$here/compare_losses.py" "$gold/golden/$name.jsonl" "$tmp/$name.jsonl" "$name" 1e-5 || r=1
+    done < <(grep -v '^#\|^COMMON' "$here/parity_runs.txt")
+    return $r
+}
+export bin gold tmp here
+export -f parity # step runs it under timeout, in a child bash
+step "whole-step parity, train --device cuda vs the CPU build (fp32, 10 steps)" 120 parity.log bash -c parity
+grep -h '^ok\|^FAIL' "$out/parity.log" | tee -a "$rep"
+# 4. the speed of train --device cuda: GPT-2 124M bf16 T=1024 on random tokens
+bench() {
+    # a GPT-2 token shard (data/shard.h: 256-int header, magic 20240520, version 1, count; uint16 tokens)
+    python3 - "$tmp/bench.bin" <<'PY' || return 1
+import random, struct, sys
+n = 1 << 21
+random.seed(1)
+hdr = [20240520, 1, n] + [0] * 253
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", *hdr))
+    f.write(struct.pack(f"<{n}H", *(random.randrange(50257) for _ in range(n))))
+PY
+    local b
+    for b in ${MT_GPU_BENCH_BATCH:-16 8 4}; do
+        echo "== batch $b"
+        "$bin/meshtrain" train --model gpt2 --train "$tmp/bench.bin" --batch "$b" --precision bf16 --steps 12 \
+            --lr 3e-4 --log-every 1 --peak-gflops 989000 --metrics "$tmp/bench.jsonl" && break
+        rm -f "$tmp/bench.jsonl"
+    done
+    [ -s "$tmp/bench.jsonl" ] || { echo "FAIL: no batch size trained"; return 1; }
+    python3 - "$tmp/bench.jsonl" "$b" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in rows if "tokens_per_s" in r][2:]  # the first two steps warm up
+tok = statistics.median(r["tokens_per_s"] for r in rows)
+flops = 6 * 124.44e6 * tok + 6 * 12 * 768 * 1024 * tok  # 6N per token plus attention (12 L C T)
+print(f"meshtrain GPT-2 124M bf16 T=1024 batch {sys.argv[2]}: {tok:.0f} tokens/s (median of {len(rows)} steps), "
+      f"MFU {100 * flops / 989e12:.1f}% of 989 TFLOP/s" +
+      (f"; its own mfu field {statistics.median(r['mfu'] for r in rows):.3f}" if all("mfu" in r for r in rows) else ""))
+PY
+}
+export -f bench
+if [ "${MT_GPU_BENCH:-1}" != 0 ]; then
+    step "meshtrain speed (GPT-2 124M bf16 T=1024, --device cuda)" 150 bench.log bash -c bench
+    grep -h '^meshtrain GPT-2' "$out/bench.log" | tee -a "$rep"
+else
+    say "meshtrain speed: not run (MT_GPU_BENCH=0)"
+fi
 if [ -n "$san" ]; then
     step "memcheck" 240 memcheck.log sh -c "'$san' --tool memcheck --error-exitcode 3 '$bin/test_kernels' &&
         '$san' --tool memcheck --error-exitcode 3 '$bin/test_step'"
@@ -70,5 +138,6 @@ if [ "${MT_GPU_BENCH:-1}" != 0 ] && python3 -c 'import torch, sys; sys.exit(0 if
 else
     say "torch_bench: not run (MT_GPU_BENCH=0 or no PyTorch with CUDA)"
 fi
+rm -rf "$tmp"
 say "result: $([ $rc -eq 0 ] && echo all steps passed || echo a step FAILED)"
 exit $rc
