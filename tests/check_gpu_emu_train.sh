@@ -10,7 +10,8 @@
 #  - Llama bf16: the same 10 steps within 1e-3 relative (16-bit operands
 #    rounded after differently ordered fp32 sums);
 #  - features without CUDA kernels yet are refused before the run with one
-#    line naming them, and the CPU build refuses --device cuda.
+#    line naming them (packed samples included), and the CPU build refuses
+#    --device cuda.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 one_thread
@@ -47,6 +48,13 @@ run llama_gqa_bf16 1e-3 $LLAMA --precision bf16
 
 # what the CUDA backend has no kernels for yet: refused before the run, naming the option
 one="$BASE --layers 1 --dim 32 --heads 2 --steps 1"
+$PY - "$W/docs.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(200):
+        f.write(json.dumps({"prompt": f"q{i % 7} ->", "completion": f" a{i % 5}"}) + "\n")
+PY
+$M tokenize --format jsonl --tokenizer byte --seq-len 32 --packing --out "$W/p" "$W/docs.jsonl" >"$W/tok.log"
 # shellcheck disable=SC2086
 {
     expect_failure "\-\-peft lora is not yet supported on --device cuda" $E train $one --device cuda --peft lora
@@ -55,6 +63,8 @@ one="$BASE --layers 1 --dim 32 --heads 2 --steps 1"
     expect_failure "ZeRO++ .* is not yet supported on --device cuda" $E train $one --device cuda --zero 3 --zeropp-qwz
     expect_failure "\-\-precision fp16 is not yet supported on --device cuda" $E train $one --device cuda --precision fp16
     expect_failure "\-\-tp > 1 .* is not yet supported on --device cuda" $E train $one --device cuda --tp 2
+    expect_failure "packed samples (a window of .* holds several documents) are not yet supported on --device cuda" \
+        $E train $one --train "$W/p_train.bin" --device cuda
     expect_failure "\-\-device must be cpu or cuda, got 'gpu'" $E train $one --device gpu
     expect_failure "\-\-device cuda: this meshtrain was built without CUDA" $M train $one --device cuda
 }

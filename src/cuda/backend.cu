@@ -139,6 +139,9 @@ void k_gelu_bias_backward(mt_backend *be, float *dpre, float *dbias, const float
 mt_cuda_attn_dropout attn_drop(const mt_attn_dropout *d) {
     mt_cuda_attn_dropout c;
     memset(&c, 0, sizeof c);
+    // the trainer refuses packed samples on {device} cuda up front; this keeps a caller that did not from
+    // silently attending across documents
+    if (d && d->doc_start) mt_die("attention over packed documents has no kernel on the cuda backend yet");
     if (d) {
         c.d = d->d;
         c.sample_ids = d->sample_ids;

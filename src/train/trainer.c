@@ -177,6 +177,10 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
             return -1;
         tr->has_val = 1;
     }
+    if (op->device == MT_DEVICE_CUDA && (tr->train_ld.packed || (tr->has_val && tr->val_ld.packed)))
+        return mt_errorf(err, "packed samples (a window of %s holds several documents) are not yet supported on "
+                              "{device} cuda: use {device} cpu, or a shard tokenized without packing",
+                         tr->train_ld.packed ? op->train_path : op->val_path);
     return 0;
 }
 
