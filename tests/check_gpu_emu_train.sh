@@ -9,6 +9,7 @@
 #    and row reductions sum in another order than oneDNN and the CPU ops);
 #  - Llama bf16: the same 10 steps within 1e-3 relative (16-bit operands
 #    rounded after differently ordered fp32 sums);
+#  - eval --device cuda prints the CPU's validation loss (6 digits);
 #  - features without CUDA kernels yet are refused before the run with one
 #    line naming them (packed samples included), and the CPU build refuses
 #    --device cuda.
@@ -46,6 +47,14 @@ run llama_gqa_fp32 1e-6 $LLAMA
 # shellcheck disable=SC2086
 run llama_gqa_bf16 1e-3 $LLAMA --precision bf16
 
+# eval --device cuda: the validation loss of a CPU-trained checkpoint, printed to 6 digits, equals the CPU's
+$M train $BASE --layers 2 --dim 48 --heads 4 --steps 3 --ckpt-dir "$W/ck" >/dev/null 2>&1 || { echo "FAIL: train for eval"; exit 1; }
+$M eval --ckpt "$W/ck" --val "$W/d_val.bin" --batch 4 --batches 3 >"$W/eval.cpu" 2>&1 || { cat "$W/eval.cpu"; exit 1; }
+$E eval --ckpt "$W/ck" --val "$W/d_val.bin" --batch 4 --batches 3 --device cuda >"$W/eval.cuda" 2>&1 ||
+    { cat "$W/eval.cuda"; echo "FAIL: eval --device cuda"; exit 1; }
+cmp "$W/eval.cpu" "$W/eval.cuda" || { cat "$W/eval.cpu" "$W/eval.cuda"; echo "FAIL: eval --device cuda differs"; exit 1; }
+echo "ok: eval --device cuda: $(cat "$W/eval.cuda")"
+
 # what the CUDA backend has no kernels for yet: refused before the run, naming the option
 one="$BASE --layers 1 --dim 32 --heads 2 --steps 1"
 $PY - "$W/docs.jsonl" <<'PY'
@@ -67,4 +76,5 @@ $M tokenize --format jsonl --tokenizer byte --seq-len 32 --packing --out "$W/p" 
         $E train $one --train "$W/p_train.bin" --device cuda
     expect_failure "\-\-device must be cpu or cuda, got 'gpu'" $E train $one --device gpu
     expect_failure "\-\-device cuda: this meshtrain was built without CUDA" $M train $one --device cuda
+    expect_failure "\-\-device cuda: this meshtrain was built without CUDA" $M eval --ckpt "$W/ck" --val "$W/d_val.bin" --device cuda
 }

@@ -128,7 +128,7 @@ static int dump_logits(const char *ckpt, const char *ids_path, const char *out, 
 }
 
 int mt_cli_eval(int argc, char **argv) {
-    const char *ckpt = NULL, *val = NULL, *dump = NULL, *ids = NULL;
+    const char *ckpt = NULL, *val = NULL, *dump = NULL, *ids = NULL, *device = "cpu";
     int batch = 8, batches = 0, help = 0, greedy = 0;
     mt_arg spec[] = {
         {"ckpt", MT_ARG_STR, &ckpt, "checkpoint directory", 0},
@@ -139,10 +139,20 @@ int mt_cli_eval(int argc, char **argv) {
         {"greedy", MT_ARG_INT, &greedy, "with --dump-logits: then print this many greedy tokens' ids", 0},
         {"batch", MT_ARG_INT, &batch, "sequences per forward pass (default 8)", 0},
         {"batches", MT_ARG_INT, &batches, "evaluate at most this many batches (default: the whole file)", 0},
+        {"device", MT_ARG_STR, &device, "cpu | cuda: where the --val forward passes run (default cpu; cuda needs a `make gpu` or `make gpu-emu` build)", 0},
         {"help", MT_ARG_FLAG, &help, "show this help", 0},
     };
     mt_error err = {{0}};
     if (mt_args_parse(argc, argv, spec, NARGS(spec), NULL, 0, NULL, &err)) return mt_cli_fail("eval", &err);
+    mt_device_kind kind;
+    if (mt_device_kind_parse(device, &kind)) {
+        mt_errorf(&err, "--device must be cpu or cuda, got '%s'", device);
+        return mt_cli_fail("eval", &err);
+    }
+    if (kind == MT_DEVICE_CUDA && (dump || ids || greedy)) {
+        mt_errorf(&err, "--dump-logits is not yet supported on --device cuda (the decode step runs on the CPU): drop --device");
+        return mt_cli_fail("eval", &err);
+    }
     if (help) {
         mt_args_usage("eval", "--ckpt DIR --val FILE | --ckpt DIR --dump-logits FILE --ids FILE", spec, NARGS(spec));
         return 0;
@@ -174,9 +184,16 @@ int mt_cli_eval(int argc, char **argv) {
         mt_train_read_flags(val, &flags, &window, &err) ||
         (flags && mt_loader_set_flags(&ld, flags, window, val, &err)))
         return mt_cli_fail("eval", &err);
-    mt_backend be = mt_backend_cpu(MT_GEMM_DEFAULT);
+    if (kind == MT_DEVICE_CUDA && ld.packed) {
+        mt_errorf(&err, "packed samples (a window of %s holds several documents) are not yet supported on --device "
+                        "cuda: use --device cpu", val);
+        return mt_cli_fail("eval", &err);
+    }
+    mt_backend be;
+    if (mt_backend_open(&be, kind, MT_GEMM_DEFAULT, &err)) return mt_cli_fail("eval", &err);
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
+    mt_backend_attach_mem(&be, &mem);
     mt_model m;
     mt_model_create(&m, &be, &info.cfg, batch, info.cfg.seq_len, 0, &mem);
     if (mt_model_load_checkpoint(&m, ckpt, &err)) return mt_cli_fail("eval", &err);
@@ -185,6 +202,7 @@ int mt_cli_eval(int argc, char **argv) {
     mt_fwd_ctx fc = {0, 0, 0.0f, 0.0f};
     double sum = 0;
     for (int k = 0; k < nb; k++) {
+        mt_backend_sync(&be); /* the previous batch's kernels may still read the rows */
         mt_loader_fill(&ld, (uint64_t)k * batch, batch, m.acts.tokens, m.acts.targets, m.acts.sample_ids);
         m.acts.packed = mt_loader_fill_docs(&ld, (uint64_t)k * batch, batch, m.acts.doc_start, m.acts.pos);
         double l = mt_model_forward(&m, &fc, 0.0f);
@@ -203,6 +221,7 @@ int mt_cli_eval(int argc, char **argv) {
     printf("val_loss %.6f over %d batches (%.0f tokens) of %s at step %lld\n", sum / tokens, nb, tokens, val,
            (long long)info.step);
     mt_model_free(&m);
+    mt_backend_close(&be);
     mt_loader_free(&ld);
     free(tok);
     free(flags);

@@ -70,6 +70,12 @@ void mt_mem_free_at(mt_mem *m, mt_mem_place pl, mt_mem_cat cat, void *p, size_t 
     else free(p);
 }
 
+void mt_mem_drop_at(mt_mem *m, mt_mem_place pl, void *p) {
+    if (!p) return;
+    if (m && m->allocator && pl != MT_PLACE_HOST) m->allocator->free(m->allocator->ctx, pl, p);
+    else free(p);
+}
+
 void *mt_mem_alloc(mt_mem *m, mt_mem_cat cat, size_t bytes, const char *what) {
     return mt_mem_alloc_at(m, MT_PLACE_HOST, cat, bytes, what);
 }

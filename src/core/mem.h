@@ -58,6 +58,10 @@ void mt_mem_free(mt_mem *m, mt_mem_cat cat, void *p, size_t bytes);
  * placement and category it was allocated with (a mismatch dies). */
 void *mt_mem_alloc_at(mt_mem *m, mt_mem_place pl, mt_mem_cat cat, size_t bytes, const char *what);
 void mt_mem_free_at(mt_mem *m, mt_mem_place pl, mt_mem_cat cat, void *p, size_t bytes);
+/* Frees p of placement pl without touching the accounting (through the
+ * allocator that made it: free() is wrong for device memory): the wholesale
+ * release of a model's activations and scratch, whose counts are reset. */
+void mt_mem_drop_at(mt_mem *m, mt_mem_place pl, void *p);
 /* Bytes held at placement pl, every category together. */
 size_t mt_mem_placed_total(const mt_mem *m, mt_mem_place pl);
 size_t mt_mem_total(const mt_mem *m);

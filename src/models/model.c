@@ -223,14 +223,18 @@ void mt_model_use_slot(mt_model *m, int k) {
     m->acts = m->slots[k];
 }
 
-static void free_slot(mt_acts *a, int L, mt_block_acts *shared) {
-    free(a->tokens); free(a->targets); free(a->sample_ids); free(a->doc_start); free(a->pos); free(a->encoded);
+/* Activations and scratch are device memory, released wholesale (their
+ * accounting is reset) through the allocator that made them. */
+#define DROP(p) mt_mem_drop_at(mem, MT_PLACE_DEVICE, (p))
+
+static void free_slot(mt_mem *mem, mt_acts *a, int L, mt_block_acts *shared) {
+    DROP(a->tokens); DROP(a->targets); DROP(a->sample_ids); DROP(a->doc_start); DROP(a->pos); DROP(a->encoded);
     for (int i = 0; i < L; i++)
         for (int k = 0; k < MT_MAX_BLOCK_BUFS; k++)
-            if (a->blocks[i].b[k] != shared->b[k]) free(a->blocks[i].b[k]);
+            if (a->blocks[i].b[k] != shared->b[k]) DROP(a->blocks[i].b[k]);
     free(a->blocks);
-    for (int k = 0; k < MT_MAX_HEAD_BUFS; k++) free(a->head[k]);
-    free(a->losses);
+    for (int k = 0; k < MT_MAX_HEAD_BUFS; k++) DROP(a->head[k]);
+    DROP(a->losses);
 }
 
 float *mt_model_tensor_data(const mt_model *m, int u, int k) {
@@ -338,6 +342,7 @@ void mt_model_free(mt_model *m) {
     const mt_layout *l = &m->layout;
     free(m->moe_load);
     m->moe_load = NULL;
+    mt_mem *mem = m->mem;
     for (int u = 0; u < l->n_units; u++) {
         mt_mem_free_at(m->mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, m->params[u], l->units[u].numel * sizeof(float));
         mt_mem_free_at(m->mem, MT_PLACE_DEVICE, MT_MEM_GRADS, m->grads[u], l->units[u].numel * sizeof(float));
@@ -365,23 +370,23 @@ void mt_model_free(mt_model *m) {
             }
         free(m->qw[u]);
     }
-    free(m->qw); free(m->qtile); free(m->qtile16); free(m->qrow); free(m->i8scratch);
-    free(m->frozen); free(m->frozen16); free(m->frozen16_version); free(m->gsink); free(m->lora_scratch);
-    free(m->ia3_x); free(m->ia3_d); free(m->ia3_y);
-    free(m->op16[0]); free(m->op16[1]); free(m->opf[0]); free(m->opf[1]); free(m->wbuf);
+    free(m->qw); DROP(m->qtile); DROP(m->qtile16); DROP(m->qrow); DROP(m->i8scratch);
+    free(m->frozen); free(m->frozen16); free(m->frozen16_version); DROP(m->gsink); DROP(m->lora_scratch);
+    DROP(m->ia3_x); DROP(m->ia3_d); DROP(m->ia3_y);
+    DROP(m->op16[0]); DROP(m->op16[1]); DROP(m->opf[0]); DROP(m->opf[1]); DROP(m->wbuf);
     free(m->params);
     free(m->grads);
     free(m->grad_fresh);
     free(m->held);
     /* Activations and scratch: freed wholesale; accounting reset. */
-    if (m->slots) free(m->slots[0].logits); /* shared by the slots */
-    for (int k = 0; k < m->n_slots; k++) free_slot(&m->slots[k], m->cfg.n_layer, &m->shared);
-    for (int k = 0; k < MT_MAX_BLOCK_BUFS; k++) free(m->shared.b[k]);
+    if (m->slots) DROP(m->slots[0].logits); /* shared by the slots */
+    for (int k = 0; k < m->n_slots; k++) free_slot(m->mem, &m->slots[k], m->cfg.n_layer, &m->shared);
+    for (int k = 0; k < MT_MAX_BLOCK_BUFS; k++) DROP(m->shared.b[k]);
     free(m->slots);
     mt_grad_scratch *g = &m->gs;
-    free(g->dresid); free(g->dtmp); free(g->dln);
-    for (int k = 0; k < MT_FAMILY_SCRATCH; k++) free(g->f[k]);
-    free(g->drop_row); free(g->attn_scratch); free(g->gathered); free(g->xent_stats); free(g->xent_lse);
+    DROP(g->dresid); DROP(g->dtmp); DROP(g->dln);
+    for (int k = 0; k < MT_FAMILY_SCRATCH; k++) DROP(g->f[k]);
+    DROP(g->drop_row); DROP(g->attn_scratch); DROP(g->gathered); DROP(g->xent_stats); DROP(g->xent_lse);
     if (m->mem) {
         m->mem->cur[MT_MEM_ACTS] = 0;
         m->mem->cur[MT_MEM_SCRATCH] = 0;
