@@ -210,6 +210,10 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     const char *from = op->init_from ? op->init_from : (op->resume ? op->ckpt_dir : NULL);
     if (agree(world, init_local(tr, from, err), err)) return -1;
     /* the model shape is known (and the same everywhere) from here on */
+    if (op->device == MT_DEVICE_CUDA && op->cfg.family != MT_FAMILY_GPT2 && op->cfg.family != MT_FAMILY_LLAMA)
+        return mt_errorf(err, "{family} %s is not yet supported on {device} cuda (it trains gpt2 and llama): use "
+                              "{device} cpu for it",
+                         mt_family_name(op->cfg.family));
     if (mt_model_tp_check(&op->cfg, op->mesh.tp, err)) return -1;
     if (op->sequence_parallel && ((size_t)op->micro_batch * (size_t)op->cfg.seq_len) % (size_t)op->mesh.tp)
         return mt_errorf(err, "{sequence-parallel} splits the %d x %d token rows of a microbatch over {tp} %d: "
