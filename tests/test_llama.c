@@ -95,7 +95,7 @@ static void test_rope(void) {
     /* Llama 3.1 8B: theta 500000, factor 8, low 1, high 4, original 8192,
      * head_dim 128: high frequencies unchanged, low ones divided by 8 */
     float plain[64], scaled[64];
-    mt_rope_scaling s = {1, 8.0f, 1.0f, 4.0f, 8192};
+    mt_rope_scaling s = {.type = 1, .factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f, .original_max_position = 8192};
     op_rope_inv_freq(BE, plain, 128, 500000.0f, NULL);
     op_rope_inv_freq(BE, scaled, 128, 500000.0f, &s);
     CHECK(scaled[0] == plain[0] && scaled[10] == plain[10], "high frequencies kept");

@@ -186,7 +186,7 @@ static const uint32_t torch_inv_theta1e4[32] = {
 static void test_rope_freq(void) {
     printf("rope frequencies\n");
     enum { HS = 64, H = HS / 2 };
-    mt_rope_scaling s = {1, 8.0f, 1.0f, 4.0f, 8192};
+    mt_rope_scaling s = {.type = 1, .factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f, .original_max_position = 8192};
     float f[H], plain[H];
     double r[H];
     op_rope_inv_freq(BE, plain, HS, 500000.0f, NULL);
@@ -224,7 +224,7 @@ static void test_rope_freq(void) {
         CHECK(diff == 0, "theta %g: %d frequencies differ from PyTorch's", (double)th[k], diff);
     }
     /* type 0 is no scaling */
-    mt_rope_scaling none = {0, 8.0f, 1.0f, 4.0f, 8192};
+    mt_rope_scaling none = {.type = 0, .factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f, .original_max_position = 8192};
     op_rope_inv_freq(BE, f, HS, 500000.0f, &none);
     CHECK(same_bits(f, plain, H), "rope scaling type 0 changed the frequencies");
 }
@@ -233,7 +233,7 @@ static void test_rope_apply(int B, int T, int NH, int NKV, int HS) {
     printf("rope B=%d T=%d NH=%d NKV=%d HS=%d (llama3 theta 5e5)\n", B, T, NH, NKV, HS);
     const int H = HS / 2, N = B * T;
     const size_t ld = (size_t)(NH + 2 * NKV) * HS + 3; /* a fused qkv row and 3 floats more */
-    mt_rope_scaling s = {1, 8.0f, 1.0f, 4.0f, 8192};
+    mt_rope_scaling s = {.type = 1, .factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f, .original_max_position = 8192};
     float *inv = falloc(H), *ct = falloc((size_t)T * H), *st = falloc((size_t)T * H);
     op_rope_inv_freq(BE, inv, HS, 500000.0f, &s);
     op_rope_table(BE, ct, st, inv, T, HS);

@@ -6,8 +6,9 @@ Qwen2ForCausalLM semantics:
   RMSNorm in fp32, x * rsqrt(mean(x^2) + eps) * w;
   rotary embeddings in the half-split ("rotate_half") convention with
   inv_freq = 1 / theta^(arange(0, hd, 2) / hd) in fp32, optionally rescaled
-  as transformers' llama3 rope type (_compute_llama3_parameters), and
-  cos/sin of fp32 position * inv_freq;
+  as transformers' llama3, linear, dynamic or yarn rope types
+  (modeling_rope_utils), and cos/sin of fp32 position * inv_freq, times
+  yarn's attention factor;
   grouped-query attention (query head h reads kv head h // (H / KV)),
   causal softmax with scale 1/sqrt(hd); SwiGLU MLP down(silu(gate(x)) * up(x));
   final norm; lm_head, or the embedding when tied; mean cross-entropy over
@@ -17,7 +18,7 @@ Subcommands:
   init --out DIR --layers L --dim C --heads H --kv-heads KV --ffn F --vocab V
        --max-pos T --rope-theta TH --norm-eps E --tie 0|1 [--qkv-bias 0|1]
        [--head-dim HD] [--rope-scaling llama3 --rope-factor 8 --rope-low 1
-       --rope-high 4 --rope-orig 32] --seed S
+       --rope-high 4 --rope-orig 32] [--rope-json '{"rope_type": "yarn", ...}'] --seed S
       writes DIR/config.json and DIR/model.safetensors (fp32) with random
       weights: matrices N(0, 0.02), norm weights 1 + 0.1 N(0, 1), q/k/v
       biases N(0, 0.02), drawn from torch.Generator().manual_seed(S) in the
@@ -95,12 +96,14 @@ class Cfg:
         self.rope = None
         if rs:
             rt = rs.get("rope_type", rs.get("type"))
-            if rt not in ("llama3", "default"):
-                raise SystemExit(f"rope_scaling type {rt!r} is not supported (llama3 only)")
+            if rt not in ("llama3", "linear", "dynamic", "yarn", "default"):
+                raise SystemExit(f"rope_scaling type {rt!r} is not supported (llama3, linear, dynamic, yarn)")
             if rt == "llama3":
-                self.rope = dict(factor=float(rs["factor"]), low=float(rs["low_freq_factor"]),
+                self.rope = dict(type=rt, factor=float(rs["factor"]), low=float(rs["low_freq_factor"]),
                                  high=float(rs["high_freq_factor"]),
                                  orig=int(rs["original_max_position_embeddings"]))
+            elif rt != "default":
+                self.rope = dict(rs, type=rt, max_pos=self.max_pos)
         if j.get("hidden_act", "silu") != "silu":
             raise SystemExit("hidden_act must be silu")
         if j.get("mlp_bias", False):
@@ -175,12 +178,59 @@ def read_safetensors(path):
 
 # ----------------------------------------------------------------- model ---
 
-def rope_inv_freq(hd, theta, rope=None):
+def rope_inv_freq(hd, theta, rope=None, seq_len=None):
     """transformers' _compute_default_rope_parameters, then (rope) its
-    _compute_llama3_parameters, in fp32."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
-    if rope is None:
-        return inv_freq
+    _compute_llama3_parameters, _compute_linear_scaling_rope_parameters,
+    _compute_dynamic_ntk_parameters (as its dynamic_rope_update calls it in
+    the forward: seq_len = max(position_ids) + 1 as a tensor, so the new base
+    is tensor arithmetic in fp32) or _compute_yarn_parameters, in fp32.
+    Returns (inv_freq, attention_factor)."""
+    default = lambda base: 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    kind = rope["type"] if rope else None
+    if kind == "dynamic":
+        mp, factor = rope["max_pos"], float(rope["factor"])
+        if seq_len is None or seq_len <= mp:  # up to the original context: the plain frequencies
+            return default(theta), 1.0
+        sl = torch.tensor(seq_len, dtype=torch.int64)  # torch.max(position_ids) + 1
+        base = theta * ((factor * sl / mp) - (factor - 1)) ** (hd / (hd - 2))
+        return default(base), 1.0
+    if kind == "yarn":
+        factor = float(rope["factor"])
+        orig = rope.get("original_max_position_embeddings") or rope["max_pos"]
+        attention_factor = rope.get("attention_factor")
+        mscale, mscale_all_dim = rope.get("mscale"), rope.get("mscale_all_dim")
+
+        def get_mscale(scale, m=1):
+            return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+        if attention_factor is None:
+            if mscale and mscale_all_dim:
+                attention_factor = float(get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim))
+            else:
+                attention_factor = get_mscale(factor)
+        beta_fast = rope.get("beta_fast") or 32
+        beta_slow = rope.get("beta_slow") or 1
+
+        def correction_dim(rot):
+            return (hd * math.log(orig / (rot * 2 * math.pi))) / (2 * math.log(theta))
+
+        low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+        if rope.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, hd - 1)
+        if low == high:
+            high += 0.001
+        pos_freqs = theta ** (torch.arange(0, hd, 2).float() / hd)
+        extrapolation = 1.0 / pos_freqs
+        interpolation = 1.0 / (factor * pos_freqs)
+        ramp = torch.clamp((torch.arange(hd // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+        keep = 1 - ramp
+        return interpolation * (1 - keep) + extrapolation * keep, attention_factor
+    inv_freq = default(theta)
+    if kind == "linear":
+        return inv_freq / float(rope["factor"]), 1.0
+    if kind is None:
+        return inv_freq, 1.0
     factor, low, high, old = rope["factor"], rope["low"], rope["high"], rope["orig"]
     low_wavelen, high_wavelen = old / low, old / high
     wavelen = 2 * math.pi / inv_freq
@@ -188,14 +238,14 @@ def rope_inv_freq(hd, theta, rope=None):
     smooth = (old / wavelen - low) / (high - low)
     smoothed = (1 - smooth) * inv / factor + smooth * inv
     medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
-    return torch.where(medium, smoothed, inv)
+    return torch.where(medium, smoothed, inv), 1.0
 
 
 def rope_cos_sin(T, hd, theta, rope=None):
-    inv = rope_inv_freq(hd, theta, rope)
+    inv, attention_factor = rope_inv_freq(hd, theta, rope, seq_len=T)
     freqs = torch.arange(T, dtype=torch.int64).float()[:, None] * inv[None, :]  # [T, hd/2]
     emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos(), emb.sin()
+    return emb.cos() * attention_factor, emb.sin() * attention_factor
 
 
 def rotate_half(x):
@@ -322,7 +372,9 @@ def cmd_init(a):
          "num_attention_heads": a.heads, "num_key_value_heads": a.kv_heads or a.heads,
          "head_dim": a.head_dim or a.dim // a.heads, "num_hidden_layers": a.layers,
          "rms_norm_eps": a.norm_eps, "rope_theta": a.rope_theta, "rope_scaling": None}
-    if a.rope_scaling == "llama3":
+    if a.rope_json:
+        j["rope_scaling"] = json.loads(a.rope_json)
+    elif a.rope_scaling == "llama3":
         j["rope_scaling"] = {"rope_type": "llama3", "factor": a.rope_factor, "low_freq_factor": a.rope_low,
                              "high_freq_factor": a.rope_high, "original_max_position_embeddings": a.rope_orig}
     elif a.rope_scaling != "none":
@@ -448,6 +500,7 @@ def main(argv=None):
                     ("rope_high", float, 4.0), ("rope_orig", int, 8192), ("seed", int, 1337)]:
         p.add_argument("--" + k.replace("_", "-"), type=t, default=d)
     p.add_argument("--rope-scaling", default="none")
+    p.add_argument("--rope-json", default=None, help="config.json's rope_scaling object as given (any type)")
     p = sub.add_parser("train")
     for k in ["model", "data", "out_json"]:
         p.add_argument("--" + k.replace("_", "-"), required=True)

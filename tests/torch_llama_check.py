@@ -49,9 +49,9 @@ def rope_by_hand():
 
 def llama3_scaling():
     hd, theta = 128, 500000.0
-    rope = dict(factor=8.0, low=1.0, high=4.0, orig=8192)
-    base = tl.rope_inv_freq(hd, theta)
-    got = tl.rope_inv_freq(hd, theta, rope)
+    rope = dict(type="llama3", factor=8.0, low=1.0, high=4.0, orig=8192)
+    base = tl.rope_inv_freq(hd, theta)[0]
+    got = tl.rope_inv_freq(hd, theta, rope)[0]
     # Meta's llama3 apply_scaling, scalar by scalar in float64
     want = []
     for f in (1.0 / theta ** (np.arange(0, hd, 2) / hd)):

@@ -8,6 +8,7 @@
 #include "comm/comm.h"
 #include "ckpt/checkpoint.h"
 #include "models/family.h"
+#include "models/llama/llama.h"
 #include "quant/qweight.h"
 #include <math.h>
 #include <stdio.h>
@@ -45,7 +46,7 @@ static int resolve_model(const mt_model_flags *mf, const mt_arg *spec, int nspec
  * another model than asked for). Identical on every rank. */
 static int check_flags_match_checkpoint(const mt_arg *spec, int nspec, const mt_model_flags *mf,
                                         const mt_model_config *asked, const mt_model_config *ck, const char *from,
-                                        mt_error *err) {
+                                        int init, mt_error *err) {
     struct {
         const char *flag;
         double want, have;
@@ -74,6 +75,8 @@ static int check_flags_match_checkpoint(const mt_arg *spec, int nspec, const mt_
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         /* a preset names the model shape as a whole: its main dimensions count as given */
         int given = mt_arg_seen(spec, nspec, f[i].flag) || (mf->preset && i < 4);
+        if (!strcmp(f[i].flag, "seq-len") && init && !mt_family_get(ck->family)->position_table)
+            continue; /* a rotary model trains from its weights at any context */
         if (given && f[i].want != f[i].have)
             return mt_errorf(err, "--%s %g differs from the checkpoint %s, whose model has --%s %g: drop the flag "
                                   "(the checkpoint decides the model) or start a new run",
@@ -93,7 +96,7 @@ static int check_against_checkpoint(const mt_arg *spec, int nspec, const mt_mode
     mt_error ignored = {{0}};
     mt_ckpt_info info;
     if (mt_train_ckpt_peek(from, &info, &ignored)) return 0;
-    if (check_flags_match_checkpoint(spec, nspec, mf, &o->cfg, &info.cfg, from, err)) return -1;
+    if (check_flags_match_checkpoint(spec, nspec, mf, &o->cfg, &info.cfg, from, o->init_from != NULL, err)) return -1;
     if (!o->resume) return 0;
     mt_ckpt *ck = mt_ckpt_open_ex(from, MT_CKPT_NO_VERIFY, &ignored);
     if (!ck) return 0;
@@ -490,6 +493,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     o.cfg.adapters = ad;
     if (ad.kind != MT_PEFT_LORA) o.cfg.adapters.r = 0, o.cfg.adapters.alpha = 0; /* the model config's canonical form */
     if (!rc) rc = check_against_checkpoint(spec, NARGS(spec), &mf, &o, &err);
+    if (o.init_from && mt_arg_seen(spec, NARGS(spec), "seq-len")) o.init_seq_len = o.cfg.seq_len;
     mt_trainer tr;
     memset(&tr, 0, sizeof tr);
     /* reading the data or the checkpoint may fail on one rank only: the ranks agree, so all
@@ -511,9 +515,10 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         const mt_model_config *c = &tr.o.cfg;
         if (rank == 0) {
             if (c->family != MT_FAMILY_GPT2)
-                printf("family %s: kv heads %d, head dim %d, ffn %d, rope theta %g%s, %s head%s\n",
+                printf("family %s: kv heads %d, head dim %d, ffn %d, rope theta %g%s%s%s, %s head%s\n",
                        mt_family_name(c->family), mt_model_kv_heads(c), mt_model_head_dim(c), c->ffn_dim,
-                       (double)c->rope_theta, c->rope_scaling ? " (llama3 scaling)" : "",
+                       (double)c->rope_theta, c->rope_scaling ? " (" : "",
+                       c->rope_scaling ? mt_llama_rope_type_name(c->rope_scaling) : "", c->rope_scaling ? " scaling)" : "",
                        c->tie_embeddings ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "");
             printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | tp %d%s | pp %d (%s) | zero %d | recompute %s | %s lr %.3g | precision %s | %s %s\n",
                    c->n_layer, c->n_embd, c->n_head, c->vocab_size, c->padded_vocab, c->seq_len,

@@ -24,12 +24,12 @@ void mt_model_flags_spec(mt_model_flags *mf, mt_arg out[MT_MODEL_FLAG_COUNT], in
         {"block-norms", MT_ARG_INT, &mf->block_norms,
          "falcon: LayerNorms per block, 1 = one shared (Falcon-7B), 2 = ln_attn and ln_mlp (40B/180B; default 1)", 0},
         {"linear-bias", MT_ARG_INT, &mf->linear_bias, "falcon: 1 = every linear of a block has a bias (HF bias: true; default 0)", 0},
-        {"rope-scaling", MT_ARG_STR, &mf->rope_scaling, "llama: none | llama3 (Llama 3.1 frequency scaling)", 0},
-        {"rope-factor", MT_ARG_FLOAT, &mf->rope_factor, "llama3 rope scaling: factor (default 8)", 0},
+        {"rope-scaling", MT_ARG_STR, &mf->rope_scaling, "llama: none | llama3 (Llama 3.1) | linear | dynamic (NTK) | yarn, as Hugging Face's rope_type", 0},
+        {"rope-factor", MT_ARG_FLOAT, &mf->rope_factor, "rope scaling: factor (llama3: default 8)", 0},
         {"rope-low-freq-factor", MT_ARG_FLOAT, &mf->rope_low, "llama3 rope scaling: low_freq_factor (default 1)", 0},
         {"rope-high-freq-factor", MT_ARG_FLOAT, &mf->rope_high, "llama3 rope scaling: high_freq_factor (default 4)", 0},
         {"rope-original-max-pos", MT_ARG_INT, &mf->rope_orig,
-         "llama3 rope scaling: original_max_position_embeddings (default 8192)", 0},
+         "rope scaling: original_max_position_embeddings (llama3: default 8192; dynamic, yarn: --seq-len)", 0},
         {"moe-experts", MT_ARG_INT, &mf->moe_experts, "llama: mixture of experts, E SwiGLU experts per block (default 0: dense)", 0},
         {"moe-top-k", MT_ARG_INT, &mf->moe_top_k, "llama MoE: experts per token (default 2)", 0},
         {"moe-ffn-dim", MT_ARG_INT, &mf->moe_ffn_dim, "llama MoE: each expert's SwiGLU width (default --ffn-dim)", 0},
@@ -111,21 +111,24 @@ int mt_model_flags_apply(const mt_model_flags *mf, const mt_arg *spec, int nspec
         if (SEEN("norm-eps")) cfg->norm_eps = mf->norm_eps;
         if (SEEN("tie-embeddings")) cfg->tie_embeddings = mf->tie;
         if (SEEN("qkv-bias")) cfg->qkv_bias = mf->qkv_bias;
-        if (SEEN("rope-scaling")) {
-            if (!strcmp(mf->rope_scaling, "none")) cfg->rope_scaling = 0;
-            else if (!strcmp(mf->rope_scaling, "llama3")) cfg->rope_scaling = 1;
-            else return mt_errorf(err, "--rope-scaling must be none or llama3, got '%s'", mf->rope_scaling);
-        }
-        if (cfg->rope_scaling && !cfg->rope_factor) { /* Llama 3.1's values unless given */
+        if (SEEN("rope-scaling") && mt_llama_rope_type_parse(mf->rope_scaling, &cfg->rope_scaling))
+            return mt_errorf(err, "--rope-scaling must be none, llama3, linear, dynamic or yarn, got '%s'",
+                             mf->rope_scaling);
+        if (cfg->rope_scaling == MT_ROPE_LLAMA3 && !cfg->rope_factor) { /* Llama 3.1's values unless given */
             cfg->rope_factor = 8.0f;
             cfg->rope_low_freq_factor = 1.0f;
             cfg->rope_high_freq_factor = 4.0f;
             cfg->rope_original_max_pos = 8192;
         }
+        if (cfg->rope_scaling == MT_ROPE_YARN && SEEN("rope-scaling")) cfg->rope_truncate = 1; /* transformers' default */
         if (SEEN("rope-factor")) cfg->rope_factor = mf->rope_factor;
         if (SEEN("rope-low-freq-factor")) cfg->rope_low_freq_factor = mf->rope_low;
         if (SEEN("rope-high-freq-factor")) cfg->rope_high_freq_factor = mf->rope_high;
         if (SEEN("rope-original-max-pos")) cfg->rope_original_max_pos = mf->rope_orig;
+        if ((cfg->rope_scaling == MT_ROPE_DYNAMIC || cfg->rope_scaling == MT_ROPE_YARN) && !cfg->rope_original_max_pos)
+            cfg->rope_original_max_pos = cfg->seq_len; /* the context trained so far */
+        if (cfg->rope_scaling > MT_ROPE_LLAMA3 && !cfg->rope_factor)
+            return mt_errorf(err, "--rope-scaling %s needs --rope-factor F", mt_llama_rope_type_name(cfg->rope_scaling));
         if (cfg->max_pos < cfg->seq_len) cfg->max_pos = cfg->seq_len;
         if (SEEN("moe-experts")) {
             cfg->num_experts = mf->moe_experts;

@@ -118,7 +118,9 @@ static int check_tensor(const mt_hf_dir *hd, const mt_family *f, const mt_model_
 int mt_hf_config_read(const mt_json *o, mt_model_config *cfg, mt_error *err) {
     memset(cfg, 0, sizeof *cfg);
     if (family_of(o, cfg, err) || mt_family_get(cfg->family)->hf_config_read(o, cfg, err)) return -1;
-    if (cfg->seq_len <= 0) cfg->seq_len = cfg->max_pos > 0 && cfg->max_pos < 4096 ? cfg->max_pos : 4096;
+    /* the context is the config's (transformers' LlamaConfig default 2048 where it names none); a run from
+     * the import may train a shorter one ({seq-len} with {init-from}) */
+    if (cfg->seq_len <= 0) cfg->seq_len = cfg->max_pos > 0 ? cfg->max_pos : 2048;
     if (cfg->max_pos < cfg->seq_len) cfg->max_pos = cfg->seq_len;
     cfg->padded_vocab = mt_pad_vocab(cfg->vocab_size);
     return 0;

@@ -36,7 +36,8 @@ int mt_model_config_validate(const mt_model_config *c, mt_error *err) {
         return mt_errorf(err, "{vocab} must be in 2..16777216, got %d", c->vocab_size);
     if (c->padded_vocab < c->vocab_size || c->padded_vocab > (1 << 24))
         return mt_errorf(err, "padded vocabulary %d is smaller than the vocabulary %d", c->padded_vocab, c->vocab_size);
-    if (c->seq_len < 1 || c->seq_len > 65535) return mt_errorf(err, "{seq-len} must be in 1..65535, got %d", c->seq_len);
+    if (c->seq_len < 1 || c->seq_len > (1 << 24))
+        return mt_errorf(err, "{seq-len} must be in 1..16777216, got %d", c->seq_len);
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f)) return mt_errorf(err, "{dropout} must be in [0, 1), got %g", (double)c->dropout);
     const mt_family *f = mt_family_get(c->family);
     return f->config_validate ? f->config_validate(c, err) : 0;

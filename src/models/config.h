@@ -30,7 +30,7 @@ typedef struct {
     int ffn_dim;      /* SwiGLU intermediate size */
     float norm_eps;   /* RMSNorm epsilon */
     float rope_theta;
-    int rope_scaling; /* 0 none, 1 Llama 3.1 ("llama3") */
+    int rope_scaling; /* ops/ops.h's MT_ROPE_*: 0 none, 1 llama3, 2 linear, 3 dynamic, 4 yarn */
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_max_pos;
     int max_pos;      /* max_position_embeddings (exported; >= seq_len) */
@@ -50,6 +50,9 @@ typedef struct {
     float moe_aux_coef;  /* load-balancing loss coefficient (per block, added to the loss) */
     float moe_z_coef;    /* router z-loss coefficient */
     float moe_capacity;  /* capacity factor: each expert keeps ceil(factor N K / E) slots; 0: dropless */
+    /* yarn's further rope_scaling keys (0: transformers' defaults; rope_truncate 1 = true) */
+    float rope_beta_fast, rope_beta_slow, rope_attention_factor, rope_mscale, rope_mscale_all_dim;
+    int rope_truncate;
     /* What is trained: frozen tensors and adapters (nn/adapter_spec.h); all zero: everything */
     mt_adapter_spec adapters;
 } mt_model_config;

@@ -39,6 +39,9 @@ typedef struct {
 
 typedef struct mt_family {
     const char *name;
+    /* 1: the weights hold a table of seq_len positions, so the context is part of the model; 0: positions are
+     * computed (RoPE), and a run from a checkpoint ({init-from}) may train at another context */
+    int position_table;
     /* --- layout --- */
     /* Whether tp can cut this config; the message names the constraint. */
     int (*tp_check)(const mt_model_config *cfg, int tp, mt_error *err);

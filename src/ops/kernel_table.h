@@ -60,6 +60,9 @@ struct mt_kernel_table {
     void (*rmsnorm_backward)(mt_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
                              const float *w, const float *rstd, int N, int C);
     void (*rope_inv_freq)(mt_backend *be, float *inv_freq, int HS, float theta, const mt_rope_scaling *s);
+    float (*rope_attention_factor)(mt_backend *be, const mt_rope_scaling *s);
+    void (*rope_tables)(mt_backend *be, float *cos_t, float *sin_t, int T, int HS, float theta,
+                        const mt_rope_scaling *s);
     void (*rope_table)(mt_backend *be, float *cos_t, float *sin_t, const float *inv_freq, int T, int HS);
     void (*rope_apply)(mt_backend *be, float *x, int N, int T, int nh, int HS, size_t ld, const float *cos_t,
                        const float *sin_t, int inverse);

@@ -114,13 +114,28 @@ void op_rmsnorm_backward(mt_backend *be, float *dinp, float *dw, const float *do
                          const float *rstd, int N, int C);
 
 /* ---- rotary position embeddings, half-split pairs (j, j + HS/2) */
+/* Frequency scalings as Hugging Face's rope_scaling names them (transformers'
+ * modeling_rope_utils): llama3 (Llama 3.1), linear (position interpolation:
+ * every frequency divided by factor), dynamic (NTK-aware: the base grows with
+ * a sequence longer than original_max_position) and yarn (NTK-by-parts with an
+ * attention factor multiplying cos and sin). */
+enum { MT_ROPE_NONE = 0, MT_ROPE_LLAMA3 = 1, MT_ROPE_LINEAR = 2, MT_ROPE_DYNAMIC = 3, MT_ROPE_YARN = 4 };
 typedef struct {
-    int type;                 /* 0 none, 1 Llama 3.1 ("llama3") */
-    float factor, low_freq_factor, high_freq_factor;
-    int original_max_position;
+    int type;                 /* MT_ROPE_* */
+    float factor, low_freq_factor, high_freq_factor; /* the last two: llama3 */
+    int original_max_position; /* llama3, dynamic, yarn */
+    float beta_fast, beta_slow; /* yarn (0: 32 and 1) */
+    float attention_factor;   /* yarn: given, or 0: 0.1 ln(factor) + 1 (or its mscale form) */
+    float mscale, mscale_all_dim; /* yarn (DeepSeek's form; 0: unused) */
+    int truncate;             /* yarn: 1 rounds the ramp's ends to whole dims (transformers' default) */
+    int seq_len;              /* dynamic: the sequence length the frequencies serve */
 } mt_rope_scaling;
-/* inv_freq[HS/2] = 1/theta^(2j/HS) (fp32), then the scaling when s->type == 1. */
+/* inv_freq[HS/2] = 1/theta^(2j/HS) (fp32), then the scaling s (NULL: none). */
 void op_rope_inv_freq(mt_backend *be, float *inv_freq, int HS, float theta, const mt_rope_scaling *s);
+/* The factor multiplying cos and sin (yarn's attention factor; 1 otherwise). */
+float op_rope_attention_factor(mt_backend *be, const mt_rope_scaling *s);
+/* The cos/sin tables [T][HS/2] of the scaling (frequencies, angles, attention factor). */
+void op_rope_tables(mt_backend *be, float *cos_t, float *sin_t, int T, int HS, float theta, const mt_rope_scaling *s);
 /* cos/sin tables [T][HS/2] of the angles (float)t * inv_freq[j]. */
 void op_rope_table(mt_backend *be, float *cos_t, float *sin_t, const float *inv_freq, int T, int HS);
 /* Rotates in place heads [0, nh) of HS dims at x + i*ld of each of N rows,

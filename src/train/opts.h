@@ -32,6 +32,7 @@ typedef struct {
     int ckpt_async;      /* {ckpt-async}: {ckpt-every} saves are written by a thread while training goes on */
     int resume;
     const char *init_from;
+    int init_seq_len;    /* {seq-len} given with {init-from}: a family without a position table trains at it (0: the checkpoint's) */
     int64_t eval_every;
     int eval_batches;
     int log_every;       /* print a line every k steps (1 = every step) */

@@ -144,6 +144,10 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
             mt_adapter_spec asked = op->cfg.adapters;
             op->cfg = info.cfg;
             op->cfg.dropout = d;
+            if (op->init_from && op->init_seq_len && !mt_family_get(info.cfg.family)->position_table) {
+                op->cfg.seq_len = op->init_seq_len; /* RoPE: any context; the weights do not change */
+                if (op->cfg.max_pos < op->cfg.seq_len) op->cfg.max_pos = op->cfg.seq_len;
+            }
             if (op->init_from && !mt_adapter_spec_active(&info.cfg.adapters)) {
                 op->cfg.adapters = asked; /* the checkpoint is the base; what is trained on it is this run's */
             } else if (mt_adapter_spec_active(&asked) && memcmp(&asked, &info.cfg.adapters, sizeof asked))

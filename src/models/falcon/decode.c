@@ -38,7 +38,7 @@ void mt_falcon_decode_step(mt_decoder *d, int32_t token) {
     int C = c->n_embd, T = c->seq_len, t = d->pos, hd = mt_model_head_dim(c), NH = c->n_head, KV = mt_model_kv_heads(c);
     int QW = NH * hd, KW = KV * hd, F = c->ffn_dim, qkvw = QW + 2 * KW, G = NH / KV;
     if (t == 0) { /* the rotation tables of every position, once */
-        mt_rope_scaling none = {0, 0, 0, 0, 0};
+        mt_rope_scaling none = {.type = MT_ROPE_NONE};
         op_rope_inv_freq(d->be, b.inv, hd, c->rope_theta, &none);
         op_rope_table(d->be, b.cos, b.sin, b.inv, T, hd);
     }

@@ -297,7 +297,7 @@ static void scratch_floats(const mt_model *m, size_t N, size_t out[MT_FAMILY_SCR
 static void init_model(mt_model *m) {
     const mt_model_config *c = &m->cfg;
     int hd = mt_model_head_dim(c);
-    mt_rope_scaling none = {0, 0, 0, 0, 0};
+    mt_rope_scaling none = {.type = MT_ROPE_NONE};
     float *inv = mt_xcalloc((size_t)hd / 2, sizeof(float), "rope frequencies");
     op_rope_inv_freq(m->be, inv, hd, c->rope_theta, &none);
     op_rope_table(m->be, m->gs.f[FS_COS], m->gs.f[FS_SIN], inv, m->acts.T, hd);

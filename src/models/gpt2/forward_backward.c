@@ -340,6 +340,7 @@ void mt_gpt2_decode_step(struct mt_decoder *d, int32_t token);
 
 const mt_family mt_family_gpt2 = {
     .name = "gpt2",
+    .position_table = 1,
     .tp_check = mt_gpt2_tp_check,
     .build_layout = mt_gpt2_build_layout,
     .n_block_bufs = GB_COUNT,

@@ -63,14 +63,30 @@ int mt_llama_config_validate(const mt_model_config *c, mt_error *err) {
     if (!(c->norm_eps > 0.0f && c->norm_eps < 1.0f)) return mt_errorf(err, "{norm-eps} must be in (0, 1), got %g", (double)c->norm_eps);
     if (!(c->rope_theta > 1.0f && isfinite(c->rope_theta)))
         return mt_errorf(err, "{rope-theta} must be a finite number > 1, got %g", (double)c->rope_theta);
-    if (c->rope_scaling != 0 && c->rope_scaling != 1) return mt_errorf(err, "unknown rope scaling type %d", c->rope_scaling);
-    if (c->rope_scaling &&
+    if (c->rope_scaling < MT_ROPE_NONE || c->rope_scaling > MT_ROPE_YARN)
+        return mt_errorf(err, "unknown rope scaling type %d", c->rope_scaling);
+    if (c->rope_scaling == MT_ROPE_LLAMA3 &&
         !(c->rope_factor >= 1.0f && c->rope_low_freq_factor > 0.0f &&
           c->rope_high_freq_factor > c->rope_low_freq_factor && c->rope_original_max_pos > 0))
         return mt_errorf(err, "llama3 rope scaling needs factor >= 1, 0 < low_freq_factor < high_freq_factor and "
                               "original_max_position_embeddings > 0 (got %g, %g, %g, %d)",
                          (double)c->rope_factor, (double)c->rope_low_freq_factor, (double)c->rope_high_freq_factor,
                          c->rope_original_max_pos);
+    if (c->rope_scaling > MT_ROPE_LLAMA3 && !(c->rope_factor > 0.0f && isfinite(c->rope_factor)))
+        return mt_errorf(err, "%s rope scaling needs a finite factor > 0, got %g", mt_llama_rope_type_name(c->rope_scaling),
+                         (double)c->rope_factor);
+    if ((c->rope_scaling == MT_ROPE_DYNAMIC || c->rope_scaling == MT_ROPE_YARN) && c->rope_original_max_pos < 1)
+        return mt_errorf(err, "%s rope scaling needs {rope-original-max-pos} >= 1 (the pretrained context), got %d",
+                         mt_llama_rope_type_name(c->rope_scaling), c->rope_original_max_pos);
+    if (c->rope_scaling == MT_ROPE_DYNAMIC && c->head_dim < 4)
+        return mt_errorf(err, "dynamic rope scaling needs a head dimension >= 4 (its exponent is hd/(hd-2)), got %d",
+                         c->head_dim);
+    if (c->rope_scaling == MT_ROPE_YARN &&
+        !(c->rope_beta_fast >= 0.0f && c->rope_beta_slow >= 0.0f && c->rope_attention_factor >= 0.0f &&
+          isfinite(c->rope_beta_fast) && isfinite(c->rope_beta_slow) && isfinite(c->rope_attention_factor) &&
+          isfinite(c->rope_mscale) && isfinite(c->rope_mscale_all_dim)))
+        return mt_errorf(err, "yarn rope scaling needs finite beta_fast, beta_slow, attention_factor >= 0 (got %g, %g, %g)",
+                         (double)c->rope_beta_fast, (double)c->rope_beta_slow, (double)c->rope_attention_factor);
     if (c->tie_embeddings != 0 && c->tie_embeddings != 1) return mt_errorf(err, "{tie-embeddings} must be 0 or 1");
     if (c->dropout != 0.0f) return mt_errorf(err, "{dropout} is not supported by the llama family (it trains without dropout)");
     return mt_llama_moe_validate(c, err);
@@ -133,13 +149,7 @@ void mt_llama_config_write_json(mt_json_writer *w, const mt_model_config *c) {
     }
     if (c->rope_scaling) {
         mt_jw_key(w, "rope_scaling");
-        mt_jw_begin_object(w);
-        mt_jw_key(w, "rope_type"); mt_jw_string(w, "llama3");
-        mt_jw_key(w, "factor"); mt_jw_double(w, c->rope_factor);
-        mt_jw_key(w, "low_freq_factor"); mt_jw_double(w, c->rope_low_freq_factor);
-        mt_jw_key(w, "high_freq_factor"); mt_jw_double(w, c->rope_high_freq_factor);
-        mt_jw_key(w, "original_max_position_embeddings"); mt_jw_int(w, c->rope_original_max_pos);
-        mt_jw_end_object(w);
+        mt_llama_rope_scaling_write(w, c, 0);
     }
 }
 
@@ -160,14 +170,110 @@ int mt_llama_config_read_json(const mt_json *obj, mt_model_config *c, mt_error *
             return -1;
     }
     const mt_json *rs = mt_json_get(obj, "rope_scaling");
-    if (rs && rs->type == MT_JSON_OBJECT) {
-        c->rope_scaling = 1;
-        if (FLOAT(rs, "factor", rope_factor) || FLOAT(rs, "low_freq_factor", rope_low_freq_factor) ||
-            FLOAT(rs, "high_freq_factor", rope_high_freq_factor) ||
-            INT(rs, "original_max_position_embeddings", rope_original_max_pos))
-            return -1;
-    }
+    if (rs && rs->type == MT_JSON_OBJECT && mt_llama_rope_scaling_read(rs, c, 0, 0, err)) return -1;
 #undef INT
 #undef FLOAT
+    return 0;
+}
+
+static const char *const rope_types[] = {"none", "llama3", "linear", "dynamic", "yarn"};
+
+const char *mt_llama_rope_type_name(int type) {
+    return type >= 0 && type <= MT_ROPE_YARN ? rope_types[type] : "unknown";
+}
+
+int mt_llama_rope_type_parse(const char *name, int *type) {
+    for (int i = 0; i <= MT_ROPE_YARN; i++)
+        if (!strcmp(name, rope_types[i])) return *type = i, 0;
+    return -1;
+}
+
+mt_rope_scaling mt_llama_rope_scaling(const mt_model_config *c, int T) {
+    mt_rope_scaling s = {c->rope_scaling, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
+                         c->rope_original_max_pos, c->rope_beta_fast, c->rope_beta_slow, c->rope_attention_factor,
+                         c->rope_mscale, c->rope_mscale_all_dim, c->rope_truncate, T};
+    return s;
+}
+
+/* Only the keys of the type, so that a config that names no yarn key reads
+ * back as transformers reads it. hf: float-valued as config.json has them
+ * (mt_jw_float), else as our checkpoints' doubles. */
+void mt_llama_rope_scaling_write(mt_json_writer *w, const mt_model_config *c, int hf) {
+#define NUM(key, v) (mt_jw_key(w, key), hf ? mt_jw_float(w, v) : mt_jw_double(w, v))
+    mt_jw_begin_object(w);
+    mt_jw_key(w, "rope_type"); mt_jw_string(w, mt_llama_rope_type_name(c->rope_scaling));
+    NUM("factor", c->rope_factor);
+    if (c->rope_scaling == MT_ROPE_LLAMA3) {
+        NUM("low_freq_factor", c->rope_low_freq_factor);
+        NUM("high_freq_factor", c->rope_high_freq_factor);
+    }
+    /* dynamic's original context is config.json's max_position_embeddings (hf.c writes it there) */
+    if (c->rope_scaling == MT_ROPE_LLAMA3 || c->rope_scaling == MT_ROPE_YARN || (!hf && c->rope_scaling == MT_ROPE_DYNAMIC)) {
+        mt_jw_key(w, "original_max_position_embeddings");
+        mt_jw_int(w, c->rope_original_max_pos);
+    }
+    if (c->rope_scaling == MT_ROPE_YARN) {
+        if (c->rope_beta_fast > 0.0f) NUM("beta_fast", c->rope_beta_fast);
+        if (c->rope_beta_slow > 0.0f) NUM("beta_slow", c->rope_beta_slow);
+        if (c->rope_attention_factor > 0.0f) NUM("attention_factor", c->rope_attention_factor);
+        if (c->rope_mscale != 0.0f) NUM("mscale", c->rope_mscale);
+        if (c->rope_mscale_all_dim != 0.0f) NUM("mscale_all_dim", c->rope_mscale_all_dim);
+        mt_jw_key(w, "truncate"); mt_jw_bool(w, c->rope_truncate);
+    }
+    mt_jw_end_object(w);
+#undef NUM
+}
+
+static int opt_float(const mt_json *o, const char *key, float *out, mt_error *err) {
+    const mt_json *j = mt_json_get(o, key);
+    if (!j || j->type == MT_JSON_NULL) return 0;
+    double d;
+    if (mt_json_get_double(o, key, &d, err)) return -1;
+    if (!isfinite(d)) return mt_errorf(err, "rope_scaling.%s must be a finite number", key);
+    *out = (float)d;
+    return 0;
+}
+
+int mt_llama_rope_scaling_read(const mt_json *rs, mt_model_config *c, int hf, int max_pos, mt_error *err) {
+    const char *rt = NULL;
+    if (mt_json_get_string(rs, "rope_type", &rt, NULL) && mt_json_get_string(rs, "type", &rt, NULL))
+        rt = hf ? NULL : "llama3"; /* our checkpoints before the other types held llama3 only */
+    if (!rt) return mt_errorf(err, "rope_scaling has no rope_type");
+    int type;
+    if (mt_llama_rope_type_parse(rt, &type) && strcmp(rt, "default"))
+        return mt_errorf(err, "rope_scaling type '%s' is not supported (llama3, linear, dynamic, yarn or default)", rt);
+    if (!strcmp(rt, "default")) return c->rope_scaling = MT_ROPE_NONE, 0;
+    c->rope_scaling = type;
+    if (type == MT_ROPE_NONE) return 0;
+    if (!mt_json_get(rs, "factor")) return mt_errorf(err, "rope_scaling (%s) has no factor", rt);
+    if (opt_float(rs, "factor", &c->rope_factor, err)) return -1;
+    int64_t orig = 0;
+    const mt_json *oj = mt_json_get(rs, "original_max_position_embeddings");
+    if (oj && oj->type != MT_JSON_NULL) {
+        if (mt_json_get_int64(rs, "original_max_position_embeddings", &orig, err)) return -1;
+        if (orig < 1 || orig > (1 << 24))
+            return mt_errorf(err, "rope_scaling.original_max_position_embeddings = %lld is out of range", (long long)orig);
+    }
+    if (type == MT_ROPE_LLAMA3) {
+        if (!orig) return mt_errorf(err, "rope_scaling (llama3) has no original_max_position_embeddings");
+        if (opt_float(rs, "low_freq_factor", &c->rope_low_freq_factor, err) ||
+            opt_float(rs, "high_freq_factor", &c->rope_high_freq_factor, err))
+            return -1;
+    }
+    /* transformers: dynamic's original context is max_position_embeddings; yarn's the key, else that */
+    c->rope_original_max_pos = orig ? (int)orig : max_pos;
+    if (type == MT_ROPE_DYNAMIC && hf) c->rope_original_max_pos = max_pos;
+    if (type == MT_ROPE_YARN) {
+        c->rope_truncate = 1;
+        const mt_json *t = mt_json_get(rs, "truncate");
+        if (t && t->type != MT_JSON_NULL) {
+            if (t->type != MT_JSON_BOOL) return mt_errorf(err, "rope_scaling.truncate must be true or false");
+            c->rope_truncate = t->boolean;
+        }
+        if (opt_float(rs, "beta_fast", &c->rope_beta_fast, err) || opt_float(rs, "beta_slow", &c->rope_beta_slow, err) ||
+            opt_float(rs, "attention_factor", &c->rope_attention_factor, err) ||
+            opt_float(rs, "mscale", &c->rope_mscale, err) || opt_float(rs, "mscale_all_dim", &c->rope_mscale_all_dim, err))
+            return -1;
+    }
     return 0;
 }

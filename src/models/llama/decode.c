@@ -9,7 +9,7 @@
 #include <string.h>
 
 typedef struct {
-    float *k, *v, *x, *xn, *qkv, *att, *tmp, *gu, *h, *scores, *rstd, *inv, *cos, *sin;
+    float *k, *v, *x, *xn, *qkv, *att, *tmp, *gu, *h, *scores, *rstd, *cos, *sin;
     float *probs, *topw, *route, *y; /* MoE: probabilities and log-sum-exp, weights, chosen experts and slots
                                         (int32), the chosen experts' outputs [K, C]; empty when dense */
 } bufs;
@@ -20,12 +20,12 @@ static size_t carve(const mt_model_config *c, float *base, bufs *b) {
     size_t KW = (size_t)mt_model_kv_heads(c) * hd, QW = (size_t)c->n_head * hd;
     size_t F = (size_t)(c->num_experts ? c->moe_ffn_dim : c->ffn_dim), E = (size_t)c->num_experts,
            K = E ? (size_t)c->moe_top_k : 0;
-    size_t sizes[18] = {L * T * KW, L * T * KW, C, C, QW + 2 * KW, QW, C, 2 * F, F, T, 1, hd / 2, T * hd / 2, T * hd / 2,
+    size_t sizes[17] = {L * T * KW, L * T * KW, C, C, QW + 2 * KW, QW, C, 2 * F, F, T, 1, T * hd / 2, T * hd / 2,
                         E ? E + 1 : 0, K, 2 * K, K * C};
-    float **slots[18] = {&b->k, &b->v, &b->x, &b->xn, &b->qkv, &b->att, &b->tmp, &b->gu, &b->h, &b->scores, &b->rstd,
-                         &b->inv, &b->cos, &b->sin, &b->probs, &b->topw, &b->route, &b->y};
+    float **slots[17] = {&b->k, &b->v, &b->x, &b->xn, &b->qkv, &b->att, &b->tmp, &b->gu, &b->h, &b->scores, &b->rstd,
+                         &b->cos, &b->sin, &b->probs, &b->topw, &b->route, &b->y};
     size_t off = 0;
-    for (int i = 0; i < 18; i++) {
+    for (int i = 0; i < 17; i++) {
         if (base) *slots[i] = base + off;
         off += sizes[i];
     }
@@ -44,10 +44,8 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
     int C = c->n_embd, T = c->seq_len, t = d->pos, hd = mt_model_head_dim(c), NH = c->n_head, KV = mt_model_kv_heads(c);
     int QW = NH * hd, KW = KV * hd, F = c->num_experts ? c->moe_ffn_dim : c->ffn_dim, qkvw = QW + 2 * KW;
     if (t == 0) { /* the rotation tables of every position, once */
-        mt_rope_scaling s = {c->rope_scaling, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
-                             c->rope_original_max_pos};
-        op_rope_inv_freq(d->be, b.inv, hd, c->rope_theta, &s);
-        op_rope_table(d->be, b.cos, b.sin, b.inv, T, hd);
+        mt_rope_scaling s = mt_llama_rope_scaling(c, T); /* dynamic: the frequencies of the model's context */
+        op_rope_tables(d->be, b.cos, b.sin, T, hd, c->rope_theta, &s);
     }
     const float *cs = b.cos + (size_t)t * (hd / 2), *sn = b.sin + (size_t)t * (hd / 2); /* this position's row */
     mt_llama_block_index ix = mt_llama_block_tensors(c);

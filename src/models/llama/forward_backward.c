@@ -415,16 +415,11 @@ static void scratch_floats(const mt_model *m, size_t N, size_t out[MT_FAMILY_SCR
     out[LS_COS] = out[LS_SIN] = (size_t)m->acts.T * (size_t)(d.hd / 2);
 }
 
-/* The RoPE tables of the context's positions (Llama 3.1 frequency scaling included). */
+/* The RoPE tables of the context's positions (with the config's frequency scaling). */
 static void init_model(mt_model *m) {
     const mt_model_config *c = &m->cfg;
-    int hd = mt_model_head_dim(c);
-    mt_rope_scaling s = {c->rope_scaling, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
-                         c->rope_original_max_pos};
-    float *inv = mt_xcalloc((size_t)hd / 2, sizeof(float), "rope frequencies");
-    op_rope_inv_freq(m->be, inv, hd, c->rope_theta, &s);
-    op_rope_table(m->be, m->gs.f[LS_COS], m->gs.f[LS_SIN], inv, m->acts.T, hd);
-    free(inv);
+    mt_rope_scaling s = mt_llama_rope_scaling(c, m->acts.T);
+    op_rope_tables(m->be, m->gs.f[LS_COS], m->gs.f[LS_SIN], m->acts.T, mt_model_head_dim(c), c->rope_theta, &s);
     if (c->num_experts)
         m->moe_load = mt_xcalloc((size_t)c->n_layer * (size_t)c->num_experts, sizeof(int64_t), "expert loads");
 }

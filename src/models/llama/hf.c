@@ -59,17 +59,10 @@ void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype,
     mt_jw_key(w, "rms_norm_eps"); mt_jw_float(w, c->norm_eps);
     mt_jw_key(w, "rope_theta"); mt_jw_float(w, c->rope_theta);
     mt_jw_key(w, "rope_scaling");
-    if (c->rope_scaling) {
-        mt_jw_begin_object(w);
-        mt_jw_key(w, "rope_type"); mt_jw_string(w, "llama3");
-        mt_jw_key(w, "factor"); mt_jw_float(w, c->rope_factor);
-        mt_jw_key(w, "low_freq_factor"); mt_jw_float(w, c->rope_low_freq_factor);
-        mt_jw_key(w, "high_freq_factor"); mt_jw_float(w, c->rope_high_freq_factor);
-        mt_jw_key(w, "original_max_position_embeddings"); mt_jw_int(w, c->rope_original_max_pos);
-        mt_jw_end_object(w);
-    } else {
+    if (c->rope_scaling)
+        mt_llama_rope_scaling_write(w, c, 1);
+    else
         mt_jw_null(w);
-    }
     if (!qwen) {
         mt_jw_key(w, "attention_bias"); mt_jw_bool(w, 0);
         mt_jw_key(w, "mlp_bias"); mt_jw_bool(w, 0);
@@ -77,7 +70,11 @@ void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype,
     mt_jw_key(w, "attention_dropout"); mt_jw_float(w, 0.0f);
     mt_jw_key(w, "tie_word_embeddings"); mt_jw_bool(w, c->tie_embeddings);
     mt_jw_key(w, "vocab_size"); mt_jw_int(w, c->vocab_size);
-    mt_jw_key(w, "max_position_embeddings"); mt_jw_int(w, c->max_pos > c->seq_len ? c->max_pos : c->seq_len);
+    /* dynamic NTK's original context is max_position_embeddings itself */
+    int max_pos = c->rope_scaling == MT_ROPE_DYNAMIC ? c->rope_original_max_pos
+                  : c->max_pos > c->seq_len                ? c->max_pos
+                                                           : c->seq_len;
+    mt_jw_key(w, "max_position_embeddings"); mt_jw_int(w, max_pos);
     mt_jw_key(w, "torch_dtype"); mt_jw_string(w, torch_dtype);
     mt_jw_end_object(w);
 }
@@ -150,16 +147,7 @@ int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err)
         return mt_errorf(err, "hidden_act '%s' is not supported (SwiGLU with silu only)", act);
     const mt_json *rs = mt_json_get(o, "rope_scaling");
     if (rs && rs->type == MT_JSON_OBJECT) {
-        const char *rt = NULL;
-        if (mt_json_get_string(rs, "rope_type", &rt, NULL) && mt_json_get_string(rs, "type", &rt, NULL))
-            return mt_errorf(err, "rope_scaling has no rope_type");
-        if (strcmp(rt, "llama3"))
-            return mt_errorf(err, "rope_scaling type '%s' is not supported (only llama3)", rt);
-        c->rope_scaling = 1;
-        if (float_of(rs, "factor", &c->rope_factor, err) || float_of(rs, "low_freq_factor", &c->rope_low_freq_factor, err) ||
-            float_of(rs, "high_freq_factor", &c->rope_high_freq_factor, err) ||
-            need_int(rs, "original_max_position_embeddings", &c->rope_original_max_pos, err))
-            return -1;
+        if (mt_llama_rope_scaling_read(rs, c, 1, c->max_pos, err)) return -1;
     }
     return 0;
 }

@@ -12,6 +12,7 @@
 #ifndef MT_MODELS_LLAMA_H
 #define MT_MODELS_LLAMA_H
 #include "models/family.h"
+#include "ops/ops.h"
 
 enum { MT_L_EMBED = 0 };
 enum { MT_L_IN_NORM = 0, MT_L_Q_W, MT_L_K_W, MT_L_V_W, MT_L_Q_B, MT_L_K_B, MT_L_V_B }; /* biases: with qkv_bias */
@@ -44,5 +45,16 @@ int mt_llama_moe_validate(const mt_model_config *c, mt_error *err);
 /* {moe-router}'s words: "mixtral" (mt_moe_router 0), "softmax_topk" (1). */
 const char *mt_moe_router_name(int router);
 int mt_moe_router_parse(const char *s, int *out, mt_error *err);
+
+/* RoPE scaling (llama/config.c): the type names of Hugging Face's rope_type
+ * ("none" for no scaling), the ops' description for a context of T
+ * positions, and the rope_scaling object of config.json (hf 1, whose
+ * max_pos is its max_position_embeddings) or of our checkpoints (hf 0,
+ * max_pos 0). */
+const char *mt_llama_rope_type_name(int type);
+int mt_llama_rope_type_parse(const char *name, int *type);
+mt_rope_scaling mt_llama_rope_scaling(const mt_model_config *c, int T);
+void mt_llama_rope_scaling_write(mt_json_writer *w, const mt_model_config *c, int hf);
+int mt_llama_rope_scaling_read(const mt_json *rs, mt_model_config *c, int hf, int max_pos, mt_error *err);
 
 #endif
