@@ -106,6 +106,24 @@ void op_attention_backward_gqa(mt_backend *be, float *dqkv, const float *dout, c
 void op_attention_decode(mt_backend *be, const float *q, const float *kc, const float *vc, size_t ld, int t, int hd,
                          float *scores, float *out);
 
+/* ---- one block pair of ring attention (context parallelism; attention_ring.c):
+ * queries of global positions [q0, q0+nq) against keys/values of [k0, k0+nk),
+ * causal in global positions, grouped-query as above. q rows at
+ * q + (b*nq + i)*ldq + h*HS, k/v rows at k|v + (b*nk + j)*ldkv + kvh*HS.
+ * Forward merges the block into out [B,nq,NH*HS] and lse [B,NH,nq] by the
+ * log-sum-exp (start: out 0, lse -inf); backward, from the final out and
+ * lse, adds the block's gradients into dq (ldq), dk and dv (ldkv). Dropout
+ * as op_attention_forward's, with global positions. Scratch:
+ * op_attention_block_scratch_floats(B, nk, NKV). */
+void op_attention_block_forward(float *out, float *lse, const float *q, size_t ldq, const float *k, const float *v,
+                                size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH, int NKV, int HS,
+                                const mt_attn_dropout *drop, float *scratch);
+void op_attention_block_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                                 const float *lse, const float *q, size_t ldq, const float *k, const float *v,
+                                 size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH, int NKV, int HS,
+                                 const mt_attn_dropout *drop, float *scratch);
+size_t op_attention_block_scratch_floats(int B, int nk, int NKV);
+
 /* ---- RMSNorm (Llama; statistics in fp32): rstd[n] = 1/sqrt(mean(x^2) + eps),
  * out = w * (x * rstd). Backward accumulates: dinp += ..., dw += ... (NULL skips). */
 void op_rmsnorm_forward(mt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C,
