@@ -13,7 +13,8 @@
 #  - export --format hf keeps rope_scaling (each key's value) and
 #    max_position_embeddings, the export rotates bit for bit as the
 #    original, and import + export again gives the same config.json;
-# and bad rope_scaling objects: one error line each.
+# and bad rope_scaling objects, and a GGUF export of a YaRN model (llama.cpp's
+# keys for it are not written yet): one error line each.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 corpus d
@@ -98,4 +99,8 @@ bad '{"rope_type": "su", "factor": 2.0}' "rope_scaling type 'su' is not supporte
 bad '{"rope_type": "yarn"}' "rope_scaling (yarn) has no factor"
 bad '{"rope_type": "linear", "factor": -1.0}' "linear rope scaling needs a finite factor > 0"
 bad '{"rope_type": "llama3", "factor": 8.0}' "rope_scaling (llama3) has no original_max_position_embeddings"
+# GGUF carries llama3's scaling only (rope_freqs): the others are refused, not written wrong
+$M import --format hf --in $W/hf_yarn --out $W/ck_yarn >/dev/null
+expect_failure "has no GGUF export yet" $M export --ckpt $W/ck_yarn --format gguf --tokenizer byte --out $W/yarn.gguf
+[ ! -e $W/yarn.gguf ] || { echo "a refused GGUF export left $W/yarn.gguf"; exit 1; }
 echo "rope scaling OK"

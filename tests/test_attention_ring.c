@@ -4,8 +4,9 @@
  * balancing), each rank's query chunks meeting every rank's key/value
  * chunks in the order a ring delivers them (its own first, then r-1, r-2,
  * ...), forward merged by the log-sum-exp and backward summed per chunk.
- * Grouped-query (8 heads, 2 kv heads) with dropout on: out and lse, and dQ,
- * dK, dV, equal the one-process kernel's for cp 1, 2 and 4. */
+ * Grouped-query (8 heads, 2 kv heads), without and with dropout, and with
+ * packed documents (doc_start) and dropout: out and lse, and dQ, dK, dV,
+ * equal the one-process kernel's for cp 1, 2 and 4. */
 #include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
@@ -46,7 +47,17 @@ static void run(int N, const float *qkv, const float *dout, const float *out_f, 
                 const mt_attn_dropout *dr) {
     const int c = T / (2 * N), nch = 2 * N;
     float *x[8], *o[8], *l[8], *dx[8], *go[8];
+    int32_t ds[8][B * T];
+    mt_attn_dropout cdr[8]; /* per query chunk: its rows' document starts */
     for (int g = 0; g < nch; g++) {
+        if (dr) {
+            cdr[g] = *dr;
+            if (dr->doc_start) {
+                for (int b = 0; b < B; b++)
+                    for (int i = 0; i < c; i++) ds[g][b * c + i] = dr->doc_start[b * T + g * c + i];
+                cdr[g].doc_start = ds[g];
+            }
+        }
         x[g] = falloc((size_t)B * c * W), dx[g] = falloc((size_t)B * c * W);
         o[g] = falloc((size_t)B * c * C), go[g] = falloc((size_t)B * c * C), l[g] = falloc((size_t)B * NH * c);
         chunk_of(x[g], qkv, g, c, W);
@@ -65,11 +76,12 @@ static void run(int N, const float *qkv, const float *dout, const float *out_f, 
                         const float *q = x[qa], *k = x[kb] + (size_t)NH * HS, *v = k + (size_t)NKV * HS;
                         if (pass == 0)
                             op_attention_block_forward(o[qa], l[qa], q, W, k, v, W, B, c, c, qa * c, kb * c, NH, NKV,
-                                                       HS, dr, scratch);
+                                                       HS, dr ? &cdr[qa] : NULL, scratch);
                         else
                             op_attention_block_backward(dx[qa], dx[kb] + (size_t)NH * HS,
                                                         dx[kb] + (size_t)(NH + NKV) * HS, go[qa], o[qa], l[qa], q, W, k,
-                                                        v, W, B, c, c, qa * c, kb * c, NH, NKV, HS, dr, scratch);
+                                                        v, W, B, c, c, qa * c, kb * c, NH, NKV, HS, dr ? &cdr[qa] : NULL,
+                                                        scratch);
                     }
             }
     /* back into one-process order */
@@ -96,11 +108,14 @@ int main(void) {
     for (size_t i = 0; i < n; i++) qkv[i] = sinf(0.37f * (float)i + 0.1f) * 1.5f;
     for (size_t i = 0; i < (size_t)B * T * C; i++) dout[i] = cosf(0.11f * (float)i);
     uint64_t samples[B] = {7, 3};
-    mt_attn_dropout dr = {{0.1f, 1234, 5, 2, MT_DROPOUT_ATTN_PROBS}, samples, 0};
-    for (int with_drop = 0; with_drop < 2; with_drop++) {
-        printf("ring attention blocks, B %d T %d heads %d/%d HS %d, dropout %s\n", B, T, NH, NKV, HS,
-               with_drop ? "0.1" : "off");
-        const mt_attn_dropout *d = with_drop ? &dr : NULL;
+    /* packed windows: sample 0 holds documents from 0, 13 and 30, sample 1 from 0 and 7 */
+    int32_t docs[B * T];
+    for (int t = 0; t < T; t++) docs[t] = t < 13 ? 0 : t < 30 ? 13 : 30, docs[T + t] = t < 7 ? 0 : 7;
+    for (int mode = 0; mode < 3; mode++) {
+        mt_attn_dropout dr = {{mode ? 0.1f : 0.0f, 1234, 5, 2, MT_DROPOUT_ATTN_PROBS}, samples, 0, mode == 2 ? docs : NULL};
+        printf("ring attention blocks, B %d T %d heads %d/%d HS %d, dropout %s%s\n", B, T, NH, NKV, HS,
+               mode ? "0.1" : "off", mode == 2 ? ", packed documents" : "");
+        const mt_attn_dropout *d = mode ? &dr : NULL;
         float *out = falloc((size_t)B * T * C), *lse = falloc((size_t)B * NH * T), *dqkv = falloc(n);
         float *scr = falloc(op_attention_scratch_floats_gqa(B, T, NH, NKV, HS, 64));
         op_attention_forward_gqa(out, lse, qkv, B, T, NH, NKV, HS, d, scr);

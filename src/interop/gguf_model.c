@@ -1,5 +1,6 @@
 #include "interop/gguf_model.h"
 #include "interop/gguf_vocab.h"
+#include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,13 @@
 const char *mt_gguf_arch(const mt_model_config *cfg, mt_error *err) {
     if (cfg->family == MT_FAMILY_GPT2) return "gpt2";
     if (cfg->family == MT_FAMILY_LLAMA) {
+        if (cfg->rope_scaling != MT_ROPE_NONE && cfg->rope_scaling != MT_ROPE_LLAMA3) {
+            /* llama.cpp's linear and YaRN keys are not written (nor checked against llama.cpp) yet */
+            mt_errorf(err, "this model's RoPE scaling (rope_scaling type %d: linear, dynamic or yarn) has no GGUF "
+                           "export yet (llama3's has): export it as a Hugging Face directory (--format hf) instead",
+                      cfg->rope_scaling);
+            return NULL;
+        }
         if (!cfg->qkv_bias) return "llama";
         if (mt_model_head_dim(cfg) * cfg->n_head != cfg->n_embd) {
             mt_errorf(err, "llama.cpp's qwen2 architecture (the Llama shape with q/k/v biases) needs head dim x heads "
@@ -161,7 +169,7 @@ int mt_gguf_export(const char *path, const mt_weights *w, const mt_gguf_export_o
             const mt_tensor *t = &w->layout.units[u].t[i];
             rc = add_tensor(gw, c, arch, t, w->unit[u] + t->offset, o->dtype, err);
         }
-    if (!rc && c->family == MT_FAMILY_LLAMA && c->rope_scaling) {
+    if (!rc && c->family == MT_FAMILY_LLAMA && c->rope_scaling == MT_ROPE_LLAMA3) {
         /* llama.cpp divides each base frequency by rope_freqs[j]: Llama 3.1's
          * factor per frequency, as the converter computes it (1 for short
          * wavelengths, factor for long ones, interpolated between) */

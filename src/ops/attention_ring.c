@@ -18,6 +18,9 @@
  * block's contribution is independent of the others, so dK/dV can travel
  * with K/V around the ring and come home summed.
  *
+ * Packed samples (mt_attn_dropout.doc_start, here of the block's query rows
+ * in global positions) keep a query to the keys of its own document.
+ *
  * Work is parallel over (sample, kv head); the query heads of a group are
  * taken in order inside one task, so dK/dV do not depend on the thread count. */
 #include "ops/ops.h"
@@ -25,6 +28,15 @@
 #include <stdlib.h>
 
 static int dropout_on(const mt_attn_dropout *drop) { return drop && drop->d.p > 0.0f; }
+
+/* The first visible key of the block for query row i: its document's start
+ * (packed samples; doc_start [B*nq] of the block's query rows, in global
+ * positions), else the block's first key. */
+static int first_key(const mt_attn_dropout *drop, int b, int nq, int i, int k0) {
+    if (!drop || !drop->doc_start) return 0;
+    int d = drop->doc_start[(size_t)b * nq + i] - k0;
+    return d > 0 ? d : 0;
+}
 
 void op_attention_block_forward(float *out, float *lse, const float *q, size_t ldq, const float *k, const float *v,
                                 size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH, int NKV, int HS,
@@ -39,11 +51,12 @@ void op_attention_block_forward(float *out, float *lse, const float *q, size_t l
         float *s = scratch + (size_t)task * 2 * (size_t)nk, *keep = s + nk;
         for (int h = kvh * grp; h < (kvh + 1) * grp; h++)
             for (int i = 0; i < nq; i++) {
-                const int qp = q0 + i, n = qp - k0 + 1 < nk ? qp - k0 + 1 : nk; /* keys j < n are visible */
-                if (n <= 0) continue;
+                const int qp = q0 + i, n = qp - k0 + 1 < nk ? qp - k0 + 1 : nk; /* keys j0 <= j < n are visible */
+                const int j0 = first_key(drop, b, nq, i, k0);
+                if (n <= j0) continue;
                 const float *qi = q + ((size_t)b * nq + i) * ldq + (size_t)h * HS;
                 float mx = -INFINITY;
-                for (int j = 0; j < n; j++) {
+                for (int j = j0; j < n; j++) {
                     const float *kj = k + ((size_t)b * nk + j) * ldkv + (size_t)kvh * HS;
                     float d = 0.0f;
                     for (int e = 0; e < HS; e++) d += qi[e] * kj[e];
@@ -51,10 +64,10 @@ void op_attention_block_forward(float *out, float *lse, const float *q, size_t l
                     mx = s[j] > mx ? s[j] : mx;
                 }
                 if (use_drop)
-                    mt_dropout_row_scales(keep, &drop->d, drop->sample_ids[b], (uint32_t)qp, (uint32_t)(drop->head0 + h),
-                                          (uint32_t)k0, n);
+                    mt_dropout_row_scales(keep + j0, &drop->d, drop->sample_ids[b], (uint32_t)qp,
+                                          (uint32_t)(drop->head0 + h), (uint32_t)(k0 + j0), n - j0);
                 float sum = 0.0f;
-                for (int j = 0; j < n; j++) {
+                for (int j = j0; j < n; j++) {
                     float e = expf(s[j] - mx);
                     sum += e;
                     s[j] = use_drop ? e * keep[j] : e;
@@ -66,7 +79,7 @@ void op_attention_block_forward(float *out, float *lse, const float *q, size_t l
                 const float wa = *lp == -INFINITY ? 0.0f : expf(*lp - lnew), wb = expf(lb - lnew) / sum;
                 for (int e = 0; e < HS; e++) {
                     float acc = 0.0f;
-                    for (int j = 0; j < n; j++) acc += s[j] * v[((size_t)b * nk + j) * ldkv + (size_t)kvh * HS + e];
+                    for (int j = j0; j < n; j++) acc += s[j] * v[((size_t)b * nk + j) * ldkv + (size_t)kvh * HS + e];
                     o[e] = o[e] * wa + acc * wb;
                 }
                 *lp = lnew;
@@ -89,7 +102,8 @@ void op_attention_block_backward(float *dq, float *dk, float *dv, const float *d
         for (int h = kvh * grp; h < (kvh + 1) * grp; h++)
             for (int i = 0; i < nq; i++) {
                 const int qp = q0 + i, n = qp - k0 + 1 < nk ? qp - k0 + 1 : nk;
-                if (n <= 0) continue;
+                const int j0 = first_key(drop, b, nq, i, k0);
+                if (n <= j0) continue;
                 const size_t ro = ((size_t)b * nq + i) * C + (size_t)h * HS;
                 const float *qi = q + ((size_t)b * nq + i) * ldq + (size_t)h * HS, *doi = dout + ro, *oi = out + ro;
                 float *dqi = dq + ((size_t)b * nq + i) * ldq + (size_t)h * HS;
@@ -97,9 +111,9 @@ void op_attention_block_backward(float *dq, float *dk, float *dv, const float *d
                 float D = 0.0f;
                 for (int e = 0; e < HS; e++) D += doi[e] * oi[e];
                 if (use_drop)
-                    mt_dropout_row_scales(keep, &drop->d, drop->sample_ids[b], (uint32_t)qp, (uint32_t)(drop->head0 + h),
-                                          (uint32_t)k0, n);
-                for (int j = 0; j < n; j++) {
+                    mt_dropout_row_scales(keep + j0, &drop->d, drop->sample_ids[b], (uint32_t)qp,
+                                          (uint32_t)(drop->head0 + h), (uint32_t)(k0 + j0), n - j0);
+                for (int j = j0; j < n; j++) {
                     const size_t kr = ((size_t)b * nk + j) * ldkv + (size_t)kvh * HS;
                     const float *kj = k + kr, *vj = v + kr;
                     float sc = 0.0f, dpd = 0.0f;

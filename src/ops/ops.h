@@ -113,7 +113,9 @@ void op_attention_decode(mt_backend *be, const float *q, const float *kc, const 
  * Forward merges the block into out [B,nq,NH*HS] and lse [B,NH,nq] by the
  * log-sum-exp (start: out 0, lse -inf); backward, from the final out and
  * lse, adds the block's gradients into dq (ldq), dk and dv (ldkv). Dropout
- * as op_attention_forward's, with global positions. Scratch:
+ * as op_attention_forward's, with global positions; doc_start (packed
+ * samples), when given, holds the [B*nq] query rows' document starts in
+ * global positions. Scratch:
  * op_attention_block_scratch_floats(B, nk, NKV). */
 void op_attention_block_forward(float *out, float *lse, const float *q, size_t ldq, const float *k, const float *v,
                                 size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH, int NKV, int HS,
