@@ -132,3 +132,8 @@ void op_attention_block_backward(float *dq, float *dk, float *dv, const float *d
 }
 
 size_t op_attention_block_scratch_floats(int B, int nk, int NKV) { return (size_t)B * NKV * 2 * (size_t)nk; }
+
+void op_attention_block_start(float *out, float *lse, size_t n_out, size_t n_lse) {
+    for (size_t i = 0; i < n_out; i++) out[i] = 0.0f;
+    for (size_t i = 0; i < n_lse; i++) lse[i] = -INFINITY;
+}

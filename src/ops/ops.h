@@ -125,6 +125,8 @@ void op_attention_block_backward(float *dq, float *dk, float *dv, const float *d
                                  size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH, int NKV, int HS,
                                  const mt_attn_dropout *drop, float *scratch);
 size_t op_attention_block_scratch_floats(int B, int nk, int NKV);
+/* The running result before the first block: out 0, lse -inf. */
+void op_attention_block_start(float *out, float *lse, size_t n_out, size_t n_lse);
 
 /* ---- RMSNorm (Llama; statistics in fp32): rstd[n] = 1/sqrt(mean(x^2) + eps),
  * out = w * (x * rstd). Backward accumulates: dinp += ..., dw += ... (NULL skips). */

@@ -1,0 +1,159 @@
+/* Ring attention (see ring_attention.h): copies between the local rows and
+ * chunk-major buffers, the ring's messages, and ops' block step. */
+#include "models/ring_attention.h"
+#include <string.h>
+
+enum { TAG_KV = 3301, TAG_DKV = 3302 };
+
+typedef struct {
+    float *x[2], *kv[2], *o[2], *l[2], *dx[2], *dkv[2], *dout[2], *block;
+    int32_t *docs[2];
+} bufs;
+
+static size_t carve(int B, int c, int NH, int NKV, int HS, float *base, bufs *b) {
+    size_t W = (size_t)(NH + 2 * NKV) * HS, KW2 = (size_t)2 * NKV * HS, C = (size_t)NH * HS, n = (size_t)B * c;
+    size_t off = 0;
+#define TAKE(p, count) (p = base ? base + off : NULL, off += (count))
+    for (int a = 0; a < 2; a++) {
+        TAKE(b->x[a], n * W);
+        TAKE(b->kv[a], 2 * n * KW2);
+        TAKE(b->o[a], n * C);
+        TAKE(b->l[a], (size_t)B * NH * c);
+        TAKE(b->dx[a], n * W);
+        TAKE(b->dkv[a], 2 * n * KW2);
+        TAKE(b->dout[a], n * C);
+        float *d;
+        TAKE(d, n); /* int32 document starts: 4 bytes like a float */
+        b->docs[a] = (int32_t *)d;
+    }
+    TAKE(b->block, op_attention_block_scratch_floats(B, c, NKV));
+#undef TAKE
+    return off;
+}
+
+size_t mt_ring_attention_scratch_floats(int B, int c, int NH, int NKV, int HS) {
+    bufs b;
+    return carve(B, c, NH, NKV, HS, NULL, &b);
+}
+
+/* Rows of chunk a of the local [B][2c][width] layout into / out of a
+ * chunk-major [B][c][cw] buffer: cw floats per row from column col0. */
+static void to_chunk(float *dst, size_t cw, const float *src, size_t width, size_t col0, int B, int c, int a) {
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < c; i++)
+            memcpy(dst + ((size_t)b * c + i) * cw, src + ((size_t)b * 2 * c + (size_t)a * c + i) * width + col0,
+                   cw * sizeof(float));
+}
+static void from_chunk(float *dst, size_t width, size_t col0, const float *src, size_t cw, int B, int c, int a) {
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < c; i++)
+            memcpy(dst + ((size_t)b * 2 * c + (size_t)a * c + i) * width + col0, src + ((size_t)b * c + i) * cw,
+                   cw * sizeof(float));
+}
+/* lse [B][NH][2c] <-> [B][NH][c] of chunk a */
+static void lse_chunk(float *local, float *chunk, int B, int NH, int c, int a, int to_local) {
+    for (size_t bh = 0; bh < (size_t)B * NH; bh++) {
+        float *lp = local + bh * 2 * c + (size_t)a * c, *cp = chunk + bh * c;
+        memcpy(to_local ? lp : cp, to_local ? cp : lp, (size_t)c * sizeof(float));
+    }
+}
+
+static int chunk_of(int rank, int N, int a) { return a == 0 ? rank : 2 * N - 1 - rank; }
+
+/* Per local chunk: dropout coordinates with the chunk's document starts. */
+static void chunk_drop(mt_attn_dropout out[2], const mt_attn_dropout *drop, bufs *bf, int B, int c) {
+    for (int a = 0; a < 2; a++) {
+        out[a] = *drop;
+        if (!drop->doc_start) continue;
+        for (int b = 0; b < B; b++)
+            memcpy(bf->docs[a] + (size_t)b * c, drop->doc_start + (size_t)b * 2 * c + (size_t)a * c,
+                   (size_t)c * sizeof(int32_t));
+        out[a].doc_start = bf->docs[a];
+    }
+}
+
+static void ring_start(const mt_cp *cp, float *send, float *recv, size_t bytes, int tag, mt_comm_req r[2]) {
+    int next = (cp->rank + 1) % cp->size, prev = (cp->rank + cp->size - 1) % cp->size;
+    mt_comm_irecv(cp->comm, recv, bytes, prev, tag, &r[0]);
+    mt_comm_isend(cp->comm, send, bytes, next, tag, &r[1]);
+}
+
+void mt_ring_attention_forward(const mt_cp *cp, float *out, float *lse, const float *qkv, int B, int c, int NH,
+                               int NKV, int HS, const mt_attn_dropout *drop, float *scratch) {
+    bufs bf;
+    carve(B, c, NH, NKV, HS, scratch, &bf);
+    const int N = cp && cp->comm ? cp->size : 1, r = N > 1 ? cp->rank : 0;
+    const size_t W = (size_t)(NH + 2 * NKV) * HS, KW2 = (size_t)2 * NKV * HS, C = (size_t)NH * HS, n = (size_t)B * c;
+    mt_attn_dropout cd[2];
+    if (drop) chunk_drop(cd, drop, &bf, B, c);
+    for (int a = 0; a < 2; a++) {
+        to_chunk(bf.x[a], W, qkv, W, 0, B, c, a);
+        to_chunk(bf.kv[0] + (size_t)a * n * KW2, KW2, qkv, W, C, B, c, a);
+        op_attention_block_start(bf.o[a], bf.l[a], n * C, (size_t)B * NH * c);
+    }
+    int cur = 0;
+    for (int t = 0; t < N; t++) {
+        mt_comm_req req[2] = {{0}};
+        if (t < N - 1) ring_start(cp, bf.kv[cur], bf.kv[1 - cur], 2 * n * KW2 * sizeof(float), TAG_KV, req);
+        const int src = (r - t + N) % N;
+        for (int a = 0; a < 2; a++)
+            for (int kb = 0; kb < 2; kb++) {
+                const float *k = bf.kv[cur] + (size_t)kb * n * KW2;
+                op_attention_block_forward(bf.o[a], bf.l[a], bf.x[a], W, k, k + (size_t)NKV * HS, KW2, B, c, c,
+                                           chunk_of(r, N, a) * c, chunk_of(src, N, kb) * c, NH, NKV, HS,
+                                           drop ? &cd[a] : NULL, bf.block);
+            }
+        if (t < N - 1) mt_comm_waitall(req, 2), cur = 1 - cur;
+    }
+    for (int a = 0; a < 2; a++) {
+        from_chunk(out, C, 0, bf.o[a], C, B, c, a);
+        lse_chunk(lse, bf.l[a], B, NH, c, a, 1);
+    }
+}
+
+void mt_ring_attention_backward(const mt_cp *cp, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                const float *lse, int B, int c, int NH, int NKV, int HS, const mt_attn_dropout *drop,
+                                float *scratch) {
+    bufs bf;
+    carve(B, c, NH, NKV, HS, scratch, &bf);
+    const int N = cp && cp->comm ? cp->size : 1, r = N > 1 ? cp->rank : 0;
+    const size_t W = (size_t)(NH + 2 * NKV) * HS, KW2 = (size_t)2 * NKV * HS, C = (size_t)NH * HS, n = (size_t)B * c;
+    mt_attn_dropout cd[2];
+    if (drop) chunk_drop(cd, drop, &bf, B, c);
+    for (int a = 0; a < 2; a++) {
+        to_chunk(bf.x[a], W, qkv, W, 0, B, c, a);
+        to_chunk(bf.kv[0] + (size_t)a * n * KW2, KW2, qkv, W, C, B, c, a);
+        to_chunk(bf.o[a], C, out, C, 0, B, c, a);
+        to_chunk(bf.dout[a], C, dout, C, 0, B, c, a);
+        lse_chunk((float *)lse, bf.l[a], B, NH, c, a, 0);
+    }
+    memset(bf.dx[0], 0, n * W * sizeof(float));
+    memset(bf.dx[1], 0, n * W * sizeof(float));
+    memset(bf.dkv[0], 0, 2 * n * KW2 * sizeof(float));
+    int cur = 0;
+    for (int t = 0; t < N; t++) {
+        mt_comm_req req[2] = {{0}}, dreq[2] = {{0}};
+        if (t < N - 1) ring_start(cp, bf.kv[cur], bf.kv[1 - cur], 2 * n * KW2 * sizeof(float), TAG_KV, req);
+        const int src = (r - t + N) % N;
+        for (int a = 0; a < 2; a++)
+            for (int kb = 0; kb < 2; kb++) {
+                const float *k = bf.kv[cur] + (size_t)kb * n * KW2;
+                float *dk = bf.dkv[cur] + (size_t)kb * n * KW2;
+                op_attention_block_backward(bf.dx[a], dk, dk + (size_t)NKV * HS, bf.dout[a], bf.o[a], bf.l[a],
+                                            bf.x[a], W, k, k + (size_t)NKV * HS, KW2, B, c, c, chunk_of(r, N, a) * c,
+                                            chunk_of(src, N, kb) * c, NH, NKV, HS, drop ? &cd[a] : NULL, bf.block);
+            }
+        /* this K|V's gradient so far goes on with it (the last shift takes it home) */
+        if (N > 1) {
+            ring_start(cp, bf.dkv[cur], bf.dkv[1 - cur], 2 * n * KW2 * sizeof(float), TAG_DKV, dreq);
+            mt_comm_waitall(dreq, 2);
+        }
+        if (t < N - 1) mt_comm_waitall(req, 2);
+        if (N > 1) cur = 1 - cur;
+    }
+    /* after N shifts of dK|dV the buffer in hand is this rank's own */
+    for (int a = 0; a < 2; a++) {
+        from_chunk(dqkv, W, 0, bf.dx[a], W, B, c, a);
+        from_chunk(dqkv, W, C, bf.dkv[cur] + (size_t)a * n * KW2, KW2, B, c, a);
+    }
+}

@@ -1,0 +1,35 @@
+/* Ring attention over a context-parallel group (issue 33): each of the N
+ * ranks holds 2 of the 2N chunks of every sample's sequence, chunk r and
+ * chunk 2N-1-r (causal load balancing: every rank then has the same share
+ * of the causal triangle). Its local rows are [chunk r | chunk 2N-1-r] per
+ * sample: qkv [B][2c][(NH + 2 NKV) HS], out [B][2c][NH HS], lse [B][NH][2c].
+ *
+ * Forward: the rank's K|V travels the ring (to rank+1, from rank-1) while
+ * the rank's queries meet the K|V it holds (ops' block step, merged by the
+ * log-sum-exp); after N steps every query has met every key. Backward: K|V
+ * travels again with its dK|dV, each rank adding its queries' part; one
+ * last shift brings each rank's dK|dV home. The next K|V's transfer is
+ * started before the block compute and waited for after it (overlap).
+ *
+ * N = 1 is one rank holding chunks 0 and 1: no message, the same blocks. */
+#ifndef MT_MODELS_RING_ATTENTION_H
+#define MT_MODELS_RING_ATTENTION_H
+#include <stddef.h>
+#include "comm/comm.h"
+#include "ops/ops.h"
+
+typedef struct {
+    mt_comm *comm; /* the cp group (NULL: one rank) */
+    int size, rank;
+} mt_cp;
+
+/* Floats of scratch for B samples of 2c local rows. */
+size_t mt_ring_attention_scratch_floats(int B, int c, int NH, int NKV, int HS);
+void mt_ring_attention_forward(const mt_cp *cp, float *out, float *lse, const float *qkv, int B, int c, int NH,
+                               int NKV, int HS, const mt_attn_dropout *drop, float *scratch);
+/* dqkv (the local rows' layout) is overwritten. */
+void mt_ring_attention_backward(const mt_cp *cp, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                const float *lse, int B, int c, int NH, int NKV, int HS, const mt_attn_dropout *drop,
+                                float *scratch);
+
+#endif
