@@ -7,6 +7,7 @@
  * Grouped-query (8 heads, 2 kv heads), without and with dropout, and with
  * packed documents (doc_start) and dropout: out and lse, and dQ, dK, dV,
  * equal the one-process kernel's for cp 1, 2 and 4. */
+#include "device/backend.h"
 #include "ops/ops.h"
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 #include <string.h>
 
 static int fails;
+static mt_backend cpu_be; /* the CPU backend the ops run on (set in main) */
+#define BE (&cpu_be)
 #define CHECK(c, ...)                                                                                                  \
     do {                                                                                                               \
         if (!(c)) {                                                                                                    \
@@ -64,7 +67,7 @@ static void run(int N, const float *qkv, const float *dout, const float *out_f, 
         chunk_of(go[g], dout, g, c, C);
         for (size_t i = 0; i < (size_t)B * NH * c; i++) l[g][i] = -INFINITY;
     }
-    float *scratch = falloc(op_attention_block_scratch_floats(B, c, NKV));
+    float *scratch = falloc(op_attention_block_scratch_floats(BE, B, c, NKV));
     /* the ring: rank r's chunks meet rank src's at step t, src = r - t */
     for (int pass = 0; pass < 2; pass++)
         for (int r = 0; r < N; r++)
@@ -75,10 +78,10 @@ static void run(int N, const float *qkv, const float *dout, const float *out_f, 
                         int qa = mine[a], kb = theirs[bb];
                         const float *q = x[qa], *k = x[kb] + (size_t)NH * HS, *v = k + (size_t)NKV * HS;
                         if (pass == 0)
-                            op_attention_block_forward(o[qa], l[qa], q, W, k, v, W, B, c, c, qa * c, kb * c, NH, NKV,
+                            op_attention_block_forward(BE, o[qa], l[qa], q, W, k, v, W, B, c, c, qa * c, kb * c, NH, NKV,
                                                        HS, dr ? &cdr[qa] : NULL, scratch);
                         else
-                            op_attention_block_backward(dx[qa], dx[kb] + (size_t)NH * HS,
+                            op_attention_block_backward(BE, dx[qa], dx[kb] + (size_t)NH * HS,
                                                         dx[kb] + (size_t)(NH + NKV) * HS, go[qa], o[qa], l[qa], q, W, k,
                                                         v, W, B, c, c, qa * c, kb * c, NH, NKV, HS, dr ? &cdr[qa] : NULL,
                                                         scratch);
@@ -103,6 +106,7 @@ static void run(int N, const float *qkv, const float *dout, const float *out_f, 
 }
 
 int main(void) {
+    cpu_be = mt_backend_cpu(MT_GEMM_DEFAULT);
     size_t n = (size_t)B * T * W;
     float *qkv = falloc(n), *dout = falloc((size_t)B * T * C);
     for (size_t i = 0; i < n; i++) qkv[i] = sinf(0.37f * (float)i + 0.1f) * 1.5f;
@@ -117,9 +121,9 @@ int main(void) {
                mode ? "0.1" : "off", mode == 2 ? ", packed documents" : "");
         const mt_attn_dropout *d = mode ? &dr : NULL;
         float *out = falloc((size_t)B * T * C), *lse = falloc((size_t)B * NH * T), *dqkv = falloc(n);
-        float *scr = falloc(op_attention_scratch_floats_gqa(B, T, NH, NKV, HS, 64));
-        op_attention_forward_gqa(out, lse, qkv, B, T, NH, NKV, HS, d, scr);
-        op_attention_backward_gqa(dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, d, scr);
+        float *scr = falloc(op_attention_scratch_floats_gqa(BE, B, T, NH, NKV, HS));
+        op_attention_forward_gqa(BE, out, lse, qkv, B, T, NH, NKV, HS, d, scr);
+        op_attention_backward_gqa(BE, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, d, scr);
         for (int N = 1; N <= 4; N *= 2) run(N, qkv, dout, out, lse, dqkv, d);
         free(out), free(lse), free(dqkv), free(scr);
     }

@@ -8,6 +8,7 @@
  * tests/check_ring_attention.sh runs it under mpirun -np 2 and 4, and
  * counts the ring's bytes. */
 #include "comm/comm.h"
+#include "device/backend.h"
 #include "models/ring_attention.h"
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ int main(int argc, char **argv) {
     mt_comm *w = mt_comm_world(ctx);
     const int N = mt_comm_size(w), r = mt_comm_rank(w), c = T / (2 * N);
     int fails = 0;
+    mt_backend cpu_be = mt_backend_cpu(MT_GEMM_DEFAULT), *BE = &cpu_be;
     if (T % (2 * N)) {
         if (r == 0) printf("test_ring_attention: %d ranks do not cut %d positions into %d chunks\n", N, T, 2 * N);
         mt_comm_ctx_free(ctx);
@@ -58,19 +60,19 @@ int main(int argc, char **argv) {
             memcpy(lq + ((size_t)b * 2 * c + i) * W, qkv + ((size_t)b * T + pos[i]) * W, W * sizeof(float));
             memcpy(ldo + ((size_t)b * 2 * c + i) * C, dout + ((size_t)b * T + pos[i]) * C, C * sizeof(float));
         }
-    float *scr = falloc(mt_ring_attention_scratch_floats(B, c, NH, NKV, HS));
+    float *scr = falloc(mt_ring_attention_scratch_floats(BE, B, c, NH, NKV, HS));
     for (int mode = 0; mode < 3; mode++) {
         mt_attn_dropout dr = {{mode ? 0.1f : 0.0f, 1234, 5, 2, MT_DROPOUT_ATTN_PROBS}, samples, 0, mode == 2 ? docs : NULL};
         mt_attn_dropout ldr = dr;
         ldr.doc_start = mode == 2 ? ldocs : NULL;
         float *out = falloc((size_t)B * T * C), *lse = falloc((size_t)B * NH * T), *dqkv = falloc(n);
-        float *fs = falloc(op_attention_scratch_floats_gqa(B, T, NH, NKV, HS, 64));
-        op_attention_forward_gqa(out, lse, qkv, B, T, NH, NKV, HS, mode ? &dr : NULL, fs);
-        op_attention_backward_gqa(dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, mode ? &dr : NULL, fs);
+        float *fs = falloc(op_attention_scratch_floats_gqa(BE, B, T, NH, NKV, HS));
+        op_attention_forward_gqa(BE, out, lse, qkv, B, T, NH, NKV, HS, mode ? &dr : NULL, fs);
+        op_attention_backward_gqa(BE, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, mode ? &dr : NULL, fs);
         float *lo = falloc((size_t)B * 2 * c * C), *ll = falloc((size_t)B * NH * 2 * c), *ld = falloc((size_t)B * 2 * c * W);
         mt_comm_reset_stats(w);
-        mt_ring_attention_forward(&cp, lo, ll, lq, B, c, NH, NKV, HS, mode ? &ldr : NULL, scr);
-        mt_ring_attention_backward(&cp, ld, ldo, lq, lo, ll, B, c, NH, NKV, HS, mode ? &ldr : NULL, scr);
+        mt_ring_attention_forward(BE, &cp, lo, ll, lq, B, c, NH, NKV, HS, mode ? &ldr : NULL, scr);
+        mt_ring_attention_backward(BE, &cp, ld, ldo, lq, lo, ll, B, c, NH, NKV, HS, mode ? &ldr : NULL, scr);
         double e[6] = {0}; /* |diff| and |ref| maxima of out, lse, dqkv */
         for (int b = 0; b < B; b++)
             for (int i = 0; i < 2 * c; i++) {

@@ -1,7 +1,6 @@
 /* Ring attention (see ring_attention.h): copies between the local rows and
- * chunk-major buffers, the ring's messages, and ops' block step. */
+ * chunk-major buffers (op_copy_rows), the ring's messages, and ops' block step. */
 #include "models/ring_attention.h"
-#include <string.h>
 
 enum { TAG_KV = 3301, TAG_DKV = 3302 };
 
@@ -10,7 +9,7 @@ typedef struct {
     int32_t *docs[2];
 } bufs;
 
-static size_t carve(int B, int c, int NH, int NKV, int HS, float *base, bufs *b) {
+static size_t carve(mt_backend *be, int B, int c, int NH, int NKV, int HS, float *base, bufs *b) {
     size_t W = (size_t)(NH + 2 * NKV) * HS, KW2 = (size_t)2 * NKV * HS, C = (size_t)NH * HS, n = (size_t)B * c;
     size_t off = 0;
 #define TAKE(p, count) (p = base ? base + off : NULL, off += (count))
@@ -26,49 +25,52 @@ static size_t carve(int B, int c, int NH, int NKV, int HS, float *base, bufs *b)
         TAKE(d, n); /* int32 document starts: 4 bytes like a float */
         b->docs[a] = (int32_t *)d;
     }
-    TAKE(b->block, op_attention_block_scratch_floats(B, c, NKV));
+    TAKE(b->block, op_attention_block_scratch_floats(be, B, c, NKV));
 #undef TAKE
     return off;
 }
 
-size_t mt_ring_attention_scratch_floats(int B, int c, int NH, int NKV, int HS) {
+size_t mt_ring_attention_scratch_floats(mt_backend *be, int B, int c, int NH, int NKV, int HS) {
     bufs b;
-    return carve(B, c, NH, NKV, HS, NULL, &b);
+    return carve(be, B, c, NH, NKV, HS, NULL, &b);
 }
 
 /* Rows of chunk a of the local [B][2c][width] layout into / out of a
  * chunk-major [B][c][cw] buffer: cw floats per row from column col0. */
-static void to_chunk(float *dst, size_t cw, const float *src, size_t width, size_t col0, int B, int c, int a) {
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < c; i++)
-            memcpy(dst + ((size_t)b * c + i) * cw, src + ((size_t)b * 2 * c + (size_t)a * c + i) * width + col0,
-                   cw * sizeof(float));
+static void to_chunk(mt_backend *be, float *dst, size_t cw, const float *src, size_t width, size_t col0, int B, int c,
+                     int a) {
+    const size_t f = sizeof(float);
+    op_copy_rows(be, dst, cw * f, (size_t)c * cw * f, src + (size_t)a * c * width + col0, width * f,
+                 (size_t)2 * c * width * f, cw * f, c, B);
 }
-static void from_chunk(float *dst, size_t width, size_t col0, const float *src, size_t cw, int B, int c, int a) {
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < c; i++)
-            memcpy(dst + ((size_t)b * 2 * c + (size_t)a * c + i) * width + col0, src + ((size_t)b * c + i) * cw,
-                   cw * sizeof(float));
+static void from_chunk(mt_backend *be, float *dst, size_t width, size_t col0, const float *src, size_t cw, int B,
+                       int c, int a) {
+    const size_t f = sizeof(float);
+    op_copy_rows(be, dst + (size_t)a * c * width + col0, width * f, (size_t)2 * c * width * f, src, cw * f,
+                 (size_t)c * cw * f, cw * f, c, B);
 }
-/* lse [B][NH][2c] <-> [B][NH][c] of chunk a */
-static void lse_chunk(float *local, float *chunk, int B, int NH, int c, int a, int to_local) {
-    for (size_t bh = 0; bh < (size_t)B * NH; bh++) {
-        float *lp = local + bh * 2 * c + (size_t)a * c, *cp = chunk + bh * c;
-        memcpy(to_local ? lp : cp, to_local ? cp : lp, (size_t)c * sizeof(float));
-    }
+/* lse [B][NH][2c] <-> [B][NH][c] of chunk a: B*NH rows of c floats */
+static void lse_chunk(mt_backend *be, float *local, float *chunk, int B, int NH, int c, int a, int to_local) {
+    const size_t f = sizeof(float), rows = (size_t)B * NH;
+    float *lp = local + (size_t)a * c;
+    if (to_local)
+        op_copy_rows(be, lp, 2 * (size_t)c * f, 0, chunk, (size_t)c * f, 0, (size_t)c * f, (int)rows, 1);
+    else
+        op_copy_rows(be, chunk, (size_t)c * f, 0, lp, 2 * (size_t)c * f, 0, (size_t)c * f, (int)rows, 1);
 }
 
 static int chunk_of(int rank, int N, int a) { return a == 0 ? rank : 2 * N - 1 - rank; }
 
 /* Per local chunk: dropout coordinates with the chunk's document starts. */
-static void chunk_drop(mt_attn_dropout out[2], const mt_attn_dropout *drop, bufs *bf, int B, int c) {
+static void chunk_drop(mt_backend *be, mt_attn_dropout per_chunk[2], const mt_attn_dropout *drop, bufs *bf, int B, int c) {
+    const size_t i4 = sizeof(int32_t);
     for (int a = 0; a < 2; a++) {
-        out[a] = *drop;
+        per_chunk[a] = *drop;
         if (!drop->doc_start) continue;
-        for (int b = 0; b < B; b++)
-            memcpy(bf->docs[a] + (size_t)b * c, drop->doc_start + (size_t)b * 2 * c + (size_t)a * c,
-                   (size_t)c * sizeof(int32_t));
-        out[a].doc_start = bf->docs[a];
+        /* B rows of c document starts, from sample b's chunk a */
+        op_copy_rows(be, bf->docs[a], (size_t)c * i4, 0, drop->doc_start + (size_t)a * c, (size_t)2 * c * i4, 0,
+                     (size_t)c * i4, B, 1);
+        per_chunk[a].doc_start = bf->docs[a];
     }
 }
 
@@ -78,18 +80,18 @@ static void ring_start(const mt_cp *cp, float *send, float *recv, size_t bytes, 
     mt_comm_isend(cp->comm, send, bytes, next, tag, &r[1]);
 }
 
-void mt_ring_attention_forward(const mt_cp *cp, float *out, float *lse, const float *qkv, int B, int c, int NH,
+void mt_ring_attention_forward(mt_backend *be, const mt_cp *cp, float *out, float *lse, const float *qkv, int B, int c, int NH,
                                int NKV, int HS, const mt_attn_dropout *drop, float *scratch) {
     bufs bf;
-    carve(B, c, NH, NKV, HS, scratch, &bf);
+    carve(be, B, c, NH, NKV, HS, scratch, &bf);
     const int N = cp && cp->comm ? cp->size : 1, r = N > 1 ? cp->rank : 0;
     const size_t W = (size_t)(NH + 2 * NKV) * HS, KW2 = (size_t)2 * NKV * HS, C = (size_t)NH * HS, n = (size_t)B * c;
     mt_attn_dropout cd[2];
-    if (drop) chunk_drop(cd, drop, &bf, B, c);
+    if (drop) chunk_drop(be, cd, drop, &bf, B, c);
     for (int a = 0; a < 2; a++) {
-        to_chunk(bf.x[a], W, qkv, W, 0, B, c, a);
-        to_chunk(bf.kv[0] + (size_t)a * n * KW2, KW2, qkv, W, C, B, c, a);
-        op_attention_block_start(bf.o[a], bf.l[a], n * C, (size_t)B * NH * c);
+        to_chunk(be, bf.x[a], W, qkv, W, 0, B, c, a);
+        to_chunk(be, bf.kv[0] + (size_t)a * n * KW2, KW2, qkv, W, C, B, c, a);
+        op_attention_block_start(be, bf.o[a], bf.l[a], n * C, (size_t)B * NH * c);
     }
     int cur = 0;
     for (int t = 0; t < N; t++) {
@@ -99,37 +101,37 @@ void mt_ring_attention_forward(const mt_cp *cp, float *out, float *lse, const fl
         for (int a = 0; a < 2; a++)
             for (int kb = 0; kb < 2; kb++) {
                 const float *k = bf.kv[cur] + (size_t)kb * n * KW2;
-                op_attention_block_forward(bf.o[a], bf.l[a], bf.x[a], W, k, k + (size_t)NKV * HS, KW2, B, c, c,
+                op_attention_block_forward(be, bf.o[a], bf.l[a], bf.x[a], W, k, k + (size_t)NKV * HS, KW2, B, c, c,
                                            chunk_of(r, N, a) * c, chunk_of(src, N, kb) * c, NH, NKV, HS,
                                            drop ? &cd[a] : NULL, bf.block);
             }
         if (t < N - 1) mt_comm_waitall(req, 2), cur = 1 - cur;
     }
     for (int a = 0; a < 2; a++) {
-        from_chunk(out, C, 0, bf.o[a], C, B, c, a);
-        lse_chunk(lse, bf.l[a], B, NH, c, a, 1);
+        from_chunk(be, out, C, 0, bf.o[a], C, B, c, a);
+        lse_chunk(be, lse, bf.l[a], B, NH, c, a, 1);
     }
 }
 
-void mt_ring_attention_backward(const mt_cp *cp, float *dqkv, const float *dout, const float *qkv, const float *out,
+void mt_ring_attention_backward(mt_backend *be, const mt_cp *cp, float *dqkv, const float *dout, const float *qkv, const float *out,
                                 const float *lse, int B, int c, int NH, int NKV, int HS, const mt_attn_dropout *drop,
                                 float *scratch) {
     bufs bf;
-    carve(B, c, NH, NKV, HS, scratch, &bf);
+    carve(be, B, c, NH, NKV, HS, scratch, &bf);
     const int N = cp && cp->comm ? cp->size : 1, r = N > 1 ? cp->rank : 0;
     const size_t W = (size_t)(NH + 2 * NKV) * HS, KW2 = (size_t)2 * NKV * HS, C = (size_t)NH * HS, n = (size_t)B * c;
     mt_attn_dropout cd[2];
-    if (drop) chunk_drop(cd, drop, &bf, B, c);
+    if (drop) chunk_drop(be, cd, drop, &bf, B, c);
     for (int a = 0; a < 2; a++) {
-        to_chunk(bf.x[a], W, qkv, W, 0, B, c, a);
-        to_chunk(bf.kv[0] + (size_t)a * n * KW2, KW2, qkv, W, C, B, c, a);
-        to_chunk(bf.o[a], C, out, C, 0, B, c, a);
-        to_chunk(bf.dout[a], C, dout, C, 0, B, c, a);
-        lse_chunk((float *)lse, bf.l[a], B, NH, c, a, 0);
+        to_chunk(be, bf.x[a], W, qkv, W, 0, B, c, a);
+        to_chunk(be, bf.kv[0] + (size_t)a * n * KW2, KW2, qkv, W, C, B, c, a);
+        to_chunk(be, bf.o[a], C, out, C, 0, B, c, a);
+        to_chunk(be, bf.dout[a], C, dout, C, 0, B, c, a);
+        lse_chunk(be, (float *)lse, bf.l[a], B, NH, c, a, 0);
     }
-    memset(bf.dx[0], 0, n * W * sizeof(float));
-    memset(bf.dx[1], 0, n * W * sizeof(float));
-    memset(bf.dkv[0], 0, 2 * n * KW2 * sizeof(float));
+    op_zero_bytes(be, bf.dx[0], n * W * sizeof(float));
+    op_zero_bytes(be, bf.dx[1], n * W * sizeof(float));
+    op_zero_bytes(be, bf.dkv[0], 2 * n * KW2 * sizeof(float));
     int cur = 0;
     for (int t = 0; t < N; t++) {
         mt_comm_req req[2] = {{0}}, dreq[2] = {{0}};
@@ -139,7 +141,7 @@ void mt_ring_attention_backward(const mt_cp *cp, float *dqkv, const float *dout,
             for (int kb = 0; kb < 2; kb++) {
                 const float *k = bf.kv[cur] + (size_t)kb * n * KW2;
                 float *dk = bf.dkv[cur] + (size_t)kb * n * KW2;
-                op_attention_block_backward(bf.dx[a], dk, dk + (size_t)NKV * HS, bf.dout[a], bf.o[a], bf.l[a],
+                op_attention_block_backward(be, bf.dx[a], dk, dk + (size_t)NKV * HS, bf.dout[a], bf.o[a], bf.l[a],
                                             bf.x[a], W, k, k + (size_t)NKV * HS, KW2, B, c, c, chunk_of(r, N, a) * c,
                                             chunk_of(src, N, kb) * c, NH, NKV, HS, drop ? &cd[a] : NULL, bf.block);
             }
@@ -153,7 +155,7 @@ void mt_ring_attention_backward(const mt_cp *cp, float *dqkv, const float *dout,
     }
     /* after N shifts of dK|dV the buffer in hand is this rank's own */
     for (int a = 0; a < 2; a++) {
-        from_chunk(dqkv, W, 0, bf.dx[a], W, B, c, a);
-        from_chunk(dqkv, W, C, bf.dkv[cur] + (size_t)a * n * KW2, KW2, B, c, a);
+        from_chunk(be, dqkv, W, 0, bf.dx[a], W, B, c, a);
+        from_chunk(be, dqkv, W, C, bf.dkv[cur] + (size_t)a * n * KW2, KW2, B, c, a);
     }
 }

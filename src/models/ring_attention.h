@@ -23,12 +23,12 @@ typedef struct {
     int size, rank;
 } mt_cp;
 
-/* Floats of scratch for B samples of 2c local rows. */
-size_t mt_ring_attention_scratch_floats(int B, int c, int NH, int NKV, int HS);
-void mt_ring_attention_forward(const mt_cp *cp, float *out, float *lse, const float *qkv, int B, int c, int NH,
-                               int NKV, int HS, const mt_attn_dropout *drop, float *scratch);
+/* Every op runs on be. Floats of scratch for B samples of 2c local rows. */
+size_t mt_ring_attention_scratch_floats(mt_backend *be, int B, int c, int NH, int NKV, int HS);
+void mt_ring_attention_forward(mt_backend *be, const mt_cp *cp, float *out, float *lse, const float *qkv, int B, int c,
+                               int NH, int NKV, int HS, const mt_attn_dropout *drop, float *scratch);
 /* dqkv (the local rows' layout) is overwritten. */
-void mt_ring_attention_backward(const mt_cp *cp, float *dqkv, const float *dout, const float *qkv, const float *out,
+void mt_ring_attention_backward(mt_backend *be, const mt_cp *cp, float *dqkv, const float *dout, const float *qkv, const float *out,
                                 const float *lse, int B, int c, int NH, int NKV, int HS, const mt_attn_dropout *drop,
                                 float *scratch);
 

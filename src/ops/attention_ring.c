@@ -26,6 +26,7 @@
  * dK += dS^T Q, dV += Pd^T dO, each one GEMM over the keys the rows can see.
  * Work is parallel over (sample, kv head); the query heads of a group are
  * taken in order inside one task, so dK/dV do not depend on the thread count. */
+#include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include "ops/blas_threads.h"
 #include "ops/vmath.h"
@@ -52,16 +53,20 @@ static int visible(int qp, int k0, int nk) { return qp - k0 + 1 < nk ? (qp - k0 
 
 static size_t per_thread(int nk) { return 2 * (size_t)BQ * nk + (size_t)nk + (size_t)BQ * 1024 + 64; }
 
-size_t op_attention_block_scratch_floats(int B, int nk, int NKV) {
-    (void)B, (void)NKV;
-    return per_thread(nk) * (size_t)omp_get_max_threads();
+static int threads_of(const mt_backend *be) { return be->nthreads > 1 ? be->nthreads : 1; }
+
+size_t op_attention_block_scratch_floats(mt_backend *be, int B, int nk, int NKV) {
+    MT_DISPATCH_RET(be, attention_block_scratch_floats, be, B, nk, NKV);
+    return per_thread(nk) * (size_t)threads_of(be);
 }
 
-void op_attention_block_forward(float *out, float *lse, const float *q, size_t ldq, const float *k, const float *v,
-                                size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH, int NKV, int HS,
-                                const mt_attn_dropout *drop, float *scratch) {
+void op_attention_block_forward(mt_backend *be, float *out, float *lse, const float *q, size_t ldq, const float *k,
+                                const float *v, size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH, int NKV,
+                                int HS, const mt_attn_dropout *drop, float *scratch) {
+    MT_DISPATCH(be, attention_block_forward, be, out, lse, q, ldq, k, v, ldkv, B, nq, nk, q0, k0, NH, NKV, HS, drop,
+                scratch);
     if (k0 > q0 + nq - 1) return; /* every key after every query */
-    const int grp = NH / NKV, C = NH * HS, nt = omp_get_max_threads();
+    const int grp = NH / NKV, C = NH * HS, nt = threads_of(be);
     const float scale = 1.0f / sqrtf((float)HS);
     const int use_drop = dropout_on(drop);
     int saved = mt_blas_threads_enter();
@@ -119,12 +124,14 @@ void op_attention_block_forward(float *out, float *lse, const float *q, size_t l
     mt_blas_threads_leave(saved);
 }
 
-void op_attention_block_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+void op_attention_block_backward(mt_backend *be, float *dq, float *dk, float *dv, const float *dout, const float *out,
                                  const float *lse, const float *q, size_t ldq, const float *k, const float *v,
                                  size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH, int NKV, int HS,
                                  const mt_attn_dropout *drop, float *scratch) {
+    MT_DISPATCH(be, attention_block_backward, be, dq, dk, dv, dout, out, lse, q, ldq, k, v, ldkv, B, nq, nk, q0, k0,
+                NH, NKV, HS, drop, scratch);
     if (k0 > q0 + nq - 1) return;
-    const int grp = NH / NKV, C = NH * HS, nt = omp_get_max_threads();
+    const int grp = NH / NKV, C = NH * HS, nt = threads_of(be);
     const float scale = 1.0f / sqrtf((float)HS);
     const int use_drop = dropout_on(drop);
     int saved = mt_blas_threads_enter();
@@ -178,7 +185,8 @@ void op_attention_block_backward(float *dq, float *dk, float *dv, const float *d
     mt_blas_threads_leave(saved);
 }
 
-void op_attention_block_start(float *out, float *lse, size_t n_out, size_t n_lse) {
+void op_attention_block_start(mt_backend *be, float *out, float *lse, size_t n_out, size_t n_lse) {
+    MT_DISPATCH(be, attention_block_start, be, out, lse, n_out, n_lse);
     for (size_t i = 0; i < n_out; i++) out[i] = 0.0f;
     for (size_t i = 0; i < n_lse; i++) lse[i] = -INFINITY;
 }

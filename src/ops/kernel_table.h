@@ -53,6 +53,15 @@ struct mt_kernel_table {
     void (*attention_backward_gqa)(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
                                    const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
                                    float *scratch);
+    void (*attention_block_forward)(mt_backend *be, float *out, float *lse, const float *q, size_t ldq, const float *k,
+                                    const float *v, size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH,
+                                    int NKV, int HS, const mt_attn_dropout *drop, float *scratch);
+    void (*attention_block_backward)(mt_backend *be, float *dq, float *dk, float *dv, const float *dout,
+                                     const float *out, const float *lse, const float *q, size_t ldq, const float *k,
+                                     const float *v, size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH,
+                                     int NKV, int HS, const mt_attn_dropout *drop, float *scratch);
+    size_t (*attention_block_scratch_floats)(mt_backend *be, int B, int nk, int NKV);
+    void (*attention_block_start)(mt_backend *be, float *out, float *lse, size_t n_out, size_t n_lse);
     void (*attention_decode)(mt_backend *be, const float *q, const float *kc, const float *vc, size_t ld, int t, int hd,
                              float *scores, float *out);
     void (*rmsnorm_forward)(mt_backend *be, float *out, float *rstd, const float *inp, const float *w, int N, int C,
@@ -105,6 +114,8 @@ struct mt_kernel_table {
     double (*round_to_16_sumsq)(mt_backend *be, mt_dtype dt, uint16_t *dst, const float *src, size_t n);
     void (*copy)(mt_backend *be, float *dst, const float *src, size_t n);
     void (*copy_bytes)(mt_backend *be, void *dst, const void *src, size_t bytes);
+    void (*copy_rows)(mt_backend *be, void *dst, size_t dst_pitch, size_t dst_batch, const void *src,
+                      size_t src_pitch, size_t src_batch, size_t width, int rows, int nb);
     void (*zero_bytes)(mt_backend *be, void *x, size_t bytes);
     void (*copy_to_host)(mt_backend *be, void *host, const void *src, size_t bytes);
     void (*copy_from_host)(mt_backend *be, void *dst, const void *host, size_t bytes);

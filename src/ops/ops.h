@@ -117,16 +117,17 @@ void op_attention_decode(mt_backend *be, const float *q, const float *kc, const 
  * samples), when given, holds the [B*nq] query rows' document starts in
  * global positions. Scratch:
  * op_attention_block_scratch_floats(B, nk, NKV). */
-void op_attention_block_forward(float *out, float *lse, const float *q, size_t ldq, const float *k, const float *v,
-                                size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH, int NKV, int HS,
-                                const mt_attn_dropout *drop, float *scratch);
-void op_attention_block_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+void op_attention_block_forward(mt_backend *be, float *out, float *lse, const float *q, size_t ldq, const float *k,
+                                const float *v, size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH, int NKV,
+                                int HS, const mt_attn_dropout *drop, float *scratch);
+void op_attention_block_backward(mt_backend *be, float *dq, float *dk, float *dv, const float *dout, const float *out,
                                  const float *lse, const float *q, size_t ldq, const float *k, const float *v,
                                  size_t ldkv, int B, int nq, int nk, int q0, int k0, int NH, int NKV, int HS,
                                  const mt_attn_dropout *drop, float *scratch);
-size_t op_attention_block_scratch_floats(int B, int nk, int NKV);
+/* Sized for the backend's thread count. */
+size_t op_attention_block_scratch_floats(mt_backend *be, int B, int nk, int NKV);
 /* The running result before the first block: out 0, lse -inf. */
-void op_attention_block_start(float *out, float *lse, size_t n_out, size_t n_lse);
+void op_attention_block_start(mt_backend *be, float *out, float *lse, size_t n_out, size_t n_lse);
 
 /* ---- RMSNorm (Llama; statistics in fp32): rstd[n] = 1/sqrt(mean(x^2) + eps),
  * out = w * (x * rstd). Backward accumulates: dinp += ..., dw += ... (NULL skips). */
@@ -256,6 +257,11 @@ void op_copy_bytes(mt_backend *be, void *dst, const void *src, size_t bytes);   
 void op_zero_bytes(mt_backend *be, void *x, size_t bytes);                         /* x = 0 bytewise */
 void op_copy_to_host(mt_backend *be, void *host, const void *src, size_t bytes);   /* device -> host */
 void op_copy_from_host(mt_backend *be, void *dst, const void *host, size_t bytes); /* host -> device */
+/* nb batches of rows rows of width bytes each (cudaMemcpy2D per batch): row i of batch b from
+ * src + b*src_batch + i*src_pitch to dst + b*dst_batch + i*dst_pitch (all in bytes); between
+ * device buffers (ring attention's chunk-major copies of the local rows). */
+void op_copy_rows(mt_backend *be, void *dst, size_t dst_pitch, size_t dst_batch, const void *src, size_t src_pitch,
+                  size_t src_batch, size_t width, int rows, int nb);
 /* x[i, c0 .. c0 + nc) = 0 for the N rows of stride ld (a shard's padding columns). */
 void op_zero_cols(mt_backend *be, float *x, int N, size_t ld, int c0, int nc);
 /* dst = src rounded to dt (MT_BF16 or MT_FP16, round to nearest even); and widened back. */

@@ -17,6 +17,15 @@ void op_copy_bytes(mt_backend *be, void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
 }
 
+void op_copy_rows(mt_backend *be, void *dst, size_t dst_pitch, size_t dst_batch, const void *src, size_t src_pitch,
+                  size_t src_batch, size_t width, int rows, int nb) {
+    MT_DISPATCH(be, copy_rows, be, dst, dst_pitch, dst_batch, src, src_pitch, src_batch, width, rows, nb);
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < rows; i++)
+            memcpy((char *)dst + (size_t)b * dst_batch + (size_t)i * dst_pitch,
+                   (const char *)src + (size_t)b * src_batch + (size_t)i * src_pitch, width);
+}
+
 void op_zero_bytes(mt_backend *be, void *x, size_t bytes) {
     MT_DISPATCH(be, zero_bytes, be, x, bytes);
     if (bytes) memset(x, 0, bytes);
