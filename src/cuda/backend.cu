@@ -338,6 +338,14 @@ void h_rope_table(mt_backend *be, float *cos_t, float *sin_t, const float *inv_f
     mt_backend h = host_of(be);
     op_rope_table(&h, cos_t, sin_t, inv_freq, T, HS);
 }
+float h_rope_attention_factor(mt_backend *be, const mt_rope_scaling *s) {
+    mt_backend h = host_of(be);
+    return op_rope_attention_factor(&h, s);
+}
+void h_rope_tables(mt_backend *be, float *cos_t, float *sin_t, int T, int HS, float theta, const mt_rope_scaling *s) {
+    mt_backend h = host_of(be);
+    op_rope_tables(&h, cos_t, sin_t, T, HS, theta, s);
+}
 
 void fill_table(mt_kernel_table *t) {
     memset(t, 0, sizeof *t);
@@ -361,6 +369,8 @@ void fill_table(mt_kernel_table *t) {
     t->rmsnorm_backward = k_rmsnorm_backward;
     t->rope_inv_freq = h_rope_inv_freq;
     t->rope_table = h_rope_table;
+    t->rope_attention_factor = h_rope_attention_factor;
+    t->rope_tables = h_rope_tables;
     t->rope_apply = k_rope_apply;
     t->swiglu_forward = k_swiglu_forward;
     t->swiglu_backward = k_swiglu_backward;

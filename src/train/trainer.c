@@ -218,6 +218,10 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return mt_errorf(err, "{family} %s is not yet supported on {device} cuda (it trains gpt2 and llama): use "
                               "{device} cpu for it",
                          mt_family_name(op->cfg.family));
+    if (op->device == MT_DEVICE_CUDA && op->cfg.num_experts)
+        return mt_errorf(err, "a mixture-of-experts model ({moe-experts} %d) is not yet supported on {device} cuda (the "
+                              "routing and expert ops have no CUDA kernels): use {device} cpu for it",
+                         op->cfg.num_experts);
     if (mt_model_tp_check(&op->cfg, op->mesh.tp, err)) return -1;
     if (op->sequence_parallel && ((size_t)op->micro_batch * (size_t)op->cfg.seq_len) % (size_t)op->mesh.tp)
         return mt_errorf(err, "{sequence-parallel} splits the %d x %d token rows of a microbatch over {tp} %d: "
