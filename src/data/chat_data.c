@@ -274,6 +274,7 @@ void mt_chat_data_finish(mt_chat_data *d) { close_window(d); }
  * after the samples of the open window when it fits. */
 static void add_window(mt_chat_data *d, const sample_buf *s, size_t n) {
     size_t T = (size_t)d->seq_len;
+    if (n == 0) return; /* a sample of no tokens: no window (counting one would leave the shard a window short) */
     if (!d->packing || d->win_used + n > T) close_window(d);
     if (d->win_used == 0) d->windows++;
     size_t at = d->tokens.len;
