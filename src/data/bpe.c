@@ -776,20 +776,12 @@ static void cache_insert(mt_bpe *b, uint64_t h, const unsigned char *w, size_t n
     b->ccount++;
 }
 
-static void encode_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out) {
-    if (b->ignore_merges) { /* tokenizers' BPE: a pre-token that is itself a token is not merged */
-        int32_t id = mt_bpe_str_lookup(b, w, n);
-        if (id >= 0) {
-            mt_tokens_push(out, id);
-            return;
-        }
-    }
-    if (n == 1) {
-        mt_tokens_push(out, b->byte_tok[w[0]]);
-        return;
-    }
+/* A word's tokens from the cache, or from encode (then cached): the byte-level
+ * and the SentencePiece-style paths share it. */
+static void cached_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out,
+                        void (*encode)(mt_bpe *, const unsigned char *, size_t, mt_tokens *)) {
     if (n > CACHE_WORD_MAX) {
-        mt_bpe_word(b, w, n, out);
+        encode(b, w, n, out);
         return;
     }
     uint64_t h = hash_bytes(w, n);
@@ -802,8 +794,23 @@ static void encode_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *
     }
     if (b->ckeys.len > UINT32_MAX / 2 || b->ctoks.len > UINT32_MAX / 2) cache_clear(b);
     size_t start = out->len;
-    mt_bpe_word(b, w, n, out);
+    encode(b, w, n, out);
     cache_insert(b, h, w, n, out->data + start, out->len - start);
+}
+
+static void encode_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out) {
+    if (b->ignore_merges) { /* tokenizers' BPE: a pre-token that is itself a token is not merged */
+        int32_t id = mt_bpe_str_lookup(b, w, n);
+        if (id >= 0) {
+            mt_tokens_push(out, id);
+            return;
+        }
+    }
+    if (n == 1) {
+        mt_tokens_push(out, b->byte_tok[w[0]]);
+        return;
+    }
+    cached_word(b, w, n, out, mt_bpe_word);
 }
 
 /* ---- pre-tokenization ---- */
@@ -1157,22 +1164,7 @@ static void sp_word(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out)
 
 /* A word through the cache (words of Metaspace's split are short). */
 static void sp_word_cached(mt_bpe *b, const unsigned char *w, size_t n, mt_tokens *out) {
-    if (n > CACHE_WORD_MAX) {
-        sp_word(b, w, n, out);
-        return;
-    }
-    uint64_t h = hash_bytes(w, n);
-    if (b->ctab) {
-        centry *e = cache_slot(b, h, w, n);
-        if (e->key_len) {
-            for (size_t i = 0; i < e->tok_len; i++) mt_tokens_push(out, b->ctoks.data[e->tok_off + i]);
-            return;
-        }
-    }
-    if (b->ckeys.len > UINT32_MAX / 2 || b->ctoks.len > UINT32_MAX / 2) cache_clear(b);
-    size_t start = out->len;
-    sp_word(b, w, n, out);
-    cache_insert(b, h, w, n, out->data + start, out->len - start);
+    cached_word(b, w, n, out, sp_word);
 }
 
 /* The normalized run: Metaspace's split cuts it before every space (the
