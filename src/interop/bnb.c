@@ -1,4 +1,5 @@
 /* bitsandbytes-layout Hugging Face directories (see interop/bnb.h). */
+#include "interop/hf_model.h"
 #include "interop/bnb.h"
 #include "interop/safetensors.h"
 #include "core/fileio.h"
@@ -128,26 +129,17 @@ int mt_bnb_export(const char *dir, const mt_weights *w, mt_quant_kind kind, int 
         else rc = mt_st_writer_close(sw, err);
     }
     if (!rc) { /* the family's config.json with transformers' quantization_config */
-        mt_json_writer jw;
-        mt_jw_init(&jw);
-        f->hf_config_write(&w->cfg, "float32", &jw);
-        char *end = strrchr(jw.buf, '}');
-        if (end) *end = 0;
-        snprintf(path, sizeof path, "%s/config.json", dir);
-        char *tmp = NULL;
-        FILE *fp = mt_fopen_temp(path, &tmp, err);
-        if (!fp) rc = -1;
-        else {
-            fprintf(fp, "%s,\"quantization_config\":{\"quant_method\":\"bitsandbytes\",", jw.buf);
-            if (kind == MT_QUANT_NF4)
-                fprintf(fp, "\"load_in_4bit\":true,\"load_in_8bit\":false,\"bnb_4bit_quant_type\":\"nf4\","
-                            "\"bnb_4bit_use_double_quant\":%s,\"bnb_4bit_compute_dtype\":\"float32\","
-                            "\"bnb_4bit_quant_storage\":\"uint8\"}}\n", dq ? "true" : "false");
-            else
-                fprintf(fp, "\"load_in_4bit\":false,\"load_in_8bit\":true,\"llm_int8_threshold\":6.0}}\n");
-            rc = mt_fcommit_temp(fp, tmp, path, 0, err);
-        }
-        mt_jw_free(&jw);
+        char q[512];
+        if (kind == MT_QUANT_NF4)
+            snprintf(q, sizeof q,
+                     "{\"quant_method\":\"bitsandbytes\",\"load_in_4bit\":true,\"load_in_8bit\":false,"
+                     "\"bnb_4bit_quant_type\":\"nf4\",\"bnb_4bit_use_double_quant\":%s,"
+                     "\"bnb_4bit_compute_dtype\":\"float32\",\"bnb_4bit_quant_storage\":\"uint8\"}",
+                     dq ? "true" : "false");
+        else
+            snprintf(q, sizeof q, "{\"quant_method\":\"bitsandbytes\",\"load_in_4bit\":false,\"load_in_8bit\":true,"
+                                  "\"llm_int8_threshold\":6.0}");
+        rc = mt_hf_config_write_quantized(dir, &w->cfg, q, err);
     }
     for (int j = 0; j < nt; j++) {
         if (e[j].quantized) mt_qweight_free(&e[j].q);

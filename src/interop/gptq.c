@@ -1,4 +1,5 @@
 /* Hugging Face GPTQ directories (see interop/gptq.h). */
+#include "interop/hf_model.h"
 #include "interop/gptq.h"
 #include "interop/safetensors.h"
 #include "core/fileio.h"
@@ -94,25 +95,14 @@ int mt_gptq_export(const char *dir, const mt_weights *w, mt_gptq_result *const *
         else rc = mt_st_writer_close(sw, err);
     }
     if (!rc) { /* the family's config.json with the quantization_config */
-        mt_json_writer jw;
-        mt_jw_init(&jw);
-        f->hf_config_write(&w->cfg, "float32", &jw);
-        char *end = strrchr(jw.buf, '}');
-        if (end) *end = 0;
-        snprintf(path, sizeof path, "%s/config.json", dir);
-        char *tmp = NULL;
-        FILE *fp = mt_fopen_temp(path, &tmp, err);
-        if (!fp) rc = -1;
-        else {
-            fprintf(fp,
-                    "%s,\"quantization_config\":{\"quant_method\":\"gptq\",\"bits\":%d,\"group_size\":%d,"
-                    "\"desc_act\":%s,\"sym\":%s,\"damp_percent\":%g,\"true_sequential\":false,"
-                    "\"static_groups\":false,\"checkpoint_format\":\"gptq\",\"model_seqlen\":%d}}\n",
-                    jw.buf, o->bits, o->group_size, o->act_order ? "true" : "false", o->sym ? "true" : "false",
-                    o->damp, w->cfg.seq_len);
-            rc = mt_fcommit_temp(fp, tmp, path, 0, err);
-        }
-        mt_jw_free(&jw);
+        char q[512];
+        snprintf(q, sizeof q,
+                 "{\"quant_method\":\"gptq\",\"bits\":%d,\"group_size\":%d,\"desc_act\":%s,\"sym\":%s,"
+                 "\"damp_percent\":%g,\"true_sequential\":false,\"static_groups\":false,"
+                 "\"checkpoint_format\":\"gptq\",\"model_seqlen\":%d}",
+                 o->bits, o->group_size, o->act_order ? "true" : "false", o->sym ? "true" : "false", o->damp,
+                 w->cfg.seq_len);
+        rc = mt_hf_config_write_quantized(dir, &w->cfg, q, err);
     }
     for (int j = 0; j < nt; j++) {
         free(e[j].qweight);

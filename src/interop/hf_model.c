@@ -1,4 +1,5 @@
 #include "interop/hf_model.h"
+#include "core/fileio.h"
 #include "core/strlist.h"
 #include "interop/hf_dir.h"
 #include "interop/gptq.h"
@@ -194,5 +195,25 @@ int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
     free(tmp);
     mt_hf_dir_close(hd);
     if (rc) mt_weights_free(out);
+    return rc;
+}
+
+int mt_hf_config_write_quantized(const char *dir, const mt_model_config *cfg, const char *quantization_json,
+                                 mt_error *err) {
+    mt_json_writer jw;
+    mt_jw_init(&jw);
+    mt_family_get(cfg->family)->hf_config_write(cfg, "float32", &jw);
+    char *end = strrchr(jw.buf, '}'); /* the object stays open for one more member */
+    if (end) *end = 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *tmp = NULL;
+    FILE *fp = mt_fopen_temp(path, &tmp, err);
+    int rc = -1;
+    if (fp) {
+        fprintf(fp, "%s,\"quantization_config\":%s}\n", jw.buf, quantization_json);
+        rc = mt_fcommit_temp(fp, tmp, path, 0, err);
+    }
+    mt_jw_free(&jw);
     return rc;
 }

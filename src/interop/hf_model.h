@@ -23,5 +23,10 @@ int mt_hf_import(const char *dir, mt_weights *out, mt_error *err);
  * qwen2), the family's reader, seq_len/max_pos defaults and the padded
  * vocabulary (not validated). */
 int mt_hf_config_read(const mt_json *config, mt_model_config *cfg, mt_error *err);
+/* Writes DIR/config.json: the family's config.json (float32) with the object
+ * quantization_json (e.g. {"quant_method":"gptq",...}) as its
+ * "quantization_config", atomically. */
+int mt_hf_config_write_quantized(const char *dir, const mt_model_config *cfg, const char *quantization_json,
+                                 mt_error *err);
 
 #endif
