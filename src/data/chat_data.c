@@ -114,7 +114,8 @@ static int sb_encode(mt_chat_data *d, sample_buf *s, const char *p, size_t n, in
         s->fl = realloc(s->fl, s->cap);
         if (!s->fl) mt_die("out of memory for a sample's flags (%zu bytes)", s->cap);
     }
-    memset(s->fl + before, counted ? MT_TOK_LOSS : 0, s->tok->len - before);
+    if (s->tok->len > before) /* nothing encoded: fl may still be NULL */
+        memset(s->fl + before, counted ? MT_TOK_LOSS : 0, s->tok->len - before);
     return 0;
 }
 
