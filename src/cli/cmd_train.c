@@ -209,7 +209,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     mt_model_flags mf;
     memset(&mf, 0, sizeof mf);
     const char *on_nonfinite = "stop", *slow_rank = NULL;
-    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *offload = NULL, *precision = "fp32", *grad_reduce = "fp32", *gemm = "onednn", *device = "cpu";
+    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *compress_acts = "off", *offload = NULL, *precision = "fp32", *grad_reduce = "fp32", *gemm = "onednn", *device = "cpu";
     int64_t seed = (int64_t)o.seed;
     int help = 0;
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
@@ -296,6 +296,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"zeropp-qgz", MT_ARG_FLAG, &o.zeropp_qgz, "ZeRO++ qgZ with --zero 2|3: reduce-scatter gradients as int4 blocks in two all-to-alls (inside the node, then across nodes; lossy)", 0},
         {"ranks-per-node", MT_ARG_INT, &ranks_per_node, "nodes of N consecutive ranks for the inter-node byte counts (default: the ranks that share memory)", 0},
         {"recompute", MT_ARG_STR, &recompute, "activation recomputation: none | selective (attention core) | full (whole blocks) (default none)", 0},
+        {"compress-activations", MT_ARG_STR, &compress_acts, "the activations blocks keep for backward: off | lossless (the linear layers' inputs in the 16 bits of --precision bf16/fp16: exact) | bf16 | int8 (one scale per row or head); decoded before backward (default off; docs/usage.md)", 0},
         {"offload-optimizer", MT_ARG_STR, &offload, "disk:DIR: keep the optimizer state in a file in DIR, streamed through the update", 0},
         {"offload-buffer-mb", MT_ARG_FLOAT, &o.offload_buffer_mb, "resident memory for the streamed optimizer state (default 64)", 0},
         {"peak-gflops", MT_ARG_FLOAT, &o.peak_gflops, "a rank's peak GFLOP/s (e.g. from bench/gemm_rate): --metrics gets mfu, the model FLOP/s of all ranks over their peak (plot draws it)", 0},
@@ -363,7 +364,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     o.seed = (uint64_t)seed;
     if (mt_opt_kind_parse(optimizer, &o.opt.kind, &err) || mt_lr_kind_parse(schedule, &o.lr.kind, &err) ||
         mt_data_order_parse(order, &o.order, &err) || mt_pp_kind_parse(pp_schedule, &o.pp_schedule, &err) ||
-        mt_recompute_parse(recompute, &o.recompute, &err))
+        mt_recompute_parse(recompute, &o.recompute, &err) || mt_act_compress_parse(compress_acts, &o.compress_acts, &err))
         goto fail;
     if (mt_dtype_parse(precision, &o.precision)) {
         mt_errorf(&err, "--precision must be fp32, bf16 or fp16, got '%s'", precision);

@@ -31,8 +31,14 @@ struct mt_decoder;
 typedef struct {
     const char *name;
     int own;
+    /* what {compress-activations} may do to it (models/act_compress.h): MT_ACT_KEEP (fp32: statistics, the block
+       output, integers), MT_ACT_LOSSY (read by a backward kernel in fp32: compressed by bf16 and int8) or
+       MT_ACT_GEMM_INPUT (read by backward only as a linear layer's input, which {precision} bf16/fp16 rounds to
+       16 bits anyway: stored in that format it is exact, so {compress-activations} lossless keeps it so) */
+    int comp;
 } mt_act_buf;
 #define MT_OWN(none, selective, full) ((none) | (selective) << 1 | (full) << 2)
+enum { MT_ACT_KEEP = 0, MT_ACT_LOSSY, MT_ACT_GEMM_INPUT };
 #define MT_MAX_BLOCK_BUFS 16
 #define MT_MAX_HEAD_BUFS 4
 #define MT_FAMILY_SCRATCH 6
@@ -51,6 +57,10 @@ typedef struct mt_family {
     const mt_act_buf *block_bufs;
     int block_out;  /* the block buffer holding its output (kept under every recompute mode) */
     size_t (*block_buf_floats)(const struct mt_model *m, int buf, size_t N);
+    /* {compress-activations} int8: the columns sharing one scale in a compressed buffer (a row, or a row's
+       piece that no tensor-parallel cut splits -- one head -- so every layout computes the same codes);
+       NULL: the family compresses nothing (refused up front) */
+    size_t (*block_buf_group)(const struct mt_model *m, int buf);
     int n_head_bufs; /* the output unit's (before the logits) */
     const mt_act_buf *head_bufs;
     int head_park;  /* a head buffer of residual-stream size, dead after the head's backward: the pipeline

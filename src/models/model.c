@@ -45,9 +45,21 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
     a->blocks = mt_xcalloc(L, sizeof(mt_block_acts), "block activations");
     for (size_t i = 0; i < L; i++) {
         if (!holds_layer(part, (int)i)) continue;
-        for (int k = 0; k < f->n_block_bufs; k++)
+        for (int k = 0; k < f->n_block_bufs; k++) {
+            if (m->zenc[k]) { /* kept compressed; computed in the shared fp32 working buffer */
+                size_t fl = f->block_buf_floats(m, k, N), g = m->zenc[k] == MT_ZENC_INT8 ? f->block_buf_group(m, k) : 0;
+                a->blocks[i].b[k] = m->shared.b[k];
+                size_t codes = mt_act_compress_bytes((mt_zenc)m->zenc[k], fl, 0); /* scales apart: aligned */
+                a->blocks[i].z[k] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, codes, f->block_bufs[k].name);
+                if (g)
+                    a->blocks[i].zscale[k] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, fl / g * sizeof(float),
+                                                             f->block_bufs[k].name);
+                a->bytes += mt_act_compress_bytes((mt_zenc)m->zenc[k], fl, g);
+                continue;
+            }
             a->blocks[i].b[k] = block_owns(m, k) ? acts_alloc(m, a, f->block_buf_floats(m, k, N), f->block_bufs[k].name)
                                                  : m->shared.b[k];
+        }
     }
     for (size_t i = 1; i < L; i++) /* inputs received from the previous stage */
         if (holds_layer(part, (int)i) && !holds_layer(part, (int)i - 1))
@@ -65,7 +77,7 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
  * backward, so it is accounted as scratch (the total still shows it). */
 static void alloc_shared(mt_model *m, size_t N) {
     for (int k = 0; k < m->fam->n_block_bufs; k++)
-        if (!block_owns(m, k))
+        if (!block_owns(m, k) || m->zenc[k])
             m->shared.b[k] =
                 mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH,
                                 m->fam->block_buf_floats(m, k, N) * sizeof(float), m->fam->block_bufs[k].name);
@@ -144,7 +156,7 @@ static void alloc_lora(mt_model *m, size_t N) {
 
 void mt_model_create(mt_model *m, mt_backend *be, const mt_model_config *cfg, int B, int T, uint64_t seed,
                      mt_mem *mem) {
-    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, be, 0};
+    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, be, 0, MT_ACT_COMPRESS_OFF};
     mt_model_create_part(m, cfg, B, T, seed, mem, &whole);
 }
 
@@ -178,6 +190,9 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
         m->i8scratch = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, op_int8_outlier_scratch_bytes(m->be, (int)N, m->qcols),
                                     "int8 activations and outlier columns");
     m->recompute = part->recompute;
+    m->compress = part->compress;
+    m->precision = part->precision; /* (alloc_lowp sets it again) the lossless encoding follows it */
+    mt_act_compress_choose(m);
     alloc_shared(m, N);
     m->n_slots = part->act_slots > 0 ? part->act_slots : 1;
     m->slots = mt_xcalloc((size_t)m->n_slots, sizeof(mt_acts), "activation slots");
@@ -231,7 +246,8 @@ static void free_slot(mt_mem *mem, mt_acts *a, int L, mt_block_acts *shared) {
     DROP(a->tokens); DROP(a->targets); DROP(a->sample_ids); DROP(a->doc_start); DROP(a->pos); DROP(a->encoded);
     for (int i = 0; i < L; i++)
         for (int k = 0; k < MT_MAX_BLOCK_BUFS; k++)
-            if (a->blocks[i].b[k] != shared->b[k]) DROP(a->blocks[i].b[k]);
+            if (a->blocks[i].z[k]) DROP(a->blocks[i].z[k]), DROP(a->blocks[i].zscale[k]);
+            else if (a->blocks[i].b[k] != shared->b[k]) DROP(a->blocks[i].b[k]);
     free(a->blocks);
     for (int k = 0; k < MT_MAX_HEAD_BUFS; k++) DROP(a->head[k]);
     DROP(a->losses);
@@ -425,10 +441,15 @@ void mt_model_zero_grads(mt_model *m) {
 
 double mt_model_flops_per_token(const mt_model *m, int T) { return m->fam->flops_per_token(&m->cfg, &m->layout, T); }
 
+/* {compress-activations}: a block's kept buffers are encoded once its forward is done (a forward without
+ * training has no backward to keep them for) and decoded before its recomputation, or before its backward
+ * when no recomputation decoded them. */
 void mt_unit_forward(mt_model *m, int u, const mt_fwd_ctx *fc) {
     if (u == 0) m->fam->input_forward(m, fc);
-    else if (u <= m->cfg.n_layer) m->fam->block_forward(m, u - 1, fc);
-    else mt_die("mt_unit_forward: the output unit's forward is mt_model_loss_forward");
+    else if (u <= m->cfg.n_layer) {
+        m->fam->block_forward(m, u - 1, fc);
+        if (m->compress && fc->training) mt_act_compress_encode(m, u - 1);
+    } else mt_die("mt_unit_forward: the output unit's forward is mt_model_loss_forward");
 }
 
 double mt_model_loss_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
@@ -436,13 +457,18 @@ double mt_model_loss_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_sc
 }
 
 void mt_unit_recompute(mt_model *m, int u, const mt_fwd_ctx *fc) {
-    if (u >= 1 && u <= m->cfg.n_layer) m->fam->block_recompute(m, u - 1, fc);
+    if (u < 1 || u > m->cfg.n_layer) return;
+    if (m->compress) mt_act_compress_decode(m, u - 1);
+    m->fam->block_recompute(m, u - 1, fc);
 }
 
 void mt_unit_backward(mt_model *m, int u, const mt_fwd_ctx *fc) {
     if (u == 0) m->fam->input_backward(m, fc);
-    else if (u <= m->cfg.n_layer) m->fam->block_backward(m, u - 1, fc);
-    else m->fam->output_backward(m, fc);
+    else if (u <= m->cfg.n_layer) {
+        if (m->compress && m->zdecoded != u - 1) mt_act_compress_decode(m, u - 1);
+        m->fam->block_backward(m, u - 1, fc);
+        m->zdecoded = -1;
+    } else m->fam->output_backward(m, fc);
 }
 
 double mt_model_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {

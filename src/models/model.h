@@ -21,6 +21,10 @@
 /* A block's activations: the family's buffers (mt_family.block_bufs), by index. */
 typedef struct {
     float *b[MT_MAX_BLOCK_BUFS];
+    /* {compress-activations}: the compressed copy of b[k] kept for backward (NULL: b[k] itself is kept); b[k]
+       then is the fp32 working buffer every block shares (m->shared), decoded before the block's backward */
+    void *z[MT_MAX_BLOCK_BUFS];
+    float *zscale[MT_MAX_BLOCK_BUFS]; /* int8: one scale per group of block_buf_group columns */
 } mt_block_acts;
 
 /* Activations of one microbatch of B sequences of T tokens (N = B*T rows).
@@ -71,6 +75,22 @@ typedef struct {
  * the gradients -- are bitwise those of `none`. */
 typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL } mt_recompute;
 
+/* Activation compression ({compress-activations}; models/act_compress.c):
+ * the activations a block keeps for backward (those its own mask keeps per
+ * block under the recompute mode, and the family marks compressible) are
+ * computed in fp32 as ever, encoded after the block's forward and decoded
+ * before its recomputation / backward:
+ *   off       kept in fp32 (bitwise today's run);
+ *   lossless  only the linear layers' inputs (MT_ACT_GEMM_INPUT), in the 16-bit
+ *             format {precision} bf16/fp16 rounds them to before the backward's
+ *             GEMMs anyway: bitwise the same gradients;
+ *   bf16      every compressible buffer in bf16;
+ *   int8      every compressible buffer as int8 with one fp32 scale per group
+ *             (mt_family.block_buf_group). */
+typedef enum { MT_ACT_COMPRESS_OFF = 0, MT_ACT_COMPRESS_LOSSLESS, MT_ACT_COMPRESS_BF16, MT_ACT_COMPRESS_INT8 } mt_act_compress;
+/* How one buffer is stored (mt_model.zenc). */
+typedef enum { MT_ZENC_NONE = 0, MT_ZENC_BF16, MT_ZENC_FP16, MT_ZENC_INT8 } mt_zenc;
+
 /* Sums over the MoE blocks' forwards since the trainer last cleared them. */
 typedef struct {
     double loss_sum;   /* the auxiliary losses in loss-sum units: sum of rows x (aux coef x aux + z coef x z) */
@@ -119,6 +139,9 @@ typedef struct mt_model {
     int n_slots;
     mt_grad_scratch gs;
     mt_recompute recompute;
+    mt_act_compress compress;               /* {compress-activations} */
+    unsigned char zenc[MT_MAX_BLOCK_BUFS];  /* each block buffer's encoding (mt_zenc) */
+    int zdecoded;                           /* the block whose kept buffers were decoded last (-1: none) */
     mt_block_acts shared; /* the buffers every block shares under recomputation (NULL fields otherwise) */
     uint64_t seed;    /* init and dropout seed */
     mt_mem *mem;
@@ -161,6 +184,7 @@ typedef struct {
                                        the ZeRO layer materialises one unit at a time
                                        (mt_model_materialize_unit) and keeps only its storage, so the
                                        full fp32 model never exists at once */
+    mt_act_compress compress;       /* {compress-activations} (off: fp32) */
 } mt_model_part;
 
 /* Builds the layout and allocates params, grads, activations for
@@ -223,6 +247,16 @@ const uint16_t *mt_model_weight16(mt_model *m, const float *w);
 /* Makes activation slot k the one the unit functions use. */
 void mt_model_use_slot(mt_model *m, int k);
 int mt_recompute_parse(const char *s, mt_recompute *out, mt_error *err);
+int mt_act_compress_parse(const char *s, mt_act_compress *out, mt_error *err);
+const char *mt_act_compress_name(mt_act_compress c);
+/* The bytes of a compressed buffer of n floats in groups of g columns (encoding e). */
+size_t mt_act_compress_bytes(mt_zenc e, size_t n, size_t g);
+/* Encodes block `layer`'s compressed buffers from their fp32 working copies (after its forward), and decodes
+   them back (before its recomputation or backward; once per backward). */
+/* Chooses m->zenc from m->compress, m->precision and m->recompute (model creation). */
+void mt_act_compress_choose(mt_model *m);
+void mt_act_compress_encode(mt_model *m, int layer);
+void mt_act_compress_decode(mt_model *m, int layer);
 const char *mt_recompute_name(mt_recompute r);
 void mt_model_free(mt_model *m);
 void mt_model_zero_grads(mt_model *m);

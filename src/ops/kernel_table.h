@@ -141,6 +141,9 @@ struct mt_kernel_table {
                            float *scales);
     void (*block_dequantize)(mt_backend *be, const uint8_t *codes, const float *scales, size_t n, size_t block,
                              int bits, float *x);
+    void (*act_int8_encode)(mt_backend *be, int8_t *codes, float *scales, const float *x, size_t rows, size_t cols);
+    void (*act_int8_decode)(mt_backend *be, float *x, const int8_t *codes, const float *scales, size_t rows,
+                            size_t cols);
     void (*adamw_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                          float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
     void (*adam_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,

@@ -307,6 +307,13 @@ void op_block_quantize(mt_backend *be, const float *x, size_t n, size_t block, i
 void op_block_dequantize(mt_backend *be, const uint8_t *codes, const float *scales, size_t n, size_t block, int bits,
                          float *x);
 
+/* ---- activation compression ({compress-activations}; models/act_compress.c says what is kept so):
+ * `rows` rows of `cols` floats to int8 codes with one fp32 scale per row (absmax / 127; codes round half to
+ * even, x * (127 / absmax)), and back (x = code * scale; an all-zero row has scale 0). Rows are independent
+ * (split over threads), so the result does not depend on the thread count. */
+void op_act_int8_encode(mt_backend *be, int8_t *codes, float *scales, const float *x, size_t rows, size_t cols);
+void op_act_int8_decode(mt_backend *be, float *x, const int8_t *codes, const float *scales, size_t rows, size_t cols);
+
 /* ---- optimizer updates on a flat range (PyTorch semantics).
  * grad_scale multiplies every gradient first (clipping coefficient).
  * step is 1-based (bias corrections). */

@@ -67,6 +67,24 @@ static int check_cuda(const mt_train_opts *op, int world_size, mt_error *err) {
 
 int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
     if (op->device == MT_DEVICE_CUDA && check_cuda(op, world_size, err)) return -1;
+    if (op->compress_acts != MT_ACT_COMPRESS_OFF) {
+        const mt_adapter_spec *a = &op->cfg.adapters;
+        const mt_family *fam = mt_family_get(op->cfg.family);
+        if (!fam->block_buf_group)
+            return mt_errorf(err, "{compress-activations} %s: {family} %s does not name its compressible activations "
+                                  "yet (gpt2 and llama do); use {compress-activations} off",
+                             mt_act_compress_name(op->compress_acts), fam->name);
+        if (op->compress_acts == MT_ACT_COMPRESS_LOSSLESS) {
+            if (op->precision == MT_FP32)
+                return mt_errorf(err, "{compress-activations} lossless stores the linear layers' inputs in the 16 bits "
+                                      "their GEMMs round them to: it needs {precision} bf16 or fp16 (under fp32 no "
+                                      "encoding is exact); use bf16 or int8 for a lossy one");
+            if (a->kind != MT_PEFT_NONE || a->quant || a->int8_threshold > 0.0f || op->cfg.num_experts)
+                return mt_errorf(err, "{compress-activations} lossless is exact only where the linear layers' inputs "
+                                      "feed nothing but their 16-bit GEMMs: not with adapters ({peft}), {quantize-base} "
+                                      "or experts ({moe-experts}); use bf16 or int8");
+        }
+    }
     if (op->sequence_parallel && op->mesh.tp < 2)
         return mt_errorf(err, "{sequence-parallel} splits the tensor-parallel group's rows: it needs {tp} > 1, got {tp} %d",
                          op->mesh.tp);

@@ -47,6 +47,7 @@ typedef struct {
     const char *pp_layers; /* "a,b,..." blocks per virtual stage (default: even split) */
     const char *trace_path; /* Chrome trace-event JSON of every rank's spans */
     mt_recompute recompute; /* activation recomputation */
+    mt_act_compress compress_acts; /* {compress-activations}: the kept activations' storage (models/model.h) */
     const char *offload_dir; /* optimizer state in a file in this directory (disk offload) */
     float offload_buffer_mb; /* resident budget for the streamed state (default 64) */
     int profile;         /* {profile}: time per category per step */

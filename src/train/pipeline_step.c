@@ -113,6 +113,7 @@ int mt_pipeline_plan(mt_trainer *tr, mt_model_part *part, unsigned char *own_lay
     int w = mt_pp_warmup_forwards(&tr->sched, tr->pp_rank);
     part->act_slots = w + 1 < m * v ? w + 1 : m * v;
     part->recompute = o->recompute;
+    part->compress = o->compress_acts;
     return 0;
 }
 

@@ -281,13 +281,19 @@ static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
  * statistic) on its rows, or this rank's heads / MLP columns on all N rows;
  * and the recompute modes under which every block keeps its own. */
 static const mt_act_buf block_bufs[GB_COUNT] = {
-    [GB_LN1] = {"ln1", MT_OWN(1, 1, 0)},           [GB_LN1_MEAN] = {"ln1 mean", MT_OWN(1, 1, 0)},
-    [GB_LN1_RSTD] = {"ln1 rstd", MT_OWN(1, 1, 0)}, [GB_QKV] = {"qkv", MT_OWN(1, 1, 0)},
-    [GB_ATTY] = {"attention output", MT_OWN(1, 0, 0)}, [GB_ATT_LSE] = {"attention lse", MT_OWN(1, 0, 0)},
-    [GB_RES2] = {"residual 2", MT_OWN(1, 1, 0)},   [GB_LN2] = {"ln2", MT_OWN(1, 1, 0)},
-    [GB_LN2_MEAN] = {"ln2 mean", MT_OWN(1, 1, 0)}, [GB_LN2_RSTD] = {"ln2 rstd", MT_OWN(1, 1, 0)},
-    [GB_FCH] = {"fc", MT_OWN(1, 1, 0)},            [GB_FCH_GELU] = {"gelu", MT_OWN(1, 1, 0)},
-    [GB_RES3] = {"residual 3", MT_OWN(1, 1, 1)},
+    [GB_LN1] = {"ln1", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT},
+    [GB_LN1_MEAN] = {"ln1 mean", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [GB_LN1_RSTD] = {"ln1 rstd", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [GB_QKV] = {"qkv", MT_OWN(1, 1, 0), MT_ACT_LOSSY},                  /* attention's backward */
+    [GB_ATTY] = {"attention output", MT_OWN(1, 0, 0), MT_ACT_LOSSY},    /* c_proj's input and attention's backward */
+    [GB_ATT_LSE] = {"attention lse", MT_OWN(1, 0, 0), MT_ACT_KEEP},
+    [GB_RES2] = {"residual 2", MT_OWN(1, 1, 0), MT_ACT_LOSSY},          /* ln2's backward */
+    [GB_LN2] = {"ln2", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT},
+    [GB_LN2_MEAN] = {"ln2 mean", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [GB_LN2_RSTD] = {"ln2 rstd", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [GB_FCH] = {"fc", MT_OWN(1, 1, 0), MT_ACT_LOSSY},                   /* GELU's backward */
+    [GB_FCH_GELU] = {"gelu", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT},
+    [GB_RES3] = {"residual 3", MT_OWN(1, 1, 1), MT_ACT_KEEP},           /* the block output: the next block's input */
 };
 
 static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
@@ -300,6 +306,17 @@ static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
     case GB_ATT_LSE: return N * NH / tp;
     case GB_FCH: case GB_FCH_GELU: return N * 4 * C / tp;
     default: return n * C;
+    }
+}
+
+/* {compress-activations} int8: one scale per residual-stream row, per head (qkv: each of a head's q, k, v;
+ * the attention output), per 4C/heads MLP columns -- groups no tp cut splits (tp divides the heads). */
+static size_t block_buf_group(const mt_model *m, int i) {
+    size_t C = (size_t)m->cfg.n_embd, NH = (size_t)m->cfg.n_head;
+    switch (i) {
+    case GB_QKV: case GB_ATTY: return C / NH;
+    case GB_FCH: case GB_FCH_GELU: return 4 * C / NH;
+    default: return C;
     }
 }
 
@@ -347,6 +364,7 @@ const mt_family mt_family_gpt2 = {
     .block_bufs = block_bufs,
     .block_out = GB_RES3,
     .block_buf_floats = block_buf_floats,
+    .block_buf_group = block_buf_group,
     .n_head_bufs = GH_COUNT,
     .head_bufs = head_bufs,
     .head_park = GH_LNF,

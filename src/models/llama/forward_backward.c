@@ -365,14 +365,20 @@ static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
 /* ---- the family table ---- */
 
 static const mt_act_buf block_bufs[LB_COUNT] = {
-    [LB_X1] = {"rmsnorm 1", MT_OWN(1, 1, 0)},       [LB_RSTD1] = {"rmsnorm 1 rstd", MT_OWN(1, 1, 0)},
-    [LB_QKV] = {"qkv (rotated)", MT_OWN(1, 1, 0)},  [LB_ATTY] = {"attention output", MT_OWN(1, 0, 0)},
-    [LB_LSE] = {"attention lse", MT_OWN(1, 0, 0)},  [LB_RES2] = {"residual 2", MT_OWN(1, 1, 0)},
-    [LB_X2] = {"rmsnorm 2", MT_OWN(1, 1, 0)},       [LB_RSTD2] = {"rmsnorm 2 rstd", MT_OWN(1, 1, 0)},
-    [LB_GU] = {"gate|up", MT_OWN(1, 1, 0)},         [LB_H] = {"swiglu", MT_OWN(1, 1, 0)},
-    [LB_RES3] = {"residual 3", MT_OWN(1, 1, 1)},
-    [LB_ROUTER] = {"moe router", MT_OWN(1, 1, 0)},  [LB_ROUTE] = {"moe routing", MT_OWN(1, 1, 0)},
-    [LB_Y] = {"moe expert outputs", MT_OWN(1, 1, 0)},
+    [LB_X1] = {"rmsnorm 1", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT},
+    [LB_RSTD1] = {"rmsnorm 1 rstd", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [LB_QKV] = {"qkv (rotated)", MT_OWN(1, 1, 0), MT_ACT_LOSSY},       /* attention's backward */
+    [LB_ATTY] = {"attention output", MT_OWN(1, 0, 0), MT_ACT_LOSSY},   /* o_proj's input and attention's backward */
+    [LB_LSE] = {"attention lse", MT_OWN(1, 0, 0), MT_ACT_KEEP},
+    [LB_RES2] = {"residual 2", MT_OWN(1, 1, 0), MT_ACT_LOSSY},         /* rmsnorm 2's backward */
+    [LB_X2] = {"rmsnorm 2", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT},       /* (with experts: the router's input too) */
+    [LB_RSTD2] = {"rmsnorm 2 rstd", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [LB_GU] = {"gate|up", MT_OWN(1, 1, 0), MT_ACT_LOSSY},              /* SwiGLU's backward */
+    [LB_H] = {"swiglu", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT},
+    [LB_RES3] = {"residual 3", MT_OWN(1, 1, 1), MT_ACT_KEEP},          /* the block output: the next block's input */
+    [LB_ROUTER] = {"moe router", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [LB_ROUTE] = {"moe routing", MT_OWN(1, 1, 0), MT_ACT_KEEP},        /* integers */
+    [LB_Y] = {"moe expert outputs", MT_OWN(1, 1, 0), MT_ACT_KEEP},
 };
 
 static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
@@ -389,6 +395,20 @@ static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
     case LB_ROUTE: return d.E ? N * 3 * (size_t)d.K + (size_t)d.E + 1 : 0; /* int32s */
     case LB_Y: return d.E ? N * (size_t)d.M * (size_t)d.C : 0;
     default: return n * (size_t)d.C;
+    }
+}
+
+/* {compress-activations} int8: one scale per residual-stream row, per head (each of q, k, v's heads; the
+ * attention output), and per ffn/heads MLP columns when the heads divide the MLP width -- groups no tp cut
+ * splits, as tp divides the heads -- else per rank's MLP row (then tp changes the groups). */
+static size_t block_buf_group(const mt_model *m, int i) {
+    dims d = local_dims(m);
+    const mt_model_config *c = &m->cfg;
+    int ffn = c->num_experts ? c->moe_ffn_dim : c->ffn_dim;
+    switch (i) {
+    case LB_QKV: case LB_ATTY: return (size_t)d.hd;
+    case LB_GU: case LB_H: return ffn % c->n_head ? (size_t)d.F : (size_t)(ffn / c->n_head);
+    default: return (size_t)d.C;
     }
 }
 
@@ -480,6 +500,7 @@ const mt_family mt_family_llama = {
     .block_bufs = block_bufs,
     .block_out = LB_RES3,
     .block_buf_floats = block_buf_floats,
+    .block_buf_group = block_buf_group,
     .n_head_bufs = LH_COUNT,
     .head_bufs = head_bufs,
     .head_park = LH_XF,

@@ -1,0 +1,84 @@
+/* Activation compression ({compress-activations}, see mt_act_compress in
+ * models/model.h): which block buffers are stored compressed, their sizes,
+ * and the encode after a block's forward / decode before its backward.
+ * The family says per buffer whether it may be compressed
+ * (mt_act_buf.comp) and the scale groups of int8 (block_buf_group); the
+ * kernels are ops' (op_to_16 / op_from_16, op_act_int8_encode/decode). */
+#include "models/model.h"
+#include "ops/ops.h"
+#include <string.h>
+
+static const char *const compress_names[] = {"off", "lossless", "bf16", "int8"};
+
+const char *mt_act_compress_name(mt_act_compress c) { return (unsigned)c < 4 ? compress_names[c] : "?"; }
+
+int mt_act_compress_parse(const char *s, mt_act_compress *out, mt_error *err) {
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, compress_names[i])) {
+            *out = (mt_act_compress)i;
+            return 0;
+        }
+    return mt_errorf(err, "{compress-activations} must be off, lossless, bf16 or int8, got '%s'", s);
+}
+
+size_t mt_act_compress_bytes(mt_zenc e, size_t n, size_t g) {
+    switch (e) {
+    case MT_ZENC_BF16: case MT_ZENC_FP16: return 2 * n;
+    case MT_ZENC_INT8: return n + (g ? n / g : 0) * sizeof(float); /* g 0: the codes alone */
+    default: return n * sizeof(float);
+    }
+}
+
+void mt_act_compress_encode(mt_model *m, int layer) {
+    const mt_family *f = m->fam;
+    size_t N = (size_t)m->acts.B * (size_t)m->acts.T;
+    mt_block_acts *ba = &m->acts.blocks[layer];
+    for (int k = 0; k < f->n_block_bufs; k++) {
+        if (!m->zenc[k]) continue;
+        size_t n = f->block_buf_floats(m, k, N);
+        if (m->zenc[k] == MT_ZENC_INT8) {
+            size_t g = f->block_buf_group(m, k);
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_act_int8_encode(m->be, ba->z[k], ba->zscale[k], ba->b[k], n / g, g));
+        } else
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
+                     op_to_16(m->be, m->zenc[k] == MT_ZENC_BF16 ? MT_BF16 : MT_FP16, ba->z[k], ba->b[k], n));
+    }
+    m->zdecoded = -1; /* the working buffers now belong to this block's forward, not to a decoded backward */
+}
+
+void mt_act_compress_decode(mt_model *m, int layer) {
+    const mt_family *f = m->fam;
+    size_t N = (size_t)m->acts.B * (size_t)m->acts.T;
+    mt_block_acts *ba = &m->acts.blocks[layer];
+    for (int k = 0; k < f->n_block_bufs; k++) {
+        if (!m->zenc[k]) continue;
+        size_t n = f->block_buf_floats(m, k, N);
+        if (m->zenc[k] == MT_ZENC_INT8) {
+            size_t g = f->block_buf_group(m, k);
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_act_int8_decode(m->be, ba->b[k], ba->z[k], ba->zscale[k], n / g, g));
+        } else
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
+                     op_from_16(m->be, m->zenc[k] == MT_ZENC_BF16 ? MT_BF16 : MT_FP16, ba->b[k], ba->z[k], n));
+    }
+    m->zdecoded = layer;
+}
+
+void mt_act_compress_choose(mt_model *m) {
+    const mt_family *f = m->fam;
+    memset(m->zenc, 0, sizeof m->zenc);
+    m->zdecoded = -1;
+    if (m->compress == MT_ACT_COMPRESS_OFF || !f->block_buf_group) return;
+    for (int k = 0; k < f->n_block_bufs; k++) {
+        int comp = f->block_bufs[k].comp;
+        if (!(f->block_bufs[k].own >> m->recompute & 1) || comp == MT_ACT_KEEP) continue; /* compress only what is kept */
+        switch (m->compress) {
+        case MT_ACT_COMPRESS_LOSSLESS:
+            if (comp == MT_ACT_GEMM_INPUT && m->precision != MT_FP32)
+                m->zenc[k] = m->precision == MT_BF16 ? MT_ZENC_BF16 : MT_ZENC_FP16;
+            break;
+        case MT_ACT_COMPRESS_BF16: m->zenc[k] = MT_ZENC_BF16; break;
+        case MT_ACT_COMPRESS_INT8: m->zenc[k] = MT_ZENC_INT8; break;
+        default: break;
+        }
+    }
+}
