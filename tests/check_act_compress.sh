@@ -106,6 +106,25 @@ bitwise "gpt2 lossless bf16 dropout 0.1" $GPT --precision bf16 --dropout 0.1
 bitwise "llama lossless bf16" $LLAMA --layers 2 --precision bf16
 bitwise "llama lossless bf16 selective" $LLAMA --layers 2 --precision bf16 --recompute selective
 CMP=int8 bitwise "gpt2 int8 under full recompute (= off)" $GPT --recompute full
+# int8 is deterministic: a resumed run continues bitwise
+$M train $T $GPT --batch 4 --steps 8 --log-every 0 --compress-activations int8 --metrics $W/r1.jsonl >/dev/null
+$M train $T $GPT --batch 4 --steps 4 --log-every 0 --compress-activations int8 --ckpt-dir $W/ck >/dev/null
+$M train $T $GPT --batch 4 --steps 8 --log-every 0 --compress-activations int8 --ckpt-dir $W/ck --resume --metrics $W/r2.jsonl >/dev/null
+step_losses $W/r1.jsonl | tail -n 4 >$W/a.txt; step_losses $W/r2.jsonl >$W/b.txt
+cmp -s $W/a.txt $W/b.txt || { echo "FAIL: int8 resume not bitwise"; paste $W/a.txt $W/b.txt; exit 1; }
+echo "gpt2 int8: steps 5-8 resumed from a checkpoint bitwise"
+# experts: the router's buffers stay fp32, the experts' gate|up and SwiGLU rows are compressed
+MOE="$LLAMA --layers 2 --moe-experts 4 --moe-top-k 2 --moe-ffn-dim 64 --batch 4 --micro-batch 2 --steps 10 --log-every 0"
+for c in off int8; do $M train $T $MOE --compress-activations $c --metrics $W/moe-$c.jsonl --report-json $W/moe-$c.json >/dev/null; done
+$PY - $W <<'PY'
+import json, sys
+w = sys.argv[1]
+l = {c: [json.loads(x)["loss"] for x in open(f"{w}/moe-{c}.jsonl")] for c in ("off", "int8")}
+a = {c: json.load(open(f"{w}/moe-{c}.json"))["memory"]["activations"] for c in ("off", "int8")}
+rel = max(abs(x - y) / y for x, y in zip(l["int8"], l["off"]))
+print(f"llama moe int8: 10 losses within {rel:.2e} of off; activation bytes {a['int8']} vs {a['off']}")
+assert len(l["int8"]) == 10 and rel < 1e-3 and a["int8"] < a["off"]
+PY
 
 # ---- 3. 200 steps: int8 and bf16 against off
 SMALL="--layers 4 --dim 64 --heads 4 --seq-len 64 --batch 8 --steps 200 --lr 2e-3 --warmup 30 --lr-schedule cosine --min-lr 2e-4 --log-every 0 --val $W/text_val.bin --eval-every 200 --eval-batches 8"
