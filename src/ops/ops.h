@@ -309,8 +309,9 @@ void op_block_dequantize(mt_backend *be, const uint8_t *codes, const float *scal
 
 /* ---- activation compression ({compress-activations}; models/act_compress.c says what is kept so):
  * `rows` rows of `cols` floats to int8 codes with one fp32 scale per row (absmax / 127; codes round half to
- * even, x * (127 / absmax)), and back (x = code * scale; an all-zero row has scale 0). Rows are independent
- * (split over threads), so the result does not depend on the thread count. */
+ * even, x * (127 / absmax)), and back (x = code * scale; an all-zero row has scale 0; a row holding Inf or NaN
+ * has scale NaN and decodes to NaN). Rows are independent (split over threads), so the result does not depend
+ * on the thread count. */
 void op_act_int8_encode(mt_backend *be, int8_t *codes, float *scales, const float *x, size_t rows, size_t cols);
 void op_act_int8_decode(mt_backend *be, float *x, const int8_t *codes, const float *scales, size_t rows, size_t cols);
 
