@@ -8,7 +8,9 @@
 #     (full keeps only the block outputs: nothing compressed);
 #  2. lossless (the linear layers' inputs in the 16 bits of --precision bf16 /
 #     fp16) trains bitwise like off, GPT-2 and Llama, with and without
-#     selective recompute; int8 + --recompute full is bitwise off + full;
+#     selective recompute, also under tp2 + sp and pp2; int8 + --recompute
+#     full is bitwise off + full; an int8 run resumes bitwise; a
+#     mixture-of-experts Llama trains with int8;
 #  3. 200 steps of a small byte-level model (the demo's schedule): int8's final
 #     training loss, validation loss and mean of the last 10 training losses
 #     within 1% of off; bf16's validation loss and last-10 mean within 1%
@@ -92,14 +94,17 @@ PY
 # ---- 2. lossless is bitwise; int8 under full recompute compresses nothing
 bitwise() { # NAME ARGS...: off and lossless (or the second --compress-activations given) train alike
     local name=$1; shift
-    $M train $T "$@" --batch 4 --micro-batch 2 --steps 12 --log-every 0 --compress-activations off --metrics $W/a.jsonl >/dev/null
-    $M train $T "$@" --batch 4 --micro-batch 2 --steps 12 --log-every 0 --compress-activations ${CMP:-lossless} --metrics $W/b.jsonl >/dev/null
+    $RUN $M train $T "$@" --batch 4 --micro-batch 2 --steps 12 --log-every 0 --compress-activations off --metrics $W/a.jsonl >/dev/null
+    $RUN $M train $T "$@" --batch 4 --micro-batch 2 --steps 12 --log-every 0 --compress-activations ${CMP:-lossless} --metrics $W/b.jsonl >/dev/null
     step_losses $W/a.jsonl >$W/a.txt; step_losses $W/b.jsonl >$W/b.txt
     [ "$(wc -l <$W/a.txt)" = 12 ] && cmp -s $W/a.txt $W/b.txt || { echo "FAIL: $name not bitwise"; paste $W/a.txt $W/b.txt | head -3; exit 1; }
     echo "$name: 12 steps bitwise; last $(tail -n 1 $W/b.txt)"
     rm -f $W/a.jsonl $W/b.jsonl
 }
+RUN=""
 bitwise "gpt2 lossless bf16" $GPT --precision bf16
+RUN="$MPI -np 2" bitwise "gpt2 lossless bf16 tp2 + sequence parallelism" $GPT --precision bf16 --tp 2 --sequence-parallel
+RUN="$MPI -np 2" bitwise "llama lossless bf16 pp2" $LLAMA --layers 2 --precision bf16 --pp 2
 bitwise "gpt2 lossless bf16 selective" $GPT --precision bf16 --recompute selective
 bitwise "gpt2 lossless fp16" $GPT --precision fp16
 bitwise "gpt2 lossless bf16 dropout 0.1" $GPT --precision bf16 --dropout 0.1
