@@ -9,6 +9,8 @@
 #    and row reductions sum in another order than oneDNN and the CPU ops);
 #  - Llama bf16: the same 10 steps within 1e-3 relative (16-bit operands
 #    rounded after differently ordered fp32 sums);
+#  - activation compression: GPT-2 --compress-activations bf16 within 1e-6,
+#    Llama bf16 --compress-activations lossless within 1e-3;
 #  - eval --device cuda prints the CPU's validation loss (6 digits);
 #  - features without CUDA kernels yet are refused before the run with one
 #    line naming them (packed samples included), and the CPU build refuses
@@ -46,6 +48,11 @@ run gpt2_fp32 1e-6 $GPT
 run llama_gqa_fp32 1e-6 $LLAMA
 # shellcheck disable=SC2086
 run llama_gqa_bf16 1e-3 $LLAMA --precision bf16
+# activation compression: bf16 through the 16-bit conversions, lossless under bf16 (docs/usage.md)
+# shellcheck disable=SC2086
+run gpt2_compress_bf16 1e-6 $GPT --compress-activations bf16
+# shellcheck disable=SC2086
+run llama_gqa_bf16_lossless 1e-3 $LLAMA --precision bf16 --compress-activations lossless
 
 # eval --device cuda: the validation loss of a CPU-trained checkpoint, printed to 6 digits, equals the CPU's
 $M train $BASE --layers 2 --dim 48 --heads 4 --steps 3 --ckpt-dir "$W/ck" >/dev/null 2>&1 || { echo "FAIL: train for eval"; exit 1; }
@@ -74,6 +81,8 @@ $M tokenize --format jsonl --tokenizer byte --seq-len 32 --packing --out "$W/p" 
     expect_failure "\-\-family falcon is not yet supported on --device cuda" $E train $one --device cuda --family falcon
     expect_failure "\-\-moe-experts 4) is not yet supported on --device cuda" $E train $one --device cuda --family llama --moe-experts 4
     expect_failure "\-\-tp > 1 .* is not yet supported on --device cuda" $E train $one --device cuda --tp 2
+    expect_failure "\-\-compress-activations int8 (no CUDA int8 codec yet) is not yet supported on --device cuda" \
+        $E train $one --device cuda --compress-activations int8
     expect_failure "packed samples (a window of .* holds several documents) are not yet supported on --device cuda" \
         $E train $one --train "$W/p_train.bin" --device cuda
     expect_failure "\-\-device must be cpu or cuda, got 'gpu'" $E train $one --device gpu
