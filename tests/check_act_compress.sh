@@ -5,7 +5,8 @@
 #     activation category between --layers 2 and 4) equal the closed form of
 #     the buffers each family keeps, at 4, 2 or 1 byte + a 4-byte scale per
 #     group, for GPT-2 and Llama (GQA), every mode and every --recompute
-#     (full keeps only the block outputs: nothing compressed);
+#     (full keeps only the block outputs: nothing compressed), and per rank
+#     under tp2 + sequence parallelism;
 #  2. lossless (the linear layers' inputs in the 16 bits of --precision bf16 /
 #     fp16) trains bitwise like off, GPT-2 and Llama, with and without
 #     selective recompute, also under tp2 + sp and pp2; int8 + --recompute
@@ -16,8 +17,8 @@
 #     within 1% of off; bf16's validation loss and last-10 mean within 1%
 #     (bench/act_compress.sh runs the demo's own model);
 #  4. layouts with compression = one process with compression within 1e-5:
-#     dp2, dp2 ZeRO-3, tp2, tp2 + sequence parallelism, pp2 (GPT-2, int8) and
-#     tp2, pp2 (Llama GQA, int8);
+#     dp2, dp2 ZeRO-3, tp2, tp2 + sequence parallelism, pp2, pp2 interleaved
+#     (GPT-2, int8) and tp2, pp2 (Llama GQA, int8);
 #  5. bad input: one clear line each.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -41,6 +42,17 @@ for fam in gpt2 llama; do
         done
     done
 done
+# the same per rank under tp2 + sequence parallelism (residual-stream rows split, heads and MLP columns cut)
+for fam in gpt2 llama; do
+    for c in off bf16 int8; do
+        for L in 2 4; do
+            if [ $fam = gpt2 ]; then S="--layers $L --dim 64 --heads 4 --seq-len 32"; else S="${LLAMA/--dim/--layers $L --dim}"; fi
+            $MPI -np 2 $M train $T $S --batch 4 --micro-batch 2 --steps 1 --log-every 0 --tp 2 --sequence-parallel \
+                --compress-activations $c --report-json $W/$fam-tp2-$c-L$L.json >/dev/null \
+                || { echo "train failed: $fam --tp 2 --compress-activations $c --layers $L"; exit 1; }
+        done
+    done
+done
 $PY - $W <<'PY'
 import json, sys
 w = sys.argv[1]
@@ -60,15 +72,23 @@ bufs = {
               ("x2", h, "G", "110", 1), ("rstd2", 1, "K", "110", 0), ("gu", 2 * F, "L", "110", 2 * a),
               ("h", F, "G", "110", a), ("res3", h, "K", "111", 0)],
 }
-def per_layer(fam, r, c):
+# residual-stream buffers (C wide, or one statistic a row): their rows split under sequence parallelism
+resid = {"ln1", "ln1 mean", "ln1 rstd", "res2", "ln2", "ln2 mean", "ln2 rstd", "res3", "x1", "rstd1", "x2", "rstd2"}
+def per_layer(fam, r, c, tp=1):
+    """Bytes one rank keeps per layer; tp > 1 with sequence parallelism."""
     ri = ["none", "selective", "full"].index(r)
     tot = 0
     for name, n, kind, own, groups in bufs[fam]:
         if own[ri] != "1":
             continue
+        if fam == "llama" and name == "qkv" and tp > 1:   # this rank's heads: a/tp q heads, nkv/tp kv heads
+            n, groups = (a + 2 * nkv) * hd // tp, (a + 2 * nkv) // tp
+        elif name not in resid:
+            n, groups = n // tp, groups // tp
+        rows = s * b // tp if name in resid else s * b
         comp = kind != "K" and (c in ("bf16", "int8") or (c == "lossless" and kind == "G"))
         per_row = 4 * n if not comp else 2 * n if c in ("bf16", "lossless") else n + 4 * groups
-        tot += s * b * per_row
+        tot += rows * per_row
     return tot
 bad = 0
 for fam in bufs:
@@ -86,9 +106,19 @@ for fam in bufs:
                 bad += 1
             line.append(f"{c} {got} ({got / per_layer(fam, r, 'off'):.3f})")
         print(f"{fam:<6} {r:<9} bytes/layer: " + ", ".join(line))
+for fam in bufs:
+    line = []
+    for c in ("off", "bf16", "int8"):
+        j = {L: json.load(open(f"{w}/{fam}-tp2-{c}-L{L}.json"))["memory"]["activations"] for L in (2, 4)}
+        got, want = (j[4] - j[2]) / 2, per_layer(fam, "none", c, tp=2)
+        if got != want:
+            print(f"FAIL {fam} tp2 + sp --compress-activations {c}: {got} bytes per layer on rank 0, closed form {want}")
+            bad += 1
+        line.append(f"{c} {got:.0f}")
+    print(f"{fam:<6} tp2 + sp, rank 0, bytes/layer: " + ", ".join(line))
 if bad:
     sys.exit(f"{bad} mismatches")
-print("activation bytes per layer equal the closed form in every family, mode and recompute")
+print("activation bytes per layer equal the closed form in every family, mode and recompute, and per rank under tp2 + sp")
 PY
 
 # ---- 2. lossless is bitwise; int8 under full recompute compresses nothing
@@ -176,6 +206,7 @@ layouts() { # NAME "MODEL" then "FLAGS" of each layout (2 ranks)
 }
 layouts gpt2 "$GPT" "--dp 2" "--dp 2 --zero 3" "--tp 2" "--tp 2 --sequence-parallel" "--pp 2"
 layouts llama "$LLAMA --layers 2" "--tp 2" "--pp 2"
+layouts "gpt2 L4" "--layers 4 --dim 64 --heads 4 --seq-len 32" "--pp 2 --pp-schedule interleaved --pp-chunks 2"
 
 # ---- 5. bad input
 expect_failure "compress-activations must be off, lossless, bf16 or int8, got 'zip'" $M train $T $GPT --steps 1 --compress-activations zip
