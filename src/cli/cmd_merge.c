@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "interop/peft.h"
+#include "quant/qweight.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "models/model.h"
@@ -102,11 +103,14 @@ int mt_cli_merge(int argc, char **argv) {
     mt_model a, b;
     mt_model_create(&a, &be, &cfg, batch, cfg.seq_len, 0, &mem);
     mt_model_create(&b, &be, &mcfg, batch, mcfg.seq_len, 0, &mem);
+    int gptq = cfg.adapters.quant == MT_QUANT_GPTQ;
+    /* a GPTQ base's codes come from the directory its base was imported from, as training read them */
+    if (gptq) rc = mt_model_read_frozen(&a, w.base, &err);
     for (int u = 0; u < a.layout.n_units && !rc; u++) {
         memcpy(a.params[u], w.unit[u], a.layout.units[u].numel * sizeof(float));
         memcpy(b.params[u], merged.unit[u], b.layout.units[u].numel * sizeof(float));
         /* the frozen tensors by name: w holds them in fp32, the model may hold some quantized */
-        for (int i = 0; i < a.layout.units[u].n_frozen && !rc; i++) {
+        for (int i = 0; i < a.layout.units[u].n_frozen && !rc && !gptq; i++) {
             const mt_tensor *t = &a.layout.units[u].ft[i];
             int su;
             const mt_tensor *src = mt_layout_find_tensor(&w.layout, t->name, &su);

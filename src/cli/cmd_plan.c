@@ -117,7 +117,7 @@ int mt_cli_plan(int argc, char **argv) {
     int cpu_cores = 0, zpp_qwz = 0, zpp_hpz = 0, zpp_qgz = 0;
     float cpu_gflops = 0, cpu_gflops_bf16 = 0, cpu_mb_ms = 0, cpu_mb_ms_bf16 = -1, cpu_bw_gbs = 0, cpu_latency_us = 0, mem_gb = 0, efficiency = 0;
     const char *peft = "none", *targets = "", *qbase = "none";
-    mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
+    mt_adapter_spec ad = {.r = 8, .alpha = 16.0f, .gptq_bits = 4, .gptq_group_size = 128};
     mt_arg hf_spec[] = {
         {"hf-config", MT_ARG_STR, &hf_config, "a Hugging Face config.json (gpt2, llama, qwen2, falcon); the model flags given override it", 0},
     };
@@ -139,8 +139,10 @@ int mt_cli_plan(int argc, char **argv) {
         {"peft", MT_ARG_STR, &peft, "none | lora | ia3: plan a fine-tune whose base is frozen (as train's --peft)", 0},
         {"lora-r", MT_ARG_INT, &ad.r, "LoRA rank (default 8)", 0},
         {"lora-targets", MT_ARG_STR, &targets, "LoRA/IA3 targets (as train's --lora-targets; default the family's)", 0},
-        {"quantize-base", MT_ARG_STR, &qbase, "none | nf4 | int8: the frozen base's linear weights quantized", 0},
+        {"quantize-base", MT_ARG_STR, &qbase, "none | nf4 | int8 | gptq: the frozen base's linear weights quantized", 0},
         {"double-quant", MT_ARG_FLAG, &ad.double_quant, "nf4: 8-bit absmaxes", 0},
+        {"gptq-bits", MT_ARG_INT, &ad.gptq_bits, "gptq: the base's bits, 4 or 8 (default 4)", 0},
+        {"gptq-group-size", MT_ARG_INT, &ad.gptq_group_size, "gptq: the base's group size, -1 for one group (default 128)", 0},
         {"zeropp-qwz", MT_ARG_FLAG, &zpp_qwz, "ZeRO++ qwZ on the ZeRO-3 layouts: int8 parameter gathers", 0},
         {"zeropp-hpz", MT_ARG_FLAG, &zpp_hpz, "ZeRO++ hpZ on the ZeRO-3 layouts: backward gathers inside the node (train's --zeropp-hpz with the group's ranks per node)", 0},
         {"zeropp-qgz", MT_ARG_FLAG, &zpp_qgz, "ZeRO++ qgZ on the ZeRO-2/3 layouts: int4 two-hop gradient reduce-scatter", 0},
@@ -186,6 +188,8 @@ int mt_cli_plan(int argc, char **argv) {
     mt_quant_kind qk;
     if (mt_peft_kind_parse(peft, &ad.kind, &err) || mt_quant_kind_parse(qbase, &qk, &err)) return mt_cli_fail("plan", &err);
     ad.quant = (int)qk;
+    if (qk != MT_QUANT_GPTQ) ad.gptq_bits = ad.gptq_group_size = 0;
+    else if (!ad.gptq_bits) ad.gptq_bits = -1; /* 0 means "from the base" to the trainer: refused here */
     snprintf(ad.targets, sizeof ad.targets, "%s", targets);
     if (ad.kind != MT_PEFT_LORA) ad.r = 0, ad.alpha = 0;
     cfg.adapters = ad; /* the layouts are the fine-tune's: adapters trained, the base frozen at its storage */

@@ -114,7 +114,7 @@ int mt_cli_quantize(int argc, char **argv) {
         mt_errorf(&err, "--format is required with --method bnb");
         FAIL();
     }
-    if (mt_quant_kind_parse(format, &kind, &err) || kind == MT_QUANT_NONE) {
+    if (mt_quant_kind_parse(format, &kind, &err) || kind == MT_QUANT_NONE || kind == MT_QUANT_GPTQ) {
         mt_errorf(&err, "--format must be nf4 or int8, got '%s'", format);
         FAIL();
     }

@@ -116,18 +116,37 @@ int mt_gptq_export(const char *dir, const mt_weights *w, mt_gptq_result *const *
     return rc;
 }
 
-int mt_gptq_config_bits(const mt_json *config, int *bits, mt_error *err) {
-    *bits = 0;
+int mt_gptq_config_read(const mt_json *config, mt_gptq_config *c, mt_error *err) {
+    memset(c, 0, sizeof *c);
     const mt_json *q = mt_json_get(config, "quantization_config");
-    const char *method = NULL;
+    const char *method = NULL, *format = NULL;
     mt_error ignored;
     if (!q || mt_json_get_string(q, "quant_method", &method, &ignored) || strcmp(method, "gptq")) return 0;
-    int64_t b = 0;
+    int64_t b = 0, g = -1;
     if (mt_json_get_int64(q, "bits", &b, err)) return -1;
     if (b != 4 && b != 8)
         return mt_errorf(err, "config.json: GPTQ with %lld bits; meshtrain reads 4 and 8", (long long)b);
-    *bits = (int)b;
+    if (mt_json_get(q, "checkpoint_format") && mt_json_get_string(q, "checkpoint_format", &format, err)) return -1;
+    if (format && strcmp(format, "gptq"))
+        return mt_errorf(err, "config.json: GPTQ checkpoint_format '%s'; meshtrain reads 'gptq' (zero points stored "
+                              "minus one, AutoGPTQ's and transformers' layout), not gptq_v2's: convert it to the "
+                              "gptq format first",
+                         format);
+    if (mt_json_get(q, "group_size") && mt_json_get_int64(q, "group_size", &g, err)) return -1;
+    if (g == 0 || g < -1) return mt_errorf(err, "config.json: GPTQ group_size %lld (a size >= 1, or -1)", (long long)g);
+    const mt_json *da = mt_json_get(q, "desc_act"), *sy = mt_json_get(q, "sym");
+    c->bits = (int)b;
+    c->group_size = (int)g;
+    c->desc_act = da && da->type == MT_JSON_BOOL && da->boolean;
+    c->sym = !sy || (sy->type == MT_JSON_BOOL && sy->boolean);
     return 0;
+}
+
+int mt_gptq_config_bits(const mt_json *config, int *bits, mt_error *err) {
+    mt_gptq_config c;
+    int rc = mt_gptq_config_read(config, &c, err);
+    *bits = c.bits;
+    return rc;
 }
 
 static const char *const layer_suffixes[] = {".qweight", ".qzeros", ".scales", ".g_idx"};
@@ -142,9 +161,10 @@ int mt_gptq_is_layer_tensor(const char *weight, const char *name) {
     return 0;
 }
 
-int mt_gptq_read_layer(mt_hf_dir *hd, const char *weight, int bits, int64_t rows, int64_t cols, float *dst,
-                       mt_error *err) {
+int mt_gptq_read_packed(mt_hf_dir *hd, const char *weight, int bits, int64_t rows, int64_t cols, mt_gptqw *g,
+                        mt_error *err) {
     char mod[200], nm[4][256];
+    memset(g, 0, sizeof *g);
     if (!module_of(weight, mod, sizeof mod)) return 0;
     for (int i = 0; i < 4; i++) snprintf(nm[i], sizeof nm[i], "%s%s", mod, layer_suffixes[i]);
     int64_t sh[4][MT_ST_MAX_DIM];
@@ -166,15 +186,31 @@ int mt_gptq_read_layer(mt_hf_dir *hd, const char *weight, int bits, int64_t rows
                                   "(qweight [in/%d, out], qzeros [groups, out/%d], scales [groups, out], g_idx [in])",
                              mod, nm[i], (long long)rows, (long long)cols, bits, pack, pack);
     }
-    int32_t *qw = mt_xmalloc((size_t)(cols / pack * rows) * 4, "qweight");
-    int32_t *qz = mt_xmalloc((size_t)(groups * rows / pack) * 4, "qzeros");
-    uint16_t *sc = mt_xmalloc((size_t)(groups * rows) * 2, "scales");
-    int32_t *gi = mt_xmalloc((size_t)cols * 4, "g_idx");
-    int rc = mt_hf_dir_read_raw(hd, nm[0], "I32", qw, (size_t)(cols / pack * rows), err);
-    if (!rc) rc = mt_hf_dir_read_raw(hd, nm[1], "I32", qz, (size_t)(groups * rows / pack), err);
-    if (!rc) rc = mt_hf_dir_read_raw(hd, nm[2], "F16", sc, (size_t)(groups * rows), err);
-    if (!rc) rc = mt_hf_dir_read_raw(hd, nm[3], "I32", gi, (size_t)cols, err);
-    if (!rc) rc = mt_gptq_unpack_dequant(bits, rows, cols, groups, qw, qz, sc, gi, dst, mod, err);
-    free(qw), free(qz), free(sc), free(gi);
+    g->rows = rows, g->cols = cols, g->groups = groups, g->bits = bits;
+    g->qweight = mt_xmalloc((size_t)(cols / pack * rows) * 4, "qweight");
+    g->qzeros = mt_xmalloc((size_t)(groups * rows / pack) * 4, "qzeros");
+    g->scales = mt_xmalloc((size_t)(groups * rows) * 2, "scales");
+    g->g_idx = mt_xmalloc((size_t)cols * 4, "g_idx");
+    int rc = mt_hf_dir_read_raw(hd, nm[0], "I32", g->qweight, (size_t)(cols / pack * rows), err);
+    if (!rc) rc = mt_hf_dir_read_raw(hd, nm[1], "I32", g->qzeros, (size_t)(groups * rows / pack), err);
+    if (!rc) rc = mt_hf_dir_read_raw(hd, nm[2], "F16", g->scales, (size_t)(groups * rows), err);
+    if (!rc) rc = mt_hf_dir_read_raw(hd, nm[3], "I32", g->g_idx, (size_t)cols, err);
+    for (int64_t c = 0; c < cols && !rc; c++)
+        if (g->g_idx[c] < 0 || g->g_idx[c] >= groups)
+            rc = mt_errorf(err, "%s: g_idx[%lld] = %d is outside [0, %lld)", mod, (long long)c, g->g_idx[c],
+                           (long long)groups);
+    if (rc) mt_gptqw_free(g);
+    return rc ? -1 : 1;
+}
+
+int mt_gptq_read_layer(mt_hf_dir *hd, const char *weight, int bits, int64_t rows, int64_t cols, float *dst,
+                       mt_error *err) {
+    mt_gptqw g;
+    int rc = mt_gptq_read_packed(hd, weight, bits, rows, cols, &g, err);
+    if (rc <= 0) return rc;
+    char mod[200];
+    module_of(weight, mod, sizeof mod);
+    rc = mt_gptq_unpack_dequant(bits, rows, cols, g.groups, g.qweight, g.qzeros, g.scales, g.g_idx, dst, mod, err);
+    mt_gptqw_free(&g);
     return rc ? -1 : 1;
 }

@@ -134,10 +134,11 @@ int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
     const mt_json *cj = mt_hf_dir_config(hd);
     mt_model_config cfg;
     mt_error e2 = {{0}};
-    int gbits = 0;
+    mt_gptq_config gq = {0};
     int rc = mt_hf_config_read(cj, &cfg, &e2);
     if (!rc) rc = mt_model_config_validate(&cfg, &e2);
-    if (!rc) rc = mt_gptq_config_bits(cj, &gbits, &e2);
+    if (!rc) rc = mt_gptq_config_read(cj, &gq, &e2);
+    int gbits = gq.bits;
     if (rc) mt_errorf(err, "%s/config.json: %s", dir, e2.msg);
     const mt_family *f = rc ? NULL : mt_family_get(cfg.family);
     /* every tensor present with its shape before the model is allocated: a
@@ -155,6 +156,18 @@ int mt_hf_import(const char *dir, mt_weights *out, mt_error *err) {
         return -1;
     }
     mt_weights_alloc(out, &cfg);
+    if (gbits) { /* where the codes are, for {quantize-base} gptq */
+        char *abs = realpath(dir, NULL);
+        if (!abs || strlen(abs) >= sizeof out->gptq_dir) {
+            rc = mt_errorf(err, "%s: cannot resolve the GPTQ directory's absolute path%s", dir,
+                           abs ? " (longer than 4095 bytes)" : "");
+        } else {
+            snprintf(out->gptq_dir, sizeof out->gptq_dir, "%s", abs);
+            out->gptq_bits = gq.bits, out->gptq_group_size = gq.group_size;
+            out->gptq_desc_act = gq.desc_act, out->gptq_sym = gq.sym;
+        }
+        free(abs);
+    }
     const mt_layout *L = &out->layout;
     size_t maxn = 1;
     for (int u = 0; u < L->n_units; u++)

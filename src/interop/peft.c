@@ -340,8 +340,10 @@ int mt_peft_merge(const mt_weights *w, mt_weights *out, mt_error *err) {
             }
             memcpy(dst, from + src->offset, t->numel * sizeof(float));
             const mt_adapter_spec *sp = &w->cfg.adapters;
-            if (sp->quant && !src->trainable && t->ndim == 2 && out->layout.units[u].role == MT_UNIT_BLOCK) {
-                /* the base as training saw it: quantized and dequantized (whole tensors, as tp 1 does) */
+            if (sp->quant && sp->quant != MT_QUANT_GPTQ && !src->trainable && t->ndim == 2 &&
+                out->layout.units[u].role == MT_UNIT_BLOCK) {
+                /* the base as training saw it: quantized and dequantized (whole tensors, as tp 1 does); a
+                 * GPTQ base's fp32 tensors are its codes dequantized already (the import's) */
                 mt_qweight q;
                 if (mt_qweight_init(&q, (mt_quant_kind)sp->quant, sp->double_quant, dst, t->shape[0], t->shape[1], err)) {
                     mt_weights_free(out);

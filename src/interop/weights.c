@@ -148,6 +148,16 @@ int mt_weights_to_ckpt(const char *dir, const mt_weights *w, int64_t step, mt_er
         mt_jw_key(&jw, "base");
         mt_jw_string(&jw, w->base);
     }
+    if (w->gptq_dir[0]) {
+        mt_jw_key(&jw, "gptq");
+        mt_jw_begin_object(&jw);
+        mt_jw_key(&jw, "dir"); mt_jw_string(&jw, w->gptq_dir);
+        mt_jw_key(&jw, "bits"); mt_jw_int(&jw, w->gptq_bits);
+        mt_jw_key(&jw, "group_size"); mt_jw_int(&jw, w->gptq_group_size);
+        mt_jw_key(&jw, "desc_act"); mt_jw_bool(&jw, w->gptq_desc_act);
+        mt_jw_key(&jw, "sym"); mt_jw_bool(&jw, w->gptq_sym);
+        mt_jw_end_object(&jw);
+    }
     mt_jw_end_object(&jw);
     int rc = mt_ckpt_save(dir, step, jw.buf, ts, n, err);
     mt_jw_free(&jw);

@@ -290,6 +290,25 @@ int mt_model_set_quantized(mt_model *m, int u, int i, const float *w, mt_error *
     return 0;
 }
 
+int mt_model_set_gptq(mt_model *m, int u, int i, mt_gptqw *g, mt_error *err) {
+    const mt_tensor *t = &m->layout.units[u].ft[i];
+    if (t->quant != MT_QUANT_GPTQ || g->rows != t->gshape[0] || g->cols != t->gshape[1]) {
+        int rc = mt_errorf(err, "%s: a GPTQ layer of [%lld, %lld] for a tensor of [%lld, %lld]%s", t->name,
+                           (long long)g->rows, (long long)g->cols, (long long)t->gshape[0], (long long)t->gshape[1],
+                           t->quant != MT_QUANT_GPTQ ? " that is not a GPTQ base's" : "");
+        mt_gptqw_free(g);
+        return rc;
+    }
+    mt_qweight *q = &m->qw[u][i];
+    if (q->kind) {
+        mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(q), 0);
+        mt_qweight_free(q);
+    }
+    mt_qweight_set_gptq(q, g);
+    mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(q), 1);
+    return 0;
+}
+
 /* Frozen stores of the held units (initialised from the seed, as trainable
  * tensors are; a load replaces them) and the sink for the gradients of
  * frozen norms and biases. */
@@ -312,11 +331,13 @@ static void alloc_frozen(mt_model *m) {
             mt_tensor whole = *t;
             whole.split = MT_TP_REPLICATED, whole.tp_replicas = 1;
             whole.shape[0] = t->gshape[0], whole.shape[1] = t->gshape[1], whole.numel = t->gnumel;
-            float *w = mt_xmalloc(t->gnumel * sizeof(float), "weight to quantize");
-            mt_tensor_init_values(l, &whole, w, m->seed);
-            mt_error err;
-            if (mt_model_set_quantized(m, u, i, w, &err)) mt_die("%s", err.msg);
-            free(w);
+            if (t->quant != MT_QUANT_GPTQ) { /* a GPTQ base has no seed form: its codes are loaded */
+                float *w = mt_xmalloc(t->gnumel * sizeof(float), "weight to quantize");
+                mt_tensor_init_values(l, &whole, w, m->seed);
+                mt_error err;
+                if (mt_model_set_quantized(m, u, i, w, &err)) mt_die("%s", err.msg);
+                free(w);
+            }
             qmax = (size_t)t->shape[1] > qmax ? (size_t)t->shape[1] : qmax;
             m->qcols = (int)qmax;
             if (t->split == MT_TP_COLS && (size_t)t->gshape[1] > m->qrow_floats) m->qrow_floats = (size_t)t->gshape[1];

@@ -215,6 +215,11 @@ float *mt_model_tensor_grad_or_sink(const mt_model *m, int u, int k);
  * dequantizes its slice, so every layout computes with the same values)
  * into the model's quantized store. */
 int mt_model_set_quantized(mt_model *m, int u, int i, const float *w, mt_error *err);
+/* Frozen tensor i of unit u ({quantize-base} gptq) takes the GPTQ layer g
+ * whole (the codes as its directory holds them; g's arrays now belong to the
+ * model, g is cleared): -1 when its shape is not the tensor's. */
+struct mt_gptqw;
+int mt_model_set_gptq(mt_model *m, int u, int i, struct mt_gptqw *g, mt_error *err);
 /* Tells the model a frozen store was (re)loaded: 16-bit copies are remade. */
 void mt_model_frozen_changed(mt_model *m);
 /* Rows of the residual stream this rank holds (N, or N/tp with sequence

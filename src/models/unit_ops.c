@@ -60,16 +60,28 @@ static const mt_qweight *qweight_of(const mt_model *m, int u, int k) {
     return &m->qw[u][-ul->ref[k] - 1];
 }
 
+/* Whole rows [row0, row0 + n) of a quantized matrix in fp32, row stride ld:
+ * a GPTQ weight's by its op, NF4's and int8's by quant/qweight. */
+static void qweight_rows(mt_model *m, const mt_qweight *q, int64_t row0, int64_t n, int64_t ld, float *out) {
+    const mt_gptqw *g = &q->gptq;
+    if (q->kind == MT_QUANT_GPTQ)
+        op_gptq_dequant_rows(m->be, g->qweight, g->qzeros, g->scales, g->g_idx, g->bits, g->rows, g->cols, row0, n, ld,
+                             out);
+    else mt_qweight_rows(q, row0, n, ld, out);
+}
+
 /* Local rows [r0, r0 + nr) of quantized tensor t (this rank's slice of the
  * whole quantized matrix) into out (fp32, or bf16 when bf16 is set), row
- * stride t->shape[1]. */
+ * stride t->shape[1]. A GPTQ weight is never asked for bf16 here: its fp32
+ * tile is rounded by the caller (gptq_tile16). */
 static void dequant_local_rows(mt_model *m, const mt_tensor *t, const mt_qweight *q, int64_t r0, int64_t nr, void *out,
                                int bf16) {
     int64_t gc = t->gshape[1], lc = t->shape[1];
     float *of = out;
     uint16_t *ob = out;
+    if (q->kind == MT_QUANT_NONE) mt_die("%s: its quantized base was never loaded", t->name);
 #define ROWS(row0, n, ld, at) \
-    (bf16 ? mt_qweight_rows_bf16(q, row0, n, ld, ob + (at)) : mt_qweight_rows(q, row0, n, ld, of + (at)))
+    (bf16 ? mt_qweight_rows_bf16(q, row0, n, ld, ob + (at)) : qweight_rows(m, q, row0, n, ld, of + (at)))
     if (t->split == MT_TP_REPLICATED) {
         ROWS(r0, nr, lc, 0);
         return;
@@ -83,13 +95,24 @@ static void dequant_local_rows(mt_model *m, const mt_tensor *t, const mt_qweight
             ROWS(fr, e - r, lc, (r - r0) * lc);
             r = e;
         } else { /* cut by columns: the whole row in fp32, then this rank's columns */
-            mt_qweight_rows(q, fr, 1, gc, m->qrow);
+            qweight_rows(m, q, fr, 1, gc, m->qrow);
             if (bf16) op_to_16(m->be, MT_BF16, ob + (r - r0) * lc, m->qrow + fc, (size_t)lc);
             else op_copy(m->be, of + (r - r0) * lc, m->qrow + fc, (size_t)lc);
             r++;
         }
     }
 #undef ROWS
+}
+
+/* The bf16 operand of a row tile: NF4 and int8 dequantize straight into
+ * bf16; a GPTQ tile goes through the fp32 tile and one rounding op. */
+static void tile16(mt_model *m, const mt_tensor *t, const mt_qweight *q, int64_t r0, int64_t nr) {
+    if (q->kind != MT_QUANT_GPTQ) {
+        dequant_local_rows(m, t, q, r0, nr, m->qtile16, 1);
+        return;
+    }
+    dequant_local_rows(m, t, q, r0, nr, m->qtile, 0);
+    op_to_16(m->be, MT_BF16, m->qtile16, m->qtile, (size_t)nr * (size_t)t->shape[1]);
 }
 
 /* A linear on quantized weights: each tensor of the span dequantized a row
@@ -111,7 +134,7 @@ static void quant_forward(mt_model *m, int u, int k, int n, float *out, const fl
         for (int r0 = 0; r0 < rows; r0 += tr) {
             int nr = rows - r0 < tr ? rows - r0 : tr;
             if (bf) {
-                MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile16, 1));
+                MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, tile16(m, t, q, r0, nr));
                 MT_TIMED(
                     m->prof, MT_PROF_GEMM,
                     op_gemm_bf16(m->be, 'N', 'T', N, nr, C, m->op16[0], C, m->qtile16, C, 0.0f, out + col0 + r0, OC));
@@ -140,7 +163,7 @@ static void quant_backward(mt_model *m, int u, int k, int n, float *dinp, float 
         for (int r0 = 0; r0 < rows; r0 += tr) {
             int nr = rows - r0 < tr ? rows - r0 : tr;
             if (bf) {
-                MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, dequant_local_rows(m, t, q, r0, nr, m->qtile16, 1));
+                MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, tile16(m, t, q, r0, nr));
                 MT_TIMED(
                     m->prof, MT_PROF_GEMM,
                     op_gemm_bf16(m->be, 'N', 'N', N, C, nr, m->op16[1] + col0 + r0, OC, m->qtile16, C, beta, dinp, C));

@@ -35,6 +35,10 @@ int mt_adapter_spec_validate(const mt_adapter_spec *s, mt_error *err) {
         return mt_errorf(err, "{quantize-base} %s stores a frozen base: it needs {peft} lora or {freeze}",
                          mt_quant_kind_name((mt_quant_kind)s->quant));
     if (s->double_quant && s->quant != MT_QUANT_NF4) return mt_errorf(err, "{double-quant} goes with {quantize-base} nf4");
+    if (s->quant == MT_QUANT_GPTQ && s->gptq_bits && /* 0: not known yet (the base's, read at the start) */
+        ((s->gptq_bits != 4 && s->gptq_bits != 8) || s->gptq_group_size == 0 || s->gptq_group_size < -1))
+        return mt_errorf(err, "{quantize-base} gptq: %d bits, group size %d (4 or 8 bits, a group size >= 1 or -1)",
+                         s->gptq_bits, s->gptq_group_size);
     if (!(s->int8_threshold >= 0.0f) || isnan(s->int8_threshold))
         return mt_errorf(err, "{int8-threshold} must be >= 0 (got %g)", (double)s->int8_threshold);
     if (s->int8_threshold > 0.0f && s->quant != MT_QUANT_INT8)
@@ -77,6 +81,10 @@ void mt_adapter_spec_write_json(mt_json_writer *w, const mt_adapter_spec *s) {
     if (s->quant) {
         mt_jw_key(w, "quantize_base"); mt_jw_string(w, mt_quant_kind_name((mt_quant_kind)s->quant));
         mt_jw_key(w, "double_quant"); mt_jw_int(w, s->double_quant);
+        if (s->quant == MT_QUANT_GPTQ) {
+            mt_jw_key(w, "gptq_bits"); mt_jw_int(w, s->gptq_bits);
+            mt_jw_key(w, "gptq_group_size"); mt_jw_int(w, s->gptq_group_size);
+        }
         if (s->int8_threshold > 0.0f) { /* absent: 0, as checkpoints from before it */
             mt_jw_key(w, "int8_threshold"); mt_jw_float(w, s->int8_threshold);
         }
@@ -120,6 +128,14 @@ int mt_adapter_spec_read_json(const mt_json *o, mt_adapter_spec *s, mt_error *er
         double th = 0.0;
         if (mt_json_get(o, "int8_threshold") && mt_json_get_double(o, "int8_threshold", &th, err)) return -1;
         s->int8_threshold = (float)th;
+        int64_t gb = 0, gg = 0;
+        if (s->quant == MT_QUANT_GPTQ && (mt_json_get_int64(o, "gptq_bits", &gb, err) ||
+                                          mt_json_get_int64(o, "gptq_group_size", &gg, err)))
+            return -1;
+        if (gb < 0 || gb > 8 || gg < -1 || gg > 1 << 30)
+            return mt_errorf(err, "adapters.gptq_bits %lld / gptq_group_size %lld are out of range", (long long)gb,
+                             (long long)gg);
+        s->gptq_bits = (int)gb, s->gptq_group_size = (int)gg;
     }
     return mt_adapter_spec_validate(s, err);
 }

@@ -25,8 +25,11 @@ typedef struct {
     char train_also[MT_ADAPTER_TEXT]; /* {peft-train}: base tensors (PCRE2 over HF names) trained in full
                                          beside the adapters (peft's modules_to_save) */
     int quant;                      /* {quantize-base}: the frozen linear weights of the blocks stored as
-                                       mt_quant_kind (quant/qweight.h: 0 none, 1 nf4, 2 int8) */
+                                       mt_quant_kind (quant/qweight.h: 0 none, 1 nf4, 2 int8, 3 gptq) */
     int double_quant;               /* {double-quant} (nf4): the block absmaxes quantized to 8 bits */
+    int gptq_bits, gptq_group_size; /* {quantize-base} gptq: the base's GPTQ directory's bits (4, 8) and
+                                       group size (-1: one group), as its import recorded them (the
+                                       trainer sets them; the planner takes them as flags) */
     float int8_threshold;           /* {int8-threshold} (int8): > 0 runs LLM.int8()'s decomposition (input
                                        columns with |x| >= it in fp32, the rest int8 x int8: ops/matmul_int8.h);
                                        0: the dequantized weight in an fp32 GEMM */

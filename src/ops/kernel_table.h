@@ -144,6 +144,9 @@ struct mt_kernel_table {
     void (*act_int8_encode)(mt_backend *be, int8_t *codes, float *scales, const float *x, size_t rows, size_t cols);
     void (*act_int8_decode)(mt_backend *be, float *x, const int8_t *codes, const float *scales, size_t rows,
                             size_t cols);
+    void (*gptq_dequant_rows)(mt_backend *be, const int32_t *qweight, const int32_t *qzeros, const uint16_t *scales,
+                              const int32_t *g_idx, int bits, int64_t rows, int64_t cols, int64_t row0, int64_t nrows,
+                              int64_t ld, float *out);
     void (*adamw_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                          float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
     void (*adam_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,

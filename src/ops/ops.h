@@ -315,6 +315,18 @@ void op_block_dequantize(mt_backend *be, const uint8_t *codes, const float *scal
 void op_act_int8_encode(mt_backend *be, int8_t *codes, float *scales, const float *x, size_t rows, size_t cols);
 void op_act_int8_decode(mt_backend *be, float *x, const int8_t *codes, const float *scales, size_t rows, size_t cols);
 
+/* ---- a GPTQ weight's rows ({quantize-base} gptq; quant/gptq.h describes the Hugging Face
+ * layout): w [rows = out, cols = in] held as qweight int32 [cols / pack, rows] (pack = 32 / bits
+ * codes per int32, the first in the lowest bits), qzeros int32 [groups, rows / pack] (zero
+ * points minus one), scales fp16 [groups, rows] and g_idx int32 [cols] (each column's group;
+ * act order makes it any permutation of groups). Rows [row0, row0 + nrows) of
+ * w[o, c] = fp32(scales[g, o]) * (float)(q[o, c] - (qzeros' code + 1)), g = g_idx[c], go to
+ * out with row stride ld (>= cols) -- the same numbers as the import's dequantization
+ * (mt_gptq_unpack_dequant). g_idx entries must lie in [0, groups) (checked when loaded). */
+void op_gptq_dequant_rows(mt_backend *be, const int32_t *qweight, const int32_t *qzeros, const uint16_t *scales,
+                          const int32_t *g_idx, int bits, int64_t rows, int64_t cols, int64_t row0, int64_t nrows,
+                          int64_t ld, float *out);
+
 /* ---- optimizer updates on a flat range (PyTorch semantics).
  * grad_scale multiplies every gradient first (clipping coefficient).
  * step is 1-based (bias corrections). */

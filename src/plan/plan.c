@@ -110,10 +110,16 @@ static int held(const mt_model_config *cfg, const mt_plan_layout *y, int u) {
  * 2 G S (0-1) / 2 S (2-3), state (4 master + 8) S. */
 /* Bytes of a quantized frozen matrix of n = rows x cols weights (quant/qweight.h): NF4 half a byte a
  * weight and an fp32 absmax per block of 64 (double quantization: a byte per block, an fp32 scale
- * per 256 blocks and the offset), int8 a byte a weight and an fp32 scale per row. */
-static double quant_bytes(int kind, int dq, double rows, double cols) {
+ * per 256 blocks and the offset), int8 a byte a weight and an fp32 scale per row, GPTQ its packed
+ * layout (mt_gptqw_bytes). */
+static double quant_bytes(const mt_adapter_spec *a, int kind, double rows, double cols) {
     double n = rows * cols, nb = ceil(n / 64);
     if (kind == 2) return n + 4 * rows;
+    if (kind == 3) { /* GPTQ: packed codes, packed zero points and fp16 scales per row and group, g_idx (int32) */
+        double b = a->gptq_bits, groups = a->gptq_group_size > 0 ? ceil(cols / a->gptq_group_size) : 1;
+        return n * b / 8 + groups * rows * b / 8 + 2 * groups * rows + 4 * cols;
+    }
+    int dq = a->double_quant;
     return ceil(n / 2) + (dq ? nb + 4 * ceil(nb / 256) + 4 : 4 * nb);
 }
 
@@ -138,7 +144,7 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
             fz += (y->bf16 ? 6.0 : 4.0) * (double)l.units[u].frozen_numel;
             for (int i = 0; i < l.units[u].n_frozen; i++)
                 if (l.units[u].ft[i].quant)
-                    fz += quant_bytes(l.units[u].ft[i].quant, cfg->adapters.double_quant,
+                    fz += quant_bytes(&cfg->adapters, l.units[u].ft[i].quant,
                                       (double)l.units[u].ft[i].gshape[0], (double)l.units[u].ft[i].gshape[1]);
         }
         if (!held(cfg, y, u) || !l.units[u].numel) continue;

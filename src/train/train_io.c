@@ -1,6 +1,8 @@
 #include "train/train_io.h"
 #include "train/pipeline_step.h"
 #include "ckpt/checkpoint.h"
+#include "interop/gptq.h"
+#include "quant/qweight.h"
 #include "data/shard.h"
 #include "core/clock.h"
 #include <pthread.h>
@@ -180,6 +182,13 @@ int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err) {
     }
     info->has_config = 1;
     info->step = mt_ckpt_step(ck);
+    const mt_json *gq = mt_json_get(mt_ckpt_state(ck), "gptq");
+    int64_t gb = 0, gg = 0;
+    if (gq && (mt_json_get_int64(gq, "bits", &gb, err) || mt_json_get_int64(gq, "group_size", &gg, err))) {
+        mt_ckpt_close(ck);
+        return -1;
+    }
+    info->gptq_bits = (int)gb, info->gptq_group_size = (int)gg;
     mt_ckpt_close(ck);
     return 0;
 }
@@ -218,6 +227,41 @@ static int read_local_base(const mt_ckpt *ck, const mt_layout *l, int u, size_t 
     return for_each_run_of(l, u, a, b, 0, BASE, read_run, &c, err);
 }
 
+/* Frozen tensor i of unit u ({quantize-base} gptq) from the GPTQ directory hd
+ * the base ck was imported from: its codes as they are, after checking that
+ * they dequantize to the base's fp32 weights bit for bit (the directory may
+ * have changed since the import). */
+static int read_gptq_tensor(mt_model *m, const mt_ckpt *ck, mt_hf_dir *hd, const char *gdir, int bits, int u, int i,
+                            mt_error *err) {
+    const mt_tensor *t = &m->layout.units[u].ft[i];
+    char hf[200], name[160];
+    int tr;
+    mt_family_get(m->cfg.family)->hf_name(&m->cfg, t->name, hf, sizeof hf, &tr);
+    mt_gptqw g;
+    int rc = mt_gptq_read_packed(hd, hf, bits, t->gshape[0], t->gshape[1], &g, err);
+    if (rc == 0)
+        return mt_errorf(err, "{quantize-base} gptq: %s is not quantized in the GPTQ directory %s (no %s's qweight): "
+                              "train on the base without {quantize-base}, or use nf4 or int8",
+                         t->name, gdir, hf);
+    if (rc < 0) return -1;
+    float *x = mt_xmalloc(t->gnumel * sizeof(float), "base weight");
+    float *y = mt_xmalloc(t->gnumel * sizeof(float), "dequantized GPTQ weight");
+    snprintf(name, sizeof name, "model/%s", t->name);
+    rc = mt_ckpt_read(ck, name, 0, t->gnumel, x, err);
+    if (!rc) {
+        op_gptq_dequant_rows(m->be, g.qweight, g.qzeros, g.scales, g.g_idx, g.bits, g.rows, g.cols, 0, g.rows, g.cols,
+                             y);
+        if (memcmp(x, y, t->gnumel * sizeof(float)))
+            rc = mt_errorf(err, "{quantize-base} gptq: the GPTQ directory %s no longer holds the weights its import "
+                                "holds (%s differs): import the directory again",
+                           gdir, t->name);
+    }
+    free(x);
+    free(y);
+    if (rc) mt_gptqw_free(&g);
+    return rc ? rc : mt_model_set_gptq(m, u, i, &g, err);
+}
+
 /* The frozen stores of the held units from a checkpoint holding them as
  * trained tensors ("model/<name>"): the base a run adapts. */
 static int read_frozen(mt_model *m, const char *dir, mt_error *err) {
@@ -226,6 +270,18 @@ static int read_frozen(mt_model *m, const char *dir, mt_error *err) {
     mt_ckpt *ck = mt_ckpt_open_ex(dir, MT_CKPT_LAZY_VERIFY, err);
     if (!ck) return -1;
     int rc = check_shapes_of(ck, l, "model/", dir, FROZEN, err);
+    mt_hf_dir *hd = NULL;
+    const char *gdir = NULL;
+    int64_t gbits = 0;
+    if (!rc && m->cfg.adapters.quant == MT_QUANT_GPTQ) { /* where the codes are */
+        const mt_json *gq = mt_json_get(mt_ckpt_state(ck), "gptq");
+        if (!gq)
+            rc = mt_errorf(err, "{quantize-base} gptq: the base %s was not imported from a GPTQ directory", dir);
+        else if (mt_json_get_string(gq, "dir", &gdir, err) || mt_json_get_int64(gq, "bits", &gbits, err))
+            rc = -1;
+        else if (mt_hf_dir_open(gdir, &hd, err))
+            rc = -1;
+    }
     for (int u = 0; u < l->n_units && !rc; u++) {
         if (!m->held[u]) continue;
         if (m->frozen[u]) {
@@ -235,6 +291,10 @@ static int read_frozen(mt_model *m, const char *dir, mt_error *err) {
         for (int i = 0; i < l->units[u].n_frozen && !rc; i++) { /* quantized: the whole tensor, then quantized */
             const mt_tensor *t = &l->units[u].ft[i];
             if (!t->quant) continue;
+            if (t->quant == MT_QUANT_GPTQ) {
+                rc = read_gptq_tensor(m, ck, hd, gdir, (int)gbits, u, i, err);
+                continue;
+            }
             char name[160];
             snprintf(name, sizeof name, "model/%s", t->name);
             float *x = mt_xmalloc(t->gnumel * sizeof(float), "weight to quantize");
@@ -243,10 +303,13 @@ static int read_frozen(mt_model *m, const char *dir, mt_error *err) {
             free(x);
         }
     }
+    if (hd) mt_hf_dir_close(hd);
     mt_ckpt_close(ck);
     mt_model_frozen_changed(m);
     return rc;
 }
+
+int mt_model_read_frozen(mt_model *m, const char *dir, mt_error *err) { return read_frozen(m, dir, err); }
 
 /* Every rank reads the ranges it keeps: ZeRO-3 parameters and every
  * stage's optimizer state only the owned range (Adafactor's factored state

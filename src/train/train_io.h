@@ -7,6 +7,7 @@ typedef struct {
     int has_config;
     mt_model_config cfg;
     int64_t step;
+    int gptq_bits, gptq_group_size; /* imported from a GPTQ directory (state "gptq"): its bits, group size; 0 */
 } mt_ckpt_info;
 
 /* Reads a whole llm.c token shard (uint16 or uint32 ids) into a malloc'd
@@ -22,6 +23,11 @@ int mt_train_read_flags(const char *path, uint8_t **flags, int *window, mt_error
 int mt_train_ckpt_peek(const char *dir, mt_ckpt_info *info, mt_error *err);
 /* Loads parameters (and, when resuming, optimizer state and step). */
 int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *err);
+/* The frozen stores of the model's held units from base checkpoint dir (the
+ * quantized ones quantized; {quantize-base} gptq: the codes of the GPTQ
+ * directory the base was imported from, which must still dequantize to the
+ * base's weights bit for bit). */
+int mt_model_read_frozen(mt_model *m, const char *dir, mt_error *err);
 /* Loads only the parameters of a checkpoint into a model of the same config. */
 int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err);
 /* Collective: a checkpoint of the run's state in its checkpoint directory. */

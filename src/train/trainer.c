@@ -3,6 +3,7 @@
 #include "models/family.h"
 #include "ops/ops.h"
 #include "train/train_io.h"
+#include "quant/qweight.h"
 #include "train/footprint.h"
 #include "train/progress.h"
 #include "comm/trace_merge.h"
@@ -150,12 +151,30 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
             }
             if (op->init_from && !mt_adapter_spec_active(&info.cfg.adapters)) {
                 op->cfg.adapters = asked; /* the checkpoint is the base; what is trained on it is this run's */
-            } else if (mt_adapter_spec_active(&asked) && memcmp(&asked, &info.cfg.adapters, sizeof asked))
-                return mt_errorf(err, "%s %s was trained with other {peft} / {lora}-* / {freeze} settings: start "
-                                      "from it without them (the checkpoint keeps its own), or fold its adapters in "
-                                      "first (`meshtrain merge`)", op->init_from ? "{init-from}" : "{resume}: the run in", from);
+                if (asked.quant == MT_QUANT_GPTQ && !info.gptq_bits)
+                    return mt_errorf(err, "{quantize-base} gptq keeps the codes of a GPTQ directory as the frozen "
+                                          "base, but {init-from} %s was not imported from one (import the GPTQ "
+                                          "directory with `meshtrain import --format hf` and start from that)",
+                                     from);
+                op->cfg.adapters.gptq_bits = info.gptq_bits; /* the base's, for the accounting and the record */
+                op->cfg.adapters.gptq_group_size = info.gptq_group_size;
+                if (asked.quant != MT_QUANT_GPTQ) op->cfg.adapters.gptq_bits = op->cfg.adapters.gptq_group_size = 0;
+            } else {
+                if (asked.quant == MT_QUANT_GPTQ && info.cfg.adapters.quant == MT_QUANT_GPTQ) {
+                    /* a run on a GPTQ base: its bits and group size are the base's, not flags */
+                    asked.gptq_bits = info.cfg.adapters.gptq_bits;
+                    asked.gptq_group_size = info.cfg.adapters.gptq_group_size;
+                }
+                if (mt_adapter_spec_active(&asked) && memcmp(&asked, &info.cfg.adapters, sizeof asked))
+                    return mt_errorf(err, "%s %s was trained with other {peft} / {lora}-* / {freeze} settings: start "
+                                          "from it without them (the checkpoint keeps its own), or fold its adapters in "
+                                          "first (`meshtrain merge`)", op->init_from ? "{init-from}" : "{resume}: the run in", from);
+            }
         }
     }
+    if (op->cfg.adapters.quant == MT_QUANT_GPTQ && !op->cfg.adapters.gptq_bits)
+        return mt_errorf(err, "{quantize-base} gptq keeps the codes of a GPTQ directory as the frozen base: it needs "
+                              "{init-from} a checkpoint imported from one (`meshtrain import --format hf`)");
     /* MoE's loss terms and capacity are the run's, whatever model it starts from */
     op->cfg.moe_aux_coef = op->moe_aux_coef;
     op->cfg.moe_z_coef = op->moe_z_coef;
