@@ -8,7 +8,8 @@
  *    (groups, fp16 scales), the dead column quantizes to zero and g_idx maps
  *    every column to its group in the quantization order;
  *  - packing into the Hugging Face layout and unpacking gives the dequantized
- *    weights bit for bit;
+ *    weights bit for bit, and so do the training op's row tiles of the packed
+ *    layer (op_gptq_dequant_rows: any first row and count, a wider stride);
  *  - bad bits, a group size that does not divide the columns and a Hessian
  *    that is not positive definite fail with one message.
  * `test_gptq --dump FILE` writes every configuration for tests/gptq_ref.py
@@ -20,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include "core/dtype.h"
+#include "ops/ops.h"
 #include "quant/gptq.h"
 #include "testlib.h"
 
@@ -128,6 +130,18 @@ static int run(FILE *dump) {
         mt_gptq_pack(&r, qw, qz, sc);
         rc = mt_gptq_unpack_dequant(o->bits, ROWS, COLS, r.n_groups, qw, qz, sc, r.g_idx, un, "test layer", &err);
         CHECK(rc == 0 && !memcmp(un, dq, sizeof(float) * ROWS * COLS), "config %d: pack + unpack = dequant", k);
+        /* the training op ({quantize-base} gptq) on the packed layer: row tiles of any size at any
+         * row, into a wider row stride, give the import's dequantized weights bit for bit */
+        int same = 1;
+        const int64_t ld = COLS + 3;
+        float *tile = malloc(sizeof(float) * ROWS * ld);
+        for (int64_t r0 = 0, nr = 1; r0 < ROWS; r0 += nr, nr = nr * 2 + 1) {
+            int64_t n = r0 + nr < ROWS ? nr : ROWS - r0;
+            op_gptq_dequant_rows(BE, qw, qz, sc, r.g_idx, o->bits, ROWS, COLS, r0, n, ld, tile);
+            for (int64_t i = 0; i < n; i++) same &= !memcmp(tile + i * ld, un + (r0 + i) * COLS, sizeof(float) * COLS);
+        }
+        free(tile);
+        CHECK(same, "config %d: op_gptq_dequant_rows's row tiles = the unpacked weights", k);
         if (dump) {
             int64_t c4[4] = {o->bits, o->group_size, o->act_order, o->sym};
             fwrite(c4, 8, 4, dump);

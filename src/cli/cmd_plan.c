@@ -189,7 +189,10 @@ int mt_cli_plan(int argc, char **argv) {
     if (mt_peft_kind_parse(peft, &ad.kind, &err) || mt_quant_kind_parse(qbase, &qk, &err)) return mt_cli_fail("plan", &err);
     ad.quant = (int)qk;
     if (qk != MT_QUANT_GPTQ) ad.gptq_bits = ad.gptq_group_size = 0;
-    else if (!ad.gptq_bits) ad.gptq_bits = -1; /* 0 means "from the base" to the trainer: refused here */
+    if (qk == MT_QUANT_GPTQ && ad.gptq_bits != 4 && ad.gptq_bits != 8) {
+        mt_errorf(&err, "--gptq-bits must be 4 or 8, got %d", ad.gptq_bits);
+        return mt_cli_fail("plan", &err);
+    }
     snprintf(ad.targets, sizeof ad.targets, "%s", targets);
     if (ad.kind != MT_PEFT_LORA) ad.r = 0, ad.alpha = 0;
     cfg.adapters = ad; /* the layouts are the fine-tune's: adapters trained, the base frozen at its storage */
