@@ -155,6 +155,27 @@ static int run(FILE *dump) {
         free(qw), free(qz), free(sc);
         mt_gptq_result_free(&r);
     }
+    /* the op on a packed layer of more groups than it tables per row (1024 groups of one column,
+     * act-order-like g_idx): random codes, zero points and scales against the unpacker */
+    for (int bits = 4; bits <= 8; bits += 4) {
+        enum { R = 16, C = 1024 };
+        int pack = 32 / bits;
+        int32_t *qw = malloc(sizeof(int32_t) * C / pack * R), *qz = malloc(sizeof(int32_t) * C * R / pack);
+        int32_t *gi = malloc(sizeof(int32_t) * C);
+        uint16_t *sc = malloc(sizeof(uint16_t) * C * R);
+        float *a = malloc(sizeof(float) * R * C), *b = malloc(sizeof(float) * R * C);
+        uint64_t st = 12345;
+        for (int i = 0; i < C / pack * R; i++) qw[i] = (int32_t)(uint32_t)rng_next(&st);
+        for (int i = 0; i < C * R / pack; i++) qz[i] = (int32_t)(uint32_t)rng_next(&st);
+        for (int i = 0; i < C * R; i++) sc[i] = mt_fp32_to_fp16(0.001f + (float)(rng_next(&st) % 1000) * 1e-5f);
+        for (int c = 0; c < C; c++) gi[c] = (c * 37 + 11) % C; /* a permutation of the groups */
+        mt_error e2;
+        int rc = mt_gptq_unpack_dequant(bits, R, C, C, qw, qz, sc, gi, a, "wide layer", &e2);
+        op_gptq_dequant_rows(BE, qw, qz, sc, gi, bits, R, C, 3, R - 3, C, b + 3 * C);
+        CHECK(rc == 0 && !memcmp(a + 3 * C, b + 3 * C, sizeof(float) * (R - 3) * C),
+              "%d bits, %d groups: op_gptq_dequant_rows = the unpacker", bits, C);
+        free(qw), free(qz), free(gi), free(sc), free(a), free(b);
+    }
     /* bad options and a Hessian that damping cannot save */
     mt_error err;
     mt_gptq_result r;
