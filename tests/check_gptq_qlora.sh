@@ -10,7 +10,8 @@
 #  - the frozen memory is the closed form: fp32 embeddings/norms/biases plus per quantized matrix
 #    [out, in] at b bits, G groups: out*in*b/8 (qweight) + G*out*b/8 (qzeros) + 2*G*out (fp16
 #    scales) + 4*in (g_idx), and `meshtrain plan` counts the same bytes;
-#  - dp2 and tp2 equal one process (1e-5); a run resumed at step 5 equals the straight run bitwise;
+#  - dp2 ZeRO-3, tp2 and pp2 equal one process (1e-5); a run resumed at step 5 equals the straight
+#    run bitwise;
 #  - bad input, one line each: 3 bits or gptq_v2 in config.json, {quantize-base} gptq on a base
 #    not imported from GPTQ or without {init-from}, a GPTQ directory changed after its import.
 set -euo pipefail
@@ -103,10 +104,12 @@ assert mem["frozen"] == want, (mem["frozen"], want)
 assert plan["frozen"] == want, (plan["frozen"], want)
 PY
     # layouts: dp2 and tp2 against one process; resume bitwise
-    $MPI -np 2 $M train $L --quantize-base gptq --dp 2 --metrics $W/dp2.jsonl >/dev/null
+    $MPI -np 2 $M train $L --quantize-base gptq --dp 2 --zero 3 --metrics $W/dp2.jsonl >/dev/null
     $MPI -np 2 $M train $L --quantize-base gptq --tp 2 --metrics $W/tp2.jsonl >/dev/null
-    losses_within $W/q.jsonl $W/dp2.jsonl "$fam dp2"
+    $MPI -np 2 $M train $L --quantize-base gptq --pp 2 --metrics $W/pp2.jsonl >/dev/null
+    losses_within $W/q.jsonl $W/dp2.jsonl "$fam dp2 ZeRO-3"
     losses_within $W/q.jsonl $W/tp2.jsonl "$fam tp2"
+    losses_within $W/q.jsonl $W/pp2.jsonl "$fam pp2"
     echo
     $M train ${L/--steps 10/--steps 5} --quantize-base gptq --metrics $W/r1.jsonl --ckpt-dir $W/run_r >/dev/null
     $M train --resume $W/run_r --steps 10 --metrics $W/r2.jsonl >/dev/null
