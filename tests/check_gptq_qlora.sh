@@ -13,7 +13,8 @@
 #  - dp2 ZeRO-3, tp2 and pp2 equal one process (1e-5); a run resumed at step 5 equals the straight
 #    run bitwise;
 #  - bad input, one line each: 3 bits or gptq_v2 in config.json, {quantize-base} gptq on a base
-#    not imported from GPTQ or without {init-from}, a GPTQ directory changed after its import.
+#    not imported from GPTQ or without {init-from}, a GPTQ directory changed or moved after its
+#    import.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 one_thread
@@ -136,5 +137,8 @@ $M quantize --ckpt $W/gpt2 --method gptq --bits 4 --group-size 32 --act-order --
     --calib-samples 16 --out $W/other >/dev/null
 cp $W/other/model.safetensors $W/moved/model.safetensors
 expect_failure "no longer holds the weights its import holds" $M train $B --init-from $W/moved_ck
+mv $W/moved $W/moved_away
+expect_failure "the GPTQ directory .*/moved that base .* was imported from: .* has no config.json" \
+    $M train $B --init-from $W/moved_ck
 for d in bad3ck badv2ck; do [ ! -e $W/$d ] || { echo "a failed import left $W/$d behind"; exit 1; }; done
 echo OK

@@ -73,7 +73,7 @@ static void qweight_rows(mt_model *m, const mt_qweight *q, int64_t row0, int64_t
 /* Local rows [r0, r0 + nr) of quantized tensor t (this rank's slice of the
  * whole quantized matrix) into out (fp32, or bf16 when bf16 is set), row
  * stride t->shape[1]. A GPTQ weight is never asked for bf16 here: its fp32
- * tile is rounded by the caller (gptq_tile16). */
+ * tile is rounded by the caller (tile16). */
 static void dequant_local_rows(mt_model *m, const mt_tensor *t, const mt_qweight *q, int64_t r0, int64_t nr, void *out,
                                int bf16) {
     int64_t gc = t->gshape[1], lc = t->shape[1];

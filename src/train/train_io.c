@@ -279,8 +279,15 @@ static int read_frozen(mt_model *m, const char *dir, mt_error *err) {
             rc = mt_errorf(err, "{quantize-base} gptq: the base %s was not imported from a GPTQ directory", dir);
         else if (mt_json_get_string(gq, "dir", &gdir, err) || mt_json_get_int64(gq, "bits", &gbits, err))
             rc = -1;
-        else if (mt_hf_dir_open(gdir, &hd, err))
-            rc = -1;
+        mt_error e2 = {{0}};
+        mt_gptq_config now = {0};
+        if (!rc && (mt_hf_dir_open(gdir, &hd, &e2) || mt_gptq_config_read(mt_hf_dir_config(hd), &now, &e2)))
+            rc = mt_errorf(err, "{quantize-base} gptq: the GPTQ directory %s that base %s was imported from: %s", gdir,
+                           dir, e2.msg);
+        else if (!rc && now.bits != gbits)
+            rc = mt_errorf(err, "{quantize-base} gptq: the GPTQ directory %s no longer holds the weights its import "
+                                "holds (%d bits now, %lld then): import the directory again",
+                           gdir, now.bits, (long long)gbits);
     }
     for (int u = 0; u < l->n_units && !rc; u++) {
         if (!m->held[u]) continue;
