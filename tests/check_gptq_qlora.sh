@@ -13,8 +13,8 @@
 #  - dp2 ZeRO-3, tp2 and pp2 equal one process (1e-5); a run resumed at step 5 equals the straight
 #    run bitwise;
 #  - bad input, one line each: 3 bits or gptq_v2 in config.json, {quantize-base} gptq on a base
-#    not imported from GPTQ or without {init-from}, a GPTQ directory changed or moved after its
-#    import.
+#    not imported from GPTQ or without {init-from}, {init-from} the GPTQ directory itself (import it
+#    first), a GPTQ directory changed or moved after its import.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 one_thread
@@ -123,6 +123,7 @@ done
 # bad input, one line each
 B="--train $W/text_train.bin --peft lora --batch 8 --steps 1 --log-every 0 --quantize-base gptq"
 expect_failure "was not imported from one" $M train $B --init-from $W/gpt2
+expect_failure "is a Hugging Face directory, not a checkpoint: import it first" $M train $B --init-from $W/gpt2_g
 expect_failure "it needs --init-from a checkpoint imported from one" $M train $B --layers 2 --dim 64 --heads 4 --seq-len 32
 cp -r $W/gpt2_g $W/bad3
 sed -i 's/"bits":4/"bits":3/' $W/bad3/config.json

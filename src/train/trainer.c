@@ -139,7 +139,16 @@ static int init_local(mt_trainer *tr, const char *from, mt_error *err) {
     mt_ckpt_info info;
     memset(&info, 0, sizeof info);
     if (from) {
-        if (mt_train_ckpt_peek(from, &info, err)) return -1;
+        char hf_config[4200];
+        snprintf(hf_config, sizeof hf_config, "%s/config.json", from);
+        if (mt_train_ckpt_peek(from, &info, err)) {
+            if (op->init_from && access(hf_config, F_OK) == 0) /* a Hugging Face directory (GPTQ, too) */
+                return mt_errorf(err, "{init-from} %s is a Hugging Face directory, not a checkpoint: import it first "
+                                      "(`meshtrain import --format hf --in %s --out CKPT`; a GPTQ directory's codes "
+                                      "then stay the frozen base with {quantize-base} gptq) and start from CKPT",
+                                 from, from);
+            return -1;
+        }
         if ((op->resume && info.has_config) || op->init_from) {
             float d = op->cfg.dropout; /* dropout may differ only by flag; keep the run's */
             mt_adapter_spec asked = op->cfg.adapters;
