@@ -24,6 +24,14 @@ void op_gptq_dequant_rows(mt_backend *be, const int32_t *qweight, const int32_t 
         const int zshift = bits * (int)(o % pack);
         float *dst = out + r * ld, scale[ROW_GROUPS];
         int32_t zero[ROW_GROUPS];
+        /* a row reads one word of each qweight row (stride rows): a cache line serves 16 rows, and
+         * the hardware prefetcher does not follow strides across pages, so the lines of the next 16
+         * rows are fetched while these are unpacked (and the scales' lines, 32 rows each) */
+        if (o % 16 == 0 && o + 16 < rows) {
+            for (int64_t i = 0; i < words; i++) __builtin_prefetch(qweight + i * rows + o + 16);
+            if (o % 32 == 0 && o + 32 < rows)
+                for (int64_t g = 0; g < groups && g < ROW_GROUPS; g++) __builtin_prefetch(scales + g * rows + o + 32);
+        }
         if (groups <= ROW_GROUPS) {
             for (int64_t g = 0; g < groups; g++) {
                 scale[g] = mt_fp16_to_fp32(scales[g * rows + o]);
