@@ -12,6 +12,8 @@
 #    scales) + 4*in (g_idx), and `meshtrain plan` counts the same bytes;
 #  - dp2 ZeRO-3, tp2 and pp2 equal one process (1e-5); a run resumed at step 5 equals the straight
 #    run bitwise;
+#  - a directory as other tools write it (tests/gptq_external.py: group_size -1, asymmetric, no
+#    checkpoint_format key): the same step-0 and 10-step checks, and its frozen bytes;
 #  - bad input, one line each: 3 bits or gptq_v2 in config.json, {quantize-base} gptq on a base
 #    not imported from GPTQ or without {init-from}, {init-from} the GPTQ directory itself (import it
 #    first), a GPTQ directory changed or moved after its import.
@@ -119,6 +121,33 @@ PY
     echo "$fam: a run resumed at step 5 (the base's codes read again) = the straight run, bitwise"
     rm -rf $W/run_fp $W/run_q $W/run_r $W/merged_fp $W/merged_q $W/hf_fp $W/hf_q $W/r1.jsonl $W/r2.jsonl
 done
+
+# a directory as other tools write it (tests/gptq_external.py: random codes, group_size -1, an
+# asymmetric grid, optimum's quantization_config without checkpoint_format) on GPT-2's shapes
+$PY tests/gptq_external.py $W/gpt2_g $W/ext >/dev/null
+$M import --format hf --in $W/ext --out $W/ext_ck >/dev/null
+E="--train $W/text_train.bin --init-from $W/ext_ck --peft lora --lora-r 4 --lora-targets all-linear --batch 8
+   --micro-batch 4 --steps 10 --lr 3e-3 --log-every 0"
+$M train $E --metrics $W/efp.jsonl >/dev/null
+$M train $E --quantize-base gptq --metrics $W/eq.jsonl --report-json $W/eq.json >/dev/null
+$M plan --cpu --cpu-gflops 10 --cpu-bw 1 --mem-gb 1000 --gpus 1 --layers 2 --dim 64 --heads 4 --seq-len 32 --vocab 256 \
+    --global-batch 8 --micro-batch 4 --dp 1 --tp 1 --pp 1 --zero 0 --recompute none --precision fp32 --pp-chunks 1 \
+    --sequence-parallel 0 --top 1 --peft lora --lora-r 4 --lora-targets all-linear --quantize-base gptq \
+    --gptq-bits 4 --gptq-group-size -1 --json >$W/eplan.json
+$PY - $W/efp.jsonl $W/eq.jsonl $W/eq.json $W/eplan.json <<'PY'
+import json, sys
+fp, q = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:3])
+mem, plan = json.load(open(sys.argv[3]))["memory"], json.load(open(sys.argv[4]))["layouts"][0]["bytes"]
+C, L = 64, 2
+mats = [(3 * C, C), (C, C), (4 * C, C), (C, 4 * C)] * L
+other = 256 * C + 32 * C + L * (4 * C + 3 * C + C + 4 * C + C) + 2 * C
+want = 4 * other + sum(o * i // 2 + o // 2 + 2 * o + 4 * i for o, i in mats)  # 4 bits, one group
+d0, dmax = abs(q[0] - fp[0]), max(abs(a - b) for a, b in zip(q, fp))
+print(f"external-style directory (one group, asymmetric): step-0 loss diff {d0:.3g}, 10 steps {dmax:.3g}; "
+      f"frozen {mem['frozen']} B (closed form {want}, plan {plan['frozen']:.0f})")
+assert len(q) == len(fp) == 10 and d0 <= 1e-6 and dmax <= 1e-5
+assert mem["frozen"] == want == plan["frozen"]
+PY
 
 # bad input, one line each
 B="--train $W/text_train.bin --peft lora --batch 8 --steps 1 --log-every 0 --quantize-base gptq"
