@@ -4,7 +4,8 @@
 # by op_gptq_dequant_rows. On GPT-2 (4 bits, groups of 32, act order) and Llama (8 bits, groups of
 # 64, asymmetric grid), each 2 layers:
 #  - LoRA on the GPTQ base against LoRA on the dequantized fp32 import (the same numbers): step-0
-#    loss within 1e-6, 10 AdamW steps within 1e-5, the merged models (adapters folded into the
+#    loss within 1e-6, step 1's adapter gradients within 1e-6 (max-abs difference / max-abs), 10 AdamW
+#    steps within 1e-5, the merged models (adapters folded into the
 #    dequantized base, exported to Hugging Face) within 1e-5 (GPT-2; Llama 5e-4, see below), and the
 #    merged model's eval equal to the adapted run's; under {precision} bf16 10 steps within 1e-4;
 #  - the frozen memory is the closed form: fp32 embeddings/norms/biases plus per quantized matrix
@@ -43,6 +44,17 @@ d0, dmax = abs(q[0] - fp[0]), max(abs(a - b) for a, b in zip(q, fp))
 print(f"{sys.argv[3]}: step-0 loss GPTQ base {q[0]:.9f}, dequantized fp32 base {fp[0]:.9f} (diff {d0:.3g}); "
       f"10 LoRA steps: largest loss diff {dmax:.3g}, last {q[-1]:.6f}")
 assert d0 <= 1e-6 and dmax <= 1e-5
+PY
+    # the adapters' gradients of step 1 (every LoRA A and B): forward and input gradient through the codes
+    $M train ${L/--steps 10/--steps 1} --dump-grads $W/g_fp.bin >/dev/null
+    $M train ${L/--steps 10/--steps 1} --quantize-base gptq --dump-grads $W/g_q.bin >/dev/null
+    $PY - $W/g_fp.bin $W/g_q.bin $fam <<'PY'
+import sys
+import numpy as np
+a, b = (np.fromfile(p, dtype=np.float32) for p in sys.argv[1:3])
+rel = float(np.abs(a - b).max() / np.abs(a).max())
+print(f"{sys.argv[3]}: step 1's {a.size} adapter gradients on the GPTQ base within {rel:.2g} (max-abs diff / max-abs)")
+assert a.size == b.size and rel <= 1e-6
 PY
     # bf16: the GPTQ tile rounded to bf16 is the fp32 base's bf16 copy; the input gradients' sums
     # differ in order as in fp32 (Llama: 1.3e-5 relative after 10 steps, against bf16's 3.9e-3 unit)
