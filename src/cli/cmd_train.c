@@ -168,7 +168,7 @@ static int train_with_stored_config(int argc, char **argv, const char *dir, int 
     }
     free(text);
     int world = mt_comm_process_size();
-    long dp = stored_size(&conf, "dp"), tp = stored_size(&conf, "tp"), pp = stored_size(&conf, "pp");
+    long dp = stored_size(&conf, "dp") * stored_size(&conf, "cp"), tp = stored_size(&conf, "tp"), pp = stored_size(&conf, "pp");
     char line[MT_ERROR_LEN + 256], outputs[160];
     int n = snprintf(line, sizeof line, "settings from %s, the run config stored in the checkpoint (--config and flags "
                                         "given override them", path);
@@ -217,7 +217,8 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     const char *config_path = NULL; /* handled before parsing; the entry documents it */
     const char *peft = "none", *lora_targets = "", *freeze = "", *quantize_base = "none", *ia3_targets = "", *ia3_ff = "", *peft_train = "";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
-    o.mesh = (mt_mesh_shape){1, 1, 1, 0};
+    o.mesh = (mt_mesh_shape){1, 1, 1, 0, 1};
+    const char *cp_mode = "ring";
     mt_arg data_spec[] = {
         {"train", MT_ARG_STR, &o.train_path, "training token shard (llm.c format, from `meshtrain tokenize`)", 0},
         {"val", MT_ARG_STR, &o.val_path, "validation token shard", 0},
@@ -281,7 +282,9 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"init-from", MT_ARG_STR, &o.init_from, "start from the weights of this checkpoint (e.g. imported GPT-2)", 0},
         {"log-every", MT_ARG_INT, &o.log_every, "print a line every K steps (default 1)", 0},
         {"dump-grads", MT_ARG_STR, &o.dump_grads, "test aid: write step 1's gradients (raw fp32) to FILE", 0},
-        {"dp", MT_ARG_INT, &o.mesh.dp, "data-parallel size (default 1; dp x tp x pp = number of processes)", 0},
+        {"dp", MT_ARG_INT, &o.mesh.dp, "data-parallel size (default 1; dp x cp x tp x pp = number of processes)", 0},
+        {"cp", MT_ARG_INT, &o.mesh.cp, "context-parallel size (default 1): each sequence cut into 2 cp chunks, rank i of the cp group holding chunks i and 2cp-1-i (causal load balancing); --seq-len must be a multiple of 2 cp", 0},
+        {"cp-mode", MT_ARG_STR, &cp_mode, "how attention spans the cp ranks' chunks: ring (K/V passed around the cp group, merged by log-sum-exp; default) | alltoall (not implemented yet)", 0},
         {"tp", MT_ARG_INT, &o.mesh.tp, "tensor-parallel size (default 1): heads, MLP columns and vocabulary split over tp ranks (Megatron-LM)", 0},
         {"sequence-parallel", MT_ARG_FLAG, &o.sequence_parallel, "with --tp > 1: split LayerNorm/dropout regions along the tokens (all-gather / reduce-scatter instead of all-reduce)", 0},
         {"pp", MT_ARG_INT, &o.mesh.pp, "pipeline-parallel stages (default 1)", 0},
@@ -364,7 +367,8 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     o.seed = (uint64_t)seed;
     if (mt_opt_kind_parse(optimizer, &o.opt.kind, &err) || mt_lr_kind_parse(schedule, &o.lr.kind, &err) ||
         mt_data_order_parse(order, &o.order, &err) || mt_pp_kind_parse(pp_schedule, &o.pp_schedule, &err) ||
-        mt_recompute_parse(recompute, &o.recompute, &err) || mt_act_compress_parse(compress_acts, &o.compress_acts, &err))
+        mt_recompute_parse(recompute, &o.recompute, &err) || mt_act_compress_parse(compress_acts, &o.compress_acts, &err) ||
+        mt_cp_mode_parse(cp_mode, &o.cp_mode, &err))
         goto fail;
     if (mt_dtype_parse(precision, &o.precision)) {
         mt_errorf(&err, "--precision must be fp32, bf16 or fp16, got '%s'", precision);
@@ -521,10 +525,12 @@ static int train_command(int argc, char **argv, const char *stored_from) {
                        (double)c->rope_theta, c->rope_scaling ? " (" : "",
                        c->rope_scaling ? mt_llama_rope_type_name(c->rope_scaling) : "", c->rope_scaling ? " scaling)" : "",
                        c->tie_embeddings ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "");
-            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | tp %d%s | pp %d (%s) | zero %d | recompute %s | %s lr %.3g | precision %s | %s %s\n",
+            char cpl[48] = "";
+            if (tr.cp.size > 1) snprintf(cpl, sizeof cpl, " | cp %d (%s)", tr.cp.size, mt_cp_mode_name(tr.cp.mode));
+            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d%s | tp %d%s | pp %d (%s) | zero %d | recompute %s | %s lr %.3g | precision %s | %s %s\n",
                    c->n_layer, c->n_embd, c->n_head, c->vocab_size, c->padded_vocab, c->seq_len,
                    tr.model.layout.gtotal_params, tr.o.batch, tr.o.batch / (tr.o.micro_batch * tr.dp), tr.o.micro_batch,
-                   tr.dp, tr.tp.size, tr.o.sequence_parallel ? " + sp" : "", tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute), mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr,
+                   tr.dp, cpl, tr.tp.size, tr.o.sequence_parallel ? " + sp" : "", tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute), mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr,
                    mt_dtype_name(tr.o.precision), tr.o.device == MT_DEVICE_CUDA ? "device" : "fp32 gemm",
                    tr.o.device == MT_DEVICE_CUDA ? "cuda" : mt_gemm_lib_name(tr.o.gemm));
             if (mt_adapter_spec_active(&c->adapters))

@@ -33,7 +33,7 @@ static const struct {
                    "offload-buffer-mb"}},
     {"moe", {"moe-aux-coef", "moe-z-coef", "moe-capacity-factor"}},
     {"schedule", {"steps", "batch", "micro-batch", "warmup", "lr-schedule", "min-lr", "seed"}},
-    {"parallel", {"dp", "tp", "pp", "sequence-parallel", "pp-schedule", "pp-chunks", "pp-layers", "zero", "shard-group",
+    {"parallel", {"dp", "cp", "cp-mode", "tp", "pp", "sequence-parallel", "pp-schedule", "pp-chunks", "pp-layers", "zero", "shard-group",
                   "bucket-mb", "zeropp-hpz", "zeropp-qwz", "zeropp-qgz", "ranks-per-node", "timeout", "recompute",
                   "compress-activations", "no-overlap"}},
     {"precision", {"precision", "device", "gemm", "grad-reduce-dtype", "loss-scale", "loss-scale-window"}},

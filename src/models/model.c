@@ -156,7 +156,7 @@ static void alloc_lora(mt_model *m, size_t N) {
 
 void mt_model_create(mt_model *m, mt_backend *be, const mt_model_config *cfg, int B, int T, uint64_t seed,
                      mt_mem *mem) {
-    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, be, 0, MT_ACT_COMPRESS_OFF};
+    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, be, 0, MT_ACT_COMPRESS_OFF, NULL};
     mt_model_create_part(m, cfg, B, T, seed, mem, &whole);
 }
 
@@ -168,6 +168,7 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     m->mem = mem;
     m->seed = seed;
     m->tp = part->tp;
+    m->cp = mt_cp_size(part->cp) > 1 ? part->cp : NULL;
     m->cfg = *cfg;
     m->fam = mt_family_get(cfg->family);
     int tp = mt_tp_size(part->tp);
@@ -226,6 +227,11 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     g->attn_scratch_floats = m->fam->attention_scratch_floats
                                  ? m->fam->attention_scratch_floats(m, B, T)
                                  : op_attention_scratch_floats(m->be, B, T, cfg->n_head / tp, mt_model_head_dim(cfg));
+    if (m->cp) { /* the ring's chunk buffers instead (its heads: this tp rank's, as the families pass them) */
+        int kv = mt_model_kv_heads(cfg);
+        g->attn_scratch_floats = mt_ring_attention_scratch_floats(m->be, B, T / 2, cfg->n_head / tp, tp > kv ? 1 : kv / tp,
+                                                                  mt_model_head_dim(cfg));
+    }
     alloc_lowp(m, part, N);
     alloc_lora(m, N);
     g->attn_scratch = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, g->attn_scratch_floats * sizeof(float),

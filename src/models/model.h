@@ -17,6 +17,7 @@
 #include "nn/unit.h"
 #include "ops/ops.h"
 #include "comm/tp.h"
+#include "models/ring_attention.h"
 
 /* A block's activations: the family's buffers (mt_family.block_bufs), by index. */
 typedef struct {
@@ -38,7 +39,8 @@ typedef struct {
     uint64_t *sample_ids;       /* [B] global sample index of each row (dropout coordinates) */
     /* packed samples (several documents a window), filled with the tokens:
      * each row's document's first index in its window and the row's
-     * position in its document; used only when packed is set */
+     * position in its document; used only when packed is set (pos also
+     * under context parallelism: the rows' positions in the sequence) */
     int32_t *doc_start, *pos;   /* [N] */
     int packed;
     float *encoded;             /* the input unit's output [N,C] */
@@ -147,6 +149,10 @@ typedef struct mt_model {
     mt_mem *mem;
     mt_profile *prof; /* kernel time by category ({profile}); NULL = off; not owned */
     const mt_tp *tp;  /* tensor parallelism (NULL: none); not owned */
+    /* context parallelism (NULL: none; not owned): acts.T is then this
+     * rank's 2 chunks of each sample (seq_len / cp rows, models/ring_attention.h),
+     * acts.pos their positions in the sequence, and attention runs over the ring */
+    const mt_cp *cp;
     /* {precision} (model/linear.c): GEMM operands in 16 bits */
     mt_dtype precision;
     mt_backend *be;         /* the backend every kernel runs on (device/backend.h); not owned */
@@ -185,6 +191,7 @@ typedef struct {
                                        (mt_model_materialize_unit) and keeps only its storage, so the
                                        full fp32 model never exists at once */
     mt_act_compress compress;       /* {compress-activations} (off: fp32) */
+    const mt_cp *cp;                /* context parallelism (NULL: none): T is the rank's rows of a sample */
 } mt_model_part;
 
 /* Builds the layout and allocates params, grads, activations for

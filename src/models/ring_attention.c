@@ -1,6 +1,16 @@
 /* Ring attention (see ring_attention.h): copies between the local rows and
  * chunk-major buffers (op_copy_rows), the ring's messages, and ops' block step. */
 #include "models/ring_attention.h"
+#include <string.h>
+
+int mt_cp_mode_parse(const char *s, mt_cp_mode *out, mt_error *err) {
+    if (!strcmp(s, "ring")) *out = MT_CP_RING;
+    else if (!strcmp(s, "alltoall")) *out = MT_CP_ALLTOALL;
+    else return mt_errorf(err, "unknown {cp-mode} '%s': expected ring or alltoall", s);
+    return 0;
+}
+
+const char *mt_cp_mode_name(mt_cp_mode m) { return m == MT_CP_ALLTOALL ? "alltoall" : "ring"; }
 
 enum { TAG_KV = 3301, TAG_DKV = 3302 };
 

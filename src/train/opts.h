@@ -37,7 +37,8 @@ typedef struct {
     int eval_batches;
     int log_every;       /* print a line every k steps (1 = every step) */
     const char *dump_grads; /* test aid: write the first step's gradients (raw fp32, layout order) */
-    mt_mesh_shape mesh;  /* dp x pp x tp (+ shard group) */
+    mt_mesh_shape mesh;  /* dp x cp x pp x tp (+ shard group) */
+    mt_cp_mode cp_mode;  /* {cp-mode}: how attention spans the {cp} ranks' chunks (models/ring_attention.h) */
     int zero;            /* ZeRO stage 0..3 */
     const char *report_json; /* memory per category and bytes sent per collective */
     int no_overlap;      /* measurement aid: wait for each unit's gradient reduction at once */
