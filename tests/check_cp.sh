@@ -33,6 +33,43 @@ run l_cp4 4 $L --cp 4;                                   losses_within $W/l_one.
 run l_dp2cp2 4 $L --dp 2 --cp 2 --zero 3;                losses_within $W/l_one.jsonl $W/l_dp2cp2.jsonl llama_dp2_cp2_zero3
 echo
 
+# Accounting. Activations: a cp rank keeps its s/cp rows of everything, so
+# the per-layer bytes are docs/memory.md's closed form 4 (s/cp) b (16h + a + 4)
+# exactly (the difference quotient between --layers 2 and 4), and the rest
+# the non-layer form at s/cp rows. Ring bytes on the cp group per step: per
+# block and microbatch, K|V of the rank's two chunks (2 b c 2 h floats,
+# c = s / 2cp) is sent cp-1 times in forward, cp-1 times in backward and its
+# dK|dV cp times.
+A="--train $W/d_train.bin --dim 64 --heads 4 --seq-len 32 --batch 4 --micro-batch 2 --log-every 0"
+for cpn in 2 4; do
+    for l in 2 4; do
+        $MPI -np $cpn $M train $A --layers $l --cp $cpn --steps 2 --report-json $W/acct_${cpn}_$l.json >/dev/null
+    done
+done
+$PY - $W <<'PY'
+import json, sys
+w = sys.argv[1]
+s, b, h, a, V, micro = 32, 2, 64, 4, 256, 2
+for cp in (2, 4):
+    r = {l: json.load(open(f"{w}/acct_{cp}_{l}.json")) for l in (2, 4)}
+    acts = {l: r[l]["memory"]["activations"] for l in r}
+    per_layer = (acts[4] - acts[2]) / 2
+    sl = s // cp
+    want = 4 * sl * b * (16 * h + a + 4)
+    assert per_layer == want, f"cp{cp}: {per_layer} bytes per layer, closed form {want}"
+    n = sl * b
+    rest = 16 * n + 8 * b + 4 * n * h + 4 * n * (h + 2) + 4 * n + 4 * n * V
+    assert acts[2] - 2 * per_layer == rest, f"cp{cp}: non-layer {acts[2] - 2 * per_layer}, closed form {rest}"
+    for l in (2, 4):
+        send = r[l]["comm_per_step"]["cp"]["send"]
+        c = s // (2 * cp)
+        msg = 2 * b * c * 2 * h * 4
+        calls = l * micro * (3 * cp - 2)
+        assert send["calls"] == calls and send["bytes_sent"] == calls * msg, (cp, l, send, calls, msg)
+    print(f"cp{cp}: activations {per_layer:.0f} bytes per layer = 4 (s/cp) b (16h + a + 4); ring "
+          f"{r[4]['comm_per_step']['cp']['send']['bytes_sent']:.0f} bytes per step at 4 layers = closed form")
+PY
+
 # bad input: one line each, on every rank's clean exit
 expect_failure "cp 4 cuts each sequence into 2 x 4 = 8 chunks.*seq-len 36" $MPI -np 4 $M train $G --seq-len 36 --cp 4
 expect_failure "cp 2 x pp 1 x tp 1 = 2 processes, but the job has 4" $MPI -np 4 $M train $G --cp 2

@@ -9,8 +9,8 @@
 #include <string.h>
 
 /* The mesh groups the trainer's collectives run on. */
-static const mt_mesh_axis acct_axes[] = {MT_AXIS_DP, MT_AXIS_SHARD, MT_AXIS_REPLICA, MT_AXIS_TP, MT_AXIS_PP};
-#define ACCT_NMESH 5
+static const mt_mesh_axis acct_axes[] = {MT_AXIS_DP, MT_AXIS_SHARD, MT_AXIS_REPLICA, MT_AXIS_TP, MT_AXIS_PP, MT_AXIS_CP};
+#define ACCT_NMESH 6
 #define ACCT_NAXES (ACCT_NMESH + 3) /* and ZeRO++'s groups: hpZ's, qgZ's two hops */
 static const mt_comm *acct_comm(const mt_trainer *tr, int a) {
     const mt_comm *zpp[] = {tr->zero.hpz, tr->zero.qgz_intra, tr->zero.qgz_inter};
@@ -102,7 +102,7 @@ static void print_memory_table(const double *all, int n, const char *when, int w
 static void print_comm_table(const double *all, int n) {
     static const mt_comm_kind kinds[] = {MT_COMM_ALLREDUCE, MT_COMM_REDUCE_SCATTER, MT_COMM_ALLGATHER,
                                          MT_COMM_ALLREDUCE_CTL, MT_COMM_BROADCAST, MT_COMM_SEND, MT_COMM_ALLTOALL};
-    printf("bytes sent per step per rank (MB; dp, shard, replica, tp, pp and ZeRO++ groups; inter-node: the part sent to "
+    printf("bytes sent per step per rank (MB; dp, shard, replica, tp, pp, cp and ZeRO++ groups; inter-node: the part sent to "
            "another node):\n  rank");
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) printf(" %14s", mt_comm_kind_name(kinds[k]));
     printf(" %14s %14s\n", "total", "inter-node");
@@ -171,8 +171,8 @@ static int write_json(const mt_trainer *tr, const char *path, mt_error *err) {
     FILE *f = mt_fopen_temp(path, &tmp, &e);
     if (!f) return mt_errorf(err, "cannot open {report-json} file '%s' for writing: %s", path, e.msg);
     int n = mt_comm_size(tr->world);
-    fprintf(f, "{\"world\":%d,\"dp\":%d,\"zero\":%d,\"shard_group\":%d,\"bucket_mb\":%g,\"params\":%zu,\"steps\":%lld,", n,
-            tr->dp, tr->o.zero, tr->mesh.shape.shard, (double)tr->o.bucket_mb, tr->model.layout.gtotal_params,
+    fprintf(f, "{\"world\":%d,\"dp\":%d,\"cp\":%d,\"zero\":%d,\"shard_group\":%d,\"bucket_mb\":%g,\"params\":%zu,\"steps\":%lld,", n,
+            tr->dp, tr->cp.size, tr->o.zero, tr->mesh.shape.shard, (double)tr->o.bucket_mb, tr->model.layout.gtotal_params,
             (long long)tr->steps_run);
     json_rank(f, tr->acct_start, tr->acct_end);
     fprintf(f, ",\"ranks\":[");
