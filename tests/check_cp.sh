@@ -70,6 +70,31 @@ for cp in (2, 4):
           f"{r[4]['comm_per_step']['cp']['send']['bytes_sent']:.0f} bytes per step at 4 layers = closed form")
 PY
 
+# plan --cp: the planner's bytes for these layouts ({cpu}: the engine's exact buffers) equal the
+# measured ones -- parameters, gradients, optimizer state, activations -- and its ring bytes per step
+# equal the measured cp sends, at cp2, cp4 and dp2 x cp2 ZeRO-3 (sharded over the 4 ranks of dp x cp).
+P="--cpu --cpu-gflops 1 --cpu-bw 1 --tp 1 --pp 1 --micro-batch 2 --recompute none --precision fp32 --global-batch 4
+   --layers 4 --dim 64 --heads 4 --seq-len 32 --vocab 256 --json --all"
+$M plan $P --gpus 2 --cp 2 --dp 1 --zero 0 >$W/plan_cp2.json
+$M plan $P --gpus 4 --cp 4 --dp 1 --zero 0 >$W/plan_cp4.json
+$M plan $P --gpus 4 --cp 2 --dp 2 --zero 3 --shard-group 4 >$W/plan_dp2cp2.json
+run acct_dp2cp2 4 $A --layers 4 --dp 2 --cp 2 --zero 3 --steps 2 --report-json $W/acct_dp2cp2.json
+$PY - $W <<'PY'
+import json, sys
+w = sys.argv[1]
+for plan, meas in (("cp2", "2_4"), ("cp4", "4_4"), ("dp2cp2", "dp2cp2")):
+    p = json.load(open(f"{w}/plan_{plan}.json"))["layouts"]
+    assert len(p) == 1, (plan, len(p))
+    p = p[0]
+    m = json.load(open(f"{w}/acct_{meas}.json"))
+    for k, mk in (("params", "params"), ("grads", "grads"), ("optimizer", "optimizer"), ("activations", "activations")):
+        assert p["bytes"][k] == m["memory"][mk], f"{plan}: planned {k} {p['bytes'][k]}, measured {m['memory'][mk]}"
+    sent = m["comm_per_step"]["cp"]["send"]["bytes_sent"]
+    assert p["comm_cp"] == sent, f"{plan}: planned ring bytes {p['comm_cp']}, measured {sent}"
+    print(f"plan --cp {plan}: bytes and ring bytes ({sent:.0f} per step) equal the measured", end="; ")
+print()
+PY
+
 # bad input: one line each, on every rank's clean exit
 expect_failure "cp 4 cuts each sequence into 2 x 4 = 8 chunks.*seq-len 36" $MPI -np 4 $M train $G --seq-len 36 --cp 4
 expect_failure "cp 2 x pp 1 x tp 1 = 2 processes, but the job has 4" $MPI -np 4 $M train $G --cp 2
