@@ -6,8 +6,11 @@
 # attention-probability and residual masks from global coordinates) at cp2,
 # cp4, dp2 x cp2 ZeRO-3, cp2 x tp2 + sp and cp2 x pp2; Llama (GQA, 4 heads /
 # 2 kv heads, RoPE at the chunks' positions) at cp2, cp4 and dp2 x cp2
-# ZeRO-3. cp1 is the one-process path itself (bitwise: every other layout
-# test). Then the bad inputs, one line each.
+# ZeRO-3; packed documents at cp4 (GPT-2) and cp2 (Llama); recomputation
+# (selective, full); the validation loss; bf16 and fp16 against themselves
+# in one process (1e-3). cp1 is the one-process path itself (bitwise: every
+# other layout test). Then the accounting against the closed forms and
+# `plan --cp`, and the bad inputs, one line each.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 corpus d
@@ -31,7 +34,53 @@ run l_one 1 $L
 run l_cp2 2 $L --cp 2;                                   losses_within $W/l_one.jsonl $W/l_cp2.jsonl llama_cp2
 run l_cp4 4 $L --cp 4;                                   losses_within $W/l_one.jsonl $W/l_cp4.jsonl llama_cp4
 run l_dp2cp2 4 $L --dp 2 --cp 2 --zero 3;                losses_within $W/l_one.jsonl $W/l_dp2cp2.jsonl llama_dp2_cp2_zero3
+# packed documents (several a window: attention within each document, positions from each
+# document's start) at cp4 (GPT-2) and cp2 (Llama); recomputation; bf16 against bf16 in one
+# process (its 16-bit gradients round at other points: 1e-3, as check_precision's layouts);
+# the validation loss of a cp run (eval through the same ring) against one process's
+$PY - $W <<'PY'
+import json, random, sys
+random.seed(1)
+words = open(sys.argv[1] + "/corpus.txt").read().split()
+with open(sys.argv[1] + "/pk.jsonl", "w") as f:  # short texts: 2-8 words, several a window
+    for i in range(400):
+        n, s = random.randint(2, 8), random.randint(0, len(words) - 10)
+        f.write(json.dumps({"text": " ".join(words[s:s + n])}) + "\n")
+PY
+$M tokenize --format jsonl --tokenizer byte --seq-len 32 --packing --out $W/pk $W/pk.jsonl >$W/pk.log 2>&1 ||
+    { cat $W/pk.log; exit 1; }
+grep -q "packed: .* samples in .* windows" $W/pk.log || { echo "no packed windows:"; cat $W/pk.log; exit 1; }
+run pk_one 1 $G --train $W/pk_train.bin
+run pk_cp4 4 $G --train $W/pk_train.bin --cp 4;          losses_within $W/pk_one.jsonl $W/pk_cp4.jsonl gpt2_packed_cp4
+run pkl_one 1 $L --train $W/pk_train.bin
+run pkl_cp2 2 $L --train $W/pk_train.bin --cp 2;         losses_within $W/pkl_one.jsonl $W/pkl_cp2.jsonl llama_packed_cp2
+run g_cp2_rc 2 $G --cp 2 --recompute selective;          losses_within $W/g_one.jsonl $W/g_cp2_rc.jsonl gpt2_cp2_selective
+run g_cp2_full 2 $G --cp 2 --recompute full;             losses_within $W/g_one.jsonl $W/g_cp2_full.jsonl gpt2_cp2_full
 echo
+run bf_one 1 $G --precision bf16
+run bf_cp2 2 $G --precision bf16 --cp 2
+run h_one 1 $G --precision fp16
+run h_cp2 2 $G --precision fp16 --cp 2
+run v_one 1 $G --val $W/d_val.bin --eval-every 5 --eval-batches 2
+run v_cp2 2 $G --val $W/d_val.bin --eval-every 5 --eval-batches 2 --cp 2
+$PY - $W <<'PY'
+import json, sys
+w = sys.argv[1]
+def series(name, key):
+    return [json.loads(l)[key] for l in open(f"{w}/{name}.jsonl") if f'"{key}"' in l]
+a, b = series("bf_one", "loss"), series("bf_cp2", "loss")
+worst = max(abs(x - y) / x for x, y in zip(a, b))
+assert len(a) == len(b) == 10 and worst <= 1e-3, (len(a), len(b), worst)
+print(f"bf16 cp2: {len(b)} losses within {worst:.2g} of bf16 in one process", end="; ")
+a, b = series("h_one", "loss"), series("h_cp2", "loss")
+worst = max(abs(x - y) / x for x, y in zip(a, b))
+assert len(a) == len(b) == 10 and worst <= 1e-3, (len(a), len(b), worst)
+print(f"fp16 cp2: within {worst:.2g}", end="; ")
+a, b = series("v_one", "val_loss"), series("v_cp2", "val_loss")
+worst = max(abs(x - y) / x for x, y in zip(a, b))
+assert len(a) == len(b) == 2 and worst <= 1e-5, (a, b)
+print(f"val_loss at cp2: {len(b)} evaluations within {worst:.2g} of one process")
+PY
 
 # Accounting. Activations: a cp rank keeps its s/cp rows of everything, so
 # the per-layer bytes are docs/memory.md's closed form 4 (s/cp) b (16h + a + 4)
