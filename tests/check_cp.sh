@@ -10,7 +10,8 @@
 # (selective, full); the validation loss; bf16 and fp16 against themselves
 # in one process (1e-3). cp1 is the one-process path itself (bitwise: every
 # other layout test). Then the accounting against the closed forms and
-# `plan --cp`, and the bad inputs, one line each.
+# `plan --cp`, {cp-mode} alltoall on the same layouts (its bytes against
+# their closed form), and the bad inputs, one line each.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 corpus d
@@ -82,6 +83,34 @@ assert len(a) == len(b) == 2 and worst <= 1e-5, (a, b)
 print(f"val_loss at cp2: {len(b)} evaluations within {worst:.2g} of one process")
 PY
 
+# {cp-mode} alltoall (Ulysses: the rank's rows of every head to every row of 1/cp of the heads and
+# back): the same layouts where the heads divide, and its bytes per step: per block and
+# microbatch 2 all-to-alls forward (q|k|v, out) and 4 backward (q|k|v, out, dout, dq|dk|dv),
+# each sending (cp-1)/cp of the rank's 2 b c rows of that width
+X="--cp-mode alltoall"
+run a_cp2 2 $G --cp 2 $X;                                losses_within $W/g_one.jsonl $W/a_cp2.jsonl gpt2_alltoall_cp2
+run a_cp4 4 $G --cp 4 $X;                                losses_within $W/g_one.jsonl $W/a_cp4.jsonl gpt2_alltoall_cp4
+run a_dp2cp2 4 $G --dp 2 --cp 2 --zero 3 $X;             losses_within $W/g_one.jsonl $W/a_dp2cp2.jsonl gpt2_alltoall_dp2_cp2_zero3
+run a_cp2tp2 4 $G --cp 2 --tp 2 --sequence-parallel $X;  losses_within $W/g_one.jsonl $W/a_cp2tp2.jsonl gpt2_alltoall_cp2_tp2_sp
+run a_cp2pp2 4 $G --cp 2 --pp 2 --micro-batch 2 $X;      losses_within $W/g_one.jsonl $W/a_cp2pp2.jsonl gpt2_alltoall_cp2_pp2
+run a_pk 2 $G --train $W/pk_train.bin --cp 2 $X;         losses_within $W/pk_one.jsonl $W/a_pk.jsonl gpt2_alltoall_packed_cp2
+run a_l_cp2 2 $L --cp 2 $X;                              losses_within $W/l_one.jsonl $W/a_l_cp2.jsonl llama_alltoall_cp2
+run a_l_dp2cp2 4 $L --dp 2 --cp 2 --zero 3 $X;           losses_within $W/l_one.jsonl $W/a_l_dp2cp2.jsonl llama_alltoall_dp2_cp2_zero3
+echo
+run a_acct 4 --train $W/d_train.bin --dim 64 --heads 4 --seq-len 32 --batch 4 --micro-batch 2 --log-every 0 --layers 2 \
+    --cp 4 $X --steps 2 --report-json $W/a_acct.json
+$PY - $W <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1] + "/a_acct.json"))
+s, b, h, cp, layers, micro = 32, 2, 64, 4, 2, 2
+rows = 2 * b * (s // (2 * cp))
+per = layers * micro * (cp - 1) * rows * 4 * (3 * (3 * h // cp) + 3 * (h // cp))
+got = r["comm_per_step"]["cp"]["alltoall"]
+assert got["calls"] == layers * micro * 6 and got["bytes_sent"] == per, (got, per)
+assert r["comm_per_step"]["cp"]["send"]["calls"] == 0, r["comm_per_step"]["cp"]["send"]
+print(f"alltoall cp4: {got['calls']:.0f} all-to-alls, {per} bytes per step = closed form")
+PY
+
 # Accounting. Activations: a cp rank keeps its s/cp rows of everything, so
 # the per-layer bytes are docs/memory.md's closed form 4 (s/cp) b (16h + a + 4)
 # exactly (the difference quotient between --layers 2 and 4), and the rest
@@ -148,5 +177,6 @@ PY
 expect_failure "cp 4 cuts each sequence into 2 x 4 = 8 chunks.*seq-len 36" $MPI -np 4 $M train $G --seq-len 36 --cp 4
 expect_failure "cp 2 x pp 1 x tp 1 = 2 processes, but the job has 4" $MPI -np 4 $M train $G --cp 2
 expect_failure "unknown --cp-mode 'ringg'" $M train $G --cp-mode ringg
-expect_failure "cp-mode alltoall is not implemented" $MPI -np 2 $M train $G --cp 2 --cp-mode alltoall
+expect_failure "cp-mode alltoall gives each of the --cp 4 ranks 1/4 of the heads, but the 4 query heads and 2 kv heads" \
+    $MPI -np 4 $M train $L --cp 4 --cp-mode alltoall
 echo "context parallelism OK"

@@ -284,7 +284,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"dump-grads", MT_ARG_STR, &o.dump_grads, "test aid: write step 1's gradients (raw fp32) to FILE", 0},
         {"dp", MT_ARG_INT, &o.mesh.dp, "data-parallel size (default 1; dp x cp x tp x pp = number of processes)", 0},
         {"cp", MT_ARG_INT, &o.mesh.cp, "context-parallel size (default 1): each sequence cut into 2 cp chunks, rank i of the cp group holding chunks i and 2cp-1-i (causal load balancing); --seq-len must be a multiple of 2 cp", 0},
-        {"cp-mode", MT_ARG_STR, &cp_mode, "how attention spans the cp ranks' chunks: ring (K/V passed around the cp group, merged by log-sum-exp; default) | alltoall (not implemented yet)", 0},
+        {"cp-mode", MT_ARG_STR, &cp_mode, "how attention spans the cp ranks' chunks: ring (K/V passed around the cp group, merged by log-sum-exp; default) | alltoall (DeepSpeed Ulysses: all-to-all to 1/cp of the heads over the whole sequence and back; heads and kv heads divisible by cp)", 0},
         {"tp", MT_ARG_INT, &o.mesh.tp, "tensor-parallel size (default 1): heads, MLP columns and vocabulary split over tp ranks (Megatron-LM)", 0},
         {"sequence-parallel", MT_ARG_FLAG, &o.sequence_parallel, "with --tp > 1: split LayerNorm/dropout regions along the tokens (all-gather / reduce-scatter instead of all-reduce)", 0},
         {"pp", MT_ARG_INT, &o.mesh.pp, "pipeline-parallel stages (default 1)", 0},

@@ -1,4 +1,5 @@
 #include "models/model.h"
+#include "models/alltoall_attention.h"
 #include "ops/matmul_int8.h"
 #include "quant/qweight.h"
 #include "ops/ops.h"
@@ -227,10 +228,10 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     g->attn_scratch_floats = m->fam->attention_scratch_floats
                                  ? m->fam->attention_scratch_floats(m, B, T)
                                  : op_attention_scratch_floats(m->be, B, T, cfg->n_head / tp, mt_model_head_dim(cfg));
-    if (m->cp) { /* the ring's chunk buffers instead (its heads: this tp rank's, as the families pass them) */
+    if (m->cp) { /* context parallelism's buffers instead (its heads: this tp rank's, as the families pass them) */
         int kv = mt_model_kv_heads(cfg);
-        g->attn_scratch_floats = mt_ring_attention_scratch_floats(m->be, B, T / 2, cfg->n_head / tp, tp > kv ? 1 : kv / tp,
-                                                                  mt_model_head_dim(cfg));
+        g->attn_scratch_floats = mt_cp_attention_scratch_floats(m->be, m->cp, B, T / 2, cfg->n_head / tp,
+                                                                tp > kv ? 1 : kv / tp, mt_model_head_dim(cfg));
     }
     alloc_lowp(m, part, N);
     alloc_lora(m, N);

@@ -71,8 +71,6 @@ static int check_cuda(const mt_train_opts *op, int world_size, mt_error *err) {
 static int check_cp(const mt_train_opts *op, mt_error *err) {
     int cp = mt_mesh_cp_size(&op->mesh);
     if (cp == 1) return 0;
-    if (op->cp_mode == MT_CP_ALLTOALL)
-        return mt_errorf(err, "{cp-mode} alltoall is not implemented yet: use {cp-mode} ring");
     if (op->cfg.num_experts)
         return mt_errorf(err, "{cp} %d with a mixture-of-experts model is not supported (the routing statistics and "
                               "capacity are per microbatch of whole sequences): use {cp} 1", cp);

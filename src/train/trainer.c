@@ -264,6 +264,13 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
                               "which do not divide {seq-len} %d: choose a {seq-len} that is a multiple of %d, or "
                               "another {cp}",
                          cp, cp, 2 * cp, 2 * cp - 1, op->cfg.seq_len, 2 * cp);
+    if (cp > 1 && op->cp_mode == MT_CP_ALLTOALL) { /* each cp rank takes 1/cp of this tp rank's heads */
+        int nh = op->cfg.n_head / op->mesh.tp, kv = mt_model_kv_heads(&op->cfg), nkv = op->mesh.tp > kv ? 1 : kv / op->mesh.tp;
+        if (nh % cp || nkv % cp)
+            return mt_errorf(err, "{cp-mode} alltoall gives each of the {cp} %d ranks 1/%d of the heads, but the %d query "
+                                  "heads and %d kv heads%s do not divide by %d: use {cp-mode} ring, or a {cp} dividing both",
+                             cp, cp, nh, nkv, op->mesh.tp > 1 ? " of a tp rank" : "", cp);
+    }
     if (cp > 1 && op->sequence_parallel && ((size_t)op->micro_batch * (size_t)(op->cfg.seq_len / cp)) % (size_t)op->mesh.tp)
         return mt_errorf(err, "{sequence-parallel} splits a cp rank's %d x %d token rows over {tp} %d: choose a "
                               "{micro-batch} or {seq-len} whose product tp divides",

@@ -18,6 +18,7 @@
 #include "models/model.h"
 #include "models/gpt2/gpt2.h"
 #include "models/unit_ops.h"
+#include "models/alltoall_attention.h"
 #include "ops/ops.h"
 #include "ops/positions.h"
 #include <string.h>
@@ -104,7 +105,7 @@ static void attention_core_forward(mt_model *m, int layer, const mt_fwd_ctx *fc)
                           m->layout.tp_rank * NHl, a->packed ? a->doc_start : NULL};
     if (m->cp)
         MT_TIMED(m->prof, MT_PROF_ATTENTION,
-                 mt_ring_attention_forward(m->be, m->cp, ba->b[GB_ATTY], ba->b[GB_ATT_LSE], ba->b[GB_QKV], a->B, a->T / 2,
+                 mt_cp_attention_forward(m->be, m->cp, ba->b[GB_ATTY], ba->b[GB_ATT_LSE], ba->b[GB_QKV], a->B, a->T / 2,
                                            NHl, NHl, C / NH, &ad, m->gs.attn_scratch));
     else
         MT_TIMED(m->prof, MT_PROF_ATTENTION,
@@ -241,7 +242,7 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
                           m->layout.tp_rank * NHl, a->packed ? a->doc_start : NULL};
     if (m->cp)
         MT_TIMED(m->prof, MT_PROF_ATTENTION,
-                 mt_ring_attention_backward(m->be, m->cp, gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY],
+                 mt_cp_attention_backward(m->be, m->cp, gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY],
                                             ba->b[GB_ATT_LSE], B, T / 2, NHl, NHl, C / NH, &ad, gs->attn_scratch));
     else
         MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_backward(m->be, gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY], ba->b[GB_ATT_LSE], B, T, NHl,

@@ -13,6 +13,7 @@
 #include "models/llama/llama.h"
 #include "models/model.h"
 #include "models/unit_ops.h"
+#include "models/alltoall_attention.h"
 #include "ops/moe.h"
 #include "ops/ops.h"
 #include "ops/positions.h"
@@ -112,7 +113,7 @@ static void attention_core_forward(mt_model *m, int layer) {
                             a->packed ? a->doc_start : NULL};
     if (m->cp)
         MT_TIMED(m->prof, MT_PROF_ATTENTION,
-                 mt_ring_attention_forward(m->be, m->cp, ba->b[LB_ATTY], ba->b[LB_LSE], ba->b[LB_QKV], a->B, a->T / 2, d.nh,
+                 mt_cp_attention_forward(m->be, m->cp, ba->b[LB_ATTY], ba->b[LB_LSE], ba->b[LB_QKV], a->B, a->T / 2, d.nh,
                                            d.nkv, d.hd, &none, m->gs.attn_scratch));
     else
         MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_forward_gqa(m->be, ba->b[LB_ATTY], ba->b[LB_LSE], ba->b[LB_QKV], a->B, a->T,
@@ -327,7 +328,7 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
                             a->packed ? a->doc_start : NULL};
     if (m->cp)
         MT_TIMED(m->prof, MT_PROF_ATTENTION,
-                 mt_ring_attention_backward(m->be, m->cp, gs->f[LS_DQKV], gs->f[LS_DATTY], ba->b[LB_QKV], ba->b[LB_ATTY],
+                 mt_cp_attention_backward(m->be, m->cp, gs->f[LS_DQKV], gs->f[LS_DATTY], ba->b[LB_QKV], ba->b[LB_ATTY],
                                             ba->b[LB_LSE], a->B, a->T / 2, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
     else
         MT_TIMED(m->prof, MT_PROF_ATTENTION,
