@@ -83,6 +83,15 @@ assert len(a) == len(b) == 2 and worst <= 1e-5, (a, b)
 print(f"val_loss at cp2: {len(b)} evaluations within {worst:.2g} of one process")
 PY
 
+# a checkpoint written under dp2 x cp2 ZeRO-3 after 5 steps resumes under cp2 alltoall to the
+# uninterrupted one-process losses; `ckpt info` names the layout it was saved with
+$MPI -np 4 $M train $G --steps 5 --dp 2 --cp 2 --zero 3 --ckpt-dir $W/ck --metrics $W/res.jsonl >/dev/null
+$M ckpt info $W/ck >$W/info.txt
+grep -q "4 ranks: dp 2, cp 2, tp 1" $W/info.txt || { echo "ckpt info:"; cat $W/info.txt; exit 1; }
+$MPI -np 2 $M train $G --cp 2 --cp-mode alltoall --ckpt-dir $W/ck --resume --metrics $W/res.jsonl >/dev/null
+losses_within $W/g_one.jsonl $W/res.jsonl resume_dp2cp2_to_cp2_alltoall
+echo
+
 # {cp-mode} alltoall (Ulysses: the rank's rows of every head to every row of 1/cp of the heads and
 # back): the same layouts where the heads divide, and its bytes per step: per block and
 # microbatch 2 all-to-alls forward (q|k|v, out) and 4 backward (q|k|v, out, dout, dq|dk|dv),
