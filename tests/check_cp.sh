@@ -5,8 +5,8 @@
 # every loss within 1e-5 relative: GPT-2 with dropout 0.1 (embedding,
 # attention-probability and residual masks from global coordinates) at cp2,
 # cp4, dp2 x cp2 ZeRO-3, cp2 x tp2 + sp and cp2 x pp2; Llama (GQA, 4 heads /
-# 2 kv heads, RoPE at the chunks' positions) at cp2, cp4 and dp2 x cp2
-# ZeRO-3; packed documents at cp4 (GPT-2) and cp2 (Llama); recomputation
+# 2 kv heads, RoPE at the chunks' positions) at cp2, cp4, dp2 x cp2
+# ZeRO-3, cp2 x tp2 + sp and cp2 x pp2; packed documents at cp4 (GPT-2) and cp2 (Llama); recomputation
 # (selective, full); the validation loss; bf16 and fp16 against themselves
 # in one process (1e-3). cp1 is the one-process path itself (bitwise: every
 # other layout test). Then the accounting against the closed forms and
@@ -35,6 +35,8 @@ run l_one 1 $L
 run l_cp2 2 $L --cp 2;                                   losses_within $W/l_one.jsonl $W/l_cp2.jsonl llama_cp2
 run l_cp4 4 $L --cp 4;                                   losses_within $W/l_one.jsonl $W/l_cp4.jsonl llama_cp4
 run l_dp2cp2 4 $L --dp 2 --cp 2 --zero 3;                losses_within $W/l_one.jsonl $W/l_dp2cp2.jsonl llama_dp2_cp2_zero3
+run l_cp2tp2 4 $L --cp 2 --tp 2 --sequence-parallel;     losses_within $W/l_one.jsonl $W/l_cp2tp2.jsonl llama_cp2_tp2_sp
+run l_cp2pp2 4 $L --cp 2 --pp 2 --micro-batch 2;         losses_within $W/l_one.jsonl $W/l_cp2pp2.jsonl llama_cp2_pp2
 # packed documents (several a window: attention within each document, positions from each
 # document's start) at cp4 (GPT-2) and cp2 (Llama); recomputation; bf16 against bf16 in one
 # process (its 16-bit gradients round at other points: 1e-3, as check_precision's layouts);
