@@ -153,8 +153,9 @@ for cp in (2, 4):
         send = r[l]["comm_per_step"]["cp"]["send"]
         c = s // (2 * cp)
         msg = 2 * b * c * 2 * h * 4
-        calls = l * micro * (3 * cp - 2)
-        assert send["calls"] == calls and send["bytes_sent"] == calls * msg, (cp, l, send, calls, msg)
+        calls = l * micro * (2 * (cp - 1) + 2 * cp)  # dK|dV: a message per K|V chunk
+        sent = l * micro * (3 * cp - 2) * msg
+        assert send["calls"] == calls and send["bytes_sent"] == sent, (cp, l, send, calls, sent)
     print(f"cp{cp}: activations {per_layer:.0f} bytes per layer = 4 (s/cp) b (16h + a + 4); ring "
           f"{r[4]['comm_per_step']['cp']['send']['bytes_sent']:.0f} bytes per step at 4 layers = closed form")
 PY

@@ -9,7 +9,9 @@
  * log-sum-exp); after N steps every query has met every key. Backward: K|V
  * travels again with its dK|dV, each rank adding its queries' part; one
  * last shift brings each rank's dK|dV home. The next K|V's transfer is
- * started before the block compute and waited for after it (overlap).
+ * started before the block compute and waited for after it (overlap); in
+ * backward the dK|dV of the step's first K|V chunk leaves as soon as both
+ * query chunks met it, while the second chunk is computed.
  *
  * N = 1 is one rank holding chunks 0 and 1: no message, the same blocks. */
 #ifndef MT_MODELS_RING_ATTENTION_H

@@ -396,9 +396,10 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * in backward, its dK|dV cp times; recomputation (selective or full) runs the forward's ring again.
      * The cp group spans tp x cp ranks. */
     double kvw = (double)(mt_model_kv_heads(cfg) < y->tp ? 1 : mt_model_kv_heads(cfg) / y->tp) * mt_model_head_dim(cfg);
-    double cp_msg = 2 * b * (s / (2 * cp)) * 2 * kvw * act_el;
-    double cp_calls = cp > 1 ? m * layers * (3 * cp - 2 + (y->recompute != MT_PLAN_RC_NONE ? cp - 1 : 0)) : 0;
-    double cp_bytes = cp_calls * cp_msg;
+    double cp_msg = 2 * b * (s / (2 * cp)) * 2 * kvw * act_el; /* K|V of both chunks (dK|dV: 2 messages of half) */
+    double cp_kv = cp > 1 ? m * layers * (2 * (cp - 1) + (y->recompute != MT_PLAN_RC_NONE ? cp - 1 : 0)) : 0;
+    double cp_calls = cp > 1 ? cp_kv + m * layers * 2 * cp : 0;
+    double cp_bytes = cp > 1 ? (cp_kv + m * layers * cp) * cp_msg : 0;
     int cp_inter = y->tp * cp > c->per_node;
     double cp_bw = cp_inter ? c->bw_inter : c->bw_intra;
     double pp_bw = pp_inter ? c->bw_inter : c->bw_intra;
