@@ -8,7 +8,7 @@
 # 2 kv heads, RoPE at the chunks' positions) at cp2, cp4, dp2 x cp2
 # ZeRO-3, cp2 x tp2 + sp and cp2 x pp2; packed documents at cp4 (GPT-2) and cp2 (Llama); recomputation
 # (selective, full); the validation loss; bf16 and fp16 against themselves
-# in one process (1e-3). cp1 is the one-process path itself (bitwise: every
+# in one process (1e-3); activation compression (int8, lossless). cp1 is the one-process path itself (bitwise: every
 # other layout test). Then the accounting against the closed forms and
 # `plan --cp`, {cp-mode} alltoall on the same layouts (its bytes against
 # their closed form), and the bad inputs, one line each.
@@ -64,6 +64,13 @@ run bf_one 1 $G --precision bf16
 run bf_cp2 2 $G --precision bf16 --cp 2
 run h_one 1 $G --precision fp16
 run h_cp2 2 $G --precision fp16 --cp 2
+# activation compression composes: int8 at cp2 against int8 in one process; lossless (bf16) at
+# cp2 bitwise bf16 at cp2
+run ci_one 1 $G --compress-activations int8
+run ci_cp2 2 $G --compress-activations int8 --cp 2;      losses_within $W/ci_one.jsonl $W/ci_cp2.jsonl int8_compressed_cp2
+run cl_cp2 2 $G --precision bf16 --compress-activations lossless --cp 2
+cmp <(step_losses $W/bf_cp2.jsonl) <(step_losses $W/cl_cp2.jsonl) || { echo "lossless compression changed bf16 cp2"; exit 1; }
+echo "lossless cp2 = bf16 cp2 bitwise"
 run v_one 1 $G --val $W/d_val.bin --eval-every 5 --eval-batches 2
 run v_cp2 2 $G --val $W/d_val.bin --eval-every 5 --eval-batches 2 --cp 2
 $PY - $W <<'PY'
