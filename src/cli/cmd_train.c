@@ -300,13 +300,14 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"ranks-per-node", MT_ARG_INT, &ranks_per_node, "nodes of N consecutive ranks for the inter-node byte counts (default: the ranks that share memory)", 0},
         {"recompute", MT_ARG_STR, &recompute, "activation recomputation: none | selective (attention core) | full (whole blocks) (default none)", 0},
         {"compress-activations", MT_ARG_STR, &compress_acts, "the activations blocks keep for backward: off | lossless (the linear layers' inputs in the 16 bits of --precision bf16/fp16: exact) | bf16 | int8 (one scale per row or head); decoded before backward (default off; docs/usage.md)", 0},
+        {"partition-activations", MT_ARG_FLAG, &o.partition_activations, "with --tp > 1 and --recompute full: each tp rank keeps 1/tp of every block's input, all-gathered before the block's recomputation (ZeRO-R; bitwise the same training; a no-op with --sequence-parallel, whose inputs are split already)", 0},
         {"offload-optimizer", MT_ARG_STR, &offload, "disk:DIR: keep the optimizer state in a file in DIR, streamed through the update", 0},
         {"offload-buffer-mb", MT_ARG_FLOAT, &o.offload_buffer_mb, "resident memory for the streamed optimizer state (default 64)", 0},
         {"peak-gflops", MT_ARG_FLOAT, &o.peak_gflops, "a rank's peak GFLOP/s (e.g. from bench/gemm_rate): --metrics gets mfu, the model FLOP/s of all ranks over their peak (plot draws it)", 0},
         {"profile", MT_ARG_FLAG, &o.profile, "time per step by category (GEMM, attention, layernorm, GELU, softmax+xent, optimizer, collectives, wait); summary at the end, per step in --metrics", 0},
         {"trace", MT_ARG_STR, &o.trace_path, "write every rank's forward/backward/send/recv/collective/optimizer spans as Chrome trace JSON (Perfetto)", 0},
         {"report-json", MT_ARG_STR, &o.report_json, "write bytes per memory category and bytes sent per collective per step", 0},
-        {"bucket-mb", MT_ARG_FLOAT, &o.bucket_mb, "zero 0: all-reduce gradients in buckets of >= MB of whole units, in backward order (default 0 = one per unit)", 0},
+        {"bucket-mb", MT_ARG_FLOAT, &o.bucket_mb, "zero 0: all-reduce the gradients in place as messages of MB each, in backward order, whatever the units' sizes (constant-size buffers; default 0 = one all-reduce per unit)", 0},
         {"no-overlap", MT_ARG_FLAG, &o.no_overlap, "measurement aid: wait for each unit's gradient reduction at once (no overlap with backward)", 0},
         {"precision", MT_ARG_STR, &precision, "fp32 | bf16 | fp16: parameters, gradients and GEMM operands in 16 bits; fp32 master weights (owned ZeRO shard), optimizer state and accumulation (default fp32)", 0},
         {"device", MT_ARG_STR, &device, "cpu | cuda: where the kernels run (default cpu; cuda needs a `make gpu` or `make gpu-emu` build, one process; docs/usage.md, \"Training on a GPU\")", 0},
@@ -527,10 +528,11 @@ static int train_command(int argc, char **argv, const char *stored_from) {
                        c->tie_embeddings ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "");
             char cpl[48] = "";
             if (tr.cp.size > 1) snprintf(cpl, sizeof cpl, " | cp %d (%s)", tr.cp.size, mt_cp_mode_name(tr.cp.mode));
-            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d%s | tp %d%s | pp %d (%s) | zero %d | recompute %s | %s lr %.3g | precision %s | %s %s\n",
+            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d%s | tp %d%s | pp %d (%s) | zero %d | recompute %s%s | %s lr %.3g | precision %s | %s %s\n",
                    c->n_layer, c->n_embd, c->n_head, c->vocab_size, c->padded_vocab, c->seq_len,
                    tr.model.layout.gtotal_params, tr.o.batch, tr.o.batch / (tr.o.micro_batch * tr.dp), tr.o.micro_batch,
-                   tr.dp, cpl, tr.tp.size, tr.o.sequence_parallel ? " + sp" : "", tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute), mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr,
+                   tr.dp, cpl, tr.tp.size, tr.o.sequence_parallel ? " + sp" : "", tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute),
+                   tr.model.partition ? ", partitioned over tp" : tr.o.partition_activations ? ", split by sp already" : "", mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr,
                    mt_dtype_name(tr.o.precision), tr.o.device == MT_DEVICE_CUDA ? "device" : "fp32 gemm",
                    tr.o.device == MT_DEVICE_CUDA ? "cuda" : mt_gemm_lib_name(tr.o.gemm));
             if (mt_adapter_spec_active(&c->adapters))

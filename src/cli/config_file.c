@@ -35,7 +35,7 @@ static const struct {
     {"schedule", {"steps", "batch", "micro-batch", "warmup", "lr-schedule", "min-lr", "seed"}},
     {"parallel", {"dp", "cp", "cp-mode", "tp", "pp", "sequence-parallel", "pp-schedule", "pp-chunks", "pp-layers", "zero", "shard-group",
                   "bucket-mb", "zeropp-hpz", "zeropp-qwz", "zeropp-qgz", "ranks-per-node", "timeout", "recompute",
-                  "compress-activations", "no-overlap"}},
+                  "compress-activations", "partition-activations", "no-overlap"}},
     {"precision", {"precision", "device", "gemm", "grad-reduce-dtype", "loss-scale", "loss-scale-window"}},
     {"checkpoint", {"ckpt-dir", "ckpt-every", "ckpt-async", "resume", "allow-schedule-change", "on-nonfinite"}},
     {"logging", {"metrics", "peak-gflops", "log-file", "log-every", "eval-every", "eval-batches", "eval-batch", "profile", "trace",

@@ -28,6 +28,7 @@ enum {
     R_PEAK_TOTAL = R_PEAK + MT_MEM_NCAT,     /* peak of the sum */
     R_STEPS = R_PEAK_TOTAL + 1,              /* optimizer steps run by this process */
     R_STEP_S, R_BACKWARD_S, R_EXPOSED_S,     /* summed seconds */
+    R_ARENA_COUNT, R_ARENA_BYTES, R_ARENA_BUFFERS, /* the activation arena: allocations, bytes, buffers */
     R_COMM,                                  /* [axis][kind][calls, bytes_sent, payload, bytes_inter] totals */
     R_LEN = R_COMM + ACCT_NAXES * MT_COMM_NKIND * 4
 };
@@ -47,6 +48,9 @@ static void pack_record(const mt_trainer *tr, double *rec) {
     rec[R_STEP_S] = tr->step_s;
     rec[R_BACKWARD_S] = tr->backward_s;
     rec[R_EXPOSED_S] = tr->zero.exposed_s;
+    rec[R_ARENA_COUNT] = (double)tr->mem.arena[MT_MEM_ACTS].count;
+    rec[R_ARENA_BYTES] = (double)tr->mem.arena[MT_MEM_ACTS].bytes;
+    rec[R_ARENA_BUFFERS] = (double)tr->mem.arena[MT_MEM_ACTS].buffers;
     for (int a = 0; a < ACCT_NAXES; a++) {
         const mt_comm *c = acct_comm(tr, a);
         if (!c) continue;
@@ -95,6 +99,14 @@ static void print_memory_table(const double *all, int n, const char *when, int w
         printf(" %9.2f", mib(tot));
         if (with_peak) printf(" %9.2f", mib(rec[R_PEAK_TOTAL]));
         printf("\n");
+    }
+    /* at start: the activations are one allocation (models/model.c), its size beside the bytes it holds */
+    for (int r = 0; !with_peak && r < n; r++) {
+        const double *rec = all + (size_t)r * R_LEN;
+        printf("  %4d activation arena: %.0f allocation(s), %.0f bytes, %.0f buffers (%.0f bytes of activations, "
+               "%.0f of alignment gaps)\n",
+               r, rec[R_ARENA_COUNT], rec[R_ARENA_BYTES], rec[R_ARENA_BUFFERS], rec[R_CUR + MT_MEM_ACTS],
+               rec[R_ARENA_BYTES] - rec[R_CUR + MT_MEM_ACTS]);
     }
 }
 
@@ -158,6 +170,8 @@ static void json_rank(FILE *f, const double *start, const double *end) {
     fprintf(f, ",");
     json_memory(f, "memory_peak", end + R_PEAK);
     fprintf(f, ",\"memory_peak_total\":%.0f", end[R_PEAK_TOTAL]);
+    fprintf(f, ",\"activation_arena\":{\"allocations\":%.0f,\"bytes\":%.0f,\"buffers\":%.0f}", end[R_ARENA_COUNT],
+            end[R_ARENA_BYTES], end[R_ARENA_BUFFERS]);
     fprintf(f, ",\"time_per_step_s\":{\"step\":%.6f,\"backward\":%.6f,\"grad_comm_exposed\":%.6f},", end[R_STEP_S] / steps,
             end[R_BACKWARD_S] / steps, end[R_EXPOSED_S] / steps);
     json_comm(f, end);
@@ -174,6 +188,7 @@ static int write_json(const mt_trainer *tr, const char *path, mt_error *err) {
     fprintf(f, "{\"world\":%d,\"dp\":%d,\"cp\":%d,\"zero\":%d,\"shard_group\":%d,\"bucket_mb\":%g,\"params\":%zu,\"steps\":%lld,", n,
             tr->dp, tr->cp.size, tr->o.zero, tr->mesh.shape.shard, (double)tr->o.bucket_mb, tr->model.layout.gtotal_params,
             (long long)tr->steps_run);
+    fprintf(f, "\"tp\":%d,\"partitioned_activations\":%d,", tr->tp.size, tr->model.partition);
     json_rank(f, tr->acct_start, tr->acct_end);
     fprintf(f, ",\"ranks\":[");
     for (int r = 0; r < n; r++) {

@@ -124,6 +124,14 @@ int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
                               "got {tp} %d", op->mesh.tp);
     if (mt_mesh_check(&op->mesh, world_size, err)) return -1;
     if (check_cp(op, err)) return -1;
+    if (op->partition_activations && op->mesh.tp < 2)
+        return mt_errorf(err, "{partition-activations} splits the kept block inputs over the tensor-parallel group: it "
+                              "needs {tp} > 1, got {tp} %d", op->mesh.tp);
+    if (op->partition_activations && op->recompute != MT_RECOMPUTE_FULL)
+        return mt_errorf(err, "{partition-activations} partitions the block inputs that {recompute} full keeps (and "
+                              "gathers them before each block's recomputation): it needs {recompute} full, got %s",
+                         mt_recompute_name(op->recompute));
+
     if (op->test_slow_ms < 0 || (op->test_slow_ms > 0 && (op->test_slow_rank < 0 || op->test_slow_rank >= world_size)))
         return mt_errorf(err, "{test-slow-rank} R:MS needs a rank R in [0, %d) and MS >= 0, got %d:%d", world_size,
                          op->test_slow_rank, op->test_slow_ms);

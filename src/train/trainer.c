@@ -275,6 +275,10 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return mt_errorf(err, "{sequence-parallel} splits a cp rank's %d x %d token rows over {tp} %d: choose a "
                               "{micro-batch} or {seq-len} whose product tp divides",
                          op->micro_batch, op->cfg.seq_len / cp, op->mesh.tp);
+    if (op->partition_activations && ((size_t)op->micro_batch * (size_t)(op->cfg.seq_len / cp)) % (size_t)op->mesh.tp)
+        return mt_errorf(err, "{partition-activations} splits the %d x %d token rows of a microbatch%s over {tp} %d: "
+                              "choose a {micro-batch} or {seq-len} whose product tp divides",
+                         op->micro_batch, op->cfg.seq_len / cp, cp > 1 ? " (a cp rank's)" : "", op->mesh.tp);
     if (agree(world, mt_train_check_footprint(op, world, err), err)) return -1;
     if (mt_mesh_init(&tr->mesh, world, &op->mesh, err)) return -1;
     tr->mesh_ok = 1;
@@ -304,6 +308,7 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     part.tp = &tr->tp;
     part.cp = &tr->cp;
     part.precision = op->precision;
+    part.partition_acts = op->partition_activations;
     if (!rc && mt_backend_open(&tr->be, op->device, op->gemm, err)) rc = -1;
     mt_backend_attach_mem(&tr->be, &tr->mem);
     part.be = &tr->be;
