@@ -70,6 +70,10 @@ run gpt_pp_pa 4 $GPT --layers 4 --tp 2 --pp 2 --batch 8 --micro-batch 2 --partit
 same_losses gpt_pp gpt_pp_pa
 run gpt_sp_pa 2 $GPT --layers 2 --tp 2 --sequence-parallel --partition-activations
 same_losses gpt_sp gpt_sp_pa
+# with context parallelism the kept rows are a cp rank's s/cp rows, split again over tp
+run llama_cp2tp2 4 $LLAMA --layers 2 --tp 2 --cp 2
+run llama_cp2tp2_pa 4 $LLAMA --layers 2 --tp 2 --cp 2 --partition-activations
+same_losses llama_cp2tp2 llama_cp2tp2_pa
 
 $PY - $W $S $B $C <<'PY'
 import json, sys
