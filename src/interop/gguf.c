@@ -172,6 +172,12 @@ void mt_gguf_kv_i32_array(mt_gguf_writer *w, const char *key, size_t n, const in
     put_u64(&w->kv, n);
     put(&w->kv, v, n * 4);
 }
+void mt_gguf_kv_f32_array(mt_gguf_writer *w, const char *key, size_t n, const float *v) {
+    kv_key(w, key, GV_ARRAY);
+    put_u32(&w->kv, GV_F32);
+    put_u64(&w->kv, n);
+    put(&w->kv, v, n * 4);
+}
 
 static int add(mt_gguf_writer *w, const char *name, int ndim, const int64_t *ne, mt_gguf_type t, const float *data,
                float *owned, mt_error *err) {

@@ -56,6 +56,7 @@ void mt_gguf_kv_bool(mt_gguf_writer *w, const char *key, int value);
 /* An array of n strings: s[i] of len[i] bytes (len NULL: NUL-terminated). */
 void mt_gguf_kv_string_array(mt_gguf_writer *w, const char *key, size_t n, const char *const *s, const size_t *len);
 void mt_gguf_kv_i32_array(mt_gguf_writer *w, const char *key, size_t n, const int32_t *v);
+void mt_gguf_kv_f32_array(mt_gguf_writer *w, const char *key, size_t n, const float *v);
 
 /* A tensor of ndim (1..4) dimensions ne[] (ne[0] fastest: a row-major
  * [rows, cols] matrix is ne = {cols, rows}) from fp32 data, stored as t.
