@@ -9,11 +9,25 @@
 const char *mt_gguf_arch(const mt_model_config *cfg, mt_error *err) {
     if (cfg->family == MT_FAMILY_GPT2) return "gpt2";
     if (cfg->family == MT_FAMILY_LLAMA) {
-        if (cfg->rope_scaling != MT_ROPE_NONE && cfg->rope_scaling != MT_ROPE_LLAMA3) {
-            /* llama.cpp's linear and YaRN keys are not written (nor checked against llama.cpp) yet */
-            mt_errorf(err, "this model's RoPE scaling (rope_scaling type %d: linear, dynamic or yarn) has no GGUF "
-                           "export yet (llama3's has): export it as a Hugging Face directory (--format hf) instead",
-                      cfg->rope_scaling);
+        if (cfg->rope_scaling == MT_ROPE_DYNAMIC) {
+            /* llama.cpp's scalings are none, linear, yarn and longrope (and llama3's per-frequency factors):
+             * none of them grows the base with the sequence length */
+            mt_errorf(err, "this model's RoPE scaling (dynamic NTK: the base grows with the sequence length) has no "
+                           "counterpart in llama.cpp: it cannot be exported to GGUF (export --format hf instead)");
+            return NULL;
+        }
+        if (cfg->rope_scaling == MT_ROPE_YARN && ((cfg->rope_beta_fast > 0.0f && cfg->rope_beta_fast != 32.0f) ||
+                                                  (cfg->rope_beta_slow > 0.0f && cfg->rope_beta_slow != 1.0f))) {
+            /* this llama.cpp reads the yarn_beta keys for a few architectures only, not llama or qwen2 */
+            mt_errorf(err, "this model's YaRN scaling has beta_fast %g, beta_slow %g; llama.cpp's llama and qwen2 "
+                           "architectures use 32 and 1: it cannot be exported to GGUF exactly",
+                      cfg->rope_beta_fast > 0.0f ? cfg->rope_beta_fast : 32.0f,
+                      cfg->rope_beta_slow > 0.0f ? cfg->rope_beta_slow : 1.0f);
+            return NULL;
+        }
+        if (cfg->rope_scaling == MT_ROPE_YARN && !cfg->rope_truncate) {
+            mt_errorf(err, "this model's YaRN scaling keeps the ramp's ends fractional (rope_scaling truncate false); "
+                           "llama.cpp rounds them to whole dims: it cannot be exported to GGUF exactly");
             return NULL;
         }
         if (!cfg->qkv_bias) return "llama";
@@ -23,7 +37,7 @@ const char *mt_gguf_arch(const mt_model_config *cfg, mt_error *err) {
                       mt_model_head_dim(cfg), cfg->n_head, cfg->n_embd);
             return NULL;
         }
-        if (cfg->rope_scaling) {
+        if (cfg->rope_scaling == MT_ROPE_LLAMA3) {
             mt_errorf(err, "llama.cpp's qwen2 architecture (the Llama shape with q/k/v biases) has no llama3 RoPE "
                            "scaling: this model cannot be exported to GGUF");
             return NULL;
@@ -126,6 +140,15 @@ static int add_tensor(mt_gguf_writer *gw, const mt_model_config *cfg, const char
     return mt_gguf_add_tensor_owned(gw, name, t->ndim, ne, type, p, err);
 }
 
+/* transformers' YaRN attention factor (ops/rope.c's op_rope_attention_factor) */
+static double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * log(scale) + 1.0; }
+static double yarn_attention_factor(const mt_model_config *c) {
+    if (c->rope_attention_factor > 0.0f) return c->rope_attention_factor;
+    if (c->rope_mscale != 0.0f && c->rope_mscale_all_dim != 0.0f)
+        return yarn_mscale(c->rope_factor, c->rope_mscale) / yarn_mscale(c->rope_factor, c->rope_mscale_all_dim);
+    return yarn_mscale(c->rope_factor, 1.0);
+}
+
 static void add_hparams(mt_gguf_writer *gw, const mt_model_config *c, const char *arch, uint32_t file_type,
                         const char *name) {
     char key[128];
@@ -151,6 +174,20 @@ static void add_hparams(mt_gguf_writer *gw, const mt_model_config *c, const char
         mt_gguf_kv_f32(gw, K("attention.layer_norm_rms_epsilon"), c->norm_eps);
         mt_gguf_kv_f32(gw, K("rope.freq_base"), c->rope_theta);
         mt_gguf_kv_u32(gw, K("vocab_size"), (uint32_t)c->vocab_size);
+        if (c->rope_scaling == MT_ROPE_LINEAR || c->rope_scaling == MT_ROPE_YARN) {
+            /* llama.cpp: angle = pos * freq / factor (linear); YaRN mixes that with pos * freq over the dims
+             * between 32 and 1 turns (beta_fast, beta_slow) in the original context, and multiplies cos and
+             * sin by attn_factor * (1 + 0.1 ln factor) -- transformers' default attention factor, so ours is
+             * written divided by it */
+            int yarn = c->rope_scaling == MT_ROPE_YARN;
+            mt_gguf_kv_string(gw, K("rope.scaling.type"), yarn ? "yarn" : "linear");
+            mt_gguf_kv_f32(gw, K("rope.scaling.factor"), c->rope_factor);
+            if (yarn) {
+                mt_gguf_kv_u32(gw, K("rope.scaling.original_context_length"), (uint32_t)c->rope_original_max_pos);
+                mt_gguf_kv_f32(gw, K("rope.scaling.attn_factor"),
+                               (float)(yarn_attention_factor(c) / (1.0 + 0.1 * log(c->rope_factor))));
+            }
+        }
     }
 #undef K
 }
