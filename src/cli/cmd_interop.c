@@ -29,8 +29,8 @@ static int export_gguf(const char *ckpt, const char *format, const char *out, co
     mt_gguf_export_opts o = {MT_GGUF_F32, tokenizer, vocab_dir, NULL, NULL};
     int lora = !strcmp(format, "gguf-lora");
     if (mt_gguf_type_parse(!strcmp(dtype, "fp32") ? "f32" : !strcmp(dtype, "fp16") ? "f16" : dtype, &o.dtype))
-        return mt_errorf(err, "--dtype for --format gguf must be f32, f16, bf16, q8_0 or q4_0, got '%s' (K-quants such "
-                              "as q4_k_m are not written)", dtype);
+        return mt_errorf(err, "--dtype for --format gguf must be f32, f16, bf16, q8_0, q4_0, q4_k or q6_k, got '%s' "
+                              "(mixes such as q4_k_m are not written)", dtype);
     if (lora && o.dtype != MT_GGUF_F32) return mt_errorf(err, "--format gguf-lora writes f32 adapters; drop --dtype %s", dtype);
     char *tmpl = NULL;
     size_t tl = 0;
@@ -127,7 +127,7 @@ int mt_cli_export(int argc, char **argv) {
                                         "lora run's adapter as a llama.cpp LoRA adapter GGUF)", 0},
         {"out", MT_ARG_STR, &out, "output file (hf: directory)", 0},
         {"dtype", MT_ARG_STR, &dtype, "hf: tensor type fp32 | bf16 | fp16 (default fp32); gguf: the matrices' "
-                                      "type f32 | f16 | bf16 | q8_0 | q4_0 (norms and biases stay f32)", 0},
+                                      "type f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q6_k (norms and biases stay f32)", 0},
         {"tokenizer", MT_ARG_STR, &tokenizer, "gguf: the tokenizer written into the file: byte | gpt2 | "
                                               "hf:PATH/tokenizer.json (default: byte for a vocabulary of 256, gpt2 "
                                               "for 50257, else required); hf: also write its tokenizer files, "
