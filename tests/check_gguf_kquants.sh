@@ -10,8 +10,12 @@
 #  - llama.cpp's mean NLL on 8 x 64 held-out tokens of the q6_k / q4_k files
 #    is within 1% / 5% of the f32 file's;
 #  - rows that are not a multiple of 256 are refused in one line, no file.
-# llama.cpp's q4_k_m mix (some matrices Q6_K by layer and role) is not
-# written.
+#  - q4_k_m: llama.cpp's mix (Q6_K for the head -- a tied embedding -- and
+#    for attn_v and ffn_down in the layers it gives more bits, Q4_K for the
+#    rest) for an 8-layer Llama and a tied Qwen2 shape: every tensor, type
+#    and bytes, is what llama.cpp's quantizer makes of the f32 file with
+#    ftype Q4_K_M (not pure); NLL within 5% of f32's. GPT-2 is refused:
+#    the mix gives its fused attn_qkv Q5_K, which is not written.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 LIB=$(ls deps/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so 2>/dev/null | head -1 || true)
@@ -41,7 +45,29 @@ for fam in llama gpt2; do
     done
 done
 
+# llama.cpp's q4_k_m mix: Q6_K for the head (a tied embedding) and for attn_v and ffn_down in the layers
+# it gives more bits (of 8 layers: 0, 3, 6, 7), Q4_K for the rest -- against its quantizer's own choice
+declare -A Y=([llama8]="--family llama --layers 8 --kv-heads 2 --ffn-dim 512"
+    [qwen2]="--family llama --kv-heads 2 --ffn-dim 512 --qkv-bias 1 --tie-embeddings 1")
+for m in llama8 qwen2; do
+    nice $M train --train $W/d_train.bin $MODEL ${Y[$m]} --steps 20 --ckpt-dir $W/$m >/dev/null
+    for dt in f32 q4_k_m; do $M export --ckpt $W/$m --format gguf --dtype $dt --out $W/$m.$dt.gguf >/dev/null; done
+    $C $W/$m.f32.gguf quantize $W/$m.lc.q4_k_m.gguf q4_k_m
+    echo -n "$m q4_k_m ($($PY - $W/$m.q4_k_m.gguf <<'PY'
+import sys
+sys.path.insert(0, "tests")
+from gguf_check import gguf_tensors
+t = gguf_tensors(sys.argv[1])
+print("Q6_K: " + " ".join(sorted(k for k in t if t[k][0] == 14)))
+PY
+)): llama.cpp's quantizer: "
+    $G tensors $W/$m.q4_k_m.gguf $W/$m.lc.q4_k_m.gguf
+    $G nll_within $(nll $W/$m.f32.gguf) $(nll $W/$m.q4_k_m.gguf) 0.05 "$m q4_k_m"
+done
+
 mkdir $W/bad
+expect_failure "q4_k_m mix gives GPT-2's fused attn_qkv Q5_K, which is not written" \
+    $M export --ckpt $W/gpt2 --format gguf --dtype q4_k_m --out $W/bad/x.gguf
 $M train --train $W/d_train.bin --family llama --layers 1 --dim 64 --heads 4 --vocab 256 --seq-len 16 --steps 0 \
     --log-every 0 --ckpt-dir $W/d64 >/dev/null
 expect_failure "rows of 64 values, which q4_k cannot store" $M export --ckpt $W/d64 --format gguf --dtype q4_k --out $W/bad/x.gguf

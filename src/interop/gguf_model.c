@@ -120,15 +120,34 @@ static void permute_rows(float *dst, const float *src, int64_t rows, int64_t col
                        (size_t)cols * sizeof(float));
 }
 
+/* llama.cpp's Q4_K_M mix (its quantizer's choice for ftype MOSTLY_Q4_K_M,
+ * llama and qwen2 without experts): Q6_K for the output head (the token
+ * embedding when it is the head) and for attn_v and ffn_down in the layers
+ * it gives more bits (the first and last eighth, and every third between),
+ * Q4_K for the other matrices. */
+static int more_bits(int layer, int n_layer) {
+    return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+static mt_gguf_type q4_k_m_type(const mt_model_config *cfg, const char *name) {
+    int layer;
+    if (!strcmp(name, "output.weight") || (cfg->tie_embeddings && !strcmp(name, "token_embd.weight")))
+        return MT_GGUF_Q6_K;
+    if (sscanf(name, "blk.%d.", &layer) == 1 && (strstr(name, ".attn_v.weight") || strstr(name, ".ffn_down.weight")) &&
+        more_bits(layer, cfg->n_layer))
+        return MT_GGUF_Q6_K;
+    return MT_GGUF_Q4_K;
+}
+
 /* One tensor of ours: rows (padding stripped for the vocabulary), the
- * llama permutation, stored as dtype if 2-D. */
+ * llama permutation, stored as dtype (or the Q4_K_M mix's type) if 2-D. */
 static int add_tensor(mt_gguf_writer *gw, const mt_model_config *cfg, const char *arch, const mt_tensor *t,
-                      const float *data, mt_gguf_type dtype, mt_error *err) {
+                      const float *data, mt_gguf_type dtype, int q4_k_m, mt_error *err) {
     char name[160];
     int perm;
     if (gguf_name(cfg, arch, t->name, name, sizeof name, &perm))
         return mt_errorf(err, "tensor %s has no counterpart in llama.cpp's %s architecture: it cannot be exported to "
                               "GGUF", t->name, arch);
+    if (q4_k_m) dtype = q4_k_m_type(cfg, name);
     int64_t rows = t->gshape[0], cols = t->ndim == 2 ? t->gshape[1] : 1;
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output.weight")) rows = cfg->vocab_size;
     int64_t ne[2] = {t->ndim == 2 ? cols : rows, rows};
@@ -198,13 +217,16 @@ int mt_gguf_export(const char *path, const mt_weights *w, const mt_gguf_export_o
         return mt_errorf(err, "GGUF export takes a plain model: merge the adapters first");
     const char *arch = mt_gguf_arch(c, err);
     if (!arch) return -1;
+    if (o->q4_k_m && (!strcmp(arch, "gpt2") || c->num_experts))
+        return mt_errorf(err, "llama.cpp's q4_k_m mix gives %s Q5_K, which is not written: export q4_k or q6_k instead",
+                         !strcmp(arch, "gpt2") ? "GPT-2's fused attn_qkv" : "a mixture of experts' attention");
     mt_gguf_writer *gw = mt_gguf_writer_new();
-    add_hparams(gw, c, arch, mt_gguf_file_type(o->dtype), o->name);
+    add_hparams(gw, c, arch, o->q4_k_m ? 15 /* MOSTLY_Q4_K_M */ : mt_gguf_file_type(o->dtype), o->name);
     int rc = mt_gguf_add_vocab(gw, o->tokenizer, o->vocab_dir, c->vocab_size, o->chat_template, err);
     for (int u = 0; u < w->layout.n_units && !rc; u++)
         for (int i = 0; i < w->layout.units[u].n_tensors && !rc; i++) {
             const mt_tensor *t = &w->layout.units[u].t[i];
-            rc = add_tensor(gw, c, arch, t, w->unit[u] + t->offset, o->dtype, err);
+            rc = add_tensor(gw, c, arch, t, w->unit[u] + t->offset, o->dtype, o->q4_k_m, err);
         }
     if (!rc && c->family == MT_FAMILY_LLAMA && c->rope_scaling == MT_ROPE_LLAMA3) {
         /* llama.cpp divides each base frequency by rope_freqs[j]: Llama 3.1's
