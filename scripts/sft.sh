@@ -84,9 +84,9 @@ if [ -n "$LIB" ]; then
     # the prompt and the answer within the model's 64 positions (llama.cpp does not slide the window)
     echo "Tell me a fortune about money." >$O/question.txt
     if cc -O2 -o $O/gguf_consumer tests/gguf_consumer.c -ldl &&
-        $O/gguf_consumer "$LIB" $O/assistant.q8_0.gguf chat $O/question.txt 48 >$O/llama_cpp.txt 2>$O/llama_cpp.log; then
+        $O/gguf_consumer "$LIB" $O/assistant.q8_0.gguf chat $O/question.txt 40 >$O/llama_cpp.txt 2>$O/llama_cpp.log; then
         mt=$(build/meshtrain generate --ckpt $O/assistant --chat --chat-template zephyr-endoftext \
-            --prompt "Tell me a fortune about money." --tokens 48 --temperature 0)
+            --prompt "Tell me a fortune about money." --tokens 40 --temperature 0)
         lc=$(python3 -c 'import sys; t = open(sys.argv[1]).read()
 print(t.split("answer: ", 1)[1].rsplit("\nstop: ", 1)[0])' $O/llama_cpp.txt)
         echo "---- greedy, llama.cpp on the q8_0 GGUF, its chat template applied ($(sed -n 's/^stop: //p' $O/llama_cpp.txt)):"
