@@ -251,13 +251,19 @@ static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
 
 /* ---- the family table ---- */
 
-static const mt_act_buf block_bufs[FB_COUNT] = {
-    [FB_X1] = {"ln_attn", MT_OWN(1, 1, 0)},          [FB_MEAN1] = {"ln_attn mean", MT_OWN(1, 1, 0)},
-    [FB_RSTD1] = {"ln_attn rstd", MT_OWN(1, 1, 0)},  [FB_X2] = {"ln_mlp", MT_OWN(1, 1, 0)},
-    [FB_MEAN2] = {"ln_mlp mean", MT_OWN(1, 1, 0)},   [FB_RSTD2] = {"ln_mlp rstd", MT_OWN(1, 1, 0)},
-    [FB_QKV] = {"qkv (planar, rotated)", MT_OWN(1, 1, 0)}, [FB_ATTY] = {"attention output", MT_OWN(1, 0, 0)},
-    [FB_LSE] = {"attention lse", MT_OWN(1, 0, 0)},   [FB_PRE] = {"dense_h_to_4h", MT_OWN(1, 1, 0)},
-    [FB_ACT] = {"gelu", MT_OWN(1, 1, 0)},            [FB_OUT] = {"block output", MT_OWN(1, 1, 1)},
+static const mt_act_buf block_bufs[FB_COUNT] = { /* Falcon compresses nothing (refused): every buffer kept */
+    [FB_X1] = {"ln_attn", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [FB_MEAN1] = {"ln_attn mean", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [FB_RSTD1] = {"ln_attn rstd", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [FB_X2] = {"ln_mlp", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [FB_MEAN2] = {"ln_mlp mean", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [FB_RSTD2] = {"ln_mlp rstd", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [FB_QKV] = {"qkv (planar, rotated)", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [FB_ATTY] = {"attention output", MT_OWN(1, 0, 0), MT_ACT_KEEP},
+    [FB_LSE] = {"attention lse", MT_OWN(1, 0, 0), MT_ACT_KEEP},
+    [FB_PRE] = {"dense_h_to_4h", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [FB_ACT] = {"gelu", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [FB_OUT] = {"block output", MT_OWN(1, 1, 1), MT_ACT_KEEP},
 };
 
 static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
@@ -277,7 +283,7 @@ static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
 }
 
 static const mt_act_buf head_bufs[FH_COUNT] = {
-    [FH_XF] = {"ln_f", 0}, [FH_MEANF] = {"ln_f mean", 0}, [FH_RSTDF] = {"ln_f rstd", 0}};
+    [FH_XF] = {"ln_f", 0, MT_ACT_KEEP}, [FH_MEANF] = {"ln_f mean", 0, MT_ACT_KEEP}, [FH_RSTDF] = {"ln_f rstd", 0, MT_ACT_KEEP}};
 
 static size_t head_buf_floats(const mt_model *m, int i, size_t N) {
     size_t n = mt_tp_sp(m->tp) ? N / (size_t)m->layout.tp : N;

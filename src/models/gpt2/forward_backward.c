@@ -331,7 +331,7 @@ static size_t block_buf_group(const mt_model *m, int i) {
 }
 
 static const mt_act_buf head_bufs[GH_COUNT] = {
-    [GH_LNF] = {"lnf", 0}, [GH_LNF_MEAN] = {"lnf mean", 0}, [GH_LNF_RSTD] = {"lnf rstd", 0}};
+    [GH_LNF] = {"lnf", 0, MT_ACT_KEEP}, [GH_LNF_MEAN] = {"lnf mean", 0, MT_ACT_KEEP}, [GH_LNF_RSTD] = {"lnf rstd", 0, MT_ACT_KEEP}};
 
 static size_t head_buf_floats(const mt_model *m, int i, size_t N) {
     size_t n = mt_tp_sp(m->tp) ? N / (size_t)m->layout.tp : N;

@@ -423,7 +423,7 @@ static size_t block_buf_group(const mt_model *m, int i) {
     }
 }
 
-static const mt_act_buf head_bufs[LH_COUNT] = {[LH_XF] = {"final rmsnorm", 0}, [LH_RSTDF] = {"final rmsnorm rstd", 0}};
+static const mt_act_buf head_bufs[LH_COUNT] = {[LH_XF] = {"final rmsnorm", 0, MT_ACT_KEEP}, [LH_RSTDF] = {"final rmsnorm rstd", 0, MT_ACT_KEEP}};
 
 static size_t head_buf_floats(const mt_model *m, int i, size_t N) {
     size_t n = mt_tp_sp(m->tp) ? N / (size_t)m->layout.tp : N;
