@@ -5,7 +5,7 @@
 #include "testlib.h"
 
 static void check_shape(int dp, int pp, int tp, int g) {
-    mt_mesh_shape s = {dp, pp, tp, g};
+    mt_mesh_shape s = {dp, pp, tp, g, 0};
     int W = dp * pp * tp;
     mt_error err = {{0}};
     CHECK(mt_mesh_check(&s, W, &err) == 0, "dp%d pp%d tp%d G%d: %s", dp, pp, tp, g, err.msg);
@@ -81,7 +81,7 @@ int main(void) {
             }
 
     /* Spot values: dp2 x pp2 x tp2, rank 5 = (dp1, pp0, tp1). */
-    mt_mesh_shape s = {2, 2, 2, 0};
+    mt_mesh_shape s = {2, 2, 2, 0, 0};
     mt_mesh_coord c = mt_mesh_coord_of(&s, 5);
     CHECK(c.dp == 1 && c.pp == 0 && c.tp == 1, "(%d,%d,%d)", c.dp, c.pp, c.tp);
     int buf[8];
@@ -92,30 +92,30 @@ int main(void) {
     mt_mesh_group_ranks(&s, MT_AXIS_DP, 5, buf);
     CHECK(buf[0] == 1 && buf[1] == 5, "dp group");
     /* dp 4, G 2: shard groups {0,1},{2,3}; replica groups {0,2},{1,3} */
-    mt_mesh_shape h = {4, 1, 1, 2};
+    mt_mesh_shape h = {4, 1, 1, 2, 0};
     mt_mesh_group_ranks(&h, MT_AXIS_SHARD, 3, buf);
     CHECK(buf[0] == 2 && buf[1] == 3, "shard group");
     mt_mesh_group_ranks(&h, MT_AXIS_REPLICA, 3, buf);
     CHECK(buf[0] == 1 && buf[1] == 3, "replica group");
-    CHECK(mt_mesh_group_size(&(mt_mesh_shape){4, 1, 1, 0}, MT_AXIS_REPLICA) == 1, "default G");
+    CHECK(mt_mesh_group_size(&(mt_mesh_shape){4, 1, 1, 0, 0}, MT_AXIS_REPLICA) == 1, "default G");
 
     /* Errors. */
     mt_error err = {{0}};
-    mt_mesh_shape bad = {2, 2, 2, 0};
+    mt_mesh_shape bad = {2, 2, 2, 0, 0};
     CHECK(mt_mesh_check(&bad, 4, &err) == -1, "product");
     CHECK(strstr(err.msg, "= 8 processes") && strstr(err.msg, "has 4"), "%s", err.msg);
-    bad = (mt_mesh_shape){0, 1, 1, 0};
+    bad = (mt_mesh_shape){0, 1, 1, 0, 0};
     CHECK(mt_mesh_check(&bad, 0, &err) == -1 && strstr(err.msg, ">= 1"), "%s", err.msg);
-    bad = (mt_mesh_shape){6, 1, 1, 4};
+    bad = (mt_mesh_shape){6, 1, 1, 4, 0};
     CHECK(mt_mesh_check(&bad, 6, &err) == -1, "G");
     char shown[MT_ERROR_LEN]; /* as the CLI says it: {option} names as --option */
     mt_render_options(err.msg, "--", shown, sizeof shown);
     CHECK(strstr(shown, "--shard-group 4 does not divide") != NULL, "%s", shown);
-    bad = (mt_mesh_shape){4, 1, 1, -1};
+    bad = (mt_mesh_shape){4, 1, 1, -1, 0};
     CHECK(mt_mesh_check(&bad, 4, &err) == -1 && strstr(err.msg, "shard-group"), "%s", err.msg);
-    bad = (mt_mesh_shape){3, 1, 1, 6};
+    bad = (mt_mesh_shape){3, 1, 1, 6, 0};
     CHECK(mt_mesh_check(&bad, 3, &err) == -1, "G > dp");
-    bad = (mt_mesh_shape){1, 1, 1, 0};
+    bad = (mt_mesh_shape){1, 1, 1, 0, 0};
     CHECK(mt_mesh_check(&bad, 1, &err) == 0, "1x1x1");
 
     /* Layout printing does not crash and names the sizes. */

@@ -8,7 +8,10 @@ const char *mt_mesh_axis_name(mt_mesh_axis a) {
     return (unsigned)a < MT_AXIS_N ? axis_names[a] : "?";
 }
 
-int mt_mesh_shard_size(const mt_mesh_shape *s) { return s->shard > 0 ? s->shard : s->dp; }
+int mt_mesh_shard_size(const mt_mesh_shape *s) {
+    if (s->ep > 1) return s->dp / s->ep;
+    return s->shard > 0 ? s->shard : s->dp;
+}
 
 int mt_mesh_check(const mt_mesh_shape *s, int world_size, mt_error *err) {
     if (s->dp < 1 || s->pp < 1 || s->tp < 1)
@@ -17,6 +20,14 @@ int mt_mesh_check(const mt_mesh_shape *s, int world_size, mt_error *err) {
     if (s->shard < 0)
         return mt_errorf(err, "bad {shard-group} %d: must be >= 1 (or 0 for no hybrid sharding)",
                          s->shard);
+    if (s->ep < 0) return mt_errorf(err, "bad {ep} %d: must be >= 1", s->ep);
+    if (s->ep > 1 && s->dp % s->ep)
+        return mt_errorf(err, "{ep} %d does not divide the data-parallel size {dp} %d: the expert-parallel ranks are "
+                              "carved out of the data-parallel ones; choose an ep that divides dp", s->ep, s->dp);
+    if (s->ep > 1 && s->shard > 0 && s->shard != s->dp / s->ep)
+        return mt_errorf(err, "{shard-group} %d with {ep} %d: expert parallelism shards ZeRO over the "
+                              "expert-data-parallel group of {dp} / {ep} = %d ranks; drop {shard-group}",
+                         s->shard, s->ep, s->dp / s->ep);
     long long prod = (long long)s->dp * s->pp * s->tp;
     if (prod != world_size)
         return mt_errorf(err,

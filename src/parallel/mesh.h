@@ -26,6 +26,9 @@
 typedef struct {
     int dp, pp, tp;
     int shard; /* hybrid shard group size G; 0 means dp (no hybrid sharding) */
+    int ep;    /* expert parallelism (0 or 1: none): carved out of dp as Megatron and DeepSpeed do --
+                  the shard group is the expert-data-parallel group of dp / ep ranks (G = dp / ep)
+                  and the replica group of ep ranks is the ep group the experts are spread over */
 } mt_mesh_shape;
 
 typedef struct {
@@ -46,7 +49,7 @@ const char *mt_mesh_axis_name(mt_mesh_axis a); /* "tp", "pp", "dp", "shard", "re
 /* Checks that every size is >= 1, dp*pp*tp == world_size, and G divides dp.
  * On failure returns -1 with a message that says what to change. */
 int mt_mesh_check(const mt_mesh_shape *s, int world_size, mt_error *err);
-/* G with the default applied (shard == 0 -> dp). */
+/* G with the default applied (shard == 0 -> dp; expert parallelism: dp / ep). */
 int mt_mesh_shard_size(const mt_mesh_shape *s);
 int mt_mesh_rank_of(const mt_mesh_shape *s, mt_mesh_coord c);
 mt_mesh_coord mt_mesh_coord_of(const mt_mesh_shape *s, int rank);

@@ -108,6 +108,9 @@ int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
         return mt_errorf(err, "{int8-threshold} runs LLM.int8() on whole weight rows of one process: it needs {tp} 1, "
                               "got {tp} %d", op->mesh.tp);
     if (mt_mesh_check(&op->mesh, world_size, err)) return -1;
+    if (op->mesh.ep > 1 && (op->zeropp_hpz || op->zeropp_qwz || op->zeropp_qgz))
+        return mt_errorf(err, "ZeRO++ ({zeropp-hpz}, {zeropp-qwz}, {zeropp-qgz}) is not supported with {ep} %d: "
+                              "drop them or {ep}", op->mesh.ep);
     if (op->test_slow_ms < 0 || (op->test_slow_ms > 0 && (op->test_slow_rank < 0 || op->test_slow_rank >= world_size)))
         return mt_errorf(err, "{test-slow-rank} R:MS needs a rank R in [0, %d) and MS >= 0, got %d:%d", world_size,
                          op->test_slow_rank, op->test_slow_ms);

@@ -89,12 +89,16 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
             for (int e = 0; e < cfg->num_experts; e++) {
                 char ename[36]; /* e < 256: three digits */
                 /* an expert that gets no tokens gets no GEMM: its gradient is added into, never set */
+                mt_tensor *w; /* expert parallelism holds the expert's tensors on one rank of the ep group */
                 snprintf(ename, sizeof ename, "mlp.experts.%d.gate_proj.weight", (unsigned char)e);
-                T(ename, Fe, C, 2, 1, std, MT_TP_ROWS)->read_16bit_only = 1;
+                w = T(ename, Fe, C, 2, 1, std, MT_TP_ROWS);
+                w->read_16bit_only = 1, w->expert = e + 1;
                 snprintf(ename, sizeof ename, "mlp.experts.%d.up_proj.weight", (unsigned char)e);
-                T(ename, Fe, C, 2, 1, std, MT_TP_ROWS)->read_16bit_only = 1;
+                w = T(ename, Fe, C, 2, 1, std, MT_TP_ROWS);
+                w->read_16bit_only = 1, w->expert = e + 1;
                 snprintf(ename, sizeof ename, "mlp.experts.%d.down_proj.weight", (unsigned char)e);
-                T(ename, C, Fe, 2, 1, std, MT_TP_COLS)->read_16bit_only = 1;
+                w = T(ename, C, Fe, 2, 1, std, MT_TP_COLS);
+                w->read_16bit_only = 1, w->expert = e + 1;
             }
         } else {
             mats[4] = T("mlp.gate_proj.weight", F, C, 2, 1, std, MT_TP_ROWS);
