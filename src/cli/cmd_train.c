@@ -528,6 +528,11 @@ static int train_command(int argc, char **argv, const char *stored_from) {
                    tr.dp, tr.tp.size, tr.o.sequence_parallel ? " + sp" : "", tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute), mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr,
                    mt_dtype_name(tr.o.precision), tr.o.device == MT_DEVICE_CUDA ? "device" : "fp32 gemm",
                    tr.o.device == MT_DEVICE_CUDA ? "cuda" : mt_gemm_lib_name(tr.o.gemm));
+            if (tr.ep_comm)
+                printf("expert parallelism: ep %d x expert-data-parallel %d (dp %d), %d of the %d experts per rank; "
+                       "parameters held per rank before ZeRO: %zu of %zu\n", tr.o.mesh.ep, tr.dp / tr.o.mesh.ep, tr.dp,
+                       c->num_experts / tr.o.mesh.ep, c->num_experts, tr.model.layout.total_params,
+                       tr.model.layout.gtotal_params);
             if (mt_adapter_spec_active(&c->adapters))
                 printf("trained: %zu parameters (%s%s%s); frozen: %zu%s%s\n", tr.model.layout.gtotal_params,
                        c->adapters.kind == MT_PEFT_NONE ? "--freeze '" : mt_peft_kind_name(c->adapters.kind),
