@@ -71,8 +71,10 @@ static int info(const char *dir) {
         const char *prec = "?";
         mt_json_get_string(sw, "precision", &prec, NULL);
         const mt_json *off = mt_json_get(sw, "offload");
-        printf("saved with: %" PRId64 " ranks: dp %" PRId64 ", tp %" PRId64 ", pp %" PRId64 ", ZeRO %" PRId64
-               ", shard group %" PRId64 ", precision %s%s\n", get_int(sw, "world"), get_int(sw, "dp"), get_int(sw, "tp"),
+        char ep[32] = "";
+        if (mt_json_get(sw, "ep")) snprintf(ep, sizeof ep, ", ep %" PRId64, get_int(sw, "ep"));
+        printf("saved with: %" PRId64 " ranks: dp %" PRId64 "%s, tp %" PRId64 ", pp %" PRId64 ", ZeRO %" PRId64
+               ", shard group %" PRId64 ", precision %s%s\n", get_int(sw, "world"), get_int(sw, "dp"), ep, get_int(sw, "tp"),
                get_int(sw, "pp"), get_int(sw, "zero"), get_int(sw, "shard_group"), prec,
                off && off->type == MT_JSON_BOOL && off->boolean ? ", disk offload" : "");
     } else {

@@ -540,6 +540,9 @@ static char *saved_with_json(const mt_trainer *tr) {
     mt_jw_key(&w, "pp"); mt_jw_int(&w, tr->pp);
     mt_jw_key(&w, "zero"); mt_jw_int(&w, tr->o.zero);
     mt_jw_key(&w, "shard_group"); mt_jw_int(&w, tr->mesh.shape.shard);
+    if (tr->ep_comm) { /* expert parallelism (only then: older readers and layouts see what they saw) */
+        mt_jw_key(&w, "ep"); mt_jw_int(&w, mt_comm_size(tr->ep_comm));
+    }
     mt_jw_key(&w, "precision"); mt_jw_string(&w, mt_dtype_name(tr->o.precision));
     mt_jw_key(&w, "offload"); mt_jw_bool(&w, tr->optim.offload != NULL);
     mt_jw_end_object(&w);

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Expert parallelism (--ep N): the experts of every MoE block spread over N of
+# the dp ranks, tokens exchanged by all-to-all. Against one process at the same
+# micro-batch (routing, the aux losses and the capacity are per microbatch, as
+# in check_moe_layouts.sh), 12 steps with the aux and z losses on, 4 experts
+# top-2: ep2 (ZeRO 0), ep4 (ZeRO 1), dp2 x ep2 ZeRO-3, ep2 x tp2 with sequence
+# parallelism, ep2 x pp2, dp2 x ep2 x pp2 and ep2 with full recomputation
+# and a capacity factor give the same losses, aux losses, drops and per-layer
+# expert loads to 1e-5 relative. The all-to-all bytes each rank's comm layer
+# counted (report-json, group "ep", kind alltoallv) equal the closed form from
+# the routing's row counts (the metrics' moe_ep_rows, checked against moe_load):
+# C x 4 bytes per row, each row sent to another rank twice forward (to the
+# expert and back) and twice backward. A checkpoint written at ep4 ZeRO-3
+# resumes at ep2 and in one process to the uninterrupted run's losses. Then
+# bad input: one line each. plan --ep counts rank 0's experts and the all-to-all
+# bytes of balanced routing (within 10% of the measured).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+corpus d
+B="--train $W/d_train.bin --family llama --layers 4 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 96 --seq-len 32
+   --batch 8 --steps 12 --lr 2e-3 --log-every 0 --moe-experts 4 --moe-top-k 2 --moe-ffn-dim 32
+   --moe-aux-coef 0.02 --moe-z-coef 0.001"
+compare() { # REF RUN
+    $PY - $W/$1.jsonl $W/$2.jsonl $2 <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+b = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
+name = sys.argv[3]
+assert len(a) == len(b) >= 10, (len(a), len(b))
+worst = max(abs(x["loss"] - y["loss"]) / y["loss"] for x, y in zip(a, b))
+waux = max(abs(x["moe_aux"] - y["moe_aux"]) / y["moe_aux"] for x, y in zip(a, b))
+assert worst <= 1e-5, f"{name}: losses {worst:.3g} relative apart"
+assert waux <= 1e-5, f"{name}: aux losses {waux:.3g} relative apart"
+assert [x["moe_dropped"] for x in a] == [y["moe_dropped"] for y in b], f"{name}: dropped counts differ"
+assert [x["moe_load"] for x in a] == [y["moe_load"] for y in b], f"{name}: expert loads differ"
+assert b[-1]["loss"] < 0.9 * b[0]["loss"], f"{name}: not training"
+print(f"{name}: {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}, within {worst:.2g} of one process (aux {waux:.2g})")
+PY
+}
+# the all-to-all bytes of RUN (EP ranks; world ranks ordered as the mesh: rank = dp index, ep index = dp / (dp / EP))
+a2a_bytes() { # RUN EP
+    $PY - $W/$1.jsonl $W/$1.report.json $2 <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+rep = json.load(open(sys.argv[2]))
+P, C, L, E = int(sys.argv[3]), 64, 4, 4
+steps = rep["steps"]
+assert steps == len(rows), (steps, len(rows))
+R = [[sum(r["moe_ep_rows"][i][j] for r in rows) for j in range(P)] for i in range(P)]
+# every row an ep rank received went to one of its experts: column sums are the experts' loads
+for j in range(P):
+    load = sum(r["moe_load"][l][e] for r in rows for l in range(L) for e in range(j * E // P, (j + 1) * E // P))
+    assert sum(R[i][j] for i in range(P)) == load, (j, R, load)
+ranks = rep["ranks"]
+G = len(ranks) // P  # expert-data-parallel groups' size; the matrix sums them
+got = [r["comm_per_step"]["ep"]["alltoallv"]["bytes_sent"] * steps for r in ranks]
+if G == 1:  # one ep group: each rank's bytes from its own row and column
+    for i in range(P):
+        want = 2 * 4 * C * (sum(R[i][j] for j in range(P) if j != i) + sum(R[j][i] for j in range(P) if j != i))
+        assert abs(got[i] - want) <= 0.1 * steps, (i, got[i], want)
+want = 2 * 2 * 4 * C * sum(R[i][j] for i in range(P) for j in range(P) if i != j)
+assert abs(sum(got) - want) <= 0.1 * steps * len(ranks), (sum(got), want)
+counts = sum(r["comm_per_step"]["ep"]["alltoall"]["bytes_sent"] for r in ranks) * steps
+# the counts first: per block and microbatch (one per step here) E/P integers to each other rank
+assert abs(counts - len(ranks) * L * (P - 1) * (E // P) * 4 * steps) <= 0.1 * steps * len(ranks), counts
+print(f"all-to-all bytes: {sum(got) / steps:.0f} per step over {len(ranks)} ranks = the closed form "
+      f"(rows to other ranks {sum(R[i][j] for i in range(P) for j in range(P) if i != j)}); counts {counts / steps:.0f} B/step")
+PY
+}
+run() { local name=$1 n=$2; shift 2; $MPI -np $n $M train $B "$@" --metrics $W/$name.jsonl >/dev/null; }
+run one 1 --micro-batch 4
+run one_mb2 1 --micro-batch 2
+run ep2 2 --dp 2 --ep 2 --report-json $W/ep2.report.json;          compare one ep2; a2a_bytes ep2 2
+# the planner's ep2 layout: rank 0 holds 2 experts' 3 matrices per layer; its all-to-all bytes (balanced routing)
+# within 10% of what the ranks sent
+$M plan --cpu --cpu-gflops 10 --cpu-bw 1 --gpus 2 --global-batch 8 --family llama --layers 4 --dim 64 --heads 4 \
+    --kv-heads 2 --ffn-dim 96 --seq-len 32 --vocab 256 --moe-experts 4 --moe-top-k 2 --moe-ffn-dim 32 --ep 2 --dp 2 \
+    --micro-batch 4 --zero 0 --recompute none --precision fp32 --all --json > $W/plan.json
+$PY - $W/plan.json $W/ep2.report.json <<'PY'
+import json, sys
+y = json.load(open(sys.argv[1]))["layouts"][0]
+rep = json.load(open(sys.argv[2]))
+assert y["ep"] == 2 and y["expert_params_rank"] == 4 * 2 * 3 * 32 * 64, y
+got = sum(r["comm_per_step"]["ep"]["alltoallv"]["bytes_sent"] + r["comm_per_step"]["ep"]["alltoall"]["bytes_sent"]
+          for r in rep["ranks"]) / len(rep["ranks"])
+assert abs(y["comm_ep"] - got) <= 0.1 * got, (y["comm_ep"], got)
+print(f"plan --ep 2: expert parameters per rank {y['expert_params_rank']}, all-to-all {y['comm_ep']:.0f} B/step "
+      f"(measured {got:.0f})")
+PY
+run ep4 4 --dp 4 --ep 4 --zero 1 --report-json $W/ep4.report.json; compare one_mb2 ep4; a2a_bytes ep4 4
+run dp2_ep2 4 --dp 4 --ep 2 --zero 3 --report-json $W/dp2_ep2.report.json; compare one_mb2 dp2_ep2; a2a_bytes dp2_ep2 2
+run ep2_tp2 4 --dp 2 --ep 2 --tp 2 --sequence-parallel --zero 2;   compare one ep2_tp2
+run ep2_pp2 4 --dp 2 --ep 2 --pp 2 --micro-batch 2 --zero 1;       compare one_mb2 ep2_pp2
+run one_mb1 1 --micro-batch 1
+run dp2_ep2_pp2 8 --dp 4 --ep 2 --pp 2 --micro-batch 1 --zero 1;   compare one_mb1 dp2_ep2_pp2
+run ep2_full 2 --dp 2 --ep 2 --recompute full;                     compare one ep2_full
+run cap_one 1 --micro-batch 4 --moe-capacity-factor 0.8
+run cap_ep2 2 --dp 2 --ep 2 --moe-capacity-factor 0.8 --zero 2;    compare cap_one cap_ep2
+
+echo "== a checkpoint written at ep4 resumes at ep2 and in one process =="
+$MPI -np 4 $M train $B --steps 6 --dp 4 --ep 4 --zero 3 --ckpt-dir $W/ck --metrics $W/first.jsonl >/dev/null
+$M ckpt verify $W/ck >/dev/null
+resume() { # NAME NP LAYOUT...
+    local name=$1 n=$2; shift 2
+    rm -rf $W/ck_$name; cp -r $W/ck $W/ck_$name
+    $MPI -np $n $M train $B --micro-batch 2 "$@" --ckpt-dir $W/ck_$name --resume --metrics $W/second_$name.jsonl >/dev/null
+    cat $W/first.jsonl $W/second_$name.jsonl > $W/resumed_$name.jsonl
+    compare one_mb2 resumed_$name
+}
+resume ep2 2 --dp 2 --ep 2 --zero 1
+resume one_process 1
+
+echo "== bad input =="
+expect_failure "does not divide the 4 experts" $MPI -np 3 $M train $B --dp 3 --ep 3 --batch 6
+expect_failure "does not divide the data-parallel size" $MPI -np 2 $M train $B --dp 2 --ep 4
+expect_failure "must be in 1..4" $MPI -np 2 $M train $B --dp 2 --ep 2 --moe-top-k 5
+expect_failure "must be > 0" $MPI -np 2 $M train $B --dp 2 --ep 2 --moe-capacity-factor 0
+expect_failure "must be > 0\|finite number > 0" $M train $B --moe-capacity-factor -1
+expect_failure "this model has none" $MPI -np 2 $M train ${B%%--moe-experts*} --dp 2 --ep 2
+expect_failure "drop {shard-group}\|drop --shard-group" $MPI -np 4 $M train $B --dp 4 --ep 2 --shard-group 4 --zero 2
+expect_failure "not yet supported with --ep" $MPI -np 2 $M train $B --dp 2 --ep 2 --peft lora
+expect_failure "must be >= 1 and divide" $M plan --gpu h100 --gpus 8 --global-batch 8 --family llama --layers 4 --dim 64 --heads 4 --seq-len 32 --vocab 256 --moe-experts 4 --ep 3
+echo "moe ep OK"
