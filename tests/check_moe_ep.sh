@@ -4,9 +4,10 @@
 # micro-batch (routing, the aux losses and the capacity are per microbatch, as
 # in check_moe_layouts.sh), 12 steps with the aux and z losses on, 4 experts
 # top-2: ep2 (ZeRO 0), ep4 (ZeRO 1), dp2 x ep2 ZeRO-3, ep2 x tp2 with sequence
-# parallelism, ep2 x pp2, dp2 x ep2 x pp2 and ep2 with full recomputation
-# and a capacity factor give the same losses, aux losses, drops and per-layer
-# expert loads to 1e-5 relative. The all-to-all bytes each rank's comm layer
+# parallelism, ep2 x pp2, dp2 x ep2 x pp2, ep2 with full recomputation, with
+# a capacity factor and with evaluation (an uneven last round) give the same
+# losses, aux losses, drops, per-layer expert loads and validation losses to
+# 1e-5 relative; bf16 ep2 ZeRO-2 tracks bf16 in one process to 1e-3. The all-to-all bytes each rank's comm layer
 # counted (report-json, group "ep", kind alltoallv) equal the closed form from
 # the routing's row counts (the metrics' moe_ep_rows, checked against moe_load):
 # C x 4 bytes per row, each row sent to another rank twice forward (to the
@@ -20,19 +21,23 @@ corpus d
 B="--train $W/d_train.bin --family llama --layers 4 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 96 --seq-len 32
    --batch 8 --steps 12 --lr 2e-3 --log-every 0 --moe-experts 4 --moe-top-k 2 --moe-ffn-dim 32
    --moe-aux-coef 0.02 --moe-z-coef 0.001"
-compare() { # REF RUN
-    $PY - $W/$1.jsonl $W/$2.jsonl $2 <<'PY'
+compare() { # REF RUN [BOUND]
+    $PY - $W/$1.jsonl $W/$2.jsonl $2 ${3:-1e-5} <<'PY'
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
 b = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
-name = sys.argv[3]
+name, bound = sys.argv[3], float(sys.argv[4])
 assert len(a) == len(b) >= 10, (len(a), len(b))
 worst = max(abs(x["loss"] - y["loss"]) / y["loss"] for x, y in zip(a, b))
 waux = max(abs(x["moe_aux"] - y["moe_aux"]) / y["moe_aux"] for x, y in zip(a, b))
-assert worst <= 1e-5, f"{name}: losses {worst:.3g} relative apart"
-assert waux <= 1e-5, f"{name}: aux losses {waux:.3g} relative apart"
-assert [x["moe_dropped"] for x in a] == [y["moe_dropped"] for y in b], f"{name}: dropped counts differ"
-assert [x["moe_load"] for x in a] == [y["moe_load"] for y in b], f"{name}: expert loads differ"
+assert worst <= bound, f"{name}: losses {worst:.3g} relative apart (bound {bound})"
+assert waux <= bound, f"{name}: aux losses {waux:.3g} relative apart (bound {bound})"
+if bound <= 1e-5:
+    assert [x["moe_dropped"] for x in a] == [y["moe_dropped"] for y in b], f"{name}: dropped counts differ"
+    assert [x["moe_load"] for x in a] == [y["moe_load"] for y in b], f"{name}: expert loads differ"
+va = [x["val_loss"] for x in a if "val_loss" in x]
+vb = [y["val_loss"] for y in b if "val_loss" in y]
+assert len(va) == len(vb) and all(abs(x - y) <= bound * y for x, y in zip(va, vb)), (name, va, vb)
 assert b[-1]["loss"] < 0.9 * b[0]["loss"], f"{name}: not training"
 print(f"{name}: {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}, within {worst:.2g} of one process (aux {waux:.2g})")
 PY
@@ -96,6 +101,13 @@ run dp2_ep2_pp2 8 --dp 4 --ep 2 --pp 2 --micro-batch 1 --zero 1;   compare one_m
 run ep2_full 2 --dp 2 --ep 2 --recompute full;                     compare one ep2_full
 run cap_one 1 --micro-batch 4 --moe-capacity-factor 0.8
 run cap_ep2 2 --dp 2 --ep 2 --moe-capacity-factor 0.8 --zero 2;    compare cap_one cap_ep2
+run bf16_one 1 --micro-batch 4 --precision bf16
+run bf16_ep2 2 --dp 2 --ep 2 --precision bf16 --zero 2;           compare bf16_one bf16_ep2 1e-3
+# evaluation: 3 chunks of the micro-batch over 2 ranks -- the rank without one in the last round still
+# takes part in its token exchanges (a forward whose loss it drops)
+V="--val $W/d_val.bin --eval-every 6 --eval-batches 1 --eval-batch 12"
+run val_one 1 --micro-batch 4 $V
+run val_ep2 2 --dp 2 --ep 2 $V;                                    compare val_one val_ep2
 
 echo "== a checkpoint written at ep4 resumes at ep2 and in one process =="
 $MPI -np 4 $M train $B --steps 6 --dp 4 --ep 4 --zero 3 --ckpt-dir $W/ck --metrics $W/first.jsonl >/dev/null
