@@ -13,8 +13,10 @@
 # C x 4 bytes per row, each row sent to another rank twice forward (to the
 # expert and back) and twice backward. A checkpoint written at ep4 ZeRO-3
 # resumes at ep2 and in one process to the uninterrupted run's losses. Then
-# bad input: one line each. plan --ep counts rank 0's experts and the all-to-all
-# bytes of balanced routing (within 10% of the measured).
+# bad input: one line each. Each ep2 rank holds the parameters, gradients and
+# AdamW state of the dense tensors and its 2 experts only; plan --ep counts
+# rank 0's experts and the all-to-all bytes of balanced routing (within 10% of
+# the measured).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 corpus d
@@ -88,6 +90,12 @@ import json, sys
 y = json.load(open(sys.argv[1]))["layouts"][0]
 rep = json.load(open(sys.argv[2]))
 assert y["ep"] == 2 and y["expert_params_rank"] == 4 * 2 * 3 * 32 * 64, y
+# what each rank held (ZeRO 0): the model less the other rank's 2 experts x 3 matrices x 4 layers, in fp32,
+# and AdamW's two moments of it
+held = rep["params"] - 4 * 2 * 3 * 32 * 64
+for r in rep["ranks"]:
+    mem = r["memory"]
+    assert mem["params"] == mem["grads"] == 4 * held and mem["optimizer"] == 8 * held, (mem, held)
 got = sum(r["comm_per_step"]["ep"]["alltoallv"]["bytes_sent"] + r["comm_per_step"]["ep"]["alltoall"]["bytes_sent"]
           for r in rep["ranks"]) / len(rep["ranks"])
 assert abs(y["comm_ep"] - got) <= 0.1 * got, (y["comm_ep"], got)
