@@ -7,7 +7,9 @@
 # parallelism, ep2 x pp2, dp2 x ep2 x pp2, ep2 with full recomputation, with
 # a capacity factor and with evaluation (an uneven last round) give the same
 # losses, aux losses, drops, per-layer expert loads and validation losses to
-# 1e-5 relative; bf16 ep2 ZeRO-2 tracks bf16 in one process to 1e-3 (aux 1e-2). The all-to-all bytes each rank's comm layer
+# 1e-5 relative; with int8 activation compression ep2 equals dp2 to 1e-5; bf16
+# ep2 ZeRO-2 tracks bf16 in one process to 1e-3 (aux 1e-2). The all-to-all bytes
+# each rank's comm layer
 # counted (report-json, group "ep", kind alltoallv) equal the closed form from
 # the routing's row counts (the metrics' moe_ep_rows, checked against moe_load):
 # C x 4 bytes per row, each row sent to another rank twice forward (to the
@@ -43,7 +45,8 @@ va = [x["val_loss"] for x in a if "val_loss" in x]
 vb = [y["val_loss"] for y in b if "val_loss" in y]
 assert len(va) == len(vb) and all(abs(x - y) <= bound * y for x, y in zip(va, vb)), (name, va, vb)
 assert b[-1]["loss"] < 0.9 * b[0]["loss"], f"{name}: not training"
-print(f"{name}: {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}, within {worst:.2g} of one process (aux {waux:.2g})")
+ref = sys.argv[1].rsplit("/", 1)[-1][:-6]
+print(f"{name}: {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}, within {worst:.2g} of {ref} (aux {waux:.2g})")
 PY
 }
 # the all-to-all bytes of RUN (EP ranks; world ranks ordered as the mesh: rank = dp index, ep index = dp / (dp / EP))
@@ -113,6 +116,11 @@ run cap_one 1 --micro-batch 4 --moe-capacity-factor 0.8
 run cap_ep2 2 --dp 2 --ep 2 --moe-capacity-factor 0.8 --zero 2;    compare cap_one cap_ep2
 run bf16_one 1 --micro-batch 4 --precision bf16
 run bf16_ep2 2 --dp 2 --ep 2 --precision bf16 --zero 2;           compare bf16_one bf16_ep2 1e-3
+# activation compression: int8 rows (one scale per row) whatever rank a row's expert runs on -- against dp2
+# with the same microbatches (int8 dp2 itself is ~2.5e-5 from one process: lossy codes move by a step on a
+# last-bit difference)
+run int8_dp2 2 --dp 2 --compress-activations int8
+run int8_ep2 2 --dp 2 --ep 2 --compress-activations int8;         compare int8_dp2 int8_ep2
 # evaluation: 3 chunks of the micro-batch over 2 ranks -- the rank without one in the last round still
 # takes part in its token exchanges (a forward whose loss it drops)
 V="--val $W/d_val.bin --eval-every 6 --eval-batches 1 --eval-batch 12"
