@@ -2,23 +2,23 @@
 # Supervised fine-tuning on conversations, after the main job
 # (scripts/demo.sh): build a chat JSONL from a Debian corpus -- the short
 # fortunes of the `fortunes` package, each the answer to "Tell me a fortune
-# about WORD." with WORD one of its own words -- render it with the zephyr
-# chat template (<|user|>\n...</s>\n<|assistant|>\n...</s>\n), pack it into
-# the demo model's 64-token windows, and QLoRA-fine-tune the demo's GPT-2
-# (configs/lora.yaml: NF4 base, rank-16 LoRA) twice as 2 data-parallel
-# processes: training on the answers only (--train-on assistant, the
-# default) and on every token (--train-on all). Both are evaluated on the
-# answers of held-out conversations (the validation shard's mask), and both
-# answer a question through the template (`generate --chat`). Then the
-# answers-only fine-tune is exported merged as a q8_0 GGUF for llama.cpp
-# (runs/sft/assistant.q8_0.gguf); when llama.cpp's library is installed
-# (npm @node-llama-cpp/linux-x64 in deps/, scripts/setup.sh; optional), it
-# answers the same question through tests/gguf_consumer.c. GPT-2's tokenizer
-# has no end-of-turn token (zephyr's </s> is three tokens), so llama.cpp
-# cannot stop at the end of the answer: the prompt is given rendered and the
-# answer cut at </s>. tests/check_chat_gguf.sh shows the whole path with a
-# tokenizer that has one (ChatML's <|im_end|>): llama.cpp applies the
-# template from the GGUF and stops at EOS.
+# about WORD." with WORD one of its own words -- render it with the
+# zephyr-endoftext chat template (<|user|>\n...<|endoftext|>\n<|assistant|>\n
+# ...<|endoftext|>\n: zephyr's turns ended by GPT-2's end-of-text token, one
+# token), pack it into the demo model's 64-token windows, and QLoRA-fine-tune
+# the demo's GPT-2 (configs/lora.yaml: NF4 base, rank-16 LoRA) twice as 2
+# data-parallel processes: training on the answers only (--train-on
+# assistant, the default) and on every token (--train-on all). Both are
+# evaluated on the answers of held-out conversations (the validation shard's
+# mask), and both answer a question through the template (`generate --chat`).
+# Then the answers-only fine-tune is exported merged as a q8_0 GGUF for
+# llama.cpp (runs/sft/assistant.q8_0.gguf) with the template
+# (configs/chat/zephyr-endoftext.jinja, which llama.cpp applies as its
+# built-in zephyr) and EOS <|endoftext|>; when llama.cpp's library is
+# installed (npm @node-llama-cpp/linux-x64 in deps/, scripts/setup.sh;
+# optional), it answers the same question through tests/gguf_consumer.c chat:
+# template applied from the GGUF, generation stopped at the end-of-generation
+# token (tests/check_chat_gguf.sh checks this path).
 # Environment: BASE (default runs/demo/ckpt), STEPS (default 150), RANKS (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,7 +53,7 @@ with open(sys.argv[1], "w") as out:
 print(f"sft: {len(convs)} conversations")
 PY
 for on in assistant all; do
-    build/meshtrain tokenize --format jsonl --tokenizer gpt2 --chat-template zephyr --seq-len 64 --packing \
+    build/meshtrain tokenize --format jsonl --tokenizer gpt2 --chat-template zephyr-endoftext --seq-len 64 --packing \
         --train-on $on --val-fraction 0.05 --out $O/chat_$on $O/chat.jsonl
 done
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
@@ -72,24 +72,24 @@ echo "loss on the held-out answers: base model $before; QLoRA on the answers onl
 build/meshtrain plot $O/assistant.jsonl $O/all.jsonl --labels "answers only,every token" --out $O/curves.png
 for on in assistant all; do
     echo "---- $on: Tell me a fortune about money. ----"
-    build/meshtrain generate --ckpt $O/$on --chat --chat-template zephyr --prompt "Tell me a fortune about money." \
+    build/meshtrain generate --ckpt $O/$on --chat --chat-template zephyr-endoftext --prompt "Tell me a fortune about money." \
         --tokens 60 --temperature 0.7 --top-k 40 --seed 3
 done
 
-# the fine-tune for llama.cpp: merged (NF4 base dequantized, adapters and wte folded in), q8_0
-build/meshtrain export --ckpt $O/assistant --format gguf --dtype q8_0 --out $O/assistant.q8_0.gguf
+# the fine-tune for llama.cpp: merged (NF4 base dequantized, adapters and wte folded in), q8_0, with the template
+build/meshtrain export --ckpt $O/assistant --format gguf --dtype q8_0 --chat-template configs/chat/zephyr-endoftext.jinja \
+    --out $O/assistant.q8_0.gguf
 LIB=$(ls deps/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so 2>/dev/null | head -1 || true)
 if [ -n "$LIB" ]; then
     # the prompt and the answer within the model's 64 positions (llama.cpp does not slide the window)
-    printf '<|user|>\nTell me a fortune about money.</s>\n<|assistant|>\n' >$O/prompt.txt
+    echo "Tell me a fortune about money." >$O/question.txt
     if cc -O2 -o $O/gguf_consumer tests/gguf_consumer.c -ldl &&
-        $O/gguf_consumer "$LIB" $O/assistant.q8_0.gguf complete $O/prompt.txt 36 >$O/llama_cpp.txt 2>$O/llama_cpp.log; then
-        mt=$(build/meshtrain generate --ckpt $O/assistant --chat --chat-template zephyr \
-            --prompt "Tell me a fortune about money." --tokens 36 --temperature 0)
-        # llama.cpp's answer, cut where the model wrote </s>
+        $O/gguf_consumer "$LIB" $O/assistant.q8_0.gguf chat $O/question.txt 40 >$O/llama_cpp.txt 2>$O/llama_cpp.log; then
+        mt=$(build/meshtrain generate --ckpt $O/assistant --chat --chat-template zephyr-endoftext \
+            --prompt "Tell me a fortune about money." --tokens 40 --temperature 0)
         lc=$(python3 -c 'import sys; t = open(sys.argv[1]).read()
-print(t.split("answer: ", 1)[1].rsplit("\nstop: ", 1)[0].split("</s>")[0])' $O/llama_cpp.txt)
-        echo "---- greedy, llama.cpp on the q8_0 GGUF ($(sed -n 's/^stop: //p' $O/llama_cpp.txt)):"
+print(t.split("answer: ", 1)[1].rsplit("\nstop: ", 1)[0])' $O/llama_cpp.txt)
+        echo "---- greedy, llama.cpp on the q8_0 GGUF, its chat template applied ($(sed -n 's/^stop: //p' $O/llama_cpp.txt)):"
         echo "$lc"
         echo "---- greedy, meshtrain generate --chat:"
         echo "$mt"

@@ -20,6 +20,7 @@
       separator before the answer that its first token merges with).
 """
 import json
+import os
 import random
 import re
 import struct
@@ -39,10 +40,14 @@ TEMPLATES = {
     "gemma": "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + '<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\\n'}}{% endif %}",
     # TinyLlama/TinyLlama-1.1B-Chat-v1.0 (Zephyr's)
     "zephyr": "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\\n' + message['content'] + eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\\n' + message['content'] + eos_token }}\n{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\\n'  + message['content'] + eos_token }}\n{% endif %}\n{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}",
+    # ours (configs/chat/zephyr-endoftext.jinja): Zephyr's turns ended by <|endoftext|>
+    "zephyr-endoftext": open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "chat",
+                                          "zephyr-endoftext.jinja"), encoding="utf-8").read(),
 }
 SPECIALS = {
     "llama3": ("<|begin_of_text|>", "<|end_of_text|>"), "llama2": ("<s>", "</s>"), "mistral": ("<s>", "</s>"),
     "chatml": ("", "<|im_end|>"), "qwen3": ("", "<|im_end|>"), "gemma": ("<bos>", "<eos>"), "zephyr": ("<s>", "</s>"),
+    "zephyr-endoftext": ("", "<|endoftext|>"),
 }
 # an answer as the template writes it: (regex over the rendered text)
 ANSWERS = {
@@ -50,6 +55,7 @@ ANSWERS = {
     "llama2": r"\[/INST\] (.*? </s>)", "mistral": r"\[/INST\](.*?</s>)",
     "chatml": r"<\|im_start\|>assistant\n(.*?<\|im_end\|>)", "qwen3": r"<\|im_start\|>assistant\n(.*?<\|im_end\|>)",
     "gemma": r"<start_of_turn>model\n(.*?<end_of_turn>)", "zephyr": r"<\|assistant\|>\n(.*?</s>)",
+    "zephyr-endoftext": r"<\|assistant\|>\n(.*?<\|endoftext\|>)",
 }
 
 WORDS = ["hello", "world", "the", "answer", "is", "42", "café", "naïve", "Straße", "русский", "中文字符", "日本語",
@@ -90,13 +96,13 @@ def gen(out, n, seed, kind):
 def with_specials(tokjson, out):
     """tokjson with the special tokens of the families whose own tokenizer
     we do not have (<s>, </s>, <bos>, <eos>, <start_of_turn>,
-    <end_of_turn>, <|user|>, <|assistant|>, <|system|>) added after its
+    <end_of_turn>, <|user|>, <|assistant|>, <|system|>, <|endoftext|>) added after its
     vocabulary, as their tokenizer.json files declare them."""
     j = json.load(open(tokjson, encoding="utf-8"))
     nxt = max(max(j["model"]["vocab"].values()), max(a["id"] for a in j["added_tokens"])) + 1
     have = {a["content"] for a in j["added_tokens"]}
     for c in ["<s>", "</s>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<|user|>", "<|assistant|>",
-              "<|system|>"]:
+              "<|system|>", "<|endoftext|>"]:
         if c not in have:
             j["added_tokens"].append({"id": nxt, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
                                       "normalized": False, "special": True})

@@ -6,7 +6,8 @@
 # must cover exactly each answer and its end-of-turn token (--train-on
 # assistant, last) or every token but the first (all) -- tests/chat_data.py.
 # Llama 3 and Qwen3 with their published tokenizer_config.json (the renderer
-# chosen by matching its chat_template), the other families named with
+# chosen by matching its chat_template), zephyr-endoftext matched from
+# configs/chat/zephyr-endoftext.jinja, the other families named with
 # --chat-template on the Llama 3 tokenizer with their special tokens added;
 # once packed (--packing).
 # Then text and prompt/completion samples, the bad inputs (one error line
@@ -41,6 +42,11 @@ run llama2 $W/sp sys assistant
 run mistral $W/sp nosys assistant
 run gemma $W/sp nosys assistant
 run zephyr $W/sp sys assistant
+# ours, matched from a tokenizer_config.json holding configs/chat/zephyr-endoftext.jinja
+$PY -c 'import json, sys; json.dump({"chat_template": open(sys.argv[1]).read()}, open(sys.argv[2], "w"))' \
+    configs/chat/zephyr-endoftext.jinja $W/sp/tokenizer_config.json
+run zephyr-endoftext $W/sp sys assistant $W/sp/tokenizer_config.json
+rm $W/sp/tokenizer_config.json
 run llama3 $L3 sys last $L3/tokenizer_config.json
 run chatml $Q3 sys all
 # packed: several conversations a window, each one's tokens and mask the same

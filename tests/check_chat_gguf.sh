@@ -21,6 +21,13 @@
 #    <|im_end|> (257; not at the token limit), and `meshtrain generate --chat` answers the same
 #    (and stops before its token limit); the base model's GGUF does not
 #    (the fine-tune is what answers).
+#  - GPT-2 with GPT-2's own tokenizer (scripts/sft.sh's set-up, small): the
+#    chats rendered with zephyr-endoftext (configs/chat/zephyr-endoftext.jinja,
+#    each turn ended by <|endoftext|>, GPT-2's end-of-text token 50256),
+#    QLoRA as above, exported with that template: llama.cpp reads EOS 50256
+#    and the template, renders a question exactly as meshtrain does, encodes
+#    a conversation to meshtrain's shard ids, and answers as trained,
+#    stopping at 50256 (f32 and q8_0); generate --chat answers the same.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 LIB=$(ls deps/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so 2>/dev/null | head -1 || true)
@@ -107,3 +114,56 @@ for fam in gpt2 llama; do
         echo "$fam: '$q' -> '$a': llama.cpp f32 and q8_0 ($(sed -n 's/^stop: //p' $W/out.txt)), generate --chat the same; base: $(sed -n 's/^stop: //p' $W/base.txt)"
     done <<<"$PAIRS"
 done
+
+echo "== gpt2 with GPT-2's tokenizer: zephyr-endoftext, whose end of turn is the one token <|endoftext|> =="
+# scripts/sft.sh's set-up, small: GPT-2's BPE has no <|im_end|>, but its end-of-text token ends each turn
+# of configs/chat/zephyr-endoftext.jinja, which llama.cpp renders as its built-in zephyr
+ZE=configs/chat/zephyr-endoftext.jinja
+$M tokenize --format jsonl --tokenizer gpt2 --chat-template zephyr-endoftext --seq-len 64 --packing --val-fraction 0.05 \
+    --out $W/g2sft $W/chat.jsonl >/dev/null
+$M tokenize --tokenizer gpt2 --out $W/g2text $W/corpus.txt >/dev/null
+G2="--family gpt2 --layers 2 --dim 64 --heads 4 --vocab 50257 --seq-len 64 --batch 8 --log-every 0"
+nice $M train --train $W/g2text_train.bin $G2 --lr 3e-3 --steps 40 --ckpt-dir $W/g2 >/dev/null
+nice $M train --train $W/g2sft_train.bin --init-from $W/g2 --peft lora --lora-targets all-linear --quantize-base nf4 \
+    --lora-r 8 --lora-alpha 16 --peft-train "^wte" --lr 1e-2 --batch 8 --steps 200 --log-every 0 --ckpt-dir $W/g2.sft >/dev/null
+for dt in f32 q8_0; do
+    $M export --ckpt $W/g2.sft --format gguf --dtype $dt --tokenizer gpt2 --chat-template $ZE --out $W/g2.$dt.gguf >/dev/null
+done
+$C $W/g2.f32.gguf special $W/tmpl.txt >$W/special.txt
+grep -qx "bos 50256 eos 50256" $W/special.txt && cmp -s $W/tmpl.txt $ZE ||
+    { echo "gpt2: llama.cpp reads $(cat $W/special.txt) and the template '$(cat $W/tmpl.txt)'"; exit 1; }
+# a conversation: llama.cpp's ids of the rendered text (its <|endoftext|> the one token) == our shard's
+for k in 1 2; do # one conversation a shard
+    printf '%s\n' '{"messages": [{"role": "user", "content": "Say hello."}, {"role": "assistant", "content": "Hello there!"}]}'
+done >$W/one.jsonl
+$M tokenize --format jsonl --tokenizer gpt2 --chat-template zephyr-endoftext --seq-len 64 --val-fraction 0.5 --out $W/one $W/one.jsonl >/dev/null
+printf '<|user|>\nSay hello.<|endoftext|>\n<|assistant|>\nHello there!<|endoftext|>\n' >$W/one.txt
+$C $W/g2.f32.gguf tokenize $W/one.txt >$W/lc_ids.txt
+$PY - $W/one_train.bin $W/lc_ids.txt <<'PY'
+import struct, sys
+raw = open(sys.argv[1], "rb").read()
+h = struct.unpack("<256i", raw[:1024])
+n, T, w = h[2], h[4], 2 if h[1] == 101 else 4
+toks = struct.unpack(f"<{n}{'H' if w == 2 else 'I'}", raw[1024:1024 + w * n])
+flags = raw[1024 + w * n:]
+ours = [t for t, f in zip(toks[:T], flags[:T]) if not f & 4]  # the first window, padding left out
+lc = [int(x) for x in open(sys.argv[2]).read().split()[1:]]
+assert ours == lc, f"meshtrain {ours} vs llama.cpp {lc}"
+assert ours.count(50256) == 2, ours
+print(f"gpt2: a conversation is the same {len(lc)} ids in meshtrain's shard and llama.cpp's tokenizer, each turn ended by 50256")
+PY
+while IFS='|' read -r q a; do
+    printf "%s\n" "$q" >$W/q.txt
+    for dt in f32 q8_0; do
+        $C $W/g2.$dt.gguf chat $W/q.txt 40 >$W/out.txt
+        # llama.cpp's rendering of the template is ours (and Jinja's: tests/check_chat_data.sh)
+        printf 'prompt: <|user|>\n%s<|endoftext|>\n<|assistant|>\n' "$q" >$W/want_prompt.txt
+        head -4 $W/out.txt | head -c $(wc -c <$W/want_prompt.txt) | cmp -s - $W/want_prompt.txt &&
+            grep -qx "answer: $a" $W/out.txt && grep -q "^stop: end of generation token 50256 after" $W/out.txt ||
+            { echo "gpt2 $dt: llama.cpp's chat for '$q' (trained: '$a'):"; cat $W/out.txt; exit 1; }
+    done
+    $M generate --ckpt $W/g2.sft --tokenizer gpt2 --chat --chat-template zephyr-endoftext --prompt "$q" --temperature 0 \
+        --tokens 40 >$W/mt.txt
+    [ "$(cat $W/mt.txt)" = "$a" ] || { echo "gpt2: generate --chat '$q' answered '$(cat $W/mt.txt)', trained '$a'"; exit 1; }
+    echo "gpt2 (GPT-2 tokenizer): '$q' -> '$a': llama.cpp f32 and q8_0 ($(sed -n 's/^stop: //p' $W/out.txt)), generate --chat the same"
+done <<<"$PAIRS"

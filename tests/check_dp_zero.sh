@@ -57,11 +57,12 @@ for dp in 3 4; do
 done
 
 echo "== gradient buckets (zero 0) =="
-# Units here: embedding 75140 B, blocks 206180 B each, head 520 B. In backward
-# order with --bucket-mb 0.1 (104858 B): {head, block 1}, {block 0},
-# {embedding} = 3 all-reduces per step; --bucket-mb 1000: one; default: one
-# per unit (4). Same losses and parameters either way.
-for spec in "0.1 3" "1000 1" "0 4"; do
+# Units here: embedding 75140 B, blocks 206180 B each, head 520 B: 488020 B
+# of gradients. --bucket-mb 0.1 cuts them into messages of 104857 B (26214
+# floats), whatever the units: ceil(122005 / 26214) = 5 all-reduces per step;
+# --bucket-mb 1000: one; default: one per unit (4). Same losses and
+# parameters either way.
+for spec in "0.1 5" "1000 1" "0 4"; do
     set -- $spec; name=bucket_$1
     $MPI -np 3 $M train $T --dp 3 --micro-batch 4 --bucket-mb $1 --ckpt-dir $W/$name --metrics $W/$name.jsonl --report-json $W/$name.json >/dev/null
     $PY - $W/$name.json $2 <<'PY'

@@ -200,7 +200,7 @@ PY
 echo "== bad input: one clear line, no file left =="
 mkdir $W/bad
 none_left() { [ -z "$(ls -A $W/bad)" ] || { echo "left behind: $(ls -A $W/bad)"; exit 1; }; }
-expect_failure "must be f32, f16, bf16, q8_0 or q4_0" $M export --ckpt $W/llama --format gguf --dtype q4_k_m --out $W/bad/x.gguf
+expect_failure "must be f32, f16, bf16, q8_0, q4_0, q4_k, q6_k or q4_k_m" $M export --ckpt $W/llama --format gguf --dtype q5_k_m --out $W/bad/x.gguf
 none_left
 expect_failure "shard-mb goes with --format hf" $M export --ckpt $W/llama --format gguf --shard-mb 1 --out $W/bad/x.gguf
 none_left

@@ -112,6 +112,9 @@ run ep2_pp2 4 --dp 2 --ep 2 --pp 2 --micro-batch 2 --zero 1;       compare one_m
 run one_mb1 1 --micro-batch 1
 run dp2_ep2_pp2 8 --dp 4 --ep 2 --pp 2 --micro-batch 1 --zero 1;   compare one_mb1 dp2_ep2_pp2
 run ep2_full 2 --dp 2 --ep 2 --recompute full;                     compare one ep2_full
+# ZeRO-R's partitioned activation checkpoints (tp, full recompute): bitwise the run without them
+run ep2_tp2_full 4 --dp 2 --ep 2 --tp 2 --recompute full;           compare one ep2_tp2_full
+run ep2_tp2_part 4 --dp 2 --ep 2 --tp 2 --recompute full --partition-activations; compare ep2_tp2_full ep2_tp2_part 0
 run cap_one 1 --micro-batch 4 --moe-capacity-factor 0.8
 run cap_ep2 2 --dp 2 --ep 2 --moe-capacity-factor 0.8 --zero 2;    compare cap_one cap_ep2
 run bf16_one 1 --micro-batch 4 --precision bf16
@@ -149,5 +152,7 @@ expect_failure "must be > 0\|finite number > 0" $M train $B --moe-capacity-facto
 expect_failure "this model has none" $MPI -np 2 $M train ${B%%--moe-experts*} --dp 2 --ep 2
 expect_failure "drop {shard-group}\|drop --shard-group" $MPI -np 4 $M train $B --dp 4 --ep 2 --shard-group 4 --zero 2
 expect_failure "not yet supported with --ep" $MPI -np 2 $M train $B --dp 2 --ep 2 --peft lora
+expect_failure "expert and context parallelism do not combine" $MPI -np 4 $M train $B --dp 2 --cp 2 --ep 2
+expect_failure "expert and context parallelism do not combine" $M plan --gpu h100 --gpus 8 --global-batch 8 --family llama --layers 4 --dim 64 --heads 4 --seq-len 32 --vocab 256 --moe-experts 4 --ep 2 --cp 2
 expect_failure "must be >= 1 and divide" $M plan --gpu h100 --gpus 8 --global-batch 8 --family llama --layers 4 --dim 64 --heads 4 --seq-len 32 --vocab 256 --moe-experts 4 --ep 3
 echo "moe ep OK"

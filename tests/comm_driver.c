@@ -307,7 +307,7 @@ static int mode_mesh(mt_comm_ctx *ctx, int argc, char **argv) {
         fprintf(stderr, "usage: comm_driver mesh DP PP TP [G]\n");
         return 2;
     }
-    mt_mesh_shape s = {atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argc > 5 ? atoi(argv[5]) : 0, 0};
+    mt_mesh_shape s = {atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argc > 5 ? atoi(argv[5]) : 0, 0, 0};
     mt_mesh m;
     mt_error err = {{0}};
     mt_comm *w = mt_comm_world(ctx);

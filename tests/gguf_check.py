@@ -69,7 +69,7 @@ def gguf_tensors(path):
         off += 4 + 8 * nd + 12
         info.append((name, ne, t, o))
     base = (off + align - 1) // align * align
-    per_block = {0: (1, 4), 1: (1, 2), 30: (1, 2), 8: (32, 34), 2: (32, 18)}
+    per_block = {0: (1, 4), 1: (1, 2), 30: (1, 2), 8: (32, 34), 2: (32, 18), 12: (256, 144), 14: (256, 210)}
     out = {}
     for name, ne, t, o in info:
         n = int(np.prod(ne))

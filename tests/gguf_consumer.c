@@ -14,7 +14,7 @@
  *       position on; writes them all as float32 [n, n_vocab] to OUT; then
  *       GREEDY argmax tokens continue the last line, one at a time, printed
  *       "greedy: ID ..."; with LORA, the adapter GGUF applied at scale 1
- *   gguf_consumer LIB MODEL quantize OUT q8_0|q4_0
+ *   gguf_consumer LIB MODEL quantize OUT q8_0|q4_0|q4_k|q6_k|q4_k_m
  *       llama.cpp's own quantizer (llama_model_quantize, "pure": every
  *       matrix of the type) from MODEL (f32) to OUT
  *   gguf_consumer LIB MODEL tokenize TEXTFILE
@@ -147,10 +147,16 @@ int main(int argc, char **argv) {
             fprintf(stderr, "gguf_consumer: llama_model_quantize_params is not laid out as expected\n");
             return 2;
         }
-        int32_t ftype = !strcmp(argv[5], "q8_0") ? 7 : !strcmp(argv[5], "q4_0") ? 2 : -1;
+        /* llama_ftype: MOSTLY_Q8_0 7, MOSTLY_Q4_0 2, MOSTLY_Q4_K_S 14 (pure: every matrix Q4_K), MOSTLY_Q6_K 18 */
+        int32_t ftype = !strcmp(argv[5], "q8_0")   ? 7
+                        : !strcmp(argv[5], "q4_0") ? 2
+                        : !strcmp(argv[5], "q4_k") ? 14
+                        : !strcmp(argv[5], "q6_k") ? 18
+                        : !strcmp(argv[5], "q4_k_m") ? 15
+                                                   : -1;
         if (ftype < 0) return 2;
         memcpy(qp.bytes + 4, &ftype, 4);
-        qp.bytes[19] = 1; /* pure: every matrix of the type, as meshtrain writes them */
+        qp.bytes[19] = ftype != 15; /* pure: every matrix of the type, as meshtrain writes them; q4_k_m: llama.cpp's mix */
         int32_t one_thread = 1;
         memcpy(qp.bytes, &one_thread, 4);
         if (quantize(argv[2], argv[4], qp.bytes)) {

@@ -1,7 +1,8 @@
 /* interop/gguf: the block formats against values worked out by hand from
  * the format's definition, and the file layout (header, metadata, tensor
  * descriptions, 32-byte aligned data) read back field by field. The
- * equality with llama.cpp's own quantizer and loader is tests/check_gguf.sh. */
+ * equality with llama.cpp's own quantizer and loader is tests/check_gguf.sh
+ * (K-quants: tests/check_gguf_kquants.sh). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,6 +53,48 @@ static void block_formats(void) {
     mt_gguf_decode(MT_GGUF_Q4_0, q4, 32, y);
     for (int j = 0; j < 32; j++) CHECK(y[j] == 0.0f, "q4_0 zero block %d: %g", j, y[j]);
     CHECK(mt_gguf_block_bytes(MT_GGUF_Q8_0) == 34 && mt_gguf_block_bytes(MT_GGUF_Q4_0) == 18, "block sizes");
+}
+
+/* K-quants: the sizes, a zero super-block, and the round trip of 1024
+ * seeded values (their exactness is llama.cpp's quantizer's bytes,
+ * tests/check_gguf_kquants.sh): RMS error within 2.5% (q6_k) and 9% (q4_k)
+ * of the values' RMS -- a uniform grid's step / sqrt(12), the step about
+ * 2 amax / 63 of a 16-value sub-block (q6_k) or (max - min) / 15 of a
+ * 32-value one (q4_k), amax ~ 2.3 sigma for these values. */
+static void k_quants(void) {
+    CHECK(mt_gguf_block_size(MT_GGUF_Q4_K) == 256 && mt_gguf_block_bytes(MT_GGUF_Q4_K) == 144 &&
+              mt_gguf_block_size(MT_GGUF_Q6_K) == 256 && mt_gguf_block_bytes(MT_GGUF_Q6_K) == 210,
+          "k-quant block sizes");
+    enum { N = 1024 };
+    static float x[N], y[N];
+    static unsigned char q[N / 256 * 210];
+    uint32_t s = 12345;
+    for (int i = 0; i < N; i++) { /* sums of uniforms: roughly normal, some blocks shifted */
+        float v = 0;
+        for (int k = 0; k < 4; k++) {
+            s = s * 1664525u + 1013904223u;
+            v += (float)(s >> 8) / 16777216.0f - 0.5f;
+        }
+        x[i] = v * (i < 512 ? 0.02f : 3.0f) + (i >= 768 ? 0.5f : 0.0f);
+    }
+    const mt_gguf_type types[2] = {MT_GGUF_Q6_K, MT_GGUF_Q4_K};
+    const double bound[2] = {0.025, 0.09};
+    for (int t = 0; t < 2; t++) {
+        mt_gguf_encode(types[t], x, N, q);
+        mt_gguf_decode(types[t], q, N, y);
+        for (int b = 0; b < N / 256; b++) {
+            double e2 = 0, x2 = 0;
+            for (int i = 256 * b; i < 256 * (b + 1); i++) e2 += (double)(y[i] - x[i]) * (y[i] - x[i]), x2 += (double)x[i] * x[i];
+            CHECK(sqrt(e2 / x2) < bound[t], "%s block %d: relative RMS error %.4f (bound %.2f)", mt_gguf_type_name(types[t]),
+                  b, sqrt(e2 / x2), bound[t]);
+        }
+        float z[256] = {0};
+        mt_gguf_encode(types[t], z, 256, q);
+        mt_gguf_decode(types[t], q, 256, y);
+        int nz = 0;
+        for (int i = 0; i < 256; i++) nz += y[i] != 0.0f;
+        CHECK(nz == 0, "%s: a zero block decodes to %d non-zeros", mt_gguf_type_name(types[t]), nz);
+    }
 }
 
 static uint64_t u64_at(const unsigned char *p) {
@@ -125,6 +168,7 @@ static void file_layout(void) {
 
 int main(void) {
     block_formats();
+    k_quants();
     file_layout();
     if (fails) return 1;
     printf("gguf: block formats and file layout ok\n");

@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
         mt_comm_process_finalize();
         return 1;
     }
-    mt_cp cp = {w, N, r};
+    mt_cp cp = {w, N, r, MT_CP_RING};
     size_t n = (size_t)B * T * W;
     float *qkv = falloc(n), *dout = falloc((size_t)B * T * C);
     for (size_t i = 0; i < n; i++) qkv[i] = sinf(0.37f * (float)i + 0.1f) * 1.5f;

@@ -326,8 +326,14 @@ int mt_cli_generate(int argc, char **argv) {
         mt_bytes_append(&rendered, gp, strlen(gp));
         eot_text = mt_chat_template_eot(tpl);
         eot_id = mt_tokenizer_single_id(tk, eot_text);
+        int32_t piecewise = mt_chat_eot_piecewise_id(tk, tpl); /* GPT-2's <|endoftext|>: its one token */
+        if (piecewise >= 0) eot_id = piecewise;
         prompt = ""; /* the answer alone is printed */
-        if (mt_tokenizer_encode(tk, rendered.data, rendered.len, &ptok, &np, &err)) return mt_cli_fail("generate", &err);
+        mt_tokens pt = {0};
+        if (mt_chat_encode_append(tk, tpl, piecewise, rendered.data, rendered.len, &pt, &err))
+            return mt_cli_fail("generate", &err);
+        ptok = pt.data;
+        np = pt.len;
     } else if (mt_tokenizer_encode(tk, (const unsigned char *)prompt, strlen(prompt), &ptok, &np, &err))
         return mt_cli_fail("generate", &err);
     if (np == 0 && mt_tokenizer_eot(tk) >= 0) {

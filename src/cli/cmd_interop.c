@@ -26,11 +26,13 @@
  * adapter alone, as llama.cpp loads them. */
 static int export_gguf(const char *ckpt, const char *format, const char *out, const char *dtype, const char *tokenizer,
                        const char *vocab_dir, const char *template_file, mt_error *err) {
-    mt_gguf_export_opts o = {MT_GGUF_F32, tokenizer, vocab_dir, NULL, NULL};
+    mt_gguf_export_opts o = {MT_GGUF_F32, tokenizer, vocab_dir, NULL, NULL, 0};
     int lora = !strcmp(format, "gguf-lora");
-    if (mt_gguf_type_parse(!strcmp(dtype, "fp32") ? "f32" : !strcmp(dtype, "fp16") ? "f16" : dtype, &o.dtype))
-        return mt_errorf(err, "--dtype for --format gguf must be f32, f16, bf16, q8_0 or q4_0, got '%s' (K-quants such "
-                              "as q4_k_m are not written)", dtype);
+    o.q4_k_m = !strcmp(dtype, "q4_k_m");
+    if (mt_gguf_type_parse(!strcmp(dtype, "fp32") ? "f32" : !strcmp(dtype, "fp16") ? "f16" : o.q4_k_m ? "q4_k" : dtype,
+                           &o.dtype))
+        return mt_errorf(err, "--dtype for --format gguf must be f32, f16, bf16, q8_0, q4_0, q4_k, q6_k or q4_k_m, got "
+                              "'%s' (other K-quant mixes are not written)", dtype);
     if (lora && o.dtype != MT_GGUF_F32) return mt_errorf(err, "--format gguf-lora writes f32 adapters; drop --dtype %s", dtype);
     char *tmpl = NULL;
     size_t tl = 0;
@@ -73,7 +75,7 @@ static int export_gguf(const char *ckpt, const char *format, const char *out, co
     if (!rc)
         printf("exported %s (%s, %d layers, %d dim, %d heads, vocab %d) to %s as %s%s%s\n", ckpt,
                mt_gguf_arch(&w.cfg, NULL), w.cfg.n_layer, w.cfg.n_embd, w.cfg.n_head, w.cfg.vocab_size, out,
-               lora ? "a LoRA adapter GGUF" : "GGUF ", lora ? "" : mt_gguf_type_name(o.dtype),
+               lora ? "a LoRA adapter GGUF" : "GGUF ", lora ? "" : o.q4_k_m ? "q4_k_m" : mt_gguf_type_name(o.dtype),
                lora || !mt_adapter_spec_active(&w.cfg.adapters) ? "" : " (adapters merged)");
     mt_weights_free(&w);
     free(tmpl);
@@ -127,7 +129,7 @@ int mt_cli_export(int argc, char **argv) {
                                         "lora run's adapter as a llama.cpp LoRA adapter GGUF)", 0},
         {"out", MT_ARG_STR, &out, "output file (hf: directory)", 0},
         {"dtype", MT_ARG_STR, &dtype, "hf: tensor type fp32 | bf16 | fp16 (default fp32); gguf: the matrices' "
-                                      "type f32 | f16 | bf16 | q8_0 | q4_0 (norms and biases stay f32)", 0},
+                                      "type f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q6_k | q4_k_m (norms and biases stay f32)", 0},
         {"tokenizer", MT_ARG_STR, &tokenizer, "gguf: the tokenizer written into the file: byte | gpt2 | "
                                               "hf:PATH/tokenizer.json (default: byte for a vocabulary of 256, gpt2 "
                                               "for 50257, else required); hf: also write its tokenizer files, "

@@ -46,20 +46,20 @@ static void print_json(const mt_model_config *cfg, const mt_plan_cluster *c, con
     for (int i = 0; i < n; i++) {
         const mt_plan_layout *y = &rows[i].y;
         const mt_plan_result *r = &rows[i].r;
-        printf("%s\n{\"dp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"shard_group\":%d,\"micro_batch\":%d,\"chunks\":%d,"
+        printf("%s\n{\"dp\":%d,\"cp\":%d,\"tp\":%d,\"pp\":%d,\"zero\":%d,\"shard_group\":%d,\"micro_batch\":%d,\"chunks\":%d,"
                "\"sequence_parallel\":%d,\"recompute\":\"%s\",\"precision\":\"%s\",\"microbatches\":%d,"
                "\"zeropp\":{\"qwz\":%d,\"hpz\":%d,\"qgz\":%d},"
                "\"bytes\":{\"params\":%.0f,\"grads\":%.0f,\"optimizer\":%.0f,\"activations\":%.0f,\"frozen\":%.0f,\"total\":%.0f},"
                "\"fits\":%s,\"params_rank\":%.0f,\"bubble\":%.6f,\"comm_intra\":%.0f,\"comm_inter\":%.0f,"
-               "\"comm_tp\":%.0f,\"comm_pp\":%.0f,\"comm_dp\":%.0f,\"calls\":%.0f,"
+               "\"comm_tp\":%.0f,\"comm_pp\":%.0f,\"comm_dp\":%.0f,\"comm_cp\":%.0f,\"calls\":%.0f,"
                "\"flops_step\":%.6g,\"t_compute\":%.6g,\"t_bubble\":%.6g,\"t_comm_exposed\":%.6g,\"t_step\":%.6g,"
                "\"tflops_per_gpu\":%.4f,\"mfu\":%.5f,\"ep\":%d,\"expert_params_rank\":%.0f,\"comm_ep\":%.0f,"
                "\"t_alltoall\":%.6g}",
-               i ? "," : "", y->dp, y->tp, y->pp, y->zero, y->shard, y->micro_batch, y->chunks, y->sequence_parallel,
+               i ? "," : "", y->dp, y->cp, y->tp, y->pp, y->zero, y->shard, y->micro_batch, y->chunks, y->sequence_parallel,
                rc_name(y->recompute), y->bf16 ? "bf16" : "fp32", r->microbatches, y->qwz, y->hpz, y->qgz, r->bytes[MT_PLAN_PARAMS],
                r->bytes[MT_PLAN_GRADS], r->bytes[MT_PLAN_OPTIM], r->bytes[MT_PLAN_ACTS], r->bytes[MT_PLAN_FROZEN], r->total,
                r->fits ? "true" : "false", r->params_rank, r->bubble, r->comm_intra, r->comm_inter, r->comm_tp, r->comm_pp,
-               r->comm_dp, r->calls, r->flops_step,
+               r->comm_dp, r->comm_cp, r->calls, r->flops_step,
                r->t_compute, r->t_bubble, r->t_comm_exposed, r->t_step, r->tflops_per_gpu, r->mfu, y->ep > 1 ? y->ep : 1,
                r->expert_params_rank, r->comm_ep, r->t_alltoall);
     }
@@ -73,6 +73,9 @@ static void print_table(const mt_model_config *cfg, const mt_plan_cluster *c, co
            cfg->seq_len, cfg->padded_vocab, c->gpus, c->name, c->per_node, gb);
     printf("%d layouts evaluated; fastest fitting first (GB = 1e9 bytes per rank; comm GB sent per step per rank)\n",
            total);
+    if (n > 0 && rows[0].y.cp > 1)
+        printf("context parallelism: cp %d (ring) in every layout; dp x cp ranks hold the same parameters (G, zero's "
+               "group, counts them); acts are a rank's s / cp rows; ring bytes in intra/inter\n", rows[0].y.cp);
     printf("%3s %3s %3s %3s %2s %4s %3s %2s %2s %-9s %-4s | %8s %8s %8s %8s %8s %8s %3s | %6s | %8s %8s | %8s %7s %5s\n",
            "dp", "tp", "pp", "v", "sp", "zero", "G", "mb", "m", "recompute", "prec", "params", "grads", "optim", "acts",
            "frozen", "total", "fit", "bubble", "intra", "inter", "step_s", "TFLOP/s", "MFU");
@@ -119,7 +122,7 @@ int mt_cli_plan(int argc, char **argv) {
     mt_arg model_spec[MT_MODEL_FLAG_COUNT];
     mt_model_flags_spec(&mf, model_spec, 0);
     int gpus = 0, per_node = 8, cpu = 0, global_batch = 0, top = 10, json = 0, help = 0, all = 0;
-    int f_dp = -1, f_tp = -1, f_pp = -1, f_zero = -1, f_shard = -1, f_mb = -1, f_chunks = -1, f_sp = -1;
+    int f_dp = -1, f_tp = -1, f_pp = -1, f_zero = -1, f_shard = -1, f_mb = -1, f_chunks = -1, f_sp = -1, f_cp = 1;
     int cpu_cores = 0, zpp_qwz = 0, zpp_hpz = 0, zpp_qgz = 0, ep = 1;
     float cpu_gflops = 0, cpu_gflops_bf16 = 0, cpu_mb_ms = 0, cpu_mb_ms_bf16 = -1, cpu_bw_gbs = 0, cpu_latency_us = 0, mem_gb = 0, efficiency = 0;
     const char *peft = "none", *targets = "", *qbase = "none";
@@ -153,6 +156,7 @@ int mt_cli_plan(int argc, char **argv) {
         {"zeropp-hpz", MT_ARG_FLAG, &zpp_hpz, "ZeRO++ hpZ on the ZeRO-3 layouts: backward gathers inside the node (train's --zeropp-hpz with the group's ranks per node)", 0},
         {"zeropp-qgz", MT_ARG_FLAG, &zpp_qgz, "ZeRO++ qgZ on the ZeRO-2/3 layouts: int4 two-hop gradient reduce-scatter", 0},
         {"dp", MT_ARG_INT, &f_dp, "only this data-parallel size", 0},
+        {"cp", MT_ARG_INT, &f_cp, "context-parallel size of every layout (train's --cp N, ring attention; default 1): a sequence's rows split over N ranks, gradients over dp x cp", 0},
         {"tp", MT_ARG_INT, &f_tp, "only this tensor-parallel size", 0},
         {"pp", MT_ARG_INT, &f_pp, "only this pipeline size", 0},
         {"zero", MT_ARG_INT, &f_zero, "only this ZeRO stage", 0},
@@ -269,30 +273,39 @@ int mt_cli_plan(int argc, char **argv) {
             return mt_cli_fail("plan", &err);
         }
     }
+    if (f_cp < 1 || gpus % f_cp) {
+        mt_errorf(&err, "--cp must be >= 1 and divide --gpus %d, got %d", gpus, f_cp);
+        return mt_cli_fail("plan", &err);
+    }
+    if (ep > 1 && f_cp > 1) {
+        mt_errorf(&err, "--ep %d with --cp %d: expert and context parallelism do not combine (train's --cp refuses "
+                        "MoE models); drop one of them", ep, f_cp);
+        return mt_cli_fail("plan", &err);
+    }
     size_t cap = 1024, n = 0;
     plan_row *rows = mt_xmalloc(cap * sizeof *rows, "plan rows");
     int evaluated = 0;
     for (int tp = 1; tp <= per_node && tp <= gpus; tp++) {
         if (gpus % tp || !allowed(f_tp, tp)) continue;
-        for (int pp = 1; pp <= cfg.n_layer && tp * pp <= gpus; pp++) {
-            if ((gpus / tp) % pp || !allowed(f_pp, pp)) continue;
-            int dp = gpus / (tp * pp);
+        for (int pp = 1; pp <= cfg.n_layer && tp * pp * f_cp <= gpus; pp++) {
+            if ((gpus / tp) % pp || (gpus / (tp * pp)) % f_cp || !allowed(f_pp, pp)) continue;
+            int dp = gpus / (tp * pp * f_cp), D = dp * f_cp; /* D: the ranks holding the same parameters */
             if (!allowed(f_dp, dp)) continue;
             for (int v = 1; v <= (pp > 1 ? cfg.n_layer / pp : 1); v++) /* interleaved chunks: each a whole number of layers */
                 for (int sp = 0; sp <= (tp > 1); sp++)
                     for (int z = 0; z <= 3; z++)
-                        for (int G = 1; G <= dp; G++) {
-                            /* shard groups: the whole dp group, or one node's worth (hybrid) */
+                        for (int G = 1; G <= D; G++) {
+                            /* shard groups: the whole dp (x cp) group, or one node's worth (hybrid) */
                             int node_group = G * tp == per_node || G == f_shard;
-                            if (ep > 1 ? dp % ep || G != dp / ep : dp % G || (G != dp && (z == 0 || !node_group)))
-                                continue; /* {ep}: the shard group is the dp / ep expert-data-parallel ranks */
+                            if (ep > 1 ? dp % ep || G != dp / ep : D % G || (G != D && (z == 0 || !node_group)))
+                                continue; /* {ep}: the shard group is the dp / ep expert-data-parallel ranks (cp 1) */
                             if (!allowed(f_chunks, v) || !allowed(f_sp, sp) || !allowed(f_zero, z) || !allowed(f_shard, G))
                                 continue;
                             for (int mb = 1; mb <= global_batch / dp; mb *= 2)
                                 for (int rcm = 0; rcm < 3; rcm++)
                                     for (int bf = 0; bf < 2; bf++) {
                                         if (!allowed(f_mb, mb) || !allowed(rc_only, rcm) || !allowed(prec_only, bf)) continue;
-                                        mt_plan_layout y = {dp, tp, pp, z, G, mb, v, sp, (mt_plan_recompute)rcm, bf, 0, 0, 0, ep};
+                                        mt_plan_layout y = {dp, tp, pp, z, G, mb, v, sp, (mt_plan_recompute)rcm, bf, 0, 0, 0, ep, f_cp};
                                         mt_plan_set_zeropp(&y, per_node, zpp_qwz, zpp_hpz, zpp_qgz);
                                         mt_error e2 = {{0}};
                                         if (mt_plan_check(&cfg, &c, &y, global_batch, &e2)) continue;

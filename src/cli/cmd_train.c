@@ -168,7 +168,7 @@ static int train_with_stored_config(int argc, char **argv, const char *dir, int 
     }
     free(text);
     int world = mt_comm_process_size();
-    long dp = stored_size(&conf, "dp"), tp = stored_size(&conf, "tp"), pp = stored_size(&conf, "pp");
+    long dp = stored_size(&conf, "dp") * stored_size(&conf, "cp"), tp = stored_size(&conf, "tp"), pp = stored_size(&conf, "pp");
     char line[MT_ERROR_LEN + 256], outputs[160];
     int n = snprintf(line, sizeof line, "settings from %s, the run config stored in the checkpoint (--config and flags "
                                         "given override them", path);
@@ -217,7 +217,8 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     const char *config_path = NULL; /* handled before parsing; the entry documents it */
     const char *peft = "none", *lora_targets = "", *freeze = "", *quantize_base = "none", *ia3_targets = "", *ia3_ff = "", *peft_train = "";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
-    o.mesh = (mt_mesh_shape){1, 1, 1, 0, 1};
+    o.mesh = (mt_mesh_shape){1, 1, 1, 0, 1, 1};
+    const char *cp_mode = "ring";
     mt_arg data_spec[] = {
         {"train", MT_ARG_STR, &o.train_path, "training token shard (llm.c format, from `meshtrain tokenize`)", 0},
         {"val", MT_ARG_STR, &o.val_path, "validation token shard", 0},
@@ -281,7 +282,9 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"init-from", MT_ARG_STR, &o.init_from, "start from the weights of this checkpoint (e.g. imported GPT-2)", 0},
         {"log-every", MT_ARG_INT, &o.log_every, "print a line every K steps (default 1)", 0},
         {"dump-grads", MT_ARG_STR, &o.dump_grads, "test aid: write step 1's gradients (raw fp32) to FILE", 0},
-        {"dp", MT_ARG_INT, &o.mesh.dp, "data-parallel size (default 1; dp x tp x pp = number of processes)", 0},
+        {"dp", MT_ARG_INT, &o.mesh.dp, "data-parallel size (default 1; dp x cp x tp x pp = number of processes)", 0},
+        {"cp", MT_ARG_INT, &o.mesh.cp, "context-parallel size (default 1): each sequence cut into 2 cp chunks, rank i of the cp group holding chunks i and 2cp-1-i (causal load balancing); --seq-len must be a multiple of 2 cp", 0},
+        {"cp-mode", MT_ARG_STR, &cp_mode, "how attention spans the cp ranks' chunks: ring (K/V passed around the cp group, merged by log-sum-exp; default) | alltoall (DeepSpeed Ulysses: all-to-all to 1/cp of the heads over the whole sequence and back; heads and kv heads divisible by cp)", 0},
         {"tp", MT_ARG_INT, &o.mesh.tp, "tensor-parallel size (default 1): heads, MLP columns and vocabulary split over tp ranks (Megatron-LM)", 0},
         {"sequence-parallel", MT_ARG_FLAG, &o.sequence_parallel, "with --tp > 1: split LayerNorm/dropout regions along the tokens (all-gather / reduce-scatter instead of all-reduce)", 0},
         {"pp", MT_ARG_INT, &o.mesh.pp, "pipeline-parallel stages (default 1)", 0},
@@ -298,13 +301,14 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"ranks-per-node", MT_ARG_INT, &ranks_per_node, "nodes of N consecutive ranks for the inter-node byte counts (default: the ranks that share memory)", 0},
         {"recompute", MT_ARG_STR, &recompute, "activation recomputation: none | selective (attention core) | full (whole blocks) (default none)", 0},
         {"compress-activations", MT_ARG_STR, &compress_acts, "the activations blocks keep for backward: off | lossless (the linear layers' inputs in the 16 bits of --precision bf16/fp16: exact) | bf16 | int8 (one scale per row or head); decoded before backward (default off; docs/usage.md)", 0},
+        {"partition-activations", MT_ARG_FLAG, &o.partition_activations, "with --tp > 1 and --recompute full: each tp rank keeps 1/tp of every block's input, all-gathered before the block's recomputation (ZeRO-R; bitwise the same training; a no-op with --sequence-parallel, whose inputs are split already)", 0},
         {"offload-optimizer", MT_ARG_STR, &offload, "disk:DIR: keep the optimizer state in a file in DIR, streamed through the update", 0},
         {"offload-buffer-mb", MT_ARG_FLOAT, &o.offload_buffer_mb, "resident memory for the streamed optimizer state (default 64)", 0},
         {"peak-gflops", MT_ARG_FLOAT, &o.peak_gflops, "a rank's peak GFLOP/s (e.g. from bench/gemm_rate): --metrics gets mfu, the model FLOP/s of all ranks over their peak (plot draws it)", 0},
         {"profile", MT_ARG_FLAG, &o.profile, "time per step by category (GEMM, attention, layernorm, GELU, softmax+xent, optimizer, collectives, wait); summary at the end, per step in --metrics", 0},
         {"trace", MT_ARG_STR, &o.trace_path, "write every rank's forward/backward/send/recv/collective/optimizer spans as Chrome trace JSON (Perfetto)", 0},
         {"report-json", MT_ARG_STR, &o.report_json, "write bytes per memory category and bytes sent per collective per step", 0},
-        {"bucket-mb", MT_ARG_FLOAT, &o.bucket_mb, "zero 0: all-reduce gradients in buckets of >= MB of whole units, in backward order (default 0 = one per unit)", 0},
+        {"bucket-mb", MT_ARG_FLOAT, &o.bucket_mb, "zero 0: all-reduce the gradients in place as messages of MB each, in backward order, whatever the units' sizes (constant-size buffers; default 0 = one all-reduce per unit)", 0},
         {"no-overlap", MT_ARG_FLAG, &o.no_overlap, "measurement aid: wait for each unit's gradient reduction at once (no overlap with backward)", 0},
         {"precision", MT_ARG_STR, &precision, "fp32 | bf16 | fp16: parameters, gradients and GEMM operands in 16 bits; fp32 master weights (owned ZeRO shard), optimizer state and accumulation (default fp32)", 0},
         {"device", MT_ARG_STR, &device, "cpu | cuda: where the kernels run (default cpu; cuda needs a `make gpu` or `make gpu-emu` build, one process; docs/usage.md, \"Training on a GPU\")", 0},
@@ -365,7 +369,8 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     o.seed = (uint64_t)seed;
     if (mt_opt_kind_parse(optimizer, &o.opt.kind, &err) || mt_lr_kind_parse(schedule, &o.lr.kind, &err) ||
         mt_data_order_parse(order, &o.order, &err) || mt_pp_kind_parse(pp_schedule, &o.pp_schedule, &err) ||
-        mt_recompute_parse(recompute, &o.recompute, &err) || mt_act_compress_parse(compress_acts, &o.compress_acts, &err))
+        mt_recompute_parse(recompute, &o.recompute, &err) || mt_act_compress_parse(compress_acts, &o.compress_acts, &err) ||
+        mt_cp_mode_parse(cp_mode, &o.cp_mode, &err))
         goto fail;
     if (mt_dtype_parse(precision, &o.precision)) {
         mt_errorf(&err, "--precision must be fp32, bf16 or fp16, got '%s'", precision);
@@ -522,10 +527,13 @@ static int train_command(int argc, char **argv, const char *stored_from) {
                        (double)c->rope_theta, c->rope_scaling ? " (" : "",
                        c->rope_scaling ? mt_llama_rope_type_name(c->rope_scaling) : "", c->rope_scaling ? " scaling)" : "",
                        c->tie_embeddings ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "");
-            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d | tp %d%s | pp %d (%s) | zero %d | recompute %s | %s lr %.3g | precision %s | %s %s\n",
+            char cpl[48] = "";
+            if (tr.cp.size > 1) snprintf(cpl, sizeof cpl, " | cp %d (%s)", tr.cp.size, mt_cp_mode_name(tr.cp.mode));
+            printf("model: L=%d C=%d H=%d V=%d (padded %d) T=%d, %zu parameters | batch %d = %d x %d x dp %d%s | tp %d%s | pp %d (%s) | zero %d | recompute %s%s | %s lr %.3g | precision %s | %s %s\n",
                    c->n_layer, c->n_embd, c->n_head, c->vocab_size, c->padded_vocab, c->seq_len,
                    tr.model.layout.gtotal_params, tr.o.batch, tr.o.batch / (tr.o.micro_batch * tr.dp), tr.o.micro_batch,
-                   tr.dp, tr.tp.size, tr.o.sequence_parallel ? " + sp" : "", tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute), mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr,
+                   tr.dp, cpl, tr.tp.size, tr.o.sequence_parallel ? " + sp" : "", tr.pp, mt_pp_kind_name(tr.o.pp_schedule), tr.o.zero, mt_recompute_name(tr.o.recompute),
+                   tr.model.partition ? ", partitioned over tp" : tr.o.partition_activations ? ", split by sp already" : "", mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr,
                    mt_dtype_name(tr.o.precision), tr.o.device == MT_DEVICE_CUDA ? "device" : "fp32 gemm",
                    tr.o.device == MT_DEVICE_CUDA ? "cuda" : mt_gemm_lib_name(tr.o.gemm));
             if (tr.ep_comm)

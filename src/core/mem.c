@@ -45,7 +45,7 @@ static void released(mt_mem *m, mt_mem_place pl, mt_mem_cat cat, size_t bytes) {
     m->placed[pl][cat] -= bytes;
 }
 
-void *mt_mem_alloc_at(mt_mem *m, mt_mem_place pl, mt_mem_cat cat, size_t bytes, const char *what) {
+static void *raw_alloc(mt_mem *m, mt_mem_place pl, mt_mem_cat cat, size_t bytes, const char *what) {
     void *p;
     if (m && m->allocator && pl != MT_PLACE_HOST) {
         p = m->allocator->alloc(m->allocator->ctx, pl, bytes ? bytes : 1);
@@ -59,6 +59,11 @@ void *mt_mem_alloc_at(mt_mem *m, mt_mem_place pl, mt_mem_cat cat, size_t bytes, 
         if (!p) mt_die("out of memory allocating %zu bytes for %s (category %s)", bytes, what, mt_mem_cat_name(cat));
         memset(p, 0, rounded); /* zero and pre-touch every page */
     }
+    return p;
+}
+
+void *mt_mem_alloc_at(mt_mem *m, mt_mem_place pl, mt_mem_cat cat, size_t bytes, const char *what) {
+    void *p = raw_alloc(m, pl, cat, bytes, what);
     if (m) held(m, pl, cat, bytes);
     return p;
 }
@@ -74,6 +79,50 @@ void mt_mem_drop_at(mt_mem *m, mt_mem_place pl, void *p) {
     if (!p) return;
     if (m && m->allocator && pl != MT_PLACE_HOST) m->allocator->free(m->allocator->ctx, pl, p);
     else free(p);
+}
+
+static size_t aligned64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+void *mt_mem_arena_take(mt_mem_arena *a, size_t bytes, const char *what) {
+    size_t step = aligned64(bytes);
+    if (!a->base) { /* measuring */
+        a->cap += step;
+        a->taken += bytes;
+        a->buffers++;
+        return NULL;
+    }
+    if (a->used + step > a->cap)
+        mt_die("activation arena: %s (%zu bytes) does not fit: %zu of %zu bytes carved (the carving pass differs "
+               "from the measuring pass)", what, bytes, a->used, a->cap);
+    void *p = a->base + a->used;
+    a->used += step;
+    if (a->mem) held(a->mem, a->pl, a->cat, bytes);
+    return p;
+}
+
+void mt_mem_arena_open(mt_mem *m, mt_mem_arena *a, mt_mem_place pl, mt_mem_cat cat, const char *what) {
+    a->base = raw_alloc(m, pl, cat, a->cap, what);
+    a->used = 0;
+    a->pl = pl;
+    a->cat = cat;
+    a->mem = m;
+    if (!m) return;
+    held(m, pl, MT_MEM_SCRATCH, a->cap - a->taken); /* the alignment gaps */
+    m->arena[cat].count++;
+    m->arena[cat].bytes += a->cap;
+    m->arena[cat].buffers += a->buffers;
+}
+
+void mt_mem_arena_drop(mt_mem_arena *a) {
+    if (!a->base) return;
+    mt_mem *m = a->mem;
+    if (m) {
+        m->arena[a->cat].count--;
+        m->arena[a->cat].bytes -= a->cap;
+        m->arena[a->cat].buffers -= a->buffers;
+    }
+    mt_mem_drop_at(m, a->pl, a->base);
+    memset(a, 0, sizeof *a);
 }
 
 void *mt_mem_alloc(mt_mem *m, mt_mem_cat cat, size_t bytes, const char *what) {

@@ -46,6 +46,9 @@ typedef struct {
     size_t placed[MT_MEM_PLACE_SLOTS][MT_MEM_NCAT]; /* bytes held per placement and category */
     size_t placed_peak[MT_MEM_PLACE_SLOTS];         /* peak bytes per placement */
     const mt_mem_allocator *allocator;              /* a device backend's; NULL: host memory */
+    struct {                                        /* per category, the arenas opened (mt_mem_arena) */
+        size_t count, bytes, buffers;               /* allocations, their bytes, buffers carved from them */
+    } arena[MT_MEM_NCAT];
 } mt_mem;
 
 const char *mt_mem_cat_name(mt_mem_cat c);
@@ -65,6 +68,29 @@ void mt_mem_drop_at(mt_mem *m, mt_mem_place pl, void *p);
 /* Bytes held at placement pl, every category together. */
 size_t mt_mem_placed_total(const mt_mem *m, mt_mem_place pl);
 size_t mt_mem_total(const mt_mem *m);
+/* An arena: buffers carved one after another, each 64-byte aligned, from
+ * one allocation made once -- no fragmentation, one free, and a layout the
+ * accounting can show (mt_mem.arena). Sized by a first pass over the same
+ * takes with base NULL (take only adds the aligned size to cap and returns
+ * NULL); open then allocates cap bytes and the second pass carves in the same
+ * order. Each take accounts its bytes under the arena's category, as a
+ * buffer of its own would be; the alignment gaps between buffers are held
+ * too and are accounted as MT_MEM_SCRATCH at open. */
+typedef struct {
+    char *base;              /* NULL: measuring */
+    size_t cap, used, taken; /* bytes: allocated (aligned sizes), carved so far, asked for (measured) */
+    size_t buffers;
+    mt_mem_place pl;
+    mt_mem_cat cat;
+    mt_mem *mem;
+} mt_mem_arena;
+void *mt_mem_arena_take(mt_mem_arena *a, size_t bytes, const char *what);
+/* Allocates the measured cap (the takes of the first pass) and rewinds. */
+void mt_mem_arena_open(mt_mem *m, mt_mem_arena *a, mt_mem_place pl, mt_mem_cat cat, const char *what);
+/* Frees the arena without touching the category counts, as mt_mem_drop_at
+ * (the wholesale release of a model's activations, whose counts are reset);
+ * its entry in mt_mem.arena goes. A no-op on an arena never opened. */
+void mt_mem_arena_drop(mt_mem_arena *a);
 /* Accounts bytes a library allocated itself (held 1) or released (held 0). */
 void mt_mem_note(mt_mem *m, mt_mem_cat cat, size_t bytes, int held);
 

@@ -78,6 +78,30 @@ int32_t mt_tokenizer_single_id(mt_tokenizer *tk, const char *s) {
     return id;
 }
 
+int32_t mt_chat_eot_piecewise_id(mt_tokenizer *tk, mt_chat_template t) {
+    const char *e = mt_chat_template_eot(t);
+    int32_t id = mt_tokenizer_eot(tk);
+    size_t l, el = strlen(e);
+    const unsigned char *b = id >= 0 ? mt_tokenizer_token_bytes(tk, id, &l) : NULL;
+    if (!b || l != el || memcmp(b, e, el) || mt_tokenizer_single_id(tk, e) >= 0) return -1;
+    return id;
+}
+
+int mt_chat_encode_append(mt_tokenizer *tk, mt_chat_template t, int32_t eot_id, const unsigned char *text, size_t len,
+                          mt_tokens *out, mt_error *err) {
+    const char *e = mt_chat_template_eot(t);
+    size_t el = strlen(e);
+    while (eot_id >= 0 && len) {
+        const unsigned char *at = memmem(text, len, e, el);
+        if (!at) break;
+        if (mt_tokenizer_encode_append(tk, text, (size_t)(at - text), out, err)) return -1;
+        mt_tokens_push(out, eot_id);
+        len -= (size_t)(at - text) + el;
+        text = at + el;
+    }
+    return mt_tokenizer_encode_append(tk, text, len, out, err);
+}
+
 void mt_chat_data_free(mt_chat_data *d) {
     mt_tokens_free(&d->tokens);
     free(d->flags);
@@ -106,9 +130,17 @@ static void sb_push(sample_buf *s, int32_t id, int counted) {
     s->fl[s->tok->len - 1] = counted ? MT_TOK_LOSS : 0;
 }
 
-static int sb_encode(mt_chat_data *d, sample_buf *s, const char *p, size_t n, int counted, mt_error *err) {
+/* Text (chat: a rendered conversation, its end-of-turn texts the token
+ * mt_chat_eot_piecewise_id finds) appended with its flags. */
+static int sb_encode_as(mt_chat_data *d, sample_buf *s, const char *p, size_t n, int counted, int chat, mt_error *err) {
     size_t before = s->tok->len;
-    if (mt_tokenizer_encode_append(d->tk, (const unsigned char *)p, n, s->tok, err)) return -1;
+    if (chat && !d->eot_known) {
+        d->eot_piecewise = mt_chat_eot_piecewise_id(d->tk, d->tpl);
+        d->eot_known = 1;
+    }
+    if (chat ? mt_chat_encode_append(d->tk, d->tpl, d->eot_piecewise, (const unsigned char *)p, n, s->tok, err)
+             : mt_tokenizer_encode_append(d->tk, (const unsigned char *)p, n, s->tok, err))
+        return -1;
     if (s->tok->len > s->cap) {
         s->cap = s->tok->cap;
         s->fl = realloc(s->fl, s->cap);
@@ -118,6 +150,9 @@ static int sb_encode(mt_chat_data *d, sample_buf *s, const char *p, size_t n, in
         memset(s->fl + before, counted ? MT_TOK_LOSS : 0, s->tok->len - before);
     return 0;
 }
+static int sb_encode(mt_chat_data *d, sample_buf *s, const char *p, size_t n, int counted, mt_error *err) {
+    return sb_encode_as(d, s, p, n, counted, 0, err);
+}
 
 /* The rendered conversation text[0..n) with trained byte ranges spans[0..ns):
  * encoded whole, each token counted when it overlaps a range; if the token
@@ -125,7 +160,7 @@ static int sb_encode(mt_chat_data *d, sample_buf *s, const char *p, size_t n, in
 static int encode_spans(mt_chat_data *d, sample_buf *s, const char *text, size_t n, const mt_chat_span *sp, int ns,
                         mt_error *err) {
     size_t start = s->tok->len;
-    if (sb_encode(d, s, text, n, 0, err)) return -1;
+    if (sb_encode_as(d, s, text, n, 0, 1, err)) return -1;
     size_t off = 0, k = 0;
     int exact = 1;
     for (size_t i = start; i < s->tok->len && exact; i++) {
@@ -149,11 +184,11 @@ static int encode_spans(mt_chat_data *d, sample_buf *s, const char *text, size_t
     s->tok->len = start;
     size_t at = 0;
     for (int j = 0; j < ns; j++) {
-        if (sp[j].begin > at && sb_encode(d, s, text + at, sp[j].begin - at, 0, err)) return -1;
-        if (sb_encode(d, s, text + sp[j].begin, sp[j].end - sp[j].begin, 1, err)) return -1;
+        if (sp[j].begin > at && sb_encode_as(d, s, text + at, sp[j].begin - at, 0, 1, err)) return -1;
+        if (sb_encode_as(d, s, text + sp[j].begin, sp[j].end - sp[j].begin, 1, 1, err)) return -1;
         at = sp[j].end;
     }
-    if (at < n && sb_encode(d, s, text + at, n - at, 0, err)) return -1;
+    if (at < n && sb_encode_as(d, s, text + at, n - at, 0, 1, err)) return -1;
     return 0;
 }
 

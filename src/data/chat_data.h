@@ -61,6 +61,8 @@ typedef struct {
     mt_chat_template tpl;
     int32_t bos, eos;        /* ids for text and prompt/completion samples, -1 none */
     int32_t pad;             /* the id padding holds (never a target) */
+    int eot_known;           /* eot_piecewise set (0 on entry: found at the first conversation) */
+    int32_t eot_piecewise;   /* mt_chat_eot_piecewise_id of tk and tpl */
     mt_train_on train_on;
     int seq_len;
     mt_overlong overlong;
@@ -85,6 +87,19 @@ typedef struct {
 /* The id of the single token whose text is s (added tokens such as
  * "<|eot_id|>"); -1 when s does not encode to exactly one token. */
 int32_t mt_tokenizer_single_id(mt_tokenizer *tk, const char *s);
+
+/* Template t's end-of-turn token where the tokenizer spells its text in
+ * pieces but has a token of exactly those bytes: GPT-2's <|endoftext|>
+ * (its end-of-text token; gpt-3-encoder encodes the text as 6 tokens).
+ * A rendered conversation's end-of-turn texts are that token, as llama.cpp
+ * parses them; -1 when the text is one token already (an hf added token)
+ * or there is none. */
+int32_t mt_chat_eot_piecewise_id(mt_tokenizer *tk, mt_chat_template t);
+/* Encodes rendered conversation text as mt_tokenizer_encode_append does,
+ * each occurrence of t's end-of-turn text becoming eot_id when eot_id >= 0
+ * (mt_chat_eot_piecewise_id). */
+int mt_chat_encode_append(mt_tokenizer *tk, mt_chat_template t, int32_t eot_id, const unsigned char *text, size_t len,
+                          mt_tokens *out, mt_error *err);
 
 /* Appends the samples of a JSONL file's contents (path names it in
  * errors). */

@@ -4,18 +4,19 @@
 #include "data/chat_template.h"
 #include <string.h>
 
-static const char *const NAMES[MT_CHAT_COUNT] = {"llama3", "llama2", "mistral", "chatml", "qwen3", "gemma", "zephyr"};
-static const char *const EOTS[MT_CHAT_COUNT] = {"<|eot_id|>", "</s>", "</s>", "<|im_end|>", "<|im_end|>",
-                                                "<end_of_turn>", "</s>"};
+static const char *const NAMES[MT_CHAT_COUNT] = {"llama3", "llama2", "mistral", "chatml", "qwen3",
+                                                 "gemma",  "zephyr", "zephyr-endoftext"};
+static const char *const EOTS[MT_CHAT_COUNT] = {"<|eot_id|>",    "</s>", "</s>",         "<|im_end|>", "<|im_end|>",
+                                                "<end_of_turn>", "</s>", "<|endoftext|>"};
 
 static const char *const GEN[MT_CHAT_COUNT] = {"<|start_header_id|>assistant<|end_header_id|>\n\n", "", "",
                                                "<|im_start|>assistant\n", "<|im_start|>assistant\n",
-                                               "<start_of_turn>model\n", "<|assistant|>\n"};
+                                               "<start_of_turn>model\n", "<|assistant|>\n", "<|assistant|>\n"};
 
 const char *mt_chat_template_generation_prompt(mt_chat_template t) { return (unsigned)t < MT_CHAT_COUNT ? GEN[t] : ""; }
 
 const char *mt_chat_template_name(mt_chat_template t) { return (unsigned)t < MT_CHAT_COUNT ? NAMES[t] : "?"; }
-const char *mt_chat_template_names(void) { return "llama3|llama2|mistral|chatml|qwen3|gemma|zephyr"; }
+const char *mt_chat_template_names(void) { return "llama3|llama2|mistral|chatml|qwen3|gemma|zephyr|zephyr-endoftext"; }
 const char *mt_chat_template_eot(mt_chat_template t) { return (unsigned)t < MT_CHAT_COUNT ? EOTS[t] : ""; }
 
 int mt_chat_template_parse(const char *name, mt_chat_template *out, mt_error *err) {
@@ -50,6 +51,8 @@ int mt_chat_template_match(const char *j, size_t n, mt_chat_template *out, mt_er
         }
     } else if (has(j, n, "<start_of_turn>"))
         t = MT_CHAT_GEMMA;
+    else if (has(j, n, "<|user|>") && has(j, n, "<|endoftext|>"))
+        t = MT_CHAT_ZEPHYR_ENDOFTEXT;
     else if (has(j, n, "<|user|>") && has(j, n, "<|assistant|>"))
         t = MT_CHAT_ZEPHYR;
     if (t >= 0) {
@@ -143,7 +146,7 @@ int mt_chat_render(mt_chat_template t, const mt_chat_msg *m, int n, mt_bytes *o,
     if (t == MT_CHAT_LLAMA2 || t == MT_CHAT_MISTRAL || t == MT_CHAT_GEMMA) {
         int first = t == MT_CHAT_LLAMA2 && n > 0 && m[0].role == MT_ROLE_SYSTEM;
         if (check_alternation(m, first, n, t, err)) return -1;
-    } /* llama3, chatml, qwen3, zephyr: any order, as their templates */
+    } /* llama3, chatml, qwen3, zephyr(-endoftext): any order, as their templates */
     switch (t) {
     case MT_CHAT_LLAMA3:
         put(o, "<|begin_of_text|>");
@@ -270,11 +273,12 @@ int mt_chat_render(mt_chat_template t, const mt_chat_msg *m, int n, mt_bytes *o,
         }
         break;
     case MT_CHAT_ZEPHYR:
+    case MT_CHAT_ZEPHYR_ENDOFTEXT:
         for (int i = 0; i < n; i++) {
             put(o, m[i].role == MT_ROLE_USER ? "<|user|>\n" : m[i].role == MT_ROLE_SYSTEM ? "<|system|>\n" : "<|assistant|>\n");
             if (m[i].role == MT_ROLE_ASSISTANT) BEGIN_SPAN();
             mt_bytes_append(o, m[i].content, m[i].content_len);
-            put(o, "</s>");
+            put(o, EOTS[t]);
             if (m[i].role == MT_ROLE_ASSISTANT) END_SPAN();
             put(o, "\n");
         }

@@ -22,8 +22,12 @@
  *            CONTENT(trimmed)<end_of_turn>\n (no system role; alternation)
  *   zephyr   Zephyr / TinyLlama chat: <|user|>\nCONTENT</s>\n (also
  *            <|system|>, <|assistant|>)
+ *   zephyr-endoftext  the same with <|endoftext|> ending each turn
+ *            (StableLM Zephyr's; llama.cpp's built-in "zephyr"): with GPT-2's
+ *            tokenizer the end of turn is its one end-of-text token, which
+ *            llama.cpp stops at (configs/chat/zephyr-endoftext.jinja)
  * An answer's range is its content and the end-of-turn token that follows
- * (<|eot_id|>, </s>, <|im_end|>, <end_of_turn>), so training on it teaches
+ * (<|eot_id|>, </s>, <|im_end|>, <end_of_turn>, <|endoftext|>), so training on it teaches
  * the model to stop. */
 #ifndef MT_DATA_CHAT_TEMPLATE_H
 #define MT_DATA_CHAT_TEMPLATE_H
@@ -52,6 +56,7 @@ typedef enum {
     MT_CHAT_QWEN3,
     MT_CHAT_GEMMA,
     MT_CHAT_ZEPHYR,
+    MT_CHAT_ZEPHYR_ENDOFTEXT,
     MT_CHAT_COUNT
 } mt_chat_template;
 
@@ -64,7 +69,8 @@ int mt_chat_template_parse(const char *name, mt_chat_template *out, mt_error *er
  * recognised by the markers each family's template writes (llama3:
  * <|start_header_id|> and <|eot_id|>; llama2: [INST] and <<SYS>>; mistral:
  * [INST] alone; qwen3: <|im_start|> and <think>; chatml: <|im_start|>;
- * gemma: <start_of_turn>; zephyr: <|user|> and <|assistant|>). Templates
+ * gemma: <start_of_turn>; zephyr-endoftext: <|user|> and <|endoftext|>;
+ * zephyr: <|user|> and <|assistant|>). Templates
  * that write more than the renderer (Llama 3.1's date and tools header,
  * Qwen2's default system message) are refused. 0, or -1 with an error
  * saying why and how to name one ({chat-template}). */
@@ -75,7 +81,7 @@ const char *mt_chat_template_eot(mt_chat_template t);
 /* What the template writes after a conversation for the model to answer
  * (add_generation_prompt): "<|start_header_id|>assistant<|end_header_id|>\n\n"
  * (llama3), "<|im_start|>assistant\n" (chatml, qwen3), "<start_of_turn>model\n"
- * (gemma), "<|assistant|>\n" (zephyr), "" (llama2, mistral: the answer
+ * (gemma), "<|assistant|>\n" (zephyr, zephyr-endoftext), "" (llama2, mistral: the answer
  * follows [/INST]). */
 const char *mt_chat_template_generation_prompt(mt_chat_template t);
 

@@ -141,3 +141,35 @@ void mt_loader_fill(mt_loader *ld, uint64_t g0, int count, int32_t *inputs, int3
         if (sample_ids) sample_ids[s] = g0 + (uint64_t)s;
     }
 }
+
+int mt_loader_fill_cp(mt_loader *ld, uint64_t g0, int count, int n, int r, int32_t *inputs, int32_t *targets,
+                      uint64_t *sample_ids, int32_t *doc_start, int32_t *pos) {
+    const int T = ld->T, c = T / (2 * n);
+    for (int s = 0; s < count; s++) {
+        size_t start = mt_loader_sample_start(ld, g0 + (uint64_t)s);
+        const uint32_t *src = ld->tokens + start;
+        const uint8_t *f = ld->flags ? ld->flags + start : NULL;
+        /* the document start of the chunk's first row: the last document flag at or before it */
+        for (int a = 0; a < 2; a++) {
+            const int t0 = (a == 0 ? r : 2 * n - 1 - r) * c;
+            int cur = 0;
+            if (ld->packed)
+                for (int t = t0; t >= 0; t--)
+                    if (f[t] & MT_TOK_DOC) {
+                        cur = t;
+                        break;
+                    }
+            for (int j = 0; j < c; j++) {
+                const int t = t0 + j;
+                const size_t i = (size_t)s * 2 * c + (size_t)a * c + (size_t)j;
+                inputs[i] = (int32_t)src[t];
+                targets[i] = f && !(f[t + 1] & MT_TOK_LOSS) ? -1 : (int32_t)src[t + 1];
+                if (ld->packed && (f[t] & MT_TOK_DOC)) cur = t;
+                pos[i] = t - cur;
+                if (ld->packed) doc_start[i] = cur;
+            }
+        }
+        if (sample_ids) sample_ids[s] = g0 + (uint64_t)s;
+    }
+    return ld->packed;
+}

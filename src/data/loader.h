@@ -53,6 +53,16 @@ int mt_loader_set_flags(mt_loader *ld, const uint8_t *flags, int window, const c
  * position in that document (pos). Returns ld->packed (0: nothing written;
  * every window is one document). */
 int mt_loader_fill_docs(mt_loader *ld, uint64_t g0, int count, int32_t *doc_start, int32_t *pos);
+/* Context parallelism: the rows of global samples g0 .. g0+count-1 that
+ * rank r of a cp group of n holds -- each window cut into 2n chunks of
+ * c = T / (2n) tokens, the rank's chunks r and 2n-1-r one after the other
+ * ([count][2c] rows; causal load balancing) -- with their targets (masked
+ * as mt_loader_fill's), their positions (pos: the position in the window,
+ * or in its document for packed windows) and, for packed windows, their
+ * document's start in the window (doc_start; global window indices, what
+ * ring attention's masks compare). Returns ld->packed. T % (2n) == 0. */
+int mt_loader_fill_cp(mt_loader *ld, uint64_t g0, int count, int n, int r, int32_t *inputs, int32_t *targets,
+                      uint64_t *sample_ids, int32_t *doc_start, int32_t *pos);
 /* The number of counted targets of global samples g0 .. g0+count-1
  * (count*T without flags). */
 int64_t mt_loader_count(mt_loader *ld, uint64_t g0, int count);

@@ -2,6 +2,7 @@
 #include "core/dtype.h"
 #include "core/fileio.h"
 #include "quant/ggml_blocks.h"
+#include "quant/ggml_kquants.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,8 @@ struct mt_gguf_writer {
 
 int mt_gguf_type_parse(const char *s, mt_gguf_type *t) {
     static const struct { const char *n; mt_gguf_type t; } tab[] = {
-        {"f32", MT_GGUF_F32}, {"f16", MT_GGUF_F16}, {"bf16", MT_GGUF_BF16}, {"q8_0", MT_GGUF_Q8_0}, {"q4_0", MT_GGUF_Q4_0}};
+        {"f32", MT_GGUF_F32}, {"f16", MT_GGUF_F16}, {"bf16", MT_GGUF_BF16}, {"q8_0", MT_GGUF_Q8_0}, {"q4_0", MT_GGUF_Q4_0},
+        {"q4_k", MT_GGUF_Q4_K}, {"q6_k", MT_GGUF_Q6_K}};
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (s && !strcmp(s, tab[i].n)) {
             *t = tab[i].t;
@@ -72,11 +74,15 @@ const char *mt_gguf_type_name(mt_gguf_type t) {
     case MT_GGUF_BF16: return "bf16";
     case MT_GGUF_Q8_0: return "q8_0";
     case MT_GGUF_Q4_0: return "q4_0";
+    case MT_GGUF_Q4_K: return "q4_k";
+    case MT_GGUF_Q6_K: return "q6_k";
     }
     return "?";
 }
 
-int mt_gguf_block_size(mt_gguf_type t) { return t == MT_GGUF_Q8_0 || t == MT_GGUF_Q4_0 ? QK : 1; }
+int mt_gguf_block_size(mt_gguf_type t) {
+    return t == MT_GGUF_Q8_0 || t == MT_GGUF_Q4_0 ? QK : t == MT_GGUF_Q4_K || t == MT_GGUF_Q6_K ? MT_GGML_QK_K : 1;
+}
 
 size_t mt_gguf_block_bytes(mt_gguf_type t) {
     switch (t) {
@@ -85,6 +91,8 @@ size_t mt_gguf_block_bytes(mt_gguf_type t) {
     case MT_GGUF_BF16: return 2;
     case MT_GGUF_Q8_0: return 2 + QK;
     case MT_GGUF_Q4_0: return 2 + QK / 2;
+    case MT_GGUF_Q4_K: return MT_GGML_Q4_K_BYTES;
+    case MT_GGUF_Q6_K: return MT_GGML_Q6_K_BYTES;
     }
     return 0;
 }
@@ -96,6 +104,8 @@ uint32_t mt_gguf_file_type(mt_gguf_type t) {
     case MT_GGUF_Q4_0: return 2;
     case MT_GGUF_Q8_0: return 7;
     case MT_GGUF_BF16: return 32;
+    case MT_GGUF_Q4_K: return 14; /* MOSTLY_Q4_K_S: every matrix Q4_K */
+    case MT_GGUF_Q6_K: return 18;
     }
     return 0;
 }
@@ -107,6 +117,8 @@ void mt_gguf_encode(mt_gguf_type t, const float *x, size_t n, void *out) {
     case MT_GGUF_BF16: mt_convert_fp32_to_bf16(out, x, n); break;
     case MT_GGUF_Q8_0: mt_ggml_q8_0_encode(x, n, out); break;
     case MT_GGUF_Q4_0: mt_ggml_q4_0_encode(x, n, out); break;
+    case MT_GGUF_Q4_K: mt_ggml_q4_k_encode(x, n, out); break;
+    case MT_GGUF_Q6_K: mt_ggml_q6_k_encode(x, n, out); break;
     }
 }
 
@@ -117,6 +129,8 @@ void mt_gguf_decode(mt_gguf_type t, const void *in, size_t n, float *x) {
     case MT_GGUF_BF16: mt_convert_bf16_to_fp32(x, in, n); break;
     case MT_GGUF_Q8_0: mt_ggml_q8_0_decode(in, n, x); break;
     case MT_GGUF_Q4_0: mt_ggml_q4_0_decode(in, n, x); break;
+    case MT_GGUF_Q4_K: mt_ggml_q4_k_decode(in, n, x); break;
+    case MT_GGUF_Q6_K: mt_ggml_q6_k_decode(in, n, x); break;
     }
 }
 
@@ -169,6 +183,12 @@ void mt_gguf_kv_string_array(mt_gguf_writer *w, const char *key, size_t n, const
 void mt_gguf_kv_i32_array(mt_gguf_writer *w, const char *key, size_t n, const int32_t *v) {
     kv_key(w, key, GV_ARRAY);
     put_u32(&w->kv, GV_I32);
+    put_u64(&w->kv, n);
+    put(&w->kv, v, n * 4);
+}
+void mt_gguf_kv_f32_array(mt_gguf_writer *w, const char *key, size_t n, const float *v) {
+    kv_key(w, key, GV_ARRAY);
+    put_u32(&w->kv, GV_F32);
     put_u64(&w->kv, n);
     put(&w->kv, v, n * 4);
 }

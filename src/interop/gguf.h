@@ -8,8 +8,10 @@
  * Tensor types: F32, F16, BF16 (rounded to nearest even, core/dtype.h) and
  * the block formats Q8_0 and Q4_0 of quant/ggml_blocks.h (the rounding of
  * ggml's reference quantizers, so a file equals what llama.cpp's own
- * quantizer writes for these types). A block type needs rows (ne[0]) that
- * are a multiple of 32.
+ * quantizer writes for these types), and the K-quants Q4_K and Q6_K of
+ * quant/ggml_kquants.h (ggml's reference search, equally byte-exact). A
+ * block type needs rows (ne[0]) that are a multiple of its block: 32, and
+ * 256 for the K-quants.
  *
  * The writer keeps the metadata in memory and the tensors as the caller's
  * fp32 values, encoding one tensor at a time while writing (memory: the
@@ -23,9 +25,17 @@
 #include "core/error.h"
 
 /* ggml's type ids. */
-typedef enum { MT_GGUF_F32 = 0, MT_GGUF_F16 = 1, MT_GGUF_Q4_0 = 2, MT_GGUF_Q8_0 = 8, MT_GGUF_BF16 = 30 } mt_gguf_type;
+typedef enum {
+    MT_GGUF_F32 = 0,
+    MT_GGUF_F16 = 1,
+    MT_GGUF_Q4_0 = 2,
+    MT_GGUF_Q8_0 = 8,
+    MT_GGUF_Q4_K = 12,
+    MT_GGUF_Q6_K = 14,
+    MT_GGUF_BF16 = 30
+} mt_gguf_type;
 
-/* "f32", "f16", "bf16", "q8_0", "q4_0" -> type; -1 for anything else. */
+/* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q6_k" -> type; -1 for anything else. */
 int mt_gguf_type_parse(const char *s, mt_gguf_type *t);
 const char *mt_gguf_type_name(mt_gguf_type t);
 /* Values per block (1 for the float types) and bytes per block. */
@@ -33,7 +43,7 @@ int mt_gguf_block_size(mt_gguf_type t);
 size_t mt_gguf_block_bytes(mt_gguf_type t);
 /* llama.cpp's general.file_type (enum llama_ftype) for a model whose large
  * matrices are t: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7,
- * MOSTLY_BF16 32. */
+ * MOSTLY_BF16 32, MOSTLY_Q4_K_S 14 (for Q4_K), MOSTLY_Q6_K 18. */
 uint32_t mt_gguf_file_type(mt_gguf_type t);
 
 /* Encodes n values (a multiple of the block size) of x as t into out
@@ -56,6 +66,7 @@ void mt_gguf_kv_bool(mt_gguf_writer *w, const char *key, int value);
 /* An array of n strings: s[i] of len[i] bytes (len NULL: NUL-terminated). */
 void mt_gguf_kv_string_array(mt_gguf_writer *w, const char *key, size_t n, const char *const *s, const size_t *len);
 void mt_gguf_kv_i32_array(mt_gguf_writer *w, const char *key, size_t n, const int32_t *v);
+void mt_gguf_kv_f32_array(mt_gguf_writer *w, const char *key, size_t n, const float *v);
 
 /* A tensor of ndim (1..4) dimensions ne[] (ne[0] fastest: a row-major
  * [rows, cols] matrix is ne = {cols, rows}) from fp32 data, stored as t.

@@ -9,11 +9,25 @@
 const char *mt_gguf_arch(const mt_model_config *cfg, mt_error *err) {
     if (cfg->family == MT_FAMILY_GPT2) return "gpt2";
     if (cfg->family == MT_FAMILY_LLAMA) {
-        if (cfg->rope_scaling != MT_ROPE_NONE && cfg->rope_scaling != MT_ROPE_LLAMA3) {
-            /* llama.cpp's linear and YaRN keys are not written (nor checked against llama.cpp) yet */
-            mt_errorf(err, "this model's RoPE scaling (rope_scaling type %d: linear, dynamic or yarn) has no GGUF "
-                           "export yet (llama3's has): export it as a Hugging Face directory (--format hf) instead",
-                      cfg->rope_scaling);
+        if (cfg->rope_scaling == MT_ROPE_DYNAMIC) {
+            /* llama.cpp's scalings are none, linear, yarn and longrope (and llama3's per-frequency factors):
+             * none of them grows the base with the sequence length */
+            mt_errorf(err, "this model's RoPE scaling (dynamic NTK: the base grows with the sequence length) has no "
+                           "counterpart in llama.cpp: it cannot be exported to GGUF (export --format hf instead)");
+            return NULL;
+        }
+        if (cfg->rope_scaling == MT_ROPE_YARN && ((cfg->rope_beta_fast > 0.0f && cfg->rope_beta_fast != 32.0f) ||
+                                                  (cfg->rope_beta_slow > 0.0f && cfg->rope_beta_slow != 1.0f))) {
+            /* this llama.cpp reads the yarn_beta keys for a few architectures only, not llama or qwen2 */
+            mt_errorf(err, "this model's YaRN scaling has beta_fast %g, beta_slow %g; llama.cpp's llama and qwen2 "
+                           "architectures use 32 and 1: it cannot be exported to GGUF exactly",
+                      cfg->rope_beta_fast > 0.0f ? cfg->rope_beta_fast : 32.0f,
+                      cfg->rope_beta_slow > 0.0f ? cfg->rope_beta_slow : 1.0f);
+            return NULL;
+        }
+        if (cfg->rope_scaling == MT_ROPE_YARN && !cfg->rope_truncate) {
+            mt_errorf(err, "this model's YaRN scaling keeps the ramp's ends fractional (rope_scaling truncate false); "
+                           "llama.cpp rounds them to whole dims: it cannot be exported to GGUF exactly");
             return NULL;
         }
         if (!cfg->qkv_bias) return "llama";
@@ -23,7 +37,7 @@ const char *mt_gguf_arch(const mt_model_config *cfg, mt_error *err) {
                       mt_model_head_dim(cfg), cfg->n_head, cfg->n_embd);
             return NULL;
         }
-        if (cfg->rope_scaling) {
+        if (cfg->rope_scaling == MT_ROPE_LLAMA3) {
             mt_errorf(err, "llama.cpp's qwen2 architecture (the Llama shape with q/k/v biases) has no llama3 RoPE "
                            "scaling: this model cannot be exported to GGUF");
             return NULL;
@@ -106,15 +120,34 @@ static void permute_rows(float *dst, const float *src, int64_t rows, int64_t col
                        (size_t)cols * sizeof(float));
 }
 
+/* llama.cpp's Q4_K_M mix (its quantizer's choice for ftype MOSTLY_Q4_K_M,
+ * llama and qwen2 without experts): Q6_K for the output head (the token
+ * embedding when it is the head) and for attn_v and ffn_down in the layers
+ * it gives more bits (the first and last eighth, and every third between),
+ * Q4_K for the other matrices. */
+static int more_bits(int layer, int n_layer) {
+    return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+static mt_gguf_type q4_k_m_type(const mt_model_config *cfg, const char *name) {
+    int layer;
+    if (!strcmp(name, "output.weight") || (cfg->tie_embeddings && !strcmp(name, "token_embd.weight")))
+        return MT_GGUF_Q6_K;
+    if (sscanf(name, "blk.%d.", &layer) == 1 && (strstr(name, ".attn_v.weight") || strstr(name, ".ffn_down.weight")) &&
+        more_bits(layer, cfg->n_layer))
+        return MT_GGUF_Q6_K;
+    return MT_GGUF_Q4_K;
+}
+
 /* One tensor of ours: rows (padding stripped for the vocabulary), the
- * llama permutation, stored as dtype if 2-D. */
+ * llama permutation, stored as dtype (or the Q4_K_M mix's type) if 2-D. */
 static int add_tensor(mt_gguf_writer *gw, const mt_model_config *cfg, const char *arch, const mt_tensor *t,
-                      const float *data, mt_gguf_type dtype, mt_error *err) {
+                      const float *data, mt_gguf_type dtype, int q4_k_m, mt_error *err) {
     char name[160];
     int perm;
     if (gguf_name(cfg, arch, t->name, name, sizeof name, &perm))
         return mt_errorf(err, "tensor %s has no counterpart in llama.cpp's %s architecture: it cannot be exported to "
                               "GGUF", t->name, arch);
+    if (q4_k_m) dtype = q4_k_m_type(cfg, name);
     int64_t rows = t->gshape[0], cols = t->ndim == 2 ? t->gshape[1] : 1;
     if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output.weight")) rows = cfg->vocab_size;
     int64_t ne[2] = {t->ndim == 2 ? cols : rows, rows};
@@ -124,6 +157,15 @@ static int add_tensor(mt_gguf_writer *gw, const mt_model_config *cfg, const char
     float *p = mt_xmalloc((size_t)(rows * cols) * sizeof(float), "GGUF permuted rows");
     permute_rows(p, data, rows, cols, mt_model_head_dim(cfg));
     return mt_gguf_add_tensor_owned(gw, name, t->ndim, ne, type, p, err);
+}
+
+/* transformers' YaRN attention factor (ops/rope.c's op_rope_attention_factor) */
+static double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * log(scale) + 1.0; }
+static double yarn_attention_factor(const mt_model_config *c) {
+    if (c->rope_attention_factor > 0.0f) return c->rope_attention_factor;
+    if (c->rope_mscale != 0.0f && c->rope_mscale_all_dim != 0.0f)
+        return yarn_mscale(c->rope_factor, c->rope_mscale) / yarn_mscale(c->rope_factor, c->rope_mscale_all_dim);
+    return yarn_mscale(c->rope_factor, 1.0);
 }
 
 static void add_hparams(mt_gguf_writer *gw, const mt_model_config *c, const char *arch, uint32_t file_type,
@@ -151,6 +193,20 @@ static void add_hparams(mt_gguf_writer *gw, const mt_model_config *c, const char
         mt_gguf_kv_f32(gw, K("attention.layer_norm_rms_epsilon"), c->norm_eps);
         mt_gguf_kv_f32(gw, K("rope.freq_base"), c->rope_theta);
         mt_gguf_kv_u32(gw, K("vocab_size"), (uint32_t)c->vocab_size);
+        if (c->rope_scaling == MT_ROPE_LINEAR || c->rope_scaling == MT_ROPE_YARN) {
+            /* llama.cpp: angle = pos * freq / factor (linear); YaRN mixes that with pos * freq over the dims
+             * between 32 and 1 turns (beta_fast, beta_slow) in the original context, and multiplies cos and
+             * sin by attn_factor * (1 + 0.1 ln factor) -- transformers' default attention factor, so ours is
+             * written divided by it */
+            int yarn = c->rope_scaling == MT_ROPE_YARN;
+            mt_gguf_kv_string(gw, K("rope.scaling.type"), yarn ? "yarn" : "linear");
+            mt_gguf_kv_f32(gw, K("rope.scaling.factor"), c->rope_factor);
+            if (yarn) {
+                mt_gguf_kv_u32(gw, K("rope.scaling.original_context_length"), (uint32_t)c->rope_original_max_pos);
+                mt_gguf_kv_f32(gw, K("rope.scaling.attn_factor"),
+                               (float)(yarn_attention_factor(c) / (1.0 + 0.1 * log(c->rope_factor))));
+            }
+        }
     }
 #undef K
 }
@@ -161,13 +217,16 @@ int mt_gguf_export(const char *path, const mt_weights *w, const mt_gguf_export_o
         return mt_errorf(err, "GGUF export takes a plain model: merge the adapters first");
     const char *arch = mt_gguf_arch(c, err);
     if (!arch) return -1;
+    if (o->q4_k_m && (!strcmp(arch, "gpt2") || c->num_experts))
+        return mt_errorf(err, "llama.cpp's q4_k_m mix gives %s Q5_K, which is not written: export q4_k or q6_k instead",
+                         !strcmp(arch, "gpt2") ? "GPT-2's fused attn_qkv" : "a mixture of experts' attention");
     mt_gguf_writer *gw = mt_gguf_writer_new();
-    add_hparams(gw, c, arch, mt_gguf_file_type(o->dtype), o->name);
+    add_hparams(gw, c, arch, o->q4_k_m ? 15 /* MOSTLY_Q4_K_M */ : mt_gguf_file_type(o->dtype), o->name);
     int rc = mt_gguf_add_vocab(gw, o->tokenizer, o->vocab_dir, c->vocab_size, o->chat_template, err);
     for (int u = 0; u < w->layout.n_units && !rc; u++)
         for (int i = 0; i < w->layout.units[u].n_tensors && !rc; i++) {
             const mt_tensor *t = &w->layout.units[u].t[i];
-            rc = add_tensor(gw, c, arch, t, w->unit[u] + t->offset, o->dtype, err);
+            rc = add_tensor(gw, c, arch, t, w->unit[u] + t->offset, o->dtype, o->q4_k_m, err);
         }
     if (!rc && c->family == MT_FAMILY_LLAMA && c->rope_scaling == MT_ROPE_LLAMA3) {
         /* llama.cpp divides each base frequency by rope_freqs[j]: Llama 3.1's

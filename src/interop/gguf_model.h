@@ -39,6 +39,7 @@ typedef struct {
     const char *vocab_dir;     /* gpt2: encoder.json + vocab.bpe (NULL: the default) */
     const char *chat_template; /* NULL: the tokenizer's own, if any */
     const char *name;          /* general.name */
+    int q4_k_m;                /* llama.cpp's Q4_K_M mix instead of dtype (llama and qwen2 architectures) */
 } mt_gguf_export_opts;
 
 /* llama.cpp's architecture name for this config ("gpt2", "llama",

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TT_NORMAL = 1, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5 };
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
 #define VOCAB_FILE_LIMIT ((size_t)1 << 30)
 
@@ -19,6 +19,9 @@ typedef struct {
     int32_t bos, eos; /* -1: none */
     const char *pre;
     char *chat_template;
+    int sp;               /* SentencePiece style: llama.cpp's "llama" tokenizer */
+    int add_space_prefix; /* sp: a space before the text and after each special token */
+    float *score;         /* sp: [n] */
 } vocab;
 
 static char *dup_n(const char *s, size_t n) {
@@ -35,6 +38,7 @@ static void vocab_free(vocab *v) {
     free(v->type);
     free(v->merge);
     free(v->chat_template);
+    free(v->score);
 }
 
 size_t mt_bytelevel_char(unsigned b, char out[2]) {
@@ -184,6 +188,167 @@ static int32_t find_token(const vocab *v, const char *s) {
     return -1;
 }
 
+/* ---- SentencePiece style (byte_fallback BPE) as llama.cpp's "llama" tokenizer ----
+ * llama.cpp does not read merges for it: it joins, again and again, the
+ * adjacent pair of symbols (UTF-8 characters at first) whose concatenation
+ * is a token with the highest score, the leftmost on a tie, and spells what
+ * is no token in <0xXX> byte tokens. That is this BPE's merge order when a
+ * token's score is minus the rank of its first merge, and every split of a
+ * token into two tokens is one of the merges (else llama.cpp would join
+ * where the merges do not): checked, and refused otherwise. Files converted
+ * from a SentencePiece model (Llama 2, Mistral) list every such split. */
+
+typedef struct {
+    const char **key; /* borrowed, NUL-terminated */
+    int32_t *val;
+    size_t cap;
+} strmap;
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static void strmap_init(strmap *m, size_t n) {
+    m->cap = 16;
+    while (m->cap < 2 * n + 1) m->cap *= 2;
+    m->key = mt_xcalloc(m->cap, sizeof *m->key, "tokenizer hash table");
+    m->val = mt_xcalloc(m->cap, sizeof *m->val, "tokenizer hash table");
+}
+
+static void strmap_free(strmap *m) {
+    free(m->key);
+    free(m->val);
+}
+
+static int32_t strmap_get(const strmap *m, const char *k, size_t n) {
+    for (size_t i = hash_bytes(k, n) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->key[i]) return -1;
+        if (strlen(m->key[i]) == n && !memcmp(m->key[i], k, n)) return m->val[i];
+    }
+}
+
+/* The first value put for a key stays (a merge's first rank). */
+static void strmap_put(strmap *m, const char *k, int32_t v) {
+    size_t n = strlen(k);
+    for (size_t i = hash_bytes(k, n) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->key[i]) {
+            m->key[i] = k;
+            m->val[i] = v;
+            return;
+        }
+        if (!strcmp(m->key[i], k)) return;
+    }
+}
+
+static int utf8_len(unsigned char c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
+
+static int is_byte_token(const char *s) {
+    static const char hex[] = "0123456789ABCDEF";
+    return strlen(s) == 6 && !strncmp(s, "<0x", 3) && strchr(hex, s[3]) && strchr(hex, s[4]) && s[5] == '>';
+}
+
+/* Where llama.cpp puts the space SentencePiece writes before a text:
+ * Llama 2's normalizer Prepend(U+2581) + Replace, or a Metaspace
+ * pre-tokenizer prepending always or never. *split: Metaspace splits words
+ * at each space. */
+static int sp_layout(const mt_json *root, const char *path, vocab *v, int *split, mt_error *err) {
+    const mt_json *pt = mt_json_get(root, "pre_tokenizer"), *norm = mt_json_get(root, "normalizer");
+    *split = 0;
+    if (pt && pt->type == MT_JSON_OBJECT) {
+        const mt_json *seq = mt_json_get(pt, "pretokenizers");
+        if (seq && seq->type == MT_JSON_ARRAY && seq->count == 1) pt = mt_json_at(seq, 0);
+        const mt_json *type = mt_json_get(pt, "type"), *ps = mt_json_get(pt, "prepend_scheme"),
+                      *aps = mt_json_get(pt, "add_prefix_space"), *sp = mt_json_get(pt, "split");
+        if (!type || type->type != MT_JSON_STRING || strcmp(type->str, "Metaspace"))
+            return mt_errorf(err, "%s: a byte_fallback BPE whose pre-tokenizer is not Metaspace cannot be represented "
+                                  "in GGUF (llama.cpp's llama tokenizer)", path);
+        const char *scheme = ps && ps->type == MT_JSON_STRING ? ps->str
+                             : aps && aps->type == MT_JSON_BOOL && !aps->boolean ? "never" : "always";
+        if (!strcmp(scheme, "first"))
+            return mt_errorf(err, "%s: Metaspace prepend_scheme 'first' (a space before the text, none after a special "
+                                  "token) cannot be represented in GGUF: llama.cpp's llama tokenizer puts one after "
+                                  "each special token too", path);
+        v->add_space_prefix = !strcmp(scheme, "always");
+        *split = !sp || sp->type != MT_JSON_BOOL || sp->boolean;
+        return 0;
+    }
+    /* Prepend in the normalizer (alone or in a Sequence) */
+    const mt_json *list = norm ? mt_json_get(norm, "normalizers") : NULL;
+    for (const mt_json *n = list && list->type == MT_JSON_ARRAY ? list->child : norm; n; n = list ? n->next : NULL) {
+        const mt_json *type = mt_json_get(n, "type");
+        if (type && type->type == MT_JSON_STRING && !strcmp(type->str, "Prepend")) v->add_space_prefix = 1;
+    }
+    return 0;
+}
+
+/* Scores from the merges, byte and unknown token types, and the checks
+ * that llama.cpp's tokenizer then encodes as this one. */
+static int sp_finish(vocab *v, const mt_json *model, const char *path, int split, mt_error *err) {
+    strmap text, merge;
+    strmap_init(&text, (size_t)v->n);
+    strmap_init(&merge, v->n_merges);
+    for (int i = 0; i < v->n; i++)
+        if (v->tok[i]) strmap_put(&text, v->tok[i], i);
+    v->score = mt_xcalloc((size_t)v->n, sizeof(float), "GGUF token scores");
+    unsigned char *scored = mt_xcalloc((size_t)v->n, 1, "GGUF token scores");
+    int rc = 0, n_bytes = 0;
+    char buf[1024];
+    for (size_t r = 0; r < v->n_merges && !rc; r++) {
+        strmap_put(&merge, v->merge[r], (int32_t)r);
+        const char *m = v->merge[r], *sp = strchr(m, ' ');
+        size_t la = (size_t)(sp - m), lb = strlen(sp + 1);
+        if (la + lb >= sizeof buf) continue; /* no token is that long */
+        memcpy(buf, m, la);
+        memcpy(buf + la, sp + 1, lb + 1);
+        int32_t id = strmap_get(&text, buf, la + lb);
+        if (id < 0) rc = mt_errorf(err, "%s: merge %zu '%s' gives a string that is not in model.vocab", path, r, m);
+        else if (!scored[id]) {
+            v->score[id] = -(float)(r + 1); /* exact: ranks < 2^24 */
+            scored[id] = 1;
+        }
+    }
+    if (!rc && v->n_merges >= (1u << 24)) rc = mt_errorf(err, "%s: %zu merges are more than GGUF's float scores order "
+                                                              "exactly", path, v->n_merges);
+    for (int i = 0; i < v->n && !rc; i++) {
+        if (!v->tok[i] || v->type[i] != TT_NORMAL) continue;
+        const char *t = v->tok[i];
+        if (is_byte_token(t)) {
+            v->type[i] = TT_BYTE;
+            n_bytes++;
+            continue;
+        }
+        size_t n = strlen(t);
+        if (split && n > 3 && memmem(t + 1, n - 1, "\xE2\x96\x81", 3))
+            rc = mt_errorf(err, "%s: the Metaspace pre-tokenizer splits at spaces, but token %d '%s' holds one inside: "
+                                "llama.cpp's llama tokenizer (no split) would use it; it cannot be represented in GGUF",
+                           path, i, t);
+        for (size_t k = (size_t)utf8_len((unsigned char)t[0]); k < n && !rc; k += (size_t)utf8_len((unsigned char)t[k])) {
+            if (strmap_get(&text, t, k) < 0 || strmap_get(&text, t + k, n - k) < 0) continue;
+            if (n + 2 > sizeof buf) break;
+            snprintf(buf, sizeof buf, "%.*s %s", (int)k, t, t + k);
+            if (strmap_get(&merge, buf, n + 1) < 0)
+                rc = mt_errorf(err, "%s: token %d '%s' is the tokens '%.*s' and '%s', which no merge joins: llama.cpp's "
+                                    "llama tokenizer (it joins any pair that makes a token) would encode otherwise; "
+                                    "the tokenizer cannot be represented in GGUF",
+                               path, i, t, (int)k, t, t + k);
+        }
+    }
+    if (!rc && n_bytes != 256)
+        rc = mt_errorf(err, "%s: %d of the 256 byte tokens <0x00>..<0xFF>: llama.cpp's byte fallback needs all of them; "
+                            "the tokenizer cannot be represented in GGUF", path, n_bytes);
+    const mt_json *u = rc ? NULL : mt_json_get(model, "unk_token");
+    if (u && u->type == MT_JSON_STRING) {
+        int32_t id = strmap_get(&text, u->str, u->str_len);
+        if (id >= 0) v->type[id] = TT_UNKNOWN;
+    }
+    free(scored);
+    strmap_free(&text);
+    strmap_free(&merge);
+    return rc;
+}
+
 static int hf_vocab(vocab *v, const char *path, mt_error *err) {
     char *text = NULL;
     size_t len = 0;
@@ -197,10 +362,13 @@ static int hf_vocab(vocab *v, const char *path, mt_error *err) {
     int rc = 0;
     if (!mtype || mtype->type != MT_JSON_STRING || strcmp(mtype->str, "BPE") || !vj || vj->type != MT_JSON_OBJECT ||
         !mj || mj->type != MT_JSON_ARRAY)
-        rc = mt_errorf(err, "%s: not a byte-level BPE tokenizer.json (model.type BPE with vocab and merges): it cannot "
-                            "be represented as llama.cpp's gpt2 tokenizer",
+        rc = mt_errorf(err, "%s: not a BPE tokenizer.json (model.type BPE with vocab and merges): it cannot be "
+                            "represented as llama.cpp's gpt2 or llama tokenizer",
                        path);
-    if (!rc) rc = pre_name(mt_json_get(root, "pre_tokenizer"), path, &v->pre, err);
+    const mt_json *bf = rc ? NULL : mt_json_get(model, "byte_fallback");
+    v->sp = bf && bf->type == MT_JSON_BOOL && bf->boolean; /* SentencePiece style: Llama 2, Mistral */
+    int split = 0;
+    if (!rc) rc = v->sp ? sp_layout(root, path, v, &split, err) : pre_name(mt_json_get(root, "pre_tokenizer"), path, &v->pre, err);
     for (const mt_json *e = rc ? NULL : vj->child; e && !rc; e = e->next) {
         int64_t id;
         if (mt_json_int64(e, &id)) rc = mt_errorf(err, "%s: the id of '%s' is not an integer", path, e->key);
@@ -228,10 +396,11 @@ static int hf_vocab(vocab *v, const char *path, mt_error *err) {
         else rc = set_token(v, id, content, mt_json_get(a, "content")->str_len,
                             sp && sp->type == MT_JSON_BOOL && sp->boolean ? TT_CONTROL : TT_USER_DEFINED, path, err);
     }
+    if (!rc && v->sp) rc = sp_finish(v, model, path, split, err);
     mt_json_free(doc);
     if (rc) return -1;
-    v->bos = find_token(v, "<|begin_of_text|>");
-    v->eos = find_token(v, "<|end_of_text|>");
+    v->bos = find_token(v, v->sp ? "<s>" : "<|begin_of_text|>");
+    v->eos = find_token(v, v->sp ? "</s>" : "<|end_of_text|>");
     if (v->eos < 0) v->eos = find_token(v, "<|endoftext|>");
     /* tokenizer_config.json beside it: the chat template and the EOS a chat turn ends with */
     const char *slash = strrchr(path, '/');
@@ -277,11 +446,18 @@ int mt_gguf_add_vocab(mt_gguf_writer *w, const char *spec, const char *vocab_dir
         lens[i] = strlen(v.tok[i]);
     }
     if (!rc) {
-        mt_gguf_kv_string(w, "tokenizer.ggml.model", "gpt2");
-        mt_gguf_kv_string(w, "tokenizer.ggml.pre", v.pre);
+        mt_gguf_kv_string(w, "tokenizer.ggml.model", v.sp ? "llama" : "gpt2");
+        mt_gguf_kv_string(w, "tokenizer.ggml.pre", v.sp ? "default" : v.pre);
         mt_gguf_kv_string_array(w, "tokenizer.ggml.tokens", (size_t)vocab_size, (const char *const *)v.tok, lens);
+        if (v.sp) mt_gguf_kv_f32_array(w, "tokenizer.ggml.scores", (size_t)vocab_size, v.score);
         mt_gguf_kv_i32_array(w, "tokenizer.ggml.token_type", (size_t)vocab_size, v.type);
-        mt_gguf_kv_string_array(w, "tokenizer.ggml.merges", v.n_merges, (const char *const *)v.merge, NULL);
+        if (!v.sp) mt_gguf_kv_string_array(w, "tokenizer.ggml.merges", v.n_merges, (const char *const *)v.merge, NULL);
+        for (int i = 0; v.sp && i < vocab_size; i++)
+            if (v.type[i] == TT_UNKNOWN) {
+                mt_gguf_kv_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)i);
+                break;
+            }
+        if (v.sp) mt_gguf_kv_bool(w, "tokenizer.ggml.add_space_prefix", v.add_space_prefix);
         if (v.bos >= 0) mt_gguf_kv_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v.bos);
         if (v.eos >= 0) mt_gguf_kv_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v.eos);
         mt_gguf_kv_bool(w, "tokenizer.ggml.add_bos_token", 0);

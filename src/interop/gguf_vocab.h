@@ -16,9 +16,20 @@
  *    represented and is refused. BOS <|begin_of_text|> if present; EOS the
  *    eos_token of tokenizer_config.json beside it, else <|end_of_text|>,
  *    else <|endoftext|>; chat_template from that file too.
+ *    A SentencePiece-style tokenizer.json (BPE with byte_fallback: Llama 2,
+ *    Mistral) becomes model "llama": the tokens as written (U+2581 for the
+ *    space), scores (minus the rank of each token's first merge: llama.cpp
+ *    joins the adjacent pair making the highest-scored token), types (6 for
+ *    <0xXX> byte tokens, 2 for the unknown token), add_space_prefix from the
+ *    Prepend normalizer or Metaspace's prepend_scheme, BOS <s>, EOS </s>
+ *    (or tokenizer_config.json's). Refused when llama.cpp would encode
+ *    otherwise: a token that splits into two tokens no merge joins,
+ *    Metaspace prepend_scheme "first", a splitting Metaspace with tokens
+ *    holding an inner space, byte tokens missing.
  * Ids the tokenizer does not use up to the model's vocab_size become
  * "[PAD<id>]" of type unused (as llama.cpp's converter writes them). BOS is
- * never added by llama.cpp (add_bos_token false): meshtrain trains without.
+ * never added by llama.cpp (add_bos_token false): meshtrain trains without
+ * (a template that wants one writes it, as Llama 2's does).
  * chat_template (if non-NULL) overrides the one found. */
 #ifndef MT_INTEROP_GGUF_VOCAB_H
 #define MT_INTEROP_GGUF_VOCAB_H

@@ -1,4 +1,5 @@
 #include "models/model.h"
+#include "models/alltoall_attention.h"
 #include "ops/matmul_int8.h"
 #include "quant/qweight.h"
 #include "ops/ops.h"
@@ -7,9 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every activation buffer is carved from the model's arena (m->act_arena):
+ * the slots are laid out twice, first to measure, then to carve. */
+static void *acts_take(mt_model *m, mt_acts *a, size_t bytes, const char *what) {
+    a->bytes += bytes;
+    return mt_mem_arena_take(&m->act_arena, bytes, what);
+}
+
 static float *acts_alloc(mt_model *m, mt_acts *a, size_t n, const char *what) {
-    a->bytes += n * sizeof(float);
-    return mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_ACTS, n * sizeof(float), what);
+    return acts_take(m, a, n * sizeof(float), what);
 }
 
 static int holds_layer(const mt_model_part *p, int l) { return !p->own_layer || p->own_layer[l]; }
@@ -27,39 +34,55 @@ size_t mt_model_resid_floats(const mt_model *m) {
     return resid_rows(m, (size_t)m->acts.B * (size_t)m->acts.T) * (size_t)m->cfg.n_embd;
 }
 
+/* Partitioned activations: where block i writes its output -- the working
+ * buffer the next block reads, or, at the end of a pipeline chunk that is
+ * not the model's last, a buffer of the slot (it is sent to the next stage
+ * and must outlive the send). */
+static float *partition_out(mt_model *m, mt_acts *a, const mt_model_part *part, size_t i, size_t floats) {
+    if (i + 1 < (size_t)m->cfg.n_layer && !holds_layer(part, (int)i + 1)) return acts_alloc(m, a, floats, "stage output");
+    return m->pwork[(i + 1) % 2];
+}
+
 static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B, int T, float *logits) {
     const mt_model_config *cfg = &m->cfg;
     const mt_family *f = m->fam;
     size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T, L = (size_t)cfg->n_layer;
-    mt_mem *mem = m->mem;
     a->B = B;
     a->T = T;
-    a->tokens = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, N * sizeof(int32_t), "tokens");
-    a->targets = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, N * sizeof(int32_t), "targets");
-    a->sample_ids = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, (size_t)B * sizeof(uint64_t), "sample ids");
-    a->doc_start = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, N * sizeof(int32_t), "document starts");
-    a->pos = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, N * sizeof(int32_t), "positions");
-    a->bytes += N * 4 * sizeof(int32_t) + (size_t)B * sizeof(uint64_t);
+    a->tokens = acts_take(m, a, N * sizeof(int32_t), "tokens");
+    a->targets = acts_take(m, a, N * sizeof(int32_t), "targets");
+    a->sample_ids = acts_take(m, a, (size_t)B * sizeof(uint64_t), "sample ids");
+    a->doc_start = acts_take(m, a, N * sizeof(int32_t), "document starts");
+    a->pos = acts_take(m, a, N * sizeof(int32_t), "positions");
     size_t n = resid_rows(m, N);
-    if (part->own_input) a->encoded = acts_alloc(m, a, n * C, "embedding output");
+    /* partition: the residual stream alternates between the two working buffers; each block's input is kept
+       as this rank's rows (mt_acts.kept) */
+    if (part->own_input) a->encoded = m->partition ? m->pwork[0] : acts_alloc(m, a, n * C, "embedding output");
     a->blocks = mt_xcalloc(L, sizeof(mt_block_acts), "block activations");
     for (size_t i = 0; i < L; i++) {
         if (!holds_layer(part, (int)i)) continue;
         for (int k = 0; k < f->n_block_bufs; k++) {
+            if (m->partition && k == f->block_out) { /* (never compressed: the families keep it whole) */
+                a->blocks[i].b[k] = partition_out(m, a, part, i, n * C);
+                continue;
+            }
             if (m->zenc[k]) { /* kept compressed; computed in the shared fp32 working buffer */
                 size_t fl = f->block_buf_floats(m, k, N), g = m->zenc[k] == MT_ZENC_INT8 ? f->block_buf_group(m, k) : 0;
                 a->blocks[i].b[k] = m->shared.b[k];
                 size_t codes = mt_act_compress_bytes((mt_zenc)m->zenc[k], fl, 0); /* scales apart: aligned */
-                a->blocks[i].z[k] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, codes, f->block_bufs[k].name);
-                if (g)
-                    a->blocks[i].zscale[k] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, fl / g * sizeof(float),
-                                                             f->block_bufs[k].name);
-                a->bytes += mt_act_compress_bytes((mt_zenc)m->zenc[k], fl, g);
+                a->blocks[i].z[k] = acts_take(m, a, codes, f->block_bufs[k].name);
+                if (g) a->blocks[i].zscale[k] = acts_take(m, a, fl / g * sizeof(float), f->block_bufs[k].name);
                 continue;
             }
             a->blocks[i].b[k] = block_owns(m, k) ? acts_alloc(m, a, f->block_buf_floats(m, k, N), f->block_bufs[k].name)
                                                  : m->shared.b[k];
         }
+    }
+    if (m->partition) { /* a block's input that comes from a stage input buffer stays there, whole */
+        a->kept = mt_xcalloc(L, sizeof(float *), "partitioned block inputs");
+        for (size_t i = 0; i < L; i++)
+            if (holds_layer(part, (int)i) && (i == 0 ? part->own_input : holds_layer(part, (int)i - 1)))
+                a->kept[i] = acts_alloc(m, a, N / (size_t)m->tp->size * C, "partitioned block input");
     }
     for (size_t i = 1; i < L; i++) /* inputs received from the previous stage */
         if (holds_layer(part, (int)i) && !holds_layer(part, (int)i - 1))
@@ -156,7 +179,7 @@ static void alloc_lora(mt_model *m, size_t N) {
 
 void mt_model_create(mt_model *m, mt_backend *be, const mt_model_config *cfg, int B, int T, uint64_t seed,
                      mt_mem *mem) {
-    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, be, NULL, 0, MT_ACT_COMPRESS_OFF};
+    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, be, NULL, 0, MT_ACT_COMPRESS_OFF, NULL, 0};
     mt_model_create_part(m, cfg, B, T, seed, mem, &whole);
 }
 
@@ -168,6 +191,7 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     m->mem = mem;
     m->seed = seed;
     m->tp = part->tp;
+    m->cp = mt_cp_size(part->cp) > 1 ? part->cp : NULL;
     m->cfg = *cfg;
     m->fam = mt_family_get(cfg->family);
     int tp = mt_tp_size(part->tp);
@@ -197,16 +221,29 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     m->compress = part->compress;
     m->precision = part->precision; /* (alloc_lowp sets it again) the lossless encoding follows it */
     mt_act_compress_choose(m);
+    m->partition = part->partition_acts && tp > 1 && !mt_tp_sp(part->tp) && part->recompute == MT_RECOMPUTE_FULL &&
+                   N % (size_t)tp == 0;
     alloc_shared(m, N);
+    for (int k = 0; m->partition && k < 2; k++)
+        m->pwork[k] = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, N * C * sizeof(float),
+                                      "residual stream (partitioned activations)");
     m->n_slots = part->act_slots > 0 ? part->act_slots : 1;
     m->slots = mt_xcalloc((size_t)m->n_slots, sizeof(mt_acts), "activation slots");
-    float *logits = NULL;
-    if (part->own_output) {
-        size_t vl = (size_t)(mt_model_vocab_rows(cfg, tp) / tp); /* this rank's vocabulary columns */
-        logits = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_ACTS, N * vl * sizeof(float), "logits");
-        m->slots[0].bytes += N * vl * sizeof(float);
+    /* The activations of every slot, one arena: measured by a first pass, carved by the second. */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) mt_mem_arena_open(mem, &m->act_arena, MT_PLACE_DEVICE, MT_MEM_ACTS, "activations");
+        float *logits = NULL;
+        if (part->own_output) {
+            size_t vl = (size_t)(mt_model_vocab_rows(cfg, tp) / tp); /* this rank's vocabulary columns */
+            logits = acts_alloc(m, &m->slots[0], N * vl, "logits");
+        }
+        for (int k = 0; k < m->n_slots; k++) alloc_slot(m, &m->slots[k], part, B, T, logits);
+        for (int k = 0; !pass && k < m->n_slots; k++) {
+            free(m->slots[k].blocks);
+            free(m->slots[k].kept);
+            m->slots[k] = (mt_acts){0};
+        }
     }
-    for (int k = 0; k < m->n_slots; k++) alloc_slot(m, &m->slots[k], part, B, T, logits);
     m->acts = m->slots[0];
 
     mt_grad_scratch *g = &m->gs;
@@ -230,6 +267,11 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     g->attn_scratch_floats = m->fam->attention_scratch_floats
                                  ? m->fam->attention_scratch_floats(m, B, T)
                                  : op_attention_scratch_floats(m->be, B, T, cfg->n_head / tp, mt_model_head_dim(cfg));
+    if (m->cp) { /* context parallelism's buffers instead (its heads: this tp rank's, as the families pass them) */
+        int kv = mt_model_kv_heads(cfg);
+        g->attn_scratch_floats = mt_cp_attention_scratch_floats(m->be, m->cp, B, T / 2, cfg->n_head / tp,
+                                                                tp > kv ? 1 : kv / tp, mt_model_head_dim(cfg));
+    }
     alloc_lowp(m, part, N);
     alloc_lora(m, N);
     g->attn_scratch = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, g->attn_scratch_floats * sizeof(float),
@@ -246,15 +288,9 @@ void mt_model_use_slot(mt_model *m, int k) {
  * accounting is reset) through the allocator that made them. */
 #define DROP(p) mt_mem_drop_at(mem, MT_PLACE_DEVICE, (p))
 
-static void free_slot(mt_mem *mem, mt_acts *a, int L, mt_block_acts *shared) {
-    DROP(a->tokens); DROP(a->targets); DROP(a->sample_ids); DROP(a->doc_start); DROP(a->pos); DROP(a->encoded);
-    for (int i = 0; i < L; i++)
-        for (int k = 0; k < MT_MAX_BLOCK_BUFS; k++)
-            if (a->blocks[i].z[k]) DROP(a->blocks[i].z[k]), DROP(a->blocks[i].zscale[k]);
-            else if (a->blocks[i].b[k] != shared->b[k]) DROP(a->blocks[i].b[k]);
+static void free_slot(mt_acts *a) { /* its buffers lie in the arena */
     free(a->blocks);
-    for (int k = 0; k < MT_MAX_HEAD_BUFS; k++) DROP(a->head[k]);
-    DROP(a->losses);
+    free(a->kept);
 }
 
 float *mt_model_tensor_data(const mt_model *m, int u, int k) {
@@ -422,9 +458,10 @@ void mt_model_free(mt_model *m) {
     free(m->grad_fresh);
     free(m->held);
     /* Activations and scratch: freed wholesale; accounting reset. */
-    if (m->slots) DROP(m->slots[0].logits); /* shared by the slots */
-    for (int k = 0; k < m->n_slots; k++) free_slot(m->mem, &m->slots[k], m->cfg.n_layer, &m->shared);
+    for (int k = 0; k < m->n_slots; k++) free_slot(&m->slots[k]);
+    mt_mem_arena_drop(&m->act_arena);
     for (int k = 0; k < MT_MAX_BLOCK_BUFS; k++) DROP(m->shared.b[k]);
+    DROP(m->pwork[0]); DROP(m->pwork[1]);
     free(m->slots);
     mt_grad_scratch *g = &m->gs;
     DROP(g->dresid); DROP(g->dtmp); DROP(g->dln);
@@ -470,13 +507,35 @@ double mt_model_flops_per_token(const mt_model *m, int T) { return m->fam->flops
 
 /* {compress-activations}: a block's kept buffers are encoded once its forward is done (a forward without
  * training has no backward to keep them for) and decoded before its recomputation, or before its backward
- * when no recomputation decoded them. */
+ * when no recomputation decoded them.
+ * Partitioned activations: the residual stream s (the embedding's output
+ * for s = 0, block s-1's output after) is block s's input, kept as this
+ * rank's rows; before block l's recomputation the ranks' rows are gathered
+ * back into the working buffer it reads. */
+static size_t kept_floats(const mt_model *m) { return mt_model_resid_floats(m) / (size_t)m->tp->size; }
+
+static void partition_keep(mt_model *m, int s) {
+    /* not kept: the last block's output (read by the head at once) and a chunk's output (the next stage's) */
+    if (!m->partition || s >= m->cfg.n_layer || !m->acts.kept[s]) return;
+    size_t k = kept_floats(m);
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
+             op_copy(m->be, m->acts.kept[s], m->pwork[s % 2] + (size_t)m->tp->rank * k, k));
+}
+
+static void partition_gather(mt_model *m, int l) {
+    if (!m->acts.kept[l]) return; /* the chunk's first block: its input is the stage input buffer, whole */
+    double t0 = mt_prof_begin(m->prof);
+    mt_tp_allgather(m->tp, m->acts.kept[l], m->pwork[l % 2], kept_floats(m));
+    mt_prof_end(m->prof, MT_PROF_ALLGATHER, t0);
+}
+
 void mt_unit_forward(mt_model *m, int u, const mt_fwd_ctx *fc) {
     if (u == 0) m->fam->input_forward(m, fc);
     else if (u <= m->cfg.n_layer) {
         m->fam->block_forward(m, u - 1, fc);
         if (m->compress && fc->training) mt_act_compress_encode(m, u - 1);
     } else mt_die("mt_unit_forward: the output unit's forward is mt_model_loss_forward");
+    partition_keep(m, u);
 }
 
 double mt_model_loss_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_scale) {
@@ -485,6 +544,7 @@ double mt_model_loss_forward(mt_model *m, const mt_fwd_ctx *fc, float dlogits_sc
 
 void mt_unit_recompute(mt_model *m, int u, const mt_fwd_ctx *fc) {
     if (u < 1 || u > m->cfg.n_layer) return;
+    if (m->partition) partition_gather(m, u - 1);
     if (m->compress) mt_act_compress_decode(m, u - 1);
     m->fam->block_recompute(m, u - 1, fc);
 }

@@ -17,6 +17,7 @@
 #include "nn/unit.h"
 #include "ops/ops.h"
 #include "comm/tp.h"
+#include "models/ring_attention.h"
 
 /* A block's activations: the family's buffers (mt_family.block_bufs), by index. */
 typedef struct {
@@ -38,7 +39,8 @@ typedef struct {
     uint64_t *sample_ids;       /* [B] global sample index of each row (dropout coordinates) */
     /* packed samples (several documents a window), filled with the tokens:
      * each row's document's first index in its window and the row's
-     * position in its document; used only when packed is set */
+     * position in its document; used only when packed is set (pos also
+     * under context parallelism: the rows' positions in the sequence) */
     int32_t *doc_start, *pos;   /* [N] */
     int packed;
     float *encoded;             /* the input unit's output [N,C] */
@@ -46,6 +48,9 @@ typedef struct {
     float *head[MT_MAX_HEAD_BUFS]; /* the output unit's buffers (mt_family.head_bufs) */
     float *logits;              /* [N,Vp]; overwritten by dlogits in backward */
     float *losses;              /* [N] */
+    /* {partition-activations} (m->partition): this rank's N/tp rows of each
+     * block's input [L][N/tp, C] -- the only per-block activation kept; NULL otherwise */
+    float **kept;
     size_t bytes;               /* activation bytes held (accounted as MT_MEM_ACTS) */
 } mt_acts;
 
@@ -90,6 +95,23 @@ typedef enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL 
 typedef enum { MT_ACT_COMPRESS_OFF = 0, MT_ACT_COMPRESS_LOSSLESS, MT_ACT_COMPRESS_BF16, MT_ACT_COMPRESS_INT8 } mt_act_compress;
 /* How one buffer is stored (mt_model.zenc). */
 typedef enum { MT_ZENC_NONE = 0, MT_ZENC_BF16, MT_ZENC_FP16, MT_ZENC_INT8 } mt_zenc;
+
+/* Partitioned activation checkpoints (ZeRO-R's P_a, Megatron's
+ * distribute-saved-activations; {partition-activations}): under tensor
+ * parallelism without sequence parallelism every tp rank holds the same
+ * [N, C] residual stream, so under full recomputation each block's kept
+ * input is replicated tp times. With it each rank keeps only rows
+ * [r N/tp, (r+1) N/tp) of a block's input (acts.kept, copied out after the
+ * forward that produced it), and the block's recomputation first
+ * all-gathers them over tp into a full working buffer. The residual stream
+ * lives in two such working buffers shared by all blocks and slots
+ * (m->pwork: block l reads pwork[l % 2] and writes pwork[(l + 1) % 2]); the
+ * output unit reads the last block's output straight after it (its forward
+ * and backward run back to back), so it is not kept. Under pipelining a
+ * chunk's boundary buffers stay whole and per slot: its first block reads
+ * the received stage input (kept as it is, not partitioned), its last block
+ * writes a stage output buffer that the send reads. Bitwise the same
+ * values: the gather restores the exact rows. */
 
 /* Sums over the MoE blocks' forwards since the trainer last cleared them. */
 typedef struct {
@@ -143,11 +165,18 @@ typedef struct mt_model {
     unsigned char zenc[MT_MAX_BLOCK_BUFS];  /* each block buffer's encoding (mt_zenc) */
     int zdecoded;                           /* the block whose kept buffers were decoded last (-1: none) */
     mt_block_acts shared; /* the buffers every block shares under recomputation (NULL fields otherwise) */
+    mt_mem_arena act_arena; /* every activation buffer of every slot and the logits: one allocation, made once */
+    int partition;        /* {partition-activations}: see above */
+    float *pwork[2];      /* partition: the residual stream's two full [N, C] working buffers (scratch) */
     uint64_t seed;    /* init and dropout seed */
     mt_mem *mem;
     mt_profile *prof; /* kernel time by category ({profile}); NULL = off; not owned */
     const mt_tp *tp;  /* tensor parallelism (NULL: none); not owned */
     struct mt_comm *ep; /* expert parallelism (NULL: none; see mt_model_part.ep); not owned */
+    /* context parallelism (NULL: none; not owned): acts.T is then this
+     * rank's 2 chunks of each sample (seq_len / cp rows, models/ring_attention.h),
+     * acts.pos their positions in the sequence, and attention runs over the ring */
+    const mt_cp *cp;
     /* {precision} (model/linear.c): GEMM operands in 16 bits */
     mt_dtype precision;
     mt_backend *be;         /* the backend every kernel runs on (device/backend.h); not owned */
@@ -190,6 +219,9 @@ typedef struct {
                                        (mt_model_materialize_unit) and keeps only its storage, so the
                                        full fp32 model never exists at once */
     mt_act_compress compress;       /* {compress-activations} (off: fp32) */
+    const mt_cp *cp;                /* context parallelism (NULL: none): T is the rank's rows of a sample */
+    int partition_acts;             /* {partition-activations}: with tp > 1, no sequence parallelism and
+                                       {recompute} full; ignored otherwise */
 } mt_model_part;
 
 /* Builds the layout and allocates params, grads, activations for

@@ -1,8 +1,18 @@
 /* Ring attention (see ring_attention.h): copies between the local rows and
  * chunk-major buffers (op_copy_rows), the ring's messages, and ops' block step. */
 #include "models/ring_attention.h"
+#include <string.h>
 
-enum { TAG_KV = 3301, TAG_DKV = 3302 };
+int mt_cp_mode_parse(const char *s, mt_cp_mode *out, mt_error *err) {
+    if (!strcmp(s, "ring")) *out = MT_CP_RING;
+    else if (!strcmp(s, "alltoall")) *out = MT_CP_ALLTOALL;
+    else return mt_errorf(err, "unknown {cp-mode} '%s': expected ring or alltoall", s);
+    return 0;
+}
+
+const char *mt_cp_mode_name(mt_cp_mode m) { return m == MT_CP_ALLTOALL ? "alltoall" : "ring"; }
+
+enum { TAG_KV = 3301, TAG_DKV = 3302 /* and 3303: a K|V chunk's dK|dV each */ };
 
 typedef struct {
     float *x[2], *kv[2], *o[2], *l[2], *dx[2], *dkv[2], *dout[2], *block;
@@ -133,23 +143,23 @@ void mt_ring_attention_backward(mt_backend *be, const mt_cp *cp, float *dqkv, co
     op_zero_bytes(be, bf.dx[1], n * W * sizeof(float));
     op_zero_bytes(be, bf.dkv[0], 2 * n * KW2 * sizeof(float));
     int cur = 0;
+    const size_t half = n * KW2; /* one K|V chunk's floats (and its dK|dV's) */
     for (int t = 0; t < N; t++) {
-        mt_comm_req req[2] = {{0}}, dreq[2] = {{0}};
-        if (t < N - 1) ring_start(cp, bf.kv[cur], bf.kv[1 - cur], 2 * n * KW2 * sizeof(float), TAG_KV, req);
+        mt_comm_req req[2] = {{0}}, dreq[4] = {{0}};
+        if (t < N - 1) ring_start(cp, bf.kv[cur], bf.kv[1 - cur], 2 * half * sizeof(float), TAG_KV, req);
         const int src = (r - t + N) % N;
-        for (int a = 0; a < 2; a++)
-            for (int kb = 0; kb < 2; kb++) {
-                const float *k = bf.kv[cur] + (size_t)kb * n * KW2;
-                float *dk = bf.dkv[cur] + (size_t)kb * n * KW2;
+        /* K|V chunk by chunk: chunk kb's gradient is complete once both query chunks met it, and goes on
+           with its K|V (the last shift takes it home) while the other chunk is computed */
+        for (int kb = 0; kb < 2; kb++) {
+            const float *k = bf.kv[cur] + (size_t)kb * half;
+            float *dk = bf.dkv[cur] + (size_t)kb * half;
+            for (int a = 0; a < 2; a++)
                 op_attention_block_backward(be, bf.dx[a], dk, dk + (size_t)NKV * HS, bf.dout[a], bf.o[a], bf.l[a],
                                             bf.x[a], W, k, k + (size_t)NKV * HS, KW2, B, c, c, chunk_of(r, N, a) * c,
                                             chunk_of(src, N, kb) * c, NH, NKV, HS, drop ? &cd[a] : NULL, bf.block);
-            }
-        /* this K|V's gradient so far goes on with it (the last shift takes it home) */
-        if (N > 1) {
-            ring_start(cp, bf.dkv[cur], bf.dkv[1 - cur], 2 * n * KW2 * sizeof(float), TAG_DKV, dreq);
-            mt_comm_waitall(dreq, 2);
+            if (N > 1) ring_start(cp, dk, bf.dkv[1 - cur] + (size_t)kb * half, half * sizeof(float), TAG_DKV + kb, dreq + 2 * kb);
         }
+        if (N > 1) mt_comm_waitall(dreq, 4);
         if (t < N - 1) mt_comm_waitall(req, 2);
         if (N > 1) cur = 1 - cur;
     }

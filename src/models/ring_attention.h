@@ -9,19 +9,38 @@
  * log-sum-exp); after N steps every query has met every key. Backward: K|V
  * travels again with its dK|dV, each rank adding its queries' part; one
  * last shift brings each rank's dK|dV home. The next K|V's transfer is
- * started before the block compute and waited for after it (overlap).
+ * started before the block compute and waited for after it (overlap); in
+ * backward the dK|dV of the step's first K|V chunk leaves as soon as both
+ * query chunks met it, while the second chunk is computed.
  *
  * N = 1 is one rank holding chunks 0 and 1: no message, the same blocks. */
 #ifndef MT_MODELS_RING_ATTENTION_H
 #define MT_MODELS_RING_ATTENTION_H
 #include <stddef.h>
 #include "comm/comm.h"
+#include "core/error.h"
 #include "ops/ops.h"
+
+/* How attention sees the whole sequence ({cp-mode}): ring (this file), or
+ * all-to-all (DeepSpeed Ulysses: sequence-sharded to head-sharded and back). */
+typedef enum { MT_CP_RING = 0, MT_CP_ALLTOALL } mt_cp_mode;
+int mt_cp_mode_parse(const char *s, mt_cp_mode *out, mt_error *err);
+const char *mt_cp_mode_name(mt_cp_mode m); /* "ring" | "alltoall" */
 
 typedef struct {
     mt_comm *comm; /* the cp group (NULL: one rank) */
     int size, rank;
+    mt_cp_mode mode;
 } mt_cp;
+
+/* Context parallelism of a model: the cp size (1 without one), and the
+ * global chunk (0 .. 2 size - 1) that local chunk a (0 or 1) of each
+ * sample's 2 c local rows holds. */
+static inline int mt_cp_size(const mt_cp *cp) { return cp && cp->comm ? cp->size : 1; }
+static inline int mt_cp_chunk(const mt_cp *cp, int a) {
+    int n = mt_cp_size(cp), r = n > 1 ? cp->rank : 0;
+    return a == 0 ? r : 2 * n - 1 - r;
+}
 
 /* Every op runs on be. Floats of scratch for B samples of 2c local rows. */
 size_t mt_ring_attention_scratch_floats(mt_backend *be, int B, int c, int NH, int NKV, int HS);

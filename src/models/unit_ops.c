@@ -256,6 +256,28 @@ void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
 int mt_unit_resid_n(const mt_model *m) { return (int)(mt_model_resid_floats(m) / (size_t)m->cfg.n_embd); }
 size_t mt_unit_resid_row0(const mt_model *m) { return mt_tp_sp(m->tp) ? (size_t)m->tp->rank * (size_t)mt_unit_resid_n(m) : 0; }
 
+int mt_unit_positions_at(const mt_model *m) { return m->acts.packed || m->cp; }
+int mt_unit_seq_len(const mt_model *m) { return m->acts.T * mt_cp_size(m->cp); }
+
+void mt_unit_dropout_rows(const mt_model *m, float *x, const mt_dropout *d) {
+    const size_t row0 = mt_unit_resid_row0(m);
+    const int n = mt_unit_resid_n(m), C = m->cfg.n_embd;
+    if (!m->cp) {
+        op_dropout_rows(m->be, x, d, m->acts.sample_ids, row0, n, m->acts.T, C);
+        return;
+    }
+    /* local rows [k c, (k+1) c) are chunk mt_cp_chunk(k % 2) of sample k / 2: one call per piece held
+       here, with that sample's id and the chunk's positions as rows of one sequence of seq_len */
+    const int c = m->acts.T / 2, Tg = mt_unit_seq_len(m);
+    for (int k = 0; k < 2 * m->acts.B; k++) {
+        size_t lo = (size_t)k * c > row0 ? (size_t)k * c : row0;
+        size_t hi = (size_t)(k + 1) * c < row0 + (size_t)n ? (size_t)(k + 1) * c : row0 + (size_t)n;
+        if (lo >= hi) continue;
+        op_dropout_rows(m->be, x + (lo - row0) * (size_t)C, d, m->acts.sample_ids + k / 2,
+                        (size_t)mt_cp_chunk(m->cp, k % 2) * c + (lo - (size_t)k * c), (int)(hi - lo), Tg, C);
+    }
+}
+
 /* The f/g operators through the profile. */
 const float *mt_unit_tp_gather(mt_model *m, const float *local, float *buf) {
     if (!mt_tp_sp(m->tp)) return local;

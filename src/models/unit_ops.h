@@ -27,6 +27,14 @@ void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
  * and the first one's row index in the microbatch. */
 int mt_unit_resid_n(const mt_model *m);
 size_t mt_unit_resid_row0(const mt_model *m);
+/* Context parallelism: 1 if the rows' positions come from acts.pos (packed
+ * documents, or a cp rank's chunks of the sequence) rather than row % T;
+ * the sequence length (acts.T x cp); and the residual-stream dropout of
+ * (layer, site) on the rows held here, keyed by each row's (sample,
+ * position in the sequence) whatever rows the rank holds. */
+int mt_unit_positions_at(const mt_model *m);
+int mt_unit_seq_len(const mt_model *m);
+void mt_unit_dropout_rows(const mt_model *m, float *x, const mt_dropout *d);
 /* f/g (comm/tp.h) through the profile: the rows of all tp ranks
  * (sequence parallelism; else `local` itself), and the sum of the ranks'
  * partial outputs (reduce-scattered to this rank's rows under sequence

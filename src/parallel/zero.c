@@ -351,7 +351,10 @@ void mt_zero_post_backward(mt_zero *z, mt_model *m, int unit, int last) {
         m->grads[unit] = NULL;
     }
     if (unit == 0) z->g0_open = 0;
-    if (z->no_overlap) wait_grad(z, unit);
+    if (z->no_overlap) {
+        wait_grad(z, unit);
+        mt_zero_wait_buckets(z, 0);
+    }
     mt_zero_progress(z);
 }
 
@@ -365,6 +368,7 @@ void mt_zero_progress(mt_zero *z) {
         if (z->greq[u].active) mt_comm_test(&z->greq[u]);
     for (int k = 0; k < 2; k++)
         if (z->preq[k].active) mt_comm_test(&z->preq[k]);
+    mt_zero_test_buckets(z);
 }
 
 
@@ -391,6 +395,7 @@ static void allreduce_owned_n(mt_zero *z, int u, mt_comm *comm, size_t n) {
 void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
     mt_zero_end_microbatch(z, m);
     for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
+    mt_zero_wait_buckets(z, 1);
     for (int u = 0; u < z->n_units && mixed(z); u++) /* a unit without a backward this step */
         if (z->numel[u] && !z->mp.g16_used[u]) op_zero_bytes(z->be, z->mp.g16[u], g16_len(z, u) * sizeof(uint16_t));
     if ((z->stage >= 1 || z->ep) && mt_comm_size(z->replica) > 1) {

@@ -34,12 +34,16 @@
  *
  * Buckets (stage 0, DDP-style): by default each unit's gradient is all-reduced
  * on its own as soon as its backward ends. With bucket_bytes > 0 the
- * gradients of all units live in one flat buffer in unit order, and
- * consecutive units in backward order (output, last block, ..., input) are
- * grouped until a bucket holds >= bucket_bytes; a bucket's single all-reduce
- * starts when its last unit's backward ends. Bigger buckets mean fewer, larger
- * messages and less overlap. Stages 1-3 reduce per unit: their shards are
- * laid out per unit, so the unit is the bucket (as in FSDP).
+ * gradients of all units live in one flat buffer in unit order, read in
+ * backward order (output, last block, ..., input: from the buffer's end) as
+ * messages of bucket_bytes each (the last one shorter), whatever the units'
+ * sizes -- ZeRO-R's constant-size buffers: a message, and any temporary the
+ * MPI library makes for it, stays the same size as the model grows, and
+ * needs no staging copy (it is reduced in place). A message's all-reduce
+ * starts as soon as the backward of every unit it overlaps has ended. Bigger
+ * buckets mean fewer, larger messages and less overlap. Stages 1-3 reduce
+ * per unit: their shards are laid out per unit, so the unit is the bucket (as
+ * in FSDP).
  *
  * Memory categories: params/grads/optimizer as above; pooled full-unit
  * buffers (stages 2/3) count as MT_MEM_COMM. Nothing is allocated per step.
@@ -81,13 +85,16 @@
 #include "parallel/mesh.h"
 
 /* Stage 0 buckets (DDP-style, see above): all units' gradients in one flat
- * buffer; bucket_bytes == 0: off (gflat NULL). */
+ * buffer, all-reduced in place as messages of one constant size;
+ * bucket_bytes == 0: off (gflat NULL). */
 typedef struct {
     float *gflat;                  /* all units' gradients, unit order */
     size_t gflat_len;
-    int *bucket_lo;                /* per unit: lowest unit of its bucket (launches the all-reduce) */
-    size_t *bucket_off, *bucket_len; /* per launching unit: its bucket's range in gflat */
-    int n_buckets;
+    size_t *unit_off;              /* per unit: its gradient's offset in gflat */
+    size_t msg_floats;             /* a message: bucket_bytes of floats (the first one from gflat's end) */
+    int n_buckets;                 /* messages per step: ceil(gflat_len / msg_floats) */
+    int next;                      /* the next message to start this step (0: the one at gflat's end) */
+    mt_comm_req *req;              /* [n_buckets] */
 } mt_zero_buckets;
 
 /* Mixed precision (see above); dt16 == MT_FP32: off. */

@@ -72,9 +72,14 @@ void mt_zero_post_backward_mixed(mt_zero *z, mt_model *m, int unit, int last);
 
 /* zero_buckets.c */
 void mt_zero_build_buckets(mt_zero *z, mt_model *m, size_t bytes);
-/* The last microbatch: starts the all-reduce of unit's bucket if unit is
- * its lowest (the last of the bucket in backward order). */
+/* The last microbatch, unit's backward ended: starts the all-reduce of every
+ * message that lies at or above unit's offset (their units are done). */
 void mt_zero_start_bucket(mt_zero *z, int unit);
+/* Waits for every started message (timed as exposed communication); with
+ * rewind, the step's messages are done and the next step starts at message 0. */
+void mt_zero_wait_buckets(mt_zero *z, int rewind);
+/* Tests the started messages (progress). */
+void mt_zero_test_buckets(mt_zero *z);
 void mt_zero_free_buckets(mt_zero *z);
 
 /* zero_hpz.c, for zero.c's gather sequence: after a forward gather of unit u

@@ -61,13 +61,23 @@ double mt_plan_zero_model_states(double psi, int n_d, int stage) {
     }
 }
 
+/* The context-parallel size (1: none), and the ranks holding the same parameters (dp x cp). */
+static int cp_of(const mt_plan_layout *y) { return y->cp > 1 ? y->cp : 1; }
+static int replicas_of(const mt_plan_layout *y) { return y->dp * cp_of(y); }
+
 int mt_plan_check(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *y, int global_batch,
                   mt_error *err) {
-    if (y->dp < 1 || y->tp < 1 || y->pp < 1 || y->micro_batch < 1 || y->chunks < 1)
-        return mt_errorf(err, "dp, tp, pp, micro-batch and chunks must be >= 1");
-    if (y->dp * y->tp * y->pp != c->gpus)
+    if (y->dp < 1 || y->tp < 1 || y->pp < 1 || y->micro_batch < 1 || y->chunks < 1 || y->cp < 0)
+        return mt_errorf(err, "dp, tp, pp, cp, micro-batch and chunks must be >= 1");
+    if (cp_of(y) > 1 && y->dp * y->tp * y->pp * y->cp != c->gpus)
+        return mt_errorf(err, "dp %d x cp %d x tp %d x pp %d = %d, not the %d devices", y->dp, y->cp, y->tp, y->pp,
+                         y->dp * y->cp * y->tp * y->pp, c->gpus);
+    if (cp_of(y) == 1 && y->dp * y->tp * y->pp != c->gpus)
         return mt_errorf(err, "dp %d x tp %d x pp %d = %d, not the %d devices", y->dp, y->tp, y->pp,
                          y->dp * y->tp * y->pp, c->gpus);
+    if (cfg->seq_len % (2 * cp_of(y)))
+        return mt_errorf(err, "cp %d cuts the sequence into %d chunks, which do not divide seq-len %d", cp_of(y),
+                         2 * cp_of(y), cfg->seq_len);
     if (y->tp > c->per_node) return mt_errorf(err, "tp %d exceeds the %d devices per node", y->tp, c->per_node);
     if (mt_model_tp_check(cfg, y->tp, err)) return -1;
     if (cfg->n_layer % (y->pp * y->chunks))
@@ -80,8 +90,11 @@ int mt_plan_check(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
         return mt_errorf(err, "the interleaved schedule needs the microbatches (%d) to be a multiple of pp %d",
                          global_batch / (y->dp * y->micro_batch), y->pp);
     if (y->zero < 0 || y->zero > 3) return mt_errorf(err, "ZeRO stage must be 0-3, got %d", y->zero);
-    if (y->shard < 1 || y->dp % y->shard) return mt_errorf(err, "shard group %d does not divide dp %d", y->shard, y->dp);
+    if (y->shard < 1 || replicas_of(y) % y->shard)
+        return mt_errorf(err, "shard group %d does not divide dp %d%s", y->shard, replicas_of(y), cp_of(y) > 1 ? " x cp" : "");
     if (y->ep > 1 && !cfg->num_experts) return mt_errorf(err, "ep %d needs a mixture-of-experts model", y->ep);
+    if (y->ep > 1 && cp_of(y) > 1)
+        return mt_errorf(err, "ep %d with cp %d: expert and context parallelism do not combine", y->ep, cp_of(y));
     if (y->ep > 1 && (cfg->num_experts % y->ep || y->dp % y->ep))
         return mt_errorf(err, "ep %d must divide the %d experts and dp %d", y->ep, cfg->num_experts, y->dp);
     if (y->ep > 1 && y->shard != y->dp / y->ep)
@@ -89,7 +102,7 @@ int mt_plan_check(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     if (c->engine_exact && y->zero >= 2 && y->pp > 1)
         return mt_errorf(err, "ZeRO %d with pp %d: this engine pipelines with ZeRO 0-1 only", y->zero, y->pp);
     if (y->sequence_parallel && y->tp == 1) return mt_errorf(err, "sequence parallelism needs tp > 1");
-    if (y->sequence_parallel && ((size_t)y->micro_batch * (size_t)cfg->seq_len) % (size_t)y->tp)
+    if (y->sequence_parallel && ((size_t)y->micro_batch * (size_t)(cfg->seq_len / cp_of(y))) % (size_t)y->tp)
         return mt_errorf(err, "sequence parallelism: micro-batch x seq-len not divisible by tp %d", y->tp);
     return 0;
 }
@@ -193,9 +206,12 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
  * none s b h (34 + 5 a s / h) / t with sequence parallelism (else
  * s b h (10 + 24 / t + 5 a s / (h t))), selective s b h 34 / t (10 + 24 / t),
  * full 2 s b h (/ t); the first stage holds L layers' worth (pp
- * microbatches of L / pp layers), x (1 + (p - 1) / (p v)) interleaved. */
+ * microbatches of L / pp layers), x (1 + (p - 1) / (p v)) interleaved.
+ * Under context parallelism s is a rank's s / cp rows. */
 static double act_bytes(const mt_model_config *cfg, const mt_plan_cluster *c, const mt_plan_layout *y, int m) {
-    double t = y->tp, b = y->micro_batch, s = cfg->seq_len, h = cfg->n_embd, a = cfg->n_head, L = cfg->n_layer;
+    /* context parallelism: a rank keeps s / cp rows of every sequence (ring attention stores no score matrix) */
+    double t = y->tp, b = y->micro_batch, s = (double)(cfg->seq_len / cp_of(y)), h = cfg->n_embd, a = cfg->n_head,
+           L = cfg->n_layer;
     double N = b * s, n = y->sequence_parallel ? N / t : N;
     int p = y->pp, v = y->chunks;
     const mt_family *fam = mt_family_get(cfg->family);
@@ -244,9 +260,9 @@ static int shard_ranks_per_node(const mt_plan_layout *y, int per_node) {
 
 void mt_plan_set_zeropp(mt_plan_layout *y, int per_node, int qwz, int hpz, int qgz) {
     int on_node = shard_ranks_per_node(y, per_node);
-    y->qwz = qwz && y->zero == 3 && y->dp > 1;
+    y->qwz = qwz && y->zero == 3 && replicas_of(y) > 1;
     y->hpz = hpz && y->zero == 3 && on_node >= 2 && y->shard % on_node == 0 ? on_node : 0;
-    y->qgz = qgz && y->zero >= 2 && y->shard % on_node == 0 && y->dp > 1;
+    y->qgz = qgz && y->zero >= 2 && y->shard % on_node == 0 && replicas_of(y) > 1;
 }
 
 /* Processor sharing over the executor's schedule (plan.h). */
@@ -342,7 +358,7 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     double attn_extra = y->recompute == MT_PLAN_RC_SELECTIVE ? 4 * s * h : 0;
     double F = B * s * (passes * L * (w + 4 * s * h) + L * attn_extra + 6 * h * V);
     double F_model = B * s * (3 * L * (w + 4 * s * h) + 6 * h * V);
-    double ranks = (double)y->dp * y->tp * y->pp;
+    double ranks = (double)y->dp * y->tp * y->pp * cp_of(y);
     r->flops_step = F / ranks;
     double rate = (y->bf16 ? c->peak_flops : c->peak_flops_fp32) * c->efficiency;
     double p = y->pp, v = y->chunks;
@@ -359,8 +375,8 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * per step on rank 0 (first pipeline stage, first tp rank). Ranks are
      * placed tp innermost, then dp, then pp (Megatron's order): a group
      * stays inside a node when its span fits in one. */
-    double act_el = c->act_bytes, b = y->micro_batch, t = y->tp, sp = y->sequence_parallel;
-    double msg = b * s * h * act_el; /* one microbatch's activations (the tp and pp messages) */
+    double act_el = c->act_bytes, b = y->micro_batch, t = y->tp, sp = y->sequence_parallel, cp = cp_of(y);
+    double msg = b * s / cp * h * act_el; /* one microbatch's activations, a cp rank's rows (the tp and pp messages) */
     double layers = L / p, head = p == 1; /* blocks rank 0 runs; whether it runs the head */
     /* tp, per microbatch: without sequence parallelism 2 all-reduces per
      * block forward and 2 backward (2 more forward again under full
@@ -385,7 +401,18 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * sequence shard under sequence parallelism). */
     double pp_msg = sp ? msg / t : msg;
     double pp_calls = p > 1 ? m * (2 * v - 1) : 0, pp_bytes = pp_calls * pp_msg;
-    int pp_inter = y->tp * y->dp >= c->per_node && p > 1;
+    int pp_inter = y->tp * replicas_of(y) >= c->per_node && p > 1;
+    /* cp (ring attention, models/ring_attention.h), per block and microbatch: the K|V of the rank's two
+     * chunks (2 b c rows, c = s / 2cp, of this tp rank's kv heads) is sent cp - 1 times in forward and
+     * in backward, its dK|dV cp times; recomputation (selective or full) runs the forward's ring again.
+     * The cp group spans tp x cp ranks. */
+    double kvw = (double)(mt_model_kv_heads(cfg) < y->tp ? 1 : mt_model_kv_heads(cfg) / y->tp) * mt_model_head_dim(cfg);
+    double cp_msg = 2 * b * (s / (2 * cp)) * 2 * kvw * act_el; /* K|V of both chunks (dK|dV: 2 messages of half) */
+    double cp_kv = cp > 1 ? m * layers * (2 * (cp - 1) + (y->recompute != MT_PLAN_RC_NONE ? cp - 1 : 0)) : 0;
+    double cp_calls = cp > 1 ? cp_kv + m * layers * 2 * cp : 0;
+    double cp_bytes = cp > 1 ? (cp_kv + m * layers * cp) * cp_msg : 0;
+    int cp_inter = y->tp * cp > c->per_node;
+    double cp_bw = cp_inter ? c->bw_inter : c->bw_intra;
     double pp_bw = pp_inter ? c->bw_inter : c->bw_intra;
     /* dp / ZeRO over the shard group G, per held unit (S its padded shard):
      * gradients in fp32 (the engine's default {grad-reduce-dtype}), the
@@ -397,14 +424,15 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * other unit twice (forward, backward) per microbatch; hybrid sharding
      * (G < dp) all-reduces the owned shards across the dp / G replicas. */
     /* {ep}: every stage reduces over the shard group (the expert-data-parallel ranks), then the dense
-     * part of the shards over the ep group (the replicas) */
-    double G = y->zero || y->ep > 1 ? y->shard : y->dp, pe = y->bf16 ? 2 : 4, ge = 4, R = y->dp / G;
+     * part of the shards over the ep group (the replicas); ep > 1 has cp 1 (mt_plan_check) */
+    double D = replicas_of(y); /* the ranks holding the same parameters: dp x cp */
+    double G = y->zero || y->ep > 1 ? y->shard : D, pe = y->bf16 ? 2 : 4, ge = 4, R = D / G;
     double units = layers + 1 + head;
     double grad_b = 0, param_b = 0, dp_calls = 0, qg_intra = 0, qg_inter = 0, hpz_b = 0;
-    if (y->dp > 1 && y->zero == 0) {
+    if (D > 1 && y->zero == 0) {
         grad_b = 2 * (G - 1) / G * hs.n * ge;
         dp_calls = units;
-    } else if (y->dp > 1) {
+    } else if (D > 1) {
         double rs_times = y->zero == 1 ? 1 : m;
         /* ZeRO++ (zero_qwz.c, zero_hpz.c, zero_qgz.c): qgZ replaces each reduce-scatter by two
          * all-to-alls of int4 records -- to the Hn node peers A records each, then the node sum to
@@ -434,7 +462,7 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
         }
     }
     double rep_b = 0;
-    if (y->dp > 1 && (y->zero || y->ep > 1) && R > 1) {
+    if (D > 1 && (y->zero || y->ep > 1) && R > 1) {
         rep_b = 2 * (R - 1) / R * (y->ep > 1 ? hs.Sd : hs.S) * ge;
         dp_calls += units;
     }
@@ -452,11 +480,13 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     r->comm_ep = a2a_b;
     r->expert_params_rank = hs.ne;
     /* the shard group spans tp x G ranks, the replicas the whole dp group */
-    int shard_inter = y->tp * G > c->per_node, dp_inter = y->tp * y->dp > c->per_node;
+    int shard_inter = y->tp * G > c->per_node, dp_inter = y->tp * D > c->per_node;
     double shard_bw = shard_inter ? c->bw_inter : c->bw_intra, dp_bw = dp_inter ? c->bw_inter : c->bw_intra;
     r->comm_intra = tp_bytes + (pp_inter ? 0 : pp_bytes) + (shard_inter ? 0 : grad_b + param_b) + (dp_inter ? 0 : rep_b + a2a_b) +
-                    qg_intra + hpz_b;
-    r->comm_inter = (pp_inter ? pp_bytes : 0) + (shard_inter ? grad_b + param_b : 0) + (dp_inter ? rep_b + a2a_b : 0) + qg_inter;
+                    qg_intra + hpz_b + (cp_inter ? 0 : cp_bytes);
+    r->comm_inter = (pp_inter ? pp_bytes : 0) + (shard_inter ? grad_b + param_b : 0) + (dp_inter ? rep_b + a2a_b : 0) + qg_inter +
+                    (cp_inter ? cp_bytes : 0);
+    r->comm_cp = cp_bytes;
     r->comm_tp = tp_bytes;
     r->comm_pp = pp_bytes;
     r->comm_dp = dp_bytes;
@@ -475,9 +505,14 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     r->t_alltoall = a2a_b / dp_bw; /* the ep group spans the dp group's stride */
     double exp_grad = t_grad > t_mb_back ? t_grad - t_mb_back : 0;
     double exp_param = y->zero == 3 ? (t_param > r->t_compute ? t_param - r->t_compute : 0) : t_param;
-    r->calls = tp_calls + pp_calls + dp_calls + a2a_calls;
+    r->calls = tp_calls + pp_calls + dp_calls + cp_calls + a2a_calls;
     double t_lat = r->calls * c->latency;
-    r->t_comm_exposed = tp_bytes / tp_bw + t_pp + exp_grad + exp_param + t_rep + r->t_alltoall + t_lat; /* replicas: after the last backward */
+    /* the ring's transfers overlap the attention block compute they feed: exposed is what the attention
+       share of the compute (4 s h of each block's w + 4 s h forward FLOPs per token) does not hide */
+    double t_cp = cp_bytes / cp_bw, t_attn = r->t_compute * (1 - 6 * h * V / (passes * L * (w + 4 * s * h) + 6 * h * V)) *
+                                                 (4 * s * h) / (w + 4 * s * h);
+    double exp_cp = t_cp > t_attn ? t_cp - t_attn : 0;
+    r->t_comm_exposed = tp_bytes / tp_bw + t_pp + exp_grad + exp_param + t_rep + r->t_alltoall + t_lat + exp_cp; /* replicas: after the last backward */
     r->t_step = r->t_compute + r->t_bubble + r->t_comm_exposed;
     /* This CPU engine ({cpu}) hides no communication: shared-memory
      * transfers are copies done by the ranks' own cores, and MPI progresses
@@ -490,12 +525,12 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * pipeline is simulated on its share of the cores (its fill and drain
      * leave cores idle when it is deeper than they are many). */
     if (c->engine_exact) {
-        double t_bytes = tp_bytes / tp_bw + pp_bytes / pp_bw + t_grad + t_param + t_rep + r->t_alltoall;
+        double t_bytes = tp_bytes / tp_bw + pp_bytes / pp_bw + t_grad + t_param + t_rep + r->t_alltoall + t_cp;
         double own = r->t_compute + t_bytes + t_lat;
         double share = c->cores > 0 && c->cores < c->per_node ? (double)c->per_node / c->cores : 1.0;
         double step = share * own > own + r->t_bubble ? share * own : own + r->t_bubble;
         if (p > 1) { /* the pipeline's p stages (each a tp group) get the cores of 1 / dp of the node */
-            double cores = c->cores > 0 ? (double)c->cores / (y->dp * y->tp) : p;
+            double cores = c->cores > 0 ? (double)c->cores / (D * y->tp) : p;
             double bwd = y->recompute == MT_PLAN_RC_FULL ? 3 : 2, unit = own / (m * (1 + bwd));
             double span = mt_plan_pipeline_makespan((int)p, m, (int)v, cores < p ? cores : p, bwd);
             if (span > 0) step = span * unit;

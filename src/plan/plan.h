@@ -1,4 +1,4 @@
-/* The layout planner's model: for a model config, a layout (dp, tp, pp,
+/* The layout planner's model: for a model config, a layout (dp, cp, tp, pp,
  * ZeRO stage, shard group, micro-batch, recompute, precision) and a cluster,
  * the bytes one rank holds per category, the pipeline bubble, the bytes sent
  * per step per link level and a predicted step time. One implementation of
@@ -47,6 +47,10 @@ typedef struct {
     int qwz, hpz, qgz;
     int ep;                      /* expert parallelism (train's {ep}; 0 or 1: none): the experts spread over ep of
                                     the dp ranks, ZeRO's shard group the dp / ep ranks holding the same experts */
+    /* context parallelism (train's {cp}, ring; 0 or 1: none): each sequence split over cp ranks, which
+     * hold s / cp of its rows; gradients and ZeRO's shards over the dp x cp ranks holding the same
+     * parameters. Ranks are placed tp innermost, then cp, then dp, then pp. */
+    int cp;
 } mt_plan_layout;
 
 enum { MT_PLAN_PARAMS = 0, MT_PLAN_GRADS, MT_PLAN_OPTIM, MT_PLAN_ACTS, MT_PLAN_FROZEN, MT_PLAN_NCAT };
@@ -63,6 +67,7 @@ typedef struct {
     double comm_tp, comm_pp, comm_dp; /* the same by group: tp, pipeline sends, dp/ZeRO (shard + replicas) */
     double comm_ep, t_alltoall;  /* {ep}: the token all-to-alls' bytes per step per rank and their time */
     double expert_params_rank;   /* {ep}: expert parameters rank 0 holds before ZeRO (its E / ep experts) */
+    double comm_cp;              /* ring attention's K|V and dK|dV sends (context parallelism) */
     double calls;                /* collectives and sends per step (each costs the latency) */
     double flops_step;           /* per rank, Megatron's count (recompute included) */
     double t_compute, t_bubble, t_comm_exposed, t_step;

@@ -9,8 +9,8 @@
 #include <string.h>
 
 /* The mesh groups the trainer's collectives run on. */
-static const mt_mesh_axis acct_axes[] = {MT_AXIS_DP, MT_AXIS_SHARD, MT_AXIS_REPLICA, MT_AXIS_TP, MT_AXIS_PP};
-#define ACCT_NMESH 5
+static const mt_mesh_axis acct_axes[] = {MT_AXIS_DP, MT_AXIS_SHARD, MT_AXIS_REPLICA, MT_AXIS_TP, MT_AXIS_PP, MT_AXIS_CP};
+#define ACCT_NMESH 6
 #define ACCT_NAXES (ACCT_NMESH + 4) /* and ZeRO++'s groups: hpZ's, qgZ's two hops; {ep}'s all-to-all group */
 static const mt_comm *acct_comm(const mt_trainer *tr, int a) {
     const mt_comm *zpp[] = {tr->zero.hpz, tr->zero.qgz_intra, tr->zero.qgz_inter, tr->ep_comm};
@@ -28,6 +28,7 @@ enum {
     R_PEAK_TOTAL = R_PEAK + MT_MEM_NCAT,     /* peak of the sum */
     R_STEPS = R_PEAK_TOTAL + 1,              /* optimizer steps run by this process */
     R_STEP_S, R_BACKWARD_S, R_EXPOSED_S,     /* summed seconds */
+    R_ARENA_COUNT, R_ARENA_BYTES, R_ARENA_BUFFERS, /* the activation arena: allocations, bytes, buffers */
     R_COMM,                                  /* [axis][kind][calls, bytes_sent, payload, bytes_inter] totals */
     R_LEN = R_COMM + ACCT_NAXES * MT_COMM_NKIND * 4
 };
@@ -47,6 +48,9 @@ static void pack_record(const mt_trainer *tr, double *rec) {
     rec[R_STEP_S] = tr->step_s;
     rec[R_BACKWARD_S] = tr->backward_s;
     rec[R_EXPOSED_S] = tr->zero.exposed_s;
+    rec[R_ARENA_COUNT] = (double)tr->mem.arena[MT_MEM_ACTS].count;
+    rec[R_ARENA_BYTES] = (double)tr->mem.arena[MT_MEM_ACTS].bytes;
+    rec[R_ARENA_BUFFERS] = (double)tr->mem.arena[MT_MEM_ACTS].buffers;
     for (int a = 0; a < ACCT_NAXES; a++) {
         const mt_comm *c = acct_comm(tr, a);
         if (!c) continue;
@@ -96,6 +100,14 @@ static void print_memory_table(const double *all, int n, const char *when, int w
         if (with_peak) printf(" %9.2f", mib(rec[R_PEAK_TOTAL]));
         printf("\n");
     }
+    /* at start: the activations are one allocation (models/model.c), its size beside the bytes it holds */
+    for (int r = 0; !with_peak && r < n; r++) {
+        const double *rec = all + (size_t)r * R_LEN;
+        printf("  %4d activation arena: %.0f allocation(s), %.0f bytes, %.0f buffers (%.0f bytes of activations, "
+               "%.0f of alignment gaps)\n",
+               r, rec[R_ARENA_COUNT], rec[R_ARENA_BYTES], rec[R_ARENA_BUFFERS], rec[R_CUR + MT_MEM_ACTS],
+               rec[R_ARENA_BYTES] - rec[R_CUR + MT_MEM_ACTS]);
+    }
 }
 
 /* Bytes sent per step by each rank, per collective kind summed over groups. */
@@ -103,7 +115,7 @@ static void print_comm_table(const double *all, int n) {
     static const mt_comm_kind kinds[] = {MT_COMM_ALLREDUCE, MT_COMM_REDUCE_SCATTER, MT_COMM_ALLGATHER,
                                          MT_COMM_ALLREDUCE_CTL, MT_COMM_BROADCAST, MT_COMM_SEND, MT_COMM_ALLTOALL,
                                          MT_COMM_ALLTOALLV};
-    printf("bytes sent per step per rank (MB; dp, shard, replica, tp, pp, ZeRO++ and ep groups; inter-node: the part sent to "
+    printf("bytes sent per step per rank (MB; dp, shard, replica, tp, pp, cp, ZeRO++ and ep groups; inter-node: the part sent to "
            "another node):\n  rank");
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) printf(" %14s", mt_comm_kind_name(kinds[k]));
     printf(" %14s %14s\n", "total", "inter-node");
@@ -159,6 +171,8 @@ static void json_rank(FILE *f, const double *start, const double *end) {
     fprintf(f, ",");
     json_memory(f, "memory_peak", end + R_PEAK);
     fprintf(f, ",\"memory_peak_total\":%.0f", end[R_PEAK_TOTAL]);
+    fprintf(f, ",\"activation_arena\":{\"allocations\":%.0f,\"bytes\":%.0f,\"buffers\":%.0f}", end[R_ARENA_COUNT],
+            end[R_ARENA_BYTES], end[R_ARENA_BUFFERS]);
     fprintf(f, ",\"time_per_step_s\":{\"step\":%.6f,\"backward\":%.6f,\"grad_comm_exposed\":%.6f},", end[R_STEP_S] / steps,
             end[R_BACKWARD_S] / steps, end[R_EXPOSED_S] / steps);
     json_comm(f, end);
@@ -172,9 +186,10 @@ static int write_json(const mt_trainer *tr, const char *path, mt_error *err) {
     FILE *f = mt_fopen_temp(path, &tmp, &e);
     if (!f) return mt_errorf(err, "cannot open {report-json} file '%s' for writing: %s", path, e.msg);
     int n = mt_comm_size(tr->world);
-    fprintf(f, "{\"world\":%d,\"dp\":%d,\"zero\":%d,\"shard_group\":%d,\"bucket_mb\":%g,\"params\":%zu,\"steps\":%lld,", n,
-            tr->dp, tr->o.zero, tr->mesh.shape.shard, (double)tr->o.bucket_mb, tr->model.layout.gtotal_params,
+    fprintf(f, "{\"world\":%d,\"dp\":%d,\"cp\":%d,\"zero\":%d,\"shard_group\":%d,\"bucket_mb\":%g,\"params\":%zu,\"steps\":%lld,", n,
+            tr->dp, tr->cp.size, tr->o.zero, tr->mesh.shape.shard, (double)tr->o.bucket_mb, tr->model.layout.gtotal_params,
             (long long)tr->steps_run);
+    fprintf(f, "\"tp\":%d,\"partitioned_activations\":%d,", tr->tp.size, tr->model.partition);
     json_rank(f, tr->acct_start, tr->acct_end);
     fprintf(f, ",\"ranks\":[");
     for (int r = 0; r < n; r++) {

@@ -45,7 +45,7 @@ mt_opt_config mt_train_opts_optimizer_config(const mt_train_opts *o) {
 static int check_cuda(const mt_train_opts *op, int world_size, mt_error *err) {
     const char *what = NULL;
     const mt_adapter_spec *a = &op->cfg.adapters;
-    if (world_size > 1 || op->mesh.dp > 1) what = "more than one process ({dp} > 1)";
+    if (world_size > 1 || op->mesh.dp > 1 || op->mesh.cp > 1) what = "more than one process ({dp} or {cp} > 1)";
     else if (op->mesh.tp > 1) what = "{tp} > 1 (the vocabulary-parallel loss and tensor-parallel layers)";
     else if (op->mesh.pp > 1) what = "{pp} > 1";
     else if (a->kind != MT_PEFT_NONE) what = a->kind == MT_PEFT_LORA ? "{peft} lora" : "{peft} ia3";
@@ -64,6 +64,21 @@ static int check_cuda(const mt_train_opts *op, int world_size, mt_error *err) {
     return mt_errorf(err, "%s is not yet supported on {device} cuda (it runs adamw, adam or sgd on one GPU, fp32 or "
                           "bf16, without adapters): use {device} cpu for it",
                      what);
+}
+
+/* Context parallelism: what it composes with (the sequence-length check
+ * needs the model, mt_trainer_init). */
+static int check_cp(const mt_train_opts *op, mt_error *err) {
+    int cp = mt_mesh_cp_size(&op->mesh);
+    if (cp == 1) return 0;
+    if (op->cfg.num_experts)
+        return mt_errorf(err, "{cp} %d with a mixture-of-experts model is not supported (the routing statistics and "
+                              "capacity are per microbatch of whole sequences): use {cp} 1", cp);
+    if (op->cfg.adapters.dropout > 0.0f)
+        return mt_errorf(err, "{cp} %d with {lora-dropout} > 0 is not supported (its masks are keyed by the local "
+                              "row): use {lora-dropout} 0 or {cp} 1", cp);
+    if (op->dump_grads) return mt_errorf(err, "{dump-grads} needs {cp} 1 (it writes rank 0's gradient)");
+    return 0;
 }
 
 int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
@@ -111,6 +126,15 @@ int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
     if (op->mesh.ep > 1 && (op->zeropp_hpz || op->zeropp_qwz || op->zeropp_qgz))
         return mt_errorf(err, "ZeRO++ ({zeropp-hpz}, {zeropp-qwz}, {zeropp-qgz}) is not supported with {ep} %d: "
                               "drop them or {ep}", op->mesh.ep);
+    if (check_cp(op, err)) return -1;
+    if (op->partition_activations && op->mesh.tp < 2)
+        return mt_errorf(err, "{partition-activations} splits the kept block inputs over the tensor-parallel group: it "
+                              "needs {tp} > 1, got {tp} %d", op->mesh.tp);
+    if (op->partition_activations && op->recompute != MT_RECOMPUTE_FULL)
+        return mt_errorf(err, "{partition-activations} partitions the block inputs that {recompute} full keeps (and "
+                              "gathers them before each block's recomputation): it needs {recompute} full, got %s",
+                         mt_recompute_name(op->recompute));
+
     if (op->test_slow_ms < 0 || (op->test_slow_ms > 0 && (op->test_slow_rank < 0 || op->test_slow_rank >= world_size)))
         return mt_errorf(err, "{test-slow-rank} R:MS needs a rank R in [0, %d) and MS >= 0, got %d:%d", world_size,
                          op->test_slow_rank, op->test_slow_ms);

@@ -37,17 +37,20 @@ typedef struct {
     int eval_batches;
     int log_every;       /* print a line every k steps (1 = every step) */
     const char *dump_grads; /* test aid: write the first step's gradients (raw fp32, layout order) */
-    mt_mesh_shape mesh;  /* dp x pp x tp (+ shard group) */
+    mt_mesh_shape mesh;  /* dp x cp x pp x tp (+ shard group) */
+    mt_cp_mode cp_mode;  /* {cp-mode}: how attention spans the {cp} ranks' chunks (models/ring_attention.h) */
     int zero;            /* ZeRO stage 0..3 */
     const char *report_json; /* memory per category and bytes sent per collective */
     int no_overlap;      /* measurement aid: wait for each unit's gradient reduction at once */
-    float bucket_mb;     /* ZeRO-0: gradient all-reduce buckets of >= this many MB of units (0 = one per unit) */
+    float bucket_mb;     /* ZeRO-0: gradient all-reduces in messages of this many MB (0 = one per unit) */
     mt_pp_kind pp_schedule; /* pipeline schedule (default 1f1b) */
     int pp_chunks;       /* model chunks per pipeline rank (interleaved; default 1) */
     const char *pp_layers; /* "a,b,..." blocks per virtual stage (default: even split) */
     const char *trace_path; /* Chrome trace-event JSON of every rank's spans */
     mt_recompute recompute; /* activation recomputation */
     mt_act_compress compress_acts; /* {compress-activations}: the kept activations' storage (models/model.h) */
+    int partition_activations; /* {partition-activations}: each tp rank keeps 1/tp of every block's kept input
+                                  (models/model.h, "Partitioned activation checkpoints") */
     const char *offload_dir; /* optimizer state in a file in this directory (disk offload) */
     float offload_buffer_mb; /* resident budget for the streamed state (default 64) */
     int profile;         /* {profile}: time per category per step */

@@ -157,10 +157,16 @@ static int is_first_stage(const mt_trainer *tr, int c) { return mt_pp_is_first_s
 static int is_last_stage(const mt_trainer *tr, int c) { return mt_pp_is_last_stage(&tr->sched, tr->pp_rank, c); }
 
 /* The microbatch's tokens, targets and sample ids (every stage needs the
- * sample ids: dropout masks are keyed by them). */
+ * sample ids: dropout masks are keyed by them; every stage needs the
+ * positions under context parallelism: dropout and RoPE are keyed by them). */
 static void fill(mt_trainer *tr, mt_loader *ld, uint64_t first) {
     mt_acts *a = &tr->model.acts;
     mt_backend_sync(&tr->be); /* the previous microbatch's kernels may still read them */
+    if (tr->cp.size > 1) { /* context parallelism: this rank's two chunks of each sample, with their positions */
+        a->packed = mt_loader_fill_cp(ld, first, a->B, tr->cp.size, tr->cp.rank, a->tokens, a->targets, a->sample_ids,
+                                      a->doc_start, a->pos);
+        return;
+    }
     mt_loader_fill(ld, first, a->B, a->tokens, a->targets, a->sample_ids);
     a->packed = mt_loader_fill_docs(ld, first, a->B, a->doc_start, a->pos); /* packed samples: documents, positions */
 }

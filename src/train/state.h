@@ -52,10 +52,11 @@ typedef struct {
     int64_t steps_run;
     mt_mesh mesh;
     mt_tp tp;               /* tensor parallelism over the mesh's tp group (model.tp points here) */
+    mt_cp cp;               /* context parallelism over the mesh's cp group (model.cp points here) */
     mt_loss_scaler scaler;  /* {precision} fp16 */
     mt_zero zero;
     int rank;               /* world rank; only rank 0 prints and writes files */
-    int dp, dp_rank;
+    int dp, dp_rank;        /* data-parallel size and index (the samples; gradients are reduced over dp x cp) */
     int mesh_ok;
     mt_comm *world;         /* borrowed */
     /* pipeline (pipeline_step.c); a single process runs the 1-stage schedule */

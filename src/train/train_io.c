@@ -467,9 +467,9 @@ static void write_range(const mt_trainer *tr, size_t lo, size_t hi, int experts,
         k = mt_comm_rank(shard);
         K = mt_comm_size(shard);
     } else if (experts) {
-    } else if (tr->zero.stage == 0) {
-        k = tr->dp_rank;
-        K = tr->dp;
+    } else if (tr->zero.stage == 0) { /* the dp x cp ranks of the DP group hold the same parameters */
+        k = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
+        K = mt_comm_size(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
     } else if (tr->zero.replica && mt_comm_size(tr->zero.replica) > 1) {
         k = mt_comm_rank(tr->zero.replica);
         K = mt_comm_size(tr->zero.replica);
@@ -536,6 +536,7 @@ static char *saved_with_json(const mt_trainer *tr) {
     mt_jw_begin_object(&w);
     mt_jw_key(&w, "world"); mt_jw_int(&w, mt_comm_size(tr->mesh.world));
     mt_jw_key(&w, "dp"); mt_jw_int(&w, tr->dp);
+    if (tr->cp.size > 1) { mt_jw_key(&w, "cp"); mt_jw_int(&w, tr->cp.size); }
     mt_jw_key(&w, "tp"); mt_jw_int(&w, tr->tp.size);
     mt_jw_key(&w, "pp"); mt_jw_int(&w, tr->pp);
     mt_jw_key(&w, "zero"); mt_jw_int(&w, tr->o.zero);

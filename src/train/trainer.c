@@ -265,11 +265,39 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return mt_errorf(err, "{sequence-parallel} splits the %d x %d token rows of a microbatch over {tp} %d: "
                               "choose a {micro-batch} or {seq-len} whose product tp divides",
                          op->micro_batch, op->cfg.seq_len, op->mesh.tp);
+    int cp = mt_mesh_cp_size(&op->mesh);
+    if (cp > 1 && op->cfg.family != MT_FAMILY_GPT2 && op->cfg.family != MT_FAMILY_LLAMA)
+        return mt_errorf(err, "{cp} %d: context parallelism trains gpt2 and llama, not {family} %s; use {cp} 1", cp,
+                         mt_family_name(op->cfg.family));
+    if (cp > 1 && op->cfg.seq_len % (2 * cp))
+        return mt_errorf(err, "{cp} %d cuts each sequence into 2 x %d = %d chunks (rank i holds chunks i and %d-i), "
+                              "which do not divide {seq-len} %d: choose a {seq-len} that is a multiple of %d, or "
+                              "another {cp}",
+                         cp, cp, 2 * cp, 2 * cp - 1, op->cfg.seq_len, 2 * cp);
+    if (cp > 1 && op->cp_mode == MT_CP_ALLTOALL) { /* each cp rank takes 1/cp of this tp rank's heads */
+        int nh = op->cfg.n_head / op->mesh.tp, kv = mt_model_kv_heads(&op->cfg), nkv = op->mesh.tp > kv ? 1 : kv / op->mesh.tp;
+        if (nh % cp || nkv % cp)
+            return mt_errorf(err, "{cp-mode} alltoall gives each of the {cp} %d ranks 1/%d of the heads, but the %d query "
+                                  "heads and %d kv heads%s do not divide by %d: use {cp-mode} ring, or a {cp} dividing both",
+                             cp, cp, nh, nkv, op->mesh.tp > 1 ? " of a tp rank" : "", cp);
+    }
+    if (cp > 1 && op->sequence_parallel && ((size_t)op->micro_batch * (size_t)(op->cfg.seq_len / cp)) % (size_t)op->mesh.tp)
+        return mt_errorf(err, "{sequence-parallel} splits a cp rank's %d x %d token rows over {tp} %d: choose a "
+                              "{micro-batch} or {seq-len} whose product tp divides",
+                         op->micro_batch, op->cfg.seq_len / cp, op->mesh.tp);
+    if (op->partition_activations && ((size_t)op->micro_batch * (size_t)(op->cfg.seq_len / cp)) % (size_t)op->mesh.tp)
+        return mt_errorf(err, "{partition-activations} splits the %d x %d token rows of a microbatch%s over {tp} %d: "
+                              "choose a {micro-batch} or {seq-len} whose product tp divides",
+                         op->micro_batch, op->cfg.seq_len / cp, cp > 1 ? " (a cp rank's)" : "", op->mesh.tp);
     if (agree(world, mt_train_check_footprint(op, world, err), err)) return -1;
     if (mt_mesh_init(&tr->mesh, world, &op->mesh, err)) return -1;
     tr->mesh_ok = 1;
     mt_straggler_init(&tr->straggler, world, &tr->mesh.shape);
-    tr->dp_rank = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
+    tr->dp_rank = tr->mesh.coord.dp; /* the samples' index; the DP group (dp x cp) reduces the gradients */
+    tr->cp.size = cp;
+    tr->cp.rank = tr->mesh.coord.cp;
+    tr->cp.comm = cp > 1 ? mt_mesh_comm(&tr->mesh, MT_AXIS_CP) : NULL;
+    tr->cp.mode = op->cp_mode;
     tr->tp.comm = mt_mesh_comm(&tr->mesh, MT_AXIS_TP);
     tr->tp.size = op->mesh.tp;
     tr->tp.rank = mt_comm_rank(tr->tp.comm);
@@ -302,12 +330,15 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     int rc = mt_pipeline_plan(tr, &part, own_layer, err);
     part.tp = &tr->tp;
     part.ep = tr->ep_comm;
+    part.cp = &tr->cp;
     part.precision = op->precision;
+    part.partition_acts = op->partition_activations;
     if (!rc && mt_backend_open(&tr->be, op->device, op->gemm, err)) rc = -1;
     mt_backend_attach_mem(&tr->be, &tr->mem);
     part.be = &tr->be;
     part.defer_params = 1; /* ZeRO's init materialises one unit at a time: no full fp32 model at start-up */
-    if (!rc) mt_model_create_part(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len, op->seed, &tr->mem, &part);
+    /* context parallelism: a sample's rows here are its 2 of the 2 cp chunks */
+    if (!rc) mt_model_create_part(&tr->model, &op->cfg, op->micro_batch, op->cfg.seq_len / cp, op->seed, &tr->mem, &part);
     free(own_layer);
     if (rc) return -1;
     if (init_tp_pieces(tr, err)) return -1;

@@ -40,6 +40,7 @@ static const struct {
     {"zero", MT_ARG_INT, 0, NULL}, {"shard-group", MT_ARG_INT, 0, NULL}, {"bucket-mb", MT_ARG_FLOAT, 0, NULL},
     {"zeropp-hpz", MT_ARG_INT, 0, NULL}, {"zeropp-qwz", MT_ARG_FLAG, 0, NULL}, {"zeropp-qgz", MT_ARG_FLAG, 0, NULL},
     {"ranks-per-node", MT_ARG_INT, 0, NULL}, {"timeout", MT_ARG_FLOAT, 60, NULL}, {"recompute", MT_ARG_STR, 0, "none"},
+    {"partition-activations", MT_ARG_FLAG, 0, NULL},
     {"no-overlap", MT_ARG_FLAG, 0, NULL}, {"precision", MT_ARG_STR, 0, "fp32"}, {"gemm", MT_ARG_STR, 0, "onednn"},
     {"grad-reduce-dtype", MT_ARG_STR, 0, "fp32"}, {"loss-scale", MT_ARG_FLOAT, 65536, NULL},
     {"loss-scale-window", MT_ARG_I64, 1000, NULL}, {"ckpt-dir", MT_ARG_STR, 0, NULL},

@@ -18,6 +18,7 @@
 #include "models/model.h"
 #include "models/gpt2/gpt2.h"
 #include "models/unit_ops.h"
+#include "models/alltoall_attention.h"
 #include "ops/ops.h"
 #include "ops/positions.h"
 #include <string.h>
@@ -45,10 +46,7 @@ static mt_dropout make_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t
  * here, if it is on. */
 static void apply_dropout(const mt_model *m, const mt_fwd_ctx *fc, uint32_t layer, uint32_t site, float *x) {
     mt_dropout d = make_dropout(m, fc, layer, site);
-    if (d.p > 0.0f)
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
-                 op_dropout_rows(m->be, x, &d, m->acts.sample_ids, mt_unit_resid_row0(m), mt_unit_resid_n(m), m->acts.T,
-                                 m->cfg.n_embd));
+    if (d.p > 0.0f) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, mt_unit_dropout_rows(m, x, &d));
 }
 
 /* The gradient of a residual branch's output given dL/d(residual) in
@@ -67,7 +65,8 @@ static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
     int C = cfg->n_embd, N = a->B * a->T;
     const mt_tensor *wte = mt_unit_tensor(u, MT_T_WTE);
     const float *wte_p = mt_model_tensor_data(m, 0, MT_T_WTE), *wpe_p = mt_model_tensor_data(m, 0, MT_T_WPE);
-    if (m->precision == MT_FP32 && m->layout.tp == 1 && !a->packed) {
+    const int at = mt_unit_positions_at(m); /* packed documents, or context parallelism's chunks */
+    if (m->precision == MT_FP32 && m->layout.tp == 1 && !at) {
         MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_forward(m->be, a->encoded, a->tokens, wte_p, wpe_p, a->B, a->T, C, 0));
     } else { /* a lookup of this rank's vocabulary rows (vocabulary-parallel: masked, summed over tp),
                 then the positions */
@@ -83,7 +82,7 @@ static void input_forward(mt_model *m, const mt_fwd_ctx *fc) {
             mt_unit_tp_scatter(m, part);
             MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_copy(m->be, a->encoded, part, mt_model_resid_floats(m)));
         }
-        if (a->packed) /* packed samples: each document's positions start at 0 */
+        if (at) /* packed samples: each document's positions start at 0; cp: the chunks' positions */
             MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_positions_at(m->be, a->encoded, wpe_p, a->pos + mt_unit_resid_row0(m),
                                                                       mt_unit_resid_n(m), C));
         else
@@ -104,9 +103,14 @@ static void attention_core_forward(mt_model *m, int layer, const mt_fwd_ctx *fc)
     int C = m->cfg.n_embd, NH = m->cfg.n_head, NHl = NH / m->layout.tp;
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
                           m->layout.tp_rank * NHl, a->packed ? a->doc_start : NULL};
-    MT_TIMED(m->prof, MT_PROF_ATTENTION,
-             op_attention_forward(m->be, ba->b[GB_ATTY], ba->b[GB_ATT_LSE], ba->b[GB_QKV], a->B, a->T, NHl, C / NH, &ad,
-                                  m->gs.attn_scratch));
+    if (m->cp)
+        MT_TIMED(m->prof, MT_PROF_ATTENTION,
+                 mt_cp_attention_forward(m->be, m->cp, ba->b[GB_ATTY], ba->b[GB_ATT_LSE], ba->b[GB_QKV], a->B, a->T / 2,
+                                           NHl, NHl, C / NH, &ad, m->gs.attn_scratch));
+    else
+        MT_TIMED(m->prof, MT_PROF_ATTENTION,
+                 op_attention_forward(m->be, ba->b[GB_ATTY], ba->b[GB_ATT_LSE], ba->b[GB_QKV], a->B, a->T, NHl, C / NH,
+                                      &ad, m->gs.attn_scratch));
 }
 
 static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
@@ -236,8 +240,13 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     int NHl = NH / tp;
     mt_attn_dropout ad = {make_dropout(m, fc, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS), a->sample_ids,
                           m->layout.tp_rank * NHl, a->packed ? a->doc_start : NULL};
-    MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_backward(m->be, gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY], ba->b[GB_ATT_LSE], B, T, NHl,
-                                                   C / NH, &ad, gs->attn_scratch));
+    if (m->cp)
+        MT_TIMED(m->prof, MT_PROF_ATTENTION,
+                 mt_cp_attention_backward(m->be, m->cp, gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY],
+                                            ba->b[GB_ATT_LSE], B, T / 2, NHl, NHl, C / NH, &ad, gs->attn_scratch));
+    else
+        MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_backward(m->be, gs->f[GS_DQKV], gs->f[GS_DATTY], ba->b[GB_QKV], ba->b[GB_ATTY], ba->b[GB_ATT_LSE], B, T, NHl,
+                                                       C / NH, &ad, gs->attn_scratch));
     const float *ln1 = mt_unit_tp_gather(m, ba->b[GB_LN1], gs->gathered);
     mt_unit_linear_bwd(m, U, MT_T_QKV_W, fc, gs->dln, GB(MT_T_QKV_B), gs->f[GS_DQKV], ln1, N, C, 3 * C / tp, dwf);
     mt_unit_tp_scatter(m, gs->dln);
@@ -257,10 +266,11 @@ static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
     /* one of the two frozen: its gradient goes to the sink */
     float *dwte = mt_model_tensor_grad_or_sink(m, 0, MT_T_WTE), *dwpe = mt_model_tensor_grad_or_sink(m, 0, MT_T_WPE);
     apply_dropout(m, fc, EMBED_LAYER_ID, MT_DROPOUT_EMBED, m->gs.dresid);
+    const int at = mt_unit_positions_at(m);
     if (m->layout.tp == 1) {
-        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_backward(m->be, dwte, a->packed ? NULL : dwpe, m->gs.dresid, a->tokens,
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_backward(m->be, dwte, at ? NULL : dwpe, m->gs.dresid, a->tokens,
                                                                  a->B, a->T, cfg->n_embd, 0));
-        if (a->packed)
+        if (at)
             MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_positions_backward_at(m->be, dwpe, m->gs.dresid, a->pos, a->B * a->T, cfg->n_embd));
         return;
     }
@@ -268,9 +278,9 @@ static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
      * gradient from all rows is then complete on every rank. */
     const float *dfull = mt_unit_tp_gather(m, m->gs.dresid, m->gs.gathered);
     int Vl = (int)mt_unit_tensor(u, MT_T_WTE)->shape[0];
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_backward(m->be, dwte, a->packed ? NULL : dwpe, dfull,
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_embed_shard_backward(m->be, dwte, at ? NULL : dwpe, dfull,
                                                        a->tokens, m->layout.tp_rank * Vl, Vl, a->B, a->T, cfg->n_embd));
-    if (a->packed)
+    if (at)
         MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_positions_backward_at(m->be, dwpe, dfull, a->pos, a->B * a->T, cfg->n_embd));
 }
 

@@ -13,6 +13,7 @@
 #include "models/llama/llama.h"
 #include "models/model.h"
 #include "models/unit_ops.h"
+#include "models/alltoall_attention.h"
 #include "ops/moe.h"
 #include "ops/ops.h"
 #include "ops/positions.h"
@@ -104,7 +105,7 @@ static void input_backward(mt_model *m, const mt_fwd_ctx *fc) {
 static void rope(mt_model *m, float *qkv, const dims *d, int inverse) {
     int N = m->acts.B * m->acts.T;
     const float *cs = m->gs.f[LS_COS], *sn = m->gs.f[LS_SIN];
-    if (m->acts.packed) /* packed samples: each document's positions start at 0 */
+    if (mt_unit_positions_at(m)) /* packed samples: each document's positions start at 0; cp: the chunks' positions */
         MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
             op_rope_apply_at(m->be, qkv, N, d->nh, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
             op_rope_apply_at(m->be, qkv + (size_t)d->nh * d->hd, N, d->nkv, d->hd, (size_t)d->qkv, cs, sn, inverse, m->acts.pos);
@@ -122,8 +123,13 @@ static void attention_core_forward(mt_model *m, int layer) {
     dims d = local_dims(m);
     mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0,
                             a->packed ? a->doc_start : NULL};
-    MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_forward_gqa(m->be, ba->b[LB_ATTY], ba->b[LB_LSE], ba->b[LB_QKV], a->B, a->T,
-                                                            d.nh, d.nkv, d.hd, &none, m->gs.attn_scratch));
+    if (m->cp)
+        MT_TIMED(m->prof, MT_PROF_ATTENTION,
+                 mt_cp_attention_forward(m->be, m->cp, ba->b[LB_ATTY], ba->b[LB_LSE], ba->b[LB_QKV], a->B, a->T / 2, d.nh,
+                                           d.nkv, d.hd, &none, m->gs.attn_scratch));
+    else
+        MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_forward_gqa(m->be, ba->b[LB_ATTY], ba->b[LB_LSE], ba->b[LB_QKV], a->B, a->T,
+                                                                d.nh, d.nkv, d.hd, &none, m->gs.attn_scratch));
 }
 
 /* ---- mixture of experts: the MLP as E experts behind a router ---- */
@@ -441,9 +447,14 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
     row_parallel_backward(m, U, ix.o, fc, gs->f[LS_DATTY], gs->dresid, ba->b[LB_ATTY], d.nh * d.hd, C, dwf);
     mt_attn_dropout none = {{0.0f, m->seed, 0, (uint32_t)layer, MT_DROPOUT_ATTN_PROBS}, a->sample_ids, 0,
                             a->packed ? a->doc_start : NULL};
-    MT_TIMED(m->prof, MT_PROF_ATTENTION,
-             op_attention_backward_gqa(m->be, gs->f[LS_DQKV], gs->f[LS_DATTY], ba->b[LB_QKV], ba->b[LB_ATTY],
-                                       ba->b[LB_LSE], a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
+    if (m->cp)
+        MT_TIMED(m->prof, MT_PROF_ATTENTION,
+                 mt_cp_attention_backward(m->be, m->cp, gs->f[LS_DQKV], gs->f[LS_DATTY], ba->b[LB_QKV], ba->b[LB_ATTY],
+                                            ba->b[LB_LSE], a->B, a->T / 2, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
+    else
+        MT_TIMED(m->prof, MT_PROF_ATTENTION,
+                 op_attention_backward_gqa(m->be, gs->f[LS_DQKV], gs->f[LS_DATTY], ba->b[LB_QKV], ba->b[LB_ATTY],
+                                           ba->b[LB_LSE], a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
     rope(m, gs->f[LS_DQKV], &d, 1);
     const float *x1 = mt_unit_tp_gather(m, ba->b[LB_X1], gs->gathered);
     mt_unit_linear_bwd(m, U, ix.q, fc, gs->dln, ix.qb >= 0 ? mt_model_tensor_grad(m, U, ix.qb) : NULL, gs->f[LS_DQKV], x1,
@@ -556,14 +567,15 @@ static void scratch_floats(const mt_model *m, size_t N, size_t out[MT_FAMILY_SCR
         out[LS_DGU] = N * (size_t)d.M * 2 * (size_t)d.F + N * (size_t)d.K + N * (size_t)d.E;
         out[LS_DH] = N * (size_t)d.M * (size_t)d.F;
     }
-    out[LS_COS] = out[LS_SIN] = (size_t)m->acts.T * (size_t)(d.hd / 2);
+    out[LS_COS] = out[LS_SIN] = (size_t)mt_unit_seq_len(m) * (size_t)(d.hd / 2);
 }
 
 /* The RoPE tables of the context's positions (with the config's frequency scaling). */
 static void init_model(mt_model *m) {
     const mt_model_config *c = &m->cfg;
-    mt_rope_scaling s = mt_llama_rope_scaling(c, m->acts.T);
-    op_rope_tables(m->be, m->gs.f[LS_COS], m->gs.f[LS_SIN], m->acts.T, mt_model_head_dim(c), c->rope_theta, &s);
+    const int T = mt_unit_seq_len(m); /* the whole sequence's positions (context parallelism: not just acts.T) */
+    mt_rope_scaling s = mt_llama_rope_scaling(c, T);
+    op_rope_tables(m->be, m->gs.f[LS_COS], m->gs.f[LS_SIN], T, mt_model_head_dim(c), c->rope_theta, &s);
     if (c->num_experts)
         m->moe_load = mt_xcalloc((size_t)c->n_layer * (size_t)c->num_experts, sizeof(int64_t), "expert loads");
     if (c->num_experts && m->ep)
