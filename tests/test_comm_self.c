@@ -29,6 +29,10 @@ static void check_identity(mt_comm *c) {
     memset(b, 0, sizeof b);
     mt_comm_alltoall(c, a, b, sizeof a);
     CHECK(!memcmp(b, ref, sizeof b), "alltoall copy");
+    memset(b, 0, sizeof b);
+    size_t ab = sizeof a - sizeof a[0], ad = sizeof a[0]; /* all but the first float, into place 1 */
+    mt_comm_alltoallv(c, a, &ab, &ad, b, &ab, &ad);
+    CHECK(b[0] == 0.0f && !memcmp(b + 1, ref + 1, ab), "alltoallv copy");
     mt_comm_broadcast(c, a, sizeof a, 0);
     CHECK(!memcmp(a, ref, sizeof a), "broadcast leaves the root's buffer");
     mt_comm_req q[4] = {{0}};
@@ -56,7 +60,7 @@ static void check_counters(const mt_comm *c) {
     const uint64_t B = 37 * sizeof(float), H = 37 * sizeof(mt_bf16);
     struct { mt_comm_kind k; uint64_t calls, payload; } want[] = {
         {MT_COMM_ALLREDUCE, 4, 3 * B + H}, {MT_COMM_ALLREDUCE_CTL, 1, 16}, {MT_COMM_REDUCE_SCATTER, 2, B + H},
-        {MT_COMM_ALLGATHER, 1, B},         {MT_COMM_BROADCAST, 1, B},      {MT_COMM_ALLTOALL, 1, B},
+        {MT_COMM_ALLGATHER, 1, B},         {MT_COMM_BROADCAST, 1, B},      {MT_COMM_ALLTOALL, 1, B}, {MT_COMM_ALLTOALLV, 1, B - 4},
         {MT_COMM_BARRIER, 0, 0},           {MT_COMM_SEND, 0, 0},           {MT_COMM_RECV, 0, 0},
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++) {

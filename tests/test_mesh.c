@@ -7,7 +7,7 @@
 #include "testlib.h"
 
 static void check_shape_cp(int dp, int pp, int tp, int g, int cpn) {
-    mt_mesh_shape s = {dp, pp, tp, g, cpn};
+    mt_mesh_shape s = {dp, pp, tp, g, cpn, 0};
     int W = dp * pp * tp * cpn;
     mt_error err = {{0}};
     CHECK(mt_mesh_check(&s, W, &err) == 0, "dp%d pp%d tp%d G%d: %s", dp, pp, tp, g, err.msg);
@@ -96,7 +96,7 @@ int main(void) {
                         if (g == 0 || (dp * cpn) % g == 0) check_shape_cp(dp, pp, tp, g, cpn);
 
     /* Spot values: dp2 x pp2 x tp2, rank 5 = (dp1, pp0, tp1). */
-    mt_mesh_shape s = {2, 2, 2, 0, 0};
+    mt_mesh_shape s = {2, 2, 2, 0, 0, 0};
     mt_mesh_coord c = mt_mesh_coord_of(&s, 5);
     CHECK(c.dp == 1 && c.pp == 0 && c.tp == 1, "(%d,%d,%d)", c.dp, c.pp, c.tp);
     int buf[8];
@@ -107,14 +107,14 @@ int main(void) {
     mt_mesh_group_ranks(&s, MT_AXIS_DP, 5, buf);
     CHECK(buf[0] == 1 && buf[1] == 5, "dp group");
     /* dp 4, G 2: shard groups {0,1},{2,3}; replica groups {0,2},{1,3} */
-    mt_mesh_shape h = {4, 1, 1, 2, 0};
+    mt_mesh_shape h = {4, 1, 1, 2, 0, 0};
     mt_mesh_group_ranks(&h, MT_AXIS_SHARD, 3, buf);
     CHECK(buf[0] == 2 && buf[1] == 3, "shard group");
     mt_mesh_group_ranks(&h, MT_AXIS_REPLICA, 3, buf);
     CHECK(buf[0] == 1 && buf[1] == 3, "replica group");
-    CHECK(mt_mesh_group_size(&(mt_mesh_shape){4, 1, 1, 0, 0}, MT_AXIS_REPLICA) == 1, "default G");
+    CHECK(mt_mesh_group_size(&(mt_mesh_shape){4, 1, 1, 0, 0, 0}, MT_AXIS_REPLICA) == 1, "default G");
     /* dp 2 x cp 2 x tp 2: rank 6 = (dp1, cp1, tp0); cp group {4, 6}; the gradient group (dp) {0, 2, 4, 6} */
-    mt_mesh_shape q = {2, 1, 2, 0, 2};
+    mt_mesh_shape q = {2, 1, 2, 0, 2, 0};
     c = mt_mesh_coord_of(&q, 6);
     CHECK(c.dp == 1 && c.cp == 1 && c.tp == 0, "(%d,%d,%d)", c.dp, c.cp, c.tp);
     mt_mesh_group_ranks(&q, MT_AXIS_CP, 6, buf);
@@ -124,26 +124,35 @@ int main(void) {
 
     /* Errors. */
     mt_error err = {{0}};
-    mt_mesh_shape bad = {2, 2, 2, 0, 0};
+    mt_mesh_shape bad = {2, 2, 2, 0, 0, 0};
     CHECK(mt_mesh_check(&bad, 4, &err) == -1, "product");
     CHECK(strstr(err.msg, "= 8 processes") && strstr(err.msg, "has 4"), "%s", err.msg);
-    bad = (mt_mesh_shape){0, 1, 1, 0, 0};
+    bad = (mt_mesh_shape){0, 1, 1, 0, 0, 0};
     CHECK(mt_mesh_check(&bad, 0, &err) == -1 && strstr(err.msg, ">= 1"), "%s", err.msg);
-    bad = (mt_mesh_shape){6, 1, 1, 4, 0};
+    bad = (mt_mesh_shape){6, 1, 1, 4, 0, 0};
     CHECK(mt_mesh_check(&bad, 6, &err) == -1, "G");
     char shown[MT_ERROR_LEN]; /* as the CLI says it: {option} names as --option */
     mt_render_options(err.msg, "--", shown, sizeof shown);
     CHECK(strstr(shown, "--shard-group 4 does not divide") != NULL, "%s", shown);
-    bad = (mt_mesh_shape){4, 1, 1, -1, 0};
+    bad = (mt_mesh_shape){4, 1, 1, -1, 0, 0};
     CHECK(mt_mesh_check(&bad, 4, &err) == -1 && strstr(err.msg, "shard-group"), "%s", err.msg);
-    bad = (mt_mesh_shape){3, 1, 1, 6, 0};
+    bad = (mt_mesh_shape){3, 1, 1, 6, 0, 0};
     CHECK(mt_mesh_check(&bad, 3, &err) == -1, "G > dp");
-    bad = (mt_mesh_shape){1, 1, 1, 0, 0};
+    bad = (mt_mesh_shape){1, 1, 1, 0, 0, 0};
     CHECK(mt_mesh_check(&bad, 1, &err) == 0, "1x1x1");
-    bad = (mt_mesh_shape){2, 1, 1, 0, 2};
+    bad = (mt_mesh_shape){2, 1, 1, 0, 2, 0};
     CHECK(mt_mesh_check(&bad, 2, &err) == -1 && strstr(err.msg, "cp 2") && strstr(err.msg, "= 4 processes"), "%s", err.msg);
-    bad = (mt_mesh_shape){2, 1, 1, 3, 2};
+    bad = (mt_mesh_shape){2, 1, 1, 3, 2, 0};
     CHECK(mt_mesh_check(&bad, 4, &err) == -1 && strstr(err.msg, "does not divide"), "%s", err.msg);
+    /* expert parallelism: dp 4, ep 2 -> shard (expert-data-parallel) groups of 2, replica (ep) groups of 2 */
+    mt_mesh_shape e = {4, 1, 1, 0, 0, 2};
+    CHECK(mt_mesh_check(&e, 4, &err) == 0 && mt_mesh_shard_size(&e) == 2, "ep2 G %d: %s", mt_mesh_shard_size(&e), err.msg);
+    mt_mesh_group_ranks(&e, MT_AXIS_REPLICA, 3, buf);
+    CHECK(buf[0] == 1 && buf[1] == 3, "ep group");
+    bad = (mt_mesh_shape){4, 1, 1, 0, 0, 3};
+    CHECK(mt_mesh_check(&bad, 4, &err) == -1 && strstr(err.msg, "{ep} 3 does not divide"), "%s", err.msg);
+    bad = (mt_mesh_shape){4, 1, 1, 0, 2, 2};
+    CHECK(mt_mesh_check(&bad, 8, &err) == -1 && strstr(err.msg, "{ep} 2 with {cp} 2"), "%s", err.msg);
 
     /* Layout printing does not crash and names the sizes. */
     FILE *f = tmpfile();

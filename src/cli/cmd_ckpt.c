@@ -71,10 +71,11 @@ static int info(const char *dir) {
         const char *prec = "?";
         mt_json_get_string(sw, "precision", &prec, NULL);
         const mt_json *off = mt_json_get(sw, "offload");
-        char cp[32] = ""; /* context parallelism: recorded when used */
+        char ep[32] = "", cp[32] = ""; /* expert and context parallelism: recorded when used */
+        if (mt_json_get(sw, "ep")) snprintf(ep, sizeof ep, ", ep %" PRId64, get_int(sw, "ep"));
         if (mt_json_get(sw, "cp")) snprintf(cp, sizeof cp, ", cp %" PRId64, get_int(sw, "cp"));
-        printf("saved with: %" PRId64 " ranks: dp %" PRId64 "%s, tp %" PRId64 ", pp %" PRId64 ", ZeRO %" PRId64
-               ", shard group %" PRId64 ", precision %s%s\n", get_int(sw, "world"), get_int(sw, "dp"), cp, get_int(sw, "tp"),
+        printf("saved with: %" PRId64 " ranks: dp %" PRId64 "%s%s, tp %" PRId64 ", pp %" PRId64 ", ZeRO %" PRId64
+               ", shard group %" PRId64 ", precision %s%s\n", get_int(sw, "world"), get_int(sw, "dp"), cp, ep, get_int(sw, "tp"),
                get_int(sw, "pp"), get_int(sw, "zero"), get_int(sw, "shard_group"), prec,
                off && off->type == MT_JSON_BOOL && off->boolean ? ", disk offload" : "");
     } else {

@@ -53,13 +53,15 @@ static void print_json(const mt_model_config *cfg, const mt_plan_cluster *c, con
                "\"fits\":%s,\"params_rank\":%.0f,\"bubble\":%.6f,\"comm_intra\":%.0f,\"comm_inter\":%.0f,"
                "\"comm_tp\":%.0f,\"comm_pp\":%.0f,\"comm_dp\":%.0f,\"comm_cp\":%.0f,\"calls\":%.0f,"
                "\"flops_step\":%.6g,\"t_compute\":%.6g,\"t_bubble\":%.6g,\"t_comm_exposed\":%.6g,\"t_step\":%.6g,"
-               "\"tflops_per_gpu\":%.4f,\"mfu\":%.5f}",
+               "\"tflops_per_gpu\":%.4f,\"mfu\":%.5f,\"ep\":%d,\"expert_params_rank\":%.0f,\"comm_ep\":%.0f,"
+               "\"t_alltoall\":%.6g}",
                i ? "," : "", y->dp, y->cp, y->tp, y->pp, y->zero, y->shard, y->micro_batch, y->chunks, y->sequence_parallel,
                rc_name(y->recompute), y->bf16 ? "bf16" : "fp32", r->microbatches, y->qwz, y->hpz, y->qgz, r->bytes[MT_PLAN_PARAMS],
                r->bytes[MT_PLAN_GRADS], r->bytes[MT_PLAN_OPTIM], r->bytes[MT_PLAN_ACTS], r->bytes[MT_PLAN_FROZEN], r->total,
                r->fits ? "true" : "false", r->params_rank, r->bubble, r->comm_intra, r->comm_inter, r->comm_tp, r->comm_pp,
                r->comm_dp, r->comm_cp, r->calls, r->flops_step,
-               r->t_compute, r->t_bubble, r->t_comm_exposed, r->t_step, r->tflops_per_gpu, r->mfu);
+               r->t_compute, r->t_bubble, r->t_comm_exposed, r->t_step, r->tflops_per_gpu, r->mfu, y->ep > 1 ? y->ep : 1,
+               r->expert_params_rank, r->comm_ep, r->t_alltoall);
     }
     printf("]}\n");
 }
@@ -89,6 +91,10 @@ static void print_table(const mt_model_config *cfg, const mt_plan_cluster *c, co
                r->bytes[MT_PLAN_GRADS] / 1e9, r->bytes[MT_PLAN_OPTIM] / 1e9, r->bytes[MT_PLAN_ACTS] / 1e9,
                r->bytes[MT_PLAN_FROZEN] / 1e9, r->total / 1e9, r->fits ? "yes" : "no", r->bubble, r->comm_intra / 1e9, r->comm_inter / 1e9, r->t_step,
                r->tflops_per_gpu, r->mfu);
+        if (y->ep > 1) /* expert parallelism: what it adds to the layout's line */
+            printf("    ep %d: expert parameters per rank %.4g (of %.4g held), token all-to-alls %.4g GB per step "
+                   "(%.4g s, in step_s)\n", y->ep, r->expert_params_rank, r->params_rank, r->comm_ep / 1e9,
+                   r->t_alltoall);
     }
 }
 
@@ -117,7 +123,7 @@ int mt_cli_plan(int argc, char **argv) {
     mt_model_flags_spec(&mf, model_spec, 0);
     int gpus = 0, per_node = 8, cpu = 0, global_batch = 0, top = 10, json = 0, help = 0, all = 0;
     int f_dp = -1, f_tp = -1, f_pp = -1, f_zero = -1, f_shard = -1, f_mb = -1, f_chunks = -1, f_sp = -1, f_cp = 1;
-    int cpu_cores = 0, zpp_qwz = 0, zpp_hpz = 0, zpp_qgz = 0;
+    int cpu_cores = 0, zpp_qwz = 0, zpp_hpz = 0, zpp_qgz = 0, ep = 1;
     float cpu_gflops = 0, cpu_gflops_bf16 = 0, cpu_mb_ms = 0, cpu_mb_ms_bf16 = -1, cpu_bw_gbs = 0, cpu_latency_us = 0, mem_gb = 0, efficiency = 0;
     const char *peft = "none", *targets = "", *qbase = "none";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f, .gptq_bits = 4, .gptq_group_size = 128};
@@ -155,6 +161,7 @@ int mt_cli_plan(int argc, char **argv) {
         {"pp", MT_ARG_INT, &f_pp, "only this pipeline size", 0},
         {"zero", MT_ARG_INT, &f_zero, "only this ZeRO stage", 0},
         {"shard-group", MT_ARG_INT, &f_shard, "only this ZeRO shard group", 0},
+        {"ep", MT_ARG_INT, &ep, "expert parallelism (a --moe-experts model): the experts spread over N of the dp ranks as train's --ep (only dp that N divides; ZeRO's shard group dp/N); adds the expert parameters per rank and the token all-to-alls' bytes and time (default 1)", 0},
         {"micro-batch", MT_ARG_INT, &f_mb, "only this micro-batch", 0},
         {"pp-chunks", MT_ARG_INT, &f_chunks, "only this number of interleaved chunks per rank", 0},
         {"sequence-parallel", MT_ARG_INT, &f_sp, "only 0 | 1", 0},
@@ -201,6 +208,10 @@ int mt_cli_plan(int argc, char **argv) {
     if (ad.kind != MT_PEFT_LORA) ad.r = 0, ad.alpha = 0;
     cfg.adapters = ad; /* the layouts are the fine-tune's: adapters trained, the base frozen at its storage */
     if (mt_model_config_validate(&cfg, &err) || mt_model_adapters_check(&cfg, &err)) return mt_cli_fail("plan", &err);
+    if (ep < 1 || (ep > 1 && (!cfg.num_experts || cfg.num_experts % ep))) {
+        mt_errorf(&err, "--ep %d must be >= 1 and divide the model's experts (--moe-experts %d)", ep, cfg.num_experts);
+        return mt_cli_fail("plan", &err);
+    }
     if (gpus < 1 || global_batch < 1) {
         mt_errorf(&err, "--gpus N and --global-batch B are required (got %d and %d)", gpus, global_batch);
         return mt_cli_fail("plan", &err);
@@ -266,6 +277,11 @@ int mt_cli_plan(int argc, char **argv) {
         mt_errorf(&err, "--cp must be >= 1 and divide --gpus %d, got %d", gpus, f_cp);
         return mt_cli_fail("plan", &err);
     }
+    if (ep > 1 && f_cp > 1) {
+        mt_errorf(&err, "--ep %d with --cp %d: expert and context parallelism do not combine (train's --cp refuses "
+                        "MoE models); drop one of them", ep, f_cp);
+        return mt_cli_fail("plan", &err);
+    }
     size_t cap = 1024, n = 0;
     plan_row *rows = mt_xmalloc(cap * sizeof *rows, "plan rows");
     int evaluated = 0;
@@ -281,14 +297,15 @@ int mt_cli_plan(int argc, char **argv) {
                         for (int G = 1; G <= D; G++) {
                             /* shard groups: the whole dp (x cp) group, or one node's worth (hybrid) */
                             int node_group = G * tp == per_node || G == f_shard;
-                            if (D % G || (G != D && (z == 0 || !node_group))) continue;
+                            if (ep > 1 ? dp % ep || G != dp / ep : D % G || (G != D && (z == 0 || !node_group)))
+                                continue; /* {ep}: the shard group is the dp / ep expert-data-parallel ranks (cp 1) */
                             if (!allowed(f_chunks, v) || !allowed(f_sp, sp) || !allowed(f_zero, z) || !allowed(f_shard, G))
                                 continue;
                             for (int mb = 1; mb <= global_batch / dp; mb *= 2)
                                 for (int rcm = 0; rcm < 3; rcm++)
                                     for (int bf = 0; bf < 2; bf++) {
                                         if (!allowed(f_mb, mb) || !allowed(rc_only, rcm) || !allowed(prec_only, bf)) continue;
-                                        mt_plan_layout y = {dp, tp, pp, z, G, mb, v, sp, (mt_plan_recompute)rcm, bf, 0, 0, 0, f_cp};
+                                        mt_plan_layout y = {dp, tp, pp, z, G, mb, v, sp, (mt_plan_recompute)rcm, bf, 0, 0, 0, ep, f_cp};
                                         mt_plan_set_zeropp(&y, per_node, zpp_qwz, zpp_hpz, zpp_qgz);
                                         mt_error e2 = {{0}};
                                         if (mt_plan_check(&cfg, &c, &y, global_batch, &e2)) continue;

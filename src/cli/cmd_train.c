@@ -217,7 +217,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     const char *config_path = NULL; /* handled before parsing; the entry documents it */
     const char *peft = "none", *lora_targets = "", *freeze = "", *quantize_base = "none", *ia3_targets = "", *ia3_ff = "", *peft_train = "";
     mt_adapter_spec ad = {.r = 8, .alpha = 16.0f};
-    o.mesh = (mt_mesh_shape){1, 1, 1, 0, 1};
+    o.mesh = (mt_mesh_shape){1, 1, 1, 0, 1, 1};
     const char *cp_mode = "ring";
     mt_arg data_spec[] = {
         {"train", MT_ARG_STR, &o.train_path, "training token shard (llm.c format, from `meshtrain tokenize`)", 0},
@@ -293,6 +293,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"pp-layers", MT_ARG_STR, &o.pp_layers, "blocks per virtual pipeline stage, e.g. 3,1 (default: even split)", 0},
         {"zero", MT_ARG_INT, &o.zero, "ZeRO stage 0 | 1 | 2 | 3 (default 0)", 0},
         {"shard-group", MT_ARG_INT, &o.mesh.shard, "hybrid sharding: shard over groups of G dp ranks, replicate across (default dp)", 0},
+        {"ep", MT_ARG_INT, &o.mesh.ep, "expert parallelism (--moe-experts models): spread the experts over N of the dp ranks, E/N each, tokens exchanged by all-to-all; N must divide --dp and the experts; dense parameters reduce over all dp, expert parameters over the dp/N ranks holding the same experts, ZeRO shards both over those dp/N (default 1)", 0},
         {"timeout", MT_ARG_FLOAT, &timeout, "communication timeout in seconds (default 60)", 0},
         {"zeropp-hpz", MT_ARG_INT, &o.zeropp_hpz, "ZeRO++ hpZ with --zero 3: keep a copy of the parameters split over groups of G consecutive ranks (a node) from the forward all-gather, so the backward all-gather stays inside the group; bitwise the same training (default 0: off)", 0},
         {"zeropp-qwz", MT_ARG_FLAG, &o.zeropp_qwz, "ZeRO++ qwZ with --zero 3: all-gather parameters as int8 with an fp32 scale per block of 256, dequantized on arrival (lossy: the model computes with the dequantized weights)", 0},
@@ -535,6 +536,11 @@ static int train_command(int argc, char **argv, const char *stored_from) {
                    tr.model.partition ? ", partitioned over tp" : tr.o.partition_activations ? ", split by sp already" : "", mt_opt_kind_name(tr.o.opt.kind), (double)tr.o.opt.lr,
                    mt_dtype_name(tr.o.precision), tr.o.device == MT_DEVICE_CUDA ? "device" : "fp32 gemm",
                    tr.o.device == MT_DEVICE_CUDA ? "cuda" : mt_gemm_lib_name(tr.o.gemm));
+            if (tr.ep_comm)
+                printf("expert parallelism: ep %d x expert-data-parallel %d (dp %d), %d of the %d experts per rank; "
+                       "parameters held per rank before ZeRO: %zu of %zu\n", tr.o.mesh.ep, tr.dp / tr.o.mesh.ep, tr.dp,
+                       c->num_experts / tr.o.mesh.ep, c->num_experts, tr.model.layout.total_params,
+                       tr.model.layout.gtotal_params);
             if (mt_adapter_spec_active(&c->adapters))
                 printf("trained: %zu parameters (%s%s%s); frozen: %zu%s%s\n", tr.model.layout.gtotal_params,
                        c->adapters.kind == MT_PEFT_NONE ? "--freeze '" : mt_peft_kind_name(c->adapters.kind),

@@ -34,7 +34,7 @@ static const struct {
     {"moe", {"moe-aux-coef", "moe-z-coef", "moe-capacity-factor"}},
     {"schedule", {"steps", "batch", "micro-batch", "warmup", "lr-schedule", "min-lr", "seed"}},
     {"parallel", {"dp", "cp", "cp-mode", "tp", "pp", "sequence-parallel", "pp-schedule", "pp-chunks", "pp-layers", "zero", "shard-group",
-                  "bucket-mb", "zeropp-hpz", "zeropp-qwz", "zeropp-qgz", "ranks-per-node", "timeout", "recompute",
+                  "ep", "bucket-mb", "zeropp-hpz", "zeropp-qwz", "zeropp-qgz", "ranks-per-node", "timeout", "recompute",
                   "compress-activations", "partition-activations", "no-overlap"}},
     {"precision", {"precision", "device", "gemm", "grad-reduce-dtype", "loss-scale", "loss-scale-window"}},
     {"checkpoint", {"ckpt-dir", "ckpt-every", "ckpt-async", "resume", "allow-schedule-change", "on-nonfinite"}},

@@ -85,6 +85,8 @@
  *   allgather:                (n-1)*b   (b = bytes of one block; B = n*b output)
  *   broadcast:                B on the root, 0 elsewhere (0 when n = 1)
  *   alltoall:                 (n-1)*b   (b = bytes to each rank; B = n*b)
+ *   alltoallv:                the bytes to the other ranks (B = all the bytes this rank sends, its own
+ *                             block included)
  *   send: B;  recv: 0;  barrier: 0
  * so with n = 1 every count is 0.
  *
@@ -140,6 +142,7 @@ typedef enum {
     MT_COMM_RECV,
     MT_COMM_BARRIER,
     MT_COMM_ALLTOALL,
+    MT_COMM_ALLTOALLV, /* a size per pair (expert parallelism's token exchange) */
     MT_COMM_NKIND
 } mt_comm_kind;
 
@@ -269,6 +272,15 @@ void mt_comm_allgather(mt_comm *c, const void *send, void *recv, size_t bytes);
 /* Block i of send (bytes each) goes to rank i; recv gets rank i's block
  * for this rank at block i. Not in place. */
 void mt_comm_alltoall(mt_comm *c, const void *send, void *recv, size_t bytes);
+/* The same with a size per pair (MPI_Alltoallv): send_bytes[i] bytes at
+ * send + send_displs[i] go to rank i, and recv_bytes[i] bytes from rank i
+ * land at recv + recv_displs[i] (all arrays of the group's size, displacements
+ * in bytes). The sizes must agree pairwise -- exchange them first (e.g. with
+ * mt_comm_alltoall); a rank that expects another size from a peer is a
+ * programming error. Not in place. Times out and names the missing ranks
+ * like every collective. */
+void mt_comm_alltoallv(mt_comm *c, const void *send, const size_t *send_bytes, const size_t *send_displs, void *recv,
+                       const size_t *recv_bytes, const size_t *recv_displs);
 void mt_comm_broadcast(mt_comm *c, void *buf, size_t bytes, int root);
 void mt_comm_send(mt_comm *c, const void *buf, size_t bytes, int peer, int tag);
 void mt_comm_recv(mt_comm *c, void *buf, size_t bytes, int peer, int tag);

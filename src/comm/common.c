@@ -6,7 +6,8 @@
 
 static const char *const kind_names[MT_COMM_NKIND] = {
     "allreduce", "allreduce_ctl", "reduce_scatter", "allgather",
-    "broadcast", "send",          "recv",           "barrier", "alltoall"};
+    "broadcast", "send",          "recv",           "barrier", "alltoall",
+    "alltoallv"};
 
 const char *mt_comm_kind_name(mt_comm_kind k) {
     return (unsigned)k < MT_COMM_NKIND ? kind_names[k] : "?";

@@ -303,6 +303,17 @@ void mt_comm_alltoall(mt_comm *c, const void *send, void *recv, size_t bytes) {
     mt_comm_wait(&r);
 }
 
+void mt_comm_alltoallv(mt_comm *c, const void *send, const size_t *send_bytes, const size_t *send_displs, void *recv,
+                       const size_t *recv_bytes, const size_t *recv_displs) {
+    if (send_bytes[0] != recv_bytes[0])
+        usage_fail(c, "alltoallv sends %zu bytes to this rank itself but expects %zu; the counts disagree",
+                   send_bytes[0], recv_bytes[0]);
+    mt_comm_req r = {0};
+    begin(c, &r, MT_COMM_ALLTOALLV, -1, send_bytes[0], NULL);
+    if (send_bytes[0]) memmove((char *)recv + recv_displs[0], (const char *)send + send_displs[0], send_bytes[0]);
+    mt_comm_wait(&r);
+}
+
 void mt_comm_barrier(mt_comm *c) {
     mt_comm_req r = {0};
     begin(c, &r, MT_COMM_BARRIER, -1, 0, NULL);

@@ -55,6 +55,7 @@ struct mt_comm {
     int64_t id; /* agreed by all members at creation; -1 while agreeing */
     char name[MT_COMM_NAME_LEN];
     int *world_ranks;
+    int *a2a;         /* [4 size] an all-to-all-v's counts and displacements as MPI's ints */
     uint64_t entered; /* collectives started on this communicator */
     mt_comm_stats stats;
 };
@@ -245,11 +246,13 @@ static mt_comm *make_comm(mt_comm_ctx *x, MPI_Comm mc, const char *name, int64_t
     CK(c, "MPI_Comm_rank", MPI_Comm_rank(mc, &c->rank), "new group");
     CK(c, "MPI_Comm_size", MPI_Comm_size(mc, &c->size), "new group");
     c->world_ranks = malloc((size_t)c->size * sizeof(int));
+    c->a2a = malloc(4 * (size_t)c->size * sizeof(int));
     int *idx = malloc((size_t)c->size * sizeof(int));
-    if (!c->world_ranks || !idx) {
+    if (!c->world_ranks || !idx || !c->a2a) {
         mt_errorf(err, "out of memory allocating the rank table of communicator '%s' (%d ranks)",
                   name, c->size);
         free(idx);
+        free(c->a2a);
         free(c->world_ranks);
         free(c);
         return NULL;
@@ -970,6 +973,38 @@ void mt_comm_alltoall(mt_comm *c, const void *send, void *recv, size_t bytes) {
     ialltoall(c, send, recv, bytes, &r);
     mt_comm_wait(&r);
 }
+void mt_comm_alltoallv(mt_comm *c, const void *send, const size_t *send_bytes, const size_t *send_displs, void *recv,
+                       const size_t *recv_bytes, const size_t *recv_displs) {
+    uint64_t payload = 0, sent = 0, inter = 0;
+    const int *node = c->ctx->node_of;
+    int mine = node[c->world_ranks[c->rank]];
+    for (int i = 0; i < c->size; i++) {
+        payload += send_bytes[i];
+        if (i == c->rank) continue;
+        sent += send_bytes[i];
+        if (node[c->world_ranks[i]] != mine) inter += send_bytes[i];
+    }
+    if (send_bytes[c->rank] != recv_bytes[c->rank])
+        usage_fail(c, "alltoallv sends %zu bytes to this rank itself but expects %zu; the counts disagree",
+                   send_bytes[c->rank], recv_bytes[c->rank]);
+    mt_comm_req r = {0};
+    begin(c, &r, MT_COMM_ALLTOALLV, -1, payload, sent, NULL);
+    c->stats.k[MT_COMM_ALLTOALLV].bytes_inter += inter;
+    if (c->size == 1) {
+        if (send_bytes[0]) memmove((char *)recv + recv_displs[0], (const char *)send + send_displs[0], send_bytes[0]);
+    } else {
+        int *sc = c->a2a, *sd = sc + c->size, *rc = sd + c->size, *rd = rc + c->size;
+        for (int i = 0; i < c->size; i++) {
+            sc[i] = to_int(c, send_bytes[i], "bytes to one rank");
+            sd[i] = to_int(c, send_displs[i], "send displacement");
+            rc[i] = to_int(c, recv_bytes[i], "bytes from one rank");
+            rd[i] = to_int(c, recv_displs[i], "receive displacement");
+        }
+        START(c, &r, "MPI_Ialltoallv", MPI_Ialltoallv(send, sc, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, c->comm, &q),
+              "%llu bytes to the other ranks", (unsigned long long)sent);
+    }
+    mt_comm_wait(&r);
+}
 void mt_comm_barrier(mt_comm *c) {
     mt_comm_req r = {0};
     begin(c, &r, MT_COMM_BARRIER, -1, 0, 0, NULL);
@@ -1044,6 +1079,7 @@ void mt_comm_free(mt_comm *c) {
     if (!c) return;
     unregister_comm(c->ctx, c);
     CK(c, "MPI_Comm_free", MPI_Comm_free(&c->comm), "group '%s'", c->name);
+    free(c->a2a);
     free(c->world_ranks);
     free(c);
 }

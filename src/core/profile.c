@@ -5,7 +5,8 @@
 
 static const char *const cat_names[MT_PROF_NCAT] = {
     "gemm", "attention", "layernorm", "gelu", "softmax_xent", "elementwise", "optimizer",
-    "allreduce", "reduce_scatter", "allgather", "broadcast", "sendrecv", "wait", "other"};
+    "allreduce", "reduce_scatter", "allgather", "broadcast", "sendrecv", "alltoall", "wait",
+    "other"};
 
 const char *mt_prof_cat_name(mt_prof_cat c) { return (unsigned)c < MT_PROF_NCAT ? cat_names[c] : "?"; }
 

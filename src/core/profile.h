@@ -27,6 +27,7 @@ typedef enum {
     MT_PROF_ALLGATHER,
     MT_PROF_BROADCAST,
     MT_PROF_SENDRECV,
+    MT_PROF_ALLTOALL,        /* expert parallelism's token exchanges (counts and rows), blocking */
     MT_PROF_WAIT,            /* waiting for non-blocking collectives or peers: exposed communication */
     MT_PROF_OTHER,           /* the step's time no category claimed (set by mt_profile_end_step) */
     MT_PROF_NCAT

@@ -39,16 +39,16 @@ size_t mt_alltoall_attention_scratch_floats(mt_backend *be, const mt_cp *cp, int
 static int chunk_of(int r, int N, int a) { return a == 0 ? r : 2 * N - 1 - r; }
 
 /* The column sections of a row that travel: q|k|v (3), or the output (1);
- * col0 in the local row of W floats, width per rank w (rank p's: col0 + p w). */
+ * col0 in the local row of W floats, width per rank `width` (rank p's: col0 + p width). */
 typedef struct {
     int n;
-    size_t col0[3], w[3], W, wsum;
+    size_t col0[3], width[3], W, wsum;
 } sections;
 
 static sections qkv_sections(int N, int NH, int NKV, int HS) {
     sections s = {3, {0, (size_t)NH * HS, (size_t)(NH + NKV) * HS},
                   {(size_t)NH / N * HS, (size_t)NKV / N * HS, (size_t)NKV / N * HS}, (size_t)(NH + 2 * NKV) * HS, 0};
-    s.wsum = s.w[0] + s.w[1] + s.w[2];
+    s.wsum = s.width[0] + s.width[1] + s.width[2];
     return s;
 }
 static sections out_sections(int N, int NH, int HS) {
@@ -64,9 +64,9 @@ static void to_heads(mt_backend *be, const mt_cp *cp, float *full, const float *
     for (int p = 0; p < N; p++) { /* destination p: its heads of each section, side by side */
         size_t at = 0;
         for (int k = 0; k < s->n; k++) {
-            op_copy_rows(be, bf->send + p * blk + at, s->wsum * f, 0, local + s->col0[k] + p * s->w[k], s->W * f, 0,
-                         s->w[k] * f, (int)n, 1);
-            at += s->w[k];
+            op_copy_rows(be, bf->send + p * blk + at, s->wsum * f, 0, local + s->col0[k] + p * s->width[k], s->W * f, 0,
+                         s->width[k] * f, (int)n, 1);
+            at += s->width[k];
         }
     }
     mt_comm_alltoall(cp->comm, bf->send, bf->recv, blk * f);
@@ -91,9 +91,9 @@ static void from_heads(mt_backend *be, const mt_cp *cp, float *local, const floa
     for (int r = 0; r < N; r++) { /* source r's heads into their columns */
         size_t at = 0;
         for (int k = 0; k < s->n; k++) {
-            op_copy_rows(be, local + s->col0[k] + r * s->w[k], s->W * f, 0, bf->recv + r * blk + at, s->wsum * f, 0,
-                         s->w[k] * f, (int)n, 1);
-            at += s->w[k];
+            op_copy_rows(be, local + s->col0[k] + r * s->width[k], s->W * f, 0, bf->recv + r * blk + at, s->wsum * f, 0,
+                         s->width[k] * f, (int)n, 1);
+            at += s->width[k];
         }
     }
 }

@@ -179,7 +179,7 @@ static void alloc_lora(mt_model *m, size_t N) {
 
 void mt_model_create(mt_model *m, mt_backend *be, const mt_model_config *cfg, int B, int T, uint64_t seed,
                      mt_mem *mem) {
-    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, be, 0, MT_ACT_COMPRESS_OFF, NULL, 0};
+    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, be, NULL, 0, MT_ACT_COMPRESS_OFF, NULL, 0};
     mt_model_create_part(m, cfg, B, T, seed, mem, &whole);
 }
 
@@ -196,6 +196,10 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     m->fam = mt_family_get(cfg->family);
     int tp = mt_tp_size(part->tp);
     mt_model_layout_build(cfg, tp, tp > 1 ? part->tp->rank : 0, &m->layout);
+    if (part->ep && mt_comm_size(part->ep) > 1) {
+        m->ep = part->ep;
+        mt_layout_shard_experts(&m->layout, cfg->num_experts, mt_comm_size(part->ep), mt_comm_rank(part->ep));
+    }
     const mt_layout *l = &m->layout;
     int L = cfg->n_layer;
     m->params = mt_xcalloc((size_t)l->n_units, sizeof(float *), "unit parameter table");
@@ -415,6 +419,8 @@ void mt_model_free(mt_model *m) {
     const mt_layout *l = &m->layout;
     free(m->moe_load);
     m->moe_load = NULL;
+    free(m->moe_ep_rows);
+    m->moe_ep_rows = NULL;
     mt_mem *mem = m->mem;
     for (int u = 0; u < l->n_units; u++) {
         mt_mem_free_at(m->mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, m->params[u], l->units[u].numel * sizeof(float));

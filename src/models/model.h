@@ -172,6 +172,7 @@ typedef struct mt_model {
     mt_mem *mem;
     mt_profile *prof; /* kernel time by category ({profile}); NULL = off; not owned */
     const mt_tp *tp;  /* tensor parallelism (NULL: none); not owned */
+    struct mt_comm *ep; /* expert parallelism (NULL: none; see mt_model_part.ep); not owned */
     /* context parallelism (NULL: none; not owned): acts.T is then this
      * rank's 2 chunks of each sample (seq_len / cp rows, models/ring_attention.h),
      * acts.pos their positions in the sequence, and attention runs over the ring */
@@ -195,6 +196,8 @@ typedef struct mt_model {
      * recomputation) add up; the trainer reads and clears them. */
     mt_moe_stats moe;
     int64_t *moe_load; /* [n_layer][num_experts] rows each expert received (NULL: dense); the trainer clears it */
+    int64_t *moe_ep_rows; /* expert parallelism: [ep] token rows the forwards sent each ep rank (this rank
+                             included; NULL without ep); the trainer clears it */
 } mt_model;
 
 /* The part of the model one process holds (a pipeline stage, or several
@@ -209,6 +212,8 @@ typedef struct {
     const mt_tp *tp;                /* tensor parallelism (NULL: none): the layout is this tp rank's slice */
     mt_dtype precision;             /* GEMM operand type (MT_FP32: plain fp32) */
     mt_backend *be;                 /* the backend of the kernels (not owned; must outlive the model) */
+    struct mt_comm *ep;             /* expert parallelism (NULL or size 1: none): the group the experts are
+                                       sharded over (mt_layout_shard_experts) and tokens exchanged in */
     int defer_params;               /* 1: held units get no parameter or gradient buffers at creation;
                                        the ZeRO layer materialises one unit at a time
                                        (mt_model_materialize_unit) and keeps only its storage, so the

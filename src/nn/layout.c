@@ -9,6 +9,7 @@ void mt_layout_init(mt_layout *l, int n_units, int tp, int tp_rank) {
     memset(l, 0, sizeof *l);
     l->tp = tp;
     l->tp_rank = tp_rank;
+    l->ep = 1;
     l->n_units = n_units;
     l->units = mt_xcalloc((size_t)n_units, sizeof(mt_unit_layout), "model layout");
     for (int u = 0; u < n_units; u++) {
@@ -88,9 +89,41 @@ void mt_unit_add_shared(mt_layout *l, int u, const char *name, const char *owner
     ul->shared_unit = owner;
 }
 
+void mt_layout_shard_experts(mt_layout *l, int n_experts, int ep, int ep_rank) {
+    int per = n_experts / ep;
+    l->ep = ep;
+    l->ep_rank = ep_rank;
+    for (int u = 0; u < l->n_units; u++) {
+        mt_unit_layout *ul = &l->units[u];
+        if (ul->ref || ul->n_frozen) mt_die("unit %d: experts sharded after the frozen split", u);
+        size_t off = 0;
+        int seen = 0;
+        for (int i = 0; i < ul->n_tensors; i++) {
+            mt_tensor *t = &ul->t[i];
+            if (!t->expert && seen) mt_die("tensor %s: a dense tensor after the experts' in unit %d", t->name, u);
+            seen |= t->expert != 0;
+            if (t->expert && (t->expert - 1) / per != ep_rank) {
+                t->shape[0] = 0;
+                t->numel = 0;
+            }
+            t->offset = off;
+            off += t->numel;
+        }
+        ul->numel = off;
+    }
+    mt_layout_finish(l);
+}
+
 void mt_layout_finish(mt_layout *l) {
     l->total_params = l->gtotal_params = l->total_frozen = l->gtotal_frozen = 0;
     for (int i = 0; i < l->n_units; i++) {
+        mt_unit_layout *ul = &l->units[i];
+        ul->dense_numel = ul->numel;
+        for (int k = 0; k < ul->n_tensors; k++)
+            if (ul->t[k].expert) {
+                ul->dense_numel = ul->t[k].offset;
+                break;
+            }
         l->total_params += l->units[i].numel;
         l->total_frozen += l->units[i].frozen_numel;
         l->gtotal_frozen += l->units[i].gfrozen_numel;

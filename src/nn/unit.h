@@ -54,6 +54,10 @@ typedef struct {
     int bias_of;                   /* IA3 target: its bias's declared index + 1 (0: none) */
     int quant;                     /* frozen and stored quantized (mt_quant_kind; no room in the fp32 frozen store) */
     int adapter;                   /* 1: an adapter tensor (not in a base checkpoint: {init-from} keeps its init) */
+    int expert;                    /* expert e's tensor (a mixture-of-experts block): e + 1; 0: dense. Under
+                                      expert parallelism (mt_layout_shard_experts) only the rank's own
+                                      experts hold elements; the others keep their full shape (gshape,
+                                      checkpoints) with shape[0] = numel = 0 here */
     int64_t init_rows;             /* rows drawn from the RNG (an embedding's padding rows stay 0) */
     int64_t ckpt_rows;             /* full rows a checkpoint holds (<= gshape[0]: a vocabulary padded
                                       further for this layout's tp keeps the tp-1 rows there) */
@@ -93,6 +97,8 @@ typedef struct {
                        rank's rows only (summed over tp by mt_model_tp_reduce_grads) */
     size_t numel;   /* elements in the flat buffer (this tp rank's slices) */
     size_t gnumel;  /* elements of the full unit (tp = 1) */
+    size_t dense_numel; /* the first elements, before any expert's tensor: what every expert-parallel rank
+                           holds alike (numel when the unit has no experts) */
     /* Frozen tensors (trainable 0) live in a second store of their own
      * (mt_model.frozen): t[] holds only the trainable ones, so everything
      * that walks a unit's tensors (ZeRO, optimizers, gradient collectives,
@@ -123,6 +129,7 @@ typedef struct {
     size_t gtotal_frozen;   /* the same for the full model */
     size_t gtotal_params;   /* the same for the full model */
     int tp, tp_rank;        /* tensor-parallel degree and this rank's index (1, 0: whole model) */
+    int ep, ep_rank;        /* expert-parallel degree and this rank's index (1, 0: every expert) */
 } mt_layout;
 
 /* Builder: a layout of n units (roles and layers set by the caller), and a
@@ -141,6 +148,12 @@ void mt_unit_add_shared(mt_layout *l, int u, const char *name, const char *owner
 /* Elements of the frozen 2-D tensors of the block units (full model): their
  * weight-gradient GEMMs are skipped (a third of their training FLOPs). */
 double mt_layout_frozen_matrix_params(const mt_layout *l);
+/* Expert parallelism: keeps the tensors of this rank's experts, the n_experts / ep
+ * experts [ep_rank n / ep, (ep_rank + 1) n / ep), and empties the others'
+ * (shape[0] = numel = 0; full shapes and names kept, so checkpoints and
+ * declared indices are those of every layout); the expert tensors must be
+ * the last of their unit. ep must divide n_experts (checked by the caller). */
+void mt_layout_shard_experts(mt_layout *l, int n_experts, int ep, int ep_rank);
 /* Sums the totals once every unit is built. */
 void mt_layout_finish(mt_layout *l);
 void mt_layout_free(mt_layout *l);

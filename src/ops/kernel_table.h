@@ -193,6 +193,7 @@ struct mt_kernel_table {
     void (*moe_route_backward)(mt_backend *be, float *dlogits, const float *dtopw, const float *probs, const float *lse,
                                const int32_t *topk, const float *topw, int N, int E, int K, mt_moe_router router,
                                int norm_topk, float ga, float gz);
+    void (*moe_ep_orders)(mt_backend *be, int32_t *to_expert, int32_t *to_source, const int32_t *counts, int P, int El);
 };
 typedef struct mt_kernel_table mt_kernel_table;
 

@@ -196,3 +196,23 @@ void op_moe_route_backward(mt_backend *be, float *dlogits, const float *dtopw, c
         for (int e = 0; e < E; e++) dl[e] += (float)(p[e] * (dp[e] - dot) + zf * p[e]);
     }
 }
+
+void op_moe_ep_orders(mt_backend *be, int32_t *to_expert, int32_t *to_source, const int32_t *counts, int P, int El) {
+    MT_DISPATCH(be, moe_ep_orders, be, to_expert, to_source, counts, P, El);
+    int32_t src0[MT_MOE_MAX_EXPERTS]; /* where source i's block starts in the source-major order */
+    int32_t at = 0;
+    for (int i = 0; i < P; i++) {
+        src0[i] = at;
+        for (int e = 0; e < El; e++) at += counts[(size_t)i * El + e];
+    }
+    int32_t m = 0;
+    for (int e = 0; e < El; e++)
+        for (int i = 0; i < P; i++) {
+            int32_t s = src0[i];
+            for (int k = 0; k < e; k++) s += counts[(size_t)i * El + k];
+            for (int32_t r = 0; r < counts[(size_t)i * El + e]; r++, m++) {
+                to_expert[m] = s + r;
+                to_source[s + r] = m;
+            }
+        }
+}

@@ -68,4 +68,13 @@ void op_moe_route_backward(mt_backend *be, float *dlogits, const float *dtopw, c
                            const int32_t *topk, const float *topw, int N, int E, int K, mt_moe_router router,
                            int norm_topk, float ga, float gz);
 
+/* Expert parallelism: a rank receives its experts' rows source-major -- from
+ * each of the P ranks of the ep group in turn, that rank's rows for local
+ * expert 0, 1, ..., El-1, counts [P][El] of them -- and runs its GEMMs
+ * expert-major (expert 0's rows from source 0, 1, ..., then expert 1's).
+ * to_expert[m]: the source-major index of expert-major row m; to_source[i]:
+ * the expert-major index of source-major row i (op_moe_gather with one or
+ * the other moves rows between the two orders). */
+void op_moe_ep_orders(mt_backend *be, int32_t *to_expert, int32_t *to_source, const int32_t *counts, int P, int El);
+
 #endif

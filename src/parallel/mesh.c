@@ -12,7 +12,10 @@ int mt_mesh_cp_size(const mt_mesh_shape *s) { return s->cp > 0 ? s->cp : 1; }
 /* D: the replicas of the parameters (dp x cp), and a coordinate's index d among them */
 static int replicas(const mt_mesh_shape *s) { return s->dp * mt_mesh_cp_size(s); }
 static int replica_index(const mt_mesh_shape *s, mt_mesh_coord c) { return c.dp * mt_mesh_cp_size(s) + c.cp; }
-int mt_mesh_shard_size(const mt_mesh_shape *s) { return s->shard > 0 ? s->shard : replicas(s); }
+int mt_mesh_shard_size(const mt_mesh_shape *s) {
+    if (s->ep > 1) return s->dp / s->ep; /* ep > 1 implies cp 1 (mt_mesh_check) */
+    return s->shard > 0 ? s->shard : replicas(s);
+}
 
 int mt_mesh_check(const mt_mesh_shape *s, int world_size, mt_error *err) {
     if (s->dp < 1 || s->pp < 1 || s->tp < 1 || s->cp < 0)
@@ -21,6 +24,17 @@ int mt_mesh_check(const mt_mesh_shape *s, int world_size, mt_error *err) {
     if (s->shard < 0)
         return mt_errorf(err, "bad {shard-group} %d: must be >= 1 (or 0 for no hybrid sharding)",
                          s->shard);
+    if (s->ep < 0) return mt_errorf(err, "bad {ep} %d: must be >= 1", s->ep);
+    if (s->ep > 1 && mt_mesh_cp_size(s) > 1)
+        return mt_errorf(err, "{ep} %d with {cp} %d: expert and context parallelism do not combine "
+                              "(context parallelism trains no MoE models); drop one of them", s->ep, s->cp);
+    if (s->ep > 1 && s->dp % s->ep)
+        return mt_errorf(err, "{ep} %d does not divide the data-parallel size {dp} %d: the expert-parallel ranks are "
+                              "carved out of the data-parallel ones; choose an ep that divides dp", s->ep, s->dp);
+    if (s->ep > 1 && s->shard > 0 && s->shard != s->dp / s->ep)
+        return mt_errorf(err, "{shard-group} %d with {ep} %d: expert parallelism shards ZeRO over the "
+                              "expert-data-parallel group of {dp} / {ep} = %d ranks; drop {shard-group}",
+                         s->shard, s->ep, s->dp / s->ep);
     long long prod = (long long)s->dp * s->pp * s->tp * mt_mesh_cp_size(s);
     if (prod != world_size && s->cp > 1)
         return mt_errorf(err,

@@ -33,6 +33,10 @@ typedef struct {
     int dp, pp, tp;
     int shard; /* hybrid shard group size G; 0 means dp x cp (no hybrid sharding) */
     int cp;    /* context-parallel size; 0 means 1 */
+    int ep;    /* expert parallelism (0 or 1: none): carved out of dp as Megatron and DeepSpeed do --
+                  the shard group is the expert-data-parallel group of dp / ep ranks (G = dp / ep)
+                  and the replica group of ep ranks is the ep group the experts are spread over;
+                  not combined with cp > 1 (context parallelism refuses MoE models) */
 } mt_mesh_shape;
 
 typedef struct {
@@ -54,7 +58,7 @@ const char *mt_mesh_axis_name(mt_mesh_axis a); /* "tp", "pp", "dp", "shard", "re
 /* Checks that every size is >= 1, dp*cp*pp*tp == world_size, and G divides dp*cp.
  * On failure returns -1 with a message that says what to change. */
 int mt_mesh_check(const mt_mesh_shape *s, int world_size, mt_error *err);
-/* G with the default applied (shard == 0 -> dp x cp). */
+/* G with the default applied (shard == 0 -> dp x cp; expert parallelism: dp / ep). */
 int mt_mesh_shard_size(const mt_mesh_shape *s);
 /* cp with the default applied (0 -> 1). */
 int mt_mesh_cp_size(const mt_mesh_shape *s);

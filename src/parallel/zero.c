@@ -47,6 +47,13 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     z->dp = mt_mesh_comm(mesh, MT_AXIS_DP);
     z->shard = mt_mesh_comm(mesh, MT_AXIS_SHARD);
     z->replica = mt_mesh_comm(mesh, MT_AXIS_REPLICA);
+    if (mesh->shape.ep > 1) { /* expert parallelism (zero.h) */
+        if (bucket_bytes > 0)
+            return mt_errorf(err, "{bucket-mb} is not supported with {ep}: stage 0 reduces each unit over the "
+                                  "expert-data-parallel group and its dense part over the ep group; drop {bucket-mb}");
+        z->ep = z->replica;
+        z->dp = z->shard;
+    }
     z->n = stage == 0 ? 1 : mt_comm_size(z->shard);
     z->r = stage == 0 ? 0 : mt_comm_rank(z->shard);
     int U = z->n_units = l->n_units;
@@ -59,6 +66,7 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
                                   "unit) is supported", u, l->units[u].shared_unit);
     z->numel = mt_xcalloc((size_t)U, sizeof(size_t), "zero tables");
     z->S = mt_xcalloc((size_t)U, sizeof(size_t), "zero tables");
+    z->dense = mt_xcalloc((size_t)U, sizeof(size_t), "zero tables");
     z->full_p = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
     z->full_g = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
     z->pshard = mt_xcalloc((size_t)U, sizeof(float *), "zero tables");
@@ -73,6 +81,7 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     for (int u = 0; u < U; u++) {
         /* Units this process does not hold (pipeline stages) have no buffers. */
         z->numel[u] = m->held[u] ? l->units[u].numel : 0;
+        z->dense[u] = m->held[u] ? l->units[u].dense_numel : 0;
         z->in_norm[u] = 1;
         z->S[u] = (z->numel[u] + (size_t)z->n - 1) / (size_t)z->n;
         if (u >= 1 && padded(z, u) > z->pool_len) z->pool_len = padded(z, u);
@@ -155,7 +164,7 @@ void mt_zero_free(mt_zero *z, mt_model *m) {
         mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->gpool[k], z->pool_len * sizeof(float));
         mt_mem_free_at(mem, MT_PLACE_DEVICE, MT_MEM_COMM, z->ppool[k], z->pool_len * sizeof(float));
     }
-    free(z->numel); free(z->S); free(z->full_p); free(z->full_g); free(z->pshard); free(z->gshard);
+    free(z->numel); free(z->S); free(z->dense); free(z->full_p); free(z->full_g); free(z->pshard); free(z->gshard);
     free(z->gslot); free(z->mp.gslot16); free(z->mp.g16_used); free(z->mp.g16_sumsq); free(z->mp.g16_sumsq_ok); free(z->greq); free(z->in_norm);
     memset(z, 0, sizeof *z);
 }
@@ -363,26 +372,46 @@ void mt_zero_progress(mt_zero *z) {
 }
 
 
+/* The owned elements [0, n) of unit u the replica group sums: the whole
+ * shard under hybrid sharding; under expert parallelism its dense part only
+ * (the ep group's replicas hold different experts after it). */
+static size_t replica_len(const mt_zero *z, int u) {
+    if (!z->ep) return z->S[u];
+    size_t b = (size_t)z->r * z->S[u], d = z->dense[u];
+    return d <= b ? 0 : d - b < z->S[u] ? d - b : z->S[u];
+}
+
+static void allreduce_owned_n(mt_zero *z, int u, mt_comm *comm, size_t n) {
+    if (!mixed(z)) {
+        mt_comm_allreduce(comm, grad_shard(z, u), grad_shard(z, u), n);
+        return;
+    }
+    z->mp.g16_sumsq_ok[u] = 0;
+    float *g = mt_zero_owned_grad(z, u, 0, n);
+    mt_comm_allreduce(comm, g, g, n);
+    op_to_16(z->be, z->mp.dt16, z->mp.g16[u], g, n);
+}
+
 void mt_zero_finish_grads(mt_zero *z, mt_model *m) {
     mt_zero_end_microbatch(z, m);
     for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
     mt_zero_wait_buckets(z, 1);
     for (int u = 0; u < z->n_units && mixed(z); u++) /* a unit without a backward this step */
         if (z->numel[u] && !z->mp.g16_used[u]) op_zero_bytes(z->be, z->mp.g16[u], g16_len(z, u) * sizeof(uint16_t));
-    if (mixed(z) && z->stage >= 1 && mt_comm_size(z->replica) > 1) {
+    if ((z->stage >= 1 || z->ep) && mt_comm_size(z->replica) > 1) {
         for (int u = 0; u < z->n_units; u++) {
-            if (!z->numel[u]) continue;
-            if (z->mp.reduce16) {
+            size_t n = replica_len(z, u);
+            if (!z->numel[u] || !n) continue;
+            if (!mixed(z)) {
+                mt_comm_iallreduce(z->replica, grad_shard(z, u), grad_shard(z, u), n, &z->greq[u]);
+            } else if (z->mp.reduce16) {
                 z->mp.g16_sumsq_ok[u] = 0;
-                mt_comm_iallreduce_bf16(z->replica, z->mp.g16[u], z->mp.g16[u], z->S[u], &z->greq[u]);
+                mt_comm_iallreduce_bf16(z->replica, z->mp.g16[u], z->mp.g16[u], n, &z->greq[u]);
                 wait_grad(z, u);
             } else {
-                mt_zero_allreduce_owned_grad(z, u, z->replica);
+                allreduce_owned_n(z, u, z->replica, n);
             }
         }
-    } else if (z->stage >= 1 && mt_comm_size(z->replica) > 1) {
-        for (int u = 0; u < z->n_units; u++)
-            if (z->numel[u]) mt_comm_iallreduce(z->replica, grad_shard(z, u), grad_shard(z, u), z->S[u], &z->greq[u]);
         for (int u = 0; u < z->n_units; u++) wait_grad(z, u);
     }
 }
@@ -398,24 +427,34 @@ static double owned_sumsq(const mt_zero *z, int u, size_t off, size_t n) {
  * tables, row-parallel biases; or a piece on tp_replicas ranks) is counted
  * by the first rank holding it. */
 
-static double unit_sumsq(mt_zero *z, const mt_model *m, int u) {
-    if (m->layout.tp_rank == 0) return z->mp.g16_sumsq_ok[u] ? z->mp.g16_sumsq[u] : owned_sumsq(z, u, 0, z->S[u]);
-    size_t lo = z->stage >= 1 ? (size_t)z->r * z->S[u] : 0, hi = lo + z->S[u];
+static double unit_sumsq(mt_zero *z, const mt_model *m, int u, size_t a, size_t b) {
+    if (b <= a) return 0.0;
+    if (m->layout.tp_rank == 0)
+        return a == 0 && b == z->S[u] && z->mp.g16_sumsq_ok[u] ? z->mp.g16_sumsq[u] : owned_sumsq(z, u, a, b - a);
+    size_t base = z->stage >= 1 ? (size_t)z->r * z->S[u] : 0, lo = base + a, hi = base + b;
     const mt_unit_layout *ul = &m->layout.units[u];
     double s = 0.0;
     for (int i = 0; i < ul->n_tensors; i++) {
         const mt_tensor *t = &ul->t[i];
         if (m->layout.tp_rank % t->tp_replicas) continue; /* a copy the group's first rank counts */
-        size_t b = t->offset > lo ? t->offset : lo, e = t->offset + t->numel < hi ? t->offset + t->numel : hi;
-        if (e > b) s += owned_sumsq(z, u, b - lo, e - b);
+        size_t tb = t->offset > lo ? t->offset : lo, te = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+        if (te > tb) s += owned_sumsq(z, u, tb - base, te - tb);
     }
     return s;
 }
 
 double mt_zero_grad_sumsq(mt_zero *z, mt_model *m) {
-    double s = 0.0;
-    for (int u = 0; u < z->n_units; u++)
-        if (z->numel[u] && z->in_norm[u]) s += unit_sumsq(z, m, u);
+    double s = 0.0, se = 0.0; /* se: the experts' part under expert parallelism */
+    for (int u = 0; u < z->n_units; u++) {
+        if (!z->numel[u] || !z->in_norm[u]) continue;
+        size_t n = z->ep ? replica_len(z, u) : z->S[u];
+        s += unit_sumsq(z, m, u, 0, n);
+        se += unit_sumsq(z, m, u, n, z->S[u]);
+    }
+    if (z->ep) { /* the ep group's ranks hold the same dense elements but their own experts */
+        mt_comm_allreduce_ctl(z->ep, &se, &se, 1, MT_COMM_F64, MT_COMM_SUM);
+        s += se;
+    }
     if (z->stage >= 1) mt_comm_allreduce_ctl(z->shard, &s, &s, 1, MT_COMM_F64, MT_COMM_SUM);
     return s;
 }
@@ -445,16 +484,7 @@ void mt_zero_poison_grad(mt_zero *z, int u) {
     else z->mp.g16[u][0] = z->mp.dt16 == MT_BF16 ? mt_fp32_to_bf16(INFINITY) : mt_fp32_to_fp16(INFINITY);
 }
 
-void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm) {
-    if (!mixed(z)) {
-        mt_comm_allreduce(comm, grad_shard(z, u), grad_shard(z, u), z->S[u]);
-        return;
-    }
-    z->mp.g16_sumsq_ok[u] = 0;
-    float *g = mt_zero_owned_grad(z, u, 0, z->S[u]);
-    mt_comm_allreduce(comm, g, g, z->S[u]);
-    op_to_16(z->be, z->mp.dt16, z->mp.g16[u], g, z->S[u]);
-}
+void mt_zero_allreduce_owned_grad(mt_zero *z, int u, mt_comm *comm) { allreduce_owned_n(z, u, comm, z->S[u]); }
 
 size_t mt_zero_state_len(const mt_zero *z, int u) { return z->S[u]; }
 

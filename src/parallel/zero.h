@@ -20,6 +20,17 @@
  *            and held until its backward.
  * Hybrid (shard group G < dp): reduce-scatter inside the shard group, then
  * all-reduce the shard across the replica group.
+ * Expert parallelism ({ep} N, mesh.h): the shard group is the expert-data-
+ * parallel group (dp / N ranks holding the same experts) and the replica
+ * group the N ranks of the ep group, which hold the same dense tensors but
+ * different experts. Every unit is sharded (ZeRO 1-3) or reduced (stage 0)
+ * over the shard group; afterwards the dense part of each unit -- its
+ * elements before the first expert tensor (nn/unit.h's dense_numel) -- is
+ * all-reduced across the ep group, so dense gradients are summed over all dp
+ * ranks and expert gradients over the expert-data-parallel group. (Dense
+ * parameters are thus sharded over dp / N ranks, as hybrid sharding does,
+ * not over all dp.) The gradient norm counts the dense part once and sums
+ * the experts' over the ep group.
  *
  * Buckets (stage 0, DDP-style): by default each unit's gradient is all-reduced
  * on its own as soon as its backward ends. With bucket_bytes > 0 the
@@ -109,7 +120,11 @@ typedef struct {
 
 typedef struct {
     int stage;
-    mt_comm *dp, *shard, *replica; /* borrowed from the mesh */
+    mt_comm *dp, *shard, *replica; /* borrowed from the mesh (under expert parallelism dp is the
+                                      expert-data-parallel group: stage 0's all-reduce runs there) */
+    mt_comm *ep;                   /* expert parallelism (NULL: none): the replica group of ep ranks, over
+                                      which only each unit's dense part is summed (its experts differ) */
+    size_t *dense;                 /* per unit: elements before its experts' (the layout's dense_numel) */
     int n, r;                      /* shard group size and index (1, 0 for stage 0) */
     int n_units;
     size_t *numel, *S;             /* per unit */

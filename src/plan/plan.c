@@ -92,6 +92,13 @@ int mt_plan_check(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     if (y->zero < 0 || y->zero > 3) return mt_errorf(err, "ZeRO stage must be 0-3, got %d", y->zero);
     if (y->shard < 1 || replicas_of(y) % y->shard)
         return mt_errorf(err, "shard group %d does not divide dp %d%s", y->shard, replicas_of(y), cp_of(y) > 1 ? " x cp" : "");
+    if (y->ep > 1 && !cfg->num_experts) return mt_errorf(err, "ep %d needs a mixture-of-experts model", y->ep);
+    if (y->ep > 1 && cp_of(y) > 1)
+        return mt_errorf(err, "ep %d with cp %d: expert and context parallelism do not combine", y->ep, cp_of(y));
+    if (y->ep > 1 && (cfg->num_experts % y->ep || y->dp % y->ep))
+        return mt_errorf(err, "ep %d must divide the %d experts and dp %d", y->ep, cfg->num_experts, y->dp);
+    if (y->ep > 1 && y->shard != y->dp / y->ep)
+        return mt_errorf(err, "ep %d shards ZeRO over dp / ep = %d ranks, not %d", y->ep, y->dp / y->ep, y->shard);
     if (c->engine_exact && y->zero >= 2 && y->pp > 1)
         return mt_errorf(err, "ZeRO %d with pp %d: this engine pipelines with ZeRO 0-1 only", y->zero, y->pp);
     if (y->sequence_parallel && y->tp == 1) return mt_errorf(err, "sequence parallelism needs tp > 1");
@@ -138,12 +145,14 @@ static double quant_bytes(const mt_adapter_spec *a, int kind, double rows, doubl
  * (all units, and unit 0's alone) -- zero.c's per-unit padding. */
 typedef struct {
     double n, S, S0;
+    double Sd, ne;      /* {ep}: rank 0's shards' dense elements (what the ep group sums); its expert elements */
     double q8, q8_0, q4; /* ZeRO++ records of the shards: qwZ (all, unit 0's), qgZ */
 } held_sizes;
 
 static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, double out[MT_PLAN_NCAT], held_sizes *hs) {
     mt_layout l;
     mt_model_layout_build(cfg, y->tp, 0, &l);
+    if (y->ep > 1) mt_layout_shard_experts(&l, cfg->num_experts, y->ep, 0); /* rank 0's experts, as the trainer */
     int z = y->zero;
     size_t G = z == 0 ? 1 : (size_t)y->shard;
     double p = 0, g = 0, o = 0, fz = 0;
@@ -162,6 +171,8 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
         size_t n = l.units[u].numel, S = (n + G - 1) / G, P = G * S;
         hs->n += (double)n;
         hs->S += (double)S; /* = n at stage 0 (G = 1) */
+        hs->Sd += (double)(l.units[u].dense_numel < S ? l.units[u].dense_numel : S); /* rank 0's shard: [0, S) */
+        hs->ne += (double)(n - l.units[u].dense_numel);
         hs->q8 += (double)mt_zero_qwz_record_bytes(S);
         hs->q4 += (double)mt_zero_qgz_record_bytes(S);
         if (u == 0) hs->S0 = (double)S, hs->q8_0 = (double)mt_zero_qwz_record_bytes(S);
@@ -412,8 +423,10 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * reduce-scatters every microbatch and gathers unit 0 once and every
      * other unit twice (forward, backward) per microbatch; hybrid sharding
      * (G < dp) all-reduces the owned shards across the dp / G replicas. */
+    /* {ep}: every stage reduces over the shard group (the expert-data-parallel ranks), then the dense
+     * part of the shards over the ep group (the replicas); ep > 1 has cp 1 (mt_plan_check) */
     double D = replicas_of(y); /* the ranks holding the same parameters: dp x cp */
-    double G = y->zero ? y->shard : D, pe = y->bf16 ? 2 : 4, ge = 4, R = D / G;
+    double G = y->zero || y->ep > 1 ? y->shard : D, pe = y->bf16 ? 2 : 4, ge = 4, R = D / G;
     double units = layers + 1 + head;
     double grad_b = 0, param_b = 0, dp_calls = 0, qg_intra = 0, qg_inter = 0, hpz_b = 0;
     if (D > 1 && y->zero == 0) {
@@ -449,17 +462,29 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
         }
     }
     double rep_b = 0;
-    if (D > 1 && y->zero && R > 1) {
-        rep_b = 2 * (R - 1) / R * hs.S * ge;
+    if (D > 1 && (y->zero || y->ep > 1) && R > 1) {
+        rep_b = 2 * (R - 1) / R * (y->ep > 1 ? hs.Sd : hs.S) * ge;
         dp_calls += units;
     }
+    /* {ep}: per block and microbatch the counts (an all-to-all of E / ep integers), then 4 exchanges of token
+     * rows (forward: to the experts and back; backward: the output gradients the same two ways; full
+     * recompute: the forward's two again), each sending the rows routed to the other ranks' experts --
+     * (ep - 1) / ep of the b s K rows of C activations under balanced routing; on the critical path */
+    double a2a_b = 0, a2a_calls = 0;
+    if (y->ep > 1) {
+        double P = y->ep, K = cfg->moe_top_k, x = 4 + rc_extra;
+        a2a_b = m * layers * (x * b * s * K * (P - 1) / P * h * act_el + (P - 1) * (cfg->num_experts / P) * 4);
+        a2a_calls = m * layers * (1 + x);
+    }
     double dp_bytes = grad_b + param_b + rep_b + qg_intra + qg_inter + hpz_b;
+    r->comm_ep = a2a_b;
+    r->expert_params_rank = hs.ne;
     /* the shard group spans tp x G ranks, the replicas the whole dp group */
     int shard_inter = y->tp * G > c->per_node, dp_inter = y->tp * D > c->per_node;
     double shard_bw = shard_inter ? c->bw_inter : c->bw_intra, dp_bw = dp_inter ? c->bw_inter : c->bw_intra;
-    r->comm_intra = tp_bytes + (pp_inter ? 0 : pp_bytes) + (shard_inter ? 0 : grad_b + param_b) + (dp_inter ? 0 : rep_b) +
+    r->comm_intra = tp_bytes + (pp_inter ? 0 : pp_bytes) + (shard_inter ? 0 : grad_b + param_b) + (dp_inter ? 0 : rep_b + a2a_b) +
                     qg_intra + hpz_b + (cp_inter ? 0 : cp_bytes);
-    r->comm_inter = (pp_inter ? pp_bytes : 0) + (shard_inter ? grad_b + param_b : 0) + (dp_inter ? rep_b : 0) + qg_inter +
+    r->comm_inter = (pp_inter ? pp_bytes : 0) + (shard_inter ? grad_b + param_b : 0) + (dp_inter ? rep_b + a2a_b : 0) + qg_inter +
                     (cp_inter ? cp_bytes : 0);
     r->comm_cp = cp_bytes;
     r->comm_tp = tp_bytes;
@@ -477,16 +502,17 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
     double t_grad = grad_b / shard_bw + qg_intra / c->bw_intra + qg_inter / c->bw_inter;
     double t_param = param_b / shard_bw + hpz_b / c->bw_intra, t_rep = rep_b / dp_bw;
     double t_pp = p > 1 ? 2 * (p - 1) * pp_msg / pp_bw : 0;
+    r->t_alltoall = a2a_b / dp_bw; /* the ep group spans the dp group's stride */
     double exp_grad = t_grad > t_mb_back ? t_grad - t_mb_back : 0;
     double exp_param = y->zero == 3 ? (t_param > r->t_compute ? t_param - r->t_compute : 0) : t_param;
-    r->calls = tp_calls + pp_calls + dp_calls + cp_calls;
+    r->calls = tp_calls + pp_calls + dp_calls + cp_calls + a2a_calls;
     double t_lat = r->calls * c->latency;
     /* the ring's transfers overlap the attention block compute they feed: exposed is what the attention
        share of the compute (4 s h of each block's w + 4 s h forward FLOPs per token) does not hide */
     double t_cp = cp_bytes / cp_bw, t_attn = r->t_compute * (1 - 6 * h * V / (passes * L * (w + 4 * s * h) + 6 * h * V)) *
                                                  (4 * s * h) / (w + 4 * s * h);
     double exp_cp = t_cp > t_attn ? t_cp - t_attn : 0;
-    r->t_comm_exposed = tp_bytes / tp_bw + t_pp + exp_grad + exp_param + t_rep + t_lat + exp_cp; /* replicas: after the last backward */
+    r->t_comm_exposed = tp_bytes / tp_bw + t_pp + exp_grad + exp_param + t_rep + r->t_alltoall + t_lat + exp_cp; /* replicas: after the last backward */
     r->t_step = r->t_compute + r->t_bubble + r->t_comm_exposed;
     /* This CPU engine ({cpu}) hides no communication: shared-memory
      * transfers are copies done by the ranks' own cores, and MPI progresses
@@ -499,7 +525,7 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * pipeline is simulated on its share of the cores (its fill and drain
      * leave cores idle when it is deeper than they are many). */
     if (c->engine_exact) {
-        double t_bytes = tp_bytes / tp_bw + pp_bytes / pp_bw + t_grad + t_param + t_rep + t_cp;
+        double t_bytes = tp_bytes / tp_bw + pp_bytes / pp_bw + t_grad + t_param + t_rep + r->t_alltoall + t_cp;
         double own = r->t_compute + t_bytes + t_lat;
         double share = c->cores > 0 && c->cores < c->per_node ? (double)c->per_node / c->cores : 1.0;
         double step = share * own > own + r->t_bubble ? share * own : own + r->t_bubble;

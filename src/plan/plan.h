@@ -45,6 +45,8 @@ typedef struct {
      * shard-group ranks keeping a secondary copy for the backward gathers (stage 3; 0 off); qgz
      * int4 two-hop gradient reduce-scatter (stages 2-3) over the shard group's nodes */
     int qwz, hpz, qgz;
+    int ep;                      /* expert parallelism (train's {ep}; 0 or 1: none): the experts spread over ep of
+                                    the dp ranks, ZeRO's shard group the dp / ep ranks holding the same experts */
     /* context parallelism (train's {cp}, ring; 0 or 1: none): each sequence split over cp ranks, which
      * hold s / cp of its rows; gradients and ZeRO's shards over the dp x cp ranks holding the same
      * parameters. Ranks are placed tp innermost, then cp, then dp, then pp. */
@@ -63,6 +65,8 @@ typedef struct {
     double bubble;               /* (p-1)/(m v + p - 1)... see plan.c */
     double comm_intra, comm_inter; /* bytes sent per step per rank */
     double comm_tp, comm_pp, comm_dp; /* the same by group: tp, pipeline sends, dp/ZeRO (shard + replicas) */
+    double comm_ep, t_alltoall;  /* {ep}: the token all-to-alls' bytes per step per rank and their time */
+    double expert_params_rank;   /* {ep}: expert parameters rank 0 holds before ZeRO (its E / ep experts) */
     double comm_cp;              /* ring attention's K|V and dK|dV sends (context parallelism) */
     double calls;                /* collectives and sends per step (each costs the latency) */
     double flops_step;           /* per rank, Megatron's count (recompute included) */

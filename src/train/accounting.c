@@ -11,13 +11,13 @@
 /* The mesh groups the trainer's collectives run on. */
 static const mt_mesh_axis acct_axes[] = {MT_AXIS_DP, MT_AXIS_SHARD, MT_AXIS_REPLICA, MT_AXIS_TP, MT_AXIS_PP, MT_AXIS_CP};
 #define ACCT_NMESH 6
-#define ACCT_NAXES (ACCT_NMESH + 3) /* and ZeRO++'s groups: hpZ's, qgZ's two hops */
+#define ACCT_NAXES (ACCT_NMESH + 4) /* and ZeRO++'s groups: hpZ's, qgZ's two hops; {ep}'s all-to-all group */
 static const mt_comm *acct_comm(const mt_trainer *tr, int a) {
-    const mt_comm *zpp[] = {tr->zero.hpz, tr->zero.qgz_intra, tr->zero.qgz_inter};
+    const mt_comm *zpp[] = {tr->zero.hpz, tr->zero.qgz_intra, tr->zero.qgz_inter, tr->ep_comm};
     return a < ACCT_NMESH ? mt_mesh_comm(&tr->mesh, acct_axes[a]) : zpp[a - ACCT_NMESH];
 }
 static const char *acct_name(int a) {
-    static const char *const zpp[] = {"hpz", "qgz_intra", "qgz_inter"};
+    static const char *const zpp[] = {"hpz", "qgz_intra", "qgz_inter", "ep"};
     return a < ACCT_NMESH ? mt_mesh_axis_name(acct_axes[a]) : zpp[a - ACCT_NMESH];
 }
 
@@ -113,8 +113,9 @@ static void print_memory_table(const double *all, int n, const char *when, int w
 /* Bytes sent per step by each rank, per collective kind summed over groups. */
 static void print_comm_table(const double *all, int n) {
     static const mt_comm_kind kinds[] = {MT_COMM_ALLREDUCE, MT_COMM_REDUCE_SCATTER, MT_COMM_ALLGATHER,
-                                         MT_COMM_ALLREDUCE_CTL, MT_COMM_BROADCAST, MT_COMM_SEND, MT_COMM_ALLTOALL};
-    printf("bytes sent per step per rank (MB; dp, shard, replica, tp, pp, cp and ZeRO++ groups; inter-node: the part sent to "
+                                         MT_COMM_ALLREDUCE_CTL, MT_COMM_BROADCAST, MT_COMM_SEND, MT_COMM_ALLTOALL,
+                                         MT_COMM_ALLTOALLV};
+    printf("bytes sent per step per rank (MB; dp, shard, replica, tp, pp, cp, ZeRO++ and ep groups; inter-node: the part sent to "
            "another node):\n  rank");
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) printf(" %14s", mt_comm_kind_name(kinds[k]));
     printf(" %14s %14s\n", "total", "inter-node");

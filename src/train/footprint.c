@@ -42,9 +42,9 @@ int mt_train_check_footprint(const mt_train_opts *o, mt_comm *world, mt_error *e
     if (avail <= 0) return 0;
     /* the planner's engine-exact bytes (as plan {cpu} counts them) of the first rank */
     mt_plan_cluster c = {.name = "cpu", .act_bytes = 4, .engine_exact = 1, .gpus = mt_comm_size(world)};
-    mt_plan_layout y = {o->mesh.dp, o->mesh.tp, o->mesh.pp, o->zero, shard /* dp x cp by default; stage 0 counts whole states */, o->micro_batch,
+    mt_plan_layout y = {o->mesh.dp, o->mesh.tp, o->mesh.pp, o->zero, shard /* dp x cp by default (dp / ep with {ep}); stage 0 counts whole states */, o->micro_batch,
                         chunks, o->sequence_parallel, (mt_plan_recompute)o->recompute /* the same order */,
-                        o->precision != MT_FP32, 0, 0, 0, mt_mesh_cp_size(&o->mesh)};
+                        o->precision != MT_FP32, 0, 0, 0, o->mesh.ep, mt_mesh_cp_size(&o->mesh)};
     double b[MT_PLAN_NCAT];
     mt_plan_bytes(&o->cfg, &c, &y, o->batch, b);
     /* the planner counts AdamW's state: other optimizers' may be smaller, a disk offload's is not in memory */

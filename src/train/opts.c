@@ -123,6 +123,9 @@ int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
         return mt_errorf(err, "{int8-threshold} runs LLM.int8() on whole weight rows of one process: it needs {tp} 1, "
                               "got {tp} %d", op->mesh.tp);
     if (mt_mesh_check(&op->mesh, world_size, err)) return -1;
+    if (op->mesh.ep > 1 && (op->zeropp_hpz || op->zeropp_qwz || op->zeropp_qgz))
+        return mt_errorf(err, "ZeRO++ ({zeropp-hpz}, {zeropp-qwz}, {zeropp-qgz}) is not supported with {ep} %d: "
+                              "drop them or {ep}", op->mesh.ep);
     if (check_cp(op, err)) return -1;
     if (op->partition_activations && op->mesh.tp < 2)
         return mt_errorf(err, "{partition-activations} splits the kept block inputs over the tensor-parallel group: it "

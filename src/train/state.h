@@ -41,7 +41,12 @@ typedef struct {
     double moe_aux, moe_z;
     float block_loss_weight; /* this step's mt_fwd_ctx.block_loss_weight */
     int64_t *moe_load;       /* [n_layer][num_experts] the step's rows per expert, all ranks (NULL: dense) */
-    char *moe_load_json;     /* its metrics field, ",\"moe_load\":[[...],...]" */
+    char *moe_load_json;     /* its metrics field, ",\"moe_load\":[[...],...]" (and under {ep}
+                                ",\"moe_ep_rows\":[[...],...]") */
+    int64_t *moe_ep_rows;    /* {ep} > 1: [ep][ep] token rows ep rank i sent to ep rank j in the step's
+                                forwards (all ranks; NULL: no expert parallelism) */
+    mt_comm *ep_comm;        /* {ep} > 1: the ep group (the mesh's replica ranks, a communicator of its own
+                                so that its all-to-alls are counted apart); NULL otherwise */
     int64_t moe_dropped, moe_routed, moe_max_load;
     double step_s, backward_s; /* summed over the steps run by this process */
     int64_t steps_run;

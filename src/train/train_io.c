@@ -457,10 +457,17 @@ static int tensor_index(const mt_layout *l, int u, int i, int s, int ns) {
 /* This rank's part of the writing: the owned range [lo, hi) of unit u is
  * split over the ranks that hold the same range (stage 0: the dp group;
  * stages 1-3: the replica group of hybrid sharding), so no element is
- * written twice and every rank writes. */
-static void write_range(const mt_trainer *tr, size_t lo, size_t hi, size_t *a, size_t *b) {
+ * written twice and every rank writes. Under expert parallelism an experts'
+ * range (experts 1) is held alike only by the expert-data-parallel group (the
+ * shard group): stage 0 splits it there, stages 1-3 own it alone. */
+static void write_range(const mt_trainer *tr, size_t lo, size_t hi, int experts, size_t *a, size_t *b) {
     int k = 0, K = 1;
-    if (tr->zero.stage == 0) { /* the dp x cp ranks of the DP group hold the same parameters */
+    const mt_comm *shard = mt_mesh_comm(&tr->mesh, MT_AXIS_SHARD);
+    if (experts && tr->zero.stage == 0) {
+        k = mt_comm_rank(shard);
+        K = mt_comm_size(shard);
+    } else if (experts) {
+    } else if (tr->zero.stage == 0) { /* the dp x cp ranks of the DP group hold the same parameters */
         k = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
         K = mt_comm_size(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
     } else if (tr->zero.replica && mt_comm_size(tr->zero.replica) > 1) {
@@ -534,6 +541,9 @@ static char *saved_with_json(const mt_trainer *tr) {
     mt_jw_key(&w, "pp"); mt_jw_int(&w, tr->pp);
     mt_jw_key(&w, "zero"); mt_jw_int(&w, tr->o.zero);
     mt_jw_key(&w, "shard_group"); mt_jw_int(&w, tr->mesh.shape.shard);
+    if (tr->ep_comm) { /* expert parallelism (only then: older readers and layouts see what they saw) */
+        mt_jw_key(&w, "ep"); mt_jw_int(&w, mt_comm_size(tr->ep_comm));
+    }
     mt_jw_key(&w, "precision"); mt_jw_string(&w, mt_dtype_name(tr->o.precision));
     mt_jw_key(&w, "offload"); mt_jw_bool(&w, tr->optim.offload != NULL);
     mt_jw_end_object(&w);
@@ -577,8 +587,12 @@ static int for_each_put(mt_trainer *tr, float *shard, put_fn put, void *pctx, mt
         size_t lo, hi, a, b;
         float *p, *g;
         mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-        write_range(tr, lo, hi, &a, &b);
-        if (a >= b) continue;
+        /* expert parallelism: the dense part and the experts' are held by different groups of ranks */
+        size_t dense = tr->model.ep ? l->units[u].dense_numel : hi, mid = dense < lo ? lo : dense < hi ? dense : hi;
+        size_t a2, b2;
+        write_range(tr, lo, mid, 0, &a, &b);
+        write_range(tr, mid, hi, 1, &a2, &b2);
+        if (a >= b && a2 >= b2) continue;
         for (int s = -1; s < ns && !rc; s++) {
             const float *src;
             if (s < 0 && mt_zero_master_released(&tr->zero, u)) /* the fp32 master from the optimizer state */
@@ -586,7 +600,8 @@ static int for_each_put(mt_trainer *tr, float *shard, put_fn put, void *pctx, mt
             else if (s < 0) src = p;
             else src = opt_shard(tr, u, s, shard);
             write_ctx c = {l, u, s, ns, src, lo, put, pctx};
-            rc = for_each_run(l, u, a, b, 1, write_run, &c, err);
+            if (a < b) rc = for_each_run(l, u, a, b, 1, write_run, &c, err);
+            if (!rc && a2 < b2) rc = for_each_run(l, u, a2, b2, 1, write_run, &c, err);
         }
     }
     return rc;

@@ -251,6 +251,16 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
                               "routing and expert ops have no CUDA kernels): use {device} cpu for it",
                          op->cfg.num_experts);
     if (mt_model_tp_check(&op->cfg, op->mesh.tp, err)) return -1;
+    if (op->mesh.ep > 1 && !op->cfg.num_experts)
+        return mt_errorf(err, "{ep} %d spreads the experts of a mixture-of-experts model over ranks, but this model has "
+                              "none ({moe-experts} 0): drop {ep} or give {moe-experts}", op->mesh.ep);
+    if (op->mesh.ep > 1 && op->cfg.num_experts % op->mesh.ep)
+        return mt_errorf(err, "{ep} %d does not divide the %d experts ({moe-experts}): each expert-parallel rank holds "
+                              "experts / ep whole experts; choose an ep that divides %d", op->mesh.ep,
+                         op->cfg.num_experts, op->cfg.num_experts);
+    if (op->mesh.ep > 1 && mt_adapter_spec_active(&op->cfg.adapters))
+        return mt_errorf(err, "{peft}, {freeze} and {quantize-base} are not yet supported with {ep} %d (adapters and "
+                              "frozen stores of sharded experts); train them without {ep}", op->mesh.ep);
     if (op->sequence_parallel && ((size_t)op->micro_batch * (size_t)op->cfg.seq_len) % (size_t)op->mesh.tp)
         return mt_errorf(err, "{sequence-parallel} splits the %d x %d token rows of a microbatch over {tp} %d: "
                               "choose a {micro-batch} or {seq-len} whose product tp divides",
@@ -295,17 +305,31 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
 
     tr->pp = op->mesh.pp;
     tr->pp_rank = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_PP));
+    if (op->mesh.ep > 1) { /* the ep group: the replica ranks of the expert-data-parallel shard groups (mesh.h) */
+        char name[MT_COMM_NAME_LEN];
+        mt_mesh_coord c = tr->mesh.coord;
+        int G = mt_mesh_shard_size(&tr->mesh.shape);
+        snprintf(name, sizeof name, "ep%d(pp%d,tp%d)", c.dp % G, c.pp, c.tp);
+        if (mt_comm_split(world, mt_mesh_group_id(&tr->mesh.shape, MT_AXIS_REPLICA, tr->mesh.rank),
+                          mt_mesh_group_index(&tr->mesh.shape, MT_AXIS_REPLICA, tr->mesh.rank), name, &tr->ep_comm,
+                          err))
+            return -1;
+    }
     tr->micro_steps = op->batch / (op->micro_batch * tr->dp);
     if (op->cfg.num_experts) {
         size_t n = (size_t)op->cfg.n_layer * (size_t)op->cfg.num_experts;
         tr->moe_load = mt_xcalloc(n, sizeof(int64_t), "expert loads");
-        tr->moe_load_json = mt_xmalloc(32 + n * 22 + (size_t)op->cfg.n_layer * 4, "the expert loads' metrics field");
+        size_t ep = op->mesh.ep > 1 ? (size_t)op->mesh.ep : 0;
+        if (ep) tr->moe_ep_rows = mt_xcalloc(ep * ep, sizeof(int64_t), "expert-parallel rows");
+        tr->moe_load_json = mt_xmalloc(64 + (n + ep * ep) * 22 + ((size_t)op->cfg.n_layer + ep) * 4,
+                                       "the expert loads' metrics field");
         tr->moe_load_json[0] = 0;
     }
     mt_model_part part;
     unsigned char *own_layer = mt_xcalloc((size_t)op->cfg.n_layer, 1, "layer ownership");
     int rc = mt_pipeline_plan(tr, &part, own_layer, err);
     part.tp = &tr->tp;
+    part.ep = tr->ep_comm;
     part.cp = &tr->cp;
     part.precision = op->precision;
     part.partition_acts = op->partition_activations;
@@ -475,6 +499,23 @@ static void moe_step_stats(mt_trainer *tr) {
         for (int e = 0; e < E; e++) p += sprintf(p, e ? ",%lld" : "%lld", (long long)tr->moe_load[(size_t)l * E + e]);
         *p++ = ']';
     }
+    p += sprintf(p, "]");
+    if (!tr->ep_comm) return;
+    /* {ep}: the rows each ep rank sent each ep rank (row: the sender), summed over the expert-data-parallel
+       groups, microbatches and layers -- what the all-to-alls' byte counts follow from */
+    int P = mt_comm_size(tr->ep_comm), me = mt_comm_rank(tr->ep_comm);
+    memset(tr->moe_ep_rows, 0, (size_t)P * (size_t)P * sizeof(int64_t));
+    for (int j = 0; j < P; j++) tr->moe_ep_rows[(size_t)me * P + j] = tr->model.moe_ep_rows[j];
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_DP), tr->moe_ep_rows, tr->moe_ep_rows, (size_t)P * P,
+                          MT_COMM_I64, MT_COMM_SUM);
+    mt_comm_allreduce_ctl(mt_mesh_comm(&tr->mesh, MT_AXIS_PP), tr->moe_ep_rows, tr->moe_ep_rows, (size_t)P * P,
+                          MT_COMM_I64, MT_COMM_SUM);
+    p += sprintf(p, ",\"moe_ep_rows\":[");
+    for (int i = 0; i < P; i++) {
+        p += sprintf(p, i ? ",[" : "[");
+        for (int j = 0; j < P; j++) p += sprintf(p, j ? ",%lld" : "%lld", (long long)tr->moe_ep_rows[(size_t)i * P + j]);
+        p += sprintf(p, "]");
+    }
     sprintf(p, "]");
 }
 
@@ -501,6 +542,7 @@ double mt_trainer_step(mt_trainer *tr) {
     mt_zero_begin_step(z, m);
     memset(&m->moe, 0, sizeof m->moe);
     if (m->moe_load) memset(m->moe_load, 0, (size_t)o->cfg.n_layer * (size_t)o->cfg.num_experts * sizeof(int64_t));
+    if (m->moe_ep_rows) memset(m->moe_ep_rows, 0, (size_t)mt_comm_size(m->ep) * sizeof(int64_t));
     /* a block's loss (MoE's auxiliary losses) counts as its mean over the global batch's microbatches */
     tr->block_loss_weight = (float)(count / ((double)tr->micro_steps * tr->dp));
     uint64_t g0 = (uint64_t)tr->step * (uint64_t)o->batch;
@@ -570,8 +612,9 @@ double mt_trainer_step(mt_trainer *tr) {
 
 /* The eval batches are dealt round-robin over the dp ranks and the loss sums
  * all-reduced. Under ZeRO-3 every rank of the shard group takes part in each
- * forward's gathers, so a rank without a batch in the last round runs a
- * forward whose loss it discards. */
+ * forward's gathers (and under expert parallelism in each forward's
+ * all-to-alls), so a rank without a batch in the last round runs a forward
+ * whose loss it discards. */
 /* The validation loss is the mean token loss of the first eval_batches x
  * eval_batch sequences of the validation shard (eval_batch 0: {batch}), in
  * order -- what `meshtrain eval {batch} E {batches} N` computes. It does not
@@ -587,7 +630,8 @@ double mt_trainer_eval(mt_trainer *tr) {
     int64_t rounds = (chunks + dp - 1) / dp;
     for (int64_t i = 0; i < rounds; i++) {
         int64_t k = i * dp + tr->dp_rank;
-        if (k >= chunks && tr->o.zero != 3) break; /* ZeRO-3: every rank joins every gather */
+        /* ZeRO-3: every rank joins every gather; {ep}: every rank every token exchange */
+        if (k >= chunks && tr->o.zero != 3 && !tr->model.ep) break;
         int64_t kk = k < chunks ? k : 0;
         double s = mt_pipeline_eval_batch(tr, (uint64_t)kk * (uint64_t)b);
         if (k < chunks) sum += s;
@@ -835,6 +879,7 @@ void mt_trainer_free(mt_trainer *tr) {
     free(tr->metrics_line);
     free(tr->moe_load);
     free(tr->moe_load_json);
+    free(tr->moe_ep_rows);
     if (tr->log_file) fclose(tr->log_file);
     mt_opt_states_free(&tr->optim);
     mt_pipeline_free(tr);
@@ -843,6 +888,7 @@ void mt_trainer_free(mt_trainer *tr) {
         mt_model_free(&tr->model);
     }
     mt_tp_free_pieces(&tr->tp);
+    mt_comm_free(tr->ep_comm);
     if (tr->mesh_ok) mt_mesh_free(&tr->mesh);
     mt_straggler_free(&tr->straggler);
     mt_trainer_accounting_free(tr);

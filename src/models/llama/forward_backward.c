@@ -28,27 +28,39 @@
  * weights [N,K], LB_ROUTE the integers of the routing (ops/moe.h: topk
  * [N,K], slot [N,K], order [N,K], offsets [E+1]) and LB_Y the experts'
  * outputs [N K, C]; the dense MLP leaves these three empty. */
+/* Under expert parallelism LB_GU and LB_H hold the rows this rank's experts
+ * received (at most N M of them, expert-major), LB_XS those rows' inputs,
+ * LB_Y still this rank's slots' outputs once returned (N K rows), and
+ * LB_ROUTE also the received counts [ep][E/ep] and the two orders of the
+ * received rows (ops/moe.h: op_moe_ep_orders). */
 enum { LB_X1, LB_RSTD1, LB_QKV, LB_ATTY, LB_LSE, LB_RES2, LB_X2, LB_RSTD2, LB_GU, LB_H, LB_RES3, LB_ROUTER, LB_ROUTE,
-       LB_Y, LB_COUNT };
+       LB_Y, LB_XS, LB_COUNT };
 enum { LH_XF, LH_RSTDF, LH_COUNT };
 enum { LS_DATTY, LS_DQKV, LS_DGU, LS_DH, LS_COS, LS_SIN };
 
 /* Local (this tp rank's) widths. */
 typedef struct {
     int C, hd, nh, nkv, qkv, F;
-    int E, K, M; /* experts, choices per token and sorted rows (N K) per token row: M = K; 0 when dense */
+    int E, K, M; /* experts, choices per token and the expert-side rows per token row (N M in all): K, or
+                    under expert parallelism what ep ranks may send to this rank's experts; 0 when dense */
+    int ep, El, e0; /* expert parallelism: ranks, experts per rank, this rank's first expert (1, E, 0: none) */
 } dims;
 
 static dims local_dims(const mt_model *m) {
     const mt_model_config *c = &m->cfg;
     int tp = m->layout.tp;
     int kv = mt_model_kv_heads(c);
-    dims d = {c->n_embd, mt_model_head_dim(c), c->n_head / tp, tp > kv ? 1 : kv / tp, 0, c->ffn_dim / tp, 0, 0, 0};
+    dims d = {c->n_embd, mt_model_head_dim(c), c->n_head / tp, tp > kv ? 1 : kv / tp, 0, c->ffn_dim / tp, 0, 0, 0, 1, 0, 0};
     d.qkv = (d.nh + 2 * d.nkv) * d.hd;
     if (c->num_experts) { /* F: one expert's local width */
         d.F = c->moe_ffn_dim / tp;
         d.E = c->num_experts;
         d.K = d.M = c->moe_top_k;
+        d.ep = m->ep ? mt_comm_size(m->ep) : 1;
+        d.El = d.E / d.ep;
+        d.e0 = m->ep ? mt_comm_rank(m->ep) * d.El : 0;
+        /* a token's K choices are distinct experts: one rank sends at most min(K, El) rows per token */
+        if (d.ep > 1) d.M = d.ep * (d.K < d.El ? d.K : d.El);
     }
     return d;
 }
@@ -125,6 +137,7 @@ static void attention_core_forward(mt_model *m, int layer) {
 typedef struct {
     float *probs, *lse, *topw;
     int32_t *topk, *slot, *order, *offsets;
+    int32_t *recv, *to_expert, *to_source; /* expert parallelism (dims.ep > 1) */
 } moe_route;
 
 static moe_route moe_route_of(mt_block_acts *ba, const dims *d, int N) {
@@ -136,7 +149,107 @@ static moe_route moe_route_of(mt_block_acts *ba, const dims *d, int N) {
     r.slot = r.topk + (size_t)N * d->K;
     r.order = r.slot + (size_t)N * d->K;
     r.offsets = r.order + (size_t)N * d->K;
+    r.recv = r.offsets + d->E + 1;
+    r.to_expert = r.recv + d->E;
+    r.to_source = r.to_expert + (size_t)N * d->M;
     return r;
+}
+
+/* ---- expert parallelism: the token exchange of one block and microbatch ----
+ * This rank's sorted rows are grouped by expert, so the rows for ep rank j's
+ * experts are one run; the counts per expert go first (an all-to-all of E/ep
+ * integers per rank), then the rows (all-to-all-v), to the experts' ranks
+ * and back; the backward sends the output gradients the same two ways. */
+typedef struct {
+    size_t sb[MT_MOE_MAX_EXPERTS], sd[MT_MOE_MAX_EXPERTS]; /* bytes and byte offsets sent to each ep rank */
+    size_t rb[MT_MOE_MAX_EXPERTS], rd[MT_MOE_MAX_EXPERTS]; /* ... and received from each */
+    int32_t eo[MT_MOE_MAX_EXPERTS + 1]; /* local expert e's expert-major rows [eo[e], eo[e + 1]) */
+    int R;                              /* rows received */
+} ep_plan;
+
+static void ep_plan_of(const dims *d, const int32_t *off, const int32_t *rc, ep_plan *p) {
+    size_t row = (size_t)d->C * sizeof(float), at = 0;
+    for (int j = 0; j < d->ep; j++) {
+        p->sd[j] = (size_t)off[j * d->El] * row;
+        p->sb[j] = (size_t)(off[(j + 1) * d->El] - off[j * d->El]) * row;
+        size_t n = 0;
+        for (int e = 0; e < d->El; e++) n += (size_t)rc[j * d->El + e];
+        p->rd[j] = at * row;
+        p->rb[j] = n * row;
+        at += n;
+    }
+    p->R = (int)at;
+    p->eo[0] = 0;
+    for (int e = 0; e < d->El; e++) {
+        int32_t n = 0;
+        for (int j = 0; j < d->ep; j++) n += rc[j * d->El + e];
+        p->eo[e + 1] = p->eo[e] + n;
+    }
+}
+
+/* Forward of this rank's experts on the rows the ep group sends them: xs
+ * the sorted rows [off[E], C] (free once sent); y the outputs of this
+ * rank's slots, back in sorted order. */
+static void ep_forward(mt_model *m, int U, const mt_llama_block_index *ix, const mt_fwd_ctx *fc, const dims *d,
+                       const moe_route *r, const int32_t *off, const float *xs, mt_block_acts *ba, int account) {
+    const int C = d->C, F = d->F;
+    int32_t sc[MT_MOE_MAX_EXPERTS], rc[MT_MOE_MAX_EXPERTS];
+    for (int e = 0; e < d->E; e++) sc[e] = off[e + 1] - off[e];
+    MT_TIMED(m->prof, MT_PROF_ALLTOALL, mt_comm_alltoall(m->ep, sc, rc, (size_t)d->El * sizeof(int32_t)));
+    ep_plan p;
+    ep_plan_of(d, off, rc, &p);
+    float *recv = m->gs.f[LS_DATTY], *xe = ba->b[LB_XS], *gu = ba->b[LB_GU], *h = ba->b[LB_H];
+    float *ye = m->gs.f[LS_DATTY], *ysrc = m->gs.f[LS_DQKV];
+    MT_TIMED(m->prof, MT_PROF_ALLTOALL, mt_comm_alltoallv(m->ep, xs, p.sb, p.sd, recv, p.rb, p.rd));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
+        op_copy_from_host(m->be, r->recv, rc, (size_t)d->E * sizeof(int32_t)); /* kept for the backward */
+        op_moe_ep_orders(m->be, r->to_expert, r->to_source, r->recv, d->ep, d->El);
+        op_moe_gather(m->be, xe, recv, r->to_expert, p.R, C);
+    });
+    for (int e = 0; e < d->El; e++) {
+        int o = p.eo[e], n = p.eo[e + 1] - o;
+        if (n) mt_unit_linear_fwd(m, U, ix->expert + 3 * (d->e0 + e), fc, gu + (size_t)o * 2 * F, xe + (size_t)o * C, NULL, n, C, 2 * F);
+    }
+    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_forward(m->be, h, gu, p.R, F));
+    for (int e = 0; e < d->El; e++) {
+        int o = p.eo[e], n = p.eo[e + 1] - o;
+        if (n) mt_unit_linear_fwd(m, U, ix->expert + 3 * (d->e0 + e) + 2, fc, ye + (size_t)o * C, h + (size_t)o * F, NULL, n, F, C);
+    }
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_gather(m->be, ysrc, ye, r->to_source, p.R, C));
+    MT_TIMED(m->prof, MT_PROF_ALLTOALL, mt_comm_alltoallv(m->ep, ysrc, p.rb, p.rd, ba->b[LB_Y], p.sb, p.sd));
+    if (account)
+        for (int j = 0; j < d->ep; j++) m->moe_ep_rows[j] += (int64_t)(p.sb[j] / ((size_t)C * sizeof(float)));
+}
+
+/* Its backward: gs LS_DATTY holds the output gradients of this rank's sorted
+ * rows on entry (dy) and their input gradients (dxs) on return; the expert
+ * rows' gradients travel the forward's way, the input gradients back. */
+static void ep_backward(mt_model *m, int U, const mt_llama_block_index *ix, const mt_fwd_ctx *fc, const dims *d,
+                        const moe_route *r, const int32_t *off, mt_block_acts *ba) {
+    const int C = d->C, F = d->F;
+    mt_grad_scratch *gs = &m->gs;
+    int32_t rc[MT_MOE_MAX_EXPERTS];
+    op_copy_to_host(m->be, rc, r->recv, (size_t)d->E * sizeof(int32_t));
+    ep_plan p;
+    ep_plan_of(d, off, rc, &p);
+    float *dy = gs->f[LS_DATTY], *recv = gs->f[LS_DQKV], *dye = gs->f[LS_DATTY], *dh = gs->f[LS_DH], *dgu = gs->f[LS_DGU];
+    const float *xe = ba->b[LB_XS], *gu = ba->b[LB_GU], *h = ba->b[LB_H];
+    MT_TIMED(m->prof, MT_PROF_ALLTOALL, mt_comm_alltoallv(m->ep, dy, p.sb, p.sd, recv, p.rb, p.rd));
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_gather(m->be, dye, recv, r->to_expert, p.R, C));
+    for (int e = 0; e < d->El; e++) {
+        int o = p.eo[e], n = p.eo[e + 1] - o;
+        if (n) mt_unit_linear_bwd(m, U, ix->expert + 3 * (d->e0 + e) + 2, fc, dh + (size_t)o * F, NULL,
+                                  dye + (size_t)o * C, h + (size_t)o * F, n, F, C, 0);
+    }
+    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_backward(m->be, dgu, dh, gu, p.R, F));
+    float *dxe = dye; /* dead once the down projections' backward ran */
+    for (int e = 0; e < d->El; e++) {
+        int o = p.eo[e], n = p.eo[e + 1] - o;
+        if (n) mt_unit_linear_bwd(m, U, ix->expert + 3 * (d->e0 + e), fc, dxe + (size_t)o * C, NULL,
+                                  dgu + (size_t)o * 2 * F, xe + (size_t)o * C, n, C, 2 * F, 0);
+    }
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_gather(m->be, recv, dxe, r->to_source, p.R, C));
+    MT_TIMED(m->prof, MT_PROF_ALLTOALL, mt_comm_alltoallv(m->ep, recv, p.rb, p.rd, dy, p.sb, p.sd));
 }
 
 /* out [N, C] (this tp rank's part of the sum, like a row-parallel layer's)
@@ -163,14 +276,18 @@ static void moe_forward(mt_model *m, int layer, const mt_fwd_ctx *fc, const floa
         op_copy_to_host(m->be, off, r.offsets, (size_t)(E + 1) * sizeof(int32_t));
         op_moe_gather(m->be, xs, x2, r.order, off[E], C);
     });
-    for (int e = 0; e < E; e++) { /* gate|up of expert e: one GEMM over its rows */
-        int o = off[e], n = off[e + 1] - o;
-        if (n) mt_unit_linear_fwd(m, U, ix.expert + 3 * e, fc, gu + (size_t)o * 2 * F, xs + (size_t)o * C, NULL, n, C, 2 * F);
-    }
-    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_forward(m->be, h, gu, off[E], F));
-    for (int e = 0; e < E; e++) {
-        int o = off[e], n = off[e + 1] - o;
-        if (n) mt_unit_linear_fwd(m, U, ix.expert + 3 * e + 2, fc, y + (size_t)o * C, h + (size_t)o * F, NULL, n, F, C);
+    if (d.ep > 1) {
+        ep_forward(m, U, &ix, fc, &d, &r, off, xs, ba, account);
+    } else {
+        for (int e = 0; e < E; e++) { /* gate|up of expert e: one GEMM over its rows */
+            int o = off[e], n = off[e + 1] - o;
+            if (n) mt_unit_linear_fwd(m, U, ix.expert + 3 * e, fc, gu + (size_t)o * 2 * F, xs + (size_t)o * C, NULL, n, C, 2 * F);
+        }
+        MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_forward(m->be, h, gu, off[E], F));
+        for (int e = 0; e < E; e++) {
+            int o = off[e], n = off[e + 1] - o;
+            if (n) mt_unit_linear_fwd(m, U, ix.expert + 3 * e + 2, fc, y + (size_t)o * C, h + (size_t)o * F, NULL, n, F, C);
+        }
     }
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_combine_forward(m->be, out, y, r.topw, r.slot, N, K, C));
     if (!account) return;
@@ -205,23 +322,27 @@ static void moe_backward(mt_model *m, int layer, const mt_fwd_ctx *fc, const flo
     const int M = off[E];
     float *gu = ba->b[LB_GU], *h = ba->b[LB_H], *y = ba->b[LB_Y];
     float *dy = gs->f[LS_DATTY], *dh = gs->f[LS_DH], *dgu = gs->f[LS_DGU], *xs = gs->f[LS_DQKV];
-    float *dtopw = dgu + (size_t)N * K * 2 * F, *dlogits = dtopw + (size_t)N * K;
+    float *dtopw = dgu + (size_t)N * d.M * 2 * F, *dlogits = dtopw + (size_t)N * K;
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
              op_moe_combine_backward(m->be, dy, dtopw, dfull, y, r.topw, r.slot, N, K, C));
     /* under tp each rank's y is its part of the experts' outputs: the weights' gradient is their sum */
     if (m->layout.tp > 1) mt_tp_allreduce(m->tp, dtopw, (size_t)N * K);
-    for (int e = 0; e < E; e++) {
-        int o = off[e], n = off[e + 1] - o;
-        if (n) mt_unit_linear_bwd(m, U, ix.expert + 3 * e + 2, fc, dh + (size_t)o * F, NULL, dy + (size_t)o * C,
-                                  h + (size_t)o * F, n, F, C, 0);
-    }
-    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_backward(m->be, dgu, dh, gu, M, F));
-    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_gather(m->be, xs, x2, r.order, M, C));
     float *dxs = dy; /* dy is dead once the down projections' backward ran */
-    for (int e = 0; e < E; e++) {
-        int o = off[e], n = off[e + 1] - o;
-        if (n) mt_unit_linear_bwd(m, U, ix.expert + 3 * e, fc, dxs + (size_t)o * C, NULL, dgu + (size_t)o * 2 * F,
-                                  xs + (size_t)o * C, n, C, 2 * F, 0);
+    if (d.ep > 1) {
+        ep_backward(m, U, &ix, fc, &d, &r, off, ba);
+    } else {
+        for (int e = 0; e < E; e++) {
+            int o = off[e], n = off[e + 1] - o;
+            if (n) mt_unit_linear_bwd(m, U, ix.expert + 3 * e + 2, fc, dh + (size_t)o * F, NULL, dy + (size_t)o * C,
+                                      h + (size_t)o * F, n, F, C, 0);
+        }
+        MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_backward(m->be, dgu, dh, gu, M, F));
+        MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_gather(m->be, xs, x2, r.order, M, C));
+        for (int e = 0; e < E; e++) {
+            int o = off[e], n = off[e + 1] - o;
+            if (n) mt_unit_linear_bwd(m, U, ix.expert + 3 * e, fc, dxs + (size_t)o * C, NULL, dgu + (size_t)o * 2 * F,
+                                      xs + (size_t)o * C, n, C, 2 * F, 0);
+        }
     }
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, {
         op_moe_scatter_rows(m->be, dx, dxs, r.slot, N, K, C);
@@ -390,6 +511,7 @@ static const mt_act_buf block_bufs[LB_COUNT] = {
     [LB_ROUTER] = {"moe router", MT_OWN(1, 1, 0), MT_ACT_KEEP},
     [LB_ROUTE] = {"moe routing", MT_OWN(1, 1, 0), MT_ACT_KEEP},        /* integers */
     [LB_Y] = {"moe expert outputs", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [LB_XS] = {"moe dispatched rows", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT}, /* {ep}: the experts' gate|up input */
 };
 
 static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
@@ -403,8 +525,10 @@ static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
     case LB_GU: return N * (d.E ? (size_t)d.M : 1) * 2 * (size_t)d.F;
     case LB_H: return N * (d.E ? (size_t)d.M : 1) * (size_t)d.F;
     case LB_ROUTER: return d.E ? N * ((size_t)d.E + 1 + (size_t)d.K) : 0;
-    case LB_ROUTE: return d.E ? N * 3 * (size_t)d.K + (size_t)d.E + 1 : 0; /* int32s */
-    case LB_Y: return d.E ? N * (size_t)d.M * (size_t)d.C : 0;
+    case LB_ROUTE: /* int32s */
+        return !d.E ? 0 : N * 3 * (size_t)d.K + (size_t)d.E + 1 + (d.ep > 1 ? (size_t)d.E + 2 * N * (size_t)d.M : 0);
+    case LB_Y: return d.E ? N * (size_t)d.K * (size_t)d.C : 0;
+    case LB_XS: return d.E && d.ep > 1 ? N * (size_t)d.M * (size_t)d.C : 0;
     default: return n * (size_t)d.C;
     }
 }
@@ -454,6 +578,8 @@ static void init_model(mt_model *m) {
     op_rope_tables(m->be, m->gs.f[LS_COS], m->gs.f[LS_SIN], T, mt_model_head_dim(c), c->rope_theta, &s);
     if (c->num_experts)
         m->moe_load = mt_xcalloc((size_t)c->n_layer * (size_t)c->num_experts, sizeof(int64_t), "expert loads");
+    if (c->num_experts && m->ep)
+        m->moe_ep_rows = mt_xcalloc((size_t)mt_comm_size(m->ep), sizeof(int64_t), "expert-parallel rows");
 }
 
 static size_t attention_scratch_floats(const mt_model *m, int B, int T) {

@@ -62,12 +62,15 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
 #define T(suffix, rows, cols, nd, decay, sd, split) \
     (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), mt_unit_add_tensor(out, u, name, rows, cols, nd, decay, sd, split))
         T("input_layernorm.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
-        mt_tensor *mats[6];
-        mats[0] = T("self_attn.q_proj.weight", QW, C, 2, 1, std, MT_TP_ROWS);
+        /* the block's matrices by index: adding tensors may move the unit's tensor array (a pointer
+           kept across the experts' tensors pointed into freed memory) */
+#define IX(...) (T(__VA_ARGS__), out->units[u].n_tensors - 1)
+        int mats[6];
+        mats[0] = IX("self_attn.q_proj.weight", QW, C, 2, 1, std, MT_TP_ROWS);
         /* tp > kv heads: each kv head's rows on tp / kv consecutive ranks */
-        mats[1] = T("self_attn.k_proj.weight", KW, C, 2, 1, std, MT_TP_ROWS);
+        mats[1] = IX("self_attn.k_proj.weight", KW, C, 2, 1, std, MT_TP_ROWS);
         mt_unit_set_tp_replicas(out, u, kv_rep);
-        mats[2] = T("self_attn.v_proj.weight", KW, C, 2, 1, std, MT_TP_ROWS);
+        mats[2] = IX("self_attn.v_proj.weight", KW, C, 2, 1, std, MT_TP_ROWS);
         mt_unit_set_tp_replicas(out, u, kv_rep);
         if (cfg->qkv_bias) {
             T("self_attn.q_proj.bias", QW, 1, 1, 0, 0.0f, MT_TP_ROWS);
@@ -76,33 +79,38 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
             T("self_attn.v_proj.bias", KW, 1, 1, 0, 0.0f, MT_TP_ROWS);
             mt_unit_set_tp_replicas(out, u, kv_rep);
         }
-        mats[3] = T("self_attn.o_proj.weight", C, QW, 2, 1, std, MT_TP_COLS);
+        mats[3] = IX("self_attn.o_proj.weight", C, QW, 2, 1, std, MT_TP_COLS);
         T("post_attention_layernorm.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
         int n_mats = 6;
         if (cfg->num_experts) {
             /* Qwen-MoE / OLMoE names; each expert cut over tp like the dense MLP (gate|up by rows,
                down by columns), the router whole on every tp rank */
             int64_t Fe = cfg->moe_ffn_dim;
-            mats[4] = T("mlp.gate.weight", cfg->num_experts, C, 2, 1, std, MT_TP_REPLICATED);
-            mats[4]->read_16bit_only = mats[4]->grad_by_one_gemm = 1;
+            mats[4] = IX("mlp.gate.weight", cfg->num_experts, C, 2, 1, std, MT_TP_REPLICATED);
+            out->units[u].t[mats[4]].read_16bit_only = out->units[u].t[mats[4]].grad_by_one_gemm = 1;
             n_mats = 5;
             for (int e = 0; e < cfg->num_experts; e++) {
                 char ename[36]; /* e < 256: three digits */
                 /* an expert that gets no tokens gets no GEMM: its gradient is added into, never set */
+                mt_tensor *w; /* expert parallelism holds the expert's tensors on one rank of the ep group */
                 snprintf(ename, sizeof ename, "mlp.experts.%d.gate_proj.weight", (unsigned char)e);
-                T(ename, Fe, C, 2, 1, std, MT_TP_ROWS)->read_16bit_only = 1;
+                w = T(ename, Fe, C, 2, 1, std, MT_TP_ROWS);
+                w->read_16bit_only = 1, w->expert = e + 1;
                 snprintf(ename, sizeof ename, "mlp.experts.%d.up_proj.weight", (unsigned char)e);
-                T(ename, Fe, C, 2, 1, std, MT_TP_ROWS)->read_16bit_only = 1;
+                w = T(ename, Fe, C, 2, 1, std, MT_TP_ROWS);
+                w->read_16bit_only = 1, w->expert = e + 1;
                 snprintf(ename, sizeof ename, "mlp.experts.%d.down_proj.weight", (unsigned char)e);
-                T(ename, C, Fe, 2, 1, std, MT_TP_COLS)->read_16bit_only = 1;
+                w = T(ename, C, Fe, 2, 1, std, MT_TP_COLS);
+                w->read_16bit_only = 1, w->expert = e + 1;
             }
         } else {
-            mats[4] = T("mlp.gate_proj.weight", F, C, 2, 1, std, MT_TP_ROWS);
+            mats[4] = IX("mlp.gate_proj.weight", F, C, 2, 1, std, MT_TP_ROWS);
             T("mlp.up_proj.weight", F, C, 2, 1, std, MT_TP_ROWS)->read_16bit_only = 1;
-            mats[5] = T("mlp.down_proj.weight", C, F, 2, 1, std, MT_TP_COLS);
+            mats[5] = IX("mlp.down_proj.weight", C, F, 2, 1, std, MT_TP_COLS);
         }
+#undef IX
 #undef T
-        for (int i = 0; i < n_mats; i++) mats[i]->read_16bit_only = 1;
+        for (int i = 0; i < n_mats; i++) out->units[u].t[mats[i]].read_16bit_only = 1;
         /* each is written whole by its layer's one weight-gradient GEMM (q|k|v and gate|up share one) */
         if (!cfg->num_experts)
             for (int i = 0; i < out->units[u].n_tensors; i++)
