@@ -80,7 +80,8 @@ asan:
 # libraries they need beyond CUDA and libc, in build-gpu-pack/ (carried to a bare GPU machine).
 # A register spill is a build error (-Xptxas -warn-spills with -Werror).
 # `make gpu-emu`: the same sources with the host C++ compiler against the CPU emulation
-# (src/cuda/emu/), plus the emulation's own test (tests/gpu/emu_*.cu), into build-gpu-emu/ and, with ASan +
+# (src/cuda/emu/), linked with MPI (several ranks, each an emulated device),
+# plus the emulation's own test (tests/gpu/emu_*.cu), into build-gpu-emu/ and, with ASan +
 # UBSan, build-gpu-emu/asan/; tests/check_gpu_emu.sh runs them.
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
@@ -88,7 +89,7 @@ CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=c
 NVFLAGS   := -O2 -std=c++17 $(CUDA_ARCH) -fmad=false -prec-div=true -prec-sqrt=true -Isrc -Itests \
              -Xcompiler -Wall,-Wextra,-ffp-contract=off -Xptxas -warn-spills -Werror all-warnings
 CUDA_SRC  := $(sort $(wildcard src/cuda/*.cu))
-CUDA_HDR  := $(shell find src/cuda -name '*.h') src/core/philox.h src/core/dtype.h src/ops/ops.h \
+CUDA_HDR  := $(shell find src/cuda -name '*.h') src/core/philox.h src/core/dtype.h src/ops/ops.h src/comm/device.h \
              src/ops/kernel_table.h src/device/backend.h src/core/mem.h src/core/error.h
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.cu)
 # the test binaries use only ops/ and core/ of the library: no MPI, no libyaml
@@ -128,10 +129,13 @@ EMU_SRC   := $(CUDA_SRC) src/cuda/emu/emu.cc
 EMU_TEST_SRC := $(GPU_TEST_SRC) $(wildcard tests/gpu/emu_*.cu)
 EMU_OBJ   := $(patsubst %,build-gpu-emu/obj/%.o,$(EMU_SRC))
 EMU_TESTS := $(foreach t,$(notdir $(EMU_TEST_SRC:.cu=)),build-gpu-emu/tests/$(t) build-gpu-emu/asan/tests/$(t))
+# build-gpu-emu/meshtrain is the MPI build's library and CLI (build/) with the emulated CUDA backend: each
+# rank of `mpirun -np N` is an emulated device, its collectives of device buffers host-staged (issue 29)
+MPI_LINK := $(shell mpicc --showme:link 2>/dev/null || echo -lmpi)
 gpu-emu: $(EMU_TESTS) build-gpu-emu/meshtrain
-build-gpu-emu/meshtrain: $(EMU_OBJ) nompi-objs
+build-gpu-emu/meshtrain: $(EMU_OBJ) $(BUILD)/libmeshtrain.a $(CLI_OBJ)
 	@echo "LD $@"
-	@g++ -pthread -o $@ $(NOMPI_CLI_OBJ) $(EMU_OBJ) build-nompi/libmeshtrain.a $(GPU_CLI_LDLIBS)
+	@g++ -pthread -o $@ $(CLI_OBJ) $(EMU_OBJ) $(BUILD)/libmeshtrain.a $(GPU_CLI_LDLIBS) $(MPI_LINK)
 build-gpu-emu/obj/%.o: % $(CUDA_HDR)
 	@mkdir -p $(dir $@)
 	@echo "EMU $<"

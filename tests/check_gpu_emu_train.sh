@@ -80,7 +80,6 @@ $M tokenize --format jsonl --tokenizer byte --seq-len 32 --packing --out "$W/p" 
     expect_failure "\-\-precision fp16 is not yet supported on --device cuda" $E train $one --device cuda --precision fp16
     expect_failure "\-\-family falcon is not yet supported on --device cuda" $E train $one --device cuda --family falcon
     expect_failure "\-\-moe-experts 4) is not yet supported on --device cuda" $E train $one --device cuda --family llama --moe-experts 4
-    expect_failure "\-\-tp > 1 .* is not yet supported on --device cuda" $E train $one --device cuda --tp 2
     expect_failure "\-\-compress-activations int8 (no CUDA int8 codec yet) is not yet supported on --device cuda" \
         $E train $one --device cuda --compress-activations int8
     expect_failure "packed samples (a window of .* holds several documents) are not yet supported on --device cuda" \

@@ -109,14 +109,35 @@
  * or names an MPI symbol (tests/check_comm_seam.sh): the CLI starts and ends
  * the process through mt_comm_process_*.
  *
- * Streams. Every non-blocking operation has a form ending in `_on` that also
- * takes an mt_comm_stream (NULL: the host, which is what the forms without
- * `_on` pass). The stream is the hook of device training (issue 29): there
- * the operation is ordered after the work queued on the stream so far, it
- * signals an event on completion, and mt_comm_test/mt_comm_wait poll that
- * event under the same deadlines and diagnosis as above. No backend of this
- * build implements streams: a non-NULL stream is refused with one line
- * (a programming error, like a bad root), and the host path is unchanged.
+ * Streams and device buffers (issue 29). Every non-blocking operation has a
+ * form ending in `_on` that also takes an mt_comm_stream (NULL: the host,
+ * which is what the forms without `_on` pass). A device backend installs
+ * its copy and event hooks (mt_comm_device, below) and its compute stream
+ * with mt_comm_set_device; from then on an operation whose buffer is device
+ * memory (the hooks' is_device) is ordered on that stream even when it came
+ * through a host form, and an `_on` form orders on the stream it names. Such
+ * an operation is host-staged (MPI sees only host memory, and NCCL cannot
+ * serve ranks that share a GPU), as a state machine that test and wait
+ * advance, so it overlaps the compute queued after it:
+ *   start:  an event on the compute stream; the communication stream waits
+ *           for it and copies the device buffer to a pinned host slot
+ *           (device -> host), then records `in`;
+ *   test/wait: once `in` completed, the MPI operation starts on the slot;
+ *           once MPI completed, the slot is copied back (host -> device) on
+ *           the communication stream, which records `out`, and the compute
+ *           stream waits for `out`: the operation is complete for every
+ *           kernel queued after the test or wait that saw it complete (the
+ *           host reads the result only after a device sync, as any device
+ *           memory). A slot is reused once its `out` completed; slots are
+ *           kept, so a steady step allocates nothing.
+ * The waits poll the events under the same deadlines and diagnosis as
+ * above: a rank whose copy is still queued is inside the operation, a
+ * stalled peer is named as on the host. Groups of size 1 copy device to
+ * device on the compute stream. Byte counters are the host path's. Without
+ * installed hooks a non-NULL stream is refused with one line (a programming
+ * error, like a bad root). Send/recv of device buffers, broadcast and every
+ * reduction are staged; all-to-all and the control all-reduce take host
+ * buffers only.
  *
  * Threads: all calls of one context must come from one thread. */
 #ifndef MT_COMM_COMM_H
@@ -126,6 +147,7 @@
 #include <stdio.h>
 #include "core/dtype.h"
 #include "core/error.h"
+#include "comm/device.h"
 
 #define MT_COMM_EXIT_TIMEOUT 3 /* exit status of the job after a timeout */
 #define MT_COMM_EXIT_MPI 4     /* exit status after a failed MPI call or a bad communication call */
@@ -163,9 +185,6 @@ typedef struct {
 
 typedef struct mt_comm_ctx mt_comm_ctx;
 typedef struct mt_comm mt_comm;
-/* A device stream (a cudaStream_t under issue 29's device backend); only
- * ever handled by pointer, NULL being the host. */
-typedef struct mt_comm_stream mt_comm_stream;
 
 /* A non-blocking operation in flight. Owned by the caller (e.g. one per
  * gradient bucket); zero-initialise or leave it from a previous wait. The
@@ -215,6 +234,16 @@ mt_comm_ctx *mt_comm_ctx_create(double timeout_s, mt_error *err);
 /* Frees the context and its world communicator; every other communicator
  * must have been freed. Call before mt_comm_process_finalize. */
 void mt_comm_ctx_free(mt_comm_ctx *ctx);
+/* Installs a device's staging hooks and its compute stream on c's context
+ * (every communicator of it; see "Streams and device buffers"); dev NULL
+ * uninstalls them, after every staged operation completed (the slots are
+ * freed then). */
+void mt_comm_set_device(mt_comm *c, const mt_comm_device *dev, mt_comm_stream *compute);
+/* This rank's index among the ranks of its node (ranks sharing memory, or
+ * the ranks-per-node override) and their number: the local GPU it drives. */
+int mt_comm_local_rank(const mt_comm *c);
+int mt_comm_local_size(const mt_comm *c);
+
 /* Nodes of ranks_per_node consecutive world ranks instead of the shared-
  * memory groups; call before creating the groups whose traffic it should
  * classify (it changes only the accounting, and the node groups asked for

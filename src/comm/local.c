@@ -26,6 +26,9 @@ struct mt_comm_ctx {
     double wait_s;    /* time inside waits and tests, every communicator */
     mt_comm *world;
     int ncomms;       /* live communicators, the world included */
+    mt_comm_device dev; /* a device's hooks (mt_comm_set_device): copies of device buffers on its stream */
+    int has_dev;
+    mt_comm_stream *compute;
 };
 
 /* ------------------------------------------------------------------ errors */
@@ -192,6 +195,37 @@ int mt_comm_world_rank_of(const mt_comm *c, int r) {
 const mt_comm_stats *mt_comm_get_stats(const mt_comm *c) { return &c->stats; }
 void mt_comm_reset_stats(mt_comm *c) { memset(&c->stats, 0, sizeof c->stats); }
 
+/* ------------------------------------------------------------------ device buffers */
+
+void mt_comm_set_device(mt_comm *c, const mt_comm_device *dev, mt_comm_stream *compute) {
+    mt_comm_ctx *x = c->ctx;
+    x->has_dev = dev != NULL;
+    if (dev) x->dev = *dev;
+    x->compute = dev ? compute : NULL;
+}
+int mt_comm_local_rank(const mt_comm *c) {
+    (void)c;
+    return 0;
+}
+int mt_comm_local_size(const mt_comm *c) {
+    (void)c;
+    return 1;
+}
+
+/* The stream an operation is ordered on: the one named, or the device's
+ * compute stream for a device buffer, else none (the host). */
+static mt_comm_stream *order_of(const mt_comm *c, mt_comm_stream *s, const void *a, const void *b, size_t bytes,
+                                const char *what) {
+    const mt_comm_ctx *x = c->ctx;
+    if (s && !x->has_dev)
+        usage_fail(c, "%s ordered on a device stream, but no device hooks are installed (mt_comm_set_device); "
+                      "pass no stream (NULL) for host buffers", what);
+    if (s || !x->has_dev || !bytes) return s;
+    if ((a && x->dev.is_device(x->dev.ctx, a, bytes)) || (b && x->dev.is_device(x->dev.ctx, b, bytes)))
+        return x->compute;
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ requests */
 
 static void begin(mt_comm *c, mt_comm_req *r, int kind, int peer, size_t payload, mt_comm_stream *stream) {
@@ -199,12 +233,8 @@ static void begin(mt_comm *c, mt_comm_req *r, int kind, int peer, size_t payload
         usage_fail(c, "%s started on a request that is still in flight (%s on '%s'); wait for it "
                       "first, and zero-initialise new requests",
                    mt_comm_kind_name(kind), mt_comm_kind_name(r->kind), r->comm ? r->comm->name : "?");
-    /* the hook of device training (comm.h, "Streams"): no backend here orders on a stream */
-    if (stream)
-        usage_fail(c, "%s ordered on a device stream, but this build's local backend has no device streams; "
-                      "pass no stream (NULL) for host buffers", mt_comm_kind_name(kind));
     memset(r->handle, 0, sizeof r->handle);
-    r->stream = NULL;
+    r->stream = stream;
     r->comm = c;
     r->kind = kind;
     r->peer = peer;
@@ -245,38 +275,51 @@ static void check_tag(const mt_comm *c, int tag) {
         usage_fail(c, "message tag %d out of range [0, 32767] (the MPI-guaranteed range)", tag);
 }
 
+/* A group of one: a copy, on the device stream for device buffers. */
+static void copy_on(const mt_comm *c, mt_comm_stream *s, const void *send, void *recv, size_t bytes) {
+    if (send == recv || !bytes) return;
+    if (s) c->ctx->dev.copy(c->ctx->dev.ctx, recv, send, bytes, s);
+    else memmove(recv, send, bytes);
+}
 static void copy(const void *send, void *recv, size_t bytes) {
     if (send != recv && bytes) memmove(recv, send, bytes);
 }
+#define ORDER(what, snd, rcv, bytes) (s = order_of(c, s, (snd), (rcv), (bytes), (what)))
 
 void mt_comm_iallreduce_on(mt_comm *c, const float *send, float *recv, size_t count, mt_comm_stream *s,
                            mt_comm_req *r) {
+    ORDER("allreduce", send, recv, count * sizeof(float));
     begin(c, r, MT_COMM_ALLREDUCE, -1, count * sizeof(float), s);
-    copy(send, recv, count * sizeof(float));
+    copy_on(c, s, send, recv, count * sizeof(float));
 }
 void mt_comm_ireduce_scatter_on(mt_comm *c, const float *send, float *recv, size_t count, mt_comm_stream *s,
                                 mt_comm_req *r) {
+    ORDER("reduce_scatter", send, recv, count * sizeof(float));
     begin(c, r, MT_COMM_REDUCE_SCATTER, -1, count * sizeof(float), s);
-    copy(send, recv, count * sizeof(float));
+    copy_on(c, s, send, recv, count * sizeof(float));
 }
 void mt_comm_iallreduce_bf16_on(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count, mt_comm_stream *s,
                                 mt_comm_req *r) {
+    ORDER("allreduce", send, recv, count * sizeof(mt_bf16));
     begin(c, r, MT_COMM_ALLREDUCE, -1, count * sizeof(mt_bf16), s);
-    copy(send, recv, count * sizeof(mt_bf16));
+    copy_on(c, s, send, recv, count * sizeof(mt_bf16));
 }
 void mt_comm_ireduce_scatter_bf16_on(mt_comm *c, const mt_bf16 *send, mt_bf16 *recv, size_t count,
                                      mt_comm_stream *s, mt_comm_req *r) {
+    ORDER("reduce_scatter", send, recv, count * sizeof(mt_bf16));
     begin(c, r, MT_COMM_REDUCE_SCATTER, -1, count * sizeof(mt_bf16), s);
-    copy(send, recv, count * sizeof(mt_bf16));
+    copy_on(c, s, send, recv, count * sizeof(mt_bf16));
 }
 void mt_comm_iallgather_on(mt_comm *c, const void *send, void *recv, size_t bytes, mt_comm_stream *s,
                            mt_comm_req *r) {
+    ORDER("allgather", send, recv, bytes);
     begin(c, r, MT_COMM_ALLGATHER, -1, bytes, s);
-    copy(send, recv, bytes);
+    copy_on(c, s, send, recv, bytes);
 }
 void mt_comm_ibroadcast_on(mt_comm *c, void *buf, size_t bytes, int root, mt_comm_stream *s, mt_comm_req *r) {
     (void)buf;
     check_root(c, root, "broadcast root");
+    ORDER("broadcast", buf, NULL, bytes);
     begin(c, r, MT_COMM_BROADCAST, -1, bytes, s);
 }
 /* A message to itself would need a matching queue that no caller uses (a

@@ -87,6 +87,19 @@ struct mt_comm_ctx {
     MPI_Op bf16_sum; /* the sum of two bf16 vectors (gradients reduced in bf16) */
     int oversubscribed; /* more ranks share this node's memory than it has online CPUs */
     double wait_s;      /* time inside waits and tests, every communicator (mt_comm_wait_total_s) */
+    int local_rank, local_size; /* among the ranks of this node (shared memory, or the ranks-per-node override) */
+    /* staged operations on device buffers (comm.h, "Streams and device buffers") */
+    mt_comm_device dev;
+    int has_dev;
+    mt_comm_stream *compute; /* the stream an operation on a device buffer is ordered on by default */
+    void *ev_start;          /* recorded on the ordering stream at a start; the communication stream waits for it */
+    struct stage_slot **slots;
+    int nslots, capslots;
+    /* Staged operations post their MPI call once their copy in completed, in the order they started
+       (MPI needs a group's collectives in the same order on every rank, and a send's messages in order):
+       a queue, advanced by every start, test and wait, whichever request they are for -- a rank waiting
+       for a receive still posts the send its peer waits for. */
+    struct stage_slot *pending_head, *pending_tail;
 };
 
 /* ------------------------------------------------------------------ errors */
@@ -325,6 +338,8 @@ mt_comm_ctx *mt_comm_ctx_create(double timeout_s, mt_error *err) {
     int first = x->world_rank, local = 1;
     CK(x->world, "MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, shm), "node group");
     CK(x->world, "MPI_Comm_size", MPI_Comm_size(shm, &local), "node group");
+    CK(x->world, "MPI_Comm_rank", MPI_Comm_rank(shm, &x->local_rank), "node group");
+    x->local_size = local;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     x->oversubscribed = cpus > 0 && local > cpus;
     CK(x->world, "MPI_Comm_free", MPI_Comm_free(&shm), "node group");
@@ -347,8 +362,13 @@ int mt_comm_ctx_set_ranks_per_node(mt_comm_ctx *x, int ranks_per_node, mt_error 
     if (ranks_per_node < 1)
         return mt_errorf(err, "{ranks-per-node} must be >= 1, got %d", ranks_per_node);
     for (int r = 0; r < x->world_size; r++) x->node_of[r] = r / ranks_per_node * ranks_per_node;
+    x->local_rank = x->world_rank % ranks_per_node;
+    x->local_size = ranks_per_node;
     return 0;
 }
+
+int mt_comm_local_rank(const mt_comm *c) { return c->ctx->local_rank; }
+int mt_comm_local_size(const mt_comm *c) { return c->ctx->local_size; }
 
 int mt_comm_node_of(const mt_comm *c, int r) { return c->ctx->node_of[c->world_ranks[r]]; }
 
@@ -390,6 +410,7 @@ void mt_comm_ctx_free(mt_comm_ctx *x) {
     for (int i = 0; i < NREPLY; i++)
         if (x->rep_req[i] != MPI_REQUEST_NULL)
             CK(x->world, "MPI_Wait", MPI_Wait(&x->rep_req[i], MPI_STATUS_IGNORE), "status reply");
+    if (x->has_dev) mt_comm_set_device(x->world, NULL, NULL);
     CK(x->world, "MPI_Op_free", MPI_Op_free(&x->bf16_sum), "bf16 sum");
     mt_comm_free(x->world);
     x->world = NULL;
@@ -676,8 +697,12 @@ static _Noreturn void on_timeout(const mt_comm_req *r, diagnosis *d) {
 static double now(void) { return MPI_Wtime(); }
 
 /* The MPI_Request of an operation lives in the request's opaque handle
- * (comm.h names no MPI type); copied in and out, never aliased. */
-_Static_assert(sizeof(MPI_Request) <= sizeof(((mt_comm_req *)0)->handle), "mt_comm_req.handle too small for an MPI_Request");
+ * (comm.h names no MPI type), and after it the staging slot of an operation
+ * on device buffers (NULL: a host operation); copied in and out, never aliased. */
+#define SLOT_OFFSET 8
+_Static_assert(sizeof(MPI_Request) <= SLOT_OFFSET, "an MPI_Request wider than 8 bytes: move the slot pointer");
+_Static_assert(SLOT_OFFSET + sizeof(void *) <= sizeof(((mt_comm_req *)0)->handle),
+               "mt_comm_req.handle too small for an MPI_Request and a slot pointer");
 static MPI_Request req_of(const mt_comm_req *r) {
     MPI_Request q;
     memcpy(&q, r->handle, sizeof q);
@@ -690,13 +715,279 @@ static int test_req(mt_comm_req *r, int *flag, MPI_Status *st) {
     set_req(r, q);
     return rc;
 }
-/* Starts an MPI operation whose call writes its request to q, into r. */
+/* Starts an MPI operation whose call writes its request to q, into r; after
+ * the group's staged operations still queued (advance_staged, below). */
 #define START(c, r, fn, call, ...)            \
     do {                                      \
         MPI_Request q = MPI_REQUEST_NULL;     \
+        if ((c)->ctx->pending_head) advance_staged((c)->ctx, (c)); \
         CK((c), fn, call, __VA_ARGS__);       \
         set_req((r), q);                      \
     } while (0)
+
+/* ------------------------------------------------------------------ staging (device buffers) */
+
+/* One staged operation: what it copies in, what MPI does on the pinned
+ * slot, what it copies back. */
+typedef struct {
+    size_t esize;
+    MPI_Datatype type;
+    MPI_Op op;
+    const char *what;
+} sum_kind;
+
+typedef struct {
+    const void *in;   /* device -> slot + in_off before MPI; NULL: nothing (a receive, a broadcast's non-root) */
+    size_t in_bytes, in_off;
+    void *out;        /* slot + out_off -> device after MPI; NULL: nothing (a send) */
+    size_t out_bytes, out_off;
+    size_t slot_bytes;
+    size_t count;     /* reductions: elements (reduce-scatter: per block); allgather: block bytes */
+    sum_kind k;
+    int root, peer, tag;
+} stage_op;
+
+enum { ST_COPY_IN = 1, ST_MPI };
+
+typedef struct stage_slot {
+    unsigned char *buf;
+    size_t cap;
+    void *ev_in, *ev_out;
+    int busy;        /* held by an operation in flight */
+    int out_pending; /* its copy back is queued: reusable once ev_out completed */
+    int state;
+    stage_op op;
+    mt_comm *comm;   /* the operation's group and kind */
+    int kind;
+    MPI_Request q;   /* its MPI request once posted */
+    struct stage_slot *next; /* the queue of slots whose copy in is pending, in start order */
+} stage_slot;
+
+static stage_slot *slot_of(const mt_comm_req *r) {
+    stage_slot *s;
+    memcpy(&s, r->handle + SLOT_OFFSET, sizeof s);
+    return s;
+}
+static void set_slot(mt_comm_req *r, stage_slot *s) { memcpy(r->handle + SLOT_OFFSET, &s, sizeof s); }
+
+static int slot_free(mt_comm_ctx *x, stage_slot *s) {
+    if (s->busy) return 0;
+    if (s->out_pending && !x->dev.event_done(x->dev.ctx, s->ev_out)) return 0;
+    s->out_pending = 0;
+    return 1;
+}
+
+/* A free slot of at least `bytes`: the smallest that fits, else the largest
+ * free one grown, else a new one. Slots are kept, so once a step's pattern
+ * of operations has run, later steps allocate nothing. */
+static stage_slot *acquire_slot(mt_comm *c, size_t bytes) {
+    mt_comm_ctx *x = c->ctx;
+    stage_slot *best = NULL, *largest = NULL;
+    for (int i = 0; i < x->nslots; i++) {
+        stage_slot *s = x->slots[i];
+        if (!slot_free(x, s)) continue;
+        if (s->cap >= bytes && (!best || s->cap < best->cap)) best = s;
+        if (!largest || s->cap > largest->cap) largest = s;
+    }
+    if (!best && largest) {
+        x->dev.pinned_free(x->dev.ctx, largest->buf);
+        largest->cap = 0;
+        largest->buf = x->dev.pinned_alloc(x->dev.ctx, bytes ? bytes : 1);
+        if (!largest->buf)
+            usage_fail(c, "out of pinned host memory for a %zu-byte staging buffer of a device collective", bytes);
+        largest->cap = bytes;
+        best = largest;
+    }
+    if (!best) {
+        if (x->nslots == x->capslots) {
+            int cap = x->capslots ? 2 * x->capslots : 8;
+            stage_slot **p = realloc(x->slots, (size_t)cap * sizeof *p);
+            if (!p) usage_fail(c, "out of memory growing the staging slots to %d", cap);
+            x->slots = p;
+            x->capslots = cap;
+        }
+        best = calloc(1, sizeof *best);
+        if (!best) usage_fail(c, "out of memory for a staging slot");
+        best->buf = x->dev.pinned_alloc(x->dev.ctx, bytes ? bytes : 1);
+        if (!best->buf)
+            usage_fail(c, "out of pinned host memory for a %zu-byte staging buffer of a device collective", bytes);
+        best->cap = bytes;
+        best->ev_in = x->dev.event_create(x->dev.ctx);
+        best->ev_out = x->dev.event_create(x->dev.ctx);
+        x->slots[x->nslots++] = best;
+    }
+    best->busy = 1;
+    return best;
+}
+
+void mt_comm_set_device(mt_comm *c, const mt_comm_device *dev, mt_comm_stream *compute) {
+    mt_comm_ctx *x = c->ctx;
+    if (x->has_dev) { /* uninstall: the copies back complete, then the slots go */
+        for (int i = 0; i < x->nslots; i++) {
+            stage_slot *s = x->slots[i];
+            if (s->busy)
+                usage_fail(c, "the device hooks were removed while a staged operation is in flight; wait for it first");
+            while (!slot_free(x, s)) sched_yield();
+            x->dev.pinned_free(x->dev.ctx, s->buf);
+            x->dev.event_destroy(x->dev.ctx, s->ev_in);
+            x->dev.event_destroy(x->dev.ctx, s->ev_out);
+            free(s);
+        }
+        free(x->slots);
+        x->slots = NULL;
+        x->nslots = x->capslots = 0;
+        x->dev.event_destroy(x->dev.ctx, x->ev_start);
+        x->has_dev = 0;
+        x->compute = NULL;
+    }
+    if (!dev) return;
+    x->dev = *dev;
+    x->has_dev = 1;
+    x->compute = compute;
+    x->ev_start = x->dev.event_create(x->dev.ctx);
+}
+
+/* The stream an operation on buf is ordered on: the one named, or the
+ * compute stream when buf is device memory, else none (the host). */
+static mt_comm_stream *order_of(const mt_comm *c, mt_comm_stream *s, const void *a, size_t abytes, const void *b,
+                                size_t bbytes, const char *what) {
+    const mt_comm_ctx *x = c->ctx;
+    if (s) {
+        if (!x->has_dev)
+            usage_fail(c, "%s ordered on a device stream, but no device hooks are installed (mt_comm_set_device); "
+                          "pass no stream (NULL) for host buffers", what);
+        return s;
+    }
+    if (!x->has_dev) return NULL;
+    if ((a && abytes && x->dev.is_device(x->dev.ctx, a, abytes)) ||
+        (b && bbytes && x->dev.is_device(x->dev.ctx, b, bbytes)))
+        return x->compute;
+    return NULL;
+}
+
+static void post_staged(stage_slot *sl);
+
+/* Posts the queued operations whose copy in completed, oldest first; with
+ * `until` (a group), blocks until no queued operation of that group is left
+ * (a host collective on it is about to be posted and must come after them:
+ * their copies wait only for this rank's own device work, never for a peer). */
+static void advance_staged(mt_comm_ctx *x, const mt_comm *until) {
+    for (;;) {
+        stage_slot *h = x->pending_head;
+        if (!h) return;
+        if (!x->dev.event_done(x->dev.ctx, h->ev_in)) {
+            int blocked = 0;
+            for (stage_slot *p = h; p && until && !blocked; p = p->next) blocked = p->comm == until;
+            if (!blocked) return;
+            sched_yield();
+            continue;
+        }
+        x->pending_head = h->next;
+        if (!x->pending_head) x->pending_tail = NULL;
+        h->next = NULL;
+        post_staged(h);
+    }
+}
+
+/* Starts a staged operation (the request was begun on stream r->stream). */
+static void stage_start(mt_comm *c, mt_comm_req *r, const stage_op *op) {
+    mt_comm_ctx *x = c->ctx;
+    const mt_comm_device *d = &x->dev;
+    stage_slot *sl = acquire_slot(c, op->slot_bytes);
+    sl->op = *op;
+    sl->comm = c;
+    sl->kind = r->kind;
+    sl->q = MPI_REQUEST_NULL;
+    set_slot(r, sl);
+    /* the communication stream runs after the work queued on the ordering stream so far: the data is
+       ready to read, and the buffer is no longer read by that work when the copy back overwrites it */
+    d->event_record(d->ctx, x->ev_start, r->stream);
+    d->stream_wait(d->ctx, d->comm_stream, x->ev_start);
+    if (op->in) {
+        d->copy(d->ctx, sl->buf + op->in_off, op->in, op->in_bytes, d->comm_stream);
+        d->event_record(d->ctx, sl->ev_in, d->comm_stream);
+        sl->state = ST_COPY_IN;
+        if (x->pending_tail) x->pending_tail->next = sl;
+        else x->pending_head = sl;
+        x->pending_tail = sl;
+        advance_staged(x, NULL);
+    } else {
+        /* a receive (or a broadcast's non-root) posts at once; a collective still after the group's queued ones */
+        if (r->kind != MT_COMM_RECV) advance_staged(x, c);
+        post_staged(sl);
+    }
+}
+
+static void post_staged(stage_slot *sl) {
+    mt_comm *c = sl->comm;
+    const stage_op *op = &sl->op;
+    void *b = sl->buf;
+    MPI_Request q = MPI_REQUEST_NULL;
+    switch (sl->kind) {
+    case MT_COMM_ALLREDUCE:
+        CK(c, "MPI_Iallreduce",
+           MPI_Iallreduce(MPI_IN_PLACE, b, to_int(c, op->count, "count"), op->k.type, op->k.op, c->comm, &q),
+           "%zu %s (staged from the device)", op->count, op->k.what);
+        break;
+    case MT_COMM_REDUCE_SCATTER:
+        CK(c, "MPI_Ireduce_scatter_block",
+           MPI_Ireduce_scatter_block(MPI_IN_PLACE, b, to_int(c, op->count, "block count"), op->k.type, op->k.op,
+                                     c->comm, &q),
+           "%zu %s per block (staged from the device)", op->count, op->k.what);
+        break;
+    case MT_COMM_ALLGATHER:
+        CK(c, "MPI_Iallgather",
+           MPI_Iallgather(MPI_IN_PLACE, 0, MPI_BYTE, b, to_int(c, op->count, "block bytes"), MPI_BYTE, c->comm, &q),
+           "%zu bytes per block (staged from the device)", op->count);
+        break;
+    case MT_COMM_BROADCAST:
+        CK(c, "MPI_Ibcast", MPI_Ibcast(b, to_int(c, op->count, "bytes"), MPI_BYTE, op->root, c->comm, &q),
+           "%zu bytes from root %d (staged from the device)", op->count, op->root);
+        break;
+    case MT_COMM_SEND:
+        CK(c, "MPI_Isend", MPI_Isend(b, to_int(c, op->count, "bytes"), MPI_BYTE, op->peer, op->tag, c->comm, &q),
+           "%zu bytes to rank %d, tag %d (staged from the device)", op->count, op->peer, op->tag);
+        break;
+    case MT_COMM_RECV:
+        CK(c, "MPI_Irecv", MPI_Irecv(b, to_int(c, op->count, "bytes"), MPI_BYTE, op->peer, op->tag, c->comm, &q),
+           "%zu bytes from rank %d, tag %d (staged to the device)", op->count, op->peer, op->tag);
+        break;
+    default: usage_fail(c, "%s has no staged form", mt_comm_kind_name(sl->kind));
+    }
+    sl->q = q;
+    sl->state = ST_MPI;
+}
+
+/* Advances an operation: a host one is its MPI_Test; a staged one is
+ * complete once its MPI call (posted by advance_staged after the copy in)
+ * completed: then the copy back is queued and the ordering stream waits for
+ * it. Every call also posts the queued operations that are ready. *flag:
+ * complete. */
+static int progress(mt_comm_req *r, int *flag, MPI_Status *st) {
+    mt_comm_ctx *x = r->comm->ctx;
+    if (x->pending_head) advance_staged(x, NULL);
+    stage_slot *sl = slot_of(r);
+    if (!sl) return test_req(r, flag, st);
+    const mt_comm_device *d = &x->dev;
+    *flag = 0;
+    if (sl->state == ST_COPY_IN) return MPI_SUCCESS;
+    int rc = MPI_Test(&sl->q, flag, st);
+    if (rc != MPI_SUCCESS || !*flag) return rc;
+    if (sl->op.out) d->copy(d->ctx, sl->op.out, sl->buf + sl->op.out_off, sl->op.out_bytes, d->comm_stream);
+    d->event_record(d->ctx, sl->ev_out, d->comm_stream);
+    d->stream_wait(d->ctx, r->stream, sl->ev_out);
+    sl->busy = 0;
+    sl->out_pending = 1;
+    set_slot(r, NULL);
+    return rc;
+}
+
+/* A group of one on device buffers: a device copy ordered on the stream. */
+static void local_copy(const mt_comm *c, mt_comm_stream *s, void *dst, const void *src, size_t bytes) {
+    if (dst == src || !bytes) return;
+    if (s) c->ctx->dev.copy(c->ctx->dev.ctx, dst, src, bytes, s);
+    else memmove(dst, src, bytes);
+}
 
 static void begin(mt_comm *c, mt_comm_req *r, int kind, int peer, size_t payload, uint64_t sent,
                   mt_comm_stream *stream) {
@@ -704,11 +995,8 @@ static void begin(mt_comm *c, mt_comm_req *r, int kind, int peer, size_t payload
         usage_fail(c, "%s started on a request that is still in flight (%s on '%s'); wait for it "
                       "first, and zero-initialise new requests",
                    mt_comm_kind_name(kind), mt_comm_kind_name(r->kind), r->comm ? r->comm->name : "?");
-    /* the hook of device training (comm.h, "Streams"): no backend here orders on a stream */
-    if (stream)
-        usage_fail(c, "%s ordered on a device stream, but this build's MPI backend has no device streams; "
-                      "pass no stream (NULL) for host buffers", mt_comm_kind_name(kind));
     set_req(r, MPI_REQUEST_NULL);
+    set_slot(r, NULL);
     r->stream = stream;
     r->comm = c;
     r->kind = kind;
@@ -753,7 +1041,7 @@ int mt_comm_test(mt_comm_req *r) {
     double t0 = now();
     int flag = 0;
     MPI_Status st;
-    CK(c, "MPI_Test", test_req(r, &flag, &st), "%s", mt_comm_kind_name(r->kind));
+    CK(c, "MPI_Test", progress(r, &flag, &st), "%s", mt_comm_kind_name(r->kind));
     service(c->ctx);
     if (flag) finish(r, &st);
     double dt = now() - t0;
@@ -777,7 +1065,7 @@ void mt_comm_wait(mt_comm_req *r) {
     MPI_Status st;
     for (long spins = 0;; spins++) {
         int flag = 0;
-        CK(c, "MPI_Test", test_req(r, &flag, &st), "waiting for %s", mt_comm_kind_name(r->kind));
+        CK(c, "MPI_Test", progress(r, &flag, &st), "waiting for %s", mt_comm_kind_name(r->kind));
         if (flag) break;
         service(x);
         double t = now();
@@ -803,7 +1091,7 @@ void mt_comm_wait(mt_comm_req *r) {
             if (!moving || ++extended >= MT_COMM_SLOW_TIMEOUTS) {
                 /* the operation may have completed while the diagnosis waited for answers (over a slow
                    link a query queues behind the operation's own bytes): that is progress, not a timeout */
-                CK(c, "MPI_Test", test_req(r, &flag, &st), "waiting for %s", mt_comm_kind_name(r->kind));
+                CK(c, "MPI_Test", progress(r, &flag, &st), "waiting for %s", mt_comm_kind_name(r->kind));
                 if (flag) break;
                 on_timeout(r, &d);
             }
@@ -851,14 +1139,8 @@ static void check_tag(const mt_comm *c, int tag) {
         usage_fail(c, "message tag %d out of range [0, 32767] (the MPI-guaranteed range)", tag);
 }
 
-/* A summing reduction of `count` elements of esize bytes (type/op: MPI's
+/* A summing reduction (sum_kind, above) of `count` elements of esize bytes (type/op: MPI's
  * element type and sum; what: how to name the elements in an error). */
-typedef struct {
-    size_t esize;
-    MPI_Datatype type;
-    MPI_Op op;
-    const char *what;
-} sum_kind;
 
 static sum_kind fp32_sum(void) { return (sum_kind){sizeof(float), MPI_FLOAT, MPI_SUM, "floats"}; }
 static sum_kind bf16_sum(const mt_comm *c) { return (sum_kind){sizeof(mt_bf16), MPI_UINT16_T, c->ctx->bf16_sum, "bf16 values"}; }
@@ -866,9 +1148,15 @@ static sum_kind bf16_sum(const mt_comm *c) { return (sum_kind){sizeof(mt_bf16), 
 static void start_allreduce(mt_comm *c, const void *send, void *recv, size_t count, sum_kind k, mt_comm_stream *s,
                             mt_comm_req *r) {
     size_t B = count * k.esize;
+    s = order_of(c, s, send, B, recv, B, "allreduce");
     begin(c, r, MT_COMM_ALLREDUCE, -1, B, mt_comm_bytes_sent(MT_COMM_ALLREDUCE, B, c->size, 0), s);
     if (c->size == 1) {
-        if (send != recv && count) memmove(recv, send, B);
+        local_copy(c, s, recv, send, B);
+        return;
+    }
+    if (s) {
+        stage_op op = {.in = send, .in_bytes = B, .out = recv, .out_bytes = B, .slot_bytes = B, .count = count, .k = k};
+        stage_start(c, r, &op);
         return;
     }
     START(c, r, "MPI_Iallreduce",
@@ -880,9 +1168,16 @@ static void start_allreduce(mt_comm *c, const void *send, void *recv, size_t cou
 static void start_reduce_scatter(mt_comm *c, const void *send, void *recv, size_t count, sum_kind k,
                                  mt_comm_stream *s, mt_comm_req *r) {
     size_t B = count * k.esize * (size_t)c->size;
+    s = order_of(c, s, send, B, recv, count * k.esize, "reduce_scatter");
     begin(c, r, MT_COMM_REDUCE_SCATTER, -1, B, mt_comm_bytes_sent(MT_COMM_REDUCE_SCATTER, B, c->size, 0), s);
     if (c->size == 1) {
-        if (send != recv && count) memmove(recv, send, count * k.esize);
+        local_copy(c, s, recv, send, count * k.esize);
+        return;
+    }
+    if (s) {
+        stage_op op = {.in = send, .in_bytes = B, .out = recv, .out_bytes = count * k.esize, .slot_bytes = B,
+                       .count = count, .k = k};
+        stage_start(c, r, &op);
         return;
     }
     START(c, r, "MPI_Ireduce_scatter_block",
@@ -914,10 +1209,17 @@ void mt_comm_ireduce_scatter_bf16_on(mt_comm *c, const mt_bf16 *send, mt_bf16 *r
 void mt_comm_iallgather_on(mt_comm *c, const void *send, void *recv, size_t bytes, mt_comm_stream *s,
                            mt_comm_req *r) {
     size_t B = bytes * (size_t)c->size;
+    s = order_of(c, s, send, bytes, recv, B, "allgather");
     begin(c, r, MT_COMM_ALLGATHER, -1, B, mt_comm_bytes_sent(MT_COMM_ALLGATHER, B, c->size, 0), s);
     char *mine = (char *)recv + (size_t)c->rank * bytes;
     if (c->size == 1) {
-        if (send != recv && bytes) memmove(recv, send, bytes);
+        local_copy(c, s, recv, send, bytes);
+        return;
+    }
+    if (s) {
+        stage_op op = {.in = send, .in_bytes = bytes, .in_off = (size_t)c->rank * bytes, .out = recv, .out_bytes = B,
+                       .slot_bytes = B, .count = bytes};
+        stage_start(c, r, &op);
         return;
     }
     START(c, r, "MPI_Iallgather",
@@ -940,9 +1242,17 @@ static void ialltoall(mt_comm *c, const void *send, void *recv, size_t bytes, mt
 
 void mt_comm_ibroadcast_on(mt_comm *c, void *buf, size_t bytes, int root, mt_comm_stream *s, mt_comm_req *r) {
     check_root(c, root, "broadcast root");
+    s = order_of(c, s, buf, bytes, NULL, 0, "broadcast");
     begin(c, r, MT_COMM_BROADCAST, -1, bytes,
           mt_comm_bytes_sent(MT_COMM_BROADCAST, bytes, c->size, c->rank == root), s);
     if (c->size == 1) return;
+    if (s) {
+        int me = c->rank == root;
+        stage_op op = {.in = me ? buf : NULL, .in_bytes = bytes, .out = me ? NULL : buf, .out_bytes = bytes,
+                       .slot_bytes = bytes, .count = bytes, .root = root};
+        stage_start(c, r, &op);
+        return;
+    }
     START(c, r, "MPI_Ibcast",
        MPI_Ibcast(buf, to_int(c, bytes, "bytes"), MPI_BYTE, root, c->comm, &q),
        "%zu bytes from root %d", bytes, root);
@@ -952,7 +1262,13 @@ void mt_comm_isend_on(mt_comm *c, const void *buf, size_t bytes, int peer, int t
                       mt_comm_req *r) {
     check_root(c, peer, "send destination");
     check_tag(c, tag);
+    s = order_of(c, s, buf, bytes, NULL, 0, "send");
     begin(c, r, MT_COMM_SEND, peer, bytes, mt_comm_bytes_sent(MT_COMM_SEND, bytes, c->size, 0), s);
+    if (s) {
+        stage_op op = {.in = buf, .in_bytes = bytes, .slot_bytes = bytes, .count = bytes, .peer = peer, .tag = tag};
+        stage_start(c, r, &op);
+        return;
+    }
     START(c, r, "MPI_Isend",
        MPI_Isend(buf, to_int(c, bytes, "bytes"), MPI_BYTE, peer, tag, c->comm, &q),
        "%zu bytes to rank %d, tag %d", bytes, peer, tag);
@@ -961,7 +1277,13 @@ void mt_comm_isend_on(mt_comm *c, const void *buf, size_t bytes, int peer, int t
 void mt_comm_irecv_on(mt_comm *c, void *buf, size_t bytes, int peer, int tag, mt_comm_stream *s, mt_comm_req *r) {
     check_root(c, peer, "recv source");
     check_tag(c, tag);
+    s = order_of(c, s, buf, bytes, NULL, 0, "recv");
     begin(c, r, MT_COMM_RECV, peer, bytes, 0, s);
+    if (s) {
+        stage_op op = {.out = buf, .out_bytes = bytes, .slot_bytes = bytes, .count = bytes, .peer = peer, .tag = tag};
+        stage_start(c, r, &op);
+        return;
+    }
     START(c, r, "MPI_Irecv",
        MPI_Irecv(buf, to_int(c, bytes, "bytes"), MPI_BYTE, peer, tag, c->comm, &q),
        "%zu bytes from rank %d, tag %d", bytes, peer, tag);

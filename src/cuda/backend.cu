@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 extern "C" {
+#include "comm/device.h"
 #include "core/error.h"
 #include "ops/kernel_table.h"
 }
@@ -33,6 +34,8 @@ struct cuda_state {
     mt_kernel_table table;
     double *dev_partials; // MT_CUDA_SUMSQ_BLOCKS partial sums of the sum-of-squares kernels
     double *dev_out;      // [2]: a reduction's result (double), a non-finite flag (int)
+    mt_comm_device comm;  // comm/'s staging hooks (copies and events on comm_stream)
+    cudaStream_t comm_stream;
 };
 
 cuda_state *state(const mt_backend *be) { return (cuda_state *)be->allocator->ctx; }
@@ -246,6 +249,15 @@ void k_copy_bytes(mt_backend *be, void *dst, const void *src, size_t bytes) {
     if (bytes) check_rt(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(be)), "cudaMemcpyAsync");
 }
 void k_copy(mt_backend *be, float *dst, const float *src, size_t n) { k_copy_bytes(be, dst, src, n * sizeof(float)); }
+// strided rows as one async copy per row (cudaMemcpy2DAsync per batch on a GPU would be fewer calls; the
+// rows are few: a tensor-parallel layer's slices, a sequence-parallel region's token rows)
+void k_copy_rows(mt_backend *be, void *dst, size_t dst_pitch, size_t dst_batch, const void *src, size_t src_pitch,
+                 size_t src_batch, size_t width, int rows, int nb) {
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < rows; i++)
+            k_copy_bytes(be, (char *)dst + (size_t)b * dst_batch + (size_t)i * dst_pitch,
+                         (const char *)src + (size_t)b * src_batch + (size_t)i * src_pitch, width);
+}
 void k_zero_bytes(mt_backend *be, void *x, size_t bytes) {
     if (bytes) check_rt(cudaMemsetAsync(x, 0, bytes, stream(be)), "cudaMemsetAsync");
 }
@@ -347,6 +359,89 @@ void h_rope_tables(mt_backend *be, float *cos_t, float *sin_t, int T, int HS, fl
     op_rope_tables(&h, cos_t, sin_t, T, HS, theta, s);
 }
 
+// ---- comm/'s hooks for collectives of device buffers (comm.h, "Streams and device buffers"):
+// host-staged copies on a stream of their own, ordered against the compute stream by events
+int c_is_device(void *, const void *p, size_t bytes) {
+#ifdef MT_CUDA_EMU
+    return mt_emu::is_device_range(p, bytes);
+#else
+    (void)bytes;
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError(); // a host pointer unknown to CUDA: not an error
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+#endif
+}
+void *c_pinned_alloc(void *, size_t bytes) {
+    void *p = NULL;
+    return cudaMallocHost(&p, bytes) == cudaSuccess ? p : NULL;
+}
+void c_pinned_free(void *, void *p) { check_rt(cudaFreeHost(p), "cudaFreeHost of a staging buffer"); }
+void *c_event_create(void *) {
+    cudaEvent_t e;
+    check_rt(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate for a staged collective");
+    return (void *)e;
+}
+void c_event_destroy(void *, void *e) { check_rt(cudaEventDestroy((cudaEvent_t)e), "cudaEventDestroy"); }
+void c_event_record(void *, void *e, mt_comm_stream *s) {
+    check_rt(cudaEventRecord((cudaEvent_t)e, (cudaStream_t)s), "cudaEventRecord of a staged collective");
+}
+int c_event_done(void *, void *e) {
+    cudaError_t r = cudaEventQuery((cudaEvent_t)e);
+    if (r == cudaErrorNotReady) return 0;
+    check_rt(r, "cudaEventQuery of a staged collective");
+    return 1;
+}
+void c_stream_wait(void *, mt_comm_stream *s, void *e) {
+    check_rt(cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)e, 0), "cudaStreamWaitEvent of a staged collective");
+}
+void c_copy(void *, void *dst, const void *src, size_t bytes, mt_comm_stream *s) {
+    if (bytes)
+        check_rt(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)s),
+                 "cudaMemcpyAsync of a staged collective");
+}
+// the vocabulary-parallel loss and the tensor-parallel layers' re-layouts ({tp} > 1): no kernels yet, so the
+// CPU op on the host after a sync (issue 29: correct, not fast; each costs a stream sync)
+void h_xent_shard_stats(mt_backend *be, const float *logits, float *mx, float *se, float *xt, const int32_t *targets,
+                        int N, int Vl, int ld, int v0) {
+    mt_backend h = host_of(be);
+    op_xent_shard_stats(&h, logits, mx, se, xt, targets, N, Vl, ld, v0);
+}
+void h_xent_combine_lse(mt_backend *be, float *lse, const float *mx, const float *se, int S, int N, int ld) {
+    mt_backend h = host_of(be);
+    op_xent_combine_lse(&h, lse, mx, se, S, N, ld);
+}
+void h_xent_shard_grad(mt_backend *be, float *logits, const float *lse, const int32_t *targets, int N, int Vl, int ld,
+                       int v0, float scale) {
+    mt_backend h = host_of(be);
+    op_xent_shard_grad(&h, logits, lse, targets, N, Vl, ld, v0, scale);
+}
+void h_xent_losses_from_stats(mt_backend *be, float *losses, const float *lse, const float *stats, int S, int N,
+                              const int32_t *targets, int V) {
+    mt_backend h = host_of(be);
+    op_xent_losses_from_stats(&h, losses, lse, stats, S, N, targets, V);
+}
+void h_qkv_grouped_to_planar(mt_backend *be, float *planar, const float *grouped, int N, int n_groups, int G, int q0,
+                             int nq, int hd) {
+    mt_backend h = host_of(be);
+    op_qkv_grouped_to_planar(&h, planar, grouped, N, n_groups, G, q0, nq, hd);
+}
+void h_qkv_planar_to_grouped(mt_backend *be, float *grouped, const float *planar, int N, int n_groups, int G, int q0,
+                             int nq, int hd) {
+    mt_backend h = host_of(be);
+    op_qkv_planar_to_grouped(&h, grouped, planar, N, n_groups, G, q0, nq, hd);
+}
+void h_zero_cols(mt_backend *be, float *x, int N, size_t ld, int c0, int nc) {
+    mt_backend h = host_of(be);
+    op_zero_cols(&h, x, N, ld, c0, nc);
+}
+void h_add_bias_rows(mt_backend *be, float *x, const float *bias, int N, int C) {
+    mt_backend h = host_of(be);
+    op_add_bias_rows(&h, x, bias, N, C);
+}
+
 void fill_table(mt_kernel_table *t) {
     memset(t, 0, sizeof *t);
     t->sgemm = k_sgemm;
@@ -408,18 +503,35 @@ void fill_table(mt_kernel_table *t) {
     t->matmul_forward_bf16 = k_matmul_forward_bf16;
     t->matmul_backward_bf16 = k_matmul_backward_bf16;
     t->gemm_bf16 = k_gemm_bf16;
+    t->copy_rows = k_copy_rows;
+    t->xent_shard_stats = h_xent_shard_stats;
+    t->xent_combine_lse = h_xent_combine_lse;
+    t->xent_shard_grad = h_xent_shard_grad;
+    t->xent_losses_from_stats = h_xent_losses_from_stats;
+    t->qkv_grouped_to_planar = h_qkv_grouped_to_planar;
+    t->qkv_planar_to_grouped = h_qkv_planar_to_grouped;
+    t->zero_cols = h_zero_cols;
+    t->add_bias_rows = h_add_bias_rows;
 }
 
 } // namespace
 
 // Strong definitions of device/backend.c's weak hooks (the CPU build has
 // only the weak ones, which refuse {device} cuda).
-extern "C" int mt_cuda_backend_open(mt_backend *be, mt_error *err) {
+extern "C" int mt_cuda_backend_open(mt_backend *be, int local_rank, int gpus_per_node, mt_error *err) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n < 1)
         return mt_errorf(err, "{device} cuda: no CUDA device is usable (%s): run on {device} cpu or on a machine with a GPU",
                          e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    if (gpus_per_node > n)
+        return mt_errorf(err, "{gpus-per-node} %d, but this process sees %d GPU%s (CUDA_VISIBLE_DEVICES?): pass at most %d",
+                         gpus_per_node, n, n == 1 ? "" : "s", n);
+    // the node's ranks spread over its GPUs and share them when there are more ranks (host-staged collectives)
+    int dev = local_rank % (gpus_per_node > 0 ? gpus_per_node : n);
+    if ((e = cudaSetDevice(dev)) != cudaSuccess)
+        return mt_errorf(err, "{device} cuda: cannot select GPU %d of %d for local rank %d: %s", dev, n, local_rank,
+                         cudaGetErrorString(e));
     cuda_state *s = (cuda_state *)calloc(1, sizeof *s);
     if (!s) return mt_errorf(err, "{device} cuda: out of host memory for the backend state");
     int rc = mt_cuda_ctx_init(&s->ctx);
@@ -428,14 +540,17 @@ extern "C" int mt_cuda_backend_open(mt_backend *be, mt_error *err) {
         return mt_errorf(err, "{device} cuda: cannot create the stream and GEMM handle: %s", mt_cuda_error_string(rc));
     }
     if (cudaMalloc((void **)&s->dev_partials, MT_CUDA_SUMSQ_BLOCKS * sizeof(double)) != cudaSuccess ||
-        cudaMalloc((void **)&s->dev_out, 2 * sizeof(double)) != cudaSuccess) {
+        cudaMalloc((void **)&s->dev_out, 2 * sizeof(double)) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s->comm_stream, cudaStreamNonBlocking) != cudaSuccess) {
         mt_cuda_ctx_destroy(&s->ctx);
         free(s);
-        return mt_errorf(err, "{device} cuda: cannot allocate the reduction buffers on the device");
+        return mt_errorf(err, "{device} cuda: cannot allocate the reduction buffers and the communication stream");
     }
     s->alloc.alloc = dev_alloc;
     s->alloc.free = dev_free;
     s->alloc.ctx = s;
+    s->comm = mt_comm_device{s, c_is_device, c_pinned_alloc, c_pinned_free, c_event_create, c_event_destroy,
+                             c_event_record, c_event_done, c_stream_wait, c_copy, (mt_comm_stream *)s->comm_stream};
     fill_table(&s->table);
     be->kind = MT_DEVICE_CUDA;
     be->nthreads = 1;
@@ -443,6 +558,9 @@ extern "C" int mt_cuda_backend_open(mt_backend *be, mt_error *err) {
     be->gemm_handle = s->ctx.blas;
     be->kernels = &s->table;
     be->allocator = &s->alloc;
+    be->comm_device = &s->comm;
+    be->device_index = dev;
+    be->device_count = n;
     return 0;
 }
 
@@ -454,9 +572,12 @@ extern "C" void mt_cuda_backend_close(mt_backend *be) {
     sync(be);
     cudaFree(s->dev_partials);
     cudaFree(s->dev_out);
+    cudaStreamSynchronize(s->comm_stream);
+    cudaStreamDestroy(s->comm_stream);
     mt_cuda_ctx_destroy(&s->ctx);
     free(s);
     be->kernels = NULL;
     be->allocator = NULL;
     be->stream = be->gemm_handle = NULL;
+    be->comm_device = NULL;
 }

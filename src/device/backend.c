@@ -23,18 +23,23 @@ int mt_device_kind_parse(const char *name, mt_device_kind *out) {
 /* The CUDA backend's entry points. Weak here so that the CPU build links
  * without CUDA and refuses {device} cuda; src/cuda/backend.cu (linked into
  * the `make gpu` and `make gpu-emu` binaries) defines the real ones. */
-__attribute__((weak)) int mt_cuda_backend_open(mt_backend *be, mt_error *err) {
-    (void)be;
+__attribute__((weak)) int mt_cuda_backend_open(mt_backend *be, int local_rank, int gpus_per_node, mt_error *err) {
+    (void)be, (void)local_rank, (void)gpus_per_node;
     return mt_errorf(err, "{device} cuda: this meshtrain was built without CUDA: build it with `make gpu` (a GPU "
                           "machine) or `make gpu-emu` (the CPU emulation), or use {device} cpu");
 }
 __attribute__((weak)) void mt_cuda_backend_close(mt_backend *be) { (void)be; }
 __attribute__((weak)) void mt_cuda_backend_sync(mt_backend *be) { (void)be; }
 
-int mt_backend_open(mt_backend *be, mt_device_kind kind, mt_gemm_lib gemm, mt_error *err) {
+int mt_backend_open_local(mt_backend *be, mt_device_kind kind, mt_gemm_lib gemm, int local_rank, int gpus_per_node,
+                          mt_error *err) {
     *be = mt_backend_cpu(gemm);
     if (kind == MT_DEVICE_CPU) return 0;
-    return mt_cuda_backend_open(be, err);
+    return mt_cuda_backend_open(be, local_rank, gpus_per_node, err);
+}
+
+int mt_backend_open(mt_backend *be, mt_device_kind kind, mt_gemm_lib gemm, mt_error *err) {
+    return mt_backend_open_local(be, kind, gemm, 0, 0, err);
 }
 
 void mt_backend_close(mt_backend *be) {
@@ -46,7 +51,7 @@ void mt_backend_sync(mt_backend *be) {
 }
 
 mt_backend mt_backend_cpu(mt_gemm_lib gemm) {
-    mt_backend be = {.kind = MT_DEVICE_CPU, .gemm = gemm, .nthreads = omp_get_max_threads()};
+    mt_backend be = {.kind = MT_DEVICE_CPU, .gemm = gemm, .nthreads = omp_get_max_threads(), .device_index = -1};
     return be;
 }
 

@@ -37,6 +37,7 @@ typedef enum {
 } mt_scalar;
 
 struct mt_kernel_table; /* ops/kernel_table.h */
+struct mt_comm_device;  /* comm/comm.h: a device's hooks for staged collectives */
 
 typedef struct mt_backend {
     mt_device_kind kind;
@@ -51,6 +52,11 @@ typedef struct mt_backend {
      * (cudaMalloc, cudaMallocHost); NULL: host memory (the CPU backend). */
     const mt_mem_allocator *allocator;
     double scalars[MT_SCALAR_COUNT]; /* accumulated by ops (op_scalar_*); host-readable on the CPU */
+    /* CUDA: the copy and event hooks comm/ stages collectives of device buffers with (installed by the
+       trainer, mt_comm_set_device); NULL on the CPU */
+    const struct mt_comm_device *comm_device;
+    int device_index; /* CUDA: the GPU this process drives (cudaSetDevice); -1 on the CPU */
+    int device_count; /* CUDA: the GPUs this process sees */
 } mt_backend;
 
 /* The CPU backend on library gemm with the current OpenMP thread count. */
@@ -60,6 +66,12 @@ mt_backend mt_backend_cpu(mt_gemm_lib gemm);
  * and allocator) in a build that has one (`make gpu`, `make gpu-emu`);
  * elsewhere {device} cuda is refused with one line. 0 or -1 with err set. */
 int mt_backend_open(mt_backend *be, mt_device_kind kind, mt_gemm_lib gemm, mt_error *err);
+/* The same for rank local_rank of its node: a CUDA backend drives GPU
+ * local_rank % gpus_per_node (gpus_per_node 0: the GPUs it sees; more
+ * than it sees is refused), so the ranks of a node spread over its GPUs and
+ * share them when there are more ranks than GPUs. */
+int mt_backend_open_local(mt_backend *be, mt_device_kind kind, mt_gemm_lib gemm, int local_rank, int gpus_per_node,
+                          mt_error *err);
 /* Releases a device backend (after every buffer of its memory was freed). */
 void mt_backend_close(mt_backend *be);
 /* Waits for the work queued on the device: the host is about to write or

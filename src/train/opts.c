@@ -40,14 +40,15 @@ mt_opt_config mt_train_opts_optimizer_config(const mt_train_opts *o) {
 }
 
 /* What the CUDA backend does not run yet (its kernel table has no entry for
- * the ops these need, or they need more than one process): refused before
- * the run starts, naming the option, rather than failing mid-step. */
+ * the ops these need): refused before the run starts, naming the option,
+ * rather than failing mid-step. Layouts of several processes (dp, ZeRO,
+ * tp, sp, pp) run: their collectives of device buffers are host-staged
+ * (comm.h, "Streams and device buffers"). */
 static int check_cuda(const mt_train_opts *op, int world_size, mt_error *err) {
     const char *what = NULL;
     const mt_adapter_spec *a = &op->cfg.adapters;
-    if (world_size > 1 || op->mesh.dp > 1 || op->mesh.cp > 1) what = "more than one process ({dp} or {cp} > 1)";
-    else if (op->mesh.tp > 1) what = "{tp} > 1 (the vocabulary-parallel loss and tensor-parallel layers)";
-    else if (op->mesh.pp > 1) what = "{pp} > 1";
+    (void)world_size; /* dp, tp (with sequence parallelism), pp: their collectives of device buffers are host-staged */
+    if (op->mesh.cp > 1) what = "{cp} > 1 (ring attention's block kernels)";
     else if (a->kind != MT_PEFT_NONE) what = a->kind == MT_PEFT_LORA ? "{peft} lora" : "{peft} ia3";
     else if (a->quant) what = "{quantize-base}";
     else if (a->int8_threshold > 0.0f) what = "{int8-threshold}";
@@ -61,8 +62,8 @@ static int check_cuda(const mt_train_opts *op, int world_size, mt_error *err) {
     else if (op->dump_grads) what = "{dump-grads}";
     else if (op->compress_acts == MT_ACT_COMPRESS_INT8) what = "{compress-activations} int8 (no CUDA int8 codec yet)";
     if (!what) return 0;
-    return mt_errorf(err, "%s is not yet supported on {device} cuda (it runs adamw, adam or sgd on one GPU, fp32 or "
-                          "bf16, without adapters): use {device} cpu for it",
+    return mt_errorf(err, "%s is not yet supported on {device} cuda (it runs adamw, adam or sgd, fp32 or bf16, "
+                          "without adapters): use {device} cpu for it",
                      what);
 }
 

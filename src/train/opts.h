@@ -62,7 +62,8 @@ typedef struct {
     float adafactor_clip;  /* {adafactor-clip}: update clipping threshold d (default 1) */
     mt_dtype grad_reduce; /* {grad-reduce-dtype}: fp32, or bf16 (with {precision} bf16) */
     mt_gemm_lib gemm;    /* {gemm}: the fp32 GEMM library of the linear layers */
-    mt_device_kind device; /* {device}: cpu (default) or cuda (device/backend.h; one process) */
+    mt_device_kind device; /* {device}: cpu (default) or cuda (device/backend.h) */
+    int gpus_per_node;     /* {gpus-per-node}: GPUs a node's ranks spread over (0: every GPU a process sees) */
     float loss_scale;    /* fp16: initial dynamic loss scale */
     int64_t loss_scale_window; /* fp16: clean steps per doubling of the scale */
     int64_t test_overflow_step; /* test aid: the last rank finds an inf gradient at this step (1-based; 0 = never) */

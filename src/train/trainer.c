@@ -333,7 +333,10 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     part.cp = &tr->cp;
     part.precision = op->precision;
     part.partition_acts = op->partition_activations;
-    if (!rc && mt_backend_open(&tr->be, op->device, op->gemm, err)) rc = -1;
+    if (!rc && mt_backend_open_local(&tr->be, op->device, op->gemm, mt_comm_local_rank(world), op->gpus_per_node, err))
+        rc = -1;
+    /* collectives of device buffers are staged through pinned host memory, ordered on the device's stream */
+    if (!rc && tr->be.comm_device) mt_comm_set_device(world, tr->be.comm_device, (mt_comm_stream *)tr->be.stream);
     mt_backend_attach_mem(&tr->be, &tr->mem);
     part.be = &tr->be;
     part.defer_params = 1; /* ZeRO's init materialises one unit at a time: no full fp32 model at start-up */
@@ -898,5 +901,7 @@ void mt_trainer_free(mt_trainer *tr) {
     free(tr->val_tokens);
     free(tr->train_flags);
     free(tr->val_flags);
+    /* the staging slots go with the device (the hooks are the backend's) */
+    if (tr->world && tr->be.comm_device) mt_comm_set_device(tr->world, NULL, NULL);
     mt_backend_close(&tr->be); /* after every buffer of its memory */
 }

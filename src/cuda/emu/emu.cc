@@ -721,22 +721,35 @@ const char *cudaGetErrorString(cudaError_t e) {
     return "unrecognized error code";
 }
 
+// MT_EMU_DEVICES (default 1) emulated devices per process, to exercise the
+// rank-to-device mapping; they share the one host memory.
+static int emu_device_count() {
+    const char *v = getenv("MT_EMU_DEVICES");
+    int n = v && *v ? atoi(v) : 1;
+    return n >= 0 ? n : 0;
+}
+static thread_local int current_device = 0;
+
 cudaError_t cudaGetDeviceCount(int *n) {
     if (!n) return fail(cudaErrorInvalidValue);
-    *n = 1;
+    *n = emu_device_count();
+    return *n ? cudaSuccess : fail(cudaErrorNoDevice);
+}
+
+cudaError_t cudaSetDevice(int dev) {
+    if (dev < 0 || dev >= emu_device_count()) return fail(cudaErrorInvalidDevice);
+    current_device = dev;
     return cudaSuccess;
 }
 
-cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
-
 cudaError_t cudaGetDevice(int *dev) {
     if (!dev) return fail(cudaErrorInvalidValue);
-    *dev = 0;
+    *dev = current_device;
     return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
-    if (!p || dev != 0) return fail(cudaErrorInvalidDevice);
+    if (!p || dev < 0 || dev >= emu_device_count()) return fail(cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
     const char *sched = getenv("MT_EMU_SCHEDULE");
     snprintf(p->name, sizeof p->name, "meshtrain CPU emulation (schedule %s)", sched && *sched ? sched : "forward");
