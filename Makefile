@@ -39,7 +39,7 @@ HEADERS := $(shell find src include -name '*.h')
 DEPFLAGS = -MMD -MP -MF $(@:%.o=%.d)
 DEP_FILES = $(LIB_OBJ:%.o=%.d) $(CLI_OBJ:%.o=%.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d)
 
-.PHONY: all test bench clean asan fuzz cuda gpu gpu-emu gpu-pack print-cflags print-ldlibs
+.PHONY: all test bench clean asan fuzz cuda gpu gpu-emu gpu-mpi gpu-pack print-cflags print-ldlibs
 all: $(BUILD)/libmeshtrain.a $(BUILD)/meshtrain $(TEST_BIN)
 
 $(BUILD)/obj/src/cli/cmd_plot.o: CFLAGS += $(PLPLOT_CFLAGS)
@@ -106,6 +106,7 @@ ifneq ($(MPI),0)
 build-nompi/libmeshtrain.a $(NOMPI_CLI_OBJ): nompi-objs ;
 endif
 GPU_CLI_LDLIBS := $(LDLIBS) $(CLI_LDLIBS) -fopenmp -lpthread
+MPI_LINK := $(shell mpicc --showme:link 2>/dev/null || echo -lmpi)
 gpu: $(GPU_TESTS) build-gpu/meshtrain
 cuda: gpu
 build-gpu/meshtrain: $(GPU_OBJ) nompi-objs
@@ -120,7 +121,14 @@ build-gpu/tests/%: build-gpu/obj/tests/gpu/%.o $(GPU_OBJ) $(BUILD)/libmeshtrain.
 	@mkdir -p $(dir $@)
 	@echo "LD $@"
 	@g++ -o $@ $^ $(GPU_LDLIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
-gpu-pack: gpu
+# build-gpu/meshtrain-mpi: the same CUDA objects on the MPI build's library and CLI (build/), for
+# several ranks on a GPU machine (Open MPI carried in the pack: tests/gpu/pack.sh)
+gpu-mpi: build-gpu/meshtrain-mpi
+build-gpu/meshtrain-mpi: $(GPU_OBJ) $(BUILD)/libmeshtrain.a $(CLI_OBJ)
+	@echo "LD $@"
+	@g++ -o $@ $(CLI_OBJ) $(GPU_OBJ) $(BUILD)/libmeshtrain.a $(GPU_CLI_LDLIBS) $(MPI_LINK) \
+	  -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+gpu-pack: gpu gpu-mpi
 	bash tests/gpu/pack.sh build-gpu-pack
 
 EMU_FLAGS := -std=c++17 -O2 -g -DMT_CUDA_EMU -ffp-contract=off -Wall -Wextra -Werror -Isrc -Itests -pthread
@@ -131,7 +139,6 @@ EMU_OBJ   := $(patsubst %,build-gpu-emu/obj/%.o,$(EMU_SRC))
 EMU_TESTS := $(foreach t,$(notdir $(EMU_TEST_SRC:.cu=)),build-gpu-emu/tests/$(t) build-gpu-emu/asan/tests/$(t))
 # build-gpu-emu/meshtrain is the MPI build's library and CLI (build/) with the emulated CUDA backend: each
 # rank of `mpirun -np N` is an emulated device, its collectives of device buffers host-staged (issue 29)
-MPI_LINK := $(shell mpicc --showme:link 2>/dev/null || echo -lmpi)
 gpu-emu: $(EMU_TESTS) build-gpu-emu/meshtrain
 build-gpu-emu/meshtrain: $(EMU_OBJ) $(BUILD)/libmeshtrain.a $(CLI_OBJ)
 	@echo "LD $@"

@@ -5,13 +5,17 @@
 # library the binaries need that is neither CUDA's nor libc's (found with ldd), xz-compressed into
 # lib.tar.xz (run.sh unpacks it into a temporary folder), and the whole-step parity's inputs: the
 # byte-level corpus tokens (data/d_train.bin) and the CPU build's losses of every run of
-# tests/gpu/parity_runs.txt (golden/NAME.jsonl, trained here by build/meshtrain).
+# tests/gpu/parity_runs.txt (golden/NAME.jsonl, trained here by build/meshtrain). For several
+# ranks on the GPU (issue 29): build-gpu/meshtrain-mpi and Open MPI as Debian ships it -- the
+# packages of mpirun, orted, libmpi and their components' libraries, fetched with `apt-get
+# download` (cached in build-gpu-debs/) and extracted with `dpkg -x` into ompi.tar.xz, which
+# run.sh unpacks and relocates with OPAL_PREFIX.
 # Usage: bash tests/gpu/pack.sh DIR   (fails if DIR would exceed 48 MiB)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: pack.sh DIR}
 rm -rf "$out" && mkdir -p "$out/bin" "$out/lib.d"
-cp build-gpu/tests/* build-gpu/meshtrain "$out/bin/"
+cp build-gpu/tests/* build-gpu/meshtrain build-gpu/meshtrain-mpi "$out/bin/"
 cp tests/gpu/run.sh tests/gpu/torch_bench.py tests/gpu/compare_losses.py tests/gpu/parity_runs.txt "$out/"
 bash tests/gpu/golden.sh build/meshtrain "$out"
 for b in "$out"/bin/*; do
@@ -20,11 +24,29 @@ done | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
     libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux*) continue ;; # libc's
     libcuda.so.* | libcudart.so.* | libcublas*.so.* | libnvidia*) continue ;;                     # CUDA's
+    libmpi* | libopen-rte* | libopen-pal* | libhwloc* | libevent* | libpmix* | libfabric* | libuc[pmst]* | \
+        libibverbs* | librdmacm* | libnl-* | libpsm* | libmunge* | libnuma* | libudev* | libatomic*) continue ;; # ompi.tar.xz's
     esac
     case "$lib" in /usr/local/cuda*) continue ;; esac
     cp -L "$lib" "$out/lib.d/"
 done
 tar -C "$out/lib.d" -cJf "$out/lib.tar.xz" .
+# Open MPI: the packages owning every library its launcher, daemon, library and components load
+debs=build-gpu-debs
+mkdir -p "$debs"
+pkgs=$(for f in /usr/bin/orterun /usr/bin/orted /usr/lib/x86_64-linux-gnu/libmpi.so.40 \
+    /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix/*.so; do
+    ldd "$(readlink -f "$f")" 2>/dev/null | awk '$3 ~ /^\// {print $3}'
+done | sort -u | xargs -n1 readlink -f | { xargs dpkg -S 2>/dev/null || true; } | cut -d: -f1 | sort -u |
+    grep -v '^libc6$\|^libgcc-s1$\|^libstdc++6$\|^zlib1g$')
+pkgs="$pkgs openmpi-bin openmpi-common libnl-3-200"
+(cd "$debs" && for p in $pkgs; do ls "${p}"_*.deb >/dev/null 2>&1 || apt-get download "$p" >/dev/null 2>&1 ||
+    { echo "gpu-pack: apt-get download $p failed"; exit 1; }; done)
+mkdir -p "$out/ompi.d"
+for p in $pkgs; do dpkg -x "$(ls "$debs/${p}"_*.deb | head -n 1)" "$out/ompi.d"; done
+rm -rf "$out/ompi.d/usr/share/doc" "$out/ompi.d/usr/share/man" "$out/ompi.d/usr/share/lintian"
+tar -C "$out/ompi.d" -cJf "$out/ompi.tar.xz" .
+rm -rf "$out/ompi.d"
 libs=$(ls "$out/lib.d" | tr '\n' ' ')
 rm -rf "$out/lib.d"
 bytes=$(du -sb "$out" | cut -f1)

@@ -6,9 +6,11 @@
 #  3. whole-step parity through the CLI: `meshtrain train --device cuda` (build-gpu/meshtrain) on
 #     every run of parity_runs.txt (GPT-2 and Llama GQA, fp32, 10 AdamW steps), each step's loss
 #     and gradient norm within 1e-5 relative of the CPU build's (golden/, made by golden.sh);
+#     3b. two ranks sharing the GPU (dp2 ZeRO-3, tp2 + sp; build-gpu/meshtrain-mpi under the Open
+#     MPI the pack carries, ompi.tar.xz) against the one-process GPU curve, 1e-5 relative;
 #  4. the speed of `meshtrain train --device cuda`: GPT-2 124M, bf16, T=1024 (tokens/s, MFU over
 #     989 TFLOP/s), unless MT_GPU_BENCH is 0;
-#  5. compute-sanitizer memcheck on the kernel and step tests, racecheck on the kernel tests;
+#  5. compute-sanitizer memcheck on the kernel and step tests, racecheck on the kernel tests (one log);
 #  6. tests/gpu/torch_bench.py (PyTorch GPT-2 124M, eager and compiled) if PyTorch sees the GPU
 #     and MT_GPU_BENCH is not 0;
 # and writes a compact report: $OUT/gpu-report.txt plus one log per step (8 files), or
@@ -22,7 +24,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
     exit 77
 fi
 if [ -d "$here/bin" ]; then # a gpu-pack folder
-    bin=$here/bin bench=$here/torch_bench.py gold=$here
+    bin=$here/bin bench=$here/torch_bench.py gold=$here ompi_tar=$here/ompi.tar.xz
     libdir=$(mktemp -d)
     trap 'rm -rf "$libdir"' EXIT
     tar -C "$libdir" -xJf "$here/lib.tar.xz" 2>/dev/null ||
@@ -34,6 +36,8 @@ else # the repository
     bin=$root/build-gpu/tests bench=$here/torch_bench.py
     [ -x "$bin/test_kernels" ] && [ -x "$root/build-gpu/meshtrain" ] || make -C "$root" -s gpu || { echo "FAIL: make gpu"; exit 1; }
     cp "$root/build-gpu/meshtrain" "$bin/"
+    if [ -x "$root/build-gpu/meshtrain-mpi" ]; then cp "$root/build-gpu/meshtrain-mpi" "$bin/"; fi
+    ompi_tar=${MT_OMPI_TAR:-}
     gold=$(mktemp -d)
     trap 'rm -rf "$gold"' EXIT
     bash "$here/golden.sh" "$root/build/meshtrain" "$gold" || { echo "FAIL: the golden CPU losses (make; golden.sh)"; exit 1; }
@@ -46,10 +50,15 @@ rep=$out/gpu-report.txt
 : > "$rep"
 say() { echo "$*" | tee -a "$rep"; }
 rc=0
-step() { # step NAME LIMIT_S LOG CMD...: runs CMD with a time limit, the last lines into the report
+step() { # step NAME LIMIT_S [+]LOG CMD...: runs CMD with a time limit (+LOG: appended to LOG), the last lines into the report
     local name=$1 limit=$2 log=$3 start=$SECONDS r
     shift 3
-    timeout "$limit" "$@" > "$out/$log" 2>&1
+    if [ "${log#+}" != "$log" ]; then
+        log=${log#+}
+        timeout "$limit" "$@" >> "$out/$log" 2>&1
+    else
+        timeout "$limit" "$@" > "$out/$log" 2>&1
+    fi
     r=$?
     say "== $name: exit $r, $((SECONDS - start)) s (log $log)"
     tail -n 4 "$out/$log" | sed 's/^/   /' | tee -a "$rep"
@@ -88,6 +97,44 @@ export bin gold tmp here
 export -f parity # step runs it under timeout, in a child bash
 step "whole-step parity, train --device cuda vs the CPU build (fp32, 10 steps)" 120 parity.log bash -c parity
 grep -h '^ok\|^FAIL' "$out/parity.log" | tee -a "$rep"
+# 3b. two ranks sharing the GPU (issue 29): dp2 ZeRO-3 and tp2 + sequence parallelism through
+# build-gpu/meshtrain-mpi under the Open MPI carried in the pack (ompi.tar.xz: Debian's packages,
+# dpkg -x, relocated with OPAL_PREFIX), their collectives host-staged, against the one-process GPU
+# curve (fp32, 10 steps, 1e-5 relative)
+dist() {
+    local base r=0 name np flags
+    base="--train $gold/data/d_train.bin --seq-len 16 --batch 4 --micro-batch 1 --steps 10 --lr 1e-3 --log-every 0 --layers 2 --dim 32 --heads 2 --timeout 60"
+    echo "== probe: mpirun -np 2 hostname"
+    "$MPIRUN" --oversubscribe -np 2 hostname || { echo "FAIL dist: the carried Open MPI does not start 2 processes"; return 1; }
+    # shellcheck disable=SC2086
+    "$bin/meshtrain" train $base --device cuda --metrics "$tmp/dist_ref.jsonl" || { echo "FAIL dist: the one-process GPU run"; return 1; }
+    while read -r name np flags; do
+        echo "== $name: mpirun -np $np meshtrain-mpi train --device cuda $flags"
+        # shellcheck disable=SC2086
+        "$MPIRUN" --oversubscribe -np "$np" "$bin/meshtrain-mpi" train $base $flags --device cuda --metrics "$tmp/$name.jsonl" ||
+            { echo "FAIL $name: train exited $?"; r=1; continue; }
+        python3 "$here/compare_losses.py" "$tmp/dist_ref.jsonl" "$tmp/$name.jsonl" "$name" 1e-5 || r=1
+    done <<'RUNS'
+dp2_zero3_1gpu 2 --dp 2 --zero 3
+tp2_sp_1gpu 2 --tp 2 --sequence-parallel
+RUNS
+    return $r
+}
+if [ -x "$bin/meshtrain-mpi" ] && [ -s "${ompi_tar:-}" ]; then
+    ompi=$tmp/ompi && mkdir -p "$ompi" && tar -C "$ompi" -xJf "$ompi_tar" 2>/dev/null ||
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$ompi_tar" "$ompi"
+    # checked on the development machine with its own Open MPI, PMIx and hwloc folders hidden (unshare -m,
+    # bind mounts): a 2-rank run of the MPI build under this relocation (PMIx prints a help-file warning)
+    export OPAL_PREFIX=$ompi/usr OPAL_SYSCONFDIR=$ompi/etc PMIX_INSTALL_PREFIX=$ompi/usr/lib/x86_64-linux-gnu/pmix2
+    export HWLOC_PLUGINS_PATH=$ompi/usr/lib/x86_64-linux-gnu/hwloc
+    export MPIRUN=$ompi/usr/bin/orterun PATH=$ompi/usr/bin:$PATH LD_LIBRARY_PATH=$ompi/usr/lib/x86_64-linux-gnu:$ompi/usr/lib/x86_64-linux-gnu/openmpi/lib:$LD_LIBRARY_PATH
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
+    export -f dist
+    step "two ranks sharing the GPU, dp2 ZeRO-3 and tp2+sp vs the one-process GPU curve (fp32, 10 steps)" 180 dist.log bash -c dist
+    grep -h '^ok\|^FAIL' "$out/dist.log" | tee -a "$rep"
+else
+    say "two ranks sharing the GPU: not run (no bin/meshtrain-mpi or ompi.tar.xz: make gpu-pack carries them)"
+fi
 # 4. the speed of train --device cuda: GPT-2 124M bf16 T=1024 on random tokens
 bench() {
     # a GPT-2 token shard (data/shard.h: 256-int header, magic 20240520, version 1, count; uint16 tokens)
@@ -127,9 +174,9 @@ else
     say "meshtrain speed: not run (MT_GPU_BENCH=0)"
 fi
 if [ -n "$san" ]; then
-    step "memcheck" 240 memcheck.log sh -c "'$san' --tool memcheck --error-exitcode 3 '$bin/test_kernels' &&
+    step "memcheck" 240 sanitizer.log sh -c "'$san' --tool memcheck --error-exitcode 3 '$bin/test_kernels' &&
         '$san' --tool memcheck --error-exitcode 3 '$bin/test_step'"
-    step "racecheck" 300 racecheck.log "$san" --tool racecheck --error-exitcode 3 "$bin/test_kernels"
+    step "racecheck" 300 +sanitizer.log "$san" --tool racecheck --error-exitcode 3 "$bin/test_kernels"
 else
     say "FAIL: no compute-sanitizer (memcheck and racecheck did not run)"; rc=1
 fi
