@@ -26,7 +26,8 @@ LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
 PLPLOT_CFLAGS := $(shell pkg-config --cflags plplot 2>/dev/null || echo -I/usr/include/plplot)
 CLI_LDLIBS := -lplplot -lyaml
 
-LIB_SRC := $(filter-out $(COMM_BACKEND_SKIP),$(shell find src -name '*.c' -not -path 'src/cli/*' | sort))
+# src/comm/nccl.c needs NCCL's headers: only `make gpu-mpi` compiles it (below)
+LIB_SRC := $(filter-out $(COMM_BACKEND_SKIP) src/comm/nccl.c,$(shell find src -name '*.c' -not -path 'src/cli/*' | sort))
 CLI_SRC := $(shell find src/cli -name '*.c' | sort)
 TEST_SRC := $(wildcard tests/test_*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -123,11 +124,16 @@ build-gpu/tests/%: build-gpu/obj/tests/gpu/%.o $(GPU_OBJ) $(BUILD)/libmeshtrain.
 	@g++ -o $@ $^ $(GPU_LDLIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
 # build-gpu/meshtrain-mpi: the same CUDA objects on the MPI build's library and CLI (build/), for
 # several ranks on a GPU machine (Open MPI carried in the pack: tests/gpu/pack.sh)
+# and NCCL beside MPI (src/comm/nccl.c, {comm} nccl)
 gpu-mpi: build-gpu/meshtrain-mpi
-build-gpu/meshtrain-mpi: $(GPU_OBJ) $(BUILD)/libmeshtrain.a $(CLI_OBJ)
+build-gpu/obj/src/comm/nccl.o: src/comm/nccl.c src/comm/device.h
+	@mkdir -p $(dir $@)
+	@echo "CC $<"
+	@mpicc $(CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
+build-gpu/meshtrain-mpi: $(GPU_OBJ) build-gpu/obj/src/comm/nccl.o $(BUILD)/libmeshtrain.a $(CLI_OBJ)
 	@echo "LD $@"
-	@g++ -o $@ $(CLI_OBJ) $(GPU_OBJ) $(BUILD)/libmeshtrain.a $(GPU_CLI_LDLIBS) $(MPI_LINK) \
-	  -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+	@g++ -o $@ $(CLI_OBJ) $(GPU_OBJ) build-gpu/obj/src/comm/nccl.o $(BUILD)/libmeshtrain.a $(GPU_CLI_LDLIBS) \
+	  $(MPI_LINK) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas -lcudart
 gpu-pack: gpu gpu-mpi
 	bash tests/gpu/pack.sh build-gpu-pack
 

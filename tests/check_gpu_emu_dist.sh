@@ -14,7 +14,10 @@
 #    non-zero within two --timeouts + grace, the survivor naming the
 #    collective and world rank 1 as the one that did not arrive;
 #  - the rank -> device mapping: --gpus-per-node above the devices a
-#    process sees is refused with one line.
+#    process sees is refused with one line; --comm nccl with fewer GPUs
+#    than a node's ranks is refused with one line, and with a GPU per rank
+#    (MT_EMU_DEVICES=2) this build says it has no NCCL (comm/nccl.c is
+#    only in `make gpu-mpi`; it has not run anywhere yet).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 one_thread
@@ -81,4 +84,12 @@ echo "ok: SIGSTOP of rank 1 on --device cuda: all ranks ended (rc $rc) after ${t
 # the rank -> device mapping: more GPUs per node than a process sees is refused
 # shellcheck disable=SC2086
 expect_failure "\-\-gpus-per-node 2, but this process sees 1 GPU" $E train $BASE --steps 1 --device cuda --gpus-per-node 2
+# shellcheck disable=SC2086
+expect_failure "\-\-comm nccl needs a GPU per rank, but 2 ranks share this node's 1 GPU" \
+    $MPI -np 2 $E train $BASE --steps 1 --dp 2 --device cuda --comm nccl
+# shellcheck disable=SC2086
+expect_failure "\-\-comm nccl: this meshtrain was built without NCCL" \
+    $MPI -np 2 -x MT_EMU_DEVICES=2 $E train $BASE --steps 1 --dp 2 --device cuda --comm nccl
+# shellcheck disable=SC2086
+expect_failure "\-\-comm nccl reduces device buffers: it needs \-\-device cuda" $M train $BASE --steps 1 --comm nccl
 echo "check_gpu_emu_dist: ok"

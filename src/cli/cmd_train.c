@@ -209,7 +209,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
     mt_model_flags mf;
     memset(&mf, 0, sizeof mf);
     const char *on_nonfinite = "stop", *slow_rank = NULL;
-    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *compress_acts = "off", *offload = NULL, *precision = "fp32", *grad_reduce = "fp32", *gemm = "onednn", *device = "cpu";
+    const char *optimizer = "adamw", *schedule = "constant", *order = "shuffled", *pp_schedule = "1f1b", *recompute = "none", *compress_acts = "off", *offload = NULL, *precision = "fp32", *grad_reduce = "fp32", *gemm = "onednn", *device = "cpu", *comm = "mpi";
     int64_t seed = (int64_t)o.seed;
     int help = 0;
     float timeout = (float)MT_COMM_DEFAULT_TIMEOUT_S;
@@ -312,6 +312,7 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         {"no-overlap", MT_ARG_FLAG, &o.no_overlap, "measurement aid: wait for each unit's gradient reduction at once (no overlap with backward)", 0},
         {"precision", MT_ARG_STR, &precision, "fp32 | bf16 | fp16: parameters, gradients and GEMM operands in 16 bits; fp32 master weights (owned ZeRO shard), optimizer state and accumulation (default fp32)", 0},
         {"device", MT_ARG_STR, &device, "cpu | cuda: where the kernels run (default cpu; cuda needs a `make gpu` or `make gpu-emu` build; docs/usage.md, \"Training on a GPU\")", 0},
+        {"comm", MT_ARG_STR, &comm, "mpi | nccl: how --device cuda reduces device buffers (default mpi: host-staged MPI, which also serves ranks sharing a GPU; nccl: an NCCL communicator per group, a GPU per rank, build-gpu/meshtrain-mpi only; not yet run on a GPU)", 0},
         {"gpus-per-node", MT_ARG_INT, &o.gpus_per_node, "with --device cuda: the GPUs of a node its ranks spread over, local rank modulo this (default: every GPU a process sees; ranks beyond share them)", 0},
         {"gemm", MT_ARG_STR, &gemm, "onednn | openblas: the library of the fp32 GEMMs in the linear layers (default onednn, the faster here; docs/usage.md)", 0},
         {"grad-reduce-dtype", MT_ARG_STR, &grad_reduce, "fp32 | bf16 (with --precision bf16): dtype of the gradient collectives (default fp32)", 0},
@@ -381,6 +382,11 @@ static int train_command(int argc, char **argv, const char *stored_from) {
         mt_errorf(&err, "--device must be cpu or cuda, got '%s'", device);
         goto fail;
     }
+    if (strcmp(comm, "mpi") && strcmp(comm, "nccl")) {
+        mt_errorf(&err, "--comm must be mpi or nccl, got '%s'", comm);
+        goto fail;
+    }
+    o.comm_nccl = !strcmp(comm, "nccl");
     if (mt_gemm_lib_parse(gemm, &o.gemm)) {
         mt_errorf(&err, "--gemm must be onednn or openblas, got '%s'", gemm);
         goto fail;

@@ -36,7 +36,7 @@ static const struct {
     {"parallel", {"dp", "cp", "cp-mode", "tp", "pp", "sequence-parallel", "pp-schedule", "pp-chunks", "pp-layers", "zero", "shard-group",
                   "ep", "bucket-mb", "zeropp-hpz", "zeropp-qwz", "zeropp-qgz", "ranks-per-node", "timeout", "recompute",
                   "compress-activations", "partition-activations", "no-overlap"}},
-    {"precision", {"precision", "device", "gpus-per-node", "gemm", "grad-reduce-dtype", "loss-scale", "loss-scale-window"}},
+    {"precision", {"precision", "device", "gpus-per-node", "comm", "gemm", "grad-reduce-dtype", "loss-scale", "loss-scale-window"}},
     {"checkpoint", {"ckpt-dir", "ckpt-every", "ckpt-async", "resume", "allow-schedule-change", "on-nonfinite"}},
     {"logging", {"metrics", "peak-gflops", "log-file", "log-every", "eval-every", "eval-batches", "eval-batch", "profile", "trace",
                  "report-json"}},

@@ -239,6 +239,15 @@ void mt_comm_ctx_free(mt_comm_ctx *ctx);
  * uninstalls them, after every staged operation completed (the slots are
  * freed then). */
 void mt_comm_set_device(mt_comm *c, const mt_comm_device *dev, mt_comm_stream *compute);
+/* {comm} nccl (comm/device.h, mt_comm_nccl): from now on every group of
+ * more than one rank, the existing ones (in creation order, which every
+ * member shares) and those split later, gets an NCCL communicator, and
+ * the operations on device buffers ordered on a stream go through it
+ * instead of host staging. Needs the device hooks (mt_comm_set_device) and
+ * a build with NCCL (`make gpu-mpi`); collective over the world. 0, or -1
+ * with err set. Not yet run on a GPU. */
+int mt_comm_use_nccl(mt_comm *c, mt_error *err);
+
 /* This rank's index among the ranks of its node (ranks sharing memory, or
  * the ranks-per-node override) and their number: the local GPU it drives. */
 int mt_comm_local_rank(const mt_comm *c);

@@ -100,3 +100,6 @@ void mt_comm_recv(mt_comm *c, void *buf, size_t bytes, int peer, int tag) {
 void mt_comm_waitall(mt_comm_req *r, int n) {
     for (int i = 0; i < n; i++) mt_comm_wait(&r[i]);
 }
+
+/* The NCCL hooks: none here; comm/nccl.c's strong definition replaces this in `make gpu-mpi`. */
+__attribute__((weak)) const mt_comm_nccl *mt_comm_nccl_hooks(void) { return NULL; }

@@ -28,6 +28,39 @@ typedef struct mt_comm_device {
     /* an asynchronous copy on s, any direction (cudaMemcpyDefault) */
     void (*copy)(void *ctx, void *dst, const void *src, size_t bytes, mt_comm_stream *s);
     mt_comm_stream *comm_stream; /* where the staging copies run (overlapping the compute stream) */
+    /* a stream of its own for each NCCL communicator (NULL where the device has no NCCL) */
+    mt_comm_stream *(*stream_create)(void *ctx);
+    void (*stream_destroy)(void *ctx, mt_comm_stream *s);
 } mt_comm_device;
+
+/* NCCL beside MPI (comm/nccl.c, linked only into `make gpu-mpi`; elsewhere
+ * mt_comm_nccl_hooks() is NULL). A communicator per group of more than one
+ * rank, made when the group is (bootstrapped by broadcasting rank 0's unique
+ * id over the group's MPI communicator); every call enqueues on stream s and
+ * returns NULL or NCCL's error string. */
+typedef struct mt_comm_nccl {
+    size_t id_bytes; /* NCCL_UNIQUE_ID_BYTES */
+    const char *(*get_id)(void *id);
+    const char *(*create)(void **comm, const void *id, int nranks, int rank);
+    void (*destroy)(void *comm);
+    /* bf16: 2-byte bf16 elements, else fp32; reduce-scatter writes block `rank` to recv (NCCL's in place
+       is recv == send + rank * count) */
+    const char *(*allreduce)(void *comm, const void *send, void *recv, size_t count, int bf16, mt_comm_stream *s);
+    const char *(*reduce_scatter)(void *comm, const void *send, void *recv, size_t count, int bf16, mt_comm_stream *s);
+    const char *(*allgather)(void *comm, const void *send, void *recv, size_t bytes, mt_comm_stream *s);
+    const char *(*broadcast)(void *comm, void *buf, size_t bytes, int root, mt_comm_stream *s);
+    const char *(*send)(void *comm, const void *buf, size_t bytes, int peer, mt_comm_stream *s);
+    const char *(*recv)(void *comm, void *buf, size_t bytes, int peer, mt_comm_stream *s);
+    const char *(*async_error)(void *comm); /* NULL while the communicator is healthy */
+} mt_comm_nccl;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The NCCL hooks of this build (comm/nccl.c), or NULL (weak, comm/common.c). */
+const mt_comm_nccl *mt_comm_nccl_hooks(void);
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -203,6 +203,14 @@ void mt_comm_set_device(mt_comm *c, const mt_comm_device *dev, mt_comm_stream *c
     if (dev) x->dev = *dev;
     x->compute = dev ? compute : NULL;
 }
+/* One process: every group has size 1, so no NCCL communicator is ever made (copies only). */
+int mt_comm_use_nccl(mt_comm *c, mt_error *err) {
+    if (!mt_comm_nccl_hooks())
+        return mt_errorf(err, "{comm} nccl: this meshtrain was built without NCCL: use build-gpu/meshtrain-mpi "
+                              "(`make gpu-mpi`), or {comm} mpi");
+    if (!c->ctx->has_dev) return mt_errorf(err, "{comm} nccl needs the device's streams ({device} cuda)");
+    return 0;
+}
 int mt_comm_local_rank(const mt_comm *c) {
     (void)c;
     return 0;

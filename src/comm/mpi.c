@@ -58,6 +58,8 @@ struct mt_comm {
     int *a2a;         /* [4 size] an all-to-all-v's counts and displacements as MPI's ints */
     uint64_t entered; /* collectives started on this communicator */
     mt_comm_stats stats;
+    void *nccl;                  /* its NCCL communicator ({comm} nccl, groups of more than one rank) */
+    mt_comm_stream *nccl_stream; /* the stream its NCCL operations run on */
 };
 
 #define HOST_LEN 48
@@ -100,6 +102,7 @@ struct mt_comm_ctx {
        a queue, advanced by every start, test and wait, whichever request they are for -- a rank waiting
        for a receive still posts the send its peer waits for. */
     struct stage_slot *pending_head, *pending_tail;
+    const mt_comm_nccl *nccl; /* {comm} nccl: the hooks (comm/nccl.c) */
 };
 
 /* ------------------------------------------------------------------ errors */
@@ -747,7 +750,7 @@ typedef struct {
     int root, peer, tag;
 } stage_op;
 
-enum { ST_COPY_IN = 1, ST_MPI };
+enum { ST_COPY_IN = 1, ST_MPI, ST_NCCL };
 
 typedef struct stage_slot {
     unsigned char *buf;
@@ -958,6 +961,9 @@ static void post_staged(stage_slot *sl) {
     sl->state = ST_MPI;
 }
 
+__attribute__((format(printf, 3, 4))) static _Noreturn void nccl_fail(const mt_comm *c, const char *e, const char *fmt,
+                                                                       ...);
+
 /* Advances an operation: a host one is its MPI_Test; a staged one is
  * complete once its MPI call (posted by advance_staged after the copy in)
  * completed: then the copy back is queued and the ordering stream waits for
@@ -971,6 +977,18 @@ static int progress(mt_comm_req *r, int *flag, MPI_Status *st) {
     const mt_comm_device *d = &x->dev;
     *flag = 0;
     if (sl->state == ST_COPY_IN) return MPI_SUCCESS;
+    if (sl->state == ST_NCCL) {
+        const char *e = x->nccl->async_error(sl->comm->nccl);
+        if (e) nccl_fail(sl->comm, e, "%s (asynchronous)", mt_comm_kind_name(sl->kind));
+        if (!d->event_done(d->ctx, sl->ev_out)) return MPI_SUCCESS;
+        d->stream_wait(d->ctx, r->stream, sl->ev_out);
+        sl->busy = 0;
+        sl->out_pending = 1;
+        set_slot(r, NULL);
+        *flag = 1;
+        st->MPI_SOURCE = -1; /* no MPI status: finish() checks a receive's size only after MPI */
+        return MPI_SUCCESS;
+    }
     int rc = MPI_Test(&sl->q, flag, st);
     if (rc != MPI_SUCCESS || !*flag) return rc;
     if (sl->op.out) d->copy(d->ctx, sl->op.out, sl->buf + sl->op.out_off, sl->op.out_bytes, d->comm_stream);
@@ -1025,7 +1043,7 @@ static void begin(mt_comm *c, mt_comm_req *r, int kind, int peer, size_t payload
 static void finish(mt_comm_req *r, const MPI_Status *st) {
     mt_comm *c = r->comm;
     r->active = 0;
-    if (r->kind == MT_COMM_RECV && st) {
+    if (r->kind == MT_COMM_RECV && st && st->MPI_SOURCE != -1) {
         int got = 0;
         CK(c, "MPI_Get_count", MPI_Get_count(st, MPI_BYTE, &got), "recv from rank %d", r->peer);
         if ((size_t)got != r->bytes)
@@ -1127,6 +1145,110 @@ void mt_comm_wait(mt_comm_req *r) {
 }
 
 
+/* ------------------------------------------------------------------ NCCL ({comm} nccl) */
+
+/* The group's NCCL communicator: rank 0's unique id broadcast over MPI, then
+ * ncclCommInitRank on every member (collective over the group). */
+static int make_nccl(mt_comm *c, mt_error *err) {
+    mt_comm_ctx *x = c->ctx;
+    unsigned char id[512];
+    const char *e = NULL;
+    if (x->nccl->id_bytes > sizeof id) return mt_errorf(err, "{comm} nccl: a unique id of %zu bytes", x->nccl->id_bytes);
+    int bad = 0;
+    if (c->rank == 0 && (e = x->nccl->get_id(id)) != NULL) bad = 1;
+    /* a failed id on rank 0 must not leave the others waiting in ncclCommInitRank */
+    CK(c, "MPI_Bcast", MPI_Bcast(&bad, 1, MPI_INT, 0, c->comm), "the NCCL id's status");
+    if (bad)
+        return mt_errorf(err, "{comm} nccl: ncclGetUniqueId failed on rank 0 of group '%s'%s%s", c->name, e ? ": " : "",
+                         e ? e : "");
+    CK(c, "MPI_Bcast", MPI_Bcast(id, (int)x->nccl->id_bytes, MPI_BYTE, 0, c->comm), "the NCCL unique id");
+    c->nccl_stream = x->dev.stream_create(x->dev.ctx);
+    if ((e = x->nccl->create(&c->nccl, id, c->size, c->rank)) != NULL) {
+        x->dev.stream_destroy(x->dev.ctx, c->nccl_stream);
+        c->nccl_stream = NULL;
+        return mt_errorf(err, "{comm} nccl: ncclCommInitRank failed on group '%s' (rank %d of %d): %s", c->name, c->rank,
+                         c->size, e);
+    }
+    return 0;
+}
+
+static int by_id(const void *a, const void *b) {
+    int64_t x = (*(mt_comm *const *)a)->id, y = (*(mt_comm *const *)b)->id;
+    return (x > y) - (x < y);
+}
+
+int mt_comm_use_nccl(mt_comm *c, mt_error *err) {
+    mt_comm_ctx *x = c->ctx;
+    const mt_comm_nccl *h = mt_comm_nccl_hooks();
+    if (!h)
+        return mt_errorf(err, "{comm} nccl: this meshtrain was built without NCCL: use build-gpu/meshtrain-mpi "
+                              "(`make gpu-mpi`), or {comm} mpi");
+    if (!x->has_dev || !x->dev.stream_create)
+        return mt_errorf(err, "{comm} nccl needs the device's streams ({device} cuda)");
+    x->nccl = h;
+    /* in creation order (ids grow with it on every member), so that each group's members meet in the same order */
+    mt_comm **all = malloc((size_t)x->ncomms * sizeof *all);
+    if (!all) return mt_errorf(err, "out of memory listing %d communicators", x->ncomms);
+    memcpy(all, x->comms, (size_t)x->ncomms * sizeof *all);
+    qsort(all, (size_t)x->ncomms, sizeof *all, by_id);
+    int rc = 0;
+    for (int i = 0; i < x->ncomms && !rc; i++)
+        if (all[i]->size > 1 && !all[i]->nccl) rc = make_nccl(all[i], err);
+    free(all);
+    return rc;
+}
+
+__attribute__((format(printf, 3, 4))) static _Noreturn void nccl_fail(const mt_comm *c, const char *e, const char *fmt,
+                                                                       ...) {
+    char detail[256] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "meshtrain: rank %d: NCCL %s failed on group '%s' (size %d): %s; aborting the job\n",
+            my_world_rank(c), detail, c->name, c->size, e);
+    abort_job(MT_COMM_EXIT_MPI);
+}
+
+/* An operation on device buffers through the group's NCCL communicator: on its stream, after the work
+   queued on the ordering stream; complete (progress) once its event completed. */
+static void nccl_start(mt_comm *c, mt_comm_req *r, const void *send, void *recv, size_t count, int bf16, int root,
+                       int peer) {
+    mt_comm_ctx *x = c->ctx;
+    const mt_comm_device *d = &x->dev;
+    const mt_comm_nccl *h = x->nccl;
+    stage_slot *sl = acquire_slot(c, 0);
+    memset(&sl->op, 0, sizeof sl->op);
+    sl->comm = c;
+    sl->kind = r->kind;
+    sl->q = MPI_REQUEST_NULL;
+    set_slot(r, sl);
+    d->event_record(d->ctx, x->ev_start, r->stream);
+    d->stream_wait(d->ctx, c->nccl_stream, x->ev_start);
+    const char *e = NULL;
+    size_t esize = bf16 ? 2 : 4;
+    switch (r->kind) {
+    case MT_COMM_ALLREDUCE: e = h->allreduce(c->nccl, send, recv, count, bf16, c->nccl_stream); break;
+    case MT_COMM_REDUCE_SCATTER:
+        if (send == recv && c->rank) { /* ours lands at the start; NCCL's in place at block `rank` */
+            char *mine = (char *)recv + (size_t)c->rank * count * esize;
+            e = h->reduce_scatter(c->nccl, send, mine, count, bf16, c->nccl_stream);
+            if (!e) d->copy(d->ctx, recv, mine, count * esize, c->nccl_stream);
+        } else {
+            e = h->reduce_scatter(c->nccl, send, recv, count, bf16, c->nccl_stream);
+        }
+        break;
+    case MT_COMM_ALLGATHER: e = h->allgather(c->nccl, send, recv, count, c->nccl_stream); break;
+    case MT_COMM_BROADCAST: e = h->broadcast(c->nccl, recv, count, root, c->nccl_stream); break;
+    case MT_COMM_SEND: e = h->send(c->nccl, send, count, peer, c->nccl_stream); break;
+    case MT_COMM_RECV: e = h->recv(c->nccl, recv, count, peer, c->nccl_stream); break;
+    default: usage_fail(c, "%s has no NCCL form", mt_comm_kind_name(r->kind));
+    }
+    if (e) nccl_fail(c, e, "%s of %zu elements", mt_comm_kind_name(r->kind), count);
+    d->event_record(d->ctx, sl->ev_out, c->nccl_stream);
+    sl->state = ST_NCCL;
+}
+
 /* ------------------------------------------------------------------ operations */
 
 static void check_root(const mt_comm *c, int root, const char *what) {
@@ -1154,6 +1276,10 @@ static void start_allreduce(mt_comm *c, const void *send, void *recv, size_t cou
         local_copy(c, s, recv, send, B);
         return;
     }
+    if (s && c->nccl) {
+        nccl_start(c, r, send, recv, count, k.esize == 2, 0, 0);
+        return;
+    }
     if (s) {
         stage_op op = {.in = send, .in_bytes = B, .out = recv, .out_bytes = B, .slot_bytes = B, .count = count, .k = k};
         stage_start(c, r, &op);
@@ -1172,6 +1298,10 @@ static void start_reduce_scatter(mt_comm *c, const void *send, void *recv, size_
     begin(c, r, MT_COMM_REDUCE_SCATTER, -1, B, mt_comm_bytes_sent(MT_COMM_REDUCE_SCATTER, B, c->size, 0), s);
     if (c->size == 1) {
         local_copy(c, s, recv, send, count * k.esize);
+        return;
+    }
+    if (s && c->nccl) {
+        nccl_start(c, r, send, recv, count, k.esize == 2, 0, 0);
         return;
     }
     if (s) {
@@ -1216,6 +1346,10 @@ void mt_comm_iallgather_on(mt_comm *c, const void *send, void *recv, size_t byte
         local_copy(c, s, recv, send, bytes);
         return;
     }
+    if (s && c->nccl) {
+        nccl_start(c, r, send, recv, bytes, 0, 0, 0);
+        return;
+    }
     if (s) {
         stage_op op = {.in = send, .in_bytes = bytes, .in_off = (size_t)c->rank * bytes, .out = recv, .out_bytes = B,
                        .slot_bytes = B, .count = bytes};
@@ -1246,6 +1380,10 @@ void mt_comm_ibroadcast_on(mt_comm *c, void *buf, size_t bytes, int root, mt_com
     begin(c, r, MT_COMM_BROADCAST, -1, bytes,
           mt_comm_bytes_sent(MT_COMM_BROADCAST, bytes, c->size, c->rank == root), s);
     if (c->size == 1) return;
+    if (s && c->nccl) {
+        nccl_start(c, r, buf, buf, bytes, 0, root, 0);
+        return;
+    }
     if (s) {
         int me = c->rank == root;
         stage_op op = {.in = me ? buf : NULL, .in_bytes = bytes, .out = me ? NULL : buf, .out_bytes = bytes,
@@ -1264,6 +1402,10 @@ void mt_comm_isend_on(mt_comm *c, const void *buf, size_t bytes, int peer, int t
     check_tag(c, tag);
     s = order_of(c, s, buf, bytes, NULL, 0, "send");
     begin(c, r, MT_COMM_SEND, peer, bytes, mt_comm_bytes_sent(MT_COMM_SEND, bytes, c->size, 0), s);
+    if (s && c->nccl) { /* NCCL has no tags: a group's messages to a peer match in order */
+        nccl_start(c, r, buf, NULL, bytes, 0, 0, peer);
+        return;
+    }
     if (s) {
         stage_op op = {.in = buf, .in_bytes = bytes, .slot_bytes = bytes, .count = bytes, .peer = peer, .tag = tag};
         stage_start(c, r, &op);
@@ -1279,6 +1421,10 @@ void mt_comm_irecv_on(mt_comm *c, void *buf, size_t bytes, int peer, int tag, mt
     check_tag(c, tag);
     s = order_of(c, s, buf, bytes, NULL, 0, "recv");
     begin(c, r, MT_COMM_RECV, peer, bytes, 0, s);
+    if (s && c->nccl) {
+        nccl_start(c, r, NULL, buf, bytes, 0, 0, peer);
+        return;
+    }
     if (s) {
         stage_op op = {.out = buf, .out_bytes = bytes, .slot_bytes = bytes, .count = bytes, .peer = peer, .tag = tag};
         stage_start(c, r, &op);
@@ -1392,6 +1538,7 @@ int mt_comm_split(mt_comm *parent, int color, int key, const char *name, mt_comm
     c->id = id;
     x->next_id = id + 1;
     c->entered = 0;
+    if (x->nccl && c->size > 1 && make_nccl(c, err)) return -1;
     mt_comm_reset_stats(c);
     *out = c;
     return 0;
@@ -1399,6 +1546,10 @@ int mt_comm_split(mt_comm *parent, int color, int key, const char *name, mt_comm
 
 void mt_comm_free(mt_comm *c) {
     if (!c) return;
+    if (c->nccl) {
+        c->ctx->nccl->destroy(c->nccl);
+        c->ctx->dev.stream_destroy(c->ctx->dev.ctx, c->nccl_stream);
+    }
     unregister_comm(c->ctx, c);
     CK(c, "MPI_Comm_free", MPI_Comm_free(&c->comm), "group '%s'", c->name);
     free(c->a2a);

@@ -441,6 +441,16 @@ void h_add_bias_rows(mt_backend *be, float *x, const float *bias, int N, int C) 
     mt_backend h = host_of(be);
     op_add_bias_rows(&h, x, bias, N, C);
 }
+mt_comm_stream *c_stream_create(void *) {
+    cudaStream_t s;
+    check_rt(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate for an NCCL communicator");
+    return (mt_comm_stream *)s;
+}
+void c_stream_destroy(void *, mt_comm_stream *s) {
+    if (!s) return;
+    check_rt(cudaStreamSynchronize((cudaStream_t)s), "cudaStreamSynchronize of an NCCL communicator's stream");
+    check_rt(cudaStreamDestroy((cudaStream_t)s), "cudaStreamDestroy of an NCCL communicator's stream");
+}
 
 void fill_table(mt_kernel_table *t) {
     memset(t, 0, sizeof *t);
@@ -550,7 +560,8 @@ extern "C" int mt_cuda_backend_open(mt_backend *be, int local_rank, int gpus_per
     s->alloc.free = dev_free;
     s->alloc.ctx = s;
     s->comm = mt_comm_device{s, c_is_device, c_pinned_alloc, c_pinned_free, c_event_create, c_event_destroy,
-                             c_event_record, c_event_done, c_stream_wait, c_copy, (mt_comm_stream *)s->comm_stream};
+                             c_event_record, c_event_done, c_stream_wait, c_copy, (mt_comm_stream *)s->comm_stream,
+                             c_stream_create, c_stream_destroy};
     fill_table(&s->table);
     be->kind = MT_DEVICE_CUDA;
     be->nthreads = 1;

@@ -102,6 +102,8 @@ int mt_train_opts_check(mt_train_opts *op, int world_size, mt_error *err) {
                                       "or experts ({moe-experts}); use bf16 or int8");
         }
     }
+    if (op->comm_nccl && op->device != MT_DEVICE_CUDA)
+        return mt_errorf(err, "{comm} nccl reduces device buffers: it needs {device} cuda");
     if (op->sequence_parallel && op->mesh.tp < 2)
         return mt_errorf(err, "{sequence-parallel} splits the tensor-parallel group's rows: it needs {tp} > 1, got {tp} %d",
                          op->mesh.tp);

@@ -64,6 +64,7 @@ typedef struct {
     mt_gemm_lib gemm;    /* {gemm}: the fp32 GEMM library of the linear layers */
     mt_device_kind device; /* {device}: cpu (default) or cuda (device/backend.h) */
     int gpus_per_node;     /* {gpus-per-node}: GPUs a node's ranks spread over (0: every GPU a process sees) */
+    int comm_nccl;         /* {comm} nccl: device buffers reduced by NCCL (a GPU per rank) instead of host-staged MPI */
     float loss_scale;    /* fp16: initial dynamic loss scale */
     int64_t loss_scale_window; /* fp16: clean steps per doubling of the scale */
     int64_t test_overflow_step; /* test aid: the last rank finds an inf gradient at this step (1-based; 0 = never) */

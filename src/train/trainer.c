@@ -337,6 +337,16 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         rc = -1;
     /* collectives of device buffers are staged through pinned host memory, ordered on the device's stream */
     if (!rc && tr->be.comm_device) mt_comm_set_device(world, tr->be.comm_device, (mt_comm_stream *)tr->be.stream);
+    if (!rc && op->comm_nccl) {
+        /* NCCL refuses two ranks on one GPU: forced, it needs a GPU per rank of the node */
+        int gpus = op->gpus_per_node > 0 ? op->gpus_per_node : tr->be.device_count, ranks = mt_comm_local_size(world);
+        if (ranks > gpus)
+            rc = mt_errorf(err, "{comm} nccl needs a GPU per rank, but %d ranks share this node's %d GPU%s (NCCL refuses "
+                                "two ranks on one GPU): run at most %d rank%s per node, or use {comm} mpi (host-staged)",
+                           ranks, gpus, gpus == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s");
+        else if (mt_comm_use_nccl(world, err))
+            rc = -1;
+    }
     mt_backend_attach_mem(&tr->be, &tr->mem);
     part.be = &tr->be;
     part.defer_params = 1; /* ZeRO's init materialises one unit at a time: no full fp32 model at start-up */

@@ -118,6 +118,17 @@ dist() {
 dp2_zero3_1gpu 2 --dp 2 --zero 3
 tp2_sp_1gpu 2 --tp 2 --sequence-parallel
 RUNS
+    # NCCL (comm/nccl.c) needs a GPU per rank: only where the machine has two
+    if [ "$(nvidia-smi -L | grep -c '^GPU')" -ge 2 ]; then
+        echo "== dp2_zero3_nccl: mpirun -np 2 meshtrain-mpi train --device cuda --comm nccl --dp 2 --zero 3"
+        # shellcheck disable=SC2086
+        "$MPIRUN" --oversubscribe -np 2 "$bin/meshtrain-mpi" train $base --dp 2 --zero 3 --device cuda --comm nccl \
+            --metrics "$tmp/dp2_zero3_nccl.jsonl" || { echo "FAIL dp2_zero3_nccl: train exited $?"; r=1; }
+        [ -s "$tmp/dp2_zero3_nccl.jsonl" ] &&
+            { python3 "$here/compare_losses.py" "$tmp/dist_ref.jsonl" "$tmp/dp2_zero3_nccl.jsonl" dp2_zero3_nccl 1e-5 || r=1; }
+    else
+        echo "dp2_zero3_nccl: not run (one GPU: NCCL refuses two ranks on one GPU)"
+    fi
     return $r
 }
 if [ -x "$bin/meshtrain-mpi" ] && [ -s "${ompi_tar:-}" ]; then
@@ -129,6 +140,11 @@ if [ -x "$bin/meshtrain-mpi" ] && [ -s "${ompi_tar:-}" ]; then
     export HWLOC_PLUGINS_PATH=$ompi/usr/lib/x86_64-linux-gnu/hwloc
     export MPIRUN=$ompi/usr/bin/orterun PATH=$ompi/usr/bin:$PATH LD_LIBRARY_PATH=$ompi/usr/lib/x86_64-linux-gnu:$ompi/usr/lib/x86_64-linux-gnu/openmpi/lib:$LD_LIBRARY_PATH
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
+    # meshtrain-mpi links libnccl (comm/nccl.c); the machine may have it only as PyTorch's wheel
+    if ldd "$bin/meshtrain-mpi" | grep -q 'libnccl.*not found'; then
+        nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+        [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH=$nccl_dir:$LD_LIBRARY_PATH
+    fi
     export -f dist
     step "two ranks sharing the GPU, dp2 ZeRO-3 and tp2+sp vs the one-process GPU curve (fp32, 10 steps)" 180 dist.log bash -c dist
     grep -h '^ok\|^FAIL' "$out/dist.log" | tee -a "$rep"
