@@ -7,7 +7,7 @@
  * stream and the compute stream after it, with events, and polls the events
  * under its deadlines (a stalled peer leaves the NCCL kernel spinning; the
  * deadline's diagnosis over MPI names it and the job is aborted).
- * Not yet run on a GPU: written and compiled without one. */
+ * Not yet run: written and compiled on a machine without a GPU. */
 #include "comm/device.h"
 #include <cuda_runtime.h>
 #include <nccl.h>
