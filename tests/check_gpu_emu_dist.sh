@@ -6,7 +6,8 @@
 #  - dp2 ZeRO-3, dp2 hybrid sharding (ZeRO-3, shard groups of 1 replicated
 #    over 2), tp2 + sequence parallelism, pp2 1F1B, and dp2 x tp2 x pp2
 #    (ZeRO-1): 10 steps each reproduce the one-process CPU curve (loss and
-#    gradient norm of every step) within 1e-5 relative, fp32;
+#    gradient norm of every step) within 1e-5 relative, fp32; dp2 ZeRO-2 bf16
+#    with bf16 gradient reduction: the CPU build's dp2 curve within 1e-3;
 #  - every rank's communication counters (calls, bytes sent, payload, bytes
 #    crossing nodes, per collective and mesh axis, from --report-json) equal
 #    those of the same layout on the CPU build;
@@ -30,17 +31,19 @@ BASE="--train $W/d_train.bin --seq-len 16 --batch 4 --micro-batch 1 --steps 10 -
 # shellcheck disable=SC2086
 $M train $BASE --metrics "$W/ref.jsonl" >"$W/ref.out" 2>&1 || { cat "$W/ref.out"; echo "FAIL: the CPU reference"; exit 1; }
 
-# layout NAME NP FLAGS...: the layout on the CPU build and on --device cuda (emulated), both with --report-json
+# layout NAME NP FLAGS...: the layout on the CPU build and on --device cuda (emulated), both with --report-json;
+# the curve against the one-process CPU run at 1e-5, or with REF=layout against the same layout on the CPU at $TOL
 layout() {
-    local name=$1 np=$2; shift 2
+    local name=$1 np=$2 ref=$W/ref.jsonl; shift 2
+    [ "${REF:-}" = layout ] && ref=$W/$name.cpu.jsonl
     # shellcheck disable=SC2086
-    $MPI -np "$np" $M train $BASE "$@" --report-json "$W/$name.cpu.json" >"$W/$name.cpu.out" 2>&1 ||
+    $MPI -np "$np" $M train $BASE "$@" --metrics "$W/$name.cpu.jsonl" --report-json "$W/$name.cpu.json" >"$W/$name.cpu.out" 2>&1 ||
         { tail -n 20 "$W/$name.cpu.out"; echo "FAIL: $name on the CPU"; exit 1; }
     # shellcheck disable=SC2086
     $MPI -np "$np" $E train $BASE "$@" --device cuda --metrics "$W/$name.jsonl" --report-json "$W/$name.cuda.json" \
         >"$W/$name.cuda.out" 2>&1 || { tail -n 20 "$W/$name.cuda.out"; echo "FAIL: $name on --device cuda (emulated)"; exit 1; }
     grep -q '| device cuda$' "$W/$name.cuda.out" || { head -n 3 "$W/$name.cuda.out"; echo "FAIL: $name: not on device cuda"; exit 1; }
-    $PY tests/gpu/compare_losses.py "$W/ref.jsonl" "$W/$name.jsonl" "$name" 1e-5
+    $PY tests/gpu/compare_losses.py "$ref" "$W/$name.jsonl" "$name" "${TOL:-1e-5}"
     $PY - "$W/$name.cpu.json" "$W/$name.cuda.json" "$name" <<'PY'
 import json, sys
 cpu, cuda, name = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
@@ -62,6 +65,9 @@ layout dp2_hybrid 2 --dp 2 --zero 3 --shard-group 1
 layout tp2_sp 2 --tp 2 --sequence-parallel
 layout pp2_1f1b 2 --pp 2 --pp-schedule 1f1b
 layout dp2_tp2_pp2 8 --dp 2 --tp 2 --pp 2 --zero 1 --sequence-parallel
+# bf16 with the gradients reduced in bf16: against the same layout on the CPU (16-bit rounding after sums in
+# another order: the one-process bf16 bound of check_gpu_emu_train)
+REF=layout TOL=1e-3 layout dp2_zero2_bf16 2 --dp 2 --zero 2 --precision bf16 --grad-reduce-dtype bf16
 
 # a stalled rank: every rank ends within two timeouts + grace, the survivor naming the collective and rank 1
 T="--train $W/d_train.bin --seq-len 16 --batch 4 --layers 2 --dim 32 --heads 2 --steps 1000000 --log-every 0"

@@ -437,6 +437,15 @@ void h_zero_cols(mt_backend *be, float *x, int N, size_t ld, int c0, int nc) {
     mt_backend h = host_of(be);
     op_zero_cols(&h, x, N, ld, c0, nc);
 }
+// a 16-bit gradient accumulated over microbatches ({grad-reduce-dtype} bf16): host too, for now
+void h_accumulate_16(mt_backend *be, mt_dtype dt, uint16_t *acc, const float *x, size_t n) {
+    mt_backend h = host_of(be);
+    op_accumulate_16(&h, dt, acc, x, n);
+}
+void h_add_from_16(mt_backend *be, mt_dtype dt, float *dst, const uint16_t *src, size_t n) {
+    mt_backend h = host_of(be);
+    op_add_from_16(&h, dt, dst, src, n);
+}
 void h_add_bias_rows(mt_backend *be, float *x, const float *bias, int N, int C) {
     mt_backend h = host_of(be);
     op_add_bias_rows(&h, x, bias, N, C);
@@ -522,6 +531,8 @@ void fill_table(mt_kernel_table *t) {
     t->qkv_planar_to_grouped = h_qkv_planar_to_grouped;
     t->zero_cols = h_zero_cols;
     t->add_bias_rows = h_add_bias_rows;
+    t->accumulate_16 = h_accumulate_16;
+    t->add_from_16 = h_add_from_16;
 }
 
 } // namespace
