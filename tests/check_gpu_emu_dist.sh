@@ -14,6 +14,8 @@
 #  - a rank stopped with SIGSTOP mid-run (dp2 ZeRO-3): every rank exits
 #    non-zero within two --timeouts + grace, the survivor naming the
 #    collective and world rank 1 as the one that did not arrive;
+#  - context parallelism (--cp, ring attention without CUDA kernels) is
+#    refused with one line;
 #  - the rank -> device mapping: --gpus-per-node above the devices a
 #    process sees is refused with one line; --comm nccl with fewer GPUs
 #    than a node's ranks is refused with one line, and with a GPU per rank
@@ -96,6 +98,10 @@ expect_failure "\-\-comm nccl needs a GPU per rank, but 2 ranks share this node'
 # shellcheck disable=SC2086
 expect_failure "\-\-comm nccl: this meshtrain was built without NCCL" \
     $MPI -np 2 -x MT_EMU_DEVICES=2 $E train $BASE --steps 1 --dp 2 --device cuda --comm nccl
+# context parallelism's ring attention has no CUDA kernels: refused before the run
+# shellcheck disable=SC2086
+expect_failure "\-\-cp > 1 (ring attention's block kernels) is not yet supported on --device cuda" \
+    $MPI -np 2 $E train $BASE --steps 1 --cp 2 --device cuda
 # shellcheck disable=SC2086
 expect_failure "\-\-comm nccl reduces device buffers: it needs \-\-device cuda" $M train $BASE --steps 1 --comm nccl
 echo "check_gpu_emu_dist: ok"
