@@ -4,12 +4,12 @@
 #  1. activation bytes per block (the difference quotient of --report-json's
 #     activation category between --layers 2 and 4) equal the closed form of
 #     the buffers each family keeps, at 4, 2 or 1 byte + a 4-byte scale per
-#     group, for GPT-2 and Llama (GQA), every mode and every --recompute
+#     group, for GPT-2, Llama (GQA) and Falcon (two LayerNorms, GQA), every mode and every --recompute
 #     (full keeps only the block outputs: nothing compressed), and per rank
 #     under tp2 + sequence parallelism;
 #  2. lossless (the linear layers' inputs in the 16 bits of --precision bf16 /
 #     fp16) trains bitwise like off, GPT-2 and Llama, with and without
-#     selective recompute, also under tp2 + sp and pp2; int8 + --recompute
+#     selective recompute, also under tp2 + sp and pp2; Falcon both block forms; int8 + --recompute
 #     full is bitwise off + full; an int8 run resumes bitwise; a
 #     mixture-of-experts Llama trains with int8;
 #  3. 200 steps of a small byte-level model (the demo's schedule): int8's final
@@ -18,7 +18,7 @@
 #     (bench/act_compress.sh runs the demo's own model);
 #  4. layouts with compression = one process with compression within 1e-5:
 #     dp2, dp2 ZeRO-3, tp2, tp2 + sequence parallelism, pp2, pp2 interleaved
-#     (GPT-2, int8) and tp2, pp2 (Llama GQA, int8);
+#     (GPT-2, int8), tp2, pp2 (Llama GQA, int8) and tp2, tp2 + sp, pp2 (Falcon, int8);
 #  5. bad input: one clear line each.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -27,14 +27,19 @@ corpus text
 T="--train $W/text_train.bin"
 GPT="--layers 2 --dim 64 --heads 4 --seq-len 32"
 LLAMA="--family llama --dim 64 --heads 4 --kv-heads 2 --ffn-dim 128 --seq-len 32"
+FALCON="--family falcon --dim 64 --heads 4 --kv-heads 2 --block-norms 2 --seq-len 32"
+GPT_DIMS="--dim 64 --heads 4 --seq-len 32"
+shape() { # FAMILY LAYERS: the model flags
+    case $1 in gpt2) echo "$GPT_DIMS --layers $2" ;; llama) echo "$LLAMA --layers $2" ;; falcon) echo "$FALCON --layers $2" ;; esac
+}
 
 # ---- 1. the closed form
-for fam in gpt2 llama; do
+for fam in gpt2 llama falcon; do
     for r in none selective full; do
         for c in off lossless bf16 int8; do
             p=fp32; [ $c = lossless ] && p=bf16
             for L in 2 4; do
-                if [ $fam = gpt2 ]; then S="--layers $L --dim 64 --heads 4 --seq-len 32"; else S="${LLAMA/--dim/--layers $L --dim}"; fi
+                S=$(shape $fam $L)
                 $M train $T $S --batch 4 --micro-batch 2 --steps 1 --log-every 0 --recompute $r --precision $p \
                     --compress-activations $c --report-json $W/$fam-$r-$c-L$L.json >/dev/null \
                     || { echo "train failed: $fam --recompute $r --compress-activations $c --layers $L"; exit 1; }
@@ -43,10 +48,10 @@ for fam in gpt2 llama; do
     done
 done
 # the same per rank under tp2 + sequence parallelism (residual-stream rows split, heads and MLP columns cut)
-for fam in gpt2 llama; do
+for fam in gpt2 llama falcon; do
     for c in off bf16 int8; do
         for L in 2 4; do
-            if [ $fam = gpt2 ]; then S="--layers $L --dim 64 --heads 4 --seq-len 32"; else S="${LLAMA/--dim/--layers $L --dim}"; fi
+            S=$(shape $fam $L)
             $MPI -np 2 $M train $T $S --batch 4 --micro-batch 2 --steps 1 --log-every 0 --tp 2 --sequence-parallel \
                 --compress-activations $c --report-json $W/$fam-tp2-$c-L$L.json >/dev/null \
                 || { echo "train failed: $fam --tp 2 --compress-activations $c --layers $L"; exit 1; }
@@ -58,6 +63,7 @@ import json, sys
 w = sys.argv[1]
 s, b, h, a = 32, 2, 64, 4          # seq-len, micro-batch, dim, heads
 nkv, F = 2, 128                    # llama: kv heads, ffn-dim
+FF = 4 * h                         # falcon: the MLP width (4 dim; two LayerNorms, 2 kv groups)
 hd = h // a
 # per family: (name, floats per row, kind, kept under none/selective/full, scale groups per row)
 # kinds: K kept fp32, L lossy-only-compressible, G a linear layer's input (lossless under 16-bit precision)
@@ -71,9 +77,15 @@ bufs = {
               ("atty", a * hd, "L", "100", a), ("lse", a, "K", "100", 0), ("res2", h, "L", "110", 1),
               ("x2", h, "G", "110", 1), ("rstd2", 1, "K", "110", 0), ("gu", 2 * F, "L", "110", 2 * a),
               ("h", F, "G", "110", a), ("res3", h, "K", "111", 0)],
+    "falcon": [("x1", h, "G", "110", 1), ("mean1", 1, "K", "110", 0), ("rstd1", 1, "K", "110", 0),
+               ("x2", h, "G", "110", 1), ("mean2", 1, "K", "110", 0), ("rstd2", 1, "K", "110", 0),
+               ("qkv", (a + 2 * nkv) * hd, "L", "110", a + 2 * nkv), ("atty", a * hd, "L", "100", a),
+               ("lse", a, "K", "100", 0), ("pre", FF, "L", "110", a), ("act", FF, "G", "110", a),
+               ("res3", h, "K", "111", 0)],
 }
 # residual-stream buffers (C wide, or one statistic a row): their rows split under sequence parallelism
-resid = {"ln1", "ln1 mean", "ln1 rstd", "res2", "ln2", "ln2 mean", "ln2 rstd", "res3", "x1", "rstd1", "x2", "rstd2"}
+resid = {"ln1", "ln1 mean", "ln1 rstd", "res2", "ln2", "ln2 mean", "ln2 rstd", "res3", "x1", "rstd1", "x2", "rstd2",
+         "mean1", "mean2"}
 def per_layer(fam, r, c, tp=1):
     """Bytes one rank keeps per layer; tp > 1 with sequence parallelism."""
     ri = ["none", "selective", "full"].index(r)
@@ -81,7 +93,7 @@ def per_layer(fam, r, c, tp=1):
     for name, n, kind, own, groups in bufs[fam]:
         if own[ri] != "1":
             continue
-        if fam == "llama" and name == "qkv" and tp > 1:   # this rank's heads: a/tp q heads, nkv/tp kv heads
+        if fam in ("llama", "falcon") and name == "qkv" and tp > 1:   # this rank's heads: a/tp q heads, nkv/tp kv heads
             n, groups = (a + 2 * nkv) * hd // tp, (a + 2 * nkv) // tp
         elif name not in resid:
             n, groups = n // tp, groups // tp
@@ -140,6 +152,8 @@ bitwise "gpt2 lossless fp16" $GPT --precision fp16
 bitwise "gpt2 lossless bf16 dropout 0.1" $GPT --precision bf16 --dropout 0.1
 bitwise "llama lossless bf16" $LLAMA --layers 2 --precision bf16
 bitwise "llama lossless bf16 selective" $LLAMA --layers 2 --precision bf16 --recompute selective
+bitwise "falcon lossless bf16" $FALCON --layers 2 --precision bf16
+bitwise "falcon (one LayerNorm, multi-query) lossless bf16 selective" --family falcon --layers 2 --dim 64 --heads 4 --seq-len 32 --precision bf16 --recompute selective
 CMP=int8 bitwise "gpt2 int8 under full recompute (= off)" $GPT --recompute full
 # int8 is deterministic: a resumed run continues bitwise
 $M train $T $GPT --batch 4 --steps 8 --log-every 0 --compress-activations int8 --metrics $W/r1.jsonl >/dev/null
@@ -163,8 +177,9 @@ PY
 
 # ---- 3. 200 steps: int8 and bf16 against off
 SMALL="--layers 4 --dim 64 --heads 4 --seq-len 64 --batch 8 --steps 200 --lr 2e-3 --warmup 30 --lr-schedule cosine --min-lr 2e-4 --log-every 0 --val $W/text_val.bin --eval-every 200 --eval-batches 8"
-for fam in gpt2 llama; do
+for fam in gpt2 llama falcon; do
     F=""; [ $fam = llama ] && F="--family llama --kv-heads 2 --ffn-dim 128"
+    [ $fam = falcon ] && F="--family falcon --kv-heads 2 --block-norms 2"
     for c in off int8 bf16; do
         $M train $T $SMALL $F --compress-activations $c --metrics $W/$fam-200-$c.jsonl >/dev/null
     done
@@ -173,7 +188,7 @@ $PY - $W <<'PY'
 import json, sys
 w = sys.argv[1]
 bad = 0
-for fam in ("gpt2", "llama"):
+for fam in ("gpt2", "llama", "falcon"):
     def last(c):
         rows = [json.loads(l) for l in open(f"{w}/{fam}-200-{c}.jsonl")]
         steps = [r["loss"] for r in rows if "loss" in r]
@@ -206,11 +221,11 @@ layouts() { # NAME "MODEL" then "FLAGS" of each layout (2 ranks)
 }
 layouts gpt2 "$GPT" "--dp 2" "--dp 2 --zero 3" "--tp 2" "--tp 2 --sequence-parallel" "--pp 2"
 layouts llama "$LLAMA --layers 2" "--tp 2" "--pp 2"
+layouts falcon "$FALCON --layers 2" "--tp 2" "--tp 2 --sequence-parallel" "--pp 2"
 layouts "gpt2 L4" "--layers 4 --dim 64 --heads 4 --seq-len 32" "--pp 2 --pp-schedule interleaved --pp-chunks 2"
 
 # ---- 5. bad input
 expect_failure "compress-activations must be off, lossless, bf16 or int8, got 'zip'" $M train $T $GPT --steps 1 --compress-activations zip
 expect_failure "lossless .* needs --precision bf16 or fp16" $M train $T $GPT --steps 1 --compress-activations lossless
 expect_failure "lossless is exact only" $M train $T $GPT --steps 1 --precision bf16 --peft lora --compress-activations lossless
-expect_failure "family falcon does not name its compressible" $M train $T --family falcon --layers 2 --dim 64 --heads 4 --seq-len 32 --steps 1 --compress-activations int8
 echo OK

@@ -251,19 +251,19 @@ static void output_backward(mt_model *m, const mt_fwd_ctx *fc) {
 
 /* ---- the family table ---- */
 
-static const mt_act_buf block_bufs[FB_COUNT] = { /* Falcon compresses nothing (refused): every buffer kept */
-    [FB_X1] = {"ln_attn", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+static const mt_act_buf block_bufs[FB_COUNT] = {
+    [FB_X1] = {"ln_attn", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT}, /* read back only as q/k/v's (and, one norm, the MLP's) input */
     [FB_MEAN1] = {"ln_attn mean", MT_OWN(1, 1, 0), MT_ACT_KEEP},
     [FB_RSTD1] = {"ln_attn rstd", MT_OWN(1, 1, 0), MT_ACT_KEEP},
-    [FB_X2] = {"ln_mlp", MT_OWN(1, 1, 0), MT_ACT_KEEP},
+    [FB_X2] = {"ln_mlp", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT},
     [FB_MEAN2] = {"ln_mlp mean", MT_OWN(1, 1, 0), MT_ACT_KEEP},
     [FB_RSTD2] = {"ln_mlp rstd", MT_OWN(1, 1, 0), MT_ACT_KEEP},
-    [FB_QKV] = {"qkv (planar, rotated)", MT_OWN(1, 1, 0), MT_ACT_KEEP},
-    [FB_ATTY] = {"attention output", MT_OWN(1, 0, 0), MT_ACT_KEEP},
+    [FB_QKV] = {"qkv (planar, rotated)", MT_OWN(1, 1, 0), MT_ACT_LOSSY}, /* attention's backward */
+    [FB_ATTY] = {"attention output", MT_OWN(1, 0, 0), MT_ACT_LOSSY}, /* dense's input and attention's backward */
     [FB_LSE] = {"attention lse", MT_OWN(1, 0, 0), MT_ACT_KEEP},
-    [FB_PRE] = {"dense_h_to_4h", MT_OWN(1, 1, 0), MT_ACT_KEEP},
-    [FB_ACT] = {"gelu", MT_OWN(1, 1, 0), MT_ACT_KEEP},
-    [FB_OUT] = {"block output", MT_OWN(1, 1, 1), MT_ACT_KEEP},
+    [FB_PRE] = {"dense_h_to_4h", MT_OWN(1, 1, 0), MT_ACT_LOSSY}, /* GELU's backward */
+    [FB_ACT] = {"gelu", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT}, /* dense_4h_to_h's input */
+    [FB_OUT] = {"block output", MT_OWN(1, 1, 1), MT_ACT_KEEP}, /* the block output: the next block's input */
 };
 
 static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
@@ -279,6 +279,18 @@ static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
     case FB_LSE: return N * (size_t)d.nh;
     case FB_PRE: case FB_ACT: return N * (size_t)d.F;
     default: return n * (size_t)d.C;
+    }
+}
+
+/* {compress-activations} int8: one scale per head of q/k/v and the attention
+ * output, per MLP columns of a head's width (a tp cut never splits either) */
+static size_t block_buf_group(const mt_model *m, int i) {
+    dims d = local_dims(m);
+    const mt_model_config *c = &m->cfg;
+    switch (i) {
+    case FB_QKV: case FB_ATTY: return (size_t)d.hd;
+    case FB_PRE: case FB_ACT: return c->ffn_dim % c->n_head ? (size_t)d.F : (size_t)(c->ffn_dim / c->n_head);
+    default: return (size_t)d.C;
     }
 }
 
@@ -347,6 +359,7 @@ const mt_family mt_family_falcon = {
     .block_bufs = block_bufs,
     .block_out = FB_OUT,
     .block_buf_floats = block_buf_floats,
+    .block_buf_group = block_buf_group,
     .n_head_bufs = FH_COUNT,
     .head_bufs = head_bufs,
     .head_park = FH_XF,
