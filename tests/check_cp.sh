@@ -192,6 +192,33 @@ for plan, meas in (("cp2", "2_4"), ("cp4", "4_4"), ("dp2cp2", "dp2cp2")):
 print()
 PY
 
+# a sequence one rank's memory cannot hold trains at cp4: at T 4096 the planner puts one process over
+# a 30 MB device budget and a cp4 rank under it; both runs' measured activations equal the plan's, and
+# a cp4 rank's are a quarter of one process's (the part outside the layers also scales with s/cp)
+P4K="--cpu --cpu-gflops 1 --cpu-bw 1 --tp 1 --pp 1 --dp 1 --zero 0 --micro-batch 1 --recompute none --precision fp32
+     --global-batch 1 --layers 2 --dim 64 --heads 4 --seq-len 4096 --vocab 256 --json --all --mem-gb 0.03"
+$M plan $P4K --gpus 1 --cp 1 >$W/plan_4k_cp1.json
+$M plan $P4K --gpus 4 --cp 4 >$W/plan_4k_cp4.json
+T4K="--train $W/d_train.bin --layers 2 --dim 64 --heads 4 --seq-len 4096 --batch 1 --steps 1 --log-every 0"
+run long_cp1 1 $T4K --report-json $W/long_cp1.json
+run long_cp4 4 $T4K --cp 4 --report-json $W/long_cp4.json
+$PY - $W <<'PY'
+import json, sys
+w = sys.argv[1]
+p = {cp: json.load(open(f"{w}/plan_4k_cp{cp}.json"))["layouts"][0] for cp in (1, 4)}
+m = {cp: json.load(open(f"{w}/long_cp{cp}.json"))["memory"] for cp in (1, 4)}
+assert not p[1]["fits"] and p[4]["fits"], ("fits", p[1]["fits"], p[4]["fits"])
+for cp in (1, 4):
+    assert p[cp]["bytes"]["activations"] == m[cp]["activations"], (cp, p[cp]["bytes"], m[cp]["activations"])
+    held = sum(m[cp][k] for k in ("params", "grads", "optimizer", "activations"))
+    assert (held > 3e7) == (cp == 1), (cp, held)
+ratio = m[4]["activations"] / m[1]["activations"]
+assert abs(ratio - 0.25) < 1e-3, ratio
+print(f"T 4096: one process holds {sum(m[1][k] for k in ('params', 'grads', 'optimizer', 'activations')):.0f} bytes "
+      f"(over the 30 MB budget), a cp4 rank {sum(m[4][k] for k in ('params', 'grads', 'optimizer', 'activations')):.0f}; "
+      f"activations {m[1]['activations']} -> {m[4]['activations']} (x{ratio:.5f}), equal to the plan's")
+PY
+
 # bad input: one line each, on every rank's clean exit
 expect_failure "cp 4 cuts each sequence into 2 x 4 = 8 chunks.*seq-len 36" $MPI -np 4 $M train $G --seq-len 36 --cp 4
 expect_failure "cp 2 x pp 1 x tp 1 = 2 processes, but the job has 4" $MPI -np 4 $M train $G --cp 2
