@@ -590,8 +590,8 @@ static void test_adafactor_sharded(int use_gpt, float beta1, int scale_parameter
             float *full = calloc(nu, 4), *want = calloc(nu, 4);
             for (int kk = 0; kk < 2; kk++) {
                 for (int r = 0; r < n; r++)
-                    mt_adafactor_get_state(&sh_st[r][u], &units[u], kk, full + sh_st[r][u].begin);
-                mt_adafactor_get_state(&ref_st[0][u], &units[u], kk, want);
+                    mt_adafactor_get_state(BE, &sh_st[r][u], &units[u], kk, full + sh_st[r][u].begin);
+                mt_adafactor_get_state(BE, &ref_st[0][u], &units[u], kk, want);
                 double e = 0.0, mx = 0.0;
                 for (size_t i = 0; i < nu; i++) {
                     e = fmax(e, fabs((double)full[i] - want[i]));
@@ -601,10 +601,10 @@ static void test_adafactor_sharded(int use_gpt, float beta1, int scale_parameter
                 if (kk == 1 && n == 3) {
                     mt_adafactor fresh;
                     mt_adafactor_init(&fresh, &h, &units[u], 0, nu, NULL);
-                    mt_adafactor_set_state(&fresh, &units[u], 1, full);
+                    mt_adafactor_set_state(BE, &fresh, &units[u], 1, full);
                     CHECK(!memcmp(fresh.rc, sh_st[0][u].rc, fresh.n_rc * 4), "set_state restores R, C whole");
                     float *back = calloc(nu, 4);
-                    mt_adafactor_get_state(&fresh, &units[u], 1, back);
+                    mt_adafactor_get_state(BE, &fresh, &units[u], 1, back);
                     CHECK(!memcmp(back, full, nu * 4), "get(set(stream)) == stream");
                     free(back);
                     mt_adafactor_free(&fresh, NULL);

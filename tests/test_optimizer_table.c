@@ -109,7 +109,7 @@ static void ref_step(reference *r, const mt_opt_config *c, const mt_unit_layout 
     buf_round(x, 0, n, x->p);
 }
 static void ref_get(const reference *r, const mt_opt_config *c, const mt_unit_layout *u, size_t n, int k, float *dst) {
-    if (c->h.kind == MT_OPT_ADAFACTOR) mt_adafactor_get_state(&r->af, u, k, dst);
+    if (c->h.kind == MT_OPT_ADAFACTOR) mt_adafactor_get_state(BE, &r->af, u, k, dst);
     else if (c->h.kind == MT_OPT_ADAMW8BIT) mt_adam8bit_get_state(&r->q8, k, dst);
     else memcpy(dst, r->st[k], n * 4);
 }

@@ -161,6 +161,19 @@ struct mt_kernel_table {
                        float weight_decay, int64_t step, float grad_scale);
     void (*adagrad_update)(mt_backend *be, float *p, const float *g, float *sum, size_t n, float lr, float lr_decay,
                            float initial_accumulator, float eps, float weight_decay, int64_t step, float grad_scale);
+    double (*adafactor_factored_moment)(mt_backend *be, float *R, float *C, double *r_mean, const double *rs,
+                                        const double *cs, size_t rows, size_t cols, double beta2, const float *g,
+                                        size_t e0, size_t e1, float grad_scale, float *col_factor);
+    void (*adafactor_row_col_sums)(mt_backend *be, double *rs, double *cs, const float *g, size_t e0, size_t e1,
+                                   size_t rows, size_t cols, float grad_scale, float eps1);
+    double (*adafactor_moment)(mt_backend *be, float *V, const float *g, size_t n, float grad_scale, double beta2,
+                               float eps1);
+    void (*adafactor_apply_factored)(mt_backend *be, float *p, float *m, const float *g, const float *R,
+                                     const float *C, double r_mean, size_t e0, size_t e1, size_t cols,
+                                     float grad_scale, float clip, float beta1, float lr, float pdecay,
+                                     float *col_factor);
+    void (*adafactor_apply)(mt_backend *be, float *p, float *m, const float *g, const float *V, size_t n,
+                            float grad_scale, float clip, float beta1, float lr, float pdecay);
     /* ops/matmul_lowp.h */
     void (*matmul_forward_bf16)(mt_backend *be, float *out, const mt_bf16 *inp, const mt_bf16 *w, const float *bias,
                                 int N, int C, int OC);

@@ -355,4 +355,27 @@ void op_sgd_update(mt_backend *be, float *p, const float *g, float *buf, size_t 
 void op_adagrad_update(mt_backend *be, float *p, const float *g, float *sum, size_t n, float lr, float lr_decay,
                        float initial_accumulator, float eps, float weight_decay, int64_t step, float grad_scale);
 
+/* Adafactor (src/ops/adafactor_update.c) on one tensor's owned part: a
+ * factored [rows, cols] matrix's elements [e0, e1) (row-major; g, p and m
+ * point at element e0), or n elements of an unfactored tensor. Phase 1: the
+ * matrix's row and column sums of (g*grad_scale)^2 + eps1 into rs[rows] and
+ * cs[cols] (zeroed first; all zero when e0 == e1). Phase 2: R, C (or V)
+ * = beta2 * old + (1 - beta2) * new statistics, mean(R) into *r_mean, and the
+ * owned part's sum of squares of the unclipped update U, returned. Phase 3:
+ * p = p * pdecay - lr * upd with upd = U * clip, or m = beta1 * m + (1 -
+ * beta1) * U * clip when m is not NULL (momentum). col_factor: cols floats
+ * of scratch. */
+void op_adafactor_row_col_sums(mt_backend *be, double *rs, double *cs, const float *g, size_t e0, size_t e1,
+                               size_t rows, size_t cols, float grad_scale, float eps1);
+double op_adafactor_factored_moment(mt_backend *be, float *R, float *C, double *r_mean, const double *rs,
+                                    const double *cs, size_t rows, size_t cols, double beta2, const float *g,
+                                    size_t e0, size_t e1, float grad_scale, float *col_factor);
+double op_adafactor_moment(mt_backend *be, float *V, const float *g, size_t n, float grad_scale, double beta2,
+                           float eps1);
+void op_adafactor_apply_factored(mt_backend *be, float *p, float *m, const float *g, const float *R, const float *C,
+                                 double r_mean, size_t e0, size_t e1, size_t cols, float grad_scale, float clip,
+                                 float beta1, float lr, float pdecay, float *col_factor);
+void op_adafactor_apply(mt_backend *be, float *p, float *m, const float *g, const float *V, size_t n, float grad_scale,
+                        float clip, float beta1, float lr, float pdecay);
+
 #endif

@@ -94,119 +94,60 @@ static void check_unit(const mt_adafactor *s, const mt_unit_layout *unit) {
                s->numel, s->n_tensors, unit->numel, unit->n_tensors);
 }
 
-/* Row segments of the owned elements [a, b) of a [rows, cols] tensor: each
- * call gives the next row, its first column, the column count and the
- * offset of the segment's first element from the range's begin. */
-typedef struct {
-    size_t e, last, cols, base;
-} row_segments;
-
-static row_segments segments_of(const mt_tensor *t, size_t cols, size_t a, size_t b, size_t begin) {
-    return (row_segments){a - t->offset, b - t->offset, cols, t->offset - begin};
+/* The owned part [a, b) of tensor t as its elements [e0, e1) and the
+ * offset of element e0 from the range's begin. */
+static size_t owned_elements(const mt_tensor *t, size_t a, size_t b, size_t begin, size_t *e0, size_t *e1) {
+    *e0 = a - t->offset;
+    *e1 = b - t->offset;
+    return a - begin;
 }
 
-static int next_segment(row_segments *it, size_t *row, size_t *c0, size_t *nc, size_t *off) {
-    if (it->e >= it->last) return 0;
-    *row = it->e / it->cols;
-    *c0 = it->e % it->cols;
-    *nc = it->cols - *c0 < it->last - it->e ? it->cols - *c0 : it->last - it->e;
-    *off = it->base + it->e;
-    it->e += *nc;
-    return 1;
-}
-
-void mt_adafactor_row_col_sums(const mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
-                               const float *g, float grad_scale, double *sums) {
+void mt_adafactor_row_col_sums(mt_backend *be, const mt_adafactor *s, const mt_adafactor_hparams *h,
+                               const mt_unit_layout *unit, const float *g, float grad_scale, double *sums) {
     check_unit(s, unit);
-    memset(sums, 0, s->n_rc * sizeof(double));
-    double eps1 = h->eps1;
     for (int i = 0; i < unit->n_tensors; i++) {
         const mt_tensor *t = &unit->t[i];
-        size_t a, b, cols = tensor_cols(t);
-        if (!s->factored[i] || !overlap(t, s->begin, s->end, &a, &b)) continue;
-        double *rs = sums + s->rc_off[i], *cs = rs + tensor_rows(t);
-        row_segments it = segments_of(t, cols, a, b, s->begin);
-        size_t row, c0, nc, off;
-        while (next_segment(&it, &row, &c0, &nc, &off)) {
-            const float *gr = g + off;
-            double acc = 0.0;
-            for (size_t c = 0; c < nc; c++) {
-                float gi = gr[c] * grad_scale;
-                double x = (double)gi * gi + eps1;
-                acc += x;
-                cs[c0 + c] += x;
-            }
-            rs[row] += acc;
-        }
+        size_t a, b, e0 = 0, e1 = 0, off = 0, rows = tensor_rows(t);
+        if (!s->factored[i]) continue;
+        if (overlap(t, s->begin, s->end, &a, &b)) off = owned_elements(t, a, b, s->begin, &e0, &e1);
+        /* an unowned matrix's sums are zeros, for the all-reduce */
+        double *rs = sums + s->rc_off[i];
+        op_adafactor_row_col_sums(be, rs, rs + rows, g + off, e0, e1, rows, tensor_cols(t), grad_scale, h->eps1);
     }
 }
-
-/* 1/sqrt(C) for every column of a matrix, and the row factor
- * sqrt(mean(R) / R[row]): phases 2 and 3 form U with these same expressions,
- * so they see bitwise the same U. */
-static void column_factors(const float *C, size_t cols, float *cf) {
-    for (size_t c = 0; c < cols; c++) cf[c] = (float)(1.0 / sqrt((double)C[c]));
-}
-static float row_factor(const float *R, double r_mean, size_t row) { return (float)sqrt(r_mean / (double)R[row]); }
 
 void mt_adafactor_second_moment(mt_backend *be, mt_adafactor *s, const mt_adafactor_hparams *h,
                                 const mt_unit_layout *unit, const float *p, const float *g, float grad_scale,
                                 int64_t step, const double *sums, double *sq) {
     check_unit(s, unit);
-    double beta2 = 1.0 - pow((double)step, (double)h->decay_rate), omb2 = 1.0 - beta2, eps1 = h->eps1;
-    memset(sq, 0, mt_adafactor_sq_len(s) * sizeof(double));
+    double beta2 = 1.0 - pow((double)step, (double)h->decay_rate);
     for (int i = 0; i < unit->n_tensors; i++) {
         const mt_tensor *t = &unit->t[i];
-        size_t a, b, rows = tensor_rows(t), cols = tensor_cols(t);
+        size_t a, b, rows = tensor_rows(t);
         int mine = overlap(t, s->begin, s->end, &a, &b);
-        double acc = 0.0;
-        if (mine && h->scale_parameter) /* the owned part of the tensor's sum of squares, for RMS(X) */
-            sq[s->n_tensors + i] = op_sumsq(be, p + (a - s->begin), b - a);
+        /* the owned part of the tensor's sum of squares, for RMS(X) */
+        sq[s->n_tensors + i] = mine && h->scale_parameter ? op_sumsq(be, p + (a - s->begin), b - a) : 0.0;
         if (s->factored[i]) {
             /* every rank updates its replica of R and C from the summed sums */
-            float *R = s->rc + s->rc_off[i], *C = R + rows;
-            const double *rs = sums + s->rc_off[i], *cs = rs + rows;
-            double r_sum = 0.0;
-            for (size_t r = 0; r < rows; r++) {
-                R[r] = (float)(beta2 * R[r] + omb2 * (rs[r] / (double)cols));
-                r_sum += R[r];
-            }
-            for (size_t c = 0; c < cols; c++) C[c] = (float)(beta2 * C[c] + omb2 * (cs[c] / (double)rows));
-            s->r_mean[i] = r_sum / (double)rows;
-            if (!mine) continue;
-            column_factors(C, cols, s->col_factor);
-            row_segments it = segments_of(t, cols, a, b, s->begin);
-            size_t row, c0, nc, off;
-            while (next_segment(&it, &row, &c0, &nc, &off)) {
-                float rf = row_factor(R, s->r_mean[i], row);
-                const float *gr = g + off, *cf = s->col_factor + c0;
-                for (size_t c = 0; c < nc; c++) {
-                    float u = gr[c] * grad_scale * rf * cf[c];
-                    acc += (double)u * u;
-                }
-            }
+            size_t e0 = 0, e1 = 0, off = mine ? owned_elements(t, a, b, s->begin, &e0, &e1) : 0;
+            float *R = s->rc + s->rc_off[i];
+            const double *rs = sums + s->rc_off[i];
+            sq[i] = op_adafactor_factored_moment(be, R, R + rows, &s->r_mean[i], rs, rs + rows, rows, tensor_cols(t),
+                                                 beta2, g + off, e0, e1, grad_scale, s->col_factor);
         } else {
-            if (!mine) continue;
-            float *V = s->v + s->v_off[i];
-            const float *gt = g + (a - s->begin);
-            for (size_t j = 0; j < b - a; j++) {
-                float gi = gt[j] * grad_scale;
-                V[j] = (float)(beta2 * V[j] + omb2 * ((double)gi * gi + eps1));
-                float u = gi / sqrtf(V[j]);
-                acc += (double)u * u;
-            }
+            sq[i] = mine ? op_adafactor_moment(be, s->v + s->v_off[i], g + (a - s->begin), b - a, grad_scale, beta2,
+                                               h->eps1)
+                         : 0.0;
         }
-        sq[i] = acc;
     }
 }
 
-void mt_adafactor_apply(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, float *p,
-                        const float *g, float grad_scale, float lr, const double *sq) {
+void mt_adafactor_apply(mt_backend *be, mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
+                        float *p, const float *g, float grad_scale, float lr, const double *sq) {
     check_unit(s, unit);
-    float beta1 = h->beta1, omb1 = (float)(1.0 - (double)h->beta1);
     for (int i = 0; i < unit->n_tensors; i++) {
         const mt_tensor *t = &unit->t[i];
-        size_t a, b, rows = tensor_rows(t), cols = tensor_cols(t);
+        size_t a, b, rows = tensor_rows(t);
         if (!overlap(t, s->begin, s->end, &a, &b)) continue;
         double rms = sqrt(sq[i] / (double)t->numel);
         double den = rms / (double)h->clip_threshold;
@@ -217,31 +158,17 @@ void mt_adafactor_apply(mt_adafactor *s, const mt_adafactor_hparams *h, const mt
             lr_t = (float)((double)lr * (prms > (double)h->eps2 ? prms : (double)h->eps2));
         }
         float pdecay = t->weight_decay ? (float)(1.0 - (double)lr_t * (double)h->weight_decay) : 1.0f;
-        float *m = s->m;
+        size_t o = a - s->begin;
+        float *m = s->m ? s->m + o : NULL;
         if (s->factored[i]) {
-            const float *R = s->rc + s->rc_off[i], *C = R + rows;
-            column_factors(C, cols, s->col_factor);
-            row_segments it = segments_of(t, cols, a, b, s->begin);
-            size_t row, c0, nc, off;
-            while (next_segment(&it, &row, &c0, &nc, &off)) {
-                float rf = row_factor(R, s->r_mean[i], row);
-                const float *gr = g + off, *cf = s->col_factor + c0;
-                float *pr = p + off, *mr = m ? m + off : NULL;
-                for (size_t c = 0; c < nc; c++) {
-                    float upd = gr[c] * grad_scale * rf * cf[c] * clip;
-                    if (mr) upd = mr[c] = beta1 * mr[c] + omb1 * upd;
-                    pr[c] = pr[c] * pdecay - lr_t * upd;
-                }
-            }
+            size_t e0, e1;
+            owned_elements(t, a, b, s->begin, &e0, &e1);
+            const float *R = s->rc + s->rc_off[i];
+            op_adafactor_apply_factored(be, p + o, m, g + o, R, R + rows, s->r_mean[i], e0, e1, tensor_cols(t),
+                                        grad_scale, clip, h->beta1, lr_t, pdecay, s->col_factor);
         } else {
-            const float *V = s->v + s->v_off[i];
-            size_t o = a - s->begin;
-            for (size_t j = 0; j < b - a; j++) {
-                float gi = g[o + j] * grad_scale;
-                float upd = gi / sqrtf(V[j]) * clip;
-                if (m) upd = m[o + j] = beta1 * m[o + j] + omb1 * upd;
-                p[o + j] = p[o + j] * pdecay - lr_t * upd;
-            }
+            op_adafactor_apply(be, p + o, m, g + o, s->v + s->v_off[i], b - a, grad_scale, clip, h->beta1, lr_t,
+                               pdecay);
         }
     }
 }
@@ -250,50 +177,50 @@ void mt_adafactor_update(mt_backend *be, mt_adafactor *s, const mt_adafactor_hpa
                          float *p, const float *g, float lr, int64_t step, float grad_scale,
                          mt_allreduce_sum_fn allreduce_sum, void *ctx) {
     double *sums = s->red, *sq = s->red + s->n_rc;
-    mt_adafactor_row_col_sums(s, h, unit, g, grad_scale, sums);
+    mt_adafactor_row_col_sums(be, s, h, unit, g, grad_scale, sums);
     if (allreduce_sum) allreduce_sum(ctx, sums, s->n_rc);
     mt_adafactor_second_moment(be, s, h, unit, p, g, grad_scale, step, sums, sq);
     if (allreduce_sum) allreduce_sum(ctx, sq, mt_adafactor_sq_len(s));
-    mt_adafactor_apply(s, h, unit, p, g, grad_scale, lr, sq);
+    mt_adafactor_apply(be, s, h, unit, p, g, grad_scale, lr, sq);
 }
 
-void mt_adafactor_get_state(const mt_adafactor *s, const mt_unit_layout *unit, int k, float *dst) {
+void mt_adafactor_get_state(mt_backend *be, const mt_adafactor *s, const mt_unit_layout *unit, int k, float *dst) {
     check_unit(s, unit);
     size_t n = s->end - s->begin;
     if (k == 0) {
-        if (s->m) memcpy(dst, s->m, n * sizeof(float));
-        else memset(dst, 0, n * sizeof(float));
+        if (s->m) op_copy(be, dst, s->m, n);
+        else op_zero(be, dst, n);
         return;
     }
-    memset(dst, 0, n * sizeof(float));
+    op_zero(be, dst, n);
     for (int i = 0; i < unit->n_tensors; i++) {
         const mt_tensor *t = &unit->t[i];
         size_t a, b;
         if (!overlap(t, s->begin, s->end, &a, &b)) continue;
         if (!s->factored[i]) {
-            memcpy(dst + (a - s->begin), s->v + s->v_off[i], (b - a) * sizeof(float));
+            op_copy(be, dst + (a - s->begin), s->v + s->v_off[i], b - a);
             continue;
         }
-        /* R then C packed at the start of the tensor's slot */
-        const float *rc = s->rc + s->rc_off[i];
-        size_t packed = tensor_rows(t) + tensor_cols(t);
-        for (size_t j = a; j < b && j - t->offset < packed; j++) dst[j - s->begin] = rc[j - t->offset];
+        /* R then C packed at the start of the tensor's slot: the owned part of it */
+        size_t packed_end = t->offset + tensor_rows(t) + tensor_cols(t);
+        if (b > packed_end) b = packed_end;
+        if (a < b) op_copy(be, dst + (a - s->begin), s->rc + s->rc_off[i] + (a - t->offset), b - a);
     }
 }
 
-void mt_adafactor_set_state(mt_adafactor *s, const mt_unit_layout *unit, int k, const float *full) {
+void mt_adafactor_set_state(mt_backend *be, mt_adafactor *s, const mt_unit_layout *unit, int k, const float *full) {
     check_unit(s, unit);
     if (k == 0) {
-        if (s->m) memcpy(s->m, full + s->begin, (s->end - s->begin) * sizeof(float));
+        if (s->m) op_copy(be, s->m, full + s->begin, s->end - s->begin);
         return;
     }
     for (int i = 0; i < unit->n_tensors; i++) {
         const mt_tensor *t = &unit->t[i];
         size_t a, b;
         if (s->factored[i]) {
-            memcpy(s->rc + s->rc_off[i], full + t->offset, (tensor_rows(t) + tensor_cols(t)) * sizeof(float));
+            op_copy(be, s->rc + s->rc_off[i], full + t->offset, tensor_rows(t) + tensor_cols(t));
         } else if (overlap(t, s->begin, s->end, &a, &b)) {
-            memcpy(s->v + s->v_off[i], full + a, (b - a) * sizeof(float));
+            op_copy(be, s->v + s->v_off[i], full + a, b - a);
         }
     }
 }
@@ -352,12 +279,17 @@ static void entry_step(mt_opt_state *s, const mt_opt_config *c, const mt_unit_la
     tg->round(tg->ctx, 0, n, tg->p);
 }
 
+/* get/set_stream have no backend yet (optim/optimizer.c's pending entry in
+ * tests/seam_allow.txt): the state's copies run on the CPU's, as the state
+ * lives in host memory ({device} cuda refuses Adafactor). */
 static void entry_get(const mt_opt_state *s, const mt_unit_layout *unit, int k, float *dst) {
-    mt_adafactor_get_state(&((const adafactor_state *)s)->s, unit, k, dst);
+    mt_backend cpu = mt_backend_cpu(MT_GEMM_DEFAULT);
+    mt_adafactor_get_state(&cpu, &((const adafactor_state *)s)->s, unit, k, dst);
 }
 
 static void entry_set(mt_opt_state *s, const mt_unit_layout *unit, int k, const float *full) {
-    mt_adafactor_set_state(&((adafactor_state *)s)->s, unit, k, full);
+    mt_backend cpu = mt_backend_cpu(MT_GEMM_DEFAULT);
+    mt_adafactor_set_state(&cpu, &((adafactor_state *)s)->s, unit, k, full);
 }
 
 static float *entry_fp32(mt_opt_state *s, int k) {

@@ -52,11 +52,11 @@
  *          k = 1 "v": per element V for unfactored tensors; for a factored
  *                 matrix at offset o, R at [o, o+rows), C at [o+rows,
  *                 o+rows+cols), zeros in the rest of its slot.
- *          save: mt_adafactor_get_state(&s[u], &layout.units[u], k, buf) fills hi-lo floats of
+ *          save: mt_adafactor_get_state(be, &s[u], &layout.units[u], k, buf) fills hi-lo floats of
  *                that stream; pad to S and use mt_zero_get_full_state (each
  *                rank contributes the slice of R, C inside its range; the
  *                ranks' copies are identical).
- *          load: mt_adafactor_set_state(&s[u], &layout.units[u], k, full) from the full
+ *          load: mt_adafactor_set_state(be, &s[u], &layout.units[u], k, full) from the full
  *                stream (numel floats); R, C are taken whole.
  *   free:  mt_adafactor_free(&s[u], &mem). */
 #ifndef MT_OPTIM_ADAFACTOR_H
@@ -106,14 +106,15 @@ size_t mt_adafactor_state_bytes(const mt_adafactor *s);
 size_t mt_adafactor_sums_len(const mt_adafactor *s); /* doubles in phase 1's buffer */
 size_t mt_adafactor_sq_len(const mt_adafactor *s);   /* doubles in phase 2's buffer */
 
-/* Phases (see above); g, p point at element begin. */
-void mt_adafactor_row_col_sums(const mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
-                               const float *g, float grad_scale, double *sums);
+/* Phases (see above; their loops are the op_adafactor_* kernels of
+ * ops/ops.h); g, p point at element begin. */
+void mt_adafactor_row_col_sums(mt_backend *be, const mt_adafactor *s, const mt_adafactor_hparams *h,
+                               const mt_unit_layout *unit, const float *g, float grad_scale, double *sums);
 void mt_adafactor_second_moment(mt_backend *be, mt_adafactor *s, const mt_adafactor_hparams *h,
                                 const mt_unit_layout *unit, const float *p, const float *g, float grad_scale,
                                 int64_t step, const double *sums, double *sq);
-void mt_adafactor_apply(mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit, float *p,
-                        const float *g, float grad_scale, float lr, const double *sq);
+void mt_adafactor_apply(mt_backend *be, mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
+                        float *p, const float *g, float grad_scale, float lr, const double *sq);
 
 /* The three phases with allreduce_sum between them (NULL: no sharding). */
 void mt_adafactor_update(mt_backend *be, mt_adafactor *s, const mt_adafactor_hparams *h, const mt_unit_layout *unit,
@@ -121,7 +122,7 @@ void mt_adafactor_update(mt_backend *be, mt_adafactor *s, const mt_adafactor_hpa
                          mt_allreduce_sum_fn allreduce_sum, void *ctx);
 
 /* Checkpoint streams, k = 0 ("m") or 1 ("v"), as described above. */
-void mt_adafactor_get_state(const mt_adafactor *s, const mt_unit_layout *unit, int k, float *dst);
-void mt_adafactor_set_state(mt_adafactor *s, const mt_unit_layout *unit, int k, const float *full);
+void mt_adafactor_get_state(mt_backend *be, const mt_adafactor *s, const mt_unit_layout *unit, int k, float *dst);
+void mt_adafactor_set_state(mt_backend *be, mt_adafactor *s, const mt_unit_layout *unit, int k, const float *full);
 
 #endif
