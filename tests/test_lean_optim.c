@@ -220,7 +220,7 @@ static void test_adam8bit_state_and_first_step(void) {
     mt_mem mem;
     memset(&mem, 0, sizeof mem);
     mt_adam8bit s;
-    mt_adam8bit_init(&s, 0, n, &mem);
+    mt_adam8bit_init(&s, &u, 0, n, &mem);
     CHECK(s.bytes == 2 * n + 8 * ((n + MT_Q8_BLOCK - 1) / MT_Q8_BLOCK), "state bytes %zu for %zu params", s.bytes, n);
     CHECK(mem.cur[MT_MEM_OPTIM] == s.bytes, "accounted under optimizer: %zu", mem.cur[MT_MEM_OPTIM]);
     float *p = calloc(n, 4), *p32 = calloc(n, 4), *g = calloc(n, 4), *m32 = calloc(n, 4), *v32 = calloc(n, 4),
@@ -230,10 +230,10 @@ static void test_adam8bit_state_and_first_step(void) {
     make_grads(&u, 5, g);
     mt_opt_hparams h = adamw_h();
     float *s32[2] = {m32, v32};
-    mt_adam8bit_update(&s, &h, &u, p, g, 1e-2f, 1, 0.5f);
+    mt_adam8bit_update(BE, &s, &h, &u, p, g, 1e-2f, 1, 0.5f);
     mt_opt_update_range(BE, &h, &u, 0, n, p32, g, s32, 1e-2f, 1, 0.5f);
     CHECK(!memcmp(p, p32, n * 4), "step 1 params equal fp32 AdamW bitwise (quantisation happens after)");
-    mt_adam8bit_get_state(&s, 1, st);
+    mt_adam8bit_get_state(BE, &s, 1, st);
     int v_ok = 1, zero_ok = 1;
     for (size_t i = 0; i < n; i++) {
         if (!q8_within(v32[i], st[i], s.v_absmax[i / MT_Q8_BLOCK], 0)) v_ok = 0;
@@ -244,11 +244,11 @@ static void test_adam8bit_state_and_first_step(void) {
     /* checkpoint streams: get -> set -> get is exact, and training goes on
      * bitwise the same from the restored state */
     mt_adam8bit s2;
-    mt_adam8bit_init(&s2, 0, n, &mem);
+    mt_adam8bit_init(&s2, &u, 0, n, &mem);
     float *full = calloc(n, 4), *p2 = malloc(n * 4);
     for (int k = 0; k < 2; k++) {
-        mt_adam8bit_get_state(&s, k, full);
-        mt_adam8bit_set_state(&s2, k, full);
+        mt_adam8bit_get_state(BE, &s, k, full);
+        mt_adam8bit_set_state(BE, &s2, k, full);
     }
     CHECK(!memcmp(s.m, s2.m, n) && !memcmp(s.v, s2.v, n) &&
               !memcmp(s.m_absmax, s2.m_absmax, s.n_blocks * 4) && !memcmp(s.v_absmax, s2.v_absmax, s.n_blocks * 4),
@@ -256,17 +256,17 @@ static void test_adam8bit_state_and_first_step(void) {
     memcpy(p2, p, n * 4);
     for (int t = 2; t <= 4; t++) {
         make_grads(&u, 100 + (uint64_t)t, g);
-        mt_adam8bit_update(&s, &h, &u, p, g, 1e-2f, t, 1.0f);
-        mt_adam8bit_update(&s2, &h, &u, p2, g, 1e-2f, t, 1.0f);
+        mt_adam8bit_update(BE, &s, &h, &u, p, g, 1e-2f, t, 1.0f);
+        mt_adam8bit_update(BE, &s2, &h, &u, p2, g, 1e-2f, t, 1.0f);
     }
     CHECK(!memcmp(p, p2, n * 4), "training resumes bitwise from restored 8-bit state");
     /* an owned range starting mid-unit: blocks are laid from `begin` */
     mt_adam8bit s3;
     size_t b0 = 333;
-    mt_adam8bit_init(&s3, b0, n, &mem);
+    mt_adam8bit_init(&s3, &u, b0, n, &mem);
     CHECK(s3.n_blocks == (n - b0 + MT_Q8_BLOCK - 1) / MT_Q8_BLOCK, "blocks over [begin, end)");
-    mt_adam8bit_set_state(&s3, 0, full);
-    mt_adam8bit_get_state(&s3, 0, st);
+    mt_adam8bit_set_state(BE, &s3, 0, full);
+    mt_adam8bit_get_state(BE, &s3, 0, st);
     int slice_ok = 1;
     for (size_t i = b0; i < n; i++) slice_ok &= q8_within(full[i], st[i - b0], s3.m_absmax[(i - b0) / MT_Q8_BLOCK], 1);
     CHECK(slice_ok, "set_state takes the owned slice of the full stream");
@@ -291,7 +291,7 @@ static void test_adam8bit_step_equals_fp32_then_quantise(void) {
     size_t pad = 77, n = u.numel + pad, b0 = 333, len = n - b0;
     u.numel = n;
     mt_adam8bit s;
-    mt_adam8bit_init(&s, b0, n, NULL);
+    mt_adam8bit_init(&s, &u, b0, n, NULL);
     float *full = calloc(n, 4), *p = malloc(len * 4), *p32 = malloc(len * 4), *g = malloc(len * 4);
     float *m32 = malloc(len * 4), *v32 = malloc(len * 4);
     uint8_t *mq = malloc(len), *vq = malloc(len);
@@ -303,18 +303,18 @@ static void test_adam8bit_step_equals_fp32_then_quantise(void) {
             float x = rng_normal(&r) * powf(10.0f, -3.0f * (float)rng_uniform(&r));
             full[i] = k == 0 ? 1e-3f * x : 1e-6f * x * x;
         }
-        mt_adam8bit_set_state(&s, k, full);
+        mt_adam8bit_set_state(BE, &s, k, full);
     }
     for (size_t i = 0; i < len; i++) {
         p[i] = p32[i] = 0.02f * rng_normal(&r);
         g[i] = i % 101 == 0 ? 0.0f : 1e-3f * rng_normal(&r);
     }
-    mt_adam8bit_get_state(&s, 0, m32);
-    mt_adam8bit_get_state(&s, 1, v32);
+    mt_adam8bit_get_state(BE, &s, 0, m32);
+    mt_adam8bit_get_state(BE, &s, 1, v32);
     mt_opt_hparams h = adamw_h();
     float *st[2] = {m32, v32};
     mt_opt_update_range(BE, &h, &u, b0, n, p32, g, st, 3e-3f, 7, 0.8f);
-    mt_adam8bit_update(&s, &h, &u, p, g, 3e-3f, 7, 0.8f);
+    mt_adam8bit_update(BE, &s, &h, &u, p, g, 3e-3f, 7, 0.8f);
     int codes_ok = 1;
     for (size_t b = 0; b < s.n_blocks; b++) {
         size_t o = b * MT_Q8_BLOCK, bl = len - o < MT_Q8_BLOCK ? len - o : MT_Q8_BLOCK;
@@ -337,14 +337,14 @@ static void test_adam8bit_zero_blocks(void) {
     add_tensor(&u, "bias", 1, 3 * MT_Q8_BLOCK + 10, 1, 0);
     size_t n = u.numel;
     mt_adam8bit s;
-    mt_adam8bit_init(&s, 0, n, NULL);
+    mt_adam8bit_init(&s, &u, 0, n, NULL);
     float *p = calloc(n, 4), *g = calloc(n, 4), *p0 = calloc(n, 4);
     uint64_t r = 9;
     for (size_t i = 0; i < n; i++) p[i] = p0[i] = rng_normal(&r);
     mt_opt_hparams h = adamw_h();
     for (int t = 1; t <= 5; t++) {
         for (size_t i = 0; i < n; i++) g[i] = (i >= MT_Q8_BLOCK && i < 2 * MT_Q8_BLOCK) ? 0.0f : rng_normal(&r);
-        mt_adam8bit_update(&s, &h, &u, p, g, 1e-2f, t, 1.0f);
+        mt_adam8bit_update(BE, &s, &h, &u, p, g, 1e-2f, t, 1.0f);
     }
     int ok = s.m_absmax[1] == 0.0f && s.v_absmax[1] == 0.0f;
     for (size_t i = MT_Q8_BLOCK; i < 2 * MT_Q8_BLOCK; i++) ok &= s.m[i] == 0 && s.v[i] == 0 && p[i] == p0[i];
@@ -401,7 +401,7 @@ static void test_adam8bit_tracks_fp32(void) {
     for (int j = 0; j < d; j++) wstar[j] = rng_normal(&r) / sqrtf((float)d) * 10.0f;
     fill_samples(&r, wstar, d, E, Xe, ye);
     mt_adam8bit s;
-    mt_adam8bit_init(&s, 0, (size_t)d, NULL);
+    mt_adam8bit_init(&s, &u, 0, (size_t)d, NULL);
     mt_opt_hparams h = adamw_h();
     double l0 = regression_loss(w32, Xe, ye, E, d);
     for (int t = 1; t <= steps; t++) {
@@ -410,7 +410,7 @@ static void test_adam8bit_tracks_fp32(void) {
         regression_grad(w32, Xb, yb, B, d, g);
         mt_opt_update_range(BE, &h, &u, 0, (size_t)d, w32, g, st, lr, t, 1.0f);
         regression_grad(w8, Xb, yb, B, d, g);
-        mt_adam8bit_update(&s, &h, &u, w8, g, lr, t, 1.0f);
+        mt_adam8bit_update(BE, &s, &h, &u, w8, g, lr, t, 1.0f);
     }
     double l32 = regression_loss(w32, Xe, ye, E, d), l8 = regression_loss(w8, Xe, ye, E, d);
     printf("regression (%d params, %d steps, held-out loss): initial %.4f, fp32 AdamW %.4f, 8-bit AdamW %.4f (%+.2f%%)\n",

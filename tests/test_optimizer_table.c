@@ -82,7 +82,7 @@ static void ref_init(reference *r, const mt_opt_config *c, const mt_unit_layout 
     r->afh.weight_decay = c->h.weight_decay;
     r->afh.beta1 = c->adafactor_beta1;
     if (c->h.kind == MT_OPT_ADAFACTOR) mt_adafactor_init(&r->af, &r->afh, u, b, e, mem);
-    if (c->h.kind == MT_OPT_ADAMW8BIT) mt_adam8bit_init(&r->q8, b, e, mem);
+    if (c->h.kind == MT_OPT_ADAMW8BIT) mt_adam8bit_init(&r->q8, u, b, e, mem);
 }
 static void ref_free(reference *r, const mt_opt_config *c, mt_mem *mem) {
     free(r->st[0]);
@@ -103,14 +103,14 @@ static void ref_step(reference *r, const mt_opt_config *c, const mt_unit_layout 
     const float *g = buf_grad(x, 0, n);
     switch (c->h.kind) {
     case MT_OPT_ADAFACTOR: mt_adafactor_update(BE, &r->af, &r->afh, u, x->p, g, lr, t, scale, NULL, NULL); break;
-    case MT_OPT_ADAMW8BIT: mt_adam8bit_update(&r->q8, &c->h, u, x->p, g, lr, t, scale); break;
+    case MT_OPT_ADAMW8BIT: mt_adam8bit_update(BE, &r->q8, &c->h, u, x->p, g, lr, t, scale); break;
     default: mt_opt_update_range(BE, &c->h, u, b, e, x->p, g, r->st, lr, t, scale);
     }
     buf_round(x, 0, n, x->p);
 }
 static void ref_get(const reference *r, const mt_opt_config *c, const mt_unit_layout *u, size_t n, int k, float *dst) {
     if (c->h.kind == MT_OPT_ADAFACTOR) mt_adafactor_get_state(BE, &r->af, u, k, dst);
-    else if (c->h.kind == MT_OPT_ADAMW8BIT) mt_adam8bit_get_state(&r->q8, k, dst);
+    else if (c->h.kind == MT_OPT_ADAMW8BIT) mt_adam8bit_get_state(BE, &r->q8, k, dst);
     else memcpy(dst, r->st[k], n * 4);
 }
 

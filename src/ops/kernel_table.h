@@ -174,6 +174,14 @@ struct mt_kernel_table {
                                      float *col_factor);
     void (*adafactor_apply)(mt_backend *be, float *p, float *m, const float *g, const float *V, size_t n,
                             float grad_scale, float clip, float beta1, float lr, float pdecay);
+    void (*adamw8bit_update)(mt_backend *be, float *p, const float *g, uint8_t *m, uint8_t *v, float *m_absmax,
+                             float *v_absmax, size_t u0, size_t n, const mt_tensor_span *spans, int n_spans, float lr,
+                             float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                             float grad_scale);
+    void (*q8_quantize_blocks)(mt_backend *be, int is_signed, const float *x, size_t n, uint8_t *codes,
+                               float *absmax);
+    void (*q8_dequantize_blocks)(mt_backend *be, int is_signed, const uint8_t *codes, const float *absmax, size_t n,
+                                 float *x);
     /* ops/matmul_lowp.h */
     void (*matmul_forward_bf16)(mt_backend *be, float *out, const mt_bf16 *inp, const mt_bf16 *w, const float *bias,
                                 int N, int C, int OC);

@@ -378,4 +378,24 @@ void op_adafactor_apply_factored(mt_backend *be, float *p, float *m, const float
 void op_adafactor_apply(mt_backend *be, float *p, float *m, const float *g, const float *V, size_t n, float grad_scale,
                         float clip, float beta1, float lr, float pdecay);
 
+/* 8-bit AdamW (src/ops/adamw8bit_update.c; the method and code maps: optim/adam8bit.h) on the
+ * n elements [u0, u0 + n) of a unit: m and v one code per element, m_absmax and v_absmax one
+ * per block of MT_Q8_BLOCK (ops/q8.h) from u0. Each block is dequantised, updated by AdamW as
+ * op_adamw_update does (bitwise), with weight_decay on the elements of the spans[n_spans] whose
+ * weight_decay is set (elements in no span stay as they are), and requantised with its new
+ * absmax. The blocks run in parallel (OpenMP). */
+typedef struct {
+    size_t offset, numel; /* the tensor's elements in the unit */
+    int weight_decay;
+} mt_tensor_span;
+void op_adamw8bit_update(mt_backend *be, float *p, const float *g, uint8_t *m, uint8_t *v, float *m_absmax,
+                         float *v_absmax, size_t u0, size_t n, const mt_tensor_span *spans, int n_spans, float lr,
+                         float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
+/* x[n] <-> codes[n] and absmax[ceil(n / MT_Q8_BLOCK)], block by block (the checkpoint's fp32 streams):
+ * the signed map (m) or the unsigned one (v); quantising then dequantising the result gives back the
+ * same codes. */
+void op_q8_quantize_blocks(mt_backend *be, int is_signed, const float *x, size_t n, uint8_t *codes, float *absmax);
+void op_q8_dequantize_blocks(mt_backend *be, int is_signed, const uint8_t *codes, const float *absmax, size_t n,
+                             float *x);
+
 #endif

@@ -7,7 +7,7 @@
  * the block's new absmax. State: 2 bytes per parameter + 8 bytes per block.
  * With AVX-512 (F, BW, DQ, VL, VBMI) the blocks go through vector kernels
  * whose results equal the portable path's bitwise (dequantise,
- * mt_opt_update_range, scalar nearest-code search): about 2x the time of
+ * op_adamw_update, scalar nearest-code search): about 2x the time of
  * fp32 AdamW per parameter on Zen 4 (10M parameters, 1 thread), against 30x
  * for the portable path.
  *
@@ -25,16 +25,16 @@
  *
  * The table entry mt_optimizer_adamw8bit (optim/optimizer.h) wraps this
  * module for the trainer (optim/opt_state.h); used directly:
- *   init:  per unit u, mt_adam8bit_init(&s[u], lo, hi, &mem) with the owned
+ *   init:  per unit u, mt_adam8bit_init(&s[u], &layout.units[u], lo, hi, &mem) with the owned
  *          range [lo, hi) of mt_zero_owned (allocated under MT_MEM_OPTIM).
- *   step:  mt_adam8bit_update(&s[u], &opt, &layout.units[u], p, g, lr, t,
+ *   step:  mt_adam8bit_update(be, &s[u], &opt, &layout.units[u], p, g, lr, t,
  *          coef) with p, g from mt_zero_owned (as for mt_opt_update_range;
  *          opt.beta1/beta2/eps/weight_decay are used, opt.kind is ignored).
  *   checkpoint (the existing fp32 format, names mt_opt_state_name: m, v):
- *          save: mt_adam8bit_get_state(&s[u], k, buf) fills hi-lo floats;
+ *          save: mt_adam8bit_get_state(be, &s[u], k, buf) fills hi-lo floats;
  *                zero the rest of an S-float buffer and pass it to
  *                mt_zero_get_full_state as if it were fp32 state.
- *          load: mt_adam8bit_set_state(&s[u], k, full) from the unit's full
+ *          load: mt_adam8bit_set_state(be, &s[u], k, full) from the unit's full
  *                fp32 stream (numel floats). Save then load with the same
  *                layout gives back exactly the same codes.
  *   free:  mt_adam8bit_free(&s[u], &mem). */
@@ -44,6 +44,8 @@
 #include <stdint.h>
 #include "core/mem.h"
 #include "nn/unit.h"
+#include "ops/ops.h"
+#include "ops/q8.h" /* MT_Q8_BLOCK, the code maps */
 #include "optim/optimizer.h"
 
 #define MT_Q8_BLOCK 2048
@@ -63,19 +65,22 @@ typedef struct {
     float *m_absmax, *v_absmax; /* per block */
     uint8_t *m, *v;             /* per element: signed / unsigned codes */
     void *mem_block;            /* the one accounted allocation holding all of the above */
+    mt_tensor_span *spans;      /* the unit's tensors (offsets, weight decay) for the kernel (host) */
+    int n_spans;
     size_t bytes;               /* its size (MT_MEM_OPTIM) */
 } mt_adam8bit;
 
-void mt_adam8bit_init(mt_adam8bit *s, size_t begin, size_t end, mt_mem *mem);
+void mt_adam8bit_init(mt_adam8bit *s, const mt_unit_layout *unit, size_t begin, size_t end, mt_mem *mem);
 void mt_adam8bit_free(mt_adam8bit *s, mt_mem *mem);
-/* One AdamW step on [begin, end); p, g point at element begin; step is
- * 1-based; blocks run in parallel (OpenMP), each exactly as alone. */
-void mt_adam8bit_update(mt_adam8bit *s, const mt_opt_hparams *h, const mt_unit_layout *unit, float *p,
-                        const float *g, float lr, int64_t step, float grad_scale);
+/* One AdamW step on [begin, end) (the kernel op_adamw8bit_update); p, g
+ * point at element begin; step is 1-based; unit is init's; blocks run in
+ * parallel (OpenMP), each exactly as alone. */
+void mt_adam8bit_update(mt_backend *be, mt_adam8bit *s, const mt_opt_hparams *h, const mt_unit_layout *unit,
+                        float *p, const float *g, float lr, int64_t step, float grad_scale);
 /* k = 0 (m) or 1 (v): the dequantised state of [begin, end) into dst. */
-void mt_adam8bit_get_state(const mt_adam8bit *s, int k, float *dst);
+void mt_adam8bit_get_state(mt_backend *be, const mt_adam8bit *s, int k, float *dst);
 /* k = 0 (m) or 1 (v): quantises full[begin, end) (full: the unit's whole
  * fp32 stream, indexed by unit element). */
-void mt_adam8bit_set_state(mt_adam8bit *s, int k, const float *full);
+void mt_adam8bit_set_state(mt_backend *be, mt_adam8bit *s, int k, const float *full);
 
 #endif
