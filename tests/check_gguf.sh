@@ -30,13 +30,7 @@
 #    represented) is one clear line and leaves no file behind.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-LIB=$(ls deps/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so 2>/dev/null | head -1 || true)
-if [ -z "$LIB" ]; then
-    echo "llama.cpp's library is not installed: run scripts/setup.sh (npm package @node-llama-cpp/linux-x64 into deps/)"
-    exit 77
-fi
-cc -O2 -Wall -Wextra -Werror -o $W/consumer tests/gguf_consumer.c -ldl
-C="$W/consumer $LIB"
+llama_cpp_consumer # LIB, C
 G="$PY tests/gguf_check.py"
 corpus d
 V=256

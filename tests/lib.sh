@@ -95,3 +95,15 @@ expect_failure() {
 # scripts that go on after a failure and exit non-zero at the end).
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# llama.cpp's prebuilt library (npm @node-llama-cpp/linux-x64, installed into deps/ by
+# scripts/setup.sh) as LIB, and tests/gguf_consumer.c built against it: C="consumer LIB"
+llama_cpp_consumer() {
+    LIB=$(ls deps/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so 2>/dev/null | head -1 || true)
+    if [ -z "$LIB" ]; then
+        echo "llama.cpp's library is not installed: run scripts/setup.sh (npm package @node-llama-cpp/linux-x64 into deps/)"
+        exit 77
+    fi
+    cc -O2 -Wall -Wextra -Werror -o $W/consumer tests/gguf_consumer.c -ldl
+    C="$W/consumer $LIB"
+}

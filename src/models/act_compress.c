@@ -29,37 +29,35 @@ size_t mt_act_compress_bytes(mt_zenc e, size_t n, size_t g) {
     }
 }
 
-void mt_act_compress_encode(mt_model *m, int layer) {
+/* Every compressed buffer of the block: encoded from its fp32 working copy, or decoded into it. */
+static void code_block(mt_model *m, int layer, int decode) {
     const mt_family *f = m->fam;
     size_t N = (size_t)m->acts.B * (size_t)m->acts.T;
     mt_block_acts *ba = &m->acts.blocks[layer];
     for (int k = 0; k < f->n_block_bufs; k++) {
         if (!m->zenc[k]) continue;
         size_t n = f->block_buf_floats(m, k, N);
+        mt_dtype d16 = m->zenc[k] == MT_ZENC_BF16 ? MT_BF16 : MT_FP16;
         if (m->zenc[k] == MT_ZENC_INT8) {
             size_t g = f->block_buf_group(m, k);
-            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_act_int8_encode(m->be, ba->z[k], ba->zscale[k], ba->b[k], n / g, g));
-        } else
-            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
-                     op_to_16(m->be, m->zenc[k] == MT_ZENC_BF16 ? MT_BF16 : MT_FP16, ba->z[k], ba->b[k], n));
+            if (decode)
+                MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_act_int8_decode(m->be, ba->b[k], ba->z[k], ba->zscale[k], n / g, g));
+            else
+                MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_act_int8_encode(m->be, ba->z[k], ba->zscale[k], ba->b[k], n / g, g));
+        } else if (decode)
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_from_16(m->be, d16, ba->b[k], ba->z[k], n));
+        else
+            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_to_16(m->be, d16, ba->z[k], ba->b[k], n));
     }
+}
+
+void mt_act_compress_encode(mt_model *m, int layer) {
+    code_block(m, layer, 0);
     m->zdecoded = -1; /* the working buffers now belong to this block's forward, not to a decoded backward */
 }
 
 void mt_act_compress_decode(mt_model *m, int layer) {
-    const mt_family *f = m->fam;
-    size_t N = (size_t)m->acts.B * (size_t)m->acts.T;
-    mt_block_acts *ba = &m->acts.blocks[layer];
-    for (int k = 0; k < f->n_block_bufs; k++) {
-        if (!m->zenc[k]) continue;
-        size_t n = f->block_buf_floats(m, k, N);
-        if (m->zenc[k] == MT_ZENC_INT8) {
-            size_t g = f->block_buf_group(m, k);
-            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_act_int8_decode(m->be, ba->b[k], ba->z[k], ba->zscale[k], n / g, g));
-        } else
-            MT_TIMED(m->prof, MT_PROF_ELEMENTWISE,
-                     op_from_16(m->be, m->zenc[k] == MT_ZENC_BF16 ? MT_BF16 : MT_FP16, ba->b[k], ba->z[k], n));
-    }
+    code_block(m, layer, 1);
     m->zdecoded = layer;
 }
 
