@@ -13,8 +13,8 @@
 #  - export --format hf keeps rope_scaling (each key's value) and
 #    max_position_embeddings, the export rotates bit for bit as the
 #    original, and import + export again gives the same config.json;
-# and bad rope_scaling objects, and a GGUF export of a YaRN model (llama.cpp's
-# keys for it are not written yet): one error line each.
+# and bad rope_scaling objects, and GGUF exports llama.cpp cannot represent (dynamic NTK,
+# YaRN with other betas): one error line each, no file left.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 corpus d
@@ -99,8 +99,12 @@ bad '{"rope_type": "su", "factor": 2.0}' "rope_scaling type 'su' is not supporte
 bad '{"rope_type": "yarn"}' "rope_scaling (yarn) has no factor"
 bad '{"rope_type": "linear", "factor": -1.0}' "linear rope scaling needs a finite factor > 0"
 bad '{"rope_type": "llama3", "factor": 8.0}' "rope_scaling (llama3) has no original_max_position_embeddings"
-# GGUF carries llama3's scaling only (rope_freqs): the others are refused, not written wrong
-$M import --format hf --in $W/hf_yarn --out $W/ck_yarn >/dev/null
-expect_failure "has no GGUF export yet" $M export --ckpt $W/ck_yarn --format gguf --tokenizer byte --out $W/yarn.gguf
-[ ! -e $W/yarn.gguf ] || { echo "a refused GGUF export left $W/yarn.gguf"; exit 1; }
+# GGUF writes llama3, linear and YaRN (check_gguf_rope compares llama.cpp's logits); what llama.cpp
+# cannot represent is refused, not written wrong: dynamic NTK, YaRN with other betas or fractional ramp ends
+for c in dynamic yarn_mscale; do
+    $M import --format hf --in $W/hf_$c --out $W/ck_$c >/dev/null
+done
+expect_failure "dynamic NTK.*has no counterpart in llama.cpp" $M export --ckpt $W/ck_dynamic --format gguf --tokenizer byte --out $W/dyn.gguf
+expect_failure "YaRN scaling has beta_fast 8, beta_slow 2" $M export --ckpt $W/ck_yarn_mscale --format gguf --tokenizer byte --out $W/yarn.gguf
+for f in dyn yarn; do [ ! -e $W/$f.gguf ] || { echo "a refused GGUF export left $W/$f.gguf"; exit 1; }; done
 echo "rope scaling OK"
