@@ -59,7 +59,6 @@ static int check_cuda(const mt_train_opts *op, int world_size, mt_error *err) {
                                                 : "{optimizer} adamw8bit";
     else if (op->offload_dir) what = "{offload-optimizer}";
     else if (op->precision == MT_FP16) what = "{precision} fp16";
-    else if (op->dump_grads) what = "{dump-grads}";
     else if (op->compress_acts == MT_ACT_COMPRESS_INT8) what = "{compress-activations} int8 (no CUDA int8 codec yet)";
     if (!what) return 0;
     return mt_errorf(err, "%s is not yet supported on {device} cuda (it runs adamw, adam or sgd, fp32 or bf16, "

@@ -864,10 +864,21 @@ void mt_trainer_save_async_free(mt_trainer *tr) {
 void mt_train_dump_grads(mt_trainer *tr, const char *path) {
     FILE *f = fopen(path, "wb");
     if (!f) mt_die("cannot open {dump-grads} file '%s'", path);
-    for (int u = 0; u < tr->model.layout.n_units; u++)
-        if (tr->model.layout.units[u].numel && /* a unit with nothing trained (a frozen embedding) has no buffer */
-            fwrite(tr->model.grads[u], sizeof(float), tr->model.layout.units[u].numel, f) !=
-            tr->model.layout.units[u].numel)
-            mt_die("short write to {dump-grads} file '%s'", path);
+    float *host = NULL; /* a device's gradients come through one host buffer (a test aid, once: not the hot path) */
+    size_t cap = 0;
+    for (int u = 0; u < tr->model.layout.n_units; u++) {
+        size_t n = tr->model.layout.units[u].numel;
+        if (!n) continue; /* a unit with nothing trained (a frozen embedding) has no buffer */
+        const float *g = tr->model.grads[u];
+        if (tr->be.kind != MT_DEVICE_CPU) {
+            if (n > cap && !(host = realloc(host, (cap = n) * sizeof(float))))
+                mt_die("out of memory: %zu bytes for {dump-grads}' host copy", n * sizeof(float));
+            op_copy_to_host(&tr->be, host, g, n * sizeof(float));
+            mt_backend_sync(&tr->be);
+            g = host;
+        }
+        if (fwrite(g, sizeof(float), n, f) != n) mt_die("short write to {dump-grads} file '%s'", path);
+    }
+    free(host);
     if (fclose(f)) mt_die("cannot close {dump-grads} file '%s'", path);
 }

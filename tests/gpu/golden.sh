@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # golden.sh MESHTRAIN DIR: the inputs of the device run's whole-step parity -- the byte-level
 # corpus tokens DIR/data/d_train.bin and, trained by the CPU build MESHTRAIN on them, the losses
-# of every run of tests/gpu/parity_runs.txt in DIR/golden/NAME.jsonl (pack.sh; run.sh from the
+# of every run of tests/gpu/parity_runs.txt in DIR/golden/NAME.jsonl and step 1's gradients in NAME.grads (pack.sh; run.sh from the
 # repository).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,5 +15,5 @@ common=$(awk '$1 == "COMMON" {$1 = ""; print}' tests/gpu/parity_runs.txt)
 grep -v '^#\|^COMMON' tests/gpu/parity_runs.txt | while read -r name flags; do
     # shellcheck disable=SC2086
     OMP_NUM_THREADS=1 "$m" train --train "$out/data/d_train.bin" $common $flags --metrics "$out/golden/$name.jsonl" \
-        >/dev/null
+        $(case $name in *bf16*) ;; *) echo --dump-grads "$out/golden/$name.grads" ;; esac) >/dev/null
 done

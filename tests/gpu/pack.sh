@@ -16,8 +16,10 @@ cd "$(dirname "$0")/../.."
 out=${1:?usage: pack.sh DIR}
 rm -rf "$out" && mkdir -p "$out/bin" "$out/lib.d"
 cp build-gpu/tests/* build-gpu/meshtrain build-gpu/meshtrain-mpi "$out/bin/"
-cp tests/gpu/run.sh tests/gpu/torch_bench.py tests/gpu/compare_losses.py tests/gpu/parity_runs.txt "$out/"
+cp tests/gpu/run.sh tests/gpu/hf_check.py tests/gpu/compare_grads.py tests/gpu/torch_bench.py tests/gpu/compare_losses.py tests/gpu/parity_runs.txt "$out/"
 bash tests/gpu/golden.sh build/meshtrain "$out"
+strip --strip-unneeded "$out"/bin/* # symbols only: the CUDA fatbins stay
+bash tests/gpu/hf_prepare.sh build/meshtrain "$out/hf"
 for b in "$out"/bin/*; do
     ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
 done | sort -u | while read -r lib; do
