@@ -588,6 +588,14 @@ extern "C" int mt_cuda_backend_open(mt_backend *be, int local_rank, int gpus_per
 
 extern "C" void mt_cuda_backend_sync(mt_backend *be) { sync(be); }
 
+extern "C" int mt_cuda_backend_used(mt_backend *be, size_t *used) {
+    size_t free_b = 0, total_b = 0;
+    sync(be);
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return -1;
+    *used = total_b - free_b;
+    return 0;
+}
+
 extern "C" void mt_cuda_backend_close(mt_backend *be) {
     if (be->kind != MT_DEVICE_CUDA || !be->allocator) return;
     cuda_state *s = state(be);

@@ -30,6 +30,14 @@ __attribute__((weak)) int mt_cuda_backend_open(mt_backend *be, int local_rank, i
 }
 __attribute__((weak)) void mt_cuda_backend_close(mt_backend *be) { (void)be; }
 __attribute__((weak)) void mt_cuda_backend_sync(mt_backend *be) { (void)be; }
+__attribute__((weak)) int mt_cuda_backend_used(mt_backend *be, size_t *used) {
+    (void)be, (void)used;
+    return -1;
+}
+
+int mt_backend_device_used(mt_backend *be, size_t *used) {
+    return be->kind == MT_DEVICE_CPU ? -1 : mt_cuda_backend_used(be, used);
+}
 
 int mt_backend_open_local(mt_backend *be, mt_device_kind kind, mt_gemm_lib gemm, int local_rank, int gpus_per_node,
                           mt_error *err) {

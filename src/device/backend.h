@@ -77,6 +77,10 @@ void mt_backend_close(mt_backend *be);
 /* Waits for the work queued on the device: the host is about to write or
  * read memory its kernels use (a no-op on the CPU). */
 void mt_backend_sync(mt_backend *be);
+/* The device memory in use on this process's GPU (cudaMemGetInfo's total
+ * less free: every allocation on that GPU, the CUDA context's own too),
+ * after the queued work: 0 and *used, or -1 on the CPU. Not for the hot path. */
+int mt_backend_device_used(mt_backend *be, size_t *used);
 /* "cpu" | "cuda": 0, or -1 for any other name. */
 int mt_device_kind_parse(const char *name, mt_device_kind *out);
 const char *mt_device_kind_name(mt_device_kind k);

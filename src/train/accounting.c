@@ -29,6 +29,8 @@ enum {
     R_STEPS = R_PEAK_TOTAL + 1,              /* optimizer steps run by this process */
     R_STEP_S, R_BACKWARD_S, R_EXPOSED_S,     /* summed seconds */
     R_ARENA_COUNT, R_ARENA_BYTES, R_ARENA_BUFFERS, /* the activation arena: allocations, bytes, buffers */
+    R_DEV_OPEN, R_DEV_NOW, R_DEV_PLACED,     /* a GPU's used bytes (cudaMemGetInfo) when the backend opened and
+                                                now, and the bytes accounted at placement device now; -1: no GPU */
     R_COMM,                                  /* [axis][kind][calls, bytes_sent, payload, bytes_inter] totals */
     R_LEN = R_COMM + ACCT_NAXES * MT_COMM_NKIND * 4
 };
@@ -51,6 +53,11 @@ static void pack_record(const mt_trainer *tr, double *rec) {
     rec[R_ARENA_COUNT] = (double)tr->mem.arena[MT_MEM_ACTS].count;
     rec[R_ARENA_BYTES] = (double)tr->mem.arena[MT_MEM_ACTS].bytes;
     rec[R_ARENA_BUFFERS] = (double)tr->mem.arena[MT_MEM_ACTS].buffers;
+    size_t used = 0;
+    int dev = tr->device_used_open > 0 && !mt_backend_device_used((mt_backend *)&tr->be, &used);
+    rec[R_DEV_OPEN] = dev ? (double)tr->device_used_open : -1;
+    rec[R_DEV_NOW] = dev ? (double)used : -1;
+    rec[R_DEV_PLACED] = dev ? (double)mt_mem_placed_total(&tr->mem, MT_PLACE_DEVICE) : -1;
     for (int a = 0; a < ACCT_NAXES; a++) {
         const mt_comm *c = acct_comm(tr, a);
         if (!c) continue;
@@ -99,6 +106,17 @@ static void print_memory_table(const double *all, int n, const char *when, int w
         printf(" %9.2f", mib(tot));
         if (with_peak) printf(" %9.2f", mib(rec[R_PEAK_TOTAL]));
         printf("\n");
+    }
+    /* a GPU: what meshtrain added to its used memory since the backend opened, beside what it accounts there */
+    for (int r = 0; r < n; r++) {
+        const double *rec = all + (size_t)r * R_LEN;
+        if (rec[R_DEV_NOW] < 0) continue;
+        double added = rec[R_DEV_NOW] - rec[R_DEV_OPEN];
+        printf("  %4d GPU memory (cudaMemGetInfo): %.2f MiB used, %.2f when the backend opened (CUDA context, stream, "
+               "cuBLAS handle); the %.2f MiB added vs %.2f accounted at placement device: %+.2f MiB (cuBLAS "
+               "workspace, allocation granularity)\n",
+               r, mib(rec[R_DEV_NOW]), mib(rec[R_DEV_OPEN]), mib(added), mib(rec[R_DEV_PLACED]),
+               mib(added - rec[R_DEV_PLACED]));
     }
     /* at start: the activations are one allocation (models/model.c), its size beside the bytes it holds */
     for (int r = 0; !with_peak && r < n; r++) {
@@ -171,6 +189,9 @@ static void json_rank(FILE *f, const double *start, const double *end) {
     fprintf(f, ",");
     json_memory(f, "memory_peak", end + R_PEAK);
     fprintf(f, ",\"memory_peak_total\":%.0f", end[R_PEAK_TOTAL]);
+    if (end[R_DEV_NOW] >= 0)
+        fprintf(f, ",\"gpu_memory\":{\"used_at_open\":%.0f,\"used\":%.0f,\"accounted_device\":%.0f}", end[R_DEV_OPEN],
+                end[R_DEV_NOW], end[R_DEV_PLACED]);
     fprintf(f, ",\"activation_arena\":{\"allocations\":%.0f,\"bytes\":%.0f,\"buffers\":%.0f}", end[R_ARENA_COUNT],
             end[R_ARENA_BYTES], end[R_ARENA_BUFFERS]);
     fprintf(f, ",\"time_per_step_s\":{\"step\":%.6f,\"backward\":%.6f,\"grad_comm_exposed\":%.6f},", end[R_STEP_S] / steps,

@@ -26,6 +26,7 @@ typedef struct {
     mt_train_opts o;
     mt_mem mem;
     mt_backend be; /* the device every kernel of this process runs on */
+    size_t device_used_open; /* a GPU's used bytes when be opened (cudaMemGetInfo); 0 on the CPU */
     mt_model model;
     mt_opt_states optim;    /* the optimizer: its state streams per unit (optim/opt_state.h) */
     uint32_t *train_tokens, *val_tokens;

@@ -66,6 +66,9 @@ step() { # step NAME LIMIT_S [+]LOG CMD...: runs CMD with a time limit (+LOG: ap
     [ $r -eq 0 ] || rc=1
     return $r
 }
+# MT_GPU_ONLY="kernels steps parity hf dist bench sanitizer torch profile": run only these parts (default:
+# all but profile, an ncu per-kernel time summary of two GPT-2 124M bf16 steps, profile.log)
+want() { case " ${MT_GPU_ONLY:-kernels steps parity hf dist bench sanitizer torch} " in *" $1 "*) return 0 ;; esac; return 1; }
 say "gpu run $(date -u +%FT%TZ) on $(hostname)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/gpu: /' | tee -a "$rep"
 missing=$(ldd "$bin/test_kernels" | grep 'not found' || true)
@@ -78,9 +81,11 @@ if [ -n "$missing" ]; then
 fi
 say "probe: every library of test_kernels ($(ldd "$bin/test_kernels" | grep -c '=>')) and meshtrain ($(ldd "$bin/meshtrain" | grep -c '=>')) found"
 san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-step "kernel tests" 90 kernels.log "$bin/test_kernels"
-grep '^FAIL' "$out/kernels.log" | tee -a "$rep"
-step "training steps (GPT-2, Llama) vs the CPU ops" 90 steps.log "$bin/test_step"
+if want kernels; then
+    step "kernel tests" 90 kernels.log "$bin/test_kernels"
+    grep '^FAIL' "$out/kernels.log" | tee -a "$rep"
+fi
+want steps && step "training steps (GPT-2, Llama) vs the CPU ops" 90 steps.log "$bin/test_step"
 # 3. whole-step parity through the CLI, against the CPU build's losses
 parity() {
     local common name flags r=0
@@ -100,11 +105,15 @@ parity() {
 }
 export bin gold tmp here
 export -f parity # step runs it under timeout, in a child bash
-step "whole-step parity, train --device cuda vs the CPU build (fp32 10 steps, bf16 200)" 150 parity.log bash -c parity
-grep -h '^ok\|^FAIL' "$out/parity.log" | tee -a "$rep"
+if want parity; then
+    step "whole-step parity, train --device cuda vs the CPU build (fp32 10 steps, bf16 200)" 150 parity.log bash -c parity
+    grep -h '^ok\|^FAIL' "$out/parity.log" | tee -a "$rep"
+fi
 # 3c. issue 31, point 5: our Hugging Face and peft exports loaded by transformers (AutoModelForCausalLM)
 # and peft (PeftModel), their logits against meshtrain's (hf/, made by hf_prepare.sh; hf_check.py)
-if [ -d "$gold/hf" ] && python3 -c 'import transformers, peft' 2>/dev/null; then
+if ! want hf; then
+    :
+elif [ -d "$gold/hf" ] && python3 -c 'import transformers, peft' 2>/dev/null; then
     step "HF and peft exports in transformers/peft vs meshtrain's logits" 120 +parity.log python3 "$here/hf_check.py" "$gold/hf"
     grep -h '^hf' "$out/parity.log" | tee -a "$rep"
 else
@@ -144,7 +153,9 @@ RUNS
     fi
     return $r
 }
-if [ -x "$bin/meshtrain-mpi" ] && [ -s "${ompi_tar:-}" ]; then
+if ! want dist; then
+    :
+elif [ -x "$bin/meshtrain-mpi" ] && [ -s "${ompi_tar:-}" ]; then
     ompi=$tmp/ompi && mkdir -p "$ompi" && tar -C "$ompi" -xJf "$ompi_tar" 2>/dev/null ||
         python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$ompi_tar" "$ompi"
     # checked on the development machine with its own Open MPI, PMIx and hwloc folders hidden (unshare -m,
@@ -165,9 +176,8 @@ else
     say "two ranks sharing the GPU: not run (no bin/meshtrain-mpi or ompi.tar.xz: make gpu-pack carries them)"
 fi
 # 4. the speed of train --device cuda: GPT-2 124M bf16 T=1024 on random tokens
-bench() {
-    # a GPT-2 token shard (data/shard.h: 256-int header, magic 20240520, version 1, count; uint16 tokens)
-    python3 - "$tmp/bench.bin" <<'PY' || return 1
+bench_data() { # a GPT-2 token shard (data/shard.h: 256-int header, magic 20240520, version 1, count; uint16 tokens)
+    python3 - "$tmp/bench.bin" <<'PY'
 import random, struct, sys
 n = 1 << 21
 random.seed(1)
@@ -176,10 +186,13 @@ with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<256i", *hdr))
     f.write(struct.pack(f"<{n}H", *(random.randrange(50257) for _ in range(n))))
 PY
+}
+bench() {
+    bench_data || return 1
     local b
     for b in ${MT_GPU_BENCH_BATCH:-16 8 4}; do
         echo "== batch $b"
-        "$bin/meshtrain" train --model gpt2 --train "$tmp/bench.bin" --batch "$b" --precision bf16 --steps 12 \
+        "$bin/meshtrain" train --model gpt2 --train "$tmp/bench.bin" --batch "$b" --precision bf16 --device cuda --steps 12 \
             --lr 3e-4 --log-every 1 --peak-gflops 989000 --metrics "$tmp/bench.jsonl" && break
         rm -f "$tmp/bench.jsonl"
     done
@@ -195,24 +208,64 @@ print(f"meshtrain GPT-2 124M bf16 T=1024 batch {sys.argv[2]}: {tok:.0f} tokens/s
       (f"; its own mfu field {statistics.median(r['mfu'] for r in rows):.3f}" if all("mfu" in r for r in rows) else ""))
 PY
 }
-export -f bench
-if [ "${MT_GPU_BENCH:-1}" != 0 ]; then
+export -f bench bench_data
+if ! want bench; then
+    :
+elif [ "${MT_GPU_BENCH:-1}" != 0 ]; then
     step "meshtrain speed (GPT-2 124M bf16 T=1024, --device cuda)" 150 bench.log bash -c bench
-    grep -h '^meshtrain GPT-2' "$out/bench.log" | tee -a "$rep"
+    grep -h '^meshtrain GPT-2\|GPU memory' "$out/bench.log" | tail -n 2 | tee -a "$rep"
 else
     say "meshtrain speed: not run (MT_GPU_BENCH=0)"
 fi
-if [ -n "$san" ]; then
+if ! want sanitizer; then
+    :
+elif [ -n "$san" ]; then
     step "memcheck" 150 sanitizer.log sh -c "'$san' --tool memcheck --error-exitcode 3 '$bin/test_kernels' &&
         '$san' --tool memcheck --error-exitcode 3 '$bin/test_step'"
     step "racecheck" 100 +sanitizer.log "$san" --tool racecheck --error-exitcode 3 "$bin/test_kernels"
 else
     say "FAIL: no compute-sanitizer (memcheck and racecheck did not run)"; rc=1
 fi
-if [ "${MT_GPU_BENCH:-1}" != 0 ] && python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+if ! want torch; then
+    :
+elif [ "${MT_GPU_BENCH:-1}" != 0 ] && python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
     step "torch_bench" 200 torch_bench.log python3 "$bench"
 else
     say "torch_bench: not run (MT_GPU_BENCH=0 or no PyTorch with CUDA)"
+fi
+# the profile: each kernel's summed time over two GPT-2 124M bf16 steps at batch 4 (ncu, one metric, one pass)
+profile() {
+    local ncu
+    [ -s "$tmp/bench.bin" ] || bench_data || return 1
+    # meshtrain's own --profile with every launch synchronous: host time per category ~ device time
+    echo "== CUDA_LAUNCH_BLOCKING=1 meshtrain train --profile (batch 16, 4 steps)"
+    CUDA_LAUNCH_BLOCKING=1 "$bin/meshtrain" train --model gpt2 --train "$tmp/bench.bin" --batch 16 --precision bf16 \
+        --device cuda --steps 4 --lr 3e-4 --log-every 1 --profile || return 1
+    ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null) || { echo "FAIL: no ncu"; return 1; }
+    "$ncu" --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+        "$bin/meshtrain" train --model gpt2 --train "$tmp/bench.bin" --batch 4 --precision bf16 --device cuda --steps 2 \
+        --lr 3e-4 --log-every 1 > "$tmp/ncu.csv" || return 1
+    python3 - "$tmp/ncu.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
+hdr = rows[0]
+k, inv, mn, av = hdr.index("Kernel Name"), hdr.index("Invocations"), hdr.index("Metric Name"), hdr.index("Average")
+tot = {}
+for r in rows[1:]:
+    if r[mn] != "gpu__time_duration.sum": continue
+    t = float(r[av].replace(",", "")) * int(r[inv])
+    name = r[k].split("(")[0][:90]
+    c = tot.setdefault(name, [0.0, 0]); c[0] += t; c[1] += int(r[inv])
+s = sum(v[0] for v in tot.values())
+print(f"profile: {s / 1e6:.1f} ms of kernel time over 2 steps (batch 4, T=1024), {sum(v[1] for v in tot.values())} launches")
+for name, (t, n) in sorted(tot.items(), key=lambda x: -x[1][0])[:25]:
+    print(f"  {100 * t / s:5.1f}%  {t / 1e6:8.2f} ms  {n:5d}x  {name}")
+PY
+}
+if want profile; then
+    export -f profile bench_data
+    step "profile (ncu per-kernel time, GPT-2 124M bf16, 2 steps, batch 4)" 240 profile.log bash -c profile
+    grep -h '^profile\|^  ' "$out/profile.log" | tail -n 30 | tee -a "$rep"
 fi
 rm -rf "$tmp"
 say "result: $([ $rc -eq 0 ] && echo all steps passed || echo a step FAILED)"
