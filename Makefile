@@ -108,7 +108,8 @@ build-nompi/libmeshtrain.a $(NOMPI_CLI_OBJ): nompi-objs ;
 endif
 GPU_CLI_LDLIBS := $(LDLIBS) $(CLI_LDLIBS) -fopenmp -lpthread
 MPI_LINK := $(shell mpicc --showme:link 2>/dev/null || echo -lmpi)
-gpu: $(GPU_TESTS) build-gpu/meshtrain
+# bench_kernels: each kernel of a GPT-2 124M bf16 step timed alone (the device run's profile part)
+gpu: $(GPU_TESTS) build-gpu/tests/bench_kernels build-gpu/meshtrain
 cuda: gpu
 build-gpu/meshtrain: $(GPU_OBJ) nompi-objs
 	@echo "LD $@"

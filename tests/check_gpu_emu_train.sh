@@ -7,8 +7,10 @@
 #    grouped-query attention fp32: 10 AdamW steps, every step's loss and
 #    gradient norm and every validation loss within 1e-6 relative (the GEMMs
 #    and row reductions sum in another order than oneDNN and the CPU ops);
-#  - Llama bf16: the same 10 steps within 1e-3 relative (16-bit operands
-#    rounded after differently ordered fp32 sums);
+#  - Llama bf16: the same 10 steps, losses within 1e-3 relative (16-bit
+#    operands rounded after differently ordered fp32 sums), gradient norms
+#    within 5e-3 (attention's GEMMs multiply in TF32 under bf16 on the GPU:
+#    operands rounded to 10 mantissa bits, emulated);
 #  - activation compression: GPT-2 --compress-activations bf16 within 1e-6,
 #    Llama bf16 --compress-activations lossless within 1e-3;
 #  - eval --device cuda prints the CPU's validation loss (6 digits);
@@ -27,10 +29,16 @@ GPT="$BASE --val $W/d_val.bin --eval-every 5 --layers 2 --dim 48 --heads 4 --dro
 LLAMA="$BASE --family llama --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 96"
 
 # compare NAME TOL: every loss, grad_norm and val_loss of $W/NAME.cuda.jsonl within TOL relative
-# of $W/NAME.cpu.jsonl (tests/gpu/compare_losses.py, which the device run uses too)
+# of $W/NAME.cpu.jsonl (tests/gpu/compare_losses.py, which the device run uses too); TOL LOSS/GN:
+# losses and validation losses within LOSS, gradient norms within GN
 compare() {
     [ "$(grep -c '"loss"' "$W/$1.cpu.jsonl")" = 10 ] || { echo "FAIL: $1: not 10 steps on the CPU"; exit 1; }
-    $PY tests/gpu/compare_losses.py "$W/$1.cpu.jsonl" "$W/$1.cuda.jsonl" "$1" "$2"
+    if [ "${2#*/}" != "$2" ]; then
+        $PY tests/gpu/compare_losses.py "$W/$1.cpu.jsonl" "$W/$1.cuda.jsonl" "$1" "${2%/*}" loss,val_loss
+        $PY tests/gpu/compare_losses.py "$W/$1.cpu.jsonl" "$W/$1.cuda.jsonl" "$1" "${2#*/}" grad_norm
+    else
+        $PY tests/gpu/compare_losses.py "$W/$1.cpu.jsonl" "$W/$1.cuda.jsonl" "$1" "$2"
+    fi
 }
 
 run() { # run NAME TOL FLAGS...: the same training on the CPU build and on the emulated CUDA build
@@ -47,12 +55,12 @@ run gpt2_fp32 1e-6 $GPT
 # shellcheck disable=SC2086
 run llama_gqa_fp32 1e-6 $LLAMA
 # shellcheck disable=SC2086
-run llama_gqa_bf16 1e-3 $LLAMA --precision bf16
+run llama_gqa_bf16 1e-3/5e-3 $LLAMA --precision bf16
 # activation compression: bf16 through the 16-bit conversions, lossless under bf16 (docs/usage.md)
 # shellcheck disable=SC2086
 run gpt2_compress_bf16 1e-6 $GPT --compress-activations bf16
 # shellcheck disable=SC2086
-run llama_gqa_bf16_lossless 1e-3 $LLAMA --precision bf16 --compress-activations lossless
+run llama_gqa_bf16_lossless 1e-3/5e-3 $LLAMA --precision bf16 --compress-activations lossless
 
 # eval --device cuda: the validation loss of a CPU-trained checkpoint, printed to 6 digits, equals the CPU's
 $M train $BASE --layers 2 --dim 48 --heads 4 --steps 3 --ckpt-dir "$W/ck" >/dev/null 2>&1 || { echo "FAIL: train for eval"; exit 1; }

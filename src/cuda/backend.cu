@@ -161,13 +161,18 @@ size_t k_attention_scratch_floats_gqa(mt_backend *, int B, int T, int NH, int NK
 void k_attention_forward_gqa(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
                              int HS, const mt_attn_dropout *drop, float *scratch) {
     mt_cuda_attn_dropout d = attn_drop(drop);
-    K(attention_forward_gqa, out, lse, qkv, B, T, NH, NKV, HS, &d, scratch);
+    mt_cuda_ctx c = *cx(be); // TF32 for the score and value GEMMs under bf16 mixed precision (attention_tf32)
+    c.tf32 = be->attention_tf32;
+    check(mt_cuda_attention_forward_gqa(&c, out, lse, qkv, B, T, NH, NKV, HS, &d, scratch), "attention_forward_gqa");
 }
 void k_attention_backward_gqa(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
                               const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
                               float *scratch) {
     mt_cuda_attn_dropout d = attn_drop(drop);
-    K(attention_backward_gqa, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, &d, scratch);
+    mt_cuda_ctx c = *cx(be);
+    c.tf32 = be->attention_tf32;
+    check(mt_cuda_attention_backward_gqa(&c, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, &d, scratch),
+          "attention_backward_gqa");
 }
 void k_attention_forward(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int HS,
                          const mt_attn_dropout *drop, float *scratch) {

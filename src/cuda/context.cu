@@ -10,6 +10,7 @@
 extern "C" int mt_cuda_ctx_init(mt_cuda_ctx *ctx) {
     ctx->stream = NULL;
     ctx->blas = NULL;
+    ctx->tf32 = 0;
     cudaStream_t s;
     cudaError_t e = cudaStreamCreate(&s);
     if (e != cudaSuccess) return (int)e;

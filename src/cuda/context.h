@@ -18,6 +18,10 @@ typedef struct CUstream_st *mt_cuda_stream; /* cudaStream_t */
 typedef struct mt_cuda_ctx {
     mt_cuda_stream stream;
     void *blas; /* cublasHandle_t (NULL under the emulation) */
+    /* 1: mt_cuda_gemm's fp32 GEMMs multiply in TF32 (CUBLAS_COMPUTE_32F_FAST_TF32: operands rounded to
+       10 mantissa bits, fp32 accumulation); 0 (mt_cuda_ctx_init): full fp32. The backend sets it on a
+       copy for attention under bf16 mixed precision (device/backend.h, attention_tf32). */
+    int tf32;
 } mt_cuda_ctx;
 
 #define MT_CUDA_BLAS_ERROR 10000

@@ -1,6 +1,7 @@
 // Element-wise kernels (cuda/kernels.h): one thread per element, the CPU
-// op's arithmetic (cuda/device_math.h); the bias-gradient sums by a thread
-// per column walking the rows in order, as the CPU's.
+// op's arithmetic (cuda/device_math.h); the bias-gradient sums by column
+// blocks of row lanes (launch_util.h: deterministic, within rounding of the
+// CPU's row order).
 #include "cuda/kernels.h"
 #include "cuda/device_math.h"
 #include "cuda/launch_util.h"
@@ -30,17 +31,20 @@ __global__ static void bias_gelu_fwd(float *pre, float *out, const float *bias, 
     out[i] = mt_dev_gelu(x);
 }
 
+// a block of MT_COL_GROUP columns x MT_COL_LANES row lanes (launch_util.h)
 __global__ static void gelu_bias_bwd(float *dpre, float *dbias, const float *pre, const float *dout, int N, int OC) {
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= OC) return;
-    float acc = dbias ? dbias[j] : 0.0f;
-    for (int n = 0; n < N; n++) {
-        size_t i = (size_t)n * OC + j;
-        float v = mt_dev_gelu_grad(pre[i]) * dout[i];
-        dpre[i] = v;
-        acc += v;
-    }
-    if (dbias) dbias[j] = acc;
+    __shared__ float red[MT_COL_LANES][MT_COL_GROUP + 1];
+    int j = blockIdx.x * MT_COL_GROUP + threadIdx.x;
+    float acc = 0.0f;
+    if (j < OC)
+        for (int n = threadIdx.y; n < N; n += MT_COL_LANES) {
+            size_t i = (size_t)n * OC + j;
+            float v = mt_dev_gelu_grad(pre[i]) * dout[i];
+            dpre[i] = v;
+            acc += v;
+        }
+    acc = mt_col_lanes_sum(acc, red);
+    if (dbias && j < OC && !threadIdx.y) dbias[j] += acc;
 }
 
 __global__ static void swiglu_fwd(float *out, const float *gate_up, size_t n, int F) {
@@ -143,7 +147,7 @@ extern "C" int mt_cuda_bias_gelu_forward(const mt_cuda_ctx *c, float *pre, float
 
 extern "C" int mt_cuda_gelu_bias_backward(const mt_cuda_ctx *c, float *dpre, float *dbias, const float *pre,
                                           const float *dout, int N, int OC) {
-    if (OC > 0) MT_LAUNCH(gelu_bias_bwd, mt_blocks_for(OC, MT_COL_THREADS), MT_COL_THREADS, 0, mt_stream(c), dpre,
+    if (OC > 0) MT_LAUNCH(gelu_bias_bwd, mt_blocks_for(OC, MT_COL_GROUP), dim3(MT_COL_GROUP, MT_COL_LANES), 0, mt_stream(c), dpre,
                           dbias, pre, dout, N, OC);
     return mt_launch_status();
 }

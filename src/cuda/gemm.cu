@@ -3,6 +3,8 @@
 #include "cuda/gemm.h"
 #include "cuda/compat.h"
 #include "cuda/device_math.h"
+#include <stdint.h>
+#include <string.h>
 #ifndef MT_CUDA_EMU
 #include <cublas_v2.h>
 #endif
@@ -21,6 +23,14 @@ static int check_args(char ta, char tb, int m, int n, int k, mt_cuda_dtype at, i
 static float load(const void *p, mt_cuda_dtype t, long long i) {
     return t == MT_CUDA_F32 ? ((const float *)p)[i] : mt_dev_bf16_to_fp32(((const uint16_t *)p)[i]);
 }
+// an fp32 operand as the tensor cores' TF32 sees it: 10 mantissa bits, rounded to nearest (ties away)
+static float tf32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u; // not inf/NaN
+    memcpy(&x, &u, 4);
+    return x;
+}
 
 extern "C" int mt_cuda_gemm(const mt_cuda_ctx *ctx, char ta, char tb, int m, int n, int k, float alpha,
                             const void *A, mt_cuda_dtype at, int lda, long long sA, const void *B, mt_cuda_dtype bt,
@@ -28,6 +38,7 @@ extern "C" int mt_cuda_gemm(const mt_cuda_ctx *ctx, char ta, char tb, int m, int
                             int batch) {
     if (check_args(ta, tb, m, n, k, at, lda, bt, ldb, ct, ldc, batch)) return BLAS_INVALID;
     if (m == 0 || n == 0 || batch == 0) return 0;
+    bool round_tf32 = ctx->tf32 && at == MT_CUDA_F32;
     cudaError_t e = mt_emu::enqueue_host((cudaStream_t)ctx->stream, [=] {
         for (int b = 0; b < batch; b++)
             for (int j = 0; j < n; j++)
@@ -36,7 +47,8 @@ extern "C" int mt_cuda_gemm(const mt_cuda_ctx *ctx, char ta, char tb, int m, int
                     for (int l = 0; l < k; l++) {
                         long long ia = ta == 'N' ? i + (long long)l * lda : l + (long long)i * lda;
                         long long ib = tb == 'N' ? l + (long long)j * ldb : j + (long long)l * ldb;
-                        acc += load(A, at, b * sA + ia) * load(B, bt, b * sB + ib);
+                        float x = load(A, at, b * sA + ia), y = load(B, bt, b * sB + ib);
+                        acc += round_tf32 ? tf32(x) * tf32(y) : x * y;
                     }
                     long long ic = b * sC + i + (long long)j * ldc;
                     float r = alpha * acc;
@@ -58,13 +70,14 @@ extern "C" int mt_cuda_gemm(const mt_cuda_ctx *ctx, char ta, char tb, int m, int
     cudaDataType tA = at == MT_CUDA_F32 ? CUDA_R_32F : CUDA_R_16BF, tB = tA;
     cudaDataType tC = ct == MT_CUDA_F32 ? CUDA_R_32F : CUDA_R_16BF;
     cublasOperation_t oa = ta == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T, ob = tb == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T;
+    cublasComputeType_t compute = ctx->tf32 && at == MT_CUDA_F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     cublasStatus_t st;
     if (batch == 1)
-        st = cublasGemmEx(h, oa, ob, m, n, k, &alpha, A, tA, lda, B, tB, ldb, &beta, C, tC, ldc, CUBLAS_COMPUTE_32F,
+        st = cublasGemmEx(h, oa, ob, m, n, k, &alpha, A, tA, lda, B, tB, ldb, &beta, C, tC, ldc, compute,
                           CUBLAS_GEMM_DEFAULT);
     else
         st = cublasGemmStridedBatchedEx(h, oa, ob, m, n, k, &alpha, A, tA, lda, sA, B, tB, ldb, sB, &beta, C, tC, ldc,
-                                        sC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                                        sC, batch, compute, CUBLAS_GEMM_DEFAULT);
     return st == CUBLAS_STATUS_SUCCESS ? 0 : MT_CUDA_BLAS_ERROR + (int)st;
 }
 #endif

@@ -9,6 +9,13 @@
 #define MT_EW_THREADS 256  /* element-wise kernels: one thread per element */
 #define MT_ROW_THREADS 256 /* row kernels: one block per row; a power of two */
 #define MT_COL_THREADS 128 /* column kernels: one thread per column */
+/* Column sums (bias and norm-weight gradients): a block of MT_COL_GROUP
+ * columns x MT_COL_LANES row lanes; lane y sums rows y, y + MT_COL_LANES, ...
+ * of its column in order, then mt_col_lanes_sum adds the lanes in lane
+ * order. Deterministic (the same order every run); not the CPU's row order,
+ * so within rounding of it rather than its bits. */
+#define MT_COL_GROUP 32
+#define MT_COL_LANES 32
 
 static inline unsigned mt_blocks_for(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
 static inline cudaStream_t mt_stream(const mt_cuda_ctx *c) { return (cudaStream_t)c->stream; }
@@ -29,6 +36,19 @@ template <typename T> __device__ static inline T mt_block_sum(T v, T *red) {
     T r = red[0];
     __syncthreads(); // red is reused by the next call
     return r;
+}
+
+/* The column's total (lane 0 gets it; other lanes 0) of the lanes' partial
+ * sums v, in lane order, through red[MT_COL_LANES][MT_COL_GROUP + 1]. Every
+ * thread of the block must call it. */
+template <typename T> __device__ static inline T mt_col_lanes_sum(T v, T (*red)[MT_COL_GROUP + 1]) {
+    red[threadIdx.y][threadIdx.x] = v;
+    __syncthreads();
+    T s = 0;
+    if (threadIdx.y == 0)
+        for (int l = 0; l < MT_COL_LANES; l++) s += red[l][threadIdx.x];
+    __syncthreads(); // red is reused by the next call
+    return s;
 }
 
 template <typename T> __device__ static inline T mt_block_max(T v, T *red) {

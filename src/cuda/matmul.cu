@@ -1,7 +1,7 @@
 // Linear layers on row-major tensors through the GEMM wrapper (cuda/gemm.h
 // explains the row-major / column-major mapping); the bias and its
-// gradient are kernels here (the gradient a thread per column summing the
-// rows in order, the CPU's order).
+// gradient are kernels here (the gradient by column blocks of row lanes,
+// launch_util.h).
 #include "cuda/kernels.h"
 #include "cuda/device_math.h"
 #include "cuda/launch_util.h"
@@ -13,15 +13,18 @@ __global__ static void add_bias(void *out, int out_t, const float *bias, size_t 
     else ((uint16_t *)out)[i] = mt_dev_fp32_to_bf16(mt_dev_bf16_to_fp32(((uint16_t *)out)[i]) + bias[i % OC]);
 }
 
+// a block of MT_COL_GROUP columns x MT_COL_LANES row lanes (launch_util.h)
 __global__ static void bias_grad(float *dbias, const void *dout, int dt, int N, int OC) {
-    int o = blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= OC) return;
-    float a = dbias[o];
-    for (int n = 0; n < N; n++) {
-        size_t i = (size_t)n * OC + o;
-        a += dt == MT_CUDA_F32 ? ((const float *)dout)[i] : mt_dev_bf16_to_fp32(((const uint16_t *)dout)[i]);
-    }
-    dbias[o] = a;
+    __shared__ float red[MT_COL_LANES][MT_COL_GROUP + 1];
+    int o = blockIdx.x * MT_COL_GROUP + threadIdx.x;
+    float a = 0.0f;
+    if (o < OC)
+        for (int n = threadIdx.y; n < N; n += MT_COL_LANES) {
+            size_t i = (size_t)n * OC + o;
+            a += dt == MT_CUDA_F32 ? ((const float *)dout)[i] : mt_dev_bf16_to_fp32(((const uint16_t *)dout)[i]);
+        }
+    a = mt_col_lanes_sum(a, red);
+    if (o < OC && !threadIdx.y) dbias[o] += a;
 }
 
 static int forward(const mt_cuda_ctx *c, void *out, mt_cuda_dtype out_t, const void *inp, const void *w,
@@ -45,7 +48,7 @@ static int backward(const mt_cuda_ctx *c, float *dinp, float *dw, float *dbias, 
         e = mt_cuda_gemm(c, 'N', 'T', C, OC, N, 1.0f, inp, t, C, 0, dout, t, OC, 0, (flags & 2) ? 0.0f : 1.0f, dw,
                          MT_CUDA_F32, C, 0, 1);
     if (e || !dbias || OC <= 0) return e;
-    MT_LAUNCH(bias_grad, mt_blocks_for(OC, MT_COL_THREADS), MT_COL_THREADS, 0, mt_stream(c), dbias, dout, (int)t, N, OC);
+    MT_LAUNCH(bias_grad, mt_blocks_for(OC, MT_COL_GROUP), dim3(MT_COL_GROUP, MT_COL_LANES), 0, mt_stream(c), dbias, dout, (int)t, N, OC);
     return mt_launch_status();
 }
 

@@ -1,7 +1,7 @@
 // LayerNorm and RMSNorm (cuda/kernels.h): forward one block per row (the
 // statistics by mt_block_sum's fixed tree), backward's dinp one block per
-// row, its weight/bias gradients a thread per column walking the rows in
-// order (the CPU's order, so bitwise the CPU's given the same dinp inputs).
+// row, its weight/bias gradients by column blocks of row lanes
+// (launch_util.h: deterministic, within rounding of the CPU's row order).
 #include "cuda/kernels.h"
 #include "cuda/launch_util.h"
 
@@ -57,18 +57,23 @@ __global__ static void layernorm_bwd_rows(float *dinp, const float *dout, const 
     }
 }
 
+// a block of MT_COL_GROUP columns x MT_COL_LANES row lanes (launch_util.h)
 __global__ static void layernorm_bwd_cols(float *dw, float *db, const float *dout, const float *inp,
                                           const float *mean, const float *rstd, int N, int C) {
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= C) return;
-    float aw = dw ? dw[j] : 0.0f, ab = db ? db[j] : 0.0f;
-    for (int n = 0; n < N; n++) {
-        size_t i = (size_t)n * C + j;
-        if (dw) aw += dout[i] * ((inp[i] - mean[n]) * rstd[n]);
-        if (db) ab += dout[i];
-    }
-    if (dw) dw[j] = aw;
-    if (db) db[j] = ab;
+    __shared__ float red[MT_COL_LANES][MT_COL_GROUP + 1];
+    int j = blockIdx.x * MT_COL_GROUP + threadIdx.x;
+    float aw = 0.0f, ab = 0.0f;
+    if (j < C)
+        for (int n = threadIdx.y; n < N; n += MT_COL_LANES) {
+            size_t i = (size_t)n * C + j;
+            if (dw) aw += dout[i] * ((inp[i] - mean[n]) * rstd[n]);
+            if (db) ab += dout[i];
+        }
+    aw = mt_col_lanes_sum(aw, red);
+    ab = mt_col_lanes_sum(ab, red);
+    if (j >= C || threadIdx.y) return;
+    if (dw) dw[j] += aw;
+    if (db) db[j] += ab;
 }
 
 __global__ static void rmsnorm_fwd(float *res, float *out, float *rstd, const float *x, const float *branch,
@@ -104,14 +109,16 @@ __global__ static void rmsnorm_bwd_rows(float *dinp, const float *dout, const fl
 
 __global__ static void rmsnorm_bwd_cols(float *dw, const float *dout, const float *inp, const float *rstd, int N,
                                         int C) {
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= C) return;
-    float a = dw[j];
-    for (int n = 0; n < N; n++) {
-        size_t i = (size_t)n * C + j;
-        a += dout[i] * (inp[i] * rstd[n]);
-    }
-    dw[j] = a;
+    __shared__ float red[MT_COL_LANES][MT_COL_GROUP + 1];
+    int j = blockIdx.x * MT_COL_GROUP + threadIdx.x;
+    float a = 0.0f;
+    if (j < C)
+        for (int n = threadIdx.y; n < N; n += MT_COL_LANES) {
+            size_t i = (size_t)n * C + j;
+            a += dout[i] * (inp[i] * rstd[n]);
+        }
+    a = mt_col_lanes_sum(a, red);
+    if (j < C && !threadIdx.y) dw[j] += a;
 }
 
 extern "C" int mt_cuda_layernorm_forward(const mt_cuda_ctx *c, float *out, float *mean, float *rstd,
@@ -137,7 +144,7 @@ extern "C" int mt_cuda_layernorm_backward(const mt_cuda_ctx *c, float *dinp, flo
     if (dinp) MT_LAUNCH(layernorm_bwd_rows, N, MT_ROW_THREADS, 0, mt_stream(c), dinp, dout, inp, w, mean, rstd, C);
     int e = mt_launch_status();
     if (e || (!dw && !db)) return e;
-    MT_LAUNCH(layernorm_bwd_cols, mt_blocks_for(C, MT_COL_THREADS), MT_COL_THREADS, 0, mt_stream(c), dw, db, dout, inp,
+    MT_LAUNCH(layernorm_bwd_cols, mt_blocks_for(C, MT_COL_GROUP), dim3(MT_COL_GROUP, MT_COL_LANES), 0, mt_stream(c), dw, db, dout, inp,
               mean, rstd, N, C);
     return mt_launch_status();
 }
@@ -163,7 +170,7 @@ extern "C" int mt_cuda_rmsnorm_backward(const mt_cuda_ctx *c, float *dinp, float
     if (dinp) MT_LAUNCH(rmsnorm_bwd_rows, N, MT_ROW_THREADS, 0, mt_stream(c), dinp, dout, inp, w, rstd, C);
     int e = mt_launch_status();
     if (e || !dw) return e;
-    MT_LAUNCH(rmsnorm_bwd_cols, mt_blocks_for(C, MT_COL_THREADS), MT_COL_THREADS, 0, mt_stream(c), dw, dout, inp, rstd,
+    MT_LAUNCH(rmsnorm_bwd_cols, mt_blocks_for(C, MT_COL_GROUP), dim3(MT_COL_GROUP, MT_COL_LANES), 0, mt_stream(c), dw, dout, inp, rstd,
               N, C);
     return mt_launch_status();
 }
