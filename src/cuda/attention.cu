@@ -22,39 +22,42 @@ struct drop_args {
     uint32_t group;
 };
 
-// One query row (b, i) of one head: S row -> P row (in place, or Pd where dropout is on); lse saved.
-__global__ static void softmax_fwd(float *S, float *lse, int T, int NH, int h, drop_args dr) {
-    __shared__ float red[MT_ROW_THREADS];
-    int b = blockIdx.x / T, i = blockIdx.x % T;
-    float *s = S + (size_t)blockIdx.x * T;
+// One query row (b, i) of one head per warp (MT_ROW_WARPS rows a block): S row -> P row (in place, or
+// Pd where dropout is on); lse saved. A warp per row: its reductions are shuffles, no block barriers.
+__global__ static void softmax_fwd(float *S, float *lse, int T, int NH, int h, drop_args dr, int rows) {
+    int row = blockIdx.x * MT_ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return; // the whole warp
+    int b = row / T, i = row % T;
+    float *s = S + (size_t)row * T;
     float mx = -FLT_MAX;
-    for (int j = threadIdx.x; j <= i; j += blockDim.x) mx = s[j] > mx ? s[j] : mx;
-    mx = mt_block_max(mx, red);
+    for (int j = lane; j <= i; j += 32) mx = s[j] > mx ? s[j] : mx;
+    mx = mt_warp_max(mx);
     float sum = 0.0f;
-    for (int j = threadIdx.x; j <= i; j += blockDim.x) sum += mt_dev_expf(s[j] - mx);
-    sum = mt_block_sum(sum, red);
+    for (int j = lane; j <= i; j += 32) sum += mt_dev_expf(s[j] - mx);
+    sum = mt_warp_sum(sum);
     float l = mx + logf(sum);
-    for (int j = threadIdx.x; j < T; j += blockDim.x) {
+    for (int j = lane; j < T; j += 32) {
         float p = j <= i ? mt_dev_expf(s[j] - l) : 0.0f;
         if (dr.d.on && j <= i) p *= mt_dev_dropout_scale(&dr.d, dr.sample_ids[b], (uint32_t)i, dr.group, (uint32_t)j);
         s[j] = p;
     }
-    if (threadIdx.x == 0) lse[((size_t)b * NH + h) * T + i] = l;
+    if (lane == 0) lse[((size_t)b * NH + h) * T + i] = l;
 }
 
-// Backward row (b, i): S holds the scores, dP holds dPd; leaves Pd in S and dS in dP.
-__global__ static void softmax_bwd(float *S, float *dP, const float *lse, int T, int NH, int h, drop_args dr) {
-    __shared__ float red[MT_ROW_THREADS];
-    int b = blockIdx.x / T, i = blockIdx.x % T;
-    float *s = S + (size_t)blockIdx.x * T, *dp = dP + (size_t)blockIdx.x * T;
+// Backward row (b, i), a warp per row: S holds the scores, dP holds dPd; leaves Pd in S and dS in dP.
+__global__ static void softmax_bwd(float *S, float *dP, const float *lse, int T, int NH, int h, drop_args dr, int rows) {
+    int row = blockIdx.x * MT_ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    int b = row / T, i = row % T;
+    float *s = S + (size_t)row * T, *dp = dP + (size_t)row * T;
     float l = lse[((size_t)b * NH + h) * T + i], D = 0.0f;
-    for (int j = threadIdx.x; j <= i; j += blockDim.x) {
+    for (int j = lane; j <= i; j += 32) {
         float ds = dr.d.on ? mt_dev_dropout_scale(&dr.d, dr.sample_ids[b], (uint32_t)i, dr.group, (uint32_t)j) : 1.0f;
         float p = mt_dev_expf(s[j] - l), g = dp[j] * ds;
         D += p * g;
     }
-    D = mt_block_sum(D, red);
-    for (int j = threadIdx.x; j < T; j += blockDim.x) {
+    D = mt_warp_sum(D);
+    for (int j = lane; j < T; j += 32) {
         if (j > i) {
             s[j] = 0.0f;
             dp[j] = 0.0f;
@@ -104,7 +107,8 @@ extern "C" int mt_cuda_attention_forward_gqa(const mt_cuda_ctx *c, float *out, f
         int kv = h / G;
         int e = scores(c, S, qkv, B, T, ld, HS, h, kv, NH, scale);
         if (e) return e;
-        MT_LAUNCH(softmax_fwd, B * T, MT_ROW_THREADS, 0, mt_stream(c), S, lse, T, NH, h, make_drop(drop, h));
+        MT_LAUNCH(softmax_fwd, mt_blocks_for((size_t)B * T, MT_ROW_WARPS), 32 * MT_ROW_WARPS, 0, mt_stream(c), S, lse,
+                  T, NH, h, make_drop(drop, h), B * T);
         if ((e = mt_launch_status())) return e;
         // out_h^T (HS x T) = V^T (HS x T) Pd^T: Pd row-major is the column-major Pd^T
         const float *V = qkv + (size_t)(NH + NKV + kv) * HS;
@@ -135,7 +139,8 @@ extern "C" int mt_cuda_attention_backward_gqa(const mt_cuda_ctx *c, float *dqkv,
         if (!e) e = mt_cuda_gemm(c, 'T', 'N', T, T, HS, 1.0f, V, MT_CUDA_F32, ld, sx, dO, MT_CUDA_F32, ldo, so, 0.0f, dP,
                                  MT_CUDA_F32, T, sS, B);
         if (e) return e;
-        MT_LAUNCH(softmax_bwd, B * T, MT_ROW_THREADS, 0, mt_stream(c), S, dP, lse, T, NH, h, make_drop(drop, h));
+        MT_LAUNCH(softmax_bwd, mt_blocks_for((size_t)B * T, MT_ROW_WARPS), 32 * MT_ROW_WARPS, 0, mt_stream(c), S, dP,
+                  lse, T, NH, h, make_drop(drop, h), B * T);
         if ((e = mt_launch_status())) return e;
         // dV^T (HS x T) += dO^T (HS x T) Pd
         e = mt_cuda_gemm(c, 'N', 'T', HS, T, T, 1.0f, dO, MT_CUDA_F32, ldo, so, S, MT_CUDA_F32, T, sS, beta_kv,

@@ -114,6 +114,18 @@ __global__ static void to_16(int dt, uint16_t *dst, const float *src, size_t n) 
     dst[i] = mt_dev_narrow16(dt, src[i]);
 }
 
+// four elements a thread, one 16-byte load and one 8-byte store (src 16-, dst 8-byte aligned, n4 = n / 4)
+__global__ static void to_16_x4(int dt, uint16_t *dst, const float *src, size_t n4) {
+    EW_INDEX(i, n4);
+    float4 v = ((const float4 *)src)[i];
+    ushort4 o;
+    o.x = mt_dev_narrow16(dt, v.x);
+    o.y = mt_dev_narrow16(dt, v.y);
+    o.z = mt_dev_narrow16(dt, v.z);
+    o.w = mt_dev_narrow16(dt, v.w);
+    ((ushort4 *)dst)[i] = o;
+}
+
 __global__ static void from_16(int dt, float *dst, const uint16_t *src, size_t n) {
     EW_INDEX(i, n);
     dst[i] = mt_dev_widen16(dt, src[i]);
@@ -201,7 +213,12 @@ extern "C" int mt_cuda_zero(const mt_cuda_ctx *c, float *x, size_t n) {
 extern "C" int mt_cuda_scale(const mt_cuda_ctx *c, float *x, float s, size_t n) { EW_LAUNCH(scale, n, x, s, n); }
 
 extern "C" int mt_cuda_convert_to_16(const mt_cuda_ctx *c, int dt, uint16_t *dst, const float *src, size_t n) {
-    EW_LAUNCH(to_16, n, dt, dst, src, n);
+    // the vector form where the pointers allow it, the scalar form for the tail (and unaligned buffers)
+    size_t n4 = ((uintptr_t)src % 16 == 0 && (uintptr_t)dst % 8 == 0) ? n / 4 : 0, tail = n - 4 * n4;
+    if (n4) MT_LAUNCH(to_16_x4, mt_blocks_for(n4, MT_EW_THREADS), MT_EW_THREADS, 0, mt_stream(c), dt, dst, src, n4);
+    if (tail) MT_LAUNCH(to_16, mt_blocks_for(tail, MT_EW_THREADS), MT_EW_THREADS, 0, mt_stream(c), dt, dst + 4 * n4,
+                        src + 4 * n4, tail);
+    return mt_launch_status();
 }
 
 extern "C" int mt_cuda_convert_from_16(const mt_cuda_ctx *c, int dt, float *dst, const uint16_t *src, size_t n) {

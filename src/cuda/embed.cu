@@ -1,8 +1,10 @@
 // Token + position embeddings (cuda/kernels.h). The backward has no
-// atomics: a thread per column walks all rows in order and adds each to
-// the row of its token (and position), the CPU's order, so the gradients
-// are the CPU's bits; parallel over columns only (C threads), which is the
-// price of determinism without sorting the tokens first.
+// atomics and adds each gradient row in row order, the CPU's order, so the
+// gradients are the CPU's bits: for the token table, a thread per (column,
+// token stripe) walks all rows (their tokens staged in shared memory) and
+// adds only the rows whose token falls in its stripe (token % EMB_STRIPES),
+// so every (token, column) has one thread; for the position table, a thread
+// per (position, column) sums its B rows.
 #include "cuda/kernels.h"
 #include "cuda/device_math.h"
 #include "cuda/launch_util.h"
@@ -35,16 +37,36 @@ __global__ static void add_positions(float *out, const float *wpe, size_t row0, 
     out[e] += wpe[((row0 + e / C) % (size_t)T) * C + e % C];
 }
 
-__global__ static void embed_bwd(float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int v0, int Vl,
-                                 int N, int T, int C, int pos0) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    for (int n = 0; n < N; n++) {
-        float d = dout[(size_t)n * C + c];
-        int r = tokens[n] - v0;
-        if (dwte && r >= 0 && r < Vl) dwte[(size_t)r * C + c] += d;
-        if (dwpe) dwpe[(size_t)(pos0 + n % T) * C + c] += d;
+#define EMB_STRIPE_Y 8                          // stripes per block (threadIdx.y)
+#define EMB_STRIPES (EMB_STRIPE_Y * 8)           // stripes in all: gridDim.y = 8
+#define EMB_CHUNK (MT_COL_GROUP * EMB_STRIPE_Y)  // tokens staged per pass: one per thread
+
+// block: MT_COL_GROUP columns x EMB_STRIPE_Y stripes; grid: column groups x 8
+__global__ static void embed_bwd_wte(float *dwte, const float *dout, const int32_t *tokens, int v0, int Vl, int N,
+                                     int C) {
+    __shared__ int tk[EMB_CHUNK];
+    int c = blockIdx.x * MT_COL_GROUP + threadIdx.x, stripe = blockIdx.y * EMB_STRIPE_Y + threadIdx.y;
+    int t = threadIdx.y * MT_COL_GROUP + threadIdx.x;
+    for (int n0 = 0; n0 < N; n0 += EMB_CHUNK) {
+        __syncthreads(); // the last chunk's tokens are read
+        if (n0 + t < N) tk[t] = tokens[n0 + t] - v0;
+        __syncthreads();
+        int m = N - n0 < EMB_CHUNK ? N - n0 : EMB_CHUNK;
+        if (c < C)
+            for (int k = 0; k < m; k++) {
+                int r = tk[k];
+                if (r >= 0 && r < Vl && r % EMB_STRIPES == stripe) dwte[(size_t)r * C + c] += dout[(size_t)(n0 + k) * C + c];
+            }
     }
+}
+
+// a thread per (position, column): the rows of that position, in order
+__global__ static void embed_bwd_wpe(float *dwpe, const float *dout, int N, int T, int C, int pos0) {
+    size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)T * C) return;
+    int p = (int)(e / C), c = (int)(e % C);
+    float *d = dwpe + (size_t)(pos0 + p) * C + c;
+    for (int n = p; n < N; n += T) *d += dout[(size_t)n * C + c];
 }
 
 static int fwd(const mt_cuda_ctx *c, float *out, const int32_t *tokens, const float *wte, const float *wpe, int v0,
@@ -57,8 +79,15 @@ static int fwd(const mt_cuda_ctx *c, float *out, const int32_t *tokens, const fl
 
 static int bwd(const mt_cuda_ctx *c, float *dwte, float *dwpe, const float *dout, const int32_t *tokens, int v0,
                int Vl, int N, int T, int C, int pos0) {
-    if (C > 0 && N > 0) MT_LAUNCH(embed_bwd, mt_blocks_for(C, MT_COL_THREADS), MT_COL_THREADS, 0, mt_stream(c), dwte,
-                                  dwpe, dout, tokens, v0, Vl, N, T, C, pos0);
+    if (C <= 0 || N <= 0) return 0;
+    if (dwte)
+        MT_LAUNCH(embed_bwd_wte, dim3(mt_blocks_for(C, MT_COL_GROUP), EMB_STRIPES / EMB_STRIPE_Y),
+                  dim3(MT_COL_GROUP, EMB_STRIPE_Y), 0, mt_stream(c), dwte, dout, tokens, v0, Vl, N, C);
+    if (dwpe) {
+        size_t n = (size_t)(T < N ? T : N) * C;
+        MT_LAUNCH(embed_bwd_wpe, mt_blocks_for(n, MT_EW_THREADS), MT_EW_THREADS, 0, mt_stream(c), dwpe, dout, N, T, C,
+                  pos0);
+    }
     return mt_launch_status();
 }
 

@@ -51,6 +51,21 @@ template <typename T> __device__ static inline T mt_col_lanes_sum(T v, T (*red)[
     return s;
 }
 
+/* Sum and max over the 32 lanes of a warp by an xor butterfly (every lane
+ * gets the result; the same order every run). */
+#define MT_ROW_WARPS 4 /* warp-per-row kernels: rows (warps) per block of 32 x MT_ROW_WARPS threads */
+template <typename T> __device__ static inline T mt_warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+template <typename T> __device__ static inline T mt_warp_max(T v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        T u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = u > v ? u : v;
+    }
+    return v;
+}
+
 template <typename T> __device__ static inline T mt_block_max(T v, T *red) {
     int t = threadIdx.x;
     red[t] = v;

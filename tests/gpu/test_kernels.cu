@@ -216,6 +216,12 @@ static void test_elementwise(void) {
         CK(mt_cuda_convert_from_16(&ctx, dt, dback, d16, cv.size()));
         bitwise(dt == 1 ? "fp32 -> bf16" : "fp32 -> fp16", h16, host(d16, cv.size()));
         bitwise(dt == 1 ? "bf16 -> fp32" : "fp16 -> fp32", back, host(dback, cv.size()));
+        // buffers off the vector form's alignment: the scalar form throughout
+        uint16_t *u16 = poisoned<uint16_t>(cv.size());
+        CK(mt_cuda_convert_to_16(&ctx, dt, u16 + 1, dcv + 1, cv.size() - 1));
+        std::vector<uint16_t> got = host(u16, cv.size()), want(h16.begin() + 1, h16.end());
+        bitwise(dt == 1 ? "fp32 -> bf16 (unaligned)" : "fp32 -> fp16 (unaligned)", want,
+                std::vector<uint16_t>(got.begin() + 1, got.end()));
     }
 }
 
@@ -395,7 +401,7 @@ static void test_xent(void) {
 }
 
 static void test_embed(void) {
-    const int V = 50, B = 3, T = 11, C = 83, maxT = 16, pos0 = 2;
+    const int V = 50, B = 30, T = 11, C = 83, maxT = 16, pos0 = 2;
     std::vector<float> wte = rnd((size_t)V * C, 51, 1.0f), wpe = rnd((size_t)maxT * C, 52, 0.1f), out((size_t)B * T * C);
     std::vector<int32_t> tok(B * T);
     for (int i = 0; i < B * T; i++) tok[i] = (i * 7) % 13; // repeated tokens

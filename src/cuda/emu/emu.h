@@ -49,6 +49,13 @@
 struct uint3 {
     unsigned x, y, z;
 };
+/* CUDA's vector types the kernels load and store with (sizes and alignments as CUDA's) */
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(8) ushort4 {
+    unsigned short x, y, z, w;
+};
 struct dim3 {
     unsigned x, y, z;
     dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
