@@ -117,7 +117,7 @@ int mt_cuda_softmax_xent_bf16(const mt_cuda_ctx *c, const float *logits, uint16_
 /* ---- the vocabulary-parallel form ({tp} > 1; tp_ops.cu): a shard holds logit
  * columns [v0, v0 + Vl) of every row, row stride ld; as ops/ops.h's op_xent_*.
  * shard_stats: a block per row (mx, xt bitwise the CPU's; se by the block
- * tree, within a few ulp); combine_lse and losses_from_stats: the shards in
+ * tree: within 1e-6 of the exact sum, 4e-6 of the CPU's); combine_lse and losses_from_stats: the shards in
  * the CPU's order (bitwise but for logf's last bit on a GPU); shard_grad
  * bitwise, with the exp form of the CPU build passed in exp_fused
  * (mt_softmax_exp_fused: 1 mt_vexp16's fused multiply-adds, 0 mt_vexpf's).

@@ -422,6 +422,29 @@ static void test_xent_shards(void) {
         snprintf(name, sizeof name, "xent shard %d stats: target logit", s);
         bitwise(name, std::vector<float>(mine + 2 * N, mine + 3 * N), std::vector<float>(g.begin() + 2 * N, g.end()));
     }
+    // a shard as wide as half of GPT-2's vocabulary (~100 columns a thread before the block tree), against the
+    // exact sum (double, libm's exp) and the CPU's
+    {
+        const int NW = 3, VW = 25133, LW = 25136;
+        std::vector<float> xw = rnd((size_t)NW * LW, 89, 8.0f), sw(3 * NW);
+        std::vector<int32_t> tw = {7, -1, 30000 + VW - 1};
+        op_xent_shard_stats(CPU_BE, xw.data(), sw.data(), sw.data() + NW, sw.data() + 2 * NW, tw.data(), NW, VW, LW, 30000);
+        float *dsw = poisoned<float>(3 * NW);
+        CK(mt_cuda_xent_shard_stats(&ctx, dev(xw), dsw, dsw + NW, dsw + 2 * NW, dev(tw), NW, VW, LW, 30000));
+        std::vector<float> g = host(dsw, 3 * NW);
+        bitwise("xent wide shard stats: max, target", std::vector<float>{sw[0], sw[1], sw[2], sw[6], sw[7], sw[8]},
+                std::vector<float>{g[0], g[1], g[2], g[6], g[7], g[8]});
+        std::vector<float> exact(NW);
+        for (int i = 0; i < NW; i++) {
+            double acc = 0;
+            for (int j = 0; j < VW; j++) acc += exp((double)xw[(size_t)i * LW + j] - (double)sw[i]);
+            exact[i] = (float)acc;
+        }
+        // the block tree is the closer to the exact sum; the CPU's 16 lane sums of ~1,600 terms each drift further
+        within("xent wide shard: sum vs double", exact, std::vector<float>(g.begin() + NW, g.begin() + 2 * NW), 1e-6);
+        within("xent wide shard: sum vs cpu", std::vector<float>(sw.begin() + NW, sw.begin() + 2 * NW),
+               std::vector<float>(g.begin() + NW, g.begin() + 2 * NW), 4e-6);
+    }
     // a shard without a real column: max -FLT_MAX, sum 0 (the combination skips it)
     float *dm0 = poisoned<float>(3 * (size_t)N);
     std::vector<float> e0(3 * (size_t)N);
