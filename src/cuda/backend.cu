@@ -8,7 +8,7 @@
 // it (mt_kernel_missing), and the trainer refuses the features that need
 // them before the run starts (train/opts.c). Two set-up ops (the RoPE
 // tables, computed once) and the decode step's attention run the CPU op on
-// the host after a stream sync (HOST_OP below).
+// the host after a stream sync (the h_ adapters below).
 //
 // Device memory: under nvcc MT_PLACE_DEVICE is managed memory
 // (cudaMallocManaged), because a few host writes still reach the model's
@@ -248,6 +248,39 @@ void k_dropout_rows(mt_backend *be, float *x, const mt_dropout *d, const uint64_
                     int T, int C) {
     K(dropout_rows, x, d, sample_ids, row0, n, T, C);
 }
+// the vocabulary-parallel loss, the tensor-parallel layers' re-layouts and the 16-bit gradient accumulation
+// ({grad-reduce-dtype} bf16) (cuda/tp_ops.cu)
+void k_xent_shard_stats(mt_backend *be, const float *logits, float *mx, float *se, float *xt, const int32_t *targets,
+                        int N, int Vl, int ld, int v0) {
+    K(xent_shard_stats, logits, mx, se, xt, targets, N, Vl, ld, v0);
+}
+void k_xent_combine_lse(mt_backend *be, float *lse, const float *mx, const float *se, int S, int N, int ld) {
+    K(xent_combine_lse, lse, mx, se, S, N, ld);
+}
+void k_xent_shard_grad(mt_backend *be, float *logits, const float *lse, const int32_t *targets, int N, int Vl, int ld,
+                       int v0, float scale) {
+    K(xent_shard_grad, logits, lse, targets, N, Vl, ld, v0, scale, mt_softmax_exp_fused());
+}
+void k_xent_losses_from_stats(mt_backend *be, float *losses, const float *lse, const float *stats, int S, int N,
+                              const int32_t *targets, int V) {
+    K(xent_losses_from_stats, losses, lse, stats, S, N, targets, V);
+}
+void k_qkv_grouped_to_planar(mt_backend *be, float *planar, const float *grouped, int N, int n_groups, int G, int q0,
+                             int nq, int hd) {
+    K(qkv_grouped_to_planar, planar, grouped, N, n_groups, G, q0, nq, hd);
+}
+void k_qkv_planar_to_grouped(mt_backend *be, float *grouped, const float *planar, int N, int n_groups, int G, int q0,
+                             int nq, int hd) {
+    K(qkv_planar_to_grouped, grouped, planar, N, n_groups, G, q0, nq, hd);
+}
+void k_zero_cols(mt_backend *be, float *x, int N, size_t ld, int c0, int nc) { K(zero_cols, x, N, ld, c0, nc); }
+void k_add_bias_rows(mt_backend *be, float *x, const float *bias, int N, int C) { K(add_bias_rows, x, bias, N, C); }
+void k_accumulate_16(mt_backend *be, mt_dtype dt, uint16_t *acc, const float *x, size_t n) {
+    K(accumulate_16, (int)dt, acc, x, n);
+}
+void k_add_from_16(mt_backend *be, mt_dtype dt, float *dst, const uint16_t *src, size_t n) {
+    K(add_from_16, (int)dt, dst, src, n);
+}
 
 // ---- copies (stream-ordered; a host-side copy waits for its data)
 void k_copy_bytes(mt_backend *be, void *dst, const void *src, size_t bytes) {
@@ -407,54 +440,6 @@ void c_copy(void *, void *dst, const void *src, size_t bytes, mt_comm_stream *s)
         check_rt(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)s),
                  "cudaMemcpyAsync of a staged collective");
 }
-// the vocabulary-parallel loss and the tensor-parallel layers' re-layouts ({tp} > 1): no kernels yet, so the
-// CPU op on the host after a sync (issue 29: correct, not fast; each costs a stream sync)
-void h_xent_shard_stats(mt_backend *be, const float *logits, float *mx, float *se, float *xt, const int32_t *targets,
-                        int N, int Vl, int ld, int v0) {
-    mt_backend h = host_of(be);
-    op_xent_shard_stats(&h, logits, mx, se, xt, targets, N, Vl, ld, v0);
-}
-void h_xent_combine_lse(mt_backend *be, float *lse, const float *mx, const float *se, int S, int N, int ld) {
-    mt_backend h = host_of(be);
-    op_xent_combine_lse(&h, lse, mx, se, S, N, ld);
-}
-void h_xent_shard_grad(mt_backend *be, float *logits, const float *lse, const int32_t *targets, int N, int Vl, int ld,
-                       int v0, float scale) {
-    mt_backend h = host_of(be);
-    op_xent_shard_grad(&h, logits, lse, targets, N, Vl, ld, v0, scale);
-}
-void h_xent_losses_from_stats(mt_backend *be, float *losses, const float *lse, const float *stats, int S, int N,
-                              const int32_t *targets, int V) {
-    mt_backend h = host_of(be);
-    op_xent_losses_from_stats(&h, losses, lse, stats, S, N, targets, V);
-}
-void h_qkv_grouped_to_planar(mt_backend *be, float *planar, const float *grouped, int N, int n_groups, int G, int q0,
-                             int nq, int hd) {
-    mt_backend h = host_of(be);
-    op_qkv_grouped_to_planar(&h, planar, grouped, N, n_groups, G, q0, nq, hd);
-}
-void h_qkv_planar_to_grouped(mt_backend *be, float *grouped, const float *planar, int N, int n_groups, int G, int q0,
-                             int nq, int hd) {
-    mt_backend h = host_of(be);
-    op_qkv_planar_to_grouped(&h, grouped, planar, N, n_groups, G, q0, nq, hd);
-}
-void h_zero_cols(mt_backend *be, float *x, int N, size_t ld, int c0, int nc) {
-    mt_backend h = host_of(be);
-    op_zero_cols(&h, x, N, ld, c0, nc);
-}
-// a 16-bit gradient accumulated over microbatches ({grad-reduce-dtype} bf16): host too, for now
-void h_accumulate_16(mt_backend *be, mt_dtype dt, uint16_t *acc, const float *x, size_t n) {
-    mt_backend h = host_of(be);
-    op_accumulate_16(&h, dt, acc, x, n);
-}
-void h_add_from_16(mt_backend *be, mt_dtype dt, float *dst, const uint16_t *src, size_t n) {
-    mt_backend h = host_of(be);
-    op_add_from_16(&h, dt, dst, src, n);
-}
-void h_add_bias_rows(mt_backend *be, float *x, const float *bias, int N, int C) {
-    mt_backend h = host_of(be);
-    op_add_bias_rows(&h, x, bias, N, C);
-}
 mt_comm_stream *c_stream_create(void *) {
     cudaStream_t s;
     check_rt(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate for an NCCL communicator");
@@ -528,16 +513,16 @@ void fill_table(mt_kernel_table *t) {
     t->matmul_backward_bf16 = k_matmul_backward_bf16;
     t->gemm_bf16 = k_gemm_bf16;
     t->copy_rows = k_copy_rows;
-    t->xent_shard_stats = h_xent_shard_stats;
-    t->xent_combine_lse = h_xent_combine_lse;
-    t->xent_shard_grad = h_xent_shard_grad;
-    t->xent_losses_from_stats = h_xent_losses_from_stats;
-    t->qkv_grouped_to_planar = h_qkv_grouped_to_planar;
-    t->qkv_planar_to_grouped = h_qkv_planar_to_grouped;
-    t->zero_cols = h_zero_cols;
-    t->add_bias_rows = h_add_bias_rows;
-    t->accumulate_16 = h_accumulate_16;
-    t->add_from_16 = h_add_from_16;
+    t->xent_shard_stats = k_xent_shard_stats;
+    t->xent_combine_lse = k_xent_combine_lse;
+    t->xent_shard_grad = k_xent_shard_grad;
+    t->xent_losses_from_stats = k_xent_losses_from_stats;
+    t->qkv_grouped_to_planar = k_qkv_grouped_to_planar;
+    t->qkv_planar_to_grouped = k_qkv_planar_to_grouped;
+    t->zero_cols = k_zero_cols;
+    t->add_bias_rows = k_add_bias_rows;
+    t->accumulate_16 = k_accumulate_16;
+    t->add_from_16 = k_add_from_16;
 }
 
 } // namespace

@@ -3,7 +3,8 @@
  * give the CPU's bits: the build has no contraction into fused
  * multiply-adds on either side (nvcc -fmad=false, host -ffp-contract=off).
  *  - mt_dev_expf: ops/vmath.h's mt_vexpf (Cody-Waite reduction, degree-7
- *    polynomial), operation for operation;
+ *    polynomial), operation for operation; mt_dev_expf_fused: its AVX-512
+ *    form mt_vexp16 (the same with fused multiply-adds);
  *  - GELU (tanh form) and its derivative: ops/gelu_math.h;
  *  - the sigmoid/SiLU of ops/swiglu.c;
  *  - bf16 / fp16 rounding: core/dtype.h's integer forms (round to nearest
@@ -49,6 +50,29 @@ MT_HD static inline float mt_dev_expf(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
+    float s = mt_dev_f32_from_bits((uint32_t)(((int32_t)n + 127) << 23));
+    return x < -87.0f ? 0.0f : p * s;
+}
+
+/* mt_dev_expf with each a*b + c of the reduction and polynomial fused
+ * (fmaf: one rounding), as ops/vmath.h's mt_vexp16 evaluates it on the CPU's
+ * AVX-512 path (the clamp and the underflow test are the same ternaries:
+ * NaN takes the 88 branch in both). Kernels that mirror an op whose CPU
+ * form calls mt_vexp16 use it to give the CPU's bits. */
+MT_HD static inline float mt_dev_expf_fused(float x) {
+    float xc = x < 88.0f ? x : 88.0f;
+    xc = xc > -87.0f ? xc : -87.0f;
+    float n = rintf(xc * 1.44269504088896341f);
+    float r = fmaf(-n, 0.693145751953125f, xc);
+    r = fmaf(-n, 1.428606765330187045e-06f, r);
+    float p = 1.98412698412698e-4f;
+    p = fmaf(p, r, 1.38888888888889e-3f);
+    p = fmaf(p, r, 8.33333333333333e-3f);
+    p = fmaf(p, r, 4.16666666666667e-2f);
+    p = fmaf(p, r, 1.66666666666667e-1f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
     float s = mt_dev_f32_from_bits((uint32_t)(((int32_t)n + 127) << 23));
     return x < -87.0f ? 0.0f : p * s;
 }

@@ -114,6 +114,22 @@ int mt_cuda_softmax_xent(const mt_cuda_ctx *c, float *logits, float *losses, con
 int mt_cuda_softmax_xent_bf16(const mt_cuda_ctx *c, const float *logits, uint16_t *dlogits, float *losses,
                               const int32_t *targets, int N, int V, int Vp, float dlogits_scale);
 
+/* ---- the vocabulary-parallel form ({tp} > 1; tp_ops.cu): a shard holds logit
+ * columns [v0, v0 + Vl) of every row, row stride ld; as ops/ops.h's op_xent_*.
+ * shard_stats: a block per row (mx, xt bitwise the CPU's; se by the block
+ * tree: within 1e-6 of the exact sum, 4e-6 of the CPU's); combine_lse and losses_from_stats: the shards in
+ * the CPU's order (bitwise but for logf's last bit on a GPU); shard_grad
+ * bitwise, with the exp form of the CPU build passed in exp_fused
+ * (mt_softmax_exp_fused: 1 mt_vexp16's fused multiply-adds, 0 mt_vexpf's).
+ * A target at or past V gives a NaN loss (the CPU op stops the run). */
+int mt_cuda_xent_shard_stats(const mt_cuda_ctx *c, const float *logits, float *mx, float *se, float *xt,
+                             const int32_t *targets, int N, int Vl, int ld, int v0);
+int mt_cuda_xent_combine_lse(const mt_cuda_ctx *c, float *lse, const float *mx, const float *se, int S, int N, int ld);
+int mt_cuda_xent_shard_grad(const mt_cuda_ctx *c, float *logits, const float *lse, const int32_t *targets, int N,
+                            int Vl, int ld, int v0, float scale, int exp_fused);
+int mt_cuda_xent_losses_from_stats(const mt_cuda_ctx *c, float *losses, const float *lse, const float *stats, int S,
+                                   int N, const int32_t *targets, int V);
+
 /* ---- embeddings (backward without atomics: a thread per column walks the rows in order) */
 int mt_cuda_embed_forward(const mt_cuda_ctx *c, float *out, const int32_t *tokens, const float *wte, const float *wpe,
                           int B, int T, int C, int pos0);
@@ -136,7 +152,18 @@ int mt_cuda_residual_add(const mt_cuda_ctx *c, float *res, const float *x, const
 int mt_cuda_accumulate(const mt_cuda_ctx *c, float *acc, const float *x, size_t n);
 int mt_cuda_zero(const mt_cuda_ctx *c, float *x, size_t n);
 int mt_cuda_scale(const mt_cuda_ctx *c, float *x, float s, size_t n);
-/* dt: 1 bf16, 2 fp16 (mt_dtype's values) */
+/* Falcon's q/k/v re-layouts (op_qkv_grouped_to_planar / op_qkv_planar_to_grouped), copies */
+int mt_cuda_qkv_grouped_to_planar(const mt_cuda_ctx *c, float *planar, const float *grouped, int N, int n_groups,
+                                  int G, int q0, int nq, int hd);
+int mt_cuda_qkv_planar_to_grouped(const mt_cuda_ctx *c, float *grouped, const float *planar, int N, int n_groups,
+                                  int G, int q0, int nq, int hd);
+/* x[i, c0 .. c0 + nc) = 0 for N rows of stride ld; x[i,:] += bias[:] for N rows of C */
+int mt_cuda_zero_cols(const mt_cuda_ctx *c, float *x, int N, size_t ld, int c0, int nc);
+int mt_cuda_add_bias_rows(const mt_cuda_ctx *c, float *x, const float *bias, int N, int C);
+/* dt: 1 bf16, 2 fp16 (mt_dtype's values), here and below; acc (16-bit) = round(widen(acc) + x),
+ * dst (fp32) += widen(src) (op_accumulate_16, op_add_from_16) */
+int mt_cuda_accumulate_16(const mt_cuda_ctx *c, int dt, uint16_t *acc, const float *x, size_t n);
+int mt_cuda_add_from_16(const mt_cuda_ctx *c, int dt, float *dst, const uint16_t *src, size_t n);
 int mt_cuda_convert_to_16(const mt_cuda_ctx *c, int dt, uint16_t *dst, const float *src, size_t n);
 int mt_cuda_convert_from_16(const mt_cuda_ctx *c, int dt, float *dst, const uint16_t *src, size_t n);
 

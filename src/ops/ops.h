@@ -216,6 +216,11 @@ void op_xent_shard_stats(mt_backend *be, const float *logits, float *mx, float *
 void op_xent_combine_lse(mt_backend *be, float *lse, const float *mx, const float *se, int S, int N, int ld);
 void op_xent_shard_grad(mt_backend *be, float *logits, const float *lse, const int32_t *targets, int N, int Vl, int ld,
                         int v0, float scale);
+/* 1 when this build's softmax gradients (op_softmax_xent, op_xent_shard_grad) take
+ * exp with fused multiply-adds (ops/vmath.h's mt_vexp16, AVX-512 builds), 0 for
+ * mt_vexpf's separate roundings: a device kernel that mirrors them asks, to
+ * give the same bits. */
+int mt_softmax_exp_fused(void);
 
 /* ---- embeddings: out[b,t,:] = wte[tok[b,t],:] + wpe[pos0 + t,:] */
 void op_embed_forward(mt_backend *be, float *out, const int32_t *tokens, const float *wte, const float *wpe, int B,

@@ -116,6 +116,14 @@ static void row_grad_bf16(const float *x, mt_bf16 *d, int n, int n_zero, float l
 static float target_grad(float xt, float lse, float scale) { return scale * mt_vexpf(xt - lse); }
 #endif
 
+int mt_softmax_exp_fused(void) {
+#ifdef __AVX512F__
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 /* op_softmax_xent and op_softmax_xent_bf16: the gradient in place (d16
  * NULL) or rounded into d16. */
 static void softmax_xent(float *logits, mt_bf16 *d16, float *losses, const int32_t *targets, int N, int V, int Vp,

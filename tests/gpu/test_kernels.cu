@@ -400,6 +400,151 @@ static void test_xent(void) {
     bitwise("softmax+xent bf16: logits kept", x, host(dx2, x.size()));
 }
 
+// the vocabulary-parallel loss: S = 3 shards of V = 301 columns (101, 101, 99) in rows of stride ld = 112 (padding
+// columns poisoned, left as they are); targets at the shard edges, ignored rows
+static void test_xent_shards(void) {
+    const int N = 11, V = 301, S = 3, ld = 112, Vls[S] = {101, 101, 99}, v0s[S] = {0, 101, 202};
+    std::vector<int32_t> t = {0, 300, -1, 100, 101, 201, 202, 17, 150, -1, 299};
+    int32_t *dt = dev(t);
+    std::vector<float> stats((size_t)S * 3 * N), lse(N), loss(N);
+    float *dstats = poisoned<float>(stats.size());
+    std::vector<std::vector<float>> x(S);
+    bool fused = mt_softmax_exp_fused();
+    for (int s = 0; s < S; s++) {
+        x[s] = rnd((size_t)N * ld, 81 + s, 8.0f);
+        for (int i = 0; i < N; i++) // one shard holds a row's large values (exp rescaling in the combination)
+            for (int j = 0; j < Vls[s]; j++) x[s][(size_t)i * ld + j] += (float)((i + s) % S == 0) * 20.0f;
+        float *mine = stats.data() + (size_t)s * 3 * N;
+        op_xent_shard_stats(CPU_BE, x[s].data(), mine, mine + N, mine + 2 * N, t.data(), N, Vls[s], ld, v0s[s]);
+        float *dx = dev(x[s]), *dm = dstats + (size_t)s * 3 * N;
+        CK(mt_cuda_xent_shard_stats(&ctx, dx, dm, dm + N, dm + 2 * N, dt, N, Vls[s], ld, v0s[s]));
+        std::vector<float> g = host(dm, 3 * (size_t)N);
+        char name[64];
+        snprintf(name, sizeof name, "xent shard %d stats: max", s);
+        bitwise(name, std::vector<float>(mine, mine + N), std::vector<float>(g.begin(), g.begin() + N));
+        snprintf(name, sizeof name, "xent shard %d stats: sum of exp", s);
+        within(name, std::vector<float>(mine + N, mine + 2 * N), std::vector<float>(g.begin() + N, g.begin() + 2 * N),
+               1e-6);
+        snprintf(name, sizeof name, "xent shard %d stats: target logit", s);
+        bitwise(name, std::vector<float>(mine + 2 * N, mine + 3 * N), std::vector<float>(g.begin() + 2 * N, g.end()));
+    }
+    // a shard as wide as half of GPT-2's vocabulary (~100 columns a thread before the block tree), against the
+    // exact sum (double, libm's exp) and the CPU's
+    {
+        const int NW = 3, VW = 25133, LW = 25136;
+        std::vector<float> xw = rnd((size_t)NW * LW, 89, 8.0f), sw(3 * NW);
+        std::vector<int32_t> tw = {7, -1, 30000 + VW - 1};
+        op_xent_shard_stats(CPU_BE, xw.data(), sw.data(), sw.data() + NW, sw.data() + 2 * NW, tw.data(), NW, VW, LW, 30000);
+        float *dsw = poisoned<float>(3 * NW);
+        CK(mt_cuda_xent_shard_stats(&ctx, dev(xw), dsw, dsw + NW, dsw + 2 * NW, dev(tw), NW, VW, LW, 30000));
+        std::vector<float> g = host(dsw, 3 * NW);
+        bitwise("xent wide shard stats: max, target", std::vector<float>{sw[0], sw[1], sw[2], sw[6], sw[7], sw[8]},
+                std::vector<float>{g[0], g[1], g[2], g[6], g[7], g[8]});
+        std::vector<float> exact(NW);
+        for (int i = 0; i < NW; i++) {
+            double acc = 0;
+            for (int j = 0; j < VW; j++) acc += exp((double)xw[(size_t)i * LW + j] - (double)sw[i]);
+            exact[i] = (float)acc;
+        }
+        // the block tree is the closer to the exact sum; the CPU's 16 lane sums of ~1,600 terms each drift further
+        within("xent wide shard: sum vs double", exact, std::vector<float>(g.begin() + NW, g.begin() + 2 * NW), 1e-6);
+        within("xent wide shard: sum vs cpu", std::vector<float>(sw.begin() + NW, sw.begin() + 2 * NW),
+               std::vector<float>(g.begin() + NW, g.begin() + 2 * NW), 4e-6);
+    }
+    // a shard without a real column: max -FLT_MAX, sum 0 (the combination skips it)
+    float *dm0 = poisoned<float>(3 * (size_t)N);
+    std::vector<float> e0(3 * (size_t)N);
+    op_xent_shard_stats(CPU_BE, x[0].data(), e0.data(), e0.data() + N, e0.data() + 2 * N, t.data(), N, 0, ld, 301);
+    CK(mt_cuda_xent_shard_stats(&ctx, dev(x[0]), dm0, dm0 + N, dm0 + 2 * N, dt, N, 0, ld, 301));
+    bitwise("xent empty shard stats", e0, host(dm0, e0.size()));
+    // the combination and the losses from the CPU's gathered statistics (each kernel on the same input)
+    CK(cudaMemcpy(dstats, stats.data(), stats.size() * 4, cudaMemcpyHostToDevice));
+    float *dlse = poisoned<float>(N), *dloss = poisoned<float>(N);
+    op_xent_combine_lse(CPU_BE, lse.data(), stats.data(), stats.data() + N, S, N, 3 * N);
+    CK(mt_cuda_xent_combine_lse(&ctx, dlse, dstats, dstats + N, S, N, 3 * N));
+    within("xent combine lse", lse, host(dlse, N), 2e-7); // logf: the last bit or two
+    CK(cudaMemcpy(dlse, lse.data(), N * 4, cudaMemcpyHostToDevice));
+    op_xent_losses_from_stats(CPU_BE, loss.data(), lse.data(), stats.data(), S, N, t.data(), V);
+    CK(mt_cuda_xent_losses_from_stats(&ctx, dloss, dlse, dstats, S, N, dt, V));
+    bitwise("xent losses from stats", loss, host(dloss, N));
+    std::vector<int32_t> bad = t;
+    bad[4] = V;
+    CK(mt_cuda_xent_losses_from_stats(&ctx, dloss, dlse, dstats, S, N, dev(bad), V));
+    std::vector<float> bl = host(dloss, N);
+    report(isnan(bl[4]) && bl[3] == loss[3], "xent losses: target past V", isnan(bl[4]) ? "NaN loss" : "not NaN");
+    // the gradient of each shard from the CPU's lse, padding columns kept
+    for (int s = 0; s < S; s++) {
+        std::vector<float> g = x[s];
+        float *dx = dev(x[s]);
+        op_xent_shard_grad(CPU_BE, g.data(), lse.data(), t.data(), N, Vls[s], ld, v0s[s], 1.0f / 7);
+        CK(mt_cuda_xent_shard_grad(&ctx, dx, dlse, dt, N, Vls[s], ld, v0s[s], 1.0f / 7, fused));
+        char name[64];
+        snprintf(name, sizeof name, "xent shard %d grad (exp %s)", s, fused ? "fused" : "unfused");
+        bitwise(name, g, host(dx, g.size()));
+    }
+    // the other exp form against its scalar definition (the CPU build takes one of the two)
+    std::vector<float> ref = x[1];
+    float *dx = dev(x[1]);
+    CK(mt_cuda_xent_shard_grad(&ctx, dx, dlse, dt, N, Vls[1], ld, v0s[1], 0.5f, !fused));
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < Vls[1]; j++) {
+            size_t k = (size_t)i * ld + j;
+            float d = ref[k] - lse[i];
+            ref[k] = t[i] < 0 ? 0.0f : 0.5f * (fused ? mt_dev_expf(d) : mt_dev_expf_fused(d));
+            if (t[i] >= 0 && t[i] - v0s[1] == j) ref[k] -= 0.5f;
+        }
+    bitwise(fused ? "xent shard grad (exp unfused)" : "xent shard grad (exp fused)", ref, host(dx, ref.size()));
+}
+
+// Falcon's q/k/v re-layouts: 3 groups of G = 4 query heads, a rank's share q0 = 1, nq = 2 (and all of them)
+static void test_tp_rows(void) {
+    const int N = 7, ng = 3, G = 4, hd = 5;
+    for (int share = 0; share < 2; share++) {
+        int q0 = share ? 1 : 0, nq = share ? 2 : G;
+        size_t w = (size_t)ng * (G + 2) * hd, pw = (size_t)ng * (nq + 2) * hd;
+        std::vector<float> grouped = rnd(N * w, 91, 1.0f), planar(N * pw), back(N * w);
+        float *dg = dev(grouped), *dp = poisoned<float>(N * pw), *db = poisoned<float>(N * w);
+        op_qkv_grouped_to_planar(CPU_BE, planar.data(), grouped.data(), N, ng, G, q0, nq, hd);
+        CK(mt_cuda_qkv_grouped_to_planar(&ctx, dp, dg, N, ng, G, q0, nq, hd));
+        bitwise(share ? "qkv grouped -> planar (2 of 4)" : "qkv grouped -> planar", planar, host(dp, planar.size()));
+        op_qkv_planar_to_grouped(CPU_BE, back.data(), planar.data(), N, ng, G, q0, nq, hd);
+        CK(mt_cuda_qkv_planar_to_grouped(&ctx, db, dp, N, ng, G, q0, nq, hd));
+        bitwise(share ? "qkv planar -> grouped (2 of 4)" : "qkv planar -> grouped", back, host(db, back.size()));
+    }
+    // a shard's padding columns cleared; a bias added to rows
+    const int R = 9, C = 67;
+    const size_t ld = 80;
+    std::vector<float> x = rnd(R * ld, 92, 1.0f), b = rnd(C, 93, 0.5f);
+    float *dx = dev(x), *dbias = dev(b);
+    op_zero_cols(CPU_BE, x.data(), R, ld, 61, 13);
+    CK(mt_cuda_zero_cols(&ctx, dx, R, ld, 61, 13));
+    bitwise("zero cols", x, host(dx, x.size()));
+    op_add_bias_rows(CPU_BE, x.data(), b.data(), R, C);
+    CK(mt_cuda_add_bias_rows(&ctx, dx, dbias, R, C));
+    bitwise("add bias rows", x, host(dx, x.size()));
+    // 16-bit gradient accumulation over three microbatches, then added into fp32
+    const size_t n = 1543;
+    for (int dt = 1; dt <= 2; dt++) {
+        std::vector<uint16_t> acc(n);
+        std::vector<float> dst = rnd(n, 94, 1.0f);
+        mt_convert_to_16((mt_dtype)dt, acc.data(), rnd(n, 95, 2.0f).data(), n);
+        uint16_t *dacc = dev(acc);
+        float *ddst = dev(dst);
+        for (int k = 0; k < 3; k++) {
+            std::vector<float> g = rnd(n, 96 + k, k == 2 ? 70000.0f : 1.0f); // the last overflows fp16 somewhere
+            float *dgr = dev(g);
+            op_accumulate_16(CPU_BE, (mt_dtype)dt, acc.data(), g.data(), n);
+            CK(mt_cuda_accumulate_16(&ctx, dt, dacc, dgr, n));
+        }
+        bitwise(dt == 1 ? "accumulate into bf16 (3 times)" : "accumulate into fp16 (3 times)", acc, host(dacc, n));
+        op_add_from_16(CPU_BE, (mt_dtype)dt, dst.data(), acc.data(), n);
+        CK(mt_cuda_add_from_16(&ctx, dt, ddst, dacc, n));
+        bitwise(dt == 1 ? "add from bf16" : "add from fp16", dst, host(ddst, n));
+    }
+    report(mt_cuda_accumulate_16(&ctx, 0, NULL, NULL, 1) != 0 && mt_cuda_add_from_16(&ctx, 3, NULL, NULL, 1) != 0,
+           "16-bit accumulation: dtype check", "refused dt 0 and 3");
+}
+
 static void test_embed(void) {
     const int V = 50, B = 30, T = 11, C = 83, maxT = 16, pos0 = 2;
     std::vector<float> wte = rnd((size_t)V * C, 51, 1.0f), wpe = rnd((size_t)maxT * C, 52, 0.1f), out((size_t)B * T * C);
@@ -547,6 +692,8 @@ int main(void) {
     test_attention(6, 2, 0.2f); // with attention dropout
     test_attention(2, 1, 0.1f, 37, 64); // a GPT-2-sized head, longer rows
     test_xent();
+    test_xent_shards();
+    test_tp_rows();
     test_embed();
     test_reductions();
     test_optim();
