@@ -127,25 +127,30 @@ dist() {
     local base r=0 name np flags
     base="--train $gold/data/d_train.bin --seq-len 16 --batch 4 --micro-batch 1 --steps 10 --lr 1e-3 --log-every 0 --layers 2 --dim 32 --heads 2 --timeout 60"
     echo "== probe: mpirun -np 2 hostname"
-    "$MPIRUN" --oversubscribe -np 2 hostname || { echo "FAIL dist: the carried Open MPI does not start 2 processes"; return 1; }
+    "$MPIRUN" --oversubscribe -np 2 hostname </dev/null || { echo "FAIL dist: the carried Open MPI does not start 2 processes"; return 1; }
     # shellcheck disable=SC2086
     "$bin/meshtrain" train $base --device cuda --metrics "$tmp/dist_ref.jsonl" || { echo "FAIL dist: the one-process GPU run"; return 1; }
     while read -r name np flags; do
         echo "== $name: mpirun -np $np meshtrain-mpi train --device cuda $flags"
         # shellcheck disable=SC2086
-        "$MPIRUN" --oversubscribe -np "$np" "$bin/meshtrain-mpi" train $base $flags --device cuda --metrics "$tmp/$name.jsonl" ||
+        # mpirun reads stdin: without </dev/null it swallows the rest of this loop's list
+        "$MPIRUN" --oversubscribe -np "$np" "$bin/meshtrain-mpi" train $base $flags --device cuda --metrics "$tmp/$name.jsonl" </dev/null ||
             { echo "FAIL $name: train exited $?"; r=1; continue; }
         python3 "$here/compare_losses.py" "$tmp/dist_ref.jsonl" "$tmp/$name.jsonl" "$name" 1e-5 || r=1
     done <<'RUNS'
 dp2_zero3_1gpu 2 --dp 2 --zero 3
 tp2_sp_1gpu 2 --tp 2 --sequence-parallel
 RUNS
+    # every run of the list compared (a run that silently did not happen is a failure)
+    for name in dp2_zero3_1gpu tp2_sp_1gpu; do
+        [ -s "$tmp/$name.jsonl" ] || { echo "FAIL $name: no metrics (the run did not happen)"; r=1; }
+    done
     # NCCL (comm/nccl.c) needs a GPU per rank: only where the machine has two
     if [ "$(nvidia-smi -L | grep -c '^GPU')" -ge 2 ]; then
         echo "== dp2_zero3_nccl: mpirun -np 2 meshtrain-mpi train --device cuda --comm nccl --dp 2 --zero 3"
         # shellcheck disable=SC2086
         "$MPIRUN" --oversubscribe -np 2 "$bin/meshtrain-mpi" train $base --dp 2 --zero 3 --device cuda --comm nccl \
-            --metrics "$tmp/dp2_zero3_nccl.jsonl" || { echo "FAIL dp2_zero3_nccl: train exited $?"; r=1; }
+            --metrics "$tmp/dp2_zero3_nccl.jsonl" </dev/null || { echo "FAIL dp2_zero3_nccl: train exited $?"; r=1; }
         [ -s "$tmp/dp2_zero3_nccl.jsonl" ] &&
             { python3 "$here/compare_losses.py" "$tmp/dist_ref.jsonl" "$tmp/dp2_zero3_nccl.jsonl" dp2_zero3_nccl 1e-5 || r=1; }
     else
