@@ -73,6 +73,7 @@ static void print_table(const mt_model_config *cfg, const mt_plan_cluster *c, co
            cfg->seq_len, cfg->padded_vocab, c->gpus, c->name, c->per_node, gb);
     printf("%d layouts evaluated; fastest fitting first (GB = 1e9 bytes per rank; comm GB sent per step per rank)\n",
            total);
+    if (!c->engine_exact) printf("%s\n", mt_plan_gpu_provenance());
     if (n > 0 && rows[0].y.cp > 1)
         printf("context parallelism: cp %d (ring) in every layout; dp x cp ranks hold the same parameters (G, zero's "
                "group, counts them); acts are a rank's s / cp rows; ring bytes in intra/inter\n", rows[0].y.cp);

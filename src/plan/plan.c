@@ -14,6 +14,14 @@
  * fraction of peak large transformer GEMMs reach in practice (Megatron-LM
  * reports 44-52% end to end on A100 with small communication overheads);
  * one constant, not fitted per model. */
+const char *mt_plan_gpu_provenance(void) {
+    /* the measurement: tests/gpu/run.sh on one H200, 2026-11-26 (docs/usage.md, "Measured on a GPU") */
+    return "time model: peak FLOP/s, link bandwidths and --efficiency 0.5 are the published record (vendor "
+           "sheets; Megatron-LM's 44-52% end to end), not meshtrain's; measured on a GPU (one H200, tests/gpu/run.sh): "
+           "meshtrain's own GPT-2 124M bf16 step reaches 12.7% MFU today (pass --efficiency 0.127 to plan with its "
+           "kernels), two ranks sharing the GPU match one; multi-GPU collectives (NCCL) not yet measured";
+}
+
 int mt_plan_cluster_gpu(const char *name, mt_plan_cluster *c) {
     static const struct {
         const char *name;

@@ -30,6 +30,10 @@ typedef struct {
     int engine_exact;      /* 1: activations as this engine allocates them ({cpu}); 0: Megatron's formula */
 } mt_plan_cluster;
 
+/* Which parts of a GPU's time model come from the published record and
+ * which were measured on a GPU by meshtrain itself (tests/gpu/run.sh): one
+ * line for the plan's header. */
+const char *mt_plan_gpu_provenance(void);
 /* Fills a named device's table ("a100", "h100", "h200"); -1 when unknown. */
 int mt_plan_cluster_gpu(const char *name, mt_plan_cluster *c);
 
