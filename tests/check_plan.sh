@@ -185,7 +185,7 @@ echo "PEFT layouts: planner bytes (frozen base included) equal measured exactly"
 # the CPU model (every part measured here) prints no such line
 $M plan --gpu h200 --gpus 8 --global-batch 64 --model gpt2 --top 1 >$W/gpu_plan.txt
 grep -q '^time model: .*published record.*measured on a GPU' $W/gpu_plan.txt || { echo "no time-model provenance line"; cat $W/gpu_plan.txt; exit 1; }
-$M plan --cpu --cpu-gflops 100 --cpu-bw 5 --gpus 2 --global-batch 8 --model gpt2 --top 1 >$W/cpu_plan.txt
+$M plan --cpu --cpu-gflops 100 --cpu-bw 5 --mem-gb 100 --gpus 2 --global-batch 8 --model gpt2 --top 1 >$W/cpu_plan.txt
 grep -q "layouts evaluated" $W/cpu_plan.txt || { cat $W/cpu_plan.txt; exit 1; }
 if grep -q '^time model:' $W/cpu_plan.txt; then echo "the CPU plan printed the GPU provenance line"; exit 1; fi
 echo "plan --gpu states the time model's provenance"
