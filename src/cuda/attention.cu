@@ -9,6 +9,12 @@
 //             dV += Pd^T dout_h;  dQ_h = scale dS K;  dK += scale dS^T Q_h
 // dK and dV of a kv head sum its query heads in head order (the first
 // overwrites): deterministic. Dropout coordinates: (sample, query i, head0 + h, key j).
+// Causal blocks: the queries are cut into blocks of TB rows (TB = 256 when it
+// divides T, else one block); the GEMMs of query block k use keys 0 .. its
+// end only, and those of key block k (dK, dV) queries from its start only,
+// so the masked upper triangle beyond the diagonal blocks is never computed
+// (T = 1024: 10 of 16 block products). Entries past a row's block end are
+// never read; within the diagonal block the softmax writes the zeros.
 #include "cuda/kernels.h"
 #include "cuda/device_math.h"
 #include "cuda/launch_util.h"
@@ -24,7 +30,7 @@ struct drop_args {
 
 // One query row (b, i) of one head per warp (MT_ROW_WARPS rows a block): S row -> P row (in place, or
 // Pd where dropout is on); lse saved. A warp per row: its reductions are shuffles, no block barriers.
-__global__ static void softmax_fwd(float *S, float *lse, int T, int NH, int h, drop_args dr, int rows) {
+__global__ static void softmax_fwd(float *S, float *lse, int T, int TB, int NH, int h, drop_args dr, int rows) {
     int row = blockIdx.x * MT_ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return; // the whole warp
     int b = row / T, i = row % T;
@@ -36,7 +42,8 @@ __global__ static void softmax_fwd(float *S, float *lse, int T, int NH, int h, d
     for (int j = lane; j <= i; j += 32) sum += mt_dev_expf(s[j] - mx);
     sum = mt_warp_sum(sum);
     float l = mx + logf(sum);
-    for (int j = lane; j < T; j += 32) {
+    int end = (i / TB + 1) * TB; // the row's block end: the GEMMs read no further
+    for (int j = lane; j < end; j += 32) {
         float p = j <= i ? mt_dev_expf(s[j] - l) : 0.0f;
         if (dr.d.on && j <= i) p *= mt_dev_dropout_scale(&dr.d, dr.sample_ids[b], (uint32_t)i, dr.group, (uint32_t)j);
         s[j] = p;
@@ -45,7 +52,8 @@ __global__ static void softmax_fwd(float *S, float *lse, int T, int NH, int h, d
 }
 
 // Backward row (b, i), a warp per row: S holds the scores, dP holds dPd; leaves Pd in S and dS in dP.
-__global__ static void softmax_bwd(float *S, float *dP, const float *lse, int T, int NH, int h, drop_args dr, int rows) {
+__global__ static void softmax_bwd(float *S, float *dP, const float *lse, int T, int TB, int NH, int h, drop_args dr,
+                                   int rows) {
     int row = blockIdx.x * MT_ROW_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;
     int b = row / T, i = row % T;
@@ -57,7 +65,8 @@ __global__ static void softmax_bwd(float *S, float *dP, const float *lse, int T,
         D += p * g;
     }
     D = mt_warp_sum(D);
-    for (int j = lane; j < T; j += 32) {
+    int end = (i / TB + 1) * TB;
+    for (int j = lane; j < end; j += 32) {
         if (j > i) {
             s[j] = 0.0f;
             dp[j] = 0.0f;
@@ -86,13 +95,21 @@ extern "C" size_t mt_cuda_attention_scratch_floats(int B, int T, int NH, int NKV
     return 2 * (size_t)B * T * T;
 }
 
-// S (B x [T x T] row-major) = scale Q_h K^T: column-major S^T = K Q^T
+// the causal block size (see the top)
+static int causal_block(int T) { return T > 256 && T % 256 == 0 ? 256 : T; }
+
+// S (B x [T x T] row-major) = scale Q_h K^T: column-major S^T = K Q^T; query block [r0, r1) against keys [0, r1)
 static int scores(const mt_cuda_ctx *c, float *S, const float *qkv, int B, int T, int ld, int HS, int h, int kv, int NH,
                   float scale) {
     const float *Q = qkv + (size_t)h * HS, *K = qkv + (size_t)(NH + kv) * HS;
     long long sx = (long long)T * ld, sS = (long long)T * T;
-    return mt_cuda_gemm(c, 'T', 'N', T, T, HS, scale, K, MT_CUDA_F32, ld, sx, Q, MT_CUDA_F32, ld, sx, 0.0f, S,
-                        MT_CUDA_F32, T, sS, B);
+    int TB = causal_block(T), e = 0;
+    for (int r0 = 0; r0 < T && !e; r0 += TB) {
+        int r1 = r0 + TB;
+        e = mt_cuda_gemm(c, 'T', 'N', r1, TB, HS, scale, K, MT_CUDA_F32, ld, sx, Q + (size_t)r0 * ld, MT_CUDA_F32, ld,
+                         sx, 0.0f, S + (size_t)r0 * T, MT_CUDA_F32, T, sS, B);
+    }
+    return e;
 }
 
 extern "C" int mt_cuda_attention_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B,
@@ -108,12 +125,13 @@ extern "C" int mt_cuda_attention_forward_gqa(const mt_cuda_ctx *c, float *out, f
         int e = scores(c, S, qkv, B, T, ld, HS, h, kv, NH, scale);
         if (e) return e;
         MT_LAUNCH(softmax_fwd, mt_blocks_for((size_t)B * T, MT_ROW_WARPS), 32 * MT_ROW_WARPS, 0, mt_stream(c), S, lse,
-                  T, NH, h, make_drop(drop, h), B * T);
+                  T, causal_block(T), NH, h, make_drop(drop, h), B * T);
         if ((e = mt_launch_status())) return e;
-        // out_h^T (HS x T) = V^T (HS x T) Pd^T: Pd row-major is the column-major Pd^T
+        // out_h^T (HS x T) = V^T (HS x T) Pd^T: Pd row-major is the column-major Pd^T; query block [r0, r1), keys [0, r1)
         const float *V = qkv + (size_t)(NH + NKV + kv) * HS;
-        e = mt_cuda_gemm(c, 'N', 'N', HS, T, T, 1.0f, V, MT_CUDA_F32, ld, sx, S, MT_CUDA_F32, T, sS, 0.0f,
-                         out + (size_t)h * HS, MT_CUDA_F32, ldo, so, B);
+        for (int r0 = 0, TB = causal_block(T); r0 < T && !e; r0 += TB)
+            e = mt_cuda_gemm(c, 'N', 'N', HS, TB, r0 + TB, 1.0f, V, MT_CUDA_F32, ld, sx, S + (size_t)r0 * T, MT_CUDA_F32, T,
+                             sS, 0.0f, out + (size_t)h * HS + (size_t)r0 * ldo, MT_CUDA_F32, ldo, so, B);
         if (e) return e;
     }
     return 0;
@@ -134,23 +152,30 @@ extern "C" int mt_cuda_attention_backward_gqa(const mt_cuda_ctx *c, float *dqkv,
         const float *Q = qkv + (size_t)h * HS, *K = qkv + (size_t)(NH + kv) * HS,
                     *V = qkv + (size_t)(NH + NKV + kv) * HS, *dO = dout + (size_t)h * HS;
         float *dQ = dqkv + (size_t)h * HS, *dK = dqkv + (size_t)(NH + kv) * HS, *dV = dqkv + (size_t)(NH + NKV + kv) * HS;
-        int e = scores(c, S, qkv, B, T, ld, HS, h, kv, NH, scale);
-        // dPd (row-major) = dO V^T: column-major dPd^T = V dO^T
-        if (!e) e = mt_cuda_gemm(c, 'T', 'N', T, T, HS, 1.0f, V, MT_CUDA_F32, ld, sx, dO, MT_CUDA_F32, ldo, so, 0.0f, dP,
-                                 MT_CUDA_F32, T, sS, B);
+        int e = scores(c, S, qkv, B, T, ld, HS, h, kv, NH, scale), TB = causal_block(T);
+        // dPd (row-major) = dO V^T: column-major dPd^T = V dO^T; query block [r0, r1), keys [0, r1)
+        for (int r0 = 0; r0 < T && !e; r0 += TB)
+            e = mt_cuda_gemm(c, 'T', 'N', r0 + TB, TB, HS, 1.0f, V, MT_CUDA_F32, ld, sx, dO + (size_t)r0 * ldo, MT_CUDA_F32,
+                             ldo, so, 0.0f, dP + (size_t)r0 * T, MT_CUDA_F32, T, sS, B);
         if (e) return e;
         MT_LAUNCH(softmax_bwd, mt_blocks_for((size_t)B * T, MT_ROW_WARPS), 32 * MT_ROW_WARPS, 0, mt_stream(c), S, dP,
-                  lse, T, NH, h, make_drop(drop, h), B * T);
+                  lse, T, TB, NH, h, make_drop(drop, h), B * T);
         if ((e = mt_launch_status())) return e;
-        // dV^T (HS x T) += dO^T (HS x T) Pd
-        e = mt_cuda_gemm(c, 'N', 'T', HS, T, T, 1.0f, dO, MT_CUDA_F32, ldo, so, S, MT_CUDA_F32, T, sS, beta_kv,
-                         dV, MT_CUDA_F32, ld, sx, B);
-        // dQ^T (HS x T) = scale K^T dS^T
-        if (!e) e = mt_cuda_gemm(c, 'N', 'N', HS, T, T, scale, K, MT_CUDA_F32, ld, sx, dP, MT_CUDA_F32, T, sS, 0.0f, dQ,
-                                 MT_CUDA_F32, ld, sx, B);
-        // dK^T (HS x T) += scale Q^T dS
-        if (!e) e = mt_cuda_gemm(c, 'N', 'T', HS, T, T, scale, Q, MT_CUDA_F32, ld, sx, dP, MT_CUDA_F32, T, sS,
-                                 beta_kv, dK, MT_CUDA_F32, ld, sx, B);
+        for (int c0 = 0; c0 < T && !e; c0 += TB) {
+            // key block [c0, c1) meets queries [c0, T) only (Pd and dS are 0 above the diagonal)
+            size_t at = (size_t)c0 * T + (size_t)c0; // S / dP at query c0, key c0
+            // dV^T (HS x keys) += dO^T (HS x queries) Pd
+            e = mt_cuda_gemm(c, 'N', 'T', HS, TB, T - c0, 1.0f, dO + (size_t)c0 * ldo, MT_CUDA_F32, ldo, so, S + at,
+                             MT_CUDA_F32, T, sS, beta_kv, dV + (size_t)c0 * ld, MT_CUDA_F32, ld, sx, B);
+            // dK^T (HS x keys) += scale Q^T dS
+            if (!e)
+                e = mt_cuda_gemm(c, 'N', 'T', HS, TB, T - c0, scale, Q + (size_t)c0 * ld, MT_CUDA_F32, ld, sx, dP + at,
+                                 MT_CUDA_F32, T, sS, beta_kv, dK + (size_t)c0 * ld, MT_CUDA_F32, ld, sx, B);
+        }
+        // dQ^T (HS x T) = scale K^T dS^T; query block [r0, r1), keys [0, r1)
+        for (int r0 = 0; r0 < T && !e; r0 += TB)
+            e = mt_cuda_gemm(c, 'N', 'N', HS, TB, r0 + TB, scale, K, MT_CUDA_F32, ld, sx, dP + (size_t)r0 * T, MT_CUDA_F32,
+                             T, sS, 0.0f, dQ + (size_t)r0 * ld, MT_CUDA_F32, ld, sx, B);
         if (e) return e;
     }
     return 0;

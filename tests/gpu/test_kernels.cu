@@ -691,6 +691,7 @@ int main(void) {
     test_attention(4, 2, 0.0f); // Llama: grouped-query
     test_attention(6, 2, 0.2f); // with attention dropout
     test_attention(2, 1, 0.1f, 37, 64); // a GPT-2-sized head, longer rows
+    test_attention(4, 2, 0.0f, 512, 16); // causal blocks: T 512 in two blocks of 256
     test_xent();
     test_xent_shards();
     test_tp_rows();
