@@ -591,7 +591,8 @@ static size_t block_buf_group(const mt_model *m, int i) {
     switch (i) {
     case LB_QKV: case LB_ATTY: return (size_t)d.hd;
     case LB_GU: case LB_H: return ffn % c->n_head ? (size_t)d.F : (size_t)(ffn / c->n_head);
-    case LB_SGU: case LB_SH:
+    case LB_SGU: case LB_SH: /* (empty without a shared expert: any group) */
+        if (!d.Fs) return (size_t)d.C;
         return c->moe_shared_ffn_dim % c->n_head ? (size_t)d.Fs : (size_t)(c->moe_shared_ffn_dim / c->n_head);
     default: return (size_t)d.C;
     }
