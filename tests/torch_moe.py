@@ -9,6 +9,9 @@ Qwen2-MoE blocks compute it:
   mixtral:       weights = softmax over the k chosen logits
   softmax_topk:  weights = probs of the k chosen, / their sum with norm_topk_prob
   out[n] = sum_k weight[n,k] * down(silu(gate(x)) * up(x)) of expert sel[n,k]
+With a shared expert (Qwen2-MoE's shared_expert_intermediate_size > 0), as
+transformers' Qwen2MoeSparseMoeBlock adds it:
+  out[n] += sigmoid(x W_sg^T) * down_s(silu(gate_s(x)) * up_s(x))
 A capacity factor keeps, per expert, the first ceil(factor N k / E) tokens
 (in token order) that chose it; the others contribute nothing.
 Auxiliary losses per block (meshtrain's definition, Megatron-LM's
@@ -23,14 +26,16 @@ form, which is what pipeline stages can compute on their own.)
 Subcommands:
   init --out DIR --type mixtral|qwen2_moe --layers L --dim C --heads H
        --kv-heads KV --experts E --top-k K --moe-ffn F --vocab V --max-pos T
-       [--norm-topk 0|1] --seed S
+       [--norm-topk 0|1] [--shared-ffn FS] --seed S
       writes config.json and model.safetensors (fp32, the type's tensor names;
-      qwen2_moe with q/k/v biases as Qwen2-MoE has them, no shared expert).
+      qwen2_moe with q/k/v biases as Qwen2-MoE has them, and a shared expert
+      of width FS when FS > 0).
   train --model DIR --data SHARD ... (tests/torch_llama.py's train options)
         [--aux-coef A] [--z-coef Z] [--capacity-factor CF]
       writes {"losses", "grad_norms", "aux"} and the first step's gradients in
       meshtrain's layout order (embed, per layer: input norm, q, k, v, [q/k/v
-      biases], o, post norm, router, per expert gate, up, down; norm, lm_head).
+      biases], o, post norm, router, [shared expert gate, up, down, its sigmoid
+      gate], per expert gate, up, down; norm, lm_head).
   generate --model DIR --prompt-ids 1,2,3 [--tokens N]
       greedy decoding, the full forward for every new token (no cache); prints
       the new ids, comma-separated.
@@ -60,6 +65,7 @@ class Cfg:
         self.F = j["intermediate_size"] if self.mixtral else j["moe_intermediate_size"]
         self.norm_topk = True if self.mixtral else bool(j.get("norm_topk_prob", False))
         self.bias = not self.mixtral
+        self.Fs = 0 if self.mixtral else int(j.get("shared_expert_intermediate_size") or 0)
 
 
 def specs(cfg):
@@ -77,6 +83,12 @@ def specs(cfg):
         out += [(p + "self_attn.o_proj.weight", None, [C, QW]), (p + "post_attention_layernorm.weight", None, [C])]
         mp = p + ("block_sparse_moe." if cfg.mixtral else "mlp.")
         out.append((p + "mlp.gate.weight", mp + "gate.weight", [E, C]))
+        if cfg.Fs:
+            Fs = cfg.Fs
+            out += [(p + "mlp.shared_expert.gate_proj.weight", None, [Fs, C]),
+                    (p + "mlp.shared_expert.up_proj.weight", None, [Fs, C]),
+                    (p + "mlp.shared_expert.down_proj.weight", None, [C, Fs]),
+                    (p + "mlp.shared_expert_gate.weight", None, [1, C])]
         for e in range(E):
             names = ("w1", "w3", "w2") if cfg.mixtral else ("gate_proj", "up_proj", "down_proj")
             for ours, hf, shape in zip(("gate_proj", "up_proj", "down_proj"), names, ([Fe, C], [Fe, C], [C, Fe])):
@@ -134,6 +146,10 @@ class MoeLlama(torch.nn.Module):
             y = F.linear(F.silu(F.linear(xe, g(f"experts.{e}.gate_proj"))) * F.linear(xe, g(f"experts.{e}.up_proj")),
                          g(f"experts.{e}.down_proj"))
             out = out.index_add(0, tok, w[tok, kk].unsqueeze(1) * y)
+        if c.Fs:
+            ys = F.linear(F.silu(F.linear(x, g("shared_expert.gate_proj"))) * F.linear(x, g("shared_expert.up_proj")),
+                          g("shared_expert.down_proj"))
+            out = out + torch.sigmoid(F.linear(x, g("shared_expert_gate"))) * ys
         count = torch.stack([(sel == e).sum() for e in range(E)]).float()
         aux = E * ((count / (N * K)) * probs.mean(0)).sum()
         z = (torch.logsumexp(logits, -1) ** 2).mean()
@@ -178,6 +194,8 @@ def load(d):
 
 def cmd_init(a):
     mix = a.type == "mixtral"
+    if mix and a.shared_ffn:
+        raise SystemExit("--shared-ffn: Mixtral has no shared expert (use --type qwen2_moe)")
     j = {"architectures": ["MixtralForCausalLM" if mix else "Qwen2MoeForCausalLM"], "model_type": a.type,
          "hidden_act": "silu", "hidden_size": a.dim, "num_attention_heads": a.heads,
          "num_key_value_heads": a.kv_heads or a.heads, "head_dim": a.dim // a.heads, "num_hidden_layers": a.layers,
@@ -188,7 +206,7 @@ def cmd_init(a):
         j.update({"num_local_experts": a.experts, "intermediate_size": a.moe_ffn})
     else:
         j.update({"num_experts": a.experts, "moe_intermediate_size": a.moe_ffn, "intermediate_size": a.moe_ffn,
-                  "norm_topk_prob": bool(a.norm_topk), "shared_expert_intermediate_size": 0,
+                  "norm_topk_prob": bool(a.norm_topk), "shared_expert_intermediate_size": a.shared_ffn,
                   "decoder_sparse_step": 1, "mlp_only_layers": []})
     cfg = Cfg(j)
     gen = torch.Generator().manual_seed(a.seed)
@@ -196,7 +214,9 @@ def cmd_init(a):
     for ours, hf, shape in specs(cfg):
         r = torch.randn(shape, generator=gen, dtype=torch.float32)
         # a wider router spreads the routing over the experts
-        t = 1.0 + 0.1 * r if ours.endswith("norm.weight") else (0.5 * r if ours.endswith("mlp.gate.weight") else 0.02 * r)
+        # a wide shared-expert gate spreads its sigmoid over (0, 1)
+        t = 1.0 + 0.1 * r if ours.endswith("norm.weight") else (
+            0.5 * r if ours.endswith(("mlp.gate.weight", "shared_expert_gate.weight")) else 0.02 * r)
         tensors.append((hf, t))
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "config.json"), "w") as f:
@@ -267,7 +287,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--type", default="mixtral", choices=["mixtral", "qwen2_moe"])
     for k, d in [("layers", 2), ("dim", 64), ("heads", 4), ("kv_heads", 0), ("experts", 4), ("top_k", 2),
-                 ("moe_ffn", 32), ("vocab", 256), ("max_pos", 64), ("norm_topk", 0), ("seed", 1337)]:
+                 ("moe_ffn", 32), ("vocab", 256), ("max_pos", 64), ("norm_topk", 0), ("shared_ffn", 0), ("seed", 1337)]:
         p.add_argument("--" + k.replace("_", "-"), type=int, default=d)
     p = sub.add_parser("train")
     for k in ["model", "data", "out_json"]:

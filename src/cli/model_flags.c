@@ -36,6 +36,8 @@ void mt_model_flags_spec(mt_model_flags *mf, mt_arg out[MT_MODEL_FLAG_COUNT], in
         {"moe-router", MT_ARG_STR, &mf->moe_router,
          "llama MoE: mixtral (softmax over the top-k logits, default) | softmax_topk (softmax, then top-k: Qwen-MoE, OLMoE)", 0},
         {"moe-norm-topk", MT_ARG_INT, &mf->moe_norm_topk, "llama MoE, softmax_topk: 1 = divide the k weights by their sum", 0},
+        {"moe-shared-ffn-dim", MT_ARG_INT, &mf->moe_shared_ffn_dim,
+         "llama MoE: a shared expert of this SwiGLU width that every token runs, scaled by a sigmoid gate, as Qwen2-MoE's (default 0: none)", 0},
         {"layers", MT_ARG_INT, &mf->layers, d ? "transformer blocks L (default 4)" : "transformer blocks L", 0},
         {"dim", MT_ARG_INT, &mf->dim, d ? "model width C (default 128)" : "model width C", 0},
         {"heads", MT_ARG_INT, &mf->heads, d ? "attention heads (default 4)" : "attention heads", 0},
@@ -69,7 +71,7 @@ int mt_model_flags_apply(const mt_model_flags *mf, const mt_arg *spec, int nspec
     const char *llama_only[] = {"kv-heads", "head-dim", "ffn-dim", "rope-theta", "norm-eps", "tie-embeddings", "qkv-bias",
                                 "rope-scaling", "rope-factor", "rope-low-freq-factor", "rope-high-freq-factor",
                                 "rope-original-max-pos", "moe-experts", "moe-top-k", "moe-ffn-dim", "moe-router",
-                                "moe-norm-topk"};
+                                "moe-norm-topk", "moe-shared-ffn-dim"};
     const char *also_falcon[] = {"kv-heads", "head-dim", "ffn-dim", "rope-theta", "tie-embeddings"};
     for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++) {
         int falcon_too = 0;
@@ -135,7 +137,7 @@ int mt_model_flags_apply(const mt_model_flags *mf, const mt_arg *spec, int nspec
             if (!cfg->moe_top_k) cfg->moe_top_k = 2 < mf->moe_experts ? 2 : mf->moe_experts;
             if (!cfg->moe_ffn_dim) cfg->moe_ffn_dim = cfg->ffn_dim;
         }
-        const char *moe_only[] = {"moe-top-k", "moe-ffn-dim", "moe-router", "moe-norm-topk"};
+        const char *moe_only[] = {"moe-top-k", "moe-ffn-dim", "moe-router", "moe-norm-topk", "moe-shared-ffn-dim"};
         for (size_t i = 0; i < sizeof moe_only / sizeof moe_only[0]; i++)
             if (SEEN(moe_only[i]) && !cfg->num_experts)
                 return mt_errorf(err, "--%s applies to a mixture-of-experts model (give --moe-experts E)", moe_only[i]);
@@ -143,6 +145,7 @@ int mt_model_flags_apply(const mt_model_flags *mf, const mt_arg *spec, int nspec
         if (SEEN("moe-ffn-dim")) cfg->moe_ffn_dim = mf->moe_ffn_dim;
         if (SEEN("moe-router") && mt_moe_router_parse(mf->moe_router, &cfg->moe_router, err)) return -1;
         if (SEEN("moe-norm-topk")) cfg->moe_norm_topk = mf->moe_norm_topk;
+        if (SEEN("moe-shared-ffn-dim")) cfg->moe_shared_ffn_dim = mf->moe_shared_ffn_dim;
     }
 #undef SEEN
     return 0;

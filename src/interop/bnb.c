@@ -34,6 +34,7 @@ int mt_bnb_export(const char *dir, const mt_weights *w, mt_quant_kind kind, int 
     if (mt_adapter_spec_active(&w->cfg.adapters))
         return mt_errorf(err, "this checkpoint holds only what a {peft} / {freeze} run trained: fold it into its base "
                               "first (`meshtrain merge`)");
+    if (mt_hf_export_check(&w->cfg, err)) return -1;
     const mt_family *f = mt_family_get(w->cfg.family);
     const mt_layout *L = &w->layout;
     int nt = 0;

@@ -24,6 +24,7 @@ typedef struct {
 
 int mt_gptq_export(const char *dir, const mt_weights *w, mt_gptq_result *const *res, const mt_gptq_opts *o,
                    mt_error *err) {
+    if (mt_hf_export_check(&w->cfg, err)) return -1;
     const mt_family *f = mt_family_get(w->cfg.family);
     const mt_layout *L = &w->layout;
     int nt = 0;

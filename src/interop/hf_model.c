@@ -29,9 +29,15 @@ static const char *dtype_torch_name(mt_dtype d) {
     return d == MT_BF16 ? "bfloat16" : d == MT_FP16 ? "float16" : "float32";
 }
 
+int mt_hf_export_check(const mt_model_config *cfg, mt_error *err) {
+    const mt_family *f = mt_family_get(cfg->family);
+    return f->hf_export_check ? f->hf_export_check(cfg, err) : 0;
+}
+
 int mt_hf_export(const char *dir, const mt_weights *w, mt_dtype dtype, size_t shard_bytes, mt_error *err) {
     const mt_family *f = mt_family_get(w->cfg.family);
     const mt_layout *L = &w->layout;
+    if (mt_hf_export_check(&w->cfg, err)) return -1;
     size_t maxn = 1;
     for (int u = 0; u < L->n_units; u++)
         for (int i = 0; i < L->units[u].n_tensors; i++) maxn = L->units[u].t[i].gnumel > maxn ? L->units[u].t[i].gnumel : maxn;

@@ -13,6 +13,9 @@
  * fp16); shard_bytes > 0 splits model.safetensors into shards of at most
  * that size with the index file. */
 int mt_hf_export(const char *dir, const mt_weights *w, mt_dtype dtype, size_t shard_bytes, mt_error *err);
+/* -1 with err when cfg has no Hugging Face form (the family's hf_export_check): what every HF writer asks
+ * before it writes anything. */
+int mt_hf_export_check(const mt_model_config *cfg, mt_error *err);
 /* Reads dir into freshly allocated weights (free with mt_weights_free):
  * model_type picks the family; every tensor of the family's layout must be
  * present with its shape, no other (but known buffers) may be, and every

@@ -39,7 +39,7 @@ typedef struct {
 } mt_act_buf;
 #define MT_OWN(none, selective, full) ((none) | (selective) << 1 | (full) << 2)
 enum { MT_ACT_KEEP = 0, MT_ACT_LOSSY, MT_ACT_GEMM_INPUT };
-#define MT_MAX_BLOCK_BUFS 16
+#define MT_MAX_BLOCK_BUFS 20
 #define MT_MAX_HEAD_BUFS 4
 #define MT_FAMILY_SCRATCH 6
 
@@ -94,6 +94,8 @@ typedef struct mt_family {
      * and seq_len left to the caller when absent). */
     void (*hf_config_write)(const mt_model_config *cfg, const char *torch_dtype, mt_json_writer *w);
     int (*hf_config_read)(const mt_json *obj, mt_model_config *cfg, mt_error *err);
+    /* NULL, or -1 with err when cfg has no Hugging Face form (export refuses it before writing anything) */
+    int (*hf_export_check)(const mt_model_config *cfg, mt_error *err);
     /* --- adapters: default target modules (HF names, PEFT's defaults) --- */
     const char *lora_targets;
     const char *ia3_targets;

@@ -215,6 +215,9 @@ struct mt_kernel_table {
                                const int32_t *topk, const float *topw, int N, int E, int K, mt_moe_router router,
                                int norm_topk, float ga, float gz);
     void (*moe_ep_orders)(mt_backend *be, int32_t *to_expert, int32_t *to_source, const int32_t *counts, int P, int El);
+    void (*moe_shared_gate_forward)(mt_backend *be, float *out, const float *ys, float *g, int N, int C);
+    void (*moe_shared_gate_backward)(mt_backend *be, float *dys, float *dg, const float *dout, const float *ys,
+                                     const float *g, int N, int C);
 };
 typedef struct mt_kernel_table mt_kernel_table;
 

@@ -138,6 +138,35 @@ void op_moe_scatter_rows(mt_backend *be, float *dx, const float *dxs, const int3
     }
 }
 
+void op_moe_shared_gate_forward(mt_backend *be, float *out, const float *ys, float *g, int N, int C) {
+    MT_DISPATCH(be, moe_shared_gate_forward, be, out, ys, g, N, C);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float s = 1.0f / (1.0f + expf(-g[n]));
+        g[n] = s;
+        float *o = out + (size_t)n * C;
+        const float *y = ys + (size_t)n * C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) o[c] += s * y[c];
+    }
+}
+
+void op_moe_shared_gate_backward(mt_backend *be, float *dys, float *dg, const float *dout, const float *ys,
+                                 const float *g, int N, int C) {
+    MT_DISPATCH(be, moe_shared_gate_backward, be, dys, dg, dout, ys, g, N, C);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * C, *y = ys + (size_t)n * C;
+        float *dy = dys + (size_t)n * C, s = g[n];
+        double acc = 0.0;
+        for (int c = 0; c < C; c++) {
+            dy[c] = s * d[c];
+            acc += (double)d[c] * y[c];
+        }
+        dg[n] = (float)((double)s * (1.0 - (double)s) * acc);
+    }
+}
+
 static void choice_counts(int32_t *count, const int32_t *topk, int N, int E, int K) {
     memset(count, 0, (size_t)E * sizeof(int32_t));
     for (size_t i = 0; i < (size_t)N * K; i++) count[topk[i]]++;

@@ -2,7 +2,8 @@
  * thread count): routing (softmax + top-k), the dispatch plan that sorts
  * the (token, choice) pairs by expert, the gather of token rows into that
  * order, the weighted combine back into token order, and the backward of
- * each; the auxiliary losses (load balancing, router z-loss).
+ * each; the auxiliary losses (load balancing, router z-loss); the shared
+ * expert's sigmoid gate.
  *
  * Shapes: N token rows, E experts, K choices per token (top-k), C the
  * row width. A "slot" is one (token n, choice k) pair, index n*K + k. The
@@ -67,6 +68,16 @@ void op_moe_aux_losses(mt_backend *be, double *aux, double *z, const float *prob
 void op_moe_route_backward(mt_backend *be, float *dlogits, const float *dtopw, const float *probs, const float *lse,
                            const int32_t *topk, const float *topw, int N, int E, int K, mt_moe_router router,
                            int norm_topk, float ga, float gz);
+
+/* The shared expert's gate (Qwen2-MoE's shared_expert_gate): g [N] holds
+ * the gate's logits on entry and their sigmoid on return, and
+ * out[n] += g[n] * ys[n] (ys [N, C] the shared expert's output). */
+void op_moe_shared_gate_forward(mt_backend *be, float *out, const float *ys, float *g, int N, int C);
+/* Its backward (g the forward's sigmoid): dys[n] = g[n] * dout[n] (set);
+ * dg[n] = g[n] (1 - g[n]) (dout[n] . ys[n]), the gradient of the gate's
+ * logit (set). */
+void op_moe_shared_gate_backward(mt_backend *be, float *dys, float *dg, const float *dout, const float *ys,
+                                 const float *g, int N, int C);
 
 /* Expert parallelism: a rank receives its experts' rows source-major -- from
  * each of the P ranks of the ep group in turn, that rank's rows for local

@@ -97,8 +97,14 @@ int mt_llama_moe_validate(const mt_model_config *c, mt_error *err) {
         if (c->moe_aux_coef != 0.0f || c->moe_z_coef != 0.0f || c->moe_capacity != 0.0f)
             return mt_errorf(err, "{moe-aux-coef}, {moe-z-coef} and {moe-capacity-factor} apply to a mixture-of-experts "
                                   "model; this one is dense (no {moe-experts})");
+        if (c->moe_shared_ffn_dim != 0)
+            return mt_errorf(err, "{moe-shared-ffn-dim} %d: a shared expert belongs to a mixture-of-experts block; this "
+                                  "model is dense (give {moe-experts} E, or drop it)", c->moe_shared_ffn_dim);
         return 0;
     }
+    if (c->moe_shared_ffn_dim < 0 || c->moe_shared_ffn_dim > (1 << 20))
+        return mt_errorf(err, "{moe-shared-ffn-dim} must be in 0..1048576 (0: no shared expert), got %d",
+                         c->moe_shared_ffn_dim);
     if (c->num_experts < 1 || c->num_experts > MT_MOE_MAX_EXPERTS)
         return mt_errorf(err, "{moe-experts} must be in 1..%d, got %d", MT_MOE_MAX_EXPERTS, c->num_experts);
     if (c->moe_top_k < 1 || c->moe_top_k > c->num_experts)
@@ -146,6 +152,9 @@ void mt_llama_config_write_json(mt_json_writer *w, const mt_model_config *c) {
         mt_jw_key(w, "moe_aux_coef"); mt_jw_double(w, c->moe_aux_coef);
         mt_jw_key(w, "moe_z_coef"); mt_jw_double(w, c->moe_z_coef);
         mt_jw_key(w, "moe_capacity"); mt_jw_double(w, c->moe_capacity);
+        if (c->moe_shared_ffn_dim) { /* absent: none (checkpoints from before shared experts read the same) */
+            mt_jw_key(w, "moe_shared_ffn_dim"); mt_jw_int(w, c->moe_shared_ffn_dim);
+        }
     }
     if (c->rope_scaling) {
         mt_jw_key(w, "rope_scaling");
@@ -168,6 +177,7 @@ int mt_llama_config_read_json(const mt_json *obj, mt_model_config *c, mt_error *
             FLOAT(obj, "moe_aux_coef", moe_aux_coef) || FLOAT(obj, "moe_z_coef", moe_z_coef) ||
             FLOAT(obj, "moe_capacity", moe_capacity))
             return -1;
+        if (mt_json_get(obj, "moe_shared_ffn_dim") && INT(obj, "moe_shared_ffn_dim", moe_shared_ffn_dim)) return -1;
     }
     const mt_json *rs = mt_json_get(obj, "rope_scaling");
     if (rs && rs->type == MT_JSON_OBJECT && mt_llama_rope_scaling_read(rs, c, 0, 0, err)) return -1;

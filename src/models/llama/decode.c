@@ -12,6 +12,7 @@ typedef struct {
     float *k, *v, *x, *xn, *qkv, *att, *tmp, *gu, *h, *scores, *rstd, *cos, *sin;
     float *probs, *topw, *route, *y; /* MoE: probabilities and log-sum-exp, weights, chosen experts and slots
                                         (int32), the chosen experts' outputs [K, C]; empty when dense */
+    float *sgu, *sh, *sy; /* the shared expert's gate|up, SwiGLU, and output [C] then its gate; empty without */
 } bufs;
 
 /* Cache and row scratch, carved from mt_decoder.cache in this order. */
@@ -19,13 +20,13 @@ static size_t carve(const mt_model_config *c, float *base, bufs *b) {
     size_t C = (size_t)c->n_embd, T = (size_t)c->seq_len, L = (size_t)c->n_layer, hd = (size_t)mt_model_head_dim(c);
     size_t KW = (size_t)mt_model_kv_heads(c) * hd, QW = (size_t)c->n_head * hd;
     size_t F = (size_t)(c->num_experts ? c->moe_ffn_dim : c->ffn_dim), E = (size_t)c->num_experts,
-           K = E ? (size_t)c->moe_top_k : 0;
-    size_t sizes[17] = {L * T * KW, L * T * KW, C, C, QW + 2 * KW, QW, C, 2 * F, F, T, 1, T * hd / 2, T * hd / 2,
-                        E ? E + 1 : 0, K, 2 * K, K * C};
-    float **slots[17] = {&b->k, &b->v, &b->x, &b->xn, &b->qkv, &b->att, &b->tmp, &b->gu, &b->h, &b->scores, &b->rstd,
-                         &b->cos, &b->sin, &b->probs, &b->topw, &b->route, &b->y};
+           K = E ? (size_t)c->moe_top_k : 0, Fs = E ? (size_t)c->moe_shared_ffn_dim : 0;
+    size_t sizes[20] = {L * T * KW, L * T * KW, C, C, QW + 2 * KW, QW, C, 2 * F, F, T, 1, T * hd / 2, T * hd / 2,
+                        E ? E + 1 : 0, K, 2 * K, K * C, 2 * Fs, Fs, Fs ? C + 1 : 0};
+    float **slots[20] = {&b->k, &b->v, &b->x, &b->xn, &b->qkv, &b->att, &b->tmp, &b->gu, &b->h, &b->scores, &b->rstd,
+                         &b->cos, &b->sin, &b->probs, &b->topw, &b->route, &b->y, &b->sgu, &b->sh, &b->sy};
     size_t off = 0;
-    for (int i = 0; i < 17; i++) {
+    for (int i = 0; i < 20; i++) {
         if (base) *slots[i] = base + off;
         off += sizes[i];
     }
@@ -87,6 +88,14 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
             }
             op_copy_from_host(d->be, slot, slots, (size_t)K * sizeof(int32_t));
             op_moe_combine_forward(d->be, b.tmp, b.y, b.topw, slot, 1, K, C);
+            if (ix.shared >= 0) { /* the shared expert, scaled by its gate */
+                int Fs = c->moe_shared_ffn_dim;
+                op_matmul_forward(d->be, b.sgu, b.xn, P(ix.shared), NULL, 1, C, 2 * Fs);
+                op_swiglu_forward(d->be, b.sh, b.sgu, 1, Fs);
+                op_matmul_forward(d->be, b.sy, b.sh, P(ix.shared_down), NULL, 1, Fs, C);
+                op_matmul_forward(d->be, b.sy + C, b.xn, P(ix.shared_gate), NULL, 1, C, 1);
+                op_moe_shared_gate_forward(d->be, b.tmp, b.sy, b.sy + C, 1, C);
+            }
         } else {
             op_matmul_forward(d->be, b.gu, b.xn, P(ix.gate), NULL, 1, C, 2 * F);
             op_swiglu_forward(d->be, b.h, b.gu, 1, F);

@@ -33,8 +33,11 @@
  * LB_Y still this rank's slots' outputs once returned (N K rows), and
  * LB_ROUTE also the received counts [ep][E/ep] and the two orders of the
  * received rows (ops/moe.h: op_moe_ep_orders). */
+/* With a shared expert LB_SGU, LB_SH and LB_SY hold its gate|up [N, 2 Fs],
+ * SwiGLU [N, Fs], and output [N, C] (this tp rank's part) followed by its
+ * gate's sigmoid [N]; empty without. */
 enum { LB_X1, LB_RSTD1, LB_QKV, LB_ATTY, LB_LSE, LB_RES2, LB_X2, LB_RSTD2, LB_GU, LB_H, LB_RES3, LB_ROUTER, LB_ROUTE,
-       LB_Y, LB_XS, LB_COUNT };
+       LB_Y, LB_XS, LB_SGU, LB_SH, LB_SY, LB_COUNT };
 enum { LH_XF, LH_RSTDF, LH_COUNT };
 enum { LS_DATTY, LS_DQKV, LS_DGU, LS_DH, LS_COS, LS_SIN };
 
@@ -44,13 +47,14 @@ typedef struct {
     int E, K, M; /* experts, choices per token and the expert-side rows per token row (N M in all): K, or
                     under expert parallelism what ep ranks may send to this rank's experts; 0 when dense */
     int ep, El, e0; /* expert parallelism: ranks, experts per rank, this rank's first expert (1, E, 0: none) */
+    int Fs;         /* the shared expert's local width (0: none) */
 } dims;
 
 static dims local_dims(const mt_model *m) {
     const mt_model_config *c = &m->cfg;
     int tp = m->layout.tp;
     int kv = mt_model_kv_heads(c);
-    dims d = {c->n_embd, mt_model_head_dim(c), c->n_head / tp, tp > kv ? 1 : kv / tp, 0, c->ffn_dim / tp, 0, 0, 0, 1, 0, 0};
+    dims d = {c->n_embd, mt_model_head_dim(c), c->n_head / tp, tp > kv ? 1 : kv / tp, 0, c->ffn_dim / tp, 0, 0, 0, 1, 0, 0, 0};
     d.qkv = (d.nh + 2 * d.nkv) * d.hd;
     if (c->num_experts) { /* F: one expert's local width */
         d.F = c->moe_ffn_dim / tp;
@@ -59,6 +63,7 @@ static dims local_dims(const mt_model *m) {
         d.ep = m->ep ? mt_comm_size(m->ep) : 1;
         d.El = d.E / d.ep;
         d.e0 = m->ep ? mt_comm_rank(m->ep) * d.El : 0;
+        d.Fs = c->moe_shared_ffn_dim / tp;
         /* a token's K choices are distinct experts: one rank sends at most min(K, El) rows per token */
         if (d.ep > 1) d.M = d.ep * (d.K < d.El ? d.K : d.El);
     }
@@ -252,6 +257,41 @@ static void ep_backward(mt_model *m, int U, const mt_llama_block_index *ix, cons
     MT_TIMED(m->prof, MT_PROF_ALLTOALL, mt_comm_alltoallv(m->ep, recv, p.rb, p.rd, dy, p.sb, p.sd));
 }
 
+/* The shared expert (Qwen2-MoE's): out += sigmoid(x2 . shared_gate) *
+ * down(silu(gate(x2)) * up(x2)) for all N rows; every rank runs it on its
+ * own rows (no exchange under ep), cut over tp like the dense MLP. */
+static void shared_forward(mt_model *m, int U, const mt_llama_block_index *ix, const mt_fwd_ctx *fc, const dims *d,
+                           const float *x2, float *out, mt_block_acts *ba, int N) {
+    const int C = d->C, Fs = d->Fs;
+    float *gu = ba->b[LB_SGU], *h = ba->b[LB_SH], *ys = ba->b[LB_SY], *g = ys + (size_t)N * C;
+    mt_unit_linear_fwd(m, U, ix->shared, fc, gu, x2, NULL, N, C, 2 * Fs);
+    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_forward(m->be, h, gu, N, Fs));
+    mt_unit_linear_fwd(m, U, ix->shared_down, fc, ys, h, NULL, N, Fs, C);
+    mt_unit_linear_fwd(m, U, ix->shared_gate, fc, g, x2, NULL, N, C, 1);
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_shared_gate_forward(m->be, out, ys, g, N, C));
+}
+
+/* Its backward, after the routed experts' (their scratch is free): adds
+ * this tp rank's part of its input gradient into dx. */
+static void shared_backward(mt_model *m, int U, const mt_llama_block_index *ix, const mt_fwd_ctx *fc, const dims *d,
+                            const float *x2, const float *dfull, float *dx, int dwf, mt_block_acts *ba, int N) {
+    mt_grad_scratch *gs = &m->gs;
+    const int C = d->C, Fs = d->Fs;
+    const float *gu = ba->b[LB_SGU], *h = ba->b[LB_SH], *ys = ba->b[LB_SY], *g = ys + (size_t)N * C;
+    float *dys = gs->f[LS_DATTY], *dg = gs->f[LS_DQKV], *dh = gs->f[LS_DH], *dgu = gs->f[LS_DGU];
+    MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_shared_gate_backward(m->be, dys, dg, dfull, ys, g, N, C));
+    /* under tp each rank's ys is its part of the shared expert's output: the gate's gradient is their sum */
+    if (m->layout.tp > 1) mt_tp_allreduce(m->tp, dg, (size_t)N);
+    mt_unit_linear_bwd(m, U, ix->shared_down, fc, dh, NULL, dys, h, N, Fs, C, dwf);
+    MT_TIMED(m->prof, MT_PROF_GELU, op_swiglu_backward(m->be, dgu, dh, gu, N, Fs));
+    mt_unit_linear_bwd(m, U, ix->shared, fc, dx, NULL, dgu, x2, N, C, 2 * Fs, MT_ACC_DINP | dwf);
+    /* the gate is whole on every tp rank, as the router: its input gradient on tp rank 0 only, and under
+       sequence parallelism only rank 0's weight gradient */
+    int tp0 = m->layout.tp_rank == 0;
+    if (!tp0 && mt_tp_sp(m->tp)) op_zero(m->be, dg, (size_t)N);
+    mt_unit_linear_bwd(m, U, ix->shared_gate, fc, tp0 ? dx : NULL, NULL, dg, x2, N, C, 1, MT_ACC_DINP | dwf);
+}
+
 /* out [N, C] (this tp rank's part of the sum, like a row-parallel layer's)
  * from the gathered normed rows x2: route, sort the (token, choice) slots by
  * expert, one GEMM per expert over its rows, combine with the routing
@@ -290,6 +330,7 @@ static void moe_forward(mt_model *m, int layer, const mt_fwd_ctx *fc, const floa
         }
     }
     MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_moe_combine_forward(m->be, out, y, r.topw, r.slot, N, K, C));
+    if (d.Fs) shared_forward(m, U, &ix, fc, &d, x2, out, ba, N);
     if (!account) return;
     double aux, z;
     op_moe_aux_losses(m->be, &aux, &z, r.probs, r.lse, r.topk, N, E, K);
@@ -358,6 +399,7 @@ static void moe_backward(mt_model *m, int layer, const mt_fwd_ctx *fc, const flo
     int tp0 = m->layout.tp_rank == 0;
     if (!tp0 && mt_tp_sp(m->tp)) op_zero(m->be, dlogits, (size_t)N * E);
     mt_unit_linear_bwd(m, U, ix.router, fc, tp0 ? dx : NULL, NULL, dlogits, x2, N, C, E, MT_ACC_DINP | dwf);
+    if (d.Fs) shared_backward(m, U, &ix, fc, &d, x2, dfull, dx, dwf, ba, N);
 }
 
 static void block_forward_account(mt_model *m, int layer, const mt_fwd_ctx *fc, int account) {
@@ -512,6 +554,9 @@ static const mt_act_buf block_bufs[LB_COUNT] = {
     [LB_ROUTE] = {"moe routing", MT_OWN(1, 1, 0), MT_ACT_KEEP},        /* integers */
     [LB_Y] = {"moe expert outputs", MT_OWN(1, 1, 0), MT_ACT_KEEP},
     [LB_XS] = {"moe dispatched rows", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT}, /* {ep}: the experts' gate|up input */
+    [LB_SGU] = {"moe shared gate|up", MT_OWN(1, 1, 0), MT_ACT_LOSSY},
+    [LB_SH] = {"moe shared swiglu", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT},
+    [LB_SY] = {"moe shared output", MT_OWN(1, 1, 0), MT_ACT_KEEP}, /* and its gate */
 };
 
 static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
@@ -529,6 +574,9 @@ static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
         return !d.E ? 0 : N * 3 * (size_t)d.K + (size_t)d.E + 1 + (d.ep > 1 ? (size_t)d.E + 2 * N * (size_t)d.M : 0);
     case LB_Y: return d.E ? N * (size_t)d.K * (size_t)d.C : 0;
     case LB_XS: return d.E && d.ep > 1 ? N * (size_t)d.M * (size_t)d.C : 0;
+    case LB_SGU: return N * 2 * (size_t)d.Fs;
+    case LB_SH: return N * (size_t)d.Fs;
+    case LB_SY: return d.Fs ? N * ((size_t)d.C + 1) : 0;
     default: return n * (size_t)d.C;
     }
 }
@@ -543,6 +591,9 @@ static size_t block_buf_group(const mt_model *m, int i) {
     switch (i) {
     case LB_QKV: case LB_ATTY: return (size_t)d.hd;
     case LB_GU: case LB_H: return ffn % c->n_head ? (size_t)d.F : (size_t)(ffn / c->n_head);
+    case LB_SGU: case LB_SH: /* (empty without a shared expert: any group) */
+        if (!d.Fs) return (size_t)d.C;
+        return c->moe_shared_ffn_dim % c->n_head ? (size_t)d.Fs : (size_t)(c->moe_shared_ffn_dim / c->n_head);
     default: return (size_t)d.C;
     }
 }
@@ -566,6 +617,9 @@ static void scratch_floats(const mt_model *m, size_t N, size_t out[MT_FAMILY_SCR
         if (MC > out[LS_DQKV]) out[LS_DQKV] = MC;
         out[LS_DGU] = N * (size_t)d.M * 2 * (size_t)d.F + N * (size_t)d.K + N * (size_t)d.E;
         out[LS_DH] = N * (size_t)d.M * (size_t)d.F;
+        /* the shared expert's backward after the routed one's: dys and dg, dgu, dh */
+        if (N * 2 * (size_t)d.Fs > out[LS_DGU]) out[LS_DGU] = N * 2 * (size_t)d.Fs;
+        if (N * (size_t)d.Fs > out[LS_DH]) out[LS_DH] = N * (size_t)d.Fs;
     }
     out[LS_COS] = out[LS_SIN] = (size_t)mt_unit_seq_len(m) * (size_t)(d.hd / 2);
 }
@@ -591,9 +645,10 @@ static void gemm_extents(const mt_model *m, int own_output, size_t *wmax, size_t
     dims d = local_dims(m);
     size_t C = (size_t)d.C, qkv = (size_t)d.qkv, gu = 2 * (size_t)d.F, o = (size_t)(d.nh * d.hd);
     *wmax = C;
-    size_t widths[5] = {qkv, gu, o, (size_t)d.F, (size_t)d.E};
-    for (int i = 0; i < 5; i++) *wmax = widths[i] > *wmax ? widths[i] : *wmax;
+    size_t widths[7] = {qkv, gu, o, (size_t)d.F, (size_t)d.E, 2 * (size_t)d.Fs, (size_t)d.Fs};
+    for (int i = 0; i < 7; i++) *wmax = widths[i] > *wmax ? widths[i] : *wmax;
     *wnum = qkv * C > gu * C ? qkv * C : gu * C;
+    if (2 * (size_t)d.Fs * C > *wnum) *wnum = 2 * (size_t)d.Fs * C;
     if ((size_t)d.E * C > *wnum) *wnum = (size_t)d.E * C;
     if (o * C > *wnum) *wnum = o * C;
     if (own_output) {
@@ -660,6 +715,7 @@ const mt_family mt_family_llama = {
     .hf_name = mt_llama_hf_name,
     .hf_config_write = mt_llama_hf_config_write,
     .hf_config_read = mt_llama_hf_config_read,
+    .hf_export_check = mt_llama_hf_export_check,
     .decode_step = mt_llama_decode_step,
     .lora_targets = "q_proj,v_proj",
     .peft_module_prefix = "",

@@ -1,6 +1,7 @@
 /* Llama's Hugging Face names (ours are HF's) and config.json
  * (LlamaForCausalLM; Qwen2ForCausalLM for the q/k/v-bias variant). */
 #include "models/llama/llama.h"
+#include "ops/moe.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +28,15 @@ void mt_llama_hf_name(const mt_model_config *cfg, const char *name, char *buf, s
     snprintf(buf, cap, "%s", name);
 }
 
+int mt_llama_hf_export_check(const mt_model_config *c, mt_error *err) {
+    if (c->num_experts && c->moe_router == MT_MOE_ROUTER_TOPK_SOFTMAX && c->moe_shared_ffn_dim)
+        return mt_errorf(err, "this model has Mixtral's routing ({moe-router} mixtral) and a shared expert "
+                              "({moe-shared-ffn-dim} %d): Mixtral's format has no shared expert and Qwen2-MoE's routes "
+                              "softmax then top-k, so neither holds it; train with {moe-router} softmax_topk to export",
+                         c->moe_shared_ffn_dim);
+    return 0;
+}
+
 void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype, mt_json_writer *w) {
     int qwen = c->qkv_bias, mixtral = c->num_experts && c->moe_router == 0;
     const char *arch = qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM", *type = qwen ? "qwen2" : "llama";
@@ -46,7 +56,7 @@ void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype,
         if (!mixtral) {
             mt_jw_key(w, "moe_intermediate_size"); mt_jw_int(w, c->moe_ffn_dim);
             mt_jw_key(w, "norm_topk_prob"); mt_jw_bool(w, c->moe_norm_topk);
-            mt_jw_key(w, "shared_expert_intermediate_size"); mt_jw_int(w, 0);
+            mt_jw_key(w, "shared_expert_intermediate_size"); mt_jw_int(w, c->moe_shared_ffn_dim);
         }
     }
     mt_jw_key(w, "hidden_act"); mt_jw_string(w, "silu");
@@ -116,9 +126,15 @@ int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err)
         c->moe_router = mixtral ? 0 : 1;
         if (!mixtral && flag_of(o, "norm_topk_prob", &c->moe_norm_topk, err)) return -1;
         const mt_json *sh = mt_json_get(o, "shared_expert_intermediate_size");
-        if (sh && sh->type != MT_JSON_NULL && !(sh->type == MT_JSON_NUMBER && sh->number == 0))
-            return mt_errorf(err, "shared_expert_intermediate_size: shared experts are not supported yet (only routed "
-                                  "experts)");
+        c->moe_shared_ffn_dim = 0;
+        if (!mixtral && sh && sh->type != MT_JSON_NULL) { /* Qwen2-MoE's shared expert (0: none) */
+            int64_t v;
+            if (mt_json_get_int64(o, "shared_expert_intermediate_size", &v, err)) return -1;
+            if (v < 0 || v > (1 << 20))
+                return mt_errorf(err, "shared_expert_intermediate_size = %lld is out of range (0..1048576; 0: none)",
+                                 (long long)v);
+            c->moe_shared_ffn_dim = (int)v;
+        }
         int every = 1, step = 1;
         const mt_json *mlp_only = mt_json_get(o, "mlp_only_layers");
         if (mlp_only && mlp_only->type == MT_JSON_ARRAY && mlp_only->count > 0)

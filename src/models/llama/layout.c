@@ -15,6 +15,9 @@ int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
     if (cfg->num_experts && cfg->moe_ffn_dim % tp)
         return mt_errorf(err, "{tp} %d does not divide the experts' width {moe-ffn-dim} %d (each expert is cut over tp "
                               "like the dense MLP); choose a tp that divides it", tp, cfg->moe_ffn_dim);
+    if (cfg->num_experts && cfg->moe_shared_ffn_dim % tp)
+        return mt_errorf(err, "{tp} %d does not divide the shared expert's width {moe-shared-ffn-dim} %d (it is cut over "
+                              "tp like the dense MLP); choose a tp that divides it", tp, cfg->moe_shared_ffn_dim);
     if (!cfg->num_experts && cfg->ffn_dim % tp)
         return mt_errorf(err, "{tp} %d does not divide the MLP width {ffn-dim} %d; choose a tp that divides it", tp,
                          cfg->ffn_dim);
@@ -24,11 +27,17 @@ int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
 mt_llama_block_index mt_llama_block_tensors(const mt_model_config *cfg) {
     int b = cfg->qkv_bias ? 3 : 0;
     mt_llama_block_index x = {MT_L_IN_NORM, MT_L_Q_W, MT_L_K_W, MT_L_V_W, -1, -1, -1, 4 + b, 5 + b, 6 + b, 7 + b, 8 + b,
-                              -1, -1};
+                              -1, -1, -1, -1, -1};
     if (cfg->num_experts) {
         x.gate = x.up = x.down = -1;
         x.router = 6 + b;
         x.expert = 7 + b;
+        if (cfg->moe_shared_ffn_dim > 0) {
+            x.shared = 7 + b;
+            x.shared_down = 9 + b;
+            x.shared_gate = 10 + b;
+            x.expert = 11 + b;
+        }
     }
     if (cfg->qkv_bias) {
         x.qb = MT_L_Q_B;
@@ -65,7 +74,7 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
         /* the block's matrices by index: adding tensors may move the unit's tensor array (a pointer
            kept across the experts' tensors pointed into freed memory) */
 #define IX(...) (T(__VA_ARGS__), out->units[u].n_tensors - 1)
-        int mats[6];
+        int mats[8];
         mats[0] = IX("self_attn.q_proj.weight", QW, C, 2, 1, std, MT_TP_ROWS);
         /* tp > kv heads: each kv head's rows on tp / kv consecutive ranks */
         mats[1] = IX("self_attn.k_proj.weight", KW, C, 2, 1, std, MT_TP_ROWS);
@@ -89,6 +98,16 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
             mats[4] = IX("mlp.gate.weight", cfg->num_experts, C, 2, 1, std, MT_TP_REPLICATED);
             out->units[u].t[mats[4]].read_16bit_only = out->units[u].t[mats[4]].grad_by_one_gemm = 1;
             n_mats = 5;
+            if (cfg->moe_shared_ffn_dim > 0) {
+                /* the shared expert: a dense SwiGLU MLP cut over tp like the dense one; its gate whole on every
+                   tp rank like the router. Dense tensors: replicated over ep, before the experts' */
+                int64_t Fs = cfg->moe_shared_ffn_dim;
+                mats[5] = IX("mlp.shared_expert.gate_proj.weight", Fs, C, 2, 1, std, MT_TP_ROWS);
+                T("mlp.shared_expert.up_proj.weight", Fs, C, 2, 1, std, MT_TP_ROWS)->read_16bit_only = 1;
+                mats[6] = IX("mlp.shared_expert.down_proj.weight", C, Fs, 2, 1, std, MT_TP_COLS);
+                mats[7] = IX("mlp.shared_expert_gate.weight", 1, C, 2, 1, std, MT_TP_REPLICATED);
+                n_mats = 8;
+            }
             for (int e = 0; e < cfg->num_experts; e++) {
                 char ename[36]; /* e < 256: three digits */
                 /* an expert that gets no tokens gets no GEMM: its gradient is added into, never set */
@@ -115,8 +134,8 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
         if (!cfg->num_experts)
             for (int i = 0; i < out->units[u].n_tensors; i++)
                 out->units[u].t[i].grad_by_one_gemm = out->units[u].t[i].read_16bit_only;
-        else
-            for (int i = 0; i < out->units[u].n_tensors && i <= 6 + (cfg->qkv_bias ? 3 : 0); i++)
+        else /* the dense tensors, router and shared expert included: every token runs them */
+            for (int i = 0; i < out->units[u].n_tensors && !out->units[u].t[i].expert; i++)
                 out->units[u].t[i].grad_by_one_gemm = out->units[u].t[i].read_16bit_only;
     }
     int h = L + 1;

@@ -22,10 +22,14 @@ int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err);
 void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_layout *out);
 /* Index of a block tensor by role (the bias entries exist only with qkv_bias). */
 /* With experts (num_experts > 0) gate/up/down are -1 and the MLP is the
- * router [E, C] then, per expert e, its gate [Fe, C], up [Fe, C] (adjacent:
- * one GEMM) and down [C, Fe] at expert + 3e, +1, +2. */
+ * router [E, C], with a shared expert (moe_shared_ffn_dim Fs > 0) its gate
+ * [Fs, C] and up [Fs, C] (adjacent: one GEMM) at shared, +1, its down
+ * [C, Fs] at shared_down and its sigmoid gate [1, C] at shared_gate (all
+ * -1 without), then, per expert e, its gate [Fe, C], up [Fe, C] (adjacent)
+ * and down [C, Fe] at expert + 3e, +1, +2: the dense tensors before the
+ * experts' (nn/layout.c shards those last ones over ep). */
 typedef struct {
-    int in_norm, q, k, v, qb, kb, vb, o, post_norm, gate, up, down, router, expert;
+    int in_norm, q, k, v, qb, kb, vb, o, post_norm, gate, up, down, router, shared, shared_down, shared_gate, expert;
 } mt_llama_block_index;
 mt_llama_block_index mt_llama_block_tensors(const mt_model_config *cfg);
 
@@ -33,6 +37,8 @@ mt_llama_block_index mt_llama_block_tensors(const mt_model_config *cfg);
 void mt_llama_hf_name(const mt_model_config *cfg, const char *name, char *buf, size_t cap, int *transpose);
 void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype, mt_json_writer *w);
 int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err);
+/* A config config.json cannot state: Mixtral's routing with a shared expert. */
+int mt_llama_hf_export_check(const mt_model_config *c, mt_error *err);
 
 /* Presets, defaults, checks and checkpoint keys (llama/config.c). */
 int mt_llama_preset(const char *name, mt_model_config *cfg);
