@@ -42,8 +42,9 @@ typedef enum {
  *   in_flight first message posted to the last wait's return, as the wait saw
  *             it; compute = in_flight - wait, the block compute it overlapped
  *   comm      the same messages exchanged again alone, blocking, right after
- *             the pass (the probe; ranks start it together after a barrier):
- *             what the communication costs when nothing hides it
+ *             the pass (the probe: the fastest of a few exchanges, each
+ *             started together after a barrier): what the communication
+ *             costs when nothing hides it
  *   hidden    per step clamp(comm - wait, 0, compute): the part of comm the
  *             compute absorbed; exposed = comm - hidden, so hidden + exposed
  *             = comm and 0 <= hidden <= comm. Waiting beyond comm (a late

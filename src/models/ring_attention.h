@@ -13,7 +13,9 @@
  * backward the dK|dV of the step's first K|V chunk leaves as soon as both
  * query chunks met it, while the second chunk is computed.
  *
- * N = 1 is one rank holding chunks 0 and 1: no message, the same blocks. */
+ * N = 1 is one rank holding chunks 0 and 1: no message, the same blocks.
+ * With a probe (mt_cp.probe, {profile}) each pass also measures how much of
+ * its communication the block compute hid (mt_ring_probe below). */
 #ifndef MT_MODELS_RING_ATTENTION_H
 #define MT_MODELS_RING_ATTENTION_H
 #include <stddef.h>
@@ -33,8 +35,10 @@ const char *mt_cp_mode_name(mt_cp_mode m); /* "ring" | "alltoall" */
  * flight; after the pass, its results copied out, the same messages go round
  * again alone on `comm` (a barrier first, so a late peer is not counted as
  * communication), blocking, into buffers the pass no longer needs: the
- * ring step's communication time. Results stay bitwise the same; the
- * probe's messages are counted on its own group, not on the cp group. */
+ * fastest of MT_RING_PROBE_REPEATS such exchanges is the ring step's
+ * communication time. Results stay bitwise the same; the probe's messages
+ * are counted on its own group, not on the cp group. */
+#define MT_RING_PROBE_REPEATS 3
 typedef struct {
     mt_comm *comm;                /* a duplicate of the cp group, for the probe */
     mt_profile *prof;             /* where the numbers go (its current step) */
