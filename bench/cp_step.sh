@@ -5,11 +5,11 @@
 # all-to-all, ROUNDS alternations; prints per layout the median ms/step and
 # tokens/s over the rounds (the first step of each run left out), the
 # median time the ranks spent waiting in communication per step (rank_wait_ms:
-# the ring's or all-to-all's waits plus the gradient all-reduce; what compute
-# did not hide), and the activation bytes a rank holds (--report-json).
+# the ring's or all-to-all's waits plus the gradient all-reduce: transfers
+# compute did not hide and peers still computing), and the activation bytes a rank holds (--report-json).
 # Then the ring's overlap: cp 2 and cp 4 ring trained again with --profile
-# (each ring step's messages exchanged again alone after the pass: the
-# communication time; docs/usage.md, "Context parallelism"), printing per
+# (each ring step's messages exchanged again alone after the pass, the
+# fastest of 3: the communication time; docs/usage.md, "Context parallelism"), printing per
 # step, summed over the ranks and pooled over the rounds (every step), the
 # ring's communication, the part hidden behind the block compute and its
 # share, the exposed part, the time waited in the ring's calls and the
