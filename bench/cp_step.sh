@@ -5,8 +5,15 @@
 # all-to-all, ROUNDS alternations; prints per layout the median ms/step and
 # tokens/s over the rounds (the first step of each run left out), the
 # median time the ranks spent waiting in communication per step (rank_wait_ms:
-# the ring's or all-to-all's waits plus the gradient all-reduce; what compute
-# did not hide), and the activation bytes a rank holds (--report-json).
+# the ring's or all-to-all's waits plus the gradient all-reduce: transfers
+# compute did not hide and peers still computing), and the activation bytes a rank holds (--report-json).
+# Then the ring's overlap: cp 2 and cp 4 ring trained again with --profile
+# (each ring step's messages exchanged again alone after the pass, the
+# fastest of 3: the communication time; docs/usage.md, "Context parallelism"), printing per
+# step, summed over the ranks and pooled over the rounds (every step), the
+# ring's communication, the part hidden behind the block compute and its
+# share, the exposed part, the time waited in the ring's calls and the
+# overlapped compute.
 # On a machine with fewer cores than ranks the cp runs share them: read
 # tokens/s against the core count printed.
 # Usage: bash bench/cp_step.sh [ROUNDS] [T] [STEPS] (default 2, 8192, 4).
@@ -34,6 +41,10 @@ for l in list(open(sys.argv[1]))[1:]:
 PY
         rm -f $W/$name.jsonl
     done
+    for spec in cp2_ring:2 cp4_ring:4; do
+        IFS=: read -r name np <<<"$spec"
+        mpirun --oversubscribe -np $np $M train $RUN --cp $np --profile --report-json $W/${name}_prof$r.json >$W/${name}_prof.out
+    done
 done
 /usr/bin/python3 - $W "$LAYOUTS" $T "$(grep -c ^processor /proc/cpuinfo)" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import json, statistics, sys
@@ -47,4 +58,15 @@ for spec in layouts:
     wait = statistics.median(r[1] for r in rows)
     acts = json.load(open(f"{w}/{name}.json"))["memory"]["activations"] / 2**20
     print(f"{name:<14} {ms:9.1f} {T / ms * 1e3:8.0f} {wait:8.1f} {100 * wait / ms:6.1f}% {acts:14.2f}")
+print("ring overlap (--profile runs; ms per step summed over the ranks, every step, pooled over the rounds):")
+print(f"{'layout':<10} {'ms/step':>9} {'comm':>8} {'hidden':>8} {'hidden %':>9} {'exposed':>8} {'waited':>8} "
+      f"{'compute':>9} {'probe':>8}")
+import glob
+for name in ("cp2_ring", "cp4_ring"):
+    reps = [json.load(open(f)) for f in sorted(glob.glob(f"{w}/{name}_prof*.json"))]
+    tot = {k: sum(r["ring_overlap"][k + "_ms"] for j in reps for r in j["ranks"]) / len(reps)
+           for k in ("comm", "hidden", "exposed", "wait", "compute", "probe")}
+    ms = statistics.median(j["time_per_step_s"]["step"] * 1e3 for j in reps)
+    print(f"{name:<10} {ms:9.1f} {tot['comm']:8.1f} {tot['hidden']:8.1f} {100 * tot['hidden'] / tot['comm']:8.1f}% "
+          f"{tot['exposed']:8.1f} {tot['wait']:8.1f} {tot['compute']:9.1f} {tot['probe']:8.1f}")
 PY

@@ -84,10 +84,67 @@ static void chunk_drop(mt_backend *be, mt_attn_dropout per_chunk[2], const mt_at
     }
 }
 
-static void ring_start(const mt_cp *cp, float *send, float *recv, size_t bytes, int tag, mt_comm_req r[2]) {
+static void ring_start_on(mt_comm *comm, const mt_cp *cp, float *send, float *recv, size_t bytes, int tag,
+                          mt_comm_req r[2]) {
     int next = (cp->rank + 1) % cp->size, prev = (cp->rank + cp->size - 1) % cp->size;
-    mt_comm_irecv(cp->comm, recv, bytes, prev, tag, &r[0]);
-    mt_comm_isend(cp->comm, send, bytes, next, tag, &r[1]);
+    mt_comm_irecv(comm, recv, bytes, prev, tag, &r[0]);
+    mt_comm_isend(comm, send, bytes, next, tag, &r[1]);
+}
+static void ring_start(const mt_cp *cp, float *send, float *recv, size_t bytes, int tag, mt_comm_req r[2]) {
+    ring_start_on(cp->comm, cp, send, recv, bytes, tag, r);
+}
+
+/* A ring step's timing (ring_attention.h, mt_ring_probe): the clock is read
+ * only while measuring. */
+typedef struct {
+    mt_ring_probe *p;
+    double first_post, in_calls, t;
+} step_timer;
+static step_timer timer_start(mt_ring_probe *p) { return (step_timer){p, -1.0, 0.0, 0.0}; }
+static void timer_enter(step_timer *s) { /* a communication call begins */
+    if (!s->p) return;
+    s->t = mt_clock_s();
+    if (s->first_post < 0.0) s->first_post = s->t;
+}
+static void timer_leave(step_timer *s) {
+    if (s->p) s->in_calls += mt_clock_s() - s->t;
+}
+static void timer_done(step_timer *s, int step) { /* after the step's last wait */
+    if (!s->p) return;
+    s->p->wait_s[step] = s->in_calls;
+    s->p->in_flight_s[step] = mt_clock_s() - s->first_post;
+}
+
+/* The probe: the pass's ring steps' messages again, alone and blocking, from
+ * the chunk buffers the pass is done with (the sizes are the pass's; the
+ * bytes do not matter). Ring step t sends K|V when t < N - 1 and, in
+ * backward, both chunks' dK|dV; the fastest of MT_RING_PROBE_REPEATS
+ * exchanges, each after a barrier, is its communication time (the transfer,
+ * not a peer descheduled on a shared core). Its time leaves the attention
+ * category. */
+static void probe_pass(mt_ring_probe *p, const mt_cp *cp, bufs *bf, size_t half, int backward) {
+    const int N = cp->size, steps = backward ? N : N - 1;
+    const double t_probe = mt_clock_s();
+    for (int t = 0; t < steps; t++) {
+        double best = 0.0;
+        for (int rep = 0; rep < MT_RING_PROBE_REPEATS; rep++) {
+            mt_comm_req req[6] = {{0}};
+            int nr = 0;
+            mt_comm_barrier(p->comm); /* together: a late peer is not communication */
+            const double t0 = mt_clock_s();
+            if (t < N - 1) ring_start_on(p->comm, cp, bf->kv[0], bf->kv[1], 2 * half * sizeof(float), TAG_KV, req), nr = 2;
+            for (int kb = 0; backward && kb < 2; kb++, nr += 2)
+                ring_start_on(p->comm, cp, bf->dkv[0] + kb * half, bf->dkv[1] + kb * half, half * sizeof(float),
+                              TAG_DKV + kb, req + nr);
+            mt_comm_waitall(req, nr);
+            const double dt = mt_clock_s() - t0;
+            best = rep == 0 || dt < best ? dt : best;
+        }
+        mt_prof_ring_step(p->prof, p->wait_s[t], p->in_flight_s[t], best);
+    }
+    const double probe = mt_clock_s() - t_probe;
+    p->prof->ring.probe += probe;
+    mt_prof_add(p->prof, MT_PROF_ATTENTION, -probe);
 }
 
 void mt_ring_attention_forward(mt_backend *be, const mt_cp *cp, float *out, float *lse, const float *qkv, int B, int c, int NH,
@@ -103,10 +160,16 @@ void mt_ring_attention_forward(mt_backend *be, const mt_cp *cp, float *out, floa
         to_chunk(be, bf.kv[0] + (size_t)a * n * KW2, KW2, qkv, W, C, B, c, a);
         op_attention_block_start(be, bf.o[a], bf.l[a], n * C, (size_t)B * NH * c);
     }
+    mt_ring_probe *probe = N > 1 ? cp->probe : NULL;
     int cur = 0;
     for (int t = 0; t < N; t++) {
         mt_comm_req req[2] = {{0}};
-        if (t < N - 1) ring_start(cp, bf.kv[cur], bf.kv[1 - cur], 2 * n * KW2 * sizeof(float), TAG_KV, req);
+        step_timer st = timer_start(probe);
+        if (t < N - 1) {
+            timer_enter(&st);
+            ring_start(cp, bf.kv[cur], bf.kv[1 - cur], 2 * n * KW2 * sizeof(float), TAG_KV, req);
+            timer_leave(&st);
+        }
         const int src = (r - t + N) % N;
         for (int a = 0; a < 2; a++)
             for (int kb = 0; kb < 2; kb++) {
@@ -115,12 +178,19 @@ void mt_ring_attention_forward(mt_backend *be, const mt_cp *cp, float *out, floa
                                            chunk_of(r, N, a) * c, chunk_of(src, N, kb) * c, NH, NKV, HS,
                                            drop ? &cd[a] : NULL, bf.block);
             }
-        if (t < N - 1) mt_comm_waitall(req, 2), cur = 1 - cur;
+        if (t < N - 1) {
+            timer_enter(&st);
+            mt_comm_waitall(req, 2);
+            timer_leave(&st);
+            timer_done(&st, t);
+            cur = 1 - cur;
+        }
     }
     for (int a = 0; a < 2; a++) {
         from_chunk(be, out, C, 0, bf.o[a], C, B, c, a);
         lse_chunk(be, lse, bf.l[a], B, NH, c, a, 1);
     }
+    if (probe) probe_pass(probe, cp, &bf, n * KW2, 0);
 }
 
 void mt_ring_attention_backward(mt_backend *be, const mt_cp *cp, float *dqkv, const float *dout, const float *qkv, const float *out,
@@ -142,11 +212,17 @@ void mt_ring_attention_backward(mt_backend *be, const mt_cp *cp, float *dqkv, co
     op_zero_bytes(be, bf.dx[0], n * W * sizeof(float));
     op_zero_bytes(be, bf.dx[1], n * W * sizeof(float));
     op_zero_bytes(be, bf.dkv[0], 2 * n * KW2 * sizeof(float));
+    mt_ring_probe *probe = N > 1 ? cp->probe : NULL;
     int cur = 0;
     const size_t half = n * KW2; /* one K|V chunk's floats (and its dK|dV's) */
     for (int t = 0; t < N; t++) {
         mt_comm_req req[2] = {{0}}, dreq[4] = {{0}};
-        if (t < N - 1) ring_start(cp, bf.kv[cur], bf.kv[1 - cur], 2 * half * sizeof(float), TAG_KV, req);
+        step_timer st = timer_start(probe);
+        if (t < N - 1) {
+            timer_enter(&st);
+            ring_start(cp, bf.kv[cur], bf.kv[1 - cur], 2 * half * sizeof(float), TAG_KV, req);
+            timer_leave(&st);
+        }
         const int src = (r - t + N) % N;
         /* K|V chunk by chunk: chunk kb's gradient is complete once both query chunks met it, and goes on
            with its K|V (the last shift takes it home) while the other chunk is computed */
@@ -157,10 +233,17 @@ void mt_ring_attention_backward(mt_backend *be, const mt_cp *cp, float *dqkv, co
                 op_attention_block_backward(be, bf.dx[a], dk, dk + (size_t)NKV * HS, bf.dout[a], bf.o[a], bf.l[a],
                                             bf.x[a], W, k, k + (size_t)NKV * HS, KW2, B, c, c, chunk_of(r, N, a) * c,
                                             chunk_of(src, N, kb) * c, NH, NKV, HS, drop ? &cd[a] : NULL, bf.block);
-            if (N > 1) ring_start(cp, dk, bf.dkv[1 - cur] + (size_t)kb * half, half * sizeof(float), TAG_DKV + kb, dreq + 2 * kb);
+            if (N > 1) {
+                timer_enter(&st);
+                ring_start(cp, dk, bf.dkv[1 - cur] + (size_t)kb * half, half * sizeof(float), TAG_DKV + kb, dreq + 2 * kb);
+                timer_leave(&st);
+            }
         }
+        timer_enter(&st);
         if (N > 1) mt_comm_waitall(dreq, 4);
         if (t < N - 1) mt_comm_waitall(req, 2);
+        timer_leave(&st);
+        timer_done(&st, t);
         if (N > 1) cur = 1 - cur;
     }
     /* after N shifts of dK|dV the buffer in hand is this rank's own */
@@ -168,4 +251,5 @@ void mt_ring_attention_backward(mt_backend *be, const mt_cp *cp, float *dqkv, co
         from_chunk(be, dqkv, W, 0, bf.dx[a], W, B, c, a);
         from_chunk(be, dqkv, W, C, bf.dkv[cur] + (size_t)a * n * KW2, KW2, B, c, a);
     }
+    if (probe) probe_pass(probe, cp, &bf, half, 1);
 }

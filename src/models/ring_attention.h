@@ -13,12 +13,15 @@
  * backward the dK|dV of the step's first K|V chunk leaves as soon as both
  * query chunks met it, while the second chunk is computed.
  *
- * N = 1 is one rank holding chunks 0 and 1: no message, the same blocks. */
+ * N = 1 is one rank holding chunks 0 and 1: no message, the same blocks.
+ * With a probe (mt_cp.probe, {profile}) each pass also measures how much of
+ * its communication the block compute hid (mt_ring_probe below). */
 #ifndef MT_MODELS_RING_ATTENTION_H
 #define MT_MODELS_RING_ATTENTION_H
 #include <stddef.h>
 #include "comm/comm.h"
 #include "core/error.h"
+#include "core/profile.h"
 #include "ops/ops.h"
 
 /* How attention sees the whole sequence ({cp-mode}): ring (this file), or
@@ -27,10 +30,26 @@ typedef enum { MT_CP_RING = 0, MT_CP_ALLTOALL } mt_cp_mode;
 int mt_cp_mode_parse(const char *s, mt_cp_mode *out, mt_error *err);
 const char *mt_cp_mode_name(mt_cp_mode m); /* "ring" | "alltoall" */
 
+/* Measuring the ring ({profile}; the numbers: mt_prof_ring). Each pass
+ * times every ring step's communication calls and its messages' time in
+ * flight; after the pass, its results copied out, the same messages go round
+ * again alone on `comm` (a barrier first, so a late peer is not counted as
+ * communication), blocking, into buffers the pass no longer needs: the
+ * fastest of MT_RING_PROBE_REPEATS such exchanges is the ring step's
+ * communication time. Results stay bitwise the same; the probe's messages
+ * are counted on its own group, not on the cp group. */
+#define MT_RING_PROBE_REPEATS 3
+typedef struct {
+    mt_comm *comm;                /* a duplicate of the cp group, for the probe */
+    mt_profile *prof;             /* where the numbers go (its current step) */
+    double *wait_s, *in_flight_s; /* per ring step of one pass: the cp size entries each */
+} mt_ring_probe;
+
 typedef struct {
     mt_comm *comm; /* the cp group (NULL: one rank) */
     int size, rank;
     mt_cp_mode mode;
+    mt_ring_probe *probe; /* NULL: the ring is not measured */
 } mt_cp;
 
 /* Context parallelism of a model: the cp size (1 without one), and the

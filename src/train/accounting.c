@@ -31,7 +31,10 @@ enum {
     R_ARENA_COUNT, R_ARENA_BYTES, R_ARENA_BUFFERS, /* the activation arena: allocations, bytes, buffers */
     R_DEV_OPEN, R_DEV_NOW, R_DEV_PLACED,     /* a GPU's used bytes (cudaMemGetInfo) when the backend opened and
                                                 now, and the bytes accounted at placement device now; -1: no GPU */
-    R_COMM,                                  /* [axis][kind][calls, bytes_sent, payload, bytes_inter] totals */
+    R_RING_MEASURED, R_RING_TRAIN_STEPS,     /* {profile}: 1 and the profiled steps, else 0 */
+    R_RING,                                  /* mt_prof_ring totals: comm, hidden, exposed, wait, compute,
+                                                in_flight, probe, steps */
+    R_COMM = R_RING + 8,                     /* [axis][kind][calls, bytes_sent, payload, bytes_inter] totals */
     R_LEN = R_COMM + ACCT_NAXES * MT_COMM_NKIND * 4
 };
 
@@ -58,6 +61,13 @@ static void pack_record(const mt_trainer *tr, double *rec) {
     rec[R_DEV_OPEN] = dev ? (double)tr->device_used_open : -1;
     rec[R_DEV_NOW] = dev ? (double)used : -1;
     rec[R_DEV_PLACED] = dev ? (double)mt_mem_placed_total(&tr->mem, MT_PLACE_DEVICE) : -1;
+    if (tr->model.prof) {
+        const mt_prof_ring *g = &tr->prof.total_ring;
+        const double v[8] = {g->comm, g->hidden, g->exposed, g->wait, g->compute, g->in_flight, g->probe, g->steps};
+        rec[R_RING_MEASURED] = 1;
+        rec[R_RING_TRAIN_STEPS] = (double)tr->prof.steps;
+        memcpy(rec + R_RING, v, sizeof v);
+    }
     for (int a = 0; a < ACCT_NAXES; a++) {
         const mt_comm *c = acct_comm(tr, a);
         if (!c) continue;
@@ -197,6 +207,17 @@ static void json_rank(FILE *f, const double *start, const double *end) {
     fprintf(f, ",\"time_per_step_s\":{\"step\":%.6f,\"backward\":%.6f,\"grad_comm_exposed\":%.6f},", end[R_STEP_S] / steps,
             end[R_BACKWARD_S] / steps, end[R_EXPOSED_S] / steps);
     json_comm(f, end);
+    if (end[R_RING_MEASURED] > 0) { /* the ring's communication ({profile}): per step, mt_prof_ring */
+        double n = end[R_RING_TRAIN_STEPS] > 0 ? end[R_RING_TRAIN_STEPS] : 1.0;
+        const double *g = end + R_RING;
+        fprintf(f, ",\"ring_overlap\":{\"profiled_steps\":%.0f,\"ring_steps_per_step\":%.3f,\"comm_ms\":%.4f,"
+                   "\"hidden_ms\":%.4f,\"exposed_ms\":%.4f,\"hidden_pct\":",
+                end[R_RING_TRAIN_STEPS], g[7] / n, g[0] / n * 1e3, g[1] / n * 1e3, g[2] / n * 1e3);
+        if (g[0] > 0) fprintf(f, "%.3f", 100.0 * g[1] / g[0]);
+        else fprintf(f, "null"); /* no ring communication */
+        fprintf(f, ",\"wait_ms\":%.4f,\"compute_ms\":%.4f,\"in_flight_ms\":%.4f,\"probe_ms\":%.4f}", g[3] / n * 1e3,
+                g[4] / n * 1e3, g[5] / n * 1e3, g[6] / n * 1e3);
+    }
 }
 
 /* Top level: rank 0's numbers (every rank of a layout holds the same amounts

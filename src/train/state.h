@@ -54,6 +54,8 @@ typedef struct {
     mt_mesh mesh;
     mt_tp tp;               /* tensor parallelism over the mesh's tp group (model.tp points here) */
     mt_cp cp;               /* context parallelism over the mesh's cp group (model.cp points here) */
+    mt_ring_probe ring_probe; /* with {profile} and a ring of cp > 1 (cp.probe points here): its comm and
+                                 per-ring-step times, allocated at init */
     mt_loss_scaler scaler;  /* {precision} fp16 */
     mt_zero zero;
     int rank;               /* world rank; only rank 0 prints and writes files */

@@ -374,6 +374,17 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     if (op->profile) {
         mt_profile_init(&tr->prof);
         tr->model.prof = &tr->prof;
+        if (cp > 1 && op->cp_mode == MT_CP_RING) { /* the ring measured (ring_attention.h, mt_ring_probe) */
+            mt_ring_probe *p = &tr->ring_probe;
+            /* split off the world: a split of the cp group would count its barrier there */
+            if (mt_comm_split(world, mt_mesh_group_id(&tr->mesh.shape, MT_AXIS_CP, tr->mesh.rank), tr->cp.rank,
+                              "cp_probe", &p->comm, err))
+                return -1;
+            p->prof = &tr->prof;
+            p->wait_s = mt_xcalloc((size_t)cp, sizeof(double), "the ring probe's step times");
+            p->in_flight_s = mt_xcalloc((size_t)cp, sizeof(double), "the ring probe's step times");
+            tr->cp.probe = p;
+        }
     }
     if (op->trace_path) {
         /* every action of every step, the optimizer and the step itself */
@@ -664,6 +675,15 @@ double mt_trainer_eval(mt_trainer *tr) {
  * writing a {ckpt-async} checkpoint, and every
  * rank's step and wait times of this step (the straggler report): one
  * all-reduce (train/straggler.h); a signal may reach one rank only. */
+/* Seconds the ring probe has waited on its group (mt_ring_probe; 0 without one). */
+static double probe_wait_s(const mt_trainer *tr) {
+    if (!tr->ring_probe.comm) return 0.0;
+    const mt_comm_stats *st = mt_comm_get_stats(tr->ring_probe.comm);
+    double s = 0.0;
+    for (int k = 0; k < MT_COMM_NKIND; k++) s += st->k[k].wait_s;
+    return s;
+}
+
 static void agree_step_boundary(mt_trainer *tr, int64_t flags[MT_STRAGGLER_FLAGS], double step_ms, double wait_ms) {
     flags[0] = tr->params_nonfinite;
     flags[1] = tr->metrics_failed;
@@ -725,10 +745,12 @@ int mt_trainer_run(mt_trainer *tr, mt_error *err) {
     tr->run_t0 = mt_clock_s();
     int64_t first_step = tr->step;
     while (tr->step < o->steps) {
-        double t0 = mt_clock_s(), wait0 = mt_comm_wait_total_s(tr->world);
+        double t0 = mt_clock_s(), wait0 = mt_comm_wait_total_s(tr->world) - probe_wait_s(tr);
         float lr = mt_lr_at(&o->lr, tr->step);
         double loss = mt_trainer_step(tr);
-        double ms = (mt_clock_s() - t0) * 1e3, wait_ms = (mt_comm_wait_total_s(tr->world) - wait0) * 1e3;
+        /* the ring probe's waits are measurement, not the run's */
+        double ms = (mt_clock_s() - t0) * 1e3;
+        double wait_ms = (mt_comm_wait_total_s(tr->world) - probe_wait_s(tr) - wait0) * 1e3;
         tr->step_s += ms * 1e-3;
         if (tr->model.prof) {
             mt_profile_end_step(&tr->prof, (long)tr->step, ms * 1e-3);
@@ -906,6 +928,9 @@ void mt_trainer_free(mt_trainer *tr) {
     }
     mt_tp_free_pieces(&tr->tp);
     mt_comm_free(tr->ep_comm);
+    mt_comm_free(tr->ring_probe.comm);
+    free(tr->ring_probe.wait_s);
+    free(tr->ring_probe.in_flight_s);
     if (tr->mesh_ok) mt_mesh_free(&tr->mesh);
     mt_straggler_free(&tr->straggler);
     mt_trainer_accounting_free(tr);
