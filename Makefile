@@ -126,7 +126,13 @@ build-gpu/tests/%: build-gpu/obj/tests/gpu/%.o $(GPU_OBJ) $(BUILD)/libmeshtrain.
 # build-gpu/meshtrain-mpi: the same CUDA objects on the MPI build's library and CLI (build/), for
 # several ranks on a GPU machine (Open MPI carried in the pack: tests/gpu/pack.sh)
 # and NCCL beside MPI (src/comm/nccl.c, {comm} nccl)
-gpu-mpi: build-gpu/meshtrain-mpi
+gpu-mpi: build-gpu/meshtrain-mpi build-gpu/tests/test_nccl
+# comm/nccl.c's hooks on a one-rank communicator (tests/gpu/test_nccl.c; needs a GPU to run)
+build-gpu/tests/test_nccl: tests/gpu/test_nccl.c build-gpu/obj/src/comm/nccl.o src/comm/device.h
+	@mkdir -p $(dir $@)
+	@echo "CC $@"
+	@$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -o $@ $< build-gpu/obj/src/comm/nccl.o -L$(CUDA_HOME)/lib64 \
+	  -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcudart
 build-gpu/obj/src/comm/nccl.o: src/comm/nccl.c src/comm/device.h
 	@mkdir -p $(dir $@)
 	@echo "CC $<"

@@ -66,9 +66,9 @@ step() { # step NAME LIMIT_S [+]LOG CMD...: runs CMD with a time limit (+LOG: ap
     [ $r -eq 0 ] || rc=1
     return $r
 }
-# MT_GPU_ONLY="kernels steps parity hf dist bench sanitizer torch profile": run only these parts (default:
+# MT_GPU_ONLY="kernels steps parity hf nccl dist bench sanitizer torch profile": run only these parts (default:
 # all but profile, an ncu per-kernel time summary of two GPT-2 124M bf16 steps, profile.log)
-want() { case " ${MT_GPU_ONLY:-kernels steps parity hf dist bench sanitizer torch} " in *" $1 "*) return 0 ;; esac; return 1; }
+want() { case " ${MT_GPU_ONLY:-kernels steps parity hf nccl dist bench sanitizer torch} " in *" $1 "*) return 0 ;; esac; return 1; }
 say "gpu run $(date -u +%FT%TZ) on $(hostname)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/gpu: /' | tee -a "$rep"
 missing=$(ldd "$bin/test_kernels" | grep 'not found' || true)
@@ -158,6 +158,17 @@ RUNS
     fi
     return $r
 }
+# 3a. comm/nccl.c's hooks on a one-rank communicator (test_nccl: every collective the identity, a
+# send/recv to itself, in stream order); the machine may have libnccl only as PyTorch's wheel
+if want nccl && [ -x "$bin/test_nccl" ]; then
+    if ldd "$bin/test_nccl" | grep -q 'libnccl.*not found'; then
+        nccl_lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+        [ -n "$nccl_lib" ] && export LD_LIBRARY_PATH=$nccl_lib:$LD_LIBRARY_PATH
+    fi
+    step "NCCL hooks on a one-rank communicator" 60 +steps.log "$bin/test_nccl"
+elif want nccl; then
+    say "nccl: not run (no bin/test_nccl: make gpu-mpi builds it)"
+fi
 if ! want dist; then
     :
 elif [ -x "$bin/meshtrain-mpi" ] && [ -s "${ompi_tar:-}" ]; then
