@@ -50,8 +50,9 @@ static void *raw_alloc(mt_mem *m, mt_mem_place pl, mt_mem_cat cat, size_t bytes,
     if (m && m->allocator && pl != MT_PLACE_HOST) {
         p = m->allocator->alloc(m->allocator->ctx, pl, bytes ? bytes : 1);
         if (!p)
-            mt_die("out of %s memory allocating %zu bytes for %s (category %s)", mt_mem_place_name(pl), bytes, what,
-                   mt_mem_cat_name(cat));
+            mt_die("out of %s memory allocating %zu bytes for %s (category %s): shrink the model, batch or "
+                   "micro-batch, or shard it (zero, tp, pp; meshtrain plan)",
+                   mt_mem_place_name(pl), bytes, what, mt_mem_cat_name(cat));
     } else {
         size_t rounded = (bytes + 63) & ~(size_t)63;
         if (rounded == 0) rounded = 64;

@@ -61,6 +61,10 @@ void *dev_alloc(void *, mt_mem_place pl, size_t bytes) {
         return p;
     }
     if (pl == MT_PLACE_HOST) return calloc(1, bytes);
+    // managed memory can be asked for beyond what the GPU holds (it would page, or hang the GPU):
+    // never more than is free, so a model too large fails here with core/mem's "out of device memory"
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || bytes > free_b) return NULL;
 #ifdef MT_CUDA_EMU
     if (cudaMalloc(&p, bytes) != cudaSuccess) return NULL;
 #else

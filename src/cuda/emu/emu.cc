@@ -101,7 +101,17 @@ cudaError_t fail(cudaError_t e) {
 std::mutex mem_mu;
 std::map<uintptr_t, size_t> allocations; // start -> bytes
 size_t allocated_bytes = 0;
-const size_t emu_total_bytes = (size_t)64 << 30;
+// the emulated device's memory: MT_EMU_GPU_BYTES (default 64 GiB), what cudaMemGetInfo reports and
+// cudaMalloc refuses beyond (so an allocation larger than a GPU fails here as it would there)
+static size_t emu_total() {
+    static const size_t total = [] {
+        const char *v = getenv("MT_EMU_GPU_BYTES");
+        unsigned long long b = v && *v ? strtoull(v, nullptr, 10) : 0;
+        return b ? (size_t)b : (size_t)64 << 30;
+    }();
+    return total;
+}
+#define emu_total_bytes emu_total()
 
 // ---- streams
 struct stream;
@@ -516,6 +526,10 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
     // kernel's access one past the end is reported
     size_t n = bytes ? bytes : 1;
     void *p = nullptr;
+    {
+        std::lock_guard<std::mutex> lk(mem_mu);
+        if (n > emu_total_bytes - std::min(allocated_bytes, emu_total_bytes)) return fail(cudaErrorMemoryAllocation);
+    }
     if (posix_memalign(&p, 256, n)) return fail(cudaErrorMemoryAllocation);
     memset(p, 0xFF, n); // NaN as floats: unwritten reads show
     {

@@ -19,7 +19,8 @@
  *    barrier between a write and another thread's read gives a wrong
  *    result under at least one of them (tests/gpu/test_emu.cu plants two);
  *  - device memory is host memory (cudaMalloc fills it with 0xFF bytes,
- *    NaN as floats, so a kernel that reads what no one wrote shows);
+ *    NaN as floats, so a kernel that reads what no one wrote shows), of
+ *    MT_EMU_GPU_BYTES in all (default 64 GiB; cudaMalloc fails beyond);
  *    copies check that the device side lies in an allocation.
  * Like the CUDA runtime it emulates, it keeps process-wide state (the
  * allocation table, the streams, the last error per host thread).
