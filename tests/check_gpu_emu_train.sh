@@ -14,7 +14,7 @@
 #  - activation compression: GPT-2 --compress-activations bf16 within 1e-6,
 #    Llama bf16 --compress-activations lossless within 1e-3;
 #  - eval --device cuda prints the CPU's validation loss (6 digits);
-#  - a run larger than the GPU (MT_EMU_GPU_BYTES) stops in one line at its
+#  - a run larger than the GPU (MT_EMU_GPU_BYTES, 20 MB) stops in one line at its
 #    first buffer that does not fit (never more managed memory than is free);
 #  - features without CUDA kernels yet are refused before the run with one
 #    line naming them (packed samples included), and the CPU build refuses
@@ -97,9 +97,9 @@ $M tokenize --format jsonl --tokenizer byte --seq-len 32 --packing --out "$W/p" 
     expect_failure "\-\-device must be cpu or cuda, got 'gpu'" $E train $one --device gpu
     expect_failure "\-\-device cuda: this meshtrain was built without CUDA" $M train $one --device cuda
     expect_failure "\-\-device cuda: this meshtrain was built without CUDA" $M eval --ckpt "$W/ck" --val "$W/d_val.bin" --device cuda
-    # a run larger than the GPU (an emulated one of 2 MB): device memory is never asked beyond what is free,
+    # a run larger than the GPU (an emulated one of 20 MB): device memory is never asked beyond what is free,
     # so it stops at the first buffer that does not fit, in one line
-    if MT_EMU_GPU_BYTES=2000000 $E train $BASE --layers 2 --dim 128 --heads 4 --steps 1 --device cuda >"$W/oom.out" 2>"$W/oom.err"; then
+    if MT_EMU_GPU_BYTES=20000000 $E train $BASE --layers 4 --dim 256 --heads 4 --steps 1 --device cuda >"$W/oom.out" 2>"$W/oom.err"; then
         echo "FAIL: a run larger than the GPU was accepted"; exit 1
     fi
     [ "$(wc -l <"$W/oom.err")" = 1 ] && grep -q 'out of device memory allocating [0-9]* bytes for' "$W/oom.err" ||

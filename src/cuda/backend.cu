@@ -552,7 +552,8 @@ extern "C" int mt_cuda_backend_open(mt_backend *be, int local_rank, int gpus_per
     int rc = mt_cuda_ctx_init(&s->ctx);
     if (rc) {
         free(s);
-        return mt_errorf(err, "{device} cuda: cannot create the stream and GEMM handle: %s", mt_cuda_error_string(rc));
+        return mt_errorf(err, "{device} cuda: cannot create the stream, the GEMM handle and the kernels' %zu-byte "
+                              "scratch on GPU %d: %s", MT_CUDA_COL_SCRATCH * sizeof(float), dev, mt_cuda_error_string(rc));
     }
     if (cudaMalloc((void **)&s->dev_partials, MT_CUDA_SUMSQ_BLOCKS * sizeof(double)) != cudaSuccess ||
         cudaMalloc((void **)&s->dev_out, 2 * sizeof(double)) != cudaSuccess ||

@@ -11,9 +11,19 @@ extern "C" int mt_cuda_ctx_init(mt_cuda_ctx *ctx) {
     ctx->stream = NULL;
     ctx->blas = NULL;
     ctx->tf32 = 0;
+    ctx->col_scratch = NULL;
+    cudaError_t e = cudaMalloc((void **)&ctx->col_scratch, MT_CUDA_COL_SCRATCH * sizeof(float));
+    if (e != cudaSuccess) {
+        ctx->col_scratch = NULL;
+        return (int)e;
+    }
     cudaStream_t s;
-    cudaError_t e = cudaStreamCreate(&s);
-    if (e != cudaSuccess) return (int)e;
+    e = cudaStreamCreate(&s);
+    if (e != cudaSuccess) {
+        cudaFree(ctx->col_scratch);
+        ctx->col_scratch = NULL;
+        return (int)e;
+    }
     ctx->stream = (mt_cuda_stream)s;
 #ifndef MT_CUDA_EMU
     cublasHandle_t h;
@@ -23,6 +33,8 @@ extern "C" int mt_cuda_ctx_init(mt_cuda_ctx *ctx) {
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
     if (st != CUBLAS_STATUS_SUCCESS) {
         cudaStreamDestroy(s);
+        cudaFree(ctx->col_scratch);
+        ctx->col_scratch = NULL;
         ctx->stream = NULL;
         return MT_CUDA_BLAS_ERROR + (int)st;
     }
@@ -35,7 +47,10 @@ extern "C" void mt_cuda_ctx_destroy(mt_cuda_ctx *ctx) {
 #ifndef MT_CUDA_EMU
     if (ctx->blas) cublasDestroy((cublasHandle_t)ctx->blas);
 #endif
+    if (ctx->stream) cudaStreamSynchronize((cudaStream_t)ctx->stream); // the scratch may be in use
     if (ctx->stream) cudaStreamDestroy((cudaStream_t)ctx->stream);
+    if (ctx->col_scratch) cudaFree(ctx->col_scratch);
+    ctx->col_scratch = NULL;
     ctx->stream = NULL;
     ctx->blas = NULL;
 }

@@ -22,7 +22,11 @@ typedef struct mt_cuda_ctx {
        10 mantissa bits, fp32 accumulation); 0 (mt_cuda_ctx_init): full fp32. The backend sets it on a
        copy for attention under bf16 mixed precision (device/backend.h, attention_tf32). */
     int tf32;
+    /* the column sums' partials (launch_util.h, mt_col_split): MT_CUDA_COL_SCRATCH floats of device
+       memory made with the context, so no kernel allocates */
+    float *col_scratch;
 } mt_cuda_ctx;
+#define MT_CUDA_COL_SCRATCH ((size_t)1 << 21) /* 8 MB: 64 row groups x 16k columns x 2 sums */
 
 #define MT_CUDA_BLAS_ERROR 10000
 

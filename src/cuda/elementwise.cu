@@ -32,19 +32,21 @@ __global__ static void bias_gelu_fwd(float *pre, float *out, const float *bias, 
 }
 
 // a block of MT_COL_GROUP columns x MT_COL_LANES row lanes (launch_util.h)
-__global__ static void gelu_bias_bwd(float *dpre, float *dbias, const float *pre, const float *dout, int N, int OC) {
+__global__ static void gelu_bias_bwd(float *dpre, float *dbias, float *part, mt_col_split sp, const float *pre,
+                                     const float *dout, int N, int OC) {
     __shared__ float red[MT_COL_LANES][MT_COL_GROUP + 1];
-    int j = blockIdx.x * MT_COL_GROUP + threadIdx.x;
+    int j = blockIdx.x * MT_COL_GROUP + threadIdx.x, r0 = blockIdx.y * sp.rows;
+    int r1 = r0 + sp.rows < N ? r0 + sp.rows : N;
     float acc = 0.0f;
     if (j < OC)
-        for (int n = threadIdx.y; n < N; n += MT_COL_LANES) {
+        for (int n = r0 + threadIdx.y; n < r1; n += MT_COL_LANES) {
             size_t i = (size_t)n * OC + j;
             float v = mt_dev_gelu_grad(pre[i]) * dout[i];
             dpre[i] = v;
             acc += v;
         }
     acc = mt_col_lanes_sum(acc, red);
-    if (dbias && j < OC && !threadIdx.y) dbias[j] += acc;
+    if (dbias && j < OC && !threadIdx.y) mt_col_put(dbias, part, sp.groups, OC, j, acc);
 }
 
 __global__ static void swiglu_fwd(float *out, const float *gate_up, size_t n, int F) {
@@ -159,8 +161,11 @@ extern "C" int mt_cuda_bias_gelu_forward(const mt_cuda_ctx *c, float *pre, float
 
 extern "C" int mt_cuda_gelu_bias_backward(const mt_cuda_ctx *c, float *dpre, float *dbias, const float *pre,
                                           const float *dout, int N, int OC) {
-    if (OC > 0) MT_LAUNCH(gelu_bias_bwd, mt_blocks_for(OC, MT_COL_GROUP), dim3(MT_COL_GROUP, MT_COL_LANES), 0, mt_stream(c), dpre,
-                          dbias, pre, dout, N, OC);
+    if (OC <= 0 || N <= 0) return 0;
+    mt_col_split sp = mt_col_split_for(N, OC, 1);
+    MT_LAUNCH(gelu_bias_bwd, dim3(mt_blocks_for(OC, MT_COL_GROUP), sp.groups), dim3(MT_COL_GROUP, MT_COL_LANES), 0,
+              mt_stream(c), dpre, dbias, c->col_scratch, sp, pre, dout, N, OC);
+    mt_col_finish(c, dbias, c->col_scratch, sp.groups, OC);
     return mt_launch_status();
 }
 

@@ -14,17 +14,18 @@ __global__ static void add_bias(void *out, int out_t, const float *bias, size_t 
 }
 
 // a block of MT_COL_GROUP columns x MT_COL_LANES row lanes (launch_util.h)
-__global__ static void bias_grad(float *dbias, const void *dout, int dt, int N, int OC) {
+__global__ static void bias_grad(float *dbias, float *part, mt_col_split sp, const void *dout, int dt, int N, int OC) {
     __shared__ float red[MT_COL_LANES][MT_COL_GROUP + 1];
-    int o = blockIdx.x * MT_COL_GROUP + threadIdx.x;
+    int o = blockIdx.x * MT_COL_GROUP + threadIdx.x, r0 = blockIdx.y * sp.rows;
+    int r1 = r0 + sp.rows < N ? r0 + sp.rows : N;
     float a = 0.0f;
     if (o < OC)
-        for (int n = threadIdx.y; n < N; n += MT_COL_LANES) {
+        for (int n = r0 + threadIdx.y; n < r1; n += MT_COL_LANES) {
             size_t i = (size_t)n * OC + o;
             a += dt == MT_CUDA_F32 ? ((const float *)dout)[i] : mt_dev_bf16_to_fp32(((const uint16_t *)dout)[i]);
         }
     a = mt_col_lanes_sum(a, red);
-    if (o < OC && !threadIdx.y) dbias[o] += a;
+    if (o < OC && !threadIdx.y) mt_col_put(dbias, part, sp.groups, OC, o, a);
 }
 
 static int forward(const mt_cuda_ctx *c, void *out, mt_cuda_dtype out_t, const void *inp, const void *w,
@@ -48,7 +49,11 @@ static int backward(const mt_cuda_ctx *c, float *dinp, float *dw, float *dbias, 
         e = mt_cuda_gemm(c, 'N', 'T', C, OC, N, 1.0f, inp, t, C, 0, dout, t, OC, 0, (flags & 2) ? 0.0f : 1.0f, dw,
                          MT_CUDA_F32, C, 0, 1);
     if (e || !dbias || OC <= 0) return e;
-    MT_LAUNCH(bias_grad, mt_blocks_for(OC, MT_COL_GROUP), dim3(MT_COL_GROUP, MT_COL_LANES), 0, mt_stream(c), dbias, dout, (int)t, N, OC);
+    if (N <= 0) return e;
+    mt_col_split sp = mt_col_split_for(N, OC, 1);
+    MT_LAUNCH(bias_grad, dim3(mt_blocks_for(OC, MT_COL_GROUP), sp.groups), dim3(MT_COL_GROUP, MT_COL_LANES), 0,
+              mt_stream(c), dbias, c->col_scratch, sp, dout, (int)t, N, OC);
+    mt_col_finish(c, dbias, c->col_scratch, sp.groups, OC);
     return mt_launch_status();
 }
 

@@ -58,13 +58,15 @@ __global__ static void layernorm_bwd_rows(float *dinp, const float *dout, const 
 }
 
 // a block of MT_COL_GROUP columns x MT_COL_LANES row lanes (launch_util.h)
-__global__ static void layernorm_bwd_cols(float *dw, float *db, const float *dout, const float *inp,
-                                          const float *mean, const float *rstd, int N, int C) {
+// grid: column groups x row groups (mt_col_split); part: the dw partials, then the db partials
+__global__ static void layernorm_bwd_cols(float *dw, float *db, float *part, mt_col_split sp, const float *dout,
+                                          const float *inp, const float *mean, const float *rstd, int N, int C) {
     __shared__ float red[MT_COL_LANES][MT_COL_GROUP + 1];
-    int j = blockIdx.x * MT_COL_GROUP + threadIdx.x;
+    int j = blockIdx.x * MT_COL_GROUP + threadIdx.x, r0 = blockIdx.y * sp.rows;
+    int r1 = r0 + sp.rows < N ? r0 + sp.rows : N;
     float aw = 0.0f, ab = 0.0f;
     if (j < C)
-        for (int n = threadIdx.y; n < N; n += MT_COL_LANES) {
+        for (int n = r0 + threadIdx.y; n < r1; n += MT_COL_LANES) {
             size_t i = (size_t)n * C + j;
             if (dw) aw += dout[i] * ((inp[i] - mean[n]) * rstd[n]);
             if (db) ab += dout[i];
@@ -72,8 +74,8 @@ __global__ static void layernorm_bwd_cols(float *dw, float *db, const float *dou
     aw = mt_col_lanes_sum(aw, red);
     ab = mt_col_lanes_sum(ab, red);
     if (j >= C || threadIdx.y) return;
-    if (dw) dw[j] += aw;
-    if (db) db[j] += ab;
+    if (dw) mt_col_put(dw, part, sp.groups, C, j, aw);
+    if (db) mt_col_put(db, part + (size_t)sp.groups * C, sp.groups, C, j, ab);
 }
 
 __global__ static void rmsnorm_fwd(float *res, float *out, float *rstd, const float *x, const float *branch,
@@ -107,18 +109,19 @@ __global__ static void rmsnorm_bwd_rows(float *dinp, const float *dout, const fl
     for (int j = threadIdx.x; j < C; j += blockDim.x) di[j] += r * (d[j] * w[j] - (x[j] * r) * sgx);
 }
 
-__global__ static void rmsnorm_bwd_cols(float *dw, const float *dout, const float *inp, const float *rstd, int N,
-                                        int C) {
+__global__ static void rmsnorm_bwd_cols(float *dw, float *part, mt_col_split sp, const float *dout, const float *inp,
+                                        const float *rstd, int N, int C) {
     __shared__ float red[MT_COL_LANES][MT_COL_GROUP + 1];
-    int j = blockIdx.x * MT_COL_GROUP + threadIdx.x;
+    int j = blockIdx.x * MT_COL_GROUP + threadIdx.x, r0 = blockIdx.y * sp.rows;
+    int r1 = r0 + sp.rows < N ? r0 + sp.rows : N;
     float a = 0.0f;
     if (j < C)
-        for (int n = threadIdx.y; n < N; n += MT_COL_LANES) {
+        for (int n = r0 + threadIdx.y; n < r1; n += MT_COL_LANES) {
             size_t i = (size_t)n * C + j;
             a += dout[i] * (inp[i] * rstd[n]);
         }
     a = mt_col_lanes_sum(a, red);
-    if (j < C && !threadIdx.y) dw[j] += a;
+    if (j < C && !threadIdx.y) mt_col_put(dw, part, sp.groups, C, j, a);
 }
 
 extern "C" int mt_cuda_layernorm_forward(const mt_cuda_ctx *c, float *out, float *mean, float *rstd,
@@ -144,8 +147,11 @@ extern "C" int mt_cuda_layernorm_backward(const mt_cuda_ctx *c, float *dinp, flo
     if (dinp) MT_LAUNCH(layernorm_bwd_rows, N, MT_ROW_THREADS, 0, mt_stream(c), dinp, dout, inp, w, mean, rstd, C);
     int e = mt_launch_status();
     if (e || (!dw && !db)) return e;
-    MT_LAUNCH(layernorm_bwd_cols, mt_blocks_for(C, MT_COL_GROUP), dim3(MT_COL_GROUP, MT_COL_LANES), 0, mt_stream(c), dw, db, dout, inp,
-              mean, rstd, N, C);
+    mt_col_split sp = mt_col_split_for(N, C, 2);
+    MT_LAUNCH(layernorm_bwd_cols, dim3(mt_blocks_for(C, MT_COL_GROUP), sp.groups), dim3(MT_COL_GROUP, MT_COL_LANES), 0,
+              mt_stream(c), dw, db, c->col_scratch, sp, dout, inp, mean, rstd, N, C);
+    mt_col_finish(c, dw, c->col_scratch, sp.groups, C);
+    mt_col_finish(c, db, c->col_scratch + (size_t)sp.groups * C, sp.groups, C);
     return mt_launch_status();
 }
 
@@ -170,7 +176,9 @@ extern "C" int mt_cuda_rmsnorm_backward(const mt_cuda_ctx *c, float *dinp, float
     if (dinp) MT_LAUNCH(rmsnorm_bwd_rows, N, MT_ROW_THREADS, 0, mt_stream(c), dinp, dout, inp, w, rstd, C);
     int e = mt_launch_status();
     if (e || !dw) return e;
-    MT_LAUNCH(rmsnorm_bwd_cols, mt_blocks_for(C, MT_COL_GROUP), dim3(MT_COL_GROUP, MT_COL_LANES), 0, mt_stream(c), dw, dout, inp, rstd,
-              N, C);
+    mt_col_split sp = mt_col_split_for(N, C, 1);
+    MT_LAUNCH(rmsnorm_bwd_cols, dim3(mt_blocks_for(C, MT_COL_GROUP), sp.groups), dim3(MT_COL_GROUP, MT_COL_LANES), 0,
+              mt_stream(c), dw, c->col_scratch, sp, dout, inp, rstd, N, C);
+    mt_col_finish(c, dw, c->col_scratch, sp.groups, C);
     return mt_launch_status();
 }

@@ -672,6 +672,44 @@ static void test_optim(void) {
     }
 }
 
+/* The column sums over enough rows to be cut into row groups (launch_util.h's two stages: partials in the
+ * context's scratch, then added in group order): LayerNorm's and RMSNorm's weight/bias gradients, GELU's and
+ * a linear layer's bias gradient, accumulating onto start values, against the CPU ops (row order). Two orders
+ * of 1500-term fp32 sums with cancellation: 4e-6 of the largest (the CPU's own error is of that size). */
+static void test_col_sums(void) {
+    const int N = 1500, C = 83; // 5 row groups of 300
+    size_t n = (size_t)N * C;
+    std::vector<float> x = rnd(n, 61, 2.0f), w = rnd(C, 62, 1.0f), dy = rnd(n, 63, 1.0f), mean(N), rstd(N), out(n);
+    float *dx = dev(x), *dw = dev(w), *ddy = dev(dy);
+    op_layernorm_forward(CPU_BE, out.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), N, C);
+    std::vector<float> dinp(n), gw = rnd(C, 64, 0.1f), gb = rnd(C, 65, 0.1f);
+    float *ddinp = dev(dinp), *dgw = dev(gw), *dgb = dev(gb), *cm = dev(mean), *cr = dev(rstd);
+    op_layernorm_backward(CPU_BE, dinp.data(), gw.data(), gb.data(), dy.data(), x.data(), w.data(), mean.data(),
+                          rstd.data(), N, C);
+    CK(mt_cuda_layernorm_backward(&ctx, ddinp, dgw, dgb, ddy, dx, dw, cm, cr, N, C));
+    within("layernorm backward dw, 1500 rows", gw, host(dgw, C), 4e-6);
+    within("layernorm backward db, 1500 rows", gb, host(dgb, C), 4e-6);
+    std::vector<float> rw = rnd(C, 66, 0.1f);
+    float *drw = dev(rw);
+    op_rmsnorm_forward(CPU_BE, out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-6f);
+    CK(cudaMemcpy(cr, rstd.data(), N * 4, cudaMemcpyHostToDevice));
+    op_rmsnorm_backward(CPU_BE, dinp.data(), rw.data(), dy.data(), x.data(), w.data(), rstd.data(), N, C);
+    CK(mt_cuda_rmsnorm_backward(&ctx, ddinp, drw, ddy, dx, dw, cr, N, C));
+    within("rmsnorm backward dw, 1500 rows", rw, host(drw, C), 4e-6);
+    std::vector<float> pre = x, db = rnd(C, 67, 1.0f), dpre(n);
+    float *dpre_d = poisoned<float>(n), *ddb = dev(db);
+    op_gelu_bias_backward(CPU_BE, dpre.data(), db.data(), pre.data(), dy.data(), N, C);
+    CK(mt_cuda_gelu_bias_backward(&ctx, dpre_d, ddb, dx, ddy, N, C));
+    bitwise("gelu+bias backward (dpre), 1500 rows", dpre, host(dpre_d, n));
+    within("gelu+bias backward (dbias), 1500 rows", db, host(ddb, C), 4e-6);
+    const int IC = 19;
+    std::vector<float> xi = rnd((size_t)N * IC, 68, 1.0f), wi = rnd((size_t)C * IC, 69, 0.5f), bg = rnd(C, 70, 0.1f);
+    float *dxi = dev(xi), *dwi = dev(wi), *dbg = dev(bg);
+    op_matmul_backward(CPU_BE, NULL, NULL, bg.data(), dy.data(), xi.data(), wi.data(), N, IC, C, 0);
+    CK(mt_cuda_matmul_backward(&ctx, NULL, NULL, dbg, ddy, dxi, dwi, N, IC, C, 0));
+    within("matmul backward dbias, 1500 rows", bg, host(dbg, C), 4e-6);
+}
+
 int main(void) {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -685,6 +723,7 @@ int main(void) {
     printf("device: %s\n", prop.name);
     CK(mt_cuda_ctx_init(&ctx));
     test_elementwise();
+    test_col_sums();
     test_norms();
     test_matmul();
     test_attention(4, 4, 0.0f); // GPT-2: multi-head
