@@ -6,13 +6,15 @@
 # the same experts (as the expert weights'); the dense adapters' over all dp.
 # ep2 (ZeRO 0) and dp2 x ep2 (ZeRO 3) against one process at the same
 # micro-batch: 10 steps' losses, aux losses and per-layer expert loads within
-# 1e-5 relative; each ep2 rank holds the dense adapters and its 2 experts'
+# 1e-5 relative, and so do ep2 x tp2 and an ep2 checkpoint resumed in one
+# process; each ep2 rank holds the dense adapters and its 2 experts'
 # adapters only (report-json); and the PEFT export of the ep2 run's checkpoint
 # equals the one-process run's: the same keys and config, every adapter tensor
 # within 1e-5 of its largest element with SGD (within 1e-3 with AdamW, whose
 # normalised steps magnify the sums' last-bit differences where a gradient
-# nearly cancels). Then bad input: {quantize-base}
-# and IA3 under --ep are one clear line each.
+# nearly cancels). --freeze (attention and one expert frozen) under ep2 ZeRO-1
+# against one process as above. Then bad input: --quantize-base and IA3 under
+# --ep are one clear line each.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 corpus d
@@ -41,6 +43,12 @@ run one 1 --micro-batch 4 --ckpt-dir $W/ck_one --report-json $W/one.report.json
 run ep2 2 --dp 2 --ep 2 --ckpt-dir $W/ck_ep2 --report-json $W/ep2.report.json; compare one ep2
 run one_mb2 1 --micro-batch 2
 run dp2_ep2 4 --dp 4 --ep 2 --zero 3;                                                compare one_mb2 dp2_ep2
+run ep2_tp2 4 --dp 2 --ep 2 --tp 2;                                                  compare one ep2_tp2
+# an ep2 LoRA checkpoint after 5 steps resumes in one process (adapters and their optimizer state; the base
+# by reference) to the uninterrupted run's losses
+$MPI -np 2 $M train $B $LORA --steps 5 --dp 2 --ep 2 --ckpt-dir $W/ck_half --metrics $W/first.jsonl >/dev/null
+$M train --resume $W/ck_half --steps 10 --micro-batch 4 --metrics $W/second.jsonl >/dev/null
+cat $W/first.jsonl $W/second.jsonl > $W/resumed.jsonl;                               compare one resumed
 # what an ep2 rank holds: the trained tensors less the other rank's 2 experts' adapters (3 linears x A [4, in]
 # and B [out, 4] x 4 layers; w1, w3: 64 -> 32, w2: 32 -> 64), and AdamW's two moments of it
 $PY - $W/one.report.json $W/ep2.report.json <<'PY'
