@@ -149,7 +149,7 @@ static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
 static void alloc_lora(mt_model *m, size_t N) {
     const mt_layout *l = &m->layout;
     size_t in = 0, r = 0;
-    int ia3 = 0;
+    int ia3 = 0, expert = 0;
     for (int u = 0; u < l->n_units; u++) {
         const mt_unit_layout *ul = &l->units[u];
         if (!m->held[u]) continue;
@@ -160,8 +160,12 @@ static void alloc_lora(mt_model *m, size_t N) {
             const mt_tensor *a = mt_unit_tensor(ul, t->lora_a - 1);
             in = (size_t)a->shape[1] > in ? (size_t)a->shape[1] : in;
             r = (size_t)a->shape[0] > r ? (size_t)a->shape[0] : r;
+            expert |= a->expert != 0;
         }
     }
+    /* under expert parallelism an expert runs on the rows of every ep rank: at most one per token of each
+       (a token's choices are distinct experts) */
+    if (expert && m->ep) N *= (size_t)mt_comm_size(m->ep);
     if (ia3) { /* the widest GEMM operand row bounds every IA3 buffer */
         size_t wmax, wnum;
         m->fam->gemm_extents(m, 0, &wmax, &wnum);

@@ -56,10 +56,12 @@ static void add_lora(const mt_adapter_spec *s, mt_layout *l, int u, int k) {
     mt_tensor *a = mt_unit_add_tensor(l, u, name, s->r, in, 2, 1, 0.0f, tt.split == MT_TP_COLS ? MT_TP_COLS : MT_TP_REPLICATED);
     a->init_bound = 1.0f / sqrtf((float)in); /* PyTorch's kaiming_uniform_(a = sqrt(5)) on [r, in] */
     a->adapter = 1;
+    a->expert = tt.expert; /* an expert's adapters live with it (expert parallelism) */
     int ia = l->units[u].n_tensors - 1;
     snprintf(name, sizeof name, "%s.lora_B.weight", base);
     mt_tensor *b = mt_unit_add_tensor(l, u, name, out, s->r, 2, 1, 0.0f, tt.split == MT_TP_ROWS ? MT_TP_ROWS : MT_TP_REPLICATED);
     b->adapter = 1;
+    b->expert = tt.expert;
     if (tt.split == MT_TP_ROWS && tt.split_parts > 1) mt_tensor_set_parts(b, tt.split_parts, tt.part_rows);
     if (tt.split == MT_TP_ROWS && tt.tp_replicas > 1) mt_unit_set_tp_replicas(l, u, tt.tp_replicas);
     int ib = l->units[u].n_tensors - 1;
@@ -96,6 +98,7 @@ static void add_ia3(const mt_adapter_spec *s, const mt_adapter_names *nm, mt_lay
         if (tt.split == MT_TP_ROWS && tt.tp_replicas > 1) mt_unit_set_tp_replicas(l, u, tt.tp_replicas);
     }
     v->adapter = 1;
+    v->expert = tt.expert;
     l->units[u].t[k].ia3 = l->units[u].n_tensors;
     l->units[u].t[k].ia3_input = input;
     snprintf(name, sizeof name, "%s.bias", base); /* backward recomputes the scaled output: W x + b */

@@ -89,27 +89,50 @@ void mt_unit_add_shared(mt_layout *l, int u, const char *name, const char *owner
     ul->shared_unit = owner;
 }
 
+/* One store's tensors with the other ranks' experts emptied, offsets
+ * renumbered; its elements (a quantized frozen tensor has none here). */
+static size_t shard_store(mt_tensor *t, int n, int per, int ep_rank, int frozen) {
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        if (t[i].expert && (t[i].expert - 1) / per != ep_rank) {
+            t[i].shape[0] = 0;
+            t[i].numel = 0;
+        }
+        t[i].offset = off;
+        if (!(frozen && t[i].quant)) off += t[i].numel;
+    }
+    return off;
+}
+
 void mt_layout_shard_experts(mt_layout *l, int n_experts, int ep, int ep_rank) {
     int per = n_experts / ep;
     l->ep = ep;
     l->ep_rank = ep_rank;
     for (int u = 0; u < l->n_units; u++) {
         mt_unit_layout *ul = &l->units[u];
-        if (ul->ref || ul->n_frozen) mt_die("unit %d: experts sharded after the frozen split", u);
-        size_t off = 0;
-        int seen = 0;
-        for (int i = 0; i < ul->n_tensors; i++) {
-            mt_tensor *t = &ul->t[i];
-            if (!t->expert && seen) mt_die("tensor %s: a dense tensor after the experts' in unit %d", t->name, u);
-            seen |= t->expert != 0;
-            if (t->expert && (t->expert - 1) / per != ep_rank) {
-                t->shape[0] = 0;
-                t->numel = 0;
+        if (ul->ref) {
+            /* Adapters (added after the base tensors) and trained base tensors: the trainable experts'
+               go last, declared order kept within each kind, so that the dense part is one prefix */
+            int n = ul->n_tensors, *to = mt_xcalloc((size_t)(n ? n : 1), sizeof(int), "tensor order");
+            mt_tensor *t = mt_xcalloc((size_t)(n ? n : 1), sizeof(mt_tensor), "tensor list");
+            int k = 0;
+            for (int pass = 0; pass < 2; pass++)
+                for (int i = 0; i < n; i++)
+                    if ((ul->t[i].expert != 0) == pass) to[i] = k, t[k++] = ul->t[i];
+            for (int d = 0; d < ul->n_decl; d++)
+                if (ul->ref[d] >= 0) ul->ref[d] = to[ul->ref[d]];
+            free(ul->t);
+            free(to);
+            ul->t = t;
+            ul->frozen_numel = shard_store(ul->ft, ul->n_frozen, per, ep_rank, 1);
+        } else {
+            int seen = 0;
+            for (int i = 0; i < ul->n_tensors; i++) {
+                if (!ul->t[i].expert && seen) mt_die("tensor %s: a dense tensor after the experts' in unit %d", ul->t[i].name, u);
+                seen |= ul->t[i].expert != 0;
             }
-            t->offset = off;
-            off += t->numel;
         }
-        ul->numel = off;
+        ul->numel = shard_store(ul->t, ul->n_tensors, per, ep_rank, 0);
     }
     mt_layout_finish(l);
 }

@@ -151,8 +151,11 @@ double mt_layout_frozen_matrix_params(const mt_layout *l);
 /* Expert parallelism: keeps the tensors of this rank's experts, the n_experts / ep
  * experts [ep_rank n / ep, (ep_rank + 1) n / ep), and empties the others'
  * (shape[0] = numel = 0; full shapes and names kept, so checkpoints and
- * declared indices are those of every layout); the expert tensors must be
- * the last of their unit. ep must divide n_experts (checked by the caller). */
+ * declared indices are those of every layout), in both stores after the
+ * frozen split (adapters: an expert's adapter is that expert's, expert set);
+ * the trainable experts' tensors are moved after the dense ones there (the
+ * unit's dense part one prefix, dense_numel), before it they must be the
+ * last of their unit. ep must divide n_experts (checked by the caller). */
 void mt_layout_shard_experts(mt_layout *l, int n_experts, int ep, int ep_rank);
 /* Sums the totals once every unit is built. */
 void mt_layout_finish(mt_layout *l);

@@ -258,9 +258,11 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return mt_errorf(err, "{ep} %d does not divide the %d experts ({moe-experts}): each expert-parallel rank holds "
                               "experts / ep whole experts; choose an ep that divides %d", op->mesh.ep,
                          op->cfg.num_experts, op->cfg.num_experts);
-    if (op->mesh.ep > 1 && mt_adapter_spec_active(&op->cfg.adapters))
-        return mt_errorf(err, "{peft}, {freeze} and {quantize-base} are not yet supported with {ep} %d (adapters and "
-                              "frozen stores of sharded experts); train them without {ep}", op->mesh.ep);
+    /* LoRA and frozen tensors shard with their experts (nn/layout.c); the quantized store and IA3 not yet */
+    if (op->mesh.ep > 1 && (op->cfg.adapters.quant || op->cfg.adapters.kind == MT_PEFT_IA3))
+        return mt_errorf(err, "{quantize-base} and {peft} ia3 are not yet supported with {ep} %d (quantized stores "
+                              "and IA3 vectors of sharded experts); train them without {ep}, or use {peft} lora "
+                              "without {quantize-base}", op->mesh.ep);
     if (op->sequence_parallel && ((size_t)op->micro_batch * (size_t)op->cfg.seq_len) % (size_t)op->mesh.tp)
         return mt_errorf(err, "{sequence-parallel} splits the %d x %d token rows of a microbatch over {tp} %d: "
                               "choose a {micro-batch} or {seq-len} whose product tp divides",

@@ -19,6 +19,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int i = 0; rc == 0 && i < c.n[k]; i++)
             if (!isfinite(c.x[k][i]) || !isfinite(c.y[k][i])) abort();
     }
+    /* the load balance: a point per line at most, every ratio a finite number >= 1 (max over mean) */
+    if (rc == 0 && ((size_t)c.moe_n > lines || c.moe_n > c.moe_cap || (c.moe_n && !c.moe_layers))) abort();
+    for (int i = 0; rc == 0 && i < c.moe_n; i++) {
+        if (!isfinite(c.moe_x[i])) abort();
+        for (int l = 0; l < c.moe_layers; l++) {
+            double r = c.moe_ratio[(size_t)i * c.moe_layers + l];
+            if (!isfinite(r) || r < 1 - 1e-9 || r > c.moe_experts + 1e-9) abort();
+        }
+    }
     if (rc && !err.msg[0]) abort(); /* an error says why */
     mt_metrics_curves_free(&c);
     return 0;
