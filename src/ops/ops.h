@@ -135,6 +135,15 @@ void op_rmsnorm_forward(mt_backend *be, float *out, float *rstd, const float *in
                         float eps);
 void op_rmsnorm_backward(mt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                          const float *rstd, int N, int C);
+/* QK-norm (ops/qk_norm.c): RMSNorms of the q [QW] and k [KW] columns at the
+ * start of each row of qkv (row stride ld), in place; pre [N, QW + KW] and
+ * rstd [N, 2] keep what the backward needs. The backward turns dqkv's q and
+ * k columns (the normed values' gradients) into the inputs' gradients, SETS
+ * them, and adds into dwq, dwk (either may be NULL: frozen). */
+void op_qk_norm_forward(mt_backend *be, float *qkv, float *pre, float *rstd, const float *wq, const float *wk, int N,
+                        int QW, int KW, size_t ld, float eps);
+void op_qk_norm_backward(mt_backend *be, float *dqkv, float *dwq, float *dwk, const float *pre, const float *rstd,
+                         const float *wq, const float *wk, int N, int QW, int KW, size_t ld);
 
 /* ---- rotary position embeddings, half-split pairs (j, j + HS/2) */
 /* Frequency scalings as Hugging Face's rope_scaling names them (transformers'
