@@ -3,7 +3,8 @@
  * rotary position embeddings in the half-split convention with rope_theta
  * and Llama 3.1 frequency scaling, grouped-query attention (query head h
  * reads kv head h * n_kv / n_head), SwiGLU MLP, optional q/k/v biases
- * (Qwen2), a tied or untied head, no position table, no dropout. Tensor
+ * (Qwen2), optional QK-norm before RoPE (OLMoE's q_norm, k_norm over the
+ * whole q and k), a tied or untied head, no position table, no dropout. Tensor
  * names are Hugging Face's; linear weights are [out, in] as there.
  *
  * In a unit's flat buffer q, k and v (and gate and up) lie next to each
