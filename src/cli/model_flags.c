@@ -39,7 +39,7 @@ void mt_model_flags_spec(mt_model_flags *mf, mt_arg out[MT_MODEL_FLAG_COUNT], in
         {"moe-shared-ffn-dim", MT_ARG_INT, &mf->moe_shared_ffn_dim,
          "llama MoE: a shared expert of this SwiGLU width that every token runs, scaled by a sigmoid gate, as Qwen2-MoE's (default 0: none)", 0},
         {"qk-norm", MT_ARG_INT, &mf->qk_norm,
-         "llama: 1 = RMSNorms of the whole q and k projections before RoPE, as OLMoE's q_norm, k_norm (default 0; tp 1)", 0},
+         "llama: 1 = RMSNorms of the whole q and k projections before RoPE, as OLMoE's q_norm, k_norm (default 0)", 0},
         {"layers", MT_ARG_INT, &mf->layers, d ? "transformer blocks L (default 4)" : "transformer blocks L", 0},
         {"dim", MT_ARG_INT, &mf->dim, d ? "model width C (default 128)" : "model width C", 0},
         {"heads", MT_ARG_INT, &mf->heads, d ? "attention heads (default 4)" : "attention heads", 0},

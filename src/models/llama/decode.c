@@ -61,8 +61,9 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
         op_rmsnorm_forward(d->be, b.xn, b.rstd, b.x, P(ix.in_norm), 1, C, c->norm_eps);
         op_matmul_forward(d->be, b.qkv, b.xn, P(ix.q), ix.qb >= 0 ? P(ix.qb) : NULL, 1, C, qkvw);
         if (ix.qn >= 0) { /* QK-norm (OLMoE), before RoPE: the training forward's arithmetic */
-            op_qk_norm_forward(d->be, b.qkv, b.qkn, b.qkn + QW + KW, P(ix.qn), P(ix.kn), 1, QW, KW, (size_t)qkvw,
-                               c->norm_eps);
+            op_qk_norm_sumsq(d->be, b.qkn + QW + KW, b.qkv, 1, QW, KW, (size_t)qkvw);
+            op_qk_norm_apply(d->be, b.qkv, b.qkn, b.qkn + QW + KW, P(ix.qn), P(ix.kn), 1, QW, KW, (size_t)qkvw,
+                             (float)QW, (float)KW, c->norm_eps);
         }
         op_rope_apply(d->be, b.qkv, 1, 1, NH, hd, (size_t)qkvw, cs, sn, 0);
         op_rope_apply(d->be, b.qkv + QW, 1, 1, KV, hd, (size_t)qkvw, cs, sn, 0);

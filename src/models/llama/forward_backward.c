@@ -139,6 +139,23 @@ static void attention_core_forward(mt_model *m, int layer) {
                                                                 d.nh, d.nkv, d.hd, &none, m->gs.attn_scratch));
 }
 
+/* QK-norm (OLMoE's q_norm, k_norm) of the rows' q|k in place, before RoPE.
+ * Under tp a rank holds its heads' columns: the rows' sums of squares are
+ * all-reduced over tp (2 N floats) and divided by the local width x tp --
+ * for k also when tp > kv heads, where each kv head's columns (and so its
+ * squares) are on tp / kv ranks and the local width x tp counts them as
+ * often. */
+static void qk_norm_forward(mt_model *m, mt_block_acts *ba, const dims *d, const float *wq, const float *wk, int N,
+                            float eps) {
+    int QW = d->nh * d->hd, KW = d->nkv * d->hd, tp = m->layout.tp;
+    float *pre = ba->b[LB_QKN], *ss = pre + (size_t)N * (QW + KW);
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_qk_norm_sumsq(m->be, ss, ba->b[LB_QKV], N, QW, KW, (size_t)d->qkv));
+    if (tp > 1) mt_tp_allreduce(m->tp, ss, 2 * (size_t)N);
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+             op_qk_norm_apply(m->be, ba->b[LB_QKV], pre, ss, wq, wk, N, QW, KW, (size_t)d->qkv, (float)QW * tp,
+                              (float)KW * tp, eps));
+}
+
 /* ---- mixture of experts: the MLP as E experts behind a router ---- */
 
 typedef struct {
@@ -419,12 +436,7 @@ static void block_forward_account(mt_model *m, int layer, const mt_fwd_ctx *fc, 
              op_rmsnorm_forward(m->be, ba->b[LB_X1], ba->b[LB_RSTD1], x, P(ix.in_norm), n, C, eps));
     const float *x1 = mt_unit_tp_gather(m, ba->b[LB_X1], m->gs.gathered);
     mt_unit_linear_fwd(m, U, ix.q, fc, ba->b[LB_QKV], x1, ix.qb >= 0 ? P(ix.qb) : NULL, N, C, d.qkv);
-    if (ix.qn >= 0) { /* QK-norm: before RoPE (tp 1: the local q and k are the whole ones) */
-        float *pre = ba->b[LB_QKN];
-        MT_TIMED(m->prof, MT_PROF_LAYERNORM,
-                 op_qk_norm_forward(m->be, ba->b[LB_QKV], pre, pre + (size_t)N * (d.nh + d.nkv) * d.hd, P(ix.qn),
-                                    P(ix.kn), N, d.nh * d.hd, d.nkv * d.hd, (size_t)d.qkv, eps));
-    }
+    if (ix.qn >= 0) qk_norm_forward(m, ba, &d, P(ix.qn), P(ix.kn), N, eps);
     rope(m, ba->b[LB_QKV], &d, 0);
     attention_core_forward(m, layer);
     mt_unit_linear_fwd(m, U, ix.o, fc, tmp, ba->b[LB_ATTY], NULL, N, d.nh * d.hd, C);
@@ -507,11 +519,17 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
                                            ba->b[LB_LSE], a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
     rope(m, gs->f[LS_DQKV], &d, 1);
     if (ix.qn >= 0) {
-        const float *pre = ba->b[LB_QKN];
+        const float *pre = ba->b[LB_QKN], *rstd = pre + (size_t)N * (d.nh + d.nkv) * d.hd;
+        int QW = d.nh * d.hd, KW = d.nkv * d.hd, tp = m->layout.tp;
+        float *dot = gs->f[LS_DATTY]; /* free once attention's backward ran */
         MT_TIMED(m->prof, MT_PROF_LAYERNORM,
-                 op_qk_norm_backward(m->be, gs->f[LS_DQKV], mt_model_tensor_grad(m, U, ix.qn),
-                                     mt_model_tensor_grad(m, U, ix.kn), pre, pre + (size_t)N * (d.nh + d.nkv) * d.hd,
-                                     P(ix.qn), P(ix.kn), N, d.nh * d.hd, d.nkv * d.hd, (size_t)d.qkv));
+                 op_qk_norm_backward_dot(m->be, dot, gs->f[LS_DQKV], pre, rstd, P(ix.qn), P(ix.kn), N, QW, KW,
+                                         (size_t)d.qkv));
+        if (tp > 1) mt_tp_allreduce(m->tp, dot, 2 * (size_t)N); /* the sums over all heads (qk_norm_forward) */
+        MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+                 op_qk_norm_backward_apply(m->be, gs->f[LS_DQKV], mt_model_tensor_grad(m, U, ix.qn),
+                                           mt_model_tensor_grad(m, U, ix.kn), pre, rstd, dot, P(ix.qn), P(ix.kn), N, QW,
+                                           KW, (size_t)d.qkv, (float)QW * tp, (float)KW * tp));
     }
     const float *x1 = mt_unit_tp_gather(m, ba->b[LB_X1], gs->gathered);
     mt_unit_linear_bwd(m, U, ix.q, fc, gs->dln, ix.qb >= 0 ? mt_model_tensor_grad(m, U, ix.qb) : NULL, gs->f[LS_DQKV], x1,

@@ -12,9 +12,6 @@ int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
         return mt_errorf(err, "{tp} %d and the %d key/value heads: tp must divide the kv heads (each rank holds whole "
                               "kv heads) or be a multiple of them (each kv head is replicated on tp / kv ranks, as "
                               "Megatron does); choose such a tp", tp, kv);
-    if (cfg->qk_norm && tp > 1)
-        return mt_errorf(err, "{tp} %d with {qk-norm}: q_norm and k_norm normalise q and k over all heads, which tp cuts "
-                              "over ranks (not yet supported); train this model with tp 1", tp);
     if (cfg->num_experts && cfg->moe_ffn_dim % tp)
         return mt_errorf(err, "{tp} %d does not divide the experts' width {moe-ffn-dim} %d (each expert is cut over tp "
                               "like the dense MLP); choose a tp that divides it", tp, cfg->moe_ffn_dim);
@@ -95,9 +92,10 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
             T("self_attn.v_proj.bias", KW, 1, 1, 0, 0.0f, MT_TP_ROWS);
             mt_unit_set_tp_replicas(out, u, kv_rep);
         }
-        if (cfg->qk_norm) { /* OLMoE's: over the whole q and k (tp 1 only: mt_llama_tp_check) */
-            T("self_attn.q_norm.weight", QW, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
-            T("self_attn.k_norm.weight", KW, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
+        if (cfg->qk_norm) { /* OLMoE's, over the whole q and k: cut over tp with their heads (as the biases) */
+            T("self_attn.q_norm.weight", QW, 1, 1, 0, -1.0f, MT_TP_ROWS);
+            T("self_attn.k_norm.weight", KW, 1, 1, 0, -1.0f, MT_TP_ROWS);
+            mt_unit_set_tp_replicas(out, u, kv_rep);
         }
         mats[3] = IX("self_attn.o_proj.weight", C, QW, 2, 1, std, MT_TP_COLS);
         T("post_attention_layernorm.weight", C, 1, 1, 0, -1.0f, MT_TP_REPLICATED);
