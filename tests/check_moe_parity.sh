@@ -8,7 +8,8 @@
 #   to 1e-5 (max abs diff / max abs), 10 losses to 1e-5 relative, the
 #   reported aux loss to 1e-5.
 # Cases: Mixtral routing (softmax over the top-2 logits), Qwen-MoE routing
-# (softmax then top-2) with and without norm_topk_prob, and a capacity factor
+# (softmax then top-2) with and without norm_topk_prob, OLMoE (Qwen-MoE's
+# routing without norm_topk_prob, QK-norm before RoPE), and a capacity factor
 # that drops tokens (their count equals the reference's). Then greedy
 # generation with the KV cache equals the reference's greedy decoding.
 set -euo pipefail
@@ -22,14 +23,16 @@ declare -A INIT=(
     [qwen]="--type qwen2_moe --norm-topk 0"
     [qwen_norm]="--type qwen2_moe --norm-topk 1"
     [capacity]="--type mixtral"
+    [olmoe]="--type olmoe --norm-topk 0"
 )
 declare -A LOSS=(
     [mixtral]="--aux-coef 0.05 --z-coef 0.01"
     [qwen]="--aux-coef 0.05 --z-coef 0.01"
     [qwen_norm]="--aux-coef 0.05"
     [capacity]="--aux-coef 0.05 --z-coef 0.01 --capacity-factor 0.75"
+    [olmoe]="--aux-coef 0.05 --z-coef 0.01"
 )
-for c in mixtral qwen qwen_norm capacity; do
+for c in mixtral qwen qwen_norm capacity olmoe; do
     $PY tests/torch_moe.py init --out $W/hf_$c --layers $L --dim $C --heads $H --kv-heads $KV --experts $E --top-k $K \
         --moe-ffn $FE --vocab $V --max-pos $T --seed 11 ${INIT[$c]}
     $M import --format hf --in $W/hf_$c --out $W/ck_$c >/dev/null
@@ -45,6 +48,7 @@ import parity
 w, c = sys.argv[1], sys.argv[2]
 L, C, H, KV, _, V, E, FE = map(int, sys.argv[3:11])
 bias = "qwen2_moe" in sys.argv[11]
+qk_norm = "olmoe" in sys.argv[11]
 Vp, hd = (V + 127) // 128 * 128, C // H
 QW, KW = H * hd, KV * hd
 parity.compare_losses(f"{w}/mt_{c}.jsonl", f"{w}/ref_{c}.json", 10, 1e-5, step0_tol=1e-6, label=f"{c} losses")
@@ -63,6 +67,8 @@ for l in range(L):
               (p + "v_proj.weight", KW * C)]
     if bias:
         sizes += [(p + "q_proj.bias", QW), (p + "k_proj.bias", KW), (p + "v_proj.bias", KW)]
+    if qk_norm:
+        sizes += [(p + "q_norm.weight", QW), (p + "k_norm.weight", KW)]
     sizes += [(p + "o_proj.weight", C * QW), (p + "post_attention_layernorm.weight", C), (p + "router", E * C)]
     for e in range(E):
         sizes += [(p + f"experts.{e}.gate_proj", FE * C), (p + f"experts.{e}.up_proj", FE * C),
@@ -73,7 +79,7 @@ PY
 done
 echo "== generate =="
 # greedy KV-cache decoding (models/llama/decode.c's MoE step) against the reference's full forward per token
-for t in "mixtral --norm-topk 0" "qwen2_moe --norm-topk 1"; do
+for t in "mixtral --norm-topk 0" "qwen2_moe --norm-topk 1" "olmoe --norm-topk 0"; do
     $PY tests/torch_moe.py init --out $W/gen --type $t --layers $L --dim $C --heads $H --kv-heads $KV --experts $E \
         --top-k $K --moe-ffn $FE --vocab 256 --max-pos $T --seed 5
     rm -rf $W/gen_ck

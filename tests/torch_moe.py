@@ -2,12 +2,18 @@
 """PyTorch reference of the Llama family's mixture-of-experts variant for
 tests/check_moe_parity.sh (test-only; plain torch 1.13, no transformers).
 The attention half of a block is tests/torch_llama.py's; the MLP is E SwiGLU
-experts behind a linear router (no bias), as transformers' Mixtral and
-Qwen2-MoE blocks compute it:
+experts behind a linear router (no bias), as transformers' Mixtral,
+Qwen2-MoE and OLMoE blocks compute it:
   logits = x W_r^T,  probs = softmax(logits)
   the k largest logits per token (ties: the lower expert index first)
   mixtral:       weights = softmax over the k chosen logits
   softmax_topk:  weights = probs of the k chosen, / their sum with norm_topk_prob
+                 (Qwen2-MoE, OLMoE)
+OLMoE (model_type olmoe) also normalises q and k before RoPE, as
+transformers' OlmoeAttention: q = q_norm(q_proj(x)), k = k_norm(k_proj(x)),
+RMSNorms over the whole projection outputs (widths H hd and KV hd, eps
+rms_norm_eps); it has no shared expert and q/k/v biases only with
+attention_bias.
   out[n] = sum_k weight[n,k] * down(silu(gate(x)) * up(x)) of expert sel[n,k]
 With a shared expert (Qwen2-MoE's shared_expert_intermediate_size > 0), as
 transformers' Qwen2MoeSparseMoeBlock adds it:
@@ -24,17 +30,17 @@ aux loss and scales f by k; this reference follows meshtrain's per-block
 form, which is what pipeline stages can compute on their own.)
 
 Subcommands:
-  init --out DIR --type mixtral|qwen2_moe --layers L --dim C --heads H
+  init --out DIR --type mixtral|qwen2_moe|olmoe --layers L --dim C --heads H
        --kv-heads KV --experts E --top-k K --moe-ffn F --vocab V --max-pos T
        [--norm-topk 0|1] [--shared-ffn FS] --seed S
       writes config.json and model.safetensors (fp32, the type's tensor names;
       qwen2_moe with q/k/v biases as Qwen2-MoE has them, and a shared expert
-      of width FS when FS > 0).
+      of width FS when FS > 0; olmoe with q_norm and k_norm).
   train --model DIR --data SHARD ... (tests/torch_llama.py's train options)
         [--aux-coef A] [--z-coef Z] [--capacity-factor CF]
       writes {"losses", "grad_norms", "aux"} and the first step's gradients in
       meshtrain's layout order (embed, per layer: input norm, q, k, v, [q/k/v
-      biases], o, post norm, router, [shared expert gate, up, down, its sigmoid
+      biases], [q_norm, k_norm], o, post norm, router, [shared expert gate, up, down, its sigmoid
       gate], per expert gate, up, down; norm, lm_head).
   generate --model DIR --prompt-ids 1,2,3 [--tokens N]
       greedy decoding, the full forward for every new token (no cache); prints
@@ -52,8 +58,9 @@ from torch_llama import write_safetensors, read_safetensors, rope_cos_sin, rotat
 class Cfg:
     def __init__(self, j):
         self.type = j["model_type"]
-        assert self.type in ("mixtral", "qwen2_moe"), self.type
+        assert self.type in ("mixtral", "qwen2_moe", "olmoe"), self.type
         self.mixtral = self.type == "mixtral"
+        self.olmoe = self.type == "olmoe"
         self.C, self.H, self.L, self.V = j["hidden_size"], j["num_attention_heads"], j["num_hidden_layers"], j["vocab_size"]
         self.KV = j.get("num_key_value_heads") or self.H
         self.hd = j.get("head_dim") or self.C // self.H
@@ -62,10 +69,12 @@ class Cfg:
         self.tie = bool(j.get("tie_word_embeddings", False))
         self.E = j["num_local_experts"] if self.mixtral else j["num_experts"]
         self.K = j["num_experts_per_tok"]
-        self.F = j["intermediate_size"] if self.mixtral else j["moe_intermediate_size"]
+        self.F = j["intermediate_size"] if self.mixtral or self.olmoe else j["moe_intermediate_size"]
         self.norm_topk = True if self.mixtral else bool(j.get("norm_topk_prob", False))
-        self.bias = not self.mixtral
-        self.Fs = 0 if self.mixtral else int(j.get("shared_expert_intermediate_size") or 0)
+        self.bias = bool(j.get("attention_bias", False)) if self.olmoe else not self.mixtral
+        self.Fs = 0 if self.mixtral or self.olmoe else int(j.get("shared_expert_intermediate_size") or 0)
+        self.qk_norm = self.olmoe
+        assert not (self.olmoe and j.get("clip_qkv") is not None), "clip_qkv is not modelled"
 
 
 def specs(cfg):
@@ -80,6 +89,8 @@ def specs(cfg):
         if cfg.bias:
             out += [(p + "self_attn.q_proj.bias", None, [QW]), (p + "self_attn.k_proj.bias", None, [KW]),
                     (p + "self_attn.v_proj.bias", None, [KW])]
+        if cfg.qk_norm:
+            out += [(p + "self_attn.q_norm.weight", None, [QW]), (p + "self_attn.k_norm.weight", None, [KW])]
         out += [(p + "self_attn.o_proj.weight", None, [C, QW]), (p + "post_attention_layernorm.weight", None, [C])]
         mp = p + ("block_sparse_moe." if cfg.mixtral else "mlp.")
         out.append((p + "mlp.gate.weight", mp + "gate.weight", [E, C]))
@@ -166,8 +177,11 @@ class MoeLlama(torch.nn.Module):
             g = lambda s: self.w(f"model.layers.{i}.{s}")
             b = lambda s: g(f"self_attn.{s}.bias") if c.bias else None
             h = rms_norm(x, g("input_layernorm.weight"), c.eps)
-            q = F.linear(h, g("self_attn.q_proj.weight"), b("q_proj")).view(B, T, c.H, c.hd).transpose(1, 2)
-            k = F.linear(h, g("self_attn.k_proj.weight"), b("k_proj")).view(B, T, c.KV, c.hd).transpose(1, 2)
+            q, k = F.linear(h, g("self_attn.q_proj.weight"), b("q_proj")), F.linear(h, g("self_attn.k_proj.weight"), b("k_proj"))
+            if c.qk_norm:  # OLMoE: over the whole projections, before RoPE
+                q, k = rms_norm(q, g("self_attn.q_norm.weight"), c.eps), rms_norm(k, g("self_attn.k_norm.weight"), c.eps)
+            q = q.view(B, T, c.H, c.hd).transpose(1, 2)
+            k = k.view(B, T, c.KV, c.hd).transpose(1, 2)
             v = F.linear(h, g("self_attn.v_proj.weight"), b("v_proj")).view(B, T, c.KV, c.hd).transpose(1, 2)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
@@ -193,10 +207,11 @@ def load(d):
 
 
 def cmd_init(a):
-    mix = a.type == "mixtral"
-    if mix and a.shared_ffn:
-        raise SystemExit("--shared-ffn: Mixtral has no shared expert (use --type qwen2_moe)")
-    j = {"architectures": ["MixtralForCausalLM" if mix else "Qwen2MoeForCausalLM"], "model_type": a.type,
+    mix, olmoe = a.type == "mixtral", a.type == "olmoe"
+    if (mix or olmoe) and a.shared_ffn:
+        raise SystemExit(f"--shared-ffn: {a.type} has no shared expert (use --type qwen2_moe)")
+    arch = {"mixtral": "MixtralForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM", "olmoe": "OlmoeForCausalLM"}[a.type]
+    j = {"architectures": [arch], "model_type": a.type,
          "hidden_act": "silu", "hidden_size": a.dim, "num_attention_heads": a.heads,
          "num_key_value_heads": a.kv_heads or a.heads, "head_dim": a.dim // a.heads, "num_hidden_layers": a.layers,
          "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "rope_scaling": None, "num_experts_per_tok": a.top_k,
@@ -204,6 +219,10 @@ def cmd_init(a):
          "torch_dtype": "float32"}
     if mix:
         j.update({"num_local_experts": a.experts, "intermediate_size": a.moe_ffn})
+    elif olmoe:  # OlmoeConfig's keys: intermediate_size is the experts' width, head_dim is hidden_size / heads
+        del j["head_dim"]
+        j.update({"num_experts": a.experts, "intermediate_size": a.moe_ffn, "norm_topk_prob": bool(a.norm_topk),
+                  "attention_bias": False, "clip_qkv": None})
     else:
         j.update({"num_experts": a.experts, "moe_intermediate_size": a.moe_ffn, "intermediate_size": a.moe_ffn,
                   "norm_topk_prob": bool(a.norm_topk), "shared_expert_intermediate_size": a.shared_ffn,
@@ -285,7 +304,7 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("init")
     p.add_argument("--out", required=True)
-    p.add_argument("--type", default="mixtral", choices=["mixtral", "qwen2_moe"])
+    p.add_argument("--type", default="mixtral", choices=["mixtral", "qwen2_moe", "olmoe"])
     for k, d in [("layers", 2), ("dim", 64), ("heads", 4), ("kv_heads", 0), ("experts", 4), ("top_k", 2),
                  ("moe_ffn", 32), ("vocab", 256), ("max_pos", 64), ("norm_topk", 0), ("shared_ffn", 0), ("seed", 1337)]:
         p.add_argument("--" + k.replace("_", "-"), type=int, default=d)

@@ -67,6 +67,7 @@ static int check_flags_match_checkpoint(const mt_arg *spec, int nspec, const mt_
         {"moe-top-k", asked->moe_top_k, ck->moe_top_k},
         {"moe-ffn-dim", asked->moe_ffn_dim, ck->moe_ffn_dim},
         {"moe-shared-ffn-dim", asked->moe_shared_ffn_dim, ck->moe_shared_ffn_dim},
+        {"qk-norm", asked->qk_norm, ck->qk_norm},
     };
     if ((mt_arg_seen(spec, nspec, "family") || mf->preset) && asked->family != ck->family)
         return mt_errorf(err, "%s%s selects the %s family, but the checkpoint %s holds a %s model: drop the flag (the "

@@ -24,7 +24,7 @@ static const struct {
     {"model", {"model", "preset", "family", "layers", "dim", "heads", "kv-heads", "head-dim", "ffn-dim", "vocab",
                "seq-len", "dropout", "rope-theta", "norm-eps", "tie-embeddings", "qkv-bias", "rope-scaling",
                "rope-factor", "rope-low-freq-factor", "rope-high-freq-factor", "rope-original-max-pos", "moe-experts",
-               "moe-top-k", "moe-ffn-dim", "moe-router", "moe-norm-topk", "moe-shared-ffn-dim", "init-from"}},
+               "moe-top-k", "moe-ffn-dim", "moe-router", "moe-norm-topk", "moe-shared-ffn-dim", "qk-norm", "init-from"}},
     {"data", {"train", "val", "data-order"}},
     {"peft", {"peft", "lora-r", "lora-alpha", "lora-dropout", "lora-targets", "lora-use-rslora", "ia3-targets", "ia3-feedforward", "peft-train", "freeze", "quantize-base", "double-quant", "int8-threshold"}},
     {"optimizer", {"optimizer", "lr", "weight-decay", "beta1", "beta2", "eps", "momentum", "grad-clip",

@@ -38,6 +38,8 @@ void mt_model_flags_spec(mt_model_flags *mf, mt_arg out[MT_MODEL_FLAG_COUNT], in
         {"moe-norm-topk", MT_ARG_INT, &mf->moe_norm_topk, "llama MoE, softmax_topk: 1 = divide the k weights by their sum", 0},
         {"moe-shared-ffn-dim", MT_ARG_INT, &mf->moe_shared_ffn_dim,
          "llama MoE: a shared expert of this SwiGLU width that every token runs, scaled by a sigmoid gate, as Qwen2-MoE's (default 0: none)", 0},
+        {"qk-norm", MT_ARG_INT, &mf->qk_norm,
+         "llama: 1 = RMSNorms of the whole q and k projections before RoPE, as OLMoE's q_norm, k_norm (default 0)", 0},
         {"layers", MT_ARG_INT, &mf->layers, d ? "transformer blocks L (default 4)" : "transformer blocks L", 0},
         {"dim", MT_ARG_INT, &mf->dim, d ? "model width C (default 128)" : "model width C", 0},
         {"heads", MT_ARG_INT, &mf->heads, d ? "attention heads (default 4)" : "attention heads", 0},
@@ -71,7 +73,7 @@ int mt_model_flags_apply(const mt_model_flags *mf, const mt_arg *spec, int nspec
     const char *llama_only[] = {"kv-heads", "head-dim", "ffn-dim", "rope-theta", "norm-eps", "tie-embeddings", "qkv-bias",
                                 "rope-scaling", "rope-factor", "rope-low-freq-factor", "rope-high-freq-factor",
                                 "rope-original-max-pos", "moe-experts", "moe-top-k", "moe-ffn-dim", "moe-router",
-                                "moe-norm-topk", "moe-shared-ffn-dim"};
+                                "moe-norm-topk", "moe-shared-ffn-dim", "qk-norm"};
     const char *also_falcon[] = {"kv-heads", "head-dim", "ffn-dim", "rope-theta", "tie-embeddings"};
     for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++) {
         int falcon_too = 0;
@@ -113,6 +115,7 @@ int mt_model_flags_apply(const mt_model_flags *mf, const mt_arg *spec, int nspec
         if (SEEN("norm-eps")) cfg->norm_eps = mf->norm_eps;
         if (SEEN("tie-embeddings")) cfg->tie_embeddings = mf->tie;
         if (SEEN("qkv-bias")) cfg->qkv_bias = mf->qkv_bias;
+        if (SEEN("qk-norm")) cfg->qk_norm = mf->qk_norm;
         if (SEEN("rope-scaling") && mt_llama_rope_type_parse(mf->rope_scaling, &cfg->rope_scaling))
             return mt_errorf(err, "--rope-scaling must be none, llama3, linear, dynamic or yarn, got '%s'",
                              mf->rope_scaling);

@@ -13,12 +13,12 @@ typedef struct {
     float dropout;
     int kv_heads, head_dim, ffn_dim, tie, qkv_bias, rope_orig, block_norms, linear_bias;
     float rope_theta, norm_eps, rope_factor, rope_low, rope_high;
-    int moe_experts, moe_top_k, moe_ffn_dim, moe_norm_topk, moe_shared_ffn_dim;
+    int moe_experts, moe_top_k, moe_ffn_dim, moe_norm_topk, moe_shared_ffn_dim, qk_norm;
     const char *moe_router;
     char preset_help[512];
 } mt_model_flags;
 
-#define MT_MODEL_FLAG_COUNT 29
+#define MT_MODEL_FLAG_COUNT 30
 /* The flags' entries (MT_MODEL_FLAG_COUNT of them) into out, bound to mf;
  * with_defaults: the help texts name train's defaults of the shape. */
 void mt_model_flags_spec(mt_model_flags *mf, mt_arg out[MT_MODEL_FLAG_COUNT], int with_defaults);

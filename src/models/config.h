@@ -52,6 +52,8 @@ typedef struct {
     float moe_capacity;  /* capacity factor: each expert keeps ceil(factor N K / E) slots; 0: dropless */
     int moe_shared_ffn_dim; /* > 0: a shared expert (Qwen2-MoE's shared_expert) of this SwiGLU width that every
                                token runs, its output scaled by sigmoid(shared_expert_gate . x); 0: none */
+    int qk_norm; /* Llama family, 1: RMSNorms of the whole q and k projection outputs (OLMoE's q_norm, k_norm; widths
+                    heads x head_dim and kv_heads x head_dim, eps norm_eps) before RoPE */
     /* yarn's further rope_scaling keys (0: transformers' defaults; rope_truncate 1 = true) */
     float rope_beta_fast, rope_beta_slow, rope_attention_factor, rope_mscale, rope_mscale_all_dim;
     int rope_truncate;

@@ -68,6 +68,14 @@ struct mt_kernel_table {
                             float eps);
     void (*rmsnorm_backward)(mt_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
                              const float *w, const float *rstd, int N, int C);
+    void (*qk_norm_sumsq)(mt_backend *be, float *ss, const float *qkv, int N, int QW, int KW, size_t ld);
+    void (*qk_norm_apply)(mt_backend *be, float *qkv, float *pre, float *ss_rstd, const float *wq, const float *wk,
+                          int N, int QW, int KW, size_t ld, float nq, float nk, float eps);
+    void (*qk_norm_backward_dot)(mt_backend *be, float *dot, const float *dqkv, const float *pre, const float *rstd,
+                                 const float *wq, const float *wk, int N, int QW, int KW, size_t ld);
+    void (*qk_norm_backward_apply)(mt_backend *be, float *dqkv, float *dwq, float *dwk, const float *pre,
+                                   const float *rstd, const float *dot, const float *wq, const float *wk, int N, int QW,
+                                   int KW, size_t ld, float nq, float nk);
     void (*rope_inv_freq)(mt_backend *be, float *inv_freq, int HS, float theta, const mt_rope_scaling *s);
     float (*rope_attention_factor)(mt_backend *be, const mt_rope_scaling *s);
     void (*rope_tables)(mt_backend *be, float *cos_t, float *sin_t, int T, int HS, float theta,

@@ -135,6 +135,23 @@ void op_rmsnorm_forward(mt_backend *be, float *out, float *rstd, const float *in
                         float eps);
 void op_rmsnorm_backward(mt_backend *be, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                          const float *rstd, int N, int C);
+/* QK-norm (ops/qk_norm.c): RMSNorms of the q [QW] and k [KW] columns at the
+ * start of each row of qkv (row stride ld), in place, over nq (nk) columns
+ * in all (under tp a rank's QW are part of them: all-reduce the per-row sums
+ * between the two steps). sumsq: ss [N, 2] the rows' sums of squares; apply:
+ * turns ss into the rstd and keeps the inputs in pre [N, QW + KW]. The
+ * backward: dot [N, 2] the rows' sums of dout * w * xh (all-reduced under
+ * tp), then apply turns dqkv's q and k columns (the normed values'
+ * gradients) into the inputs', SETS them, and adds into dwq, dwk (either may
+ * be NULL: frozen). */
+void op_qk_norm_sumsq(mt_backend *be, float *ss, const float *qkv, int N, int QW, int KW, size_t ld);
+void op_qk_norm_apply(mt_backend *be, float *qkv, float *pre, float *ss_rstd, const float *wq, const float *wk, int N,
+                      int QW, int KW, size_t ld, float nq, float nk, float eps);
+void op_qk_norm_backward_dot(mt_backend *be, float *dot, const float *dqkv, const float *pre, const float *rstd,
+                             const float *wq, const float *wk, int N, int QW, int KW, size_t ld);
+void op_qk_norm_backward_apply(mt_backend *be, float *dqkv, float *dwq, float *dwk, const float *pre, const float *rstd,
+                               const float *dot, const float *wq, const float *wk, int N, int QW, int KW, size_t ld,
+                               float nq, float nk);
 
 /* ---- rotary position embeddings, half-split pairs (j, j + HS/2) */
 /* Frequency scalings as Hugging Face's rope_scaling names them (transformers'

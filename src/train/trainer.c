@@ -250,6 +250,9 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
         return mt_errorf(err, "a mixture-of-experts model ({moe-experts} %d) is not yet supported on {device} cuda (the "
                               "routing and expert ops have no CUDA kernels): use {device} cpu for it",
                          op->cfg.num_experts);
+    if (op->device == MT_DEVICE_CUDA && op->cfg.qk_norm)
+        return mt_errorf(err, "{qk-norm} (OLMoE's q_norm and k_norm) is not yet supported on {device} cuda (its op has "
+                              "no CUDA kernel): use {device} cpu for it");
     if (mt_model_tp_check(&op->cfg, op->mesh.tp, err)) return -1;
     if (op->mesh.ep > 1 && !op->cfg.num_experts)
         return mt_errorf(err, "{ep} %d spreads the experts of a mixture-of-experts model over ranks, but this model has "

@@ -89,6 +89,7 @@ int mt_llama_config_validate(const mt_model_config *c, mt_error *err) {
                          (double)c->rope_beta_fast, (double)c->rope_beta_slow, (double)c->rope_attention_factor);
     if (c->tie_embeddings != 0 && c->tie_embeddings != 1) return mt_errorf(err, "{tie-embeddings} must be 0 or 1");
     if (c->dropout != 0.0f) return mt_errorf(err, "{dropout} is not supported by the llama family (it trains without dropout)");
+    if (c->qk_norm != 0 && c->qk_norm != 1) return mt_errorf(err, "{qk-norm} must be 0 or 1, got %d", c->qk_norm);
     return mt_llama_moe_validate(c, err);
 }
 
@@ -156,6 +157,9 @@ void mt_llama_config_write_json(mt_json_writer *w, const mt_model_config *c) {
             mt_jw_key(w, "moe_shared_ffn_dim"); mt_jw_int(w, c->moe_shared_ffn_dim);
         }
     }
+    if (c->qk_norm) { /* absent: none (a config without it reads and writes as before) */
+        mt_jw_key(w, "qk_norm"); mt_jw_int(w, c->qk_norm);
+    }
     if (c->rope_scaling) {
         mt_jw_key(w, "rope_scaling");
         mt_llama_rope_scaling_write(w, c, 0);
@@ -179,6 +183,7 @@ int mt_llama_config_read_json(const mt_json *obj, mt_model_config *c, mt_error *
             return -1;
         if (mt_json_get(obj, "moe_shared_ffn_dim") && INT(obj, "moe_shared_ffn_dim", moe_shared_ffn_dim)) return -1;
     }
+    if (mt_json_get(obj, "qk_norm") && INT(obj, "qk_norm", qk_norm)) return -1;
     const mt_json *rs = mt_json_get(obj, "rope_scaling");
     if (rs && rs->type == MT_JSON_OBJECT && mt_llama_rope_scaling_read(rs, c, 0, 0, err)) return -1;
 #undef INT

@@ -13,6 +13,7 @@ typedef struct {
     float *probs, *topw, *route, *y; /* MoE: probabilities and log-sum-exp, weights, chosen experts and slots
                                         (int32), the chosen experts' outputs [K, C]; empty when dense */
     float *sgu, *sh, *sy; /* the shared expert's gate|up, SwiGLU, and output [C] then its gate; empty without */
+    float *qkn;           /* QK-norm: q|k before the norms and their rstd; empty without */
 } bufs;
 
 /* Cache and row scratch, carved from mt_decoder.cache in this order. */
@@ -21,12 +22,12 @@ static size_t carve(const mt_model_config *c, float *base, bufs *b) {
     size_t KW = (size_t)mt_model_kv_heads(c) * hd, QW = (size_t)c->n_head * hd;
     size_t F = (size_t)(c->num_experts ? c->moe_ffn_dim : c->ffn_dim), E = (size_t)c->num_experts,
            K = E ? (size_t)c->moe_top_k : 0, Fs = E ? (size_t)c->moe_shared_ffn_dim : 0;
-    size_t sizes[20] = {L * T * KW, L * T * KW, C, C, QW + 2 * KW, QW, C, 2 * F, F, T, 1, T * hd / 2, T * hd / 2,
-                        E ? E + 1 : 0, K, 2 * K, K * C, 2 * Fs, Fs, Fs ? C + 1 : 0};
-    float **slots[20] = {&b->k, &b->v, &b->x, &b->xn, &b->qkv, &b->att, &b->tmp, &b->gu, &b->h, &b->scores, &b->rstd,
-                         &b->cos, &b->sin, &b->probs, &b->topw, &b->route, &b->y, &b->sgu, &b->sh, &b->sy};
+    size_t sizes[21] = {L * T * KW, L * T * KW, C, C, QW + 2 * KW, QW, C, 2 * F, F, T, 1, T * hd / 2, T * hd / 2,
+                        E ? E + 1 : 0, K, 2 * K, K * C, 2 * Fs, Fs, Fs ? C + 1 : 0, c->qk_norm ? QW + KW + 2 : 0};
+    float **slots[21] = {&b->k, &b->v, &b->x, &b->xn, &b->qkv, &b->att, &b->tmp, &b->gu, &b->h, &b->scores, &b->rstd,
+                         &b->cos, &b->sin, &b->probs, &b->topw, &b->route, &b->y, &b->sgu, &b->sh, &b->sy, &b->qkn};
     size_t off = 0;
-    for (int i = 0; i < 20; i++) {
+    for (int i = 0; i < 21; i++) {
         if (base) *slots[i] = base + off;
         off += sizes[i];
     }
@@ -59,6 +60,11 @@ void mt_llama_decode_step(mt_decoder *d, int32_t token) {
         float *kc = b.k + (size_t)l * T * KW, *vc = b.v + (size_t)l * T * KW;
         op_rmsnorm_forward(d->be, b.xn, b.rstd, b.x, P(ix.in_norm), 1, C, c->norm_eps);
         op_matmul_forward(d->be, b.qkv, b.xn, P(ix.q), ix.qb >= 0 ? P(ix.qb) : NULL, 1, C, qkvw);
+        if (ix.qn >= 0) { /* QK-norm (OLMoE), before RoPE: the training forward's arithmetic */
+            op_qk_norm_sumsq(d->be, b.qkn + QW + KW, b.qkv, 1, QW, KW, (size_t)qkvw);
+            op_qk_norm_apply(d->be, b.qkv, b.qkn, b.qkn + QW + KW, P(ix.qn), P(ix.kn), 1, QW, KW, (size_t)qkvw,
+                             (float)QW, (float)KW, c->norm_eps);
+        }
         op_rope_apply(d->be, b.qkv, 1, 1, NH, hd, (size_t)qkvw, cs, sn, 0);
         op_rope_apply(d->be, b.qkv + QW, 1, 1, KV, hd, (size_t)qkvw, cs, sn, 0);
         op_copy(d->be, kc + (size_t)t * KW, b.qkv + QW, (size_t)KW);

@@ -33,11 +33,13 @@
  * LB_Y still this rank's slots' outputs once returned (N K rows), and
  * LB_ROUTE also the received counts [ep][E/ep] and the two orders of the
  * received rows (ops/moe.h: op_moe_ep_orders). */
+/* With QK-norm LB_QKN holds q|k before their norms [N, QW + KW] and the
+ * norms' rstd [N, 2]; empty without. */
 /* With a shared expert LB_SGU, LB_SH and LB_SY hold its gate|up [N, 2 Fs],
  * SwiGLU [N, Fs], and output [N, C] (this tp rank's part) followed by its
  * gate's sigmoid [N]; empty without. */
 enum { LB_X1, LB_RSTD1, LB_QKV, LB_ATTY, LB_LSE, LB_RES2, LB_X2, LB_RSTD2, LB_GU, LB_H, LB_RES3, LB_ROUTER, LB_ROUTE,
-       LB_Y, LB_XS, LB_SGU, LB_SH, LB_SY, LB_COUNT };
+       LB_Y, LB_XS, LB_SGU, LB_SH, LB_SY, LB_QKN, LB_COUNT };
 enum { LH_XF, LH_RSTDF, LH_COUNT };
 enum { LS_DATTY, LS_DQKV, LS_DGU, LS_DH, LS_COS, LS_SIN };
 
@@ -135,6 +137,23 @@ static void attention_core_forward(mt_model *m, int layer) {
     else
         MT_TIMED(m->prof, MT_PROF_ATTENTION, op_attention_forward_gqa(m->be, ba->b[LB_ATTY], ba->b[LB_LSE], ba->b[LB_QKV], a->B, a->T,
                                                                 d.nh, d.nkv, d.hd, &none, m->gs.attn_scratch));
+}
+
+/* QK-norm (OLMoE's q_norm, k_norm) of the rows' q|k in place, before RoPE.
+ * Under tp a rank holds its heads' columns: the rows' sums of squares are
+ * all-reduced over tp (2 N floats) and divided by the local width x tp --
+ * for k also when tp > kv heads, where each kv head's columns (and so its
+ * squares) are on tp / kv ranks and the local width x tp counts them as
+ * often. */
+static void qk_norm_forward(mt_model *m, mt_block_acts *ba, const dims *d, const float *wq, const float *wk, int N,
+                            float eps) {
+    int QW = d->nh * d->hd, KW = d->nkv * d->hd, tp = m->layout.tp;
+    float *pre = ba->b[LB_QKN], *ss = pre + (size_t)N * (QW + KW);
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM, op_qk_norm_sumsq(m->be, ss, ba->b[LB_QKV], N, QW, KW, (size_t)d->qkv));
+    if (tp > 1) mt_tp_allreduce(m->tp, ss, 2 * (size_t)N);
+    MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+             op_qk_norm_apply(m->be, ba->b[LB_QKV], pre, ss, wq, wk, N, QW, KW, (size_t)d->qkv, (float)QW * tp,
+                              (float)KW * tp, eps));
 }
 
 /* ---- mixture of experts: the MLP as E experts behind a router ---- */
@@ -417,6 +436,7 @@ static void block_forward_account(mt_model *m, int layer, const mt_fwd_ctx *fc, 
              op_rmsnorm_forward(m->be, ba->b[LB_X1], ba->b[LB_RSTD1], x, P(ix.in_norm), n, C, eps));
     const float *x1 = mt_unit_tp_gather(m, ba->b[LB_X1], m->gs.gathered);
     mt_unit_linear_fwd(m, U, ix.q, fc, ba->b[LB_QKV], x1, ix.qb >= 0 ? P(ix.qb) : NULL, N, C, d.qkv);
+    if (ix.qn >= 0) qk_norm_forward(m, ba, &d, P(ix.qn), P(ix.kn), N, eps);
     rope(m, ba->b[LB_QKV], &d, 0);
     attention_core_forward(m, layer);
     mt_unit_linear_fwd(m, U, ix.o, fc, tmp, ba->b[LB_ATTY], NULL, N, d.nh * d.hd, C);
@@ -498,6 +518,19 @@ static void block_backward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
                  op_attention_backward_gqa(m->be, gs->f[LS_DQKV], gs->f[LS_DATTY], ba->b[LB_QKV], ba->b[LB_ATTY],
                                            ba->b[LB_LSE], a->B, a->T, d.nh, d.nkv, d.hd, &none, gs->attn_scratch));
     rope(m, gs->f[LS_DQKV], &d, 1);
+    if (ix.qn >= 0) {
+        const float *pre = ba->b[LB_QKN], *rstd = pre + (size_t)N * (d.nh + d.nkv) * d.hd;
+        int QW = d.nh * d.hd, KW = d.nkv * d.hd, tp = m->layout.tp;
+        float *dot = gs->f[LS_DATTY]; /* free once attention's backward ran */
+        MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+                 op_qk_norm_backward_dot(m->be, dot, gs->f[LS_DQKV], pre, rstd, P(ix.qn), P(ix.kn), N, QW, KW,
+                                         (size_t)d.qkv));
+        if (tp > 1) mt_tp_allreduce(m->tp, dot, 2 * (size_t)N); /* the sums over all heads (qk_norm_forward) */
+        MT_TIMED(m->prof, MT_PROF_LAYERNORM,
+                 op_qk_norm_backward_apply(m->be, gs->f[LS_DQKV], mt_model_tensor_grad(m, U, ix.qn),
+                                           mt_model_tensor_grad(m, U, ix.kn), pre, rstd, dot, P(ix.qn), P(ix.kn), N, QW,
+                                           KW, (size_t)d.qkv, (float)QW * tp, (float)KW * tp));
+    }
     const float *x1 = mt_unit_tp_gather(m, ba->b[LB_X1], gs->gathered);
     mt_unit_linear_bwd(m, U, ix.q, fc, gs->dln, ix.qb >= 0 ? mt_model_tensor_grad(m, U, ix.qb) : NULL, gs->f[LS_DQKV], x1,
                        N, C, d.qkv, dwf);
@@ -557,6 +590,7 @@ static const mt_act_buf block_bufs[LB_COUNT] = {
     [LB_SGU] = {"moe shared gate|up", MT_OWN(1, 1, 0), MT_ACT_LOSSY},
     [LB_SH] = {"moe shared swiglu", MT_OWN(1, 1, 0), MT_ACT_GEMM_INPUT},
     [LB_SY] = {"moe shared output", MT_OWN(1, 1, 0), MT_ACT_KEEP}, /* and its gate */
+    [LB_QKN] = {"q|k before qk-norm", MT_OWN(1, 1, 0), MT_ACT_KEEP}, /* and its rstd */
 };
 
 static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
@@ -577,6 +611,7 @@ static size_t block_buf_floats(const mt_model *m, int i, size_t N) {
     case LB_SGU: return N * 2 * (size_t)d.Fs;
     case LB_SH: return N * (size_t)d.Fs;
     case LB_SY: return d.Fs ? N * ((size_t)d.C + 1) : 0;
+    case LB_QKN: return m->cfg.qk_norm ? N * ((size_t)(d.nh + d.nkv) * (size_t)d.hd + 2) : 0;
     default: return n * (size_t)d.C;
     }
 }
@@ -721,7 +756,7 @@ const mt_family mt_family_llama = {
     .peft_module_prefix = "",
     .ia3_feedforward = "down_proj",
     .ia3_targets = "k_proj,v_proj,down_proj",
-    .hf_model_types = "llama,qwen2,mixtral,qwen2_moe",
+    .hf_model_types = "llama,qwen2,mixtral,qwen2_moe,olmoe",
     .hf_ignored = "",
     .preset_names = "llama-tiny,llama3.2-1b,qwen2.5-0.5b",
     .preset = mt_llama_preset,

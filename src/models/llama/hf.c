@@ -1,5 +1,7 @@
 /* Llama's Hugging Face names (ours are HF's) and config.json
- * (LlamaForCausalLM; Qwen2ForCausalLM for the q/k/v-bias variant). */
+ * (LlamaForCausalLM; Qwen2ForCausalLM for the q/k/v-bias variant; the
+ * mixtures of experts as MixtralForCausalLM, Qwen2MoeForCausalLM, and with
+ * QK-norm OlmoeForCausalLM). */
 #include "models/llama/llama.h"
 #include "ops/moe.h"
 #include <stdio.h>
@@ -29,6 +31,14 @@ void mt_llama_hf_name(const mt_model_config *cfg, const char *name, char *buf, s
 }
 
 int mt_llama_hf_export_check(const mt_model_config *c, mt_error *err) {
+    /* QK-norm exports as OLMoE, whose q_norm spans hidden_size (transformers sizes it so) */
+    if (c->qk_norm && !(c->num_experts && c->moe_router == MT_MOE_ROUTER_SOFTMAX_TOPK && !c->moe_shared_ffn_dim &&
+                        mt_model_head_dim(c) * c->n_head == c->n_embd))
+        return mt_errorf(err, "this model has {qk-norm} 1: the Hugging Face format that holds it is OLMoE's, a "
+                              "mixture of experts with {moe-router} softmax_topk, no shared expert and {head-dim} x "
+                              "{heads} = {dim} (here experts %d, router %s, shared width %d, %d x %d vs %d)",
+                         c->num_experts, mt_moe_router_name(c->moe_router), c->moe_shared_ffn_dim, mt_model_head_dim(c),
+                         c->n_head, c->n_embd);
     if (c->num_experts && c->moe_router == MT_MOE_ROUTER_TOPK_SOFTMAX && c->moe_shared_ffn_dim)
         return mt_errorf(err, "this model has Mixtral's routing ({moe-router} mixtral) and a shared expert "
                               "({moe-shared-ffn-dim} %d): Mixtral's format has no shared expert and Qwen2-MoE's routes "
@@ -38,11 +48,12 @@ int mt_llama_hf_export_check(const mt_model_config *c, mt_error *err) {
 }
 
 void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype, mt_json_writer *w) {
-    int qwen = c->qkv_bias, mixtral = c->num_experts && c->moe_router == 0;
+    int olmoe = c->num_experts && c->qk_norm; /* (mt_llama_hf_export_check: OLMoE's form) */
+    int qwen = c->qkv_bias && !olmoe, mixtral = c->num_experts && c->moe_router == 0;
     const char *arch = qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM", *type = qwen ? "qwen2" : "llama";
     if (c->num_experts) {
-        arch = mixtral ? "MixtralForCausalLM" : "Qwen2MoeForCausalLM";
-        type = mixtral ? "mixtral" : "qwen2_moe";
+        arch = mixtral ? "MixtralForCausalLM" : olmoe ? "OlmoeForCausalLM" : "Qwen2MoeForCausalLM";
+        type = mixtral ? "mixtral" : olmoe ? "olmoe" : "qwen2_moe";
     }
     mt_jw_begin_object(w);
     mt_jw_key(w, "architectures");
@@ -53,7 +64,9 @@ void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype,
     if (c->num_experts) {
         mt_jw_key(w, mixtral ? "num_local_experts" : "num_experts"); mt_jw_int(w, c->num_experts);
         mt_jw_key(w, "num_experts_per_tok"); mt_jw_int(w, c->moe_top_k);
-        if (!mixtral) {
+        if (olmoe) {
+            mt_jw_key(w, "norm_topk_prob"); mt_jw_bool(w, c->moe_norm_topk);
+        } else if (!mixtral) {
             mt_jw_key(w, "moe_intermediate_size"); mt_jw_int(w, c->moe_ffn_dim);
             mt_jw_key(w, "norm_topk_prob"); mt_jw_bool(w, c->moe_norm_topk);
             mt_jw_key(w, "shared_expert_intermediate_size"); mt_jw_int(w, c->moe_shared_ffn_dim);
@@ -61,10 +74,13 @@ void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype,
     }
     mt_jw_key(w, "hidden_act"); mt_jw_string(w, "silu");
     mt_jw_key(w, "hidden_size"); mt_jw_int(w, c->n_embd);
-    mt_jw_key(w, "intermediate_size"); mt_jw_int(w, mixtral ? c->moe_ffn_dim : c->ffn_dim); /* Mixtral: the experts' */
+    /* Mixtral, OLMoE: the experts' */
+    mt_jw_key(w, "intermediate_size"); mt_jw_int(w, mixtral || olmoe ? c->moe_ffn_dim : c->ffn_dim);
     mt_jw_key(w, "num_attention_heads"); mt_jw_int(w, c->n_head);
     mt_jw_key(w, "num_key_value_heads"); mt_jw_int(w, mt_model_kv_heads(c));
-    mt_jw_key(w, "head_dim"); mt_jw_int(w, mt_model_head_dim(c));
+    if (!olmoe) { /* OLMoE's head width is hidden_size / heads */
+        mt_jw_key(w, "head_dim"); mt_jw_int(w, mt_model_head_dim(c));
+    }
     mt_jw_key(w, "num_hidden_layers"); mt_jw_int(w, c->n_layer);
     mt_jw_key(w, "rms_norm_eps"); mt_jw_float(w, c->norm_eps);
     mt_jw_key(w, "rope_theta"); mt_jw_float(w, c->rope_theta);
@@ -73,7 +89,10 @@ void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype,
         mt_llama_rope_scaling_write(w, c, 1);
     else
         mt_jw_null(w);
-    if (!qwen) {
+    if (olmoe) {
+        mt_jw_key(w, "attention_bias"); mt_jw_bool(w, c->qkv_bias);
+        mt_jw_key(w, "clip_qkv"); mt_jw_null(w);
+    } else if (!qwen) {
         mt_jw_key(w, "attention_bias"); mt_jw_bool(w, 0);
         mt_jw_key(w, "mlp_bias"); mt_jw_bool(w, 0);
     }
@@ -117,6 +136,18 @@ int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err)
     const char *type = NULL; /* the caller set the family and its defaults */
     if (mt_json_get_string(o, "model_type", &type, err)) return -1;
     c->qkv_bias = !strcmp(type, "qwen2") || !strcmp(type, "qwen2_moe");
+    int olmoe = !strcmp(type, "olmoe");
+    c->qk_norm = olmoe;
+    if (olmoe) { /* softmax then top-k, no shared expert; intermediate_size is the experts' width */
+        if (need_int(o, "num_experts", &c->num_experts, err) || need_int(o, "num_experts_per_tok", &c->moe_top_k, err) ||
+            need_int(o, "intermediate_size", &c->moe_ffn_dim, err) || flag_of(o, "norm_topk_prob", &c->moe_norm_topk, err))
+            return -1;
+        c->moe_router = MT_MOE_ROUTER_SOFTMAX_TOPK;
+        c->moe_shared_ffn_dim = 0;
+        const mt_json *clip = mt_json_get(o, "clip_qkv");
+        if (clip && clip->type != MT_JSON_NULL)
+            return mt_errorf(err, "clip_qkv is not supported (OLMoE's optional clamp of q, k and v; only null)");
+    }
     if (!strcmp(type, "mixtral") || !strcmp(type, "qwen2_moe")) {
         int mixtral = !strcmp(type, "mixtral");
         if (need_int(o, mixtral ? "num_local_experts" : "num_experts", &c->num_experts, err) ||
@@ -151,6 +182,9 @@ int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err)
     c->head_dim = c->n_embd / c->n_head;
     const mt_json *hd = mt_json_get(o, "head_dim");
     if (hd && hd->type != MT_JSON_NULL && need_int(o, "head_dim", &c->head_dim, err)) return -1;
+    if (olmoe && c->head_dim * c->n_head != c->n_embd)
+        return mt_errorf(err, "olmoe: head_dim %d x num_attention_heads %d must equal hidden_size %d (transformers "
+                              "sizes q_norm by hidden_size)", c->head_dim, c->n_head, c->n_embd);
     if (mt_json_get(o, "max_position_embeddings") && need_int(o, "max_position_embeddings", &c->max_pos, err)) return -1;
     if (float_of(o, "rms_norm_eps", &c->norm_eps, err) || float_of(o, "rope_theta", &c->rope_theta, err)) return -1;
     if (flag_of(o, "tie_word_embeddings", &c->tie_embeddings, err) || flag_of(o, "attention_bias", &c->qkv_bias, err))

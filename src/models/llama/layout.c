@@ -25,9 +25,13 @@ int mt_llama_tp_check(const mt_model_config *cfg, int tp, mt_error *err) {
 }
 
 mt_llama_block_index mt_llama_block_tensors(const mt_model_config *cfg) {
-    int b = cfg->qkv_bias ? 3 : 0;
+    int qn = cfg->qkv_bias ? 7 : 4, b = (cfg->qkv_bias ? 3 : 0) + (cfg->qk_norm ? 2 : 0);
     mt_llama_block_index x = {MT_L_IN_NORM, MT_L_Q_W, MT_L_K_W, MT_L_V_W, -1, -1, -1, 4 + b, 5 + b, 6 + b, 7 + b, 8 + b,
-                              -1, -1, -1, -1, -1};
+                              -1, -1, -1, -1, -1, -1, -1};
+    if (cfg->qk_norm) {
+        x.qn = qn;
+        x.kn = qn + 1;
+    }
     if (cfg->num_experts) {
         x.gate = x.up = x.down = -1;
         x.router = 6 + b;
@@ -86,6 +90,11 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
             T("self_attn.k_proj.bias", KW, 1, 1, 0, 0.0f, MT_TP_ROWS);
             mt_unit_set_tp_replicas(out, u, kv_rep);
             T("self_attn.v_proj.bias", KW, 1, 1, 0, 0.0f, MT_TP_ROWS);
+            mt_unit_set_tp_replicas(out, u, kv_rep);
+        }
+        if (cfg->qk_norm) { /* OLMoE's, over the whole q and k: cut over tp with their heads (as the biases) */
+            T("self_attn.q_norm.weight", QW, 1, 1, 0, -1.0f, MT_TP_ROWS);
+            T("self_attn.k_norm.weight", KW, 1, 1, 0, -1.0f, MT_TP_ROWS);
             mt_unit_set_tp_replicas(out, u, kv_rep);
         }
         mats[3] = IX("self_attn.o_proj.weight", C, QW, 2, 1, std, MT_TP_COLS);

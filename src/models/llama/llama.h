@@ -3,7 +3,8 @@
  * rotary position embeddings in the half-split convention with rope_theta
  * and Llama 3.1 frequency scaling, grouped-query attention (query head h
  * reads kv head h * n_kv / n_head), SwiGLU MLP, optional q/k/v biases
- * (Qwen2), a tied or untied head, no position table, no dropout. Tensor
+ * (Qwen2), optional QK-norm before RoPE (OLMoE's q_norm, k_norm over the
+ * whole q and k), a tied or untied head, no position table, no dropout. Tensor
  * names are Hugging Face's; linear weights are [out, in] as there.
  *
  * In a unit's flat buffer q, k and v (and gate and up) lie next to each
@@ -30,6 +31,7 @@ void mt_llama_build_layout(const mt_model_config *cfg, int tp, int tp_rank, mt_l
  * experts' (nn/layout.c shards those last ones over ep). */
 typedef struct {
     int in_norm, q, k, v, qb, kb, vb, o, post_norm, gate, up, down, router, shared, shared_down, shared_gate, expert;
+    int qn, kn; /* with qk_norm: q_norm [QW] and k_norm [KW], after the biases (else -1) */
 } mt_llama_block_index;
 mt_llama_block_index mt_llama_block_tensors(const mt_model_config *cfg);
 
@@ -37,7 +39,7 @@ mt_llama_block_index mt_llama_block_tensors(const mt_model_config *cfg);
 void mt_llama_hf_name(const mt_model_config *cfg, const char *name, char *buf, size_t cap, int *transpose);
 void mt_llama_hf_config_write(const mt_model_config *c, const char *torch_dtype, mt_json_writer *w);
 int mt_llama_hf_config_read(const mt_json *o, mt_model_config *c, mt_error *err);
-/* A config config.json cannot state: Mixtral's routing with a shared expert. */
+/* A config config.json cannot state: Mixtral's routing with a shared expert; QK-norm outside OLMoE's form. */
 int mt_llama_hf_export_check(const mt_model_config *c, mt_error *err);
 
 /* Presets, defaults, checks and checkpoint keys (llama/config.c). */
