@@ -83,21 +83,8 @@ echo "== layouts =="
 B="--train $W/d_train.bin --family llama --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn-dim 96 --seq-len 32
    --batch 8 --steps 10 --lr 2e-3 --log-every 0 --moe-experts 4 --moe-top-k 2 --moe-ffn-dim 32 --moe-shared-ffn-dim 48
    --moe-router softmax_topk --moe-aux-coef 0.02 --moe-z-coef 0.001"
-compare() { # REF RUN
-    $PY - $W/$1.jsonl $W/$2.jsonl $2 $1 <<'PY'
-import json, sys
-a = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
-b = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
-name = sys.argv[3]
-assert len(a) == len(b) >= 10, (len(a), len(b))
-worst = max(abs(x["loss"] - y["loss"]) / y["loss"] for x, y in zip(a, b))
-waux = max(abs(x["moe_aux"] - y["moe_aux"]) / y["moe_aux"] for x, y in zip(a, b))
-assert worst <= 1e-5, f"{name}: losses {worst:.3g} relative apart (bound 1e-5)"
-assert waux <= 1e-5, f"{name}: aux losses {waux:.3g} relative apart (bound 1e-5)"
-assert [x["moe_load"] for x in a] == [y["moe_load"] for y in b], f"{name}: expert loads differ"
-assert b[-1]["loss"] < 0.9 * b[0]["loss"], f"{name}: not training"
-print(f"{name}: {b[0]['loss']:.4f} -> {b[-1]['loss']:.4f}, within {worst:.2g} of {sys.argv[4]} (aux {waux:.2g})")
-PY
+compare() { # REF RUN (tests/moe_compare.py)
+    $PY tests/moe_compare.py $W/$1.jsonl $W/$2.jsonl $2
 }
 run() { local name=$1 n=$2; shift 2; $MPI -np $n $M train $B "$@" --metrics $W/$name.jsonl >/dev/null; }
 run one 1 --micro-batch 4
