@@ -78,6 +78,13 @@ int mt_zero_init(mt_zero *z, mt_model *m, const mt_mesh *mesh, int stage, size_t
     z->mp.g16_sumsq_ok = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
     z->greq = mt_xcalloc((size_t)U, sizeof(mt_comm_req), "zero tables");
     z->in_norm = mt_xcalloc((size_t)U, sizeof(unsigned char), "zero tables");
+    z->n_state = U;
+    z->state_unit = mt_xcalloc((size_t)U, sizeof(int), "zero tables");
+    z->state_ul = mt_xcalloc((size_t)U, sizeof(mt_unit_layout), "zero tables");
+    for (int k = 0; k < U; k++) {
+        z->state_unit[k] = k;
+        z->state_ul[k] = l->units[k];
+    }
     for (int u = 0; u < U; u++) {
         /* Units this process does not hold (pipeline stages) have no buffers. */
         z->numel[u] = m->held[u] ? l->units[u].numel : 0;
@@ -166,6 +173,7 @@ void mt_zero_free(mt_zero *z, mt_model *m) {
     }
     free(z->numel); free(z->S); free(z->dense); free(z->full_p); free(z->full_g); free(z->pshard); free(z->gshard);
     free(z->gslot); free(z->mp.gslot16); free(z->mp.g16_used); free(z->mp.g16_sumsq); free(z->mp.g16_sumsq_ok); free(z->greq); free(z->in_norm);
+    free(z->state_unit); free(z->state_ul);
     memset(z, 0, sizeof *z);
 }
 
@@ -457,6 +465,17 @@ double mt_zero_grad_sumsq(mt_zero *z, mt_model *m) {
     }
     if (z->stage >= 1) mt_comm_allreduce_ctl(z->shard, &s, &s, 1, MT_COMM_F64, MT_COMM_SUM);
     return s;
+}
+
+int mt_zero_n_state(const mt_zero *z) { return z->n_state; }
+
+int mt_zero_state_unit(const mt_zero *z, int k) { return z->state_unit[k]; }
+
+const mt_unit_layout *mt_zero_state_layouts(const mt_zero *z) { return z->state_ul; }
+
+mt_comm *mt_zero_state_group(const mt_zero *z, int k) {
+    (void)k;
+    return z->stage >= 1 && mt_comm_size(z->shard) > 1 ? z->shard : NULL;
 }
 
 void mt_zero_owned(const mt_zero *z, mt_model *m, int u, size_t *b, size_t *e, float **p, float **g) {

@@ -145,6 +145,12 @@ typedef struct {
     mt_zero_buckets bk;            /* stage 0 buckets (parallel/zero_buckets.c) */
     mt_zero_mixed mp;              /* mixed precision (parallel/zero_mixed.c) */
     int g0_open;                   /* unit 0's gradient buffer is set up for this microbatch */
+    /* State units: the parts of units whose elements are sharded together, each with one owned range
+       (what the optimizer and checkpoints see; parallel/zero.h's state-unit functions). Today every
+       state unit is a whole unit, k == u. */
+    int n_state;
+    int *state_unit;               /* per state unit: the unit it is part of */
+    mt_unit_layout *state_ul;      /* per state unit: its unit's layout (a copy: the optimizer's table) */
     unsigned char *in_norm;        /* per unit: counted in mt_zero_grad_sumsq (a replica of a unit held
                                       by another stage too -- a shared unit -- is not) */
     /* ZeRO++ hierarchical partitioning (parallel/zero_hpz.c); hpz == NULL: off */
@@ -226,6 +232,17 @@ void mt_zero_progress(mt_zero *z);
 void mt_zero_finish_grads(mt_zero *z, mt_model *m);
 /* Sum of squares of the (reduced) gradient, each element counted once. */
 double mt_zero_grad_sumsq(mt_zero *z, mt_model *m);
+/* State units (see mt_zero): the optimizer's state, the owned ranges and
+ * the checkpoint streams are per state unit k, the compute and the hooks per
+ * unit. The functions below that name a state unit take k (today k == u). */
+int mt_zero_n_state(const mt_zero *z);
+/* The unit state unit k is part of. */
+int mt_zero_state_unit(const mt_zero *z, int k);
+/* The layouts of the state units (their units'), for the optimizer. */
+const mt_unit_layout *mt_zero_state_layouts(const mt_zero *z);
+/* The ranks that share state unit k's whole-tensor statistics (each holds
+ * a shard of it), or NULL where this rank holds it whole. */
+mt_comm *mt_zero_state_group(const mt_zero *z, int k);
 /* The owned range [*b, *e) of unit u, and the pointers to its first
  * element: *p the fp32 parameters the optimizer updates (mixed precision:
  * the master; NULL once mt_zero_release_master handed it elsewhere), *g the
