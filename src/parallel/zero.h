@@ -127,13 +127,14 @@ typedef struct {
     size_t *dense;                 /* per unit: elements before its experts' (the layout's dense_numel) */
     int n, r;                      /* shard group size and index (1, 0 for stage 0) */
     int n_units;
-    size_t *numel, *S;             /* per unit */
-    float **full_p, **full_g;      /* stages 0-2 / 0-1: full (padded) buffers */
-    float **pshard, **gshard;      /* stage 3 / stages 2-3: owned shards */
+    size_t *numel, *S;             /* per state unit: its elements and shard length */
+    float **full_p, **full_g;      /* per state unit, stages 0-2 / 0-1: its start in its unit's full
+                                      (padded) buffer */
+    float **pshard, **gshard;      /* per state unit, stage 3 / stages 2-3: owned shards */
     int own_full_p, own_full_g;    /* whether full_p/full_g were allocated here */
     size_t pool_len;               /* floats per pool slot (max padded unit >= 1) */
     float *gunit0, *gpool[2];      /* stages 2-3: transient full-unit grad buffers */
-    mt_comm_req *greq;             /* per unit: gradient reduction in flight */
+    mt_comm_req *greq;             /* per state unit: gradient reduction in flight */
     float **gslot;                 /* per unit: slot its gradient sits in (stages 2-3) */
     float *punit0, *ppool[2];      /* stage 3: gathered params */
     mt_comm_req preq[2];
@@ -145,11 +146,19 @@ typedef struct {
     mt_zero_buckets bk;            /* stage 0 buckets (parallel/zero_buckets.c) */
     mt_zero_mixed mp;              /* mixed precision (parallel/zero_mixed.c) */
     int g0_open;                   /* unit 0's gradient buffer is set up for this microbatch */
-    /* State units: the parts of units whose elements are sharded together, each with one owned range
-       (what the optimizer and checkpoints see; parallel/zero.h's state-unit functions). Today every
-       state unit is a whole unit, k == u. */
+    /* State units: the parts of units whose elements are sharded together over one group, each with one
+       owned range (what the optimizer and checkpoints see). Without split every state unit is a whole unit
+       (k == u); with split a unit holding dense and expert tensors is two: [0, dense) and [dense, numel). */
+    int split;                     /* {ep}, fp32, stages 1-3: dense parts sharded over every dp rank */
     int n_state;
     int *state_unit;               /* per state unit: the unit it is part of */
+    int *first;                    /* per unit: its first state unit (first[n_units] = n_state) */
+    size_t *off;                   /* per state unit: its first element in its unit */
+    mt_comm **kcomm;               /* per state unit: the group it is sharded over */
+    int *kn, *kr;                  /* per state unit: that group's size and this rank's index (1, 0: stage 0) */
+    size_t *unumel;                /* per unit: its elements (0: not held) */
+    mt_comm_req preq_e[2];         /* split, stage 3: the experts' gather of each pool slot */
+    mt_comm *dp_all;               /* every dp rank (split: the dense parts' group) */
     mt_unit_layout *state_ul;      /* per state unit: its unit's layout (a copy: the optimizer's table) */
     unsigned char *in_norm;        /* per unit: counted in mt_zero_grad_sumsq (a replica of a unit held
                                       by another stage too -- a shared unit -- is not) */

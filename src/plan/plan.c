@@ -160,7 +160,7 @@ typedef struct {
 static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, double out[MT_PLAN_NCAT], held_sizes *hs) {
     mt_layout l;
     mt_model_layout_build(cfg, y->tp, 0, &l);
-    if (y->ep > 1) mt_layout_shard_experts(&l, cfg->num_experts, y->ep, 0); /* rank 0's experts, as the trainer */
+    if (y->ep > 1) mt_layout_shard_experts(&l, cfg->num_experts, y->ep, 0, 1); /* rank 0's experts, as the trainer */
     int z = y->zero;
     size_t G = z == 0 ? 1 : (size_t)y->shard;
     double p = 0, g = 0, o = 0, fz = 0;

@@ -473,14 +473,16 @@ static int tensor_index(const mt_layout *l, int u, int i, int s, int ns) {
  * stages 1-3: the replica group of hybrid sharding), so no element is
  * written twice and every rank writes. Under expert parallelism an experts'
  * range (experts 1) is held alike only by the expert-data-parallel group (the
- * shard group): stage 0 splits it there, stages 1-3 own it alone. */
+ * shard group): stage 0 splits it there, stages 1-3 own it alone; where ZeRO
+ * shards the dense part over every dp rank (mt_zero.split) a rank owns its
+ * dense range alone too. */
 static void write_range(const mt_trainer *tr, size_t lo, size_t hi, int experts, size_t *a, size_t *b) {
     int k = 0, K = 1;
     const mt_comm *shard = mt_mesh_comm(&tr->mesh, MT_AXIS_SHARD);
     if (experts && tr->zero.stage == 0) {
         k = mt_comm_rank(shard);
         K = mt_comm_size(shard);
-    } else if (experts) {
+    } else if (experts || tr->zero.split) { /* split: every dp rank owns its own part of the dense tensors too */
     } else if (tr->zero.stage == 0) { /* the dp x cp ranks of the DP group hold the same parameters */
         k = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
         K = mt_comm_size(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));

@@ -332,11 +332,15 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
                                        "the expert loads' metrics field");
         tr->moe_load_json[0] = 0;
     }
-    mt_model_part part;
+    mt_model_part part = {0};
     unsigned char *own_layer = mt_xcalloc((size_t)op->cfg.n_layer, 1, "layer ownership");
     int rc = mt_pipeline_plan(tr, &part, own_layer, err);
     part.tp = &tr->tp;
     part.ep = tr->ep_comm;
+    /* {ep} with ZeRO 1-3 in fp32: the dense parameters are sharded over every dp rank, evenly (zero.h) */
+    if (tr->ep_comm && op->zero >= 1 && op->precision == MT_FP32 && !op->zeropp_hpz && !op->zeropp_qwz &&
+        !op->zeropp_qgz)
+        part.dense_align = mt_comm_size(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
     part.cp = &tr->cp;
     part.precision = op->precision;
     part.partition_acts = op->partition_activations;
