@@ -23,14 +23,26 @@
  * Expert parallelism ({ep} N, mesh.h): the shard group is the expert-data-
  * parallel group (dp / N ranks holding the same experts) and the replica
  * group the N ranks of the ep group, which hold the same dense tensors but
- * different experts. Every unit is sharded (ZeRO 1-3) or reduced (stage 0)
- * over the shard group; afterwards the dense part of each unit -- its
- * elements before the first expert tensor (nn/unit.h's dense_numel) -- is
- * all-reduced across the ep group, so dense gradients are summed over all dp
- * ranks and expert gradients over the expert-data-parallel group. (Dense
- * parameters are thus sharded over dp / N ranks, as hybrid sharding does,
- * not over all dp.) The gradient norm counts the dense part once and sums
- * the experts' over the ep group.
+ * different experts. A unit's dense part is its elements before the first
+ * expert tensor (nn/unit.h's dense_numel).
+ *   ZeRO 1-3 in fp32 without ZeRO++ (split): a unit holding experts is two
+ *   state units, [0, dense) sharded over all dp ranks and [dense, numel)
+ *   over the shard group, each with its own shard, owned range, optimizer
+ *   state and collectives (reduce-scatter, all-gather), so a rank holds
+ *   1/dp of the dense state and 1/(dp/N) of its experts'. The layout starts
+ *   the experts at a multiple of dp (mt_layout_shard_experts' dense_align):
+ *   the dense part splits evenly and no collective of one part touches the
+ *   other's elements. Nothing is summed over the ep group; the gradient norm
+ *   sums every rank's owned elements over dp. (Two owned ranges per unit
+ *   would have reached into the optimizer, its offload regions and the
+ *   checkpoint streams; as state units those keep one range each.)
+ *   Otherwise (stage 0, mixed precision, ZeRO++): every unit is sharded
+ *   (ZeRO 1-3) or reduced (stage 0) over the shard group; afterwards the
+ *   dense part of each unit is all-reduced across the ep group, so dense
+ *   gradients are summed over all dp ranks and expert gradients over the
+ *   expert-data-parallel group (dense parameters sharded over dp / N ranks,
+ *   as hybrid sharding does). The gradient norm counts the dense part once
+ *   and sums the experts' over the ep group.
  *
  * Buckets (stage 0, DDP-style): by default each unit's gradient is all-reduced
  * on its own as soon as its backward ends. With bucket_bytes > 0 the
