@@ -183,7 +183,7 @@ static void alloc_lora(mt_model *m, size_t N) {
 
 void mt_model_create(mt_model *m, mt_backend *be, const mt_model_config *cfg, int B, int T, uint64_t seed,
                      mt_mem *mem) {
-    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, be, NULL, 0, MT_ACT_COMPRESS_OFF, NULL, 0};
+    mt_model_part whole = {NULL, 1, 1, 1, MT_RECOMPUTE_NONE, NULL, MT_FP32, be, NULL, 0, MT_ACT_COMPRESS_OFF, NULL, 0, 0};
     mt_model_create_part(m, cfg, B, T, seed, mem, &whole);
 }
 
@@ -202,7 +202,8 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
     mt_model_layout_build(cfg, tp, tp > 1 ? part->tp->rank : 0, &m->layout);
     if (part->ep && mt_comm_size(part->ep) > 1) {
         m->ep = part->ep;
-        mt_layout_shard_experts(&m->layout, cfg->num_experts, mt_comm_size(part->ep), mt_comm_rank(part->ep));
+        mt_layout_shard_experts(&m->layout, cfg->num_experts, mt_comm_size(part->ep), mt_comm_rank(part->ep),
+                                part->dense_align);
     }
     const mt_layout *l = &m->layout;
     int L = cfg->n_layer;

@@ -222,6 +222,8 @@ typedef struct {
     const mt_cp *cp;                /* context parallelism (NULL: none): T is the rank's rows of a sample */
     int partition_acts;             /* {partition-activations}: with tp > 1, no sequence parallelism and
                                        {recompute} full; ignored otherwise */
+    int dense_align;                /* expert parallelism: the experts of a unit start at a multiple of this
+                                       (mt_layout_shard_experts; ZeRO's dp sharding of the dense part) */
 } mt_model_part;
 
 /* Builds the layout and allocates params, grads, activations for

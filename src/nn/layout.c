@@ -90,10 +90,15 @@ void mt_unit_add_shared(mt_layout *l, int u, const char *name, const char *owner
 }
 
 /* One store's tensors with the other ranks' experts emptied, offsets
- * renumbered; its elements (a quantized frozen tensor has none here). */
-static size_t shard_store(mt_tensor *t, int n, int per, int ep_rank, int frozen) {
+ * renumbered, the first expert's offset rounded up to a multiple of align
+ * (the trainable store under ZeRO's dp sharding of the dense part; 1: none);
+ * its elements (a quantized frozen tensor has none here). */
+static size_t shard_store(mt_tensor *t, int n, int per, int ep_rank, int frozen, size_t align) {
     size_t off = 0;
+    int seen = 0;
     for (int i = 0; i < n; i++) {
+        if (t[i].expert && !seen) off = (off + align - 1) / align * align;
+        seen |= t[i].expert != 0;
         if (t[i].expert && (t[i].expert - 1) / per != ep_rank) {
             t[i].shape[0] = 0;
             t[i].numel = 0;
@@ -104,10 +109,12 @@ static size_t shard_store(mt_tensor *t, int n, int per, int ep_rank, int frozen)
     return off;
 }
 
-void mt_layout_shard_experts(mt_layout *l, int n_experts, int ep, int ep_rank) {
+void mt_layout_shard_experts(mt_layout *l, int n_experts, int ep, int ep_rank, int dense_align) {
     int per = n_experts / ep;
+    size_t A = dense_align > 1 ? (size_t)dense_align : 1;
     l->ep = ep;
     l->ep_rank = ep_rank;
+    l->dense_align = (int)A;
     for (int u = 0; u < l->n_units; u++) {
         mt_unit_layout *ul = &l->units[u];
         if (ul->ref) {
@@ -124,7 +131,7 @@ void mt_layout_shard_experts(mt_layout *l, int n_experts, int ep, int ep_rank) {
             free(ul->t);
             free(to);
             ul->t = t;
-            ul->frozen_numel = shard_store(ul->ft, ul->n_frozen, per, ep_rank, 1);
+            ul->frozen_numel = shard_store(ul->ft, ul->n_frozen, per, ep_rank, 1, 1);
         } else {
             int seen = 0;
             for (int i = 0; i < ul->n_tensors; i++) {
@@ -132,7 +139,7 @@ void mt_layout_shard_experts(mt_layout *l, int n_experts, int ep, int ep_rank) {
                 seen |= ul->t[i].expert != 0;
             }
         }
-        ul->numel = shard_store(ul->t, ul->n_tensors, per, ep_rank, 0);
+        ul->numel = shard_store(ul->t, ul->n_tensors, per, ep_rank, 0, A);
     }
     mt_layout_finish(l);
 }

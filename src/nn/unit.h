@@ -130,6 +130,8 @@ typedef struct {
     size_t gtotal_params;   /* the same for the full model */
     int tp, tp_rank;        /* tensor-parallel degree and this rank's index (1, 0: whole model) */
     int ep, ep_rank;        /* expert-parallel degree and this rank's index (1, 0: every expert) */
+    int dense_align;        /* expert parallelism: each unit's experts start at a multiple of this (0 or 1: right
+                               after the dense tensors; mt_layout_shard_experts) */
 } mt_layout;
 
 /* Builder: a layout of n units (roles and layers set by the caller), and a
@@ -155,8 +157,13 @@ double mt_layout_frozen_matrix_params(const mt_layout *l);
  * frozen split (adapters: an expert's adapter is that expert's, expert set);
  * the trainable experts' tensors are moved after the dense ones there (the
  * unit's dense part one prefix, dense_numel), before it they must be the
- * last of their unit. ep must divide n_experts (checked by the caller). */
-void mt_layout_shard_experts(mt_layout *l, int n_experts, int ep, int ep_rank);
+ * last of their unit. ep must divide n_experts (checked by the caller).
+ * dense_align > 1: a unit holding experts leaves zeros (no tensor's) in its
+ * trainable store after its dense tensors up to a multiple of dense_align,
+ * where its experts start, so its dense part splits evenly over that many
+ * ranks (ZeRO's dp sharding of the dense parameters under {ep},
+ * parallel/zero.h). */
+void mt_layout_shard_experts(mt_layout *l, int n_experts, int ep, int ep_rank, int dense_align);
 /* Sums the totals once every unit is built. */
 void mt_layout_finish(mt_layout *l);
 void mt_layout_free(mt_layout *l);

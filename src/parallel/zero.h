@@ -23,14 +23,26 @@
  * Expert parallelism ({ep} N, mesh.h): the shard group is the expert-data-
  * parallel group (dp / N ranks holding the same experts) and the replica
  * group the N ranks of the ep group, which hold the same dense tensors but
- * different experts. Every unit is sharded (ZeRO 1-3) or reduced (stage 0)
- * over the shard group; afterwards the dense part of each unit -- its
- * elements before the first expert tensor (nn/unit.h's dense_numel) -- is
- * all-reduced across the ep group, so dense gradients are summed over all dp
- * ranks and expert gradients over the expert-data-parallel group. (Dense
- * parameters are thus sharded over dp / N ranks, as hybrid sharding does,
- * not over all dp.) The gradient norm counts the dense part once and sums
- * the experts' over the ep group.
+ * different experts. A unit's dense part is its elements before the first
+ * expert tensor (nn/unit.h's dense_numel).
+ *   ZeRO 1-3 in fp32 without ZeRO++ (split): a unit holding experts is two
+ *   state units, [0, dense) sharded over all dp ranks and [dense, numel)
+ *   over the shard group, each with its own shard, owned range, optimizer
+ *   state and collectives (reduce-scatter, all-gather), so a rank holds
+ *   1/dp of the dense state and 1/(dp/N) of its experts'. The layout starts
+ *   the experts at a multiple of dp (mt_layout_shard_experts' dense_align):
+ *   the dense part splits evenly and no collective of one part touches the
+ *   other's elements. Nothing is summed over the ep group; the gradient norm
+ *   sums every rank's owned elements over dp. (Two owned ranges per unit
+ *   would have reached into the optimizer, its offload regions and the
+ *   checkpoint streams; as state units those keep one range each.)
+ *   Otherwise (stage 0, mixed precision, ZeRO++): every unit is sharded
+ *   (ZeRO 1-3) or reduced (stage 0) over the shard group; afterwards the
+ *   dense part of each unit is all-reduced across the ep group, so dense
+ *   gradients are summed over all dp ranks and expert gradients over the
+ *   expert-data-parallel group (dense parameters sharded over dp / N ranks,
+ *   as hybrid sharding does). The gradient norm counts the dense part once
+ *   and sums the experts' over the ep group.
  *
  * Buckets (stage 0, DDP-style): by default each unit's gradient is all-reduced
  * on its own as soon as its backward ends. With bucket_bytes > 0 the
@@ -127,13 +139,14 @@ typedef struct {
     size_t *dense;                 /* per unit: elements before its experts' (the layout's dense_numel) */
     int n, r;                      /* shard group size and index (1, 0 for stage 0) */
     int n_units;
-    size_t *numel, *S;             /* per unit */
-    float **full_p, **full_g;      /* stages 0-2 / 0-1: full (padded) buffers */
-    float **pshard, **gshard;      /* stage 3 / stages 2-3: owned shards */
+    size_t *numel, *S;             /* per state unit: its elements and shard length */
+    float **full_p, **full_g;      /* per state unit, stages 0-2 / 0-1: its start in its unit's full
+                                      (padded) buffer */
+    float **pshard, **gshard;      /* per state unit, stage 3 / stages 2-3: owned shards */
     int own_full_p, own_full_g;    /* whether full_p/full_g were allocated here */
     size_t pool_len;               /* floats per pool slot (max padded unit >= 1) */
     float *gunit0, *gpool[2];      /* stages 2-3: transient full-unit grad buffers */
-    mt_comm_req *greq;             /* per unit: gradient reduction in flight */
+    mt_comm_req *greq;             /* per state unit: gradient reduction in flight */
     float **gslot;                 /* per unit: slot its gradient sits in (stages 2-3) */
     float *punit0, *ppool[2];      /* stage 3: gathered params */
     mt_comm_req preq[2];
@@ -145,6 +158,20 @@ typedef struct {
     mt_zero_buckets bk;            /* stage 0 buckets (parallel/zero_buckets.c) */
     mt_zero_mixed mp;              /* mixed precision (parallel/zero_mixed.c) */
     int g0_open;                   /* unit 0's gradient buffer is set up for this microbatch */
+    /* State units: the parts of units whose elements are sharded together over one group, each with one
+       owned range (what the optimizer and checkpoints see). Without split every state unit is a whole unit
+       (k == u); with split a unit holding dense and expert tensors is two: [0, dense) and [dense, numel). */
+    int split;                     /* {ep}, fp32, stages 1-3: dense parts sharded over every dp rank */
+    int n_state;
+    int *state_unit;               /* per state unit: the unit it is part of */
+    int *first;                    /* per unit: its first state unit (first[n_units] = n_state) */
+    size_t *off;                   /* per state unit: its first element in its unit */
+    mt_comm **kcomm;               /* per state unit: the group it is sharded over */
+    int *kn, *kr;                  /* per state unit: that group's size and this rank's index (1, 0: stage 0) */
+    size_t *unumel;                /* per unit: its elements (0: not held) */
+    mt_comm_req preq_e[2];         /* split, stage 3: the experts' gather of each pool slot */
+    mt_comm *dp_all;               /* every dp rank (split: the dense parts' group) */
+    mt_unit_layout *state_ul;      /* per state unit: its unit's layout (a copy: the optimizer's table) */
     unsigned char *in_norm;        /* per unit: counted in mt_zero_grad_sumsq (a replica of a unit held
                                       by another stage too -- a shared unit -- is not) */
     /* ZeRO++ hierarchical partitioning (parallel/zero_hpz.c); hpz == NULL: off */
@@ -226,6 +253,17 @@ void mt_zero_progress(mt_zero *z);
 void mt_zero_finish_grads(mt_zero *z, mt_model *m);
 /* Sum of squares of the (reduced) gradient, each element counted once. */
 double mt_zero_grad_sumsq(mt_zero *z, mt_model *m);
+/* State units (see mt_zero): the optimizer's state, the owned ranges and
+ * the checkpoint streams are per state unit k, the compute and the hooks per
+ * unit. The functions below that name a state unit take k (today k == u). */
+int mt_zero_n_state(const mt_zero *z);
+/* The unit state unit k is part of. */
+int mt_zero_state_unit(const mt_zero *z, int k);
+/* The layouts of the state units (their units'), for the optimizer. */
+const mt_unit_layout *mt_zero_state_layouts(const mt_zero *z);
+/* The ranks that share state unit k's whole-tensor statistics (each holds
+ * a shard of it), or NULL where this rank holds it whole. */
+mt_comm *mt_zero_state_group(const mt_zero *z, int k);
 /* The owned range [*b, *e) of unit u, and the pointers to its first
  * element: *p the fp32 parameters the optimizer updates (mixed precision:
  * the master; NULL once mt_zero_release_master handed it elsewhere), *g the

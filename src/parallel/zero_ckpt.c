@@ -13,7 +13,7 @@
 
 size_t mt_zero_max_padded(const mt_zero *z) {
     size_t mx = 0;
-    for (int u = 0; u < z->n_units; u++) mx = padded(z, u) > mx ? padded(z, u) : mx;
+    for (int u = 0; u < z->n_units; u++) mx = unit_padded(z, u) > mx ? unit_padded(z, u) : mx;
     return mx;
 }
 
@@ -28,11 +28,12 @@ void mt_zero_get_full_params(mt_zero *z, mt_model *m, int u, float *dst, float *
         return;
     }
     if (z->stage < 3) {
-        op_copy_to_host(z->be, dst, z->full_p[u], z->numel[u] * sizeof(float));
+        op_copy_to_host(z->be, dst, z->full_p[z->first[u]], z->unumel[u] * sizeof(float));
         return;
     }
-    mt_comm_allgather(z->shard, z->pshard[u], tmp, z->S[u] * sizeof(float));
-    op_copy_to_host(z->be, dst, tmp, z->numel[u] * sizeof(float));
+    for (int k = z->first[u]; k < z->first[u + 1]; k++) /* each part over its group, into its place */
+        mt_comm_allgather(z->kcomm[k], z->pshard[k], tmp + z->off[k], z->S[k] * sizeof(float));
+    op_copy_to_host(z->be, dst, tmp, z->unumel[u] * sizeof(float));
 }
 
 void mt_zero_set_full_params(mt_zero *z, mt_model *m, int u, const float *src) {
@@ -50,14 +51,15 @@ void mt_zero_set_full_params(mt_zero *z, mt_model *m, int u, const float *src) {
         return;
     }
     if (z->stage < 3) {
-        op_copy_from_host(z->be, z->full_p[u], src, z->numel[u] * sizeof(float));
+        op_copy_from_host(z->be, z->full_p[z->first[u]], src, z->unumel[u] * sizeof(float));
         return;
     }
-    size_t b, e;
-    float *p, *g;
-    mt_zero_owned(z, m, u, &b, &e, &p, &g);
-    op_zero_bytes(z->be, z->pshard[u], z->S[u] * sizeof(float));
-    if (e > b) op_copy_from_host(z->be, z->pshard[u], src + b, (e - b) * sizeof(float));
+    for (int k = z->first[u]; k < z->first[u + 1]; k++) {
+        size_t b, e;
+        owned_range(z, k, &b, &e);
+        op_zero_bytes(z->be, z->pshard[k], z->S[k] * sizeof(float));
+        if (e > b) op_copy_from_host(z->be, z->pshard[k], src + b, (e - b) * sizeof(float));
+    }
 }
 
 void mt_zero_get_full_state(mt_zero *z, int u, const float *state, float *dst, float *tmp) {
@@ -74,8 +76,8 @@ void mt_zero_set_full_state(mt_zero *z, int u, float *state, const float *src) {
         op_copy_from_host(z->be, state, src, z->numel[u] * sizeof(float));
         return;
     }
-    size_t b = (size_t)z->r * z->S[u];
-    size_t e = b + z->S[u] < z->numel[u] ? b + z->S[u] : z->numel[u];
+    size_t b, e;
+    owned_range(z, u, &b, &e);
     op_zero_bytes(z->be, state, z->S[u] * sizeof(float));
     if (e > b) op_copy_from_host(z->be, state, src + b, (e - b) * sizeof(float));
 }

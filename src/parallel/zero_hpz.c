@@ -18,6 +18,9 @@ static size_t elt(const mt_zero *z) { return z->mp.dt16 != MT_FP32 ? sizeof(uint
 
 int mt_zero_enable_hpz(mt_zero *z, const mt_model *m, int group, mt_error *err) {
     (void)m;
+    if (z->split) /* the trainer keeps {ep}'s old scheme for ZeRO++ (its parts are per whole unit) */
+        return mt_errorf(err, "{zeropp-hpz} with {ep}: the dense parameters are sharded over every dp rank "
+                              "here, which ZeRO++ does not support");
     if (z->stage != 3)
         return mt_errorf(err, "{zeropp-hpz} needs {zero} 3 (it keeps a node's copy of the sharded parameters), got "
                               "{zero} %d", z->stage);

@@ -9,14 +9,22 @@
 #define MT_PARALLEL_ZERO_IMPL_H
 #include "parallel/zero.h"
 
-static inline size_t padded(const mt_zero *z, int u) { return (size_t)z->n * z->S[u]; }
+/* State unit k's padded length: its group's size times its shard. */
+static inline size_t padded(const mt_zero *z, int k) { return (size_t)z->kn[k] * z->S[k]; }
+
+/* Unit u's full (padded) length: its last state unit's padded end. */
+static inline size_t unit_padded(const mt_zero *z, int u) {
+    int k = z->first[u + 1] - 1;
+    return z->off[k] + padded(z, k);
+}
 
 static inline int mixed(const mt_zero *z) { return z->mp.dt16 != MT_FP32; }
 
-/* The owned range [b, e) of unit u (empty on ranks past a short unit's end). */
-static inline void owned_range(const mt_zero *z, int u, size_t *b, size_t *e) {
-    size_t lo = (size_t)z->r * z->S[u];
-    size_t hi = lo + z->S[u] < z->numel[u] ? lo + z->S[u] : z->numel[u];
+/* The owned range [b, e) of state unit k, in its unit's elements (empty on
+ * ranks past a short part's end). */
+static inline void owned_range(const mt_zero *z, int k, size_t *b, size_t *e) {
+    size_t lo = z->off[k] + (size_t)z->kr[k] * z->S[k], end = z->off[k] + z->numel[k];
+    size_t hi = lo + z->S[k] < end ? lo + z->S[k] : end;
     *b = lo;
     *e = hi > lo ? hi : lo;
 }

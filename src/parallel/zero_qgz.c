@@ -37,6 +37,9 @@ static void get(mt_zero *z, const uint8_t *rec, size_t S, float *x) {
 }
 
 int mt_zero_enable_qgz(mt_zero *z, mt_error *err) {
+    if (z->split) /* the trainer keeps {ep}'s old scheme for ZeRO++ (its parts are per whole unit) */
+        return mt_errorf(err, "{zeropp-qgz} with {ep}: the dense parameters are sharded over every dp rank "
+                              "here, which ZeRO++ does not support");
     if (z->stage < 2)
         return mt_errorf(err, "{zeropp-qgz} needs {zero} 2 or 3 (it quantizes the gradient reduce-scatter), got "
                               "{zero} %d", z->stage);

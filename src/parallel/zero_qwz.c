@@ -14,6 +14,9 @@
 size_t mt_zero_qwz_record_bytes(size_t S) { return mt_zpp_blocks(S, MT_ZPP_BLOCK) * sizeof(float) + (S + 3) / 4 * 4; }
 
 int mt_zero_enable_qwz(mt_zero *z, mt_error *err) {
+    if (z->split) /* the trainer keeps {ep}'s old scheme for ZeRO++ (its parts are per whole unit) */
+        return mt_errorf(err, "{zeropp-qwz} with {ep}: the dense parameters are sharded over every dp rank "
+                              "here, which ZeRO++ does not support");
     if (z->stage != 3)
         return mt_errorf(err, "{zeropp-qwz} needs {zero} 3 (it quantizes the parameter all-gathers), got {zero} %d",
                          z->stage);

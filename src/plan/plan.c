@@ -154,13 +154,21 @@ static double quant_bytes(const mt_adapter_spec *a, int kind, double rows, doubl
 typedef struct {
     double n, S, S0;
     double Sd, ne;      /* {ep}: rank 0's shards' dense elements (what the ep group sums); its expert elements */
+    double gS, gS0;     /* sum over the held units' parts of (group size - 1) x shard: a ring reduce-scatter's
+                           or all-gather's elements sent per rank (all units, and unit 0's alone) */
     double q8, q8_0, q4; /* ZeRO++ records of the shards: qwZ (all, unit 0's), qgZ */
 } held_sizes;
+
+/* {ep} with ZeRO 1-3 in fp32 without ZeRO++: zero.c shards the dense parameters over every dp rank and
+ * each unit's experts over the shard group (two parts; elsewhere the whole unit over the shard group). */
+static int split_dense(const mt_plan_layout *y) {
+    return y->ep > 1 && y->zero >= 1 && !y->bf16 && !y->qwz && !y->hpz && !y->qgz;
+}
 
 static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, double out[MT_PLAN_NCAT], held_sizes *hs) {
     mt_layout l;
     mt_model_layout_build(cfg, y->tp, 0, &l);
-    if (y->ep > 1) mt_layout_shard_experts(&l, cfg->num_experts, y->ep, 0); /* rank 0's experts, as the trainer */
+    if (y->ep > 1) mt_layout_shard_experts(&l, cfg->num_experts, y->ep, 0, 1); /* rank 0's experts, as the trainer */
     int z = y->zero;
     size_t G = z == 0 ? 1 : (size_t)y->shard;
     double p = 0, g = 0, o = 0, fz = 0;
@@ -176,7 +184,17 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
                                       (double)l.units[u].ft[i].gshape[0], (double)l.units[u].ft[i].gshape[1]);
         }
         if (!held(cfg, y, u) || !l.units[u].numel) continue;
-        size_t n = l.units[u].numel, S = (n + G - 1) / G, P = G * S;
+        size_t n = l.units[u].numel, S = (n + G - 1) / G, P = G * S, gS = (G - 1) * S;
+        if (split_dense(y)) { /* the dense part over dp (its experts starting at a multiple of dp), the experts over G */
+            size_t dp = (size_t)y->dp, d = l.units[u].dense_numel, Sd = (d + dp - 1) / dp, Se = (n - d + G - 1) / G;
+            if (d == n) Se = 0;
+            if (d == 0) Sd = 0;
+            S = Sd + Se;
+            P = dp * Sd + G * Se;
+            gS = (dp - 1) * Sd + (G - 1) * Se;
+        }
+        hs->gS += (double)gS;
+        if (u == 0) hs->gS0 = (double)gS;
         hs->n += (double)n;
         hs->S += (double)S; /* = n at stage 0 (G = 1) */
         hs->Sd += (double)(l.units[u].dense_numel < S ? l.units[u].dense_numel : S); /* rank 0's shard: [0, S) */
@@ -432,7 +450,9 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
      * other unit twice (forward, backward) per microbatch; hybrid sharding
      * (G < dp) all-reduces the owned shards across the dp / G replicas. */
     /* {ep}: every stage reduces over the shard group (the expert-data-parallel ranks), then the dense
-     * part of the shards over the ep group (the replicas); ep > 1 has cp 1 (mt_plan_check) */
+     * part of the shards over the ep group (the replicas); ep > 1 has cp 1 (mt_plan_check). fp32 ZeRO 1-3
+     * without ZeRO++ (split_dense) reduces and gathers each unit's dense part over all dp and its experts
+     * over the shard group instead, with no replica sum (hs.gS counts both parts) */
     double D = replicas_of(y); /* the ranks holding the same parameters: dp x cp */
     double G = y->zero || y->ep > 1 ? y->shard : D, pe = y->bf16 ? 2 : 4, ge = 4, R = D / G;
     double units = layers + 1 + head;
@@ -452,12 +472,12 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
             qg_inter = rs_times * (A - 1) * hs.q4;
             dp_calls = 2 * rs_times * units;
         } else {
-            grad_b = rs_times * (G - 1) * hs.S * ge;
+            grad_b = rs_times * hs.gS * ge;
             dp_calls = rs_times * units;
         }
         if (y->zero == 3) {
-            double fwd = y->qwz ? (G - 1) * hs.q8 : (G - 1) * pe * hs.S;
-            double bwd = y->qwz ? (G - 1) * (hs.q8 - hs.q8_0) : (G - 1) * pe * (hs.S - hs.S0);
+            double fwd = y->qwz ? (G - 1) * hs.q8 : pe * hs.gS;
+            double bwd = y->qwz ? (G - 1) * (hs.q8 - hs.q8_0) : pe * (hs.gS - hs.gS0);
             if (y->hpz) { /* the backward gathers move inside the node, unquantized */
                 hpz_b = m * (y->hpz - 1) * (G / y->hpz) * (hs.S - hs.S0) * pe;
                 bwd = 0;
@@ -465,12 +485,12 @@ void mt_plan_eval(const mt_model_config *cfg, const mt_plan_cluster *c, const mt
             param_b = m * (fwd + bwd);
             dp_calls += m * (2 * units - 1);
         } else {
-            param_b = (G - 1) * pe * hs.S;
+            param_b = pe * hs.gS;
             dp_calls += units;
         }
     }
     double rep_b = 0;
-    if (D > 1 && (y->zero || y->ep > 1) && R > 1) {
+    if (D > 1 && (y->zero || y->ep > 1) && R > 1 && !split_dense(y)) { /* split: no replicas to sum over */
         rep_b = 2 * (R - 1) / R * (y->ep > 1 ? hs.Sd : hs.S) * ge;
         dp_calls += units;
     }

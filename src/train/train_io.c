@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +17,10 @@
  * (mt_zero_state_len floats, zero padding; `buf` holds it unless the stream
  * is fp32 in memory). k = MT_OPT_STREAM_MASTER: the fp32 master where it is
  * a stream of the state (mt_zero_master_released). */
-static const float *opt_shard(mt_trainer *tr, int u, int k, float *buf) {
+static const float *opt_shard(mt_trainer *tr, int su, int k, float *buf) { /* su: a state unit */
     mt_error e = {{0}};
-    const float *s = mt_opt_states_get(&tr->optim, u, k, buf, &e);
-    if (!s) mt_die("reading optimizer state stream %d of unit %d failed: %s", k, u, e.msg);
+    const float *s = mt_opt_states_get(&tr->optim, su, k, buf, &e);
+    if (!s) mt_die("reading optimizer state stream %d of state unit %d failed: %s", k, su, e.msg);
     return s;
 }
 
@@ -372,21 +373,34 @@ int mt_train_ckpt_load(mt_trainer *tr, const char *dir, int resume, mt_error *er
     for (int u = 0; u < l->n_units; u++) mx = l->units[u].numel > mx ? l->units[u].numel : mx;
     size_t bytes = (mx ? mx : 1) * sizeof(float);
     float *buf = mt_mem_alloc(&tr->mem, MT_MEM_SCRATCH, bytes, "checkpoint load buffer");
-    for (int u = 0; u < l->n_units && !rc; u++) {
-        if (!mt_zero_state_len(&tr->zero, u)) continue; /* another pipeline stage's unit */
-        size_t lo, hi, n = l->units[u].numel;
-        float *p, *g;
-        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
-        if (base) rc = read_local_base(ck, l, u, tr->zero.stage == 3 ? lo : 0, tr->zero.stage == 3 ? hi : n, buf, tr->o.seed, err);
-        else rc = read_local(ck, l, u, "model/", tr->zero.stage == 3 ? lo : 0, tr->zero.stage == 3 ? hi : n, buf, err);
-        if (!rc) mt_zero_set_full_params(&tr->zero, &tr->model, u, buf);
-        if (!rc && mt_zero_master_released(&tr->zero, u)) /* the fp32 master is a stream of the optimizer state */
-            rc = mt_opt_states_set(&tr->optim, u, MT_OPT_STREAM_MASTER, buf, err);
-        for (int s = 0; s < ns && resume && !rc; s++) {
-            snprintf(prefix, sizeof prefix, "optim/%s/", mt_opt_states_name(&tr->optim, s));
-            int whole = tr->optim.entry->streams[s].enc == MT_OPT_ENC_FACTORED; /* rows/columns at each tensor's start */
-            rc = read_local(ck, l, u, prefix, whole ? 0 : lo, whole ? n : hi, buf, err);
-            if (!rc) rc = mt_opt_states_set(&tr->optim, u, s, buf, err);
+    mt_zero *z = &tr->zero;
+    for (int k0 = 0, k1; k0 < mt_zero_n_state(z) && !rc; k0 = k1) {
+        /* unit u's state units k0 .. k1 - 1 (consecutive); the parameters a unit at a time */
+        int u = mt_zero_state_unit(z, k0);
+        size_t lo = SIZE_MAX, hi = 0, n = l->units[u].numel;
+        for (k1 = k0; k1 < mt_zero_n_state(z) && mt_zero_state_unit(z, k1) == u; k1++) {
+            size_t a, b;
+            float *p, *g;
+            mt_zero_owned(z, &tr->model, k1, &a, &b, &p, &g);
+            lo = a < lo ? a : lo;
+            hi = b > hi ? b : hi;
+        }
+        if (!mt_zero_state_len(z, k0)) continue; /* another pipeline stage's unit */
+        if (base) rc = read_local_base(ck, l, u, z->stage == 3 ? lo : 0, z->stage == 3 ? hi : n, buf, tr->o.seed, err);
+        else rc = read_local(ck, l, u, "model/", z->stage == 3 ? lo : 0, z->stage == 3 ? hi : n, buf, err);
+        if (!rc) mt_zero_set_full_params(z, &tr->model, u, buf);
+        for (int k = k0; k < k1 && !rc; k++) {
+            if (mt_zero_master_released(z, k)) /* the fp32 master is a stream of the optimizer state */
+                rc = mt_opt_states_set(&tr->optim, k, MT_OPT_STREAM_MASTER, buf, err);
+            size_t a, b;
+            float *p, *g;
+            mt_zero_owned(z, &tr->model, k, &a, &b, &p, &g);
+            for (int s = 0; s < ns && resume && !rc; s++) {
+                snprintf(prefix, sizeof prefix, "optim/%s/", mt_opt_states_name(&tr->optim, s));
+                int whole = tr->optim.entry->streams[s].enc == MT_OPT_ENC_FACTORED; /* rows/columns at each tensor's start */
+                rc = read_local(ck, l, u, prefix, whole ? 0 : a, whole ? n : b, buf, err);
+                if (!rc) rc = mt_opt_states_set(&tr->optim, k, s, buf, err);
+            }
         }
     }
     mt_mem_free(&tr->mem, MT_MEM_SCRATCH, buf, bytes);
@@ -459,14 +473,16 @@ static int tensor_index(const mt_layout *l, int u, int i, int s, int ns) {
  * stages 1-3: the replica group of hybrid sharding), so no element is
  * written twice and every rank writes. Under expert parallelism an experts'
  * range (experts 1) is held alike only by the expert-data-parallel group (the
- * shard group): stage 0 splits it there, stages 1-3 own it alone. */
+ * shard group): stage 0 splits it there, stages 1-3 own it alone; where ZeRO
+ * shards the dense part over every dp rank (mt_zero.split) a rank owns its
+ * dense range alone too. */
 static void write_range(const mt_trainer *tr, size_t lo, size_t hi, int experts, size_t *a, size_t *b) {
     int k = 0, K = 1;
     const mt_comm *shard = mt_mesh_comm(&tr->mesh, MT_AXIS_SHARD);
     if (experts && tr->zero.stage == 0) {
         k = mt_comm_rank(shard);
         K = mt_comm_size(shard);
-    } else if (experts) {
+    } else if (experts || tr->zero.split) { /* split: every dp rank owns its own part of the dense tensors too */
     } else if (tr->zero.stage == 0) { /* the dp x cp ranks of the DP group hold the same parameters */
         k = mt_comm_rank(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
         K = mt_comm_size(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
@@ -582,11 +598,12 @@ static int write_run(void *vc, size_t local, const mt_tensor *t, int ti, uint64_
 static int for_each_put(mt_trainer *tr, float *shard, put_fn put, void *pctx, mt_error *err) {
     const mt_layout *l = &tr->model.layout;
     int ns = mt_opt_states_count(&tr->optim), rc = 0;
-    for (int u = 0; u < l->n_units && !rc; u++) {
-        if (!mt_zero_state_len(&tr->zero, u) || tr->pp_rank != mt_pipeline_unit_rank(tr, u)) continue;
+    for (int k = 0; k < mt_zero_n_state(&tr->zero) && !rc; k++) { /* ZeRO's state units */
+        int u = mt_zero_state_unit(&tr->zero, k);
+        if (!mt_zero_state_len(&tr->zero, k) || tr->pp_rank != mt_pipeline_unit_rank(tr, u)) continue;
         size_t lo, hi, a, b;
         float *p, *g;
-        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+        mt_zero_owned(&tr->zero, &tr->model, k, &lo, &hi, &p, &g);
         /* expert parallelism: the dense part and the experts' are held by different groups of ranks */
         size_t dense = tr->model.ep ? l->units[u].dense_numel : hi, mid = dense < lo ? lo : dense < hi ? dense : hi;
         size_t a2, b2;
@@ -595,10 +612,10 @@ static int for_each_put(mt_trainer *tr, float *shard, put_fn put, void *pctx, mt
         if (a >= b && a2 >= b2) continue;
         for (int s = -1; s < ns && !rc; s++) {
             const float *src;
-            if (s < 0 && mt_zero_master_released(&tr->zero, u)) /* the fp32 master from the optimizer state */
-                src = opt_shard(tr, u, MT_OPT_STREAM_MASTER, shard);
+            if (s < 0 && mt_zero_master_released(&tr->zero, k)) /* the fp32 master from the optimizer state */
+                src = opt_shard(tr, k, MT_OPT_STREAM_MASTER, shard);
             else if (s < 0) src = p;
-            else src = opt_shard(tr, u, s, shard);
+            else src = opt_shard(tr, k, s, shard);
             write_ctx c = {l, u, s, ns, src, lo, put, pctx};
             if (a < b) rc = for_each_run(l, u, a, b, 1, write_run, &c, err);
             if (!rc && a2 < b2) rc = for_each_run(l, u, a2, b2, 1, write_run, &c, err);
@@ -613,8 +630,8 @@ static int put_file(void *ctx, int tensor, uint64_t gstart, const float *src, si
 
 static size_t state_shard_len(mt_trainer *tr) {
     size_t sb = 1;
-    for (int u = 0; u < tr->model.layout.n_units; u++)
-        sb = mt_zero_state_len(&tr->zero, u) > sb ? mt_zero_state_len(&tr->zero, u) : sb;
+    for (int k = 0; k < mt_zero_n_state(&tr->zero); k++)
+        sb = mt_zero_state_len(&tr->zero, k) > sb ? mt_zero_state_len(&tr->zero, k) : sb;
     return sb;
 }
 

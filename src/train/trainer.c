@@ -25,25 +25,26 @@
  * freed from memory. Rank-local. */
 static int init_optimizer(mt_trainer *tr, mt_error *err) {
     const mt_train_opts *o = &tr->o;
-    const mt_layout *l = &tr->model.layout;
-    size_t n = (size_t)(l->n_units > 0 ? l->n_units : 1);
+    mt_zero *z = &tr->zero;
+    int K = mt_zero_n_state(z); /* the optimizer's units are ZeRO's state units */
+    size_t n = (size_t)(K > 0 ? K : 1);
     size_t *lo = mt_xcalloc(n, sizeof *lo, "optimizer ranges"), *hi = mt_xcalloc(n, sizeof *hi, "optimizer ranges"),
            *len = mt_xcalloc(n, sizeof *len, "optimizer ranges");
-    for (int u = 0; u < l->n_units; u++) {
+    for (int k = 0; k < K; k++) {
         float *p, *g;
-        mt_zero_owned(&tr->zero, &tr->model, u, &lo[u], &hi[u], &p, &g);
-        len[u] = mt_zero_state_len(&tr->zero, u);
+        mt_zero_owned(z, &tr->model, k, &lo[k], &hi[k], &p, &g);
+        len[k] = mt_zero_state_len(z, k);
     }
     mt_opt_config c = mt_train_opts_optimizer_config(o);
     mt_opt_offload_cfg off = {o->offload_dir, tr->rank, (size_t)((double)o->offload_buffer_mb * 1048576.0),
                               o->precision != MT_FP32};
-    int rc = mt_opt_states_init(&tr->optim, &c, l->units, l->n_units, lo, hi, len, &off, &tr->mem, err);
-    for (int u = 0; u < l->n_units && !rc && mt_opt_states_has_master(&tr->optim); u++) {
+    int rc = mt_opt_states_init(&tr->optim, &c, mt_zero_state_layouts(z), K, lo, hi, len, &off, &tr->mem, err);
+    for (int k = 0; k < K && !rc && mt_opt_states_has_master(&tr->optim); k++) {
         float *p, *g;
-        if (!len[u]) continue;
-        mt_zero_owned(&tr->zero, &tr->model, u, &lo[u], &hi[u], &p, &g);
-        rc = mt_opt_states_put_master(&tr->optim, u, p, err);
-        if (!rc) mt_zero_release_master(&tr->zero, u);
+        if (!len[k]) continue;
+        mt_zero_owned(z, &tr->model, k, &lo[k], &hi[k], &p, &g);
+        rc = mt_opt_states_put_master(&tr->optim, k, p, err);
+        if (!rc) mt_zero_release_master(z, k);
     }
     free(lo);
     free(hi);
@@ -81,11 +82,12 @@ static int nonfinite(mt_trainer *tr, const float *x, size_t n) {
 
 static const char *owned_nonfinite_tensor(mt_trainer *tr) {
     const mt_layout *l = &tr->model.layout;
-    for (int u = 0; u < l->n_units; u++) {
-        if (!mt_zero_state_len(&tr->zero, u)) continue;
+    for (int k = 0; k < mt_zero_n_state(&tr->zero); k++) {
+        if (!mt_zero_state_len(&tr->zero, k)) continue;
+        int u = mt_zero_state_unit(&tr->zero, k);
         size_t lo, hi;
         float *p, *g;
-        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+        mt_zero_owned(&tr->zero, &tr->model, k, &lo, &hi, &p, &g);
         if (!p || hi <= lo || !nonfinite(tr, p, hi - lo)) continue;
         for (int i = 0; i < l->units[u].n_tensors; i++) {
             const mt_tensor *t = &l->units[u].t[i];
@@ -104,11 +106,11 @@ static const char *owned_nonfinite_tensor(mt_trainer *tr) {
 static int owned_params_nonfinite(mt_trainer *tr) {
     double s[MT_SCALAR_COUNT];
     mt_backend_clear_scalar(&tr->be, MT_SCALAR_PARAMS_NONFINITE);
-    for (int u = 0; u < tr->model.layout.n_units; u++) {
-        if (!mt_zero_state_len(&tr->zero, u)) continue;
+    for (int k = 0; k < mt_zero_n_state(&tr->zero); k++) {
+        if (!mt_zero_state_len(&tr->zero, k)) continue;
         size_t lo, hi;
         float *p, *g;
-        mt_zero_owned(&tr->zero, &tr->model, u, &lo, &hi, &p, &g);
+        mt_zero_owned(&tr->zero, &tr->model, k, &lo, &hi, &p, &g);
         if (p && hi > lo) op_nonfinite_flag(&tr->be, MT_SCALAR_PARAMS_NONFINITE, p, hi - lo);
     }
     mt_backend_read_scalars(&tr->be, s);
@@ -330,11 +332,15 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
                                        "the expert loads' metrics field");
         tr->moe_load_json[0] = 0;
     }
-    mt_model_part part;
+    mt_model_part part = {0};
     unsigned char *own_layer = mt_xcalloc((size_t)op->cfg.n_layer, 1, "layer ownership");
     int rc = mt_pipeline_plan(tr, &part, own_layer, err);
     part.tp = &tr->tp;
     part.ep = tr->ep_comm;
+    /* {ep} with ZeRO 1-3 in fp32: the dense parameters are sharded over every dp rank, evenly (zero.h) */
+    if (tr->ep_comm && op->zero >= 1 && op->precision == MT_FP32 && !op->zeropp_hpz && !op->zeropp_qwz &&
+        !op->zeropp_qgz)
+        part.dense_align = mt_comm_size(mt_mesh_comm(&tr->mesh, MT_AXIS_DP));
     part.cp = &tr->cp;
     part.precision = op->precision;
     part.partition_acts = op->partition_activations;
@@ -441,7 +447,7 @@ static void reduce_shared_replicas(mt_trainer *tr) {
  * and parameter rounding a chunk at a time. */
 typedef struct {
     mt_trainer *tr;
-    int u;
+    int u; /* a state unit (mt_zero_n_state) */
 } owned_unit;
 
 static const float *owned_grad(void *ctx, size_t off, size_t n) {
@@ -463,24 +469,25 @@ typedef struct {
     owned_unit unit; /* the unit of the last target (the optimizer steps units one at a time) */
 } step_targets;
 
-static void owned_target(void *ctx, int u, mt_opt_target *tg) {
+static void owned_target(void *ctx, int k, mt_opt_target *tg) {
     step_targets *a = ctx;
     mt_zero *z = &a->tr->zero;
     size_t lo, hi;
     float *g;
-    a->unit = (owned_unit){a->tr, u};
+    a->unit = (owned_unit){a->tr, k};
     memset(tg, 0, sizeof *tg);
-    mt_zero_owned(z, &a->tr->model, u, &lo, &hi, &tg->p, &g);
-    tg->dt = mt_zero_owned_16(z, u, &tg->g16, &tg->p16);
+    mt_zero_owned(z, &a->tr->model, k, &lo, &hi, &tg->p, &g); /* k: a state unit */
+    tg->dt = mt_zero_owned_16(z, k, &tg->g16, &tg->p16);
     tg->grad = owned_grad;
     tg->round = owned_round;
     tg->ctx = &a->unit;
     tg->be = &a->tr->be;
     /* whole-tensor statistics are summed over the ranks sharing a unit
      * (ZeRO >= 1 shards it; the replicas of hybrid sharding hold equal shards) */
-    if (a->tr->o.zero >= 1 && mt_comm_size(z->shard) > 1) {
+    mt_comm *group = mt_zero_state_group(z, k);
+    if (group) {
         tg->sum = shard_sum;
-        tg->sum_ctx = z->shard;
+        tg->sum_ctx = group;
     }
 }
 
@@ -592,9 +599,9 @@ double mt_trainer_step(mt_trainer *tr) {
     phase_done(tr, &t, MT_PROF_ALLREDUCE, "grad_sync", "collective");
     if ((o->test_overflow_step == tr->step + 1 || o->test_nonfinite_step == tr->step + 1) &&
         tr->rank == mt_comm_size(tr->world) - 1) {
-        for (int u = 0; u < m->layout.n_units; u++) /* this rank's first gradient element becomes inf */
-            if (mt_zero_state_len(z, u)) {
-                mt_zero_poison_grad(z, u);
+        for (int k = 0; k < mt_zero_n_state(z); k++) /* this rank's first gradient element becomes inf */
+            if (mt_zero_state_len(z, k)) {
+                mt_zero_poison_grad(z, k);
                 break;
             }
     }
