@@ -113,11 +113,9 @@ echo "== a checkpoint written at ep4 resumes at ep2 and in one process =="
 $MPI -np 4 $M train $B --steps 6 --dp 4 --ep 4 --zero 3 --ckpt-dir $W/ck --metrics $W/first.jsonl >/dev/null
 $M ckpt verify $W/ck >/dev/null
 resume() { # NAME NP LAYOUT...
-    local name=$1 n=$2; shift 2
-    rm -rf $W/ck_$name; cp -r $W/ck $W/ck_$name
-    $MPI -np $n $M train $B --micro-batch 2 "$@" --ckpt-dir $W/ck_$name --resume --metrics $W/second_$name.jsonl >/dev/null
-    cat $W/first.jsonl $W/second_$name.jsonl > $W/resumed_$name.jsonl
-    compare one_mb2 resumed_$name
+    # shellcheck disable=SC2086
+    resume_from $W/ck $W/first.jsonl $1 $2 $B --micro-batch 2 "${@:3}"
+    compare one_mb2 resumed_$1
 }
 resume ep2 2 --dp 2 --ep 2 --zero 1
 resume one_process 1

@@ -60,11 +60,9 @@ echo "== resume across layouts =="
 # 6 steps under tp2 x pp2, the next 6 in one process and under dp2 ZeRO-3: the uninterrupted run's losses
 $MPI -np 4 $M train $B --steps 6 --tp 2 --pp 2 --micro-batch 4 --ckpt-dir $W/ck --metrics $W/first.jsonl >/dev/null
 resume() { # NAME NP LAYOUT...: the second 6 steps from a copy of the checkpoint
-    local name=$1 n=$2; shift 2
-    rm -rf $W/ck_$name; cp -r $W/ck $W/ck_$name
-    $MPI -np $n $M train $B --micro-batch 4 "$@" --ckpt-dir $W/ck_$name --resume --metrics $W/second_$name.jsonl >/dev/null
-    cat $W/first.jsonl $W/second_$name.jsonl > $W/resumed_$name.jsonl
-    compare one resumed_$name 1e-5
+    # shellcheck disable=SC2086
+    resume_from $W/ck $W/first.jsonl $1 $2 $B --micro-batch 4 "${@:3}"
+    compare one resumed_$1 1e-5
 }
 resume one_process 1
 resume dp2_zero3 2 --dp 2 --zero 3

@@ -91,6 +91,18 @@ expect_failure() {
     echo "ok: $want"
 }
 
+# resume_from CKPT FIRST.jsonl NAME NP TRAIN-ARGS...: trains on from a copy of checkpoint CKPT
+# ($W/ck_NAME) on NP ranks (`$MPI -np NP $M train TRAIN-ARGS --resume`) and writes FIRST's metrics
+# followed by the resumed run's to $W/resumed_NAME.jsonl (the resume-across-layouts checks).
+resume_from() {
+    local ck=$1 first=$2 name=$3 np=$4
+    shift 4
+    rm -rf $W/ck_$name
+    cp -r $ck $W/ck_$name
+    $MPI -np $np $M train "$@" --ckpt-dir $W/ck_$name --resume --metrics $W/second_$name.jsonl >/dev/null
+    cat $first $W/second_$name.jsonl >$W/resumed_$name.jsonl
+}
+
 # fail MESSAGE: prints "FAIL: MESSAGE" and counts it in $fails (for the
 # scripts that go on after a failure and exit non-zero at the end).
 fails=0

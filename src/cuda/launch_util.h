@@ -8,7 +8,6 @@
 
 #define MT_EW_THREADS 256  /* element-wise kernels: one thread per element */
 #define MT_ROW_THREADS 256 /* row kernels: one block per row; a power of two */
-#define MT_COL_THREADS 128 /* column kernels: one thread per column */
 /* Column sums (bias and norm-weight gradients over many rows), in two
  * fixed-order stages: the rows are cut into mt_col_split's row groups; a
  * block of MT_COL_GROUP columns x MT_COL_LANES row lanes takes one row group
