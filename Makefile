@@ -40,7 +40,7 @@ HEADERS := $(shell find src include -name '*.h')
 DEPFLAGS = -MMD -MP -MF $(@:%.o=%.d)
 DEP_FILES = $(LIB_OBJ:%.o=%.d) $(CLI_OBJ:%.o=%.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d)
 
-.PHONY: all test bench clean asan fuzz cuda gpu gpu-emu gpu-mpi gpu-pack print-cflags print-ldlibs
+.PHONY: all test bench clean asan fuzz fuzz-pack cuda gpu gpu-emu gpu-mpi gpu-pack print-cflags print-ldlibs
 all: $(BUILD)/libmeshtrain.a $(BUILD)/meshtrain $(TEST_BIN)
 
 $(BUILD)/obj/src/cli/cmd_plot.o: CFLAGS += $(PLPLOT_CFLAGS)
@@ -180,6 +180,12 @@ FUZZ_S ?= 60
 fuzz:
 	FUZZ_S=$(FUZZ_S) bash tests/fuzz/run.sh
 
+# the fuzz targets, prebuilt, with their corpora and libraries: run elsewhere with
+# `FUZZ_JOBS=N FUZZ_S=S bash build-fuzz-pack/run.sh` (no clang needed there)
+fuzz-pack:
+	FUZZ_S=0 bash tests/fuzz/run.sh
+	bash tests/fuzz/pack.sh build-fuzz-pack
+
 # the flags tests/fuzz/run.sh compiles its targets with
 print-cflags:
 	@echo $(CFLAGS)
@@ -187,7 +193,7 @@ print-ldlibs:
 	@echo $(LDLIBS)
 
 clean:
-	rm -rf build build-asan build-fuzz build-cuda build-nompi build-gpu build-gpu-emu build-gpu-pack
+	rm -rf build build-asan build-fuzz build-cuda build-nompi build-gpu build-gpu-emu build-gpu-pack build-fuzz-pack
 
 $(DEP_FILES):
 -include $(wildcard $(DEP_FILES))

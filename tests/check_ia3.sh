@@ -61,3 +61,18 @@ $M import --format peft --in $W/e1 --base $W/base --out $W/ia3b >/dev/null
 $M export --ckpt $W/ia3b --format peft --out $W/e2 >/dev/null
 cmp $W/e1/adapter_model.safetensors $W/e2/adapter_model.safetensors && cmp $W/e1/adapter_config.json $W/e2/adapter_config.json
 echo "IA3 export -> import -> export: byte-identical"
+# a feedforward_modules / target_modules list longer than meshtrain keeps (256 bytes): one clear
+# line, not a write or a pointer past the list's buffer (UBSan found the pointer, fuzz_peft_config)
+mkdir -p $W/long
+cp $W/adapter/adapter_model.safetensors $W/long/
+$PY - $W/long/adapter_config.json <<'PY'
+import json, sys
+json.dump({"peft_type": "IA3", "target_modules": ["c_attn", "mlp.c_proj"],
+           "feedforward_modules": ["mlp.c_proj%d" % i for i in range(40)]}, open(sys.argv[1], "w"))
+PY
+expect_failure "feedforward_modules is too long" $M import --format peft --in $W/long --base $W/base --out $W/long_ck
+$PY - $W/long/adapter_config.json <<'PY'
+import json, sys
+json.dump({"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["c_attn%d" % i for i in range(40)]}, open(sys.argv[1], "w"))
+PY
+expect_failure "too long" $M import --format peft --in $W/long --base $W/base --out $W/long_ck

@@ -172,6 +172,15 @@ int mt_peft_export(const char *dir, const mt_weights *w, mt_error *err) {
 }
 
 /* adapter_config.json -> the adapter spec. */
+/* Appends ",item" (or "item" first) to the comma list buf of cap bytes holding n characters; returns
+ * the length the list would have, so a caller sees n >= cap once it no longer fits (the buffer is
+ * never written, or pointed, past its end). */
+static size_t append_listed(char *buf, size_t cap, size_t n, const char *item) {
+    const char *sep = n ? "," : "";
+    if (n >= cap) return n + strlen(sep) + strlen(item);
+    return n + (size_t)snprintf(buf + n, cap - n, "%s%s", sep, item);
+}
+
 int mt_peft_read_config(const char *dir, mt_adapter_spec *s, mt_error *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
@@ -202,7 +211,7 @@ int mt_peft_read_config(const char *dir, mt_adapter_spec *s, mt_error *err) {
         if (ff && ff->type == MT_JSON_STRING) n = (size_t)snprintf(s->feedforward, sizeof s->feedforward, "%s", ff->str);
         for (const mt_json *e = ff && ff->type == MT_JSON_ARRAY ? ff->child : NULL; e && !rc; e = e->next) {
             if (e->type != MT_JSON_STRING) rc = mt_errorf(err, "%s: feedforward_modules holds a non-string", path);
-            else n += (size_t)snprintf(s->feedforward + n, n < sizeof s->feedforward ? sizeof s->feedforward - n : 0, "%s%s", n ? "," : "", e->str);
+            else n = append_listed(s->feedforward, sizeof s->feedforward, n, e->str);
         }
         if (!rc && n >= sizeof s->feedforward) rc = mt_errorf(err, "%s: feedforward_modules is too long", path);
     }
@@ -220,7 +229,7 @@ int mt_peft_read_config(const char *dir, mt_adapter_spec *s, mt_error *err) {
         } else if (!rc && tm && tm->type == MT_JSON_ARRAY) {
             for (const mt_json *e = tm->child; e && !rc; e = e->next) {
                 if (e->type != MT_JSON_STRING) rc = mt_errorf(err, "%s: target_modules holds a non-string", path);
-                else n += (size_t)snprintf(s->targets + n, n < sizeof s->targets ? sizeof s->targets - n : 0, "%s%s", n ? "," : "", e->str);
+                else n = append_listed(s->targets, sizeof s->targets, n, e->str);
             }
         } else if (!rc) {
             rc = mt_errorf(err, "%s: no target_modules", path);

@@ -12,8 +12,12 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!size) return 0;
     static uint8_t blob[65536];
-    for (size_t i = 0; i < sizeof blob; i++) blob[i] = (uint8_t)(i * 131u);
-    fuzz_file("tensors-000002-r00000.bin", blob, sizeof blob);
+    static int blob_written; /* the data file never changes: written once, not per input */
+    if (!blob_written) {
+        for (size_t i = 0; i < sizeof blob; i++) blob[i] = (uint8_t)(i * 131u);
+        fuzz_file("tensors-000002-r00000.bin", blob, sizeof blob);
+        blob_written = 1;
+    }
     const char *body = (const char *)data + 1;
     size_t n = size - 1;
     if (data[0] & 1) {

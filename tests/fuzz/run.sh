@@ -16,20 +16,32 @@
 # CLI's alone). tests/fuzz/<target>.dict, where there is one, is the
 # target's libFuzzer dictionary.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+here=$(cd "$(dirname "$0")" && pwd)
 S=${FUZZ_S:-60}
-B=build-fuzz
-command -v clang >/dev/null || { echo "tests/fuzz/run.sh: clang is missing: run scripts/setup.sh (Debian packages clang, libclang-rt-14-dev)" >&2; exit 1; }
+J=${FUZZ_JOBS:-1}
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-mkdir -p $B
-OMPI_CC=clang make -s BUILD=$B OPT=-O1 EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $SAN -Wno-unused-command-line-argument -Wno-pass-failed" \
-    $B/libmeshtrain.a > $B/build.log 2>&1 || { cat $B/build.log; exit 1; }
-CFLAGS=$(make -s --no-print-directory print-cflags)
-LDLIBS=$(make -s --no-print-directory print-ldlibs)
-targets=${FUZZ_TARGETS:-$(ls tests/fuzz/fuzz_*.c | sed 's|.*/fuzz_||; s|\.c$||' | tr '\n' ' ')}
+if [ -d "$here/bin" ]; then # a fuzz-pack folder: prebuilt targets
+    B=${OUT:-$PWD/fuzz-report} bins=$here/bin corpus=$here/corpus dicts=$here supp=$here/lsan.supp
+    mkdir -p "$B"
+    [ -d "$here/lib" ] && export LD_LIBRARY_PATH=$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+else
+    cd "$here/../.."
+    B=$PWD/build-fuzz bins=$PWD/build-fuzz/fuzz corpus=$PWD/tests/fuzz/corpus dicts=$PWD/tests/fuzz supp=$PWD/tests/asan/lsan.supp
+    command -v clang >/dev/null || { echo "tests/fuzz/run.sh: clang is missing: run scripts/setup.sh (Debian packages clang, libclang-rt-14-dev)" >&2; exit 1; }
+    mkdir -p $B
+    OMPI_CC=clang make -s BUILD=build-fuzz OPT=-O1 EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $SAN -Wno-unused-command-line-argument -Wno-pass-failed" \
+        build-fuzz/libmeshtrain.a > $B/build.log 2>&1 || { cat $B/build.log; exit 1; }
+    CFLAGS=$(make -s --no-print-directory print-cflags)
+    LDLIBS=$(make -s --no-print-directory print-ldlibs)
+fi
+if [ -d "$here/bin" ]; then all=$(ls $bins/fuzz_*); else all=$(ls tests/fuzz/fuzz_*.c); fi
+targets=${FUZZ_TARGETS:-$(echo "$all" | sed 's|.*/fuzz_||; s|\.c$||' | tr '\n' ' ')}
 mkdir -p $B/fuzz $B/crashes
-export LSAN_OPTIONS=suppressions=$PWD/tests/asan/lsan.supp:print_suppressions=0
+export LSAN_OPTIONS=suppressions=$supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# scratch files the targets write per input: in memory where there is /dev/shm (2-4x the executions)
+tmpbase=/tmp
+[ -d /dev/shm ] && [ -w /dev/shm ] && tmpbase=/dev/shm
 # target -> the src/cli/ sources and -l libraries it needs beyond libmeshtrain.a
 declare -A cli_extra=(
     [run_config]="src/cli/config_file.c src/cli/args.c src/cli/model_flags.c -lyaml"
@@ -37,36 +49,52 @@ declare -A cli_extra=(
 )
 failed=()
 for t in $targets; do
-    bin=$B/fuzz/fuzz_$t
-    srcs=(); libs=()
-    for w in ${cli_extra[$t]:-}; do
-        case $w in *.c) srcs+=("$w") ;; *) libs+=("$w") ;; esac
-    done
-    stale=0 deps=(tests/fuzz/fuzz_$t.c $B/libmeshtrain.a)
-    [ ${#srcs[@]} -eq 0 ] || deps+=("${srcs[@]}" src/cli/*.h)
-    for f in "${deps[@]}"; do
-        [ "$f" -nt $bin ] && stale=1
-    done
-    if [ ! -x $bin ] || [ $stale = 1 ]; then
-        OMPI_CC=clang mpicc $CFLAGS -O1 -fsanitize=fuzzer $SAN -Wno-unused-command-line-argument -Itests/fuzz \
-            -o $bin tests/fuzz/fuzz_$t.c ${srcs[@]+"${srcs[@]}"} $B/libmeshtrain.a -fopenmp $LDLIBS ${libs[@]+"${libs[@]}"}
+    bin=$bins/fuzz_$t
+    if [ ! -d "$here/bin" ]; then
+        srcs=(); libs=()
+        for w in ${cli_extra[$t]:-}; do
+            case $w in *.c) srcs+=("$w") ;; *) libs+=("$w") ;; esac
+        done
+        stale=0 deps=(tests/fuzz/fuzz_$t.c $B/libmeshtrain.a)
+        [ ${#srcs[@]} -eq 0 ] || deps+=("${srcs[@]}" src/cli/*.h)
+        for f in "${deps[@]}"; do
+            [ "$f" -nt $bin ] && stale=1
+        done
+        if [ ! -x $bin ] || [ $stale = 1 ]; then
+            OMPI_CC=clang mpicc $CFLAGS -O1 -fsanitize=fuzzer $SAN -Wno-unused-command-line-argument -Itests/fuzz \
+                -o $bin tests/fuzz/fuzz_$t.c ${srcs[@]+"${srcs[@]}"} $B/libmeshtrain.a -fopenmp $LDLIBS ${libs[@]+"${libs[@]}"}
+        fi
     fi
+    [ -x "$bin" ] || { failed+=("$t"); echo "FAIL fuzz_$t: no target binary $bin"; continue; }
+    [ "$S" != 0 ] || continue # FUZZ_S=0: build only (make fuzz-pack)
     dict=() # tokens of a grammar the fuzzer cannot see into (an uninstrumented library's)
-    [ -f tests/fuzz/$t.dict ] && dict=(-dict=$PWD/tests/fuzz/$t.dict)
-    work=$(mktemp -d); scratch=$(mktemp -d); mkdir -p $B/crashes/$t
-    set +e
-    ( cd $B/crashes/$t && MT_FUZZ_TMP=$scratch "$OLDPWD/$bin" -max_total_time=$S -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
-        -print_final_stats=1 ${dict[@]+"${dict[@]}"} "$work" "$OLDPWD/tests/fuzz/corpus/$t" ) > $B/fuzz/$t.log 2>&1
-    rc=$?
-    set -e
-    rm -rf "$work" "$scratch"
-    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' $B/fuzz/$t.log | grep -o '[0-9]*$' || echo "?")
-    if [ $rc -ne 0 ]; then
+    [ -f $dicts/$t.dict ] && dict=(-dict=$dicts/$t.dict)
+    mkdir -p $B/crashes/$t
+    pids=() dirs=()
+    for j in $(seq 1 "$J"); do
+        work=$(mktemp -d -p $tmpbase); scratch=$(mktemp -d -p $tmpbase)
+        dirs+=("$work" "$scratch")
+        log=$B/fuzz/$t.log
+        [ "$J" = 1 ] || log=$B/fuzz/$t.$j.log
+        ( cd $B/crashes/$t && MT_FUZZ_TMP=$scratch "$bin" -seed=$j -max_total_time=$S -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
+            -print_final_stats=1 ${dict[@]+"${dict[@]}"} "$work" "$corpus/$t" ) > $log 2>&1 &
+        pids+=($!)
+    done
+    bad=0 runs=0
+    for p in "${pids[@]}"; do wait "$p" || bad=$((bad + 1)); done
+    rm -rf "${dirs[@]}"
+    for j in $(seq 1 "$J"); do
+        log=$B/fuzz/$t.log
+        [ "$J" = 1 ] || log=$B/fuzz/$t.$j.log
+        n=$(grep -o 'stat::number_of_executed_units: *[0-9]*' $log | grep -o '[0-9]*$' || echo 0)
+        runs=$((runs + n))
+    done
+    if [ $bad -ne 0 ]; then
         failed+=("$t")
-        echo "FAIL fuzz_$t: exit $rc after $runs executions in ${S}s; log $B/fuzz/$t.log, reproducer under $B/crashes/$t/"
-        grep -m3 -E "ERROR|SUMMARY|runtime error" $B/fuzz/$t.log | sed 's/^/    /'
+        echo "FAIL fuzz_$t: $bad of $J workers failed after $runs executions in ${S}s; logs $B/fuzz/$t*.log, reproducer under $B/crashes/$t/"
+        cat $B/fuzz/$t*.log | grep -m3 -E "ERROR|SUMMARY|runtime error" | sed 's/^/    /'
     else
-        echo "ok   fuzz_$t: $runs executions in ${S}s, no crash"
+        echo "ok   fuzz_$t: $runs executions in ${S}s ($J worker(s)), no crash"
     fi
 done
 [ ${#failed[@]} -eq 0 ] || { echo "fuzz: failed: ${failed[*]}"; exit 1; }

@@ -10,7 +10,7 @@
 # packages of mpirun, orted, libmpi and their components' libraries, fetched with `apt-get
 # download` (cached in build-gpu-debs/) and extracted with `dpkg -x` into ompi.tar.xz, which
 # run.sh unpacks and relocates with OPAL_PREFIX.
-# Usage: bash tests/gpu/pack.sh DIR   (fails if DIR would exceed 48 MiB)
+# Usage: bash tests/gpu/pack.sh DIR   (fails if DIR would exceed 60 MiB; the session carries 64 MiB in all)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: pack.sh DIR}
@@ -48,9 +48,20 @@ mkdir -p "$out/ompi.d"
 for p in $pkgs; do dpkg -x "$(ls "$debs/${p}"_*.deb | head -n 1)" "$out/ompi.d"; done
 rm -rf "$out/ompi.d/usr/share/doc" "$out/ompi.d/usr/share/man" "$out/ompi.d/usr/share/lintian"
 tar -C "$out/ompi.d" -cJf "$out/ompi.tar.xz" .
+# issue 35: the fuzz targets of `make fuzz-pack` (build-fuzz-pack/), when built, with only the
+# libraries neither lib.tar.xz nor ompi.tar.xz has (run.sh's part fuzz runs them on the idle cores)
+if [ -d build-fuzz-pack/bin ]; then
+    fz=$out/fuzz.d && mkdir -p "$fz/lib"
+    cp -r build-fuzz-pack/bin build-fuzz-pack/corpus build-fuzz-pack/run.sh build-fuzz-pack/lsan.supp build-fuzz-pack/*.dict "$fz/"
+    for lib in build-fuzz-pack/lib/*; do
+        n=$(basename "$lib")
+        [ -e "$out/lib.d/$n" ] || [ -n "$(find "$out/ompi.d" -name "$n" -print -quit)" ] || cp "$lib" "$fz/lib/"
+    done
+    tar -C "$fz" -cJf "$out/fuzz.tar.xz" . && rm -rf "$fz"
+fi
 rm -rf "$out/ompi.d"
 libs=$(ls "$out/lib.d" | tr '\n' ' ')
 rm -rf "$out/lib.d"
 bytes=$(du -sb "$out" | cut -f1)
 echo "gpu-pack: $out, $((bytes / 1048576)) MiB ($bytes bytes); libraries: $libs"
-[ "$bytes" -lt $((48 * 1048576)) ] || { echo "gpu-pack: $out is over 48 MiB"; exit 1; }
+[ "$bytes" -lt $((60 * 1048576)) ] || { echo "gpu-pack: $out is over 60 MiB"; exit 1; }

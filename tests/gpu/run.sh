@@ -66,8 +66,8 @@ step() { # step NAME LIMIT_S [+]LOG CMD...: runs CMD with a time limit (+LOG: ap
     [ $r -eq 0 ] || rc=1
     return $r
 }
-# MT_GPU_ONLY="kernels steps parity hf nccl dist bench sanitizer torch profile": run only these parts (default:
-# all but profile, an ncu per-kernel time summary of two GPT-2 124M bf16 steps, profile.log)
+# MT_GPU_ONLY="kernels steps parity hf nccl dist bench sanitizer torch profile fuzz": run only these parts (default:
+# all but profile and fuzz (the fuzz targets on the idle CPU cores, below), an ncu per-kernel time summary of two GPT-2 124M bf16 steps, profile.log)
 want() { case " ${MT_GPU_ONLY:-kernels steps parity hf nccl dist bench sanitizer torch} " in *" $1 "*) return 0 ;; esac; return 1; }
 say "gpu run $(date -u +%FT%TZ) on $(hostname)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | sed 's/^/gpu: /' | tee -a "$rep"
@@ -80,6 +80,34 @@ if [ -n "$missing" ]; then
     say "FAIL probe: libraries of meshtrain not found:"; say "$missing"; exit 1
 fi
 say "probe: every library of test_kernels ($(ldd "$bin/test_kernels" | grep -c '=>')) and meshtrain ($(ldd "$bin/meshtrain" | grep -c '=>')) found"
+# the Open MPI of the pack (ompi.tar.xz), unpacked once and relocated: for the two-rank runs and the
+# fuzz targets (linked with libmpi). Checked on the development machine with its own Open MPI, PMIx
+# and hwloc folders hidden (unshare -m, bind mounts): a 2-rank run of the MPI build under this
+# relocation (PMIx prints a help-file warning)
+ompi_env() {
+    [ -z "${OPAL_PREFIX:-}" ] || return 0
+    ompi=$tmp/ompi && mkdir -p "$ompi" && tar -C "$ompi" -xJf "$ompi_tar" 2>/dev/null ||
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$ompi_tar" "$ompi"
+    export OPAL_PREFIX=$ompi/usr OPAL_SYSCONFDIR=$ompi/etc PMIX_INSTALL_PREFIX=$ompi/usr/lib/x86_64-linux-gnu/pmix2
+    export HWLOC_PLUGINS_PATH=$ompi/usr/lib/x86_64-linux-gnu/hwloc
+    export MPIRUN=$ompi/usr/bin/orterun PATH=$ompi/usr/bin:$PATH LD_LIBRARY_PATH=$ompi/usr/lib/x86_64-linux-gnu:$ompi/usr/lib/x86_64-linux-gnu/openmpi/lib:$LD_LIBRARY_PATH
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
+}
+# issue 35: the fuzz targets (fuzz.tar.xz, from make fuzz-pack) on the CPU cores the GPU parts leave idle,
+# at nice 19, MT_FUZZ_JOBS workers per target (default: all cores but 2) for MT_FUZZ_S seconds each
+# (default 60), MT_FUZZ_TARGETS (default all), in the background; reported at the end (fuzz.log)
+fuzz_pid=
+if want fuzz && [ -s "$here/fuzz.tar.xz" ] && [ -s "${ompi_tar:-}" ]; then
+    ompi_env
+    mkdir -p "$tmp/fuzz" && tar -C "$tmp/fuzz" -xJf "$here/fuzz.tar.xz"
+    jobs=${MT_FUZZ_JOBS:-$(($(nproc) > 3 ? $(nproc) - 2 : 1))}
+    say "fuzz: started in the background, $jobs workers per target, ${MT_FUZZ_S:-60} s each, targets: ${MT_FUZZ_TARGETS:-all}"
+    FUZZ_JOBS=$jobs FUZZ_S=${MT_FUZZ_S:-60} FUZZ_TARGETS=${MT_FUZZ_TARGETS:-} OUT=$out/fuzz \
+        nice -n 19 bash "$tmp/fuzz/run.sh" > "$out/fuzz.log" 2>&1 &
+    fuzz_pid=$!
+elif want fuzz; then
+    say "fuzz: not run (no fuzz.tar.xz or ompi.tar.xz in the pack: make fuzz-pack, then make gpu-pack)"
+fi
 san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if want kernels; then
     step "kernel tests" 90 kernels.log "$bin/test_kernels"
@@ -172,14 +200,7 @@ fi
 if ! want dist; then
     :
 elif [ -x "$bin/meshtrain-mpi" ] && [ -s "${ompi_tar:-}" ]; then
-    ompi=$tmp/ompi && mkdir -p "$ompi" && tar -C "$ompi" -xJf "$ompi_tar" 2>/dev/null ||
-        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$ompi_tar" "$ompi"
-    # checked on the development machine with its own Open MPI, PMIx and hwloc folders hidden (unshare -m,
-    # bind mounts): a 2-rank run of the MPI build under this relocation (PMIx prints a help-file warning)
-    export OPAL_PREFIX=$ompi/usr OPAL_SYSCONFDIR=$ompi/etc PMIX_INSTALL_PREFIX=$ompi/usr/lib/x86_64-linux-gnu/pmix2
-    export HWLOC_PLUGINS_PATH=$ompi/usr/lib/x86_64-linux-gnu/hwloc
-    export MPIRUN=$ompi/usr/bin/orterun PATH=$ompi/usr/bin:$PATH LD_LIBRARY_PATH=$ompi/usr/lib/x86_64-linux-gnu:$ompi/usr/lib/x86_64-linux-gnu/openmpi/lib:$LD_LIBRARY_PATH
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
+    ompi_env
     # meshtrain-mpi links libnccl (comm/nccl.c); the machine may have it only as PyTorch's wheel
     if ldd "$bin/meshtrain-mpi" | grep -q 'libnccl.*not found'; then
         nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
@@ -292,6 +313,14 @@ if want profile; then
     export -f profile bench_data
     step "profile (ncu per-kernel time, GPT-2 124M bf16, 2 steps, batch 4)" 240 profile.log bash -c profile
     grep -h '^profile\|^  \|^matmul\|^attention\|^flash\|^layernorm\|^residual\|^bias\|^gelu\|^softmax\|^embed\|^convert\|^sum of\|^gemm' "$out/profile.log" | tee -a "$rep"
+fi
+if [ -n "$fuzz_pid" ]; then
+    start=$SECONDS
+    wait "$fuzz_pid"; r=$?
+    say "== fuzz targets: exit $r, waited $((SECONDS - start)) s (log fuzz.log, per-worker logs fuzz/)"
+    tee -a "$rep" < "$out/fuzz.log"
+    [ $r -eq 0 ] || rc=1
+    tar -C "$out" -cJf "$out/fuzz-logs.tar.xz" fuzz && rm -rf "$out/fuzz" # many small logs: one file back
 fi
 rm -rf "$tmp"
 say "result: $([ $rc -eq 0 ] && echo all steps passed || echo a step FAILED)"
