@@ -108,6 +108,21 @@ int mt_cuda_attention_flash_backward_gqa(const mt_cuda_ctx *c, float *dqkv, cons
                                          const float *out, const float *lse, int B, int T, int NH, int NKV, int HS,
                                          const mt_cuda_attn_dropout *drop);
 
+/* The tensor-core form (bf16 mixed precision): the flash algorithm in tiles of 64 queries x 64 keys,
+ * the Q K^T, P V and backward products on 16 x 16 bf16 tiles with fp32 accumulation
+ * (cuda/tensor_core.h); q, k, v, dout and P rounded to bf16 (the CPU's rounding) before each product,
+ * the softmax, lse and accumulations in fp32. Forward in attention_tc.cu, backward (D_i = dout_i.out_i,
+ * dK/dV by key tile over the group's query heads in order, dQ by query tile: no atomics,
+ * deterministic) in attention_tc_bwd.cu. HS a multiple of 16, at most MT_CUDA_TC_MAX_HS; the same
+ * dropout coordinates as the other forms; out must be the forward's for the backward. */
+#define MT_CUDA_TC_MAX_HS 128
+int mt_cuda_attention_tc_supported(int HS);
+int mt_cuda_attention_tc_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B, int T,
+                                     int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop);
+int mt_cuda_attention_tc_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv,
+                                      const float *out, const float *lse, int B, int T, int NH, int NKV, int HS,
+                                      const mt_cuda_attn_dropout *drop);
+
 /* ---- fused softmax + cross-entropy (+ gradient in place, or rounded to bf16) */
 int mt_cuda_softmax_xent(const mt_cuda_ctx *c, float *logits, float *losses, const int32_t *targets, int N, int V,
                          int Vp, float dlogits_scale);

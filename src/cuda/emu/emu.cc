@@ -499,15 +499,28 @@ uint64_t warp_exchange(uint64_t v, int src) {
     return r->warps[w].slots[gen & 1][src];
 }
 
-void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body) {
+// cudaFuncSetAttribute's dynamic shared memory limits, per kernel
+static std::mutex shared_limits_mu;
+static std::map<const void *, size_t> shared_limits;
+static size_t shared_limit(const void *kernel) {
+    std::lock_guard<std::mutex> g(shared_limits_mu);
+    auto it = shared_limits.find(kernel);
+    return it == shared_limits.end() ? 48 * 1024 : it->second;
+}
+void set_shared_limit(const void *kernel, size_t bytes) {
+    std::lock_guard<std::mutex> g(shared_limits_mu);
+    shared_limits[kernel] = bytes;
+}
+
+void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, const void *kernel, std::function<void()> body) {
     size_t threads = (size_t)block.x * block.y * block.z;
     if (threads == 0 || threads > 1024 || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
         grid.y > 65535 || grid.z > 65535) {
         fail(cudaErrorInvalidConfiguration);
         return;
     }
-    if (shmem > 227 * 1024) {
-        fail(cudaErrorInvalidValue);
+    if (shmem > 227 * 1024 || (shmem > 48 * 1024 && shmem > shared_limit(kernel))) {
+        fail(cudaErrorInvalidValue); // beyond 48 KiB only up to what cudaFuncSetAttribute allowed
         return;
     }
     schedule_kind sched = schedule_from_env();
@@ -759,6 +772,13 @@ cudaError_t cudaSetDevice(int dev) {
 cudaError_t cudaGetDevice(int *dev) {
     if (!dev) return fail(cudaErrorInvalidValue);
     *dev = current_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
+    if (!func || attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > 227 * 1024)
+        return fail(cudaErrorInvalidValue);
+    mt_emu::set_shared_limit(func, (size_t)value);
     return cudaSuccess;
 }
 

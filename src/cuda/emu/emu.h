@@ -27,8 +27,9 @@
  *
  * Kernel sources use three macros of cuda/compat.h that have a native
  * form under nvcc: MT_LAUNCH (a <<<>>> launch), MT_DYNAMIC_SHARED (extern
- * __shared__) and MT_HD (__host__ __device__). Not emulated: inline PTX,
- * tensor-core intrinsics, atomics, textures, cooperative groups. */
+ * __shared__) and MT_HD (__host__ __device__). Tensor cores: the warp tile
+ * operations of cuda/tensor_core.h (their emulated form is there). Not
+ * emulated: inline PTX, atomics, textures, cooperative groups. */
 #ifndef MT_CUDA_EMU_EMU_H
 #define MT_CUDA_EMU_EMU_H
 #include <cmath>
@@ -133,18 +134,25 @@ cudaError_t cudaGetDeviceCount(int *n);
 cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaGetDevice(int *dev);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev);
+/* A kernel may launch with more than 48 KiB of dynamic shared memory only after this raised its
+ * limit (as on a GPU); the emulation keeps the limit per kernel. */
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value);
+template <class... P> static inline cudaError_t cudaFuncSetAttribute(void (*func)(P...), cudaFuncAttribute attr, int value) {
+    return cudaFuncSetAttribute((const void *)func, attr, value);
+}
 
 namespace mt_emu {
 /* The launch: checks the configuration (cudaGetLastError reports a bad
  * one), then queues the grid on the stream. body is the kernel call with
  * its arguments captured by value. */
-void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, std::function<void()> body);
+void launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, const void *kernel, std::function<void()> body);
 /* A kernel launch as `kernel<<<>>>(args...)`: the arguments are evaluated
  * and copied now, at the launch (a pointer argument's target may be gone
  * when the queued kernel runs, as on a GPU), and passed to every thread. */
 template <class... P, class... A>
 void launch_kernel(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, void (*kernel)(P...), A... args) {
-    launch(grid, block, shmem, s, [=]() { kernel(args...); });
+    launch(grid, block, shmem, s, (const void *)kernel, [=]() { kernel(args...); });
 }
 /* Queues host work on a stream (the emulated cuBLAS computes there). */
 cudaError_t enqueue_host(cudaStream_t s, std::function<void()> fn);

@@ -1,0 +1,92 @@
+/* Tensor-core tiles for the kernels: a warp multiplies 16 x 16 bf16 tiles
+ * into a 16 x 16 fp32 accumulator (16-bit operands, fp32 accumulation).
+ * Under nvcc these are CUDA's warp matrix functions (<mma.h>, nvcuda::wmma);
+ * in the emulation (make gpu-emu) every lane holds the whole tile and
+ * computes the product itself, the k terms summed in order in fp32 (the
+ * products of two bf16 values are exact in fp32), so a kernel written
+ * against these names runs unchanged on both. Like their CUDA forms, each
+ * call is made by all 32 lanes of the warp together, and the memory a tile
+ * is loaded from or stored to is shared or global memory that the warp's
+ * lanes agree on.
+ *   mt_tc_a_row / mt_tc_a_col: a 16 x 16 left operand stored row- / column-major
+ *   mt_tc_b_row / mt_tc_b_col: a 16 x 16 right operand stored row- / column-major
+ *   mt_tc_acc:                 a 16 x 16 fp32 accumulator
+ * Loads take bf16 values as uint16_t (core/dtype.h's bits) with a leading
+ * dimension ld in elements, a multiple of 8, at a 32-byte aligned address;
+ * accumulators load and store fp32 row-major, ld a multiple of 4. */
+#ifndef MT_CUDA_TENSOR_CORE_H
+#define MT_CUDA_TENSOR_CORE_H
+#include "cuda/compat.h"
+#include <stdint.h>
+
+#ifndef MT_CUDA_EMU
+#include <cuda_bf16.h>
+#include <mma.h>
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> mt_tc_a_row;
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::col_major> mt_tc_a_col;
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> mt_tc_b_row;
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::col_major> mt_tc_b_col;
+typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> mt_tc_acc;
+template <class F> __device__ static inline void mt_tc_load(F &f, const uint16_t *p, int ld) {
+    nvcuda::wmma::load_matrix_sync(f, (const __nv_bfloat16 *)p, (unsigned)ld);
+}
+__device__ static inline void mt_tc_zero(mt_tc_acc &c) { nvcuda::wmma::fill_fragment(c, 0.0f); }
+__device__ static inline void mt_tc_load_acc(mt_tc_acc &c, const float *p, int ld) {
+    nvcuda::wmma::load_matrix_sync(c, p, (unsigned)ld, nvcuda::wmma::mem_row_major);
+}
+__device__ static inline void mt_tc_store(float *p, const mt_tc_acc &c, int ld) {
+    nvcuda::wmma::store_matrix_sync(p, c, (unsigned)ld, nvcuda::wmma::mem_row_major);
+}
+template <class A, class B> __device__ static inline void mt_tc_mma(mt_tc_acc &c, const A &a, const B &b) {
+    nvcuda::wmma::mma_sync(c, a, b, c);
+}
+#else
+/* the emulated tiles: element (r, k) of the operand, whatever its storage */
+template <int COL> struct mt_tc_tile16 {
+    uint16_t v[16][16];
+};
+typedef mt_tc_tile16<0> mt_tc_a_row;
+typedef mt_tc_tile16<1> mt_tc_a_col;
+typedef mt_tc_tile16<0> mt_tc_b_row;
+typedef mt_tc_tile16<1> mt_tc_b_col;
+struct mt_tc_acc {
+    float v[16][16];
+};
+/* A load or store waits for the warp's lanes first (CUDA's *_sync forms do); a store writes only the
+ * lane's share of the tile (element r * 16 + c when it is the lane's modulo 32), so a kernel that reads
+ * another lane's stored elements without a __syncwarp reads stale memory under some schedule. */
+template <int COL> static inline void mt_tc_load(mt_tc_tile16<COL> &f, const uint16_t *p, int ld) {
+    ::mt_emu::sync_warp();
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++) f.v[r][c] = COL ? p[(size_t)c * ld + r] : p[(size_t)r * ld + c];
+}
+static inline void mt_tc_zero(mt_tc_acc &c) {
+    for (int r = 0; r < 16; r++)
+        for (int k = 0; k < 16; k++) c.v[r][k] = 0.0f;
+}
+static inline void mt_tc_load_acc(mt_tc_acc &c, const float *p, int ld) {
+    ::mt_emu::sync_warp();
+    for (int r = 0; r < 16; r++)
+        for (int k = 0; k < 16; k++) c.v[r][k] = p[(size_t)r * ld + k];
+}
+static inline void mt_tc_store(float *p, const mt_tc_acc &c, int ld) {
+    ::mt_emu::sync_warp();
+    int lane = ::mt_emu::lane_id() % 32;
+    for (int e = lane; e < 256; e += 32) p[(size_t)(e / 16) * ld + e % 16] = c.v[e / 16][e % 16];
+}
+static inline float mt_tc_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+template <int CA, int CB> static inline void mt_tc_mma(mt_tc_acc &c, const mt_tc_tile16<CA> &a, const mt_tc_tile16<CB> &b) {
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 16; n++) {
+            float s = c.v[r][n];
+            for (int k = 0; k < 16; k++) s += mt_tc_bf16(a.v[r][k]) * mt_tc_bf16(b.v[k][n]);
+            c.v[r][n] = s;
+        }
+}
+#endif
+#endif
