@@ -376,6 +376,28 @@ static void test_attention(int NH, int NKV, float p, int T = 13, int HS = 8) {
     within(name, dqkv, host(fd, nq), 1e-5);
 }
 
+// The tensor-core forward (bf16 operands, fp32 softmax and accumulation) against the CPU op's fp32
+// result: q, k, v and p rounded to bf16 (2^-9 relative each) bound the difference near 1e-2.
+static void test_attention_tc_forward(int NH, int NKV, float p, int T, int HS) {
+    const int B = 2;
+    int ld = (NH + 2 * NKV) * HS;
+    size_t nq = (size_t)B * T * ld, no = (size_t)B * T * NH * HS, nl = (size_t)B * NH * T;
+    std::vector<float> qkv = rnd(nq, 41 + NKV, 1.5f), out(no), lse(nl);
+    std::vector<uint64_t> ids = {7, 12};
+    mt_attn_dropout cd = {{p, 99, 3, 2, MT_DROPOUT_ATTN_PROBS}, ids.data(), 1, NULL};
+    std::vector<float> scratch(op_attention_scratch_floats_gqa(CPU_BE, B, T, NH, NKV, HS));
+    op_attention_forward_gqa(CPU_BE, out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HS, &cd, scratch.data());
+    uint64_t *dids = dev(ids);
+    mt_cuda_attn_dropout gd = {cd.d, dids, 1};
+    float *dq = dev(qkv), *o = poisoned<float>(no), *l = poisoned<float>(nl);
+    CK(mt_cuda_attention_tc_forward_gqa(&ctx, o, l, dq, B, T, NH, NKV, HS, &gd));
+    char name[96];
+    snprintf(name, sizeof name, "tc attn fwd NH %d NKV %d p %.1f T %d HS %d out", NH, NKV, p, T, HS);
+    within(name, out, host(o, no), 2e-2);
+    snprintf(name, sizeof name, "tc attn fwd NH %d NKV %d p %.1f T %d HS %d lse", NH, NKV, p, T, HS);
+    within(name, lse, host(l, nl), 1e-2);
+}
+
 static void test_xent(void) {
     const int N = 9, V = 301, Vp = 320;
     std::vector<float> x = rnd((size_t)N * Vp, 41, 8.0f), loss(N);
@@ -731,6 +753,10 @@ int main(void) {
     test_attention(6, 2, 0.2f); // with attention dropout
     test_attention(2, 1, 0.1f, 37, 64); // a GPT-2-sized head, longer rows
     test_attention(4, 2, 0.0f, 512, 16); // causal blocks: T 512 in two blocks of 256
+    test_attention_tc_forward(4, 4, 0.0f, 13, 16);  // tensor cores: one partial tile
+    test_attention_tc_forward(4, 2, 0.0f, 100, 64); // grouped-query, GPT-2's head size, two tiles
+    test_attention_tc_forward(6, 2, 0.2f, 70, 32);  // with attention dropout
+    test_attention_tc_forward(2, 1, 0.0f, 150, 128); // the largest head size, three tiles
     test_xent();
     test_xent_shards();
     test_tp_rows();
