@@ -27,14 +27,14 @@ static inline cudaStream_t mt_stream(const mt_cuda_ctx *c) { return (cudaStream_
 /* The launch's error (a bad configuration), as the launchers return it. */
 static inline int mt_launch_status(void) { return (int)cudaGetLastError(); }
 
-/* Sum of v over the MT_ROW_THREADS threads of the block, by a fixed tree in
- * shared memory red[MT_ROW_THREADS]: the same order every run. Every thread
- * of the block must call it; all get the total. */
-template <typename T> __device__ static inline T mt_block_sum(T v, T *red) {
+/* Sum of v over the NT threads of the block (NT a power of two, MT_ROW_THREADS
+ * by default), by a fixed tree in shared memory red[NT]: the same order every
+ * run. Every thread of the block must call it; all get the total. */
+template <int NT, typename T> __device__ static inline T mt_block_sum_n(T v, T *red) {
     int t = threadIdx.x;
     red[t] = v;
     __syncthreads();
-    for (int s = MT_ROW_THREADS / 2; s > 0; s >>= 1) {
+    for (int s = NT / 2; s > 0; s >>= 1) {
         if (t < s) red[t] += red[t + s];
         __syncthreads();
     }
@@ -42,6 +42,7 @@ template <typename T> __device__ static inline T mt_block_sum(T v, T *red) {
     __syncthreads(); // red is reused by the next call
     return r;
 }
+template <typename T> __device__ static inline T mt_block_sum(T v, T *red) { return mt_block_sum_n<MT_ROW_THREADS>(v, red); }
 
 /* The column's total (lane 0 gets it; other lanes 0) of the lanes' partial
  * sums v, in lane order, through red[MT_COL_LANES][MT_COL_GROUP + 1]. Every
@@ -71,11 +72,11 @@ template <typename T> __device__ static inline T mt_warp_max(T v) {
     return v;
 }
 
-template <typename T> __device__ static inline T mt_block_max(T v, T *red) {
+template <int NT, typename T> __device__ static inline T mt_block_max_n(T v, T *red) {
     int t = threadIdx.x;
     red[t] = v;
     __syncthreads();
-    for (int s = MT_ROW_THREADS / 2; s > 0; s >>= 1) {
+    for (int s = NT / 2; s > 0; s >>= 1) {
         if (t < s) red[t] = red[t] > red[t + s] ? red[t] : red[t + s];
         __syncthreads();
     }
@@ -83,6 +84,7 @@ template <typename T> __device__ static inline T mt_block_max(T v, T *red) {
     __syncthreads();
     return r;
 }
+template <typename T> __device__ static inline T mt_block_max(T v, T *red) { return mt_block_max_n<MT_ROW_THREADS>(v, red); }
 
 typedef struct {
     int groups, rows; /* row groups, rows per group (the last may have fewer) */
