@@ -19,17 +19,19 @@
 #include "cuda/launch_util.h"
 #include "cuda/philox_device.h"
 #include "cuda/tensor_core.h"
+#include "cuda/attention_tc_tiles.h"
 #include <math.h>
 
-#define TC_ROWS 64 // queries per block, keys per tile
-#define TC_WARPS 4
+#define TC_ROWS MT_TC_ROWS
+#define TC_WARPS MT_TC_WARPS
 
 struct tc_fwd_args {
-    int B, T, NH, NKV, HS, ld, ldo;
+    int B, T, NH, NKV, ld, ldo;
     float scale;
     mt_dev_dropout d;
     const uint64_t *sample_ids;
     int head0;
+    bool vec; // qkv rows 16-byte aligned: float4 staging
 };
 
 // shared memory, in this order: Q, K, V (64 rows of HS + 8 bf16 each: the pad keeps rows apart in the
@@ -41,18 +43,9 @@ static size_t tc_fwd_shared_bytes(int HS) {
     return qkv + TC_WARPS * per_warp;
 }
 
-// rows [r0, r0 + 64) of one head's columns col0.. of a qkv-like matrix (row stride ld) -> bf16, rows past T zero
-__device__ static inline void stage_rows(uint16_t *dst, int ldd, const float *src, int ld, int r0, int T, int HS) {
-    for (int e = threadIdx.x; e < TC_ROWS * HS; e += blockDim.x) {
-        int r = e / HS, k = e % HS;
-        float v = r0 + r < T ? src[(size_t)(r0 + r) * ld + k] : 0.0f;
-        dst[r * ldd + k] = mt_dev_fp32_to_bf16(v);
-    }
-}
-
-__global__ static void tc_fwd(float *out, float *lse, const float *qkv, tc_fwd_args a) {
+template <int HS> __global__ static void tc_fwd(float *out, float *lse, const float *qkv, tc_fwd_args a) {
     MT_DYNAMIC_SHARED(unsigned char, smem);
-    const int HS = a.HS, ldq = HS + 8, ldo_s = HS + 4;
+    constexpr int ldq = HS + 8, ldo_s = HS + 4, NF = HS / 16;
     const int n_qt = (a.T + TC_ROWS - 1) / TC_ROWS;
     const int qt = n_qt - 1 - (int)blockIdx.x; // the longest rows (most key tiles) first
     const int h = (int)blockIdx.y, b = (int)blockIdx.z, kv = h / (a.NH / a.NKV);
@@ -65,42 +58,47 @@ __global__ static void tc_fwd(float *out, float *lse, const float *qkv, tc_fwd_a
     float *Ow = (float *)(Pw + 16 * 72);
     const int q0 = qt * TC_ROWS, r0 = q0 + 16 * warp;
     const float *base = qkv + (size_t)b * a.T * a.ld;
-    stage_rows(Qs, ldq, base + (size_t)h * HS, a.ld, q0, a.T, HS);
-    // this lane's row of the warp's 16 and its half of the columns
+    mt_tc_stage_rows<HS>(Qs, ldq, base + (size_t)h * HS, a.ld, q0, a.T, a.vec);
+    // this lane's row of the warp's 16, and its columns: every other one from `half` (2-way bank conflicts
+    // at most with the row strides 68 and HS + 4)
     const int rr = lane / 2, half = lane % 2, i = r0 + rr;
-    for (int k = half * (HS / 2); k < (half + 1) * (HS / 2); k++) Ow[rr * ldo_s + k] = 0.0f;
+    for (int k = half; k < HS; k += 2) Ow[rr * ldo_s + k] = 0.0f;
+    __syncthreads();
+    mt_tc_a_row qf[NF]; // the warp's 16 query rows, for every key tile
+MT_UNROLL
+    for (int k = 0; k < NF; k++) mt_tc_load(qf[k], Qs + 16 * warp * ldq + 16 * k, ldq);
     float m = -INFINITY, l = 0.0f;
     const int last = (q0 + TC_ROWS < a.T ? q0 + TC_ROWS : a.T) - 1; // the block's last query row
     for (int kt = 0; kt * TC_ROWS <= last; kt++) {
         const int k0 = kt * TC_ROWS;
         __syncthreads(); // the previous tile's K and V are no longer read
-        stage_rows(Ks, ldq, base + (size_t)(a.NH + kv) * HS, a.ld, k0, a.T, HS);
-        stage_rows(Vs, ldq, base + (size_t)(a.NH + a.NKV + kv) * HS, a.ld, k0, a.T, HS);
+        mt_tc_stage_rows<HS>(Ks, ldq, base + (size_t)(a.NH + kv) * HS, a.ld, k0, a.T, a.vec);
+        mt_tc_stage_rows<HS>(Vs, ldq, base + (size_t)(a.NH + a.NKV + kv) * HS, a.ld, k0, a.T, a.vec);
         __syncthreads();
         if (r0 >= a.T || k0 > r0 + 15) continue; // the warp's rows are past T or all above this tile (causal)
+MT_UNROLL
         for (int n = 0; n < TC_ROWS / 16; n++) { // S = Q_w K^T, 16 x 64
             mt_tc_acc s;
             mt_tc_zero(s);
-            for (int k = 0; k < HS / 16; k++) {
-                mt_tc_a_row qa;
+MT_UNROLL
+            for (int k = 0; k < NF; k++) {
                 mt_tc_b_col kb;
-                mt_tc_load(qa, Qs + 16 * warp * ldq + 16 * k, ldq);
                 mt_tc_load(kb, Ks + 16 * n * ldq + 16 * k, ldq);
-                mt_tc_mma(s, qa, kb);
+                mt_tc_mma(s, qf[k], kb);
             }
             mt_tc_store(Sw + 16 * n, s, 68);
         }
         __syncwarp();
-        // the online softmax: lanes 2 rr and 2 rr + 1 share row rr, 32 columns each
+        // the online softmax: lanes 2 rr and 2 rr + 1 share row rr
         float mx = -INFINITY;
-        for (int c = half * 32; c < half * 32 + 32; c++) {
+        for (int c = half; c < TC_ROWS; c += 2) {
             int j = k0 + c;
             if (i < a.T && j <= i) mx = fmaxf(mx, a.scale * Sw[rr * 68 + c]);
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         float mn = fmaxf(m, mx);
         float alpha = m == -INFINITY ? 0.0f : mt_dev_expf(m - mn), sum = 0.0f; // l, O are 0 while m is -inf
-        for (int c = half * 32; c < half * 32 + 32; c++) {
+        for (int c = half; c < TC_ROWS; c += 2) {
             int j = k0 + c;
             float p = 0.0f, pd = 0.0f;
             if (i < a.T && j <= i) {
@@ -115,11 +113,13 @@ __global__ static void tc_fwd(float *out, float *lse, const float *qkv, tc_fwd_a
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         l = alpha * l + sum;
         m = mn;
-        for (int k = half * (HS / 2); k < (half + 1) * (HS / 2); k++) Ow[rr * ldo_s + k] *= alpha;
+        for (int k = half; k < HS; k += 2) Ow[rr * ldo_s + k] *= alpha;
         __syncwarp();
-        for (int n = 0; n < HS / 16; n++) { // O_w += P_w V, 16 x HS
+MT_UNROLL
+        for (int n = 0; n < NF; n++) { // O_w += P_w V, 16 x HS
             mt_tc_acc o;
             mt_tc_load_acc(o, Ow + 16 * n, ldo_s);
+MT_UNROLL
             for (int k = 0; k < TC_ROWS / 16; k++) {
                 mt_tc_a_row pa;
                 mt_tc_b_row vb;
@@ -133,8 +133,18 @@ __global__ static void tc_fwd(float *out, float *lse, const float *qkv, tc_fwd_a
     }
     if (i >= a.T) return;
     float *o = out + ((size_t)b * a.T + i) * a.ldo + (size_t)h * HS;
-    for (int k = half * (HS / 2); k < (half + 1) * (HS / 2); k++) o[k] = Ow[rr * ldo_s + k] / l;
+    for (int k = half; k < HS; k += 2) o[k] = Ow[rr * ldo_s + k] / l;
     if (half == 0) lse[((size_t)b * a.NH + h) * a.T + i] = m + logf(l);
+}
+
+template <int HS> static int launch_fwd(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B,
+                                        const tc_fwd_args &a) {
+    size_t shared = tc_fwd_shared_bytes(HS);
+    cudaError_t e = cudaFuncSetAttribute(tc_fwd<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
+    if (e != cudaSuccess) return (int)e;
+    dim3 grid((unsigned)((a.T + TC_ROWS - 1) / TC_ROWS), (unsigned)a.NH, (unsigned)B);
+    MT_LAUNCH(tc_fwd<HS>, grid, MT_TC_THREADS, shared, mt_stream(c), out, lse, qkv, a);
+    return mt_launch_status();
 }
 
 extern "C" int mt_cuda_attention_tc_supported(int HS) { return HS > 0 && HS % 16 == 0 && HS <= MT_CUDA_TC_MAX_HS; }
@@ -145,16 +155,21 @@ extern "C" int mt_cuda_attention_tc_forward_gqa(const mt_cuda_ctx *c, float *out
     if (B <= 0 || T <= 0) return 0;
     const mt_dropout *d = drop ? &drop->d : NULL;
     tc_fwd_args a;
-    a.B = B, a.T = T, a.NH = NH, a.NKV = NKV, a.HS = HS;
+    a.B = B, a.T = T, a.NH = NH, a.NKV = NKV;
     a.ld = (NH + 2 * NKV) * HS, a.ldo = NH * HS;
     a.scale = 1.0f / sqrtf((float)HS);
     a.d = mt_dev_dropout_make(d ? d->p : 0.0f, d ? d->seed : 0, d ? d->step : 0, d ? d->layer : 0, d ? d->site : 0);
     a.sample_ids = drop ? drop->sample_ids : NULL;
     a.head0 = drop ? drop->head0 : 0;
-    size_t shared = tc_fwd_shared_bytes(HS);
-    cudaError_t e = cudaFuncSetAttribute(tc_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
-    if (e != cudaSuccess) return (int)e;
-    dim3 grid((unsigned)((T + TC_ROWS - 1) / TC_ROWS), (unsigned)NH, (unsigned)B);
-    MT_LAUNCH(tc_fwd, grid, 32 * TC_WARPS, shared, mt_stream(c), out, lse, qkv, a);
-    return mt_launch_status();
+    a.vec = (uintptr_t)qkv % 16 == 0; // every row and head then starts 16-byte aligned (ld, HS multiples of 4)
+    switch (HS) {
+    case 16: return launch_fwd<16>(c, out, lse, qkv, B, a);
+    case 32: return launch_fwd<32>(c, out, lse, qkv, B, a);
+    case 48: return launch_fwd<48>(c, out, lse, qkv, B, a);
+    case 64: return launch_fwd<64>(c, out, lse, qkv, B, a);
+    case 80: return launch_fwd<80>(c, out, lse, qkv, B, a);
+    case 96: return launch_fwd<96>(c, out, lse, qkv, B, a);
+    case 112: return launch_fwd<112>(c, out, lse, qkv, B, a);
+    default: return launch_fwd<128>(c, out, lse, qkv, B, a);
+    }
 }

@@ -378,7 +378,7 @@ static void test_attention(int NH, int NKV, float p, int T = 13, int HS = 8) {
 
 // The tensor-core forward (bf16 operands, fp32 softmax and accumulation) against the CPU op's fp32
 // result: q, k, v and p rounded to bf16 (2^-9 relative each) bound the difference near 1e-2.
-static void test_attention_tc_forward(int NH, int NKV, float p, int T, int HS) {
+static void test_attention_tc_forward(int NH, int NKV, float p, int T, int HS, bool misaligned = false) {
     const int B = 2;
     int ld = (NH + 2 * NKV) * HS;
     size_t nq = (size_t)B * T * ld, no = (size_t)B * T * NH * HS, nl = (size_t)B * NH * T;
@@ -389,12 +389,16 @@ static void test_attention_tc_forward(int NH, int NKV, float p, int T, int HS) {
     op_attention_forward_gqa(CPU_BE, out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HS, &cd, scratch.data());
     uint64_t *dids = dev(ids);
     mt_cuda_attn_dropout gd = {cd.d, dids, 1};
-    float *dq = dev(qkv), *o = poisoned<float>(no), *l = poisoned<float>(nl);
+    // misaligned: qkv one float past a 16-byte boundary (the kernel's scalar staging instead of float4)
+    std::vector<float> shifted(qkv);
+    if (misaligned) shifted.insert(shifted.begin(), 0.0f);
+    float *dq = dev(shifted) + (misaligned ? 1 : 0), *o = poisoned<float>(no), *l = poisoned<float>(nl);
     CK(mt_cuda_attention_tc_forward_gqa(&ctx, o, l, dq, B, T, NH, NKV, HS, &gd));
     char name[96];
-    snprintf(name, sizeof name, "tc attn fwd NH %d NKV %d p %.1f T %d HS %d out", NH, NKV, p, T, HS);
+    const char *mis = misaligned ? " unaligned" : "";
+    snprintf(name, sizeof name, "tc attn fwd NH %d NKV %d p %.1f T %d HS %d out%s", NH, NKV, p, T, HS, mis);
     within(name, out, host(o, no), 2e-2);
-    snprintf(name, sizeof name, "tc attn fwd NH %d NKV %d p %.1f T %d HS %d lse", NH, NKV, p, T, HS);
+    snprintf(name, sizeof name, "tc attn fwd NH %d NKV %d p %.1f T %d HS %d lse%s", NH, NKV, p, T, HS, mis);
     within(name, lse, host(l, nl), 1e-2);
 }
 
@@ -764,6 +768,7 @@ int main(void) {
     test_attention_tc_forward(4, 2, 0.0f, 100, 64); // grouped-query, GPT-2's head size, two tiles
     test_attention_tc_forward(6, 2, 0.2f, 70, 32);  // with attention dropout
     test_attention_tc_forward(2, 1, 0.0f, 150, 128); // the largest head size, three tiles
+    test_attention_tc_forward(2, 2, 0.0f, 40, 48, true); // an odd head size, qkv not 16-byte aligned
     test_xent();
     test_xent(52001, 52008);
     test_xent_shards();

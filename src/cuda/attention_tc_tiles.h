@@ -1,0 +1,44 @@
+/* Staging for the tensor-core attention kernels (attention_tc.cu, attention_tc_bwd.cu): 64 rows of one
+ * head, HS fp32 columns at row stride ld, into shared memory as bf16 (the CPU's rounding) at row stride
+ * ldd (a multiple of 8), rows past T as zeros. A block of MT_TC_THREADS threads; each thread issues all
+ * its loads (float4 where the rows are 16-byte aligned) before it converts and stores any, so the loads'
+ * latencies overlap instead of adding up. HS is a compile-time constant (a multiple of 16). */
+#ifndef MT_CUDA_ATTENTION_TC_TILES_H
+#define MT_CUDA_ATTENTION_TC_TILES_H
+#include "cuda/compat.h"
+#include "cuda/device_math.h"
+#include <stdint.h>
+
+#define MT_TC_ROWS 64 /* queries per block, keys per tile */
+#define MT_TC_WARPS 4
+#define MT_TC_THREADS (32 * MT_TC_WARPS)
+
+template <int HS>
+__device__ static inline void mt_tc_stage_rows(uint16_t *dst, int ldd, const float *src, int ld, int r0, int T,
+                                               bool vec) {
+    if (vec) {
+        constexpr int Q4 = HS / 4, PER = MT_TC_ROWS * Q4 / MT_TC_THREADS; // float4 per row, per thread
+        float4 v[PER];
+MT_UNROLL
+        for (int k = 0; k < PER; k++) {
+            int e = (int)threadIdx.x + k * MT_TC_THREADS, r = e / Q4, c4 = e % Q4;
+            if (r0 + r < T) v[k] = *(const float4 *)(src + (size_t)(r0 + r) * ld + 4 * c4);
+            else v[k].x = v[k].y = v[k].z = v[k].w = 0.0f;
+        }
+MT_UNROLL
+        for (int k = 0; k < PER; k++) {
+            int e = (int)threadIdx.x + k * MT_TC_THREADS, r = e / Q4, c4 = e % Q4;
+            ushort4 h;
+            h.x = mt_dev_fp32_to_bf16(v[k].x), h.y = mt_dev_fp32_to_bf16(v[k].y);
+            h.z = mt_dev_fp32_to_bf16(v[k].z), h.w = mt_dev_fp32_to_bf16(v[k].w);
+            *(ushort4 *)(dst + r * ldd + 4 * c4) = h;
+        }
+        return;
+    }
+    for (int e = threadIdx.x; e < MT_TC_ROWS * HS; e += MT_TC_THREADS) {
+        int r = e / HS, k = e % HS;
+        float v = r0 + r < T ? src[(size_t)(r0 + r) * ld + k] : 0.0f;
+        dst[r * ldd + k] = mt_dev_fp32_to_bf16(v);
+    }
+}
+#endif
