@@ -69,11 +69,25 @@ MT_UNROLL
     for (int k = 0; k < NF; k++) mt_tc_load(qf[k], Qs + 16 * warp * ldq + 16 * k, ldq);
     float m = -INFINITY, l = 0.0f;
     const int last = (q0 + TC_ROWS < a.T ? q0 + TC_ROWS : a.T) - 1; // the block's last query row
+    const float *Kg = base + (size_t)(a.NH + kv) * HS, *Vg = base + (size_t)(a.NH + a.NKV + kv) * HS;
+    // aligned rows, head sizes to 64: the next tile's K and V fetched into registers while this one computes
+    // (beyond 64 they would not fit beside the fragments: ptxas spills)
+    constexpr bool PREFETCH = HS <= 64;
+    const bool pre = PREFETCH && a.vec;
+    mt_tc_rows_regs<PREFETCH ? HS : 16> kn, vn;
+    if (pre) mt_tc_fetch_rows(kn, Kg, a.ld, 0, a.T), mt_tc_fetch_rows(vn, Vg, a.ld, 0, a.T);
     for (int kt = 0; kt * TC_ROWS <= last; kt++) {
         const int k0 = kt * TC_ROWS;
         __syncthreads(); // the previous tile's K and V are no longer read
-        mt_tc_stage_rows<HS>(Ks, ldq, base + (size_t)(a.NH + kv) * HS, a.ld, k0, a.T, a.vec);
-        mt_tc_stage_rows<HS>(Vs, ldq, base + (size_t)(a.NH + a.NKV + kv) * HS, a.ld, k0, a.T, a.vec);
+        if (pre) {
+            mt_tc_put_rows(Ks, ldq, kn);
+            mt_tc_put_rows(Vs, ldq, vn);
+            if (k0 + TC_ROWS <= last)
+                mt_tc_fetch_rows(kn, Kg, a.ld, k0 + TC_ROWS, a.T), mt_tc_fetch_rows(vn, Vg, a.ld, k0 + TC_ROWS, a.T);
+        } else {
+            mt_tc_stage_rows<HS>(Ks, ldq, Kg, a.ld, k0, a.T, a.vec);
+            mt_tc_stage_rows<HS>(Vs, ldq, Vg, a.ld, k0, a.T, a.vec);
+        }
         __syncthreads();
         if (r0 >= a.T || k0 > r0 + 15) continue; // the warp's rows are past T or all above this tile (causal)
 MT_UNROLL

@@ -13,26 +13,41 @@
 #define MT_TC_WARPS 4
 #define MT_TC_THREADS (32 * MT_TC_WARPS)
 
+/* The same in two halves, for a prefetch: mt_tc_fetch_rows loads a thread's share of the 64 rows into
+ * registers (float4; rows 16-byte aligned), mt_tc_put_rows converts and stores them, so a kernel can
+ * fetch the next tile before it computes on the current one. */
+template <int HS> struct mt_tc_rows_regs {
+    float4 v[MT_TC_ROWS * HS / 4 / MT_TC_THREADS];
+};
+template <int HS>
+__device__ static inline void mt_tc_fetch_rows(mt_tc_rows_regs<HS> &g, const float *src, int ld, int r0, int T) {
+    constexpr int Q4 = HS / 4, PER = MT_TC_ROWS * Q4 / MT_TC_THREADS;
+    MT_UNROLL
+    for (int k = 0; k < PER; k++) {
+        int e = (int)threadIdx.x + k * MT_TC_THREADS, r = e / Q4, c4 = e % Q4;
+        if (r0 + r < T) g.v[k] = *(const float4 *)(src + (size_t)(r0 + r) * ld + 4 * c4);
+        else g.v[k].x = g.v[k].y = g.v[k].z = g.v[k].w = 0.0f;
+    }
+}
+template <int HS> __device__ static inline void mt_tc_put_rows(uint16_t *dst, int ldd, const mt_tc_rows_regs<HS> &g) {
+    constexpr int Q4 = HS / 4, PER = MT_TC_ROWS * Q4 / MT_TC_THREADS;
+    MT_UNROLL
+    for (int k = 0; k < PER; k++) {
+        int e = (int)threadIdx.x + k * MT_TC_THREADS, r = e / Q4, c4 = e % Q4;
+        ushort4 h;
+        h.x = mt_dev_fp32_to_bf16(g.v[k].x), h.y = mt_dev_fp32_to_bf16(g.v[k].y);
+        h.z = mt_dev_fp32_to_bf16(g.v[k].z), h.w = mt_dev_fp32_to_bf16(g.v[k].w);
+        *(ushort4 *)(dst + r * ldd + 4 * c4) = h;
+    }
+}
+
 template <int HS>
 __device__ static inline void mt_tc_stage_rows(uint16_t *dst, int ldd, const float *src, int ld, int r0, int T,
                                                bool vec) {
     if (vec) {
-        constexpr int Q4 = HS / 4, PER = MT_TC_ROWS * Q4 / MT_TC_THREADS; // float4 per row, per thread
-        float4 v[PER];
-MT_UNROLL
-        for (int k = 0; k < PER; k++) {
-            int e = (int)threadIdx.x + k * MT_TC_THREADS, r = e / Q4, c4 = e % Q4;
-            if (r0 + r < T) v[k] = *(const float4 *)(src + (size_t)(r0 + r) * ld + 4 * c4);
-            else v[k].x = v[k].y = v[k].z = v[k].w = 0.0f;
-        }
-MT_UNROLL
-        for (int k = 0; k < PER; k++) {
-            int e = (int)threadIdx.x + k * MT_TC_THREADS, r = e / Q4, c4 = e % Q4;
-            ushort4 h;
-            h.x = mt_dev_fp32_to_bf16(v[k].x), h.y = mt_dev_fp32_to_bf16(v[k].y);
-            h.z = mt_dev_fp32_to_bf16(v[k].z), h.w = mt_dev_fp32_to_bf16(v[k].w);
-            *(ushort4 *)(dst + r * ldd + 4 * c4) = h;
-        }
+        mt_tc_rows_regs<HS> g;
+        mt_tc_fetch_rows<HS>(g, src, ld, r0, T);
+        mt_tc_put_rows<HS>(dst, ldd, g);
         return;
     }
     for (int e = threadIdx.x; e < MT_TC_ROWS * HS; e += MT_TC_THREADS) {

@@ -281,6 +281,16 @@ profile() {
     echo "== CUDA_LAUNCH_BLOCKING=1 meshtrain train --profile (batch 16, 4 steps)"
     CUDA_LAUNCH_BLOCKING=1 "$bin/meshtrain" train --model gpt2 --train "$tmp/bench.bin" --batch 16 --precision bf16 \
         --device cuda --steps 4 --lr 3e-4 --log-every 1 --profile || return 1
+    # MT_GPU_NCU_KERNELS="re1 re2": ncu's speed-of-light, occupancy and warp-stall sections for one launch of
+    # each kernel whose name matches, within bench_kernels (a single kernel: seconds, not a whole step)
+    for k in ${MT_GPU_NCU_KERNELS:-}; do
+        ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null) || { echo "FAIL: no ncu"; return 1; }
+        echo "== ncu: kernel $k"
+        timeout 90 "$ncu" --kernel-name "regex:$k" --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+            --section Occupancy --section LaunchStats --section WarpStateStats --section ComputeWorkloadAnalysis \
+            --section MemoryWorkloadAnalysis "$bin/bench_kernels" 2>&1 | grep -v '^matmul\|^gemm\|^layernorm\|^residual\|^bias\|^gelu\|^embed\|^convert\|^softmax' ||
+            echo "ncu for $k: failed or timed out"
+    done
     # ncu only when asked (MT_GPU_NCU=1): on the H200 of 2026-11-26 it once gave a table in ~45 s and once ran
     # into its 100 s limit without one
     [ "${MT_GPU_NCU:-0}" = 1 ] || { echo "ncu: not run (MT_GPU_NCU=1 runs it)"; return 0; }
@@ -314,7 +324,7 @@ PY
 }
 if want profile; then
     export -f profile bench_data
-    export MT_GPU_NCU=${MT_GPU_NCU:-0}
+    export MT_GPU_NCU=${MT_GPU_NCU:-0} MT_GPU_NCU_KERNELS=${MT_GPU_NCU_KERNELS:-}
     step "profile (ncu per-kernel time, GPT-2 124M bf16, 2 steps, batch 4)" 240 profile.log bash -c profile
     grep -h '^profile\|^  \|^matmul\|^attention\|^flash\|^layernorm\|^residual\|^bias\|^gelu\|^softmax\|^embed\|^convert\|^sum of\|^gemm' "$out/profile.log" | tee -a "$rep"
 fi
