@@ -128,7 +128,7 @@ expect_failure "must be > 0" $MPI -np 2 $M train $B --dp 2 --ep 2 --moe-capacity
 expect_failure "must be > 0\|finite number > 0" $M train $B --moe-capacity-factor -1
 expect_failure "this model has none" $MPI -np 2 $M train ${B%%--moe-experts*} --dp 2 --ep 2
 expect_failure "drop {shard-group}\|drop --shard-group" $MPI -np 4 $M train $B --dp 4 --ep 2 --shard-group 4 --zero 2
-expect_failure "not yet supported with --ep" $MPI -np 2 $M train $B --dp 2 --ep 2 --peft lora --quantize-base nf4
+expect_failure "int8-threshold 6 is not supported with --ep" $MPI -np 2 $M train $B --dp 2 --ep 2 --peft lora --quantize-base int8 --int8-threshold 6
 expect_failure "expert and context parallelism do not combine" $MPI -np 4 $M train $B --dp 2 --cp 2 --ep 2
 expect_failure "expert and context parallelism do not combine" $M plan --gpu h100 --gpus 8 --global-batch 8 --family llama --layers 4 --dim 64 --heads 4 --seq-len 32 --vocab 256 --moe-experts 4 --ep 2 --cp 2
 expect_failure "must be >= 1 and divide" $M plan --gpu h100 --gpus 8 --global-batch 8 --family llama --layers 4 --dim 64 --heads 4 --seq-len 32 --vocab 256 --moe-experts 4 --ep 3

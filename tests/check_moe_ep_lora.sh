@@ -13,8 +13,7 @@
 # within 1e-5 of its largest element with SGD (within 1e-3 with AdamW, whose
 # normalised steps magnify the sums' last-bit differences where a gradient
 # nearly cancels). --freeze (attention and one expert frozen) under ep2 ZeRO-1
-# against one process as above. Then bad input: --quantize-base and IA3 under
-# --ep are one clear line each.
+# against one process as above. (QLoRA and IA3 under --ep: check_moe_ep_qlora.sh.)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 corpus d
@@ -110,7 +109,4 @@ peft_diff one ep2 1e-3
 F="--freeze self_attn|experts\\.1\\. --lr 2e-3"
 $M train $B $F --micro-batch 4 --metrics $W/freeze_one.jsonl >/dev/null
 $MPI -np 2 $M train $B $F --dp 2 --ep 2 --zero 1 --metrics $W/freeze_ep2.jsonl >/dev/null; compare freeze_one freeze_ep2
-echo "== bad input =="
-expect_failure "not yet supported with --ep" $MPI -np 2 $M train $B $LORA --dp 2 --ep 2 --quantize-base nf4
-expect_failure "not yet supported with --ep" $MPI -np 2 $M train $B --init-from $W/base --peft ia3 --ia3-targets w1,w2 --ia3-feedforward w2 --dp 2 --ep 2
 echo "moe ep lora OK"

@@ -149,13 +149,14 @@ static void alloc_lowp(mt_model *m, const mt_model_part *part, size_t N) {
 static void alloc_lora(mt_model *m, size_t N) {
     const mt_layout *l = &m->layout;
     size_t in = 0, r = 0;
-    int ia3 = 0, expert = 0;
+    int ia3 = 0, expert = 0, ia3_expert = 0;
     for (int u = 0; u < l->n_units; u++) {
         const mt_unit_layout *ul = &l->units[u];
         if (!m->held[u]) continue;
         for (int k = 0; k < ul->n_decl; k++) {
             const mt_tensor *t = mt_unit_tensor(ul, k);
             ia3 |= t->ia3 != 0;
+            ia3_expert |= t->ia3 && t->expert;
             if (!t->lora_a) continue;
             const mt_tensor *a = mt_unit_tensor(ul, t->lora_a - 1);
             in = (size_t)a->shape[1] > in ? (size_t)a->shape[1] : in;
@@ -165,15 +166,16 @@ static void alloc_lora(mt_model *m, size_t N) {
     }
     /* under expert parallelism an expert runs on the rows of every ep rank: at most one per token of each
        (a token's choices are distinct experts) */
-    if (expert && m->ep) N *= (size_t)mt_comm_size(m->ep);
+    size_t ep = m->ep ? (size_t)mt_comm_size(m->ep) : 1;
     if (ia3) { /* the widest GEMM operand row bounds every IA3 buffer */
-        size_t wmax, wnum;
+        size_t wmax, wnum, Ni = ia3_expert ? N * ep : N;
         m->fam->gemm_extents(m, 0, &wmax, &wnum);
         for (int k = 0; k < 3; k++) {
             float **b = k == 0 ? &m->ia3_x : k == 1 ? &m->ia3_d : &m->ia3_y;
-            *b = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, N * wmax * sizeof(float), "IA3 scratch");
+            *b = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, Ni * wmax * sizeof(float), "IA3 scratch");
         }
     }
+    if (expert) N *= ep;
     if (!r) return;
     m->lora_scratch_floats[0] = N * in;
     m->lora_scratch_floats[1] = N * r;
@@ -219,6 +221,7 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
         if (m->held[u] && !part->defer_params) mt_model_materialize_unit(m, u, 1);
     alloc_frozen(m);
     size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T;
+    /* (not under {ep}: the trainer refuses it there) */
     if (m->qcols && cfg->adapters.int8_threshold > 0.0f) /* LLM.int8()'s decomposition (ops/matmul_int8.h) */
         m->i8scratch = mt_mem_alloc_at(mem, MT_PLACE_DEVICE, MT_MEM_SCRATCH, op_int8_outlier_scratch_bytes(m->be, (int)N, m->qcols),
                                     "int8 activations and outlier columns");
@@ -370,7 +373,7 @@ static void alloc_frozen(mt_model *m) {
         if (!m->held[u]) continue;
         for (int i = 0; i < ul->n_frozen; i++) { /* quantized weights: drawn from the seed, then quantized */
             const mt_tensor *t = &ul->ft[i];
-            if (!t->quant) continue;
+            if (!t->quant || mt_tensor_elsewhere(t)) continue; /* (another ep rank's expert: quantized there) */
             if (!m->qw[u]) m->qw[u] = mt_xcalloc((size_t)ul->n_frozen, sizeof(mt_qweight), "quantized store");
             /* the whole tensor, as one process holds it (each tp rank dequantizes its slice of it) */
             mt_tensor whole = *t;

@@ -113,6 +113,11 @@ typedef struct {
     int *ref;             /* [n_decl] >= 0: index in t[]; < 0: -(index in ft[]) - 1; NULL: identity */
 } mt_unit_layout;
 
+/* Whether t is another expert-parallel rank's expert's tensor (emptied here
+ * by mt_layout_shard_experts: its full shape kept, no elements, and no
+ * quantized form either). */
+static inline int mt_tensor_elsewhere(const mt_tensor *t) { return t->expert && t->shape[0] == 0; }
+
 /* The tensor unit u declared as its k-th (the family's enumeration), in
  * whichever store it lives. */
 static inline const mt_tensor *mt_unit_tensor(const mt_unit_layout *u, int k) {

@@ -179,7 +179,7 @@ static void state_bytes(const mt_model_config *cfg, const mt_plan_layout *y, dou
         if (held(cfg, y, u)) {
             fz += (y->bf16 ? 6.0 : 4.0) * (double)l.units[u].frozen_numel;
             for (int i = 0; i < l.units[u].n_frozen; i++)
-                if (l.units[u].ft[i].quant)
+                if (l.units[u].ft[i].quant && !mt_tensor_elsewhere(&l.units[u].ft[i])) /* {ep}: rank 0's experts */
                     fz += quant_bytes(&cfg->adapters, l.units[u].ft[i].quant,
                                       (double)l.units[u].ft[i].gshape[0], (double)l.units[u].ft[i].gshape[1]);
         }

@@ -298,7 +298,7 @@ static int read_frozen(mt_model *m, const char *dir, mt_error *err) {
         }
         for (int i = 0; i < l->units[u].n_frozen && !rc; i++) { /* quantized: the whole tensor, then quantized */
             const mt_tensor *t = &l->units[u].ft[i];
-            if (!t->quant) continue;
+            if (!t->quant || mt_tensor_elsewhere(t)) continue; /* (another ep rank's expert: it reads that) */
             if (t->quant == MT_QUANT_GPTQ) {
                 rc = read_gptq_tensor(m, ck, hd, gdir, (int)gbits, u, i, err);
                 continue;
