@@ -110,3 +110,8 @@ echo "== bad input =="
 expect_failure "int8-threshold 6 is not supported with --ep 2" \
     $MPI -np 2 $M train $B $Q --quantize-base int8 --int8-threshold 6 --dp 2 --ep 2
 echo "moe ep qlora OK"
+# GPTQ / RTN of a MoE checkpoint: one line (it ended in a fatal "more than 16 linear layers" with 8 experts)
+expect_failure "method gptq does not quantize mixture-of-experts models" \
+    $M quantize --ckpt $W/base --out $W/gptq_moe --method gptq --calib $W/d_train.bin
+expect_failure "method rtn does not quantize mixture-of-experts models" $M quantize --ckpt $W/base --out $W/rtn_moe --method rtn
+[ ! -e $W/gptq_moe ] && [ ! -e $W/rtn_moe ] || { echo "a refused quantize left an output directory"; exit 1; }

@@ -51,9 +51,20 @@ static void set_input(mt_model *m, const mt_fwd_ctx *fc, const uint32_t *tokens,
     else memcpy(mt_model_block_out(m, l - 1), cached, act * sizeof(float));
 }
 
+/* GPTQ's per-block calibration and its packed layout cover dense blocks; a mixture-of-experts block (a
+ * router, experts seen only by their routed tokens) is refused with one line, not half-quantized. */
+static int refuse_moe(const mt_weights *w, const char *method, mt_error *err) {
+    if (!w->cfg.num_experts) return 0;
+    return mt_errorf(err, "{method} %s does not quantize mixture-of-experts models ({moe-experts} %d): the router and "
+                          "the experts, calibrated by their routed tokens, have no GPTQ layout here; for QLoRA on "
+                          "this model use {quantize-base} nf4 or int8 at train time",
+                     method, w->cfg.num_experts);
+}
+
 int mt_gptq_run(mt_weights *w, const uint32_t *tokens, size_t ntok, int samples, const mt_gptq_opts *o,
                 mt_comm *world, int verbose, mt_gptq_result ***res_out, mt_error *err) {
     *res_out = NULL;
+    if (refuse_moe(w, "gptq", err)) return -1;
     mt_model_config cfg = w->cfg;
     int T = cfg.seq_len, C = cfg.n_embd, L = cfg.n_layer;
     if (mt_adapter_spec_active(&cfg.adapters))
@@ -140,6 +151,8 @@ int mt_gptq_run(mt_weights *w, const uint32_t *tokens, size_t ntok, int samples,
 }
 
 int mt_gptq_rtn(mt_weights *w, const mt_gptq_opts *o, mt_gptq_result ***res_out, mt_error *err) {
+    *res_out = NULL;
+    if (refuse_moe(w, "rtn", err)) return -1;
     const mt_layout *L = &w->layout;
     mt_gptq_result **res = mt_xcalloc((size_t)L->n_units, sizeof *res, "RTN results");
     int rc = 0;
