@@ -43,6 +43,15 @@ __global__ static void fill(float *x, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = 0.01f * (float)((i * 2654435761u) % 1000) / 1000.0f;
 }
+// token ids with text's skew: log-uniform over [1, V] (the most frequent ~6% of rows, as "the" or
+// "," in English text), since the embedding backward's cost depends on how often tokens repeat
+__global__ static void fill_tokens(int32_t *tok, int n, int V) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float u = (float)(((unsigned)i * 2654435761u) >> 8) / 16777216.0f;
+    int t = (int)expf(u * logf((float)V)) - 1;
+    tok[i] = t < 0 ? 0 : t >= V ? V - 1 : t;
+}
 static float *dfloats(size_t n) {
     float *p = (float *)dalloc(n * 4);
     fill<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)ctx.stream>>>(p, n);
@@ -136,12 +145,15 @@ int main(void) {
     float *pre = dfloats((size_t)N * 4 * C), *g = dfloats((size_t)N * 4 * C);
     TIME("bias + gelu fwd", L, 0.0, 3 * 4 * act, mt_cuda_bias_gelu_forward(&ctx, pre, g, bias, N, 4 * C));
     TIME("gelu + bias bwd", L, 0.0, 3 * 4 * act, mt_cuda_gelu_bias_backward(&ctx, g, dbias, pre, dinp, N, 4 * C));
-    int32_t *tok = (int32_t *)dalloc((size_t)N * 4);
+    int32_t *tok = (int32_t *)dalloc((size_t)N * 4), *tok0 = (int32_t *)dalloc((size_t)N * 4); // tok0: all token 0
+    fill_tokens<<<(N + 255) / 256, 256, 0, (cudaStream_t)ctx.stream>>>(tok, N, 50257);
     TIME("softmax + xent (bf16 dlogits)", 1, 0.0, 6.0 * Nd * V,
          mt_cuda_softmax_xent_bf16(&ctx, out, d16, mean /* N losses */, tok, N, 50257, V, 1.0f / N));
     float *wte = dfloats((size_t)V * C), *wpe = dfloats((size_t)T * C);
     TIME("embed fwd", 1, 0.0, 3 * act, mt_cuda_embed_forward(&ctx, x, tok, wte, wpe, B, T, C, 0));
     TIME("embed bwd", 1, 0.0, 3 * act, mt_cuda_embed_backward(&ctx, wte, wpe, x, tok, B, T, C, 0));
+    TIME("embed bwd, every row one token (worst case)", 0, 0.0, 3 * act,
+         mt_cuda_embed_backward(&ctx, wte, wpe, x, tok0, B, T, C, 0));
     TIME("convert fp32 -> bf16 (N x C)", 8 * L, 0.0, 6.0 * Nd * C, mt_cuda_convert_to_16(&ctx, MT_BF16, x16, x, (size_t)N * C));
     printf("sum of the timed kernels per step: %.1f ms\n", total_ms);
     mt_cuda_ctx_destroy(&ctx);

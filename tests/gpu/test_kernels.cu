@@ -612,6 +612,33 @@ static void test_embed(void) {
     op_add_positions(CPU_BE, out.data(), wpe.data(), 5, B * T - 5, T, C);
     CK(mt_cuda_add_positions(&ctx, o, dwpe, 5, B * T - 5, T, C));
     bitwise("add positions", out, host(o, out.size()));
+    // many rows over few tokens: long runs of one token, within one sorted chunk of rows
+    // (3000 rows) and across several (9192 rows: the chunks add in row order)
+    const int shapes[2][3] = {{30, 100, 37}, {12, 766, 5}};
+    for (const auto &sh : shapes) {
+        const int b = sh[0], t = sh[1], c = sh[2], n = b * t;
+        std::vector<int32_t> tk(n);
+        unsigned r = 77;
+        for (int i = 0; i < n; i++) {
+            r = r * 1664525u + 1013904223u;
+            tk[i] = i % 1000 < 300 ? 3 : (int)((r >> 8) % 50); // a run of 300 rows of token 3 every 1000
+        }
+        std::vector<float> y = rnd((size_t)n * c, 56, 1.0f), te = rnd((size_t)V * c, 57, 0.1f), pe = rnd((size_t)t * c, 58, 0.1f);
+        int32_t *dtk = dev(tk);
+        float *dy2 = dev(y), *dte = dev(te), *dpe = dev(pe);
+        op_embed_backward(CPU_BE, te.data(), pe.data(), y.data(), tk.data(), b, t, c, 0);
+        CK(mt_cuda_embed_backward(&ctx, dte, dpe, dy2, dtk, b, t, c, 0));
+        char what[64];
+        snprintf(what, sizeof what, "embed backward dwte, %d rows", n);
+        bitwise(what, te, host(dte, te.size()));
+        snprintf(what, sizeof what, "embed backward dwpe, %d rows", n);
+        bitwise(what, pe, host(dpe, pe.size()));
+        const int s0 = 2, sl = 20; // the shard [2, 22) holds token 3
+        op_embed_shard_backward(CPU_BE, te.data() + (size_t)s0 * c, NULL, y.data(), tk.data(), s0, sl, b, t, c);
+        CK(mt_cuda_embed_shard_backward(&ctx, dte + (size_t)s0 * c, NULL, dy2, dtk, s0, sl, b, t, c));
+        snprintf(what, sizeof what, "embed shard backward, %d rows", n);
+        bitwise(what, te, host(dte, te.size()));
+    }
 }
 
 static void test_reductions(void) {
