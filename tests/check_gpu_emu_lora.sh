@@ -10,6 +10,8 @@
 #    gradient norm within 1e-5 relative;
 #  - QLoRA under bf16 (the tiles dequantized straight into bf16): losses within
 #    1e-3, gradient norms within 5e-3 (16-bit operands after sums in another order);
+#  - QLoRA from a trained base (--init-from), checkpointed on the device and resumed
+#    there: 10 + 5 steps within 1e-5 of the same on the CPU;
 #  - QLoRA dp2 (2 MPI ranks, each an emulated device, host-staged collectives):
 #    the one-process CPU curve within 1e-5 (issue 29's acceptance line), and
 #    every rank's communication counters equal the CPU build's dp2 run's;
@@ -53,6 +55,25 @@ run() {
     run ia3_gpt2_fp32 1e-5 $BASE --peft ia3
     run qlora_gpt2_bf16 1e-3/5e-3 $BASE $QLORA --precision bf16
 }
+
+# QLoRA on a trained base (--init-from: each weight quantized again from the loaded fp32 and its device
+# copy replaced), checkpointed on the device and resumed there for 5 more steps; the same on the CPU
+# shellcheck disable=SC2086
+$M train $BASE --steps 5 --ckpt-dir "$W/base" >"$W/base.out" 2>&1 || { cat "$W/base.out"; echo "FAIL: the base"; exit 1; }
+for dev in cpu cuda; do
+    [ $dev = cpu ] && bin=$M || bin=$E
+    # shellcheck disable=SC2086
+    $bin train $BASE $QLORA --init-from "$W/base" --device $dev --ckpt-dir "$W/ck.$dev" --metrics "$W/init.$dev.jsonl" \
+        >"$W/init.$dev.out" 2>&1 || { tail -n 20 "$W/init.$dev.out"; echo "FAIL: QLoRA --init-from on $dev"; exit 1; }
+done
+[ "$(grep -c '"loss"' "$W/init.cpu.jsonl")" = 10 ] || { echo "FAIL: QLoRA --init-from: not 10 steps"; exit 1; }
+$PY tests/gpu/compare_losses.py "$W/init.cpu.jsonl" "$W/init.cuda.jsonl" qlora_init_from 1e-5
+$M train --steps 15 --resume --ckpt-dir "$W/ck.cpu" --metrics "$W/resumed.cpu.jsonl" >"$W/resumed.cpu.out" 2>&1 ||
+    { cat "$W/resumed.cpu.out"; echo "FAIL: resume on the CPU"; exit 1; }
+$E train --steps 15 --resume --ckpt-dir "$W/ck.cuda" --device cuda --metrics "$W/resumed.cuda.jsonl" >"$W/resumed.cuda.out" 2>&1 ||
+    { cat "$W/resumed.cuda.out"; echo "FAIL: resume on --device cuda"; exit 1; }
+[ "$(grep -c '"loss"' "$W/resumed.cuda.jsonl")" = 5 ] || { echo "FAIL: the resumed run: not 5 steps"; exit 1; }
+$PY tests/gpu/compare_losses.py "$W/resumed.cpu.jsonl" "$W/resumed.cuda.jsonl" qlora_resumed 1e-5
 
 # QLoRA dp2 on --device cuda against the one-process CPU curve (4 microbatches of 1 sequence a step)
 DP="$BASE --micro-batch 1 --timeout 30 $QLORA --lora-dropout 0.1"
