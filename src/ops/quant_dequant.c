@@ -17,7 +17,7 @@ static float nf4_block_absmax(const mt_nf4_codes *q, int64_t b) {
     return v + q->offset;
 }
 
-static void put(mt_dtype dt, void *out, int64_t i, float v) {
+static inline void put(mt_dtype dt, void *out, int64_t i, float v) {
     if (dt == MT_BF16) ((uint16_t *)out)[i] = mt_fp32_to_bf16(v);
     else ((float *)out)[i] = v;
 }
@@ -35,7 +35,12 @@ void op_nf4_dequant_rows(mt_backend *be, const mt_nf4_codes *q, int64_t row0, in
             int64_t b = e / NF4_BLOCK, stop = (b + 1) * NF4_BLOCK < end ? (b + 1) * NF4_BLOCK : end;
             float am = nf4_block_absmax(q, b), v[16];
             for (int k = 0; k < 16; k++) v[k] = q->code_map[k] * am;
-            for (; e < stop; e++) put(dt, out, o++, v[(q->packed[e / 2] >> (e % 2 ? 0 : 4)) & 0xF]);
+            const uint8_t *p = q->packed;
+            if (dt == MT_BF16)
+                for (uint16_t *ob = (uint16_t *)out; e < stop; e++)
+                    ob[o++] = mt_fp32_to_bf16(v[(p[e / 2] >> (e % 2 ? 0 : 4)) & 0xF]);
+            else
+                for (float *of = (float *)out; e < stop; e++) of[o++] = v[(p[e / 2] >> (e % 2 ? 0 : 4)) & 0xF];
         }
     }
 }
