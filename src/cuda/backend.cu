@@ -286,6 +286,37 @@ void k_add_from_16(mt_backend *be, mt_dtype dt, float *dst, const uint16_t *src,
     K(add_from_16, (int)dt, dst, src, n);
 }
 
+// LoRA's input dropout, IA3's column scalings (cuda/adapters.cu) and a quantized base's row tiles
+// (cuda/quant.cu; the codes are the device copy models/model.c made)
+void k_dropout_feature_rows(mt_backend *be, float *dst, const float *src, const mt_dropout *d,
+                            const uint64_t *sample_ids, int N, int T, int C, uint32_t site_layer, uint32_t col0) {
+    K(dropout_feature_rows, dst, src, d, sample_ids, N, T, C, site_layer, col0);
+}
+void k_scale_cols(mt_backend *be, float *dst, const float *src, const float *l, int N, int C) {
+    K(scale_cols, dst, src, l, N, C);
+}
+void k_scale_cols_in_place(mt_backend *be, float *x, const float *l, int N, int ld, int col0, int R) {
+    K(scale_cols_in_place, x, l, N, ld, col0, R);
+}
+void k_scale_cols_into(mt_backend *be, float *dst, const float *src, const float *l, int N, int C, int accumulate) {
+    K(scale_cols_into, dst, src, l, N, C, accumulate);
+}
+void k_col_dot_acc(mt_backend *be, float *dl, const float *a, int lda, int col0, const float *b, int N, int n) {
+    K(col_dot_acc, dl, a, lda, col0, b, N, n);
+}
+void k_nf4_dequant_rows(mt_backend *be, const mt_nf4_codes *q, int64_t row0, int64_t nrows, int64_t ld, mt_dtype dt,
+                        void *out) {
+    if (dt != MT_FP32 && dt != MT_BF16) mt_die("op_nf4_dequant_rows: dtype %d (fp32 or bf16)", (int)dt);
+    mt_cuda_nf4 c = {q->packed,   q->absmax,   q->absmax_code, q->nested_absmax, q->offset,
+                     q->code_map, q->nested_map, q->rows,      q->cols};
+    K(nf4_dequant_rows, &c, row0, nrows, ld, (int)dt, out);
+}
+void k_int8_dequant_rows(mt_backend *be, const int8_t *codes, const float *scb, int64_t cols, int64_t row0,
+                         int64_t nrows, int64_t ld, mt_dtype dt, void *out) {
+    if (dt != MT_FP32 && dt != MT_BF16) mt_die("op_int8_dequant_rows: dtype %d (fp32 or bf16)", (int)dt);
+    K(int8_dequant_rows, codes, scb, cols, row0, nrows, ld, (int)dt, out);
+}
+
 // ---- copies (stream-ordered; a host-side copy waits for its data)
 void k_copy_bytes(mt_backend *be, void *dst, const void *src, size_t bytes) {
     if (bytes) check_rt(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream(be)), "cudaMemcpyAsync");
@@ -527,6 +558,13 @@ void fill_table(mt_kernel_table *t) {
     t->add_bias_rows = k_add_bias_rows;
     t->accumulate_16 = k_accumulate_16;
     t->add_from_16 = k_add_from_16;
+    t->dropout_feature_rows = k_dropout_feature_rows;
+    t->scale_cols = k_scale_cols;
+    t->scale_cols_in_place = k_scale_cols_in_place;
+    t->scale_cols_into = k_scale_cols_into;
+    t->col_dot_acc = k_col_dot_acc;
+    t->nf4_dequant_rows = k_nf4_dequant_rows;
+    t->int8_dequant_rows = k_int8_dequant_rows;
 }
 
 } // namespace

@@ -182,6 +182,38 @@ int mt_cuda_add_from_16(const mt_cuda_ctx *c, int dt, float *dst, const uint16_t
 int mt_cuda_convert_to_16(const mt_cuda_ctx *c, int dt, uint16_t *dst, const float *src, size_t n);
 int mt_cuda_convert_from_16(const mt_cuda_ctx *c, int dt, float *dst, const uint16_t *src, size_t n);
 
+/* ---- adapters (adapters.cu): LoRA's input dropout and IA3's column scalings, as ops/rows.c's
+ * op_dropout_feature_rows, op_scale_cols, op_scale_cols_in_place, op_scale_cols_into and
+ * op_col_dot_acc -- bitwise the CPU's (col_dot_acc: a thread per column sums its rows in order in
+ * double, as the CPU). dropout_feature_rows: dst[i, c] = src[i, c] * the scale of (sample_ids[i / T],
+ * position i % T, group site_layer, element col0 + c); sample_ids on the device; dst may be src. */
+int mt_cuda_dropout_feature_rows(const mt_cuda_ctx *c, float *dst, const float *src, const mt_dropout *d,
+                                 const uint64_t *sample_ids, int N, int T, int C, uint32_t site_layer, uint32_t col0);
+int mt_cuda_scale_cols(const mt_cuda_ctx *c, float *dst, const float *src, const float *l, int N, int C);
+int mt_cuda_scale_cols_in_place(const mt_cuda_ctx *c, float *x, const float *l, int N, int ld, int col0, int R);
+int mt_cuda_scale_cols_into(const mt_cuda_ctx *c, float *dst, const float *src, const float *l, int N, int C,
+                            int accumulate);
+int mt_cuda_col_dot_acc(const mt_cuda_ctx *c, float *dl, const float *a, int lda, int col0, const float *b, int N,
+                        int n);
+
+/* ---- a quantized base's row tiles (quant.cu), as ops/ops.h's op_nf4_dequant_rows and
+ * op_int8_dequant_rows, bitwise: a thread per element; dt 0 fp32 out, 1 bf16 (mt_dtype's values).
+ * The struct mirrors ops.h's mt_nf4_codes (device pointers; absmax NULL with double quantization). */
+typedef struct {
+    const uint8_t *packed;
+    const float *absmax;
+    const uint8_t *absmax_code;
+    const float *nested_absmax;
+    float offset;
+    const float *code_map;
+    const float *nested_map;
+    int64_t rows, cols;
+} mt_cuda_nf4;
+int mt_cuda_nf4_dequant_rows(const mt_cuda_ctx *c, const mt_cuda_nf4 *q, int64_t row0, int64_t nrows, int64_t ld,
+                             int dt, void *out);
+int mt_cuda_int8_dequant_rows(const mt_cuda_ctx *c, const int8_t *codes, const float *scb, int64_t cols, int64_t row0,
+                              int64_t nrows, int64_t ld, int dt, void *out);
+
 /* ---- reductions: *out (device double) = sum of x^2, in two fixed-order
  * stages (MT_CUDA_SUMSQ_BLOCKS partial sums in `partials`, then one block);
  * the same double for any run. */

@@ -322,19 +322,76 @@ float *mt_model_tensor_grad_or_sink(const mt_model *m, int u, int k) {
 
 void mt_model_frozen_changed(mt_model *m) { m->frozen_version++; }
 
+/* A quantized weight's store given back: its device copy, or the host arrays noted as held. */
+static void release_qweight(mt_model *m, mt_qweight *q) {
+    if (q->dev) mt_mem_free_at(m->mem, MT_PLACE_DEVICE, MT_MEM_FROZEN, q->dev, q->dev_bytes);
+    else mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(q), 0);
+    mt_qweight_free(q);
+}
+
+static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+/* Places `bytes` of host data at offset *at of q's device buffer (NULL data: nothing); returns the
+ * device address. */
+static void *upload_piece(mt_model *m, mt_qweight *q, size_t *at, const void *host, size_t bytes) {
+    if (!host) return NULL;
+    void *d = (char *)q->dev + *at;
+    op_copy_from_host(m->be, d, host, bytes);
+    *at += align256(bytes);
+    return d;
+}
+
+/* On a device backend the GEMM tiles dequantize on the device (op_nf4_dequant_rows,
+ * op_int8_dequant_rows): the codes, absmaxes and NF4's two maps move into one device buffer
+ * (accounted as frozen device memory) and the host arrays are freed. Quantizing itself stays on
+ * the host, once per weight. */
+static void upload_qweight(mt_model *m, mt_qweight *q) {
+    if (m->be->kind == MT_DEVICE_CPU || (q->kind != MT_QUANT_NF4 && q->kind != MT_QUANT_INT8)) return;
+    size_t at = 0, bytes = 0;
+    if (q->kind == MT_QUANT_NF4) {
+        const mt_nf4 *h = &q->nf4;
+        size_t nb = (size_t)h->nblocks;
+        bytes = align256(16 * sizeof(float)) + align256((size_t)(h->n + 1) / 2);
+        if (h->double_quant)
+            bytes += align256(256 * sizeof(float)) + align256(nb) + align256((size_t)h->nnested * sizeof(float));
+        else bytes += align256(nb * sizeof(float));
+    } else {
+        bytes = align256((size_t)(q->i8.rows * q->i8.cols)) + align256((size_t)q->i8.rows * sizeof(float));
+    }
+    mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(q), 0); /* the host store's bytes, freed below */
+    q->dev = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_FROZEN, bytes, "quantized base (codes on the device)");
+    q->dev_bytes = bytes;
+    if (q->kind == MT_QUANT_NF4) {
+        const mt_nf4 *h = &q->nf4;
+        mt_nf4 *d = &q->nf4_dev;
+        *d = *h;
+        d->quant_map = upload_piece(m, q, &at, h->quant_map, 16 * sizeof(float));
+        d->packed = upload_piece(m, q, &at, h->packed, (size_t)(h->n + 1) / 2);
+        d->absmax = upload_piece(m, q, &at, h->absmax, (size_t)h->nblocks * sizeof(float));
+        d->nested_quant_map = h->double_quant ? upload_piece(m, q, &at, h->nested_quant_map, 256 * sizeof(float)) : NULL;
+        d->absmax_code = upload_piece(m, q, &at, h->absmax_code, (size_t)h->nblocks);
+        d->nested_absmax = upload_piece(m, q, &at, h->nested_absmax, (size_t)h->nnested * sizeof(float));
+        mt_nf4_free(&q->nf4);
+    } else {
+        mt_int8w *d = &q->i8_dev;
+        *d = q->i8;
+        d->q = upload_piece(m, q, &at, q->i8.q, (size_t)(q->i8.rows * q->i8.cols));
+        d->scb = upload_piece(m, q, &at, q->i8.scb, (size_t)q->i8.rows * sizeof(float));
+        mt_int8w_free(&q->i8);
+    }
+}
+
 int mt_model_set_quantized(mt_model *m, int u, int i, const float *w, mt_error *err) {
     const mt_tensor *t = &m->layout.units[u].ft[i];
     mt_qweight *q = &m->qw[u][i];
-    if (q->kind) {
-        mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(q), 0);
-        mt_qweight_free(q);
-    }
+    if (q->kind) release_qweight(m, q);
     if (mt_qweight_init(q, (mt_quant_kind)t->quant, m->cfg.adapters.double_quant, w, t->gshape[0], t->gshape[1], err)) {
         char msg[MT_ERROR_LEN];
         snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
         return mt_errorf(err, "quantizing %s: %s", t->name, msg);
     }
     mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(q), 1);
+    upload_qweight(m, q);
     return 0;
 }
 
@@ -348,10 +405,7 @@ int mt_model_set_gptq(mt_model *m, int u, int i, mt_gptqw *g, mt_error *err) {
         return rc;
     }
     mt_qweight *q = &m->qw[u][i];
-    if (q->kind) {
-        mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(q), 0);
-        mt_qweight_free(q);
-    }
+    if (q->kind) release_qweight(m, q);
     mt_qweight_set_gptq(q, g);
     mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(q), 1);
     return 0;
@@ -451,10 +505,7 @@ void mt_model_free(mt_model *m) {
     }
     for (int u = 0; m->qw && u < l->n_units; u++) {
         for (int i = 0; m->qw[u] && i < l->units[u].n_frozen; i++)
-            if (m->qw[u][i].kind) {
-                mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(&m->qw[u][i]), 0);
-                mt_qweight_free(&m->qw[u][i]);
-            }
+            if (m->qw[u][i].kind) release_qweight(m, &m->qw[u][i]);
         free(m->qw[u]);
     }
     free(m->qw); DROP(m->qtile); DROP(m->qtile16); DROP(m->qrow); DROP(m->i8scratch);

@@ -60,14 +60,26 @@ static const mt_qweight *qweight_of(const mt_model *m, int u, int k) {
     return &m->qw[u][-ul->ref[k] - 1];
 }
 
-/* Whole rows [row0, row0 + n) of a quantized matrix in fp32, row stride ld:
- * a GPTQ weight's by its op, NF4's and int8's by quant/qweight. */
-static void qweight_rows(mt_model *m, const mt_qweight *q, int64_t row0, int64_t n, int64_t ld, float *out) {
+/* Whole rows [row0, row0 + n) of a quantized matrix, row stride ld, by its op: fp32, or for NF4
+ * and int8 also bf16 (dt). The codes are the device's copy where the backend made one. */
+static void qweight_rows_as(mt_model *m, const mt_qweight *q, int64_t row0, int64_t n, int64_t ld, mt_dtype dt,
+                            void *out) {
     const mt_gptqw *g = &q->gptq;
-    if (q->kind == MT_QUANT_GPTQ)
+    if (q->kind == MT_QUANT_GPTQ) {
         op_gptq_dequant_rows(m->be, g->qweight, g->qzeros, g->scales, g->g_idx, g->bits, g->rows, g->cols, row0, n, ld,
                              out);
-    else mt_qweight_rows(q, row0, n, ld, out);
+    } else if (q->kind == MT_QUANT_NF4) {
+        const mt_nf4 *s = q->dev ? &q->nf4_dev : &q->nf4;
+        mt_nf4_codes c = {s->packed, s->double_quant ? NULL : s->absmax, s->absmax_code, s->nested_absmax, s->offset,
+                          s->quant_map, s->nested_quant_map, s->rows, s->cols};
+        op_nf4_dequant_rows(m->be, &c, row0, n, ld, dt, out);
+    } else {
+        const mt_int8w *s = q->dev ? &q->i8_dev : &q->i8;
+        op_int8_dequant_rows(m->be, s->q, s->scb, s->cols, row0, n, ld, dt, out);
+    }
+}
+static void qweight_rows(mt_model *m, const mt_qweight *q, int64_t row0, int64_t n, int64_t ld, float *out) {
+    qweight_rows_as(m, q, row0, n, ld, MT_FP32, out);
 }
 
 /* Local rows [r0, r0 + nr) of quantized tensor t (this rank's slice of the
@@ -81,7 +93,7 @@ static void dequant_local_rows(mt_model *m, const mt_tensor *t, const mt_qweight
     uint16_t *ob = out;
     if (q->kind == MT_QUANT_NONE) mt_die("%s: its quantized base was never loaded", t->name);
 #define ROWS(row0, n, ld, at) \
-    (bf16 ? mt_qweight_rows_bf16(q, row0, n, ld, ob + (at)) : qweight_rows(m, q, row0, n, ld, of + (at)))
+    (bf16 ? qweight_rows_as(m, q, row0, n, ld, MT_BF16, ob + (at)) : qweight_rows(m, q, row0, n, ld, of + (at)))
     if (t->split == MT_TP_REPLICATED) {
         ROWS(r0, nr, lc, 0);
         return;

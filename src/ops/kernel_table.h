@@ -155,6 +155,10 @@ struct mt_kernel_table {
     void (*gptq_dequant_rows)(mt_backend *be, const int32_t *qweight, const int32_t *qzeros, const uint16_t *scales,
                               const int32_t *g_idx, int bits, int64_t rows, int64_t cols, int64_t row0, int64_t nrows,
                               int64_t ld, float *out);
+    void (*nf4_dequant_rows)(mt_backend *be, const mt_nf4_codes *q, int64_t row0, int64_t nrows, int64_t ld,
+                             mt_dtype dt, void *out);
+    void (*int8_dequant_rows)(mt_backend *be, const int8_t *codes, const float *scb, int64_t cols, int64_t row0,
+                              int64_t nrows, int64_t ld, mt_dtype dt, void *out);
     void (*adamw_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                          float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
     void (*adam_update)(mt_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,

@@ -349,6 +349,30 @@ void op_gptq_dequant_rows(mt_backend *be, const int32_t *qweight, const int32_t 
                           const int32_t *g_idx, int bits, int64_t rows, int64_t cols, int64_t row0, int64_t nrows,
                           int64_t ld, float *out);
 
+/* ---- a quantized base's row tiles ({quantize-base} nf4 / int8; quant/nf4.h and quant/int8.h define
+ * the formats, bitsandbytes', and quantize on the host): rows [row0, row0 + nrows) of the [rows, cols]
+ * matrix into out with row stride ld (>= cols), fp32 (dt MT_FP32) or rounded to bf16 (dt MT_BF16,
+ * nearest even) -- the same numbers as mt_nf4_dequant_rows(_bf16) and mt_int8w_dequant_rows(_bf16).
+ * NF4: w = code_map[code] * absmax_b in fp32, absmax_b = absmax[b], or with double quantization
+ * nested_map[absmax_code[b]] * nested_absmax[b / 256] + offset (fp32, in that order); b = element / 64,
+ * codes packed two a byte, the even element in the high nibble. The pointers are the device's (a
+ * device backend's copy of the codes and of the maps). */
+typedef struct {
+    const uint8_t *packed;        /* ceil(rows * cols / 2) bytes */
+    const float *absmax;          /* [ceil(n / 64)], or NULL with double quantization */
+    const uint8_t *absmax_code;   /* double quantization: [ceil(n / 64)] 8-bit codes */
+    const float *nested_absmax;   /* double quantization: [ceil(n / (64 * 256))] */
+    float offset;                 /* double quantization: the absmaxes' mean */
+    const float *code_map;        /* the 16 NF4 values */
+    const float *nested_map;      /* double quantization: the 256 values of the signed dynamic map */
+    int64_t rows, cols;
+} mt_nf4_codes;
+void op_nf4_dequant_rows(mt_backend *be, const mt_nf4_codes *q, int64_t row0, int64_t nrows, int64_t ld, mt_dtype dt,
+                         void *out);
+/* int8 (bnb's vectorwise form): w[r, c] = (codes[r, c] * scb[r]) * fp32(1/127), in that order */
+void op_int8_dequant_rows(mt_backend *be, const int8_t *codes, const float *scb, int64_t cols, int64_t row0,
+                          int64_t nrows, int64_t ld, mt_dtype dt, void *out);
+
 /* ---- optimizer updates on a flat range (PyTorch semantics).
  * grad_scale multiplies every gradient first (clipping coefficient).
  * step is 1-based (bias corrections). */

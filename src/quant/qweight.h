@@ -27,6 +27,13 @@ typedef struct mt_qweight {
     mt_nf4 nf4;
     mt_int8w i8;
     mt_gptqw gptq;
+    /* A device backend's copy (models/model.c uploads NF4 and int8 codes and frees the host
+     * arrays, keeping the sizes): one device buffer `dev` of dev_bytes, and the same structs with
+     * their pointers into it (maps included). NULL on the CPU. */
+    void *dev;
+    size_t dev_bytes;
+    mt_nf4 nf4_dev;
+    mt_int8w i8_dev;
 } mt_qweight;
 
 int mt_quant_kind_parse(const char *s, mt_quant_kind *out, mt_error *err);

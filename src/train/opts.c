@@ -1,6 +1,7 @@
 /* Training options: their defaults and their checks (train/opts.h). */
 #include "train/opts.h"
 #include "optim/loss_scaler.h"
+#include "quant/qweight.h"
 #include <math.h>
 #include <string.h>
 
@@ -49,9 +50,10 @@ static int check_cuda(const mt_train_opts *op, int world_size, mt_error *err) {
     const mt_adapter_spec *a = &op->cfg.adapters;
     (void)world_size; /* dp, tp (with sequence parallelism), pp: their collectives of device buffers are host-staged */
     if (op->mesh.cp > 1) what = "{cp} > 1 (ring attention's block kernels)";
-    else if (a->kind != MT_PEFT_NONE) what = a->kind == MT_PEFT_LORA ? "{peft} lora" : "{peft} ia3";
-    else if (a->quant) what = "{quantize-base}";
-    else if (a->int8_threshold > 0.0f) what = "{int8-threshold}";
+    /* LoRA (with its dropout), IA3 and NF4 / int8 bases run (cuda/adapters.cu, cuda/quant.cu); a GPTQ
+     * base's dequantization and LLM.int8()'s outlier product have no kernel yet */
+    else if (a->quant == MT_QUANT_GPTQ) what = "{quantize-base} gptq (no CUDA kernel for its row tiles yet)";
+    else if (a->int8_threshold > 0.0f) what = "{int8-threshold} (no CUDA kernel for LLM.int8()'s outlier product yet)";
     else if (op->zeropp_hpz || op->zeropp_qwz || op->zeropp_qgz) what = "ZeRO++ ({zeropp-hpz}, {zeropp-qwz}, {zeropp-qgz})";
     else if (op->opt.kind != MT_OPT_ADAMW && op->opt.kind != MT_OPT_ADAM && op->opt.kind != MT_OPT_SGD)
         what = op->opt.kind == MT_OPT_ADAFACTOR ? "{optimizer} adafactor"
@@ -62,7 +64,7 @@ static int check_cuda(const mt_train_opts *op, int world_size, mt_error *err) {
     else if (op->compress_acts == MT_ACT_COMPRESS_INT8) what = "{compress-activations} int8 (no CUDA int8 codec yet)";
     if (!what) return 0;
     return mt_errorf(err, "%s is not yet supported on {device} cuda (it runs adamw, adam or sgd, fp32 or bf16, "
-                          "without adapters): use {device} cpu for it",
+                          "LoRA and IA3 on fp32, NF4 or int8 bases): use {device} cpu for it",
                      what);
 }
 

@@ -4,7 +4,7 @@
 #  2. every CUDA kernel against its CPU reference (test_kernels), and 10 training steps of a
 #     1-layer GPT-2 and Llama composed of the kernels against the CPU ops (test_step);
 #  3. whole-step parity through the CLI: `meshtrain train --device cuda` (build-gpu/meshtrain) on
-#     every run of parity_runs.txt (GPT-2 and Llama GQA, fp32, 10 AdamW steps), each step's loss
+#     every run of parity_runs.txt (GPT-2 and Llama GQA, GPT-2 QLoRA, fp32, 10 AdamW steps), each step's loss
 #     and gradient norm within 1e-5 relative of the CPU build's (golden/, made by golden.sh);
 #     3b. two ranks sharing the GPU (dp2 ZeRO-3, tp2 + sp; build-gpu/meshtrain-mpi under the Open
 #     MPI the pack carries, ompi.tar.xz) against the one-process GPU curve, 1e-5 relative;

@@ -18,6 +18,8 @@ extern "C" {
 #include "core/philox.h"
 #include "ops/ops.h"
 #include "ops/matmul_lowp.h"
+#include "quant/int8.h"
+#include "quant/nf4.h"
 }
 
 static int failures = 0, checks = 0;
@@ -770,6 +772,109 @@ static void test_col_sums(void) {
     within("matmul backward dbias, 1500 rows", bg, host(dbg, C), 4e-6);
 }
 
+// LoRA's input dropout and IA3's column scalings (cuda/adapters.cu): bitwise the CPU ops
+static void test_adapters(void) {
+    const int N = 13, T = 5, C = 70; // rows of 3 samples (the last short), a width not a multiple of 4
+    std::vector<uint64_t> ids = {7, 1ull << 33, 42};
+    std::vector<float> x = rnd((size_t)N * C, 201, 1.0f), y((size_t)N * C);
+    uint64_t *dids = dev(ids);
+    float *dx = dev(x), *dy = poisoned<float>(y.size());
+    for (int k = 0; k < 3; k++) {
+        float p = k == 2 ? 0.0f : 0.1f + 0.3f * k;
+        mt_dropout d = {p, 1234 + (uint64_t)k, 3u + k, 1u, 5u};
+        uint32_t site = 2u + k, col0 = k == 1 ? 96u : 0u; // a row-parallel target's columns start mid-row
+        op_dropout_feature_rows(CPU_BE, y.data(), x.data(), &d, ids.data(), N, T, C, site, col0);
+        CK(mt_cuda_dropout_feature_rows(&ctx, dy, dx, &d, dids, N, T, C, site, col0));
+        char w[64];
+        snprintf(w, sizeof w, "LoRA dropout rows (p %.1f)", (double)p);
+        bitwise(w, y, host(dy, y.size()));
+    }
+    std::vector<float> l = rnd(C, 202, 2.0f), s((size_t)N * C), acc = rnd((size_t)N * C, 203, 1.0f);
+    float *dl = dev(l), *ds = poisoned<float>(s.size()), *dacc = dev(acc);
+    op_scale_cols(CPU_BE, s.data(), x.data(), l.data(), N, C);
+    CK(mt_cuda_scale_cols(&ctx, ds, dx, dl, N, C));
+    bitwise("IA3 scale cols", s, host(ds, s.size()));
+    op_scale_cols_into(CPU_BE, acc.data(), x.data(), l.data(), N, C, 1);
+    CK(mt_cuda_scale_cols_into(&ctx, dacc, dx, dl, N, C, 1));
+    bitwise("IA3 scale cols into (accumulate)", acc, host(dacc, acc.size()));
+    op_scale_cols_into(CPU_BE, s.data(), x.data(), l.data(), N, C, 0);
+    CK(mt_cuda_scale_cols_into(&ctx, ds, dx, dl, N, C, 0));
+    bitwise("IA3 scale cols into", s, host(ds, s.size()));
+    const int col0 = 11, R = 23; // a target's column block of a fused output
+    op_scale_cols_in_place(CPU_BE, x.data(), l.data(), N, C, col0, R);
+    CK(mt_cuda_scale_cols_in_place(&ctx, dx, dl, N, C, col0, R));
+    bitwise("IA3 scale cols in place", x, host(dx, x.size()));
+    std::vector<float> b = rnd((size_t)N * R, 204, 1.0f), g = rnd(R, 205, 0.1f);
+    float *db = dev(b), *dg = dev(g);
+    op_col_dot_acc(CPU_BE, g.data(), x.data(), C, col0, b.data(), N, R);
+    CK(mt_cuda_col_dot_acc(&ctx, dg, dx, C, col0, db, N, R));
+    bitwise("IA3 column dot (gradient)", g, host(dg, g.size()));
+}
+
+// A quantized base's row tiles (cuda/quant.cu) against the CPU op and quant/'s own dequantization:
+// NF4 with and without double quantization, int8 rows; fp32 and bf16 tiles; a first row that starts
+// mid-block and on a low nibble (odd cols), a wider row stride.
+static void test_quant_dequant(void) {
+    const int64_t rows = 37, cols = 45, row0 = 3, nr = 29, ld = 50;
+    std::vector<float> w = rnd((size_t)(rows * cols), 211, 0.3f);
+    for (int i = 0; i < 45; i++) w[(size_t)(200 + i)] = 0.0f; // an all-zero stretch: code 7, and a zero absmax block
+    std::vector<float> code(mt_nf4_code, mt_nf4_code + 16), nmap(mt_nf4_dynamic_map, mt_nf4_dynamic_map + 256);
+    float *dcode = dev(code), *dnmap = dev(nmap);
+    for (int dq = 0; dq < 2; dq++) {
+        mt_nf4 q;
+        mt_error err;
+        if (mt_nf4_init(&q, w.data(), rows, cols, dq, &err)) {
+            report(false, "nf4 quantize", err.msg);
+            return;
+        }
+        std::vector<uint8_t> packed(q.packed, q.packed + (q.n + 1) / 2);
+        mt_nf4_codes hc = {q.packed, q.absmax, q.absmax_code, q.nested_absmax, q.offset, q.quant_map,
+                           q.nested_quant_map, rows, cols};
+        mt_cuda_nf4 dc = {dev(packed), NULL, NULL, NULL, q.offset, dcode, dnmap, rows, cols};
+        if (dq) {
+            dc.absmax_code = dev(std::vector<uint8_t>(q.absmax_code, q.absmax_code + q.nblocks));
+            dc.nested_absmax = dev(std::vector<float>(q.nested_absmax, q.nested_absmax + q.nnested));
+        } else dc.absmax = dev(std::vector<float>(q.absmax, q.absmax + q.nblocks));
+        std::vector<float> ref((size_t)(nr * ld), 0.0f), cpu = ref;
+        float *dout = dev(ref); // the stride's gap stays as it was (zeros) in all three
+        mt_nf4_dequant_rows(&q, row0, nr, ld, ref.data());
+        op_nf4_dequant_rows(CPU_BE, &hc, row0, nr, ld, MT_FP32, cpu.data());
+        bitwise(dq ? "nf4 rows (double quant): cpu op" : "nf4 rows: cpu op = quant/nf4", ref, cpu);
+        CK(mt_cuda_nf4_dequant_rows(&ctx, &dc, row0, nr, ld, 0, dout));
+        bitwise(dq ? "nf4 rows (double quant)" : "nf4 rows", ref, host(dout, ref.size()));
+        std::vector<uint16_t> r16((size_t)(nr * ld), 0), c16 = r16;
+        uint16_t *d16 = dev(r16);
+        mt_nf4_dequant_rows_bf16(&q, row0, nr, ld, r16.data());
+        op_nf4_dequant_rows(CPU_BE, &hc, row0, nr, ld, MT_BF16, c16.data());
+        bitwise(dq ? "nf4 rows bf16 (double quant): cpu op" : "nf4 rows bf16: cpu op", r16, c16);
+        CK(mt_cuda_nf4_dequant_rows(&ctx, &dc, row0, nr, ld, 1, d16));
+        bitwise(dq ? "nf4 rows bf16 (double quant)" : "nf4 rows bf16", r16, host(d16, r16.size()));
+        mt_nf4_free(&q);
+    }
+    mt_int8w q8;
+    mt_error err;
+    for (int i = 0; i < cols; i++) w[(size_t)(5 * cols + i)] = 0.0f; // an all-zero row
+    if (mt_int8w_init(&q8, w.data(), rows, cols, &err)) {
+        report(false, "int8 quantize", err.msg);
+        return;
+    }
+    int8_t *dq8 = dev(std::vector<int8_t>(q8.q, q8.q + rows * cols));
+    float *dscb = dev(std::vector<float>(q8.scb, q8.scb + rows));
+    std::vector<float> ref((size_t)(nr * ld), 0.0f), cpu = ref;
+    float *dout = dev(ref);
+    mt_int8w_dequant_rows(&q8, row0, nr, ld, ref.data());
+    op_int8_dequant_rows(CPU_BE, q8.q, q8.scb, cols, row0, nr, ld, MT_FP32, cpu.data());
+    bitwise("int8 rows: cpu op = quant/int8", ref, cpu);
+    CK(mt_cuda_int8_dequant_rows(&ctx, dq8, dscb, cols, row0, nr, ld, 0, dout));
+    bitwise("int8 rows", ref, host(dout, ref.size()));
+    std::vector<uint16_t> r16((size_t)(nr * ld), 0);
+    uint16_t *d16 = dev(r16);
+    mt_int8w_dequant_rows_bf16(&q8, row0, nr, ld, r16.data());
+    CK(mt_cuda_int8_dequant_rows(&ctx, dq8, dscb, cols, row0, nr, ld, 1, d16));
+    bitwise("int8 rows bf16", r16, host(d16, r16.size()));
+    mt_int8w_free(&q8);
+}
+
 int main(void) {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -803,6 +908,8 @@ int main(void) {
     test_embed();
     test_reductions();
     test_optim();
+    test_adapters();
+    test_quant_dequant();
     CK(mt_cuda_sync(&ctx));
     for (void *b : buffers) CK(cudaFree(b));
     mt_cuda_ctx_destroy(&ctx);
