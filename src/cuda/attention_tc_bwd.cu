@@ -12,7 +12,8 @@
 // fp32 on the stored score tiles. D_i = dout_i.out_i is recomputed in fp32
 // by each block for the query rows it uses (cheap next to the products; no
 // scratch). Blocks are ordered so that the longest tiles (far from the
-// diagonal) start first. dK/dV accumulate in fragments, written once.
+// diagonal) start first; a warp skips the 16-wide sub-tiles wholly masked (causal
+// diagonal, past T). dK/dV accumulate in fragments, written once.
 //   per query tile (keys j of the warp, queries i; j <= i < T):
 //     S^T = K_w Q^T,  p_ij = exp(scale s_ij - lse_i),  dP^T = V_w dO^T,
 //     dS_ij = p_ij (d_ij dP_ij - D_i);
@@ -39,8 +40,10 @@
  * unrolled operand loads beside them would spill */
 #ifdef MT_CUDA_EMU
 #define TCB_ROLLED
+#define TCB_UNROLLED
 #else
 #define TCB_ROLLED _Pragma("unroll 1")
+#define TCB_UNROLLED _Pragma("unroll") /* fragment arrays stay in registers only when indexed by constants */
 #endif
 
 struct tcb_args {
@@ -106,30 +109,36 @@ __device__ static inline void load_lse_d(float *lsh, float *Dsh, const float *do
 }
 
 /* C (16 x 64, fp32 at dst, ld TCB_LDF) = A_w B^T: A_w the warp's 16 rows of the bf16 tile A, B a bf16
- * 64 x HS tile (its transpose read column-major) */
-template <int NF> __device__ static inline void scores(float *dst, const uint16_t *A, const uint16_t *Bt) {
+ * 64 x HS tile (its transpose read column-major); only the column tiles n0 <= n < n1 (the others wholly
+ * masked: left unwritten, never read) */
+template <int NF>
+__device__ static inline void scores(float *dst, const uint16_t *A, const uint16_t *Bt, int n0, int n1) {
     const int ldb = NF * 16 + 8;
     mt_tc_acc c[4];
-    for (int n = 0; n < 4; n++) mt_tc_zero(c[n]);
+    TCB_UNROLLED for (int n = 0; n < 4; n++) mt_tc_zero(c[n]);
     TCB_ROLLED for (int kk = 0; kk < NF; kk++) {
         mt_tc_a_row fa;
         mt_tc_load(fa, A + 16 * kk, ldb);
-        for (int n = 0; n < 4; n++) {
+        TCB_UNROLLED for (int n = 0; n < 4; n++) {
+            if (n < n0 || n >= n1) continue;
             mt_tc_b_col fb;
             mt_tc_load(fb, Bt + (size_t)16 * n * ldb + 16 * kk, ldb);
             mt_tc_mma(c[n], fa, fb);
         }
     }
-    for (int n = 0; n < 4; n++) mt_tc_store(dst + 16 * n, c[n], TCB_LDF);
+    TCB_UNROLLED for (int n = 0; n < 4; n++)
+        if (n >= n0 && n < n1) mt_tc_store(dst + 16 * n, c[n], TCB_LDF);
 }
 
-/* acc[f] += P B: P the warp's bf16 16 x 64 tile (ld TCB_LDP), B a bf16 64 x HS tile */
-template <int NF> __device__ static inline void accumulate(mt_tc_acc *acc, const uint16_t *P, const uint16_t *B) {
+/* acc[f] += P B: P the warp's bf16 16 x 64 tile (ld TCB_LDP), B a bf16 64 x HS tile; P's column tiles
+ * outside [q0, q1) are zero (masked) and skipped */
+template <int NF>
+__device__ static inline void accumulate(mt_tc_acc *acc, const uint16_t *P, const uint16_t *B, int q0, int q1) {
     const int ldb = NF * 16 + 8;
-    TCB_ROLLED for (int q = 0; q < 4; q++) {
+    TCB_ROLLED for (int q = q0; q < q1; q++) {
         mt_tc_a_row fa;
         mt_tc_load(fa, P + 16 * q, TCB_LDP);
-        for (int f = 0; f < NF; f++) {
+        TCB_UNROLLED for (int f = 0; f < NF; f++) {
             mt_tc_b_row fb;
             mt_tc_load(fb, B + (size_t)16 * q * ldb + 16 * f, ldb);
             mt_tc_mma(acc[f], fa, fb);
@@ -151,8 +160,9 @@ __device__ static inline void write_rows(float *g, size_t stride, int row0, floa
     __syncwarp(); // F is stored to next
 }
 
+/* (min. 1 block an SM: without it ptxas held the HS 48 form to 128 registers, and it spilled) */
 template <int NF>
-static __global__ void __launch_bounds__(TCB_THREADS) tc_bwd_dkv(float *dqkv, const float *dout, const float *qkv,
+static __global__ void __launch_bounds__(TCB_THREADS, 1) tc_bwd_dkv(float *dqkv, const float *dout, const float *qkv,
                                                                  const float *out, const float *lse, tcb_args a) {
     const int HS = NF * 16, ldb = HS + 8;
     MT_DYNAMIC_SHARED(float, sm);
@@ -177,8 +187,10 @@ static __global__ void __launch_bounds__(TCB_THREADS) tc_bwd_dkv(float *dqkv, co
             load_tile(Os, dout + (size_t)b * a.T * a.ldo + (size_t)h * HS, a.ldo, i0, a);
             load_lse_d(lsh, Dsh, dout, out, lse, b, h, i0, a);
             __syncthreads();
-            scores<NF>(S, Ks + (size_t)16 * w * ldb, Qs);  // S^T: keys x queries
-            scores<NF>(dP, Vs + (size_t)16 * w * ldb, Os); // dP^T
+            // the query column tiles with a valid (i < T, j <= i) element for the warp's keys
+            int n0 = qt == kt ? w : 0, nv = (a.T - i0 + 15) / 16, n1 = jw >= a.T ? n0 : nv < 4 ? nv : 4;
+            scores<NF>(S, Ks + (size_t)16 * w * ldb, Qs, n0, n1);  // S^T: keys x queries
+            scores<NF>(dP, Vs + (size_t)16 * w * ldb, Os, n0, n1); // dP^T
             __syncwarp();
             for (int e = lane; e < 16 * TCB_TILE; e += 32) {
                 int r = e / TCB_TILE, c = e % TCB_TILE, j = jw + r, i = i0 + c;
@@ -192,8 +204,8 @@ static __global__ void __launch_bounds__(TCB_THREADS) tc_bwd_dkv(float *dqkv, co
                 dS[r * TCB_LDP + c] = mt_dev_fp32_to_bf16(ds);
             }
             __syncwarp();
-            accumulate<NF>(dv, Pd, Os);
-            accumulate<NF>(dk, dS, Qs);
+            accumulate<NF>(dv, Pd, Os, n0, n1);
+            accumulate<NF>(dk, dS, Qs, n0, n1);
         }
     float *gk = dqkv + (size_t)b * a.T * a.ld + (size_t)(a.NH + kv) * HS;
     write_rows<NF>(gk, a.ld, jw, a.scale, dk, S, a);
@@ -225,8 +237,10 @@ static __global__ void __launch_bounds__(TCB_THREADS) tc_bwd_dq(float *dqkv, con
         load_tile(Ks, base + (size_t)(a.NH + kv) * HS, a.ld, j0, a);
         load_tile(Vs, base + (size_t)(a.NH + a.NKV + kv) * HS, a.ld, j0, a);
         __syncthreads();
-        scores<NF>(S, Qs + (size_t)16 * w * ldb, Ks);  // S: queries x keys
-        scores<NF>(dP, Os + (size_t)16 * w * ldb, Vs); // dP
+        // the key column tiles with a valid (j <= i < T) element for the warp's queries
+        int n1 = iw < a.T ? (kt == qt ? w + 1 : 4) : 0;
+        scores<NF>(S, Qs + (size_t)16 * w * ldb, Ks, 0, n1);  // S: queries x keys
+        scores<NF>(dP, Os + (size_t)16 * w * ldb, Vs, 0, n1); // dP
         __syncwarp();
         for (int e = lane; e < 16 * TCB_TILE; e += 32) {
             int r = e / TCB_TILE, c = e % TCB_TILE, i = iw + r, j = j0 + c;
@@ -238,7 +252,7 @@ static __global__ void __launch_bounds__(TCB_THREADS) tc_bwd_dq(float *dqkv, con
             dS[r * TCB_LDP + c] = mt_dev_fp32_to_bf16(ds);
         }
         __syncwarp();
-        accumulate<NF>(dq, dS, Ks);
+        accumulate<NF>(dq, dS, Ks, 0, n1);
     }
     write_rows<NF>(dqkv + (size_t)b * a.T * a.ld + (size_t)h * HS, a.ld, iw, a.scale, dq, S, a);
 }
