@@ -40,11 +40,11 @@
  * unrolled operand loads beside them would spill */
 #ifdef MT_CUDA_EMU
 #define TCB_ROLLED
-#define TCB_UNROLLED
 #else
 #define TCB_ROLLED _Pragma("unroll 1")
-#define TCB_UNROLLED _Pragma("unroll") /* fragment arrays stay in registers only when indexed by constants */
 #endif
+/* (and the fragment loops unrolled, MT_UNROLL: a fragment array stays in registers only when indexed by
+ * constants) */
 
 struct tcb_args {
     int B, T, NH, NKV, HS, ld, ldo, nt, vec;
@@ -115,18 +115,18 @@ template <int NF>
 __device__ static inline void scores(float *dst, const uint16_t *A, const uint16_t *Bt, int n0, int n1) {
     const int ldb = NF * 16 + 8;
     mt_tc_acc c[4];
-    TCB_UNROLLED for (int n = 0; n < 4; n++) mt_tc_zero(c[n]);
+    MT_UNROLL for (int n = 0; n < 4; n++) mt_tc_zero(c[n]);
     TCB_ROLLED for (int kk = 0; kk < NF; kk++) {
         mt_tc_a_row fa;
         mt_tc_load(fa, A + 16 * kk, ldb);
-        TCB_UNROLLED for (int n = 0; n < 4; n++) {
+        MT_UNROLL for (int n = 0; n < 4; n++) {
             if (n < n0 || n >= n1) continue;
             mt_tc_b_col fb;
             mt_tc_load(fb, Bt + (size_t)16 * n * ldb + 16 * kk, ldb);
             mt_tc_mma(c[n], fa, fb);
         }
     }
-    TCB_UNROLLED for (int n = 0; n < 4; n++)
+    MT_UNROLL for (int n = 0; n < 4; n++)
         if (n >= n0 && n < n1) mt_tc_store(dst + 16 * n, c[n], TCB_LDF);
 }
 
@@ -138,7 +138,7 @@ __device__ static inline void accumulate(mt_tc_acc *acc, const uint16_t *P, cons
     TCB_ROLLED for (int q = q0; q < q1; q++) {
         mt_tc_a_row fa;
         mt_tc_load(fa, P + 16 * q, TCB_LDP);
-        TCB_UNROLLED for (int f = 0; f < NF; f++) {
+        MT_UNROLL for (int f = 0; f < NF; f++) {
             mt_tc_b_row fb;
             mt_tc_load(fb, B + (size_t)16 * q * ldb + 16 * f, ldb);
             mt_tc_mma(acc[f], fa, fb);
