@@ -404,6 +404,58 @@ static void test_attention_tc_forward(int NH, int NKV, float p, int T, int HS, b
     within(name, lse, host(l, nl), 1e-2);
 }
 
+/* The tensor-core backward against the CPU op's dqkv, from the scalar flash forward's out and lse (so it
+ * stands apart from the tensor-core forward): q, k, v, dout, P and dS rounded to bf16 before their
+ * products (8 mantissa bits, 2^-9 relative each), sums in fp32, so within 2e-2 of the fp32 reference;
+ * a second run gives the same bits (no atomics); and after the tensor-core forward. off > 0 shifts every tensor by off floats (rows not
+ * 16-byte aligned: the kernels' scalar loads). */
+static void test_attention_tc_backward(int NH, int NKV, float p, int T, int HS, int B = 2, int off = 0) {
+    int ld = (NH + 2 * NKV) * HS;
+    size_t nq = (size_t)B * T * ld, no = (size_t)B * T * NH * HS, nl = (size_t)B * NH * T;
+    std::vector<float> qkv = rnd(nq, 51 + NKV, 1.5f), dout = rnd(no, 52, 1.0f), out(no), lse(nl), dqkv(nq);
+    std::vector<uint64_t> ids = {11, 4, 7, 2};
+    ids.resize((size_t)B);
+    mt_attn_dropout cd = {{p, 99, 3, 2, MT_DROPOUT_ATTN_PROBS}, ids.data(), 1, NULL};
+    std::vector<float> scratch(op_attention_scratch_floats_gqa(CPU_BE, B, T, NH, NKV, HS));
+    op_attention_forward_gqa(CPU_BE, out.data(), lse.data(), qkv.data(), B, T, NH, NKV, HS, &cd, scratch.data());
+    op_attention_backward_gqa(CPU_BE, dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, NH, NKV, HS, &cd,
+                              scratch.data());
+    uint64_t *dids = dev(ids);
+    mt_cuda_attn_dropout gd = {cd.d, dids, 1};
+    std::vector<float> sq(off, 0.0f), so(off, 0.0f);
+    sq.insert(sq.end(), qkv.begin(), qkv.end());
+    so.insert(so.end(), dout.begin(), dout.end());
+    float *dq = dev(sq) + off, *ddo = dev(so) + off, *fo = poisoned<float>(no + off) + off, *fl = poisoned<float>(nl),
+          *dd = poisoned<float>(nq + off) + off, *dd2 = poisoned<float>(nq);
+    CK(mt_cuda_attention_flash_forward_gqa(&ctx, fo, fl, dq, B, T, NH, NKV, HS, &gd));
+    CK(mt_cuda_attention_tc_backward_gqa(&ctx, dd, ddo, dq, fo, fl, B, T, NH, NKV, HS, &gd));
+    CK(mt_cuda_attention_tc_backward_gqa(&ctx, dd2, ddo, dq, fo, fl, B, T, NH, NKV, HS, &gd));
+    char name[96];
+    snprintf(name, sizeof name, "tc attn NH %d NKV %d p %.1f T %d HS %d%s dqkv", NH, NKV, p, T, HS,
+             off ? " unaligned" : "");
+    std::vector<float> got = host(dd, nq);
+    within(name, dqkv, got, 2e-2);
+    snprintf(name, sizeof name, "tc attn T %d HS %d dqkv rerun", T, HS);
+    bitwise(name, got, host(dd2, nq));
+    // chained as in training: from the tensor-core forward's out and lse (bf16 rounding in both passes)
+    CK(mt_cuda_attention_tc_forward_gqa(&ctx, fo, fl, dq, B, T, NH, NKV, HS, &gd));
+    CK(mt_cuda_attention_tc_backward_gqa(&ctx, dd, ddo, dq, fo, fl, B, T, NH, NKV, HS, &gd));
+    snprintf(name, sizeof name, "tc attn fwd+bwd T %d HS %d dqkv", T, HS);
+    within(name, dqkv, host(dd, nq), 2e-2);
+}
+
+// The tensor-core form's head sizes (multiples of 16 up to MT_CUDA_TC_MAX_HS); the backward refuses others
+static void test_attention_tc_args(void) {
+    bool sizes = mt_cuda_attention_tc_supported(16) && mt_cuda_attention_tc_supported(64) &&
+                 mt_cuda_attention_tc_supported(MT_CUDA_TC_MAX_HS) && !mt_cuda_attention_tc_supported(8) &&
+                 !mt_cuda_attention_tc_supported(72) && !mt_cuda_attention_tc_supported(MT_CUDA_TC_MAX_HS + 16);
+    float *x = poisoned<float>(16);
+    int e1 = mt_cuda_attention_tc_backward_gqa(&ctx, x, x, x, x, x, 1, 1, 2, 1, 8, NULL);
+    int e2 = mt_cuda_attention_tc_backward_gqa(&ctx, x, x, x, x, x, 1, 1, 3, 2, 16, NULL);
+    report(sizes && e1 == (int)cudaErrorInvalidValue && e2 == (int)cudaErrorInvalidValue, "tc attn head sizes, bwd checks",
+           sizes ? (e1 ? mt_cuda_error_string(e2) : "accepted HS 8") : "wrong supported sizes");
+}
+
 // V = 301: the row cached in shared memory; V = 52001 (a row of 208 KB): read from global memory
 static void test_xent(int V = 301, int Vp = 320) {
     const int N = 9;
@@ -901,6 +953,13 @@ int main(void) {
     test_attention_tc_forward(6, 2, 0.2f, 70, 32);  // with attention dropout
     test_attention_tc_forward(2, 1, 0.0f, 150, 128); // the largest head size, three tiles
     test_attention_tc_forward(2, 2, 0.0f, 40, 48, true); // an odd head size, qkv not 16-byte aligned
+    test_attention_tc_backward(4, 4, 0.0f, 13, 16);  // GPT-2: multi-head, one partial tile
+    test_attention_tc_backward(4, 2, 0.0f, 33, 32, 2, 1); // Llama: grouped-query, rows not 16-byte aligned
+    test_attention_tc_backward(6, 2, 0.2f, 33, 16);  // with attention dropout
+    test_attention_tc_backward(2, 1, 0.1f, 100, 64); // a GPT-2-sized head, a partial second tile
+    test_attention_tc_backward(2, 2, 0.0f, 70, 128); // the largest head
+    test_attention_tc_backward(2, 1, 0.0f, 256, 32, 1); // four tiles each way
+    test_attention_tc_args();
     test_xent();
     test_xent(52001, 52008);
     test_xent_shards();
