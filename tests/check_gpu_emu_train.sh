@@ -9,8 +9,8 @@
 #    and row reductions sum in another order than oneDNN and the CPU ops);
 #  - Llama bf16: the same 10 steps, losses within 1e-3 relative (16-bit
 #    operands rounded after differently ordered fp32 sums), gradient norms
-#    within 5e-3 (attention's GEMMs multiply in TF32 under bf16 on the GPU:
-#    operands rounded to 10 mantissa bits, emulated);
+#    within 5e-3 (attention under bf16 runs the tensor-core flash kernels on
+#    the GPU -- head size 16 here: q, k, v, p rounded to bf16, emulated);
 #  - activation compression: GPT-2 --compress-activations bf16 within 1e-6,
 #    Llama bf16 --compress-activations lossless within 1e-3;
 #  - eval --device cuda prints the CPU's validation loss (6 digits);

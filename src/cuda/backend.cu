@@ -156,25 +156,39 @@ mt_cuda_attn_dropout attn_drop(const mt_attn_dropout *d) {
     }
     return c;
 }
-size_t k_attention_scratch_floats(mt_backend *, int B, int T, int NH, int HS) {
-    return mt_cuda_attention_scratch_floats(B, T, NH, NH, HS);
+// bf16 mixed precision (attention_mixed): the tensor-core flash kernels where the head size allows (no
+// scratch), else the simple kernels with TF32 GEMMs; fp32: the simple kernels in full fp32
+static int use_tensor_cores(const mt_backend *be, int HS) {
+    return be->attention_mixed && mt_cuda_attention_tc_supported(HS);
 }
-size_t k_attention_scratch_floats_gqa(mt_backend *, int B, int T, int NH, int NKV, int HS) {
-    return mt_cuda_attention_scratch_floats(B, T, NH, NKV, HS);
+size_t k_attention_scratch_floats(mt_backend *be, int B, int T, int NH, int HS) {
+    return use_tensor_cores(be, HS) ? 0 : mt_cuda_attention_scratch_floats(B, T, NH, NH, HS);
+}
+size_t k_attention_scratch_floats_gqa(mt_backend *be, int B, int T, int NH, int NKV, int HS) {
+    return use_tensor_cores(be, HS) ? 0 : mt_cuda_attention_scratch_floats(B, T, NH, NKV, HS);
 }
 void k_attention_forward_gqa(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
                              int HS, const mt_attn_dropout *drop, float *scratch) {
     mt_cuda_attn_dropout d = attn_drop(drop);
-    mt_cuda_ctx c = *cx(be); // TF32 for the score and value GEMMs under bf16 mixed precision (attention_tf32)
-    c.tf32 = be->attention_tf32;
+    if (use_tensor_cores(be, HS)) {
+        check(mt_cuda_attention_tc_forward_gqa(cx(be), out, lse, qkv, B, T, NH, NKV, HS, &d), "attention_tc_forward_gqa");
+        return;
+    }
+    mt_cuda_ctx c = *cx(be);
+    c.tf32 = be->attention_mixed;
     check(mt_cuda_attention_forward_gqa(&c, out, lse, qkv, B, T, NH, NKV, HS, &d, scratch), "attention_forward_gqa");
 }
 void k_attention_backward_gqa(mt_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,
                               const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
                               float *scratch) {
     mt_cuda_attn_dropout d = attn_drop(drop);
+    if (use_tensor_cores(be, HS)) {
+        check(mt_cuda_attention_tc_backward_gqa(cx(be), dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, &d),
+              "attention_tc_backward_gqa");
+        return;
+    }
     mt_cuda_ctx c = *cx(be);
-    c.tf32 = be->attention_tf32;
+    c.tf32 = be->attention_mixed;
     check(mt_cuda_attention_backward_gqa(&c, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, &d, scratch),
           "attention_backward_gqa");
 }

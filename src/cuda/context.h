@@ -20,7 +20,7 @@ typedef struct mt_cuda_ctx {
     void *blas; /* cublasHandle_t (NULL under the emulation) */
     /* 1: mt_cuda_gemm's fp32 GEMMs multiply in TF32 (CUBLAS_COMPUTE_32F_FAST_TF32: operands rounded to
        10 mantissa bits, fp32 accumulation); 0 (mt_cuda_ctx_init): full fp32. The backend sets it on a
-       copy for attention under bf16 mixed precision (device/backend.h, attention_tf32). */
+       copy for attention under bf16 mixed precision (device/backend.h, attention_mixed). */
     int tf32;
     /* the column sums' partials (launch_util.h, mt_col_split): MT_CUDA_COL_SCRATCH floats of device
        memory made with the context, so no kernel allocates */

@@ -56,10 +56,11 @@ typedef struct mt_backend {
        trainer, mt_comm_set_device); NULL on the CPU */
     const struct mt_comm_device *comm_device;
     int device_index; /* CUDA: the GPU this process drives (cudaSetDevice); -1 on the CPU */
-    /* CUDA: attention's fp32 score and value GEMMs may multiply in TF32 (10-bit mantissa operands, fp32
-       accumulation: finer than the bf16 GEMMs around them); the trainer sets it under {precision} bf16.
-       0: full fp32 (fp32 runs keep the CPU engine's numerics). Ignored on the CPU. */
-    int attention_tf32;
+    /* CUDA: attention may multiply 16-bit operands -- the tensor-core flash kernels (bf16 q, k, v, p; fp32
+       softmax and sums) where the head size allows (a multiple of 16 up to 128), else TF32 score and value
+       GEMMs -- finer than or as fine as the bf16 GEMMs around it; the trainer sets it under {precision}
+       bf16. 0: full fp32 (fp32 runs keep the CPU engine's numerics). Ignored on the CPU. */
+    int attention_mixed;
     int device_count; /* CUDA: the GPUs this process sees */
 } mt_backend;
 

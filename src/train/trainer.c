@@ -352,8 +352,8 @@ int mt_trainer_init(mt_trainer *tr, const mt_train_opts *o, mt_comm *world, mt_e
     part.partition_acts = op->partition_activations;
     if (!rc && mt_backend_open_local(&tr->be, op->device, op->gemm, mt_comm_local_rank(world), op->gpus_per_node, err))
         rc = -1;
-    /* bf16 mixed precision on a GPU: attention's fp32 GEMMs at TF32 (device/backend.h) */
-    if (!rc) tr->be.attention_tf32 = op->precision == MT_BF16;
+    /* bf16 mixed precision on a GPU: attention on 16-bit operands (device/backend.h) */
+    if (!rc) tr->be.attention_mixed = op->precision == MT_BF16;
     /* a GPU's used memory before any buffer of ours: the accounting's baseline (accounting.c) */
     if (!rc && mt_backend_device_used(&tr->be, &tr->device_used_open)) tr->device_used_open = 0;
     /* collectives of device buffers are staged through pinned host memory, ordered on the device's stream */

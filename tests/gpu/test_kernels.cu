@@ -399,14 +399,14 @@ static void test_attention_tc_forward(int NH, int NKV, float p, int T, int HS, b
     char name[96];
     const char *mis = misaligned ? " unaligned" : "";
     snprintf(name, sizeof name, "tc attn fwd NH %d NKV %d p %.1f T %d HS %d out%s", NH, NKV, p, T, HS, mis);
-    within(name, out, host(o, no), 2e-2);
+    within(name, out, host(o, no), 1e-2);
     snprintf(name, sizeof name, "tc attn fwd NH %d NKV %d p %.1f T %d HS %d lse%s", NH, NKV, p, T, HS, mis);
     within(name, lse, host(l, nl), 1e-2);
 }
 
 /* The tensor-core backward against the CPU op's dqkv, from the scalar flash forward's out and lse (so it
  * stands apart from the tensor-core forward): q, k, v, dout, P and dS rounded to bf16 before their
- * products (8 mantissa bits, 2^-9 relative each), sums in fp32, so within 2e-2 of the fp32 reference;
+ * products (8 mantissa bits, 2^-9 relative each), sums in fp32, so within 1e-2 of the fp32 reference (measured at most 4.4e-3);
  * a second run gives the same bits (no atomics); and after the tensor-core forward. off > 0 shifts every tensor by off floats (rows not
  * 16-byte aligned: the kernels' scalar loads). */
 static void test_attention_tc_backward(int NH, int NKV, float p, int T, int HS, int B = 2, int off = 0) {
@@ -434,14 +434,14 @@ static void test_attention_tc_backward(int NH, int NKV, float p, int T, int HS, 
     snprintf(name, sizeof name, "tc attn NH %d NKV %d p %.1f T %d HS %d%s dqkv", NH, NKV, p, T, HS,
              off ? " unaligned" : "");
     std::vector<float> got = host(dd, nq);
-    within(name, dqkv, got, 2e-2);
+    within(name, dqkv, got, 1e-2);
     snprintf(name, sizeof name, "tc attn T %d HS %d dqkv rerun", T, HS);
     bitwise(name, got, host(dd2, nq));
     // chained as in training: from the tensor-core forward's out and lse (bf16 rounding in both passes)
     CK(mt_cuda_attention_tc_forward_gqa(&ctx, fo, fl, dq, B, T, NH, NKV, HS, &gd));
     CK(mt_cuda_attention_tc_backward_gqa(&ctx, dd, ddo, dq, fo, fl, B, T, NH, NKV, HS, &gd));
     snprintf(name, sizeof name, "tc attn fwd+bwd T %d HS %d dqkv", T, HS);
-    within(name, dqkv, host(dd, nq), 2e-2);
+    within(name, dqkv, host(dd, nq), 1e-2);
 }
 
 // The tensor-core form's head sizes (multiples of 16 up to MT_CUDA_TC_MAX_HS); the backward refuses others
