@@ -70,24 +70,11 @@ MT_UNROLL
     float m = -INFINITY, l = 0.0f;
     const int last = (q0 + TC_ROWS < a.T ? q0 + TC_ROWS : a.T) - 1; // the block's last query row
     const float *Kg = base + (size_t)(a.NH + kv) * HS, *Vg = base + (size_t)(a.NH + a.NKV + kv) * HS;
-    // aligned rows, head sizes to 64: the next tile's K and V fetched into registers while this one computes
-    // (beyond 64 they would not fit beside the fragments: ptxas spills)
-    constexpr bool PREFETCH = HS <= 64;
-    const bool pre = PREFETCH && a.vec;
-    mt_tc_rows_regs<PREFETCH ? HS : 16> kn, vn;
-    if (pre) mt_tc_fetch_rows(kn, Kg, a.ld, 0, a.T), mt_tc_fetch_rows(vn, Vg, a.ld, 0, a.T);
     for (int kt = 0; kt * TC_ROWS <= last; kt++) {
         const int k0 = kt * TC_ROWS;
         __syncthreads(); // the previous tile's K and V are no longer read
-        if (pre) {
-            mt_tc_put_rows(Ks, ldq, kn);
-            mt_tc_put_rows(Vs, ldq, vn);
-            if (k0 + TC_ROWS <= last)
-                mt_tc_fetch_rows(kn, Kg, a.ld, k0 + TC_ROWS, a.T), mt_tc_fetch_rows(vn, Vg, a.ld, k0 + TC_ROWS, a.T);
-        } else {
-            mt_tc_stage_rows<HS>(Ks, ldq, Kg, a.ld, k0, a.T, a.vec);
-            mt_tc_stage_rows<HS>(Vs, ldq, Vg, a.ld, k0, a.T, a.vec);
-        }
+        mt_tc_stage_rows<HS>(Ks, ldq, Kg, a.ld, k0, a.T, a.vec);
+        mt_tc_stage_rows<HS>(Vs, ldq, Vg, a.ld, k0, a.T, a.vec);
         __syncthreads();
         if (r0 >= a.T || k0 > r0 + 15) continue; // the warp's rows are past T or all above this tile (causal)
 MT_UNROLL
@@ -111,18 +98,18 @@ MT_UNROLL
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         float mn = fmaxf(m, mx);
-        float alpha = m == -INFINITY ? 0.0f : mt_dev_expf(m - mn), sum = 0.0f; // l, O are 0 while m is -inf
+        float alpha = m == -INFINITY ? 0.0f : mt_tc_exp(m - mn), sum = 0.0f; // l, O are 0 while m is -inf
         for (int c = half; c < TC_ROWS; c += 2) {
             int j = k0 + c;
             float p = 0.0f, pd = 0.0f;
             if (i < a.T && j <= i) {
-                p = mt_dev_expf(a.scale * Sw[rr * 68 + c] - mn);
+                p = mt_tc_exp(a.scale * Sw[rr * 68 + c] - mn);
                 pd = a.d.on ? p * mt_dev_dropout_scale(&a.d, a.sample_ids[b], (uint32_t)i, (uint32_t)(a.head0 + h),
                                                        (uint32_t)j)
                             : p;
             }
             sum += p;
-            Pw[rr * 72 + c] = mt_dev_fp32_to_bf16(pd);
+            Pw[rr * 72 + c] = mt_tc_to_bf16(pd);
         }
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         l = alpha * l + sum;

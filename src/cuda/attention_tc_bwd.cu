@@ -27,11 +27,12 @@
 #include "cuda/launch_util.h"
 #include "cuda/philox_device.h"
 #include "cuda/tensor_core.h"
+#include "cuda/attention_tc_tiles.h"
 #include <math.h>
 #include <stdint.h>
 
 #define TCB_TILE 64     /* queries or keys per block tile */
-#define TCB_THREADS 128 /* 4 warps of 16 rows */
+#define TCB_THREADS MT_TC_THREADS /* 4 warps of 16 rows (attention_tc_tiles.h stages with as many) */
 #define TCB_LDF 68      /* fp32 score tiles of a warp: 16 x 64, padded */
 #define TCB_FW (16 * TCB_LDF)
 #define TCB_LDP 72      /* bf16 16 x 64 operand tiles of a warp, padded */
@@ -67,22 +68,12 @@ __device__ static inline float drop_scale(const tcb_args &a, int b, int i, int h
                   : 1.0f;
 }
 
-/* rows row0 .. row0 + 63 (row r at src + r * stride, HS floats) as bf16 into dst (ld HS + 8), rows past T
- * zero; all threads of the block, float4 loads when the rows are 16-byte aligned (a.vec) */
+/* rows row0 .. row0 + 63 (row r at src + r * stride, HS = 16 NF floats) as bf16 into dst (ld HS + 8), rows
+ * past T zero; all threads of the block (attention_tc_tiles.h: every load of a thread in flight before
+ * its stores; float4 when the rows are 16-byte aligned, a.vec) */
+template <int NF>
 __device__ static inline void load_tile(uint16_t *dst, const float *src, size_t stride, int row0, const tcb_args &a) {
-    int n4 = a.HS / 4, ldb = a.HS + 8;
-    for (int c = threadIdx.x; c < TCB_TILE * n4; c += TCB_THREADS) {
-        int r = c / n4, k = c % n4 * 4, i = row0 + r;
-        float4 v = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (i < a.T) {
-            const float *p = src + (size_t)i * stride + k;
-            if (a.vec) v = *(const float4 *)p;
-            else v = {p[0], p[1], p[2], p[3]};
-        }
-        ushort4 h = {mt_dev_fp32_to_bf16(v.x), mt_dev_fp32_to_bf16(v.y), mt_dev_fp32_to_bf16(v.z),
-                     mt_dev_fp32_to_bf16(v.w)};
-        *(ushort4 *)(dst + (size_t)r * ldb + k) = h;
-    }
+    mt_tc_stage_rows<16 * NF>(dst, 16 * NF + 8, src, (int)stride, row0, a.T, a.vec);
 }
 
 /* lse and D = dout.out (fp32) of query rows row0 .. row0 + 63 of (b, h), 0 past T: two threads a row,
@@ -175,16 +166,16 @@ static __global__ void __launch_bounds__(TCB_THREADS, 1) tc_bwd_dkv(float *dqkv,
     int b = (int)blockIdx.x / a.NKV, kv = (int)blockIdx.x % a.NKV, kt = (int)blockIdx.y, G = a.NH / a.NKV;
     int j0 = kt * TCB_TILE, jw = j0 + 16 * w;
     const float *base = qkv + (size_t)b * a.T * a.ld;
-    load_tile(Ks, base + (size_t)(a.NH + kv) * HS, a.ld, j0, a);
-    load_tile(Vs, base + (size_t)(a.NH + a.NKV + kv) * HS, a.ld, j0, a);
+    load_tile<NF>(Ks, base + (size_t)(a.NH + kv) * HS, a.ld, j0, a);
+    load_tile<NF>(Vs, base + (size_t)(a.NH + a.NKV + kv) * HS, a.ld, j0, a);
     mt_tc_acc dk[NF], dv[NF];
     for (int f = 0; f < NF; f++) mt_tc_zero(dk[f]), mt_tc_zero(dv[f]);
     for (int h = kv * G; h < (kv + 1) * G; h++)
         for (int qt = kt; qt < a.nt; qt++) {
             int i0 = qt * TCB_TILE;
             __syncthreads(); // the previous tiles are used up
-            load_tile(Qs, base + (size_t)h * HS, a.ld, i0, a);
-            load_tile(Os, dout + (size_t)b * a.T * a.ldo + (size_t)h * HS, a.ldo, i0, a);
+            load_tile<NF>(Qs, base + (size_t)h * HS, a.ld, i0, a);
+            load_tile<NF>(Os, dout + (size_t)b * a.T * a.ldo + (size_t)h * HS, a.ldo, i0, a);
             load_lse_d(lsh, Dsh, dout, out, lse, b, h, i0, a);
             __syncthreads();
             // the query column tiles with a valid (i < T, j <= i) element for the warp's keys
@@ -196,12 +187,12 @@ static __global__ void __launch_bounds__(TCB_THREADS, 1) tc_bwd_dkv(float *dqkv,
                 int r = e / TCB_TILE, c = e % TCB_TILE, j = jw + r, i = i0 + c;
                 float pd = 0.0f, ds = 0.0f;
                 if (i < a.T && j <= i) {
-                    float p = mt_dev_expf(a.scale * S[r * TCB_LDF + c] - lsh[c]), d = drop_scale(a, b, i, h, j);
+                    float p = mt_tc_exp(a.scale * S[r * TCB_LDF + c] - lsh[c]), d = drop_scale(a, b, i, h, j);
                     pd = p * d;
                     ds = p * (d * dP[r * TCB_LDF + c] - Dsh[c]);
                 }
-                Pd[r * TCB_LDP + c] = mt_dev_fp32_to_bf16(pd);
-                dS[r * TCB_LDP + c] = mt_dev_fp32_to_bf16(ds);
+                Pd[r * TCB_LDP + c] = mt_tc_to_bf16(pd);
+                dS[r * TCB_LDP + c] = mt_tc_to_bf16(ds);
             }
             __syncwarp();
             accumulate<NF>(dv, Pd, Os, n0, n1);
@@ -213,7 +204,7 @@ static __global__ void __launch_bounds__(TCB_THREADS, 1) tc_bwd_dkv(float *dqkv,
 }
 
 template <int NF>
-static __global__ void __launch_bounds__(TCB_THREADS) tc_bwd_dq(float *dqkv, const float *dout, const float *qkv,
+static __global__ void __launch_bounds__(TCB_THREADS, 1) tc_bwd_dq(float *dqkv, const float *dout, const float *qkv,
                                                                 const float *out, const float *lse, tcb_args a) {
     const int HS = NF * 16, ldb = HS + 8;
     MT_DYNAMIC_SHARED(float, sm);
@@ -226,16 +217,16 @@ static __global__ void __launch_bounds__(TCB_THREADS) tc_bwd_dq(float *dqkv, con
     int b = (int)blockIdx.x / a.NH, h = (int)blockIdx.x % a.NH, kv = h / (a.NH / a.NKV);
     int qt = a.nt - 1 - (int)blockIdx.y, i0 = qt * TCB_TILE, iw = i0 + 16 * w;
     const float *base = qkv + (size_t)b * a.T * a.ld;
-    load_tile(Qs, base + (size_t)h * HS, a.ld, i0, a);
-    load_tile(Os, dout + (size_t)b * a.T * a.ldo + (size_t)h * HS, a.ldo, i0, a);
+    load_tile<NF>(Qs, base + (size_t)h * HS, a.ld, i0, a);
+    load_tile<NF>(Os, dout + (size_t)b * a.T * a.ldo + (size_t)h * HS, a.ldo, i0, a);
     load_lse_d(lsh, Dsh, dout, out, lse, b, h, i0, a);
     mt_tc_acc dq[NF];
     for (int f = 0; f < NF; f++) mt_tc_zero(dq[f]);
     for (int kt = 0; kt <= qt; kt++) {
         int j0 = kt * TCB_TILE;
         __syncthreads(); // the previous tiles are used up
-        load_tile(Ks, base + (size_t)(a.NH + kv) * HS, a.ld, j0, a);
-        load_tile(Vs, base + (size_t)(a.NH + a.NKV + kv) * HS, a.ld, j0, a);
+        load_tile<NF>(Ks, base + (size_t)(a.NH + kv) * HS, a.ld, j0, a);
+        load_tile<NF>(Vs, base + (size_t)(a.NH + a.NKV + kv) * HS, a.ld, j0, a);
         __syncthreads();
         // the key column tiles with a valid (j <= i < T) element for the warp's queries
         int n1 = iw < a.T ? (kt == qt ? w + 1 : 4) : 0;
@@ -246,10 +237,10 @@ static __global__ void __launch_bounds__(TCB_THREADS) tc_bwd_dq(float *dqkv, con
             int r = e / TCB_TILE, c = e % TCB_TILE, i = iw + r, j = j0 + c;
             float ds = 0.0f;
             if (i < a.T && j <= i) {
-                float p = mt_dev_expf(a.scale * S[r * TCB_LDF + c] - lsh[16 * w + r]);
+                float p = mt_tc_exp(a.scale * S[r * TCB_LDF + c] - lsh[16 * w + r]);
                 ds = p * (drop_scale(a, b, i, h, j) * dP[r * TCB_LDF + c] - Dsh[16 * w + r]);
             }
-            dS[r * TCB_LDP + c] = mt_dev_fp32_to_bf16(ds);
+            dS[r * TCB_LDP + c] = mt_tc_to_bf16(ds);
         }
         __syncwarp();
         accumulate<NF>(dq, dS, Ks, 0, n1);

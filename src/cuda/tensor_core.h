@@ -19,8 +19,15 @@
 #include "cuda/compat.h"
 #include <stdint.h>
 
+/* The roundings and exponential of the tile kernels: fp32 -> bf16 round to nearest even (the
+ * hardware's conversion under nvcc: bitwise device_math.h's integer form but for NaN payloads, which
+ * attention propagates either way) and a fast exp (the hardware's ex2.approx under nvcc, ~2 ulp;
+ * expf in the emulation): the tile products round p to bf16, so the CPU's exact exp form buys nothing
+ * there, and the forward and backward use the same one. */
 #ifndef MT_CUDA_EMU
 #include <cuda_bf16.h>
+__device__ static inline uint16_t mt_tc_to_bf16(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+__device__ static inline float mt_tc_exp(float x) { return __expf(x); }
 #include <mma.h>
 typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> mt_tc_a_row;
 typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::col_major> mt_tc_a_col;
@@ -41,6 +48,14 @@ template <class A, class B> __device__ static inline void mt_tc_mma(mt_tc_acc &c
     nvcuda::wmma::mma_sync(c, a, b, c);
 }
 #else
+static inline uint16_t mt_tc_to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static inline float mt_tc_exp(float x) { return expf(x); }
 /* the emulated tiles: element (r, k) of the operand, whatever its storage */
 template <int COL> struct mt_tc_tile16 {
     uint16_t v[16][16];
