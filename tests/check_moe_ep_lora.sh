@@ -66,19 +66,10 @@ PY
 # trained and within 1e-4 of its largest element of the one-process run's
 peft_diff() { # REF RUN BOUND
     $PY - $W/peft_$1 $W/peft_$2 $2 $3 <<'PY'
-import json, struct, sys
-def load(d):
-    b = open(f"{d}/adapter_model.safetensors", "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    h.pop("__metadata__", None)
-    out = {}
-    for k, v in h.items():
-        assert v["dtype"] == "F32", (k, v["dtype"])
-        s, e = v["data_offsets"]
-        out[k] = struct.unpack(f"<{(e - s) // 4}f", b[8 + n + s:8 + n + e])
-    return out, json.load(open(f"{d}/adapter_config.json"))
-(a, ca), (b, cb) = load(sys.argv[1]), load(sys.argv[2])
+import sys
+sys.path.insert(0, "tests")
+from parity import read_peft_adapter
+(a, ca), (b, cb) = read_peft_adapter(sys.argv[1]), read_peft_adapter(sys.argv[2])
 assert ca == cb, (ca, cb)
 assert sorted(a) == sorted(b), set(a) ^ set(b)
 experts = [k for k in a if ".experts." in k and "lora_B" in k]

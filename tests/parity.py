@@ -31,6 +31,20 @@ def write_peft_adapter(directory, tensors, config):
         json.dump(config, f)
 
 
+def read_peft_adapter(directory):
+    """A peft adapter directory's fp32 tensors (name -> tuple of floats) and its adapter_config.json."""
+    b = open(os.path.join(directory, "adapter_model.safetensors"), "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    h.pop("__metadata__", None)
+    out = {}
+    for k, v in h.items():
+        assert v["dtype"] == "F32", (k, v["dtype"])
+        s, e = v["data_offsets"]
+        out[k] = struct.unpack(f"<{(e - s) // 4}f", b[8 + n + s:8 + n + e])
+    return out, json.load(open(os.path.join(directory, "adapter_config.json")))
+
+
 def compare_losses(mt_metrics, ref_json, steps, tol, step0_tol=None, label="losses"):
     """meshtrain's --metrics losses against the reference's "losses": the
     step-0 loss within step0_tol and every step within tol (relative)."""
