@@ -76,3 +76,11 @@ import json, sys
 json.dump({"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["c_attn%d" % i for i in range(40)]}, open(sys.argv[1], "w"))
 PY
 expect_failure "too long" $M import --format peft --in $W/long --base $W/base --out $W/long_ck
+# a modules_to_save list past the 256-byte pattern: one line (its escape loop wrote a byte past the
+# pattern's buffer; UBSan, fuzz_peft_config)
+$PY - $W/long/adapter_config.json <<'PY'
+import json, sys
+json.dump({"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["c_attn"],
+           "modules_to_save": ["lm.head%d" % i for i in range(30)]}, open(sys.argv[1], "w"))
+PY
+expect_failure "modules_to_save is too long" $M import --format peft --in $W/long --base $W/base --out $W/long_ck

@@ -172,13 +172,20 @@ int mt_peft_export(const char *dir, const mt_weights *w, mt_error *err) {
 }
 
 /* adapter_config.json -> the adapter spec. */
-/* Appends ",item" (or "item" first) to the comma list buf of cap bytes holding n characters; returns
- * the length the list would have, so a caller sees n >= cap once it no longer fits (the buffer is
- * never written, or pointed, past its end). */
+/* The list builders below count the length their text would have and write only what fits, always
+ * NUL-terminated: a caller sees n >= cap once it no longer fits (nothing is written, or pointed, past
+ * the buffer's end). append_text adds text; append_char one character; append_listed ",item" (or
+ * "item" first). */
+static size_t append_text(char *buf, size_t cap, size_t n, const char *text) {
+    if (n >= cap) return n + strlen(text);
+    return n + (size_t)snprintf(buf + n, cap - n, "%s", text);
+}
+static size_t append_char(char *buf, size_t cap, size_t n, char c) {
+    if (n + 1 < cap) buf[n] = c, buf[n + 1] = 0;
+    return n + 1;
+}
 static size_t append_listed(char *buf, size_t cap, size_t n, const char *item) {
-    const char *sep = n ? "," : "";
-    if (n >= cap) return n + strlen(sep) + strlen(item);
-    return n + (size_t)snprintf(buf + n, cap - n, "%s%s", sep, item);
+    return append_text(buf, cap, append_text(buf, cap, n, n ? "," : ""), item);
 }
 
 int mt_peft_read_config(const char *dir, mt_adapter_spec *s, mt_error *err) {
@@ -244,15 +251,13 @@ int mt_peft_read_config(const char *dir, mt_adapter_spec *s, mt_error *err) {
                 rc = mt_errorf(err, "%s: modules_to_save holds a non-string", path);
                 break;
             }
-            n += (size_t)snprintf(s->train_also + n, n < sizeof s->train_also ? sizeof s->train_also - n : 0, "%s",
-                                  e == ms->child ? "" : "|");
-            for (const char *c = e->str; *c && n + 3 < sizeof s->train_also; c++) { /* escape regex metacharacters */
-                if (strchr("\\.^$|?*+()[]{}", *c)) s->train_also[n++] = '\\';
-                s->train_also[n++] = *c;
+            if (e != ms->child) n = append_char(s->train_also, sizeof s->train_also, n, '|');
+            for (const char *c = e->str; *c; c++) { /* escape regex metacharacters */
+                if (strchr("\\.^$|?*+()[]{}", *c)) n = append_char(s->train_also, sizeof s->train_also, n, '\\');
+                n = append_char(s->train_also, sizeof s->train_also, n, *c);
             }
-            s->train_also[n] = 0;
         }
-        n += (size_t)snprintf(s->train_also + n, n < sizeof s->train_also ? sizeof s->train_also - n : 0, ")\\.[^.]+$");
+        n = append_text(s->train_also, sizeof s->train_also, n, ")\\.[^.]+$");
         if (!rc && n >= sizeof s->train_also) rc = mt_errorf(err, "%s: modules_to_save is too long", path);
     } else if (ms && ms->type != MT_JSON_NULL && ms->type != MT_JSON_ARRAY) {
         rc = mt_errorf(err, "%s: modules_to_save is neither a list nor null", path);
