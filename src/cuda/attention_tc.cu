@@ -37,11 +37,8 @@ struct tc_fwd_args {
 // shared memory, in this order: Q, K, V (64 rows of HS + 8 bf16 each: the pad keeps rows apart in the
 // banks and leaves every 16-row tile 32-byte aligned); per warp S (16 x 68 fp32), P (16 x 72 bf16) and
 // O (16 x (HS + 4) fp32)
-static size_t tc_fwd_shared_bytes(int HS) {
-    size_t qkv = 3 * (size_t)TC_ROWS * (HS + 8) * 2;
-    size_t per_warp = 16 * 68 * 4 + 16 * 72 * 2 + 16 * (size_t)(HS + 4) * 4;
-    return qkv + TC_WARPS * per_warp;
-}
+MT_HD static inline size_t tc_fwd_warp_bytes(int HS) { return 16 * 68 * 4 + 16 * 72 * 2 + 16 * (size_t)(HS + 4) * 4; }
+static size_t tc_fwd_shared_bytes(int HS) { return 3 * (size_t)TC_ROWS * (HS + 8) * 2 + TC_WARPS * tc_fwd_warp_bytes(HS); }
 
 template <int HS> __global__ static void tc_fwd(float *out, float *lse, const float *qkv, tc_fwd_args a) {
     MT_DYNAMIC_SHARED(unsigned char, smem);
@@ -51,8 +48,7 @@ template <int HS> __global__ static void tc_fwd(float *out, float *lse, const fl
     const int h = (int)blockIdx.y, b = (int)blockIdx.z, kv = h / (a.NH / a.NKV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     uint16_t *Qs = (uint16_t *)smem, *Ks = Qs + TC_ROWS * ldq, *Vs = Ks + TC_ROWS * ldq;
-    unsigned char *wp = (unsigned char *)(Vs + TC_ROWS * ldq) +
-                        (size_t)warp * (16 * 68 * 4 + 16 * 72 * 2 + 16 * (size_t)ldo_s * 4);
+    unsigned char *wp = (unsigned char *)(Vs + TC_ROWS * ldq) + (size_t)warp * tc_fwd_warp_bytes(HS);
     float *Sw = (float *)wp;
     uint16_t *Pw = (uint16_t *)(Sw + 16 * 68);
     float *Ow = (float *)(Pw + 16 * 72);

@@ -17,6 +17,7 @@
 #ifndef MT_CUDA_TENSOR_CORE_H
 #define MT_CUDA_TENSOR_CORE_H
 #include "cuda/compat.h"
+#include "cuda/device_math.h"
 #include <stdint.h>
 
 /* The roundings and exponential of the tile kernels: fp32 -> bf16 round to nearest even (the
@@ -48,13 +49,7 @@ template <class A, class B> __device__ static inline void mt_tc_mma(mt_tc_acc &c
     nvcuda::wmma::mma_sync(c, a, b, c);
 }
 #else
-static inline uint16_t mt_tc_to_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
+static inline uint16_t mt_tc_to_bf16(float x) { return mt_dev_fp32_to_bf16(x); }
 static inline float mt_tc_exp(float x) { return expf(x); }
 /* the emulated tiles: element (r, k) of the operand, whatever its storage */
 template <int COL> struct mt_tc_tile16 {
@@ -89,17 +84,11 @@ static inline void mt_tc_store(float *p, const mt_tc_acc &c, int ld) {
     int lane = ::mt_emu::lane_id() % 32;
     for (int e = lane; e < 256; e += 32) p[(size_t)(e / 16) * ld + e % 16] = c.v[e / 16][e % 16];
 }
-static inline float mt_tc_bf16(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 template <int CA, int CB> static inline void mt_tc_mma(mt_tc_acc &c, const mt_tc_tile16<CA> &a, const mt_tc_tile16<CB> &b) {
     for (int r = 0; r < 16; r++)
         for (int n = 0; n < 16; n++) {
             float s = c.v[r][n];
-            for (int k = 0; k < 16; k++) s += mt_tc_bf16(a.v[r][k]) * mt_tc_bf16(b.v[k][n]);
+            for (int k = 0; k < 16; k++) s += mt_dev_bf16_to_fp32(a.v[r][k]) * mt_dev_bf16_to_fp32(b.v[k][n]);
             c.v[r][n] = s;
         }
 }
