@@ -171,7 +171,7 @@ void k_attention_forward_gqa(mt_backend *be, float *out, float *lse, const float
                              int HS, const mt_attn_dropout *drop, float *scratch) {
     mt_cuda_attn_dropout d = attn_drop(drop);
     if (use_tensor_cores(be, HS)) {
-        check(mt_cuda_attention_tc_forward_gqa(cx(be), out, lse, qkv, B, T, NH, NKV, HS, &d), "attention_tc_forward_gqa");
+        check(mt_cuda_attention_mma_forward_gqa(cx(be), out, lse, qkv, B, T, NH, NKV, HS, &d), "attention_mma_forward_gqa");
         return;
     }
     mt_cuda_ctx c = *cx(be);

@@ -119,6 +119,11 @@ int mt_cuda_attention_flash_backward_gqa(const mt_cuda_ctx *c, float *dqkv, cons
 int mt_cuda_attention_tc_supported(int HS);
 int mt_cuda_attention_tc_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B, int T,
                                      int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop);
+/* The register form of the tensor-core forward (attention_mma.cu): the same arithmetic and arguments,
+ * the products on m16n8k16 register fragments, so scores, softmax and the output accumulator stay in
+ * registers (the WMMA form above keeps them in shared memory). */
+int mt_cuda_attention_mma_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B, int T,
+                                      int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop);
 int mt_cuda_attention_tc_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv,
                                       const float *out, const float *lse, int B, int T, int NH, int NKV, int HS,
                                       const mt_cuda_attn_dropout *drop);

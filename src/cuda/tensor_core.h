@@ -93,4 +93,50 @@ template <int CA, int CB> static inline void mt_tc_mma(mt_tc_acc &c, const mt_tc
         }
 }
 #endif
+
+/* Register fragments of the m16n8k16 product (PTX mma.sync.aligned.m16n8k16.row.col with bf16
+ * operands and an fp32 accumulator): operands and accumulator live in the lanes' registers in the
+ * order the PTX ISA documents, so a kernel works on the accumulator's elements itself (the online
+ * softmax in registers) and passes a product's accumulator on as the next product's left operand
+ * without shared memory. With g = lane / 4 and t = lane % 4, (row, column) of each register:
+ *   A, 16 x 16 (m x k):  a[0] (g, 2t and 2t+1), a[1] (g+8, 2t..), a[2] (g, 2t+8..), a[3] (g+8, 2t+8..)
+ *   B, 16 x 8 (k x n):   b[0] (2t and 2t+1, g), b[1] (2t+8 and 2t+9, g)
+ *   C, 16 x 8 fp32:      c[0], c[1] (g, 2t and 2t+1), c[2], c[3] (g+8, 2t and 2t+1)
+ * each uint32_t holding two bf16 bit patterns, the lower-indexed element in the low half. So the
+ * accumulators of two adjacent n-blocks (columns 0-7 and 8-15), packed, are exactly an A fragment:
+ * a[0] = c0[0..1], a[1] = c0[2..3], a[2] = c1[0..1], a[3] = c1[2..3]. All 32 lanes call it together. */
+MT_HD static inline uint32_t mt_tc_pack2(uint16_t lo, uint16_t hi) { return (uint32_t)lo | (uint32_t)hi << 16; }
+__device__ static inline uint32_t mt_tc_pack_bf16x2(float lo, float hi) {
+    return mt_tc_pack2(mt_tc_to_bf16(lo), mt_tc_to_bf16(hi));
+}
+#ifndef MT_CUDA_EMU
+__device__ static inline void mt_mma_16816(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#else
+/* every lane deposits its registers, then computes its own four sums from the warp's (k in order, in
+ * fp32: the products of two bf16 values are exact) */
+static inline void mt_mma_16816(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+    struct regs {
+        uint32_t a[4], b[2];
+    } mine = {{a[0], a[1], a[2], a[3]}, {b[0], b[1]}}, all[32];
+    ::mt_emu::warp_gather(&mine, sizeof mine, all);
+    const int lane = ::mt_emu::lane_id() % 32, g = lane / 4, t = lane % 4;
+    for (int e = 0; e < 4; e++) {
+        const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+        float s = c[e];
+        for (int k = 0; k < 16; k++) {
+            const int src = k % 8 / 2, hi = k % 2; // the lane of the quad holding column / row k
+            uint32_t ar = all[(row % 8) * 4 + src].a[row / 8 + 2 * (k / 8)];
+            uint32_t br = all[col * 4 + src].b[k / 8];
+            s += mt_dev_bf16_to_fp32((uint16_t)(hi ? ar >> 16 : ar & 0xffffu)) *
+                 mt_dev_bf16_to_fp32((uint16_t)(hi ? br >> 16 : br & 0xffffu));
+        }
+        c[e] = s;
+    }
+}
+#endif
 #endif

@@ -10,7 +10,10 @@
 # kept corpus is not changed). Prints executions per target; exits 1 if
 # any target crashed, leaked, hit UB, timed out or ran out of memory (its
 # reproducer is kept under build-fuzz/crashes/).
-# FUZZ_TARGETS="json shard" limits the targets. A parser that lives in
+# FUZZ_TARGETS="json shard" limits the targets. FUZZ_RUNS=N stops each
+# target after N executions in all (split over the FUZZ_JOBS workers, each
+# with its own seed), FUZZ_S then being only the upper bound on the time:
+# the long run (FUZZ_RUNS=10000000) reaches its count whatever the load. A parser that lives in
 # src/cli/ (not in the library) is compiled into its target from the
 # sources that cli_extra names, with the libraries it names (libyaml is the
 # CLI's alone). tests/fuzz/<target>.dict, where there is one, is the
@@ -19,6 +22,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 S=${FUZZ_S:-60}
 J=${FUZZ_JOBS:-1}
+RUNS=${FUZZ_RUNS:-}
+runs_flag=()
+[ -z "$RUNS" ] || runs_flag=(-runs=$(( (RUNS + J - 1) / J )))
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 if [ -d "$here/bin" ]; then # a fuzz-pack folder: prebuilt targets
     B=${OUT:-$PWD/fuzz-report} bins=$here/bin corpus=$here/corpus dicts=$here supp=$here/lsan.supp
@@ -77,11 +83,12 @@ for t in $targets; do
         log=$B/fuzz/$t.log
         [ "$J" = 1 ] || log=$B/fuzz/$t.$j.log
         ( cd $B/crashes/$t && MT_FUZZ_TMP=$scratch "$bin" -seed=$j -max_total_time=$S -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
-            -print_final_stats=1 ${dict[@]+"${dict[@]}"} "$work" "$corpus/$t" ) > $log 2>&1 &
+            -print_final_stats=1 ${runs_flag[@]+"${runs_flag[@]}"} ${dict[@]+"${dict[@]}"} "$work" "$corpus/$t" ) > $log 2>&1 &
         pids+=($!)
     done
-    bad=0 runs=0
+    bad=0 runs=0 t0=$SECONDS
     for p in "${pids[@]}"; do wait "$p" || bad=$((bad + 1)); done
+    took=$((SECONDS - t0))
     rm -rf "${dirs[@]}"
     for j in $(seq 1 "$J"); do
         log=$B/fuzz/$t.log
@@ -91,10 +98,12 @@ for t in $targets; do
     done
     if [ $bad -ne 0 ]; then
         failed+=("$t")
-        echo "FAIL fuzz_$t: $bad of $J workers failed after $runs executions in ${S}s; logs $B/fuzz/$t*.log, reproducer under $B/crashes/$t/"
+        echo "FAIL fuzz_$t: $bad of $J workers failed after $runs executions in ${took}s; logs $B/fuzz/$t*.log, reproducer under $B/crashes/$t/"
         cat $B/fuzz/$t*.log | grep -m3 -E "ERROR|SUMMARY|runtime error" | sed 's/^/    /'
     else
-        echo "ok   fuzz_$t: $runs executions in ${S}s ($J worker(s)), no crash"
+        short=""
+        [ -z "$RUNS" ] || [ $runs -ge $RUNS ] || short=" (short of FUZZ_RUNS=$RUNS: the ${S}s bound came first)"
+        echo "ok   fuzz_$t: $runs executions in ${took}s ($J worker(s)), no crash$short"
     fi
 done
 [ ${#failed[@]} -eq 0 ] || { echo "fuzz: failed: ${failed[*]}"; exit 1; }

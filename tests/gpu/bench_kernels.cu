@@ -124,16 +124,18 @@ int main(void) {
         c2.tf32 = t;
         char nm[96];
         snprintf(nm, sizeof nm, "attention fwd (%s)", t ? "tf32" : "fp32");
-        TIME(nm, t ? L : 0, af, 0.0, mt_cuda_attention_forward_gqa(&c2, ao, lse, qkv, B, T, NH, NH, HS, &nod, scratch));
+        TIME(nm, 0, af, 0.0, mt_cuda_attention_forward_gqa(&c2, ao, lse, qkv, B, T, NH, NH, HS, &nod, scratch));
         snprintf(nm, sizeof nm, "attention bwd (%s)", t ? "tf32" : "fp32");
-        TIME(nm, t ? L : 0, 2.5 * af, 0.0,
+        TIME(nm, 0, 2.5 * af, 0.0,
              mt_cuda_attention_backward_gqa(&c2, dqkv, dao, qkv, ao, lse, B, T, NH, NH, HS, &nod, scratch));
     }
-    // the tensor-core flash form (bf16 mixed precision's; the scalar flash form, 38 ms / 334 ms here on an
-    // H200, is no longer timed)
+    // the tensor-core flash forms (bf16 mixed precision's; the scalar flash form, 38 ms / 334 ms here on an
+    // H200, is no longer timed): WMMA tiles and register fragments (the one a step uses counted per step)
     TIME("attention fwd (bf16 tensor cores)", 0, af, 0.0,
          mt_cuda_attention_tc_forward_gqa(&ctx, ao, lse, qkv, B, T, NH, NH, HS, &nod));
-    TIME("attention bwd (bf16 tensor cores)", 0, 2.5 * af, 0.0,
+    TIME("attention fwd (bf16 mma registers)", L, af, 0.0,
+         mt_cuda_attention_mma_forward_gqa(&ctx, ao, lse, qkv, B, T, NH, NH, HS, &nod));
+    TIME("attention bwd (bf16 tensor cores)", L, 2.5 * af, 0.0,
          mt_cuda_attention_tc_backward_gqa(&ctx, dqkv, dao, qkv, ao, lse, B, T, NH, NH, HS, &nod));
     // row and column kernels
     float *x = dfloats((size_t)N * C), *y = dfloats((size_t)N * C), *mean = dfloats(N), *rstd = dfloats(N);

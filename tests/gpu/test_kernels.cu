@@ -9,6 +9,8 @@
 #include "cuda/kernels.h"
 #include "cuda/philox_device.h"
 #include "cuda/device_math.h"
+#include "cuda/launch_util.h"
+#include "cuda/tensor_core.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -378,6 +380,41 @@ static void test_attention(int NH, int NKV, float p, int T = 13, int HS = 8) {
     within(name, dqkv, host(fd, nq), 1e-5);
 }
 
+/* The register-fragment product alone (cuda/tensor_core.h's mt_mma_16816): each lane loads the registers
+ * the PTX ISA's fragment layout gives it from a row-major 16 x 16 A and 16 x 8 B (bf16), multiplies into
+ * C = C0 + A B and stores its four accumulator values where the layout says they belong. On a GPU this
+ * checks the layout the attention kernels are written against; products of bf16 values are exact in
+ * fp32, so only the order of 17 fp32 additions may differ from the reference. */
+__global__ static void mma_layout_kernel(float *C, const uint16_t *A, const uint16_t *Bm) {
+    const int lane = (int)threadIdx.x, g = lane / 4, t = lane % 4;
+    uint32_t a[4], b[2];
+    for (int r = 0; r < 4; r++) {
+        int row = g + 8 * (r % 2), col = 2 * t + 8 * (r / 2);
+        a[r] = mt_tc_pack2(A[row * 16 + col], A[row * 16 + col + 1]);
+    }
+    for (int r = 0; r < 2; r++) b[r] = mt_tc_pack2(Bm[(2 * t + 8 * r) * 8 + g], Bm[(2 * t + 8 * r + 1) * 8 + g]);
+    float c[4];
+    for (int e = 0; e < 4; e++) c[e] = C[(g + 8 * (e / 2)) * 8 + 2 * t + e % 2];
+    mt_mma_16816(c, a, b);
+    for (int e = 0; e < 4; e++) C[(g + 8 * (e / 2)) * 8 + 2 * t + e % 2] = c[e];
+}
+static void test_mma_layout(void) {
+    std::vector<float> af = rnd(256, 61, 2.0f), bf = rnd(128, 62, 2.0f), c0 = rnd(128, 63, 1.0f), ref(128);
+    std::vector<uint16_t> a(256), b(128);
+    for (int i = 0; i < 256; i++) a[i] = mt_dev_fp32_to_bf16(af[i]);
+    for (int i = 0; i < 128; i++) b[i] = mt_dev_fp32_to_bf16(bf[i]);
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 8; n++) {
+            double s = c0[r * 8 + n];
+            for (int k = 0; k < 16; k++) s += (double)mt_dev_bf16_to_fp32(a[r * 16 + k]) * mt_dev_bf16_to_fp32(b[k * 8 + n]);
+            ref[r * 8 + n] = (float)s;
+        }
+    float *dc = dev(c0);
+    MT_LAUNCH(mma_layout_kernel, 1, 32, 0, mt_stream(&ctx), dc, dev(a), dev(b));
+    CK(mt_launch_status());
+    within("mma m16n8k16 register layout", ref, host(dc, 128), 1e-5);
+}
+
 // The tensor-core forward (bf16 operands, fp32 softmax and accumulation) against the CPU op's fp32
 // result: q, k, v and p rounded to bf16 (2^-9 relative each) bound the difference near 1e-2.
 static void test_attention_tc_forward(int NH, int NKV, float p, int T, int HS, bool misaligned = false) {
@@ -395,13 +432,19 @@ static void test_attention_tc_forward(int NH, int NKV, float p, int T, int HS, b
     std::vector<float> shifted(qkv);
     if (misaligned) shifted.insert(shifted.begin(), 0.0f);
     float *dq = dev(shifted) + (misaligned ? 1 : 0), *o = poisoned<float>(no), *l = poisoned<float>(nl);
-    CK(mt_cuda_attention_tc_forward_gqa(&ctx, o, l, dq, B, T, NH, NKV, HS, &gd));
     char name[96];
     const char *mis = misaligned ? " unaligned" : "";
-    snprintf(name, sizeof name, "tc attn fwd NH %d NKV %d p %.1f T %d HS %d out%s", NH, NKV, p, T, HS, mis);
-    within(name, out, host(o, no), 1e-2);
-    snprintf(name, sizeof name, "tc attn fwd NH %d NKV %d p %.1f T %d HS %d lse%s", NH, NKV, p, T, HS, mis);
-    within(name, lse, host(l, nl), 1e-2);
+    for (int form = 0; form < 2; form++) { // WMMA tiles, then register fragments
+        const char *f = form ? "mma" : "tc";
+        CK(form ? mt_cuda_attention_mma_forward_gqa(&ctx, o, l, dq, B, T, NH, NKV, HS, &gd)
+                : mt_cuda_attention_tc_forward_gqa(&ctx, o, l, dq, B, T, NH, NKV, HS, &gd));
+        snprintf(name, sizeof name, "%s attn fwd NH %d NKV %d p %.1f T %d HS %d out%s", f, NH, NKV, p, T, HS, mis);
+        within(name, out, host(o, no), 1e-2);
+        snprintf(name, sizeof name, "%s attn fwd NH %d NKV %d p %.1f T %d HS %d lse%s", f, NH, NKV, p, T, HS, mis);
+        within(name, lse, host(l, nl), 1e-2);
+        CK(cudaMemset(o, 0xFF, no * sizeof(float)));
+        CK(cudaMemset(l, 0xFF, nl * sizeof(float)));
+    }
 }
 
 /* The tensor-core backward against the CPU op's dqkv, from the scalar flash forward's out and lse (so it
@@ -948,6 +991,7 @@ int main(void) {
     test_attention(6, 2, 0.2f); // with attention dropout
     test_attention(2, 1, 0.1f, 37, 64); // a GPT-2-sized head, longer rows
     test_attention(4, 2, 0.0f, 512, 16); // causal blocks: T 512 in two blocks of 256
+    test_mma_layout();
     test_attention_tc_forward(4, 4, 0.0f, 13, 16);  // tensor cores: one partial tile
     test_attention_tc_forward(4, 2, 0.0f, 100, 64); // grouped-query, GPT-2's head size, two tiles
     test_attention_tc_forward(6, 2, 0.2f, 70, 32);  // with attention dropout

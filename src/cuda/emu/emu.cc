@@ -246,6 +246,7 @@ struct warp_state {
     int arrived = 0;
     unsigned gen = 0;
     uint64_t slots[2][32];
+    uint64_t blobs[2][32][4]; // warp_gather's deposits
     unsigned stamp[2][32]; // the generation each slot was written in
 };
 
@@ -497,6 +498,21 @@ uint64_t warp_exchange(uint64_t v, int src) {
     if (r->warps[w].stamp[gen & 1][src] != gen + 1)
         die_in_kernel("warp shuffle reads a lane that did not take part (it returned or diverged)");
     return r->warps[w].slots[gen & 1][src];
+}
+
+void warp_gather(const void *mine, size_t bytes, void *all) {
+    block_runner *r = runner;
+    int me = r->current, w = me / 32;
+    if (bytes > sizeof r->warps[w].blobs[0][0]) die_in_kernel("warp_gather of more than 32 bytes a lane");
+    unsigned gen = r->warps[w].gen; // two deposit sets by generation, as warp_exchange
+    std::memcpy(r->warps[w].blobs[gen & 1][me % 32], mine, bytes);
+    r->warps[w].stamp[gen & 1][me % 32] = gen + 1;
+    sync_warp();
+    for (int l = 0; l < 32; l++) {
+        if (w * 32 + l >= r->nthreads || r->warps[w].stamp[gen & 1][l] != gen + 1)
+            die_in_kernel("a warp-wide tensor-core operation without every lane of the warp (one returned or diverged)");
+        std::memcpy((char *)all + (size_t)l * bytes, r->warps[w].blobs[gen & 1][l], bytes);
+    }
 }
 
 // cudaFuncSetAttribute's dynamic shared memory limits, per kernel

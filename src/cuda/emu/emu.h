@@ -174,6 +174,10 @@ void sync_block(const char *file, int line);
 uint64_t warp_exchange(uint64_t v, int src);
 void sync_warp();
 int lane_id();
+/* Warp gather (the emulated register-fragment tensor-core operations): deposits this lane's `bytes`
+ * (at most 32) at `mine`, waits for the warp, and copies every lane's deposit into `all`, lane by lane
+ * (32 * bytes); a lane of the warp that did not take part (returned or diverged) stops the run. */
+void warp_gather(const void *mine, size_t bytes, void *all);
 
 template <typename T> static inline uint64_t to_bits(T v) {
     static_assert(sizeof(T) <= 8, "warp shuffles of at most 8 bytes");

@@ -1,0 +1,199 @@
+// Causal attention with grouped-query heads on tensor cores, register
+// form: the forward (cuda/kernels.h). The algorithm of attention_tc.cu
+// (64 queries of one head a block, 4 warps of 16 rows, key tiles of 64 up
+// to the diagonal, the online softmax in fp32), but every product is the
+// m16n8k16 register-fragment one of cuda/tensor_core.h, so the scores, the
+// softmax and the output accumulator never leave the registers: a lane
+// holds rows g and g + 8 of its warp's 16 (g = lane / 4) and, of each
+// 8-key block, the columns 2t and 2t + 1 (t = lane % 4); the row's max and
+// sum are reduced over the four lanes of its quad by two shuffles; and the
+// probabilities, packed to bf16, are the left operand of P V as they are
+// (the accumulator layout of two adjacent 8-key blocks is the operand
+// layout of one 16-key step). Shared memory holds only the staged bf16 Q, K
+// (row-major) and V (transposed, so that a right-operand register is one
+// 32-bit load). The same per-row arithmetic as attention_tc.cu:
+//   s_j = scale q_i.k_j (j <= i);  m' = max(m, max_j s_j);  alpha = exp(m - m');
+//   p_j = exp(s_j - m');  l = alpha l + sum_j p_j;  O_i = alpha O_i + sum_j bf16(p_j d_ij) v_j
+//   end: out_i = O_i / l;  lse_i = m + log l
+#include "cuda/kernels.h"
+#include "cuda/device_math.h"
+#include "cuda/launch_util.h"
+#include "cuda/philox_device.h"
+#include "cuda/tensor_core.h"
+#include "cuda/attention_tc_tiles.h"
+#include <math.h>
+
+#define MMA_ROWS MT_TC_ROWS
+#define MMA_LDT (MT_TC_ROWS + 8) /* the transposed V tile's row stride (bf16) */
+
+struct mma_fwd_args {
+    int T, NH, NKV, ld, ldo;
+    float scale;
+    mt_dev_dropout d;
+    const uint64_t *sample_ids;
+    int head0;
+    bool vec; // qkv rows 16-byte aligned: float4 staging
+};
+
+// shared memory: Q and K (64 rows of HS + 8 bf16: the pad puts the 8 rows a fragment load touches in
+// different banks), then V transposed (HS rows of 72 bf16)
+static size_t mma_fwd_shared_bytes(int HS) { return (2 * (size_t)MMA_ROWS * (HS + 8) + (size_t)HS * MMA_LDT) * 2; }
+
+// the 32-bit register of bf16 pair (row, col), (row, col + 1) of a row-major tile with ld in elements
+__device__ static inline uint32_t mma_ld2(const uint16_t *tile, int ld, int row, int col) {
+    return *(const uint32_t *)(tile + row * ld + col);
+}
+
+// max and sum over the four lanes of a quad (the lanes holding one row)
+__device__ static inline float quad_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ static inline float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// DROP: a compile-time form with attention dropout (its Philox draws, inlined per element, would cost the
+// form without it some 60 registers)
+template <int HS, bool DROP> __global__ static void mma_fwd(float *out, float *lse, const float *qkv, mma_fwd_args a) {
+    MT_DYNAMIC_SHARED(unsigned char, smem);
+    constexpr int ldq = HS + 8, NF = HS / 16, ND = HS / 8;
+    const int n_qt = (a.T + MMA_ROWS - 1) / MMA_ROWS;
+    const int qt = n_qt - 1 - (int)blockIdx.x; // the longest rows (most key tiles) first
+    const int h = (int)blockIdx.y, b = (int)blockIdx.z, kv = h / (a.NH / a.NKV);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    uint16_t *Qs = (uint16_t *)smem, *Ks = Qs + MMA_ROWS * ldq, *Vt = Ks + MMA_ROWS * ldq;
+    const int q0 = qt * MMA_ROWS, r0 = q0 + 16 * warp, i0 = r0 + g, i1 = i0 + 8; // this lane's two rows
+    const float *base = qkv + (size_t)b * a.T * a.ld;
+    mt_tc_stage_rows<HS>(Qs, ldq, base + (size_t)h * HS, a.ld, q0, a.T, a.vec);
+    __syncthreads();
+    uint32_t qa[NF][4]; // the warp's 16 query rows as left operands, for every key tile
+MT_UNROLL
+    for (int kc = 0; kc < NF; kc++)
+MT_UNROLL
+        for (int r = 0; r < 4; r++) qa[kc][r] = mma_ld2(Qs, ldq, 16 * warp + g + 8 * (r % 2), 16 * kc + 2 * t + 8 * (r / 2));
+    float o[ND][4];
+MT_UNROLL
+    for (int n = 0; n < ND; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    const int last = (q0 + MMA_ROWS < a.T ? q0 + MMA_ROWS : a.T) - 1; // the block's last query row
+    const float *Kg = base + (size_t)(a.NH + kv) * HS, *Vg = base + (size_t)(a.NH + a.NKV + kv) * HS;
+    for (int kt = 0; kt * MMA_ROWS <= last; kt++) {
+        const int k0 = kt * MMA_ROWS;
+        __syncthreads(); // the previous tile's K and V are no longer read
+        mt_tc_stage_rows<HS>(Ks, ldq, Kg, a.ld, k0, a.T, a.vec);
+        mt_tc_stage_rows_t<HS>(Vt, MMA_LDT, Vg, a.ld, k0, a.T, a.vec);
+        __syncthreads();
+        if (r0 >= a.T || k0 > r0 + 15) continue; // the warp's rows are past T or all above this tile (causal)
+        float s[8][4]; // S = Q_w K^T, 16 x 64: 8 blocks of 8 keys
+MT_UNROLL
+        for (int nb = 0; nb < 8; nb++) {
+            s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+            if (k0 + 8 * nb > r0 + 15) continue; // above the diagonal for all 16 rows (the same in the warp)
+MT_UNROLL
+            for (int kc = 0; kc < NF; kc++) {
+                uint32_t kb[2] = {mma_ld2(Ks, ldq, 8 * nb + g, 16 * kc + 2 * t),
+                                  mma_ld2(Ks, ldq, 8 * nb + g, 16 * kc + 2 * t + 8)};
+                mt_mma_16816(s[nb], qa[kc], kb);
+            }
+        }
+        // the online softmax: element e of block nb is row e < 2 ? i0 : i1, key k0 + 8 nb + 2t + e % 2
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+MT_UNROLL
+        for (int nb = 0; nb < 8; nb++)
+MT_UNROLL
+            for (int e = 0; e < 4; e++) {
+                const int i = e < 2 ? i0 : i1, j = k0 + 8 * nb + 2 * t + e % 2;
+                float x = i < a.T && j <= i ? a.scale * s[nb][e] : -INFINITY;
+                s[nb][e] = x;
+                if (e < 2) mx0 = fmaxf(mx0, x);
+                else mx1 = fmaxf(mx1, x);
+            }
+        const float mn0 = fmaxf(m0, quad_max(mx0)), mn1 = fmaxf(m1, quad_max(mx1));
+        // l and O are 0 while m is -inf; a row without a key yet keeps p = 0
+        const float al0 = m0 == -INFINITY ? 0.0f : mt_tc_exp(m0 - mn0), al1 = m1 == -INFINITY ? 0.0f : mt_tc_exp(m1 - mn1);
+        float sum0 = 0.0f, sum1 = 0.0f;
+MT_UNROLL
+        for (int nb = 0; nb < 8; nb++)
+MT_UNROLL
+            for (int e = 0; e < 4; e++) {
+                const int i = e < 2 ? i0 : i1, j = k0 + 8 * nb + 2 * t + e % 2;
+                const float x = s[nb][e];
+                float p = x == -INFINITY ? 0.0f : mt_tc_exp(x - (e < 2 ? mn0 : mn1));
+                if (e < 2) sum0 += p;
+                else sum1 += p;
+                if (DROP && p != 0.0f)
+                    p *= mt_dev_dropout_scale(&a.d, a.sample_ids[b], (uint32_t)i, (uint32_t)(a.head0 + h), (uint32_t)j);
+                s[nb][e] = p; // p d, the product's operand
+            }
+        l0 = al0 * l0 + quad_sum(sum0), l1 = al1 * l1 + quad_sum(sum1);
+        m0 = mn0, m1 = mn1;
+MT_UNROLL
+        for (int n = 0; n < ND; n++) o[n][0] *= al0, o[n][1] *= al0, o[n][2] *= al1, o[n][3] *= al1;
+MT_UNROLL
+        for (int kc = 0; kc < 4; kc++) { // O_w += (P d) V, 16 keys a step
+            if (k0 + 16 * kc > r0 + 15) continue;
+            const uint32_t pa[4] = {mt_tc_pack_bf16x2(s[2 * kc][0], s[2 * kc][1]), mt_tc_pack_bf16x2(s[2 * kc][2], s[2 * kc][3]),
+                                    mt_tc_pack_bf16x2(s[2 * kc + 1][0], s[2 * kc + 1][1]),
+                                    mt_tc_pack_bf16x2(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+MT_UNROLL
+            for (int n = 0; n < ND; n++) {
+                uint32_t vb[2] = {mma_ld2(Vt, MMA_LDT, 8 * n + g, 16 * kc + 2 * t),
+                                  mma_ld2(Vt, MMA_LDT, 8 * n + g, 16 * kc + 2 * t + 8)};
+                mt_mma_16816(o[n], pa, vb);
+            }
+        }
+    }
+    if (r0 >= a.T) return;
+MT_UNROLL
+    for (int rh = 0; rh < 2; rh++) {
+        const int i = rh ? i1 : i0;
+        if (i >= a.T) continue;
+        const float inv = 1.0f / (rh ? l1 : l0);
+        float *orow = out + ((size_t)b * a.T + i) * a.ldo + (size_t)h * HS + 2 * t;
+MT_UNROLL
+        for (int n = 0; n < ND; n++) orow[8 * n] = o[n][2 * rh] * inv, orow[8 * n + 1] = o[n][2 * rh + 1] * inv;
+        if (t == 0) lse[((size_t)b * a.NH + h) * a.T + i] = (rh ? m1 : m0) + logf(rh ? l1 : l0);
+    }
+}
+
+template <int HS, bool DROP> static int launch_form(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv,
+                                                    int B, const mma_fwd_args &a) {
+    size_t shared = mma_fwd_shared_bytes(HS);
+    void (*kernel)(float *, float *, const float *, mma_fwd_args) = mma_fwd<HS, DROP>;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
+    if (e != cudaSuccess) return (int)e;
+    dim3 grid((unsigned)((a.T + MMA_ROWS - 1) / MMA_ROWS), (unsigned)a.NH, (unsigned)B);
+    MT_LAUNCH(kernel, grid, MT_TC_THREADS, shared, mt_stream(c), out, lse, qkv, a);
+    return mt_launch_status();
+}
+template <int HS> static int launch_fwd(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B,
+                                        const mma_fwd_args &a) {
+    return a.d.on ? launch_form<HS, true>(c, out, lse, qkv, B, a) : launch_form<HS, false>(c, out, lse, qkv, B, a);
+}
+
+extern "C" int mt_cuda_attention_mma_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B,
+                                                 int T, int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop) {
+    if (NKV <= 0 || NH % NKV || !mt_cuda_attention_tc_supported(HS)) return (int)cudaErrorInvalidValue;
+    if (B <= 0 || T <= 0) return 0;
+    const mt_dropout *d = drop ? &drop->d : NULL;
+    mma_fwd_args a;
+    a.T = T, a.NH = NH, a.NKV = NKV;
+    a.ld = (NH + 2 * NKV) * HS, a.ldo = NH * HS;
+    a.scale = 1.0f / sqrtf((float)HS);
+    a.d = mt_dev_dropout_make(d ? d->p : 0.0f, d ? d->seed : 0, d ? d->step : 0, d ? d->layer : 0, d ? d->site : 0);
+    a.sample_ids = drop ? drop->sample_ids : NULL;
+    a.head0 = drop ? drop->head0 : 0;
+    a.vec = (uintptr_t)qkv % 16 == 0; // every row and head then starts 16-byte aligned (ld, HS multiples of 4)
+    switch (HS) {
+    case 16: return launch_fwd<16>(c, out, lse, qkv, B, a);
+    case 32: return launch_fwd<32>(c, out, lse, qkv, B, a);
+    case 48: return launch_fwd<48>(c, out, lse, qkv, B, a);
+    case 64: return launch_fwd<64>(c, out, lse, qkv, B, a);
+    case 80: return launch_fwd<80>(c, out, lse, qkv, B, a);
+    case 96: return launch_fwd<96>(c, out, lse, qkv, B, a);
+    case 112: return launch_fwd<112>(c, out, lse, qkv, B, a);
+    default: return launch_fwd<128>(c, out, lse, qkv, B, a);
+    }
+}
