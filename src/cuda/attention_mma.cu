@@ -39,11 +39,6 @@ struct mma_fwd_args {
 // different banks), then V transposed (HS rows of 72 bf16)
 static size_t mma_fwd_shared_bytes(int HS) { return (2 * (size_t)MMA_ROWS * (HS + 8) + (size_t)HS * MMA_LDT) * 2; }
 
-// the 32-bit register of bf16 pair (row, col), (row, col + 1) of a row-major tile with ld in elements
-__device__ static inline uint32_t mma_ld2(const uint16_t *tile, int ld, int row, int col) {
-    return *(const uint32_t *)(tile + row * ld + col);
-}
-
 // max and sum over the four lanes of a quad (the lanes holding one row)
 __device__ static inline float quad_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -72,7 +67,7 @@ template <int HS, bool DROP> __global__ static void mma_fwd(float *out, float *l
 MT_UNROLL
     for (int kc = 0; kc < NF; kc++)
 MT_UNROLL
-        for (int r = 0; r < 4; r++) qa[kc][r] = mma_ld2(Qs, ldq, 16 * warp + g + 8 * (r % 2), 16 * kc + 2 * t + 8 * (r / 2));
+        for (int r = 0; r < 4; r++) qa[kc][r] = mt_tc_ld2(Qs, ldq, 16 * warp + g + 8 * (r % 2), 16 * kc + 2 * t + 8 * (r / 2));
     float o[ND][4];
 MT_UNROLL
     for (int n = 0; n < ND; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -93,8 +88,8 @@ MT_UNROLL
             if (k0 + 8 * nb > r0 + 15) continue; // above the diagonal for all 16 rows (the same in the warp)
 MT_UNROLL
             for (int kc = 0; kc < NF; kc++) {
-                uint32_t kb[2] = {mma_ld2(Ks, ldq, 8 * nb + g, 16 * kc + 2 * t),
-                                  mma_ld2(Ks, ldq, 8 * nb + g, 16 * kc + 2 * t + 8)};
+                uint32_t kb[2] = {mt_tc_ld2(Ks, ldq, 8 * nb + g, 16 * kc + 2 * t),
+                                  mt_tc_ld2(Ks, ldq, 8 * nb + g, 16 * kc + 2 * t + 8)};
                 mt_mma_16816(s[nb], qa[kc], kb);
             }
         }
@@ -139,8 +134,8 @@ MT_UNROLL
                                     mt_tc_pack_bf16x2(s[2 * kc + 1][2], s[2 * kc + 1][3])};
 MT_UNROLL
             for (int n = 0; n < ND; n++) {
-                uint32_t vb[2] = {mma_ld2(Vt, MMA_LDT, 8 * n + g, 16 * kc + 2 * t),
-                                  mma_ld2(Vt, MMA_LDT, 8 * n + g, 16 * kc + 2 * t + 8)};
+                uint32_t vb[2] = {mt_tc_ld2(Vt, MMA_LDT, 8 * n + g, 16 * kc + 2 * t),
+                                  mt_tc_ld2(Vt, MMA_LDT, 8 * n + g, 16 * kc + 2 * t + 8)};
                 mt_mma_16816(o[n], pa, vb);
             }
         }

@@ -76,27 +76,10 @@ __device__ static inline void load_tile(uint16_t *dst, const float *src, size_t 
     mt_tc_stage_rows<16 * NF>(dst, 16 * NF + 8, src, (int)stride, row0, a.T, a.vec);
 }
 
-/* lse and D = dout.out (fp32) of query rows row0 .. row0 + 63 of (b, h), 0 past T: two threads a row,
- * each half the row, added by one shuffle */
+/* lse and D of query rows row0 .. row0 + 63 of (b, h) (attention_tc_tiles.h) */
 __device__ static inline void load_lse_d(float *lsh, float *Dsh, const float *dout, const float *out,
                                          const float *lse, int b, int h, int row0, const tcb_args &a) {
-    int r = threadIdx.x / 2, half = threadIdx.x % 2, i = row0 + r, n = a.HS / 2;
-    float s = 0.0f;
-    if (i < a.T) {
-        size_t o = ((size_t)b * a.T + i) * a.ldo + (size_t)h * a.HS + (size_t)half * n;
-        if (a.vec)
-            for (int k = 0; k < n; k += 4) {
-                float4 x = *(const float4 *)(dout + o + k), y = *(const float4 *)(out + o + k);
-                s += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
-            }
-        else
-            for (int k = 0; k < n; k++) s += dout[o + k] * out[o + k];
-    }
-    s += __shfl_xor_sync(0xffffffffu, s, 1);
-    if (half == 0) {
-        Dsh[r] = s;
-        lsh[r] = i < a.T ? lse[((size_t)b * a.NH + h) * a.T + i] : 0.0f;
-    }
+    mt_tc_stage_lse_d(lsh, Dsh, dout, out, lse, b, h, row0, a.T, a.NH, a.HS, a.ldo, a.vec);
 }
 
 /* C (16 x 64, fp32 at dst, ld TCB_LDF) = A_w B^T: A_w the warp's 16 rows of the bf16 tile A, B a bf16

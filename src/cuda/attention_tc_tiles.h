@@ -48,6 +48,12 @@ __device__ static inline void mt_tc_stage_rows(uint16_t *dst, int ldd, const flo
     }
 }
 
+/* The 32-bit fragment register of the bf16 pair (row, col), (row, col + 1) of a row-major tile (ld in
+ * elements; col even): cuda/tensor_core.h's mt_mma_16816 operands from staged tiles */
+__device__ static inline uint32_t mt_tc_ld2(const uint16_t *tile, int ld, int row, int col) {
+    return *(const uint32_t *)(tile + row * ld + col);
+}
+
 /* The same 64 rows transposed: dst[d * ldt + r] = bf16(src row r0 + r, column d), for the register-fragment
  * kernels' right operands whose k index runs along the rows (V in P V): a fragment register is then two
  * adjacent 16-bit values, one 32-bit load. Lane l of a warp takes row pair l (rows 2l and 2l + 1), so its
@@ -86,6 +92,31 @@ __device__ static inline void mt_tc_stage_rows_t(uint16_t *dst, int ldt, const f
         int r = e % MT_TC_ROWS, k = e / MT_TC_ROWS;
         float v = r0 + r < T ? src[(size_t)(r0 + r) * ld + k] : 0.0f;
         dst[(size_t)k * ldt + r] = mt_tc_to_bf16(v);
+    }
+}
+
+/* lse and D = dout.out (fp32) of query rows row0 .. row0 + 63 of (sample b, head h) into lsh and Dsh, 0
+ * past T; two threads a row, each half the row (at ldo floats a row, head h's HS columns), added by one
+ * shuffle; vec: the rows are 16-byte aligned (float4 loads) */
+__device__ static inline void mt_tc_stage_lse_d(float *lsh, float *Dsh, const float *dout, const float *out,
+                                                const float *lse, int b, int h, int row0, int T, int NH, int HS,
+                                                int ldo, bool vec) {
+    int r = threadIdx.x / 2, half = threadIdx.x % 2, i = row0 + r, n = HS / 2;
+    float s = 0.0f;
+    if (i < T) {
+        size_t o = ((size_t)b * T + i) * ldo + (size_t)h * HS + (size_t)half * n;
+        if (vec)
+            for (int k = 0; k < n; k += 4) {
+                float4 x = *(const float4 *)(dout + o + k), y = *(const float4 *)(out + o + k);
+                s += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
+            }
+        else
+            for (int k = 0; k < n; k++) s += dout[o + k] * out[o + k];
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    if (half == 0) {
+        Dsh[r] = s;
+        lsh[r] = i < T ? lse[((size_t)b * NH + h) * T + i] : 0.0f;
     }
 }
 #endif

@@ -156,8 +156,9 @@ mt_cuda_attn_dropout attn_drop(const mt_attn_dropout *d) {
     }
     return c;
 }
-// bf16 mixed precision (attention_mixed): the tensor-core flash kernels where the head size allows (no
-// scratch), else the simple kernels with TF32 GEMMs; fp32: the simple kernels in full fp32
+// bf16 mixed precision (attention_mixed): the tensor-core flash kernels in their register form
+// (attention_mma*.cu) where the head size allows (no scratch), else the simple kernels with TF32 GEMMs;
+// fp32: the simple kernels in full fp32
 static int use_tensor_cores(const mt_backend *be, int HS) {
     return be->attention_mixed && mt_cuda_attention_tc_supported(HS);
 }
@@ -183,8 +184,8 @@ void k_attention_backward_gqa(mt_backend *be, float *dqkv, const float *dout, co
                               float *scratch) {
     mt_cuda_attn_dropout d = attn_drop(drop);
     if (use_tensor_cores(be, HS)) {
-        check(mt_cuda_attention_tc_backward_gqa(cx(be), dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, &d),
-              "attention_tc_backward_gqa");
+        check(mt_cuda_attention_mma_backward_gqa(cx(be), dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, &d),
+              "attention_mma_backward_gqa");
         return;
     }
     mt_cuda_ctx c = *cx(be);

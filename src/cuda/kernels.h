@@ -124,6 +124,11 @@ int mt_cuda_attention_tc_forward_gqa(const mt_cuda_ctx *c, float *out, float *ls
  * registers (the WMMA form above keeps them in shared memory). */
 int mt_cuda_attention_mma_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B, int T,
                                       int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop);
+/* Its backward (attention_mma_bwd.cu): the two passes of the WMMA form, register fragments throughout,
+ * up to HS 96 (above, the WMMA form's backward). */
+int mt_cuda_attention_mma_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv,
+                                       const float *out, const float *lse, int B, int T, int NH, int NKV, int HS,
+                                       const mt_cuda_attn_dropout *drop);
 int mt_cuda_attention_tc_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv,
                                       const float *out, const float *lse, int B, int T, int NH, int NKV, int HS,
                                       const mt_cuda_attn_dropout *drop);

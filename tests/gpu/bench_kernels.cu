@@ -135,8 +135,10 @@ int main(void) {
          mt_cuda_attention_tc_forward_gqa(&ctx, ao, lse, qkv, B, T, NH, NH, HS, &nod));
     TIME("attention fwd (bf16 mma registers)", L, af, 0.0,
          mt_cuda_attention_mma_forward_gqa(&ctx, ao, lse, qkv, B, T, NH, NH, HS, &nod));
-    TIME("attention bwd (bf16 tensor cores)", L, 2.5 * af, 0.0,
+    TIME("attention bwd (bf16 tensor cores)", 0, 2.5 * af, 0.0,
          mt_cuda_attention_tc_backward_gqa(&ctx, dqkv, dao, qkv, ao, lse, B, T, NH, NH, HS, &nod));
+    TIME("attention bwd (bf16 mma registers)", L, 2.5 * af, 0.0,
+         mt_cuda_attention_mma_backward_gqa(&ctx, dqkv, dao, qkv, ao, lse, B, T, NH, NH, HS, &nod));
     // row and column kernels
     float *x = dfloats((size_t)N * C), *y = dfloats((size_t)N * C), *mean = dfloats(N), *rstd = dfloats(N);
     float *w = dfloats(C), *b = dfloats(C), *gw = dfloats(C), *gb = dfloats(C), *res = dfloats((size_t)N * C);

@@ -470,21 +470,31 @@ static void test_attention_tc_backward(int NH, int NKV, float p, int T, int HS, 
     so.insert(so.end(), dout.begin(), dout.end());
     float *dq = dev(sq) + off, *ddo = dev(so) + off, *fo = poisoned<float>(no + off) + off, *fl = poisoned<float>(nl),
           *dd = poisoned<float>(nq + off) + off, *dd2 = poisoned<float>(nq);
-    CK(mt_cuda_attention_flash_forward_gqa(&ctx, fo, fl, dq, B, T, NH, NKV, HS, &gd));
-    CK(mt_cuda_attention_tc_backward_gqa(&ctx, dd, ddo, dq, fo, fl, B, T, NH, NKV, HS, &gd));
-    CK(mt_cuda_attention_tc_backward_gqa(&ctx, dd2, ddo, dq, fo, fl, B, T, NH, NKV, HS, &gd));
     char name[96];
-    snprintf(name, sizeof name, "tc attn NH %d NKV %d p %.1f T %d HS %d%s dqkv", NH, NKV, p, T, HS,
-             off ? " unaligned" : "");
-    std::vector<float> got = host(dd, nq);
-    within(name, dqkv, got, 1e-2);
-    snprintf(name, sizeof name, "tc attn T %d HS %d dqkv rerun", T, HS);
-    bitwise(name, got, host(dd2, nq));
-    // chained as in training: from the tensor-core forward's out and lse (bf16 rounding in both passes)
-    CK(mt_cuda_attention_tc_forward_gqa(&ctx, fo, fl, dq, B, T, NH, NKV, HS, &gd));
-    CK(mt_cuda_attention_tc_backward_gqa(&ctx, dd, ddo, dq, fo, fl, B, T, NH, NKV, HS, &gd));
-    snprintf(name, sizeof name, "tc attn fwd+bwd T %d HS %d dqkv", T, HS);
-    within(name, dqkv, host(dd, nq), 1e-2);
+    for (int form = 0; form < 2; form++) { // WMMA tiles, then register fragments
+        const char *f = form ? "mma" : "tc";
+        auto bwd = [&](float *dst) {
+            return form ? mt_cuda_attention_mma_backward_gqa(&ctx, dst, ddo, dq, fo, fl, B, T, NH, NKV, HS, &gd)
+                        : mt_cuda_attention_tc_backward_gqa(&ctx, dst, ddo, dq, fo, fl, B, T, NH, NKV, HS, &gd);
+        };
+        CK(mt_cuda_attention_flash_forward_gqa(&ctx, fo, fl, dq, B, T, NH, NKV, HS, &gd));
+        CK(cudaMemset(dd, 0xFF, nq * sizeof(float)));
+        CK(bwd(dd));
+        CK(bwd(dd2));
+        snprintf(name, sizeof name, "%s attn NH %d NKV %d p %.1f T %d HS %d%s dqkv", f, NH, NKV, p, T, HS,
+                 off ? " unaligned" : "");
+        std::vector<float> got = host(dd, nq);
+        within(name, dqkv, got, 1e-2);
+        snprintf(name, sizeof name, "%s attn T %d HS %d dqkv rerun", f, T, HS);
+        bitwise(name, got, host(dd2, nq));
+        // chained as in training: from the tensor-core forward's out and lse (bf16 rounding in both passes)
+        CK(form ? mt_cuda_attention_mma_forward_gqa(&ctx, fo, fl, dq, B, T, NH, NKV, HS, &gd)
+                : mt_cuda_attention_tc_forward_gqa(&ctx, fo, fl, dq, B, T, NH, NKV, HS, &gd));
+        CK(cudaMemset(dd, 0xFF, nq * sizeof(float)));
+        CK(bwd(dd));
+        snprintf(name, sizeof name, "%s attn fwd+bwd T %d HS %d dqkv", f, T, HS);
+        within(name, dqkv, host(dd, nq), 1e-2);
+    }
 }
 
 // The tensor-core form's head sizes (multiples of 16 up to MT_CUDA_TC_MAX_HS); the backward refuses others
@@ -1003,6 +1013,8 @@ int main(void) {
     test_attention_tc_backward(2, 1, 0.1f, 100, 64); // a GPT-2-sized head, a partial second tile
     test_attention_tc_backward(2, 2, 0.0f, 70, 128); // the largest head
     test_attention_tc_backward(2, 1, 0.0f, 256, 32, 1); // four tiles each way
+    test_attention_tc_backward(4, 2, 0.1f, 40, 48, 1); // the register form's two query passes, with dropout
+    test_attention_tc_backward(2, 1, 0.0f, 90, 96, 1); // the register form's largest head
     test_attention_tc_args();
     test_xent();
     test_xent(52001, 52008);

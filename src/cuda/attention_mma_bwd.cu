@@ -1,0 +1,320 @@
+// The backward of the register-form tensor-core attention (cuda/kernels.h,
+// attention_mma.cu's forward): the two passes of attention_tc_bwd.cu (no
+// atomics, deterministic), every product an m16n8k16 register-fragment
+// one (cuda/tensor_core.h), so the score and dP tiles, the softmax and dS
+// stay in the lanes' registers and feed the next products as left operands
+// directly (an accumulator pair of 8-column blocks is a 16-wide operand).
+// Staged in shared memory as bf16, row-major and, where a tile is the
+// right operand of a product summing over its rows, transposed too:
+//   dK/dV pass, a block per (sample, kv head, 64 keys), warp w keys jw = j0 + 16w ..:
+//     per query head of the group (in order), per query tile from the diagonal on (Q, Q^T, dO, dO^T):
+//       S^T = K_w Q^T, dP^T = V_w dO^T (16 keys x 64 queries, 8 blocks of 8 queries)
+//       p = exp(scale s - lse_i), dS = p (d dP - D_i)
+//       dV_w += (p d)^T dO,  dK_w += dS^T Q;          dK = scale dK at the end
+//   dQ pass, a block per (sample, head, 64 queries), warp w queries iw = i0 + 16w ..:
+//     per key tile up to the diagonal (K, K^T, V):
+//       S = Q_w K^T, dP = dO_w V^T, dS as above;  dQ_w += dS K;   dQ = scale dQ
+// (d: the dropout scale of (sample, i, head0 + h, j); p d and dS rounded to bf16 before their products;
+// D_i = dout_i.out_i in fp32, recomputed by each block for its query rows.) A lane holds rows g and
+// g + 8 of its warp's 16 (g = lane / 4) and, of each 8-column block, columns 2t and 2t + 1 (t = lane % 4).
+#include "cuda/kernels.h"
+#include "cuda/device_math.h"
+#include "cuda/launch_util.h"
+#include "cuda/philox_device.h"
+#include "cuda/tensor_core.h"
+#include "cuda/attention_tc_tiles.h"
+#include <math.h>
+#include <stdint.h>
+
+#define MB_TILE MT_TC_ROWS   /* queries or keys per block tile */
+#define MB_LDT (MT_TC_ROWS + 8) /* transposed tiles' row stride (bf16) */
+/* a loop kept rolled under nvcc (the dK/dV pass's query passes: unrolled, ptxas overlaps them and runs out
+ * of registers beside the dK and dV accumulators) */
+#ifdef MT_CUDA_EMU
+#define MB_ROLLED
+#else
+#define MB_ROLLED _Pragma("unroll 1")
+#endif
+
+struct mb_args {
+    int T, NH, NKV, ld, ldo, nt;
+    bool vec;
+    float scale;
+    mt_dev_dropout d;
+    const uint64_t *sample_ids;
+    int head0;
+};
+
+// shared memory of either pass: four row-major 64 x HS tiles (ld HS + 8), two transposed HS x 64 ones (ld
+// 72), lse and D of 64 query rows
+static size_t mb_shared_bytes(int HS) {
+    return (4 * (size_t)MB_TILE * (HS + 8) + 2 * (size_t)HS * MB_LDT) * sizeof(uint16_t) + 2 * MB_TILE * sizeof(float);
+}
+
+// the left operand (rows row0 .. row0 + 15, columns 16 kc ..) of a staged row-major tile
+__device__ static inline void ld_a(uint32_t a[4], const uint16_t *tile, int ld, int row0, int kc, int g, int t) {
+MT_UNROLL
+    for (int r = 0; r < 4; r++) a[r] = mt_tc_ld2(tile, ld, row0 + g + 8 * (r % 2), 16 * kc + 2 * t + 8 * (r / 2));
+}
+// the right operand for the n-block of 8 rows row0 .. of a row-major tile, k = its columns 16 kc ..
+__device__ static inline void ld_b(uint32_t b[2], const uint16_t *tile, int ld, int row0, int kc, int g, int t) {
+    b[0] = mt_tc_ld2(tile, ld, row0 + g, 16 * kc + 2 * t);
+    b[1] = mt_tc_ld2(tile, ld, row0 + g, 16 * kc + 2 * t + 8);
+}
+// two 8-column accumulator blocks (columns 16 kc ..) packed to bf16: the left operand of a 16-wide k step
+__device__ static inline void pack_a(uint32_t a[4], const float (*c)[4], int kc) {
+    a[0] = mt_tc_pack_bf16x2(c[2 * kc][0], c[2 * kc][1]), a[1] = mt_tc_pack_bf16x2(c[2 * kc][2], c[2 * kc][3]);
+    a[2] = mt_tc_pack_bf16x2(c[2 * kc + 1][0], c[2 * kc + 1][1]), a[3] = mt_tc_pack_bf16x2(c[2 * kc + 1][2], c[2 * kc + 1][3]);
+}
+// the warp's 16 rows of an accumulator (times s) to global rows row0 + g, row0 + g + 8 below T
+template <int ND>
+__device__ static inline void store_rows(float *dst, size_t stride, int row0, int T, float s, const float (*acc)[4],
+                                         int g, int t) {
+MT_UNROLL
+    for (int rh = 0; rh < 2; rh++) {
+        const int i = row0 + g + 8 * rh;
+        if (i >= T) continue;
+        float *row = dst + (size_t)i * stride + 2 * t;
+MT_UNROLL
+        for (int n = 0; n < ND; n++) row[8 * n] = s * acc[n][2 * rh], row[8 * n + 1] = s * acc[n][2 * rh + 1];
+    }
+}
+
+// DROP: the compile-time form with attention dropout (its Philox draws inlined per element would cost the
+// form without it registers)
+template <int HS, bool DROP>
+__global__ static void mma_bwd_dkv(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                                   mb_args a) {
+    // QB: query blocks of 8 a pass, so that the pass's S^T and dP^T (2 QB x 4 registers) fit beside dK and
+    // dV (HS registers): all 8 for the small heads, 4 (two passes) from HS 48 on
+    constexpr int ldq = HS + 8, NF = HS / 16, ND = HS / 8, QB = HS <= 32 ? 8 : 4;
+    MT_DYNAMIC_SHARED(uint16_t, sm);
+    uint16_t *Ks = sm, *Vs = Ks + MB_TILE * ldq, *Qs = Vs + MB_TILE * ldq, *Os = Qs + MB_TILE * ldq;
+    uint16_t *Qt = Os + MB_TILE * ldq, *Ot = Qt + HS * MB_LDT;
+    float *lsh = (float *)(Ot + HS * MB_LDT), *Dsh = lsh + MB_TILE;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int b = (int)blockIdx.x / a.NKV, kv = (int)blockIdx.x % a.NKV, kt = (int)blockIdx.y, G = a.NH / a.NKV;
+    const int j0 = kt * MB_TILE, jw = j0 + 16 * warp;
+    const float *base = qkv + (size_t)b * a.T * a.ld;
+    mt_tc_stage_rows<HS>(Ks, ldq, base + (size_t)(a.NH + kv) * HS, a.ld, j0, a.T, a.vec);
+    mt_tc_stage_rows<HS>(Vs, ldq, base + (size_t)(a.NH + a.NKV + kv) * HS, a.ld, j0, a.T, a.vec);
+    float dk[ND][4], dv[ND][4];
+MT_UNROLL
+    for (int n = 0; n < ND; n++)
+MT_UNROLL
+        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
+    for (int h = kv * G; h < (kv + 1) * G; h++)
+        for (int qt = kt; qt < a.nt; qt++) {
+            const int q0 = qt * MB_TILE;
+            __syncthreads(); // the previous tiles are used up
+            const float *qg = base + (size_t)h * HS, *og = dout + (size_t)b * a.T * a.ldo + (size_t)h * HS;
+            mt_tc_stage_rows<HS>(Qs, ldq, qg, a.ld, q0, a.T, a.vec);
+            mt_tc_stage_rows_t<HS>(Qt, MB_LDT, qg, a.ld, q0, a.T, a.vec);
+            mt_tc_stage_rows<HS>(Os, ldq, og, a.ldo, q0, a.T, a.vec);
+            mt_tc_stage_rows_t<HS>(Ot, MB_LDT, og, a.ldo, q0, a.T, a.vec);
+            mt_tc_stage_lse_d(lsh, Dsh, dout, out, lse, b, h, q0, a.T, a.NH, HS, a.ldo, a.vec);
+            __syncthreads();
+            if (jw >= a.T) continue; // the warp's keys are all past T (the same in the warp)
+            // the 64 queries in passes of QB blocks of 8 (the score and dP tiles of a pass beside dK and dV
+            // in registers); query block nb has a valid element for the warp's keys when some i >= jw, i < T
+MB_ROLLED
+            for (int pass = 0; pass < 8 / QB; pass++) {
+                float s[QB][4], dp[QB][4];
+MT_UNROLL
+                for (int nb = 0; nb < QB; nb++)
+MT_UNROLL
+                    for (int e = 0; e < 4; e++) s[nb][e] = dp[nb][e] = 0.0f;
+                const int p0 = q0 + 8 * QB * pass; // the pass's first query
+                if (p0 + 8 * QB - 1 < jw || p0 >= a.T) continue;
+MT_UNROLL
+                for (int kc = 0; kc < NF; kc++) { // S^T = K_w Q^T, dP^T = V_w dO^T
+                    uint32_t ka[4], va[4];
+                    ld_a(ka, Ks, ldq, 16 * warp, kc, g, t);
+                    ld_a(va, Vs, ldq, 16 * warp, kc, g, t);
+MT_UNROLL
+                    for (int nb = 0; nb < QB; nb++) {
+                        if (p0 + 8 * nb + 7 < jw || p0 + 8 * nb >= a.T) continue;
+                        uint32_t qb[2], ob[2];
+                        ld_b(qb, Qs, ldq, p0 - q0 + 8 * nb, kc, g, t);
+                        ld_b(ob, Os, ldq, p0 - q0 + 8 * nb, kc, g, t);
+                        mt_mma_16816(s[nb], ka, qb);
+                        mt_mma_16816(dp[nb], va, ob);
+                    }
+                }
+                // element e of block nb: key jw + g + 8 (e / 2), query p0 + 8 nb + 2t + e % 2
+MT_UNROLL
+                for (int nb = 0; nb < QB; nb++)
+MT_UNROLL
+                    for (int e = 0; e < 4; e++) {
+                        const int j = jw + g + 8 * (e / 2), c = p0 - q0 + 8 * nb + 2 * t + e % 2, i = q0 + c;
+                        float pd = 0.0f, ds = 0.0f;
+                        if (i < a.T && j <= i) {
+                            const float p = mt_tc_exp(a.scale * s[nb][e] - lsh[c]);
+                            const float d = DROP ? mt_dev_dropout_scale(&a.d, a.sample_ids[b], (uint32_t)i,
+                                                                        (uint32_t)(a.head0 + h), (uint32_t)j)
+                                                 : 1.0f;
+                            pd = p * d;
+                            ds = p * (d * dp[nb][e] - Dsh[c]);
+                        }
+                        s[nb][e] = pd, dp[nb][e] = ds;
+                    }
+MT_UNROLL
+                for (int kc = 0; kc < QB / 2; kc++) { // dV_w += (P d)^T dO, dK_w += dS^T Q, 16 queries a step
+                    const int k0 = p0 + 16 * kc;
+                    if (k0 + 15 < jw || k0 >= a.T) continue;
+                    uint32_t pa[4], da[4];
+                    pack_a(pa, s, kc);
+                    pack_a(da, dp, kc);
+MT_UNROLL
+                    for (int n = 0; n < ND; n++) {
+                        uint32_t ob[2], qb[2];
+                        ld_b(ob, Ot, MB_LDT, 8 * n, (k0 - q0) / 16, g, t);
+                        ld_b(qb, Qt, MB_LDT, 8 * n, (k0 - q0) / 16, g, t);
+                        mt_mma_16816(dv[n], pa, ob);
+                        mt_mma_16816(dk[n], da, qb);
+                    }
+                }
+            }
+        }
+    if (jw >= a.T) return;
+    float *gk = dqkv + (size_t)b * a.T * a.ld + (size_t)(a.NH + kv) * HS;
+    store_rows<ND>(gk, a.ld, jw, a.T, a.scale, dk, g, t);
+    store_rows<ND>(gk + (size_t)a.NKV * HS, a.ld, jw, a.T, 1.0f, dv, g, t);
+}
+
+template <int HS, bool DROP>
+__global__ static void mma_bwd_dq(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
+                                  mb_args a) {
+    constexpr int ldq = HS + 8, NF = HS / 16, ND = HS / 8;
+    MT_DYNAMIC_SHARED(uint16_t, sm);
+    uint16_t *Ks = sm, *Vs = Ks + MB_TILE * ldq, *Qs = Vs + MB_TILE * ldq, *Os = Qs + MB_TILE * ldq;
+    uint16_t *Kt = Os + MB_TILE * ldq;
+    float *lsh = (float *)(Kt + 2 * HS * MB_LDT), *Dsh = lsh + MB_TILE; // (the layout of mb_shared_bytes)
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int b = (int)blockIdx.x / a.NH, h = (int)blockIdx.x % a.NH, kv = h / (a.NH / a.NKV);
+    const int qt = a.nt - 1 - (int)blockIdx.y, i0 = qt * MB_TILE, iw = i0 + 16 * warp; // longest rows first
+    const float *base = qkv + (size_t)b * a.T * a.ld;
+    mt_tc_stage_rows<HS>(Qs, ldq, base + (size_t)h * HS, a.ld, i0, a.T, a.vec);
+    mt_tc_stage_rows<HS>(Os, ldq, dout + (size_t)b * a.T * a.ldo + (size_t)h * HS, a.ldo, i0, a.T, a.vec);
+    mt_tc_stage_lse_d(lsh, Dsh, dout, out, lse, b, h, i0, a.T, a.NH, HS, a.ldo, a.vec);
+    __syncthreads();
+    // this lane's rows r = 0 (iw + g) and 1 (iw + g + 8): lse and D
+    const float ls0 = lsh[16 * warp + g], ls1 = lsh[16 * warp + g + 8], D0 = Dsh[16 * warp + g],
+                D1 = Dsh[16 * warp + g + 8];
+    float dq[ND][4];
+MT_UNROLL
+    for (int n = 0; n < ND; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    const float *kg = base + (size_t)(a.NH + kv) * HS, *vg = base + (size_t)(a.NH + a.NKV + kv) * HS;
+    for (int kt = 0; kt <= qt; kt++) {
+        const int j0 = kt * MB_TILE;
+        __syncthreads(); // the previous tiles are used up
+        mt_tc_stage_rows<HS>(Ks, ldq, kg, a.ld, j0, a.T, a.vec);
+        mt_tc_stage_rows_t<HS>(Kt, MB_LDT, kg, a.ld, j0, a.T, a.vec);
+        mt_tc_stage_rows<HS>(Vs, ldq, vg, a.ld, j0, a.T, a.vec);
+        __syncthreads();
+        if (iw >= a.T) continue; // the warp's queries are all past T
+        float s[8][4], dp[8][4];
+MT_UNROLL
+        for (int nb = 0; nb < 8; nb++)
+MT_UNROLL
+            for (int e = 0; e < 4; e++) s[nb][e] = dp[nb][e] = 0.0f;
+MT_UNROLL
+        for (int kc = 0; kc < NF; kc++) { // S = Q_w K^T, dP = dO_w V^T
+            uint32_t qa[4], oa[4];
+            ld_a(qa, Qs, ldq, 16 * warp, kc, g, t);
+            ld_a(oa, Os, ldq, 16 * warp, kc, g, t);
+MT_UNROLL
+            for (int nb = 0; nb < 8; nb++) {
+                if (j0 + 8 * nb > iw + 15) continue; // above the diagonal for all 16 rows
+                uint32_t kb[2], vb[2];
+                ld_b(kb, Ks, ldq, 8 * nb, kc, g, t);
+                ld_b(vb, Vs, ldq, 8 * nb, kc, g, t);
+                mt_mma_16816(s[nb], qa, kb);
+                mt_mma_16816(dp[nb], oa, vb);
+            }
+        }
+        // element e of block nb: query iw + g + 8 (e / 2), key j0 + 8 nb + 2t + e % 2
+MT_UNROLL
+        for (int nb = 0; nb < 8; nb++)
+MT_UNROLL
+            for (int e = 0; e < 4; e++) {
+                const int i = iw + g + 8 * (e / 2), j = j0 + 8 * nb + 2 * t + e % 2;
+                float ds = 0.0f;
+                if (i < a.T && j <= i) {
+                    const float p = mt_tc_exp(a.scale * s[nb][e] - (e < 2 ? ls0 : ls1));
+                    const float d = DROP ? mt_dev_dropout_scale(&a.d, a.sample_ids[b], (uint32_t)i, (uint32_t)(a.head0 + h),
+                                                                (uint32_t)j)
+                                         : 1.0f;
+                    ds = p * (d * dp[nb][e] - (e < 2 ? D0 : D1));
+                }
+                dp[nb][e] = ds;
+            }
+MT_UNROLL
+        for (int kc = 0; kc < 4; kc++) { // dQ_w += dS K, 16 keys a step
+            if (j0 + 16 * kc > iw + 15) continue;
+            uint32_t da[4];
+            pack_a(da, dp, kc);
+MT_UNROLL
+            for (int n = 0; n < ND; n++) {
+                uint32_t kb[2];
+                ld_b(kb, Kt, MB_LDT, 8 * n, kc, g, t);
+                mt_mma_16816(dq[n], da, kb);
+            }
+        }
+    }
+    if (iw >= a.T) return;
+    store_rows<ND>(dqkv + (size_t)b * a.T * a.ld + (size_t)h * HS, a.ld, iw, a.T, a.scale, dq, g, t);
+}
+
+/* both passes for one head size: raise the dynamic shared memory limits, launch dQ then dK/dV */
+template <int HS, bool DROP>
+static int launch_form(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv, const float *out,
+                       const float *lse, int B, const mb_args &a) {
+    typedef void (*kernel_t)(float *, const float *, const float *, const float *, const float *, mb_args);
+    kernel_t dq = mma_bwd_dq<HS, DROP>, dkv = mma_bwd_dkv<HS, DROP>;
+    size_t bytes = mb_shared_bytes(HS);
+    int e;
+    if ((e = (int)cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes))) return e;
+    if ((e = (int)cudaFuncSetAttribute(dkv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes))) return e;
+    MT_LAUNCH(dq, dim3((unsigned)(B * a.NH), (unsigned)a.nt, 1), MT_TC_THREADS, bytes, mt_stream(c), dqkv, dout, qkv,
+              out, lse, a);
+    if ((e = mt_launch_status())) return e;
+    MT_LAUNCH(dkv, dim3((unsigned)(B * a.NKV), (unsigned)a.nt, 1), MT_TC_THREADS, bytes, mt_stream(c), dqkv, dout, qkv,
+              out, lse, a);
+    return mt_launch_status();
+}
+template <int HS>
+static int launch(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv, const float *out,
+                  const float *lse, int B, const mb_args &a) {
+    return a.d.on ? launch_form<HS, true>(c, dqkv, dout, qkv, out, lse, B, a)
+                  : launch_form<HS, false>(c, dqkv, dout, qkv, out, lse, B, a);
+}
+
+extern "C" int mt_cuda_attention_mma_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const float *dout,
+                                                  const float *qkv, const float *out, const float *lse, int B, int T,
+                                                  int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop) {
+    if (NKV <= 0 || NH % NKV || !mt_cuda_attention_tc_supported(HS)) return (int)cudaErrorInvalidValue;
+    if (B <= 0 || T <= 0) return 0;
+    const mt_dropout *d = drop ? &drop->d : NULL;
+    mb_args a;
+    a.T = T, a.NH = NH, a.NKV = NKV;
+    a.ld = (NH + 2 * NKV) * HS, a.ldo = NH * HS;
+    a.nt = (T + MB_TILE - 1) / MB_TILE;
+    a.vec = ((uintptr_t)qkv | (uintptr_t)dout | (uintptr_t)out) % 16 == 0;
+    a.scale = 1.0f / sqrtf((float)HS);
+    a.d = mt_dev_dropout_make(d ? d->p : 0.0f, d ? d->seed : 0, d ? d->step : 0, d ? d->layer : 0, d ? d->site : 0);
+    a.sample_ids = drop ? drop->sample_ids : NULL;
+    a.head0 = drop ? drop->head0 : 0;
+    switch (HS) {
+    case 16: return launch<16>(c, dqkv, dout, qkv, out, lse, B, a);
+    case 32: return launch<32>(c, dqkv, dout, qkv, out, lse, B, a);
+    case 48: return launch<48>(c, dqkv, dout, qkv, out, lse, B, a);
+    case 64: return launch<64>(c, dqkv, dout, qkv, out, lse, B, a);
+    case 80: return launch<80>(c, dqkv, dout, qkv, out, lse, B, a);
+    case 96: return launch<96>(c, dqkv, dout, qkv, out, lse, B, a);
+    // above 96 a warp's dK and dV accumulators (HS registers a lane) leave too few registers for the
+    // score tiles (ptxas spills even with passes of 16 queries): the WMMA form, whose accumulators are
+    // fragments it stores through shared memory
+    default: return mt_cuda_attention_tc_backward_gqa(c, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drop);
+    }
+}
