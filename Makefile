@@ -114,7 +114,7 @@ cuda: gpu
 build-gpu/meshtrain: $(GPU_OBJ) nompi-objs
 	@echo "LD $@"
 	@g++ -o $@ $(NOMPI_CLI_OBJ) $(GPU_OBJ) build-nompi/libmeshtrain.a $(GPU_CLI_LDLIBS) \
-	  -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+	  -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart
 build-gpu/obj/%.o: %.cu $(CUDA_HDR)
 	@mkdir -p $(dir $@)
 	@echo "NVCC $<"
@@ -122,7 +122,7 @@ build-gpu/obj/%.o: %.cu $(CUDA_HDR)
 build-gpu/tests/%: build-gpu/obj/tests/gpu/%.o $(GPU_OBJ) $(BUILD)/libmeshtrain.a
 	@mkdir -p $(dir $@)
 	@echo "LD $@"
-	@g++ -o $@ $^ $(GPU_LDLIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart
+	@g++ -o $@ $^ $(GPU_LDLIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart
 # build-gpu/meshtrain-mpi: the same CUDA objects on the MPI build's library and CLI (build/), for
 # several ranks on a GPU machine (Open MPI carried in the pack: tests/gpu/pack.sh)
 # and NCCL beside MPI (src/comm/nccl.c, {comm} nccl)
@@ -140,7 +140,7 @@ build-gpu/obj/src/comm/nccl.o: src/comm/nccl.c src/comm/device.h
 build-gpu/meshtrain-mpi: $(GPU_OBJ) build-gpu/obj/src/comm/nccl.o $(BUILD)/libmeshtrain.a $(CLI_OBJ)
 	@echo "LD $@"
 	@g++ -o $@ $(CLI_OBJ) $(GPU_OBJ) build-gpu/obj/src/comm/nccl.o $(BUILD)/libmeshtrain.a $(GPU_CLI_LDLIBS) \
-	  $(MPI_LINK) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas -lcudart
+	  $(MPI_LINK) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnccl -lcublas -lcublasLt -lcudart
 gpu-pack: gpu gpu-mpi
 	bash tests/gpu/pack.sh build-gpu-pack
 

@@ -1,7 +1,8 @@
 // The backend context (cuda/context.h): a stream and, under nvcc, a cuBLAS
-// handle bound to it.
+// handle bound to it and cuBLASLt's part (cuda/gemm.cu).
 #include "cuda/context.h"
 #include "cuda/compat.h"
+#include "cuda/gemm.h"
 #include <stdio.h>
 #ifndef MT_CUDA_EMU
 #include <cublas_v2.h>
@@ -10,6 +11,7 @@
 extern "C" int mt_cuda_ctx_init(mt_cuda_ctx *ctx) {
     ctx->stream = NULL;
     ctx->blas = NULL;
+    ctx->blas_lt = ctx->lt_workspace = ctx->lt_plans = NULL;
     ctx->tf32 = 0;
     ctx->col_scratch = NULL;
     cudaError_t e = cudaMalloc((void **)&ctx->col_scratch, MT_CUDA_COL_SCRATCH * sizeof(float));
@@ -40,10 +42,17 @@ extern "C" int mt_cuda_ctx_init(mt_cuda_ctx *ctx) {
     }
     ctx->blas = h;
 #endif
+    int rc = mt_cuda_gemm_lt_init(ctx);
+    if (rc) {
+        mt_cuda_ctx_destroy(ctx);
+        return rc;
+    }
     return 0;
 }
 
 extern "C" void mt_cuda_ctx_destroy(mt_cuda_ctx *ctx) {
+    if (ctx->stream) cudaStreamSynchronize((cudaStream_t)ctx->stream); // the workspace may be in use
+    mt_cuda_gemm_lt_destroy(ctx);
 #ifndef MT_CUDA_EMU
     if (ctx->blas) cublasDestroy((cublasHandle_t)ctx->blas);
 #endif

@@ -25,7 +25,11 @@ typedef struct mt_cuda_ctx {
     /* the column sums' partials (launch_util.h, mt_col_split): MT_CUDA_COL_SCRATCH floats of device
        memory made with the context, so no kernel allocates */
     float *col_scratch;
+    /* cuBLASLt under nvcc (NULL under the emulation): its handle, a GEMM workspace of
+       MT_CUDA_LT_WORKSPACE bytes made with the context, and mt_cuda_gemm_bias's plans (cuda/gemm.h) */
+    void *blas_lt, *lt_workspace, *lt_plans;
 } mt_cuda_ctx;
+#define MT_CUDA_LT_WORKSPACE ((size_t)32 << 20) /* cuBLAS's own default on Hopper */
 #define MT_CUDA_COL_SCRATCH ((size_t)1 << 21) /* 8 MB: 64 row groups x 16k columns x 2 sums */
 
 #define MT_CUDA_BLAS_ERROR 10000

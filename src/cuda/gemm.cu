@@ -7,6 +7,8 @@
 #include <string.h>
 #ifndef MT_CUDA_EMU
 #include <cublas_v2.h>
+#include <cublasLt.h>
+#include <stdlib.h>
 #endif
 
 #define BLAS_INVALID (MT_CUDA_BLAS_ERROR + 7) /* CUBLAS_STATUS_INVALID_VALUE */
@@ -59,6 +61,24 @@ extern "C" int mt_cuda_gemm(const mt_cuda_ctx *ctx, char ta, char tb, int m, int
     });
     return (int)e;
 }
+
+extern "C" int mt_cuda_gemm_bias(const mt_cuda_ctx *ctx, char ta, char tb, int m, int n, int k, const void *A,
+                                 mt_cuda_dtype at, int lda, const void *B, int ldb, float *C, int ldc,
+                                 const float *bias) {
+    if (check_args(ta, tb, m, n, k, at, lda, at, ldb, MT_CUDA_F32, ldc, 1) || !bias) return BLAS_INVALID;
+    int e = mt_cuda_gemm(ctx, ta, tb, m, n, k, 1.0f, A, at, lda, 0, B, at, ldb, 0, 0.0f, C, MT_CUDA_F32, ldc, 0, 1);
+    if (e || m == 0 || n == 0) return e;
+    return (int)mt_emu::enqueue_host((cudaStream_t)ctx->stream, [=] {
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) C[i + (long long)j * ldc] += bias[i];
+    });
+}
+
+extern "C" int mt_cuda_gemm_lt_init(mt_cuda_ctx *ctx) {
+    ctx->blas_lt = ctx->lt_workspace = ctx->lt_plans = NULL;
+    return 0;
+}
+extern "C" void mt_cuda_gemm_lt_destroy(mt_cuda_ctx *ctx) { ctx->blas_lt = ctx->lt_workspace = ctx->lt_plans = NULL; }
 #else
 extern "C" int mt_cuda_gemm(const mt_cuda_ctx *ctx, char ta, char tb, int m, int n, int k, float alpha,
                             const void *A, mt_cuda_dtype at, int lda, long long sA, const void *B, mt_cuda_dtype bt,
@@ -78,6 +98,130 @@ extern "C" int mt_cuda_gemm(const mt_cuda_ctx *ctx, char ta, char tb, int m, int
     else
         st = cublasGemmStridedBatchedEx(h, oa, ob, m, n, k, &alpha, A, tA, lda, sA, B, tB, ldb, sB, &beta, C, tC, ldc,
                                         sC, batch, compute, CUBLAS_GEMM_DEFAULT);
+    return st == CUBLAS_STATUS_SUCCESS ? 0 : MT_CUDA_BLAS_ERROR + (int)st;
+}
+
+/* mt_cuda_gemm_bias's plans: one per (shape, types, leading dimensions, operand alignments), made on first
+ * use; state 1 ready, 2 no algorithm (the caller falls back every time, without asking again) */
+struct lt_plan {
+    int key[12];
+    int state;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+};
+struct lt_plans {
+    lt_plan p[MT_CUDA_LT_PLANS];
+};
+
+extern "C" int mt_cuda_gemm_lt_init(mt_cuda_ctx *ctx) {
+    ctx->blas_lt = ctx->lt_workspace = ctx->lt_plans = NULL;
+    cublasLtHandle_t lt;
+    cublasStatus_t st = cublasLtCreate(&lt);
+    if (st != CUBLAS_STATUS_SUCCESS) return MT_CUDA_BLAS_ERROR + (int)st;
+    ctx->blas_lt = lt;
+    cudaError_t e = cudaMalloc(&ctx->lt_workspace, MT_CUDA_LT_WORKSPACE);
+    ctx->lt_plans = calloc(1, sizeof(lt_plans));
+    if (e != cudaSuccess || !ctx->lt_plans) {
+        if (e == cudaSuccess) e = cudaErrorMemoryAllocation;
+        else ctx->lt_workspace = NULL;
+        mt_cuda_gemm_lt_destroy(ctx);
+        return (int)e;
+    }
+    return 0;
+}
+
+extern "C" void mt_cuda_gemm_lt_destroy(mt_cuda_ctx *ctx) {
+    lt_plans *t = (lt_plans *)ctx->lt_plans;
+    for (int i = 0; t && i < MT_CUDA_LT_PLANS; i++) {
+        lt_plan *p = &t->p[i];
+        if (p->op) cublasLtMatmulDescDestroy(p->op);
+        if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+        if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+        if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    }
+    free(t);
+    if (ctx->lt_workspace) cudaFree(ctx->lt_workspace);
+    if (ctx->blas_lt) cublasLtDestroy((cublasLtHandle_t)ctx->blas_lt);
+    ctx->blas_lt = ctx->lt_workspace = ctx->lt_plans = NULL;
+}
+
+// the largest power of two up to 256 dividing the address (cuBLASLt's heuristic otherwise assumes 256)
+static int alignment(const void *p) {
+    int a = 1;
+    while (a < 256 && (uintptr_t)p % (2 * a) == 0) a *= 2;
+    return a;
+}
+
+// the plan's descriptors, layouts and algorithm; 0, or a cuBLAS status (the plan then stays empty)
+static cublasStatus_t plan_make(const mt_cuda_ctx *ctx, lt_plan *p, char ta, char tb, int m, int n, int k,
+                                mt_cuda_dtype at, int lda, int ldb, int ldc, const int align[4]) {
+    cudaDataType tab = at == MT_CUDA_F32 ? CUDA_R_32F : CUDA_R_16BF, tf = CUDA_R_32F;
+    cublasOperation_t oa = ta == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T, ob = tb == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T;
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    uint64_t ws = MT_CUDA_LT_WORKSPACE;
+    cublasStatus_t st = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (!st) st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa);
+    if (!st) st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob);
+    if (!st) st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (!st) st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &tf, sizeof tf);
+    // stored shapes (before op): A m x k or k x m, B k x n or n x k, C m x n; column-major
+    if (!st) st = cublasLtMatrixLayoutCreate(&p->la, tab, ta == 'N' ? m : k, ta == 'N' ? k : m, lda);
+    if (!st) st = cublasLtMatrixLayoutCreate(&p->lb, tab, tb == 'N' ? k : n, tb == 'N' ? n : k, ldb);
+    if (!st) st = cublasLtMatrixLayoutCreate(&p->lc, tf, m, n, ldc);
+    cublasLtMatmulPreference_t pref = NULL;
+    if (!st) st = cublasLtMatmulPreferenceCreate(&pref);
+    if (!st) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    const cublasLtMatmulPreferenceAttributes_t al[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && !st; i++) {
+        uint32_t v = (uint32_t)align[i];
+        st = cublasLtMatmulPreferenceSetAttribute(pref, al[i], &v, sizeof v);
+    }
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (!st)
+        st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)ctx->blas_lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
+                                            &res, &found);
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (st && st != CUBLAS_STATUS_NOT_SUPPORTED) return st;
+    p->state = !st && found > 0 ? 1 : 2;
+    if (p->state == 1) p->algo = res.algo;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+extern "C" int mt_cuda_gemm_bias(const mt_cuda_ctx *ctx, char ta, char tb, int m, int n, int k, const void *A,
+                                 mt_cuda_dtype at, int lda, const void *B, int ldb, float *C, int ldc,
+                                 const float *bias) {
+    if (check_args(ta, tb, m, n, k, at, lda, at, ldb, MT_CUDA_F32, ldc, 1) || !bias) return BLAS_INVALID;
+    lt_plans *t = (lt_plans *)ctx->lt_plans;
+    if (!t || (uintptr_t)bias % 16) return MT_CUDA_GEMM_NO_EPILOGUE;
+    if (m == 0 || n == 0) return 0;
+    const int align[4] = {alignment(A), alignment(B), alignment(C), alignment(C)};
+    const int key[12] = {ta, tb, m, n, k, (int)at, lda, ldb, ldc, align[0], align[1], align[2]};
+    lt_plan *p = NULL;
+    for (int i = 0; i < MT_CUDA_LT_PLANS && !p; i++)
+        if (t->p[i].state && !memcmp(t->p[i].key, key, sizeof key)) p = &t->p[i];
+        else if (!t->p[i].state) { // the first empty plan: this shape's, new
+            p = &t->p[i];
+            memcpy(p->key, key, sizeof key);
+            cublasStatus_t st = plan_make(ctx, p, ta, tb, m, n, k, at, lda, ldb, ldc, align);
+            if (st) { // an error, not a missing algorithm: leave the plan empty, report it
+                if (p->op) cublasLtMatmulDescDestroy(p->op);
+                if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+                if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+                if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+                memset(p, 0, sizeof *p);
+                return MT_CUDA_BLAS_ERROR + (int)st;
+            }
+        }
+    if (!p || p->state != 1) return MT_CUDA_GEMM_NO_EPILOGUE; // the table is full, or no algorithm
+    cublasStatus_t st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    const float one = 1.0f, zero = 0.0f;
+    if (!st)
+        st = cublasLtMatmul((cublasLtHandle_t)ctx->blas_lt, p->op, &one, A, p->la, B, p->lb, &zero, C, p->lc, C, p->lc,
+                            &p->algo, ctx->lt_workspace, MT_CUDA_LT_WORKSPACE, (cudaStream_t)ctx->stream);
     return st == CUBLAS_STATUS_SUCCESS ? 0 : MT_CUDA_BLAS_ERROR + (int)st;
 }
 #endif

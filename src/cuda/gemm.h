@@ -26,6 +26,23 @@ int mt_cuda_gemm(const mt_cuda_ctx *ctx, char transa, char transb, int m, int n,
                  mt_cuda_dtype at, int lda, long long sA, const void *B, mt_cuda_dtype bt, int ldb, long long sB,
                  float beta, void *C, mt_cuda_dtype ct, int ldc, long long sC, int batch);
 
+/* C (m x n fp32, ldc) = op(A) op(B) + bias (m floats, added to every column): a linear layer's forward
+ * with the bias added in the GEMM's epilogue (cuBLASLt, CUBLASLT_EPILOGUE_BIAS, fp32 accumulation)
+ * instead of a pass of its own over C. A and B both fp32 or both bf16 (at). Returns
+ * MT_CUDA_GEMM_NO_EPILOGUE, having done nothing, where cuBLASLt offers no algorithm for the shape and
+ * alignments (or bias is not 16-byte aligned): the caller then runs mt_cuda_gemm and adds the bias
+ * itself. A shape's plan (descriptors, layouts, the heuristic's algorithm) is made on its first call and
+ * kept in the context (at most MT_CUDA_LT_PLANS shapes; later ones fall back), so steps after the first
+ * allocate nothing. Emulated form: mt_cuda_gemm's loop, then bias[i] added to each C element (what the
+ * caller's separate pass computes). */
+#define MT_CUDA_GEMM_NO_EPILOGUE (MT_CUDA_BLAS_ERROR + 100)
+#define MT_CUDA_LT_PLANS 48
+int mt_cuda_gemm_bias(const mt_cuda_ctx *ctx, char transa, char transb, int m, int n, int k, const void *A,
+                      mt_cuda_dtype at, int lda, const void *B, int ldb, float *C, int ldc, const float *bias);
+/* cuBLASLt's part of the context (cuda/context.h): made by mt_cuda_ctx_init, freed by mt_cuda_ctx_destroy */
+int mt_cuda_gemm_lt_init(mt_cuda_ctx *ctx);
+void mt_cuda_gemm_lt_destroy(mt_cuda_ctx *ctx);
+
 #ifdef __cplusplus
 }
 #endif

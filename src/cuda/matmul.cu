@@ -30,7 +30,12 @@ __global__ static void bias_grad(float *dbias, float *part, mt_col_split sp, con
 
 static int forward(const mt_cuda_ctx *c, void *out, mt_cuda_dtype out_t, const void *inp, const void *w,
                    mt_cuda_dtype in_t, const float *bias, int N, int C, int OC) {
-    // out^T (OC x N) = w^T' (OC x C) inp^T (C x N), column-major
+    // out^T (OC x N) = w^T' (OC x C) inp^T (C x N), column-major; an fp32 out takes the bias in the GEMM's
+    // epilogue where cuBLASLt offers it (one pass over out instead of two)
+    if (bias && out_t == MT_CUDA_F32) {
+        int e = mt_cuda_gemm_bias(c, 'T', 'N', OC, N, C, w, in_t, C, inp, C, (float *)out, OC, bias);
+        if (e != MT_CUDA_GEMM_NO_EPILOGUE) return e;
+    }
     int e = mt_cuda_gemm(c, 'T', 'N', OC, N, C, 1.0f, w, in_t, C, 0, inp, in_t, C, 0, 0.0f, out, out_t, OC, 0, 1);
     if (e || !bias) return e;
     size_t n = (size_t)N * OC;
