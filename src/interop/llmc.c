@@ -123,6 +123,13 @@ int mt_llmc_import(const char *path, int n_head, mt_weights *out, mt_error *err)
         goto out;
     }
     uint64_t c = (uint64_t)C;
+    /* a cheap lower bound first: wte and every layer's four matrices (12 C^2) alone must fit in the file,
+     * before the exact count below builds the model's layout (65k tensors for 4095 layers) */
+    if ((uint64_t)Vp * c + (uint64_t)L * 12 * c * c > (size - HEADER_BYTES) / (uint64_t)esz) {
+        mt_errorf(err, "%s: file is %" PRIu64 " bytes, too short for its header (V=%d Vp=%d maxT=%d L=%d C=%d, %s): truncated?",
+                  path, size, V, Vp, T, L, C, esz == 4 ? "fp32" : "bf16");
+        goto out;
+    }
     mt_model_config cfg = {.n_layer = L, .n_embd = C, .n_head = NH, .vocab_size = V, .padded_vocab = mt_pad_vocab(V),
                          .seq_len = T, .dropout = 0.0f};
     mt_error e2;
