@@ -116,6 +116,9 @@ struct lt_plans {
 
 extern "C" int mt_cuda_gemm_lt_init(mt_cuda_ctx *ctx) {
     ctx->blas_lt = ctx->lt_workspace = ctx->lt_plans = NULL;
+    // MT_CUDA_NO_LT=1: no cuBLASLt (every bias its own pass), to compare or to step around a library fault
+    const char *off = getenv("MT_CUDA_NO_LT");
+    if (off && *off && strcmp(off, "0") != 0) return 0;
     cublasLtHandle_t lt;
     cublasStatus_t st = cublasLtCreate(&lt);
     if (st != CUBLAS_STATUS_SUCCESS) return MT_CUDA_BLAS_ERROR + (int)st;

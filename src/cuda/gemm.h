@@ -39,7 +39,8 @@ int mt_cuda_gemm(const mt_cuda_ctx *ctx, char transa, char transb, int m, int n,
 #define MT_CUDA_LT_PLANS 48
 int mt_cuda_gemm_bias(const mt_cuda_ctx *ctx, char transa, char transb, int m, int n, int k, const void *A,
                       mt_cuda_dtype at, int lda, const void *B, int ldb, float *C, int ldc, const float *bias);
-/* cuBLASLt's part of the context (cuda/context.h): made by mt_cuda_ctx_init, freed by mt_cuda_ctx_destroy */
+/* cuBLASLt's part of the context (cuda/context.h): made by mt_cuda_ctx_init, freed by mt_cuda_ctx_destroy;
+ * not made when the environment sets MT_CUDA_NO_LT (not 0): then every bias is a pass of its own */
 int mt_cuda_gemm_lt_init(mt_cuda_ctx *ctx);
 void mt_cuda_gemm_lt_destroy(mt_cuda_ctx *ctx);
 

@@ -123,7 +123,7 @@ static void print_memory_table(const double *all, int n, const char *when, int w
         if (rec[R_DEV_NOW] < 0) continue;
         double added = rec[R_DEV_NOW] - rec[R_DEV_OPEN];
         printf("  %4d GPU memory (cudaMemGetInfo): %.2f MiB used, %.2f when the backend opened (CUDA context, stream, "
-               "cuBLAS handle); the %.2f MiB added vs %.2f accounted at placement device: %+.2f MiB (cuBLAS "
+               "cuBLAS handles, cuBLASLt workspace); the %.2f MiB added vs %.2f accounted at placement device: %+.2f MiB (cuBLAS "
                "workspace, allocation granularity)\n",
                r, mib(rec[R_DEV_NOW]), mib(rec[R_DEV_OPEN]), mib(added), mib(rec[R_DEV_PLACED]),
                mib(added - rec[R_DEV_PLACED]));
