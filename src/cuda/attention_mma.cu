@@ -181,14 +181,6 @@ extern "C" int mt_cuda_attention_mma_forward_gqa(const mt_cuda_ctx *c, float *ou
     a.sample_ids = drop ? drop->sample_ids : NULL;
     a.head0 = drop ? drop->head0 : 0;
     a.vec = (uintptr_t)qkv % 16 == 0; // every row and head then starts 16-byte aligned (ld, HS multiples of 4)
-    switch (HS) {
-    case 16: return launch_fwd<16>(c, out, lse, qkv, B, a);
-    case 32: return launch_fwd<32>(c, out, lse, qkv, B, a);
-    case 48: return launch_fwd<48>(c, out, lse, qkv, B, a);
-    case 64: return launch_fwd<64>(c, out, lse, qkv, B, a);
-    case 80: return launch_fwd<80>(c, out, lse, qkv, B, a);
-    case 96: return launch_fwd<96>(c, out, lse, qkv, B, a);
-    case 112: return launch_fwd<112>(c, out, lse, qkv, B, a);
-    default: return launch_fwd<128>(c, out, lse, qkv, B, a);
-    }
+    return mt_tc_with_head_size<MT_CUDA_TC_MAX_HS>(
+        HS, [&](auto hs) { return launch_fwd<decltype(hs)::value>(c, out, lse, qkv, B, a); });
 }

@@ -305,16 +305,9 @@ extern "C" int mt_cuda_attention_mma_backward_gqa(const mt_cuda_ctx *c, float *d
     a.d = mt_dev_dropout_make(d ? d->p : 0.0f, d ? d->seed : 0, d ? d->step : 0, d ? d->layer : 0, d ? d->site : 0);
     a.sample_ids = drop ? drop->sample_ids : NULL;
     a.head0 = drop ? drop->head0 : 0;
-    switch (HS) {
-    case 16: return launch<16>(c, dqkv, dout, qkv, out, lse, B, a);
-    case 32: return launch<32>(c, dqkv, dout, qkv, out, lse, B, a);
-    case 48: return launch<48>(c, dqkv, dout, qkv, out, lse, B, a);
-    case 64: return launch<64>(c, dqkv, dout, qkv, out, lse, B, a);
-    case 80: return launch<80>(c, dqkv, dout, qkv, out, lse, B, a);
-    case 96: return launch<96>(c, dqkv, dout, qkv, out, lse, B, a);
     // above 96 a warp's dK and dV accumulators (HS registers a lane) leave too few registers for the
     // score tiles (ptxas spills even with passes of 16 queries): the WMMA form, whose accumulators are
     // fragments it stores through shared memory
-    default: return mt_cuda_attention_tc_backward_gqa(c, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drop);
-    }
+    if (HS > 96) return mt_cuda_attention_tc_backward_gqa(c, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drop);
+    return mt_tc_with_head_size<96>(HS, [&](auto hs) { return launch<decltype(hs)::value>(c, dqkv, dout, qkv, out, lse, B, a); });
 }

@@ -264,14 +264,6 @@ extern "C" int mt_cuda_attention_tc_backward_gqa(const mt_cuda_ctx *c, float *dq
     a.d = mt_dev_dropout_make(d ? d->p : 0.0f, d ? d->seed : 0, d ? d->step : 0, d ? d->layer : 0, d ? d->site : 0);
     a.sample_ids = drop ? drop->sample_ids : NULL;
     a.head0 = drop ? drop->head0 : 0;
-    switch (HS / 16) {
-    case 1: return launch<1>(c, dqkv, dout, qkv, out, lse, a);
-    case 2: return launch<2>(c, dqkv, dout, qkv, out, lse, a);
-    case 3: return launch<3>(c, dqkv, dout, qkv, out, lse, a);
-    case 4: return launch<4>(c, dqkv, dout, qkv, out, lse, a);
-    case 5: return launch<5>(c, dqkv, dout, qkv, out, lse, a);
-    case 6: return launch<6>(c, dqkv, dout, qkv, out, lse, a);
-    case 7: return launch<7>(c, dqkv, dout, qkv, out, lse, a);
-    default: return launch<8>(c, dqkv, dout, qkv, out, lse, a);
-    }
+    return mt_tc_with_head_size<MT_CUDA_TC_MAX_HS>(
+        HS, [&](auto hs) { return launch<decltype(hs)::value / 16>(c, dqkv, dout, qkv, out, lse, a); });
 }

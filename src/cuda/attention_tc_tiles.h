@@ -9,6 +9,7 @@
 #include "cuda/device_math.h"
 #include "cuda/tensor_core.h"
 #include <stdint.h>
+#include <type_traits>
 
 #define MT_TC_ROWS 64 /* queries per block, keys per tile */
 #define MT_TC_WARPS 4
@@ -46,6 +47,23 @@ __device__ static inline void mt_tc_stage_rows(uint16_t *dst, int ldd, const flo
         float v = r0 + r < T ? src[(size_t)(r0 + r) * ld + k] : 0.0f;
         dst[r * ldd + k] = mt_tc_to_bf16(v);
     }
+}
+
+/* f(std::integral_constant<int, HS>()) for a runtime head size HS, a multiple of 16 up to MAX (the
+ * launchers' one switch from the runtime size to their kernel templates; sizes above MAX instantiate
+ * nothing); cudaErrorInvalidValue for any other HS */
+template <int MAX, class F> static inline int mt_tc_with_head_size(int HS, F f) {
+    switch (HS) {
+    case 16: return f(std::integral_constant<int, 16>());
+    case 32: return f(std::integral_constant<int, 32>());
+    case 48: return f(std::integral_constant<int, 48>());
+    case 64: return f(std::integral_constant<int, 64>());
+    }
+    if constexpr (MAX >= 80) if (HS == 80) return f(std::integral_constant<int, 80>());
+    if constexpr (MAX >= 96) if (HS == 96) return f(std::integral_constant<int, 96>());
+    if constexpr (MAX >= 112) if (HS == 112) return f(std::integral_constant<int, 112>());
+    if constexpr (MAX >= 128) if (HS == 128) return f(std::integral_constant<int, 128>());
+    return (int)cudaErrorInvalidValue;
 }
 
 /* The 32-bit fragment register of the bf16 pair (row, col), (row, col + 1) of a row-major tile (ld in
