@@ -1,5 +1,6 @@
 // LayerNorm and RMSNorm (cuda/kernels.h): forward one block per row (the
-// statistics by mt_block_sum's fixed tree), backward's dinp one block per
+// statistics by mt_block_sum's fixed tree; LayerNorm's rows of 4k floats at
+// aligned addresses by a warp a row, the row in registers), backward's dinp one block per
 // row, its weight/bias gradients by column blocks of row lanes
 // (launch_util.h: deterministic, within rounding of the CPU's row order).
 #include "cuda/kernels.h"
@@ -35,6 +36,85 @@ __global__ static void layernorm_fwd(float *res, float *out, float *mean, float 
         if (mean) mean[row] = m;
         if (rstd) rstd[row] = rs;
     }
+}
+
+/* The same for rows of C = 4k floats, every pointer 16-byte aligned: a warp a row (MT_ROW_WARPS rows a
+ * block), the row in the lanes' registers as float4s (lane l holds float4s l, l + 32, ..: V4 of them, C <=
+ * 128 V4), both sums by warp shuffles; one read of the row instead of three, no block barriers. The
+ * arithmetic per element is the block form's; the sums' order differs (within rounding of each other). */
+template <int V4>
+__global__ static void layernorm_fwd_warp(float *res, float *out, float *mean, float *rstd, const float *x,
+                                          const float *branch, const float *branch_bias, const float *inp,
+                                          const float *w, const float *b, int N, int C) {
+    const int lane = threadIdx.x % 32, C4 = C / 4;
+    const size_t row = (size_t)blockIdx.x * MT_ROW_WARPS + threadIdx.x / 32;
+    if (row >= (size_t)N) return;
+    float4 v[V4];
+    float s = 0.0f;
+MT_UNROLL
+    for (int k = 0; k < V4; k++) {
+        const int c4 = lane + 32 * k;
+        v[k].x = v[k].y = v[k].z = v[k].w = 0.0f;
+        if (c4 >= C4) continue;
+        const size_t i = row * C4 + c4;
+        if (res) { // fused residual: res = x + (branch + bias)
+            float4 a = ((const float4 *)x)[i], br = ((const float4 *)branch)[i];
+            if (branch_bias) {
+                float4 bb = ((const float4 *)branch_bias)[c4];
+                br.x += bb.x, br.y += bb.y, br.z += bb.z, br.w += bb.w;
+            }
+            a.x += br.x, a.y += br.y, a.z += br.z, a.w += br.w;
+            ((float4 *)res)[i] = a;
+            v[k] = a;
+        } else v[k] = ((const float4 *)inp)[i];
+        s += v[k].x + v[k].y + v[k].z + v[k].w;
+    }
+    const float m = mt_warp_sum(s) / (float)C;
+    float q = 0.0f;
+MT_UNROLL
+    for (int k = 0; k < V4; k++) {
+        if (lane + 32 * k >= C4) continue;
+        float dx = v[k].x - m, dy = v[k].y - m, dz = v[k].z - m, dw = v[k].w - m;
+        q += dx * dx + dy * dy + dz * dz + dw * dw;
+    }
+    const float rs = 1.0f / sqrtf(mt_warp_sum(q) / (float)C + LN_EPS);
+MT_UNROLL
+    for (int k = 0; k < V4; k++) {
+        const int c4 = lane + 32 * k;
+        if (c4 >= C4) continue;
+        const float4 wk = ((const float4 *)w)[c4], bk = ((const float4 *)b)[c4];
+        float4 o;
+        o.x = (v[k].x - m) * rs * wk.x + bk.x, o.y = (v[k].y - m) * rs * wk.y + bk.y;
+        o.z = (v[k].z - m) * rs * wk.z + bk.z, o.w = (v[k].w - m) * rs * wk.w + bk.w;
+        ((float4 *)out)[row * C4 + c4] = o;
+    }
+    if (lane == 0) {
+        if (mean) mean[row] = m;
+        if (rstd) rstd[row] = rs;
+    }
+}
+
+/* the warp form's launch where C and the pointers allow it (0 launched, 1 not: use the block form) */
+static int layernorm_fwd_warp_launch(const mt_cuda_ctx *c, float *res, float *out, float *mean, float *rstd,
+                                     const float *x, const float *branch, const float *branch_bias, const float *inp,
+                                     const float *w, const float *b, int N, int C) {
+    const uintptr_t any = (uintptr_t)res | (uintptr_t)out | (uintptr_t)x | (uintptr_t)branch |
+                          (uintptr_t)branch_bias | (uintptr_t)inp | (uintptr_t)w | (uintptr_t)b;
+    if (C % 4 || any % 16 || C > 128 * 16) return 1;
+    const int need = (C + 127) / 128;
+    dim3 grid(mt_blocks_for((size_t)N, MT_ROW_WARPS)), block(32 * MT_ROW_WARPS);
+#define LN_WARP(V)                                                                                                   \
+    MT_LAUNCH(layernorm_fwd_warp<V>, grid, block, 0, mt_stream(c), res, out, mean, rstd, x, branch, branch_bias, inp, \
+              w, b, N, C)
+    if (need <= 1) LN_WARP(1);
+    else if (need <= 2) LN_WARP(2);
+    else if (need <= 4) LN_WARP(4);
+    else if (need <= 6) LN_WARP(6);
+    else if (need <= 8) LN_WARP(8);
+    else if (need <= 12) LN_WARP(12);
+    else LN_WARP(16);
+#undef LN_WARP
+    return 0;
 }
 
 __global__ static void layernorm_bwd_rows(float *dinp, const float *dout, const float *inp, const float *w,
@@ -126,7 +206,8 @@ __global__ static void rmsnorm_bwd_cols(float *dw, float *part, mt_col_split sp,
 
 extern "C" int mt_cuda_layernorm_forward(const mt_cuda_ctx *c, float *out, float *mean, float *rstd,
                                          const float *inp, const float *w, const float *b, int N, int C) {
-    if (N > 0) MT_LAUNCH(layernorm_fwd, N, MT_ROW_THREADS, 0, mt_stream(c), (float *)NULL, out, mean, rstd,
+    if (N > 0 && layernorm_fwd_warp_launch(c, NULL, out, mean, rstd, NULL, NULL, NULL, inp, w, b, N, C))
+        MT_LAUNCH(layernorm_fwd, N, MT_ROW_THREADS, 0, mt_stream(c), (float *)NULL, out, mean, rstd,
                          (const float *)NULL, (const float *)NULL, (const float *)NULL, inp, w, b, C);
     return mt_launch_status();
 }
@@ -135,8 +216,9 @@ extern "C" int mt_cuda_residual_layernorm_forward(const mt_cuda_ctx *c, float *r
                                                   float *rstd, const float *x, const float *branch,
                                                   const float *branch_bias, const float *w, const float *b, int N,
                                                   int C) {
-    if (N > 0) MT_LAUNCH(layernorm_fwd, N, MT_ROW_THREADS, 0, mt_stream(c), res, out, mean, rstd, x, branch,
-                         branch_bias, (const float *)res, w, b, C);
+    if (N > 0 && layernorm_fwd_warp_launch(c, res, out, mean, rstd, x, branch, branch_bias, res, w, b, N, C))
+        MT_LAUNCH(layernorm_fwd, N, MT_ROW_THREADS, 0, mt_stream(c), res, out, mean, rstd, x, branch, branch_bias,
+                  (const float *)res, w, b, C);
     return mt_launch_status();
 }
 

@@ -229,8 +229,9 @@ static void test_elementwise(void) {
     }
 }
 
-static void test_norms(void) {
-    const int N = 37, C = 83;
+// C = 83: the block-per-row forms; C a multiple of 4 (aligned rows): LayerNorm's warp-per-row forward
+static void test_norms(int N = 37, int C = 83) {
+    printf("-- norms, N %d C %d\n", N, C);
     size_t n = (size_t)N * C;
     std::vector<float> x = rnd(n, 11, 2.0f), w = rnd(C, 12, 1.0f), b = rnd(C, 13, 0.3f), dy = rnd(n, 14, 1.0f);
     for (size_t i = 0; i < n; i++) x[i] += 0.5f; // a mean away from 0
@@ -995,6 +996,8 @@ int main(void) {
     test_elementwise();
     test_col_sums();
     test_norms();
+    test_norms(37, 96);  // one float4 a lane
+    test_norms(21, 768); // GPT-2's width: six float4s a lane
     test_matmul();
     test_attention(4, 4, 0.0f); // GPT-2: multi-head
     test_attention(4, 2, 0.0f); // Llama: grouped-query
