@@ -94,26 +94,38 @@ MT_UNROLL
     }
 }
 
+/* The warp forms' float4s a lane for C: 1, 2, 4, 6, 8, 12 or 16 (C <= 128 of them); 0 where C or an
+ * address rules the warp form out (the block form then runs). */
+static int warp_v4(int C, uintptr_t addresses) {
+    if (C <= 0 || C % 4 || addresses % 16 || C > 128 * 16) return 0;
+    const int need = (C + 127) / 128, sizes[] = {1, 2, 4, 6, 8, 12, 16};
+    for (int v : sizes)
+        if (need <= v) return v;
+    return 0;
+}
+// a warp-form kernel launched for V4 = v (one of warp_v4's sizes), MT_ROW_WARPS rows a block
+#define MT_WARP_ROWS_LAUNCH(kernel, v, N, c, ...)                                                              \
+    do {                                                                                                      \
+        dim3 grid_(mt_blocks_for((size_t)(N), MT_ROW_WARPS)), block_(32 * MT_ROW_WARPS);                      \
+        switch (v) {                                                                                          \
+        case 1: MT_LAUNCH(kernel<1>, grid_, block_, 0, mt_stream(c), __VA_ARGS__); break;                     \
+        case 2: MT_LAUNCH(kernel<2>, grid_, block_, 0, mt_stream(c), __VA_ARGS__); break;                     \
+        case 4: MT_LAUNCH(kernel<4>, grid_, block_, 0, mt_stream(c), __VA_ARGS__); break;                     \
+        case 6: MT_LAUNCH(kernel<6>, grid_, block_, 0, mt_stream(c), __VA_ARGS__); break;                     \
+        case 8: MT_LAUNCH(kernel<8>, grid_, block_, 0, mt_stream(c), __VA_ARGS__); break;                     \
+        case 12: MT_LAUNCH(kernel<12>, grid_, block_, 0, mt_stream(c), __VA_ARGS__); break;                   \
+        default: MT_LAUNCH(kernel<16>, grid_, block_, 0, mt_stream(c), __VA_ARGS__); break;                   \
+        }                                                                                                     \
+    } while (0)
+
 /* the warp form's launch where C and the pointers allow it (0 launched, 1 not: use the block form) */
 static int layernorm_fwd_warp_launch(const mt_cuda_ctx *c, float *res, float *out, float *mean, float *rstd,
                                      const float *x, const float *branch, const float *branch_bias, const float *inp,
                                      const float *w, const float *b, int N, int C) {
-    const uintptr_t any = (uintptr_t)res | (uintptr_t)out | (uintptr_t)x | (uintptr_t)branch |
-                          (uintptr_t)branch_bias | (uintptr_t)inp | (uintptr_t)w | (uintptr_t)b;
-    if (C % 4 || any % 16 || C > 128 * 16) return 1;
-    const int need = (C + 127) / 128;
-    dim3 grid(mt_blocks_for((size_t)N, MT_ROW_WARPS)), block(32 * MT_ROW_WARPS);
-#define LN_WARP(V)                                                                                                   \
-    MT_LAUNCH(layernorm_fwd_warp<V>, grid, block, 0, mt_stream(c), res, out, mean, rstd, x, branch, branch_bias, inp, \
-              w, b, N, C)
-    if (need <= 1) LN_WARP(1);
-    else if (need <= 2) LN_WARP(2);
-    else if (need <= 4) LN_WARP(4);
-    else if (need <= 6) LN_WARP(6);
-    else if (need <= 8) LN_WARP(8);
-    else if (need <= 12) LN_WARP(12);
-    else LN_WARP(16);
-#undef LN_WARP
+    const int v = warp_v4(C, (uintptr_t)res | (uintptr_t)out | (uintptr_t)x | (uintptr_t)branch |
+                                 (uintptr_t)branch_bias | (uintptr_t)inp | (uintptr_t)w | (uintptr_t)b);
+    if (!v) return 1;
+    MT_WARP_ROWS_LAUNCH(layernorm_fwd_warp, v, N, c, res, out, mean, rstd, x, branch, branch_bias, inp, w, b, N, C);
     return 0;
 }
 
@@ -134,6 +146,40 @@ __global__ static void layernorm_bwd_rows(float *dinp, const float *dout, const 
     for (int j = threadIdx.x; j < C; j += blockDim.x) {
         float xh = (x[j] - m) * r;
         di[j] += r * (d[j] * w[j] - sg - xh * sgx);
+    }
+}
+
+/* dinp of rows of C = 4k floats (aligned) by a warp a row, the row's x, dout and w products in registers */
+template <int V4>
+__global__ static void layernorm_bwd_rows_warp(float *dinp, const float *dout, const float *inp, const float *w,
+                                               const float *mean, const float *rstd, int N, int C) {
+    const int lane = threadIdx.x % 32, C4 = C / 4;
+    const size_t row = (size_t)blockIdx.x * MT_ROW_WARPS + threadIdx.x / 32;
+    if (row >= (size_t)N) return;
+    const float m = mean[row], r = rstd[row];
+    float4 xh[V4] = {}, g[V4] = {}; // (x - m) r and dout w
+    float sg = 0.0f, sgx = 0.0f;
+MT_UNROLL
+    for (int k = 0; k < V4; k++) {
+        const int c4 = lane + 32 * k;
+        if (c4 >= C4) continue;
+        const float4 x = ((const float4 *)inp)[row * C4 + c4], d = ((const float4 *)dout)[row * C4 + c4],
+                     wk = ((const float4 *)w)[c4];
+        xh[k].x = (x.x - m) * r, xh[k].y = (x.y - m) * r, xh[k].z = (x.z - m) * r, xh[k].w = (x.w - m) * r;
+        g[k].x = d.x * wk.x, g[k].y = d.y * wk.y, g[k].z = d.z * wk.z, g[k].w = d.w * wk.w;
+        sg += g[k].x + g[k].y + g[k].z + g[k].w;
+        sgx += g[k].x * xh[k].x + g[k].y * xh[k].y + g[k].z * xh[k].z + g[k].w * xh[k].w;
+    }
+    sg = mt_warp_sum(sg) / (float)C;
+    sgx = mt_warp_sum(sgx) / (float)C;
+MT_UNROLL
+    for (int k = 0; k < V4; k++) {
+        const int c4 = lane + 32 * k;
+        if (c4 >= C4) continue;
+        float4 *di = (float4 *)dinp + row * C4 + c4, o = *di;
+        o.x += r * (g[k].x - sg - xh[k].x * sgx), o.y += r * (g[k].y - sg - xh[k].y * sgx);
+        o.z += r * (g[k].z - sg - xh[k].z * sgx), o.w += r * (g[k].w - sg - xh[k].w * sgx);
+        *di = o;
     }
 }
 
@@ -226,7 +272,9 @@ extern "C" int mt_cuda_layernorm_backward(const mt_cuda_ctx *c, float *dinp, flo
                                           const float *inp, const float *w, const float *mean, const float *rstd,
                                           int N, int C) {
     if (N <= 0) return 0;
-    if (dinp) MT_LAUNCH(layernorm_bwd_rows, N, MT_ROW_THREADS, 0, mt_stream(c), dinp, dout, inp, w, mean, rstd, C);
+    const int v = warp_v4(C, (uintptr_t)dinp | (uintptr_t)dout | (uintptr_t)inp | (uintptr_t)w);
+    if (dinp && v) MT_WARP_ROWS_LAUNCH(layernorm_bwd_rows_warp, v, N, c, dinp, dout, inp, w, mean, rstd, N, C);
+    else if (dinp) MT_LAUNCH(layernorm_bwd_rows, N, MT_ROW_THREADS, 0, mt_stream(c), dinp, dout, inp, w, mean, rstd, C);
     int e = mt_launch_status();
     if (e || (!dw && !db)) return e;
     mt_col_split sp = mt_col_split_for(N, C, 2);
