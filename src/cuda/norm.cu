@@ -1,8 +1,9 @@
 // LayerNorm and RMSNorm (cuda/kernels.h): forward one block per row (the
-// statistics by mt_block_sum's fixed tree; LayerNorm's rows of 4k floats at
-// aligned addresses by a warp a row, the row in registers), backward's dinp one block per
-// row, its weight/bias gradients by column blocks of row lanes
-// (launch_util.h: deterministic, within rounding of the CPU's row order).
+// statistics by mt_block_sum's fixed tree), backward's dinp one block per
+// row -- or, for rows of 4k floats at 16-byte aligned addresses, a warp a
+// row with the row in registers (the warp forms, statistics by shuffles);
+// the weight/bias gradients by column blocks of row lanes (launch_util.h:
+// deterministic, within rounding of the CPU's row order).
 #include "cuda/kernels.h"
 #include "cuda/launch_util.h"
 
@@ -223,6 +224,74 @@ __global__ static void rmsnorm_fwd(float *res, float *out, float *rstd, const fl
     if (threadIdx.x == 0) rstd[row] = r;
 }
 
+/* RMSNorm's warp forms (as LayerNorm's above): forward with the optional residual res = x + branch, and
+ * backward's dinp */
+template <int V4>
+__global__ static void rmsnorm_fwd_warp(float *res, float *out, float *rstd, const float *x, const float *branch,
+                                        const float *inp, const float *w, int N, int C, float eps) {
+    const int lane = threadIdx.x % 32, C4 = C / 4;
+    const size_t row = (size_t)blockIdx.x * MT_ROW_WARPS + threadIdx.x / 32;
+    if (row >= (size_t)N) return;
+    float4 v[V4] = {};
+    float ss = 0.0f;
+MT_UNROLL
+    for (int k = 0; k < V4; k++) {
+        const int c4 = lane + 32 * k;
+        if (c4 >= C4) continue;
+        const size_t i = row * C4 + c4;
+        if (res) {
+            float4 a = ((const float4 *)x)[i];
+            const float4 br = ((const float4 *)branch)[i];
+            a.x += br.x, a.y += br.y, a.z += br.z, a.w += br.w;
+            ((float4 *)res)[i] = a;
+            v[k] = a;
+        } else v[k] = ((const float4 *)inp)[i];
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+    const float r = 1.0f / sqrtf(mt_warp_sum(ss) / (float)C + eps);
+MT_UNROLL
+    for (int k = 0; k < V4; k++) {
+        const int c4 = lane + 32 * k;
+        if (c4 >= C4) continue;
+        const float4 wk = ((const float4 *)w)[c4];
+        float4 o;
+        o.x = wk.x * (v[k].x * r), o.y = wk.y * (v[k].y * r), o.z = wk.z * (v[k].z * r), o.w = wk.w * (v[k].w * r);
+        ((float4 *)out)[row * C4 + c4] = o;
+    }
+    if (lane == 0) rstd[row] = r;
+}
+
+template <int V4>
+__global__ static void rmsnorm_bwd_rows_warp(float *dinp, const float *dout, const float *inp, const float *w,
+                                             const float *rstd, int N, int C) {
+    const int lane = threadIdx.x % 32, C4 = C / 4;
+    const size_t row = (size_t)blockIdx.x * MT_ROW_WARPS + threadIdx.x / 32;
+    if (row >= (size_t)N) return;
+    const float r = rstd[row];
+    float4 xh[V4] = {}, g[V4] = {}; // x r and dout w
+    float sgx = 0.0f;
+MT_UNROLL
+    for (int k = 0; k < V4; k++) {
+        const int c4 = lane + 32 * k;
+        if (c4 >= C4) continue;
+        const float4 x = ((const float4 *)inp)[row * C4 + c4], d = ((const float4 *)dout)[row * C4 + c4],
+                     wk = ((const float4 *)w)[c4];
+        xh[k].x = x.x * r, xh[k].y = x.y * r, xh[k].z = x.z * r, xh[k].w = x.w * r;
+        g[k].x = d.x * wk.x, g[k].y = d.y * wk.y, g[k].z = d.z * wk.z, g[k].w = d.w * wk.w;
+        sgx += g[k].x * xh[k].x + g[k].y * xh[k].y + g[k].z * xh[k].z + g[k].w * xh[k].w;
+    }
+    sgx = mt_warp_sum(sgx) / (float)C;
+MT_UNROLL
+    for (int k = 0; k < V4; k++) {
+        const int c4 = lane + 32 * k;
+        if (c4 >= C4) continue;
+        float4 *di = (float4 *)dinp + row * C4 + c4, o = *di;
+        o.x += r * (g[k].x - xh[k].x * sgx), o.y += r * (g[k].y - xh[k].y * sgx);
+        o.z += r * (g[k].z - xh[k].z * sgx), o.w += r * (g[k].w - xh[k].w * sgx);
+        *di = o;
+    }
+}
+
 __global__ static void rmsnorm_bwd_rows(float *dinp, const float *dout, const float *inp, const float *w,
                                         const float *rstd, int C) {
     __shared__ float red[MT_ROW_THREADS];
@@ -287,23 +356,35 @@ extern "C" int mt_cuda_layernorm_backward(const mt_cuda_ctx *c, float *dinp, flo
 
 extern "C" int mt_cuda_rmsnorm_forward(const mt_cuda_ctx *c, float *out, float *rstd, const float *inp,
                                        const float *w, int N, int C, float eps) {
-    if (N > 0) MT_LAUNCH(rmsnorm_fwd, N, MT_ROW_THREADS, 0, mt_stream(c), (float *)NULL, out, rstd,
-                         (const float *)NULL, (const float *)NULL, inp, w, C, eps);
+    if (N <= 0) return 0;
+    const int v = warp_v4(C, (uintptr_t)out | (uintptr_t)inp | (uintptr_t)w);
+    if (v)
+        MT_WARP_ROWS_LAUNCH(rmsnorm_fwd_warp, v, N, c, (float *)NULL, out, rstd, (const float *)NULL,
+                            (const float *)NULL, inp, w, N, C, eps);
+    else
+        MT_LAUNCH(rmsnorm_fwd, N, MT_ROW_THREADS, 0, mt_stream(c), (float *)NULL, out, rstd, (const float *)NULL,
+                  (const float *)NULL, inp, w, C, eps);
     return mt_launch_status();
 }
 
 extern "C" int mt_cuda_residual_rmsnorm_forward(const mt_cuda_ctx *c, float *res, float *out, float *rstd,
                                                 const float *x, const float *branch, const float *w, int N, int C,
                                                 float eps) {
-    if (N > 0) MT_LAUNCH(rmsnorm_fwd, N, MT_ROW_THREADS, 0, mt_stream(c), res, out, rstd, x, branch,
-                         (const float *)res, w, C, eps);
+    if (N <= 0) return 0;
+    const int v = warp_v4(C, (uintptr_t)res | (uintptr_t)out | (uintptr_t)x | (uintptr_t)branch | (uintptr_t)w);
+    if (v) MT_WARP_ROWS_LAUNCH(rmsnorm_fwd_warp, v, N, c, res, out, rstd, x, branch, (const float *)res, w, N, C, eps);
+    else
+        MT_LAUNCH(rmsnorm_fwd, N, MT_ROW_THREADS, 0, mt_stream(c), res, out, rstd, x, branch, (const float *)res, w,
+                  C, eps);
     return mt_launch_status();
 }
 
 extern "C" int mt_cuda_rmsnorm_backward(const mt_cuda_ctx *c, float *dinp, float *dw, const float *dout,
                                         const float *inp, const float *w, const float *rstd, int N, int C) {
     if (N <= 0) return 0;
-    if (dinp) MT_LAUNCH(rmsnorm_bwd_rows, N, MT_ROW_THREADS, 0, mt_stream(c), dinp, dout, inp, w, rstd, C);
+    const int v = warp_v4(C, (uintptr_t)dinp | (uintptr_t)dout | (uintptr_t)inp | (uintptr_t)w);
+    if (dinp && v) MT_WARP_ROWS_LAUNCH(rmsnorm_bwd_rows_warp, v, N, c, dinp, dout, inp, w, rstd, N, C);
+    else if (dinp) MT_LAUNCH(rmsnorm_bwd_rows, N, MT_ROW_THREADS, 0, mt_stream(c), dinp, dout, inp, w, rstd, C);
     int e = mt_launch_status();
     if (e || !dw) return e;
     mt_col_split sp = mt_col_split_for(N, C, 1);
