@@ -10,7 +10,8 @@
 #     MPI the pack carries, ompi.tar.xz) against the one-process GPU curve, 1e-5 relative;
 #  3c. our HF and peft exports loaded by transformers and peft, logits against meshtrain's (hf_check.py);
 #  4. the speed of `meshtrain train --device cuda`: GPT-2 124M, bf16, T=1024 (tokens/s, MFU over
-#     989 TFLOP/s), unless MT_GPU_BENCH is 0;
+#     989 TFLOP/s), unless MT_GPU_BENCH is 0; MT_GPU_BENCH_NO_LT=1 repeats it with MT_CUDA_NO_LT=1
+#     (every bias a pass of its own instead of cuBLASLt's epilogue) for the comparison;
 #  5. compute-sanitizer memcheck on the kernel and step tests, racecheck on the kernel tests (one log);
 #  6. tests/gpu/torch_bench.py (PyTorch GPT-2 124M, eager and compiled) if PyTorch sees the GPU
 #     and MT_GPU_BENCH is not 0;
@@ -234,23 +235,32 @@ bench() {
         rm -f "$tmp/bench.jsonl"
     done
     [ -s "$tmp/bench.jsonl" ] || { echo "FAIL: no batch size trained"; return 1; }
-    python3 - "$tmp/bench.jsonl" "$b" <<'PY'
+    bench_report "$tmp/bench.jsonl" "$b" ""
+    if [ "${MT_GPU_BENCH_NO_LT:-0}" = 1 ]; then # the same run with every bias a pass of its own (no cuBLASLt)
+        rm -f "$tmp/bench_nolt.jsonl"
+        MT_CUDA_NO_LT=1 "$bin/meshtrain" train --model gpt2 --train "$tmp/bench.bin" --batch "$b" --precision bf16 \
+            --device cuda --steps 12 --lr 3e-4 --log-every 1 --peak-gflops 989000 --metrics "$tmp/bench_nolt.jsonl" &&
+            bench_report "$tmp/bench_nolt.jsonl" "$b" " (MT_CUDA_NO_LT=1)"
+    fi
+}
+bench_report() { # metrics file, batch, label
+    python3 - "$1" "$2" "$3" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 rows = [r for r in rows if "tokens_per_s" in r][2:]  # the first two steps warm up
 tok = statistics.median(r["tokens_per_s"] for r in rows)
 flops = 6 * 124.44e6 * tok + 6 * 12 * 768 * 1024 * tok  # 6N per token plus attention (12 L C T)
-print(f"meshtrain GPT-2 124M bf16 T=1024 batch {sys.argv[2]}: {tok:.0f} tokens/s (median of {len(rows)} steps), "
+print(f"meshtrain GPT-2 124M bf16 T=1024 batch {sys.argv[2]}{sys.argv[3]}: {tok:.0f} tokens/s (median of {len(rows)} steps), "
       f"MFU {100 * flops / 989e12:.1f}% of 989 TFLOP/s" +
       (f"; its own mfu field {statistics.median(r['mfu'] for r in rows):.3f}" if all("mfu" in r for r in rows) else ""))
 PY
 }
-export -f bench bench_data
+export -f bench bench_data bench_report
 if ! want bench; then
     :
 elif [ "${MT_GPU_BENCH:-1}" != 0 ]; then
     step "meshtrain speed (GPT-2 124M bf16 T=1024, --device cuda)" 150 bench.log bash -c bench
-    grep -h '^meshtrain GPT-2\|GPU memory' "$out/bench.log" | tail -n 2 | tee -a "$rep"
+    { grep -h '^meshtrain GPT-2' "$out/bench.log"; grep -h 'GPU memory' "$out/bench.log" | tail -n 1; } | tee -a "$rep"
 else
     say "meshtrain speed: not run (MT_GPU_BENCH=0)"
 fi
