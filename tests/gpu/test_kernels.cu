@@ -413,7 +413,16 @@ static void test_mma_layout(void) {
     float *dc = dev(c0);
     MT_LAUNCH(mma_layout_kernel, 1, 32, 0, mt_stream(&ctx), dc, dev(a), dev(b));
     CK(mt_launch_status());
-    within("mma m16n8k16 register layout", ref, host(dc, 128), 1e-5);
+    std::vector<float> got = host(dc, 128);
+    int before = failures;
+    within("mma m16n8k16 register layout", ref, got, 1e-5);
+    if (failures == before) return;
+    // which of the 16 x 8 results are wrong (x), to tell a row, column or operand mix-up apart
+    for (int r = 0; r < 16; r++) {
+        printf("     row %2d ", r);
+        for (int n = 0; n < 8; n++) printf("%c", fabsf(got[r * 8 + n] - ref[r * 8 + n]) > 1e-4f * (1 + fabsf(ref[r * 8 + n])) ? 'x' : '.');
+        printf("\n");
+    }
 }
 
 // The tensor-core forward (bf16 operands, fp32 softmax and accumulation) against the CPU op's fp32
