@@ -125,9 +125,10 @@ int mt_llmc_import(const char *path, int n_head, mt_weights *out, mt_error *err)
     uint64_t c = (uint64_t)C;
     /* a cheap lower bound first: wte and every layer's four matrices (12 C^2) alone must fit in the file,
      * before the exact count below builds the model's layout (65k tensors for 4095 layers) */
-    if ((uint64_t)Vp * c + (uint64_t)L * 12 * c * c > (size - HEADER_BYTES) / (uint64_t)esz) {
-        mt_errorf(err, "%s: file is %" PRIu64 " bytes, too short for its header (V=%d Vp=%d maxT=%d L=%d C=%d, %s): truncated?",
-                  path, size, V, Vp, T, L, C, esz == 4 ? "fp32" : "bf16");
+    uint64_t least = HEADER_BYTES + ((uint64_t)Vp * c + (uint64_t)L * 12 * c * c) * (uint64_t)esz;
+    if (size < least) {
+        mt_errorf(err, "%s: file is %" PRIu64 " bytes but its header (V=%d Vp=%d maxT=%d L=%d C=%d, %s) implies at least %" PRIu64
+                  " (truncated?)", path, size, V, Vp, T, L, C, esz == 4 ? "fp32" : "bf16", least);
         goto out;
     }
     mt_model_config cfg = {.n_layer = L, .n_embd = C, .n_head = NH, .vocab_size = V, .padded_vocab = mt_pad_vocab(V),
