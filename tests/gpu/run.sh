@@ -16,7 +16,7 @@
 #  6. tests/gpu/torch_bench.py (PyTorch GPT-2 124M, eager and compiled) if PyTorch sees the GPU
 #     and MT_GPU_BENCH is not 0;
 # and writes a compact report: $OUT/gpu-report.txt plus one log per step (8 files), or
-# ./gpu-report/ when OUT is unset. Runs from a `make gpu-pack` folder (bin/, lib.tar.xz) or from
+# ./gpu-report/ when OUT is unset. Runs from a `make gpu-pack` folder (bin.tar.xz or bin/, lib.tar.xz) or from
 # the repository (build-gpu/tests, built by `make gpu` if missing). Without a GPU it prints one
 # line and exits 77 (skipped, never passed); exit 1 when a step failed.
 set -uo pipefail
@@ -25,13 +25,19 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
     echo "SKIP: no NVIDIA GPU here (nvidia-smi absent or lists none): the CUDA kernel tests did not run"
     exit 77
 fi
-if [ -d "$here/bin" ]; then # a gpu-pack folder
+unpack() { # an .tar.xz into a folder, with xz or else python3
+    tar -C "$2" -xJf "$1" 2>/dev/null ||
+        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2" ||
+        { echo "FAIL: cannot unpack $1 (no xz, no python3)"; exit 1; }
+}
+if [ -d "$here/bin" ] || [ -s "$here/bin.tar.xz" ]; then # a gpu-pack folder
     bin=$here/bin bench=$here/torch_bench.py gold=$here ompi_tar=$here/ompi.tar.xz
     libdir=$(mktemp -d)
     trap 'rm -rf "$libdir"' EXIT
-    tar -C "$libdir" -xJf "$here/lib.tar.xz" 2>/dev/null ||
-        python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$here/lib.tar.xz" "$libdir" ||
-        { echo "FAIL: cannot unpack $here/lib.tar.xz (no xz, no python3)"; exit 1; }
+    unpack "$here/lib.tar.xz" "$libdir"
+    if [ ! -d "$bin" ]; then # the binaries, unpacked beside the libraries
+        bin=$libdir/bin && mkdir -p "$bin" && unpack "$here/bin.tar.xz" "$bin"
+    fi
     export LD_LIBRARY_PATH=$libdir:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 else # the repository
     root=$(cd "$here/../.." && pwd)
