@@ -134,15 +134,18 @@ extern "C" int mt_cuda_gemm_lt_init(mt_cuda_ctx *ctx) {
     return 0;
 }
 
+// a plan's descriptors freed, the plan empty again
+static void plan_free(lt_plan *p) {
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    memset(p, 0, sizeof *p);
+}
+
 extern "C" void mt_cuda_gemm_lt_destroy(mt_cuda_ctx *ctx) {
     lt_plans *t = (lt_plans *)ctx->lt_plans;
-    for (int i = 0; t && i < MT_CUDA_LT_PLANS; i++) {
-        lt_plan *p = &t->p[i];
-        if (p->op) cublasLtMatmulDescDestroy(p->op);
-        if (p->la) cublasLtMatrixLayoutDestroy(p->la);
-        if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
-        if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
-    }
+    for (int i = 0; t && i < MT_CUDA_LT_PLANS; i++) plan_free(&t->p[i]);
     free(t);
     if (ctx->lt_workspace) cudaFree(ctx->lt_workspace);
     if (ctx->blas_lt) cublasLtDestroy((cublasLtHandle_t)ctx->blas_lt);
@@ -211,11 +214,7 @@ extern "C" int mt_cuda_gemm_bias(const mt_cuda_ctx *ctx, char ta, char tb, int m
             memcpy(p->key, key, sizeof key);
             cublasStatus_t st = plan_make(ctx, p, ta, tb, m, n, k, at, lda, ldb, ldc, align);
             if (st) { // an error, not a missing algorithm: leave the plan empty, report it
-                if (p->op) cublasLtMatmulDescDestroy(p->op);
-                if (p->la) cublasLtMatrixLayoutDestroy(p->la);
-                if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
-                if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
-                memset(p, 0, sizeof *p);
+                plan_free(p);
                 return MT_CUDA_BLAS_ERROR + (int)st;
             }
         }
