@@ -150,14 +150,16 @@ __global__ static void layernorm_bwd_rows(float *dinp, const float *dout, const 
     }
 }
 
-/* dinp of rows of C = 4k floats (aligned) by a warp a row, the row's x, dout and w products in registers */
+/* dinp of rows of C = 4k floats (aligned) by a warp a row, x-hat and dout w in registers: LayerNorm's, or
+ * with mean NULL RMSNorm's (x-hat = x r, no mean term: the same operations with m and the mean of g at 0,
+ * which change no bit) */
 template <int V4>
-__global__ static void layernorm_bwd_rows_warp(float *dinp, const float *dout, const float *inp, const float *w,
-                                               const float *mean, const float *rstd, int N, int C) {
+__global__ static void norm_bwd_rows_warp(float *dinp, const float *dout, const float *inp, const float *w,
+                                          const float *mean, const float *rstd, int N, int C) {
     const int lane = threadIdx.x % 32, C4 = C / 4;
     const size_t row = (size_t)blockIdx.x * MT_ROW_WARPS + threadIdx.x / 32;
     if (row >= (size_t)N) return;
-    const float m = mean[row], r = rstd[row];
+    const float m = mean ? mean[row] : 0.0f, r = rstd[row];
     float4 xh[V4] = {}, g[V4] = {}; // (x - m) r and dout w
     float sg = 0.0f, sgx = 0.0f;
 MT_UNROLL
@@ -171,7 +173,7 @@ MT_UNROLL
         sg += g[k].x + g[k].y + g[k].z + g[k].w;
         sgx += g[k].x * xh[k].x + g[k].y * xh[k].y + g[k].z * xh[k].z + g[k].w * xh[k].w;
     }
-    sg = mt_warp_sum(sg) / (float)C;
+    sg = mean ? mt_warp_sum(sg) / (float)C : 0.0f;
     sgx = mt_warp_sum(sgx) / (float)C;
 MT_UNROLL
     for (int k = 0; k < V4; k++) {
@@ -224,8 +226,8 @@ __global__ static void rmsnorm_fwd(float *res, float *out, float *rstd, const fl
     if (threadIdx.x == 0) rstd[row] = r;
 }
 
-/* RMSNorm's warp forms (as LayerNorm's above): forward with the optional residual res = x + branch, and
- * backward's dinp */
+/* RMSNorm's warp forward (as LayerNorm's above), with the optional residual res = x + branch; its
+ * backward's dinp is norm_bwd_rows_warp's */
 template <int V4>
 __global__ static void rmsnorm_fwd_warp(float *res, float *out, float *rstd, const float *x, const float *branch,
                                         const float *inp, const float *w, int N, int C, float eps) {
@@ -259,37 +261,6 @@ MT_UNROLL
         ((float4 *)out)[row * C4 + c4] = o;
     }
     if (lane == 0) rstd[row] = r;
-}
-
-template <int V4>
-__global__ static void rmsnorm_bwd_rows_warp(float *dinp, const float *dout, const float *inp, const float *w,
-                                             const float *rstd, int N, int C) {
-    const int lane = threadIdx.x % 32, C4 = C / 4;
-    const size_t row = (size_t)blockIdx.x * MT_ROW_WARPS + threadIdx.x / 32;
-    if (row >= (size_t)N) return;
-    const float r = rstd[row];
-    float4 xh[V4] = {}, g[V4] = {}; // x r and dout w
-    float sgx = 0.0f;
-MT_UNROLL
-    for (int k = 0; k < V4; k++) {
-        const int c4 = lane + 32 * k;
-        if (c4 >= C4) continue;
-        const float4 x = ((const float4 *)inp)[row * C4 + c4], d = ((const float4 *)dout)[row * C4 + c4],
-                     wk = ((const float4 *)w)[c4];
-        xh[k].x = x.x * r, xh[k].y = x.y * r, xh[k].z = x.z * r, xh[k].w = x.w * r;
-        g[k].x = d.x * wk.x, g[k].y = d.y * wk.y, g[k].z = d.z * wk.z, g[k].w = d.w * wk.w;
-        sgx += g[k].x * xh[k].x + g[k].y * xh[k].y + g[k].z * xh[k].z + g[k].w * xh[k].w;
-    }
-    sgx = mt_warp_sum(sgx) / (float)C;
-MT_UNROLL
-    for (int k = 0; k < V4; k++) {
-        const int c4 = lane + 32 * k;
-        if (c4 >= C4) continue;
-        float4 *di = (float4 *)dinp + row * C4 + c4, o = *di;
-        o.x += r * (g[k].x - xh[k].x * sgx), o.y += r * (g[k].y - xh[k].y * sgx);
-        o.z += r * (g[k].z - xh[k].z * sgx), o.w += r * (g[k].w - xh[k].w * sgx);
-        *di = o;
-    }
 }
 
 __global__ static void rmsnorm_bwd_rows(float *dinp, const float *dout, const float *inp, const float *w,
@@ -342,7 +313,7 @@ extern "C" int mt_cuda_layernorm_backward(const mt_cuda_ctx *c, float *dinp, flo
                                           int N, int C) {
     if (N <= 0) return 0;
     const int v = warp_v4(C, (uintptr_t)dinp | (uintptr_t)dout | (uintptr_t)inp | (uintptr_t)w);
-    if (dinp && v) MT_WARP_ROWS_LAUNCH(layernorm_bwd_rows_warp, v, N, c, dinp, dout, inp, w, mean, rstd, N, C);
+    if (dinp && v) MT_WARP_ROWS_LAUNCH(norm_bwd_rows_warp, v, N, c, dinp, dout, inp, w, mean, rstd, N, C);
     else if (dinp) MT_LAUNCH(layernorm_bwd_rows, N, MT_ROW_THREADS, 0, mt_stream(c), dinp, dout, inp, w, mean, rstd, C);
     int e = mt_launch_status();
     if (e || (!dw && !db)) return e;
@@ -383,7 +354,7 @@ extern "C" int mt_cuda_rmsnorm_backward(const mt_cuda_ctx *c, float *dinp, float
                                         const float *inp, const float *w, const float *rstd, int N, int C) {
     if (N <= 0) return 0;
     const int v = warp_v4(C, (uintptr_t)dinp | (uintptr_t)dout | (uintptr_t)inp | (uintptr_t)w);
-    if (dinp && v) MT_WARP_ROWS_LAUNCH(rmsnorm_bwd_rows_warp, v, N, c, dinp, dout, inp, w, rstd, N, C);
+    if (dinp && v) MT_WARP_ROWS_LAUNCH(norm_bwd_rows_warp, v, N, c, dinp, dout, inp, w, (const float *)NULL, rstd, N, C);
     else if (dinp) MT_LAUNCH(rmsnorm_bwd_rows, N, MT_ROW_THREADS, 0, mt_stream(c), dinp, dout, inp, w, rstd, C);
     int e = mt_launch_status();
     if (e || !dw) return e;
