@@ -21,23 +21,30 @@
 #include "cuda/philox_device.h"
 #include "cuda/tensor_core.h"
 #include "cuda/attention_tc_tiles.h"
+#include "cuda/attention_mma_operands.h"
+#include "cuda/async_copy.h"
 #include <math.h>
 
 #define MMA_ROWS MT_TC_ROWS
 #define MMA_LDT (MT_TC_ROWS + 8) /* the transposed V tile's row stride (bf16) */
 
 struct mma_fwd_args {
-    int T, NH, NKV, ld, ldo;
+    int T, Tp, NH, NKV, ldo;
+    const uint16_t *q, *k, *vt; // the prepared operands (attention_mma_operands.h)
     float scale;
     mt_dev_dropout d;
     const uint64_t *sample_ids;
     int head0;
-    bool vec; // qkv rows 16-byte aligned: float4 staging
 };
 
 // shared memory: Q and K (64 rows of HS + 8 bf16: the pad puts the 8 rows a fragment load touches in
-// different banks), then V transposed (HS rows of 72 bf16)
-static size_t mma_fwd_shared_bytes(int HS) { return (2 * (size_t)MMA_ROWS * (HS + 8) + (size_t)HS * MMA_LDT) * 2; }
+// different banks), then V transposed (HS rows of 72 bf16); K and V^T twice where two tiles fit beside
+// each other at two blocks an SM (up to HS 64): the next tile's copy runs while the warps work on this one
+template <int HS> struct mma_fwd_smem {
+    static constexpr int NBUF = HS <= 64 ? 2 : 1, LDQ = HS + 8;
+    static constexpr size_t TILE = (size_t)MMA_ROWS * LDQ + (size_t)HS * MMA_LDT; // K and V^T, bf16
+    static constexpr size_t BYTES = ((size_t)MMA_ROWS * LDQ + NBUF * TILE) * 2;
+};
 
 // max and sum over the four lanes of a quad (the lanes holding one row)
 __device__ static inline float quad_max(float x) {
@@ -51,35 +58,53 @@ __device__ static inline float quad_sum(float x) {
 
 // DROP: a compile-time form with attention dropout (its Philox draws, inlined per element, would cost the
 // form without it some 60 registers)
-template <int HS, bool DROP> __global__ static void mma_fwd(float *out, float *lse, const float *qkv, mma_fwd_args a) {
-    MT_DYNAMIC_SHARED(unsigned char, smem);
-    constexpr int ldq = HS + 8, NF = HS / 16, ND = HS / 8;
+template <int HS, bool DROP> __global__ static void mma_fwd(float *out, float *lse, mma_fwd_args a) {
+    MT_DYNAMIC_SHARED(uint16_t, smem);
+    typedef mma_fwd_smem<HS> L;
+    constexpr int ldq = L::LDQ, NF = HS / 16, ND = HS / 8;
     const int n_qt = (a.T + MMA_ROWS - 1) / MMA_ROWS;
     const int qt = n_qt - 1 - (int)blockIdx.x; // the longest rows (most key tiles) first
     const int h = (int)blockIdx.y, b = (int)blockIdx.z, kv = h / (a.NH / a.NKV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    uint16_t *Qs = (uint16_t *)smem, *Ks = Qs + MMA_ROWS * ldq, *Vt = Ks + MMA_ROWS * ldq;
+    uint16_t *Qs = smem;
     const int q0 = qt * MMA_ROWS, r0 = q0 + 16 * warp, i0 = r0 + g, i1 = i0 + 8; // this lane's two rows
-    const float *base = qkv + (size_t)b * a.T * a.ld;
-    mt_tc_stage_rows<HS>(Qs, ldq, base + (size_t)h * HS, a.ld, q0, a.T, a.vec);
-    __syncthreads();
+    const int last = (q0 + MMA_ROWS < a.T ? q0 + MMA_ROWS : a.T) - 1; // the block's last query row
+    const int n_kt = last / MMA_ROWS + 1;
+    const uint16_t *Kg = a.k + mma_rows_at(b, kv, a.NKV, a.Tp, HS, 0), *Vg = a.vt + mma_cols_at(b, kv, a.NKV, a.Tp, HS);
+    // key tile kt's K (64 rows) and V^T (HS rows, its 64 columns) into buffer kt % NBUF
+    auto fetch = [&](int kt) {
+        uint16_t *Ks = Qs + MMA_ROWS * ldq + (kt % L::NBUF) * L::TILE, *Vt = Ks + MMA_ROWS * ldq;
+        mt_cp_async_tile<MMA_ROWS, HS, MT_TC_THREADS>(Ks, ldq, Kg + (size_t)kt * MMA_ROWS * HS, HS);
+        mt_cp_async_tile<HS, MMA_ROWS, MT_TC_THREADS>(Vt, MMA_LDT, Vg + (size_t)kt * MMA_ROWS, (size_t)a.Tp);
+    };
+    mt_cp_async_tile<MMA_ROWS, HS, MT_TC_THREADS>(Qs, ldq, a.q + mma_rows_at(b, h, a.NH, a.Tp, HS, q0), HS);
+    fetch(0);
+    mt_cp_async_commit();
     uint32_t qa[NF][4]; // the warp's 16 query rows as left operands, for every key tile
-MT_UNROLL
-    for (int kc = 0; kc < NF; kc++)
-MT_UNROLL
-        for (int r = 0; r < 4; r++) qa[kc][r] = mt_tc_ld2(Qs, ldq, 16 * warp + g + 8 * (r % 2), 16 * kc + 2 * t + 8 * (r / 2));
     float o[ND][4];
 MT_UNROLL
     for (int n = 0; n < ND; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-    const int last = (q0 + MMA_ROWS < a.T ? q0 + MMA_ROWS : a.T) - 1; // the block's last query row
-    const float *Kg = base + (size_t)(a.NH + kv) * HS, *Vg = base + (size_t)(a.NH + a.NKV + kv) * HS;
-    for (int kt = 0; kt * MMA_ROWS <= last; kt++) {
+    for (int kt = 0; kt < n_kt; kt++) {
         const int k0 = kt * MMA_ROWS;
-        __syncthreads(); // the previous tile's K and V are no longer read
-        mt_tc_stage_rows<HS>(Ks, ldq, Kg, a.ld, k0, a.T, a.vec);
-        mt_tc_stage_rows_t<HS>(Vt, MMA_LDT, Vg, a.ld, k0, a.T, a.vec);
-        __syncthreads();
+        if (L::NBUF == 1 && kt > 0) { // one buffer: this tile's copy after the previous tile's last reads
+            __syncthreads();
+            fetch(kt);
+            mt_cp_async_commit();
+        }
+        mt_cp_async_wait<0>();
+        __syncthreads(); // tile kt is in; with two buffers, every warp is done with tile kt - 1's buffer
+        if (L::NBUF == 2 && kt + 1 < n_kt) { // the next tile's copy runs while this one is multiplied
+            fetch(kt + 1);
+            mt_cp_async_commit();
+        }
+        if (kt == 0)
+MT_UNROLL
+            for (int kc = 0; kc < NF; kc++)
+MT_UNROLL
+                for (int r = 0; r < 4; r++)
+                    qa[kc][r] = mt_tc_ld2(Qs, ldq, 16 * warp + g + 8 * (r % 2), 16 * kc + 2 * t + 8 * (r / 2));
+        const uint16_t *Ks = Qs + MMA_ROWS * ldq + (kt % L::NBUF) * L::TILE, *Vt = Ks + MMA_ROWS * ldq;
         if (r0 >= a.T || k0 > r0 + 15) continue; // the warp's rows are past T or all above this tile (causal)
         float s[8][4]; // S = Q_w K^T, 16 x 64: 8 blocks of 8 keys
 MT_UNROLL
@@ -153,34 +178,37 @@ MT_UNROLL
     }
 }
 
-template <int HS, bool DROP> static int launch_form(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv,
-                                                    int B, const mma_fwd_args &a) {
-    size_t shared = mma_fwd_shared_bytes(HS);
-    void (*kernel)(float *, float *, const float *, mma_fwd_args) = mma_fwd<HS, DROP>;
+template <int HS, bool DROP> static int launch_form(const mt_cuda_ctx *c, float *out, float *lse, int B,
+                                                    const mma_fwd_args &a) {
+    size_t shared = mma_fwd_smem<HS>::BYTES;
+    void (*kernel)(float *, float *, mma_fwd_args) = mma_fwd<HS, DROP>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
     if (e != cudaSuccess) return (int)e;
     dim3 grid((unsigned)((a.T + MMA_ROWS - 1) / MMA_ROWS), (unsigned)a.NH, (unsigned)B);
-    MT_LAUNCH(kernel, grid, MT_TC_THREADS, shared, mt_stream(c), out, lse, qkv, a);
+    MT_LAUNCH(kernel, grid, MT_TC_THREADS, shared, mt_stream(c), out, lse, a);
     return mt_launch_status();
 }
-template <int HS> static int launch_fwd(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B,
-                                        const mma_fwd_args &a) {
-    return a.d.on ? launch_form<HS, true>(c, out, lse, qkv, B, a) : launch_form<HS, false>(c, out, lse, qkv, B, a);
+template <int HS> static int launch_fwd(const mt_cuda_ctx *c, float *out, float *lse, int B, const mma_fwd_args &a) {
+    return a.d.on ? launch_form<HS, true>(c, out, lse, B, a) : launch_form<HS, false>(c, out, lse, B, a);
 }
 
 extern "C" int mt_cuda_attention_mma_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B,
-                                                 int T, int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop) {
-    if (NKV <= 0 || NH % NKV || !mt_cuda_attention_tc_supported(HS)) return (int)cudaErrorInvalidValue;
+                                                 int T, int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop,
+                                                 void *workspace) {
+    if (NKV <= 0 || NH % NKV || !mt_cuda_attention_tc_supported(HS) || !workspace || (uintptr_t)workspace % 16)
+        return (int)cudaErrorInvalidValue;
     if (B <= 0 || T <= 0) return 0;
+    const mma_operands op = mma_operands_layout(workspace, B, T, NH, NKV, HS, false, NULL);
+    int e = mma_operands_prepare(c, op, qkv, NULL, NULL, NULL);
+    if (e) return e;
     const mt_dropout *d = drop ? &drop->d : NULL;
     mma_fwd_args a;
-    a.T = T, a.NH = NH, a.NKV = NKV;
-    a.ld = (NH + 2 * NKV) * HS, a.ldo = NH * HS;
+    a.T = T, a.Tp = op.Tp, a.NH = NH, a.NKV = NKV, a.ldo = NH * HS;
+    a.q = op.q, a.k = op.k, a.vt = op.vt;
     a.scale = 1.0f / sqrtf((float)HS);
     a.d = mt_dev_dropout_make(d ? d->p : 0.0f, d ? d->seed : 0, d ? d->step : 0, d ? d->layer : 0, d ? d->site : 0);
     a.sample_ids = drop ? drop->sample_ids : NULL;
     a.head0 = drop ? drop->head0 : 0;
-    a.vec = (uintptr_t)qkv % 16 == 0; // every row and head then starts 16-byte aligned (ld, HS multiples of 4)
     return mt_tc_with_head_size<MT_CUDA_TC_MAX_HS>(
-        HS, [&](auto hs) { return launch_fwd<decltype(hs)::value>(c, out, lse, qkv, B, a); });
+        HS, [&](auto hs) { return launch_fwd<decltype(hs)::value>(c, out, lse, B, a); });
 }

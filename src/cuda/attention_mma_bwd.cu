@@ -23,6 +23,8 @@
 #include "cuda/philox_device.h"
 #include "cuda/tensor_core.h"
 #include "cuda/attention_tc_tiles.h"
+#include "cuda/attention_mma_operands.h"
+#include "cuda/async_copy.h"
 #include <math.h>
 #include <stdint.h>
 
@@ -37,19 +39,30 @@
 #endif
 
 struct mb_args {
-    int T, NH, NKV, ld, ldo, nt;
-    bool vec;
+    int T, Tp, NH, NKV, ld, nt;
     float scale;
+    mma_operands op; // the prepared bf16 tiles, D and lse (attention_mma_operands.h)
     mt_dev_dropout d;
     const uint64_t *sample_ids;
     int head0;
 };
 
-// shared memory of either pass: four row-major 64 x HS tiles (ld HS + 8), two transposed HS x 64 ones (ld
-// 72), lse and D of 64 query rows
-static size_t mb_shared_bytes(int HS) {
-    return (4 * (size_t)MB_TILE * (HS + 8) + 2 * (size_t)HS * MB_LDT) * sizeof(uint16_t) + 2 * MB_TILE * sizeof(float);
-}
+// shared memory of the dK/dV pass: K and V (64 x HS + 8, row-major), then per buffer one query tile's Q
+// and dO (row-major), Q^T and dO^T (HS x 72), lse and D (64 floats each); two buffers (the next query
+// tile's copy while the warps work on this one) where they fit beside each other at two blocks an SM
+template <int HS> struct dkv_smem {
+    static constexpr int LDQ = HS + 8, NBUF = HS <= 64 ? 2 : 1;
+    static constexpr size_t ROWS = (size_t)MB_TILE * LDQ, COLS = (size_t)HS * MB_LDT; // bf16 elements
+    static constexpr size_t TILE = 2 * ROWS + 2 * COLS + 2 * MB_TILE * 2;             // (the floats as 2 each)
+    static constexpr size_t BYTES = (2 * ROWS + NBUF * TILE) * 2;
+};
+// of the dQ pass: Q and dO, then per buffer one key tile's K, V (row-major) and K^T
+template <int HS> struct dq_smem {
+    static constexpr int LDQ = HS + 8, NBUF = HS <= 64 ? 2 : 1;
+    static constexpr size_t ROWS = (size_t)MB_TILE * LDQ, COLS = (size_t)HS * MB_LDT;
+    static constexpr size_t TILE = 2 * ROWS + COLS;
+    static constexpr size_t BYTES = (2 * ROWS + NBUF * TILE) * 2;
+};
 
 // the left operand (rows row0 .. row0 + 15, columns 16 kc ..) of a staged row-major tile
 __device__ static inline void ld_a(uint32_t a[4], const uint16_t *tile, int ld, int row0, int kc, int g, int t) {
@@ -82,38 +95,57 @@ MT_UNROLL
 
 // DROP: the compile-time form with attention dropout (its Philox draws inlined per element would cost the
 // form without it registers)
-template <int HS, bool DROP>
-__global__ static void mma_bwd_dkv(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                                   mb_args a) {
+template <int HS, bool DROP> __global__ static void mma_bwd_dkv(float *dqkv, mb_args a) {
     // QB: query blocks of 8 a pass, so that the pass's S^T and dP^T (2 QB x 4 registers) fit beside dK and
     // dV (HS registers): all 8 for the small heads, 4 (two passes) from HS 48 on
-    constexpr int ldq = HS + 8, NF = HS / 16, ND = HS / 8, QB = HS <= 32 ? 8 : 4;
+    typedef dkv_smem<HS> L;
+    constexpr int ldq = L::LDQ, NF = HS / 16, ND = HS / 8, QB = HS <= 32 ? 8 : 4;
     MT_DYNAMIC_SHARED(uint16_t, sm);
-    uint16_t *Ks = sm, *Vs = Ks + MB_TILE * ldq, *Qs = Vs + MB_TILE * ldq, *Os = Qs + MB_TILE * ldq;
-    uint16_t *Qt = Os + MB_TILE * ldq, *Ot = Qt + HS * MB_LDT;
-    float *lsh = (float *)(Ot + HS * MB_LDT), *Dsh = lsh + MB_TILE;
+    uint16_t *Ks = sm, *Vs = Ks + L::ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int b = (int)blockIdx.x / a.NKV, kv = (int)blockIdx.x % a.NKV, kt = (int)blockIdx.y, G = a.NH / a.NKV;
-    const int j0 = kt * MB_TILE, jw = j0 + 16 * warp;
-    const float *base = qkv + (size_t)b * a.T * a.ld;
-    mt_tc_stage_rows<HS>(Ks, ldq, base + (size_t)(a.NH + kv) * HS, a.ld, j0, a.T, a.vec);
-    mt_tc_stage_rows<HS>(Vs, ldq, base + (size_t)(a.NH + a.NKV + kv) * HS, a.ld, j0, a.T, a.vec);
+    const int j0 = kt * MB_TILE, jw = j0 + 16 * warp, per_head = a.nt - kt, n_items = G * per_head;
+    const mma_operands &op = a.op;
+    // item it: query head kv G + it / per_head, query tile kt + it % per_head, into buffer it % NBUF
+    auto fetch = [&](int it) {
+        const int h = kv * G + it / per_head, q0 = (kt + it % per_head) * MB_TILE;
+        uint16_t *Qs = Vs + L::ROWS + (it % L::NBUF) * L::TILE, *Os = Qs + L::ROWS, *Qt = Os + L::ROWS, *Ot = Qt + L::COLS;
+        float *lsh = (float *)(Ot + L::COLS);
+        mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Qs, ldq, op.q + mma_rows_at(b, h, a.NH, a.Tp, HS, q0), HS);
+        mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Os, ldq, op.o + mma_rows_at(b, h, a.NH, a.Tp, HS, q0), HS);
+        mt_cp_async_tile<HS, MB_TILE, MT_TC_THREADS>(Qt, MB_LDT, op.qt + mma_cols_at(b, h, a.NH, a.Tp, HS) + q0, a.Tp);
+        mt_cp_async_tile<HS, MB_TILE, MT_TC_THREADS>(Ot, MB_LDT, op.ot + mma_cols_at(b, h, a.NH, a.Tp, HS) + q0, a.Tp);
+        const size_t at = ((size_t)b * a.NH + h) * a.Tp + q0; // lse and D: 16 chunks of 4 floats each
+        if (threadIdx.x < 32)
+            mt_cp_async16(lsh + 4 * (threadIdx.x % 16) + (threadIdx.x / 16) * MB_TILE,
+                          (threadIdx.x < 16 ? op.L : op.D) + at + 4 * (threadIdx.x % 16));
+    };
+    mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Ks, ldq, op.k + mma_rows_at(b, kv, a.NKV, a.Tp, HS, j0), HS);
+    mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Vs, ldq, op.v + mma_rows_at(b, kv, a.NKV, a.Tp, HS, j0), HS);
+    fetch(0);
+    mt_cp_async_commit();
     float dk[ND][4], dv[ND][4];
 MT_UNROLL
     for (int n = 0; n < ND; n++)
 MT_UNROLL
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
-    for (int h = kv * G; h < (kv + 1) * G; h++)
-        for (int qt = kt; qt < a.nt; qt++) {
-            const int q0 = qt * MB_TILE;
-            __syncthreads(); // the previous tiles are used up
-            const float *qg = base + (size_t)h * HS, *og = dout + (size_t)b * a.T * a.ldo + (size_t)h * HS;
-            mt_tc_stage_rows<HS>(Qs, ldq, qg, a.ld, q0, a.T, a.vec);
-            mt_tc_stage_rows_t<HS>(Qt, MB_LDT, qg, a.ld, q0, a.T, a.vec);
-            mt_tc_stage_rows<HS>(Os, ldq, og, a.ldo, q0, a.T, a.vec);
-            mt_tc_stage_rows_t<HS>(Ot, MB_LDT, og, a.ldo, q0, a.T, a.vec);
-            mt_tc_stage_lse_d(lsh, Dsh, dout, out, lse, b, h, q0, a.T, a.NH, HS, a.ldo, a.vec);
+    for (int it = 0; it < n_items; it++) {
+        const int h = kv * G + it / per_head, q0 = (kt + it % per_head) * MB_TILE;
+        if (L::NBUF == 1 && it > 0) { // one buffer: this item's copy after the previous item's last reads
             __syncthreads();
+            fetch(it);
+            mt_cp_async_commit();
+        }
+        mt_cp_async_wait<0>();
+        __syncthreads(); // item it is in; with two buffers, every warp is done with item it - 1's buffer
+        if (L::NBUF == 2 && it + 1 < n_items) {
+            fetch(it + 1);
+            mt_cp_async_commit();
+        }
+        const uint16_t *Qs = Vs + L::ROWS + (it % L::NBUF) * L::TILE, *Os = Qs + L::ROWS, *Qt = Os + L::ROWS,
+                       *Ot = Qt + L::COLS;
+        const float *lsh = (const float *)(Ot + L::COLS), *Dsh = lsh + MB_TILE;
+        {
             if (jw >= a.T) continue; // the warp's keys are all past T (the same in the warp)
             // the 64 queries in passes of QB blocks of 8 (the score and dP tiles of a pass beside dK and dV
             // in registers); query block nb has a valid element for the warp's keys when some i >= jw, i < T
@@ -176,42 +208,54 @@ MT_UNROLL
                 }
             }
         }
+    }
     if (jw >= a.T) return;
     float *gk = dqkv + (size_t)b * a.T * a.ld + (size_t)(a.NH + kv) * HS;
     store_rows<ND>(gk, a.ld, jw, a.T, a.scale, dk, g, t);
     store_rows<ND>(gk + (size_t)a.NKV * HS, a.ld, jw, a.T, 1.0f, dv, g, t);
 }
 
-template <int HS, bool DROP>
-__global__ static void mma_bwd_dq(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                                  mb_args a) {
-    constexpr int ldq = HS + 8, NF = HS / 16, ND = HS / 8;
+template <int HS, bool DROP> __global__ static void mma_bwd_dq(float *dqkv, mb_args a) {
+    typedef dq_smem<HS> L;
+    constexpr int ldq = L::LDQ, NF = HS / 16, ND = HS / 8;
     MT_DYNAMIC_SHARED(uint16_t, sm);
-    uint16_t *Ks = sm, *Vs = Ks + MB_TILE * ldq, *Qs = Vs + MB_TILE * ldq, *Os = Qs + MB_TILE * ldq;
-    uint16_t *Kt = Os + MB_TILE * ldq;
-    float *lsh = (float *)(Kt + 2 * HS * MB_LDT), *Dsh = lsh + MB_TILE; // (the layout of mb_shared_bytes)
+    uint16_t *Qs = sm, *Os = Qs + L::ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int b = (int)blockIdx.x / a.NH, h = (int)blockIdx.x % a.NH, kv = h / (a.NH / a.NKV);
     const int qt = a.nt - 1 - (int)blockIdx.y, i0 = qt * MB_TILE, iw = i0 + 16 * warp; // longest rows first
-    const float *base = qkv + (size_t)b * a.T * a.ld;
-    mt_tc_stage_rows<HS>(Qs, ldq, base + (size_t)h * HS, a.ld, i0, a.T, a.vec);
-    mt_tc_stage_rows<HS>(Os, ldq, dout + (size_t)b * a.T * a.ldo + (size_t)h * HS, a.ldo, i0, a.T, a.vec);
-    mt_tc_stage_lse_d(lsh, Dsh, dout, out, lse, b, h, i0, a.T, a.NH, HS, a.ldo, a.vec);
-    __syncthreads();
-    // this lane's rows r = 0 (iw + g) and 1 (iw + g + 8): lse and D
-    const float ls0 = lsh[16 * warp + g], ls1 = lsh[16 * warp + g + 8], D0 = Dsh[16 * warp + g],
-                D1 = Dsh[16 * warp + g + 8];
+    const mma_operands &op = a.op;
+    // key tile kt's K, V and K^T into buffer kt % NBUF
+    auto fetch = [&](int kt) {
+        const int j0 = kt * MB_TILE;
+        uint16_t *Ks = Os + L::ROWS + (kt % L::NBUF) * L::TILE, *Vs = Ks + L::ROWS, *Kt = Vs + L::ROWS;
+        mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Ks, ldq, op.k + mma_rows_at(b, kv, a.NKV, a.Tp, HS, j0), HS);
+        mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Vs, ldq, op.v + mma_rows_at(b, kv, a.NKV, a.Tp, HS, j0), HS);
+        mt_cp_async_tile<HS, MB_TILE, MT_TC_THREADS>(Kt, MB_LDT, op.kt + mma_cols_at(b, kv, a.NKV, a.Tp, HS) + j0, a.Tp);
+    };
+    mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Qs, ldq, op.q + mma_rows_at(b, h, a.NH, a.Tp, HS, i0), HS);
+    mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Os, ldq, op.o + mma_rows_at(b, h, a.NH, a.Tp, HS, i0), HS);
+    fetch(0);
+    mt_cp_async_commit();
+    // this lane's rows r = 0 (iw + g) and 1 (iw + g + 8): lse and D (0 past T)
+    const size_t at = ((size_t)b * a.NH + h) * a.Tp + iw + g;
+    const float ls0 = op.L[at], ls1 = op.L[at + 8], D0 = op.D[at], D1 = op.D[at + 8];
     float dq[ND][4];
 MT_UNROLL
     for (int n = 0; n < ND; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
-    const float *kg = base + (size_t)(a.NH + kv) * HS, *vg = base + (size_t)(a.NH + a.NKV + kv) * HS;
     for (int kt = 0; kt <= qt; kt++) {
         const int j0 = kt * MB_TILE;
-        __syncthreads(); // the previous tiles are used up
-        mt_tc_stage_rows<HS>(Ks, ldq, kg, a.ld, j0, a.T, a.vec);
-        mt_tc_stage_rows_t<HS>(Kt, MB_LDT, kg, a.ld, j0, a.T, a.vec);
-        mt_tc_stage_rows<HS>(Vs, ldq, vg, a.ld, j0, a.T, a.vec);
-        __syncthreads();
+        if (L::NBUF == 1 && kt > 0) { // one buffer: this tile's copy after the previous tile's last reads
+            __syncthreads();
+            fetch(kt);
+            mt_cp_async_commit();
+        }
+        mt_cp_async_wait<0>();
+        __syncthreads(); // tile kt is in; with two buffers, every warp is done with tile kt - 1's buffer
+        if (L::NBUF == 2 && kt + 1 <= qt) {
+            fetch(kt + 1);
+            mt_cp_async_commit();
+        }
+        const uint16_t *Ks = Os + L::ROWS + (kt % L::NBUF) * L::TILE, *Vs = Ks + L::ROWS, *Kt = Vs + L::ROWS;
         if (iw >= a.T) continue; // the warp's queries are all past T
         float s[8][4], dp[8][4];
 MT_UNROLL
@@ -267,40 +311,35 @@ MT_UNROLL
 }
 
 /* both passes for one head size: raise the dynamic shared memory limits, launch dQ then dK/dV */
-template <int HS, bool DROP>
-static int launch_form(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv, const float *out,
-                       const float *lse, int B, const mb_args &a) {
-    typedef void (*kernel_t)(float *, const float *, const float *, const float *, const float *, mb_args);
+template <int HS, bool DROP> static int launch_form(const mt_cuda_ctx *c, float *dqkv, int B, const mb_args &a) {
+    typedef void (*kernel_t)(float *, mb_args);
     kernel_t dq = mma_bwd_dq<HS, DROP>, dkv = mma_bwd_dkv<HS, DROP>;
-    size_t bytes = mb_shared_bytes(HS);
     int e;
-    if ((e = (int)cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes))) return e;
-    if ((e = (int)cudaFuncSetAttribute(dkv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes))) return e;
-    MT_LAUNCH(dq, dim3((unsigned)(B * a.NH), (unsigned)a.nt, 1), MT_TC_THREADS, bytes, mt_stream(c), dqkv, dout, qkv,
-              out, lse, a);
+    if ((e = (int)cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem<HS>::BYTES))) return e;
+    if ((e = (int)cudaFuncSetAttribute(dkv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkv_smem<HS>::BYTES)))
+        return e;
+    MT_LAUNCH(dq, dim3((unsigned)(B * a.NH), (unsigned)a.nt, 1), MT_TC_THREADS, dq_smem<HS>::BYTES, mt_stream(c), dqkv, a);
     if ((e = mt_launch_status())) return e;
-    MT_LAUNCH(dkv, dim3((unsigned)(B * a.NKV), (unsigned)a.nt, 1), MT_TC_THREADS, bytes, mt_stream(c), dqkv, dout, qkv,
-              out, lse, a);
+    MT_LAUNCH(dkv, dim3((unsigned)(B * a.NKV), (unsigned)a.nt, 1), MT_TC_THREADS, dkv_smem<HS>::BYTES, mt_stream(c), dqkv,
+              a);
     return mt_launch_status();
 }
-template <int HS>
-static int launch(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv, const float *out,
-                  const float *lse, int B, const mb_args &a) {
-    return a.d.on ? launch_form<HS, true>(c, dqkv, dout, qkv, out, lse, B, a)
-                  : launch_form<HS, false>(c, dqkv, dout, qkv, out, lse, B, a);
+template <int HS> static int launch(const mt_cuda_ctx *c, float *dqkv, int B, const mb_args &a) {
+    return a.d.on ? launch_form<HS, true>(c, dqkv, B, a) : launch_form<HS, false>(c, dqkv, B, a);
 }
 
 extern "C" int mt_cuda_attention_mma_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const float *dout,
                                                   const float *qkv, const float *out, const float *lse, int B, int T,
-                                                  int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop) {
-    if (NKV <= 0 || NH % NKV || !mt_cuda_attention_tc_supported(HS)) return (int)cudaErrorInvalidValue;
+                                                  int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop,
+                                                  void *workspace) {
+    if (NKV <= 0 || NH % NKV || !mt_cuda_attention_tc_supported(HS) || (HS <= 96 && (!workspace || (uintptr_t)workspace % 16)))
+        return (int)cudaErrorInvalidValue;
     if (B <= 0 || T <= 0) return 0;
     const mt_dropout *d = drop ? &drop->d : NULL;
     mb_args a;
     a.T = T, a.NH = NH, a.NKV = NKV;
-    a.ld = (NH + 2 * NKV) * HS, a.ldo = NH * HS;
+    a.ld = (NH + 2 * NKV) * HS;
     a.nt = (T + MB_TILE - 1) / MB_TILE;
-    a.vec = ((uintptr_t)qkv | (uintptr_t)dout | (uintptr_t)out) % 16 == 0;
     a.scale = 1.0f / sqrtf((float)HS);
     a.d = mt_dev_dropout_make(d ? d->p : 0.0f, d ? d->seed : 0, d ? d->step : 0, d ? d->layer : 0, d ? d->site : 0);
     a.sample_ids = drop ? drop->sample_ids : NULL;
@@ -309,5 +348,9 @@ extern "C" int mt_cuda_attention_mma_backward_gqa(const mt_cuda_ctx *c, float *d
     // score tiles (ptxas spills even with passes of 16 queries): the WMMA form, whose accumulators are
     // fragments it stores through shared memory
     if (HS > 96) return mt_cuda_attention_tc_backward_gqa(c, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, drop);
-    return mt_tc_with_head_size<96>(HS, [&](auto hs) { return launch<decltype(hs)::value>(c, dqkv, dout, qkv, out, lse, B, a); });
+    a.op = mma_operands_layout(workspace, B, T, NH, NKV, HS, true, NULL);
+    a.Tp = a.op.Tp;
+    int e = mma_operands_prepare(c, a.op, qkv, dout, out, lse);
+    if (e) return e;
+    return mt_tc_with_head_size<96>(HS, [&](auto hs) { return launch<decltype(hs)::value>(c, dqkv, B, a); });
 }

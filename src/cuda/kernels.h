@@ -121,14 +121,18 @@ int mt_cuda_attention_tc_forward_gqa(const mt_cuda_ctx *c, float *out, float *ls
                                      int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop);
 /* The register form of the tensor-core forward (attention_mma.cu): the same arithmetic and arguments,
  * the products on m16n8k16 register fragments, so scores, softmax and the output accumulator stay in
- * registers (the WMMA form above keeps them in shared memory). */
+ * registers (the WMMA form above keeps them in shared memory). Its operands are first prepared as bf16
+ * tiles (attention_mma_operands.h) in `workspace`, device memory of
+ * mt_cuda_attention_mma_workspace_bytes (16-byte aligned), which the kernels then copy to shared memory
+ * asynchronously, a tile ahead. */
+size_t mt_cuda_attention_mma_workspace_bytes(int B, int T, int NH, int NKV, int HS);
 int mt_cuda_attention_mma_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B, int T,
-                                      int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop);
+                                      int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop, void *workspace);
 /* Its backward (attention_mma_bwd.cu): the two passes of the WMMA form, register fragments throughout,
- * up to HS 96 (above, the WMMA form's backward). */
+ * up to HS 96 (above, the WMMA form's backward, without the workspace). */
 int mt_cuda_attention_mma_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv,
                                        const float *out, const float *lse, int B, int T, int NH, int NKV, int HS,
-                                       const mt_cuda_attn_dropout *drop);
+                                       const mt_cuda_attn_dropout *drop, void *workspace);
 int mt_cuda_attention_tc_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv,
                                       const float *out, const float *lse, int B, int T, int NH, int NKV, int HS,
                                       const mt_cuda_attn_dropout *drop);

@@ -250,8 +250,17 @@ struct warp_state {
     unsigned stamp[2][32]; // the generation each slot was written in
 };
 
+// a cp.async copy issued and not yet waited for (async_copy): performed at the async_wait that covers it
+struct async_op {
+    void *dst;
+    const void *src;
+    size_t bytes;
+};
+
 struct fiber {
     fiber_ctx ctx;
+    std::vector<async_op> async_ops;   // issued, in order
+    std::vector<size_t> async_groups; // committed groups: the end of each in async_ops
     fiber_state state = RUNNABLE;
     uint3 tid;
     int linear = 0;
@@ -316,6 +325,8 @@ void fiber_entry() {
     __sanitizer_finish_switch_fiber(nullptr, &runner->main_stack_bottom, &runner->main_stack_size);
 #endif
     (*runner->body)();
+    if (!runner->fibers[runner->current].async_ops.empty())
+        die_in_kernel("a thread returned with cp.async copies it never waited for");
     runner->fibers[runner->current].state = DONE;
     switch_to_main();
     abort(); // a finished fiber is never resumed
@@ -513,6 +524,29 @@ void warp_gather(const void *mine, size_t bytes, void *all) {
             die_in_kernel("a warp-wide tensor-core operation without every lane of the warp (one returned or diverged)");
         std::memcpy((char *)all + (size_t)l * bytes, r->warps[w].blobs[gen & 1][l], bytes);
     }
+}
+
+void async_copy(void *dst, const void *src, size_t bytes) {
+    block_runner *r = runner;
+    const char *d = (const char *)dst, *sh = r->shared_mem.data();
+    if (d < sh || d + bytes > sh + r->shared_mem.size())
+        die_in_kernel("cp.async to an address outside the block's dynamic shared memory");
+    if (!is_device_range(src, bytes)) die_in_kernel("cp.async from an address outside every device allocation");
+    if ((uintptr_t)dst % bytes || (uintptr_t)src % bytes) die_in_kernel("cp.async of a misaligned address");
+    r->fibers[r->current].async_ops.push_back(async_op{dst, src, bytes});
+}
+void async_commit() {
+    fiber &f = runner->fibers[runner->current];
+    f.async_groups.push_back(f.async_ops.size());
+}
+void async_wait(int pending) {
+    fiber &f = runner->fibers[runner->current];
+    if ((int)f.async_groups.size() <= pending) return;
+    size_t k = f.async_groups.size() - (size_t)pending, end = f.async_groups[k - 1];
+    for (size_t i = 0; i < end; i++) std::memcpy(f.async_ops[i].dst, f.async_ops[i].src, f.async_ops[i].bytes);
+    f.async_ops.erase(f.async_ops.begin(), f.async_ops.begin() + (long)end);
+    f.async_groups.erase(f.async_groups.begin(), f.async_groups.begin() + (long)k);
+    for (size_t &g : f.async_groups) g -= end;
 }
 
 // cudaFuncSetAttribute's dynamic shared memory limits, per kernel

@@ -28,8 +28,9 @@
  * Kernel sources use three macros of cuda/compat.h that have a native
  * form under nvcc: MT_LAUNCH (a <<<>>> launch), MT_DYNAMIC_SHARED (extern
  * __shared__) and MT_HD (__host__ __device__). Tensor cores: the warp tile
- * operations of cuda/tensor_core.h (their emulated form is there). Not
- * emulated: inline PTX, atomics, textures, cooperative groups. */
+ * operations of cuda/tensor_core.h (their emulated form is there);
+ * asynchronous copies to shared memory: cuda/async_copy.h. Not emulated:
+ * other inline PTX, atomics, textures, cooperative groups. */
 #ifndef MT_CUDA_EMU_EMU_H
 #define MT_CUDA_EMU_EMU_H
 #include <cmath>
@@ -54,6 +55,9 @@ struct uint3 {
 /* CUDA's vector types the kernels load and store with (sizes and alignments as CUDA's) */
 struct alignas(16) float4 {
     float x, y, z, w;
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
 };
 struct alignas(8) ushort4 {
     unsigned short x, y, z, w;
@@ -178,6 +182,15 @@ int lane_id();
  * (at most 32) at `mine`, waits for the warp, and copies every lane's deposit into `all`, lane by lane
  * (32 * bytes); a lane of the warp that did not take part (returned or diverged) stops the run. */
 void warp_gather(const void *mine, size_t bytes, void *all);
+
+/* cp.async (cuda/async_copy.h): the copy is queued, not made, until an async_wait covers its group
+ * (cp.async.wait_group: all but the `pending` most recent committed groups), so a kernel that reads the
+ * destination before it waits, or before the barrier after another thread's wait, reads stale memory;
+ * a thread that returns with copies outstanding stops the run. dst: the block's dynamic shared memory;
+ * src: a device allocation; both aligned to bytes. */
+void async_copy(void *dst, const void *src, size_t bytes);
+void async_commit();
+void async_wait(int pending);
 
 template <typename T> static inline uint64_t to_bits(T v) {
     static_assert(sizeof(T) <= 8, "warp shuffles of at most 8 bytes");
