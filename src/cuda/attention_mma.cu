@@ -9,9 +9,10 @@
 // sum are reduced over the four lanes of its quad by two shuffles; and the
 // probabilities, packed to bf16, are the left operand of P V as they are
 // (the accumulator layout of two adjacent 8-key blocks is the operand
-// layout of one 16-key step). Shared memory holds only the staged bf16 Q, K
-// (row-major) and V (transposed, so that a right-operand register is one
-// 32-bit load). The same per-row arithmetic as attention_tc.cu:
+// layout of one 16-key step). Shared memory holds only the bf16 Q, K and V
+// tiles (row-major, prepared by attention_mma_operands.cu, copied in with
+// cp.async a key tile ahead), read into fragments by ldmatrix (V with
+// .trans). The same per-row arithmetic as attention_tc.cu:
 //   s_j = scale q_i.k_j (j <= i);  m' = max(m, max_j s_j);  alpha = exp(m - m');
 //   p_j = exp(s_j - m');  l = alpha l + sum_j p_j;  O_i = alpha O_i + sum_j bf16(p_j d_ij) v_j
 //   end: out_i = O_i / l;  lse_i = m + log l
@@ -26,24 +27,22 @@
 #include <math.h>
 
 #define MMA_ROWS MT_TC_ROWS
-#define MMA_LDT (MT_TC_ROWS + 8) /* the transposed V tile's row stride (bf16) */
 
 struct mma_fwd_args {
     int T, Tp, NH, NKV, ldo;
-    const uint16_t *q, *k, *vt; // the prepared operands (attention_mma_operands.h)
+    const uint16_t *q, *k, *v; // the prepared operands (attention_mma_operands.h)
     float scale;
     mt_dev_dropout d;
     const uint64_t *sample_ids;
     int head0;
 };
 
-// shared memory: Q and K (64 rows of HS + 8 bf16: the pad puts the 8 rows a fragment load touches in
-// different banks), then V transposed (HS rows of 72 bf16); K and V^T twice where two tiles fit beside
-// each other at two blocks an SM (up to HS 64): the next tile's copy runs while the warps work on this one
+// shared memory: Q, then K and V twice (the next key tile's copy runs while the warps work on this one),
+// 64 rows of HS + 8 bf16 each (the pad puts the 8 rows an ldmatrix reads in different banks)
 template <int HS> struct mma_fwd_smem {
-    static constexpr int NBUF = HS <= 64 ? 2 : 1, LDQ = HS + 8;
-    static constexpr size_t TILE = (size_t)MMA_ROWS * LDQ + (size_t)HS * MMA_LDT; // K and V^T, bf16
-    static constexpr size_t BYTES = ((size_t)MMA_ROWS * LDQ + NBUF * TILE) * 2;
+    static constexpr int LDQ = HS + 8;
+    static constexpr size_t TILE = 2 * (size_t)MMA_ROWS * LDQ; // K and V, bf16
+    static constexpr size_t BYTES = ((size_t)MMA_ROWS * LDQ + 2 * TILE) * 2;
 };
 
 // max and sum over the four lanes of a quad (the lanes holding one row)
@@ -70,12 +69,12 @@ template <int HS, bool DROP> __global__ static void mma_fwd(float *out, float *l
     const int q0 = qt * MMA_ROWS, r0 = q0 + 16 * warp, i0 = r0 + g, i1 = i0 + 8; // this lane's two rows
     const int last = (q0 + MMA_ROWS < a.T ? q0 + MMA_ROWS : a.T) - 1; // the block's last query row
     const int n_kt = last / MMA_ROWS + 1;
-    const uint16_t *Kg = a.k + mma_rows_at(b, kv, a.NKV, a.Tp, HS, 0), *Vg = a.vt + mma_cols_at(b, kv, a.NKV, a.Tp, HS);
-    // key tile kt's K (64 rows) and V^T (HS rows, its 64 columns) into buffer kt % NBUF
+    const uint16_t *Kg = a.k + mma_rows_at(b, kv, a.NKV, a.Tp, HS, 0), *Vg = a.v + mma_rows_at(b, kv, a.NKV, a.Tp, HS, 0);
+    // key tile kt's K and V into buffer kt % 2
     auto fetch = [&](int kt) {
-        uint16_t *Ks = Qs + MMA_ROWS * ldq + (kt % L::NBUF) * L::TILE, *Vt = Ks + MMA_ROWS * ldq;
+        uint16_t *Ks = Qs + MMA_ROWS * ldq + (kt % 2) * L::TILE, *Vs = Ks + MMA_ROWS * ldq;
         mt_cp_async_tile<MMA_ROWS, HS, MT_TC_THREADS>(Ks, ldq, Kg + (size_t)kt * MMA_ROWS * HS, HS);
-        mt_cp_async_tile<HS, MMA_ROWS, MT_TC_THREADS>(Vt, MMA_LDT, Vg + (size_t)kt * MMA_ROWS, (size_t)a.Tp);
+        mt_cp_async_tile<MMA_ROWS, HS, MT_TC_THREADS>(Vs, ldq, Vg + (size_t)kt * MMA_ROWS * HS, HS);
     };
     mt_cp_async_tile<MMA_ROWS, HS, MT_TC_THREADS>(Qs, ldq, a.q + mma_rows_at(b, h, a.NH, a.Tp, HS, q0), HS);
     fetch(0);
@@ -87,35 +86,30 @@ MT_UNROLL
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
     for (int kt = 0; kt < n_kt; kt++) {
         const int k0 = kt * MMA_ROWS;
-        if (L::NBUF == 1 && kt > 0) { // one buffer: this tile's copy after the previous tile's last reads
-            __syncthreads();
-            fetch(kt);
-            mt_cp_async_commit();
-        }
         mt_cp_async_wait<0>();
-        __syncthreads(); // tile kt is in; with two buffers, every warp is done with tile kt - 1's buffer
-        if (L::NBUF == 2 && kt + 1 < n_kt) { // the next tile's copy runs while this one is multiplied
+        __syncthreads(); // tile kt is in, and every warp is done with tile kt - 1's buffer
+        if (kt + 1 < n_kt) { // the next tile's copy runs while this one is multiplied
             fetch(kt + 1);
             mt_cp_async_commit();
         }
         if (kt == 0)
 MT_UNROLL
-            for (int kc = 0; kc < NF; kc++)
-MT_UNROLL
-                for (int r = 0; r < 4; r++)
-                    qa[kc][r] = mt_tc_ld2(Qs, ldq, 16 * warp + g + 8 * (r % 2), 16 * kc + 2 * t + 8 * (r / 2));
-        const uint16_t *Ks = Qs + MMA_ROWS * ldq + (kt % L::NBUF) * L::TILE, *Vt = Ks + MMA_ROWS * ldq;
+            for (int kc = 0; kc < NF; kc++) mt_tc_ldsm_a(qa[kc], Qs, ldq, 16 * warp, 16 * kc, lane);
+        const uint16_t *Ks = Qs + MMA_ROWS * ldq + (kt % 2) * L::TILE, *Vs = Ks + MMA_ROWS * ldq;
         if (r0 >= a.T || k0 > r0 + 15) continue; // the warp's rows are past T or all above this tile (causal)
-        float s[8][4]; // S = Q_w K^T, 16 x 64: 8 blocks of 8 keys
+        float s[8][4]; // S = Q_w K^T, 16 x 64: 8 blocks of 8 keys, loaded by pairs
 MT_UNROLL
-        for (int nb = 0; nb < 8; nb++) {
-            s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
-            if (k0 + 8 * nb > r0 + 15) continue; // above the diagonal for all 16 rows (the same in the warp)
+        for (int nb = 0; nb < 8; nb++) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+MT_UNROLL
+        for (int np = 0; np < 4; np++) {
+            if (k0 + 16 * np > r0 + 15) continue; // above the diagonal for all 16 rows (the same in the warp)
+            const bool second = k0 + 16 * np + 8 <= r0 + 15;
 MT_UNROLL
             for (int kc = 0; kc < NF; kc++) {
-                uint32_t kb[2] = {mt_tc_ld2(Ks, ldq, 8 * nb + g, 16 * kc + 2 * t),
-                                  mt_tc_ld2(Ks, ldq, 8 * nb + g, 16 * kc + 2 * t + 8)};
-                mt_mma_16816(s[nb], qa[kc], kb);
+                uint32_t kb[4];
+                mt_tc_ldsm_b_nk(kb, Ks, ldq, 16 * np, 16 * kc, lane);
+                mt_mma_16816(s[2 * np], qa[kc], kb);
+                if (second) mt_mma_16816(s[2 * np + 1], qa[kc], kb + 2);
             }
         }
         // the online softmax: element e of block nb is row e < 2 ? i0 : i1, key k0 + 8 nb + 2t + e % 2
@@ -158,10 +152,11 @@ MT_UNROLL
                                     mt_tc_pack_bf16x2(s[2 * kc + 1][0], s[2 * kc + 1][1]),
                                     mt_tc_pack_bf16x2(s[2 * kc + 1][2], s[2 * kc + 1][3])};
 MT_UNROLL
-            for (int n = 0; n < ND; n++) {
-                uint32_t vb[2] = {mt_tc_ld2(Vt, MMA_LDT, 8 * n + g, 16 * kc + 2 * t),
-                                  mt_tc_ld2(Vt, MMA_LDT, 8 * n + g, 16 * kc + 2 * t + 8)};
-                mt_mma_16816(o[n], pa, vb);
+            for (int np = 0; np < ND / 2; np++) {
+                uint32_t vb[4];
+                mt_tc_ldsm_b_kn(vb, Vs, ldq, 16 * kc, 16 * np, lane);
+                mt_mma_16816(o[2 * np], pa, vb);
+                mt_mma_16816(o[2 * np + 1], pa, vb + 2);
             }
         }
     }
@@ -204,7 +199,7 @@ extern "C" int mt_cuda_attention_mma_forward_gqa(const mt_cuda_ctx *c, float *ou
     const mt_dropout *d = drop ? &drop->d : NULL;
     mma_fwd_args a;
     a.T = T, a.Tp = op.Tp, a.NH = NH, a.NKV = NKV, a.ldo = NH * HS;
-    a.q = op.q, a.k = op.k, a.vt = op.vt;
+    a.q = op.q, a.k = op.k, a.v = op.v;
     a.scale = 1.0f / sqrtf((float)HS);
     a.d = mt_dev_dropout_make(d ? d->p : 0.0f, d ? d->seed : 0, d ? d->step : 0, d ? d->layer : 0, d ? d->site : 0);
     a.sample_ids = drop ? drop->sample_ids : NULL;

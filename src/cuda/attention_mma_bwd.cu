@@ -4,19 +4,21 @@
 // one (cuda/tensor_core.h), so the score and dP tiles, the softmax and dS
 // stay in the lanes' registers and feed the next products as left operands
 // directly (an accumulator pair of 8-column blocks is a 16-wide operand).
-// Staged in shared memory as bf16, row-major and, where a tile is the
-// right operand of a product summing over its rows, transposed too:
+// The bf16 tiles (row-major, prepared by attention_mma_operands.cu with D
+// and lse) are copied to shared memory with cp.async one tile ahead and read
+// into fragments by ldmatrix, with .trans where a tile is the right operand
+// of a product summing over its rows:
 //   dK/dV pass, a block per (sample, kv head, 64 keys), warp w keys jw = j0 + 16w ..:
-//     per query head of the group (in order), per query tile from the diagonal on (Q, Q^T, dO, dO^T):
+//     per query head of the group (in order), per query tile from the diagonal on (Q, dO, lse, D):
 //       S^T = K_w Q^T, dP^T = V_w dO^T (16 keys x 64 queries, 8 blocks of 8 queries)
 //       p = exp(scale s - lse_i), dS = p (d dP - D_i)
 //       dV_w += (p d)^T dO,  dK_w += dS^T Q;          dK = scale dK at the end
 //   dQ pass, a block per (sample, head, 64 queries), warp w queries iw = i0 + 16w ..:
-//     per key tile up to the diagonal (K, K^T, V):
+//     per key tile up to the diagonal (K, V):
 //       S = Q_w K^T, dP = dO_w V^T, dS as above;  dQ_w += dS K;   dQ = scale dQ
 // (d: the dropout scale of (sample, i, head0 + h, j); p d and dS rounded to bf16 before their products;
-// D_i = dout_i.out_i in fp32, recomputed by each block for its query rows.) A lane holds rows g and
-// g + 8 of its warp's 16 (g = lane / 4) and, of each 8-column block, columns 2t and 2t + 1 (t = lane % 4).
+// D_i = dout_i.out_i in fp32.) A lane holds rows g and g + 8 of its warp's 16 (g = lane / 4) and, of
+// each 8-column block, columns 2t and 2t + 1 (t = lane % 4).
 #include "cuda/kernels.h"
 #include "cuda/device_math.h"
 #include "cuda/launch_util.h"
@@ -28,8 +30,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#define MB_TILE MT_TC_ROWS   /* queries or keys per block tile */
-#define MB_LDT (MT_TC_ROWS + 8) /* transposed tiles' row stride (bf16) */
+#define MB_TILE MT_TC_ROWS /* queries or keys per block tile */
 /* a loop kept rolled under nvcc (the dK/dV pass's query passes: unrolled, ptxas overlaps them and runs out
  * of registers beside the dK and dV accumulators) */
 #ifdef MT_CUDA_EMU
@@ -47,33 +48,23 @@ struct mb_args {
     int head0;
 };
 
-// shared memory of the dK/dV pass: K and V (64 x HS + 8, row-major), then per buffer one query tile's Q
-// and dO (row-major), Q^T and dO^T (HS x 72), lse and D (64 floats each); two buffers (the next query
-// tile's copy while the warps work on this one) where they fit beside each other at two blocks an SM
+// shared memory, tiles of 64 rows of HS + 8 bf16 (the pad puts the 8 rows an ldmatrix reads in different
+// banks): the dK/dV pass holds K and V, then twice (the next item's copy while the warps work on this
+// one) a query tile's Q and dO with its lse and D (64 floats each)
 template <int HS> struct dkv_smem {
-    static constexpr int LDQ = HS + 8, NBUF = HS <= 64 ? 2 : 1;
-    static constexpr size_t ROWS = (size_t)MB_TILE * LDQ, COLS = (size_t)HS * MB_LDT; // bf16 elements
-    static constexpr size_t TILE = 2 * ROWS + 2 * COLS + 2 * MB_TILE * 2;             // (the floats as 2 each)
-    static constexpr size_t BYTES = (2 * ROWS + NBUF * TILE) * 2;
+    static constexpr int LDQ = HS + 8;
+    static constexpr size_t ROWS = (size_t)MB_TILE * LDQ; // bf16 elements
+    static constexpr size_t TILE = 2 * ROWS + 2 * MB_TILE * 2; // (the floats as 2 each)
+    static constexpr size_t BYTES = (2 * ROWS + 2 * TILE) * 2;
 };
-// of the dQ pass: Q and dO, then per buffer one key tile's K, V (row-major) and K^T
+// the dQ pass: Q and dO, then twice a key tile's K and V
 template <int HS> struct dq_smem {
-    static constexpr int LDQ = HS + 8, NBUF = HS <= 64 ? 2 : 1;
-    static constexpr size_t ROWS = (size_t)MB_TILE * LDQ, COLS = (size_t)HS * MB_LDT;
-    static constexpr size_t TILE = 2 * ROWS + COLS;
-    static constexpr size_t BYTES = (2 * ROWS + NBUF * TILE) * 2;
+    static constexpr int LDQ = HS + 8;
+    static constexpr size_t ROWS = (size_t)MB_TILE * LDQ;
+    static constexpr size_t TILE = 2 * ROWS;
+    static constexpr size_t BYTES = (2 * ROWS + 2 * TILE) * 2;
 };
 
-// the left operand (rows row0 .. row0 + 15, columns 16 kc ..) of a staged row-major tile
-__device__ static inline void ld_a(uint32_t a[4], const uint16_t *tile, int ld, int row0, int kc, int g, int t) {
-MT_UNROLL
-    for (int r = 0; r < 4; r++) a[r] = mt_tc_ld2(tile, ld, row0 + g + 8 * (r % 2), 16 * kc + 2 * t + 8 * (r / 2));
-}
-// the right operand for the n-block of 8 rows row0 .. of a row-major tile, k = its columns 16 kc ..
-__device__ static inline void ld_b(uint32_t b[2], const uint16_t *tile, int ld, int row0, int kc, int g, int t) {
-    b[0] = mt_tc_ld2(tile, ld, row0 + g, 16 * kc + 2 * t);
-    b[1] = mt_tc_ld2(tile, ld, row0 + g, 16 * kc + 2 * t + 8);
-}
 // two 8-column accumulator blocks (columns 16 kc ..) packed to bf16: the left operand of a 16-wide k step
 __device__ static inline void pack_a(uint32_t a[4], const float (*c)[4], int kc) {
     a[0] = mt_tc_pack_bf16x2(c[2 * kc][0], c[2 * kc][1]), a[1] = mt_tc_pack_bf16x2(c[2 * kc][2], c[2 * kc][3]);
@@ -106,15 +97,13 @@ template <int HS, bool DROP> __global__ static void mma_bwd_dkv(float *dqkv, mb_
     const int b = (int)blockIdx.x / a.NKV, kv = (int)blockIdx.x % a.NKV, kt = (int)blockIdx.y, G = a.NH / a.NKV;
     const int j0 = kt * MB_TILE, jw = j0 + 16 * warp, per_head = a.nt - kt, n_items = G * per_head;
     const mma_operands &op = a.op;
-    // item it: query head kv G + it / per_head, query tile kt + it % per_head, into buffer it % NBUF
+    // item it: query head kv G + it / per_head, query tile kt + it % per_head, into buffer it % 2
     auto fetch = [&](int it) {
         const int h = kv * G + it / per_head, q0 = (kt + it % per_head) * MB_TILE;
-        uint16_t *Qs = Vs + L::ROWS + (it % L::NBUF) * L::TILE, *Os = Qs + L::ROWS, *Qt = Os + L::ROWS, *Ot = Qt + L::COLS;
-        float *lsh = (float *)(Ot + L::COLS);
+        uint16_t *Qs = Vs + L::ROWS + (it % 2) * L::TILE, *Os = Qs + L::ROWS;
+        float *lsh = (float *)(Os + L::ROWS);
         mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Qs, ldq, op.q + mma_rows_at(b, h, a.NH, a.Tp, HS, q0), HS);
         mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Os, ldq, op.o + mma_rows_at(b, h, a.NH, a.Tp, HS, q0), HS);
-        mt_cp_async_tile<HS, MB_TILE, MT_TC_THREADS>(Qt, MB_LDT, op.qt + mma_cols_at(b, h, a.NH, a.Tp, HS) + q0, a.Tp);
-        mt_cp_async_tile<HS, MB_TILE, MT_TC_THREADS>(Ot, MB_LDT, op.ot + mma_cols_at(b, h, a.NH, a.Tp, HS) + q0, a.Tp);
         const size_t at = ((size_t)b * a.NH + h) * a.Tp + q0; // lse and D: 16 chunks of 4 floats each
         if (threadIdx.x < 32)
             mt_cp_async16(lsh + 4 * (threadIdx.x % 16) + (threadIdx.x / 16) * MB_TILE,
@@ -131,80 +120,81 @@ MT_UNROLL
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
     for (int it = 0; it < n_items; it++) {
         const int h = kv * G + it / per_head, q0 = (kt + it % per_head) * MB_TILE;
-        if (L::NBUF == 1 && it > 0) { // one buffer: this item's copy after the previous item's last reads
-            __syncthreads();
-            fetch(it);
-            mt_cp_async_commit();
-        }
         mt_cp_async_wait<0>();
-        __syncthreads(); // item it is in; with two buffers, every warp is done with item it - 1's buffer
-        if (L::NBUF == 2 && it + 1 < n_items) {
+        __syncthreads(); // item it is in, and every warp is done with item it - 1's buffer
+        if (it + 1 < n_items) {
             fetch(it + 1);
             mt_cp_async_commit();
         }
-        const uint16_t *Qs = Vs + L::ROWS + (it % L::NBUF) * L::TILE, *Os = Qs + L::ROWS, *Qt = Os + L::ROWS,
-                       *Ot = Qt + L::COLS;
-        const float *lsh = (const float *)(Ot + L::COLS), *Dsh = lsh + MB_TILE;
-        {
-            if (jw >= a.T) continue; // the warp's keys are all past T (the same in the warp)
-            // the 64 queries in passes of QB blocks of 8 (the score and dP tiles of a pass beside dK and dV
-            // in registers); query block nb has a valid element for the warp's keys when some i >= jw, i < T
+        const uint16_t *Qs = Vs + L::ROWS + (it % 2) * L::TILE, *Os = Qs + L::ROWS;
+        const float *lsh = (const float *)(Os + L::ROWS), *Dsh = lsh + MB_TILE;
+        if (jw >= a.T) continue; // the warp's keys are all past T (the same in the warp)
+        // the 64 queries in passes of QB blocks of 8 (the score and dP tiles of a pass beside dK and dV
+        // in registers); query block nb has a valid element for the warp's keys when some i >= jw, i < T
 MB_ROLLED
-            for (int pass = 0; pass < 8 / QB; pass++) {
-                float s[QB][4], dp[QB][4];
+        for (int pass = 0; pass < 8 / QB; pass++) {
+            float s[QB][4], dp[QB][4];
 MT_UNROLL
-                for (int nb = 0; nb < QB; nb++)
+            for (int nb = 0; nb < QB; nb++)
 MT_UNROLL
-                    for (int e = 0; e < 4; e++) s[nb][e] = dp[nb][e] = 0.0f;
-                const int p0 = q0 + 8 * QB * pass; // the pass's first query
-                if (p0 + 8 * QB - 1 < jw || p0 >= a.T) continue;
+                for (int e = 0; e < 4; e++) s[nb][e] = dp[nb][e] = 0.0f;
+            const int p0 = q0 + 8 * QB * pass; // the pass's first query
+            if (p0 + 8 * QB - 1 < jw || p0 >= a.T) continue;
 MT_UNROLL
-                for (int kc = 0; kc < NF; kc++) { // S^T = K_w Q^T, dP^T = V_w dO^T
-                    uint32_t ka[4], va[4];
-                    ld_a(ka, Ks, ldq, 16 * warp, kc, g, t);
-                    ld_a(va, Vs, ldq, 16 * warp, kc, g, t);
+            for (int kc = 0; kc < NF; kc++) { // S^T = K_w Q^T, dP^T = V_w dO^T, query blocks by pairs
+                uint32_t ka[4], va[4];
+                mt_tc_ldsm_a(ka, Ks, ldq, 16 * warp, 16 * kc, lane);
+                mt_tc_ldsm_a(va, Vs, ldq, 16 * warp, 16 * kc, lane);
 MT_UNROLL
-                    for (int nb = 0; nb < QB; nb++) {
-                        if (p0 + 8 * nb + 7 < jw || p0 + 8 * nb >= a.T) continue;
-                        uint32_t qb[2], ob[2];
-                        ld_b(qb, Qs, ldq, p0 - q0 + 8 * nb, kc, g, t);
-                        ld_b(ob, Os, ldq, p0 - q0 + 8 * nb, kc, g, t);
-                        mt_mma_16816(s[nb], ka, qb);
-                        mt_mma_16816(dp[nb], va, ob);
+                for (int np = 0; np < QB / 2; np++) {
+                    const int n0 = p0 + 16 * np; // blocks n0 .. n0 + 7 and n0 + 8 .. n0 + 15
+                    if (n0 + 15 < jw || n0 >= a.T) continue;
+                    uint32_t qb[4], ob[4];
+                    mt_tc_ldsm_b_nk(qb, Qs, ldq, n0 - q0, 16 * kc, lane);
+                    mt_tc_ldsm_b_nk(ob, Os, ldq, n0 - q0, 16 * kc, lane);
+                    if (n0 + 7 >= jw) {
+                        mt_mma_16816(s[2 * np], ka, qb);
+                        mt_mma_16816(dp[2 * np], va, ob);
+                    }
+                    if (n0 + 8 < a.T) {
+                        mt_mma_16816(s[2 * np + 1], ka, qb + 2);
+                        mt_mma_16816(dp[2 * np + 1], va, ob + 2);
                     }
                 }
-                // element e of block nb: key jw + g + 8 (e / 2), query p0 + 8 nb + 2t + e % 2
+            }
+            // element e of block nb: key jw + g + 8 (e / 2), query p0 + 8 nb + 2t + e % 2
 MT_UNROLL
-                for (int nb = 0; nb < QB; nb++)
+            for (int nb = 0; nb < QB; nb++)
 MT_UNROLL
-                    for (int e = 0; e < 4; e++) {
-                        const int j = jw + g + 8 * (e / 2), c = p0 - q0 + 8 * nb + 2 * t + e % 2, i = q0 + c;
-                        float pd = 0.0f, ds = 0.0f;
-                        if (i < a.T && j <= i) {
-                            const float p = mt_tc_exp(a.scale * s[nb][e] - lsh[c]);
-                            const float d = DROP ? mt_dev_dropout_scale(&a.d, a.sample_ids[b], (uint32_t)i,
-                                                                        (uint32_t)(a.head0 + h), (uint32_t)j)
-                                                 : 1.0f;
-                            pd = p * d;
-                            ds = p * (d * dp[nb][e] - Dsh[c]);
-                        }
-                        s[nb][e] = pd, dp[nb][e] = ds;
+                for (int e = 0; e < 4; e++) {
+                    const int j = jw + g + 8 * (e / 2), c = p0 - q0 + 8 * nb + 2 * t + e % 2, i = q0 + c;
+                    float pd = 0.0f, ds = 0.0f;
+                    if (i < a.T && j <= i) {
+                        const float p = mt_tc_exp(a.scale * s[nb][e] - lsh[c]);
+                        const float d = DROP ? mt_dev_dropout_scale(&a.d, a.sample_ids[b], (uint32_t)i,
+                                                                    (uint32_t)(a.head0 + h), (uint32_t)j)
+                                             : 1.0f;
+                        pd = p * d;
+                        ds = p * (d * dp[nb][e] - Dsh[c]);
                     }
+                    s[nb][e] = pd, dp[nb][e] = ds;
+                }
 MT_UNROLL
-                for (int kc = 0; kc < QB / 2; kc++) { // dV_w += (P d)^T dO, dK_w += dS^T Q, 16 queries a step
-                    const int k0 = p0 + 16 * kc;
-                    if (k0 + 15 < jw || k0 >= a.T) continue;
-                    uint32_t pa[4], da[4];
-                    pack_a(pa, s, kc);
-                    pack_a(da, dp, kc);
+            for (int kc = 0; kc < QB / 2; kc++) { // dV_w += (P d)^T dO, dK_w += dS^T Q, 16 queries a step
+                const int k0 = p0 + 16 * kc;
+                if (k0 + 15 < jw || k0 >= a.T) continue;
+                uint32_t pa[4], da[4];
+                pack_a(pa, s, kc);
+                pack_a(da, dp, kc);
 MT_UNROLL
-                    for (int n = 0; n < ND; n++) {
-                        uint32_t ob[2], qb[2];
-                        ld_b(ob, Ot, MB_LDT, 8 * n, (k0 - q0) / 16, g, t);
-                        ld_b(qb, Qt, MB_LDT, 8 * n, (k0 - q0) / 16, g, t);
-                        mt_mma_16816(dv[n], pa, ob);
-                        mt_mma_16816(dk[n], da, qb);
-                    }
+                for (int np = 0; np < ND / 2; np++) {
+                    uint32_t ob[4], qb[4];
+                    mt_tc_ldsm_b_kn(ob, Os, ldq, k0 - q0, 16 * np, lane);
+                    mt_tc_ldsm_b_kn(qb, Qs, ldq, k0 - q0, 16 * np, lane);
+                    mt_mma_16816(dv[2 * np], pa, ob);
+                    mt_mma_16816(dv[2 * np + 1], pa, ob + 2);
+                    mt_mma_16816(dk[2 * np], da, qb);
+                    mt_mma_16816(dk[2 * np + 1], da, qb + 2);
                 }
             }
         }
@@ -224,13 +214,12 @@ template <int HS, bool DROP> __global__ static void mma_bwd_dq(float *dqkv, mb_a
     const int b = (int)blockIdx.x / a.NH, h = (int)blockIdx.x % a.NH, kv = h / (a.NH / a.NKV);
     const int qt = a.nt - 1 - (int)blockIdx.y, i0 = qt * MB_TILE, iw = i0 + 16 * warp; // longest rows first
     const mma_operands &op = a.op;
-    // key tile kt's K, V and K^T into buffer kt % NBUF
+    // key tile kt's K and V into buffer kt % 2
     auto fetch = [&](int kt) {
         const int j0 = kt * MB_TILE;
-        uint16_t *Ks = Os + L::ROWS + (kt % L::NBUF) * L::TILE, *Vs = Ks + L::ROWS, *Kt = Vs + L::ROWS;
+        uint16_t *Ks = Os + L::ROWS + (kt % 2) * L::TILE, *Vs = Ks + L::ROWS;
         mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Ks, ldq, op.k + mma_rows_at(b, kv, a.NKV, a.Tp, HS, j0), HS);
         mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Vs, ldq, op.v + mma_rows_at(b, kv, a.NKV, a.Tp, HS, j0), HS);
-        mt_cp_async_tile<HS, MB_TILE, MT_TC_THREADS>(Kt, MB_LDT, op.kt + mma_cols_at(b, kv, a.NKV, a.Tp, HS) + j0, a.Tp);
     };
     mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Qs, ldq, op.q + mma_rows_at(b, h, a.NH, a.Tp, HS, i0), HS);
     mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Os, ldq, op.o + mma_rows_at(b, h, a.NH, a.Tp, HS, i0), HS);
@@ -244,18 +233,13 @@ MT_UNROLL
     for (int n = 0; n < ND; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
     for (int kt = 0; kt <= qt; kt++) {
         const int j0 = kt * MB_TILE;
-        if (L::NBUF == 1 && kt > 0) { // one buffer: this tile's copy after the previous tile's last reads
-            __syncthreads();
-            fetch(kt);
-            mt_cp_async_commit();
-        }
         mt_cp_async_wait<0>();
-        __syncthreads(); // tile kt is in; with two buffers, every warp is done with tile kt - 1's buffer
-        if (L::NBUF == 2 && kt + 1 <= qt) {
+        __syncthreads(); // tile kt is in, and every warp is done with tile kt - 1's buffer
+        if (kt + 1 <= qt) {
             fetch(kt + 1);
             mt_cp_async_commit();
         }
-        const uint16_t *Ks = Os + L::ROWS + (kt % L::NBUF) * L::TILE, *Vs = Ks + L::ROWS, *Kt = Vs + L::ROWS;
+        const uint16_t *Ks = Os + L::ROWS + (kt % 2) * L::TILE, *Vs = Ks + L::ROWS;
         if (iw >= a.T) continue; // the warp's queries are all past T
         float s[8][4], dp[8][4];
 MT_UNROLL
@@ -263,18 +247,22 @@ MT_UNROLL
 MT_UNROLL
             for (int e = 0; e < 4; e++) s[nb][e] = dp[nb][e] = 0.0f;
 MT_UNROLL
-        for (int kc = 0; kc < NF; kc++) { // S = Q_w K^T, dP = dO_w V^T
+        for (int kc = 0; kc < NF; kc++) { // S = Q_w K^T, dP = dO_w V^T, key blocks by pairs
             uint32_t qa[4], oa[4];
-            ld_a(qa, Qs, ldq, 16 * warp, kc, g, t);
-            ld_a(oa, Os, ldq, 16 * warp, kc, g, t);
+            mt_tc_ldsm_a(qa, Qs, ldq, 16 * warp, 16 * kc, lane);
+            mt_tc_ldsm_a(oa, Os, ldq, 16 * warp, 16 * kc, lane);
 MT_UNROLL
-            for (int nb = 0; nb < 8; nb++) {
-                if (j0 + 8 * nb > iw + 15) continue; // above the diagonal for all 16 rows
-                uint32_t kb[2], vb[2];
-                ld_b(kb, Ks, ldq, 8 * nb, kc, g, t);
-                ld_b(vb, Vs, ldq, 8 * nb, kc, g, t);
-                mt_mma_16816(s[nb], qa, kb);
-                mt_mma_16816(dp[nb], oa, vb);
+            for (int np = 0; np < 4; np++) {
+                if (j0 + 16 * np > iw + 15) continue; // above the diagonal for all 16 rows
+                uint32_t kb[4], vb[4];
+                mt_tc_ldsm_b_nk(kb, Ks, ldq, 16 * np, 16 * kc, lane);
+                mt_tc_ldsm_b_nk(vb, Vs, ldq, 16 * np, 16 * kc, lane);
+                mt_mma_16816(s[2 * np], qa, kb);
+                mt_mma_16816(dp[2 * np], oa, vb);
+                if (j0 + 16 * np + 8 <= iw + 15) {
+                    mt_mma_16816(s[2 * np + 1], qa, kb + 2);
+                    mt_mma_16816(dp[2 * np + 1], oa, vb + 2);
+                }
             }
         }
         // element e of block nb: query iw + g + 8 (e / 2), key j0 + 8 nb + 2t + e % 2
@@ -299,10 +287,11 @@ MT_UNROLL
             uint32_t da[4];
             pack_a(da, dp, kc);
 MT_UNROLL
-            for (int n = 0; n < ND; n++) {
-                uint32_t kb[2];
-                ld_b(kb, Kt, MB_LDT, 8 * n, kc, g, t);
-                mt_mma_16816(dq[n], da, kb);
+            for (int np = 0; np < ND / 2; np++) {
+                uint32_t kb[4];
+                mt_tc_ldsm_b_kn(kb, Ks, ldq, 16 * kc, 16 * np, lane);
+                mt_mma_16816(dq[2 * np], da, kb);
+                mt_mma_16816(dq[2 * np + 1], da, kb + 2);
             }
         }
     }

@@ -1,49 +1,36 @@
 // The bf16 tile operands of the register-form attention (attention_mma_operands.h): a block per
-// (64-row tile, head slot, sample) stages the tile with attention_tc_tiles.h's staging (the rows
-// and/or the transpose, the bits the kernels staged themselves before), then writes it out in
-// 16-byte chunks; D and lse by mt_tc_stage_lse_d.
+// (64-row tile, head slot, sample) stages the tile with attention_tc_tiles.h's staging (the bits the
+// kernels staged themselves before), then writes it out in 16-byte chunks; D and lse by
+// mt_tc_stage_lse_d.
 #include "cuda/attention_mma_operands.h"
 #include "cuda/kernels.h"
 #include "cuda/launch_util.h"
 #include "cuda/attention_tc_tiles.h"
-
-#define MO_LDT (MT_TC_ROWS + 8)
 
 namespace {
 
 // one fp32 source of up to three sections of heads side by side in a row of ld floats (qkv: q, k, v)
 struct prep_args {
     int T, Tp, ld;
-    int first[4];          // the sections' first head slots (first[3]: the slot count)
-    uint16_t *rows[3], *cols[3]; // per section: row-major and transposed destinations (NULL: not wanted)
+    int first[4];     // the sections' first head slots (first[3]: the slot count)
+    uint16_t *rows[3]; // per section: the destination
     bool vec;
 };
 
 template <int HS> __global__ void prep_tiles(const float *src, prep_args a) {
     MT_DYNAMIC_SHARED(uint16_t, sm);
     constexpr int ldr = HS + 8;
-    uint16_t *rs = sm, *cs = sm + MT_TC_ROWS * ldr;
+    uint16_t *rs = sm;
     const int tile = (int)blockIdx.x, slot = (int)blockIdx.y, b = (int)blockIdx.z, r0 = tile * MT_TC_ROWS;
     const int sec = slot < a.first[1] ? 0 : slot < a.first[2] ? 1 : 2, h = slot - a.first[sec];
     const int heads = a.first[sec + 1] - a.first[sec];
     const float *s = src + (size_t)b * a.T * a.ld + (size_t)slot * HS;
-    uint16_t *rows = a.rows[sec], *cols = a.cols[sec];
-    if (rows) mt_tc_stage_rows<HS>(rs, ldr, s, a.ld, r0, a.T, a.vec);
-    if (cols) mt_tc_stage_rows_t<HS>(cs, MO_LDT, s, a.ld, r0, a.T, a.vec);
+    mt_tc_stage_rows<HS>(rs, ldr, s, a.ld, r0, a.T, a.vec);
     __syncthreads();
-    if (rows) {
-        uint16_t *d = rows + mma_rows_at(b, h, heads, a.Tp, HS, r0);
-        for (int e = (int)threadIdx.x; e < MT_TC_ROWS * HS / 8; e += MT_TC_THREADS) {
-            const int r = e / (HS / 8), c = 8 * (e % (HS / 8));
-            *(uint4 *)(d + (size_t)r * HS + c) = *(const uint4 *)(rs + r * ldr + c);
-        }
-    }
-    if (cols) {
-        uint16_t *d = cols + mma_cols_at(b, h, heads, a.Tp, HS) + r0;
-        for (int e = (int)threadIdx.x; e < HS * MT_TC_ROWS / 8; e += MT_TC_THREADS) {
-            const int r = e / (MT_TC_ROWS / 8), c = 8 * (e % (MT_TC_ROWS / 8));
-            *(uint4 *)(d + (size_t)r * a.Tp + c) = *(const uint4 *)(cs + r * MO_LDT + c);
-        }
+    uint16_t *d = a.rows[sec] + mma_rows_at(b, h, heads, a.Tp, HS, r0);
+    for (int e = (int)threadIdx.x; e < MT_TC_ROWS * HS / 8; e += MT_TC_THREADS) {
+        const int r = e / (HS / 8), c = 8 * (e % (HS / 8));
+        *(uint4 *)(d + (size_t)r * HS + c) = *(const uint4 *)(rs + r * ldr + c);
     }
 }
 
@@ -61,7 +48,7 @@ __global__ void prep_lse_d(float *D, float *L, const float *dout, const float *o
 }
 
 template <int HS> int launch_tiles(const mt_cuda_ctx *c, const float *src, const prep_args &a, int B) {
-    const size_t shared = ((size_t)MT_TC_ROWS * (HS + 8) + (size_t)HS * MO_LDT) * sizeof(uint16_t);
+    const size_t shared = (size_t)MT_TC_ROWS * (HS + 8) * sizeof(uint16_t);
     void (*kernel)(const float *, prep_args) = prep_tiles<HS>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
     if (e != cudaSuccess) return (int)e;
@@ -86,15 +73,13 @@ mma_operands mma_operands_layout(void *ws, int B, int T, int NH, int NKV, int HS
         used += (size_t)heads * per_head;
         return at;
     };
-    op.q = take(NH), op.k = take(NKV);
+    op.q = take(NH), op.k = take(NKV), op.v = take(NKV);
     if (backward) {
-        op.v = take(NKV), op.qt = take(NH), op.kt = take(NKV), op.o = take(NH), op.ot = take(NH);
+        op.o = take(NH);
         const size_t rows = (size_t)B * NH * op.Tp; // D and L: fp32, after the bf16 tiles (16-byte aligned)
         op.D = p ? (float *)(p + used) : NULL;
         op.L = p ? op.D + rows : NULL;
         used += 2 * rows * 2; // in bf16 units
-    } else {
-        op.vt = take(NKV);
     }
     if (bytes) *bytes = used * sizeof(uint16_t);
     return op;
@@ -107,14 +92,13 @@ int mma_operands_prepare(const mt_cuda_ctx *c, const mma_operands &op, const flo
     a.T = op.T, a.Tp = op.Tp, a.ld = (op.NH + 2 * op.NKV) * HS;
     a.first[0] = 0, a.first[1] = op.NH, a.first[2] = op.NH + op.NKV, a.first[3] = op.NH + 2 * op.NKV;
     a.rows[0] = op.q, a.rows[1] = op.k, a.rows[2] = op.v;
-    a.cols[0] = op.qt, a.cols[1] = op.kt, a.cols[2] = op.vt;
     a.vec = (uintptr_t)qkv % 16 == 0; // rows and heads then 16-byte aligned too (ld and HS multiples of 4)
     int e = tiles(c, qkv, a, B, HS);
     if (e || !op.o) return e;
     prep_args d = {};
     d.T = op.T, d.Tp = op.Tp, d.ld = op.NH * HS;
     d.first[0] = 0, d.first[1] = d.first[2] = d.first[3] = op.NH;
-    d.rows[0] = op.o, d.cols[0] = op.ot;
+    d.rows[0] = op.o;
     d.vec = (uintptr_t)dout % 16 == 0;
     if ((e = tiles(c, dout, d, B, HS))) return e;
     dim3 grid((unsigned)(op.Tp / MT_TC_ROWS), (unsigned)op.NH, (unsigned)B);

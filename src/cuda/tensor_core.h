@@ -139,4 +139,50 @@ static inline void mt_mma_16816(float c[4], const uint32_t a[4], const uint32_t 
     }
 }
 #endif
+
+/* Fragment loads from shared memory (PTX ldmatrix.m8n8.x4.b16): four 8 x 8 bf16 matrices, one register
+ * a lane of each; lane l gives the address of row l % 8 of matrix l / 8 (16-byte aligned). Without
+ * .trans a lane receives (row g, columns 2t and 2t+1) of each matrix, with .trans (rows 2t and 2t + 1,
+ * column g): the A and B layouts above, from row-major tiles, so a right operand whose k index runs
+ * along the rows (V in P V) needs no transposed copy. One instruction instead of four 32-bit loads.
+ * The three uses, for a tile at row stride ld (a multiple of 8), with lr = l % 8, lh = l / 8 % 2,
+ * lq = l / 16 (mt_tc_ldsm_*):
+ *   A (rows m0.., columns k0..k0+15):                 row m0 + lr + 8 lh, column k0 + 8 lq
+ *   two B n-blocks from [n][k] (n0..n0+15, k0..):      row n0 + lr + 8 lq, column k0 + 8 lh
+ *   two B n-blocks from [k][n], .trans (k0.., n0..):   row k0 + lr + 8 lh, column n0 + 8 lq
+ * (a B pair: registers 0, 1 the n-block n0, registers 2, 3 the n-block n0 + 8). All 32 lanes together. */
+#ifndef MT_CUDA_EMU
+template <bool TRANS> __device__ static inline void mt_ldsm4(uint32_t r[4], const uint16_t *row) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a)
+                     : "memory");
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a)
+                     : "memory");
+}
+#else
+/* the warp's row addresses gathered, then each lane reads its elements */
+template <bool TRANS> static inline void mt_ldsm4(uint32_t r[4], const uint16_t *row) {
+    const uint16_t *rows[32];
+    ::mt_emu::warp_gather(&row, sizeof row, rows);
+    const int lane = ::mt_emu::lane_id() % 32, g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; i++)
+        r[i] = TRANS ? mt_tc_pack2(rows[8 * i + 2 * t][g], rows[8 * i + 2 * t + 1][g])
+                     : mt_tc_pack2(rows[8 * i + g][2 * t], rows[8 * i + g][2 * t + 1]);
+}
+#endif
+__device__ static inline void mt_tc_ldsm_a(uint32_t a[4], const uint16_t *tile, int ld, int m0, int k0, int lane) {
+    mt_ldsm4<false>(a, tile + (m0 + lane % 8 + 8 * (lane / 8 % 2)) * ld + k0 + 8 * (lane / 16));
+}
+__device__ static inline void mt_tc_ldsm_b_nk(uint32_t b[4], const uint16_t *tile, int ld, int n0, int k0, int lane) {
+    mt_ldsm4<false>(b, tile + (n0 + lane % 8 + 8 * (lane / 16)) * ld + k0 + 8 * (lane / 8 % 2));
+}
+__device__ static inline void mt_tc_ldsm_b_kn(uint32_t b[4], const uint16_t *tile, int ld, int k0, int n0, int lane) {
+    mt_ldsm4<true>(b, tile + (k0 + lane % 8 + 8 * (lane / 8 % 2)) * ld + n0 + 8 * (lane / 16));
+}
 #endif

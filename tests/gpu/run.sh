@@ -119,11 +119,11 @@ san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2
 if want kernels; then
     step "kernel tests" 90 kernels.log "$bin/test_kernels"
     grep '^FAIL' "$out/kernels.log" | tee -a "$rep"
-    # the register-form attention rests on the mma fragment layout: if that fails, the rest of the run
+    # the register-form attention rests on the mma and ldmatrix fragment layouts: if one fails, the rest of the run
     # uses the WMMA forms (MT_CUDA_ATTN_WMMA=1), so its parity and speed still say something
-    if grep -q '^FAIL.*mma m16n8k16' "$out/kernels.log"; then
+    if grep -Eq '^FAIL.*(mma m16n8k16|ldmatrix)' "$out/kernels.log"; then
         export MT_CUDA_ATTN_WMMA=1
-        say "the mma layout check failed: the rest of this run uses MT_CUDA_ATTN_WMMA=1"
+        say "a fragment layout check failed: the rest of this run uses MT_CUDA_ATTN_WMMA=1"
     fi
 fi
 want steps && step "training steps (GPT-2, Llama) vs the CPU ops" 90 steps.log "$bin/test_step"

@@ -381,6 +381,49 @@ static void test_attention(int NH, int NKV, float p, int T = 13, int HS = 8) {
     within(name, dqkv, host(fd, nq), 1e-5);
 }
 
+/* The ldmatrix fragment loads alone (cuda/tensor_core.h's mt_tc_ldsm_*): a 16 x 24 bf16 tile whose
+ * elements are their own indices, in shared memory at row stride 24; each lane stores the registers of
+ * an A fragment (columns 8..23), a B pair from [n][k] and a B pair from [k][n] (.trans, columns 8..23),
+ * compared bit for bit with the layout the attention kernels are written against. */
+__global__ static void ldsm_layout_kernel(uint32_t *out, const uint16_t *tile) {
+    MT_DYNAMIC_SHARED(uint16_t, sm);
+    const int lane = (int)threadIdx.x;
+    for (int e = lane; e < 16 * 24; e += 32) sm[e] = tile[e];
+    __syncthreads();
+    uint32_t r[12];
+    mt_tc_ldsm_a(r, sm, 24, 0, 8, lane);
+    mt_tc_ldsm_b_nk(r + 4, sm, 24, 0, 0, lane);
+    mt_tc_ldsm_b_kn(r + 8, sm, 24, 0, 8, lane);
+    for (int i = 0; i < 12; i++) out[lane * 12 + i] = r[i];
+}
+static void test_ldsm_layout(void) {
+    std::vector<uint16_t> tile(16 * 24);
+    for (int i = 0; i < 16 * 24; i++) tile[i] = (uint16_t)i;
+    auto at = [&](int row, int col) { return (uint32_t)tile[row * 24 + col]; };
+    std::vector<uint32_t> ref(32 * 12);
+    for (int lane = 0; lane < 32; lane++) {
+        const int g = lane / 4, t = lane % 4;
+        uint32_t *r = &ref[lane * 12];
+        for (int i = 0; i < 4; i++) {
+            int row = g + 8 * (i % 2), col = 8 + 2 * t + 8 * (i / 2); // A: a[i]
+            r[i] = at(row, col) | at(row, col + 1) << 16;
+            int n = 8 * (i / 2) + g, k = 2 * t + 8 * (i % 2); // B from [n][k]: block i / 2, register i % 2
+            r[4 + i] = at(n, k) | at(n, k + 1) << 16;
+            n = 8 + 8 * (i / 2) + g; // B from [k][n]
+            r[8 + i] = at(k, n) | at(k + 1, n) << 16;
+        }
+    }
+    uint32_t *d = poisoned<uint32_t>(32 * 12);
+    MT_LAUNCH(ldsm_layout_kernel, 1, 32, 16 * 24 * sizeof(uint16_t), mt_stream(&ctx), d, dev(tile));
+    CK(mt_launch_status());
+    std::vector<uint32_t> got = host(d, 32 * 12);
+    int bad[3] = {0, 0, 0};
+    for (int i = 0; i < 32 * 12; i++) bad[i % 12 / 4] += got[i] != ref[i];
+    char detail[96];
+    snprintf(detail, sizeof detail, "wrong registers: A %d, B [n][k] %d, B [k][n] %d (of 128 each)", bad[0], bad[1], bad[2]);
+    report(!bad[0] && !bad[1] && !bad[2], "ldmatrix fragment layout", detail);
+}
+
 /* The register-fragment product alone (cuda/tensor_core.h's mt_mma_16816): each lane loads the registers
  * the PTX ISA's fragment layout gives it from a row-major 16 x 16 A and 16 x 8 B (bf16), multiplies into
  * C = C0 + A B and stores its four accumulator values where the layout says they belong. On a GPU this
@@ -1017,6 +1060,7 @@ int main(void) {
     test_attention(2, 1, 0.1f, 37, 64); // a GPT-2-sized head, longer rows
     test_attention(4, 2, 0.0f, 512, 16); // causal blocks: T 512 in two blocks of 256
     test_mma_layout();
+    test_ldsm_layout();
     test_attention_tc_forward(4, 4, 0.0f, 13, 16);  // tensor cores: one partial tile
     test_attention_tc_forward(4, 2, 0.0f, 100, 64); // grouped-query, GPT-2's head size, two tiles
     test_attention_tc_forward(6, 2, 0.2f, 70, 32);  // with attention dropout
