@@ -53,6 +53,15 @@ if build-gpu-emu/tests/emu_shim deadlock > "$W/dead.txt" 2>&1; then
 fi
 grep -q 'mt_emu: deadlock' "$W/dead.txt" || { cat "$W/dead.txt"; echo "FAIL: no deadlock message"; exit 1; }
 echo "stopped the planted deadlock: $(grep -m1 'mt_emu: deadlock' "$W/dead.txt")"
+# MT_EMU_GUARD_HOST=1: device memory inaccessible to the host outside the CUDA calls: a kernel and a
+# copy run, the planted direct host write stops the run with its message (exit 97)
+set +e
+MT_EMU_GUARD_HOST=1 build-gpu-emu/tests/emu_shim host_touch > "$W/touch.txt" 2>&1
+rc=$?
+set -e
+[ $rc = 97 ] && grep -q '^kernel and copy ran' "$W/touch.txt" && grep -q 'host read or wrote device memory' "$W/touch.txt" ||
+    { cat "$W/touch.txt"; echo "FAIL: MT_EMU_GUARD_HOST did not stop the planted host write (exit $rc)"; exit 1; }
+echo "MT_EMU_GUARD_HOST stopped the planted host write: $(grep -m1 'host read or wrote' "$W/touch.txt" | cut -c1-90)"
 # tests/gpu/torch_bench.py (the device's PyTorch baseline) runs here on a tiny model: eager, manual attention
 $PY tests/gpu/torch_bench.py --tiny > "$W/bench.txt" 2>&1 || { cat "$W/bench.txt"; echo "FAIL: torch_bench.py --tiny"; exit 1; }
 tail -n 1 "$W/bench.txt" | $PY -c 'import json, sys; r = json.load(sys.stdin)["results"][0]; assert r["tokens_per_s"] > 0 and 0 < r["loss"] < 10, r'

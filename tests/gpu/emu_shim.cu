@@ -7,6 +7,9 @@
 //                       __syncthreads (the emulation must stop it)
 //   emu_shim deadlock   half a warp at __syncthreads, the other half in a
 //                       shuffle: no barrier can complete (must be reported)
+//   emu_shim host_touch a kernel and a copy use a device buffer, then the
+//                       host writes it directly (MT_EMU_GUARD_HOST=1 must
+//                       stop the run there)
 // Checks: 2-D blocks and grids, dynamic shared memory, warp shuffles
 // (xor, down, up, broadcast), a block reduction right under both
 // schedules; two planted missing __syncthreads, each caught (a wrong
@@ -127,6 +130,18 @@ int main(int argc, char **argv) {
         MT_LAUNCH(divergent, 1, 64, 0, 0, x);
         cudaDeviceSynchronize();
         printf("the divergent __syncthreads was not reported\n");
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "host_touch")) {
+        float *x, h[64];
+        cudaMalloc(&x, 64 * sizeof(float));
+        MT_LAUNCH(divergent, 1, 32, 0, 0, x); // 32 threads: every one takes the same barriers
+        cudaMemcpy(h, x, sizeof h, cudaMemcpyDeviceToHost);
+        cudaDeviceSynchronize();
+        printf("kernel and copy ran\n");
+        fflush(stdout);
+        x[3] = 1.0f; // the planted host access
+        printf("the host write to device memory was not stopped\n");
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "deadlock")) {

@@ -12,6 +12,10 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+#include <execinfo.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #if !defined(__x86_64__)
 #include <ucontext.h>
 #endif
@@ -113,6 +117,67 @@ static size_t emu_total() {
 }
 #define emu_total_bytes emu_total()
 
+// ---- MT_EMU_GUARD_HOST=1: device memory the host cannot touch. A GPU's device memory (cudaMalloc) is
+// not host memory: a host read or write of it crashes there, or, under managed memory, pages silently.
+// In this mode device allocations come from one reserved region that is inaccessible (PROT_NONE) except
+// while a stream task (kernel, copy, memset) runs, and every task runs on the calling thread at once
+// (a legal schedule), so any host access outside the CUDA calls stops the run with a backtrace. Not in
+// the ASan build (its own handling of faults).
+struct guard_region {
+    char *base = nullptr;
+    size_t size = 0, used = 0;
+    int open_depth = 0;
+};
+guard_region *guard() {
+    static guard_region *g = []() -> guard_region * {
+#ifdef MT_EMU_ASAN
+        return nullptr;
+#else
+        const char *v = getenv("MT_EMU_GUARD_HOST");
+        if (!v || !*v || !strcmp(v, "0")) return nullptr;
+        guard_region *r = new guard_region();
+        r->size = (size_t)256 << 30; // address space only (freed ranges are not reused)
+        void *p = mmap(nullptr, r->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            fprintf(stderr, "mt_emu: MT_EMU_GUARD_HOST: cannot reserve %zu bytes of address space\n", r->size);
+            exit(2);
+        }
+        r->base = (char *)p;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_flags = SA_SIGINFO;
+        sa.sa_sigaction = [](int, siginfo_t *si, void *) {
+            guard_region *g = guard();
+            char *a = (char *)si->si_addr;
+            if (g && a >= g->base && a < g->base + g->size) {
+                static const char msg[] = "mt_emu: the host read or wrote device memory outside a CUDA copy "
+                                          "(MT_EMU_GUARD_HOST); the host side of this backtrace must stage it "
+                                          "through cudaMemcpy:\n";
+                if (write(2, msg, sizeof msg - 1) < 0) {}
+                void *frames[64];
+                backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
+                _exit(97);
+            }
+            signal(SIGSEGV, SIG_DFL); // another fault: the default action when the access repeats
+        };
+        sigaction(SIGSEGV, &sa, nullptr);
+        return r;
+#endif
+    }();
+    return g;
+}
+size_t page_up(size_t n) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) / pg * pg;
+}
+// the region readable and writable (nested), then closed again
+void guard_open(guard_region *g) {
+    if (g->open_depth++ == 0 && g->used) mprotect(g->base, page_up(g->used), PROT_READ | PROT_WRITE);
+}
+void guard_close(guard_region *g) {
+    if (--g->open_depth == 0 && g->used) mprotect(g->base, page_up(g->used), PROT_NONE);
+}
+
 // ---- streams
 struct stream;
 struct task {
@@ -202,6 +267,15 @@ stream *stream_of(cudaStream_t s) { return s ? reinterpret_cast<stream *>(s) : &
 // all blocking streams' earlier work, and theirs waits for its earlier work.
 cudaError_t enqueue(cudaStream_t hs, std::function<void()> fn) {
     stream *s = stream_of(hs);
+    if (guard_region *g = guard()) { // every task at once, on this thread, the region open meanwhile
+        guard_open(g);
+        fn();
+        guard_close(g);
+        std::lock_guard<std::mutex> lk(s->mu);
+        s->enqueued++, s->completed++;
+        s->cv.notify_all();
+        return cudaSuccess;
+    }
     task t;
     t.fn = std::move(fn);
     registry &r = reg();
@@ -593,6 +667,20 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
         std::lock_guard<std::mutex> lk(mem_mu);
         if (n > emu_total_bytes - std::min(allocated_bytes, emu_total_bytes)) return fail(cudaErrorMemoryAllocation);
     }
+    if (guard_region *g = guard()) {
+        std::lock_guard<std::mutex> lk(mem_mu);
+        size_t at = (g->used + 255) / 256 * 256;
+        if (at + n > g->size) return fail(cudaErrorMemoryAllocation);
+        p = g->base + at;
+        g->used = at + n;
+        guard_open(g);
+        memset(p, 0xFF, n);
+        guard_close(g);
+        allocations[(uintptr_t)p] = n;
+        allocated_bytes += n;
+        *ptr = p;
+        return cudaSuccess;
+    }
     if (posix_memalign(&p, 256, n)) return fail(cudaErrorMemoryAllocation);
     memset(p, 0xFF, n); // NaN as floats: unwritten reads show
     {
@@ -611,7 +699,14 @@ cudaError_t cudaFree(void *ptr) {
     auto it = allocations.find((uintptr_t)ptr);
     if (it == allocations.end()) return fail(cudaErrorInvalidDevicePointer);
     allocated_bytes -= it->second;
+    size_t n = it->second;
     allocations.erase(it);
+    if (guard_region *g = guard()) { // the whole pages inside it back to the system; the range is not reused
+        size_t pg = (size_t)sysconf(_SC_PAGESIZE), a = page_up((size_t)((char *)ptr - g->base));
+        size_t b = (size_t)((char *)ptr + n - g->base) / pg * pg;
+        if (b > a) madvise(g->base + a, b - a, MADV_DONTNEED);
+        return cudaSuccess;
+    }
     free(ptr);
     return cudaSuccess;
 }
