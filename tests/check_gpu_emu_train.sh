@@ -21,6 +21,9 @@
 #    --device cuda.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+# the emulated runs with device memory closed to the host outside CUDA calls (src/cuda/emu/emu.h): a
+# host read or write of a device buffer stops the run (a real GPU's is cudaMalloc memory)
+export MT_EMU_GUARD_HOST=1
 one_thread
 E=build-gpu-emu/meshtrain
 make -s -j2 gpu-emu >"$W/build.log" 2>&1 || { tail -n 30 "$W/build.log"; echo "FAIL: make gpu-emu"; exit 1; }

@@ -203,8 +203,9 @@ int mt_cli_eval(int argc, char **argv) {
     double sum = 0;
     for (int k = 0; k < nb; k++) {
         mt_backend_sync(&be); /* the previous batch's kernels may still read the rows */
-        mt_loader_fill(&ld, (uint64_t)k * batch, batch, m.acts.tokens, m.acts.targets, m.acts.sample_ids);
-        m.acts.packed = mt_loader_fill_docs(&ld, (uint64_t)k * batch, batch, m.acts.doc_start, m.acts.pos);
+        mt_loader_fill(&ld, (uint64_t)k * batch, batch, m.acts.h_tokens, m.acts.h_targets, m.acts.h_sample_ids);
+        m.acts.packed = mt_loader_fill_docs(&ld, (uint64_t)k * batch, batch, m.acts.h_doc_start, m.acts.h_pos);
+        mt_model_upload_batch(&m, &m.acts);
         double l = mt_model_forward(&m, &fc, 0.0f);
         if (!isfinite(l)) { /* a loss of inf/NaN is no measurement: say where it came from */
             mt_errorf(&err, "the loss of batch %d of %s is %g (not finite): the weights of %s produce inf/NaN logits", k,

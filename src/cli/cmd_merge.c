@@ -30,10 +30,11 @@ static int fill_batch(mt_model *m, const char *data, int V, mt_error *err) {
     for (size_t i = 0; i <= N; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         int32_t t = data ? (int32_t)tok[i] : (int32_t)(x % (uint64_t)V);
-        if (i < N) m->acts.tokens[i] = t;
-        if (i > 0) m->acts.targets[i - 1] = t;
+        if (i < N) m->acts.h_tokens[i] = t;
+        if (i > 0) m->acts.h_targets[i - 1] = t;
     }
-    for (int b = 0; b < m->acts.B; b++) m->acts.sample_ids[b] = (uint64_t)b;
+    for (int b = 0; b < m->acts.B; b++) m->acts.h_sample_ids[b] = (uint64_t)b;
+    mt_model_upload_batch(m, &m->acts);
     free(tok);
     return 0;
 }

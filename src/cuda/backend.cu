@@ -10,11 +10,12 @@
 // tables, computed once) and the decode step's attention run the CPU op on
 // the host after a stream sync (the h_ adapters below).
 //
-// Device memory: under nvcc MT_PLACE_DEVICE is managed memory
-// (cudaMallocManaged), because a few host writes still reach the model's
-// buffers directly (the data loader fills the token rows, parameters are
-// initialised on the host); the backend syncs before them (mt_backend_sync).
-// Under the emulation device memory is host memory anyway.
+// Device memory: MT_PLACE_DEVICE is cudaMalloc's. The host never reads or
+// writes it directly: the token rows, initial values, checkpoint reads and
+// writes and optimizer state go through host copies (op_copy_*_host); the
+// emulation's MT_EMU_GUARD_HOST=1 makes any other host access stop the run.
+// MT_CUDA_MANAGED=1 takes managed memory instead (cudaMallocManaged), to step
+// around a host access this has missed.
 #include "cuda/compat.h"
 #include "cuda/kernels.h"
 #include <stdio.h>
@@ -36,6 +37,7 @@ struct cuda_state {
     double *dev_out;      // [2]: a reduction's result (double), a non-finite flag (int)
     mt_comm_device comm;  // comm/'s staging hooks (copies and events on comm_stream)
     cudaStream_t comm_stream;
+    int managed;        // MT_CUDA_MANAGED=1: device placement as managed memory (above)
     int attention_wmma; // MT_CUDA_ATTN_WMMA=1: the WMMA forms of the bf16 attention kernels (to compare, or to step around a fault)
 };
 
@@ -53,7 +55,7 @@ void sync(const mt_backend *be) { check(mt_cuda_sync(cx(be)), "stream synchroniz
 cudaStream_t stream(const mt_backend *be) { return (cudaStream_t)cx(be)->stream; }
 
 // ---- the allocator hook (core/mem.h): zeroed memory or NULL
-void *dev_alloc(void *, mt_mem_place pl, size_t bytes) {
+void *dev_alloc(void *ctx, mt_mem_place pl, size_t bytes) {
     void *p = NULL;
     if (bytes == 0) bytes = 1;
     if (pl == MT_PLACE_PINNED) {
@@ -62,15 +64,18 @@ void *dev_alloc(void *, mt_mem_place pl, size_t bytes) {
         return p;
     }
     if (pl == MT_PLACE_HOST) return calloc(1, bytes);
-    // managed memory can be asked for beyond what the GPU holds (it would page, or hang the GPU):
-    // never more than is free, so a model too large fails here with core/mem's "out of device memory"
+    // never more than is free (managed memory could be asked for beyond what the GPU holds, and would
+    // page or hang the GPU), so a model too large fails here with core/mem's "out of device memory"
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || bytes > free_b) return NULL;
 #ifdef MT_CUDA_EMU
-    if (cudaMalloc(&p, bytes) != cudaSuccess) return NULL;
+    (void)ctx; // (the emulation's device memory is host memory either way)
 #else
-    if (cudaMallocManaged(&p, bytes, cudaMemAttachGlobal) != cudaSuccess) return NULL;
+    if (((cuda_state *)ctx)->managed) {
+        if (cudaMallocManaged(&p, bytes, cudaMemAttachGlobal) != cudaSuccess) return NULL;
+    } else
 #endif
+        if (cudaMalloc(&p, bytes) != cudaSuccess) return NULL;
     if (cudaMemset(p, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
         cudaFree(p);
         return NULL;
@@ -443,8 +448,8 @@ void k_sgd_update(mt_backend *be, float *p, const float *g, float *buf, size_t n
     K(sgd_update, p, g, buf, n, lr, momentum, wd, step, gs);
 }
 
-// ---- host ops: set-up tables computed once and the decode step, on the
-// host after a sync (the memory is host-visible: managed, or emulated)
+// ---- host ops: set-up tables computed once, on the host after a sync; inv_freq is host memory (the
+// callers' own arrays), the tables are device buffers: computed into host memory and copied in
 mt_backend host_of(const mt_backend *be) {
     sync(be);
     return mt_backend_cpu(MT_GEMM_DEFAULT);
@@ -453,9 +458,19 @@ void h_rope_inv_freq(mt_backend *be, float *inv_freq, int HS, float theta, const
     mt_backend h = host_of(be);
     op_rope_inv_freq(&h, inv_freq, HS, theta, s);
 }
+// a host-computed cos/sin pair [T][HS/2] into the tables (cudaMemcpyDefault: device or host buffers alike)
+static void rope_copy_in(mt_backend *be, float *cos_t, float *sin_t, const float *host, size_t n) {
+    check_rt(cudaMemcpyAsync(cos_t, host, n * sizeof(float), cudaMemcpyDefault, stream(be)), "cudaMemcpyAsync (RoPE cos)");
+    check_rt(cudaMemcpyAsync(sin_t, host + n, n * sizeof(float), cudaMemcpyDefault, stream(be)), "cudaMemcpyAsync (RoPE sin)");
+    sync(be);
+}
 void h_rope_table(mt_backend *be, float *cos_t, float *sin_t, const float *inv_freq, int T, int HS) {
     mt_backend h = host_of(be);
-    op_rope_table(&h, cos_t, sin_t, inv_freq, T, HS);
+    size_t n = (size_t)T * (size_t)(HS / 2);
+    float *t = (float *)mt_xmalloc(2 * n * sizeof(float) + 1, "RoPE tables (host staging)");
+    op_rope_table(&h, t, t + n, inv_freq, T, HS);
+    rope_copy_in(be, cos_t, sin_t, t, n);
+    free(t);
 }
 float h_rope_attention_factor(mt_backend *be, const mt_rope_scaling *s) {
     mt_backend h = host_of(be);
@@ -463,7 +478,11 @@ float h_rope_attention_factor(mt_backend *be, const mt_rope_scaling *s) {
 }
 void h_rope_tables(mt_backend *be, float *cos_t, float *sin_t, int T, int HS, float theta, const mt_rope_scaling *s) {
     mt_backend h = host_of(be);
-    op_rope_tables(&h, cos_t, sin_t, T, HS, theta, s);
+    size_t n = (size_t)T * (size_t)(HS / 2);
+    float *t = (float *)mt_xmalloc(2 * n * sizeof(float) + 1, "RoPE tables (host staging)");
+    op_rope_tables(&h, t, t + n, T, HS, theta, s);
+    rope_copy_in(be, cos_t, sin_t, t, n);
+    free(t);
 }
 
 // ---- comm/'s hooks for collectives of device buffers (comm.h, "Streams and device buffers"):
@@ -640,6 +659,8 @@ extern "C" int mt_cuda_backend_open(mt_backend *be, int local_rank, int gpus_per
     s->comm = mt_comm_device{s, c_is_device, c_pinned_alloc, c_pinned_free, c_event_create, c_event_destroy,
                              c_event_record, c_event_done, c_stream_wait, c_copy, (mt_comm_stream *)s->comm_stream,
                              c_stream_create, c_stream_destroy};
+    const char *managed = getenv("MT_CUDA_MANAGED");
+    s->managed = managed && *managed && strcmp(managed, "0") != 0;
     const char *wmma = getenv("MT_CUDA_ATTN_WMMA");
     s->attention_wmma = wmma && *wmma && strcmp(wmma, "0") != 0;
     fill_table(&s->table);

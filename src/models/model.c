@@ -21,6 +21,20 @@ static float *acts_alloc(mt_model *m, mt_acts *a, size_t n, const char *what) {
 
 static int holds_layer(const mt_model_part *p, int l) { return !p->own_layer || p->own_layer[l]; }
 
+/* A slot's host-written inputs: its buffers on the CPU; on a device one host block of the five */
+static void host_views(const mt_model *m, mt_acts *a) {
+    size_t N = (size_t)a->B * (size_t)a->T;
+    if (m->be->kind == MT_DEVICE_CPU) {
+        a->h_tokens = a->tokens, a->h_targets = a->targets, a->h_sample_ids = a->sample_ids;
+        a->h_doc_start = a->doc_start, a->h_pos = a->pos;
+        return;
+    }
+    int32_t *h = mt_xcalloc(4 * N * sizeof(int32_t) + (size_t)a->B * sizeof(uint64_t), 1, "batch inputs (host copy)");
+    a->h_tokens = h, a->h_targets = h + N, a->h_doc_start = h + 2 * N, a->h_pos = h + 3 * N;
+    a->h_sample_ids = (uint64_t *)(h + 4 * N); /* (4N int32: 8-byte aligned) */
+}
+
+
 /* The buffers of a block's activations are the family's table
  * (mt_family.block_bufs): each kept per block under the recomputation modes
  * its `own` mask names, else one copy shared by every block and slot
@@ -252,6 +266,7 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
             m->slots[k] = (mt_acts){0};
         }
     }
+    for (int k = 0; k < m->n_slots; k++) host_views(m, &m->slots[k]);
     m->acts = m->slots[0];
 
     mt_grad_scratch *g = &m->gs;
@@ -299,6 +314,17 @@ void mt_model_use_slot(mt_model *m, int k) {
 static void free_slot(mt_acts *a) { /* its buffers lie in the arena */
     free(a->blocks);
     free(a->kept);
+    if (a->h_tokens != a->tokens) free(a->h_tokens); /* the host copies: one block (host_views) */
+}
+
+void mt_model_upload_batch(mt_model *m, const mt_acts *a) {
+    if (a->h_tokens == a->tokens) return;
+    size_t n = (size_t)a->B * (size_t)a->T * sizeof(int32_t);
+    op_copy_from_host(m->be, a->tokens, a->h_tokens, n);
+    op_copy_from_host(m->be, a->targets, a->h_targets, n);
+    op_copy_from_host(m->be, a->sample_ids, a->h_sample_ids, (size_t)a->B * sizeof(uint64_t));
+    op_copy_from_host(m->be, a->doc_start, a->h_doc_start, n);
+    op_copy_from_host(m->be, a->pos, a->h_pos, n);
 }
 
 float *mt_model_tensor_data(const mt_model *m, int u, int k) {
@@ -410,6 +436,18 @@ int mt_model_set_gptq(mt_model *m, int u, int i, mt_gptqw *g, mt_error *err) {
     mt_mem_note(m->mem, MT_MEM_FROZEN, mt_qweight_bytes(q), 1);
     return 0;
 }
+/* A unit's initial values (frozen ones: frozen != 0) into dst of n floats: on a device they are drawn
+ * on the host and copied in (device memory is not the host's to write). */
+static void unit_init(mt_model *m, int u, float *dst, size_t n, int frozen) {
+    float *h = m->be->kind == MT_DEVICE_CPU ? dst : mt_xcalloc(n ? n : 1, sizeof(float), "initial values (host staging)");
+    if (frozen) mt_unit_init_frozen(&m->layout, u, h, m->seed);
+    else mt_unit_init_params(&m->layout, u, h, m->seed);
+    if (h != dst) {
+        op_copy_from_host(m->be, dst, h, n * sizeof(float));
+        free(h);
+    }
+}
+
 
 /* Frozen stores of the held units (initialised from the seed, as trainable
  * tensors are; a load replaces them) and the sink for the gradients of
@@ -447,7 +485,7 @@ static void alloc_frozen(mt_model *m) {
         if (!ul->frozen_numel) continue;
         m->frozen[u] = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_FROZEN, ul->frozen_numel * sizeof(float),
                                        "frozen parameters");
-        mt_unit_init_frozen(l, u, m->frozen[u], m->seed);
+        unit_init(m, u, m->frozen[u], ul->frozen_numel, 1);
         for (int i = 0; i < ul->n_frozen; i++) /* norms and biases; an embedding beside a trained one */
             if ((ul->ft[i].ndim == 1 || (ul->role == MT_UNIT_INPUT && ul->numel)) && ul->ft[i].numel > sink)
                 sink = ul->ft[i].numel;
@@ -470,7 +508,7 @@ float *mt_model_materialize_unit(mt_model *m, int u, int with_grads) {
     size_t n = m->layout.units[u].numel;
     if (!m->params[u]) {
         m->params[u] = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_PARAMS, n * sizeof(float), "parameters");
-        mt_unit_init_params(&m->layout, u, m->params[u], m->seed);
+        unit_init(m, u, m->params[u], n, 0);
     }
     if (with_grads && !m->grads[u])
         m->grads[u] = mt_mem_alloc_at(m->mem, MT_PLACE_DEVICE, MT_MEM_GRADS, n * sizeof(float), "gradients");

@@ -42,6 +42,10 @@ typedef struct {
      * position in its document; used only when packed is set (pos also
      * under context parallelism: the rows' positions in the sequence) */
     int32_t *doc_start, *pos;   /* [N] */
+    /* the same five as the host writes them (the loader): the buffers themselves on the CPU, a host
+     * copy on a device, sent over by mt_model_upload_batch (device memory is not the host's to write) */
+    int32_t *h_tokens, *h_targets, *h_doc_start, *h_pos;
+    uint64_t *h_sample_ids;
     int packed;
     float *encoded;             /* the input unit's output [N,C] */
     mt_block_acts *blocks;      /* [L] */
@@ -243,6 +247,9 @@ void mt_model_create_part(mt_model *m, const mt_model_config *cfg, int B, int T,
  * now if the model was created with defer_params) and, with with_grads, a
  * zeroed gradient buffer; returns params[u] (NULL for a unit not held). */
 float *mt_model_materialize_unit(mt_model *m, int u, int with_grads);
+/* Sends a slot's host-written inputs (mt_acts.h_*) to its buffers; nothing on the CPU, where they are
+ * the same. Synchronous: the host copies may be written again when it returns. */
+void mt_model_upload_batch(mt_model *m, const mt_acts *a);
 /* Declared tensor k of unit u (the family's index): its data in whichever
  * store holds it; its gradient (NULL when frozen); or, for a frozen tensor,
  * the gradient sink (norms and biases, whose kernels always write one). */

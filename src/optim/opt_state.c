@@ -1,4 +1,5 @@
 #include "optim/opt_state.h"
+#include "ops/ops.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,12 +126,22 @@ static int check_master(const mt_opt_states *o, int u, int k, mt_error *err) {
     return 0;
 }
 
+static int on_device(const mt_opt_states *o) { return o->be && o->be->kind != MT_DEVICE_CPU; }
+
 const float *mt_opt_states_get(mt_opt_states *o, int u, int k, float *buf, mt_error *err) {
     if (!o->offload && k != MT_OPT_STREAM_MASTER) {
         float *fp32 = o->entry->fp32_stream(o->state[u], k);
+        if (fp32 && on_device(o)) { /* device memory: a host copy in buf */
+            op_copy_to_host(o->be, buf, fp32, o->len[u] * sizeof(float));
+            return buf;
+        }
         if (fp32) return fp32;
     }
     if (check_master(o, u, k, err)) return NULL;
+    if (on_device(o) && !o->offload) {
+        mt_errorf(err, "unit %d: optimizer state stream %d is not fp32 on the device: it has no host copy yet", u, k);
+        return NULL;
+    }
     memset(buf, 0, o->len[u] * sizeof(float));
     size_t n = o->end[u] - o->begin[u];
     if (o->offload && !o->paged) return mt_offload_read(o->offload, u, file_stream(o, k), 0, n, buf, err) ? NULL : buf;
@@ -141,6 +152,17 @@ const float *mt_opt_states_get(mt_opt_states *o, int u, int k, float *buf, mt_er
 
 int mt_opt_states_set(mt_opt_states *o, int u, int k, const float *full, mt_error *err) {
     if (check_master(o, u, k, err)) return -1;
+    if (on_device(o) && !o->offload) { /* the owned part of the full stream, the padding zero, copied in */
+        float *fp32 = o->entry->fp32_stream(o->state[u], k);
+        if (!fp32)
+            return mt_errorf(err, "unit %d: optimizer state stream %d is not fp32 on the device: it cannot be set "
+                                  "from the host yet", u, k);
+        float *h = mt_xcalloc(o->len[u] ? o->len[u] : 1, sizeof(float), "optimizer state (host copy)");
+        memcpy(h, full + o->begin[u], (o->end[u] - o->begin[u]) * sizeof(float));
+        op_copy_from_host(o->be, fp32, h, o->len[u] * sizeof(float));
+        free(h);
+        return 0;
+    }
     if (o->offload && !o->paged)
         return mt_offload_write(o->offload, u, file_stream(o, k), 0, o->end[u] - o->begin[u], full + o->begin[u], err);
     if (o->paged && page_in(o, u, err)) return -1;

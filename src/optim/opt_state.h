@@ -50,6 +50,9 @@ typedef struct {
     void *resident;               /* paged: the buffer the unit in use is attached to */
     size_t resident_bytes;
     mt_mem *mem;
+    /* the device the in-memory state lives on (set by the owner after init; NULL or the CPU's: host
+     * memory): on a device, mt_opt_states_get/set copy the fp32 streams through the host */
+    mt_backend *be;
 } mt_opt_states;
 
 /* Per unit u: [begin[u], end[u]) and its stream length len[u] (>= the

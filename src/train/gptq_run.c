@@ -45,8 +45,9 @@ void mt_gptq_results_free(const mt_weights *w, mt_gptq_result **res) {
 static void set_input(mt_model *m, const mt_fwd_ctx *fc, const uint32_t *tokens, int64_t g, int l, const float *cached,
                       size_t act) {
     int T = m->acts.T;
-    for (int t = 0; t < T; t++) m->acts.tokens[t] = (int32_t)tokens[g * T + t], m->acts.targets[t] = -1;
-    m->acts.sample_ids[0] = (uint64_t)g;
+    for (int t = 0; t < T; t++) m->acts.h_tokens[t] = (int32_t)tokens[g * T + t], m->acts.h_targets[t] = -1;
+    m->acts.h_sample_ids[0] = (uint64_t)g;
+    mt_model_upload_batch(m, &m->acts);
     if (l == 0) mt_unit_forward(m, 0, fc);
     else memcpy(mt_model_block_out(m, l - 1), cached, act * sizeof(float));
 }

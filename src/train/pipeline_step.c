@@ -163,12 +163,14 @@ static void fill(mt_trainer *tr, mt_loader *ld, uint64_t first) {
     mt_acts *a = &tr->model.acts;
     mt_backend_sync(&tr->be); /* the previous microbatch's kernels may still read them */
     if (tr->cp.size > 1) { /* context parallelism: this rank's two chunks of each sample, with their positions */
-        a->packed = mt_loader_fill_cp(ld, first, a->B, tr->cp.size, tr->cp.rank, a->tokens, a->targets, a->sample_ids,
-                                      a->doc_start, a->pos);
-        return;
+        a->packed = mt_loader_fill_cp(ld, first, a->B, tr->cp.size, tr->cp.rank, a->h_tokens, a->h_targets,
+                                      a->h_sample_ids, a->h_doc_start, a->h_pos);
+    } else {
+        mt_loader_fill(ld, first, a->B, a->h_tokens, a->h_targets, a->h_sample_ids);
+        /* packed samples: documents, positions */
+        a->packed = mt_loader_fill_docs(ld, first, a->B, a->h_doc_start, a->h_pos);
     }
-    mt_loader_fill(ld, first, a->B, a->tokens, a->targets, a->sample_ids);
-    a->packed = mt_loader_fill_docs(ld, first, a->B, a->doc_start, a->pos); /* packed samples: documents, positions */
+    mt_model_upload_batch(&tr->model, a);
 }
 
 /* A stage boundary's message: the residual-stream rows this rank holds. */

@@ -218,6 +218,27 @@ static int read_local(const mt_ckpt *ck, const mt_layout *l, int u, const char *
     return for_each_run(l, u, a, b, 0, read_run, &c, err);
 }
 
+/* read_local into a model's own buffer (parameters: frozen 0; the frozen store: 1) of unit u: on a
+ * device through a host copy (device memory is not the host's to write) */
+static int read_unit_into(const mt_model *m, const mt_ckpt *ck, int u, int frozen, float *dst, mt_error *err) {
+    const mt_layout *l = &m->layout;
+    size_t n = frozen ? l->units[u].frozen_numel : l->units[u].numel;
+    float *h = m->be->kind == MT_DEVICE_CPU ? dst : mt_xmalloc((n ? n : 1) * sizeof(float), "checkpoint read (host copy)");
+    int rc;
+    if (frozen) { /* the runs it holds replace theirs; the rest keeps what the store holds */
+        if (h != dst) op_copy_to_host(m->be, h, dst, n * sizeof(float));
+        read_ctx c = {ck, "model/", h};
+        rc = for_each_run_of(l, u, 0, n, 0, FROZEN, read_run, &c, err);
+    } else {
+        rc = read_local(ck, l, u, "model/", 0, n, h, err);
+    }
+    if (h != dst) {
+        if (!rc) op_copy_from_host(m->be, dst, h, n * sizeof(float));
+        free(h);
+    }
+    return rc;
+}
+
 /* A base checkpoint into a model that adds adapters ({init-from} with
  * {peft}): the adapters keep their initial values (from the seed), every
  * other trainable tensor is read. */
@@ -292,10 +313,7 @@ static int read_frozen(mt_model *m, const char *dir, mt_error *err) {
     }
     for (int u = 0; u < l->n_units && !rc; u++) {
         if (!m->held[u]) continue;
-        if (m->frozen[u]) {
-            read_ctx c = {ck, "model/", m->frozen[u]};
-            rc = for_each_run_of(l, u, 0, l->units[u].frozen_numel, 0, FROZEN, read_run, &c, err);
-        }
+        if (m->frozen[u]) rc = read_unit_into(m, ck, u, 1, m->frozen[u], err);
         for (int i = 0; i < l->units[u].n_frozen && !rc; i++) { /* quantized: the whole tensor, then quantized */
             const mt_tensor *t = &l->units[u].ft[i];
             if (!t->quant || mt_tensor_elsewhere(t)) continue; /* (another ep rank's expert: it reads that) */
@@ -449,7 +467,7 @@ int mt_model_load_checkpoint(mt_model *m, const char *dir, mt_error *err) {
     if (!ck) return -1;
     const mt_layout *l = &m->layout;
     int rc = check_shapes(ck, l, "model/", dir, err);
-    for (int u = 0; u < l->n_units && !rc; u++) rc = read_local(ck, l, u, "model/", 0, l->units[u].numel, m->params[u], err);
+    for (int u = 0; u < l->n_units && !rc; u++) rc = read_unit_into(m, ck, u, 0, m->params[u], err);
     const char *bdir = NULL; /* a PEFT / {freeze} checkpoint: the frozen tensors are its base's */
     if (!rc && l->gtotal_frozen && mt_json_get(mt_ckpt_state(ck), "base") &&
         mt_json_get_string(mt_ckpt_state(ck), "base", &bdir, err) == 0)
@@ -614,7 +632,10 @@ static int for_each_put(mt_trainer *tr, float *shard, put_fn put, void *pctx, mt
             const float *src;
             if (s < 0 && mt_zero_master_released(&tr->zero, k)) /* the fp32 master from the optimizer state */
                 src = opt_shard(tr, k, MT_OPT_STREAM_MASTER, shard);
-            else if (s < 0) src = p;
+            else if (s < 0 && tr->be.kind != MT_DEVICE_CPU) { /* device memory: through a host copy */
+                op_copy_to_host(&tr->be, shard, p, (hi - lo) * sizeof(float));
+                src = shard;
+            } else if (s < 0) src = p;
             else src = opt_shard(tr, k, s, shard);
             write_ctx c = {l, u, s, ns, src, lo, put, pctx};
             if (a < b) rc = for_each_run(l, u, a, b, 1, write_run, &c, err);

@@ -39,6 +39,7 @@ static int init_optimizer(mt_trainer *tr, mt_error *err) {
     mt_opt_offload_cfg off = {o->offload_dir, tr->rank, (size_t)((double)o->offload_buffer_mb * 1048576.0),
                               o->precision != MT_FP32};
     int rc = mt_opt_states_init(&tr->optim, &c, mt_zero_state_layouts(z), K, lo, hi, len, &off, &tr->mem, err);
+    tr->optim.be = &tr->be; /* its in-memory state is this backend's memory */
     for (int k = 0; k < K && !rc && mt_opt_states_has_master(&tr->optim); k++) {
         float *p, *g;
         if (!len[k]) continue;
