@@ -1,8 +1,8 @@
 // Causal attention with grouped-query heads on tensor cores, register
-// form: the forward (cuda/kernels.h). The algorithm of attention_tc.cu
-// (64 queries of one head a block, 4 warps of 16 rows, key tiles of 64 up
-// to the diagonal, the online softmax in fp32), but every product is the
-// m16n8k16 register-fragment one of cuda/tensor_core.h, so the scores, the
+// form: the forward (cuda/kernels.h). The flash algorithm (64 queries of
+// one head a block, 4 warps of 16 rows, key tiles of 64 up to the
+// diagonal, the online softmax in fp32), every product the m16n8k16
+// register-fragment one of cuda/tensor_core.h, so the scores, the
 // softmax and the output accumulator never leave the registers: a lane
 // holds rows g and g + 8 of its warp's 16 (g = lane / 4) and, of each
 // 8-key block, the columns 2t and 2t + 1 (t = lane % 4); the row's max and
@@ -12,7 +12,7 @@
 // layout of one 16-key step). Shared memory holds only the bf16 Q, K and V
 // tiles (row-major, prepared by attention_mma_operands.cu, copied in with
 // cp.async a key tile ahead), read into fragments by ldmatrix (V with
-// .trans). The same per-row arithmetic as attention_tc.cu:
+// .trans). Per row (q, k, v and p d rounded to bf16 before a product):
 //   s_j = scale q_i.k_j (j <= i);  m' = max(m, max_j s_j);  alpha = exp(m - m');
 //   p_j = exp(s_j - m');  l = alpha l + sum_j p_j;  O_i = alpha O_i + sum_j bf16(p_j d_ij) v_j
 //   end: out_i = O_i / l;  lse_i = m + log l
@@ -186,6 +186,8 @@ template <int HS, bool DROP> static int launch_form(const mt_cuda_ctx *c, float 
 template <int HS> static int launch_fwd(const mt_cuda_ctx *c, float *out, float *lse, int B, const mma_fwd_args &a) {
     return a.d.on ? launch_form<HS, true>(c, out, lse, B, a) : launch_form<HS, false>(c, out, lse, B, a);
 }
+
+extern "C" int mt_cuda_attention_tc_supported(int HS) { return HS > 0 && HS % 16 == 0 && HS <= MT_CUDA_TC_MAX_HS; }
 
 extern "C" int mt_cuda_attention_mma_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B,
                                                  int T, int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop,

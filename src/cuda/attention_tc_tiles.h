@@ -1,4 +1,4 @@
-/* Staging for the tensor-core attention kernels (attention_tc.cu, attention_tc_bwd.cu): 64 rows of one
+/* Staging for the tensor-core attention kernels (attention_tc_bwd.cu, attention_mma_operands.cu): 64 rows of one
  * head, HS fp32 columns at row stride ld, into shared memory as bf16 (round to nearest even) at row stride
  * ldd (a multiple of 8), rows past T as zeros. A block of MT_TC_THREADS threads; each thread issues all
  * its loads (float4 where the rows are 16-byte aligned) before it converts and stores any, so the loads'
@@ -64,53 +64,6 @@ template <int MAX, class F> static inline int mt_tc_with_head_size(int HS, F f) 
     if constexpr (MAX >= 112) if (HS == 112) return f(std::integral_constant<int, 112>());
     if constexpr (MAX >= 128) if (HS == 128) return f(std::integral_constant<int, 128>());
     return (int)cudaErrorInvalidValue;
-}
-
-/* The 32-bit fragment register of the bf16 pair (row, col), (row, col + 1) of a row-major tile (ld in
- * elements; col even): cuda/tensor_core.h's mt_mma_16816 operands from staged tiles */
-__device__ static inline uint32_t mt_tc_ld2(const uint16_t *tile, int ld, int row, int col) {
-    return *(const uint32_t *)(tile + row * ld + col);
-}
-
-/* The same 64 rows transposed: dst[d * ldt + r] = bf16(src row r0 + r, column d), for the register-fragment
- * kernels' right operands whose k index runs along the rows (V in P V): a fragment register is then two
- * adjacent 16-bit values, one 32-bit load. Lane l of a warp takes row pair l (rows 2l and 2l + 1), so its
- * 32-bit stores fall in different banks; ldt a multiple of 8 (72 for 64 rows). */
-template <int HS>
-__device__ static inline void mt_tc_stage_rows_t(uint16_t *dst, int ldt, const float *src, int ld, int r0, int T,
-                                                 bool vec) {
-    if (vec) {
-        constexpr int Q4 = HS / 4, PER = 32 * Q4 / MT_TC_THREADS, G = PER % 4 == 0 && HS <= 64 ? 4 : PER % 2 == 0 ? 2 : 1;
-        static_assert(PER % G == 0, "staging groups");
-        for (int k0 = 0; k0 < PER; k0 += G) {
-            float4 v[G][2];
-            MT_UNROLL
-            for (int k = 0; k < G; k++) {
-                int e = (int)threadIdx.x + (k0 + k) * MT_TC_THREADS, rp = e % 32, c4 = e / 32;
-                MT_UNROLL
-                for (int h = 0; h < 2; h++) {
-                    int r = r0 + 2 * rp + h;
-                    if (r < T) v[k][h] = *(const float4 *)(src + (size_t)r * ld + 4 * c4);
-                    else v[k][h].x = v[k][h].y = v[k][h].z = v[k][h].w = 0.0f;
-                }
-            }
-            MT_UNROLL
-            for (int k = 0; k < G; k++) {
-                int e = (int)threadIdx.x + (k0 + k) * MT_TC_THREADS, rp = e % 32, c4 = e / 32;
-                uint32_t *d = (uint32_t *)(dst + (size_t)(4 * c4) * ldt + 2 * rp);
-                d[0] = mt_tc_pack2(mt_tc_to_bf16(v[k][0].x), mt_tc_to_bf16(v[k][1].x));
-                d[ldt / 2] = mt_tc_pack2(mt_tc_to_bf16(v[k][0].y), mt_tc_to_bf16(v[k][1].y));
-                d[ldt] = mt_tc_pack2(mt_tc_to_bf16(v[k][0].z), mt_tc_to_bf16(v[k][1].z));
-                d[3 * ldt / 2] = mt_tc_pack2(mt_tc_to_bf16(v[k][0].w), mt_tc_to_bf16(v[k][1].w));
-            }
-        }
-        return;
-    }
-    for (int e = threadIdx.x; e < MT_TC_ROWS * HS; e += MT_TC_THREADS) {
-        int r = e % MT_TC_ROWS, k = e / MT_TC_ROWS;
-        float v = r0 + r < T ? src[(size_t)(r0 + r) * ld + k] : 0.0f;
-        dst[(size_t)k * ldt + r] = mt_tc_to_bf16(v);
-    }
 }
 
 /* lse and D = dout.out (fp32) of query rows row0 .. row0 + 63 of (sample b, head h) into lsh and Dsh, 0

@@ -38,7 +38,6 @@ struct cuda_state {
     mt_comm_device comm;  // comm/'s staging hooks (copies and events on comm_stream)
     cudaStream_t comm_stream;
     int managed;        // MT_CUDA_MANAGED=1: device placement as managed memory (above)
-    int attention_wmma; // MT_CUDA_ATTN_WMMA=1: the WMMA forms of the bf16 attention kernels (to compare, or to step around a fault)
 };
 
 cuda_state *state(const mt_backend *be) { return (cuda_state *)be->allocator->ctx; }
@@ -168,27 +167,22 @@ mt_cuda_attn_dropout attn_drop(const mt_attn_dropout *d) {
 static int use_tensor_cores(const mt_backend *be, int HS) {
     return be->attention_mixed && mt_cuda_attention_tc_supported(HS);
 }
-static int use_wmma(const mt_backend *be) { return state(be)->attention_wmma; }
 
-// the register form's bf16 operand tiles (the WMMA form needs none)
+// the register form's bf16 operand tiles (cuda/kernels.h)
 static size_t mma_workspace_floats(int B, int T, int NH, int NKV, int HS) {
     return (mt_cuda_attention_mma_workspace_bytes(B, T, NH, NKV, HS) + sizeof(float) - 1) / sizeof(float);
 }
 size_t k_attention_scratch_floats(mt_backend *be, int B, int T, int NH, int HS) {
-    return use_tensor_cores(be, HS) ? (use_wmma(be) ? 0 : mma_workspace_floats(B, T, NH, NH, HS))
+    return use_tensor_cores(be, HS) ? mma_workspace_floats(B, T, NH, NH, HS)
                                     : mt_cuda_attention_scratch_floats(B, T, NH, NH, HS);
 }
 size_t k_attention_scratch_floats_gqa(mt_backend *be, int B, int T, int NH, int NKV, int HS) {
-    return use_tensor_cores(be, HS) ? (use_wmma(be) ? 0 : mma_workspace_floats(B, T, NH, NKV, HS))
+    return use_tensor_cores(be, HS) ? mma_workspace_floats(B, T, NH, NKV, HS)
                                     : mt_cuda_attention_scratch_floats(B, T, NH, NKV, HS);
 }
 void k_attention_forward_gqa(mt_backend *be, float *out, float *lse, const float *qkv, int B, int T, int NH, int NKV,
                              int HS, const mt_attn_dropout *drop, float *scratch) {
     mt_cuda_attn_dropout d = attn_drop(drop);
-    if (use_tensor_cores(be, HS) && use_wmma(be)) {
-        check(mt_cuda_attention_tc_forward_gqa(cx(be), out, lse, qkv, B, T, NH, NKV, HS, &d), "attention_tc_forward_gqa");
-        return;
-    }
     if (use_tensor_cores(be, HS)) {
         check(mt_cuda_attention_mma_forward_gqa(cx(be), out, lse, qkv, B, T, NH, NKV, HS, &d, scratch),
               "attention_mma_forward_gqa");
@@ -202,11 +196,6 @@ void k_attention_backward_gqa(mt_backend *be, float *dqkv, const float *dout, co
                               const float *lse, int B, int T, int NH, int NKV, int HS, const mt_attn_dropout *drop,
                               float *scratch) {
     mt_cuda_attn_dropout d = attn_drop(drop);
-    if (use_tensor_cores(be, HS) && use_wmma(be)) {
-        check(mt_cuda_attention_tc_backward_gqa(cx(be), dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, &d),
-              "attention_tc_backward_gqa");
-        return;
-    }
     if (use_tensor_cores(be, HS)) {
         check(mt_cuda_attention_mma_backward_gqa(cx(be), dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, &d, scratch),
               "attention_mma_backward_gqa");
@@ -661,8 +650,6 @@ extern "C" int mt_cuda_backend_open(mt_backend *be, int local_rank, int gpus_per
                              c_stream_create, c_stream_destroy};
     const char *managed = getenv("MT_CUDA_MANAGED");
     s->managed = managed && *managed && strcmp(managed, "0") != 0;
-    const char *wmma = getenv("MT_CUDA_ATTN_WMMA");
-    s->attention_wmma = wmma && *wmma && strcmp(wmma, "0") != 0;
     fill_table(&s->table);
     be->kind = MT_DEVICE_CUDA;
     be->nthreads = 1;

@@ -108,28 +108,23 @@ int mt_cuda_attention_flash_backward_gqa(const mt_cuda_ctx *c, float *dqkv, cons
                                          const float *out, const float *lse, int B, int T, int NH, int NKV, int HS,
                                          const mt_cuda_attn_dropout *drop);
 
-/* The tensor-core form (bf16 mixed precision): the flash algorithm in tiles of 64 queries x 64 keys,
- * the Q K^T, P V and backward products on 16 x 16 bf16 tiles with fp32 accumulation
- * (cuda/tensor_core.h); q, k, v, dout and P rounded to bf16 (the CPU's rounding) before each product,
- * the softmax, lse and accumulations in fp32. Forward in attention_tc.cu, backward (D_i = dout_i.out_i,
- * dK/dV by key tile over the group's query heads in order, dQ by query tile: no atomics,
- * deterministic) in attention_tc_bwd.cu. HS a multiple of 16, at most MT_CUDA_TC_MAX_HS; the same
- * dropout coordinates as the other forms; out must be the forward's for the backward. */
+/* The tensor-core form (bf16 mixed precision): the flash algorithm in tiles of 64 queries x 64 keys;
+ * q, k, v, dout and P rounded to bf16 (the CPU's rounding) before each product, the softmax, lse and
+ * accumulations in fp32. HS a multiple of 16, at most MT_CUDA_TC_MAX_HS; the same dropout coordinates
+ * as the other forms; out must be the forward's for the backward. The forward (attention_mma.cu) and
+ * the backward up to HS 96 (attention_mma_bwd.cu: D_i = dout_i.out_i, dK/dV by key tile over the
+ * group's query heads in order, dQ by query tile: no atomics, deterministic) multiply m16n8k16 register
+ * fragments, so scores, softmax and accumulators stay in registers; their operands are first prepared
+ * as bf16 tiles (attention_mma_operands.h) in `workspace`, device memory of
+ * mt_cuda_attention_mma_workspace_bytes (16-byte aligned), which the kernels copy to shared memory
+ * asynchronously, a tile ahead. Above HS 96 the backward is the WMMA form (16 x 16 warp tiles through
+ * shared memory, attention_tc_bwd.cu, no workspace): a warp's dK and dV accumulators would leave the
+ * register form too few registers. */
 #define MT_CUDA_TC_MAX_HS 128
 int mt_cuda_attention_tc_supported(int HS);
-int mt_cuda_attention_tc_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B, int T,
-                                     int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop);
-/* The register form of the tensor-core forward (attention_mma.cu): the same arithmetic and arguments,
- * the products on m16n8k16 register fragments, so scores, softmax and the output accumulator stay in
- * registers (the WMMA form above keeps them in shared memory). Its operands are first prepared as bf16
- * tiles (attention_mma_operands.h) in `workspace`, device memory of
- * mt_cuda_attention_mma_workspace_bytes (16-byte aligned), which the kernels then copy to shared memory
- * asynchronously, a tile ahead. */
 size_t mt_cuda_attention_mma_workspace_bytes(int B, int T, int NH, int NKV, int HS);
 int mt_cuda_attention_mma_forward_gqa(const mt_cuda_ctx *c, float *out, float *lse, const float *qkv, int B, int T,
                                       int NH, int NKV, int HS, const mt_cuda_attn_dropout *drop, void *workspace);
-/* Its backward (attention_mma_bwd.cu): the two passes of the WMMA form, register fragments throughout,
- * up to HS 96 (above, the WMMA form's backward, without the workspace). */
 int mt_cuda_attention_mma_backward_gqa(const mt_cuda_ctx *c, float *dqkv, const float *dout, const float *qkv,
                                        const float *out, const float *lse, int B, int T, int NH, int NKV, int HS,
                                        const mt_cuda_attn_dropout *drop, void *workspace);

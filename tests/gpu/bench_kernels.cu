@@ -132,12 +132,8 @@ int main(void) {
     // the tensor-core flash forms (bf16 mixed precision's; the scalar flash form, 38 ms / 334 ms here on an
     // H200, is no longer timed): WMMA tiles and register fragments (the one a step uses counted per step)
     float *ws = dfloats(mt_cuda_attention_mma_workspace_bytes(B, T, NH, NH, HS) / sizeof(float) + 1);
-    TIME("attention fwd (bf16 tensor cores)", 0, af, 0.0,
-         mt_cuda_attention_tc_forward_gqa(&ctx, ao, lse, qkv, B, T, NH, NH, HS, &nod));
     TIME("attention fwd (bf16 mma registers)", L, af, 0.0,
          mt_cuda_attention_mma_forward_gqa(&ctx, ao, lse, qkv, B, T, NH, NH, HS, &nod, ws));
-    TIME("attention bwd (bf16 tensor cores)", 0, 2.5 * af, 0.0,
-         mt_cuda_attention_tc_backward_gqa(&ctx, dqkv, dao, qkv, ao, lse, B, T, NH, NH, HS, &nod));
     TIME("attention bwd (bf16 mma registers)", L, 2.5 * af, 0.0,
          mt_cuda_attention_mma_backward_gqa(&ctx, dqkv, dao, qkv, ao, lse, B, T, NH, NH, HS, &nod, ws));
     // row and column kernels

@@ -10,8 +10,8 @@
 #     MPI the pack carries, ompi.tar.xz) against the one-process GPU curve, 1e-5 relative;
 #  3c. our HF and peft exports loaded by transformers and peft, logits against meshtrain's (hf_check.py);
 #  4. the speed of `meshtrain train --device cuda`: GPT-2 124M, bf16, T=1024 (tokens/s, MFU over
-#     989 TFLOP/s), unless MT_GPU_BENCH is 0; MT_GPU_BENCH_AB="MT_CUDA_NO_LT=1 MT_CUDA_ATTN_WMMA=1" repeats it under each setting
-#     (every bias a pass of its own instead of cuBLASLt's epilogue; the WMMA attention forms) for the comparison;
+#     989 TFLOP/s), unless MT_GPU_BENCH is 0; MT_GPU_BENCH_AB="MT_CUDA_NO_LT=1 ..." repeats it under each setting
+#     (here: every bias a pass of its own instead of cuBLASLt's epilogue) for the comparison;
 #  5. compute-sanitizer memcheck on the kernel and step tests, racecheck on the kernel tests (one log);
 #  6. tests/gpu/torch_bench.py (PyTorch GPT-2 124M, eager and compiled) if PyTorch sees the GPU
 #     and MT_GPU_BENCH is not 0;
@@ -119,12 +119,6 @@ san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2
 if want kernels; then
     step "kernel tests" 90 kernels.log "$bin/test_kernels"
     grep '^FAIL' "$out/kernels.log" | tee -a "$rep"
-    # the register-form attention rests on the mma and ldmatrix fragment layouts: if one fails, the rest of the run
-    # uses the WMMA forms (MT_CUDA_ATTN_WMMA=1), so its parity and speed still say something
-    if grep -Eq '^FAIL.*(mma m16n8k16|ldmatrix)' "$out/kernels.log"; then
-        export MT_CUDA_ATTN_WMMA=1
-        say "a fragment layout check failed: the rest of this run uses MT_CUDA_ATTN_WMMA=1"
-    fi
 fi
 want steps && step "training steps (GPT-2, Llama) vs the CPU ops" 90 steps.log "$bin/test_step"
 # 3. whole-step parity through the CLI, against the CPU build's losses

@@ -489,17 +489,11 @@ static void test_attention_tc_forward(int NH, int NKV, float p, int T, int HS, b
     const char *mis = misaligned ? " unaligned" : "";
     // the register form's operand tiles (poisoned: every value a kernel reads must be prepared)
     void *ws = poisoned<float>(mt_cuda_attention_mma_workspace_bytes(B, T, NH, NKV, HS) / sizeof(float) + 1);
-    for (int form = 0; form < 2; form++) { // WMMA tiles, then register fragments
-        const char *f = form ? "mma" : "tc";
-        CK(form ? mt_cuda_attention_mma_forward_gqa(&ctx, o, l, dq, B, T, NH, NKV, HS, &gd, ws)
-                : mt_cuda_attention_tc_forward_gqa(&ctx, o, l, dq, B, T, NH, NKV, HS, &gd));
-        snprintf(name, sizeof name, "%s attn fwd NH %d NKV %d p %.1f T %d HS %d out%s", f, NH, NKV, p, T, HS, mis);
-        within(name, out, host(o, no), 1e-2);
-        snprintf(name, sizeof name, "%s attn fwd NH %d NKV %d p %.1f T %d HS %d lse%s", f, NH, NKV, p, T, HS, mis);
-        within(name, lse, host(l, nl), 1e-2);
-        CK(cudaMemset(o, 0xFF, no * sizeof(float)));
-        CK(cudaMemset(l, 0xFF, nl * sizeof(float)));
-    }
+    CK(mt_cuda_attention_mma_forward_gqa(&ctx, o, l, dq, B, T, NH, NKV, HS, &gd, ws));
+    snprintf(name, sizeof name, "mma attn fwd NH %d NKV %d p %.1f T %d HS %d out%s", NH, NKV, p, T, HS, mis);
+    within(name, out, host(o, no), 1e-2);
+    snprintf(name, sizeof name, "mma attn fwd NH %d NKV %d p %.1f T %d HS %d lse%s", NH, NKV, p, T, HS, mis);
+    within(name, lse, host(l, nl), 1e-2);
 }
 
 /* The tensor-core backward against the CPU op's dqkv, from the scalar flash forward's out and lse (so it
@@ -527,7 +521,7 @@ static void test_attention_tc_backward(int NH, int NKV, float p, int T, int HS, 
           *dd = poisoned<float>(nq + off) + off, *dd2 = poisoned<float>(nq);
     char name[96];
     void *ws = poisoned<float>(mt_cuda_attention_mma_workspace_bytes(B, T, NH, NKV, HS) / sizeof(float) + 1);
-    for (int form = 0; form < 2; form++) { // WMMA tiles, then register fragments
+    for (int form = 0; form < 2; form++) { // WMMA tiles (the backward above HS 96), register fragments
         const char *f = form ? "mma" : "tc";
         auto bwd = [&](float *dst) {
             return form ? mt_cuda_attention_mma_backward_gqa(&ctx, dst, ddo, dq, fo, fl, B, T, NH, NKV, HS, &gd, ws)
@@ -544,8 +538,7 @@ static void test_attention_tc_backward(int NH, int NKV, float p, int T, int HS, 
         snprintf(name, sizeof name, "%s attn T %d HS %d dqkv rerun", f, T, HS);
         bitwise(name, got, host(dd2, nq));
         // chained as in training: from the tensor-core forward's out and lse (bf16 rounding in both passes)
-        CK(form ? mt_cuda_attention_mma_forward_gqa(&ctx, fo, fl, dq, B, T, NH, NKV, HS, &gd, ws)
-                : mt_cuda_attention_tc_forward_gqa(&ctx, fo, fl, dq, B, T, NH, NKV, HS, &gd));
+        CK(mt_cuda_attention_mma_forward_gqa(&ctx, fo, fl, dq, B, T, NH, NKV, HS, &gd, ws));
         CK(cudaMemset(dd, 0xFF, nq * sizeof(float)));
         CK(bwd(dd));
         snprintf(name, sizeof name, "%s attn fwd+bwd T %d HS %d dqkv", f, T, HS);
