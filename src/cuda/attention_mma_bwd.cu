@@ -103,7 +103,7 @@ template <int HS, bool DROP> __global__ static void mma_bwd_dkv(float *dqkv, mb_
         uint16_t *Qs = Vs + L::ROWS + (it % 2) * L::TILE, *Os = Qs + L::ROWS;
         float *lsh = (float *)(Os + L::ROWS);
         mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Qs, ldq, op.q + mma_rows_at(b, h, a.NH, a.Tp, HS, q0), HS);
-        mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Os, ldq, op.o + mma_rows_at(b, h, a.NH, a.Tp, HS, q0), HS);
+        mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Os, ldq, op.out_grad + mma_rows_at(b, h, a.NH, a.Tp, HS, q0), HS);
         const size_t at = ((size_t)b * a.NH + h) * a.Tp + q0; // lse and D: 16 chunks of 4 floats each
         if (threadIdx.x < 32)
             mt_cp_async16(lsh + 4 * (threadIdx.x % 16) + (threadIdx.x / 16) * MB_TILE,
@@ -222,7 +222,7 @@ template <int HS, bool DROP> __global__ static void mma_bwd_dq(float *dqkv, mb_a
         mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Vs, ldq, op.v + mma_rows_at(b, kv, a.NKV, a.Tp, HS, j0), HS);
     };
     mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Qs, ldq, op.q + mma_rows_at(b, h, a.NH, a.Tp, HS, i0), HS);
-    mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Os, ldq, op.o + mma_rows_at(b, h, a.NH, a.Tp, HS, i0), HS);
+    mt_cp_async_tile<MB_TILE, HS, MT_TC_THREADS>(Os, ldq, op.out_grad + mma_rows_at(b, h, a.NH, a.Tp, HS, i0), HS);
     fetch(0);
     mt_cp_async_commit();
     // this lane's rows r = 0 (iw + g) and 1 (iw + g + 8): lse and D (0 past T)

@@ -75,7 +75,7 @@ mma_operands mma_operands_layout(void *ws, int B, int T, int NH, int NKV, int HS
     };
     op.q = take(NH), op.k = take(NKV), op.v = take(NKV);
     if (backward) {
-        op.o = take(NH);
+        op.out_grad = take(NH);
         const size_t rows = (size_t)B * NH * op.Tp; // D and L: fp32, after the bf16 tiles (16-byte aligned)
         op.D = p ? (float *)(p + used) : NULL;
         op.L = p ? op.D + rows : NULL;
@@ -94,11 +94,11 @@ int mma_operands_prepare(const mt_cuda_ctx *c, const mma_operands &op, const flo
     a.rows[0] = op.q, a.rows[1] = op.k, a.rows[2] = op.v;
     a.vec = (uintptr_t)qkv % 16 == 0; // rows and heads then 16-byte aligned too (ld and HS multiples of 4)
     int e = tiles(c, qkv, a, B, HS);
-    if (e || !op.o) return e;
+    if (e || !op.out_grad) return e;
     prep_args d = {};
     d.T = op.T, d.Tp = op.Tp, d.ld = op.NH * HS;
     d.first[0] = 0, d.first[1] = d.first[2] = d.first[3] = op.NH;
-    d.rows[0] = op.o;
+    d.rows[0] = op.out_grad;
     d.vec = (uintptr_t)dout % 16 == 0;
     if ((e = tiles(c, dout, d, B, HS))) return e;
     dim3 grid((unsigned)(op.Tp / MT_TC_ROWS), (unsigned)op.NH, (unsigned)B);

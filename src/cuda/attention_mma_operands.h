@@ -17,7 +17,7 @@
 struct mma_operands {
     int B, T, Tp, NH, NKV, HS;
     uint16_t *q, *k, *v; // NH, NKV and NKV heads
-    uint16_t *o;         // dout, NH heads (backward)
+    uint16_t *out_grad;  // dout, NH heads (backward)
     float *D, *L;        // dout.out and lse (backward)
 };
 

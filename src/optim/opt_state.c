@@ -152,15 +152,14 @@ const float *mt_opt_states_get(mt_opt_states *o, int u, int k, float *buf, mt_er
 
 int mt_opt_states_set(mt_opt_states *o, int u, int k, const float *full, mt_error *err) {
     if (check_master(o, u, k, err)) return -1;
-    if (on_device(o) && !o->offload) { /* the owned part of the full stream, the padding zero, copied in */
+    if (on_device(o) && !o->offload) { /* the owned part of the full stream copied in, the padding zeroed */
         float *fp32 = o->entry->fp32_stream(o->state[u], k);
         if (!fp32)
             return mt_errorf(err, "unit %d: optimizer state stream %d is not fp32 on the device: it cannot be set "
                                   "from the host yet", u, k);
-        float *h = mt_xcalloc(o->len[u] ? o->len[u] : 1, sizeof(float), "optimizer state (host copy)");
-        memcpy(h, full + o->begin[u], (o->end[u] - o->begin[u]) * sizeof(float));
-        op_copy_from_host(o->be, fp32, h, o->len[u] * sizeof(float));
-        free(h);
+        size_t n = o->end[u] - o->begin[u];
+        op_copy_from_host(o->be, fp32, full + o->begin[u], n * sizeof(float));
+        if (o->len[u] > n) op_zero_bytes(o->be, fp32 + n, (o->len[u] - n) * sizeof(float));
         return 0;
     }
     if (o->offload && !o->paged)
