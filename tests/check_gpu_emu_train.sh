@@ -14,6 +14,8 @@
 #  - activation compression: GPT-2 --compress-activations bf16 within 1e-6,
 #    Llama bf16 --compress-activations lossless within 1e-3;
 #  - eval --device cuda prints the CPU's validation loss (6 digits);
+#  - a bf16 run resumed on --device cuda from its checkpoint gives the uninterrupted run's losses
+#    bit for bit;
 #  - a run larger than the GPU (MT_EMU_GPU_BYTES, 20 MB) stops in one line at its
 #    first buffer that does not fit (never more managed memory than is free);
 #  - features without CUDA kernels yet are refused before the run with one
@@ -74,6 +76,21 @@ $E eval --ckpt "$W/ck" --val "$W/d_val.bin" --batch 4 --batches 3 --device cuda 
     { cat "$W/eval.cuda"; echo "FAIL: eval --device cuda"; exit 1; }
 cmp "$W/eval.cpu" "$W/eval.cuda" || { cat "$W/eval.cpu" "$W/eval.cuda"; echo "FAIL: eval --device cuda differs"; exit 1; }
 echo "ok: eval --device cuda: $(cat "$W/eval.cuda")"
+
+# resume on --device cuda (bf16, under the guard: checkpoint writes, reads and the optimizer state through
+# host copies): 4 steps, a checkpoint, 2 more resumed give the 6-step run's losses bit for bit
+R="$BASE --layers 2 --dim 48 --heads 4 --precision bf16 --device cuda"
+$E train $R --steps 6 --metrics "$W/res_all.jsonl" >"$W/res_all.out" 2>&1 || { cat "$W/res_all.out"; echo "FAIL: 6 steps on cuda"; exit 1; }
+$E train $R --steps 4 --ckpt-dir "$W/res_ck" --ckpt-every 4 >"$W/res_a.out" 2>&1 || { cat "$W/res_a.out"; echo "FAIL: 4 steps and a checkpoint on cuda"; exit 1; }
+$E train $R --steps 6 --resume "$W/res_ck" --metrics "$W/res_b.jsonl" >"$W/res_b.out" 2>&1 ||
+    { cat "$W/res_b.out"; echo "FAIL: resume on cuda"; exit 1; }
+$PY - "$W/res_all.jsonl" "$W/res_b.jsonl" <<'PY'
+import json, sys
+rows = [{r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r} for p in sys.argv[1:]]
+assert set(rows[1]) == {5, 6}, rows[1]
+assert all(rows[0][s] == rows[1][s] for s in (5, 6)), (rows[0], rows[1])
+print(f"ok: resume on --device cuda: steps 5, 6 losses {rows[1][5]:.6f}, {rows[1][6]:.6f} bit for bit")
+PY
 
 # what the CUDA backend has no kernels for yet: refused before the run, naming the option
 one="$BASE --layers 1 --dim 32 --heads 2 --steps 1"
