@@ -21,7 +21,19 @@ static float *acts_alloc(mt_model *m, mt_acts *a, size_t n, const char *what) {
 
 static int holds_layer(const mt_model_part *p, int l) { return !p->own_layer || p->own_layer[l]; }
 
-/* A slot's host-written inputs: its buffers on the CPU; on a device one host block of the five */
+/* A batch's five inputs in one block: tokens, targets, document starts, positions (N int32 each), then
+ * the sample ids (B uint64, 8-byte aligned after 4N int32) -- the same layout on the device (the
+ * activation arena) and on the host (mt_acts.h_*), so a batch goes over in one copy; base NULL (the
+ * arena's measuring pass): every pointer NULL */
+static size_t batch_input_bytes(size_t N, int B) { return 4 * N * sizeof(int32_t) + (size_t)B * sizeof(uint64_t); }
+static void batch_inputs_at(void *base, size_t N, int32_t **tokens, int32_t **targets, int32_t **doc_start,
+                            int32_t **pos, uint64_t **sample_ids) {
+    int32_t *p = base;
+    *tokens = p, *targets = p ? p + N : NULL, *doc_start = p ? p + 2 * N : NULL, *pos = p ? p + 3 * N : NULL;
+    *sample_ids = p ? (uint64_t *)(p + 4 * N) : NULL;
+}
+
+/* A slot's host-written inputs: its buffers on the CPU; on a device a host block of the same layout */
 static void host_views(const mt_model *m, mt_acts *a) {
     size_t N = (size_t)a->B * (size_t)a->T;
     if (m->be->kind == MT_DEVICE_CPU) {
@@ -29,11 +41,9 @@ static void host_views(const mt_model *m, mt_acts *a) {
         a->h_doc_start = a->doc_start, a->h_pos = a->pos;
         return;
     }
-    int32_t *h = mt_xcalloc(4 * N * sizeof(int32_t) + (size_t)a->B * sizeof(uint64_t), 1, "batch inputs (host copy)");
-    a->h_tokens = h, a->h_targets = h + N, a->h_doc_start = h + 2 * N, a->h_pos = h + 3 * N;
-    a->h_sample_ids = (uint64_t *)(h + 4 * N); /* (4N int32: 8-byte aligned) */
+    batch_inputs_at(mt_xcalloc(batch_input_bytes(N, a->B), 1, "batch inputs (host copy)"), N, &a->h_tokens,
+                    &a->h_targets, &a->h_doc_start, &a->h_pos, &a->h_sample_ids);
 }
-
 
 /* The buffers of a block's activations are the family's table
  * (mt_family.block_bufs): each kept per block under the recomputation modes
@@ -63,11 +73,8 @@ static void alloc_slot(mt_model *m, mt_acts *a, const mt_model_part *part, int B
     size_t C = (size_t)cfg->n_embd, N = (size_t)B * (size_t)T, L = (size_t)cfg->n_layer;
     a->B = B;
     a->T = T;
-    a->tokens = acts_take(m, a, N * sizeof(int32_t), "tokens");
-    a->targets = acts_take(m, a, N * sizeof(int32_t), "targets");
-    a->sample_ids = acts_take(m, a, (size_t)B * sizeof(uint64_t), "sample ids");
-    a->doc_start = acts_take(m, a, N * sizeof(int32_t), "document starts");
-    a->pos = acts_take(m, a, N * sizeof(int32_t), "positions");
+    batch_inputs_at(acts_take(m, a, batch_input_bytes(N, B), "batch inputs"), N, &a->tokens, &a->targets,
+                    &a->doc_start, &a->pos, &a->sample_ids);
     size_t n = resid_rows(m, N);
     /* partition: the residual stream alternates between the two working buffers; each block's input is kept
        as this rank's rows (mt_acts.kept) */
@@ -319,12 +326,7 @@ static void free_slot(mt_acts *a) { /* its buffers lie in the arena */
 
 void mt_model_upload_batch(mt_model *m, const mt_acts *a) {
     if (a->h_tokens == a->tokens) return;
-    size_t n = (size_t)a->B * (size_t)a->T * sizeof(int32_t);
-    op_copy_from_host(m->be, a->tokens, a->h_tokens, n);
-    op_copy_from_host(m->be, a->targets, a->h_targets, n);
-    op_copy_from_host(m->be, a->sample_ids, a->h_sample_ids, (size_t)a->B * sizeof(uint64_t));
-    op_copy_from_host(m->be, a->doc_start, a->h_doc_start, n);
-    op_copy_from_host(m->be, a->pos, a->h_pos, n);
+    op_copy_from_host(m->be, a->tokens, a->h_tokens, batch_input_bytes((size_t)a->B * (size_t)a->T, a->B));
 }
 
 float *mt_model_tensor_data(const mt_model *m, int u, int k) {
@@ -447,7 +449,6 @@ static void unit_init(mt_model *m, int u, float *dst, size_t n, int frozen) {
         free(h);
     }
 }
-
 
 /* Frozen stores of the held units (initialised from the seed, as trainable
  * tensors are; a load replaces them) and the sink for the gradients of
