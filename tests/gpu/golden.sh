@@ -10,9 +10,14 @@ m=${1:?usage: golden.sh MESHTRAIN DIR} out=${2:?usage: golden.sh MESHTRAIN DIR}
 mkdir -p "$out/data" "$out/golden"
 bash tests/corpus.sh "$out/data/corpus.txt"
 "$m" tokenize --tokenizer byte --out "$out/data/d" "$out/data/corpus.txt" >/dev/null
-rm -f "$out/data/corpus.txt" "$out/data/d_val.bin"
+# the demo's data (scripts/demo.sh: the same fortunes, GPT-2 tokens), cut to what 200 steps of
+# the demo's batch read (16 x 64 tokens a step), so the pack stays small
+head -c 1000000 "$out/data/corpus.txt" > "$out/data/demo.txt"
+"$m" tokenize --tokenizer gpt2 --out "$out/data/demo" "$out/data/demo.txt" >/dev/null
+rm -f "$out/data/corpus.txt" "$out/data/d_val.bin" "$out/data/demo.txt" "$out/data/demo_val.bin"
 common=$(awk '$1 == "COMMON" {$1 = ""; print}' tests/gpu/parity_runs.txt)
 grep -v '^#\|^COMMON' tests/gpu/parity_runs.txt | while read -r name flags; do
+    flags=${flags//@DATA@/$out/data}
     # shellcheck disable=SC2086
     OMP_NUM_THREADS=1 "$m" train --train "$out/data/d_train.bin" $common $flags --metrics "$out/golden/$name.jsonl" \
         $(case $name in *bf16*) ;; *) echo --dump-grads "$out/golden/$name.grads" ;; esac) >/dev/null

@@ -126,6 +126,7 @@ parity() {
     local common name flags r=0
     common=$(awk '$1 == "COMMON" {$1 = ""; print}' "$here/parity_runs.txt")
     while read -r name flags; do
+        flags=${flags//@DATA@/$gold/data}
         echo "== $name: train --device cuda $common $flags"
         # shellcheck disable=SC2086
         "$bin/meshtrain" train --train "$gold/data/d_train.bin" $common $flags --device cuda \
