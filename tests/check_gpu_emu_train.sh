@@ -12,7 +12,8 @@
 #    within 5e-3 (attention under bf16 runs the tensor-core flash kernels on
 #    the GPU -- head size 16 here: q, k, v, p rounded to bf16, emulated);
 #  - activation compression: GPT-2 --compress-activations bf16 within 1e-6,
-#    Llama bf16 --compress-activations lossless within 1e-3;
+#    Llama bf16 --compress-activations lossless within 1e-3, and lossless on cuda
+#    bit for bit like off (GPT-2, Llama: the kept bf16 copies are the GEMMs' operands);
 #  - eval --device cuda prints the CPU's validation loss (6 digits);
 #  - a bf16 run resumed on --device cuda from its checkpoint gives the uninterrupted run's losses
 #    bit for bit;
@@ -68,6 +69,21 @@ run llama_gqa_bf16 1e-3/5e-3 $LLAMA --precision bf16
 run gpt2_compress_bf16 1e-6 $GPT --compress-activations bf16
 # shellcheck disable=SC2086
 run llama_gqa_bf16_lossless 1e-3/5e-3 $LLAMA --precision bf16 --compress-activations lossless
+# ... and on cuda bit for bit like off: the linear layers round their inputs straight into the kept bf16
+# copies and the backward multiplies those (models/act_compress.c), GPT-2 (dropout, validation) and Llama
+same_bits() { # NAME A.jsonl B.jsonl: every step's loss, grad_norm and val_loss equal
+    local a b
+    a=$(grep -o '"\(loss\|grad_norm\|val_loss\)":[^,}]*' "$2") b=$(grep -o '"\(loss\|grad_norm\|val_loss\)":[^,}]*' "$3")
+    [ -n "$a" ] && [ "$a" = "$b" ] || { echo "FAIL: $1: not bit for bit"; diff <(echo "$a") <(echo "$b") | head; exit 1; }
+    echo "ok: $1: $(echo "$a" | grep -c loss) losses and the gradient norms bit for bit"
+}
+for c in off lossless; do
+    # shellcheck disable=SC2086
+    $E train $GPT --precision bf16 --compress-activations $c --device cuda --metrics "$W/gpt2_bf16_$c.cuda.jsonl" \
+        >"$W/gpt2_bf16_$c.out" 2>&1 || { tail -n 20 "$W/gpt2_bf16_$c.out"; echo "FAIL: gpt2 bf16 $c on cuda"; exit 1; }
+done
+same_bits "gpt2 bf16 on cuda, lossless vs off" "$W/gpt2_bf16_off.cuda.jsonl" "$W/gpt2_bf16_lossless.cuda.jsonl"
+same_bits "llama bf16 on cuda, lossless vs off" "$W/llama_gqa_bf16.cuda.jsonl" "$W/llama_gqa_bf16_lossless.cuda.jsonl"
 
 # eval --device cuda: the validation loss of a CPU-trained checkpoint, printed to 6 digits, equals the CPU's
 $M train $BASE --layers 2 --dim 48 --heads 4 --steps 3 --ckpt-dir "$W/ck" >/dev/null 2>&1 || { echo "FAIL: train for eval"; exit 1; }

@@ -29,13 +29,14 @@ size_t mt_act_compress_bytes(mt_zenc e, size_t n, size_t g) {
     }
 }
 
-/* Every compressed buffer of the block: encoded from its fp32 working copy, or decoded into it. */
+/* Every compressed buffer of the block: encoded from its fp32 working copy, or decoded into it; those the
+ * linear layers read and write in bf16 themselves (zdirect) neither. */
 static void code_block(mt_model *m, int layer, int decode) {
     const mt_family *f = m->fam;
     size_t N = (size_t)m->acts.B * (size_t)m->acts.T;
     mt_block_acts *ba = &m->acts.blocks[layer];
     for (int k = 0; k < f->n_block_bufs; k++) {
-        if (!m->zenc[k]) continue;
+        if (!m->zenc[k] || ba->zdirect >> k & 1) continue;
         size_t n = f->block_buf_floats(m, k, N);
         mt_dtype d16 = m->zenc[k] == MT_ZENC_BF16 ? MT_BF16 : MT_FP16;
         if (m->zenc[k] == MT_ZENC_INT8) {
@@ -50,6 +51,31 @@ static void code_block(mt_model *m, int layer, int decode) {
             MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_to_16(m->be, d16, ba->z[k], ba->b[k], n));
     }
 }
+
+/* A linear layer's input at {precision} bf16 is rounded to bf16 for its GEMMs, forward and backward: when it is
+ * a whole kept buffer stored in bf16 (lossless, or bf16 compression), the forward rounds it straight into the
+ * kept copy z[k] and the backward multiplies that copy -- the bits the encode and the backward's own rounding
+ * give, one pass instead of three (the encode, the decode, the backward's rounding). That holds while the
+ * buffer's backward readers are all linear layers (mt_act_buf: MT_ACT_GEMM_INPUT); a mixture of experts'
+ * gather also reads the router's input, so its models keep the encode and decode. */
+uint16_t *mt_act_compress_kept16(mt_model *m, int u, const float *inp, size_t n, int forward) {
+    const mt_family *f = m->fam;
+    if (!m->compress || m->precision != MT_BF16 || m->cfg.num_experts || u < 1 || u > m->cfg.n_layer ||
+        !m->acts.blocks)
+        return NULL;
+    mt_block_acts *ba = &m->acts.blocks[u - 1];
+    size_t N = (size_t)m->acts.B * (size_t)m->acts.T;
+    for (int k = 0; k < f->n_block_bufs; k++) {
+        if (m->zenc[k] != MT_ZENC_BF16 || f->block_bufs[k].comp != MT_ACT_GEMM_INPUT || ba->b[k] != inp ||
+            !ba->z[k] || f->block_buf_floats(m, k, N) != n)
+            continue;
+        if (forward) ba->zdirect |= 1u << k;
+        return ba->zdirect >> k & 1 ? (uint16_t *)ba->z[k] : NULL;
+    }
+    return NULL;
+}
+
+void mt_act_compress_forward_begins(mt_model *m, int layer) { m->acts.blocks[layer].zdirect = 0; }
 
 void mt_act_compress_encode(mt_model *m, int layer) {
     code_block(m, layer, 0);

@@ -70,10 +70,7 @@ void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w
                        int OC) {
     size_t ni = (size_t)N * C, nw = (size_t)OC * C;
     switch (m->precision) {
-    case MT_BF16:
-        op_to_16(m->be, MT_BF16, m->op16[0], inp, ni);
-        op_matmul_forward_bf16(m->be, out, m->op16[0], mt_model_weight16(m, w), bias, N, C, OC);
-        break;
+    case MT_BF16: mt_linear_forward_keep16(m, out, inp, m->op16[0], w, bias, N, C, OC); break;
     case MT_FP16:
         op_matmul_forward(m->be, out, fp16_rounded(m, m->opf[0], inp, ni), fp16_weight(m, w, nw), bias, N, C, OC);
         break;
@@ -81,12 +78,35 @@ void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w
     }
 }
 
+void mt_linear_forward_keep16(mt_model *m, float *out, const float *inp, uint16_t *inp16, const float *w,
+                              const float *bias, int N, int C, int OC) {
+    if (m->precision != MT_BF16) mt_die("mt_linear_forward_keep16: the model's precision is not bf16");
+    op_to_16(m->be, MT_BF16, inp16, inp, (size_t)N * C);
+    op_matmul_forward_bf16(m->be, out, inp16, mt_model_weight16(m, w), bias, N, C, OC);
+}
+
+/* bf16: the output gradient dout16 and (for dw) the input inp16 already in bf16. */
+static void backward_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout16, const mt_bf16 *inp16,
+                          const float *w, int N, int C, int OC, int flags) {
+    op_matmul_backward_bf16(m->be, dinp, dw, NULL, dout16, inp16, dinp ? mt_model_weight16(m, w) : NULL, N, C, OC,
+                            flags);
+}
+
 void mt_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
                                   const float *w, int N, int C, int OC, int flags) {
     if (m->precision != MT_BF16) mt_die("mt_linear_backward_dout_bf16: the model's precision is not bf16");
     if (dw) op_to_16(m->be, MT_BF16, m->op16[0], inp, (size_t)N * C);
-    op_matmul_backward_bf16(m->be, dinp, dw, NULL, dout, m->op16[0], dinp ? mt_model_weight16(m, w) : NULL, N, C, OC,
-                            flags);
+    backward_bf16(m, dinp, dw, dout, m->op16[0], w, N, C, OC, flags);
+}
+
+void mt_linear_backward_kept16(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout,
+                               const uint16_t *inp16, const float *w, int N, int C, int OC, int flags) {
+    if (m->precision != MT_BF16) mt_die("mt_linear_backward_kept16: the model's precision is not bf16");
+    if (dinp || dw) {
+        op_to_16(m->be, MT_BF16, m->op16[1], dout, (size_t)N * OC);
+        backward_bf16(m, dinp, dw, m->op16[1], inp16, w, N, C, OC, flags);
+    }
+    if (dbias) op_matmul_backward(m->be, NULL, NULL, dbias, dout, NULL, NULL, N, C, OC, 0);
 }
 
 void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,

@@ -630,6 +630,7 @@ static void partition_gather(mt_model *m, int l) {
 void mt_unit_forward(mt_model *m, int u, const mt_fwd_ctx *fc) {
     if (u == 0) m->fam->input_forward(m, fc);
     else if (u <= m->cfg.n_layer) {
+        if (m->compress && fc->training) mt_act_compress_forward_begins(m, u - 1);
         m->fam->block_forward(m, u - 1, fc);
         if (m->compress && fc->training) mt_act_compress_encode(m, u - 1);
     } else mt_die("mt_unit_forward: the output unit's forward is mt_model_loss_forward");

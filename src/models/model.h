@@ -26,6 +26,10 @@ typedef struct {
        then is the fp32 working buffer every block shares (m->shared), decoded before the block's backward */
     void *z[MT_MAX_BLOCK_BUFS];
     float *zscale[MT_MAX_BLOCK_BUFS]; /* int8: one scale per group of block_buf_group columns */
+    /* bit k: z[k], bf16, was written in this block's last training forward by the linear layer that read b[k]
+       (its GEMM operand, mt_act_compress_direct), so it is neither encoded nor decoded: the backward's linear
+       layers read z[k] itself */
+    unsigned zdirect;
 } mt_block_acts;
 
 /* Activations of one microbatch of B sequences of T tokens (N = B*T rows).
@@ -292,6 +296,13 @@ void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const
  * bf16 (dout, N x OC; no bias). */
 void mt_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
                                   const float *w, int N, int C, int OC, int flags);
+/* {precision} bf16 with the layer's bf16 input kept for the backward (models/act_compress.c): the forward
+ * rounds inp into inp16 (N x C) and multiplies that; the backward takes it instead of rounding inp again.
+ * The same bits as mt_linear_forward / mt_linear_backward. */
+void mt_linear_forward_keep16(mt_model *m, float *out, const float *inp, uint16_t *inp16, const float *w,
+                              const float *bias, int N, int C, int OC);
+void mt_linear_backward_kept16(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout,
+                               const uint16_t *inp16, const float *w, int N, int C, int OC, int flags);
 /* The 16-bit form (bf16 or fp16 by m->precision) of parameter element *w,
  * which must lie in a unit's parameters. */
 const uint16_t *mt_model_weight16(mt_model *m, const float *w);
@@ -307,6 +318,12 @@ size_t mt_act_compress_bytes(mt_zenc e, size_t n, size_t g);
 /* Chooses m->zenc from m->compress, m->precision and m->recompute (model creation). */
 void mt_act_compress_choose(mt_model *m);
 void mt_act_compress_encode(mt_model *m, int layer);
+/* The kept bf16 copy of block unit u's buffer that is the whole input inp (n floats) of one of its linear
+ * layers, if the layer may round into it (forward; marks it mt_block_acts.zdirect) or read it (backward:
+ * marked in the forward); NULL: round inp as ever. mt_act_compress_forward_begins clears the marks before a
+ * block's training forward. */
+uint16_t *mt_act_compress_kept16(mt_model *m, int u, const float *inp, size_t n, int forward);
+void mt_act_compress_forward_begins(mt_model *m, int layer);
 void mt_act_compress_decode(mt_model *m, int layer);
 const char *mt_recompute_name(mt_recompute r);
 void mt_model_free(mt_model *m);

@@ -25,6 +25,12 @@ void mt_unit_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, 
     mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
 }
 
+void mt_unit_linear_backward_kept16(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout,
+                                    const uint16_t *inp16, const float *w, int N, int C, int OC, int flags) {
+    MT_TIMED(m->prof, MT_PROF_GEMM, mt_linear_backward_kept16(m, dinp, dw, dbias, dout, inp16, w, N, C, OC, flags));
+    mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC * ((dinp != NULL) + (dw != NULL)));
+}
+
 void mt_unit_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
                                       const float *w, int N, int C, int OC, int flags) {
     MT_TIMED(m->prof, MT_PROF_GEMM, mt_linear_backward_dout_bf16(m, dinp, dw, dout, inp, w, N, C, OC, flags));
@@ -192,6 +198,12 @@ static void quant_backward(mt_model *m, int u, int k, int n, float *dinp, float 
     if (dbias) mt_unit_linear_backward(m, NULL, NULL, dbias, dout, NULL, NULL, N, C, OC, 0);
 }
 
+/* A linear layer with no adapter, scaling, quantized base or input hook: its bf16 input may be the kept
+ * activation itself (mt_act_compress_kept16). */
+static int plain_linear(const mt_model *m, const mt_tensor *t0) {
+    return !t0->quant && !m->lora_scratch && !m->ia3_x && !m->linear_input_hook;
+}
+
 void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *out, const float *inp, const float *bias,
                         int N, int C, int OC) {
     const mt_unit_layout *ul = &m->layout.units[u];
@@ -203,7 +215,12 @@ void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
         x = m->ia3_x;
     }
     if (m->linear_input_hook) m->linear_input_hook(m->linear_input_ctx, u, k, n, x, N, C);
-    if (t0->quant) quant_forward(m, u, k, n, out, x, bias, N, C, OC);
+    uint16_t *kept16 = fc->training && plain_linear(m, t0) ? mt_act_compress_kept16(m, u, x, (size_t)N * C, 1) : NULL;
+    if (kept16) {
+        MT_TIMED(m->prof, MT_PROF_GEMM,
+                 mt_linear_forward_keep16(m, out, x, kept16, mt_model_tensor_data(m, u, k), bias, N, C, OC));
+        mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC);
+    } else if (t0->quant) quant_forward(m, u, k, n, out, x, bias, N, C, OC);
     else mt_unit_linear_forward(m, out, x, mt_model_tensor_data(m, u, k), bias, N, C, OC);
     if (!m->lora_scratch && !m->ia3_x) return;
     int col0 = 0;
@@ -240,6 +257,12 @@ void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
             col0 += R;
         }
         if (copied) d = m->ia3_d;
+    }
+    const uint16_t *kept16 = plain_linear(m, t0) ? mt_act_compress_kept16(m, u, inp, (size_t)N * C, 0) : NULL;
+    if (kept16) {
+        mt_unit_linear_backward_kept16(m, dinp, mt_model_tensor_grad(m, u, k), dbias, dout, kept16,
+                                       mt_model_tensor_data(m, u, k), N, C, OC, flags);
+        return;
     }
     int in_scaled = t0->ia3 && t0->ia3_input && dinp;
     float *dx = in_scaled ? m->ia3_x : dinp; /* input scaling: g = dy W first */

@@ -14,6 +14,8 @@ void mt_unit_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, 
                              const float *w, int N, int C, int OC, int flags);
 void mt_unit_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
                                        const float *w, int N, int C, int OC, int flags);
+void mt_unit_linear_backward_kept16(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout,
+                                    const uint16_t *inp16, const float *w, int N, int C, int OC, int flags);
 /* The linear layer whose weight is declared tensor k of unit u (OC output
  * rows: tensor k and, for a fused GEMM such as Llama's q|k|v, the tensors
  * declared after it whose rows follow), with the adapters attached to each

@@ -10,8 +10,9 @@
 #     MPI the pack carries, ompi.tar.xz) against the one-process GPU curve, 1e-5 relative;
 #  3c. our HF and peft exports loaded by transformers and peft, logits against meshtrain's (hf_check.py);
 #  4. the speed of `meshtrain train --device cuda`: GPT-2 124M, bf16, T=1024 (tokens/s, MFU over
-#     989 TFLOP/s), unless MT_GPU_BENCH is 0; MT_GPU_BENCH_AB="MT_CUDA_NO_LT=1 ..." repeats it under each setting
-#     (here: every bias a pass of its own instead of cuBLASLt's epilogue) for the comparison;
+#     989 TFLOP/s), unless MT_GPU_BENCH is 0; MT_GPU_BENCH_AB="MT_CUDA_NO_LT=1 --flag=value ..." repeats it under
+#     each setting (here: every bias a pass of its own instead of cuBLASLt's epilogue) for the comparison
+#     (default: --compress-activations=lossless);
 #  5. compute-sanitizer memcheck on the kernel and step tests, racecheck on the kernel tests (one log);
 #  6. tests/gpu/torch_bench.py (PyTorch GPT-2 124M, eager and compiled) if PyTorch sees the GPU
 #     and MT_GPU_BENCH is not 0;
@@ -243,13 +244,17 @@ bench() {
     done
     [ -s "$tmp/bench.jsonl" ] || { echo "FAIL: no batch size trained"; return 1; }
     bench_report "$tmp/bench.jsonl" "$b" ""
-    # MT_GPU_BENCH_AB="VAR=value ...": the same run again under each of these settings, one at a time (an A/B in one call)
+    # MT_GPU_BENCH_AB="VAR=value --flag=value ...": the same run again under each of these settings, one at a
+    # time (an A/B in one call): an environment variable, or a train flag and its value; by default the linear
+    # layers' inputs kept in bf16 (--compress-activations lossless: bitwise the same training)
     local ab
-    for ab in ${MT_GPU_BENCH_AB:-}; do
+    for ab in ${MT_GPU_BENCH_AB---compress-activations=lossless}; do
+        local envs=() flags=()
+        case $ab in --*) flags=("${ab%%=*}" "${ab#*=}") ;; *) envs=("$ab") ;; esac
         rm -f "$tmp/bench_ab.jsonl"
-        env "$ab" "$bin/meshtrain" train --model gpt2 --train "$tmp/bench.bin" --batch "$b" --precision bf16 \
-            --device cuda --steps 12 --lr 3e-4 --log-every 1 --peak-gflops 989000 --metrics "$tmp/bench_ab.jsonl" &&
-            bench_report "$tmp/bench_ab.jsonl" "$b" " ($ab)"
+        env ${envs[@]+"${envs[@]}"} "$bin/meshtrain" train --model gpt2 --train "$tmp/bench.bin" --batch "$b" \
+            --precision bf16 --device cuda --steps 12 --lr 3e-4 --log-every 1 --peak-gflops 989000 \
+            --metrics "$tmp/bench_ab.jsonl" ${flags[@]+"${flags[@]}"} && bench_report "$tmp/bench_ab.jsonl" "$b" " ($ab)"
     done
 }
 bench_report() { # metrics file, batch, label
