@@ -71,7 +71,7 @@ static void test_bias_gelu(int N, int OC, int threads) {
     size_t n = (size_t)N * OC;
     float *pre0 = frandn(n, 4), *bias = frandn(OC, 1), *dout = frandn(n, 1), *db0 = frandn(OC, 1);
     float *pre = fdup(pre0, n), *out = falloc(n);
-    op_bias_gelu_forward(BE, pre, out, bias, N, OC);
+    op_bias_gelu_forward(BE, pre, out, NULL, bias, N, OC);
     float *rpre = fdup(pre0, n), *rout = falloc(n);
     for (int r = 0; r < N; r++)
         for (int j = 0; j < OC; j++) rpre[(size_t)r * OC + j] += bias[j];
@@ -92,9 +92,24 @@ static void test_bias_gelu(int N, int OC, int threads) {
     CHECK(memcmp(db, rdb, OC * sizeof(float)) == 0, "%s: bias gradient not bitwise equal to the matmul's", what);
     /* without bias: plain GELU */
     float *p2 = fdup(pre0, n), *o2 = falloc(n), *r2 = falloc(n);
-    op_bias_gelu_forward(BE, p2, o2, NULL, N, OC);
+    op_bias_gelu_forward(BE, p2, o2, NULL, NULL, N, OC);
     op_gelu_forward(BE, r2, pre0, n);
     CHECK_ARR("gelu without bias", o2, r2, n);
+    /* the bf16 output for the next linear layer: op_to_16 of out, bit for bit, with out written or not */
+    uint16_t *o16 = malloc(n * sizeof *o16), *r16 = malloc(n * sizeof *r16);
+    CHECK(o16 && r16, "out of memory");
+    op_to_16(BE, MT_BF16, r16, out, n);
+    float *p3 = fdup(pre0, n), *o3 = falloc(n);
+    op_bias_gelu_forward(BE, p3, o3, o16, bias, N, OC);
+    CHECK(memcmp(o16, r16, n * sizeof *o16) == 0, "%s: bf16 output differs from op_to_16 of the fp32 one", what);
+    CHECK_ARR("bias+gelu fwd with bf16 output (out)", o3, out, n);
+    CHECK_ARR("bias+gelu fwd with bf16 output (pre)", p3, pre, n);
+    memcpy(p3, pre0, n * sizeof *p3);
+    memset(o16, 0, n * sizeof *o16);
+    op_bias_gelu_forward(BE, p3, NULL, o16, bias, N, OC);
+    CHECK(memcmp(o16, r16, n * sizeof *o16) == 0, "%s: bf16 output alone differs from op_to_16 of out", what);
+    CHECK_ARR("bias+gelu fwd, bf16 output alone (pre)", p3, pre, n);
+    free(o16); free(r16); free(p3); free(o3);
     free(pre0); free(bias); free(dout); free(db0); free(pre); free(out); free(rpre); free(rout);
     free(g); free(db); free(rg); free(rdb); free(p2); free(o2); free(r2);
 }
@@ -223,7 +238,7 @@ static void test_thread_invariance(void) {
         float *res = falloc((size_t)N * C), *out = falloc((size_t)N * C), *mr = falloc(2 * (size_t)N);
         op_residual_layernorm_forward(BE, res, out, mr, mr + N, x, br, bias, w, b, N, C);
         float *pre = fdup(x, (size_t)N * OC), *ge = falloc((size_t)N * OC);
-        op_bias_gelu_forward(BE, pre, ge, bias, N, OC);
+        op_bias_gelu_forward(BE, pre, ge, NULL, bias, N, OC);
         float *gd = fdup(d, (size_t)N * OC), *db = falloc(OC);
         op_gelu_bias_backward(BE, gd, db, pre, gd, N, OC);
         float *l = fdup(lg, (size_t)N * Vp), *loss = falloc(N);

@@ -141,8 +141,8 @@ void k_gelu_forward(mt_backend *be, float *out, const float *inp, size_t n) { K(
 void k_gelu_backward(mt_backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
     K(gelu_backward, dinp, inp, dout, n);
 }
-void k_bias_gelu_forward(mt_backend *be, float *pre, float *out, const float *bias, int N, int OC) {
-    K(bias_gelu_forward, pre, out, bias, N, OC);
+void k_bias_gelu_forward(mt_backend *be, float *pre, float *out, uint16_t *out16, const float *bias, int N, int OC) {
+    K(bias_gelu_forward, pre, out, out16, bias, N, OC);
 }
 void k_gelu_bias_backward(mt_backend *be, float *dpre, float *dbias, const float *pre, const float *dout, int N,
                           int OC) {

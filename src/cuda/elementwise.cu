@@ -21,14 +21,38 @@ __global__ static void gelu_bwd(float *dinp, const float *inp, const float *dout
     dinp[i] = mt_dev_gelu_grad(inp[i]) * dout[i];
 }
 
-__global__ static void bias_gelu_fwd(float *pre, float *out, const float *bias, size_t n, int OC) {
+// out and out16 (bf16, op_to_16's rounding: mt_dev_fp32_to_bf16) each optional
+__global__ static void bias_gelu_fwd(float *pre, float *out, uint16_t *out16, const float *bias, size_t n, int OC) {
     EW_INDEX(i, n);
     float x = pre[i];
     if (bias) {
         x = x + bias[i % OC];
         pre[i] = x;
     }
-    out[i] = mt_dev_gelu(x);
+    float g = mt_dev_gelu(x);
+    if (out) out[i] = g;
+    if (out16) out16[i] = mt_dev_fp32_to_bf16(g);
+}
+
+// four elements of one row a thread (OC % 4 == 0; pre, out, bias 16-byte and out16 8-byte aligned)
+__global__ static void bias_gelu_fwd_x4(float *pre, float *out, uint16_t *out16, const float *bias, size_t n4,
+                                        int OC4) {
+    EW_INDEX(i, n4);
+    float4 x = ((const float4 *)pre)[i];
+    if (bias) {
+        float4 b = ((const float4 *)bias)[i % OC4];
+        x.x = x.x + b.x, x.y = x.y + b.y, x.z = x.z + b.z, x.w = x.w + b.w;
+        ((float4 *)pre)[i] = x;
+    }
+    float4 g;
+    g.x = mt_dev_gelu(x.x), g.y = mt_dev_gelu(x.y), g.z = mt_dev_gelu(x.z), g.w = mt_dev_gelu(x.w);
+    if (out) ((float4 *)out)[i] = g;
+    if (out16) {
+        ushort4 o;
+        o.x = mt_dev_fp32_to_bf16(g.x), o.y = mt_dev_fp32_to_bf16(g.y);
+        o.z = mt_dev_fp32_to_bf16(g.z), o.w = mt_dev_fp32_to_bf16(g.w);
+        ((ushort4 *)out16)[i] = o;
+    }
 }
 
 // a block of MT_COL_GROUP columns x MT_COL_LANES row lanes (launch_util.h)
@@ -153,10 +177,12 @@ extern "C" int mt_cuda_gelu_backward(const mt_cuda_ctx *c, float *dinp, const fl
     EW_LAUNCH(gelu_bwd, n, dinp, inp, dout, n);
 }
 
-extern "C" int mt_cuda_bias_gelu_forward(const mt_cuda_ctx *c, float *pre, float *out, const float *bias, int N,
-                                         int OC) {
+extern "C" int mt_cuda_bias_gelu_forward(const mt_cuda_ctx *c, float *pre, float *out, uint16_t *out16,
+                                         const float *bias, int N, int OC) {
     size_t n = (size_t)N * OC;
-    EW_LAUNCH(bias_gelu_fwd, n, pre, out, bias, n, OC);
+    if (OC % 4 == 0 && ((uintptr_t)pre | (uintptr_t)out | (uintptr_t)bias) % 16 == 0 && (uintptr_t)out16 % 8 == 0)
+        EW_LAUNCH(bias_gelu_fwd_x4, n / 4, pre, out, out16, bias, n / 4, OC / 4);
+    EW_LAUNCH(bias_gelu_fwd, n, pre, out, out16, bias, n, OC);
 }
 
 extern "C" int mt_cuda_gelu_bias_backward(const mt_cuda_ctx *c, float *dpre, float *dbias, const float *pre,

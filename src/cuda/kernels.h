@@ -66,7 +66,8 @@ int mt_cuda_residual_rmsnorm_forward(const mt_cuda_ctx *c, float *res, float *ou
 /* ---- activations */
 int mt_cuda_gelu_forward(const mt_cuda_ctx *c, float *out, const float *inp, size_t n);
 int mt_cuda_gelu_backward(const mt_cuda_ctx *c, float *dinp, const float *inp, const float *dout, size_t n);
-int mt_cuda_bias_gelu_forward(const mt_cuda_ctx *c, float *pre, float *out, const float *bias, int N, int OC);
+int mt_cuda_bias_gelu_forward(const mt_cuda_ctx *c, float *pre, float *out, uint16_t *out16, const float *bias, int N,
+                              int OC);
 int mt_cuda_gelu_bias_backward(const mt_cuda_ctx *c, float *dpre, float *dbias, const float *pre, const float *dout,
                                int N, int OC);
 int mt_cuda_swiglu_forward(const mt_cuda_ctx *c, float *out, const float *gate_up, int N, int F);

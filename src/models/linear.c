@@ -82,6 +82,12 @@ void mt_linear_forward_keep16(mt_model *m, float *out, const float *inp, uint16_
                               const float *bias, int N, int C, int OC) {
     if (m->precision != MT_BF16) mt_die("mt_linear_forward_keep16: the model's precision is not bf16");
     op_to_16(m->be, MT_BF16, inp16, inp, (size_t)N * C);
+    mt_linear_forward16(m, out, inp16, w, bias, N, C, OC);
+}
+
+void mt_linear_forward16(mt_model *m, float *out, const uint16_t *inp16, const float *w, const float *bias, int N,
+                         int C, int OC) {
+    if (m->precision != MT_BF16) mt_die("mt_linear_forward16: the model's precision is not bf16");
     op_matmul_forward_bf16(m->be, out, inp16, mt_model_weight16(m, w), bias, N, C, OC);
 }
 

@@ -30,6 +30,7 @@ typedef struct {
        (its GEMM operand, mt_act_compress_direct), so it is neither encoded nor decoded: the backward's linear
        layers read z[k] itself */
     unsigned zdirect;
+    unsigned zrounded; /* bit k: ... and the kernel producing b[k] wrote z[k] in its place (b[k] was not written) */
 } mt_block_acts;
 
 /* Activations of one microbatch of B sequences of T tokens (N = B*T rows).
@@ -301,6 +302,9 @@ void mt_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_
  * The same bits as mt_linear_forward / mt_linear_backward. */
 void mt_linear_forward_keep16(mt_model *m, float *out, const float *inp, uint16_t *inp16, const float *w,
                               const float *bias, int N, int C, int OC);
+/* ... with inp16 already holding the rounded input (written by the kernel that produced it). */
+void mt_linear_forward16(mt_model *m, float *out, const uint16_t *inp16, const float *w, const float *bias, int N,
+                         int C, int OC);
 void mt_linear_backward_kept16(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout,
                                const uint16_t *inp16, const float *w, int N, int C, int OC, int flags);
 /* The 16-bit form (bf16 or fp16 by m->precision) of parameter element *w,
@@ -319,10 +323,12 @@ size_t mt_act_compress_bytes(mt_zenc e, size_t n, size_t g);
 void mt_act_compress_choose(mt_model *m);
 void mt_act_compress_encode(mt_model *m, int layer);
 /* The kept bf16 copy of block unit u's buffer that is the whole input inp (n floats) of one of its linear
- * layers, if the layer may round into it (forward; marks it mt_block_acts.zdirect) or read it (backward:
- * marked in the forward); NULL: round inp as ever. mt_act_compress_forward_begins clears the marks before a
- * block's training forward. */
-uint16_t *mt_act_compress_kept16(mt_model *m, int u, const float *inp, size_t n, int forward);
+ * layers, if that layer may round into it (its forward; marks it mt_block_acts.zdirect), the kernel producing
+ * inp may write it instead of inp (marks it zdirect and zrounded), or the layer's backward may read it (marked
+ * in the forward); NULL: round inp as ever. *rounded (if not NULL): whether the producer wrote it.
+ * mt_act_compress_forward_begins clears the marks before a block's training forward. */
+typedef enum { MT_KEPT16_BACKWARD = 0, MT_KEPT16_LINEAR, MT_KEPT16_PRODUCER } mt_kept16_use;
+uint16_t *mt_act_compress_kept16(mt_model *m, int u, const float *inp, size_t n, mt_kept16_use use, int *rounded);
 void mt_act_compress_forward_begins(mt_model *m, int layer);
 void mt_act_compress_decode(mt_model *m, int layer);
 const char *mt_recompute_name(mt_recompute r);

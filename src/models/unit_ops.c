@@ -204,6 +204,12 @@ static int plain_linear(const mt_model *m, const mt_tensor *t0) {
     return !t0->quant && !m->lora_scratch && !m->ia3_x && !m->linear_input_hook;
 }
 
+uint16_t *mt_unit_linear_input16(mt_model *m, int u, int k, const mt_fwd_ctx *fc, const float *inp, int N, int C) {
+    return fc->training && plain_linear(m, mt_unit_tensor(&m->layout.units[u], k))
+               ? mt_act_compress_kept16(m, u, inp, (size_t)N * C, MT_KEPT16_PRODUCER, NULL)
+               : NULL;
+}
+
 void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *out, const float *inp, const float *bias,
                         int N, int C, int OC) {
     const mt_unit_layout *ul = &m->layout.units[u];
@@ -215,10 +221,14 @@ void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
         x = m->ia3_x;
     }
     if (m->linear_input_hook) m->linear_input_hook(m->linear_input_ctx, u, k, n, x, N, C);
-    uint16_t *kept16 = fc->training && plain_linear(m, t0) ? mt_act_compress_kept16(m, u, x, (size_t)N * C, 1) : NULL;
+    int rounded = 0;
+    uint16_t *kept16 = fc->training && plain_linear(m, t0)
+                           ? mt_act_compress_kept16(m, u, x, (size_t)N * C, MT_KEPT16_LINEAR, &rounded)
+                           : NULL;
     if (kept16) {
-        MT_TIMED(m->prof, MT_PROF_GEMM,
-                 mt_linear_forward_keep16(m, out, x, kept16, mt_model_tensor_data(m, u, k), bias, N, C, OC));
+        const float *w = mt_model_tensor_data(m, u, k);
+        if (rounded) MT_TIMED(m->prof, MT_PROF_GEMM, mt_linear_forward16(m, out, kept16, w, bias, N, C, OC));
+        else MT_TIMED(m->prof, MT_PROF_GEMM, mt_linear_forward_keep16(m, out, x, kept16, w, bias, N, C, OC));
         mt_prof_add_gemm_flops(m->prof, 2.0 * N * C * OC);
     } else if (t0->quant) quant_forward(m, u, k, n, out, x, bias, N, C, OC);
     else mt_unit_linear_forward(m, out, x, mt_model_tensor_data(m, u, k), bias, N, C, OC);
@@ -258,7 +268,8 @@ void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
         }
         if (copied) d = m->ia3_d;
     }
-    const uint16_t *kept16 = plain_linear(m, t0) ? mt_act_compress_kept16(m, u, inp, (size_t)N * C, 0) : NULL;
+    const uint16_t *kept16 =
+        plain_linear(m, t0) ? mt_act_compress_kept16(m, u, inp, (size_t)N * C, MT_KEPT16_BACKWARD, NULL) : NULL;
     if (kept16) {
         mt_unit_linear_backward_kept16(m, dinp, mt_model_tensor_grad(m, u, k), dbias, dout, kept16,
                                        mt_model_tensor_data(m, u, k), N, C, OC, flags);

@@ -14,6 +14,9 @@ void mt_unit_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, 
                              const float *w, int N, int C, int OC, int flags);
 void mt_unit_linear_backward_dout_bf16(mt_model *m, float *dinp, float *dw, const mt_bf16 *dout, const float *inp,
                                        const float *w, int N, int C, int OC, int flags);
+/* The bf16 copy that linear layer (u, k)'s training forward will multiply as its input inp (N x C), kept for
+ * its backward (models/act_compress.c), for the kernel producing inp to write instead of inp; NULL: write inp. */
+uint16_t *mt_unit_linear_input16(mt_model *m, int u, int k, const mt_fwd_ctx *fc, const float *inp, int N, int C);
 void mt_unit_linear_backward_kept16(mt_model *m, float *dinp, float *dw, float *dbias, const float *dout,
                                     const uint16_t *inp16, const float *w, int N, int C, int OC, int flags);
 /* The linear layer whose weight is declared tensor k of unit u (OC output

@@ -1,5 +1,7 @@
 /* Fused bias + GELU on the rows of the MLP's first linear layer.
  * forward:  pre[n,j] += bias[j]; out[n,j] = gelu(pre[n,j])      (one pass)
+ *           out16 (optional, out then may be NULL): gelu(pre[n,j]) rounded to bf16 as op_to_16 rounds it,
+ *           for the next linear layer's bf16 input (models/act_compress.c)
  * backward: dpre[n,j] = gelu'(pre[n,j]) dout[n,j]; dbias[j] += sum_n dpre[n,j]
  * The GEMM runs without its bias, so the bias costs no pass of its own and
  * the bias gradient is summed while dpre is being written. Backward splits
@@ -10,24 +12,24 @@
 #include "ops/kernel_table.h"
 #include "ops/ops.h"
 #include "ops/gelu_math.h"
+#include "core/dtype.h"
 #include <omp.h>
 
-void op_bias_gelu_forward(mt_backend *be, float *pre, float *out, const float *bias, int N, int OC) {
-    MT_DISPATCH(be, bias_gelu_forward, be, pre, out, bias, N, OC);
+void op_bias_gelu_forward(mt_backend *be, float *pre, float *out, uint16_t *out16, const float *bias, int N, int OC) {
+    MT_DISPATCH(be, bias_gelu_forward, be, pre, out, out16, bias, N, OC);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        float *p = pre + (size_t)n * OC, *o = out + (size_t)n * OC;
-        if (bias) {
+        float *p = pre + (size_t)n * OC, *o = out ? out + (size_t)n * OC : NULL;
+        uint16_t *o16 = out16 ? out16 + (size_t)n * OC : NULL;
+        if (bias)
 #pragma omp simd
-            for (int j = 0; j < OC; j++) {
-                float x = p[j] + bias[j];
-                p[j] = x;
-                o[j] = mt_gelu1(x);
-            }
-        } else {
+            for (int j = 0; j < OC; j++) p[j] += bias[j];
+        if (o)
 #pragma omp simd
             for (int j = 0; j < OC; j++) o[j] = mt_gelu1(p[j]);
-        }
+        if (o16)
+#pragma omp simd
+            for (int j = 0; j < OC; j++) o16[j] = mt_fp32_to_bf16(mt_gelu1(p[j]));
     }
 }
 

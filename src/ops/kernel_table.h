@@ -38,7 +38,7 @@ struct mt_kernel_table {
                                        int N, int C);
     void (*gelu_forward)(mt_backend *be, float *out, const float *inp, size_t n);
     void (*gelu_backward)(mt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
-    void (*bias_gelu_forward)(mt_backend *be, float *pre, float *out, const float *bias, int N, int OC);
+    void (*bias_gelu_forward)(mt_backend *be, float *pre, float *out, uint16_t *out16, const float *bias, int N, int OC);
     void (*gelu_bias_backward)(mt_backend *be, float *dpre, float *dbias, const float *pre, const float *dout, int N,
                                int OC);
     size_t (*attention_scratch_floats)(mt_backend *be, int B, int T, int NH, int HS);

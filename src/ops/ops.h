@@ -53,7 +53,7 @@ void op_gelu_forward(mt_backend *be, float *out, const float *inp, size_t n);
 void op_gelu_backward(mt_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
 /* Fused bias + GELU on [N, OC] rows: pre += bias (the linear layer's bias,
  * so the GEMM runs without it; NULL skips), out = gelu(pre). */
-void op_bias_gelu_forward(mt_backend *be, float *pre, float *out, const float *bias, int N, int OC);
+void op_bias_gelu_forward(mt_backend *be, float *pre, float *out, uint16_t *out16, const float *bias, int N, int OC);
 /* Its backward: dpre = gelu'(pre) * dout (dpre may alias dout) and
  * dbias[OC] += column sums of dpre (NULL skips), in one pass; the sums are
  * taken row by row in order, as op_matmul_backward's dbias. */

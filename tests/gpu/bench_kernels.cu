@@ -146,7 +146,7 @@ int main(void) {
     TIME("layernorm bwd", 2 * L + 1, 0.0, 4 * act,
          mt_cuda_layernorm_backward(&ctx, dinp, gw, gb, y, x, w, mean, rstd, N, C));
     float *pre = dfloats((size_t)N * 4 * C), *g = dfloats((size_t)N * 4 * C);
-    TIME("bias + gelu fwd", L, 0.0, 3 * 4 * act, mt_cuda_bias_gelu_forward(&ctx, pre, g, bias, N, 4 * C));
+    TIME("bias + gelu fwd", L, 0.0, 3 * 4 * act, mt_cuda_bias_gelu_forward(&ctx, pre, g, NULL, bias, N, 4 * C));
     TIME("gelu + bias bwd", L, 0.0, 3 * 4 * act, mt_cuda_gelu_bias_backward(&ctx, g, dbias, pre, dinp, N, 4 * C));
     int32_t *tok = (int32_t *)dalloc((size_t)N * 4), *tok0 = (int32_t *)dalloc((size_t)N * 4); // tok0: all token 0
     fill_tokens<<<(N + 255) / 256, 256, 0, (cudaStream_t)ctx.stream>>>(tok, N, 50257);

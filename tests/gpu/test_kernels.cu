@@ -125,11 +125,29 @@ static void test_elementwise(void) {
     bitwise("gelu backward", ref, host(o, n));
     // bias + GELU, and its backward with the bias gradient (accumulating onto a start value)
     std::vector<float> pre = x, out(n), db = rnd(OC, 4, 1.0f);
-    op_bias_gelu_forward(CPU_BE, pre.data(), out.data(), bias.data(), N, OC);
+    op_bias_gelu_forward(CPU_BE, pre.data(), out.data(), NULL, bias.data(), N, OC);
     float *dpre = dev(x);
-    CK(mt_cuda_bias_gelu_forward(&ctx, dpre, o, dbias, N, OC));
+    CK(mt_cuda_bias_gelu_forward(&ctx, dpre, o, NULL, dbias, N, OC));
     bitwise("bias+gelu forward (pre)", pre, host(dpre, n));
     bitwise("bias+gelu forward (out)", out, host(o, n));
+    // with the bf16 output for the next linear layer (fp32 output too, or alone), rows of 67 (one element a
+    // thread) and of 68 (four): the CPU's bits
+    for (int oc : {OC, 68}) {
+        size_t m = (size_t)N * oc;
+        std::vector<float> p0 = rnd(m, 7, 4.0f), b0 = rnd(oc, 8, 0.5f), pc = p0, oc32(m);
+        std::vector<uint16_t> ref16(m);
+        op_bias_gelu_forward(CPU_BE, pc.data(), oc32.data(), ref16.data(), b0.data(), N, oc);
+        for (int with_out = 0; with_out < 2; with_out++) {
+            float *dp = dev(p0), *db0 = dev(b0), *o32 = with_out ? poisoned<float>(m) : NULL;
+            uint16_t *o16 = poisoned<uint16_t>(m);
+            CK(mt_cuda_bias_gelu_forward(&ctx, dp, o32, o16, db0, N, oc));
+            char what[96];
+            snprintf(what, sizeof what, "bias+gelu forward, bf16 output, OC %d%s", oc, with_out ? ", fp32 too" : "");
+            bitwise(what, pc, host(dp, m));
+            bitwise(what, ref16, host(o16, m));
+            if (o32) bitwise(what, oc32, host(o32, m));
+        }
+    }
     std::vector<float> dpre_ref(n), dbr = db;
     op_gelu_bias_backward(CPU_BE, dpre_ref.data(), dbr.data(), pre.data(), dy.data(), N, OC);
     float *ddb = dev(db);

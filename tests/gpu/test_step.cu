@@ -157,7 +157,7 @@ static run_result gpt2_run(bool gpu, int steps) {
         MM(matmul_forward, pr, atty, pp.projw, NULL, N, C, C);
         OP(residual_layernorm_forward, res2, ln2, m2, r2, x0, pr, pp.projb, pp.ln2w, pp.ln2b, N, C);
         MM(matmul_forward, fch, ln2, pp.fcw, NULL, N, C, 4 * C);
-        OP(bias_gelu_forward, fch, fchg, pp.fcb, N, 4 * C);
+        OP(bias_gelu_forward, fch, fchg, (uint16_t *)NULL, pp.fcb, N, 4 * C);
         MM(matmul_forward, fp, fchg, pp.fcpw, NULL, N, 4 * C, C);
         OP(residual_layernorm_forward, res3, lnf, mf, rf, res2, fp, pp.fcpb, pp.lnfw, pp.lnfb, N, C);
         MM(matmul_forward, logits, lnf, pp.wte, NULL, N, C, Vp);

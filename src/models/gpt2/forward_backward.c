@@ -143,8 +143,11 @@ static void block_forward(mt_model *m, int layer, const mt_fwd_ctx *fc) {
                                            C));
     const float *ln2 = mt_unit_tp_gather(m, ba->b[GB_LN2], m->gs.gathered);
     mt_unit_linear_fwd(m, U, MT_T_FC_W, fc, ba->b[GB_FCH], ln2, NULL, N, C, 4 * C / tp);
+    /* c_proj's bf16 input kept for its backward: GELU writes it, and the fp32 output is not needed */
+    uint16_t *gelu16 = mt_unit_linear_input16(m, U, MT_T_FCPROJ_W, fc, ba->b[GB_FCH_GELU], N, 4 * C / tp);
     MT_TIMED(m->prof, MT_PROF_GELU,
-             op_bias_gelu_forward(m->be, ba->b[GB_FCH], ba->b[GB_FCH_GELU], P(MT_T_FC_B), N, 4 * C / tp));
+             op_bias_gelu_forward(m->be, ba->b[GB_FCH], gelu16 ? NULL : ba->b[GB_FCH_GELU], gelu16, P(MT_T_FC_B), N,
+                                  4 * C / tp));
     mt_unit_linear_fwd(m, U, MT_T_FCPROJ_W, fc, tmp, ba->b[GB_FCH_GELU], bias_in_gemm ? P(MT_T_FCPROJ_B) : NULL, N, 4 * C / tp, C);
     mt_unit_tp_scatter(m, tmp);
     if (bias_after) MT_TIMED(m->prof, MT_PROF_ELEMENTWISE, op_add_bias_rows(m->be, tmp, P(MT_T_FCPROJ_B), n, C));
