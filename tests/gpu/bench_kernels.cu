@@ -147,6 +147,9 @@ int main(void) {
          mt_cuda_layernorm_backward(&ctx, dinp, gw, gb, y, x, w, mean, rstd, N, C));
     float *pre = dfloats((size_t)N * 4 * C), *g = dfloats((size_t)N * 4 * C);
     TIME("bias + gelu fwd", L, 0.0, 3 * 4 * act, mt_cuda_bias_gelu_forward(&ctx, pre, g, NULL, bias, N, 4 * C));
+    uint16_t *g16 = (uint16_t *)dalloc((size_t)N * 4 * C * sizeof(uint16_t));
+    TIME("bias + gelu fwd, bf16 output only (lossless)", 0, 0.0, 10.0 * Nd * 4 * C,
+         mt_cuda_bias_gelu_forward(&ctx, pre, NULL, g16, bias, N, 4 * C));
     TIME("gelu + bias bwd", L, 0.0, 3 * 4 * act, mt_cuda_gelu_bias_backward(&ctx, g, dbias, pre, dinp, N, 4 * C));
     int32_t *tok = (int32_t *)dalloc((size_t)N * 4), *tok0 = (int32_t *)dalloc((size_t)N * 4); // tok0: all token 0
     fill_tokens<<<(N + 255) / 256, 256, 0, (cudaStream_t)ctx.stream>>>(tok, N, 50257);
