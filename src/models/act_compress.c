@@ -56,9 +56,9 @@ static void code_block(mt_model *m, int layer, int decode) {
  * a whole kept buffer stored in bf16 (lossless, or bf16 compression), the forward rounds it straight into the
  * kept copy z[k] and the backward multiplies that copy -- the bits the encode and the backward's own rounding
  * give, one pass instead of three (the encode, the decode, the backward's rounding). The kernel producing the
- * input may even round into z[k] itself (MT_KEPT16_PRODUCER): the fp32 input is then never written. That holds while the
- * buffer's backward readers are all linear layers (mt_act_buf: MT_ACT_GEMM_INPUT); a mixture of experts'
- * gather also reads the router's input, so its models keep the encode and decode. */
+ * input may even round into z[k] itself (MT_KEPT16_PRODUCER): the fp32 input is then never written. That
+ * holds while the buffer's backward readers are all linear layers (mt_act_buf: MT_ACT_GEMM_INPUT); a mixture
+ * of experts' gather also reads the router's input, so its models keep the encode and decode. */
 uint16_t *mt_act_compress_kept16(mt_model *m, int u, const float *inp, size_t n, mt_kept16_use use, int *rounded) {
     const mt_family *f = m->fam;
     if (!m->compress || m->precision != MT_BF16 || m->cfg.num_experts || u < 1 || u > m->cfg.n_layer ||
@@ -78,7 +78,9 @@ uint16_t *mt_act_compress_kept16(mt_model *m, int u, const float *inp, size_t n,
     return NULL;
 }
 
-void mt_act_compress_forward_begins(mt_model *m, int layer) { m->acts.blocks[layer].zdirect = m->acts.blocks[layer].zrounded = 0; }
+void mt_act_compress_forward_begins(mt_model *m, int layer) {
+    m->acts.blocks[layer].zdirect = m->acts.blocks[layer].zrounded = 0;
+}
 
 void mt_act_compress_encode(mt_model *m, int layer) {
     code_block(m, layer, 0);
