@@ -80,7 +80,6 @@ void mt_linear_forward(mt_model *m, float *out, const float *inp, const float *w
 
 void mt_linear_forward_keep16(mt_model *m, float *out, const float *inp, uint16_t *inp16, const float *w,
                               const float *bias, int N, int C, int OC) {
-    if (m->precision != MT_BF16) mt_die("mt_linear_forward_keep16: the model's precision is not bf16");
     op_to_16(m->be, MT_BF16, inp16, inp, (size_t)N * C);
     mt_linear_forward16(m, out, inp16, w, bias, N, C, OC);
 }
@@ -122,13 +121,13 @@ void mt_linear_backward(mt_model *m, float *dinp, float *dw, float *dbias, const
         return;
     }
     size_t ni = (size_t)N * C, no = (size_t)N * OC, nw = (size_t)OC * C;
-    if (m->precision == MT_BF16) {
-        op_to_16(m->be, MT_BF16, m->op16[1], dout, no);
-        mt_linear_backward_dout_bf16(m, dinp, dw, m->op16[1], inp, w, N, C, OC, flags);
-    } else {
-        const float *d = fp16_rounded(m, m->opf[1], dout, no);
-        const float *x = dw ? fp16_rounded(m, m->opf[0], inp, ni) : NULL;
-        op_matmul_backward(m->be, dinp, dw, NULL, d, x, dinp ? fp16_weight(m, w, nw) : NULL, N, C, OC, flags);
+    if (m->precision == MT_BF16) { /* the input rounded here, then as when its bf16 form is kept */
+        if (dw) op_to_16(m->be, MT_BF16, m->op16[0], inp, ni);
+        mt_linear_backward_kept16(m, dinp, dw, dbias, dout, m->op16[0], w, N, C, OC, flags);
+        return;
     }
+    const float *d = fp16_rounded(m, m->opf[1], dout, no);
+    const float *x = dw ? fp16_rounded(m, m->opf[0], inp, ni) : NULL;
+    op_matmul_backward(m->be, dinp, dw, NULL, d, x, dinp ? fp16_weight(m, w, nw) : NULL, N, C, OC, flags);
     if (dbias) op_matmul_backward(m->be, NULL, NULL, dbias, dout, NULL, NULL, N, C, OC, 0);
 }

@@ -27,7 +27,7 @@ typedef struct {
     void *z[MT_MAX_BLOCK_BUFS];
     float *zscale[MT_MAX_BLOCK_BUFS]; /* int8: one scale per group of block_buf_group columns */
     /* bit k: z[k], bf16, was written in this block's last training forward by the linear layer that read b[k]
-       (its GEMM operand, mt_act_compress_direct), so it is neither encoded nor decoded: the backward's linear
+       (its GEMM operand, mt_act_compress_kept16), so it is neither encoded nor decoded: the backward's linear
        layers read z[k] itself */
     unsigned zdirect;
     unsigned zrounded; /* bit k: ... and the kernel producing b[k] wrote z[k] in its place (b[k] was not written) */

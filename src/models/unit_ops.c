@@ -198,16 +198,17 @@ static void quant_backward(mt_model *m, int u, int k, int n, float *dinp, float 
     if (dbias) mt_unit_linear_backward(m, NULL, NULL, dbias, dout, NULL, NULL, N, C, OC, 0);
 }
 
-/* A linear layer with no adapter, scaling, quantized base or input hook: its bf16 input may be the kept
- * activation itself (mt_act_compress_kept16). */
-static int plain_linear(const mt_model *m, const mt_tensor *t0) {
-    return !t0->quant && !m->lora_scratch && !m->ia3_x && !m->linear_input_hook;
+/* The kept bf16 copy of the input of linear layer t0 (mt_act_compress_kept16), for a layer with no adapter,
+ * scaling, quantized base or input hook (those read the fp32 input); NULL otherwise. */
+static uint16_t *linear_kept16(mt_model *m, int u, const mt_tensor *t0, const float *inp, int N, int C,
+                               mt_kept16_use use, int *rounded) {
+    if (t0->quant || m->lora_scratch || m->ia3_x || m->linear_input_hook) return NULL;
+    return mt_act_compress_kept16(m, u, inp, (size_t)N * C, use, rounded);
 }
 
 uint16_t *mt_unit_linear_input16(mt_model *m, int u, int k, const mt_fwd_ctx *fc, const float *inp, int N, int C) {
-    return fc->training && plain_linear(m, mt_unit_tensor(&m->layout.units[u], k))
-               ? mt_act_compress_kept16(m, u, inp, (size_t)N * C, MT_KEPT16_PRODUCER, NULL)
-               : NULL;
+    if (!fc->training) return NULL;
+    return linear_kept16(m, u, mt_unit_tensor(&m->layout.units[u], k), inp, N, C, MT_KEPT16_PRODUCER, NULL);
 }
 
 void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *out, const float *inp, const float *bias,
@@ -222,9 +223,7 @@ void mt_unit_linear_fwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
     }
     if (m->linear_input_hook) m->linear_input_hook(m->linear_input_ctx, u, k, n, x, N, C);
     int rounded = 0;
-    uint16_t *kept16 = fc->training && plain_linear(m, t0)
-                           ? mt_act_compress_kept16(m, u, x, (size_t)N * C, MT_KEPT16_LINEAR, &rounded)
-                           : NULL;
+    uint16_t *kept16 = fc->training ? linear_kept16(m, u, t0, x, N, C, MT_KEPT16_LINEAR, &rounded) : NULL;
     if (kept16) {
         const float *w = mt_model_tensor_data(m, u, k);
         if (rounded) MT_TIMED(m->prof, MT_PROF_GEMM, mt_linear_forward16(m, out, kept16, w, bias, N, C, OC));
@@ -268,8 +267,7 @@ void mt_unit_linear_bwd(mt_model *m, int u, int k, const mt_fwd_ctx *fc, float *
         }
         if (copied) d = m->ia3_d;
     }
-    const uint16_t *kept16 =
-        plain_linear(m, t0) ? mt_act_compress_kept16(m, u, inp, (size_t)N * C, MT_KEPT16_BACKWARD, NULL) : NULL;
+    const uint16_t *kept16 = linear_kept16(m, u, t0, inp, N, C, MT_KEPT16_BACKWARD, NULL);
     if (kept16) {
         mt_unit_linear_backward_kept16(m, dinp, mt_model_tensor_grad(m, u, k), dbias, dout, kept16,
                                        mt_model_tensor_data(m, u, k), N, C, OC, flags);

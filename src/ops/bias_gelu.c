@@ -27,7 +27,10 @@ void op_bias_gelu_forward(mt_backend *be, float *pre, float *out, uint16_t *out1
         if (o)
 #pragma omp simd
             for (int j = 0; j < OC; j++) o[j] = mt_gelu1(p[j]);
-        if (o16)
+        if (o16 && o) /* GELU once: the fp32 output rounded */
+#pragma omp simd
+            for (int j = 0; j < OC; j++) o16[j] = mt_fp32_to_bf16(o[j]);
+        else if (o16)
 #pragma omp simd
             for (int j = 0; j < OC; j++) o16[j] = mt_fp32_to_bf16(mt_gelu1(p[j]));
     }
