@@ -238,8 +238,7 @@ bench() {
     local b
     for b in ${MT_GPU_BENCH_BATCH:-16 8 4}; do
         echo "== batch $b"
-        "$bin/meshtrain" train --model gpt2 --train "$tmp/bench.bin" --batch "$b" --precision bf16 --device cuda --steps 12 \
-            --lr 3e-4 --log-every 1 --peak-gflops 989000 --metrics "$tmp/bench.jsonl" && break
+        bench_train "$tmp/bench.jsonl" "$b" && break
         rm -f "$tmp/bench.jsonl"
     done
     [ -s "$tmp/bench.jsonl" ] || { echo "FAIL: no batch size trained"; return 1; }
@@ -249,13 +248,18 @@ bench() {
     # layers' inputs kept in bf16 (--compress-activations lossless: bitwise the same training)
     local ab
     for ab in ${MT_GPU_BENCH_AB---compress-activations=lossless}; do
-        local envs=() flags=()
-        case $ab in --*) flags=("${ab%%=*}" "${ab#*=}") ;; *) envs=("$ab") ;; esac
         rm -f "$tmp/bench_ab.jsonl"
-        env ${envs[@]+"${envs[@]}"} "$bin/meshtrain" train --model gpt2 --train "$tmp/bench.bin" --batch "$b" \
-            --precision bf16 --device cuda --steps 12 --lr 3e-4 --log-every 1 --peak-gflops 989000 \
-            --metrics "$tmp/bench_ab.jsonl" ${flags[@]+"${flags[@]}"} && bench_report "$tmp/bench_ab.jsonl" "$b" " ($ab)"
+        case $ab in
+        --*) bench_train "$tmp/bench_ab.jsonl" "$b" "${ab%%=*}" "${ab#*=}" ;;
+        *) (export "$ab" && bench_train "$tmp/bench_ab.jsonl" "$b") ;;
+        esac && bench_report "$tmp/bench_ab.jsonl" "$b" " ($ab)"
     done
+}
+bench_train() { # METRICS BATCH [FLAGS...]: the speed run, 12 steps
+    local metrics=$1 b=$2
+    shift 2
+    "$bin/meshtrain" train --model gpt2 --train "$tmp/bench.bin" --batch "$b" --precision bf16 --device cuda --steps 12 \
+        --lr 3e-4 --log-every 1 --peak-gflops 989000 --metrics "$metrics" "$@"
 }
 bench_report() { # metrics file, batch, label
     python3 - "$1" "$2" "$3" <<'PY'
@@ -269,7 +273,7 @@ print(f"meshtrain GPT-2 124M bf16 T=1024 batch {sys.argv[2]}{sys.argv[3]}: {tok:
       (f"; its own mfu field {statistics.median(r['mfu'] for r in rows):.3f}" if all("mfu" in r for r in rows) else ""))
 PY
 }
-export -f bench bench_data bench_report
+export -f bench bench_data bench_report bench_train
 if ! want bench; then
     :
 elif [ "${MT_GPU_BENCH:-1}" != 0 ]; then
