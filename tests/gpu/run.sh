@@ -249,6 +249,7 @@ bench() {
     local ab
     for ab in ${MT_GPU_BENCH_AB---compress-activations=lossless}; do
         rm -f "$tmp/bench_ab.jsonl"
+        # shellcheck disable=SC2163 # (an entry VAR=value is exported as such)
         case $ab in
         --*) bench_train "$tmp/bench_ab.jsonl" "$b" "${ab%%=*}" "${ab#*=}" ;;
         *) (export "$ab" && bench_train "$tmp/bench_ab.jsonl" "$b") ;;
